@@ -1,0 +1,40 @@
+//! Kubernetes wire types for listwatch, with no I/O.
+//!
+//! This crate sits at the bottom of the pipeline: every other listwatch crate speaks in its
+//! types. It owns
+//! - metadata and `Status` shapes ([`meta`], [`status`]),
+//! - [`Object`]: canonical JSON bytes plus a small parsed view, so a watch frame is a
+//!   concatenation and never a re-serialization,
+//! - resource versions ([`rv`]),
+//! - label and field selectors with Kubernetes' grammar ([`labels`], [`fields`]),
+//! - watch event framing ([`watch`]).
+//!
+//! It must never depend on storage, HTTP or async runtimes.
+//!
+//! ```
+//! use listwatch_api::{Object, SelectableFields, labels::LabelSelector, fields::FieldSelector};
+//!
+//! let fields = SelectableFields::new(["spec.nodeName"]);
+//! let pod = Object::from_json(
+//!     br#"{"metadata":{"name":"web-1","labels":{"app":"web"}},"spec":{"nodeName":"n7"}}"#,
+//!     &fields,
+//! )?;
+//! assert!(LabelSelector::parse("app in (web,api)")?.matches(&pod));
+//! assert!(FieldSelector::parse("spec.nodeName=n7")?.matches(&pod));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod fields;
+pub mod labels;
+pub mod meta;
+mod object;
+pub mod rv;
+pub mod status;
+pub mod watch;
+
+pub use fields::FieldSelector;
+pub use labels::LabelSelector;
+pub use meta::{ListMeta, ObjectMeta, TypeMeta};
+pub use object::{LabelSet, Object, ObjectError, SelectableFields};
+pub use status::Status;
+pub use watch::{EventType, WatchEvent};

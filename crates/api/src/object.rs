@@ -1,0 +1,484 @@
+//! [`Object`]: an object's canonical JSON bytes plus the small parsed view the pipeline reads.
+//!
+//! Invariants:
+//! - the stored bytes never contain `metadata.resourceVersion`; the version lives beside them
+//!   and is spliced in when the wire bytes are produced (a copy, never a re-serialization);
+//! - cloning, and changing the resource version, share the bytes and the parsed view (an
+//!   `Arc` bump);
+//! - the parsed view (name, namespace, uid, labels, declared selectable fields) is computed
+//!   once, when the object is built from JSON, and always agrees with the bytes.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use thiserror::Error;
+
+use crate::fields::Fields;
+use crate::labels::Labels;
+use crate::rv;
+
+/// Why bytes could not become an [`Object`].
+#[derive(Debug, Error)]
+pub enum ObjectError {
+    /// Not JSON at all.
+    #[error("object is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// JSON, but not of an object's shape.
+    #[error("invalid object: {0}")]
+    Shape(String),
+}
+
+/// The fields of a resource that field selectors may name, beyond `metadata.name` and
+/// `metadata.namespace` (which every object has). Cheap to clone; shared by all objects of a
+/// resource.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct SelectableFields(Arc<[Box<str>]>);
+
+impl SelectableFields {
+    /// Declares dotted JSON paths such as `spec.nodeName`.
+    pub fn new<I, S>(paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<Box<str>>,
+    {
+        Self(paths.into_iter().map(Into::into).collect())
+    }
+
+    /// Only `metadata.name` and `metadata.namespace`.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// The declared paths.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|p| &**p)
+    }
+
+    /// Whether a field selector may name `path` for this resource.
+    pub fn supports(&self, path: &str) -> bool {
+        path == "metadata.name" || path == "metadata.namespace" || self.0.iter().any(|p| &**p == path)
+    }
+}
+
+impl fmt::Debug for SelectableFields {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
+    }
+}
+
+/// An object's labels, sorted by key for binary search.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct LabelSet(Box<[(Box<str>, Box<str>)]>);
+
+impl LabelSet {
+    /// Iterates over `(key, value)` in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    /// Number of labels.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Labels for LabelSet {
+    fn get_label(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .and_then(|i| self.0.get(i))
+            .map(|(_, v)| &**v)
+    }
+}
+
+impl fmt::Debug for LabelSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+struct Body {
+    /// Canonical JSON, without `metadata.resourceVersion`.
+    json: Bytes,
+    /// Offset just inside `"metadata":{`, where the resource version is spliced in.
+    rv_at: usize,
+    /// Whether metadata has members after the splice point (so a comma must follow).
+    meta_has_members: bool,
+    name: Box<str>,
+    namespace: Option<Box<str>>,
+    uid: Option<Box<str>>,
+    labels: LabelSet,
+    fields: SelectableFields,
+    /// Parallel to `fields`; `None` where the object lacks the field.
+    field_values: Box<[Option<Box<str>>]>,
+}
+
+/// A Kubernetes object as the pipeline holds it.
+///
+/// ```
+/// use listwatch_api::{Object, SelectableFields, fields::Fields};
+/// let fields = SelectableFields::new(["spec.nodeName"]);
+/// let pod = Object::from_json(
+///     br#"{"kind":"Pod","metadata":{"name":"a","namespace":"ns","resourceVersion":"7"},"spec":{"nodeName":"n1"}}"#,
+///     &fields,
+/// ).unwrap();
+/// assert_eq!(pod.resource_version(), 7);
+/// assert_eq!(pod.get_field("spec.nodeName"), Some("n1"));
+/// let v8 = pod.with_resource_version(8);
+/// assert!(std::str::from_utf8(&v8.to_json_bytes()).unwrap().contains(r#""resourceVersion":"8""#));
+/// ```
+#[derive(Clone)]
+pub struct Object {
+    body: Arc<Body>,
+    rv: u64,
+}
+
+impl Object {
+    /// Parses JSON bytes. A `metadata.resourceVersion` in them becomes the object's version.
+    pub fn from_json(json: &[u8], fields: &SelectableFields) -> Result<Self, ObjectError> {
+        let value: Value = serde_json::from_slice(json)?;
+        Self::from_value(value, fields)
+    }
+
+    /// Builds an object from a JSON value (see [`Object::from_json`]).
+    pub fn from_value(value: Value, fields: &SelectableFields) -> Result<Self, ObjectError> {
+        let Value::Object(mut top) = value else {
+            return Err(ObjectError::Shape("must be a JSON object".into()));
+        };
+        let meta = match top.entry("metadata").or_insert_with(|| Value::Object(Map::new())) {
+            Value::Object(m) => m,
+            _ => return Err(ObjectError::Shape("metadata must be an object".into())),
+        };
+        let rv = match meta.remove("resourceVersion") {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(s)) => {
+                rv::parse(&s).map_err(|e| ObjectError::Shape(e.to_string()))?
+            }
+            Some(_) => {
+                return Err(ObjectError::Shape("metadata.resourceVersion must be a string".into()));
+            }
+        };
+        let name = opt_str(meta, "name")?.unwrap_or_default().into();
+        let namespace = opt_str(meta, "namespace")?.filter(|s| !s.is_empty()).map(Into::into);
+        let uid = opt_str(meta, "uid")?.map(Into::into);
+        let labels = match meta.get("labels") {
+            None | Some(Value::Null) => LabelSet::default(),
+            Some(Value::Object(m)) => {
+                let mut pairs = Vec::with_capacity(m.len());
+                for (k, v) in m {
+                    let Value::String(v) = v else {
+                        return Err(ObjectError::Shape(format!("label {k:?} must be a string")));
+                    };
+                    pairs.push((k.as_str().into(), v.as_str().into()));
+                }
+                pairs.sort_unstable_by(|a: &(Box<str>, Box<str>), b| a.0.cmp(&b.0));
+                LabelSet(pairs.into_boxed_slice())
+            }
+            Some(_) => return Err(ObjectError::Shape("metadata.labels must be a map".into())),
+        };
+        let top_value = Value::Object(top);
+        let field_values = fields.0.iter().map(|p| scalar_at(&top_value, p)).collect();
+        let Value::Object(top) = top_value else {
+            return Err(ObjectError::Shape("must be a JSON object".into()));
+        };
+        let (json, rv_at, meta_has_members) = canonical(&top)?;
+        Ok(Self {
+            body: Arc::new(Body {
+                json: Bytes::from(json),
+                rv_at,
+                meta_has_members,
+                name,
+                namespace,
+                uid,
+                labels,
+                fields: fields.clone(),
+                field_values,
+            }),
+            rv,
+        })
+    }
+
+    /// Decodes a typed value (e.g. a `Pod` struct) from the wire bytes.
+    pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.to_json_bytes())
+    }
+
+    /// The object as a JSON value, with its resource version, for read-modify-write.
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
+        serde_json::from_slice(&self.to_json_bytes())
+    }
+
+    /// The resource version (0 for an object never stored).
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    /// The same object at another resource version; shares bytes and view.
+    #[must_use]
+    pub fn with_resource_version(&self, rv: u64) -> Self {
+        Self { body: Arc::clone(&self.body), rv }
+    }
+
+    /// `metadata.name` (empty when unset, e.g. before generateName is resolved).
+    pub fn name(&self) -> &str {
+        &self.body.name
+    }
+
+    /// `metadata.namespace`, `None` for cluster-scoped objects.
+    pub fn namespace(&self) -> Option<&str> {
+        self.body.namespace.as_deref()
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> Option<&str> {
+        self.body.uid.as_deref()
+    }
+
+    /// `metadata.labels`.
+    pub fn labels(&self) -> &LabelSet {
+        &self.body.labels
+    }
+
+    /// The declared selectable fields of this object's resource.
+    pub fn selectable_fields(&self) -> &SelectableFields {
+        &self.body.fields
+    }
+
+    /// The canonical JSON as stored: everything but `metadata.resourceVersion`.
+    pub fn stored_json(&self) -> &Bytes {
+        &self.body.json
+    }
+
+    /// Length of the stored JSON in bytes.
+    pub fn size(&self) -> usize {
+        self.body.json.len()
+    }
+
+    /// Whether two objects hold the same stored bytes (resource versions aside).
+    pub fn same_content(&self, other: &Object) -> bool {
+        Arc::ptr_eq(&self.body, &other.body) || self.body.json == other.body.json
+    }
+
+    /// Appends the wire JSON (with `metadata.resourceVersion`) to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let b = &self.body;
+        out.reserve(b.json.len() + 48);
+        out.extend_from_slice(&b.json[..b.rv_at]);
+        if self.rv != 0 {
+            out.extend_from_slice(b"\"resourceVersion\":\"");
+            out.extend_from_slice(self.rv.to_string().as_bytes());
+            out.push(b'"');
+            if b.meta_has_members {
+                out.push(b',');
+            }
+        }
+        out.extend_from_slice(&b.json[b.rv_at..]);
+    }
+
+    /// The wire JSON. With no resource version set this shares the stored bytes.
+    pub fn to_json_bytes(&self) -> Bytes {
+        if self.rv == 0 {
+            return self.body.json.clone();
+        }
+        let mut out = Vec::new();
+        self.write_json(&mut out);
+        Bytes::from(out)
+    }
+}
+
+impl Fields for Object {
+    fn get_field(&self, path: &str) -> Option<&str> {
+        match path {
+            "metadata.name" => Some(self.name()),
+            "metadata.namespace" => Some(self.namespace().unwrap_or("")),
+            _ => {
+                let i = self.body.fields.0.iter().position(|p| &**p == path)?;
+                self.body.field_values.get(i)?.as_deref()
+            }
+        }
+    }
+}
+
+impl Labels for Object {
+    fn get_label(&self, key: &str) -> Option<&str> {
+        self.body.labels.get_label(key)
+    }
+}
+
+impl PartialEq for Object {
+    fn eq(&self, other: &Self) -> bool {
+        self.rv == other.rv && self.same_content(other)
+    }
+}
+
+impl Eq for Object {}
+
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Object")
+            .field("namespace", &self.namespace())
+            .field("name", &self.name())
+            .field("resource_version", &self.rv)
+            .field("bytes", &self.size())
+            .finish()
+    }
+}
+
+fn opt_str<'a>(m: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, ObjectError> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ObjectError::Shape(format!("metadata.{key} must be a string"))),
+    }
+}
+
+/// A scalar at a dotted path, as text (strings as-is, numbers and booleans printed).
+fn scalar_at(v: &Value, path: &str) -> Option<Box<str>> {
+    let mut cur = v;
+    for seg in path.split('.') {
+        cur = cur.as_object()?.get(seg)?;
+    }
+    match cur {
+        Value::String(s) => Some(s.as_str().into()),
+        Value::Number(n) => Some(n.to_string().into()),
+        Value::Bool(b) => Some(b.to_string().into()),
+        _ => None,
+    }
+}
+
+/// Serializes the top-level map, noting where metadata's members begin.
+fn canonical(top: &Map<String, Value>) -> Result<(Vec<u8>, usize, bool), ObjectError> {
+    let mut out = Vec::with_capacity(256);
+    let mut rv_at = 0;
+    let mut meta_has_members = false;
+    out.push(b'{');
+    for (i, (k, v)) in top.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut out, k)?;
+        out.push(b':');
+        match (k.as_str(), v) {
+            ("metadata", Value::Object(meta)) => {
+                out.push(b'{');
+                rv_at = out.len();
+                meta_has_members = !meta.is_empty();
+                for (j, (mk, mv)) in meta.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    serde_json::to_writer(&mut out, mk)?;
+                    out.push(b':');
+                    serde_json::to_writer(&mut out, mv)?;
+                }
+                out.push(b'}');
+            }
+            _ => serde_json::to_writer(&mut out, v)?,
+        }
+    }
+    out.push(b'}');
+    Ok((out, rv_at, meta_has_members))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pod(json: &str) -> Object {
+        Object::from_json(json.as_bytes(), &SelectableFields::new(["spec.nodeName", "status.phase"]))
+            .unwrap()
+    }
+
+    #[test]
+    fn stored_bytes_never_carry_the_resource_version() {
+        let o = pod(r#"{"metadata":{"name":"a","resourceVersion":"5"},"spec":{}}"#);
+        assert_eq!(o.resource_version(), 5);
+        assert!(!String::from_utf8_lossy(o.stored_json()).contains("resourceVersion"));
+        let wire: Value = serde_json::from_slice(&o.to_json_bytes()).unwrap();
+        assert_eq!(wire["metadata"]["resourceVersion"], "5");
+        assert_eq!(wire["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn splices_into_empty_and_missing_metadata() {
+        for json in [r#"{"kind":"X","metadata":{}}"#, r#"{"kind":"X"}"#] {
+            let o = pod(json).with_resource_version(9);
+            let wire: Value = serde_json::from_slice(&o.to_json_bytes()).unwrap();
+            assert_eq!(wire["metadata"], serde_json::json!({"resourceVersion":"9"}));
+        }
+    }
+
+    #[test]
+    fn parsed_view_reads_labels_and_fields() {
+        let o = pod(
+            r#"{"metadata":{"name":"a","namespace":"ns","uid":"u","labels":{"z":"1","a":"2"}},
+                "spec":{"nodeName":"n1"},"status":{"phase":"Running"}}"#,
+        );
+        assert_eq!(o.namespace(), Some("ns"));
+        assert_eq!(o.uid(), Some("u"));
+        assert_eq!(o.get_label("a"), Some("2"));
+        assert_eq!(o.get_label("b"), None);
+        assert_eq!(o.get_field("spec.nodeName"), Some("n1"));
+        assert_eq!(o.get_field("status.phase"), Some("Running"));
+        assert_eq!(o.get_field("metadata.namespace"), Some("ns"));
+        assert_eq!(o.get_field("spec.other"), None);
+    }
+
+    #[test]
+    fn rejects_malformed_objects() {
+        let f = SelectableFields::none();
+        for bad in [
+            "[]",
+            "{",
+            r#"{"metadata":[]}"#,
+            r#"{"metadata":{"name":1}}"#,
+            r#"{"metadata":{"resourceVersion":"x"}}"#,
+            r#"{"metadata":{"resourceVersion":5}}"#,
+            r#"{"metadata":{"labels":{"a":1}}}"#,
+        ] {
+            assert!(Object::from_json(bad.as_bytes(), &f).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn clone_and_version_change_share_the_body() {
+        let o = pod(r#"{"metadata":{"name":"a"}}"#);
+        let p = o.with_resource_version(3);
+        assert!(Arc::ptr_eq(&o.body, &p.body));
+        assert!(o.same_content(&p));
+        assert_ne!(o, p);
+    }
+
+    proptest! {
+        #[test]
+        fn wire_bytes_round_trip_through_from_json(
+            name in "[a-z]{1,8}",
+            labels in prop::collection::btree_map("[a-z]{1,5}", "[a-z]{0,5}", 0..4),
+            rv in 0u64..u64::MAX,
+            extra in "\\PC{0,20}",
+        ) {
+            let v = serde_json::json!({"kind":"Pod","metadata":{"name":name,"labels":labels,
+                "annotations":{"x":extra}},"spec":{"nodeName":"n"}});
+            let o = Object::from_value(v, &SelectableFields::new(["spec.nodeName"])).unwrap()
+                .with_resource_version(rv);
+            let back = Object::from_json(&o.to_json_bytes(), o.selectable_fields()).unwrap();
+            prop_assert_eq!(back.resource_version(), rv);
+            prop_assert_eq!(back.stored_json(), o.stored_json());
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Object::from_json(&bytes, &SelectableFields::none());
+        }
+    }
+}
