@@ -134,15 +134,23 @@ impl FieldSelector {
                 continue;
             }
             let Some((op_at, op, op_len)) = find_operator(term) else {
-                return Err(err(start, format!("{term:?} has no operator ('=', '==' or '!=')")));
+                return Err(err(
+                    start,
+                    format!("{term:?} has no operator ('=', '==' or '!=')"),
+                ));
             };
             let field = unescape(&term[..op_at]).map_err(|(i, r)| err(start + i, r))?;
             if field.is_empty() {
                 return Err(err(start, "field name must be non-empty".into()));
             }
             let value_at = op_at + op_len;
-            let value = unescape(&term[value_at..]).map_err(|(i, r)| err(start + value_at + i, r))?;
-            terms.push(FieldTerm { field, operator: op, value });
+            let value =
+                unescape(&term[value_at..]).map_err(|(i, r)| err(start + value_at + i, r))?;
+            terms.push(FieldTerm {
+                field,
+                operator: op,
+                value,
+            });
         }
         Ok(Self { terms })
     }
@@ -296,7 +304,14 @@ mod tests {
 
     #[test]
     fn rejects_bad_terms_with_positions() {
-        for (bad, pos) in [("a", 0), ("x=1,b", 4), (r"a=\q", 2), ("a=b=c", 3), ("=b", 0), (r"a=b\", 3)] {
+        for (bad, pos) in [
+            ("a", 0),
+            ("x=1,b", 4),
+            (r"a=\q", 2),
+            ("a=b=c", 3),
+            ("=b", 0),
+            (r"a=b\", 3),
+        ] {
             let e = FieldSelector::parse(bad).unwrap_err();
             assert_eq!(e.position, pos, "{bad:?}: {e}");
         }
@@ -309,13 +324,20 @@ mod tests {
     }
 
     fn term_strategy() -> impl Strategy<Value = FieldTerm> {
-        ("[a-z]{1,4}(\\.[a-zA-Z]{1,5}){0,2}", 0..3usize, "[a-z0-9,=\\\\ ._-]{0,6}").prop_map(
-            |(field, op, value)| FieldTerm {
-                field,
-                operator: [FieldOperator::Equals, FieldOperator::DoubleEquals, FieldOperator::NotEquals][op],
-                value,
-            },
+        (
+            "[a-z]{1,4}(\\.[a-zA-Z]{1,5}){0,2}",
+            0..3usize,
+            "[a-z0-9,=\\\\ ._-]{0,6}",
         )
+            .prop_map(|(field, op, value)| FieldTerm {
+                field,
+                operator: [
+                    FieldOperator::Equals,
+                    FieldOperator::DoubleEquals,
+                    FieldOperator::NotEquals,
+                ][op],
+                value,
+            })
     }
 
     proptest! {

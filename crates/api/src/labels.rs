@@ -105,7 +105,11 @@ impl Requirement {
             }
             _ => {}
         }
-        Ok(Self { key: key.to_owned(), operator, values: set.into_iter().collect() })
+        Ok(Self {
+            key: key.to_owned(),
+            operator,
+            values: set.into_iter().collect(),
+        })
     }
 
     /// The label key.
@@ -278,7 +282,11 @@ impl<'a> Parser<'a> {
     }
 
     fn err(&self, position: usize, reason: impl Into<String>) -> LabelSelectorError {
-        LabelSelectorError { input: self.input.to_owned(), position, reason: reason.into() }
+        LabelSelectorError {
+            input: self.input.to_owned(),
+            position,
+            reason: reason.into(),
+        }
     }
 
     /// Returns the next token and the offset it starts at, without consuming it.
@@ -287,7 +295,9 @@ impl<'a> Parser<'a> {
         let trimmed = rest.trim_start();
         let start = self.pos + (rest.len() - trimmed.len());
         let mut chars = trimmed.chars();
-        let Some(c) = chars.next() else { return (Token::End, start, start) };
+        let Some(c) = chars.next() else {
+            return (Token::End, start, start);
+        };
         let (tok, len) = match c {
             ',' => (Token::Comma, 1),
             '(' => (Token::Open, 1),
@@ -357,7 +367,10 @@ impl<'a> Parser<'a> {
             t => {
                 return Err(self.err(
                     op_at,
-                    format!("found {}, expected one of '=', '==', '!=', 'in', 'notin'", t.describe()),
+                    format!(
+                        "found {}, expected one of '=', '==', '!=', 'in', 'notin'",
+                        t.describe()
+                    ),
                 ));
             }
         };
@@ -413,7 +426,9 @@ impl<'a> Parser<'a> {
                 (Token::Comma, _) => {}
                 (Token::Close, _) => break,
                 (t, at) => {
-                    return Err(self.err(at, format!("found {}, expected ',' or ')'", t.describe())));
+                    return Err(
+                        self.err(at, format!("found {}, expected ',' or ')'", t.describe()))
+                    );
                 }
             }
         }
@@ -454,9 +469,11 @@ fn validate_name_part(v: &str) -> Result<(), String> {
     let ends_ok = b.first().is_some_and(u8::is_ascii_alphanumeric)
         && b.last().is_some_and(u8::is_ascii_alphanumeric);
     if !ends_ok || !b.iter().all(|&c| is_name_char(c)) {
-        return Err("must consist of alphanumeric characters, '-', '_' or '.', and must start \
+        return Err(
+            "must consist of alphanumeric characters, '-', '_' or '.', and must start \
                     and end with an alphanumeric character"
-            .into());
+                .into(),
+        );
     }
     Ok(())
 }
@@ -464,13 +481,19 @@ fn validate_name_part(v: &str) -> Result<(), String> {
 /// Checks a DNS-1123 subdomain: ≤ 253 of `[a-z0-9.-]`, alphanumeric at both ends of each label.
 pub fn validate_dns_subdomain(v: &str) -> Result<(), String> {
     if v.is_empty() || v.len() > PREFIX_MAX {
-        return Err(format!("must be a DNS subdomain of 1 to {PREFIX_MAX} characters"));
+        return Err(format!(
+            "must be a DNS subdomain of 1 to {PREFIX_MAX} characters"
+        ));
     }
     for part in v.split('.') {
         let b = part.as_bytes();
-        let ok = b.first().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && b.last().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && b.iter().all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+        let ok = b
+            .first()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && b.last()
+                .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && b.iter()
+                .all(|&c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
         if !ok {
             return Err(
                 "must consist of lower case alphanumeric characters, '-' or '.', and must \
@@ -492,7 +515,9 @@ pub fn validate_key(k: &str) -> Result<(), String> {
         validate_dns_subdomain(p).map_err(|e| format!("invalid label key {k:?}: prefix {e}"))?;
     }
     if name.is_empty() {
-        return Err(format!("invalid label key {k:?}: name part must be non-empty"));
+        return Err(format!(
+            "invalid label key {k:?}: name part must be non-empty"
+        ));
     }
     validate_name_part(name).map_err(|e| format!("invalid label key {k:?}: name part {e}"))
 }
@@ -503,7 +528,10 @@ mod tests {
     use proptest::prelude::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
     }
 
     #[test]
@@ -533,7 +561,10 @@ mod tests {
 
     #[test]
     fn empty_values_are_allowed() {
-        assert_eq!(LabelSelector::parse("a in ()").unwrap().requirements()[0].values(), [""]);
+        assert_eq!(
+            LabelSelector::parse("a in ()").unwrap().requirements()[0].values(),
+            [""]
+        );
         let s = LabelSelector::parse("a=,b in (,x)").unwrap();
         assert!(s.matches(&labels(&[("a", ""), ("b", "")])));
         assert!(!s.matches(&labels(&[("a", "1"), ("b", "")])));
@@ -591,8 +622,12 @@ mod tests {
     }
 
     fn requirement_strategy() -> impl Strategy<Value = Requirement> {
-        (key_strategy(), 0..7usize, prop::collection::vec(value_strategy(), 1..4)).prop_map(
-            |(k, op, vals)| {
+        (
+            key_strategy(),
+            0..7usize,
+            prop::collection::vec(value_strategy(), 1..4),
+        )
+            .prop_map(|(k, op, vals)| {
                 let op = [
                     Operator::Equals,
                     Operator::DoubleEquals,
@@ -608,12 +643,12 @@ mod tests {
                     _ => vals.into_iter().take(1).collect(),
                 };
                 Requirement::new(&k, op, vals).unwrap()
-            },
-        )
+            })
     }
 
     fn selector_strategy() -> impl Strategy<Value = LabelSelector> {
-        prop::collection::vec(requirement_strategy(), 0..5).prop_map(LabelSelector::from_requirements)
+        prop::collection::vec(requirement_strategy(), 0..5)
+            .prop_map(LabelSelector::from_requirements)
     }
 
     /// The obvious reading of each operator, written independently of `matches`.

@@ -22,7 +22,10 @@ pub struct TypeMeta {
 impl TypeMeta {
     /// A TypeMeta from its two parts.
     pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
-        Self { api_version: api_version.into(), kind: kind.into() }
+        Self {
+            api_version: api_version.into(),
+            kind: kind.into(),
+        }
     }
 }
 
@@ -112,17 +115,24 @@ mod tests {
 
     #[test]
     fn object_meta_keeps_unknown_fields() {
-        let json = r#"{"name":"a","namespace":"n","managedFields":[{"manager":"x"}],"labels":{"k":"v"}}"#;
+        let json =
+            r#"{"name":"a","namespace":"n","managedFields":[{"manager":"x"}],"labels":{"k":"v"}}"#;
         let meta: ObjectMeta = serde_json::from_str(json).unwrap();
         assert_eq!(meta.name.as_deref(), Some("a"));
         assert!(meta.extra.contains_key("managedFields"));
         let back = serde_json::to_value(&meta).unwrap();
-        assert_eq!(back, serde_json::from_str::<serde_json::Value>(json).unwrap());
+        assert_eq!(
+            back,
+            serde_json::from_str::<serde_json::Value>(json).unwrap()
+        );
     }
 
     #[test]
     fn list_meta_uses_the_wire_name_continue() {
-        let m = ListMeta { continue_token: Some("t".into()), ..Default::default() };
+        let m = ListMeta {
+            continue_token: Some("t".into()),
+            ..Default::default()
+        };
         assert_eq!(serde_json::to_string(&m).unwrap(), r#"{"continue":"t"}"#);
     }
 }

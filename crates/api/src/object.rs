@@ -59,7 +59,9 @@ impl SelectableFields {
 
     /// Whether a field selector may name `path` for this resource.
     pub fn supports(&self, path: &str) -> bool {
-        path == "metadata.name" || path == "metadata.namespace" || self.0.iter().any(|p| &**p == path)
+        path == "metadata.name"
+            || path == "metadata.namespace"
+            || self.0.iter().any(|p| &**p == path)
     }
 }
 
@@ -154,7 +156,10 @@ impl Object {
         let Value::Object(mut top) = value else {
             return Err(ObjectError::Shape("must be a JSON object".into()));
         };
-        let meta = match top.entry("metadata").or_insert_with(|| Value::Object(Map::new())) {
+        let meta = match top
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()))
+        {
             Value::Object(m) => m,
             _ => return Err(ObjectError::Shape("metadata must be an object".into())),
         };
@@ -164,11 +169,15 @@ impl Object {
                 rv::parse(&s).map_err(|e| ObjectError::Shape(e.to_string()))?
             }
             Some(_) => {
-                return Err(ObjectError::Shape("metadata.resourceVersion must be a string".into()));
+                return Err(ObjectError::Shape(
+                    "metadata.resourceVersion must be a string".into(),
+                ));
             }
         };
         let name = opt_str(meta, "name")?.unwrap_or_default().into();
-        let namespace = opt_str(meta, "namespace")?.filter(|s| !s.is_empty()).map(Into::into);
+        let namespace = opt_str(meta, "namespace")?
+            .filter(|s| !s.is_empty())
+            .map(Into::into);
         let uid = opt_str(meta, "uid")?.map(Into::into);
         let labels = match meta.get("labels") {
             None | Some(Value::Null) => LabelSet::default(),
@@ -225,7 +234,10 @@ impl Object {
     /// The same object at another resource version; shares bytes and view.
     #[must_use]
     pub fn with_resource_version(&self, rv: u64) -> Self {
-        Self { body: Arc::clone(&self.body), rv }
+        Self {
+            body: Arc::clone(&self.body),
+            rv,
+        }
     }
 
     /// `metadata.name` (empty when unset, e.g. before generateName is resolved).
@@ -337,7 +349,9 @@ fn opt_str<'a>(m: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, 
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(ObjectError::Shape(format!("metadata.{key} must be a string"))),
+        Some(_) => Err(ObjectError::Shape(format!(
+            "metadata.{key} must be a string"
+        ))),
     }
 }
 
@@ -395,8 +409,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn pod(json: &str) -> Object {
-        Object::from_json(json.as_bytes(), &SelectableFields::new(["spec.nodeName", "status.phase"]))
-            .unwrap()
+        Object::from_json(
+            json.as_bytes(),
+            &SelectableFields::new(["spec.nodeName", "status.phase"]),
+        )
+        .unwrap()
     }
 
     #[test]
@@ -446,7 +463,10 @@ mod tests {
             r#"{"metadata":{"resourceVersion":5}}"#,
             r#"{"metadata":{"labels":{"a":1}}}"#,
         ] {
-            assert!(Object::from_json(bad.as_bytes(), &f).is_err(), "{bad} accepted");
+            assert!(
+                Object::from_json(bad.as_bytes(), &f).is_err(),
+                "{bad} accepted"
+            );
         }
     }
 

@@ -27,9 +27,13 @@ pub fn parse(s: &str) -> Result<u64, InvalidResourceVersion> {
     }
     // u64::from_str accepts a leading '+', Kubernetes' strconv.ParseUint does not.
     if !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(InvalidResourceVersion { value: s.to_owned() });
+        return Err(InvalidResourceVersion {
+            value: s.to_owned(),
+        });
     }
-    s.parse::<u64>().map_err(|_| InvalidResourceVersion { value: s.to_owned() })
+    s.parse::<u64>().map_err(|_| InvalidResourceVersion {
+        value: s.to_owned(),
+    })
 }
 
 /// Parses an optional query value: absent or `""` is `None` (unset), `"0"` is `Some(0)`.
@@ -64,7 +68,16 @@ mod tests {
 
     #[test]
     fn rejects_signs_blanks_overflow_and_letters() {
-        for bad in ["+1", "-1", " 1", "1 ", "abc", "18446744073709551616", "1.0", "0x10"] {
+        for bad in [
+            "+1",
+            "-1",
+            " 1",
+            "1 ",
+            "abc",
+            "18446744073709551616",
+            "1.0",
+            "0x10",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?} accepted");
         }
     }

@@ -130,13 +130,19 @@ impl Status {
 
     /// A `Success` status (e.g. a collection delete).
     pub fn success() -> Self {
-        Self { status: "Success".into(), code: 200, ..Self::failure(200, "", "") }
+        Self {
+            status: "Success".into(),
+            code: 200,
+            ..Self::failure(200, "", "")
+        }
     }
 
     /// Sets `details.retryAfterSeconds`.
     #[must_use]
     pub fn with_retry_after(mut self, seconds: u32) -> Self {
-        self.details.get_or_insert_with(Default::default).retry_after_seconds = seconds;
+        self.details
+            .get_or_insert_with(Default::default)
+            .retry_after_seconds = seconds;
         self
     }
 
@@ -153,11 +159,14 @@ impl Status {
     /// Adds a cause.
     #[must_use]
     pub fn with_cause(mut self, reason: &str, message: &str, field: &str) -> Self {
-        self.details.get_or_insert_with(Default::default).causes.push(StatusCause {
-            reason: reason.into(),
-            message: message.into(),
-            field: field.into(),
-        });
+        self.details
+            .get_or_insert_with(Default::default)
+            .causes
+            .push(StatusCause {
+                reason: reason.into(),
+                message: message.into(),
+                field: field.into(),
+            });
         self
     }
 

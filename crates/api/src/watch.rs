@@ -86,12 +86,20 @@ pub fn encode_frame(event_type: EventType, object: &Object) -> Bytes {
 /// Encodes a BOOKMARK frame: an object of the resource's kind carrying only its version
 /// (and the initial-events-end annotation when it closes a watch's initial events).
 pub fn encode_bookmark(type_meta: &TypeMeta, rv: u64, initial_events_end: bool) -> Bytes {
-    frame(EventType::Bookmark, |out| bookmark_object(out, type_meta, rv, initial_events_end), 96)
+    frame(
+        EventType::Bookmark,
+        |out| bookmark_object(out, type_meta, rv, initial_events_end),
+        96,
+    )
 }
 
 /// Encodes an ERROR frame carrying a Status.
 pub fn encode_error(status: &Status) -> Bytes {
-    frame(EventType::Error, |out| out.extend_from_slice(&status.to_json()), 256)
+    frame(
+        EventType::Error,
+        |out| out.extend_from_slice(&status.to_json()),
+        256,
+    )
 }
 
 fn bookmark_object(out: &mut Vec<u8>, type_meta: &TypeMeta, rv: u64, end: bool) {
@@ -122,7 +130,10 @@ mod tests {
         let ev: WatchEvent<serde_json::Value> = serde_json::from_slice(&f).unwrap();
         assert_eq!(ev.event_type, EventType::Bookmark);
         assert_eq!(ev.object["metadata"]["resourceVersion"], "42");
-        assert_eq!(ev.object["metadata"]["annotations"][INITIAL_EVENTS_END_ANNOTATION], "true");
+        assert_eq!(
+            ev.object["metadata"]["annotations"][INITIAL_EVENTS_END_ANNOTATION],
+            "true"
+        );
         assert_eq!(ev.object["kind"], "Pod");
         assert!(f.ends_with(b"\n"));
     }

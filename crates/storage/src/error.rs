@@ -104,12 +104,16 @@ impl Error {
 
     /// Builds `BadRequest`.
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Error::BadRequest { message: message.into() }
+        Error::BadRequest {
+            message: message.into(),
+        }
     }
 
     /// Builds `Internal`.
     pub fn internal(message: impl Into<String>) -> Self {
-        Error::Internal { message: message.into() }
+        Error::Internal {
+            message: message.into(),
+        }
     }
 
     /// Whether this is `NotFound`.
@@ -159,10 +163,11 @@ impl Error {
                 Status::failure(500, reason::SERVER_TIMEOUT, msg).with_retry_after(2)
             }
             Error::Timeout { .. } => Status::failure(504, reason::TIMEOUT, msg),
-            Error::NotReady { retry_after_seconds, .. } => {
-                Status::failure(429, reason::TOO_MANY_REQUESTS, msg)
-                    .with_retry_after((*retry_after_seconds).max(1))
-            }
+            Error::NotReady {
+                retry_after_seconds,
+                ..
+            } => Status::failure(429, reason::TOO_MANY_REQUESTS, msg)
+                .with_retry_after((*retry_after_seconds).max(1)),
             Error::BadRequest { .. } => Status::failure(400, reason::BAD_REQUEST, msg),
             Error::Internal { .. } => Status::failure(500, reason::INTERNAL_ERROR, msg),
         }
@@ -177,19 +182,69 @@ mod tests {
     fn every_variant_maps_to_its_upstream_code_and_reason() {
         let s = |r: &str, n: &str| (r.to_owned(), n.to_owned());
         let cases = [
-            (Error::NotFound { resource: s("pods", "").0, name: "a".into() }, 404, "NotFound"),
-            (Error::AlreadyExists { resource: "pods".into(), name: "a".into() }, 409, "AlreadyExists"),
             (
-                Error::Conflict { resource: "pods".into(), name: "a".into(), message: "x".into() },
+                Error::NotFound {
+                    resource: s("pods", "").0,
+                    name: "a".into(),
+                },
+                404,
+                "NotFound",
+            ),
+            (
+                Error::AlreadyExists {
+                    resource: "pods".into(),
+                    name: "a".into(),
+                },
+                409,
+                "AlreadyExists",
+            ),
+            (
+                Error::Conflict {
+                    resource: "pods".into(),
+                    name: "a".into(),
+                    message: "x".into(),
+                },
                 409,
                 "Conflict",
             ),
-            (Error::InvalidObject { message: "x".into() }, 422, "Invalid"),
+            (
+                Error::InvalidObject {
+                    message: "x".into(),
+                },
+                422,
+                "Invalid",
+            ),
             (Error::too_old(1, 2), 410, "Expired"),
-            (Error::TooLargeResourceVersion { requested: 9, current: 3 }, 504, "Timeout"),
-            (Error::Unreachable { message: "x".into() }, 500, "ServerTimeout"),
-            (Error::Timeout { message: "x".into() }, 504, "Timeout"),
-            (Error::NotReady { message: "x".into(), retry_after_seconds: 0 }, 429, "TooManyRequests"),
+            (
+                Error::TooLargeResourceVersion {
+                    requested: 9,
+                    current: 3,
+                },
+                504,
+                "Timeout",
+            ),
+            (
+                Error::Unreachable {
+                    message: "x".into(),
+                },
+                500,
+                "ServerTimeout",
+            ),
+            (
+                Error::Timeout {
+                    message: "x".into(),
+                },
+                504,
+                "Timeout",
+            ),
+            (
+                Error::NotReady {
+                    message: "x".into(),
+                    retry_after_seconds: 0,
+                },
+                429,
+                "TooManyRequests",
+            ),
             (Error::bad_request("x"), 400, "BadRequest"),
             (Error::internal("x"), 500, "InternalError"),
         ];
@@ -198,15 +253,34 @@ mod tests {
             assert_eq!((st.code, st.reason.as_str()), (code, reason), "{e:?}");
         }
         assert_eq!(
-            Error::TooLargeResourceVersion { requested: 9, current: 3 }.to_status().retry_after(),
+            Error::TooLargeResourceVersion {
+                requested: 9,
+                current: 3
+            }
+            .to_status()
+            .retry_after(),
             1
         );
-        assert_eq!(Error::NotReady { message: "x".into(), retry_after_seconds: 0 }.to_status().retry_after(), 1);
+        assert_eq!(
+            Error::NotReady {
+                message: "x".into(),
+                retry_after_seconds: 0
+            }
+            .to_status()
+            .retry_after(),
+            1
+        );
     }
 
     #[test]
     fn expired_continuation_carries_the_fresh_token() {
-        let e = Error::Expired { message: "m".into(), continue_token: Some("tok".into()) };
-        assert_eq!(e.to_status().metadata.continue_token.as_deref(), Some("tok"));
+        let e = Error::Expired {
+            message: "m".into(),
+            continue_token: Some("tok".into()),
+        };
+        assert_eq!(
+            e.to_status().metadata.continue_token.as_deref(),
+            Some("tok")
+        );
     }
 }

@@ -102,7 +102,11 @@ impl Key {
 
     /// Whether a stored path falls under this key (the key itself, or inside a collection).
     pub fn contains(&self, path: &str) -> bool {
-        if self.is_collection() { path.starts_with(&self.path) } else { path == self.path }
+        if self.is_collection() {
+            path.starts_with(&self.path)
+        } else {
+            path == self.path
+        }
     }
 
     /// The name to show in errors about this key.
@@ -112,7 +116,10 @@ impl Key {
 
     /// Builds `NotFound` for this key.
     pub fn not_found(&self) -> Error {
-        Error::NotFound { resource: self.resource.clone(), name: self.display_name().to_owned() }
+        Error::NotFound {
+            resource: self.resource.clone(),
+            name: self.display_name().to_owned(),
+        }
     }
 
     /// Builds `AlreadyExists` for this key.
@@ -160,11 +167,15 @@ struct ContinueToken {
 /// Tokens are Kubernetes' own format: base64url without padding of
 /// `{"v":"meta.k8s.io/v1","rv":REV,"start":KEY-without-prefix}`.
 pub fn encode_continue(next_key: &str, prefix: &str, rv: u64) -> Result<String> {
-    let start = next_key
-        .strip_prefix(prefix)
-        .ok_or_else(|| Error::internal(format!("continue key {next_key:?} is outside {prefix:?}")))?;
+    let start = next_key.strip_prefix(prefix).ok_or_else(|| {
+        Error::internal(format!("continue key {next_key:?} is outside {prefix:?}"))
+    })?;
     let rv = i64::try_from(rv).map_err(|_| Error::internal("revision out of range"))?;
-    let token = ContinueToken { v: CONTINUE_VERSION.into(), rv, start: start.to_owned() };
+    let token = ContinueToken {
+        v: CONTINUE_VERSION.into(),
+        rv,
+        start: start.to_owned(),
+    };
     let json = serde_json::to_vec(&token).map_err(|e| Error::internal(e.to_string()))?;
     Ok(URL_SAFE_NO_PAD.encode(json))
 }
@@ -190,12 +201,18 @@ pub fn decode_continue(token: &str, prefix: &str) -> Result<(String, u64)> {
         )));
     }
     if t.rv <= 0 {
-        return Err(bad("incorrect encoded start resourceVersion (version meta.k8s.io/v1)"));
+        return Err(bad(
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
     }
     if t.start.is_empty() {
         return Err(bad("encoded start key empty (version meta.k8s.io/v1)"));
     }
-    let absolute = if t.start.starts_with('/') { t.start.clone() } else { format!("/{}", t.start) };
+    let absolute = if t.start.starts_with('/') {
+        t.start.clone()
+    } else {
+        format!("/{}", t.start)
+    };
     if clean_path(&absolute) != absolute {
         return Err(bad(&format!("{:?}", t.start)));
     }
@@ -235,7 +252,12 @@ mod tests {
 
     #[test]
     fn rejects_traversal_and_empty_segments() {
-        for (r, ns, n) in [("pods", Some(""), "a"), ("pods", None, "."), ("", None, "a"), ("pods", Some("a/b"), "c")] {
+        for (r, ns, n) in [
+            ("pods", Some(""), "a"),
+            ("pods", None, "."),
+            ("", None, "a"),
+            ("pods", Some("a/b"), "c"),
+        ] {
             assert!(Key::object(r, ns, n).is_err());
         }
     }
@@ -243,7 +265,14 @@ mod tests {
     #[test]
     fn continue_tokens_reject_traversal_and_bad_versions() {
         let enc = |start: &str, rv: i64, v: &str| {
-            URL_SAFE_NO_PAD.encode(serde_json::to_vec(&ContinueToken { v: v.into(), rv, start: start.into() }).unwrap())
+            URL_SAFE_NO_PAD.encode(
+                serde_json::to_vec(&ContinueToken {
+                    v: v.into(),
+                    rv,
+                    start: start.into(),
+                })
+                .unwrap(),
+            )
         };
         assert!(decode_continue(&enc("../secrets/x", 5, CONTINUE_VERSION), "/pods/").is_err());
         assert!(decode_continue(&enc("a/../../b", 5, CONTINUE_VERSION), "/pods/").is_err());
@@ -251,7 +280,12 @@ mod tests {
         assert!(decode_continue(&enc("a", 5, "v2"), "/pods/").is_err());
         assert!(decode_continue(&enc("", 5, CONTINUE_VERSION), "/pods/").is_err());
         assert!(decode_continue("!!!", "/pods/").is_err());
-        assert_eq!(decode_continue(&enc("a\0", 5, CONTINUE_VERSION), "/pods/").unwrap().0, "/pods/a\0");
+        assert_eq!(
+            decode_continue(&enc("a\0", 5, CONTINUE_VERSION), "/pods/")
+                .unwrap()
+                .0,
+            "/pods/a\0"
+        );
     }
 
     #[test]
@@ -259,7 +293,10 @@ mod tests {
         let t = encode_continue("/pods/ns/b\0", "/pods/", 7).unwrap();
         let raw = URL_SAFE_NO_PAD.decode(t).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&raw).unwrap();
-        assert_eq!(v, serde_json::json!({"v":"meta.k8s.io/v1","rv":7,"start":"ns/b\u{0}"}));
+        assert_eq!(
+            v,
+            serde_json::json!({"v":"meta.k8s.io/v1","rv":7,"start":"ns/b\u{0}"})
+        );
     }
 
     proptest! {

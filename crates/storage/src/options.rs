@@ -66,7 +66,10 @@ pub struct ListOptions {
 impl ListOptions {
     /// Everything under a collection.
     pub fn recursive() -> Self {
-        Self { recursive: true, ..Self::default() }
+        Self {
+            recursive: true,
+            ..Self::default()
+        }
     }
 
     /// Sets the resource version.
@@ -195,9 +198,9 @@ impl WatchEvent {
     /// The version this event happened at (`None` for errors).
     pub fn resource_version(&self) -> Option<u64> {
         match self {
-            WatchEvent::Added(o) | WatchEvent::Deleted(o) | WatchEvent::Modified { object: o, .. } => {
-                Some(o.resource_version())
-            }
+            WatchEvent::Added(o)
+            | WatchEvent::Deleted(o)
+            | WatchEvent::Modified { object: o, .. } => Some(o.resource_version()),
             WatchEvent::Bookmark(b) => Some(b.resource_version),
             WatchEvent::Error(_) => None,
         }
@@ -206,7 +209,9 @@ impl WatchEvent {
     /// The object, for object events.
     pub fn object(&self) -> Option<&Object> {
         match self {
-            WatchEvent::Added(o) | WatchEvent::Deleted(o) | WatchEvent::Modified { object: o, .. } => Some(o),
+            WatchEvent::Added(o)
+            | WatchEvent::Deleted(o)
+            | WatchEvent::Modified { object: o, .. } => Some(o),
             _ => None,
         }
     }
