@@ -1,1 +1,182 @@
-fn main() {}
+//! Developer workflows for listwatch: `cargo xtask <task>`.
+//!
+//! - `test`  — every test of the workspace, including the ones that need a real etcd and the
+//!   real clients; provisions what they need first (etcd, the Python `kubernetes` client).
+//! - `ci`    — `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings denied,
+//!   then `test`. This is what `.ci/run` and the GitHub workflow run.
+//! - `bench [NAME]` — the criterion benchmarks (all, or one bench target).
+//!
+//! Kept light on purpose: std only, no async runtime.
+
+use std::env;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+type Result<T = ()> = std::result::Result<T, String>;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let (task, rest) = match args.split_first() {
+        Some((t, r)) => (t.as_str(), r),
+        None => ("help", &[][..]),
+    };
+    let started = Instant::now();
+    let result = match task {
+        "test" => test(rest),
+        "ci" => ci(rest),
+        "bench" => bench(rest),
+        "provision" => provision().map(|_| ()),
+        "help" | "--help" | "-h" => {
+            eprintln!("{}", HELP);
+            Ok(())
+        }
+        other => Err(format!("unknown task {other:?}\n\n{HELP}")),
+    };
+    match result {
+        Ok(()) => {
+            eprintln!("xtask {task}: ok in {:.0?}", started.elapsed());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("xtask {task}: FAILED: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const HELP: &str = "usage: cargo xtask <task>
+  test [ARGS]      run every test (provisions etcd and the Python client first);
+                   ARGS go to `cargo test` before `--`
+  ci               fmt --check, clippy -D warnings, doc -D warnings, then test
+  bench [NAME..]   run the criterion benchmarks (all, or the named bench targets)
+  provision        only install/check etcd and the Python kubernetes client";
+
+fn root() -> PathBuf {
+    // xtask lives one level below the workspace root.
+    let manifest = env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+    manifest
+        .and_then(|m| m.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+fn run(mut cmd: Command) -> Result {
+    let shown = format!("{cmd:?}");
+    eprintln!("$ {shown}");
+    let status = cmd.status().map_err(|e| format!("cannot start {shown}: {e}"))?;
+    if status.success() { Ok(()) } else { Err(format!("{shown} exited with {status}")) }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = env::var_os("PATH")?;
+    env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Finds etcd, installing Debian's `etcd-server` when missing and running as root.
+fn ensure_etcd() -> Result<PathBuf> {
+    if let Some(p) = env::var_os("LISTWATCH_ETCD_BIN").map(PathBuf::from).filter(|p| p.is_file()) {
+        return Ok(p);
+    }
+    if let Some(p) = which("etcd") {
+        return Ok(p);
+    }
+    if !is_root() || which("apt-get").is_none() {
+        return Err("etcd is not installed: install Debian's `etcd-server` package \
+                    (apt-get install -y etcd-server) or set LISTWATCH_ETCD_BIN"
+            .into());
+    }
+    eprintln!("etcd missing: installing Debian's etcd-server");
+    let mut update = Command::new("apt-get");
+    update.args(["update", "-qq"]);
+    run(update)?;
+    let mut install = Command::new("apt-get");
+    install.args(["install", "-y", "-qq", "etcd-server", "etcd-client"]);
+    install.env("DEBIAN_FRONTEND", "noninteractive");
+    run(install)?;
+    which("etcd").ok_or_else(|| "etcd-server installed but no `etcd` on PATH".into())
+}
+
+/// Makes sure the Python `kubernetes` client is importable (end-to-end tests drive it).
+fn ensure_python_client() -> Result<PathBuf> {
+    let python = which("python3").ok_or("python3 is not installed")?;
+    let has = |py: &Path| {
+        Command::new(py)
+            .args(["-c", "import kubernetes"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !has(&python) {
+        eprintln!("installing the Python kubernetes client");
+        let mut pip = Command::new(&python);
+        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "kubernetes"]);
+        run(pip)?;
+        if !has(&python) {
+            return Err("pip installed kubernetes but python3 cannot import it".into());
+        }
+    }
+    Ok(python)
+}
+
+fn provision() -> Result<Vec<(&'static str, PathBuf)>> {
+    let etcd = ensure_etcd()?;
+    let python = ensure_python_client()?;
+    eprintln!("using etcd at {} and python at {}", etcd.display(), python.display());
+    Ok(vec![("LISTWATCH_ETCD_BIN", etcd), ("LISTWATCH_PYTHON", python)])
+}
+
+fn test(extra: &[String]) -> Result {
+    let env = provision()?;
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--locked"]);
+    cmd.args(extra);
+    // Tests that need etcd or real clients are #[ignore]d so that plain `cargo test` passes on
+    // a bare machine; here everything is provisioned, so they all run.
+    cmd.args(["--", "--include-ignored"]);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run(cmd)
+}
+
+fn ci(extra: &[String]) -> Result {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    run(fmt)?;
+    let mut clippy = cargo();
+    clippy.args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]);
+    run(clippy)?;
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps", "--locked"]);
+    doc.env("RUSTDOCFLAGS", "-D warnings");
+    run(doc)?;
+    test(extra)
+}
+
+fn bench(names: &[String]) -> Result {
+    let env = provision()?;
+    let mut cmd = cargo();
+    cmd.args(["bench", "-p", "listwatch-benches"]);
+    for n in names {
+        cmd.args([OsStr::new("--bench"), OsStr::new(n)]);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run(cmd)
+}
