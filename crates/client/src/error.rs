@@ -1,0 +1,158 @@
+//! The client's one error enum.
+//!
+//! A server's `Status` body (or a watch `ERROR` event) becomes [`Error::Api`], which keeps the
+//! whole Status so callers can read its code, reason and retry hint. The reflector decides
+//! what to do with an error only through the predicates here ([`Error::is_expired`],
+//! [`Error::is_too_large_resource_version`], [`Error::is_retriable_with_backoff`]), so the
+//! mapping from wire failures to behaviour lives in one place.
+
+use std::time::Duration;
+
+use listwatch_api::Status;
+use listwatch_api::status::reason;
+
+/// Result with [`Error`] as the default error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong talking to a Kubernetes-style server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server answered with a `Status` failure (HTTP error body or watch `ERROR` event).
+    #[error("api error {}: {} ({})", .0.code, .0.message, .0.reason)]
+    Api(Box<Status>),
+    /// The server could not be reached (refused, reset, DNS): retried with backoff.
+    #[error("connection failed: {0}")]
+    Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// An HTTP-level failure other than a refused connection.
+    #[error("http error: {0}")]
+    Http(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The server answered something that is not the expected JSON.
+    #[error("cannot decode server response: {0}")]
+    Decode(String),
+    /// A typed object could not be built from an object's JSON.
+    #[error("cannot decode object into the requested type: {0}")]
+    Typed(#[source] serde_json::Error),
+    /// A watch ended within the minimum watch duration without delivering anything
+    /// (client-go's "very short watch"): the server is probably unhealthy.
+    #[error("very short watch: closed after {0:?} with no events")]
+    VeryShortWatch(Duration),
+    /// A streaming list (sendInitialEvents) ended before its initial-events-end bookmark.
+    #[error("streaming list ended before its initial-events-end bookmark")]
+    StreamingListIncomplete,
+    /// Client configuration (URL, kubeconfig, TLS material) is unusable.
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+}
+
+impl Error {
+    /// The `Status` of an API error.
+    pub fn status(&self) -> Option<&Status> {
+        match self {
+            Error::Api(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The HTTP code of an API error.
+    pub fn code(&self) -> Option<u16> {
+        self.status().map(|s| s.code)
+    }
+
+    /// The `reason` of an API error.
+    pub fn reason(&self) -> Option<&str> {
+        self.status().map(|s| s.reason.as_str())
+    }
+
+    /// 410 (reason `Expired` or `Gone`): the requested version is no longer held.
+    pub fn is_expired(&self) -> bool {
+        self.status().is_some_and(|s| {
+            s.code == 410 || s.reason == reason::EXPIRED || s.reason == reason::GONE
+        })
+    }
+
+    /// 504 "Too large resource version" (the server's cache has not reached the version).
+    pub fn is_too_large_resource_version(&self) -> bool {
+        self.status().is_some_and(|s| {
+            s.code == 504
+                && (s.message.contains("Too large resource version")
+                    || s.details.as_ref().is_some_and(|d| {
+                        d.causes
+                            .iter()
+                            .any(|c| c.reason == "ResourceVersionTooLarge")
+                    }))
+        })
+    }
+
+    /// 429 Too Many Requests.
+    pub fn is_too_many_requests(&self) -> bool {
+        self.status()
+            .is_some_and(|s| s.code == 429 || s.reason == reason::TOO_MANY_REQUESTS)
+    }
+
+    /// Whether a failed watch should be retried after a backoff without relisting
+    /// (client-go `isWatchErrorRetriable`: connection refused or 429).
+    pub fn is_retriable_with_backoff(&self) -> bool {
+        matches!(self, Error::Connect(_)) || self.is_too_many_requests()
+    }
+
+    /// The server's retry hint (`details.retryAfterSeconds`), when it gave one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.status()
+            .map(Status::retry_after)
+            .filter(|s| *s > 0)
+            .map(|s| Duration::from_secs(u64::from(s)))
+    }
+
+    pub(crate) fn api(status: Status) -> Self {
+        Error::Api(Box::new(status))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn predicates_follow_the_status_code_and_reason() {
+        let expired = Error::api(Status::failure(
+            410,
+            reason::EXPIRED,
+            "too old resource version: 1 (5)",
+        ));
+        assert!(expired.is_expired());
+        assert!(!expired.is_retriable_with_backoff());
+        let gone = Error::api(Status::failure(410, reason::GONE, "gone"));
+        assert!(gone.is_expired());
+        let large = Error::api(
+            Status::failure(
+                504,
+                reason::TIMEOUT,
+                "Too large resource version: 9, current: 3",
+            )
+            .with_retry_after(1),
+        );
+        assert!(large.is_too_large_resource_version());
+        assert_eq!(large.retry_after(), Some(Duration::from_secs(1)));
+        let plain_timeout = Error::api(Status::failure(504, reason::TIMEOUT, "slow"));
+        assert!(!plain_timeout.is_too_large_resource_version());
+        let busy = Error::api(Status::failure(429, reason::TOO_MANY_REQUESTS, "busy"));
+        assert!(busy.is_retriable_with_backoff());
+        assert!(Error::Connect("refused".into()).is_retriable_with_backoff());
+        assert!(!Error::Decode("x".into()).is_retriable_with_backoff());
+    }
+
+    #[test]
+    fn api_errors_display_code_message_and_reason() {
+        let e = Error::api(Status::failure(
+            404,
+            reason::NOT_FOUND,
+            "pods \"a\" not found",
+        ));
+        assert_eq!(
+            e.to_string(),
+            "api error 404: pods \"a\" not found (NotFound)"
+        );
+        assert_eq!(e.code(), Some(404));
+        assert_eq!(e.reason(), Some("NotFound"));
+    }
+}

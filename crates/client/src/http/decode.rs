@@ -1,0 +1,311 @@
+//! Wire decoding: list bodies, watch frames and Status bodies.
+//!
+//! The watch body is decoded incrementally: bytes accumulate only until a frame's newline
+//! (the apiserver's JSON encoder ends every frame with one), so memory holds at most one
+//! frame plus one network chunk, never the stream. A frame larger than [`MAX_FRAME`] is an
+//! error rather than unbounded buffering.
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures::Stream;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use listwatch_api::watch::INITIAL_EVENTS_END_ANNOTATION;
+use listwatch_api::{EventType, ListMeta, Object, SelectableFields, Status};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::lister::{Page, WatchEvent};
+
+/// The largest watch frame accepted (objects are limited to a few MiB upstream).
+pub(crate) const MAX_FRAME: usize = 16 << 20;
+
+#[derive(Deserialize)]
+struct WireList {
+    #[serde(default)]
+    metadata: ListMeta,
+    #[serde(default)]
+    items: Option<Vec<Value>>,
+}
+
+#[derive(Deserialize)]
+struct WireEvent {
+    #[serde(rename = "type")]
+    event_type: EventType,
+    object: Value,
+}
+
+/// Decodes a list body into a page.
+pub(crate) fn decode_list(body: &[u8], fields: &SelectableFields) -> Result<Page<Object>> {
+    let list: WireList =
+        serde_json::from_slice(body).map_err(|e| Error::Decode(format!("list: {e}")))?;
+    let resource_version = match list.metadata.resource_version.as_deref() {
+        Some(rv) => listwatch_api::rv::parse(rv).map_err(|e| Error::Decode(e.to_string()))?,
+        None => 0,
+    };
+    let items = list
+        .items
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| {
+            Object::from_value(v, fields).map_err(|e| Error::Decode(format!("list item: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Page {
+        items,
+        resource_version,
+        continue_token: list.metadata.continue_token.filter(|t| !t.is_empty()),
+    })
+}
+
+/// Turns a failed response into an error: its Status body, or one made from the code.
+pub(crate) fn decode_status(code: u16, body: &[u8]) -> Error {
+    if let Ok(status) = serde_json::from_slice::<Status>(body) {
+        if status.kind == "Status" || status.code != 0 {
+            let mut status = status;
+            if status.code == 0 {
+                status.code = code;
+            }
+            return Error::api(status);
+        }
+    }
+    let reason = match code {
+        400 => listwatch_api::status::reason::BAD_REQUEST,
+        404 => listwatch_api::status::reason::NOT_FOUND,
+        409 => listwatch_api::status::reason::CONFLICT,
+        410 => listwatch_api::status::reason::EXPIRED,
+        429 => listwatch_api::status::reason::TOO_MANY_REQUESTS,
+        503 => listwatch_api::status::reason::SERVICE_UNAVAILABLE,
+        504 => listwatch_api::status::reason::TIMEOUT,
+        _ => listwatch_api::status::reason::INTERNAL_ERROR,
+    };
+    let text = String::from_utf8_lossy(&body[..body.len().min(1024)])
+        .trim()
+        .to_owned();
+    Error::api(Status::failure(code, reason, text))
+}
+
+/// Decodes one watch frame (without its newline).
+pub(crate) fn decode_frame(frame: &[u8], fields: &SelectableFields) -> Result<WatchEvent<Object>> {
+    let ev: WireEvent =
+        serde_json::from_slice(frame).map_err(|e| Error::Decode(format!("watch frame: {e}")))?;
+    let object = |v: Value| {
+        Object::from_value(v, fields).map_err(|e| Error::Decode(format!("watch object: {e}")))
+    };
+    match ev.event_type {
+        EventType::Added => Ok(WatchEvent::Added(object(ev.object)?)),
+        EventType::Modified => Ok(WatchEvent::Modified(object(ev.object)?)),
+        EventType::Deleted => Ok(WatchEvent::Deleted(object(ev.object)?)),
+        EventType::Bookmark => {
+            let meta = &ev.object["metadata"];
+            let resource_version = meta["resourceVersion"]
+                .as_str()
+                .ok_or_else(|| Error::Decode("bookmark without metadata.resourceVersion".into()))
+                .and_then(|rv| {
+                    listwatch_api::rv::parse(rv).map_err(|e| Error::Decode(e.to_string()))
+                })?;
+            let initial_events_end = meta["annotations"][INITIAL_EVENTS_END_ANNOTATION] == "true";
+            Ok(WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end,
+            })
+        }
+        EventType::Error => {
+            let status: Status = serde_json::from_value(ev.object)
+                .map_err(|e| Error::Decode(format!("watch error status: {e}")))?;
+            Err(Error::api(status))
+        }
+    }
+}
+
+/// Splits a byte stream into newline-terminated frames, holding at most one partial frame.
+#[derive(Default)]
+pub(crate) struct FrameBuffer {
+    buf: BytesMut,
+    /// Bytes of `buf` already searched for a newline.
+    scanned: usize,
+}
+
+impl FrameBuffer {
+    pub(crate) fn push(&mut self, chunk: &[u8]) {
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete frame, skipping blank lines.
+    pub(crate) fn next_frame(&mut self) -> Result<Option<Bytes>> {
+        loop {
+            let Some(pos) = self.buf[self.scanned..].iter().position(|b| *b == b'\n') else {
+                self.scanned = self.buf.len();
+                if self.buf.len() > MAX_FRAME {
+                    return Err(Error::Decode(format!(
+                        "watch frame larger than {MAX_FRAME} bytes"
+                    )));
+                }
+                return Ok(None);
+            };
+            let line = self.buf.split_to(self.scanned + pos + 1).freeze();
+            self.scanned = 0;
+            let trimmed = line.slice(..line.len() - 1);
+            if trimmed.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Ok(Some(trimmed));
+        }
+    }
+
+    /// What is left at the end of the stream, if it is more than whitespace.
+    pub(crate) fn finish(&mut self) -> Option<Bytes> {
+        let rest = self.buf.split().freeze();
+        self.scanned = 0;
+        (!rest.iter().all(u8::is_ascii_whitespace)).then_some(rest)
+    }
+}
+
+/// Decodes a watch response body into events, incrementally. The stream ends after an
+/// `ERROR` event, a decoding or transport error, or the body's end.
+pub(crate) fn watch_events(
+    body: Incoming,
+    fields: SelectableFields,
+) -> impl Stream<Item = Result<WatchEvent<Object>>> + Send {
+    struct S {
+        body: Incoming,
+        frames: FrameBuffer,
+        fields: SelectableFields,
+        done: bool,
+    }
+    let s = S {
+        body,
+        frames: FrameBuffer::default(),
+        fields,
+        done: false,
+    };
+    futures::stream::unfold(s, |mut s| async move {
+        if s.done {
+            return None;
+        }
+        loop {
+            match s.frames.next_frame() {
+                Ok(Some(frame)) => {
+                    let ev = decode_frame(&frame, &s.fields);
+                    s.done = ev.is_err();
+                    return Some((ev, s));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    s.done = true;
+                    return Some((Err(e), s));
+                }
+            }
+            match s.body.frame().await {
+                Some(Ok(frame)) => {
+                    if let Ok(mut data) = frame.into_data() {
+                        while data.has_remaining() {
+                            let chunk = data.chunk();
+                            let n = chunk.len();
+                            s.frames.push(chunk);
+                            data.advance(n);
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    s.done = true;
+                    return Some((Err(Error::Http(Box::new(e))), s));
+                }
+                None => {
+                    s.done = true;
+                    let rest = s.frames.finish()?;
+                    return Some((decode_frame(&rest, &s.fields), s));
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use listwatch_api::TypeMeta;
+    use listwatch_api::watch::{encode_bookmark, encode_error, encode_frame};
+
+    #[test]
+    fn frames_split_across_chunks_at_any_byte() {
+        let o =
+            Object::from_json(br#"{"metadata":{"name":"a"}}"#, &SelectableFields::none()).unwrap();
+        let mut wire = Vec::new();
+        wire.extend_from_slice(&encode_frame(EventType::Added, &o.with_resource_version(3)));
+        wire.extend_from_slice(b"\n");
+        wire.extend_from_slice(&encode_bookmark(&TypeMeta::new("v1", "Pod"), 9, true));
+        for cut in 0..wire.len() {
+            let mut fb = FrameBuffer::default();
+            let mut got = Vec::new();
+            for part in [&wire[..cut], &wire[cut..]] {
+                fb.push(part);
+                while let Some(f) = fb.next_frame().unwrap() {
+                    got.push(decode_frame(&f, &SelectableFields::none()).unwrap());
+                }
+            }
+            assert!(fb.finish().is_none());
+            assert_eq!(got.len(), 2, "cut at {cut}");
+            assert!(
+                matches!(&got[0], WatchEvent::Added(o) if o.resource_version() == 3 && o.name() == "a")
+            );
+            assert_eq!(
+                got[1],
+                WatchEvent::Bookmark {
+                    resource_version: 9,
+                    initial_events_end: true
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn error_frames_become_api_errors() {
+        let s = Status::failure(410, "Expired", "too old resource version: 1 (5)");
+        let f = encode_error(&s);
+        let e = decode_frame(&f[..f.len() - 1], &SelectableFields::none()).unwrap_err();
+        assert!(e.is_expired());
+        assert_eq!(e.status(), Some(&s));
+    }
+
+    #[test]
+    fn oversized_frames_are_refused() {
+        let mut fb = FrameBuffer::default();
+        fb.push(&vec![b' '; MAX_FRAME + 1]);
+        assert!(fb.next_frame().is_err());
+    }
+
+    #[test]
+    fn lists_decode_version_continue_and_items() {
+        let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"tok"},
+            "items":[{"metadata":{"name":"a","namespace":"n","resourceVersion":"5"}}]}"#;
+        let p = decode_list(body, &SelectableFields::none()).unwrap();
+        assert_eq!(
+            (
+                p.resource_version,
+                p.continue_token.as_deref(),
+                p.items.len()
+            ),
+            (12, Some("tok"), 1)
+        );
+        assert_eq!(p.items[0].resource_version(), 5);
+        let empty = decode_list(
+            br#"{"metadata":{"resourceVersion":"3","continue":""},"items":null}"#,
+            &SelectableFields::none(),
+        )
+        .unwrap();
+        assert_eq!((empty.items.len(), empty.continue_token), (0, None));
+        assert!(decode_list(b"nope", &SelectableFields::none()).is_err());
+    }
+
+    #[test]
+    fn status_bodies_map_to_typed_errors_and_other_bodies_to_the_code() {
+        let s = Status::failure(429, "TooManyRequests", "slow down").with_retry_after(3);
+        let e = decode_status(429, &s.to_json());
+        assert!(e.is_too_many_requests());
+        assert_eq!(e.retry_after(), Some(std::time::Duration::from_secs(3)));
+        let e = decode_status(410, b"<html>gone</html>");
+        assert!(e.is_expired());
+        assert_eq!(e.status().unwrap().message, "<html>gone</html>");
+    }
+}

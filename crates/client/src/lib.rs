@@ -1,0 +1,51 @@
+//! The client reflector of listwatch: keep a local, indexed copy of a collection in sync
+//! with a Kubernetes-style server, and react to its changes.
+//!
+//! It owns
+//! - [`ListerWatcher`]: list a page, open a watch; for dynamic [`Object`](listwatch_api::Object)s
+//!   or, through [`Typed`], any serde type that is a [`Resource`];
+//! - [`watcher`]: client-go's reflector loop (paginated list, watch from the list's version
+//!   with bookmarks, relist on 410, backoff with jitter, streaming list with fallback) as a
+//!   `Stream` of [`Event`]s, and [`reflector`], which applies them to a store;
+//! - [`Writer`] / [`Store`]: one writer, many cheap readers, index functions,
+//!   `wait_until_synced`, atomic relists that never hold two copies of the store;
+//! - [`Informer`]: one reflector shared by many subscribers and [`EventHandler`]s, with resync;
+//! - [`HttpListerWatcher`]: the HTTP lister-watcher for any Kubernetes-compatible server
+//!   (hyper; TLS with the `rustls` feature), configured from a URL or a kubeconfig.
+//!
+//! It sits at the client end of the pipeline and depends only on `listwatch-api`: it must
+//! never depend on storage, the watch cache or the server crates (the cacher uses it through
+//! an in-process `ListerWatcher` of its own).
+//!
+//! ```no_run
+//! use futures::StreamExt;
+//! use listwatch_client::{reflector, watcher, Config, HttpConfig, HttpListerWatcher, Writer};
+//!
+//! # async fn demo() -> listwatch_client::Result<()> {
+//! let lw = HttpListerWatcher::new(HttpConfig::new("http://127.0.0.1:8080")?, "/api/v1/pods")?;
+//! let writer = Writer::default();
+//! let pods = writer.store();
+//! tokio::spawn(reflector(writer, watcher(lw, Config::default())).for_each(|_| async {}));
+//! pods.wait_until_synced().await.ok();
+//! println!("{} pods", pods.len());
+//! # Ok(()) }
+//! ```
+
+mod backoff;
+mod error;
+pub mod http;
+mod informer;
+mod lister;
+mod reflector;
+mod resource;
+pub mod store;
+
+pub use error::{Error, Result};
+pub use http::{HttpConfig, HttpListerWatcher};
+pub use informer::{EventHandler, Informer, InformerConfig, Subscription, dispatch};
+pub use lister::{
+    ListRequest, ListerWatcher, Page, Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream,
+};
+pub use reflector::{Config, Event, reflector, watcher};
+pub use resource::{HasMetadata, ObjectKey, Resource};
+pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};

@@ -1,0 +1,199 @@
+//! [`ListerWatcher`]: the two calls a reflector makes, list a page and open a watch.
+//!
+//! Implementations: [`HttpListerWatcher`](crate::HttpListerWatcher) for any Kubernetes-style
+//! server, in-process ones over a storage backend (the cacher's), and [`Typed`], which turns
+//! a lister-watcher of dynamic [`Object`]s into one of a serde type.
+//!
+//! Contract an implementation keeps:
+//! - `list` returns one page; its `resource_version` is the version the list reflects and
+//!   `continue_token` is set when more pages remain;
+//! - `watch` returns a stream of events in resource-version order; a server `ERROR` event is
+//!   an `Err(Error::Api(..))` item, after which the stream ends;
+//! - resource versions follow the wire: `None` is "unset" (`""`, a consistent read) and
+//!   `Some(0)` is `"0"` (any version will do).
+
+use std::marker::PhantomData;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use listwatch_api::{FieldSelector, LabelSelector, Object};
+use serde::de::DeserializeOwned;
+
+use crate::error::{Error, Result};
+use crate::resource::Resource;
+
+/// `resourceVersionMatch` of a list or streaming watch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VersionMatch {
+    /// Data at least as new as the version.
+    NotOlderThan,
+    /// Data exactly at the version.
+    Exact,
+}
+
+impl VersionMatch {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VersionMatch::NotOlderThan => "NotOlderThan",
+            VersionMatch::Exact => "Exact",
+        }
+    }
+}
+
+/// Parameters of one list call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListRequest {
+    /// `None`: unset (consistent read); `Some(0)`: any version; `Some(n)`: not older than `n`.
+    /// Never set together with `continue_token`.
+    pub resource_version: Option<u64>,
+    /// How to read `resource_version`.
+    pub resource_version_match: Option<VersionMatch>,
+    /// Page size.
+    pub limit: Option<u32>,
+    /// Token of the next page.
+    pub continue_token: Option<String>,
+    /// Label selector.
+    pub label_selector: LabelSelector,
+    /// Field selector.
+    pub field_selector: FieldSelector,
+}
+
+/// Parameters of one watch call.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchRequest {
+    /// Start after this version (`None` / `Some(0)`: see the wire semantics).
+    pub resource_version: Option<u64>,
+    /// Set with `send_initial_events` (always `NotOlderThan` then).
+    pub resource_version_match: Option<VersionMatch>,
+    /// Ask the server for BOOKMARK events.
+    pub allow_bookmarks: bool,
+    /// Send the current state first, ending with an initial-events-end bookmark.
+    pub send_initial_events: bool,
+    /// Server-side timeout of the watch, in seconds.
+    pub timeout_seconds: Option<u64>,
+    /// Label selector.
+    pub label_selector: LabelSelector,
+    /// Field selector.
+    pub field_selector: FieldSelector,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<K> {
+    /// The objects of this page.
+    pub items: Vec<K>,
+    /// The version the list reflects.
+    pub resource_version: u64,
+    /// Token of the next page; `None` on the last.
+    pub continue_token: Option<String>,
+}
+
+/// One decoded watch event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WatchEvent<K> {
+    /// An object appeared or entered the selection.
+    Added(K),
+    /// An object changed.
+    Modified(K),
+    /// An object went away or left the selection (its last state).
+    Deleted(K),
+    /// Progress: every change up to `resource_version` has been delivered.
+    Bookmark {
+        /// The version reached.
+        resource_version: u64,
+        /// Whether this bookmark ends a streaming list's initial events.
+        initial_events_end: bool,
+    },
+}
+
+impl<K> WatchEvent<K> {
+    /// Converts the object of an event.
+    pub fn try_map<T, E>(self, f: impl FnOnce(K) -> Result<T, E>) -> Result<WatchEvent<T>, E> {
+        Ok(match self {
+            WatchEvent::Added(k) => WatchEvent::Added(f(k)?),
+            WatchEvent::Modified(k) => WatchEvent::Modified(f(k)?),
+            WatchEvent::Deleted(k) => WatchEvent::Deleted(f(k)?),
+            WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end,
+            },
+        })
+    }
+}
+
+/// A stream of watch events; dropping it ends the watch.
+pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>>>;
+
+/// Lists pages of objects and opens watches on one collection.
+#[async_trait]
+pub trait ListerWatcher: Send + Sync + 'static {
+    /// The object type.
+    type Object: Resource;
+
+    /// Lists one page.
+    async fn list(&self, request: &ListRequest) -> Result<Page<Self::Object>>;
+
+    /// Opens a watch. Errors before the first byte (e.g. 410, 429, refused) are returned
+    /// here; errors later arrive on the stream.
+    async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<Self::Object>>;
+}
+
+/// A lister-watcher of `K` over one of dynamic [`Object`]s: each object is decoded with serde.
+///
+/// ```
+/// # use listwatch_client::{HasMetadata, Typed, HttpListerWatcher, HttpConfig};
+/// # #[derive(Clone, serde::Deserialize)] struct MyPod { metadata: listwatch_api::ObjectMeta }
+/// # impl HasMetadata for MyPod { fn metadata(&self) -> &listwatch_api::ObjectMeta { &self.metadata } }
+/// # fn demo() -> listwatch_client::Result<()> {
+/// let config = HttpConfig::new("http://127.0.0.1:8080")?;
+/// let pods = Typed::<_, MyPod>::new(HttpListerWatcher::new(config, "/api/v1/pods")?);
+/// # Ok(()) }
+/// ```
+pub struct Typed<L, K> {
+    inner: L,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<L, K> Typed<L, K> {
+    /// Wraps a dynamic lister-watcher.
+    pub fn new(inner: L) -> Self {
+        Self {
+            inner,
+            _k: PhantomData,
+        }
+    }
+}
+
+fn decode<K: DeserializeOwned>(o: Object) -> Result<K> {
+    o.deserialize().map_err(Error::Typed)
+}
+
+#[async_trait]
+impl<L, K> ListerWatcher for Typed<L, K>
+where
+    L: ListerWatcher<Object = Object>,
+    K: Resource + DeserializeOwned,
+{
+    type Object = K;
+
+    async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
+        let page = self.inner.list(request).await?;
+        Ok(Page {
+            items: page.items.into_iter().map(decode).collect::<Result<_>>()?,
+            resource_version: page.resource_version,
+            continue_token: page.continue_token,
+        })
+    }
+
+    async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
+        let events = self.inner.watch(request).await?;
+        Ok(events
+            .and_then(|e| futures::future::ready(e.try_map(decode)))
+            .boxed())
+    }
+}

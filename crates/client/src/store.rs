@@ -1,0 +1,696 @@
+//! The reflector's local copy: one [`Writer`], many cheap [`Store`] readers, with indexes.
+//!
+//! # Semantics
+//!
+//! The writer applies reflector [`Event`]s and reports what changed as [`Delta`]s (the
+//! informer hands those to its subscribers). Readers share the state through an `Arc`; every
+//! read takes a short read lock and returns `Arc`s of objects, never copies of them. No lock
+//! is ever held across an `.await`.
+//!
+//! # Relists: atomic, and never two full copies
+//!
+//! A relist (`Init`, many `InitApply`, `InitDone`) must look atomic to readers: they see the
+//! old state until the new one is complete. Building a second map and swapping it in would
+//! hold two full copies at the peak, so the writer does this instead:
+//! - an incoming object whose key is present **at the same resource version** is the object
+//!   already held: the store only marks the entry with the relist's generation and drops the
+//!   incoming copy at once;
+//! - any other object is *staged* beside the live map (only objects that changed or are new);
+//! - `InitDone` takes the write lock once: staged objects replace or join the live ones, and
+//!   entries not marked by this relist are removed and reported as deleted with
+//!   `final_state_unknown` (client-go's `DeletedFinalStateUnknown`).
+//!
+//! So the peak during a relist is the store plus the objects that changed since the last
+//! sync; only when everything changed does it approach two copies, which any atomic
+//! replacement needs (readers must keep seeing the old objects until the end).
+//!
+//! # Indexes
+//!
+//! Index functions are fixed when the writer is built; each maps an object to the values it
+//! is indexed under. Index entries are kept in step with the objects under the same lock.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use tokio::sync::watch;
+
+use crate::reflector::Event;
+use crate::resource::{ObjectKey, Resource};
+
+/// An index function: the values an object is indexed under.
+pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+
+/// The name of the index by namespace that [`namespace_index`] builds.
+pub const NAMESPACE_INDEX: &str = "namespace";
+
+/// client-go's `MetaNamespaceIndexFunc`: objects indexed by their namespace.
+pub fn namespace_index<K: Resource>() -> (String, IndexFn<K>) {
+    (
+        NAMESPACE_INDEX.to_owned(),
+        Arc::new(|k: &K| {
+            k.namespace()
+                .map(|ns| vec![ns.to_owned()])
+                .unwrap_or_default()
+        }),
+    )
+}
+
+/// A change the writer made, as handlers see it.
+#[derive(Debug)]
+pub enum Delta<K> {
+    /// A key appeared.
+    Added {
+        /// The new object.
+        object: Arc<K>,
+        /// Whether it arrived in a relist (client-go's `isInInitialList`).
+        in_initial_list: bool,
+    },
+    /// A key's object changed.
+    Updated {
+        /// The object before.
+        old: Arc<K>,
+        /// The object now.
+        new: Arc<K>,
+    },
+    /// A key went away.
+    Deleted {
+        /// The last state the store held.
+        object: Arc<K>,
+        /// The key vanished across a relist: the delete itself was never seen, so `object`
+        /// may not be its final state (client-go's `DeletedFinalStateUnknown`).
+        final_state_unknown: bool,
+    },
+    /// A periodic resync re-delivers an unchanged object.
+    Sync(Arc<K>),
+}
+
+impl<K> Clone for Delta<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Delta::Added {
+                object,
+                in_initial_list,
+            } => Delta::Added {
+                object: Arc::clone(object),
+                in_initial_list: *in_initial_list,
+            },
+            Delta::Updated { old, new } => Delta::Updated {
+                old: Arc::clone(old),
+                new: Arc::clone(new),
+            },
+            Delta::Deleted {
+                object,
+                final_state_unknown,
+            } => Delta::Deleted {
+                object: Arc::clone(object),
+                final_state_unknown: *final_state_unknown,
+            },
+            Delta::Sync(o) => Delta::Sync(Arc::clone(o)),
+        }
+    }
+}
+
+struct Entry<K> {
+    object: Arc<K>,
+    /// The relist generation that last confirmed this entry; entries below the current
+    /// relist's generation at `InitDone` are gone from the server.
+    generation: u64,
+}
+
+struct State<K> {
+    objects: HashMap<ObjectKey, Entry<K>>,
+    /// index name → value → keys; kept equal to what the index functions give for `objects`.
+    indices: HashMap<String, HashMap<String, HashSet<ObjectKey>>>,
+    /// The resource version of the last completed sync or applied event.
+    resource_version: u64,
+}
+
+struct Shared<K> {
+    /// Written only by the [`Writer`], under the write lock, never across an await.
+    state: RwLock<State<K>>,
+    /// Fixed at construction.
+    indexers: Vec<(String, IndexFn<K>)>,
+}
+
+impl<K> Shared<K> {
+    fn read(&self) -> RwLockReadGuard<'_, State<K>> {
+        // A panic while writing leaves a consistent map (every mutation is a single insert or
+        // remove), so a poisoned lock is still safe to read.
+        self.state
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    fn write(&self) -> RwLockWriteGuard<'_, State<K>> {
+        self.state
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A relist in progress: the objects that differ from the live map.
+struct Relist<K> {
+    generation: u64,
+    staged: HashMap<ObjectKey, Arc<K>>,
+}
+
+/// The one writer of a store. Not `Clone`: exactly one reflector feeds a store.
+pub struct Writer<K> {
+    shared: Arc<Shared<K>>,
+    /// `true` once the first relist completed; readers wait on it.
+    synced: watch::Sender<bool>,
+    generation: u64,
+    relist: Option<Relist<K>>,
+}
+
+/// A cheap, cloneable reader of a store.
+pub struct Store<K> {
+    shared: Arc<Shared<K>>,
+    synced: watch::Receiver<bool>,
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            synced: self.synced.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for Store<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.shared.read();
+        f.debug_struct("Store")
+            .field("len", &s.objects.len())
+            .field("resource_version", &s.resource_version)
+            .finish()
+    }
+}
+
+/// The writer went away before the store ever synced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("store writer dropped before the first sync")]
+pub struct WriterDropped;
+
+impl<K: Resource> Default for Writer<K> {
+    fn default() -> Self {
+        Self::new(Vec::new())
+    }
+}
+
+impl<K: Resource> Writer<K> {
+    /// A writer with the given index functions (name, function).
+    pub fn new(indexers: Vec<(String, IndexFn<K>)>) -> Self {
+        let indices = indexers
+            .iter()
+            .map(|(n, _)| (n.clone(), HashMap::new()))
+            .collect();
+        let (synced, _) = watch::channel(false);
+        Self {
+            shared: Arc::new(Shared {
+                state: RwLock::new(State {
+                    objects: HashMap::new(),
+                    indices,
+                    resource_version: 0,
+                }),
+                indexers,
+            }),
+            synced,
+            generation: 0,
+            relist: None,
+        }
+    }
+
+    /// A reader of this store.
+    pub fn store(&self) -> Store<K> {
+        Store {
+            shared: Arc::clone(&self.shared),
+            synced: self.synced.subscribe(),
+        }
+    }
+
+    /// Applies one reflector event and returns what changed, in order.
+    pub fn apply(&mut self, event: Event<K>) -> Vec<Delta<K>> {
+        let mut out = Vec::new();
+        self.apply_into(event, &mut out);
+        out
+    }
+
+    /// [`Writer::apply`] appending to a caller's buffer.
+    pub fn apply_into(&mut self, event: Event<K>, out: &mut Vec<Delta<K>>) {
+        match event {
+            Event::Init => {
+                // A new relist abandons any unfinished one (e.g. a 410 mid-pagination).
+                self.generation += 1;
+                self.relist = Some(Relist {
+                    generation: self.generation,
+                    staged: HashMap::new(),
+                });
+            }
+            Event::InitApply(obj) => self.stage(obj),
+            Event::InitDone { resource_version } => self.commit(resource_version, out),
+            Event::Apply(obj) => {
+                let rv = obj.resource_version();
+                let mut s = self.shared.write();
+                let gen_ = self.generation;
+                if let Some(d) = upsert(&mut s, &self.shared.indexers, Arc::new(obj), gen_, false) {
+                    out.push(d);
+                }
+                s.resource_version = s.resource_version.max(rv);
+            }
+            Event::Delete(obj) => {
+                let rv = obj.resource_version();
+                let mut s = self.shared.write();
+                if let Some(old) = remove(&mut s, &self.shared.indexers, &obj.key()) {
+                    drop(old);
+                    out.push(Delta::Deleted {
+                        object: Arc::new(obj),
+                        final_state_unknown: false,
+                    });
+                }
+                s.resource_version = s.resource_version.max(rv);
+            }
+            Event::Bookmark { resource_version } => {
+                let mut s = self.shared.write();
+                s.resource_version = s.resource_version.max(resource_version);
+            }
+        }
+    }
+
+    fn stage(&mut self, obj: K) {
+        let Some(relist) = self.relist.as_mut() else {
+            // InitApply outside a relist cannot come from the reflector; treat it as a
+            // relist of its own so nothing is lost.
+            self.apply_into(Event::Init, &mut Vec::new());
+            return self.stage(obj);
+        };
+        let key = obj.key();
+        {
+            let mut s = self.shared.write();
+            if let Some(e) = s.objects.get_mut(&key) {
+                if e.object.resource_version() == obj.resource_version()
+                    && obj.resource_version() != 0
+                {
+                    // Same version: the object we already hold. Keep ours, drop the copy.
+                    e.generation = relist.generation;
+                    relist.staged.remove(&key);
+                    return;
+                }
+            }
+        }
+        relist.staged.insert(key, Arc::new(obj));
+    }
+
+    fn commit(&mut self, resource_version: u64, out: &mut Vec<Delta<K>>) {
+        let Some(Relist { generation, staged }) = self.relist.take() else {
+            tracing::debug!("InitDone without a relist in progress, ignored");
+            return;
+        };
+        let indexers = &self.shared.indexers;
+        let mut s = self.shared.write();
+        for (_, obj) in staged {
+            if let Some(d) = upsert(&mut s, indexers, obj, generation, true) {
+                out.push(d);
+            }
+        }
+        let gone: Vec<ObjectKey> = s
+            .objects
+            .iter()
+            .filter(|(_, e)| e.generation < generation)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in gone {
+            if let Some(object) = remove(&mut s, indexers, &key) {
+                out.push(Delta::Deleted {
+                    object,
+                    final_state_unknown: true,
+                });
+            }
+        }
+        s.resource_version = resource_version;
+        drop(s);
+        self.synced.send_replace(true);
+    }
+
+    /// The resource version the store reflects.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.read().resource_version
+    }
+}
+
+/// Inserts or replaces; returns the delta (none when the stored object is the same version).
+fn upsert<K: Resource>(
+    s: &mut State<K>,
+    indexers: &[(String, IndexFn<K>)],
+    obj: Arc<K>,
+    generation: u64,
+    in_initial_list: bool,
+) -> Option<Delta<K>> {
+    let key = obj.key();
+    index_add(s, indexers, &key, &obj);
+    match s.objects.insert(
+        key.clone(),
+        Entry {
+            object: Arc::clone(&obj),
+            generation,
+        },
+    ) {
+        None => Some(Delta::Added {
+            object: obj,
+            in_initial_list,
+        }),
+        Some(old) => {
+            index_remove_stale(s, indexers, &key, &old.object, &obj);
+            Some(Delta::Updated {
+                old: old.object,
+                new: obj,
+            })
+        }
+    }
+}
+
+fn remove<K: Resource>(
+    s: &mut State<K>,
+    indexers: &[(String, IndexFn<K>)],
+    key: &ObjectKey,
+) -> Option<Arc<K>> {
+    let old = s.objects.remove(key)?;
+    for (name, f) in indexers {
+        let Some(index) = s.indices.get_mut(name) else {
+            continue;
+        };
+        for v in f(&old.object) {
+            drop_from_index(index, &v, key);
+        }
+    }
+    Some(old.object)
+}
+
+fn index_add<K>(s: &mut State<K>, indexers: &[(String, IndexFn<K>)], key: &ObjectKey, obj: &K) {
+    for (name, f) in indexers {
+        let index = s.indices.entry(name.clone()).or_default();
+        for v in f(obj) {
+            index.entry(v).or_default().insert(key.clone());
+        }
+    }
+}
+
+/// Removes index entries the old object had and the new one does not.
+fn index_remove_stale<K>(
+    s: &mut State<K>,
+    indexers: &[(String, IndexFn<K>)],
+    key: &ObjectKey,
+    old: &K,
+    new: &K,
+) {
+    for (name, f) in indexers {
+        let Some(index) = s.indices.get_mut(name) else {
+            continue;
+        };
+        let now = f(new);
+        for v in f(old) {
+            if !now.contains(&v) {
+                drop_from_index(index, &v, key);
+            }
+        }
+    }
+}
+
+fn drop_from_index(index: &mut HashMap<String, HashSet<ObjectKey>>, value: &str, key: &ObjectKey) {
+    if let Some(keys) = index.get_mut(value) {
+        keys.remove(key);
+        if keys.is_empty() {
+            index.remove(value);
+        }
+    }
+}
+
+impl<K: Resource> Store<K> {
+    /// The object at `key`.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        self.shared
+            .read()
+            .objects
+            .get(key)
+            .map(|e| Arc::clone(&e.object))
+    }
+
+    /// The object `name` in `namespace`.
+    pub fn get_by_name(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        self.get(&ObjectKey::new(namespace, name))
+    }
+
+    /// Every object, in no particular order.
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.shared
+            .read()
+            .objects
+            .values()
+            .map(|e| Arc::clone(&e.object))
+            .collect()
+    }
+
+    /// Every key.
+    pub fn keys(&self) -> Vec<ObjectKey> {
+        self.shared.read().objects.keys().cloned().collect()
+    }
+
+    /// Number of objects.
+    pub fn len(&self) -> usize {
+        self.shared.read().objects.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The resource version the store reflects (last sync, event or bookmark).
+    pub fn resource_version(&self) -> u64 {
+        self.shared.read().resource_version
+    }
+
+    /// Objects whose index `name` has `value`; `None` when there is no such index.
+    pub fn by_index(&self, name: &str, value: &str) -> Option<Vec<Arc<K>>> {
+        let s = self.shared.read();
+        let index = s.indices.get(name)?;
+        Some(
+            index
+                .get(value)
+                .map(|keys| {
+                    keys.iter()
+                        .filter_map(|k| s.objects.get(k))
+                        .map(|e| Arc::clone(&e.object))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )
+    }
+
+    /// The values index `name` currently holds.
+    pub fn index_values(&self, name: &str) -> Option<Vec<String>> {
+        self.shared
+            .read()
+            .indices
+            .get(name)
+            .map(|i| i.keys().cloned().collect())
+    }
+
+    /// Whether the first relist has completed.
+    pub fn has_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until the first relist has completed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
+    pub async fn wait_until_synced(&self) -> Result<(), WriterDropped> {
+        let mut rx = self.synced.clone();
+        rx.wait_for(|s| *s)
+            .await
+            .map(|_| ())
+            .map_err(|_| WriterDropped)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use listwatch_api::{Object, SelectableFields};
+
+    fn obj(ns: &str, name: &str, rv: u64, node: &str) -> Object {
+        Object::from_value(
+            serde_json::json!({"metadata":{"name":name,"namespace":ns,"resourceVersion":rv.to_string()},
+                "spec":{"nodeName":node}}),
+            &SelectableFields::none(),
+        )
+        .unwrap()
+    }
+
+    fn node_index() -> (String, IndexFn<Object>) {
+        (
+            "node".into(),
+            Arc::new(|o: &Object| {
+                o.to_value()
+                    .ok()
+                    .and_then(|v| v["spec"]["nodeName"].as_str().map(|s| vec![s.to_owned()]))
+                    .unwrap_or_default()
+            }),
+        )
+    }
+
+    #[test]
+    fn relist_reports_changes_and_vanished_keys_as_final_state_unknown() {
+        let mut w = Writer::new(vec![node_index()]);
+        let r = w.store();
+        w.apply(Event::Init);
+        for o in [
+            obj("ns", "a", 1, "n1"),
+            obj("ns", "b", 2, "n1"),
+            obj("ns", "c", 3, "n2"),
+        ] {
+            assert!(w.apply(Event::InitApply(o)).is_empty());
+        }
+        assert!(
+            r.is_empty(),
+            "readers see nothing until the relist completes"
+        );
+        let d = w.apply(Event::InitDone {
+            resource_version: 3,
+        });
+        assert_eq!(d.len(), 3);
+        assert!(d.iter().all(|d| matches!(
+            d,
+            Delta::Added {
+                in_initial_list: true,
+                ..
+            }
+        )));
+        assert_eq!(r.len(), 3);
+        assert!(r.has_synced());
+
+        w.apply(Event::Init);
+        w.apply(Event::InitApply(obj("ns", "a", 1, "n1")));
+        w.apply(Event::InitApply(obj("ns", "b", 7, "n2")));
+        w.apply(Event::InitApply(obj("ns", "d", 8, "n3")));
+        assert_eq!(r.len(), 3, "the old state stays visible during a relist");
+        assert!(r.get_by_name(Some("ns"), "c").is_some());
+        let d = w.apply(Event::InitDone {
+            resource_version: 8,
+        });
+        let mut kinds: Vec<String> = d
+            .iter()
+            .map(|d| match d {
+                Delta::Added { object, .. } => format!("add {}", object.name()),
+                Delta::Updated { new, .. } => format!("update {}", new.name()),
+                Delta::Deleted {
+                    object,
+                    final_state_unknown,
+                } => {
+                    format!("delete {} {final_state_unknown}", object.name())
+                }
+                Delta::Sync(o) => format!("sync {}", o.name()),
+            })
+            .collect();
+        kinds.sort();
+        assert_eq!(kinds, ["add d", "delete c true", "update b"]);
+        assert_eq!(r.resource_version(), 8);
+        let mut n2: Vec<String> = r
+            .by_index("node", "n2")
+            .unwrap()
+            .iter()
+            .map(|o| o.name().to_owned())
+            .collect();
+        n2.sort();
+        assert_eq!(n2, ["b"], "c left n2 and b moved there");
+        assert_eq!(r.by_index("node", "n1").unwrap().len(), 1);
+        assert!(r.by_index("missing", "x").is_none());
+    }
+
+    #[test]
+    fn unchanged_objects_keep_the_stored_copy_across_a_relist() {
+        let mut w = Writer::default();
+        let r = w.store();
+        w.apply(Event::Init);
+        w.apply(Event::InitApply(obj("ns", "a", 4, "n")));
+        w.apply(Event::InitDone {
+            resource_version: 4,
+        });
+        let before = r.get_by_name(Some("ns"), "a").unwrap();
+        w.apply(Event::Init);
+        w.apply(Event::InitApply(obj("ns", "a", 4, "n")));
+        assert!(
+            w.apply(Event::InitDone {
+                resource_version: 9
+            })
+            .is_empty()
+        );
+        assert!(Arc::ptr_eq(
+            &before,
+            &r.get_by_name(Some("ns"), "a").unwrap()
+        ));
+    }
+
+    #[test]
+    fn watch_events_update_objects_indexes_and_version() {
+        let mut w = Writer::new(vec![node_index(), namespace_index()]);
+        let r = w.store();
+        w.apply(Event::Init);
+        w.apply(Event::InitDone {
+            resource_version: 1,
+        });
+        assert!(matches!(
+            &w.apply(Event::Apply(obj("ns", "a", 2, "n1")))[..],
+            [Delta::Added {
+                in_initial_list: false,
+                ..
+            }]
+        ));
+        assert!(matches!(
+            &w.apply(Event::Apply(obj("ns", "a", 3, "n2")))[..],
+            [Delta::Updated { .. }]
+        ));
+        assert_eq!(r.by_index("node", "n1").unwrap().len(), 0);
+        assert_eq!(r.index_values("node").unwrap(), ["n2"]);
+        assert_eq!(r.by_index(NAMESPACE_INDEX, "ns").unwrap().len(), 1);
+        assert!(matches!(
+            &w.apply(Event::Delete(obj("ns", "a", 4, "n2")))[..],
+            [Delta::Deleted {
+                final_state_unknown: false,
+                ..
+            }]
+        ));
+        assert!(w.apply(Event::Delete(obj("ns", "zz", 5, "n2"))).is_empty());
+        w.apply(Event::Bookmark {
+            resource_version: 9,
+        });
+        assert_eq!(r.resource_version(), 9);
+        assert!(r.is_empty());
+        assert!(r.index_values("node").unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn wait_until_synced_returns_after_the_first_relist_or_errs_when_the_writer_goes() {
+        let mut w: Writer<Object> = Writer::default();
+        let r = w.store();
+        let waiter = tokio::spawn({
+            let r = r.clone();
+            async move { r.wait_until_synced().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiter.is_finished());
+        w.apply(Event::Init);
+        w.apply(Event::InitDone {
+            resource_version: 1,
+        });
+        assert_eq!(waiter.await.unwrap(), Ok(()));
+
+        let w2: Writer<Object> = Writer::default();
+        let r2 = w2.store();
+        drop(w2);
+        assert_eq!(r2.wait_until_synced().await, Err(WriterDropped));
+    }
+}
