@@ -9,7 +9,8 @@
 //!   once, when the object is built from JSON, and always agrees with the bytes.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -142,6 +143,18 @@ struct Body {
 pub struct Object {
     body: Arc<Body>,
     rv: u64,
+    /// When set, the wire bytes at `rv`, computed at most once and shared by every clone
+    /// (see [`Object::with_shared_encoding`]).
+    wire: Option<Arc<OnceLock<Bytes>>>,
+}
+
+/// Wire encodings performed by [`Object::write_json`] since the process started. Tests use it
+/// to prove that an event fanned out to many watchers is encoded once.
+static WIRE_ENCODES: AtomicU64 = AtomicU64::new(0);
+
+/// How many times an object's wire JSON has been produced in this process.
+pub fn wire_encode_count() -> u64 {
+    WIRE_ENCODES.load(Ordering::Relaxed)
 }
 
 impl Object {
@@ -213,7 +226,21 @@ impl Object {
                 field_values,
             }),
             rv,
+            wire: None,
         })
+    }
+
+    /// The same object, whose wire bytes are computed on first use and then shared by every
+    /// clone of the result. A dispatcher calls this once per event so that however many
+    /// watchers send it, the object is encoded once; caches should not keep such objects
+    /// (they would hold the bytes twice).
+    #[must_use]
+    pub fn with_shared_encoding(&self) -> Self {
+        Self {
+            body: Arc::clone(&self.body),
+            rv: self.rv,
+            wire: Some(Arc::default()),
+        }
     }
 
     /// Decodes a typed value (e.g. a `Pod` struct) from the wire bytes.
@@ -237,6 +264,7 @@ impl Object {
         Self {
             body: Arc::clone(&self.body),
             rv,
+            wire: None,
         }
     }
 
@@ -282,6 +310,11 @@ impl Object {
 
     /// Appends the wire JSON (with `metadata.resourceVersion`) to `out`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
+        if let Some(bytes) = self.wire.as_ref().and_then(|w| w.get()) {
+            out.extend_from_slice(bytes);
+            return;
+        }
+        WIRE_ENCODES.fetch_add(1, Ordering::Relaxed);
         let b = &self.body;
         out.reserve(b.json.len() + 48);
         out.extend_from_slice(&b.json[..b.rv_at]);
@@ -301,9 +334,15 @@ impl Object {
         if self.rv == 0 {
             return self.body.json.clone();
         }
-        let mut out = Vec::new();
-        self.write_json(&mut out);
-        Bytes::from(out)
+        let encode = || {
+            let mut out = Vec::new();
+            self.write_json(&mut out);
+            Bytes::from(out)
+        };
+        match &self.wire {
+            Some(w) => w.get_or_init(encode).clone(),
+            None => encode(),
+        }
     }
 }
 
@@ -477,6 +516,23 @@ mod tests {
         assert!(Arc::ptr_eq(&o.body, &p.body));
         assert!(o.same_content(&p));
         assert_ne!(o, p);
+    }
+
+    #[test]
+    fn shared_encoding_is_computed_once_for_all_clones() {
+        let o = pod(r#"{"metadata":{"name":"a"}}"#)
+            .with_resource_version(4)
+            .with_shared_encoding();
+        let clones: Vec<Object> = (0..10).map(|_| o.clone()).collect();
+        let first = o.to_json_bytes();
+        for c in &clones {
+            let b = c.to_json_bytes();
+            // Same allocation: the bytes were encoded once and shared.
+            assert_eq!(b.as_ptr(), first.as_ptr());
+        }
+        let mut out = Vec::new();
+        clones[0].write_json(&mut out);
+        assert_eq!(out, first);
     }
 
     proptest! {

@@ -83,6 +83,24 @@ pub fn encode_frame(event_type: EventType, object: &Object) -> Bytes {
     frame(event_type, |out| object.write_json(out), object.size())
 }
 
+/// One object event frame as three chunks (prefix, object, suffix) that a streaming body can
+/// send without copying the object: the prefix and suffix are static and the object chunk is
+/// the object's (possibly shared) wire bytes.
+pub fn frame_chunks(event_type: EventType, object: &Object) -> [Bytes; 3] {
+    let prefix: &'static [u8] = match event_type {
+        EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
+        EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
+        EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
+        EventType::Bookmark => b"{\"type\":\"BOOKMARK\",\"object\":",
+        EventType::Error => b"{\"type\":\"ERROR\",\"object\":",
+    };
+    [
+        Bytes::from_static(prefix),
+        object.to_json_bytes(),
+        Bytes::from_static(b"}\n"),
+    ]
+}
+
 /// Encodes a BOOKMARK frame: an object of the resource's kind carrying only its version
 /// (and the initial-events-end annotation when it closes a watch's initial events).
 pub fn encode_bookmark(type_meta: &TypeMeta, rv: u64, initial_events_end: bool) -> Bytes {
@@ -136,6 +154,23 @@ mod tests {
         );
         assert_eq!(ev.object["kind"], "Pod");
         assert!(f.ends_with(b"\n"));
+    }
+
+    #[test]
+    fn chunked_frames_equal_contiguous_frames() {
+        let o = Object::from_json(
+            br#"{"metadata":{"name":"a"}}"#,
+            &crate::SelectableFields::none(),
+        )
+        .unwrap()
+        .with_resource_version(9);
+        for t in [EventType::Added, EventType::Modified, EventType::Deleted] {
+            let joined: Vec<u8> = frame_chunks(t, &o)
+                .iter()
+                .flat_map(|b| b.to_vec())
+                .collect();
+            assert_eq!(joined, encode_frame(t, &o).to_vec());
+        }
     }
 
     #[test]
