@@ -1,0 +1,461 @@
+//! The shared connection to an etcd cluster: one lazily connected gRPC channel per endpoint,
+//! request timeouts, failover, and the mapping of gRPC failures to storage errors.
+//!
+//! Invariants:
+//! - nothing here ever blocks forever: every unary call is bounded by
+//!   [`EtcdConfig::request_timeout`], connecting by [`EtcdConfig::dial_timeout`], and a
+//!   silent connection is detected by HTTP/2 keepalive pings
+//!   ([`EtcdConfig::keepalive_interval`], [`EtcdConfig::keepalive_timeout`]), which also ends
+//!   open watch streams;
+//! - channels connect lazily and reconnect by themselves, so a client built while etcd is down
+//!   works as soon as etcd is back, without a restart;
+//! - reads fail over to the next endpoint when one is unreachable; writes never retry on
+//!   their own (a write whose answer was lost may have been applied), they fail with
+//!   `Unreachable` and the next request starts at the next endpoint.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use listwatch_storage::Error;
+use tokio::sync::OnceCell;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+use crate::proto::etcdserverpb::StatusRequest;
+use crate::proto::etcdserverpb::maintenance_client::MaintenanceClient;
+
+/// How to reach etcd.
+#[derive(Debug, Clone)]
+pub struct EtcdConfig {
+    /// Client URLs, e.g. `http://127.0.0.1:2379` (a bare `host:port` gets `http://`).
+    pub endpoints: Vec<String>,
+    /// Longest wait for a TCP/HTTP2 connection to come up.
+    pub dial_timeout: Duration,
+    /// Interval of HTTP/2 keepalive pings (also while idle).
+    pub keepalive_interval: Duration,
+    /// How long a ping may go unanswered before the connection counts as dead.
+    pub keepalive_timeout: Duration,
+    /// Longest wait for the answer to one unary request.
+    pub request_timeout: Duration,
+    /// Longest wait for the readiness probe.
+    pub health_timeout: Duration,
+}
+
+impl Default for EtcdConfig {
+    /// Kubernetes' etcd3 client settings: dial timeout 20 s, keepalive every 30 s with a 10 s
+    /// timeout, health checks bounded by 2 s; requests bounded by 60 s (the apiserver's
+    /// default request timeout), one local endpoint.
+    fn default() -> Self {
+        Self {
+            endpoints: vec!["http://127.0.0.1:2379".to_owned()],
+            dial_timeout: Duration::from_secs(20),
+            keepalive_interval: Duration::from_secs(30),
+            keepalive_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            health_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl EtcdConfig {
+    /// The defaults with these endpoints.
+    pub fn new<I, S>(endpoints: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        Self {
+            endpoints: endpoints.into_iter().map(Into::into).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the dial timeout.
+    #[must_use]
+    pub fn dial_timeout(mut self, d: Duration) -> Self {
+        self.dial_timeout = d;
+        self
+    }
+
+    /// Sets the keepalive ping interval and timeout.
+    #[must_use]
+    pub fn keepalive(mut self, interval: Duration, timeout: Duration) -> Self {
+        self.keepalive_interval = interval;
+        self.keepalive_timeout = timeout;
+        self
+    }
+
+    /// Sets the per-request timeout.
+    #[must_use]
+    pub fn request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
+        self
+    }
+
+    /// Sets the readiness probe timeout.
+    #[must_use]
+    pub fn health_timeout(mut self, d: Duration) -> Self {
+        self.health_timeout = d;
+        self
+    }
+}
+
+/// Why a client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No endpoint was given.
+    #[error("no etcd endpoints configured")]
+    NoEndpoints,
+    /// An endpoint is not a valid URL.
+    #[error("invalid etcd endpoint {endpoint:?}")]
+    InvalidEndpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// Why.
+        #[source]
+        source: tonic::transport::Error,
+    },
+}
+
+/// A cheap-to-clone handle on an etcd cluster, shared by every [`EtcdStore`](crate::EtcdStore)
+/// (one per resource) and the [`Compactor`](crate::Compactor).
+#[derive(Clone)]
+pub struct EtcdClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// One lazily connected channel per endpoint, in configuration order; never empty.
+    channels: Vec<(String, Channel)>,
+    /// Index of the endpoint the next request tries first; moved on when one is unreachable.
+    current: AtomicUsize,
+    config: EtcdConfig,
+    /// The server version, learnt once from Maintenance Status (retried until it works).
+    version: OnceCell<ServerVersion>,
+}
+
+impl std::fmt::Debug for EtcdClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdClient")
+            .field("endpoints", &self.inner.config.endpoints)
+            .finish_non_exhaustive()
+    }
+}
+
+/// etcd's `major.minor.patch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServerVersion {
+    /// Major.
+    pub major: u32,
+    /// Minor.
+    pub minor: u32,
+    /// Patch.
+    pub patch: u32,
+}
+
+impl ServerVersion {
+    /// Parses `3.4.23` (anything after a `-` or `+` is ignored).
+    pub fn parse(s: &str) -> Option<Self> {
+        let core = s.split(['-', '+']).next()?;
+        let mut it = core.split('.').map(|p| p.parse::<u32>().ok());
+        Some(Self {
+            major: it.next()??,
+            minor: it.next()??,
+            patch: it.next().flatten().unwrap_or(0),
+        })
+    }
+
+    /// Whether this version answers a watch progress request only once the watchers on the
+    /// stream have delivered every event up to the reported revision (etcd issue 15220, fixed
+    /// by etcd PR 15237; and a quiet new watch gets an answer at all, PR 17557: both are in
+    /// 3.4.31, 3.5.13 and every 3.6+).
+    pub fn progress_requests_are_ordered(&self) -> bool {
+        match (self.major, self.minor) {
+            (3, 4) => self.patch >= 31,
+            (3, 5) => self.patch >= 13,
+            (3, m) => m >= 6,
+            (m, _) => m > 3,
+        }
+    }
+}
+
+impl EtcdClient {
+    /// Builds a client; connections are made on first use and remade as needed.
+    ///
+    /// Must be called inside a tokio runtime.
+    pub fn new(config: EtcdConfig) -> Result<Self, ConfigError> {
+        if config.endpoints.is_empty() {
+            return Err(ConfigError::NoEndpoints);
+        }
+        let mut channels = Vec::with_capacity(config.endpoints.len());
+        for ep in &config.endpoints {
+            let url = if ep.contains("://") {
+                ep.clone()
+            } else {
+                format!("http://{ep}")
+            };
+            let endpoint = Endpoint::from_shared(url)
+                .map_err(|source| ConfigError::InvalidEndpoint {
+                    endpoint: ep.clone(),
+                    source,
+                })?
+                .connect_timeout(config.dial_timeout)
+                .http2_keep_alive_interval(config.keepalive_interval)
+                .keep_alive_timeout(config.keepalive_timeout)
+                .keep_alive_while_idle(true)
+                .tcp_nodelay(true);
+            channels.push((ep.clone(), endpoint.connect_lazy()));
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                channels,
+                current: AtomicUsize::new(0),
+                config,
+                version: OnceCell::new(),
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EtcdConfig {
+        &self.inner.config
+    }
+
+    /// The channel requests should use now (for streams).
+    pub(crate) fn channel(&self) -> Channel {
+        let n = self.inner.channels.len();
+        let i = self.inner.current.load(Ordering::Relaxed) % n;
+        self.inner.channels[i].1.clone()
+    }
+
+    /// Moves the next request to the endpoint after `failed`.
+    pub(crate) fn rotate_from(&self, failed: usize) {
+        let n = self.inner.channels.len();
+        // Only move if nobody moved already, so concurrent failures rotate once.
+        let _ = self.inner.current.compare_exchange(
+            failed % n,
+            (failed + 1) % n,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Runs one unary request with the request timeout. `idempotent` requests (reads) try
+    /// every endpoint once when one is unreachable.
+    pub(crate) async fn unary<T, F, Fut>(
+        &self,
+        what: &'static str,
+        idempotent: bool,
+        call: F,
+    ) -> Result<T, Failure>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        self.unary_with_timeout(what, idempotent, self.inner.config.request_timeout, call)
+            .await
+    }
+
+    async fn unary_with_timeout<T, F, Fut>(
+        &self,
+        what: &'static str,
+        idempotent: bool,
+        timeout: Duration,
+        call: F,
+    ) -> Result<T, Failure>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let n = self.inner.channels.len();
+        let start = self.inner.current.load(Ordering::Relaxed);
+        let mut last = None;
+        for attempt in 0..n {
+            let idx = (start + attempt) % n;
+            let (name, channel) = &self.inner.channels[idx];
+            let failure = match tokio::time::timeout(timeout, call(channel.clone())).await {
+                Ok(Ok(resp)) => return Ok(resp.into_inner()),
+                Ok(Err(status)) => Failure::from_status(&status),
+                Err(_) => Failure::Unreachable(format!(
+                    "etcd {what} to {name} did not answer within {timeout:?}"
+                )),
+            };
+            let Failure::Unreachable(msg) = failure else {
+                return Err(failure);
+            };
+            tracing::debug!(endpoint = %name, request = what, error = %msg, "etcd endpoint unreachable");
+            self.rotate_from(idx);
+            last = Some(Failure::Unreachable(format!("{name}: {msg}")));
+            if !idempotent {
+                break;
+            }
+        }
+        Err(last.unwrap_or_else(|| Failure::Unreachable("no etcd endpoint".into())))
+    }
+
+    /// Checks that the cluster answers and has no alarm raised.
+    pub async fn health(&self) -> Result<(), Error> {
+        let resp = self
+            .unary_with_timeout(
+                "status",
+                true,
+                self.inner.config.health_timeout,
+                |ch| async move { MaintenanceClient::new(ch).status(StatusRequest {}).await },
+            )
+            .await
+            .map_err(|f| f.into_error(0))?;
+        if let Some(v) = ServerVersion::parse(&resp.version) {
+            let _ = self.inner.version.set(v);
+        }
+        if !resp.errors.is_empty() {
+            return Err(Error::NotReady {
+                message: format!("etcd reports: {}", resp.errors.join("; ")),
+                retry_after_seconds: 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// The server's version, asked once (`None` while etcd cannot be reached).
+    pub async fn server_version(&self) -> Option<ServerVersion> {
+        if let Some(v) = self.inner.version.get() {
+            return Some(*v);
+        }
+        self.health().await.ok()?;
+        self.inner.version.get().copied()
+    }
+}
+
+/// A failed etcd request, classified before it becomes a storage error (the caller knows the
+/// key and revisions the message needs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Connection refused, reset, timed out, no leader: try again later.
+    Unreachable(String),
+    /// The requested revision was compacted; etcd's compaction revision when known.
+    Compacted,
+    /// The requested revision is newer than etcd's current one.
+    FutureRevision,
+    /// Anything else etcd answered.
+    Other(String),
+}
+
+impl Failure {
+    pub(crate) fn from_status(s: &Status) -> Self {
+        let msg = s.message();
+        match s.code() {
+            Code::OutOfRange if msg.contains("compacted") => Failure::Compacted,
+            Code::OutOfRange if msg.contains("future revision") => Failure::FutureRevision,
+            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Aborted => {
+                Failure::Unreachable(describe(s))
+            }
+            // Transport trouble (reset streams, broken connections) surfaces as Unknown or
+            // Internal with an underlying error rather than a server-sent status.
+            Code::Unknown | Code::Internal
+                if std::error::Error::source(s).is_some()
+                    || msg.contains("transport")
+                    || msg.contains("h2") =>
+            {
+                Failure::Unreachable(describe(s))
+            }
+            _ => Failure::Other(describe(s)),
+        }
+    }
+
+    /// The storage error, for a request that read at `rev` (0: latest).
+    pub(crate) fn into_error(self, rev: u64) -> Error {
+        match self {
+            Failure::Unreachable(message) => Error::Unreachable { message },
+            Failure::Compacted => Error::Expired {
+                message: format!("too old resource version: {rev} (compacted)"),
+                continue_token: None,
+            },
+            Failure::FutureRevision => Error::TooLargeResourceVersion {
+                requested: rev,
+                current: 0,
+            },
+            Failure::Other(m) => Error::internal(format!("etcd: {m}")),
+        }
+    }
+}
+
+fn describe(s: &Status) -> String {
+    match std::error::Error::source(s) {
+        Some(src) if s.message().is_empty() => format!("{:?}: {src}", s.code()),
+        Some(src) => format!("{:?}: {}: {src}", s.code(), s.message()),
+        None => format!("{:?}: {}", s.code(), s.message()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_and_know_the_progress_fix() {
+        let v = |s| ServerVersion::parse(s).unwrap();
+        assert_eq!(
+            v("3.4.23"),
+            ServerVersion {
+                major: 3,
+                minor: 4,
+                patch: 23
+            }
+        );
+        assert!(!v("3.4.23").progress_requests_are_ordered());
+        assert!(v("3.4.31").progress_requests_are_ordered());
+        assert!(!v("3.5.12").progress_requests_are_ordered());
+        assert!(v("3.5.13").progress_requests_are_ordered());
+        assert!(v("3.6.0-rc.1").progress_requests_are_ordered());
+        assert!(ServerVersion::parse("garbage").is_none());
+    }
+
+    #[test]
+    fn etcd_status_codes_map_to_storage_failures() {
+        let compacted =
+            Status::out_of_range("etcdserver: mvcc: required revision has been compacted");
+        assert_eq!(Failure::from_status(&compacted), Failure::Compacted);
+        let future =
+            Status::out_of_range("etcdserver: mvcc: required revision is a future revision");
+        assert_eq!(Failure::from_status(&future), Failure::FutureRevision);
+        assert!(matches!(
+            Failure::from_status(&Status::unavailable("etcdserver: no leader")),
+            Failure::Unreachable(_)
+        ));
+        assert!(matches!(
+            Failure::from_status(&Status::invalid_argument("etcdserver: key is not provided")),
+            Failure::Other(_)
+        ));
+        assert!(matches!(
+            Failure::Unreachable("x".into()).into_error(0),
+            Error::Unreachable { .. }
+        ));
+        assert!(Failure::Compacted.into_error(5).is_expired());
+    }
+
+    #[tokio::test]
+    async fn a_client_for_a_closed_port_reports_unreachable_promptly() {
+        // Bind and drop to get a port nobody listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let c = EtcdClient::new(
+            EtcdConfig::new([format!("127.0.0.1:{port}")]).dial_timeout(Duration::from_secs(2)),
+        )
+        .unwrap();
+        let err = c.health().await.unwrap_err();
+        assert!(matches!(err, Error::Unreachable { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn empty_endpoint_lists_are_rejected() {
+        assert!(matches!(
+            EtcdClient::new(EtcdConfig::new(Vec::<String>::new())),
+            Err(ConfigError::NoEndpoints)
+        ));
+    }
+}

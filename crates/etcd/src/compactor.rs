@@ -1,0 +1,195 @@
+//! The compactor: keeps etcd's history to roughly one interval by compacting, every interval,
+//! the revision it saw on the previous round (Kubernetes' `etcd3/compact.go` protocol).
+//!
+//! Several servers may run a compactor against one etcd. They coordinate through one
+//! well-known key (default `compact_rev_key`): its *version* (number of writes) is a logical
+//! compaction time. A round succeeds only if the key's version still equals the time this
+//! compactor last saw (a compare-and-swap); the winner bumps the time and compacts, the losers
+//! adopt the new time and try again next interval. So in steady state exactly one compaction
+//! happens per interval, and when the winning server dies another takes over within two
+//! intervals.
+//!
+//! Invariants: a compaction never removes history younger than one interval (it compacts the
+//! revision seen one round earlier), and the first round after start never compacts.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use listwatch_storage::{Error, Result};
+use tokio::task::JoinHandle;
+
+use crate::client::EtcdClient;
+use crate::proto::etcdserverpb::{
+    CompactionRequest, Compare, PutRequest, RangeRequest, RequestOp, TxnRequest, compare,
+    request_op, response_op,
+};
+use crate::store::{kv_client, rev_of};
+
+/// Upstream's compaction interval.
+pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(5 * 60);
+
+/// Upstream's coordination key.
+pub const DEFAULT_COMPACT_KEY: &str = "compact_rev_key";
+
+/// One compactor's memory between rounds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactorState {
+    /// The coordination key's version this compactor last saw (logical compaction time).
+    pub time: i64,
+    /// The store revision seen on the last round: what the next successful round compacts.
+    pub revision: u64,
+}
+
+/// What a round did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoundOutcome {
+    /// This compactor won the round and compacted at the revision.
+    Compacted(u64),
+    /// This compactor won the first round; there was nothing known to compact yet.
+    Started,
+    /// Another compactor won since this one's last round.
+    Lost,
+}
+
+/// Runs compaction rounds on a timer; dropping (or [`Compactor::stop`]) ends it.
+#[derive(Debug)]
+pub struct Compactor {
+    task: JoinHandle<()>,
+}
+
+impl Compactor {
+    /// Starts compacting every `interval`, coordinating through `key`.
+    pub fn spawn(client: EtcdClient, interval: Duration, key: impl Into<String>) -> Self {
+        let key: String = key.into();
+        let task = tokio::spawn(async move {
+            let mut state = CompactorState::default();
+            let mut ticker =
+                tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                match compact_round(&client, &key, state).await {
+                    Ok((next, outcome)) => {
+                        tracing::debug!(
+                            ?outcome,
+                            revision = next.revision,
+                            "etcd compaction round"
+                        );
+                        state = next;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "etcd compaction round failed"),
+                }
+            }
+        });
+        Self { task }
+    }
+
+    /// Stops the compactor.
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Compactor {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One round of the protocol (see the module docs); returns the state for the next round.
+pub async fn compact_round(
+    client: &EtcdClient,
+    key: &str,
+    state: CompactorState,
+) -> Result<(CompactorState, RoundOutcome)> {
+    let k = Bytes::from(key.as_bytes().to_vec());
+    let txn = TxnRequest {
+        compare: vec![Compare {
+            result: compare::CompareResult::Equal as i32,
+            target: compare::CompareTarget::Version as i32,
+            key: k.clone(),
+            target_union: Some(compare::TargetUnion::Version(state.time)),
+            range_end: Bytes::new(),
+        }],
+        success: vec![RequestOp {
+            request: Some(request_op::Request::RequestPut(PutRequest {
+                key: k.clone(),
+                // The value is informational: the last compacted revision.
+                value: Bytes::from(state.revision.to_string().into_bytes()),
+                ..Default::default()
+            })),
+        }],
+        failure: vec![RequestOp {
+            request: Some(request_op::Request::RequestRange(RangeRequest {
+                key: k,
+                ..Default::default()
+            })),
+        }],
+    };
+    let resp = client
+        .unary("compaction txn", false, |ch| {
+            let txn = txn.clone();
+            async move { kv_client(ch).txn(txn).await }
+        })
+        .await
+        .map_err(|f| f.into_error(0))?;
+    let current = rev_of(resp.header.as_ref().map_or(0, |h| h.revision));
+    if !resp.succeeded {
+        let time = match resp.responses.first().and_then(|r| r.response.as_ref()) {
+            Some(response_op::Response::ResponseRange(r)) => {
+                r.kvs.first().map_or(0, |kv| kv.version)
+            }
+            _ => {
+                return Err(Error::internal(
+                    "compaction transaction failed without the key's value",
+                ));
+            }
+        };
+        return Ok((
+            CompactorState {
+                time,
+                revision: current,
+            },
+            RoundOutcome::Lost,
+        ));
+    }
+    let next = CompactorState {
+        time: state.time + 1,
+        revision: current,
+    };
+    if state.revision == 0 {
+        return Ok((next, RoundOutcome::Started));
+    }
+    let req = CompactionRequest {
+        revision: i64::try_from(state.revision).unwrap_or(i64::MAX),
+        physical: false,
+    };
+    let compacted = client
+        .unary("compact", false, |ch| async move {
+            kv_client(ch).compact(req).await
+        })
+        .await;
+    match compacted {
+        Ok(_) => Ok((next, RoundOutcome::Compacted(state.revision))),
+        // Someone compacted past it already (e.g. by hand): the goal is met.
+        Err(crate::client::Failure::Compacted) => {
+            Ok((next, RoundOutcome::Compacted(state.revision)))
+        }
+        Err(f) => Err(f.into_error(state.revision)),
+    }
+}
+
+/// Compacts etcd's history at `revision` right away (tests and tools).
+pub async fn compact_now(client: &EtcdClient, revision: u64) -> Result<()> {
+    let req = CompactionRequest {
+        revision: i64::try_from(revision).unwrap_or(i64::MAX),
+        physical: true,
+    };
+    client
+        .unary("compact", false, |ch| async move {
+            kv_client(ch).compact(req).await
+        })
+        .await
+        .map(|_| ())
+        .map_err(|f| f.into_error(revision))
+}
