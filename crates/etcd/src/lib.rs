@@ -26,13 +26,13 @@
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = EtcdClient::new(EtcdConfig::new(["http://127.0.0.1:2379"]))?;
-//! let pods = EtcdStore::new(client, "/registry", SelectableFields::new(["spec.nodeName"]));
-//! let pod = Object::from_json(br#"{"metadata":{"name":"a","namespace":"ns"}}"#, pods_fields())?;
+//! let fields = SelectableFields::new(["spec.nodeName"]);
+//! let pods = EtcdStore::new(client, "/registry", fields.clone());
+//! let pod = Object::from_json(br#"{"metadata":{"name":"a","namespace":"ns"}}"#, &fields)?;
 //! let created = pods.create(&Key::object("pods", Some("ns"), "a")?, pod, None).await?;
 //! let list = pods.list(&Key::collection("pods", Some("ns"))?, &ListOptions::recursive()).await?;
 //! assert!(list.resource_version >= created.resource_version());
 //! # Ok(()) }
-//! # fn pods_fields() -> &'static SelectableFields { unimplemented!() }
 //! ```
 
 mod client;

@@ -8,8 +8,8 @@
 //! - a failure (etcd unreachable, compaction, an event without its previous value) is sent as
 //!   one `Error` event and the stream ends; nothing follows it;
 //! - dropping the stream ends the task, which drops the gRPC call and so cancels etcd's watcher;
-//! - bookmark revisions strictly increase and **never run ahead of what was delivered** (the
-//!   progress guard below).
+//! - bookmark revisions never go below an earlier event or bookmark and **never run ahead of
+//!   what was delivered** (the progress guard below).
 //!
 //! # The progress guard (etcd issue 15220)
 //!
@@ -25,7 +25,8 @@
 //! been sent downstream. It starts at the watch's start revision − 1 (nothing older is owed) or
 //! at the revision of the initial listing, and rises with each event. Then:
 //! - a requested progress response (etcd marks it with watch id −1) at R ≤ `delivered` only
-//!   confirms what is known; the bookmark goes out at `delivered` if that is new;
+//!   confirms what is known; the bookmark goes out at `delivered` (never lower: an answer can
+//!   also lag behind events already sent);
 //! - one at R > `delivered` is trusted only if the server's version has the fix; otherwise it is
 //!   held back (remembered, not emitted). An event beyond it, or etcd's own periodic progress
 //!   notification (sent with the watcher's id, and only for watchers that have caught up, so in
@@ -137,8 +138,6 @@ impl Drop for Registration {
 pub(crate) struct ProgressGuard {
     /// Every event at or below this revision has been sent downstream.
     delivered: u64,
-    /// The last revision sent downstream (event or bookmark); bookmarks must exceed it.
-    emitted: u64,
     /// A requested progress revision not yet known to be safe (diagnostics only).
     held: Option<u64>,
     /// Whether the server orders requested progress after owed events (has the fix).
@@ -149,7 +148,6 @@ impl ProgressGuard {
     pub(crate) fn new(delivered: u64, trust_requested: bool) -> Self {
         Self {
             delivered,
-            emitted: 0,
             held: None,
             trust_requested,
         }
@@ -158,7 +156,6 @@ impl ProgressGuard {
     /// Events up to `rev` were sent downstream.
     pub(crate) fn on_events(&mut self, rev: u64) {
         self.delivered = self.delivered.max(rev);
-        self.emitted = self.emitted.max(rev);
         if self.held.is_some_and(|h| h <= self.delivered) {
             self.held = None;
         }
@@ -167,7 +164,6 @@ impl ProgressGuard {
     /// A bookmark at `rev` went out (the initial-events end).
     pub(crate) fn on_bookmark(&mut self, rev: u64) {
         self.delivered = self.delivered.max(rev);
-        self.emitted = self.emitted.max(rev);
     }
 
     /// etcd reported progress at `rev`; `requested` when it answers a progress request.
@@ -186,10 +182,9 @@ impl ProgressGuard {
         if self.held.is_some_and(|h| h <= self.delivered) {
             self.held = None;
         }
-        (self.delivered > self.emitted).then(|| {
-            self.emitted = self.delivered;
-            self.delivered
-        })
+        // A bookmark may repeat the last event's revision (upstream does too: it confirms
+        // progress), but never goes below it: `delivered` covers every event sent.
+        Some(self.delivered)
     }
 
     /// The revision through which everything is known delivered.
@@ -219,6 +214,29 @@ pub(crate) async fn start(store: &EtcdStore, spec: WatchSpec) -> Result<WatchStr
     } else {
         None
     };
+    // etcd lets a watch start at the compaction revision itself, but the previous values its
+    // events need (prev_kv) are gone then: a watch from RV n needs the history at n, so a
+    // compacted n is Expired, as everywhere else.
+    if !initial && rv > 0 {
+        let (key, range_end) = store.watch_range(&spec.key);
+        let probe = RangeRequest {
+            key,
+            range_end,
+            revision: i64::try_from(rv).unwrap_or(i64::MAX),
+            count_only: true,
+            ..Default::default()
+        };
+        match store.range(probe).await {
+            Ok(_) | Err(Failure::FutureRevision) => {}
+            Err(Failure::Compacted) => {
+                return Err(Error::Expired {
+                    message: format!("too old resource version: {rv} (compacted)"),
+                    continue_token: None,
+                });
+            }
+            Err(f) => return Err(f.into_error(rv)),
+        }
+    }
     let trust_requested = match store.client.server_version().await {
         Some(v) => v.progress_requests_are_ordered(),
         None => false,
@@ -537,8 +555,8 @@ mod tests {
         g.on_events(1000);
         assert_eq!(g.on_progress(3011, true), None);
         g.on_events(3011);
-        // Now it is only confirmation: the last event already carried 3011.
-        assert_eq!(g.on_progress(3011, true), None);
+        // Now it only confirms what the last event already carried.
+        assert_eq!(g.on_progress(3011, true), Some(3011));
         assert_eq!(g.delivered(), 3011);
         // Writes elsewhere moved etcd on; a periodic (ordered) notification is trusted.
         assert_eq!(g.on_progress(3050, false), Some(3050));
@@ -548,8 +566,8 @@ mod tests {
     fn requested_progress_at_or_below_delivery_confirms_it() {
         let mut g = ProgressGuard::new(40, false);
         assert_eq!(g.on_progress(40, true), Some(40));
-        assert_eq!(g.on_progress(40, true), None, "bookmarks strictly increase");
-        assert_eq!(g.on_progress(12, true), None, "never backwards");
+        assert_eq!(g.on_progress(40, true), Some(40));
+        assert_eq!(g.on_progress(12, true), Some(40), "never backwards");
     }
 
     #[test]
@@ -562,7 +580,7 @@ mod tests {
     fn bookmarks_never_run_backwards_past_events() {
         let mut g = ProgressGuard::new(0, true);
         g.on_events(20);
-        assert_eq!(g.on_progress(15, false), None);
+        assert_eq!(g.on_progress(15, false), Some(20));
         assert_eq!(g.on_progress(21, false), Some(21));
     }
 }

@@ -1,0 +1,355 @@
+//! Discovery documents: `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
+//! `/apis/{group}/{version}`, aggregated discovery (v2), `/version`, and the OpenAPI v3
+//! index with one document per group-version.
+//!
+//! Every document is built once, when the router is built, and served as shared bytes.
+//! The OpenAPI documents describe paths and operations (with the `fieldValidation`
+//! parameter, so kubectl leaves validation to the server) and one permissive schema per
+//! kind (`x-kubernetes-preserve-unknown-fields`); they are not full schemas.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::resource::{Resource, ResourceInfo};
+
+/// The Kubernetes version this server reports (kubectl picks its build by the minor).
+pub const KUBE_MAJOR: &str = "1";
+/// See [`KUBE_MAJOR`].
+pub const KUBE_MINOR: &str = "32";
+/// See [`KUBE_MAJOR`].
+pub const KUBE_GIT_VERSION: &str = "v1.32.0";
+
+const VERBS: [&str; 8] = [
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+const STATUS_VERBS: [&str; 3] = ["get", "patch", "update"];
+
+/// Pre-encoded discovery documents.
+#[derive(Debug, Default)]
+pub(crate) struct Documents {
+    pub(crate) core_versions: Bytes,
+    pub(crate) groups: Bytes,
+    pub(crate) core_aggregated: Bytes,
+    pub(crate) groups_aggregated: Bytes,
+    /// `(group, version)` → APIResourceList; `("", "v1")` is `/api/v1`.
+    pub(crate) resource_lists: HashMap<(String, String), Bytes>,
+    /// group → APIGroup.
+    pub(crate) group_docs: HashMap<String, Bytes>,
+    pub(crate) version: Bytes,
+    pub(crate) openapi_index: Bytes,
+    /// `api/v1` or `apis/{group}/{version}` → OpenAPI v3 document.
+    pub(crate) openapi: HashMap<String, Bytes>,
+}
+
+fn bytes(v: &Value) -> Bytes {
+    Bytes::from(serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// Groups and versions in a stable order: core first, then groups by name.
+fn by_group_version(resources: &[Resource]) -> BTreeMap<(String, String), Vec<&ResourceInfo>> {
+    let mut m: BTreeMap<(String, String), Vec<&ResourceInfo>> = BTreeMap::new();
+    for r in resources {
+        m.entry((r.info.group.clone(), r.info.version.clone()))
+            .or_default()
+            .push(&r.info);
+    }
+    m
+}
+
+fn gv_string(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+fn api_resource(info: &ResourceInfo) -> Vec<Value> {
+    let mut out = vec![json!({
+        "name": info.plural,
+        "singularName": info.singular,
+        "namespaced": info.namespaced,
+        "kind": info.kind,
+        "verbs": VERBS,
+        "shortNames": info.short_names,
+        "categories": info.categories,
+        "storageVersionHash": "",
+    })];
+    if info.status_subresource {
+        out.push(json!({
+            "name": format!("{}/status", info.plural),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": STATUS_VERBS,
+        }));
+    }
+    out
+}
+
+fn aggregated_resource(info: &ResourceInfo) -> Value {
+    let kind = json!({"group": info.group, "version": info.version, "kind": info.kind});
+    let mut r = json!({
+        "resource": info.plural,
+        "responseKind": kind,
+        "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": info.singular,
+        "verbs": VERBS,
+        "shortNames": info.short_names,
+        "categories": info.categories,
+    });
+    if info.status_subresource {
+        r["subresources"] =
+            json!([{"subresource": "status", "responseKind": kind, "verbs": STATUS_VERBS}]);
+    }
+    r
+}
+
+fn aggregated_list(groups: &BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>>) -> Value {
+    let items: Vec<Value> = groups
+        .iter()
+        .map(|(group, versions)| {
+            json!({
+                "metadata": {"name": group, "creationTimestamp": null},
+                "versions": versions.iter().map(|(v, infos)| json!({
+                    "version": v,
+                    "resources": infos.iter().map(|i| aggregated_resource(i)).collect::<Vec<_>>(),
+                    "freshness": "Current",
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+}
+
+fn openapi_doc(group: &str, version: &str, infos: &[&ResourceInfo]) -> Value {
+    let prefix = if group.is_empty() {
+        format!("/api/{version}")
+    } else {
+        format!("/apis/{group}/{version}")
+    };
+    let param = |name: &str, in_: &str| json!({"name": name, "in": in_, "schema": {"type": "string"}, "uniqueItems": true});
+    let write_params = json!([
+        param("dryRun", "query"),
+        param("fieldManager", "query"),
+        param("fieldValidation", "query")
+    ]);
+    let mut paths = serde_json::Map::new();
+    let mut schemas = serde_json::Map::new();
+    for info in infos {
+        let schema_name = schema_name(info);
+        let reference = json!({"$ref": format!("#/components/schemas/{schema_name}")});
+        let ok = json!({"200": {"description": "OK", "content": {"application/json": {"schema": reference}}}});
+        let gvk = json!({"group": info.group, "version": info.version, "kind": info.kind});
+        let (coll, item) = if info.namespaced {
+            (
+                format!("{prefix}/namespaces/{{namespace}}/{}", info.plural),
+                format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", info.plural),
+            )
+        } else {
+            (
+                format!("{prefix}/{}", info.plural),
+                format!("{prefix}/{}/{{name}}", info.plural),
+            )
+        };
+        let op = |id: &str, action: &str| {
+            json!({"operationId": id, "parameters": write_params, "responses": ok,
+                   "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk})
+        };
+        paths.insert(
+            coll,
+            json!({
+                "get": {"operationId": format!("list{}", info.kind), "responses": ok,
+                        "x-kubernetes-action": "list", "x-kubernetes-group-version-kind": gvk},
+                "post": op(&format!("create{}", info.kind), "post"),
+            }),
+        );
+        paths.insert(
+            item.clone(),
+            json!({
+                "get": {"operationId": format!("read{}", info.kind), "responses": ok,
+                        "x-kubernetes-action": "get", "x-kubernetes-group-version-kind": gvk},
+                "put": op(&format!("replace{}", info.kind), "put"),
+                "patch": op(&format!("patch{}", info.kind), "patch"),
+                "delete": op(&format!("delete{}", info.kind), "delete"),
+            }),
+        );
+        if info.status_subresource {
+            paths.insert(
+                format!("{item}/status"),
+                json!({
+                    "put": op(&format!("replace{}Status", info.kind), "put"),
+                    "patch": op(&format!("patch{}Status", info.kind), "patch"),
+                }),
+            );
+        }
+        schemas.insert(schema_name, json!({
+            "type": "object",
+            "description": format!("{} ({}), served by listwatch; fields are not validated beyond metadata.", info.kind, gv_string(group, version)),
+            "properties": {
+                "apiVersion": {"type": "string"},
+                "kind": {"type": "string"},
+                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            },
+            "x-kubernetes-preserve-unknown-fields": true,
+            "x-kubernetes-group-version-kind": [gvk],
+        }));
+    }
+    json!({
+        "openapi": "3.0.0",
+        "info": {"title": "Kubernetes", "version": KUBE_GIT_VERSION},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    })
+}
+
+fn schema_name(info: &ResourceInfo) -> String {
+    let group = if info.group.is_empty() {
+        "core".to_owned()
+    } else {
+        info.group.clone()
+    };
+    format!("listwatch.{group}.{}.{}", info.version, info.kind)
+}
+
+fn short_hash(b: &[u8]) -> String {
+    // Only a cache key for clients: any stable digest of the document will do.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    b.hash(&mut h);
+    format!("{:016X}", h.finish())
+}
+
+/// Builds every document for a set of resources.
+pub(crate) fn build(resources: &[Resource]) -> Documents {
+    let gvs = by_group_version(resources);
+    let mut docs = Documents::default();
+    let mut core: BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>> = BTreeMap::new();
+    let mut openapi_paths = serde_json::Map::new();
+    let mut core_versions = Vec::new();
+    for ((group, version), infos) in &gvs {
+        let list = json!({
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": gv_string(group, version),
+            "resources": infos.iter().flat_map(|i| api_resource(i)).collect::<Vec<_>>(),
+        });
+        docs.resource_lists
+            .insert((group.clone(), version.clone()), bytes(&list));
+        let key = if group.is_empty() {
+            format!("api/{version}")
+        } else {
+            format!("apis/{group}/{version}")
+        };
+        let doc = bytes(&openapi_doc(group, version, infos));
+        openapi_paths.insert(
+            key.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", short_hash(&doc))}),
+        );
+        docs.openapi.insert(key, doc);
+        if group.is_empty() {
+            core_versions.push(version.clone());
+            core.entry(String::new())
+                .or_default()
+                .push((version.clone(), infos.clone()));
+        } else {
+            groups
+                .entry(group.clone())
+                .or_default()
+                .push((version.clone(), infos.clone()));
+        }
+    }
+    docs.core_versions = bytes(&json!({
+        "kind": "APIVersions",
+        "versions": core_versions,
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
+    }));
+    let api_group = |name: &str, versions: &[(String, Vec<&ResourceInfo>)]| {
+        let vs: Vec<Value> = versions
+            .iter()
+            .map(|(v, _)| json!({"groupVersion": gv_string(name, v), "version": v}))
+            .collect();
+        json!({"kind": "APIGroup", "apiVersion": "v1", "name": name, "versions": vs, "preferredVersion": vs.first()})
+    };
+    let mut group_list = Vec::new();
+    for (name, versions) in &groups {
+        let g = api_group(name, versions);
+        docs.group_docs.insert(name.clone(), bytes(&g));
+        group_list.push(g);
+    }
+    docs.groups = bytes(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": group_list}));
+    docs.core_aggregated = bytes(&aggregated_list(&core));
+    docs.groups_aggregated = bytes(&aggregated_list(&groups));
+    docs.version = bytes(&json!({
+        "major": KUBE_MAJOR,
+        "minor": KUBE_MINOR,
+        "gitVersion": KUBE_GIT_VERSION,
+        "gitCommit": "listwatch",
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+        "goVersion": concat!("listwatch ", env!("CARGO_PKG_VERSION")),
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    }));
+    docs.openapi_index = bytes(&json!({"paths": openapi_paths}));
+    docs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn documents_list_every_group_and_resource() {
+        let store: Arc<dyn listwatch_storage::Storage> =
+            Arc::new(listwatch_memstore::MemStore::new());
+        let mk = |info: ResourceInfo| Resource {
+            info: Arc::new(info),
+            storage: Arc::clone(&store),
+        };
+        let docs = build(&[
+            mk(ResourceInfo::new("", "v1", "pods", "Pod")
+                .short_names(["po"])
+                .status_subresource(true)),
+            mk(ResourceInfo::new("apps", "v1", "deployments", "Deployment")),
+        ]);
+        let v: Value =
+            serde_json::from_slice(&docs.resource_lists[&(String::new(), "v1".to_owned())])
+                .unwrap();
+        assert_eq!(v["resources"][0]["name"], "pods");
+        assert_eq!(v["resources"][1]["name"], "pods/status");
+        let g: Value = serde_json::from_slice(&docs.groups).unwrap();
+        assert_eq!(
+            g["groups"][0]["preferredVersion"]["groupVersion"],
+            "apps/v1"
+        );
+        let agg: Value = serde_json::from_slice(&docs.core_aggregated).unwrap();
+        assert_eq!(
+            agg["items"][0]["versions"][0]["resources"][0]["shortNames"][0],
+            "po"
+        );
+        let idx: Value = serde_json::from_slice(&docs.openapi_index).unwrap();
+        assert!(
+            idx["paths"]["apis/apps/v1"]["serverRelativeURL"]
+                .as_str()
+                .unwrap()
+                .contains("?hash=")
+        );
+        let ver: Value = serde_json::from_slice(&docs.version).unwrap();
+        assert_eq!(
+            (ver["major"].as_str(), ver["minor"].as_str()),
+            (Some("1"), Some("32"))
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! The one place where a failed request becomes a Kubernetes `Status` and an HTTP response.
+//!
+//! Invariants:
+//! - every failure any handler reports is an [`ApiError`], built either from a storage
+//!   [`listwatch_storage::Error`] (through its own `to_status`, the storage layer's single
+//!   mapping) or from one of the constructors below; no handler writes a status code itself;
+//! - the HTTP status code is always the Status's `code`;
+//! - a `Retry-After` header goes out whenever `details.retryAfterSeconds > 0`.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use listwatch_api::Status;
+use listwatch_api::status::reason;
+
+use crate::resource::ResourceInfo;
+
+/// Result with [`ApiError`] as the error.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+/// A failed request, carrying the Status sent to the client.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{} {}: {}", .0.code, .0.reason, .0.message)]
+pub struct ApiError(pub Box<Status>);
+
+impl ApiError {
+    /// Wraps a Status.
+    pub fn from_status(status: Status) -> Self {
+        Self(Box::new(status))
+    }
+
+    /// A storage error about `info`'s objects: the storage mapping, plus the API group.
+    pub fn storage(err: &listwatch_storage::Error, info: &ResourceInfo) -> Self {
+        let mut status = err.to_status();
+        if let Some(d) = status.details.as_mut().filter(|d| !d.kind.is_empty()) {
+            d.group.clone_from(&info.group);
+        }
+        Self::from_status(status)
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::from_status(Status::failure(400, reason::BAD_REQUEST, message))
+    }
+
+    /// 422 Invalid for an object, with one cause per field error.
+    pub fn invalid(info: &ResourceInfo, name: &str, causes: &[FieldError]) -> Self {
+        let summary = causes
+            .iter()
+            .map(FieldError::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut status = Status::failure(
+            422,
+            reason::INVALID,
+            format!("{} \"{name}\" is invalid: {summary}", info.kind),
+        )
+        .with_target(&info.group, &info.kind, name);
+        for c in causes {
+            status = status.with_cause(c.reason, &c.to_string(), &c.field);
+        }
+        Self::from_status(status)
+    }
+
+    /// 404 for a path that names nothing served here.
+    pub fn path_not_found() -> Self {
+        Self::from_status(
+            Status::failure(
+                404,
+                reason::NOT_FOUND,
+                "the server could not find the requested resource",
+            )
+            .with_target("", "", ""),
+        )
+    }
+
+    /// 405 for a method the path does not support.
+    pub fn method_not_allowed(method: &str) -> Self {
+        Self::from_status(Status::failure(
+            405,
+            reason::METHOD_NOT_ALLOWED,
+            format!("the server does not allow this method on the requested resource ({method})"),
+        ))
+    }
+
+    /// 406 when nothing the client accepts can be produced.
+    pub fn not_acceptable(accept: &str, supported: &str) -> Self {
+        Self::from_status(Status::failure(
+            406,
+            reason::NOT_ACCEPTABLE,
+            format!(
+                "only the following media types are accepted: {supported} (asked for {accept:?})"
+            ),
+        ))
+    }
+
+    /// 415 for a request body in a media type this endpoint does not read.
+    pub fn unsupported_media_type(content_type: &str, supported: &str) -> Self {
+        Self::from_status(Status::failure(
+            415,
+            reason::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "the body of the request was in an unknown format ({content_type:?}) - accepted \
+                 media types include: {supported}"
+            ),
+        ))
+    }
+
+    /// 413 for a body over the limit.
+    pub fn too_large(limit: usize) -> Self {
+        Self::from_status(Status::failure(
+            413,
+            reason::REQUEST_ENTITY_TOO_LARGE,
+            format!("the request body is larger than the limit of {limit} bytes"),
+        ))
+    }
+
+    /// 429 when the server is at its limit of concurrent requests or watches.
+    pub fn too_many_requests() -> Self {
+        Self::from_status(
+            Status::failure(
+                429,
+                reason::TOO_MANY_REQUESTS,
+                "Too many requests, please try again later.",
+            )
+            .with_retry_after(1),
+        )
+    }
+
+    /// 503 while the server is shutting down.
+    pub fn shutting_down() -> Self {
+        Self::from_status(
+            Status::failure(
+                503,
+                reason::SERVICE_UNAVAILABLE,
+                "the apiserver is shutting down",
+            )
+            .with_retry_after(1),
+        )
+    }
+
+    /// 500 for a failure that is a bug or an unexpected condition.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::from_status(Status::failure(500, reason::INTERNAL_ERROR, message))
+    }
+
+    /// The HTTP status code.
+    pub fn code(&self) -> u16 {
+        self.0.code
+    }
+}
+
+/// One invalid field, as a 422's cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// e.g. `FieldValueInvalid`, `FieldValueRequired`.
+    pub reason: &'static str,
+    /// The field path, e.g. `metadata.name`.
+    pub field: String,
+    /// The offending value, when there is one.
+    pub value: Option<String>,
+    /// What is wrong.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// A value that breaks a rule.
+    pub fn invalid(field: &str, value: &str, detail: impl Into<String>) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            value: Some(value.into()),
+            detail: detail.into(),
+        }
+    }
+
+    /// A value that is missing.
+    pub fn required(field: &str, detail: impl Into<String>) -> Self {
+        Self {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.value {
+            Some(v) => write!(f, "{}: Invalid value: {v:?}: {}", self.field, self.detail),
+            None => write!(f, "{}: Required value: {}", self.field, self.detail),
+        }
+    }
+}
+
+impl From<listwatch_storage::Error> for ApiError {
+    fn from(err: listwatch_storage::Error) -> Self {
+        Self::from_status(err.to_status())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        status_response(&self.0)
+    }
+}
+
+/// The HTTP response for a Status (also used for a collection delete's `Success`).
+pub(crate) fn status_response(status: &Status) -> Response {
+    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = (code, status.to_json()).into_response();
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    let retry = status.retry_after();
+    if retry > 0 {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(retry));
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_header_follows_the_status_details() {
+        let resp = ApiError::too_many_requests().into_response();
+        assert_eq!(resp.status(), 429);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], "1");
+        let resp = ApiError::bad_request("x").into_response();
+        assert_eq!(resp.status(), 400);
+        assert!(resp.headers().get(header::RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn storage_errors_keep_their_code_and_gain_the_group() {
+        let info = ResourceInfo::new("apps", "v1", "deployments", "Deployment");
+        let err = listwatch_storage::Error::NotFound {
+            resource: "deployments".into(),
+            name: "d".into(),
+        };
+        let e = ApiError::storage(&err, &info);
+        assert_eq!(e.code(), 404);
+        assert_eq!(e.0.details.as_ref().map(|d| d.group.as_str()), Some("apps"));
+        let e = ApiError::from(listwatch_storage::Error::too_old(1, 5));
+        assert_eq!((e.code(), e.0.reason.as_str()), (410, "Expired"));
+    }
+
+    #[test]
+    fn invalid_lists_every_cause() {
+        let info = ResourceInfo::new("", "v1", "pods", "Pod");
+        let e = ApiError::invalid(
+            &info,
+            "A",
+            &[FieldError::invalid("metadata.name", "A", "bad")],
+        );
+        assert_eq!(e.code(), 422);
+        assert!(
+            e.0.message
+                .starts_with("Pod \"A\" is invalid: metadata.name: Invalid value")
+        );
+        assert_eq!(e.0.details.as_ref().map(|d| d.causes.len()), Some(1));
+    }
+}

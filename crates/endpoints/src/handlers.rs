@@ -1,0 +1,822 @@
+//! Request handling: routing a parsed path to a verb, limits, and the per-verb handlers.
+//!
+//! Invariants:
+//! - every request passes its limit first: watches take a watch slot, reads a read-only
+//!   slot, writes a mutating slot; a full limit is a 429 and nothing else happens;
+//! - bodies are read with a hard cap (413 beyond it) before anything is parsed;
+//! - writes go to the resource's storage only (never a cache), and `dryRun=All` writes
+//!   nothing at all;
+//! - handlers return `ApiResult<Response>`; errors become responses in one place
+//!   ([`ApiError`]'s `IntoResponse`).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use listwatch_api::Object;
+use listwatch_storage::{
+    Error as StorageError, GetOptions, Key, ListOptions, ObjectList, no_validation,
+};
+use serde_json::{Map, Value};
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::error::{ApiError, ApiResult};
+use crate::negotiate::{Format, Offer, negotiate};
+use crate::patch::{Patch, PatchType};
+use crate::path::{self, ApiPath, Target};
+use crate::query::{IncludeObject, Query};
+use crate::resource::{Resource, ResourceInfo};
+use crate::validation::{UpdateError, prepare_create, prepare_update};
+use crate::watch_server::{self, Encoder, WatchState};
+use crate::{Shared, json_response, table};
+
+/// Upstream's message for an optimistic-concurrency failure.
+const MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// Media types accepted for object bodies.
+const OBJECT_MEDIA: &str = "application/json, application/yaml";
+
+/// The verb of a resource request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    fn metric_name(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::List => "LIST",
+            Verb::Watch => "WATCH",
+            Verb::Create => "POST",
+            Verb::Update => "PUT",
+            Verb::Patch => "PATCH",
+            Verb::Delete => "DELETE",
+            Verb::DeleteCollection => "DELETECOLLECTION",
+        }
+    }
+}
+
+/// One resource request, resolved.
+struct Request {
+    shared: Arc<Shared>,
+    res: Resource,
+    target: Target,
+    query: Query,
+    headers: HeaderMap,
+    status: bool,
+}
+
+impl Request {
+    fn info(&self) -> &ResourceInfo {
+        &self.res.info
+    }
+
+    fn ns(&self) -> Option<&str> {
+        self.target.namespace.as_deref()
+    }
+
+    fn name(&self) -> &str {
+        self.target.name.as_deref().unwrap_or("")
+    }
+
+    fn storage_err(&self, e: &StorageError) -> ApiError {
+        ApiError::storage(e, &self.res.info)
+    }
+
+    fn object_key(&self) -> ApiResult<Key> {
+        Key::object(&self.info().storage_resource, self.ns(), self.name())
+            .map_err(|e| self.storage_err(&e))
+    }
+
+    fn collection_key(&self) -> ApiResult<Key> {
+        Key::collection(&self.info().storage_resource, self.ns()).map_err(|e| self.storage_err(&e))
+    }
+}
+
+/// Entry point for everything under `/api` and `/apis`.
+pub(crate) async fn serve(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if shared.shutting_down() {
+        return ApiError::shutting_down().into_response();
+    }
+    match path::parse(uri.path()) {
+        None => ApiError::path_not_found().into_response(),
+        Some(ApiPath::Resource(t)) => {
+            resource_request(shared, method, t, Query::parse(uri.query()), headers, body).await
+        }
+        Some(p) => discovery_request(&shared, &method, p, &headers)
+            .unwrap_or_else(IntoResponse::into_response),
+    }
+}
+
+fn discovery_request(
+    shared: &Shared,
+    method: &Method,
+    p: ApiPath,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    if method != Method::GET && method != Method::HEAD {
+        return Err(ApiError::method_not_allowed(method.as_str()));
+    }
+    let docs = &shared.docs;
+    let (fmt, body) = match p {
+        ApiPath::CoreVersions => match negotiate(headers, Offer::JsonOrDiscovery)? {
+            Format::DiscoveryV2 => (Format::DiscoveryV2, docs.core_aggregated.clone()),
+            _ => (Format::Json, docs.core_versions.clone()),
+        },
+        ApiPath::Groups => match negotiate(headers, Offer::JsonOrDiscovery)? {
+            Format::DiscoveryV2 => (Format::DiscoveryV2, docs.groups_aggregated.clone()),
+            _ => (Format::Json, docs.groups.clone()),
+        },
+        ApiPath::Group(g) => {
+            let fmt = negotiate(headers, Offer::Json)?;
+            (
+                fmt,
+                docs.group_docs
+                    .get(&g)
+                    .cloned()
+                    .ok_or_else(ApiError::path_not_found)?,
+            )
+        }
+        ApiPath::Resources { group, version } => {
+            let fmt = negotiate(headers, Offer::Json)?;
+            (
+                fmt,
+                docs.resource_lists
+                    .get(&(group, version))
+                    .cloned()
+                    .ok_or_else(ApiError::path_not_found)?,
+            )
+        }
+        ApiPath::Resource(_) => return Err(ApiError::path_not_found()),
+    };
+    Ok(json_response(StatusCode::OK, fmt.content_type(), body))
+}
+
+/// Picks the verb for a method on a target, or the error upstream would give.
+fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> ApiResult<Verb> {
+    let not_allowed = || Err(ApiError::method_not_allowed(method.as_str()));
+    if t.namespace.is_some() && !info.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    if info.namespaced && t.namespace.is_none() && t.name.is_some() {
+        return Err(ApiError::path_not_found());
+    }
+    if let Some(sub) = &t.subresource {
+        if sub != "status" || !info.status_subresource || t.legacy_watch {
+            return Err(ApiError::path_not_found());
+        }
+        return match *method {
+            Method::GET => Ok(Verb::Get),
+            Method::PUT => Ok(Verb::Update),
+            Method::PATCH => Ok(Verb::Patch),
+            _ => not_allowed(),
+        };
+    }
+    if t.legacy_watch {
+        return if *method == Method::GET {
+            Ok(Verb::Watch)
+        } else {
+            not_allowed()
+        };
+    }
+    let cluster_wide = info.namespaced && t.namespace.is_none();
+    match (t.name.is_some(), method.clone()) {
+        (false, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::List }),
+        (false, Method::POST) if !cluster_wide => Ok(Verb::Create),
+        (false, Method::DELETE) if !cluster_wide => Ok(Verb::DeleteCollection),
+        (true, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::Get }),
+        (true, Method::PUT) => Ok(Verb::Update),
+        (true, Method::PATCH) => Ok(Verb::Patch),
+        (true, Method::DELETE) => Ok(Verb::Delete),
+        _ => not_allowed(),
+    }
+}
+
+async fn resource_request(
+    shared: Arc<Shared>,
+    method: Method,
+    target: Target,
+    query: Query,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let Some(res) = shared
+        .resource(&target.group, &target.version, &target.resource)
+        .cloned()
+    else {
+        return ApiError::path_not_found().into_response();
+    };
+    let watch = match query.is_watch() {
+        Ok(w) => w,
+        Err(e) => return e.into_response(),
+    };
+    let verb = match verb_for(&method, &target, &res.info, watch) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    let metrics = shared.metrics.clone();
+    let plural = res.info.plural.clone();
+    let status = target.subresource.is_some();
+    let req = Request {
+        shared,
+        res,
+        target,
+        query,
+        headers,
+        status,
+    };
+    let result = if verb == Verb::Watch {
+        watch_request(&req).await
+    } else {
+        let kind = if matches!(verb, Verb::Get | Verb::List) {
+            "readOnly"
+        } else {
+            "mutating"
+        };
+        let sem = if kind == "readOnly" {
+            &req.shared.readonly
+        } else {
+            &req.shared.mutating
+        };
+        match Arc::clone(sem).try_acquire_owned() {
+            Err(_) => {
+                metrics.rejected(kind);
+                Err(ApiError::too_many_requests())
+            }
+            Ok(permit) => {
+                let _inflight = metrics.inflight(kind);
+                let r = handle(&req, verb, body).await;
+                drop(permit);
+                r
+            }
+        }
+    };
+    let resp = result.unwrap_or_else(IntoResponse::into_response);
+    let seconds = (verb != Verb::Watch).then(|| started.elapsed().as_secs_f64());
+    metrics.observe(verb.metric_name(), &plural, resp.status().as_u16(), seconds);
+    resp
+}
+
+async fn handle(req: &Request, verb: Verb, body: Body) -> ApiResult<Response> {
+    match verb {
+        Verb::Get => get(req).await,
+        Verb::List => list(req).await,
+        Verb::Create => create(req, body).await,
+        Verb::Update => update(req, body).await,
+        Verb::Patch => patch(req, body).await,
+        Verb::Delete => delete(req, body).await,
+        Verb::DeleteCollection => delete_collection(req, body).await,
+        Verb::Watch => watch_request(req).await,
+    }
+}
+
+/// Reads a body, refusing more than `limit` bytes.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::too_large(limit));
+    }
+    let mut out = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|e| ApiError::bad_request(format!("reading the request body failed: {e}")))?;
+        if out.len() + chunk.len() > limit {
+            return Err(ApiError::too_large(limit));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(out))
+}
+
+fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Decodes an object body (JSON or YAML) into a JSON map.
+fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> ApiResult<Map<String, Value>> {
+    let ct = content_type(headers);
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let value: Value = match essence.as_str() {
+        "application/json" => serde_json::from_slice(bytes).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
+        })?,
+        "application/yaml" => serde_yaml::from_slice(bytes).map_err(|e| {
+            ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))
+        })?,
+        _ => return Err(ApiError::unsupported_media_type(ct, OBJECT_MEDIA)),
+    };
+    match value {
+        Value::Object(m) => Ok(m),
+        _ => Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        )),
+    }
+}
+
+fn object_response(code: StatusCode, obj: &Object) -> Response {
+    json_response(code, "application/json", obj.to_json_bytes())
+}
+
+/// A list in the wire shape, concatenating each item's pre-encoded bytes.
+fn encode_list(info: &ResourceInfo, list: &ObjectList) -> Vec<u8> {
+    let mut out = Vec::with_capacity(
+        128 + list.items.iter().map(Object::size).sum::<usize>() + list.items.len() * 32,
+    );
+    out.extend_from_slice(b"{\"kind\":\"");
+    out.extend_from_slice(info.list_kind().as_bytes());
+    out.extend_from_slice(b"\",\"apiVersion\":\"");
+    out.extend_from_slice(info.api_version().as_bytes());
+    out.extend_from_slice(b"\",\"metadata\":{\"resourceVersion\":\"");
+    out.extend_from_slice(list.resource_version.to_string().as_bytes());
+    out.push(b'"');
+    if let Some(c) = &list.continue_token {
+        out.extend_from_slice(b",\"continue\":");
+        out.extend_from_slice(&serde_json::to_vec(c).unwrap_or_else(|_| b"\"\"".to_vec()));
+    }
+    if let Some(n) = list.remaining_item_count {
+        out.extend_from_slice(b",\"remainingItemCount\":");
+        out.extend_from_slice(n.to_string().as_bytes());
+    }
+    out.extend_from_slice(b"},\"items\":[");
+    for (i, o) in list.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        o.write_json(&mut out);
+    }
+    out.extend_from_slice(b"]}");
+    out
+}
+
+fn table_response(
+    info: &ResourceInfo,
+    objects: &[Object],
+    rv: u64,
+    cont: Option<&str>,
+    include: IncludeObject,
+    beta: bool,
+) -> ApiResult<Response> {
+    let body = table::table(info, objects, Some(rv), cont, include, beta)
+        .map_err(|e| ApiError::internal(format!("printing a table failed: {e}")))?;
+    Ok(json_response(
+        StatusCode::OK,
+        Format::Table { beta }.content_type(),
+        body,
+    ))
+}
+
+async fn get(req: &Request) -> ApiResult<Response> {
+    let fmt = negotiate(&req.headers, Offer::JsonOrTable)?;
+    let include = req.query.include_object()?;
+    let opts = GetOptions {
+        resource_version: req.query.get_resource_version()?,
+        ignore_not_found: false,
+    };
+    let key = req.object_key()?;
+    let obj = req
+        .res
+        .storage
+        .get(&key, &opts)
+        .await
+        .map_err(|e| req.storage_err(&e))?
+        .ok_or_else(|| req.storage_err(&key.not_found()))?;
+    match fmt {
+        Format::Table { beta } => table_response(
+            req.info(),
+            std::slice::from_ref(&obj),
+            obj.resource_version(),
+            None,
+            include,
+            beta,
+        ),
+        _ => Ok(object_response(StatusCode::OK, &obj)),
+    }
+}
+
+async fn list(req: &Request) -> ApiResult<Response> {
+    let fmt = negotiate(&req.headers, Offer::JsonOrTable)?;
+    let include = req.query.include_object()?;
+    let lr = req.query.list_options(req.info(), false, None)?;
+    let key = req.collection_key()?;
+    let list = req
+        .res
+        .storage
+        .list(&key, &lr.opts)
+        .await
+        .map_err(|e| req.storage_err(&e))?;
+    match fmt {
+        Format::Table { beta } => table_response(
+            req.info(),
+            &list.items,
+            list.resource_version,
+            list.continue_token.as_deref(),
+            include,
+            beta,
+        ),
+        _ => Ok(json_response(
+            StatusCode::OK,
+            "application/json",
+            encode_list(req.info(), &list),
+        )),
+    }
+}
+
+async fn watch_request(req: &Request) -> ApiResult<Response> {
+    let format = negotiate(&req.headers, Offer::JsonOrTable)?;
+    let include = req.query.include_object()?;
+    let mut lr = req
+        .query
+        .list_options(req.info(), true, req.target.name.as_deref())?;
+    let single = req.target.name.is_some() && (req.ns().is_some() || !req.info().namespaced);
+    let key = if single {
+        lr.opts.recursive = false;
+        req.object_key()?
+    } else {
+        req.collection_key()?
+    };
+    let shared = &req.shared;
+    let permit: OwnedSemaphorePermit =
+        Arc::clone(&shared.watches)
+            .try_acquire_owned()
+            .map_err(|_| {
+                shared.metrics.rejected("watch");
+                ApiError::too_many_requests()
+            })?;
+    let stream = req
+        .res
+        .storage
+        .watch(&key, &lr.opts)
+        .await
+        .map_err(|e| req.storage_err(&e))?;
+    let timeout = watch_server::watch_timeout(lr.timeout, shared.config.min_request_timeout);
+    let state = WatchState {
+        stream,
+        encoder: Encoder {
+            info: Arc::clone(&req.res.info),
+            type_meta: req.info().type_meta(),
+            format,
+            include,
+        },
+        deadline: Box::pin(tokio::time::sleep(timeout)),
+        shutdown: shared.shutdown.subscribe(),
+        sent: shared.metrics.watch_events(&req.info().plural),
+        _permit: permit,
+        _gauge: shared.metrics.watch_started(),
+    };
+    let mut resp = Body::from_stream(watch_server::body(state)).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(resp)
+}
+
+/// 404 when a namespaced write targets a namespace that does not exist.
+async fn ensure_namespace(req: &Request) -> ApiResult<()> {
+    let (Some(ns), Some(i)) = (req.ns(), req.shared.namespaces) else {
+        return Ok(());
+    };
+    let Some(nsres) = req.shared.resources.get(i) else {
+        return Ok(());
+    };
+    let key =
+        Key::object(&nsres.info.storage_resource, None, ns).map_err(|e| req.storage_err(&e))?;
+    let found = nsres
+        .storage
+        .get(
+            &key,
+            &GetOptions {
+                resource_version: None,
+                ignore_not_found: true,
+            },
+        )
+        .await
+        .map_err(|e| ApiError::storage(&e, &nsres.info))?;
+    match found {
+        Some(_) => Ok(()),
+        None => Err(ApiError::storage(&key.not_found(), &nsres.info)),
+    }
+}
+
+fn to_object(info: &ResourceInfo, v: Value) -> ApiResult<Object> {
+    Object::from_value(v, &info.selectable_fields).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+async fn create(req: &Request, body: Body) -> ApiResult<Response> {
+    negotiate(&req.headers, Offer::Json)?;
+    req.query.validate_write()?;
+    let dry_run = req.query.dry_run()?;
+    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let mut obj = decode_object(&req.headers, &bytes)?;
+    prepare_create(req.info(), &mut obj, req.ns())?;
+    ensure_namespace(req).await?;
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
+    let key = Key::object(&req.info().storage_resource, req.ns(), &name)
+        .map_err(|e| req.storage_err(&e))?;
+    let object = to_object(req.info(), Value::Object(obj))?;
+    let stored = if dry_run {
+        object
+    } else {
+        req.res
+            .storage
+            .create(&key, object, None)
+            .await
+            .map_err(|e| req.storage_err(&e))?
+    };
+    Ok(object_response(StatusCode::CREATED, &stored))
+}
+
+/// Runs a read-modify-write whose update step may fail with a request error: such an
+/// error is kept aside (storage only sees a placeholder) and returned as is.
+async fn read_modify_write(
+    req: &Request,
+    ignore_not_found: bool,
+    dry_run: bool,
+    mut step: impl FnMut(Option<&Object>) -> ApiResult<Object> + Send,
+) -> ApiResult<(Object, bool)> {
+    let key = req.object_key()?;
+    if dry_run {
+        let cur = req
+            .res
+            .storage
+            .get(
+                &key,
+                &GetOptions {
+                    resource_version: None,
+                    ignore_not_found,
+                },
+            )
+            .await
+            .map_err(|e| req.storage_err(&e))?;
+        let created = cur.is_none();
+        let out = step(cur.as_ref())?;
+        let rv = cur.map_or(0, |c| c.resource_version());
+        return Ok((out.with_resource_version(rv), created));
+    }
+    let mut failure: Option<ApiError> = None;
+    let mut created = false;
+    let result = {
+        let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Object> {
+            created = cur.is_none();
+            step(cur).map_err(|e| {
+                let placeholder = StorageError::bad_request(e.0.message.clone());
+                failure = Some(e);
+                placeholder
+            })
+        };
+        req.res
+            .storage
+            .guaranteed_update(&key, None, ignore_not_found, &mut update, None)
+            .await
+    };
+    match (result, failure) {
+        (Ok(o), _) => Ok((o, created)),
+        (Err(_), Some(f)) => Err(f),
+        (Err(e), None) => Err(req.storage_err(&e)),
+    }
+}
+
+fn apply_update(req: &Request, cur: &Object, new: Value) -> ApiResult<Object> {
+    let cur_v = cur
+        .to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    match prepare_update(req.info(), &cur_v, new, req.status) {
+        Ok(v) => to_object(req.info(), v),
+        Err(UpdateError::Api(e)) => Err(e),
+        Err(UpdateError::Conflict) => {
+            let key = req.object_key()?;
+            Err(req.storage_err(&key.conflict(MODIFIED)))
+        }
+    }
+}
+
+async fn update(req: &Request, body: Body) -> ApiResult<Response> {
+    negotiate(&req.headers, Offer::Json)?;
+    req.query.validate_write()?;
+    let dry_run = req.query.dry_run()?;
+    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let new = decode_object(&req.headers, &bytes)?;
+    let key = req.object_key()?;
+    let (obj, _) = read_modify_write(req, false, dry_run, |cur| match cur {
+        None => Err(req.storage_err(&key.not_found())),
+        Some(cur) => apply_update(req, cur, Value::Object(new.clone())),
+    })
+    .await?;
+    Ok(object_response(StatusCode::OK, &obj))
+}
+
+async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
+    negotiate(&req.headers, Offer::Json)?;
+    req.query.validate_write()?;
+    let dry_run = req.query.dry_run()?;
+    let ct = content_type(&req.headers);
+    let kind = PatchType::from_content_type(ct)
+        .ok_or_else(|| ApiError::unsupported_media_type(ct, PatchType::SUPPORTED))?;
+    if kind == PatchType::Apply {
+        req.query.bool("force")?;
+        if req.query.get("fieldManager").is_none_or(str::is_empty) {
+            return Err(ApiError::bad_request(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        }
+    } else if req.query.get("force").is_some() {
+        return Err(ApiError::bad_request(
+            "force: Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let patch = Patch::parse(kind, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let creates = kind == PatchType::Apply && !req.status;
+    if creates {
+        ensure_namespace(req).await?;
+    }
+    let key = req.object_key()?;
+    let unprocessable = |e: crate::patch::PatchError| {
+        ApiError::from_status(listwatch_api::Status::failure(
+            422,
+            listwatch_api::status::reason::INVALID,
+            e.to_string(),
+        ))
+    };
+    let (obj, created) = read_modify_write(req, creates, dry_run, |cur| match cur {
+        None if creates => {
+            let v = patch
+                .apply(&Value::Object(Map::new()))
+                .map_err(unprocessable)?;
+            let Value::Object(mut m) = v else {
+                return Err(ApiError::bad_request("patch must be an object"));
+            };
+            let body_name = m
+                .get("metadata")
+                .and_then(|md| md.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if body_name != req.name() {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({})",
+                    req.name()
+                )));
+            }
+            prepare_create(req.info(), &mut m, req.ns())?;
+            to_object(req.info(), Value::Object(m))
+        }
+        None => Err(req.storage_err(&key.not_found())),
+        Some(cur) => {
+            let cur_v = cur
+                .to_value()
+                .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+            let patched = patch.apply(&cur_v).map_err(unprocessable)?;
+            apply_update(req, cur, patched)
+        }
+    })
+    .await?;
+    Ok(object_response(
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        &obj,
+    ))
+}
+
+async fn delete(req: &Request, body: Body) -> ApiResult<Response> {
+    negotiate(&req.headers, Offer::Json)?;
+    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let opts = req.query.delete_options(&bytes)?;
+    let key = req.object_key()?;
+    if opts.dry_run {
+        let cur = req
+            .res
+            .storage
+            .get(&key, &GetOptions::default())
+            .await
+            .map_err(|e| req.storage_err(&e))?
+            .ok_or_else(|| req.storage_err(&key.not_found()))?;
+        if let Some(p) = &opts.preconditions {
+            p.check(&key, &cur).map_err(|e| req.storage_err(&e))?;
+        }
+        return Ok(object_response(StatusCode::OK, &cur));
+    }
+    let deleted = req
+        .res
+        .storage
+        .delete(&key, opts.preconditions.as_ref(), no_validation(), None)
+        .await
+        .map_err(|e| req.storage_err(&e))?;
+    if req
+        .shared
+        .namespaces
+        .and_then(|i| req.shared.resources.get(i))
+        .is_some_and(|n| Arc::ptr_eq(&n.info, &req.res.info))
+    {
+        delete_namespace_contents(&req.shared, req.name()).await;
+    }
+    Ok(object_response(StatusCode::OK, &deleted))
+}
+
+/// What the namespace controller does upstream, done at once: a deleted namespace takes
+/// its objects with it. Failures are logged; the namespace itself is already gone.
+async fn delete_namespace_contents(shared: &Shared, ns: &str) {
+    for r in shared.resources.iter().filter(|r| r.info.namespaced) {
+        let Ok(key) = Key::collection(&r.info.storage_resource, Some(ns)) else {
+            continue;
+        };
+        let list = match r.storage.list(&key, &ListOptions::recursive()).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(resource = %r.info.plural, namespace = ns, error = %e, "listing a deleted namespace's objects failed");
+                continue;
+            }
+        };
+        for o in list.items {
+            let Ok(k) = Key::object(&r.info.storage_resource, Some(ns), o.name()) else {
+                continue;
+            };
+            if let Err(e) = r.storage.delete(&k, None, no_validation(), None).await {
+                if !e.is_not_found() {
+                    tracing::warn!(key = %k, error = %e, "deleting a deleted namespace's object failed");
+                }
+            }
+        }
+    }
+}
+
+async fn delete_collection(req: &Request, body: Body) -> ApiResult<Response> {
+    negotiate(&req.headers, Offer::Json)?;
+    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let opts = req.query.delete_options(&bytes)?;
+    let lr = req.query.list_options(req.info(), false, None)?;
+    let key = req.collection_key()?;
+    let mut list = req
+        .res
+        .storage
+        .list(&key, &lr.opts)
+        .await
+        .map_err(|e| req.storage_err(&e))?;
+    let mut deleted = Vec::with_capacity(list.items.len());
+    for o in std::mem::take(&mut list.items) {
+        if opts.dry_run {
+            deleted.push(o);
+            continue;
+        }
+        let k = Key::object(&req.info().storage_resource, o.namespace(), o.name())
+            .map_err(|e| req.storage_err(&e))?;
+        match req
+            .res
+            .storage
+            .delete(&k, opts.preconditions.as_ref(), no_validation(), None)
+            .await
+        {
+            Ok(d) => deleted.push(d),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(req.storage_err(&e)),
+        }
+    }
+    list.items = deleted;
+    list.continue_token = None;
+    list.remaining_item_count = None;
+    Ok(json_response(
+        StatusCode::OK,
+        "application/json",
+        encode_list(req.info(), &list),
+    ))
+}

@@ -1,0 +1,389 @@
+//! The REST endpoint installer of listwatch: Kubernetes API handlers as an axum [`Router`].
+//!
+//! This crate owns the HTTP face of the pipeline: per-resource handlers (GET, LIST, WATCH,
+//! POST, PUT, PATCH, DELETE, `/status`), the watch server (chunked JSON stream), content
+//! negotiation (JSON, server-side printed Tables, aggregated discovery), discovery and
+//! OpenAPI documents, health endpoints, request limits and metrics, and the one mapping of
+//! failures to Kubernetes `Status` responses ([`ApiError`]).
+//!
+//! It sits above the storage interface: every resource is served from an
+//! `Arc<dyn Storage>`, which may be a backend itself or a cacher over one — the installer
+//! cannot tell, so a cache slots in per resource without changing anything here. It
+//! depends only on `listwatch-api` and `listwatch-storage`; it must never depend on a
+//! particular backend (memstore, etcd) or on the cacher.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use listwatch_endpoints::{Config, Installer, ResourceInfo};
+//! # async fn demo(store: Arc<dyn listwatch_storage::Storage>) -> std::io::Result<()> {
+//! let api = Installer::new(Config::default())
+//!     .resource(ResourceInfo::new("", "v1", "namespaces", "Namespace").namespaced(false), store.clone())
+//!     .resource(ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]), store)
+//!     .build();
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! let shutdown = api.shutdown_handle();
+//! axum::serve(listener, api.router())
+//!     .with_graceful_shutdown(async move { shutdown.wait().await })
+//!     .await
+//! # }
+//! ```
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get};
+use prometheus_client::registry::Registry;
+use tokio::sync::{Semaphore, watch};
+
+pub mod clock;
+mod discovery;
+mod error;
+mod handlers;
+mod metrics;
+pub mod negotiate;
+pub mod patch;
+pub mod path;
+pub mod query;
+mod resource;
+pub mod table;
+pub mod validation;
+mod watch_server;
+
+pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
+pub use error::{ApiError, ApiResult, FieldError};
+pub use metrics::Metrics;
+pub use resource::{NameValidation, PrepareFn, Printer, PrinterColumn, Resource, ResourceInfo};
+pub use watch_server::watch_timeout;
+
+/// Limits and timeouts of the installed API.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The base of the randomized default watch timeout (upstream `--min-request-timeout`,
+    /// 1800 s).
+    pub min_request_timeout: Duration,
+    /// Non-mutating requests served at once (upstream `--max-requests-inflight`, 400).
+    pub max_requests_inflight: usize,
+    /// Mutating requests served at once (upstream `--max-mutating-requests-inflight`, 200).
+    pub max_mutating_requests_inflight: usize,
+    /// Watches open at once; beyond it a new watch gets 429.
+    pub max_watches: usize,
+    /// Largest request body accepted (upstream: 3 MiB); beyond it 413.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            min_request_timeout: Duration::from_secs(1800),
+            max_requests_inflight: 400,
+            max_mutating_requests_inflight: 200,
+            max_watches: 10_000,
+            max_body_bytes: 3 * 1024 * 1024,
+        }
+    }
+}
+
+/// State shared by every handler.
+pub(crate) struct Shared {
+    /// Immutable after build.
+    pub(crate) resources: Vec<Resource>,
+    /// `(group, version, plural)` → index into `resources`.
+    pub(crate) index: HashMap<(String, String, String), usize>,
+    /// The namespaces resource, when installed (namespaced writes check existence in it).
+    pub(crate) namespaces: Option<usize>,
+    pub(crate) config: Config,
+    pub(crate) readonly: Arc<Semaphore>,
+    pub(crate) mutating: Arc<Semaphore>,
+    pub(crate) watches: Arc<Semaphore>,
+    /// Becomes `true` once, at shutdown; watches and new requests observe it.
+    pub(crate) shutdown: watch::Sender<bool>,
+    pub(crate) metrics: Metrics,
+    pub(crate) registry: Registry,
+    pub(crate) docs: discovery::Documents,
+}
+
+impl Shared {
+    pub(crate) fn resource(&self, group: &str, version: &str, plural: &str) -> Option<&Resource> {
+        let i = *self
+            .index
+            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))?;
+        self.resources.get(i)
+    }
+
+    pub(crate) fn shutting_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+/// Collects resources and builds the [`Api`].
+pub struct Installer {
+    config: Config,
+    resources: Vec<Resource>,
+    registry: Registry,
+}
+
+impl std::fmt::Debug for Installer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Installer")
+            .field("resources", &self.resources)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Installer {
+    /// An installer with no resources.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            resources: Vec::new(),
+            registry: Registry::default(),
+        }
+    }
+
+    /// Adds a resource served by `storage` (a backend, or a cacher over one). A later
+    /// resource with the same group, version and plural replaces an earlier one.
+    #[must_use]
+    pub fn resource(
+        mut self,
+        info: ResourceInfo,
+        storage: Arc<dyn listwatch_storage::Storage>,
+    ) -> Self {
+        self.resources.retain(|r| {
+            (
+                r.info.group.as_str(),
+                r.info.version.as_str(),
+                r.info.plural.as_str(),
+            ) != (
+                info.group.as_str(),
+                info.version.as_str(),
+                info.plural.as_str(),
+            )
+        });
+        self.resources.push(Resource {
+            info: Arc::new(info),
+            storage,
+        });
+        self
+    }
+
+    /// The shared metrics registry, for the embedding binary's own metrics; `/metrics`
+    /// serves everything registered here.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// The resources added so far.
+    pub fn resources(&self) -> &[Resource] {
+        &self.resources
+    }
+
+    /// Builds the API.
+    pub fn build(mut self) -> Api {
+        let metrics = Metrics::register(&mut self.registry);
+        let index = self
+            .resources
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    (
+                        r.info.group.clone(),
+                        r.info.version.clone(),
+                        r.info.plural.clone(),
+                    ),
+                    i,
+                )
+            })
+            .collect::<HashMap<_, _>>();
+        let namespaces = index
+            .get(&(String::new(), "v1".to_owned(), "namespaces".to_owned()))
+            .copied();
+        let docs = discovery::build(&self.resources);
+        let (shutdown, _) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            readonly: Arc::new(Semaphore::new(self.config.max_requests_inflight)),
+            mutating: Arc::new(Semaphore::new(self.config.max_mutating_requests_inflight)),
+            watches: Arc::new(Semaphore::new(self.config.max_watches)),
+            resources: self.resources,
+            index,
+            namespaces,
+            config: self.config,
+            shutdown,
+            metrics,
+            registry: self.registry,
+            docs,
+        });
+        Api { shared }
+    }
+}
+
+/// The built API: its router and its shutdown control.
+#[derive(Clone)]
+pub struct Api {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("resources", &self.shared.resources.len())
+            .finish()
+    }
+}
+
+/// Starts and observes the shutdown of an [`Api`]: open watches end cleanly, new requests
+/// get 503, `/readyz` fails.
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ShutdownHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShutdownHandle")
+            .field("shutting_down", &self.shared.shutting_down())
+            .finish()
+    }
+}
+
+impl ShutdownHandle {
+    /// Begins shutdown (idempotent).
+    pub fn shutdown(&self) {
+        self.shared.shutdown.send_replace(true);
+    }
+
+    /// Resolves once shutdown has begun.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future loses nothing.
+    pub async fn wait(&self) {
+        let mut rx = self.shared.shutdown.subscribe();
+        // An error means the sender is gone, which only happens when everything is dropped.
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+impl Api {
+    /// The axum router serving every endpoint.
+    pub fn router(&self) -> Router {
+        Router::new()
+            .route("/version", get(version))
+            .route("/healthz", get(healthz))
+            .route("/livez", get(healthz))
+            .route("/readyz", get(readyz))
+            .route("/metrics", get(metrics_text))
+            .route("/openapi/v3", get(openapi_index))
+            .route("/openapi/v3/{*path}", get(openapi_doc))
+            .route("/api", any(handlers::serve))
+            .route("/api/{*rest}", any(handlers::serve))
+            .route("/apis", any(handlers::serve))
+            .route("/apis/{*rest}", any(handlers::serve))
+            .fallback(not_found)
+            .with_state(Arc::clone(&self.shared))
+    }
+
+    /// The handle that starts shutdown.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// The served resources.
+    pub fn resources(&self) -> &[Resource] {
+        &self.shared.resources
+    }
+
+    /// Whether every resource's storage is ready (what `/readyz` reports).
+    pub async fn ready(&self) -> Result<(), String> {
+        check_ready(&self.shared).await
+    }
+}
+
+async fn check_ready(shared: &Shared) -> Result<(), String> {
+    if shared.shutting_down() {
+        return Err("shutting down".into());
+    }
+    for r in &shared.resources {
+        if let Err(e) = r.storage.readiness().await {
+            return Err(format!("{}: {e}", r.info.qualified_resource()));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn json_response(
+    code: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Body>,
+) -> Response {
+    let mut resp = (code, body.into()).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+async fn version(State(s): State<Arc<Shared>>) -> Response {
+    json_response(StatusCode::OK, "application/json", s.docs.version.clone())
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(s): State<Arc<Shared>>) -> Response {
+    match check_ready(&s).await {
+        Ok(()) => (StatusCode::OK, "ok").into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("readyz check failed: {e}"),
+        )
+            .into_response(),
+    }
+}
+
+async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
+    let mut out = String::new();
+    match prometheus_client::encoding::text::encode(&mut out, &s.registry) {
+        Ok(()) => {
+            let mut resp = out.into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                ),
+            );
+            resp
+        }
+        Err(e) => ApiError::internal(format!("encoding metrics failed: {e}")).into_response(),
+    }
+}
+
+async fn openapi_index(State(s): State<Arc<Shared>>) -> Response {
+    json_response(
+        StatusCode::OK,
+        "application/json",
+        s.docs.openapi_index.clone(),
+    )
+}
+
+async fn openapi_doc(State(s): State<Arc<Shared>>, uri: Uri) -> Response {
+    let key = uri
+        .path()
+        .trim_start_matches("/openapi/v3/")
+        .trim_end_matches('/');
+    match s.docs.openapi.get(key) {
+        Some(doc) => json_response(StatusCode::OK, "application/json", doc.clone()),
+        None => ApiError::path_not_found().into_response(),
+    }
+}
+
+async fn not_found() -> Response {
+    ApiError::path_not_found().into_response()
+}

@@ -1,0 +1,132 @@
+//! Request metrics, registered in the one shared prometheus-client registry.
+//!
+//! Names follow upstream's `apiserver_*` metrics where one exists. Invariant: gauges are
+//! decremented by guards, so a dropped request or watch never leaves them high.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// The installer's metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    requests: Family<Labels, Counter>,
+    duration: Family<Labels, Histogram, fn() -> Histogram>,
+    inflight: Family<Labels, Gauge>,
+    watches: Gauge,
+    watch_events: Family<Labels, Counter>,
+    rejected: Family<Labels, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+fn histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 4.0, 10))
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            requests: Family::default(),
+            duration: Family::new_with_constructor(histogram as fn() -> Histogram),
+            inflight: Family::default(),
+            watches: Gauge::default(),
+            watch_events: Family::default(),
+            rejected: Family::default(),
+        };
+        registry.register(
+            "apiserver_request",
+            "Requests by verb, resource and HTTP code",
+            m.requests.clone(),
+        );
+        registry.register(
+            "apiserver_request_duration_seconds",
+            "Time to the response headers, by verb and resource (watches excluded)",
+            m.duration.clone(),
+        );
+        registry.register(
+            "apiserver_current_inflight_requests",
+            "Requests being served, by kind (readOnly, mutating)",
+            m.inflight.clone(),
+        );
+        registry.register(
+            "apiserver_longrunning_requests",
+            "Open watches",
+            m.watches.clone(),
+        );
+        registry.register(
+            "apiserver_watch_events_sent",
+            "Watch events sent, by resource",
+            m.watch_events.clone(),
+        );
+        registry.register(
+            "apiserver_dropped_requests",
+            "Requests rejected for a full in-flight limit, by kind",
+            m.rejected.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn observe(&self, verb: &str, resource: &str, code: u16, seconds: Option<f64>) {
+        self.requests
+            .get_or_create(&vec![
+                ("verb", verb.to_owned()),
+                ("resource", resource.to_owned()),
+                ("code", code.to_string()),
+            ])
+            .inc();
+        if let Some(s) = seconds {
+            self.duration
+                .get_or_create(&vec![
+                    ("verb", verb.to_owned()),
+                    ("resource", resource.to_owned()),
+                ])
+                .observe(s);
+        }
+    }
+
+    pub(crate) fn rejected(&self, kind: &'static str) {
+        self.rejected
+            .get_or_create(&vec![("request_kind", kind.to_owned())])
+            .inc();
+    }
+
+    pub(crate) fn inflight(&self, kind: &'static str) -> GaugeGuard {
+        let g = self
+            .inflight
+            .get_or_create(&vec![("request_kind", kind.to_owned())])
+            .clone();
+        g.inc();
+        GaugeGuard(g)
+    }
+
+    pub(crate) fn watch_started(&self) -> GaugeGuard {
+        self.watches.inc();
+        GaugeGuard(self.watches.clone())
+    }
+
+    pub(crate) fn watch_events(&self, resource: &str) -> Counter {
+        self.watch_events
+            .get_or_create(&vec![("resource", resource.to_owned())])
+            .clone()
+    }
+}
+
+/// Decrements its gauge when dropped.
+#[derive(Debug)]
+pub(crate) struct GaugeGuard(Gauge);
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}

@@ -1,0 +1,195 @@
+//! Content negotiation: which representation an `Accept` header asks for.
+//!
+//! JSON is the default (kube-rs sends no `Accept`). A request may also ask for the server-side
+//! printed `Table` (kubectl `get`) or for aggregated discovery (`APIGroupDiscoveryList` v2).
+//! Media ranges are tried in the client's order, highest `q` first; a range this server
+//! cannot produce is skipped; when none remains the answer is 406.
+
+use axum::http::HeaderMap;
+use axum::http::header::ACCEPT;
+
+use crate::error::{ApiError, ApiResult};
+
+/// A representation of a response body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Plain Kubernetes JSON.
+    Json,
+    /// `meta.k8s.io` Table (v1 or v1beta1 — the shapes are the same).
+    Table {
+        /// Whether `v1beta1` was asked (the response's apiVersion follows).
+        beta: bool,
+    },
+    /// Aggregated discovery `apidiscovery.k8s.io/v2`.
+    DiscoveryV2,
+}
+
+impl Format {
+    /// The response `Content-Type`.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Json => "application/json",
+            Format::Table { beta: false } => "application/json;as=Table;v=v1;g=meta.k8s.io",
+            Format::Table { beta: true } => "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+            Format::DiscoveryV2 => {
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            }
+        }
+    }
+}
+
+/// What an endpoint can produce besides JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// JSON only.
+    Json,
+    /// JSON or Table (object reads, lists, watches).
+    JsonOrTable,
+    /// JSON or aggregated discovery (`/api`, `/apis`).
+    JsonOrDiscovery,
+}
+
+/// Picks the representation for a request.
+pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
+    let Some(accept) = headers.get(ACCEPT) else {
+        return Ok(Format::Json);
+    };
+    let accept = accept
+        .to_str()
+        .map_err(|_| ApiError::not_acceptable("<non-ascii>", supported(offer)))?;
+    if accept.trim().is_empty() {
+        return Ok(Format::Json);
+    }
+    let mut ranges: Vec<(f32, usize, &str)> = Vec::new();
+    for (i, range) in accept.split(',').enumerate() {
+        let q = range
+            .split(';')
+            .skip(1)
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        if q > 0.0 {
+            ranges.push((q, i, range));
+        }
+    }
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (_, _, range) in ranges {
+        if let Some(f) = match_range(range, offer) {
+            return Ok(f);
+        }
+    }
+    Err(ApiError::not_acceptable(accept, supported(offer)))
+}
+
+fn supported(offer: Offer) -> &'static str {
+    match offer {
+        Offer::Json => "application/json",
+        Offer::JsonOrTable => "application/json, application/json;as=Table;v=v1;g=meta.k8s.io",
+        Offer::JsonOrDiscovery => {
+            "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+        }
+    }
+}
+
+fn match_range(range: &str, offer: Offer) -> Option<Format> {
+    let mut parts = range.split(';');
+    let essence = parts.next()?.trim().to_ascii_lowercase();
+    if !matches!(
+        essence.as_str(),
+        "application/json" | "application/*" | "*/*"
+    ) {
+        return None;
+    }
+    let (mut as_, mut g, mut v) = (None, None, None);
+    for p in parts {
+        let Some((k, val)) = p.split_once('=') else {
+            continue;
+        };
+        let val = val.trim().trim_matches('"');
+        match k.trim() {
+            "as" => as_ = Some(val),
+            "g" => g = Some(val),
+            "v" => v = Some(val),
+            _ => {}
+        }
+    }
+    match (as_, g, v) {
+        (None, _, _) => Some(Format::Json),
+        (Some("Table"), Some("meta.k8s.io"), Some(ver @ ("v1" | "v1beta1")))
+            if offer == Offer::JsonOrTable =>
+        {
+            Some(Format::Table {
+                beta: ver == "v1beta1",
+            })
+        }
+        (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2"))
+            if offer == Offer::JsonOrDiscovery =>
+        {
+            Some(Format::DiscoveryV2)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pick(accept: Option<&str>, offer: Offer) -> ApiResult<Format> {
+        let mut h = HeaderMap::new();
+        if let Some(a) = accept {
+            h.insert(ACCEPT, a.parse().unwrap());
+        }
+        negotiate(&h, offer)
+    }
+
+    #[test]
+    fn json_is_the_default() {
+        assert_eq!(pick(None, Offer::JsonOrTable).unwrap(), Format::Json);
+        assert_eq!(pick(Some("*/*"), Offer::Json).unwrap(), Format::Json);
+        assert_eq!(
+            pick(Some("application/json, */*"), Offer::JsonOrDiscovery).unwrap(),
+            Format::Json
+        );
+    }
+
+    #[test]
+    fn kubectl_get_receives_a_table() {
+        let a = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+        assert_eq!(
+            pick(Some(a), Offer::JsonOrTable).unwrap(),
+            Format::Table { beta: false }
+        );
+        assert_eq!(pick(Some(a), Offer::Json).unwrap(), Format::Json);
+    }
+
+    #[test]
+    fn kubectl_discovery_receives_aggregated_v2() {
+        let a = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(
+            pick(Some(a), Offer::JsonOrDiscovery).unwrap(),
+            Format::DiscoveryV2
+        );
+        assert_eq!(pick(Some(a), Offer::JsonOrTable).unwrap(), Format::Json);
+    }
+
+    #[test]
+    fn unservable_accepts_are_406() {
+        for a in [
+            "application/vnd.kubernetes.protobuf",
+            "application/yaml",
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+            "application/json;q=0",
+        ] {
+            assert_eq!(pick(Some(a), Offer::Json).unwrap_err().code(), 406, "{a}");
+        }
+        assert_eq!(
+            pick(
+                Some("application/vnd.kubernetes.protobuf, application/json;q=0.5"),
+                Offer::Json
+            )
+            .unwrap(),
+            Format::Json
+        );
+    }
+}

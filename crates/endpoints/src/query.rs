@@ -1,0 +1,454 @@
+//! Query parameters: parsing and upstream's validation, before anything reaches storage.
+//!
+//! Invariants:
+//! - a parameter that is present but malformed is a 400, never silently ignored;
+//! - unknown parameters are ignored, as upstream does (`pretty`, kubectl's `timeout`);
+//! - like Go's `url.Values.Get`, the first occurrence of a repeated parameter wins;
+//! - what reaches storage has passed [`ListOptions::validate_list`] (lists) or the watch
+//!   rules below (watches).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use listwatch_api::fields::{FieldOperator, FieldTerm};
+use listwatch_api::{FieldSelector, LabelSelector, rv};
+use listwatch_storage::{ListOptions, Preconditions, ResourceVersionMatch, SelectionPredicate};
+
+use crate::error::{ApiError, ApiResult};
+use crate::resource::ResourceInfo;
+
+/// The decoded query string.
+#[derive(Debug, Default, Clone)]
+pub struct Query {
+    values: HashMap<String, String>,
+}
+
+impl Query {
+    /// Decodes `a=1&b=2` (tolerating empty pairs, as kube-rs sends `?&limit=500`).
+    pub fn parse(raw: Option<&str>) -> Self {
+        let mut values = HashMap::new();
+        if let Some(raw) = raw {
+            for (k, v) in form_urlencoded::parse(raw.as_bytes()) {
+                if k.is_empty() {
+                    continue;
+                }
+                values
+                    .entry(k.into_owned())
+                    .or_insert_with(|| v.into_owned());
+            }
+        }
+        Self { values }
+    }
+
+    /// A parameter's value.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.values.get(name).map(String::as_str)
+    }
+
+    /// A boolean parameter with Go's `strconv.ParseBool` spellings; absent is `None`.
+    pub fn bool(&self, name: &str) -> ApiResult<Option<bool>> {
+        match self.get(name) {
+            None => Ok(None),
+            Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(Some(true)),
+            Some("" | "0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(Some(false)),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "invalid value {v:?} for boolean parameter {name:?}"
+            ))),
+        }
+    }
+
+    /// A non-negative integer parameter; absent or empty is `None`.
+    pub fn uint(&self, name: &str) -> ApiResult<Option<u64>> {
+        match self.get(name) {
+            None | Some("") => Ok(None),
+            Some(v) => v
+                .parse::<i64>()
+                .ok()
+                .and_then(|n| u64::try_from(n).ok())
+                .map(Some)
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "invalid value {v:?} for parameter {name:?}: must be a non-negative integer"
+                    ))
+                }),
+        }
+    }
+
+    /// Whether the request is a watch (`watch=1`/`true`).
+    pub fn is_watch(&self) -> ApiResult<bool> {
+        Ok(self.bool("watch")?.unwrap_or(false))
+    }
+
+    /// Whether `dryRun=All` was asked; any other value is a 400.
+    pub fn dry_run(&self) -> ApiResult<bool> {
+        match self.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: {v:?}: supported values: \"All\""
+            ))),
+        }
+    }
+
+    /// Checks the write parameters (`fieldManager`, `fieldValidation`) upstream validates.
+    pub fn validate_write(&self) -> ApiResult<()> {
+        if let Some(m) = self.get("fieldManager") {
+            if m.chars().count() > 128 || m.chars().any(|c| c.is_control()) {
+                return Err(ApiError::bad_request(
+                    "fieldManager: Invalid value: must be at most 128 printable characters",
+                ));
+            }
+        }
+        match self.get("fieldValidation") {
+            None | Some("" | "Ignore" | "Warn" | "Strict") => Ok(()),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""
+            ))),
+        }
+    }
+
+    /// The `resourceVersion` of a get.
+    pub fn get_resource_version(&self) -> ApiResult<Option<u64>> {
+        rv::parse_optional(self.get("resourceVersion"))
+            .map_err(|e| ApiError::bad_request(e.to_string()))
+    }
+
+    /// `includeObject` for Table output.
+    pub fn include_object(&self) -> ApiResult<IncludeObject> {
+        match self.get("includeObject") {
+            None | Some("" | "Metadata") => Ok(IncludeObject::Metadata),
+            Some("None") => Ok(IncludeObject::None),
+            Some("Object") => Ok(IncludeObject::Object),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "includeObject: Unsupported value: {v:?}: supported values: \"None\", \"Metadata\", \"Object\""
+            ))),
+        }
+    }
+
+    /// Parses and validates the list/watch parameters.
+    ///
+    /// `path_name` is the object name from the path of a single-object watch; it becomes a
+    /// `metadata.name` field selector (a conflicting one is a 400).
+    pub fn list_options(
+        &self,
+        info: &ResourceInfo,
+        watch: bool,
+        path_name: Option<&str>,
+    ) -> ApiResult<ListRequest> {
+        let resource_version = rv::parse_optional(self.get("resourceVersion"))
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        let resource_version_match = match self.get("resourceVersionMatch") {
+            None | Some("") => None,
+            Some("NotOlderThan") => Some(ResourceVersionMatch::NotOlderThan),
+            Some("Exact") => Some(ResourceVersionMatch::Exact),
+            Some(v) => {
+                return Err(ApiError::bad_request(format!(
+                    "resourceVersionMatch: Unsupported value: {v:?}: supported values: \"Exact\", \"NotOlderThan\""
+                )));
+            }
+        };
+        let label = match self.get("labelSelector") {
+            None => LabelSelector::everything(),
+            Some(s) => LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
+        };
+        let mut field = match self.get("fieldSelector") {
+            None => FieldSelector::everything(),
+            Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
+        };
+        for f in field.fields() {
+            if !info.selectable_fields.supports(f) {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {f}"
+                )));
+            }
+        }
+        if let Some(name) = path_name {
+            match field.exact_match("metadata.name") {
+                Some(n) if n != name => {
+                    return Err(ApiError::bad_request(format!(
+                        "fieldSelector metadata.name={n} conflicts with the name {name:?} in the path"
+                    )));
+                }
+                Some(_) => {}
+                None => {
+                    field = field.and(FieldTerm {
+                        field: "metadata.name".into(),
+                        operator: FieldOperator::Equals,
+                        value: name.into(),
+                    });
+                }
+            }
+        }
+        let limit = self.uint("limit")?;
+        let continue_token = self
+            .get("continue")
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned);
+        let allow_watch_bookmarks = self.bool("allowWatchBookmarks")?.unwrap_or(false);
+        let send_initial_events = self.bool("sendInitialEvents")?;
+        let timeout = self
+            .uint("timeoutSeconds")?
+            .filter(|s| *s > 0)
+            .map(Duration::from_secs);
+        let opts = ListOptions {
+            resource_version,
+            resource_version_match,
+            predicate: SelectionPredicate { label, field },
+            limit,
+            continue_token,
+            recursive: true,
+            allow_watch_bookmarks: watch && allow_watch_bookmarks,
+            send_initial_events: if watch { send_initial_events } else { None },
+            progress_notify: watch && allow_watch_bookmarks,
+        };
+        if watch {
+            validate_watch(&opts, send_initial_events)?;
+        } else {
+            if send_initial_events.is_some() {
+                return Err(ApiError::bad_request(
+                    "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+                ));
+            }
+            opts.validate_list().map_err(ApiError::from)?;
+        }
+        Ok(ListRequest { opts, timeout })
+    }
+
+    /// Preconditions and options of a delete, from the `DeleteOptions` body and the query.
+    pub fn delete_options(&self, body: &[u8]) -> ApiResult<DeleteRequest> {
+        let mut dry_run = self.dry_run()?;
+        let mut preconditions = None;
+        if let Some(g) = self.get("gracePeriodSeconds").filter(|g| !g.is_empty()) {
+            g.parse::<i64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "invalid value {g:?} for parameter \"gracePeriodSeconds\""
+                ))
+            })?;
+        }
+        check_propagation(self.get("propagationPolicy"))?;
+        self.bool("orphanDependents")?;
+        if !body.iter().all(u8::is_ascii_whitespace) {
+            let v: serde_json::Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
+            if !v.is_object() {
+                return Err(ApiError::bad_request(
+                    "invalid DeleteOptions: must be an object",
+                ));
+            }
+            if let Some(p) = v.get("preconditions").filter(|p| !p.is_null()) {
+                let uid = p.get("uid").and_then(|u| u.as_str()).map(str::to_owned);
+                let resource_version = match p.get("resourceVersion").and_then(|r| r.as_str()) {
+                    None => None,
+                    Some(r) => {
+                        Some(rv::parse(r).map_err(|e| ApiError::bad_request(e.to_string()))?)
+                    }
+                };
+                preconditions = Some(Preconditions {
+                    uid,
+                    resource_version,
+                });
+            }
+            if let Some(d) = v.get("dryRun").and_then(|d| d.as_array()) {
+                for x in d {
+                    match x.as_str() {
+                        Some("All") => dry_run = true,
+                        _ => {
+                            return Err(ApiError::bad_request(format!(
+                                "dryRun: Unsupported value: {x}"
+                            )));
+                        }
+                    }
+                }
+            }
+            check_propagation(v.get("propagationPolicy").and_then(|p| p.as_str()))?;
+        }
+        Ok(DeleteRequest {
+            preconditions,
+            dry_run,
+        })
+    }
+}
+
+fn check_propagation(p: Option<&str>) -> ApiResult<()> {
+    match p {
+        None | Some("" | "Orphan" | "Background" | "Foreground") => Ok(()),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: {v:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+        ))),
+    }
+}
+
+/// Upstream's watch-specific rules (`ValidateListOptions` with `isWatchListFeatureEnabled`).
+fn validate_watch(opts: &ListOptions, send_initial_events: Option<bool>) -> ApiResult<()> {
+    match send_initial_events {
+        Some(_) => {
+            if opts.resource_version_match != Some(ResourceVersionMatch::NotOlderThan) {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch: Forbidden: sendInitialEvents is supported only with resourceVersionMatch=NotOlderThan",
+                ));
+            }
+            if !opts.allow_watch_bookmarks {
+                return Err(ApiError::bad_request(
+                    "allowWatchBookmarks: Required value: allowWatchBookmarks must be set to true when sendInitialEvents is set",
+                ));
+            }
+            if opts.resource_version.is_none() && opts.resource_version_match.is_some() {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+        }
+        None => {
+            if opts.resource_version_match.is_some() {
+                return Err(ApiError::bad_request(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+        }
+    }
+    if opts.continue_token.is_some() {
+        return Err(ApiError::bad_request(
+            "continue: Forbidden: continue is forbidden for watch",
+        ));
+    }
+    Ok(())
+}
+
+/// Validated list or watch options.
+#[derive(Debug, Clone)]
+pub struct ListRequest {
+    /// For storage.
+    pub opts: ListOptions,
+    /// `timeoutSeconds`, when given and positive.
+    pub timeout: Option<Duration>,
+}
+
+/// Validated delete options.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteRequest {
+    /// UID / resource version the object must have.
+    pub preconditions: Option<Preconditions>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// What a Table row's `object` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IncludeObject {
+    /// Nothing.
+    None,
+    /// A `PartialObjectMetadata` (the default).
+    Metadata,
+    /// The whole object.
+    Object,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pods() -> ResourceInfo {
+        ResourceInfo::new("", "v1", "pods", "Pod").selectable_fields(["spec.nodeName"])
+    }
+
+    fn list(q: &str, watch: bool) -> ApiResult<ListRequest> {
+        Query::parse(Some(q)).list_options(&pods(), watch, None)
+    }
+
+    #[test]
+    fn kube_rs_leading_ampersand_is_tolerated() {
+        let q = Query::parse(Some(
+            "&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&resourceVersion=100",
+        ));
+        assert!(q.is_watch().unwrap());
+        let r = q.list_options(&pods(), true, None).unwrap();
+        assert_eq!(r.opts.resource_version, Some(100));
+        assert_eq!(r.timeout, Some(Duration::from_secs(290)));
+        assert!(r.opts.allow_watch_bookmarks);
+    }
+
+    #[test]
+    fn malformed_parameters_are_bad_requests() {
+        for q in [
+            "resourceVersion=abc",
+            "resourceVersionMatch=Sometimes&resourceVersion=1",
+            "labelSelector=a%20in",
+            "fieldSelector=spec.nodeName",
+            "fieldSelector=spec.unknown%3Dx",
+            "limit=-1",
+            "limit=x",
+            "resourceVersionMatch=Exact",
+            "resourceVersionMatch=Exact&resourceVersion=0",
+            "continue=abc&resourceVersion=5",
+            "sendInitialEvents=true",
+            "timeoutSeconds=soon",
+            "allowWatchBookmarks=maybe",
+        ] {
+            let e = list(q, false).unwrap_err();
+            assert_eq!(e.code(), 400, "{q}");
+        }
+    }
+
+    #[test]
+    fn watch_rules_follow_upstream() {
+        assert!(list("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true", true).is_ok());
+        for q in [
+            "sendInitialEvents=true&allowWatchBookmarks=true",
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+            "resourceVersionMatch=NotOlderThan&resourceVersion=5",
+            "continue=x",
+        ] {
+            assert_eq!(list(q, true).unwrap_err().code(), 400, "{q}");
+        }
+    }
+
+    #[test]
+    fn a_name_in_the_path_becomes_a_field_selector() {
+        let r = Query::parse(None)
+            .list_options(&pods(), true, Some("web"))
+            .unwrap();
+        assert_eq!(
+            r.opts.predicate.field.exact_match("metadata.name"),
+            Some("web")
+        );
+        let q = Query::parse(Some("fieldSelector=metadata.name%3Dother"));
+        assert_eq!(
+            q.list_options(&pods(), true, Some("web"))
+                .unwrap_err()
+                .code(),
+            400
+        );
+        let q = Query::parse(Some("fieldSelector=metadata.name%3Dweb"));
+        assert!(q.list_options(&pods(), true, Some("web")).is_ok());
+    }
+
+    #[test]
+    fn delete_options_read_preconditions_from_the_body() {
+        let q = Query::parse(None);
+        let d = q
+            .delete_options(
+                br#"{"kind":"DeleteOptions","preconditions":{"uid":"u1","resourceVersion":"7"}}"#,
+            )
+            .unwrap();
+        let p = d.preconditions.unwrap();
+        assert_eq!(
+            (p.uid.as_deref(), p.resource_version),
+            (Some("u1"), Some(7))
+        );
+        assert!(
+            q.delete_options(br#"{"preconditions":{"resourceVersion":"x"}}"#)
+                .is_err()
+        );
+        assert!(q.delete_options(br#"{"dryRun":["All"]}"#).unwrap().dry_run);
+        assert!(
+            Query::parse(Some("propagationPolicy=Sideways"))
+                .delete_options(b"")
+                .is_err()
+        );
+        assert!(
+            Query::parse(Some("dryRun=Some"))
+                .delete_options(b"")
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! Resource descriptions: what the installer needs to know to serve one kind of object.
+//!
+//! A [`ResourceInfo`] is plain data (plus two optional function pointers for defaulting);
+//! it never holds the storage. The installer pairs each with an `Arc<dyn Storage>`, so the
+//! same description serves a backend directly or a cacher wrapped around it.
+
+use std::sync::Arc;
+
+use listwatch_api::{SelectableFields, TypeMeta};
+use serde_json::Value;
+
+/// How object names of a resource are validated (upstream's `ValidateNameFunc`s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NameValidation {
+    /// DNS-1123 subdomain: ≤ 253 of `[a-z0-9.-]` (pods, configmaps, most resources).
+    #[default]
+    Subdomain,
+    /// DNS-1123 label: ≤ 63 of `[a-z0-9-]` (namespaces).
+    Label,
+    /// DNS-1035 label: a DNS label starting with a letter (services).
+    Label1035,
+    /// Any name that is a valid path segment (events, leases use subdomain upstream too,
+    /// but some resources, e.g. nodes with IP names, only need this).
+    PathSegment,
+}
+
+/// One extra column of the server-side Table printing (like a CRD's
+/// `additionalPrinterColumns`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// The column header, e.g. `Ready`.
+    pub name: String,
+    /// The OpenAPI type: `string`, `integer`, `number`, `boolean`, `date`.
+    pub type_: String,
+    /// Where the value is: a simple JSONPath such as `.status.phase` or `.spec.ports[0].port`.
+    pub json_path: String,
+    /// A description for clients.
+    pub description: String,
+    /// 0 for the default view, 1 and up for `-o wide`.
+    pub priority: i32,
+}
+
+impl PrinterColumn {
+    /// A priority-0 column.
+    pub fn new(name: &str, type_: &str, json_path: &str) -> Self {
+        Self {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: json_path.into(),
+            description: String::new(),
+            priority: 0,
+        }
+    }
+
+    /// The same column shown only with `-o wide`.
+    #[must_use]
+    pub fn wide(mut self) -> Self {
+        self.priority = 1;
+        self
+    }
+}
+
+/// How Table rows are printed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Printer {
+    /// NAME, the given columns, AGE.
+    #[default]
+    Default,
+    /// NAME, these columns, AGE.
+    Columns(Vec<PrinterColumn>),
+    /// Pods: NAME READY STATUS RESTARTS AGE (+ IP NODE in wide), computed like kubectl's.
+    Pod,
+}
+
+/// A defaulting hook, run on an object's JSON before it is created.
+pub type PrepareFn = fn(&mut Value);
+
+/// Everything the installer needs to serve one resource.
+#[derive(Debug, Clone)]
+pub struct ResourceInfo {
+    /// API group, `""` for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// Plural name used in paths, e.g. `pods`.
+    pub plural: String,
+    /// Singular name, e.g. `pod`.
+    pub singular: String,
+    /// Kind, e.g. `Pod`.
+    pub kind: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Short names for kubectl, e.g. `po`.
+    pub short_names: Vec<String>,
+    /// Categories, e.g. `all`.
+    pub categories: Vec<String>,
+    /// Fields a field selector may name (beyond `metadata.name`/`metadata.namespace`).
+    pub selectable_fields: SelectableFields,
+    /// The field the cacher indexes watchers by (pods: `spec.nodeName`).
+    pub trigger_field: Option<String>,
+    /// Server-side Table printing.
+    pub printer: Printer,
+    /// Whether `/status` is a subresource (main-resource writes then keep the old status).
+    pub status_subresource: bool,
+    /// Name rules.
+    pub name_validation: NameValidation,
+    /// The resource segment of storage keys (defaults to `plural`, `plural.group` for
+    /// non-core groups that could clash).
+    pub storage_resource: String,
+    /// Defaulting applied on create.
+    pub prepare_for_create: Option<PrepareFn>,
+}
+
+impl ResourceInfo {
+    /// A namespaced resource with default printing and no selectable fields.
+    pub fn new(group: &str, version: &str, plural: &str, kind: &str) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.into(),
+            namespaced: true,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            selectable_fields: SelectableFields::none(),
+            trigger_field: None,
+            printer: Printer::Default,
+            status_subresource: false,
+            name_validation: NameValidation::Subdomain,
+            storage_resource: plural.into(),
+            prepare_for_create: None,
+        }
+    }
+
+    /// Sets whether objects live in namespaces.
+    #[must_use]
+    pub fn namespaced(mut self, namespaced: bool) -> Self {
+        self.namespaced = namespaced;
+        self
+    }
+
+    /// Sets the short names.
+    #[must_use]
+    pub fn short_names<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
+        self.short_names = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the categories.
+    #[must_use]
+    pub fn categories<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
+        self.categories = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Declares the selectable fields.
+    #[must_use]
+    pub fn selectable_fields<I: IntoIterator<Item = S>, S: Into<Box<str>>>(
+        mut self,
+        paths: I,
+    ) -> Self {
+        self.selectable_fields = SelectableFields::new(paths);
+        self
+    }
+
+    /// Sets the trigger field (must also be selectable).
+    #[must_use]
+    pub fn trigger_field(mut self, path: &str) -> Self {
+        self.trigger_field = Some(path.into());
+        self
+    }
+
+    /// Sets the printer.
+    #[must_use]
+    pub fn printer(mut self, printer: Printer) -> Self {
+        self.printer = printer;
+        self
+    }
+
+    /// Declares a `/status` subresource.
+    #[must_use]
+    pub fn status_subresource(mut self, on: bool) -> Self {
+        self.status_subresource = on;
+        self
+    }
+
+    /// Sets the name rules.
+    #[must_use]
+    pub fn name_validation(mut self, v: NameValidation) -> Self {
+        self.name_validation = v;
+        self
+    }
+
+    /// Sets the singular name.
+    #[must_use]
+    pub fn singular(mut self, singular: &str) -> Self {
+        self.singular = singular.into();
+        self
+    }
+
+    /// Sets the storage key's resource segment.
+    #[must_use]
+    pub fn storage_resource(mut self, segment: &str) -> Self {
+        self.storage_resource = segment.into();
+        self
+    }
+
+    /// Sets a defaulting hook run on create.
+    #[must_use]
+    pub fn prepare_for_create(mut self, f: PrepareFn) -> Self {
+        self.prepare_for_create = Some(f);
+        self
+    }
+
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `apiVersion` and `kind` of one object.
+    pub fn type_meta(&self) -> TypeMeta {
+        TypeMeta::new(self.api_version(), self.kind.clone())
+    }
+
+    /// The kind of a list, e.g. `PodList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// `plural` or `plural.group`, as kubectl and errors name the resource.
+    pub fn qualified_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// A resource description paired with the storage that serves it.
+///
+/// The storage is any `Storage`: a backend directly, or a cacher over it; the installer
+/// cannot tell the difference.
+#[derive(Clone)]
+pub struct Resource {
+    /// The description.
+    pub info: Arc<ResourceInfo>,
+    /// Where its objects live.
+    pub storage: Arc<dyn listwatch_storage::Storage>,
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}

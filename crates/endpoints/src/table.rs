@@ -1,0 +1,420 @@
+//! Server-side printing: `meta.k8s.io/v1` Tables for lists, gets and watch events.
+//!
+//! Pods print like upstream (NAME READY STATUS RESTARTS AGE, and IP NODE NOMINATED NODE
+//! READINESS GATES for `-o wide`); every other resource prints NAME, its printer columns,
+//! AGE. Invariant: every row has exactly one cell per column definition, in order.
+
+use bytes::Bytes;
+use listwatch_api::Object;
+use listwatch_api::watch::EventType;
+use serde_json::{Map, Value, json};
+
+use crate::clock;
+use crate::query::IncludeObject;
+use crate::resource::{Printer, PrinterColumn, ResourceInfo};
+
+/// Builds the column definitions of a resource.
+pub fn column_definitions(info: &ResourceInfo) -> Vec<Value> {
+    let def = |name: &str, type_: &str, format: &str, desc: &str, priority: i32| json!({"name": name, "type": type_, "format": format, "description": desc, "priority": priority});
+    let mut cols = vec![def(
+        "Name",
+        "string",
+        "name",
+        "Name must be unique within a namespace. Cannot be updated.",
+        0,
+    )];
+    match &info.printer {
+        Printer::Pod => {
+            cols.push(def(
+                "Ready",
+                "string",
+                "",
+                "The aggregate readiness state of this pod for accepting traffic.",
+                0,
+            ));
+            cols.push(def(
+                "Status",
+                "string",
+                "",
+                "The aggregate status of the containers in this pod.",
+                0,
+            ));
+            cols.push(def(
+                "Restarts",
+                "string",
+                "",
+                "The number of times the containers in this pod have been restarted.",
+                0,
+            ));
+            cols.push(def(
+                "Age",
+                "string",
+                "",
+                "CreationTimestamp is the time this object was created.",
+                0,
+            ));
+            cols.push(def(
+                "IP",
+                "string",
+                "",
+                "IP address allocated to the pod.",
+                1,
+            ));
+            cols.push(def(
+                "Node",
+                "string",
+                "",
+                "Name of the Node this pod is scheduled on.",
+                1,
+            ));
+            cols.push(def(
+                "Nominated Node",
+                "string",
+                "",
+                "Name of the Node nominated by the scheduler.",
+                1,
+            ));
+            cols.push(def(
+                "Readiness Gates",
+                "string",
+                "",
+                "The readiness gates of this pod.",
+                1,
+            ));
+            return cols;
+        }
+        Printer::Columns(extra) => {
+            for c in extra {
+                cols.push(def(&c.name, column_type(c), "", &c.description, c.priority));
+            }
+        }
+        Printer::Default => {}
+    }
+    cols.push(def(
+        "Age",
+        "date",
+        "",
+        "CreationTimestamp is the time this object was created.",
+        0,
+    ));
+    cols
+}
+
+fn column_type(c: &PrinterColumn) -> &str {
+    // Dates are printed as ages, so clients see strings.
+    if c.type_ == "date" {
+        "string"
+    } else {
+        &c.type_
+    }
+}
+
+/// The cells of one object.
+pub fn cells(info: &ResourceInfo, obj: &Value, now: i64) -> Vec<Value> {
+    let meta = &obj["metadata"];
+    let name = meta["name"].as_str().unwrap_or("").to_owned();
+    let age = clock::age(meta["creationTimestamp"].as_str(), now);
+    match &info.printer {
+        Printer::Pod => pod_cells(obj, name, age),
+        Printer::Columns(extra) => {
+            let mut out = vec![Value::String(name)];
+            for c in extra {
+                out.push(column_cell(c, obj, now));
+            }
+            out.push(Value::String(age));
+            out
+        }
+        Printer::Default => vec![Value::String(name), Value::String(age)],
+    }
+}
+
+fn column_cell(c: &PrinterColumn, obj: &Value, now: i64) -> Value {
+    let Some(v) = json_path(obj, &c.json_path) else {
+        return Value::Null;
+    };
+    match (c.type_.as_str(), v) {
+        ("date", Value::String(s)) => Value::String(clock::age(Some(s), now)),
+        (_, Value::String(s)) => Value::String(s.clone()),
+        (_, n @ (Value::Number(_) | Value::Bool(_))) => n.clone(),
+        (_, Value::Null) => Value::Null,
+        (_, other) => Value::String(other.to_string()),
+    }
+}
+
+fn pod_cells(pod: &Value, name: String, age: String) -> Vec<Value> {
+    let spec = &pod["spec"];
+    let status = &pod["status"];
+    let total = spec["containers"].as_array().map_or(0, Vec::len);
+    let mut ready = 0;
+    let mut restarts = 0i64;
+    let mut reason = status["phase"].as_str().unwrap_or("").to_owned();
+    if let Some(r) = status["reason"].as_str().filter(|r| !r.is_empty()) {
+        reason = r.to_owned();
+    }
+    if let Some(statuses) = status["containerStatuses"].as_array() {
+        for cs in statuses.iter().rev() {
+            restarts += cs["restartCount"].as_i64().unwrap_or(0);
+            let state = &cs["state"];
+            if let Some(r) = state["waiting"]["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+            {
+                reason = r.to_owned();
+            } else if let Some(r) = state["terminated"]["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+            {
+                reason = r.to_owned();
+            } else if state["terminated"].is_object() {
+                reason = match state["terminated"]["signal"].as_i64() {
+                    Some(s) if s != 0 => format!("Signal:{s}"),
+                    _ => format!(
+                        "ExitCode:{}",
+                        state["terminated"]["exitCode"].as_i64().unwrap_or(0)
+                    ),
+                };
+            } else if cs["ready"].as_bool() == Some(true) && state["running"].is_object() {
+                ready += 1;
+            }
+        }
+    }
+    if pod["metadata"]["deletionTimestamp"].is_string() {
+        reason = "Terminating".into();
+    }
+    let none = || Value::String("<none>".into());
+    let text = |v: &Value| {
+        v.as_str()
+            .filter(|s| !s.is_empty())
+            .map_or_else(none, |s| Value::String(s.into()))
+    };
+    let gates = spec["readinessGates"].as_array().map_or_else(none, |g| {
+        let conds = status["conditions"].as_array();
+        let ok = g
+            .iter()
+            .filter(|gate| {
+                conds.is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c["type"] == gate["conditionType"] && c["status"] == "True")
+                })
+            })
+            .count();
+        Value::String(format!("{ok}/{}", g.len()))
+    });
+    vec![
+        Value::String(name),
+        Value::String(format!("{ready}/{total}")),
+        Value::String(reason),
+        Value::from(restarts),
+        Value::String(age),
+        text(&status["podIP"]),
+        text(&spec["nodeName"]),
+        text(&status["nominatedNodeName"]),
+        gates,
+    ]
+}
+
+/// Reads a simple JSONPath: `.a.b`, `{.a.b}`, `.a[0].b`, `.a[?(@.type=="Ready")].status`.
+pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
+    let p = path.trim();
+    let p = p
+        .strip_prefix('{')
+        .and_then(|p| p.strip_suffix('}'))
+        .unwrap_or(p);
+    let mut cur = v;
+    let mut rest = p.strip_prefix('$').unwrap_or(p);
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let (seg, after) = r.split_at(end);
+            if !seg.is_empty() {
+                cur = cur.get(seg)?;
+            }
+            rest = after;
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']')?;
+            let (inner, after) = (&r[..end], &r[end + 1..]);
+            if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
+                let (key, want) = filter.split_once("==")?;
+                let want = want.trim().trim_matches(|c| c == '"' || c == '\'');
+                cur = cur
+                    .as_array()?
+                    .iter()
+                    .find(|e| e.get(key.trim()).and_then(Value::as_str) == Some(want))?;
+            } else {
+                cur = cur.get(inner.trim().parse::<usize>().ok()?)?;
+            }
+            rest = after;
+        } else {
+            return None;
+        }
+    }
+    Some(cur)
+}
+
+/// One row: cells and the object (per `includeObject`).
+pub fn row(
+    info: &ResourceInfo,
+    obj: &Object,
+    include: IncludeObject,
+    now: i64,
+) -> Result<Value, serde_json::Error> {
+    let value = obj.to_value()?;
+    let cells = cells(info, &value, now);
+    let object = match include {
+        IncludeObject::None => None,
+        IncludeObject::Metadata => Some(json!({
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        })),
+        IncludeObject::Object => Some(value),
+    };
+    let mut r = Map::new();
+    r.insert("cells".into(), Value::Array(cells));
+    if let Some(o) = object {
+        r.insert("object".into(), o);
+    }
+    Ok(Value::Object(r))
+}
+
+/// A whole Table document.
+pub fn table(
+    info: &ResourceInfo,
+    objects: &[Object],
+    resource_version: Option<u64>,
+    continue_token: Option<&str>,
+    include: IncludeObject,
+    beta: bool,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let now = clock::now_unix();
+    let rows = objects
+        .iter()
+        .map(|o| row(info, o, include, now))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut meta = Map::new();
+    if let Some(rv) = resource_version {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+    if let Some(c) = continue_token {
+        meta.insert("continue".into(), Value::String(c.into()));
+    }
+    serde_json::to_vec(&json!({
+        "kind": "Table",
+        "apiVersion": if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
+        "metadata": meta,
+        "columnDefinitions": column_definitions(info),
+        "rows": rows,
+    }))
+}
+
+/// A watch frame whose object is a one-row Table (a row-less one for bookmarks).
+pub fn watch_frame(
+    info: &ResourceInfo,
+    event_type: EventType,
+    obj: Option<&Object>,
+    rv: u64,
+    include: IncludeObject,
+    beta: bool,
+) -> Result<Bytes, serde_json::Error> {
+    let objects: Vec<Object> = obj.into_iter().cloned().collect();
+    let t = table(info, &objects, Some(rv), None, include, beta)?;
+    let mut out = Vec::with_capacity(t.len() + 32);
+    out.extend_from_slice(b"{\"type\":\"");
+    out.extend_from_slice(event_type.as_str().as_bytes());
+    out.extend_from_slice(b"\",\"object\":");
+    out.extend_from_slice(&t);
+    out.extend_from_slice(b"}\n");
+    Ok(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use listwatch_api::SelectableFields;
+
+    fn pods() -> ResourceInfo {
+        ResourceInfo::new("", "v1", "pods", "Pod").printer(Printer::Pod)
+    }
+
+    #[test]
+    fn pods_print_ready_status_and_restarts_like_kubectl() {
+        let pod = json!({"metadata":{"name":"web","creationTimestamp":"2026-01-01T00:00:00Z"},
+            "spec":{"containers":[{"name":"a"},{"name":"b"}],"nodeName":"n1"},
+            "status":{"phase":"Running","podIP":"10.0.0.1","containerStatuses":[
+                {"name":"a","ready":true,"restartCount":2,"state":{"running":{}}},
+                {"name":"b","ready":false,"restartCount":1,"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}});
+        let now = clock::parse_rfc3339("2026-01-01T00:05:00Z").unwrap();
+        let c = cells(&pods(), &pod, now);
+        assert_eq!(c.len(), column_definitions(&pods()).len());
+        assert_eq!(
+            c[..5],
+            [
+                json!("web"),
+                json!("1/2"),
+                json!("CrashLoopBackOff"),
+                json!(3),
+                json!("5m")
+            ]
+        );
+        assert_eq!(c[5..7], [json!("10.0.0.1"), json!("n1")]);
+    }
+
+    #[test]
+    fn printer_columns_read_json_paths() {
+        let info = ResourceInfo::new("apps", "v1", "deployments", "Deployment").printer(
+            Printer::Columns(vec![
+                PrinterColumn::new("Ready", "string", ".status.readyReplicas"),
+                PrinterColumn::new(
+                    "Cond",
+                    "string",
+                    ".status.conditions[?(@.type==\"Available\")].status",
+                ),
+                PrinterColumn::new("First", "integer", "{.spec.ports[0].port}"),
+            ]),
+        );
+        let d = json!({"metadata":{"name":"d"},"status":{"readyReplicas":"2/2","conditions":[
+            {"type":"Progressing","status":"False"},{"type":"Available","status":"True"}]},
+            "spec":{"ports":[{"port":80}]}});
+        let c = cells(&info, &d, 0);
+        assert_eq!(
+            c,
+            vec![
+                json!("d"),
+                json!("2/2"),
+                json!("True"),
+                json!(80),
+                json!("<unknown>")
+            ]
+        );
+        assert_eq!(column_definitions(&info).len(), c.len());
+    }
+
+    #[test]
+    fn watch_frames_wrap_a_one_row_table() {
+        let o = Object::from_json(
+            br#"{"metadata":{"name":"a","namespace":"ns"}}"#,
+            &SelectableFields::none(),
+        )
+        .unwrap()
+        .with_resource_version(4);
+        let info = ResourceInfo::new("", "v1", "configmaps", "ConfigMap");
+        let f = watch_frame(
+            &info,
+            EventType::Added,
+            Some(&o),
+            4,
+            IncludeObject::Metadata,
+            false,
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&f).unwrap();
+        assert_eq!(v["type"], "ADDED");
+        assert_eq!(v["object"]["kind"], "Table");
+        assert_eq!(v["object"]["rows"][0]["cells"][0], "a");
+        assert_eq!(
+            v["object"]["rows"][0]["object"]["metadata"]["namespace"],
+            "ns"
+        );
+        assert!(f.ends_with(b"\n"));
+    }
+}

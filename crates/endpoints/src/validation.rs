@@ -1,0 +1,479 @@
+//! Object validation done by every write: names (upstream's DNS rules), the namespace, and
+//! the metadata the server owns (uid, creationTimestamp, generation, generateName).
+//!
+//! Invariant: an object that reaches storage has a valid name, the namespace of its path
+//! (or none for cluster-scoped resources), the `apiVersion`/`kind` of its resource, and no
+//! client-chosen uid or creation time on create.
+
+use listwatch_api::labels::{validate_dns_subdomain, validate_key, validate_value};
+use rand::Rng;
+use serde_json::{Map, Value};
+
+use crate::clock;
+use crate::error::{ApiError, ApiResult, FieldError};
+use crate::resource::{NameValidation, ResourceInfo};
+
+const LABEL_MAX: usize = 63;
+
+/// Checks a DNS-1123 label: ≤ 63 of `[a-z0-9-]`, alphanumeric at both ends.
+pub fn validate_dns_label(v: &str) -> Result<(), String> {
+    let b = v.as_bytes();
+    let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    if b.is_empty() || b.len() > LABEL_MAX {
+        return Err(format!("must be no more than {LABEL_MAX} characters"));
+    }
+    if !b.first().is_some_and(alnum)
+        || !b.last().is_some_and(alnum)
+        || !b.iter().all(|c| alnum(c) || *c == b'-')
+    {
+        return Err("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
+                    and must start and end with an alphanumeric character"
+            .into());
+    }
+    Ok(())
+}
+
+/// Checks a name by the resource's rule.
+pub fn validate_name(rule: NameValidation, name: &str) -> Result<(), String> {
+    match rule {
+        NameValidation::Subdomain => {
+            validate_dns_subdomain(name).map_err(|e| format!("a lowercase RFC 1123 subdomain {e}"))
+        }
+        NameValidation::Label => validate_dns_label(name),
+        NameValidation::Label1035 => {
+            validate_dns_label(name)?;
+            if name.as_bytes().first().is_some_and(u8::is_ascii_digit) {
+                return Err("a DNS-1035 label must start with an alphabetic character".into());
+            }
+            Ok(())
+        }
+        NameValidation::PathSegment => {
+            if name == "." || name == ".." || name.contains(['/', '%']) {
+                Err("may not be '.' or '..' and may not contain '/' or '%'".into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A random version-4 UUID, as Kubernetes uids are.
+pub fn new_uid() -> String {
+    let mut b: [u8; 16] = rand::rng().random();
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// `generateName` completed with 5 random characters from upstream's alphabet.
+pub fn generate_name(prefix: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    let prefix = if prefix.len() > 58 {
+        &prefix[..58]
+    } else {
+        prefix
+    };
+    let suffix: String = (0..5)
+        .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
+        .collect();
+    format!("{prefix}{suffix}")
+}
+
+/// The object's `metadata` map, created when missing.
+pub fn metadata_mut(obj: &mut Map<String, Value>) -> ApiResult<&mut Map<String, Value>> {
+    match obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()))
+    {
+        Value::Object(m) => Ok(m),
+        _ => Err(ApiError::bad_request("metadata must be an object")),
+    }
+}
+
+/// Checks `apiVersion`/`kind` in a body against the resource and fills them in when absent.
+pub fn check_type(info: &ResourceInfo, obj: &mut Map<String, Value>) -> ApiResult<()> {
+    let api_version = info.api_version();
+    match obj.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            obj.insert("apiVersion".into(), Value::String(api_version));
+        }
+        Some(v) if v == api_version => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+            )));
+        }
+    }
+    match obj.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            obj.insert("kind".into(), Value::String(info.kind.clone()));
+        }
+        Some(k) if k == info.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                info.kind
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks and fills the namespace: the path's for namespaced resources, none otherwise.
+pub fn check_namespace(
+    info: &ResourceInfo,
+    meta: &mut Map<String, Value>,
+    path_ns: Option<&str>,
+) -> ApiResult<()> {
+    let body_ns = meta
+        .get("namespace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    match (info.namespaced, path_ns) {
+        (true, Some(ns)) => {
+            if body_ns.is_some_and(|b| b != ns) {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            meta.insert("namespace".into(), Value::String(ns.into()));
+        }
+        (true, None) => {
+            return Err(ApiError::bad_request(
+                "a namespace is required for this resource",
+            ));
+        }
+        (false, _) => {
+            meta.remove("namespace");
+        }
+    }
+    Ok(())
+}
+
+/// Validates the metadata of an object about to be written: name, namespace, labels,
+/// annotation keys. Returns every problem at once, as upstream's 422 does.
+pub fn validate_meta(info: &ResourceInfo, meta: &Map<String, Value>) -> ApiResult<()> {
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+    let mut errs = Vec::new();
+    if name.is_empty() {
+        errs.push(FieldError::required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
+    } else if let Err(e) = validate_name(info.name_validation, name) {
+        errs.push(FieldError::invalid("metadata.name", name, e));
+    }
+    if let Some(ns) = meta.get("namespace").and_then(Value::as_str) {
+        if let Err(e) = validate_dns_label(ns) {
+            errs.push(FieldError::invalid("metadata.namespace", ns, e));
+        }
+    }
+    match meta.get("labels") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(labels)) => {
+            for (k, v) in labels {
+                if let Err(e) = validate_key(k) {
+                    errs.push(FieldError::invalid("metadata.labels", k, e));
+                }
+                match v.as_str() {
+                    Some(s) => {
+                        if let Err(e) = validate_value(s) {
+                            errs.push(FieldError::invalid(&format!("metadata.labels.{k}"), s, e));
+                        }
+                    }
+                    None => errs.push(FieldError::invalid(
+                        &format!("metadata.labels.{k}"),
+                        &v.to_string(),
+                        "must be a string",
+                    )),
+                }
+            }
+        }
+        Some(other) => errs.push(FieldError::invalid(
+            "metadata.labels",
+            &other.to_string(),
+            "must be a map",
+        )),
+    }
+    match meta.get("annotations") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(ann)) => {
+            for (k, v) in ann {
+                if let Err(e) = validate_key(k) {
+                    errs.push(FieldError::invalid("metadata.annotations", k, e));
+                }
+                if !v.is_string() {
+                    errs.push(FieldError::invalid(
+                        &format!("metadata.annotations.{k}"),
+                        &v.to_string(),
+                        "must be a string",
+                    ));
+                }
+            }
+        }
+        Some(other) => errs.push(FieldError::invalid(
+            "metadata.annotations",
+            &other.to_string(),
+            "must be a map",
+        )),
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(info, name, &errs))
+    }
+}
+
+/// Prepares a new object: type, namespace, generateName, validation, server-set fields.
+pub fn prepare_create(
+    info: &ResourceInfo,
+    obj: &mut Map<String, Value>,
+    path_ns: Option<&str>,
+) -> ApiResult<()> {
+    check_type(info, obj)?;
+    let meta = metadata_mut(obj)?;
+    check_namespace(info, meta, path_ns)?;
+    match meta.get("resourceVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            meta.remove("resourceVersion");
+        }
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+    }
+    let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
+    if name.is_empty() {
+        if let Some(prefix) = meta
+            .get("generateName")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+        {
+            let generated = generate_name(prefix);
+            meta.insert("name".into(), Value::String(generated));
+        }
+    }
+    validate_meta(info, meta)?;
+    meta.insert("uid".into(), Value::String(new_uid()));
+    meta.insert(
+        "creationTimestamp".into(),
+        Value::String(clock::format_rfc3339(clock::now_unix())),
+    );
+    meta.insert("generation".into(), Value::from(1));
+    meta.remove("deletionTimestamp");
+    meta.remove("deletionGracePeriodSeconds");
+    if let Some(prepare) = info.prepare_for_create {
+        let mut v = Value::Object(std::mem::take(obj));
+        prepare(&mut v);
+        if let Value::Object(m) = v {
+            *obj = m;
+        }
+    }
+    Ok(())
+}
+
+/// Prepares an update of `current` (the stored object as JSON) into `new`:
+/// - name and namespace must match the path's;
+/// - a resourceVersion in `new` must equal the current one (optimistic concurrency);
+/// - uid, creationTimestamp and deletion fields are kept from `current`;
+/// - with a status subresource, a main-resource write keeps the current status and a
+///   `/status` write changes only the status;
+/// - generation increases when anything but metadata and status changed.
+pub fn prepare_update(
+    info: &ResourceInfo,
+    current: &Value,
+    new: Value,
+    subresource_status: bool,
+) -> Result<Value, UpdateError> {
+    let Value::Object(mut new) = new else {
+        return Err(UpdateError::Api(ApiError::bad_request(
+            "the object must be a JSON object",
+        )));
+    };
+    let Value::Object(cur) = current else {
+        return Err(UpdateError::Api(ApiError::internal(
+            "stored object is not a JSON object",
+        )));
+    };
+    check_type(info, &mut new).map_err(UpdateError::Api)?;
+    let cur_meta = cur
+        .get("metadata")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    {
+        let meta = metadata_mut(&mut new).map_err(UpdateError::Api)?;
+        let cur_name = cur_meta.get("name").and_then(Value::as_str).unwrap_or("");
+        match meta.get("name").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("name".into(), Value::String(cur_name.into()));
+            }
+            Some(n) if n == cur_name => {}
+            Some(n) => {
+                return Err(UpdateError::Api(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({cur_name})"
+                ))));
+            }
+        }
+        let cur_ns = cur_meta.get("namespace").and_then(Value::as_str);
+        check_namespace(info, meta, cur_ns).map_err(UpdateError::Api)?;
+        let cur_rv = cur_meta
+            .get("resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        match meta.remove("resourceVersion") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(rv)) if rv.is_empty() || rv == cur_rv => {}
+            Some(_) => return Err(UpdateError::Conflict),
+        }
+        for k in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            match cur_meta.get(k) {
+                Some(v) => meta.insert(k.into(), v.clone()),
+                None => meta.remove(k),
+            };
+        }
+        validate_meta(info, meta).map_err(UpdateError::Api)?;
+    }
+    if info.status_subresource {
+        if subresource_status {
+            // Only the status may change: everything else comes from the stored object.
+            // Labels and annotations are not status either: the stored metadata stays.
+            let status = new.remove("status");
+            new = cur.clone();
+            match status {
+                Some(s) => new.insert("status".into(), s),
+                None => new.remove("status"),
+            };
+        } else {
+            match cur.get("status") {
+                Some(s) => new.insert("status".into(), s.clone()),
+                None => new.remove("status"),
+            };
+        }
+    }
+    if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    let spec_changed = new
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
+        .ne(cur
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")));
+    if spec_changed {
+        let generation = cur_meta
+            .get("generation")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            + 1;
+        if let Ok(meta) = metadata_mut(&mut new) {
+            meta.insert("generation".into(), Value::from(generation));
+        }
+    }
+    Ok(Value::Object(new))
+}
+
+/// Why an update was refused.
+#[derive(Debug)]
+pub enum UpdateError {
+    /// A request error (400, 422).
+    Api(ApiError),
+    /// The body's resourceVersion is not the stored one.
+    Conflict,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pods() -> ResourceInfo {
+        ResourceInfo::new("", "v1", "pods", "Pod").status_subresource(true)
+    }
+
+    #[test]
+    fn names_follow_upstream_dns_rules() {
+        assert!(validate_name(NameValidation::Subdomain, "web-1.example").is_ok());
+        assert!(validate_name(NameValidation::Subdomain, "Web").is_err());
+        assert!(validate_name(NameValidation::Label, "a.b").is_err());
+        assert!(validate_name(NameValidation::Label, &"a".repeat(64)).is_err());
+        assert!(validate_name(NameValidation::Label1035, "1abc").is_err());
+        assert!(validate_name(NameValidation::Label1035, "abc1").is_ok());
+    }
+
+    #[test]
+    fn create_sets_server_fields_and_completes_generate_name() {
+        let mut o = json!({"metadata":{"generateName":"web-"}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        prepare_create(&pods(), &mut o, Some("ns")).unwrap();
+        let m = &o["metadata"];
+        assert!(m["name"].as_str().unwrap().starts_with("web-"));
+        assert_eq!(m["name"].as_str().unwrap().len(), 9);
+        assert_eq!(m["namespace"], "ns");
+        assert_eq!(m["uid"].as_str().unwrap().len(), 36);
+        assert_eq!(m["generation"], 1);
+        assert!(clock::parse_rfc3339(m["creationTimestamp"].as_str().unwrap()).is_some());
+        assert_eq!(o["kind"], "Pod");
+        assert_eq!(o["apiVersion"], "v1");
+    }
+
+    #[test]
+    fn create_rejects_bad_names_namespaces_and_versions() {
+        let bad = [
+            json!({"metadata":{"name":"Bad_Name"}}),
+            json!({"metadata":{}}),
+            json!({"metadata":{"name":"a","namespace":"other"}}),
+            json!({"metadata":{"name":"a","resourceVersion":"5"}}),
+            json!({"kind":"Service","metadata":{"name":"a"}}),
+            json!({"metadata":{"name":"a","labels":{"k":"not ok"}}}),
+        ];
+        for b in bad {
+            let mut o = b.as_object().cloned().unwrap();
+            let e = prepare_create(&pods(), &mut o, Some("ns")).unwrap_err();
+            assert!(matches!(e.code(), 400 | 422), "{b}: {e}");
+        }
+    }
+
+    #[test]
+    fn update_keeps_server_fields_and_status_and_bumps_generation() {
+        let cur = json!({"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","uid":"u","generation":1,
+            "creationTimestamp":"2026-01-01T00:00:00Z","resourceVersion":"5"},"spec":{"x":1},"status":{"phase":"Running"}});
+        let new = json!({"metadata":{"name":"a","uid":"forged","resourceVersion":"5"},"spec":{"x":2},"status":{"phase":"Failed"}});
+        let out = prepare_update(&pods(), &cur, new, false).unwrap();
+        assert_eq!(out["metadata"]["uid"], "u");
+        assert_eq!(out["metadata"]["generation"], 2);
+        assert_eq!(out["status"]["phase"], "Running");
+        assert_eq!(out["spec"]["x"], 2);
+        assert!(out["metadata"].get("resourceVersion").is_none());
+
+        let stale = json!({"metadata":{"name":"a","resourceVersion":"4"},"spec":{"x":2}});
+        assert!(matches!(
+            prepare_update(&pods(), &cur, stale, false),
+            Err(UpdateError::Conflict)
+        ));
+
+        let status = json!({"metadata":{"name":"a"},"spec":{"x":9},"status":{"phase":"Succeeded"}});
+        let out = prepare_update(&pods(), &cur, status, true).unwrap();
+        assert_eq!(out["status"]["phase"], "Succeeded");
+        assert_eq!(out["spec"]["x"], 1);
+        assert_eq!(out["metadata"]["generation"], 1);
+    }
+}
