@@ -215,7 +215,9 @@ impl Object {
         let (json, rv_at, meta_has_members) = canonical(&top)?;
         Ok(Self {
             body: Arc::new(Body {
-                json: Bytes::from(json),
+                // Exact-size: a Vec grown by doubling can hold up to twice its length, and
+                // the cache keeps these bytes for every object (see the watch cache memory test).
+                json: Bytes::from(json.into_boxed_slice()),
                 rv_at,
                 meta_has_members,
                 name,

@@ -558,7 +558,7 @@ impl WatchCache {
         m.window_bytes = 0;
         m.snapshots = OrdMap::new();
         if m.config.snapshots {
-            m.snapshots.insert(rv, m.store.clone());
+            m.snapshots.insert(rv, m.store.without_indexes());
         }
         m.initialized = true;
         tracing::debug!(resource = %m.config.resource, objects = m.store.len(), rv, "watch cache replaced");
@@ -567,18 +567,19 @@ impl WatchCache {
         Ok(())
     }
 
-    /// Applies one event of the backend's watch. Object events must come in strictly
-    /// increasing resource-version order (else `Internal`, and nothing changes); a bookmark
-    /// is [`progress`](Self::progress); an error event is refused with `BadRequest` (the
-    /// reflector handles those).
-    pub fn apply(&mut self, event: WatchEvent) -> Result<()> {
+    /// Applies one event of the backend's watch and returns the window's entry for it (the
+    /// same `Arc` readers see), for the owner to hand to its dispatcher; `None` for a
+    /// bookmark, which is [`progress`](Self::progress). Object events must come in strictly
+    /// increasing resource-version order (else `Internal`, and nothing changes); an error
+    /// event is refused with `BadRequest` (the reflector handles those).
+    pub fn apply(&mut self, event: WatchEvent) -> Result<Option<Arc<CacheEvent>>> {
         let (event_type, object, given_prev) = match event {
             WatchEvent::Added(o) => (EventType::Added, o, None),
             WatchEvent::Modified { object, prev } => (EventType::Modified, object, prev),
             WatchEvent::Deleted(o) => (EventType::Deleted, o, None),
             WatchEvent::Bookmark(b) => {
                 self.progress(b.resource_version);
-                return Ok(());
+                return Ok(None);
             }
             WatchEvent::Error(e) => {
                 return Err(Error::bad_request(format!(
@@ -612,7 +613,7 @@ impl WatchCache {
         m.rv = rv;
         m.store_rv = rv;
         if m.config.snapshots {
-            m.snapshots.insert(rv, m.store.clone());
+            m.snapshots.insert(rv, m.store.without_indexes());
         }
         m.window_bytes += event.retained_bytes();
         let sizing = Sizing {
@@ -620,7 +621,7 @@ impl WatchCache {
             max: m.config.max_capacity,
             freshness: m.config.event_freshness,
         };
-        let outcome = m.window.push(event, received_at, sizing);
+        let outcome = m.window.push(Arc::clone(&event), received_at, sizing);
         if let Some((old, new)) = outcome.resized {
             tracing::debug!(resource = %m.config.resource, old, new, "watch cache window resized");
             m.config
@@ -637,7 +638,7 @@ impl WatchCache {
         }
         self.enforce_budget();
         self.publish();
-        Ok(())
+        Ok(Some(event))
     }
 
     /// Records that the backend has reached `rv` with no change to this resource (a bookmark
@@ -901,14 +902,20 @@ mod tests {
     #[test]
     fn events_carry_the_previous_state_from_the_cache() {
         let mut c = cache_at_10();
-        c.apply(WatchEvent::Modified {
-            object: pod("a", "x", "n9", 11),
-            prev: None,
-        })
-        .unwrap();
+        let returned = c
+            .apply(WatchEvent::Modified {
+                object: pod("a", "x", "n9", 11),
+                prev: None,
+            })
+            .unwrap()
+            .unwrap();
         c.apply(WatchEvent::Deleted(pod("a", "x", "n9", 12)))
             .unwrap();
         let events = c.reader().view().events_since(10).unwrap();
+        assert!(
+            Arc::ptr_eq(&returned, events.get(0).unwrap()),
+            "one shared entry"
+        );
         let (m, d) = (events.get(0).unwrap(), events.get(1).unwrap());
         assert_eq!(m.event_type, EventType::Modified);
         assert_eq!(

@@ -7,7 +7,8 @@
 //!   touch, O(log n) nodes, when a node is shared);
 //! - `indexes[i]` holds, for every object `o` in `objects`, its key under the value
 //!   `config.indexes[i].value_of(o)`, and nothing else; index sets are ordered by key, so an
-//!   index lookup pages exactly like a key-range scan;
+//!   index lookup pages exactly like a key-range scan. A snapshot store has no indexes at
+//!   all (and is never changed), and its lists scan;
 //! - `bytes` is the sum of [`entry_bytes`] over `objects`.
 
 use std::ops::Bound;
@@ -53,6 +54,17 @@ impl Store {
             objects: OrdMap::new(),
             indexes: vec![OrdMap::new(); indexes.len()],
             bytes: 0,
+        }
+    }
+
+    /// The same version without its indexes, for keeping as a snapshot: a snapshot then
+    /// costs one path copy per event in the object map only. Lists from it scan instead of
+    /// using an index (as upstream's snapshots do).
+    pub(crate) fn without_indexes(&self) -> Self {
+        Self {
+            objects: self.objects.clone(),
+            indexes: Vec::new(),
+            bytes: self.bytes,
         }
     }
 
@@ -142,12 +154,17 @@ impl Store {
             _ => prefix,
         };
         let range = (Bound::Included(lower), Bound::Unbounded);
-        let indexed = specs.iter().enumerate().find_map(|(i, spec)| {
-            predicate
-                .field
-                .exact_match(spec.field_path())
-                .map(|v| (i, v))
-        });
+        // Snapshots carry no indexes: they scan.
+        let indexed = specs
+            .iter()
+            .enumerate()
+            .filter(|_| self.indexes.len() == specs.len())
+            .find_map(|(i, spec)| {
+                predicate
+                    .field
+                    .exact_match(spec.field_path())
+                    .map(|v| (i, v))
+            });
         match indexed {
             Some((i, value)) => {
                 let Some(keys) = self.indexes.get(i).and_then(|idx| idx.get(value)) else {

@@ -100,7 +100,9 @@ impl Window {
             if oldest_is_fresh {
                 self.capacity = (old * 2).min(sizing.max).max(old);
             } else {
-                let quarter_back = self.events.len() - old / 4;
+                // Upstream indexes its ring at `end − capacity/4`; with a capacity under 4
+                // that wraps to the oldest event, hence the modulo.
+                let quarter_back = (self.events.len() - old / 4) % old.max(1);
                 if self
                     .events
                     .get(quarter_back)
