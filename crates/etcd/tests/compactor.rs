@@ -73,3 +73,41 @@ async fn two_compactors_take_turns_and_compact_the_previous_rounds_revision() {
     assert_eq!(out, RoundOutcome::Compacted(sb.revision));
     assert!(sb.revision >= sa.revision);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_running_compactor_eventually_compacts_old_history() {
+    let server = EtcdServer::start().await.unwrap();
+    let store = EtcdStore::new(server.client(), "/registry", SelectableFields::none());
+    let early = write(&store, "early").await;
+    write(&store, "later").await;
+    let compactor = listwatch_etcd::Compactor::spawn(
+        server.client(),
+        std::time::Duration::from_millis(100),
+        "compact_rev_key",
+    );
+    let all = Key::collection("pods", Some("ns")).unwrap();
+    let exact = ListOptions::recursive().at(Some(early), Some(ResourceVersionMatch::Exact));
+    // Bounded wait: the second round (after two intervals) compacts what the first saw.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match store.list(&all, &exact).await {
+            Err(e) if e.is_expired() => break,
+            Ok(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            other => panic!("history was not compacted: {other:?}"),
+        }
+    }
+    compactor.stop();
+    // The latest state is intact.
+    assert_eq!(
+        store
+            .list(&all, &ListOptions::recursive())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2
+    );
+}

@@ -258,3 +258,39 @@ async fn a_paginated_list_survives_a_stall_and_a_cut_between_pages() {
     let all: Vec<Object> = [first.items, second.items, third.items].concat();
     assert_eq!(all, created);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn reads_fail_over_to_the_next_endpoint_and_writes_follow() {
+    let server = EtcdServer::start().await.unwrap();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut config = test_config(format!("http://{dead}")).request_timeout(Duration::from_secs(2));
+    config.endpoints.push(server.endpoint());
+    let store = EtcdStore::new(
+        EtcdClient::new(config).unwrap(),
+        "/registry",
+        SelectableFields::none(),
+    );
+    // The first endpoint refuses; the read goes on to the second.
+    let got = store
+        .get(
+            &key("a"),
+            &GetOptions {
+                ignore_not_found: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(got, None);
+    // Writes never retry by themselves, but start at the endpoint that answered last.
+    let a = store.create(&key("a"), pod("a"), None).await.unwrap();
+    assert_eq!(
+        store.get(&key("a"), &GetOptions::default()).await.unwrap(),
+        Some(a)
+    );
+    store.readiness().await.unwrap();
+}
