@@ -774,7 +774,12 @@ pub async fn list_field_and_label_selectors_filter_items<H: Harness>(h: &H) -> V
         ("app in (web,api),tier!=db", "", vec![a.clone()]),
         ("!app", "", vec![d.clone()]),
         ("app", "spec.nodeName=bar1", vec![a.clone(), c.clone()]),
-        ("app notin (web)", "metadata.namespace=ns2", vec![c.clone()]),
+        // notin matches objects without the label, as in Kubernetes.
+        (
+            "app notin (web)",
+            "metadata.namespace=ns2",
+            vec![c.clone(), d.clone()],
+        ),
     ];
     for (label, field, want) in cases {
         let mut opts = ListOptions::recursive();
@@ -897,10 +902,11 @@ pub async fn list_consistent_read_sees_every_write<H: Harness>(h: &H) -> Verdict
         "after create",
     );
     let updated = update(&s, &pod.key(), |o| with_label(o, "v", "2")).await;
+    let rev = updated.resource_version();
     check(
         &list(&s, &key, &ListOptions::recursive()).await,
         vec![updated],
-        0,
+        rev,
         "after update",
     );
     let gone = delete(&s, &pod.key()).await;
