@@ -95,6 +95,9 @@ pub enum Capability {
     Compaction,
     /// Lists with `ResourceVersionMatch::Exact` at any retained past revision.
     ExactHistory,
+    /// A watch from a revision before the compacted one fails with `Expired`. A watch cache
+    /// may still serve such a watch from its event window, so it may lack this.
+    ExpiredWatch,
     /// [`Storage::request_watch_progress`] makes watches with `progress_notify` report a
     /// bookmark.
     ProgressNotify,
@@ -107,6 +110,7 @@ impl Capability {
             Capability::Ttl => "ttl",
             Capability::Compaction => "compaction",
             Capability::ExactHistory => "exact-history",
+            Capability::ExpiredWatch => "expired-watch",
             Capability::ProgressNotify => "progress-notify",
         }
     }
@@ -121,6 +125,8 @@ pub struct Capabilities {
     pub compaction: bool,
     /// See [`Capability::ExactHistory`].
     pub exact_history: bool,
+    /// See [`Capability::ExpiredWatch`].
+    pub expired_watch: bool,
     /// See [`Capability::ProgressNotify`].
     pub progress_notify: bool,
     /// Whether each store from [`Harness::new_store`] has its own revision counter, so that
@@ -136,6 +142,7 @@ impl Capabilities {
             ttl: true,
             compaction: true,
             exact_history: true,
+            expired_watch: true,
             progress_notify: true,
             isolated_revisions: true,
         }
@@ -147,6 +154,7 @@ impl Capabilities {
             ttl: false,
             compaction: false,
             exact_history: false,
+            expired_watch: false,
             progress_notify: false,
             isolated_revisions: false,
         }
@@ -159,6 +167,7 @@ impl Capabilities {
             Capability::Ttl => self.ttl = false,
             Capability::Compaction => self.compaction = false,
             Capability::ExactHistory => self.exact_history = false,
+            Capability::ExpiredWatch => self.expired_watch = false,
             Capability::ProgressNotify => self.progress_notify = false,
         }
         self
@@ -170,6 +179,7 @@ impl Capabilities {
             Capability::Ttl => self.ttl,
             Capability::Compaction => self.compaction,
             Capability::ExactHistory => self.exact_history,
+            Capability::ExpiredWatch => self.expired_watch,
             Capability::ProgressNotify => self.progress_notify,
         }
     }
@@ -212,7 +222,7 @@ const fn needs(area: &'static str, name: &'static str, requires: &'static [Capab
     }
 }
 
-use Capability::{Compaction, ExactHistory, ProgressNotify, Ttl};
+use Capability::{Compaction, ExactHistory, ExpiredWatch, ProgressNotify, Ttl};
 
 /// Every case, by checklist section. The single source of truth for requirements.
 pub const CASES: &[Case] = &[
@@ -371,7 +381,7 @@ pub const CASES: &[Case] = &[
     needs(
         "watch",
         "watch_from_compacted_revision_is_expired",
-        &[Compaction],
+        &[Compaction, ExpiredWatch],
     ),
     case("watch", "watch_deleted_event_carries_the_deletion_revision"),
     case("watch", "watch_dropped_stream_does_not_block_writers"),
@@ -394,7 +404,11 @@ pub const CASES: &[Case] = &[
         "watch_bookmarks_carry_monotonic_revisions",
         &[ProgressNotify],
     ),
-    needs("watch", "watch_nothing_after_error_event", &[Compaction]),
+    needs(
+        "watch",
+        "watch_nothing_after_error_event",
+        &[Compaction, ExpiredWatch],
+    ),
     // Watch: sendInitialEvents × RV × bookmarks
     case("watch", "initial_events_true_rv_unset_with_bookmarks"),
     case("watch", "initial_events_true_rv_unset_without_bookmarks"),

@@ -341,6 +341,14 @@ pub(crate) async fn bump<S: Storage + ?Sized>(s: &S, name: &str) -> u64 {
         .resource_version()
 }
 
+/// Lists all pods not older than `rev`, so that a cache has caught up with the writes up to
+/// `rev` before a read or watch that may be served from it (as upstream's suite does).
+pub(crate) async fn sync<S: Storage + ?Sized>(s: &S, rev: u64) {
+    let opts =
+        ListOptions::recursive().at(Some(rev), Some(crate::ResourceVersionMatch::NotOlderThan));
+    let _ = list(s, &pods(None), &opts).await;
+}
+
 /// Asks the store for its current revision.
 pub(crate) async fn current<S: Storage + ?Sized>(s: &S) -> u64 {
     s.current_resource_version()

@@ -12,8 +12,7 @@ use futures::StreamExt;
 use super::support::*;
 use super::{Harness, Verdict, WAIT, gate};
 use crate::{
-    Bookmark, Key, ListOptions, Object, ResourceVersionMatch, SelectionPredicate, Storage,
-    WatchEvent, WatchStream,
+    Bookmark, Key, ListOptions, Object, SelectionPredicate, Storage, WatchEvent, WatchStream,
 };
 
 /// The event a step must produce.
@@ -235,6 +234,7 @@ pub async fn watch_from_zero_sends_current_state_first<H: Harness>(h: &H) -> Ver
     let s = h.new_store().await;
     let foo_pod = Pod::new("test-ns", "foo");
     let stored = create(&s, &foo_pod).await;
+    sync(&s, stored.resource_version()).await;
     let mut w = watch(&s, &foo_pod.key(), &from_rv(Some(0), &foo_pod.key())).await;
     expect_events(&mut w, &[Expect::Added(stored)], "object watch from 0").await;
     let updated = update(&s, &foo_pod.key(), |o| with_annotation(o, "a", "1")).await;
@@ -245,6 +245,7 @@ pub async fn watch_from_zero_sends_current_state_first<H: Harness>(h: &H) -> Ver
     )
     .await;
     drop(w);
+    sync(&s, updated.resource_version()).await;
     let mut w = watch(&s, &foo_pod.key(), &from_rv(Some(0), &foo_pod.key())).await;
     expect_events(
         &mut w,
@@ -255,12 +256,7 @@ pub async fn watch_from_zero_sends_current_state_first<H: Harness>(h: &H) -> Ver
     drop(w);
     let bar_pod = create(&s, &Pod::new("test-ns", "bar")).await;
     let baz_pod = create(&s, &Pod::new("other-ns", "baz")).await;
-    // A list not older than the last write lets a cache catch up, as upstream's suite does.
-    let opts = ListOptions::recursive().at(
-        Some(baz_pod.resource_version()),
-        Some(ResourceVersionMatch::NotOlderThan),
-    );
-    let _ = list(&s, &pods(None), &opts).await;
+    sync(&s, baz_pod.resource_version()).await;
     let mut w = watch(
         &s,
         &pods(Some("test-ns")),
@@ -298,6 +294,7 @@ pub async fn watch_from_zero_after_compaction_sends_current_state<H: Harness>(h:
     h.compact(&s, last.resource_version())
         .await
         .expect("compact");
+    sync(&s, last.resource_version()).await;
     let mut w = watch(&s, &foo_pod.key(), &from_rv(Some(0), &foo_pod.key())).await;
     expect_events(
         &mut w,
