@@ -154,7 +154,7 @@ impl MemStore {
         self.write_lock()?.compact(revision)
     }
 
-    /// The revision of the last compaction (0 if none).
+    /// The revision of the last compaction (1, the empty store's revision, if none).
     pub fn compacted_revision(&self) -> u64 {
         self.read().map(|s| s.compacted).unwrap_or(0)
     }

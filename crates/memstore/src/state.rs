@@ -1,8 +1,9 @@
 //! The MVCC state behind one lock: key histories, the event log and compaction.
 //!
 //! Invariants (all kept under the store's write lock):
-//! - `rev` is the global revision; every write increments it by exactly one, so the log holds
-//!   contiguous revisions `compacted + 1 ..= rev` (an entry per write, oldest first);
+//! - `rev` is the global revision, starting at 1 for the empty store as etcd's does; every
+//!   write increments it by exactly one, so the log holds contiguous revisions
+//!   `compacted + 1 ..= rev` (an entry per write, oldest first);
 //! - each key's `versions` are in ascending `mod_rev`; a `None` value is a tombstone;
 //! - the state at any revision `r` with `compacted <= r <= rev` can be read: for each key, its
 //!   last version with `mod_rev <= r`. Compaction at `c` keeps exactly what reading at `c`
@@ -35,7 +36,7 @@ pub(crate) struct LogEntry {
     pub(crate) at: Instant,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct State {
     pub(crate) rev: u64,
     pub(crate) compacted: u64,
@@ -43,6 +44,21 @@ pub(crate) struct State {
     pub(crate) log: VecDeque<Arc<LogEntry>>,
     /// Writes since the automatic compaction policy last looked.
     pub(crate) writes_since_policy: u64,
+}
+
+impl Default for State {
+    /// An empty store at revision 1, as a fresh etcd is: revision 0 never names a state, so
+    /// a list of an empty store reports "1" and a watch from it cannot be mistaken for a
+    /// watch from "0" (which means "send the current state first").
+    fn default() -> Self {
+        Self {
+            rev: 1,
+            compacted: 1,
+            keys: BTreeMap::new(),
+            log: VecDeque::new(),
+            writes_since_policy: 0,
+        }
+    }
 }
 
 impl State {
