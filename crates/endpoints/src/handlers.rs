@@ -40,7 +40,7 @@ const MODIFIED: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
 
 /// Media types accepted for object bodies.
-const OBJECT_MEDIA: &str = "application/json, application/yaml";
+const OBJECT_MEDIA: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount)";
 
 /// The verb of a resource request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,8 +320,12 @@ fn content_type(headers: &HeaderMap) -> &str {
         .unwrap_or("")
 }
 
-/// Decodes an object body (JSON or YAML) into a JSON map.
-fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> ApiResult<Map<String, Value>> {
+/// Decodes an object body (JSON, YAML, or protobuf for a few kinds) into a JSON map.
+fn decode_object(
+    info: &ResourceInfo,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> ApiResult<Map<String, Value>> {
     let ct = content_type(headers);
     let essence = ct
         .split(';')
@@ -336,6 +340,14 @@ fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> ApiResult<Map<String, Val
         "application/yaml" => serde_yaml::from_slice(bytes).map_err(|e| {
             ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))
         })?,
+        "application/vnd.kubernetes.protobuf" => {
+            return crate::protobuf::decode(bytes, &info.kind).map_err(|e| match e {
+                crate::protobuf::ProtobufError::Unsupported(_) => {
+                    ApiError::unsupported_media_type(ct, &e.to_string())
+                }
+                other => ApiError::bad_request(other.to_string()),
+            });
+        }
         _ => return Err(ApiError::unsupported_media_type(ct, OBJECT_MEDIA)),
     };
     match value {
@@ -545,7 +557,7 @@ async fn create(req: &Request, body: Body) -> ApiResult<Response> {
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let mut obj = decode_object(&req.headers, &bytes)?;
+    let mut obj = decode_object(req.info(), &req.headers, &bytes)?;
     prepare_create(req.info(), &mut obj, req.ns())?;
     ensure_namespace(req).await?;
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
@@ -633,7 +645,7 @@ async fn update(req: &Request, body: Body) -> ApiResult<Response> {
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let new = decode_object(&req.headers, &bytes)?;
+    let new = decode_object(req.info(), &req.headers, &bytes)?;
     let key = req.object_key()?;
     let (obj, _) = read_modify_write(req, false, dry_run, |cur| match cur {
         None => Err(req.storage_err(&key.not_found())),

@@ -49,6 +49,7 @@ mod metrics;
 pub mod negotiate;
 pub mod patch;
 pub mod path;
+pub mod protobuf;
 pub mod query;
 mod resource;
 pub mod table;

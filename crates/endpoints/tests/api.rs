@@ -281,7 +281,13 @@ async fn create_failures_have_upstream_codes() {
 }
 
 /// Method, URI, headers, body, expected code.
-type ErrorCase = (&'static str, &'static str, Vec<(&'static str, &'static str)>, String, u16);
+type ErrorCase = (
+    &'static str,
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    String,
+    u16,
+);
 
 #[tokio::test]
 async fn request_errors_are_statuses_with_the_right_codes() {

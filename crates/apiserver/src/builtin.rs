@@ -1,0 +1,183 @@
+//! The built-in resources: a small core of Kubernetes' own, with the selectable fields,
+//! short names and printer columns upstream gives them.
+
+use listwatch_endpoints::{NameValidation, Printer, PrinterColumn, ResourceInfo};
+use serde_json::{Value, json};
+
+/// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`, less
+/// `spec.hostNetwork` and `status.podIPs`).
+pub const POD_FIELDS: [&str; 7] = [
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+
+/// Event fields a field selector may name (upstream's `event.ToSelectableFields`; `source`
+/// there reads `source.component`, spelled out here).
+pub const EVENT_FIELDS: [&str; 11] = [
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source.component",
+    "type",
+];
+
+fn set_default(obj: &mut Value, path: &[&str], value: Value) {
+    let mut cur = obj;
+    for seg in &path[..path.len() - 1] {
+        if !cur.get(*seg).is_some_and(Value::is_object) {
+            cur[*seg] = json!({});
+        }
+        cur = &mut cur[*seg];
+    }
+    let last = path[path.len() - 1];
+    if cur.get(last).is_none_or(Value::is_null) {
+        cur[last] = value;
+    }
+}
+
+fn prepare_namespace(obj: &mut Value) {
+    set_default(obj, &["spec", "finalizers"], json!(["kubernetes"]));
+    obj["status"] = json!({"phase": "Active"});
+}
+
+fn prepare_pod(obj: &mut Value) {
+    set_default(obj, &["spec", "restartPolicy"], json!("Always"));
+    set_default(obj, &["spec", "schedulerName"], json!("default-scheduler"));
+    set_default(obj, &["spec", "serviceAccountName"], json!("default"));
+    set_default(obj, &["status", "phase"], json!("Pending"));
+}
+
+fn prepare_service(obj: &mut Value) {
+    set_default(obj, &["spec", "type"], json!("ClusterIP"));
+}
+
+fn prepare_secret(obj: &mut Value) {
+    set_default(obj, &["type"], json!("Opaque"));
+}
+
+/// Every built-in resource, namespaces first.
+pub fn resources() -> Vec<ResourceInfo> {
+    let col = PrinterColumn::new;
+    vec![
+        ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            .namespaced(false)
+            .short_names(["ns"])
+            .name_validation(NameValidation::Label)
+            .selectable_fields(["status.phase"])
+            .status_subresource(true)
+            .printer(Printer::Columns(vec![col(
+                "Status",
+                "string",
+                ".status.phase",
+            )]))
+            .prepare_for_create(prepare_namespace),
+        ResourceInfo::new("", "v1", "nodes", "Node")
+            .namespaced(false)
+            .short_names(["no"])
+            .selectable_fields(["spec.unschedulable"])
+            .status_subresource(true)
+            .printer(Printer::Columns(vec![
+                col(
+                    "Ready",
+                    "string",
+                    ".status.conditions[?(@.type==\"Ready\")].status",
+                ),
+                col("Version", "string", ".status.nodeInfo.kubeletVersion"),
+                col(
+                    "Internal-IP",
+                    "string",
+                    ".status.addresses[?(@.type==\"InternalIP\")].address",
+                )
+                .wide(),
+            ])),
+        ResourceInfo::new("", "v1", "pods", "Pod")
+            .short_names(["po"])
+            .categories(["all"])
+            .selectable_fields(POD_FIELDS)
+            .trigger_field("spec.nodeName")
+            .status_subresource(true)
+            .printer(Printer::Pod)
+            .prepare_for_create(prepare_pod),
+        ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
+        ResourceInfo::new("", "v1", "secrets", "Secret")
+            .selectable_fields(["type"])
+            .printer(Printer::Columns(vec![col("Type", "string", ".type")]))
+            .prepare_for_create(prepare_secret),
+        ResourceInfo::new("", "v1", "services", "Service")
+            .short_names(["svc"])
+            .categories(["all"])
+            .name_validation(NameValidation::Label1035)
+            .selectable_fields(["spec.clusterIP", "spec.type"])
+            .status_subresource(true)
+            .printer(Printer::Columns(vec![
+                col("Type", "string", ".spec.type"),
+                col("Cluster-IP", "string", ".spec.clusterIP"),
+                col("Selector", "string", ".spec.selector").wide(),
+            ]))
+            .prepare_for_create(prepare_service),
+        ResourceInfo::new("", "v1", "endpoints", "Endpoints")
+            .short_names(["ep"])
+            .singular("endpoints"),
+        ResourceInfo::new("", "v1", "events", "Event")
+            .short_names(["ev"])
+            .selectable_fields(EVENT_FIELDS)
+            .name_validation(NameValidation::PathSegment)
+            .printer(Printer::Columns(vec![
+                col("Type", "string", ".type"),
+                col("Reason", "string", ".reason"),
+                col("Object", "string", ".involvedObject.name"),
+                col("Message", "string", ".message"),
+            ])),
+        ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount").short_names(["sa"]),
+        ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease").printer(
+            Printer::Columns(vec![col("Holder", "string", ".spec.holderIdentity")]),
+        ),
+        ResourceInfo::new("apps", "v1", "deployments", "Deployment")
+            .short_names(["deploy"])
+            .categories(["all"])
+            .status_subresource(true)
+            .printer(Printer::Columns(vec![
+                col("Desired", "integer", ".spec.replicas"),
+                col("Up-to-date", "integer", ".status.updatedReplicas"),
+                col("Available", "integer", ".status.availableReplicas"),
+            ])),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pods_trigger_on_a_selectable_node_name() {
+        let all = resources();
+        let pods = all.iter().find(|r| r.plural == "pods").unwrap();
+        assert_eq!(pods.trigger_field.as_deref(), Some("spec.nodeName"));
+        assert!(pods.selectable_fields.supports("spec.nodeName"));
+        assert!(pods.selectable_fields.supports("status.phase"));
+        assert_eq!(all[0].plural, "namespaces");
+    }
+
+    #[test]
+    fn defaults_fill_only_what_is_missing() {
+        let mut pod = json!({"spec":{"restartPolicy":"Never"}});
+        prepare_pod(&mut pod);
+        assert_eq!(pod["spec"]["restartPolicy"], "Never");
+        assert_eq!(pod["spec"]["schedulerName"], "default-scheduler");
+        assert_eq!(pod["status"]["phase"], "Pending");
+        let mut ns = json!({"metadata":{"name":"a"}});
+        prepare_namespace(&mut ns);
+        assert_eq!(ns["status"]["phase"], "Active");
+    }
+}

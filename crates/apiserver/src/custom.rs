@@ -1,0 +1,258 @@
+//! `--resources FILE`: generic resources declared in YAML, CRD-style.
+//!
+//! ```yaml
+//! resources:
+//! - group: example.com
+//!   version: v1
+//!   kind: Widget
+//!   plural: widgets            # default: lower-case kind + "s"
+//!   singular: widget           # default: lower-case kind
+//!   namespaced: true           # default
+//!   shortNames: [wd]
+//!   categories: [all]
+//!   selectableFields: [spec.color]
+//!   triggerField: spec.color   # must be selectable
+//!   statusSubresource: true
+//!   printerColumns:
+//!   - {name: Color, type: string, jsonPath: .spec.color}
+//! ```
+//!
+//! Invariant: every declared resource is checked (names, group, trigger field) before the
+//! server starts; a bad file stops startup with a message naming the entry.
+
+use listwatch_endpoints::{Printer, PrinterColumn, ResourceInfo};
+use serde::Deserialize;
+
+/// Why a resources file was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourcesFileError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not YAML of the expected shape.
+    #[error("parsing {path}: {source}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: serde_yaml::Error,
+    },
+    /// An entry breaks a rule.
+    #[error("resource {index} ({kind}): {message}")]
+    Invalid {
+        /// Position in the file, from 0.
+        index: usize,
+        /// Its kind, as given.
+        kind: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    resources: Vec<Entry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Entry {
+    group: String,
+    version: String,
+    kind: String,
+    plural: Option<String>,
+    singular: Option<String>,
+    #[serde(default = "yes")]
+    namespaced: bool,
+    #[serde(default)]
+    short_names: Vec<String>,
+    #[serde(default)]
+    categories: Vec<String>,
+    #[serde(default)]
+    selectable_fields: Vec<String>,
+    trigger_field: Option<String>,
+    #[serde(default)]
+    status_subresource: bool,
+    #[serde(default)]
+    printer_columns: Vec<Column>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Column {
+    name: String,
+    #[serde(rename = "type", default = "string")]
+    type_: String,
+    json_path: String,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    priority: i32,
+}
+
+fn string() -> String {
+    "string".into()
+}
+
+fn lower_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+}
+
+/// Parses a resources document.
+pub fn parse(text: &str, path: &str) -> Result<Vec<ResourceInfo>, ResourcesFileError> {
+    let file: File = serde_yaml::from_str(text).map_err(|source| ResourcesFileError::Parse {
+        path: path.into(),
+        source,
+    })?;
+    file.resources
+        .into_iter()
+        .enumerate()
+        .map(|(index, e)| entry(index, e))
+        .collect()
+}
+
+/// Reads and parses a resources file.
+pub fn load(path: &std::path::Path) -> Result<Vec<ResourceInfo>, ResourcesFileError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ResourcesFileError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    parse(&text, &shown)
+}
+
+fn entry(index: usize, e: Entry) -> Result<ResourceInfo, ResourcesFileError> {
+    let invalid = |message: String| ResourcesFileError::Invalid {
+        index,
+        kind: e.kind.clone(),
+        message,
+    };
+    if e.group.is_empty() || !e.group.contains('.') || !lower_name(&e.group) {
+        return Err(invalid(format!(
+            "group {:?} must be a DNS name with a dot (the core group is built in)",
+            e.group
+        )));
+    }
+    if !lower_name(&e.version) || !e.version.starts_with('v') {
+        return Err(invalid(format!(
+            "version {:?} must look like v1, v1beta1",
+            e.version
+        )));
+    }
+    if e.kind.is_empty()
+        || !e.kind.starts_with(|c: char| c.is_ascii_uppercase())
+        || !e.kind.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        return Err(invalid("kind must be CamelCase alphanumerics".into()));
+    }
+    let plural = e
+        .plural
+        .clone()
+        .unwrap_or_else(|| format!("{}s", e.kind.to_ascii_lowercase()));
+    let singular = e
+        .singular
+        .clone()
+        .unwrap_or_else(|| e.kind.to_ascii_lowercase());
+    for n in [&plural, &singular] {
+        if !lower_name(n) || n.contains('.') {
+            return Err(invalid(format!(
+                "{n:?} must be lower-case alphanumerics and '-'"
+            )));
+        }
+    }
+    if let Some(t) = &e.trigger_field {
+        if !e.selectable_fields.contains(t) {
+            return Err(invalid(format!(
+                "triggerField {t:?} must be one of selectableFields"
+            )));
+        }
+    }
+    let mut info = ResourceInfo::new(&e.group, &e.version, &plural, &e.kind)
+        .singular(&singular)
+        .namespaced(e.namespaced)
+        .short_names(e.short_names)
+        .categories(e.categories)
+        .selectable_fields(e.selectable_fields)
+        .status_subresource(e.status_subresource)
+        .storage_resource(&format!("{plural}.{}", e.group));
+    if let Some(t) = &e.trigger_field {
+        info = info.trigger_field(t);
+    }
+    if !e.printer_columns.is_empty() {
+        info = info.printer(Printer::Columns(
+            e.printer_columns
+                .into_iter()
+                .map(|c| PrinterColumn {
+                    name: c.name,
+                    type_: c.type_,
+                    json_path: c.json_path,
+                    description: c.description,
+                    priority: c.priority,
+                })
+                .collect(),
+        ));
+    }
+    Ok(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_full_entry_with_defaults() {
+        let text = "resources:\n- group: example.com\n  version: v1\n  kind: Widget\n  shortNames: [wd]\n  \
+                    selectableFields: [spec.color]\n  triggerField: spec.color\n  printerColumns:\n  \
+                    - {name: Color, jsonPath: .spec.color}\n";
+        let r = parse(text, "f").unwrap();
+        assert_eq!(r.len(), 1);
+        let w = &r[0];
+        assert_eq!(
+            (w.plural.as_str(), w.singular.as_str(), w.namespaced),
+            ("widgets", "widget", true)
+        );
+        assert_eq!(w.storage_resource, "widgets.example.com");
+        assert!(w.selectable_fields.supports("spec.color"));
+        assert!(matches!(&w.printer, Printer::Columns(c) if c[0].type_ == "string"));
+    }
+
+    #[test]
+    fn rejects_bad_entries_naming_them() {
+        for (text, needle) in [
+            ("resources:\n- {group: '', version: v1, kind: A}\n", "group"),
+            (
+                "resources:\n- {group: a.b, version: one, kind: A}\n",
+                "version",
+            ),
+            (
+                "resources:\n- {group: a.b, version: v1, kind: lower}\n",
+                "kind",
+            ),
+            (
+                "resources:\n- {group: a.b, version: v1, kind: A, triggerField: spec.x}\n",
+                "triggerField",
+            ),
+            (
+                "resources:\n- {group: a.b, version: v1, kind: A, colour: red}\n",
+                "colour",
+            ),
+        ] {
+            let e = parse(text, "f").unwrap_err().to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! The listwatch API server: flags, backend choice, built-in and declared resources, the
+//! endpoint installer, and graceful shutdown.
+//!
+//! It sits at the top of the pipeline and composes everything below: a storage backend
+//! (the embedded store by default, etcd by flag), the REST endpoints of
+//! `listwatch-endpoints`, and the metrics registry they share. Nothing depends on it.
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use listwatch_apiserver::{Options, run};
+//! # async fn demo() -> Result<(), listwatch_apiserver::ServerError> {
+//! let opts = Options::parse_from(["listwatch-apiserver", "--bind", "127.0.0.1:0"]);
+//! run(opts, |addr| println!("serving on {addr}")).await
+//! # }
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use listwatch_api::Object;
+use listwatch_endpoints::{Config, Installer, ResourceInfo};
+use listwatch_etcd::{Compactor, EtcdClient, EtcdConfig, EtcdStore};
+use listwatch_memstore::MemStore;
+use listwatch_storage::{Key, Storage};
+use serde_json::json;
+
+pub mod builtin;
+pub mod custom;
+
+/// The storage backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Backend {
+    /// The embedded MVCC store, in memory (data is lost on exit).
+    Embedded,
+    /// An etcd cluster (`--etcd-servers`).
+    Etcd,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Command-line options.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "listwatch-apiserver",
+    version,
+    about = "A Kubernetes-compatible API server over listwatch's storage"
+)]
+pub struct Options {
+    /// Address to listen on (port 0 picks a free port; the chosen address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+    /// Where objects are stored.
+    #[arg(long, value_enum, default_value_t = Backend::Embedded)]
+    pub storage: Backend,
+    /// etcd client URLs, comma-separated (with `--storage etcd`).
+    #[arg(long, value_delimiter = ',', default_value = "http://127.0.0.1:2379")]
+    pub etcd_servers: Vec<String>,
+    /// Key prefix in etcd.
+    #[arg(long, default_value = "/registry")]
+    pub etcd_prefix: String,
+    /// YAML file declaring extra, CRD-like resources.
+    #[arg(long)]
+    pub resources: Option<PathBuf>,
+    /// Base of the randomized watch timeout, in seconds (upstream default 1800).
+    #[arg(long, default_value_t = 1800)]
+    pub min_request_timeout: u64,
+    /// Seconds to let requests finish after SIGTERM/SIGINT before exiting.
+    #[arg(long, default_value_t = 10)]
+    pub shutdown_grace_period: u64,
+    /// Non-mutating requests served at once.
+    #[arg(long, default_value_t = 400)]
+    pub max_requests_inflight: usize,
+    /// Mutating requests served at once.
+    #[arg(long, default_value_t = 200)]
+    pub max_mutating_requests_inflight: usize,
+    /// Watches open at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_watches: usize,
+    /// Log filter (tracing `EnvFilter` syntax, e.g. `info` or `listwatch_endpoints=debug`);
+    /// `RUST_LOG` overrides it.
+    #[arg(long, default_value = "info")]
+    pub log_level: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// A bad `--resources` file.
+    #[error(transparent)]
+    Resources(#[from] custom::ResourcesFileError),
+    /// etcd misconfigured.
+    #[error("etcd: {0}")]
+    Etcd(String),
+    /// Bootstrapping the default namespaces failed.
+    #[error("creating namespace {name}: {source}")]
+    Bootstrap {
+        /// The namespace.
+        name: String,
+        /// Why.
+        #[source]
+        source: listwatch_storage::Error,
+    },
+    /// Listening or serving failed.
+    #[error("serving on {addr}: {source}")]
+    Io {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Storage for each resource, by backend. Every resource gets its own `Arc<dyn Storage>`
+/// so a per-resource cache can wrap it.
+enum Backends {
+    Embedded(MemStore),
+    Etcd {
+        client: EtcdClient,
+        prefix: String,
+        _compactor: Compactor,
+    },
+}
+
+impl Backends {
+    fn open(opts: &Options) -> Result<Self, ServerError> {
+        match opts.storage {
+            Backend::Embedded => Ok(Backends::Embedded(MemStore::new())),
+            Backend::Etcd => {
+                let client = EtcdClient::new(EtcdConfig::new(opts.etcd_servers.iter().cloned()))
+                    .map_err(|e| ServerError::Etcd(e.to_string()))?;
+                // Upstream compacts every 5 minutes, coordinating through this key.
+                let compactor =
+                    Compactor::spawn(client.clone(), Duration::from_secs(300), "compact_rev_key");
+                Ok(Backends::Etcd {
+                    client,
+                    prefix: opts.etcd_prefix.clone(),
+                    _compactor: compactor,
+                })
+            }
+        }
+    }
+
+    fn storage_for(&self, info: &ResourceInfo) -> Arc<dyn Storage> {
+        match self {
+            Backends::Embedded(m) => Arc::new(m.clone()),
+            Backends::Etcd { client, prefix, .. } => Arc::new(EtcdStore::new(
+                client.clone(),
+                prefix.clone(),
+                info.selectable_fields.clone(),
+            )),
+        }
+    }
+}
+
+/// Every resource to serve: the built-ins, then those of `--resources`.
+pub fn all_resources(opts: &Options) -> Result<Vec<ResourceInfo>, ServerError> {
+    let mut all = builtin::resources();
+    if let Some(path) = &opts.resources {
+        all.extend(custom::load(path)?);
+    }
+    Ok(all)
+}
+
+/// Creates `default` and `kube-system` unless they exist.
+async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), ServerError> {
+    let Some(ns) = api
+        .resources()
+        .iter()
+        .find(|r| r.info.group.is_empty() && r.info.plural == "namespaces")
+    else {
+        return Ok(());
+    };
+    for name in ["default", "kube-system"] {
+        let bootstrap = |source| ServerError::Bootstrap {
+            name: name.to_owned(),
+            source,
+        };
+        let key = Key::object(&ns.info.storage_resource, None, name).map_err(bootstrap)?;
+        let mut obj = json!({"metadata": {"name": name}});
+        let Some(map) = obj.as_object_mut() else {
+            continue;
+        };
+        listwatch_endpoints::validation::prepare_create(&ns.info, map, None)
+            .map_err(|e| bootstrap(listwatch_storage::Error::internal(e.to_string())))?;
+        let object = Object::from_value(obj, &ns.info.selectable_fields)
+            .map_err(|e| bootstrap(listwatch_storage::Error::internal(e.to_string())))?;
+        match ns.storage.create(&key, object, None).await {
+            Ok(_) => tracing::info!(namespace = name, "created"),
+            Err(listwatch_storage::Error::AlreadyExists { .. }) => {}
+            Err(e) => return Err(bootstrap(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Builds the API for the options (exposed for tests and embedding).
+pub fn build_api(
+    opts: &Options,
+) -> Result<(listwatch_endpoints::Api, impl Send + 'static), ServerError> {
+    let backends = Backends::open(opts)?;
+    let config = Config {
+        min_request_timeout: Duration::from_secs(opts.min_request_timeout),
+        max_requests_inflight: opts.max_requests_inflight,
+        max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
+        max_watches: opts.max_watches,
+        ..Config::default()
+    };
+    let mut installer = Installer::new(config);
+    for info in all_resources(opts)? {
+        let storage = backends.storage_for(&info);
+        installer = installer.resource(info, storage);
+    }
+    Ok((installer.build(), backends))
+}
+
+/// Runs the server until SIGTERM/SIGINT; `on_listening` gets the bound address.
+pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result<(), ServerError> {
+    let (api, backends) = build_api(&opts)?;
+    bootstrap_namespaces(&api).await?;
+    let listener = tokio::net::TcpListener::bind(opts.bind)
+        .await
+        .map_err(|source| ServerError::Io {
+            addr: opts.bind,
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServerError::Io {
+        addr: opts.bind,
+        source,
+    })?;
+    on_listening(addr);
+    tracing::info!(%addr, storage = ?opts.storage, resources = api.resources().len(), "serving");
+    let shutdown = api.shutdown_handle();
+    let server = {
+        let shutdown = shutdown.clone();
+        axum::serve(listener, api.router())
+            .with_graceful_shutdown(async move { shutdown.wait().await })
+    };
+    let mut server = tokio::spawn(async move { server.await });
+    tokio::select! {
+        res = &mut server => {
+            return match res {
+                Ok(r) => r.map_err(|source| ServerError::Io { addr, source }),
+                Err(e) => Err(ServerError::Io { addr, source: std::io::Error::other(e) }),
+            };
+        }
+        () = terminate_signal() => {}
+    }
+    tracing::info!(
+        grace_seconds = opts.shutdown_grace_period,
+        "shutting down: ending watches, refusing new requests"
+    );
+    shutdown.shutdown();
+    match tokio::time::timeout(Duration::from_secs(opts.shutdown_grace_period), &mut server).await {
+        Ok(_) => tracing::info!("stopped"),
+        Err(_) => {
+            tracing::warn!("grace period over with requests still open; exiting");
+            server.abort();
+        }
+    }
+    drop(backends);
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn terminate_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
