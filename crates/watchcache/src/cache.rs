@@ -90,30 +90,35 @@ struct Shared {
 /// One immutable version of the cache, as readers see it.
 ///
 /// Every read method answers from this version alone; take a new view (or wait for one) to
-/// see later changes.
+/// see later changes. Only the writer builds views (its working copy is one); once published
+/// a view is never changed.
 #[derive(Clone)]
 pub struct CacheView {
     /// Shared configuration.
     config: Arc<Config>,
-    /// The highest resource version seen (events, lists and progress). Never decreases
-    /// except through a relist at a lower version.
+    /// The highest resource version seen (events, lists and progress); `store_rv <= rv`.
+    /// Never decreases except through a relist at a lower version.
     rv: u64,
-    /// Resource version of the last change of `store` (last event, or the list).
+    /// Resource version of the last change of `store` (last event, or the list): the state
+    /// at every version in `store_rv..=rv` is `store`.
     store_rv: u64,
-    /// The current state.
+    /// The current state, with indexes.
     store: Store,
-    /// Recent events.
+    /// Recent events, all with `list_rv < resource_version <= store_rv`.
     window: Window,
     /// The last list's resource version (0 before any list).
     list_rv: u64,
-    /// State after each event, by resource version; includes the list's. Empty when
+    /// The state after each event and after the list, by resource version, without
+    /// indexes; the newest key is `store_rv`. Those below the newest evicted event, and
+    /// those below the one serving the compaction revision, are dropped. Empty when
     /// snapshots are off.
     snapshots: OrdMap<u64, Store>,
-    /// Exact reads below this are expired.
+    /// The backend's compaction revision: Exact reads below it are expired.
     compacted_rv: u64,
-    /// Whether a list has been applied.
+    /// Whether a list has been applied; reads before that are `NotReady`.
     initialized: bool,
-    /// Bytes kept alive by the window alone (see [`MemoryUsage::window_bytes`]).
+    /// Bytes kept alive by the window alone (see [`MemoryUsage::window_bytes`]): the sum of
+    /// the buffered events' retained bytes.
     window_bytes: usize,
 }
 
@@ -433,6 +438,22 @@ impl WatchCacheReader {
                 requested: rv,
                 current: self.resource_version(),
             }),
+        }
+    }
+
+    /// Waits, with no time limit, for a view newer than `rv` (a dispatcher's idle wait: it
+    /// then takes `events_since(rv)` from the returned view).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future stops the wait and leaves nothing behind.
+    pub async fn wait_for_change(&self, rv: u64) -> Arc<CacheView> {
+        let mut rx = self.shared.published.subscribe();
+        match rx.wait_for(|v| v.rv > rv).await {
+            Ok(view) => Arc::clone(&view),
+            // The sender lives in `shared`, which we hold: it cannot close. Should it ever,
+            // the latest view is still the right answer for the caller to look at.
+            Err(_) => self.view(),
         }
     }
 
@@ -1208,6 +1229,36 @@ mod tests {
         let l = waiter.await.unwrap().unwrap();
         assert_eq!((names(&l), l.resource_version), (vec!["x", "z", "y"], 12));
         assert!(!reader.has_waiters());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dispatcher_wakes_for_each_newer_view_and_reads_its_events() {
+        let mut c = cache_at_10();
+        let reader = c.reader();
+        let dispatcher = tokio::spawn({
+            let reader = reader.clone();
+            async move {
+                let mut seen = Vec::new();
+                let mut last = 10;
+                while last < 13 {
+                    let view = reader.wait_for_change(last).await;
+                    seen.extend(
+                        view.events_since(last)
+                            .unwrap()
+                            .iter()
+                            .map(|e| e.resource_version),
+                    );
+                    last = view.resource_version();
+                }
+                seen
+            }
+        });
+        for rv in 11..=13 {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            c.apply(WatchEvent::Added(pod("a", &format!("p{rv}"), "n1", rv)))
+                .unwrap();
+        }
+        assert_eq!(dispatcher.await.unwrap(), [11, 12, 13]);
     }
 
     #[tokio::test(start_paused = true)]
