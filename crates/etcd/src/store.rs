@@ -15,8 +15,8 @@
 //! - the first attempt of a write may trust a caller's cached copy (the suggestion), but an
 //!   error computed from a copy that might be stale is only returned after re-reading etcd.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -63,6 +63,9 @@ pub struct EtcdStore {
     pub(crate) fields: SelectableFields,
     /// The open watches that asked for progress notifications.
     pub(crate) progress: Arc<ProgressHub>,
+    /// The lease new TTL objects may share and when it expires; only locked briefly, never
+    /// across an await.
+    lease: Arc<Mutex<Option<(i64, Instant)>>>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -120,6 +123,7 @@ impl EtcdStore {
             root: root.into(),
             fields,
             progress: Arc::new(ProgressHub::default()),
+            lease: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -183,11 +187,26 @@ impl EtcdStore {
         Ok(rev_of(resp.header.map_or(0, |h| h.revision)))
     }
 
-    async fn grant_lease(&self, ttl: Duration) -> Result<i64> {
+    /// A lease for an object that should expire after `ttl`: upstream's lease manager, which
+    /// shares one lease between objects whose TTLs end within a small window (5% of the TTL,
+    /// at most a minute), so that many short-lived objects (events) do not each cost a lease.
+    /// Returns the lease and whether it is shared (a shared lease must never be revoked).
+    async fn lease_for(&self, ttl: Duration) -> Result<(i64, bool)> {
         // etcd leases count whole seconds; round up so an object never expires early.
-        let secs = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
+        let secs = (ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)).max(1);
+        let reuse = (secs / 20).min(60);
+        let now = Instant::now();
+        let want_until = now + Duration::from_secs(secs);
+        if reuse > 0
+            && let Ok(cache) = self.lease.lock()
+            && let Some((id, expires)) = *cache
+            && want_until < expires
+            && want_until + Duration::from_secs(reuse) > expires
+        {
+            return Ok((id, true));
+        }
         let req = LeaseGrantRequest {
-            ttl: as_i64(secs.max(1)),
+            ttl: as_i64(secs + reuse),
             id: 0,
         };
         let resp = self
@@ -200,7 +219,13 @@ impl EtcdStore {
         if !resp.error.is_empty() {
             return Err(Error::internal(format!("etcd lease grant: {}", resp.error)));
         }
-        Ok(resp.id)
+        if reuse == 0 {
+            return Ok((resp.id, false));
+        }
+        if let Ok(mut cache) = self.lease.lock() {
+            *cache = Some((resp.id, now + Duration::from_secs(secs + reuse)));
+        }
+        Ok((resp.id, true))
     }
 
     async fn revoke_lease(&self, id: i64) {
@@ -378,9 +403,9 @@ impl Storage for EtcdStore {
                 "resourceVersion should not be set on objects to be created",
             ));
         }
-        let lease = match ttl {
-            Some(ttl) => self.grant_lease(ttl).await?,
-            None => 0,
+        let (lease, shared) = match ttl {
+            Some(ttl) => self.lease_for(ttl).await?,
+            None => (0, false),
         };
         let resp = self
             .txn(TxnRequest {
@@ -390,7 +415,7 @@ impl Storage for EtcdStore {
             })
             .await?;
         if !resp.succeeded {
-            if lease != 0 {
+            if lease != 0 && !shared {
                 self.revoke_lease(lease).await;
             }
             return Err(key.already_exists());

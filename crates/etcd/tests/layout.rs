@@ -133,12 +133,24 @@ async fn a_ttl_becomes_a_lease_on_the_key() {
         )
         .await
         .unwrap();
-    assert_ne!(
-        raw_get(&server, "/registry/events/ns/e1")
+    let lease = raw_get(&server, "/registry/events/ns/e1")
+        .await
+        .unwrap()
+        .lease;
+    assert_ne!(lease, 0);
+    // Objects whose TTLs end close together share a lease (upstream's lease manager).
+    let other = Key::object("events", Some("ns"), "e2").unwrap();
+    let e2 = obj(r#"{"metadata":{"name":"e2","namespace":"ns"}}"#);
+    store
+        .create(&other, e2, Some(Duration::from_secs(3600)))
+        .await
+        .unwrap();
+    assert_eq!(
+        raw_get(&server, "/registry/events/ns/e2")
             .await
             .unwrap()
             .lease,
-        0
+        lease
     );
     // A failed create (the key is taken) does not touch the stored key.
     let err = store
