@@ -210,5 +210,5 @@ fn state_only(config: Config, objects: &[Object]) -> isize {
     let region = Region::new(GLOBAL);
     cache.replace(list, PODS as u64 + 1).unwrap();
     // The list vector was freed inside the region; it was allocated before it.
-    held_bytes(&region) + (objects.len() * size_of::<Object>()) as isize
+    held_bytes(&region) + size_of_val(objects) as isize
 }
