@@ -23,7 +23,7 @@ use clap::{Parser, ValueEnum};
 use listwatch_api::Object;
 use listwatch_endpoints::{Config, Installer, ResourceInfo};
 use listwatch_etcd::{Compactor, EtcdClient, EtcdConfig, EtcdStore};
-use listwatch_memstore::MemStore;
+use listwatch_memstore::{MemStore, MemStoreConfig};
 use listwatch_storage::{Key, Storage};
 use serde_json::json;
 
@@ -86,6 +86,12 @@ pub struct Options {
     /// Watches open at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_watches: usize,
+    /// Embedded store: compaction keeps at least this many recent revisions.
+    #[arg(long, default_value_t = 10_000)]
+    pub embedded_retain_revisions: u64,
+    /// Embedded store: compaction keeps at least this many seconds of history.
+    #[arg(long, default_value_t = 300)]
+    pub embedded_retain_window: u64,
     /// Log filter (tracing `EnvFilter` syntax, e.g. `info` or `listwatch_endpoints=debug`);
     /// `RUST_LOG` overrides it.
     #[arg(long, default_value = "info")]
@@ -138,7 +144,16 @@ enum Backends {
 impl Backends {
     fn open(opts: &Options) -> Result<Self, ServerError> {
         match opts.storage {
-            Backend::Embedded => Ok(Backends::Embedded(MemStore::new())),
+            Backend::Embedded => {
+                let config = MemStoreConfig {
+                    retain_revisions: opts.embedded_retain_revisions,
+                    retain_window: Duration::from_secs(opts.embedded_retain_window),
+                    // A short history is also looked at often, so it stays short.
+                    compaction_check_every: opts.embedded_retain_revisions.clamp(1, 1024),
+                    ..MemStoreConfig::default()
+                };
+                Ok(Backends::Embedded(MemStore::with_config(config)))
+            }
             Backend::Etcd => {
                 let client = EtcdClient::new(EtcdConfig::new(opts.etcd_servers.iter().cloned()))
                     .map_err(|e| ServerError::Etcd(e.to_string()))?;

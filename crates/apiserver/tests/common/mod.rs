@@ -1,0 +1,271 @@
+//! Shared helpers of the end-to-end tests: the built server on a free port, a raw HTTP/1.1
+//! client, and kubectl.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Longest wait for anything a test waits on; only a hang reaches it.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A running `listwatch-apiserver`, killed on drop.
+pub struct Server {
+    child: Child,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Server {
+    /// Starts the binary on a free loopback port with extra flags.
+    pub fn start(extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
+            .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start listwatch-apiserver");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let first = rx
+            .recv_timeout(PATIENCE)
+            .expect("the server prints its address");
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap_or_else(|| panic!("no address in {first:?}"))
+            .to_owned();
+        let addr = url.trim_start_matches("http://").to_owned();
+        Self { child, addr, url }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns whether it exited successfully.
+    pub fn terminate(mut self) -> bool {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let (tx, rx) = mpsc::channel();
+        let mut child = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        rx.recv_timeout(PATIENCE)
+            .expect("the server exits after SIGTERM")
+            .unwrap()
+            .success()
+    }
+
+    /// A kubectl command against this server, with its own cache dir.
+    pub fn kubectl(&self, cache: &std::path::Path) -> Command {
+        let mut c = Command::new("kubectl");
+        c.args(["--server", &self.url, "--cache-dir"]).arg(cache);
+        c
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A raw HTTP response.
+#[derive(Debug)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// Headers, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// Body, de-chunked.
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&self.body)))
+    }
+
+    /// Newline-separated JSON documents (a watch body).
+    pub fn lines(&self) -> Vec<serde_json::Value> {
+        self.body
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect()
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`), read to the end.
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    // A server may answer (413) before reading a large body; a failed write is fine then.
+    let _ = s.write_all(body);
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    parse_response(&raw)
+}
+
+fn parse_response(raw: &[u8]) -> Response {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete response head");
+    let head = String::from_utf8_lossy(&raw[..end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let mut rest = &raw[end + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        let mut out = Vec::new();
+        loop {
+            let nl = rest
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .expect("chunk size line");
+            let size =
+                usize::from_str_radix(String::from_utf8_lossy(&rest[..nl]).trim(), 16).unwrap();
+            rest = &rest[nl + 2..];
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(&rest[..size]);
+            rest = &rest[size + 2..];
+        }
+        out
+    } else {
+        rest.to_vec()
+    };
+    Response {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Whether a program is on PATH.
+pub fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--help")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// Runs a command to completion, panicking with its output on failure; returns stdout.
+pub fn run_ok(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs a command that must fail; returns stderr.
+pub fn run_err(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("run command");
+    assert!(!out.status.success(), "{cmd:?} unexpectedly succeeded");
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// Spawns a long-running command whose stdout lines arrive on a channel.
+pub fn spawn_lines(cmd: &mut Command) -> (Child, mpsc::Receiver<String>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+/// Opens a streaming request and reads only the response head (a watch's headers are
+/// flushed at once); returns the open connection and the status code.
+pub fn open_stream(addr: &str, path: &str) -> (TcpStream, u16) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut byte).expect("response head");
+        assert_eq!(n, 1, "connection closed before the response head");
+        head.push(byte[0]);
+    }
+    let status = String::from_utf8_lossy(&head)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    (s, status)
+}

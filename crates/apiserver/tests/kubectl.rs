@@ -1,0 +1,270 @@
+//! kubectl against the built server: create, apply and re-apply (strategic merge), get in
+//! every output, selectors, label, delete, and `get -w`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Server, have, run_err, run_ok, spawn_lines};
+
+fn kubectl_available() -> bool {
+    if have("kubectl") {
+        return true;
+    }
+    eprintln!("SKIPPED: kubectl is not on PATH");
+    false
+}
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: e2e
+  labels:
+    app: web
+spec:
+  nodeName: n1
+  containers:
+  - name: nginx
+    image: nginx:1.26
+    ports:
+    - containerPort: 80
+    env:
+    - name: MODE
+      value: one
+";
+
+#[test]
+fn kubectl_creates_applies_gets_labels_and_deletes() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+
+    assert!(run_ok(k().args(["create", "namespace", "e2e"])).contains("namespace/e2e created"));
+    let ns = run_ok(k().args(["get", "namespaces"]));
+    for n in ["default", "kube-system", "e2e"] {
+        assert!(
+            ns.lines().any(|l| l.starts_with(n) && l.contains("Active")),
+            "{ns}"
+        );
+    }
+
+    let pod_file = dir.path().join("pod.yaml");
+    std::fs::write(&pod_file, POD).unwrap();
+    assert!(run_ok(k().arg("apply").arg("-f").arg(&pod_file)).contains("pod/web created"));
+    std::fs::write(
+        &pod_file,
+        POD.replace("nginx:1.26", "nginx:1.27")
+            .replace("value: one", "value: two"),
+    )
+    .unwrap();
+    assert!(run_ok(k().arg("apply").arg("-f").arg(&pod_file)).contains("pod/web configured"));
+
+    let json: serde_json::Value = serde_json::from_str(&run_ok(
+        k().args(["get", "pod", "web", "-n", "e2e", "-o", "json"]),
+    ))
+    .unwrap();
+    let containers = json["spec"]["containers"].as_array().unwrap();
+    assert_eq!(
+        containers.len(),
+        1,
+        "strategic merge keeps one container by name"
+    );
+    assert_eq!(containers[0]["image"], "nginx:1.27");
+    assert_eq!(
+        containers[0]["env"],
+        serde_json::json!([{"name":"MODE","value":"two"}])
+    );
+    assert_eq!(containers[0]["ports"][0]["containerPort"], 80);
+    assert_eq!(json["metadata"]["generation"], 2);
+    assert!(
+        json["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+
+    let yaml = run_ok(k().args(["get", "pod", "web", "-n", "e2e", "-o", "yaml"]));
+    assert!(
+        yaml.contains("image: nginx:1.27") && yaml.contains("kind: Pod"),
+        "{yaml}"
+    );
+
+    let table = run_ok(k().args(["get", "pods", "-n", "e2e"]));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[..4], ["web", "0/1", "Pending", "0"]);
+
+    let other = dir.path().join("other.yaml");
+    std::fs::write(
+        &other,
+        POD.replace("name: web", "name: db")
+            .replace("app: web", "app: db")
+            .replace("nodeName: n1", "nodeName: n2"),
+    )
+    .unwrap();
+    run_ok(k().arg("apply").arg("-f").arg(&other));
+
+    let by_label = run_ok(k().args(["get", "pods", "-n", "e2e", "-l", "app=web", "-o", "name"]));
+    assert_eq!(by_label.trim(), "pod/web");
+    let by_field = run_ok(k().args(["get", "pods", "-A", "--field-selector", "spec.nodeName=n2"]));
+    assert!(by_field.lines().next().unwrap().starts_with("NAMESPACE"));
+    assert_eq!(by_field.lines().count(), 2, "{by_field}");
+    assert!(by_field.contains("db") && !by_field.contains("web"));
+    let wide = run_ok(k().args([
+        "get",
+        "pods",
+        "-n",
+        "e2e",
+        "-o",
+        "wide",
+        "--field-selector",
+        "spec.nodeName=n1",
+    ]));
+    assert!(
+        wide.lines().next().unwrap().contains("NODE") && wide.contains("n1"),
+        "{wide}"
+    );
+
+    assert!(
+        run_ok(k().args(["label", "pod", "web", "-n", "e2e", "tier=fe"]))
+            .contains("pod/web labeled")
+    );
+    let labels = run_ok(k().args([
+        "get",
+        "pod",
+        "web",
+        "-n",
+        "e2e",
+        "-o",
+        "jsonpath={.metadata.labels.tier}",
+    ]));
+    assert_eq!(labels, "fe");
+
+    let bad = run_err(k().args([
+        "get",
+        "pods",
+        "-n",
+        "e2e",
+        "--field-selector",
+        "spec.color=red",
+    ]));
+    assert!(bad.contains("field label not supported"), "{bad}");
+
+    assert!(
+        run_ok(k().args(["delete", "pod", "web", "-n", "e2e"])).contains("pod \"web\" deleted")
+    );
+    let gone = run_err(k().args(["get", "pod", "web", "-n", "e2e"]));
+    assert!(
+        gone.contains("NotFound") || gone.contains("not found"),
+        "{gone}"
+    );
+    assert!(run_ok(k().args(["delete", "namespace", "e2e"])).contains("deleted"));
+    let left = run_ok(k().args(["get", "pods", "-A", "-o", "name"]));
+    assert_eq!(left.trim(), "", "a deleted namespace takes its pods");
+}
+
+/// Waits for a line containing every needle; returns it.
+fn expect_line(
+    rx: &std::sync::mpsc::Receiver<String>,
+    needles: &[&str],
+    seen: &mut Vec<String>,
+) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no line with {needles:?}; saw {seen:#?}"));
+        seen.push(line.clone());
+        if needles
+            .iter()
+            .all(|n| line.split_whitespace().any(|w| w == *n))
+        {
+            return line;
+        }
+    }
+}
+
+#[test]
+fn kubectl_get_watch_sees_added_modified_deleted_and_ends_with_the_server() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+    run_ok(k().args(["create", "namespace", "e2e"]));
+    let pod_file = dir.path().join("pod.yaml");
+    std::fs::write(&pod_file, POD).unwrap();
+    run_ok(k().arg("apply").arg("-f").arg(&pod_file));
+
+    let (mut watch, rx) =
+        spawn_lines(k().args(["get", "pods", "-n", "e2e", "-w", "--output-watch-events"]));
+    let mut seen = Vec::new();
+    // The initial list comes first; the watch then starts from the list's version, so every
+    // write below is delivered whenever the watch connection is made.
+    expect_line(&rx, &["ADDED", "web", "0/1", "Pending"], &mut seen);
+    run_ok(k().args(["label", "pod", "web", "-n", "e2e", "tier=fe"]));
+    expect_line(&rx, &["MODIFIED", "web"], &mut seen);
+    std::fs::write(&pod_file, POD.replace("name: web", "name: second")).unwrap();
+    run_ok(k().arg("apply").arg("-f").arg(&pod_file));
+    expect_line(&rx, &["ADDED", "second"], &mut seen);
+    run_ok(k().args(["delete", "pod", "second", "-n", "e2e"]));
+    expect_line(&rx, &["DELETED", "second"], &mut seen);
+
+    // kubectl does not re-watch: when the server ends the watch (here by shutting down
+    // gracefully), kubectl exits.
+    assert!(server.terminate(), "graceful shutdown exits 0");
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if watch.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "kubectl get -w did not end with the server"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn kubectl_apply_server_side_creates_and_updates() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+    run_ok(k().args(["create", "namespace", "e2e"]));
+    let f = dir.path().join("cm.yaml");
+    std::fs::write(&f, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: e2e\ndata:\n  a: \"1\"\n").unwrap();
+    assert!(
+        run_ok(k().args(["apply", "--server-side", "-f"]).arg(&f)).contains("serverside-applied")
+    );
+    std::fs::write(&f, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: e2e\ndata:\n  a: \"2\"\n").unwrap();
+    run_ok(k().args(["apply", "--server-side", "-f"]).arg(&f));
+    let a = run_ok(k().args([
+        "get",
+        "configmap",
+        "c",
+        "-n",
+        "e2e",
+        "-o",
+        "jsonpath={.data.a}",
+    ]));
+    assert_eq!(a, "2");
+    let created = run_ok(k().args([
+        "create",
+        "configmap",
+        "lit",
+        "-n",
+        "e2e",
+        "--from-literal=k=v",
+    ]));
+    assert!(created.contains("configmap/lit created"));
+}
