@@ -1,0 +1,110 @@
+//! The in-process lister-watcher that feeds the cache: listwatch-client's reflector, pointed
+//! at a [`Storage`] instead of an HTTP server.
+//!
+//! It translates client requests into storage options and storage events into client events
+//! one to one; storage errors become the `Status` the wire would carry, so the reflector's
+//! recovery rules (relist on 410, back off on 429) apply unchanged.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use listwatch_api::Object;
+use listwatch_client::{
+    Error as ClientError, ListRequest, ListerWatcher, Page, VersionMatch,
+    WatchEvent as ClientEvent, WatchRequest, WatchStream,
+};
+use listwatch_storage::{
+    Error, Key, ListOptions, ResourceVersionMatch, SelectionPredicate, Storage, WatchEvent,
+};
+
+/// Lists and watches one collection of a storage backend.
+pub(crate) struct StorageListerWatcher {
+    pub(crate) backend: Arc<dyn Storage>,
+    pub(crate) key: Key,
+}
+
+fn to_client(e: &Error) -> ClientError {
+    match e {
+        Error::Unreachable { .. } => ClientError::Connect(e.to_string().into()),
+        _ => ClientError::Api(Box::new(e.to_status())),
+    }
+}
+
+fn version_match(m: Option<VersionMatch>) -> Option<ResourceVersionMatch> {
+    m.map(|m| match m {
+        VersionMatch::NotOlderThan => ResourceVersionMatch::NotOlderThan,
+        VersionMatch::Exact => ResourceVersionMatch::Exact,
+    })
+}
+
+#[async_trait]
+impl ListerWatcher for StorageListerWatcher {
+    type Object = Object;
+
+    async fn list(&self, request: &ListRequest) -> listwatch_client::Result<Page<Object>> {
+        let opts = ListOptions {
+            resource_version: request.resource_version,
+            resource_version_match: version_match(request.resource_version_match),
+            predicate: SelectionPredicate {
+                label: request.label_selector.clone(),
+                field: request.field_selector.clone(),
+            },
+            limit: request.limit.map(u64::from),
+            continue_token: request.continue_token.clone(),
+            ..ListOptions::recursive()
+        };
+        let list = self
+            .backend
+            .list(&self.key, &opts)
+            .await
+            .map_err(|e| to_client(&e))?;
+        Ok(Page {
+            items: list.items,
+            resource_version: list.resource_version,
+            continue_token: list.continue_token,
+        })
+    }
+
+    async fn watch(&self, request: &WatchRequest) -> listwatch_client::Result<WatchStream<Object>> {
+        let opts = ListOptions {
+            resource_version: request.resource_version,
+            resource_version_match: version_match(request.resource_version_match),
+            predicate: SelectionPredicate {
+                label: request.label_selector.clone(),
+                field: request.field_selector.clone(),
+            },
+            allow_watch_bookmarks: request.allow_bookmarks,
+            send_initial_events: request.send_initial_events.then_some(true),
+            // The cache relies on progress notifications for consistent reads.
+            progress_notify: true,
+            ..ListOptions::recursive()
+        };
+        let events = self
+            .backend
+            .watch(&self.key, &opts)
+            .await
+            .map_err(|e| to_client(&e))?;
+        let events = events.map(|ev| match ev {
+            WatchEvent::Added(o) => Ok(ClientEvent::Added(o)),
+            WatchEvent::Modified { object, .. } => Ok(ClientEvent::Modified(object)),
+            WatchEvent::Deleted(o) => Ok(ClientEvent::Deleted(o)),
+            WatchEvent::Bookmark(b) => Ok(ClientEvent::Bookmark {
+                resource_version: b.resource_version,
+                initial_events_end: b.initial_events_end,
+            }),
+            WatchEvent::Error(e) => Err(to_client(&e)),
+        });
+        // A storage watch has no server-side timeout; honour the reflector's so that it
+        // re-watches now and then, as it would against a real server.
+        let events = match request.timeout_seconds {
+            Some(secs) => {
+                let deadline = tokio::time::sleep(Duration::from_secs(secs));
+                events.take_until(deadline).boxed()
+            }
+            None => events.boxed(),
+        };
+        Ok(events)
+    }
+}

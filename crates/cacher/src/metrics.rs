@@ -1,0 +1,119 @@
+//! The cacher's metrics, registered once in a prometheus-client registry and shared by every
+//! cacher (each labels its series with its resource).
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// The label every cacher series carries.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    /// The resource, e.g. `pods`.
+    pub resource: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 10 µs to ~5 s.
+    Histogram::new(exponential_buckets(0.000_01, 3.0, 12))
+}
+
+/// Metric families of all cachers. Cloning shares them.
+#[derive(Debug, Clone)]
+pub struct CacherMetrics {
+    events_dispatched: Family<ResourceLabel, Counter>,
+    watchers_active: Family<ResourceLabel, Gauge>,
+    watchers_terminated: Family<ResourceLabel, Counter>,
+    watchers_stalled: Family<ResourceLabel, Counter>,
+    dispatch_latency: Family<ResourceLabel, Histogram, fn() -> Histogram>,
+    cache_lag: Family<ResourceLabel, Gauge>,
+    init_events: Family<ResourceLabel, Counter>,
+}
+
+impl Default for CacherMetrics {
+    /// Metrics that are counted but registered nowhere.
+    fn default() -> Self {
+        Self {
+            events_dispatched: Family::default(),
+            watchers_active: Family::default(),
+            watchers_terminated: Family::default(),
+            watchers_stalled: Family::default(),
+            dispatch_latency: Family::new_with_constructor(latency_histogram),
+            cache_lag: Family::default(),
+            init_events: Family::default(),
+        }
+    }
+}
+
+impl CacherMetrics {
+    /// Creates the families and registers them in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        let r = registry.sub_registry_with_prefix("listwatch_cacher");
+        r.register(
+            "events_dispatched",
+            "Events fanned out by the dispatcher",
+            m.events_dispatched.clone(),
+        );
+        r.register(
+            "watchers_active",
+            "Watchers currently registered",
+            m.watchers_active.clone(),
+        );
+        r.register(
+            "watchers_terminated",
+            "Watchers closed because they could not keep up",
+            m.watchers_terminated.clone(),
+        );
+        r.register(
+            "watchers_stalled",
+            "Slow watchers detached to catch up from the event window",
+            m.watchers_stalled.clone(),
+        );
+        r.register(
+            "dispatch_latency_seconds",
+            "Time from the cache receiving an event to the dispatcher handing it to every watcher",
+            m.dispatch_latency.clone(),
+        );
+        r.register(
+            "cache_lag_revisions",
+            "Revisions the cache is behind the backend at the last consistent read",
+            m.cache_lag.clone(),
+        );
+        r.register(
+            "init_events",
+            "Events sent as watches' initial state",
+            m.init_events.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn for_resource(&self, resource: &str) -> ResourceMetrics {
+        let l = ResourceLabel {
+            resource: resource.to_owned(),
+        };
+        ResourceMetrics {
+            events_dispatched: self.events_dispatched.get_or_create(&l).clone(),
+            watchers_active: self.watchers_active.get_or_create(&l).clone(),
+            watchers_terminated: self.watchers_terminated.get_or_create(&l).clone(),
+            watchers_stalled: self.watchers_stalled.get_or_create(&l).clone(),
+            dispatch_latency: self.dispatch_latency.get_or_create(&l).clone(),
+            cache_lag: self.cache_lag.get_or_create(&l).clone(),
+            init_events: self.init_events.get_or_create(&l).clone(),
+        }
+    }
+}
+
+/// One resource's series.
+#[derive(Debug, Clone)]
+pub(crate) struct ResourceMetrics {
+    pub(crate) events_dispatched: Counter,
+    pub(crate) watchers_active: Gauge,
+    pub(crate) watchers_terminated: Counter,
+    pub(crate) watchers_stalled: Counter,
+    pub(crate) dispatch_latency: Histogram,
+    pub(crate) cache_lag: Gauge,
+    pub(crate) init_events: Counter,
+}

@@ -1,0 +1,281 @@
+//! Cacher behaviour beyond the storage contract: readiness, slow watchers, triggers, scale.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use listwatch_api::{FieldSelector, Object, SelectableFields};
+use listwatch_cacher::{Cacher, CacherConfig, ReadyState};
+use listwatch_memstore::MemStore;
+use listwatch_storage::{Key, ListOptions, SelectionPredicate, Storage, WatchEvent, WatchStream};
+
+fn fields() -> SelectableFields {
+    SelectableFields::new(["spec.nodeName"])
+}
+
+fn pod(ns: &str, name: &str, node: &str, generation: u64) -> Object {
+    let v = serde_json::json!({"kind":"Pod","metadata":{"name":name,"namespace":ns},
+        "spec":{"nodeName":node,"generation":generation}});
+    Object::from_value(v, &fields()).unwrap()
+}
+
+async fn put(s: &impl Storage, o: Object) -> Object {
+    let key = Key::object("pods", o.namespace(), o.name()).unwrap();
+    let mut update = |_: Option<&Object>| Ok(o.clone());
+    s.guaranteed_update(&key, None, true, &mut update, None)
+        .await
+        .unwrap()
+}
+
+async fn next(w: &mut WatchStream) -> Option<WatchEvent> {
+    tokio::time::timeout(Duration::from_secs(10), w.next())
+        .await
+        .expect("no event in time")
+}
+
+/// A backend whose lists fail until told otherwise, to hold the cacher in Pending.
+#[derive(Clone)]
+struct Flaky {
+    inner: MemStore,
+    lists_fail: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait::async_trait]
+impl Storage for Flaky {
+    async fn create(
+        &self,
+        k: &Key,
+        o: Object,
+        t: Option<Duration>,
+    ) -> listwatch_storage::Result<Object> {
+        self.inner.create(k, o, t).await
+    }
+    async fn get(
+        &self,
+        k: &Key,
+        o: &listwatch_storage::GetOptions,
+    ) -> listwatch_storage::Result<Option<Object>> {
+        self.inner.get(k, o).await
+    }
+    async fn list(
+        &self,
+        k: &Key,
+        o: &ListOptions,
+    ) -> listwatch_storage::Result<listwatch_storage::ObjectList> {
+        if self.lists_fail.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(listwatch_storage::Error::Unreachable {
+                message: "down".into(),
+            });
+        }
+        self.inner.list(k, o).await
+    }
+    async fn watch(
+        &self,
+        k: &Key,
+        o: &ListOptions,
+    ) -> listwatch_storage::Result<listwatch_storage::WatchStream> {
+        self.inner.watch(k, o).await
+    }
+    async fn guaranteed_update(
+        &self,
+        k: &Key,
+        p: Option<&listwatch_storage::Preconditions>,
+        i: bool,
+        u: &mut listwatch_storage::UpdateFn<'_>,
+        s: Option<Object>,
+    ) -> listwatch_storage::Result<Object> {
+        self.inner.guaranteed_update(k, p, i, u, s).await
+    }
+    async fn delete(
+        &self,
+        k: &Key,
+        p: Option<&listwatch_storage::Preconditions>,
+        v: &listwatch_storage::ValidateDeleteFn<'_>,
+        s: Option<Object>,
+    ) -> listwatch_storage::Result<Object> {
+        self.inner.delete(k, p, v, s).await
+    }
+    async fn stats(&self, k: &Key) -> listwatch_storage::Result<listwatch_storage::Stats> {
+        self.inner.stats(k).await
+    }
+    async fn request_watch_progress(&self) -> listwatch_storage::Result<()> {
+        self.inner.request_watch_progress().await
+    }
+    async fn current_resource_version(&self) -> listwatch_storage::Result<u64> {
+        self.inner.current_resource_version().await
+    }
+    async fn readiness(&self) -> listwatch_storage::Result<()> {
+        self.inner.readiness().await
+    }
+}
+
+#[tokio::test]
+async fn watches_get_429_until_the_cache_is_ready_and_lists_fall_back_to_the_backend() {
+    let backend = Flaky {
+        inner: MemStore::new(),
+        lists_fail: Arc::default(),
+    };
+    backend
+        .lists_fail
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let cacher = Cacher::new(Arc::new(backend.clone()), CacherConfig::new("pods"));
+    put(&backend.inner, pod("ns", "a", "n1", 0)).await;
+    assert_eq!(cacher.ready_state(), (ReadyState::Pending, 0));
+    let all = Key::collection("pods", None).unwrap();
+    let err = cacher
+        .watch(&all, &ListOptions::recursive())
+        .await
+        .err()
+        .expect("not ready");
+    let status = err.to_status();
+    assert_eq!(status.code, 429);
+    assert!(status.retry_after() >= 1);
+    backend
+        .lists_fail
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    // Served by the backend while pending.
+    assert_eq!(
+        cacher
+            .list(&all, &ListOptions::recursive())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    tokio::time::timeout(Duration::from_secs(60), cacher.wait_ready())
+        .await
+        .unwrap();
+    assert_eq!(cacher.ready_state(), (ReadyState::Ready, 1));
+    let mut w = cacher.watch(&all, &ListOptions::recursive()).await.unwrap();
+    assert!(matches!(next(&mut w).await, Some(WatchEvent::Added(o)) if o.name() == "a"));
+}
+
+async fn slow_watcher_case(stall_resume: bool) -> (Vec<u64>, bool) {
+    let mut config = CacherConfig::new("pods").with_stall_resume(stall_resume);
+    config.max_dispatch_budget = Duration::from_millis(1);
+    let cacher = Cacher::new(Arc::new(MemStore::new()), config);
+    cacher.wait_ready().await;
+    let start = put(&cacher, pod("ns", "a", "n1", 0)).await;
+    let all = Key::collection("pods", None).unwrap();
+    let opts = ListOptions {
+        resource_version: Some(start.resource_version()),
+        ..ListOptions::recursive()
+    };
+    let mut slow = cacher.watch(&all, &opts).await.unwrap();
+    let mut fast = cacher.watch(&all, &opts).await.unwrap();
+    let mut last = 0;
+    for i in 1..=60 {
+        last = put(&cacher, pod("ns", "a", "n1", i))
+            .await
+            .resource_version();
+        // The fast watcher keeps up.
+        assert!(matches!(
+            next(&mut fast).await,
+            Some(WatchEvent::Modified { .. })
+        ));
+    }
+    let mut got = Vec::new();
+    let mut ended = false;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(2), slow.next()).await {
+            Ok(Some(ev)) => {
+                got.push(ev.resource_version().unwrap());
+                if got.last() == Some(&last) {
+                    break;
+                }
+            }
+            Ok(None) => {
+                ended = true;
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    (got, ended)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_watcher_is_detached_and_catches_up_from_the_window() {
+    let (got, ended) = slow_watcher_case(true).await;
+    assert!(!ended);
+    assert_eq!(got.len(), 60, "every event once: {got:?}");
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_stall_resume_a_slow_watcher_is_closed_after_what_it_buffered() {
+    let (got, ended) = slow_watcher_case(false).await;
+    assert!(ended, "the slow watcher was not closed");
+    assert!(got.len() < 60);
+    // What it did get is a gap-free run from its start.
+    assert!(got.windows(2).all(|w| w[1] == w[0] + 1), "{got:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_kubelet_watchers_each_see_only_their_node() {
+    const NODES: usize = 10_000;
+    let cacher = Cacher::new(
+        Arc::new(MemStore::new()),
+        CacherConfig::new("pods").with_trigger("spec.nodeName"),
+    );
+    cacher.wait_ready().await;
+    let start = cacher.current_resource_version().await.unwrap();
+    let all = Key::collection("pods", None).unwrap();
+    let mut watchers = Vec::with_capacity(NODES);
+    for n in 0..NODES {
+        let opts = ListOptions {
+            resource_version: Some(start),
+            predicate: SelectionPredicate {
+                field: FieldSelector::equals("spec.nodeName", &format!("node-{n}")),
+                ..Default::default()
+            },
+            ..ListOptions::recursive()
+        };
+        watchers.push(cacher.watch(&all, &opts).await.unwrap());
+    }
+    assert_eq!(cacher.watcher_count(), NODES);
+    // Two pods per node for a sample of nodes, then one moves to another node.
+    let sample: Vec<usize> = (0..NODES).step_by(97).collect();
+    for &n in &sample {
+        for p in 0..2 {
+            put(
+                &cacher,
+                pod("ns", &format!("p-{n}-{p}"), &format!("node-{n}"), 0),
+            )
+            .await;
+        }
+    }
+    let moved = put(&cacher, pod("ns", "p-0-0", "node-1", 1)).await;
+    for &n in &sample {
+        let w = &mut watchers[n];
+        let mut names = Vec::new();
+        for _ in 0..2 {
+            match next(w).await {
+                Some(WatchEvent::Added(o)) => names.push(o.name().to_owned()),
+                other => panic!("node-{n}: {other:?}"),
+            }
+        }
+        assert_eq!(names, [format!("p-{n}-0"), format!("p-{n}-1")]);
+    }
+    // The move leaves node-0 (DELETED there) and enters node-1 (ADDED there), via the
+    // previous and current trigger values.
+    match next(&mut watchers[0]).await {
+        Some(WatchEvent::Deleted(o)) => assert_eq!(
+            (o.name(), o.resource_version()),
+            ("p-0-0", moved.resource_version())
+        ),
+        other => panic!("node-0: {other:?}"),
+    }
+    match next(&mut watchers[1]).await {
+        Some(WatchEvent::Added(o)) => assert_eq!(o.name(), "p-0-0"),
+        other => panic!("node-1: {other:?}"),
+    }
+    // A node with no pods got nothing.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), watchers[2].next())
+            .await
+            .is_err()
+    );
+}

@@ -1,0 +1,61 @@
+//! The storage conformance suite against a Cacher over the embedded store.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use listwatch_cacher::{Cacher, CacherConfig};
+use listwatch_memstore::MemStore;
+use listwatch_storage::Result;
+use listwatch_storage::conformance::{Capabilities, Harness};
+
+/// Each case gets a fresh MemStore and a pods Cacher over it; compaction compacts the backend.
+#[derive(Default)]
+struct CachedMem {
+    backend: Mutex<Option<MemStore>>,
+}
+
+#[async_trait]
+impl Harness for CachedMem {
+    type Store = Cacher;
+
+    async fn new_store(&self) -> Cacher {
+        let backend = MemStore::new();
+        *self.backend.lock().unwrap() = Some(backend.clone());
+        let cacher = Cacher::new(
+            Arc::new(backend),
+            CacherConfig::new("pods").with_trigger("spec.nodeName"),
+        );
+        cacher.wait_ready().await;
+        cacher
+    }
+
+    async fn compact(&self, store: &Cacher, revision: u64) -> Result<()> {
+        let backend = self
+            .backend
+            .lock()
+            .unwrap()
+            .clone()
+            .expect("a store was made");
+        // Let the cache catch up first: compacting under a lagging reflector would make it
+        // relist and end every watch, which is correct but not what a case is about.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while store.cache_resource_version() < revision && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        backend.compact(revision)?;
+        store.notify_compaction(revision).await;
+        Ok(())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::all()
+    }
+}
+
+async fn harness() -> CachedMem {
+    CachedMem::default()
+}
+
+listwatch_storage::conformance_tests!(harness);
