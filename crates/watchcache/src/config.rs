@@ -93,14 +93,16 @@ pub struct MemoryUsage {
     /// Serialized bytes of object versions kept alive only by the event window: the previous
     /// states its events carry and the last states of deleted objects.
     pub window_bytes: usize,
+    /// Estimated bytes of the per-event snapshots (the map nodes each one copies).
+    pub snapshot_bytes: usize,
     /// The configured budget, if any.
     pub budget: Option<usize>,
 }
 
 impl MemoryUsage {
-    /// State plus window.
+    /// State, window and snapshots.
     pub fn total(&self) -> usize {
-        self.state_bytes + self.window_bytes
+        self.state_bytes + self.window_bytes + self.snapshot_bytes
     }
 }
 

@@ -163,7 +163,8 @@ fn cached_pods_hold_at_most_one_and_a_half_times_their_json() {
     // The same pods arriving one event at a time: the window (which grows to hold them all,
     // all being fresh) and a snapshot per event come on top, sharing the objects. Snapshots
     // carry no indexes, so each costs one path copy of the object map.
-    let with_snapshots = listed + watch_all(config(), &objects) - state_only(config(), &objects);
+    let (held, estimated) = watch_all(config(), &objects);
+    let with_snapshots = listed + held - state_only(config(), &objects);
     let ratio = with_snapshots as f64 / json_bytes as f64;
     eprintln!(
         "watched {PODS} pods with window and snapshots: {with_snapshots} held, ratio {ratio:.3}"
@@ -174,7 +175,7 @@ fn cached_pods_hold_at_most_one_and_a_half_times_their_json() {
     );
 
     // Without snapshots, the window costs little on top of the objects it shares.
-    let without = listed + watch_all(config().with_snapshots(false), &objects)
+    let without = listed + watch_all(config().with_snapshots(false), &objects).0
         - state_only(config(), &objects);
     let ratio = without as f64 / json_bytes as f64;
     eprintln!("watched {PODS} pods with window, no snapshots: {without} held, ratio {ratio:.3}");
@@ -182,15 +183,23 @@ fn cached_pods_hold_at_most_one_and_a_half_times_their_json() {
         ratio <= 1.5,
         "held {without} bytes for {json_bytes} bytes of JSON (ratio {ratio:.3})"
     );
+    let measured = (with_snapshots - without) as f64;
     eprintln!(
-        "snapshots cost {} bytes per event over up to {PODS} objects",
-        (with_snapshots - without) / PODS as isize
+        "snapshots cost {:.0} bytes per event over up to {PODS} objects; the cache estimates {}",
+        measured / PODS as f64,
+        estimated / PODS
+    );
+    // The budget relies on the estimate: it must be of the right size.
+    let off = estimated as f64 / measured;
+    assert!(
+        (0.5..2.0).contains(&off),
+        "estimated {estimated} snapshot bytes, measured {measured}"
     );
 }
 
 /// Applies every (already parsed) pod as an `Added` event to a fresh cache; the bytes the
 /// cache then holds beyond the objects.
-fn watch_all(config: Config, objects: &[Object]) -> isize {
+fn watch_all(config: Config, objects: &[Object]) -> (isize, usize) {
     let mut cache = WatchCache::new(config);
     cache.replace(Vec::new(), 1).unwrap();
     let region = Region::new(GLOBAL);
@@ -200,7 +209,7 @@ fn watch_all(config: Config, objects: &[Object]) -> isize {
             .unwrap();
     }
     assert_eq!(cache.view().window().len(), PODS);
-    held_bytes(&region)
+    (held_bytes(&region), cache.view().memory().snapshot_bytes)
 }
 
 /// The bytes a listed state (maps and indexes, no window) adds to already parsed objects.
