@@ -24,7 +24,10 @@
 //!
 //! # The window and "too old"
 //!
-//! The window keeps the most recent events (see `window.rs` for the sizing rule). A watch from
+//! The window keeps the most recent events. Its capacity starts at 100 and, checked when an
+//! event arrives at a full window, doubles (up to 102 400) while the oldest event is younger
+//! than 75 s, and halves (down to 100) once the event a quarter of the capacity from the
+//! newest end is older than that (all configurable, see [`Config`]). A watch from
 //! resource version `rv` can be served when every event after `rv` is still buffered. As
 //! upstream: let `oldest` be the resource version after the last list when no event has left
 //! the window since that list, else the oldest buffered event's; then `rv < oldest − 1` is
@@ -276,7 +279,9 @@ impl CacheView {
     ///   token that continues at the current version when that one is gone.
     ///
     /// A version above the view's is `TooLargeResourceVersion`. Label and field selectors
-    /// filter; an exact-match field selector on an indexed field reads only that index.
+    /// filter; an exact-match field selector on an indexed field reads only that index (in
+    /// the current state; snapshots carry no indexes and scan). `remaining_item_count` is
+    /// never set: the cache does not count what follows a page.
     pub fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         self.ensure_initialized()?;
         self.check_key(key)?;
