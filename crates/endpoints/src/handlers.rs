@@ -20,7 +20,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use listwatch_api::Object;
 use listwatch_storage::{
-    Error as StorageError, GetOptions, Key, ListOptions, ObjectList, no_validation,
+    Error as StorageError, GetOptions, Key, ListOptions, ObjectList, WatchEvent, no_validation,
 };
 use serde_json::{Map, Value};
 use tokio::sync::OwnedSemaphorePermit;
@@ -334,7 +334,8 @@ fn decode_object(
         .trim()
         .to_ascii_lowercase();
     let value: Value = match essence.as_str() {
-        "application/json" => serde_json::from_slice(bytes).map_err(|e| {
+        // Upstream reads a body without Content-Type as JSON (some clients send none).
+        "application/json" | "" => serde_json::from_slice(bytes).map_err(|e| {
             ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
         })?,
         "application/yaml" => serde_yaml::from_slice(bytes).map_err(|e| {
@@ -487,12 +488,15 @@ async fn watch_request(req: &Request) -> ApiResult<Response> {
                 shared.metrics.rejected("watch");
                 ApiError::too_many_requests()
             })?;
-    let stream = req
-        .res
-        .storage
-        .watch(&key, &lr.opts)
-        .await
-        .map_err(|e| req.storage_err(&e))?;
+    let stream = match req.res.storage.watch(&key, &lr.opts).await {
+        Ok(s) => s,
+        // Like upstream's cacher (an "error watcher"): a version too old or too new is an
+        // ERROR event in a 200 stream, which is what clients' relist logic reacts to.
+        Err(e @ (StorageError::Expired { .. } | StorageError::TooLargeResourceVersion { .. })) => {
+            Box::pin(futures::stream::once(async move { WatchEvent::Error(e) }))
+        }
+        Err(e) => return Err(req.storage_err(&e)),
+    };
     let timeout = watch_server::watch_timeout(lr.timeout, shared.config.min_request_timeout);
     let state = WatchState {
         stream,

@@ -436,6 +436,24 @@ async fn too_old_resource_versions_are_410_expired() {
     .await;
     assert_eq!(resp.status, StatusCode::GONE);
     assert_eq!(resp.json()["reason"], "Expired");
+    // A watch gets the error in a 200 stream, as upstream's cacher sends it, then the end.
+    let watch = open_watch(
+        r,
+        "/api/v1/namespaces/ns1/configmaps?watch=1&resourceVersion=2",
+        None,
+    )
+    .await;
+    assert_eq!(watch.status(), StatusCode::OK);
+    let got = frames(watch.into_body(), 2).await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0]["type"], "ERROR");
+    assert_eq!(
+        (
+            got[0]["object"]["code"].as_u64(),
+            got[0]["object"]["reason"].as_str()
+        ),
+        (Some(410), Some("Expired"))
+    );
 }
 
 #[tokio::test]
