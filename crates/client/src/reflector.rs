@@ -86,7 +86,7 @@ pub struct Config {
     /// A watch that ends sooner than this without any event is an error (client-go's
     /// "very short watch", 1 s).
     pub min_watch_duration: Duration,
-    /// First backoff delay (client-go `defaultBackoffInit`... 800 ms).
+    /// First backoff delay (800 ms).
     pub initial_backoff: Duration,
     /// Largest backoff base delay (30 s).
     pub max_backoff: Duration,

@@ -1,0 +1,314 @@
+//! The HTTP lister-watcher against a tiny fake server on loopback that serves fixed wire
+//! bytes: paging, incremental watch decoding, Status errors, refused connections, tokens
+//! and kubeconfig.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use listwatch_client::{
+    Config, HttpConfig, HttpListerWatcher, ListRequest, ListerWatcher, WatchEvent, WatchRequest,
+    Writer, reflector, watcher,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, mpsc};
+
+/// What the fake server answers.
+enum Reply {
+    /// A complete response with a content length.
+    Full(u16, String),
+    /// A chunked 200 response; waits for `gate` before each chunk after the first.
+    Chunked(Vec<String>, Arc<Notify>),
+}
+
+/// Seen request heads (request line + headers).
+type Seen = Arc<Mutex<Vec<String>>>;
+
+async fn serve(route: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (String, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Seen = Arc::default();
+    let route = Arc::new(route);
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let route = Arc::clone(&route);
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.ends_with(b"\r\n\r\n") {
+                    let n = sock.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                }
+                let head = String::from_utf8(head).unwrap();
+                let target = head.split_whitespace().nth(1).unwrap().to_owned();
+                log.lock().unwrap().push(head);
+                match route(&target) {
+                    Reply::Full(code, body) => {
+                        let resp = format!(
+                            "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        sock.write_all(resp.as_bytes()).await.unwrap();
+                    }
+                    Reply::Chunked(chunks, gate) => {
+                        sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n").await.unwrap();
+                        for (i, c) in chunks.iter().enumerate() {
+                            if i > 0 {
+                                gate.notified().await;
+                            }
+                            let frame = format!("{:x}\r\n{c}\r\n", c.len());
+                            if sock.write_all(frame.as_bytes()).await.is_err() {
+                                return;
+                            }
+                            sock.flush().await.unwrap();
+                        }
+                        let _ = sock.write_all(b"0\r\n\r\n").await;
+                    }
+                }
+            });
+        }
+    });
+    (url, seen)
+}
+
+fn pod(name: &str, rv: u64) -> String {
+    format!(
+        r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}},"spec":{{"nodeName":"n1"}}}}"#
+    )
+}
+
+fn list_body(rv: u64, cont: &str, pods: &[String]) -> String {
+    format!(
+        r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}","continue":"{cont}"}},"items":[{}]}}"#,
+        pods.join(",")
+    )
+}
+
+#[tokio::test]
+async fn lists_follow_continue_tokens_with_limit_and_without_a_version_on_continuations() {
+    let (url, seen) = serve(|target| {
+        if target.contains("continue=tok%2F1") {
+            Reply::Full(200, list_body(10, "", &[pod("c", 9)]))
+        } else {
+            Reply::Full(200, list_body(10, "tok/1", &[pod("a", 3), pod("b", 4)]))
+        }
+    })
+    .await;
+    let lw = HttpListerWatcher::new(
+        HttpConfig::new(&url).unwrap().bearer_token("t0k"),
+        "/api/v1/pods",
+    )
+    .unwrap();
+    let first = lw
+        .list(&ListRequest {
+            resource_version: Some(0),
+            limit: Some(2),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        first.items.iter().map(|o| o.name()).collect::<Vec<_>>(),
+        ["a", "b"]
+    );
+    assert_eq!(
+        (first.resource_version, first.continue_token.as_deref()),
+        (10, Some("tok/1"))
+    );
+    let next = lw
+        .list(&ListRequest {
+            continue_token: first.continue_token,
+            limit: Some(2),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(next.items[0].resource_version(), 9);
+    assert_eq!(next.continue_token, None);
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen[0].starts_with("GET /api/v1/pods?limit=2&resourceVersion=0 HTTP/1.1"),
+        "{}",
+        seen[0]
+    );
+    assert!(
+        seen[1].starts_with("GET /api/v1/pods?limit=2&continue=tok%2F1 HTTP/1.1"),
+        "{}",
+        seen[1]
+    );
+    assert!(
+        seen.iter()
+            .all(|h| h.to_ascii_lowercase().contains("authorization: bearer t0k"))
+    );
+}
+
+#[tokio::test]
+async fn watch_frames_are_decoded_as_chunks_arrive_even_when_split_mid_frame() {
+    let gate = Arc::new(Notify::new());
+    let added = format!(r#"{{"type":"ADDED","object":{}}}"#, pod("a", 5));
+    let modified = format!(r#"{{"type":"MODIFIED","object":{}}}"#, pod("a", 6));
+    let bookmark = r#"{"type":"BOOKMARK","object":{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"8"}}}"#;
+    let (a1, a2) = modified.split_at(17);
+    let chunks = vec![
+        format!("{added}\n{a1}"),
+        format!("{a2}\n"),
+        format!("{bookmark}\n"),
+    ];
+    let g = Arc::clone(&gate);
+    let (url, seen) = serve(move |_| Reply::Chunked(chunks.clone(), Arc::clone(&g))).await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/namespaces/ns/pods")
+        .unwrap();
+    let mut w = lw
+        .watch(&WatchRequest {
+            resource_version: Some(4),
+            allow_bookmarks: true,
+            timeout_seconds: Some(300),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    // The server holds the rest until we let it go: the first event must already be here.
+    match w.next().await.unwrap().unwrap() {
+        WatchEvent::Added(o) => assert_eq!((o.name(), o.resource_version()), ("a", 5)),
+        other => panic!("{other:?}"),
+    }
+    gate.notify_one();
+    assert!(
+        matches!(w.next().await.unwrap().unwrap(), WatchEvent::Modified(o) if o.resource_version() == 6)
+    );
+    gate.notify_one();
+    assert_eq!(
+        w.next().await.unwrap().unwrap(),
+        WatchEvent::Bookmark {
+            resource_version: 8,
+            initial_events_end: false
+        }
+    );
+    assert!(w.next().await.is_none());
+    let head = seen.lock().unwrap()[0].clone();
+    assert!(
+        head.starts_with(
+            "GET /api/v1/namespaces/ns/pods?watch=1&resourceVersion=4&allowWatchBookmarks=true&timeoutSeconds=300 "
+        ),
+        "{head}"
+    );
+}
+
+#[tokio::test]
+async fn status_bodies_become_typed_errors_with_code_reason_and_retry_hint() {
+    let (url, _) = serve(|target| {
+        if target.contains("watch=1") {
+            Reply::Full(429, r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"slow down","reason":"TooManyRequests","code":429,"details":{"retryAfterSeconds":2}}"#.into())
+        } else if target.contains("resourceVersion=7") {
+            Reply::Full(410, r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 7 (9)","reason":"Expired","code":410}"#.into())
+        } else {
+            Reply::Full(503, "upstream down".into())
+        }
+    })
+    .await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    let e = lw
+        .list(&ListRequest {
+            resource_version: Some(7),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert!(e.is_expired());
+    assert_eq!((e.code(), e.reason()), (Some(410), Some("Expired")));
+    let e = lw.watch(&WatchRequest::default()).await.err().unwrap();
+    assert!(e.is_too_many_requests() && e.is_retriable_with_backoff());
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+    let e = lw.list(&ListRequest::default()).await.unwrap_err();
+    assert_eq!(e.code(), Some(503));
+    assert_eq!(e.status().unwrap().message, "upstream down");
+}
+
+#[tokio::test]
+async fn an_error_event_ends_the_watch_stream_with_the_status() {
+    let gate = Arc::new(Notify::new());
+    let chunks = vec![format!(
+        "{}\n{}\n",
+        r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}}"#,
+        r#"{"type":"ADDED","object":{"metadata":{"name":"never"}}}"#
+    )];
+    let (url, _) = serve(move |_| Reply::Chunked(chunks.clone(), Arc::clone(&gate))).await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    let mut w = lw.watch(&WatchRequest::default()).await.unwrap();
+    assert!(w.next().await.unwrap().unwrap_err().is_expired());
+    assert!(w.next().await.is_none(), "nothing after an ERROR event");
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_connect_error_the_reflector_retries() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let lw = HttpListerWatcher::new(
+        HttpConfig::new(format!("http://127.0.0.1:{port}")).unwrap(),
+        "/api/v1/pods",
+    )
+    .unwrap();
+    let e = lw.watch(&WatchRequest::default()).await.err().unwrap();
+    assert!(matches!(e, listwatch_client::Error::Connect(_)), "{e:?}");
+    assert!(e.is_retriable_with_backoff());
+}
+
+#[tokio::test]
+async fn a_reflector_over_http_mirrors_a_list_then_watch_events() {
+    let gate = Arc::new(Notify::new());
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let g = Arc::clone(&gate);
+    let (url, _) = serve(move |target| {
+        let _ = tx.send(target.to_owned());
+        if target.contains("watch=1") {
+            let ev = format!(r#"{{"type":"DELETED","object":{}}}"#, pod("a", 12));
+            Reply::Chunked(vec![format!("{ev}\n"), "\n".to_owned()], Arc::clone(&g))
+        } else {
+            Reply::Full(200, list_body(11, "", &[pod("a", 3), pod("b", 4)]))
+        }
+    })
+    .await;
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {{cluster: k, user: u}}\nclusters:\n- name: k\n  cluster: {{server: \"{url}\"}}\nusers:\n- name: u\n  user: {{token: abc}}\n"
+    );
+    let config = HttpConfig::from_kubeconfig_yaml(&kubeconfig, std::path::Path::new(".")).unwrap();
+    let lw = HttpListerWatcher::new(config, "/api/v1/pods").unwrap();
+    let writer = Writer::default();
+    let store = writer.store();
+    let task =
+        tokio::spawn(reflector(writer, watcher(lw, Config::default())).for_each(|_| async {}));
+    store.wait_until_synced().await.unwrap();
+    assert_eq!(
+        rx.recv().await.unwrap(),
+        "/api/v1/pods?limit=500&resourceVersion=0"
+    );
+    let watch = rx.recv().await.unwrap();
+    assert!(
+        watch.starts_with(
+            "/api/v1/pods?watch=1&resourceVersion=11&allowWatchBookmarks=true&timeoutSeconds="
+        ),
+        "{watch}"
+    );
+    for _ in 0..1000 {
+        if store.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(store.len(), 1);
+    assert!(store.get_by_name(Some("ns"), "b").is_some());
+    assert_eq!(store.resource_version(), 12);
+    task.abort();
+}

@@ -1,0 +1,588 @@
+//! The reflector and informer against an in-process lister-watcher over listwatch-memstore,
+//! with scripted faults, under tokio's paused clock.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use futures::StreamExt;
+use listwatch_api::{LabelSelector, Object};
+use listwatch_client::{
+    Config, Delta, Error, Event, EventHandler, Informer, InformerConfig, Store, Writer, reflector,
+    watcher,
+};
+use listwatch_memstore::MemStore;
+use listwatch_storage::Storage;
+use tokio::time::Instant;
+
+fn config() -> Config {
+    Config::default().page_size(2)
+}
+
+/// Runs a reflector in a task; returns its store and a log of its errors.
+fn spawn_reflector(
+    lw: StorageLw,
+    config: Config,
+) -> (Store<Object>, Arc<std::sync::Mutex<Vec<String>>>) {
+    let writer = Writer::default();
+    let store = writer.store();
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let errs = Arc::clone(&errors);
+    tokio::spawn(reflector(writer, watcher(lw, config)).for_each(move |d| {
+        if let Err(e) = d {
+            errs.lock().unwrap().push(e.to_string());
+        }
+        async {}
+    }));
+    (store, errors)
+}
+
+async fn seeded(n: usize) -> MemStore {
+    let store = MemStore::new();
+    for i in 0..n {
+        create(&store, &format!("p{i}"), "v0").await;
+    }
+    store
+}
+
+#[tokio::test(start_paused = true)]
+async fn first_list_pages_at_rv_zero_then_watches_from_the_list_version_with_bookmarks() {
+    let backend = seeded(5).await;
+    let lw = StorageLw::new(backend.clone());
+    let (store, _) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    assert_eq!(store_state(&store), backend_state(&backend).await);
+    let lists = lw.lists();
+    assert_eq!(lists[0].resource_version, Some(0));
+    assert_eq!(lists[0].limit, Some(2));
+    assert_eq!(lists.len(), 3, "5 objects in pages of 2");
+    assert!(
+        lists[1..]
+            .iter()
+            .all(|l| l.continue_token.is_some() && l.resource_version.is_none())
+    );
+    assert!(eventually(Duration::from_secs(1), || !lw.watches().is_empty()).await);
+    let (_, w) = &lw.watches()[0];
+    assert_eq!(w.resource_version, Some(backend.current_revision()));
+    assert!(w.allow_bookmarks && !w.send_initial_events);
+    let t = w.timeout_seconds.unwrap();
+    assert!(
+        (300..600).contains(&t),
+        "timeout {t} outside [5, 10) minutes"
+    );
+
+    let created = create(&backend, "late", "v0").await;
+    assert!(
+        eventually(Duration::from_secs(5), || store
+            .get_by_name(Some("ns"), "late")
+            .is_some())
+        .await
+    );
+    assert_eq!(store.resource_version(), created.resource_version());
+}
+
+#[tokio::test(start_paused = true)]
+async fn expired_watch_relists_from_the_last_version_and_reports_vanished_keys_as_unknown() {
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    let informer = Informer::spawn(lw.clone(), InformerConfig::default().reflector(config()));
+    let mut sub = informer.subscribe();
+    informer.wait_until_synced().await.unwrap();
+    for _ in 0..3 {
+        assert!(matches!(
+            sub.next().await,
+            Some(Delta::Added {
+                in_initial_list: true,
+                ..
+            })
+        ));
+    }
+    let synced_rv = informer.store().resource_version();
+
+    lw.expire_watches();
+    delete(&backend, "p1").await;
+    update(&backend, "p2", "v1").await;
+    backend.compact(backend.current_revision()).unwrap();
+
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match sub.next().await.unwrap() {
+            Delta::Deleted {
+                object,
+                final_state_unknown,
+            } => seen.push(format!("deleted {} {final_state_unknown}", object.name())),
+            Delta::Updated { new, .. } => seen.push(format!("updated {}", new.name())),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, ["deleted p1 true", "updated p2"]);
+    assert_eq!(
+        store_state(&informer.store()),
+        backend_state(&backend).await
+    );
+    let lists = lw.lists();
+    let relist = lists
+        .iter()
+        .skip_while(|l| l.continue_token.is_some() || l.resource_version == Some(0))
+        .find(|l| l.continue_token.is_none());
+    assert_eq!(
+        relist.unwrap().resource_version,
+        Some(synced_rv),
+        "relist from the last version"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_list_expired_at_the_last_version_is_retried_at_once_as_a_consistent_read() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    assert!(eventually(Duration::from_secs(1), || lw.watches().len() == 1).await);
+    let last = store.resource_version();
+    // The watch dies with 410; the relist at the last version also gets 410.
+    lw.fail_lists([Fault::Status(status(410))]);
+    lw.expire_watches();
+    create(&backend, "new", "v").await;
+    assert!(eventually(Duration::from_secs(60), || store.len() == 3).await);
+    let log = lw.log();
+    let lists: Vec<_> = log
+        .iter()
+        .filter_map(|(t, c)| {
+            if let Call::List(l) = c {
+                Some((*t, l.clone()))
+            } else {
+                None
+            }
+        })
+        .collect();
+    let i = lists
+        .iter()
+        .position(|(_, l)| l.resource_version == Some(last))
+        .unwrap();
+    assert_eq!(
+        lists[i + 1].1.resource_version,
+        None,
+        "then a consistent read"
+    );
+    assert_eq!(lists[i + 1].0, lists[i].0, "at once, no backoff");
+    assert!(errors.lock().unwrap().iter().any(|e| e.contains("410")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn too_many_requests_and_refused_watches_back_off_exponentially_without_relisting() {
+    let backend = seeded(1).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_watches([
+        Fault::Status(status(429)),
+        Fault::Status(status(429)),
+        Fault::Refused,
+    ]);
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    assert!(eventually(Duration::from_secs(60), || lw.watches().len() == 4).await);
+    create(&backend, "after", "v").await;
+    assert!(eventually(Duration::from_secs(5), || store.len() == 2).await);
+    assert_eq!(lw.lists().len(), 1, "no relist");
+    let times: Vec<Instant> = lw.watches().iter().map(|(t, _)| *t).collect();
+    for (i, base_ms) in [800u64, 1600, 3200].into_iter().enumerate() {
+        let gap = times[i + 1] - times[i];
+        let base = Duration::from_millis(base_ms);
+        assert!(
+            gap >= base && gap < base * 2,
+            "gap {i} = {gap:?}, base {base:?}"
+        );
+    }
+    assert_eq!(errors.lock().unwrap().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_closing_at_once_with_no_events_is_an_error_and_relists_after_backoff() {
+    let backend = seeded(1).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_watches([Fault::EndAfter(0)]);
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    assert!(eventually(Duration::from_secs(10), || lw.lists().len() == 2).await);
+    assert!(errors.lock().unwrap()[0].contains("very short watch"));
+    let log = lw.log();
+    let (t_watch, t_relist) = (log[1].0, log[2].0);
+    assert!(
+        t_relist - t_watch >= Duration::from_millis(800),
+        "relist waits for the backoff"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_ending_normally_is_reopened_from_the_last_version_without_relisting() {
+    let backend = seeded(1).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_watches([Fault::EndAfter(1)]);
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let o = update(&backend, "p0", "v1").await;
+    assert!(eventually(Duration::from_secs(5), || lw.watches().len() == 2).await);
+    assert_eq!(
+        lw.watches()[1].1.resource_version,
+        Some(o.resource_version())
+    );
+    assert_eq!(lw.lists().len(), 1);
+    let o2 = update(&backend, "p0", "v2").await;
+    assert!(
+        eventually(Duration::from_secs(5), || store.resource_version()
+            == o2.resource_version())
+        .await
+    );
+    assert!(errors.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_410_on_a_continuation_page_restarts_the_list_from_the_first_page_at_a_consistent_read() {
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    // First page fine, the continuation expires.
+    lw.fail_lists([Fault::Slow(Duration::ZERO), Fault::Status(status(410))]);
+    let (store, _) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    let lists = lw.lists();
+    assert!(lists[1].continue_token.is_some());
+    assert_eq!(lists[2].resource_version, None);
+    assert!(lists[2].continue_token.is_none());
+    assert_eq!(store_state(&store), backend_state(&backend).await);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_server_delays_the_sync_but_loses_nothing() {
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_lists([Fault::Slow(Duration::from_secs(30))]);
+    lw.fail_watches([Fault::Slow(Duration::from_secs(30))]);
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    let start = Instant::now();
+    store.wait_until_synced().await.unwrap();
+    assert!(start.elapsed() >= Duration::from_secs(30));
+    update(&backend, "p0", "during the slow watch open").await;
+    assert!(
+        eventually(Duration::from_secs(60), || store_state(&store)
+            .iter()
+            .any(|(k, rv)| k == "ns/p0" && *rv == backend.current_revision()))
+        .await
+    );
+    assert!(errors.lock().unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn bookmarks_advance_the_version_without_touching_the_store() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    let cfg = config().labels(LabelSelector::parse("app=web").unwrap());
+    let mut events = std::pin::pin!(watcher(lw.clone(), cfg));
+    let mut got = Vec::new();
+    while !matches!(got.last(), Some(Event::InitDone { .. })) {
+        got.push(events.next().await.unwrap().unwrap());
+    }
+    // A write outside the selection: only a bookmark can tell the reflector about it.
+    backend
+        .create(&key("db"), pod("db", &[("app", "db")], "x"), None)
+        .await
+        .unwrap();
+    let current = backend.current_revision();
+    loop {
+        match events.next().await.unwrap().unwrap() {
+            Event::Bookmark { resource_version } if resource_version == current => break,
+            Event::Bookmark { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn streaming_list_fills_the_store_and_goes_on_watching_on_the_same_stream() {
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    let (store, _) = spawn_reflector(lw.clone(), config().streaming_list(true));
+    store.wait_until_synced().await.unwrap();
+    assert_eq!(store_state(&store), backend_state(&backend).await);
+    create(&backend, "later", "v").await;
+    assert!(eventually(Duration::from_secs(5), || store.len() == 4).await);
+    assert!(lw.lists().is_empty());
+    let w = lw.watches();
+    assert_eq!(w.len(), 1);
+    assert!(w[0].1.send_initial_events && w[0].1.allow_bookmarks);
+    assert_eq!(
+        w[0].1.resource_version_match,
+        Some(listwatch_client::VersionMatch::NotOlderThan)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn streaming_list_failure_falls_back_to_a_paginated_list() {
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_watches([Fault::Status(status(500))]);
+    let (store, errors) = spawn_reflector(lw.clone(), config().streaming_list(true));
+    store.wait_until_synced().await.unwrap();
+    assert_eq!(store_state(&store), backend_state(&backend).await);
+    assert_eq!(lw.lists()[0].resource_version, Some(0));
+    assert_eq!(errors.lock().unwrap().len(), 1);
+}
+
+#[derive(Default, Clone)]
+struct Recorder(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl EventHandler<Object> for Recorder {
+    fn on_add(&mut self, o: &Arc<Object>, initial: bool) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("add {} {initial}", o.name()));
+    }
+    fn on_update(&mut self, old: &Arc<Object>, new: &Arc<Object>) {
+        let what = if Arc::ptr_eq(old, new) {
+            "sync"
+        } else {
+            "update"
+        };
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("{what} {}", new.name()));
+    }
+    fn on_delete(&mut self, o: &Arc<Object>, unknown: bool) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("delete {} {unknown}", o.name()));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn subscribers_share_one_reflector_and_a_late_one_first_gets_the_current_state() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    let informer = Informer::spawn(lw.clone(), InformerConfig::default().reflector(config()));
+    let early = Recorder::default();
+    informer.add_handler(early.clone());
+    informer.wait_until_synced().await.unwrap();
+    update(&backend, "p0", "v1").await;
+    assert!(
+        eventually(Duration::from_secs(5), || early.0.lock().unwrap().len()
+            == 3)
+        .await
+    );
+
+    let late = Recorder::default();
+    informer.add_handler(late.clone());
+    delete(&backend, "p1").await;
+    assert!(eventually(Duration::from_secs(5), || late.0.lock().unwrap().len() == 3).await);
+    let mut l = late.0.lock().unwrap().clone();
+    l[..2].sort();
+    assert_eq!(l, ["add p0 true", "add p1 true", "delete p1 false"]);
+    let mut e = early.0.lock().unwrap().clone();
+    e[..2].sort();
+    assert_eq!(
+        e,
+        ["add p0 true", "add p1 true", "update p0", "delete p1 false"]
+    );
+    assert_eq!(lw.lists().len(), 1, "one reflector for both");
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_redelivers_every_object_on_its_period() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    let informer = Informer::spawn(
+        lw,
+        InformerConfig::default()
+            .reflector(config())
+            .resync_period(Duration::from_secs(30)),
+    );
+    let rec = Recorder::default();
+    informer.add_handler(rec.clone());
+    informer.wait_until_synced().await.unwrap();
+    let start = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(120), || rec.0.lock().unwrap().len()
+            == 6)
+        .await
+    );
+    let elapsed = start.elapsed();
+    assert!(
+        elapsed >= Duration::from_secs(60) && elapsed < Duration::from_secs(61),
+        "{elapsed:?}"
+    );
+    let r = rec.0.lock().unwrap();
+    assert_eq!(
+        r.iter().filter(|s| s.starts_with("sync")).count(),
+        4,
+        "{r:?}"
+    );
+}
+
+/// Replays handler deltas into a model, checking each is consistent with what came before.
+fn replay(model: &mut BTreeMap<String, u64>, d: &Delta<Object>) {
+    let k = |o: &Object| format!("{}/{}", o.namespace().unwrap_or(""), o.name());
+    match d {
+        Delta::Added { object, .. } => {
+            assert!(
+                model.insert(k(object), object.resource_version()).is_none(),
+                "add of a present key {d:?}"
+            );
+        }
+        Delta::Updated { old, new } => {
+            let cur = model.insert(k(new), new.resource_version());
+            assert_eq!(
+                cur,
+                Some(old.resource_version()),
+                "update's old is not the current state: {d:?}"
+            );
+            assert!(
+                new.resource_version() > old.resource_version(),
+                "versions go backwards: {d:?}"
+            );
+        }
+        Delta::Deleted { object, .. } => {
+            assert!(
+                model.remove(&k(object)).is_some(),
+                "delete of an absent key {d:?}"
+            );
+        }
+        Delta::Sync(o) => assert_eq!(model.get(&k(o)), Some(&o.resource_version())),
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create(u8),
+    Update(u8),
+    Delete(u8),
+    Expire,
+    Compact,
+    FailNextList(u16),
+    FailNextWatch(u16),
+    RefuseNextWatch,
+    DropNextWatchAfter(u8),
+    SlowNextList(u8),
+    Sleep(u16),
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..8).prop_map(Op::Create),
+        4 => (0u8..8).prop_map(Op::Update),
+        3 => (0u8..8).prop_map(Op::Delete),
+        1 => Just(Op::Expire),
+        1 => Just(Op::Compact),
+        1 => prop::sample::select(vec![410u16, 429, 500, 504]).prop_map(Op::FailNextList),
+        1 => prop::sample::select(vec![410u16, 429, 500]).prop_map(Op::FailNextWatch),
+        1 => Just(Op::RefuseNextWatch),
+        1 => (0u8..4).prop_map(Op::DropNextWatchAfter),
+        1 => (1u8..20).prop_map(Op::SlowNextList),
+        2 => (0u16..3000).prop_map(Op::Sleep),
+    ]
+}
+
+async fn run_ops(ops: Vec<Op>, streaming: bool) {
+    let backend = MemStore::new();
+    let lw = StorageLw::new(backend.clone());
+    let informer = Informer::spawn(
+        lw.clone(),
+        InformerConfig::default().reflector(config().streaming_list(streaming)),
+    );
+    let mut sub = informer.subscribe();
+    let mut model = BTreeMap::new();
+    for op in ops {
+        match op {
+            Op::Create(i) => {
+                let _ = backend
+                    .create(
+                        &key(&format!("k{i}")),
+                        pod(&format!("k{i}"), &[], "0"),
+                        None,
+                    )
+                    .await;
+            }
+            Op::Update(i) => {
+                let name = format!("k{i}");
+                let new = pod(&name, &[], &format!("{}", backend.current_revision()));
+                let _ = backend
+                    .guaranteed_update(&key(&name), None, false, &mut |_| Ok(new.clone()), None)
+                    .await;
+            }
+            Op::Delete(i) => {
+                let _ = backend
+                    .delete(
+                        &key(&format!("k{i}")),
+                        None,
+                        listwatch_storage::no_validation(),
+                        None,
+                    )
+                    .await;
+            }
+            Op::Expire => lw.expire_watches(),
+            Op::Compact => backend.compact(backend.current_revision()).unwrap(),
+            Op::FailNextList(code) => lw.fail_lists([Fault::Status(status(code))]),
+            Op::FailNextWatch(code) => lw.fail_watches([Fault::Status(status(code))]),
+            Op::RefuseNextWatch => lw.fail_watches([Fault::Refused]),
+            Op::DropNextWatchAfter(n) => lw.fail_watches([Fault::EndAfter(n.into())]),
+            Op::SlowNextList(s) => lw.fail_lists([Fault::Slow(Duration::from_secs(s.into()))]),
+            Op::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms.into())).await,
+        }
+        // Drain what the informer delivered so far.
+        while let Some(Some(d)) = futures::FutureExt::now_or_never(sub.next()) {
+            replay(&mut model, &d);
+        }
+    }
+    let want = backend_state(&backend).await;
+    let store = informer.store();
+    let converged = eventually(Duration::from_secs(600), || store_state(&store) == want).await;
+    assert!(
+        converged,
+        "store {:?} != backend {want:?}",
+        store_state(&store)
+    );
+    // Let the last deltas through, then the handlers' view must be the backend's state.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    while let Some(Some(d)) = futures::FutureExt::now_or_never(sub.next()) {
+        replay(&mut model, &d);
+    }
+    let seen: Vec<(String, u64)> = model.into_iter().collect();
+    assert_eq!(
+        seen, want,
+        "handler sequence does not replay to the backend's state"
+    );
+}
+
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+
+    #[test]
+    fn random_writes_and_faults_end_with_the_store_equal_to_the_backend(
+        ops in proptest::collection::vec(op(), 1..60),
+        streaming in proptest::bool::ANY,
+    ) {
+        paused_runtime().block_on(run_ops(ops, streaming));
+    }
+}
+
+#[test]
+fn error_predicates_cover_the_scripted_statuses() {
+    assert!(Error::Api(status(410)).is_expired());
+    assert!(Error::Api(status(504)).is_too_large_resource_version());
+    assert!(Error::Api(status(429)).is_retriable_with_backoff());
+}
