@@ -90,8 +90,12 @@ pub(crate) async fn run(
             }
         }
     }
-    let mut seen_requests = ticks.borrow_and_update().progress_requests;
+    let mut seen_requests = ticks.borrow().progress_requests;
     loop {
+        // Mark the ticks seen *before* reading the log: a write committed after this point
+        // makes `changed()` fire below, while one committed before it is in the batch. Marking
+        // them after the read would lose the wake-up of a write landing in between.
+        let requests = ticks.borrow_and_update().progress_requests;
         // Take a batch under the read lock; only Arc clones happen while it is held.
         let batch: Result<Vec<Arc<LogEntry>>, Error> = match state.read() {
             Ok(s) => {
@@ -124,7 +128,6 @@ pub(crate) async fn run(
             continue;
         }
         // Caught up: everything at or below `cursor` has been sent.
-        let requests = ticks.borrow_and_update().progress_requests;
         if bookmarks && requests != seen_requests {
             seen_requests = requests;
             let b = Bookmark {
