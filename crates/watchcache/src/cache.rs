@@ -484,6 +484,10 @@ impl WatchCacheReader {
 
     /// [`CacheView::list`] after waiting until fresh enough for `opts`' version (not for an
     /// unset one: a consistent read waits for the backend's revision, which the caller knows).
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`wait_until_fresh`](Self::wait_until_fresh).
     pub async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         let need = match &opts.continue_token {
             Some(token) => decode_continue(token, key.path())?.1,
@@ -493,12 +497,20 @@ impl WatchCacheReader {
     }
 
     /// [`CacheView::get`] after waiting until fresh enough for `opts`' version.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`wait_until_fresh`](Self::wait_until_fresh).
     pub async fn get(&self, key: &Key, opts: &GetOptions) -> Result<Option<Object>> {
         let need = opts.resource_version.unwrap_or(0);
         self.wait_until_fresh(need, None).await?.get(key, opts)
     }
 
     /// [`CacheView::events_since`] after waiting until the cache has reached `rv`.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, as [`wait_until_fresh`](Self::wait_until_fresh).
     pub async fn events_since(&self, rv: u64) -> Result<Events> {
         self.wait_until_fresh(rv, None).await?.events_since(rv)
     }

@@ -81,6 +81,16 @@ impl Events {
         self.0.get(i)
     }
 
+    /// The oldest event.
+    pub fn first(&self) -> Option<&Arc<CacheEvent>> {
+        self.0.front()
+    }
+
+    /// The newest event.
+    pub fn last(&self) -> Option<&Arc<CacheEvent>> {
+        self.0.back()
+    }
+
     /// Copies the `Arc`s into a `Vec`.
     pub fn to_vec(&self) -> Vec<Arc<CacheEvent>> {
         self.0.iter().cloned().collect()
