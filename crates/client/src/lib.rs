@@ -4,7 +4,7 @@
 //! It owns
 //! - [`ListerWatcher`]: list a page, open a watch; for dynamic [`Object`](listwatch_api::Object)s
 //!   or, through [`Typed`], any serde type that is a [`Resource`];
-//! - [`watcher`]: client-go's reflector loop (paginated list, watch from the list's version
+//! - [`Reflector`] / [`watcher`]: client-go's reflector loop (paginated list, watch from the list's version
 //!   with bookmarks, relist on 410, backoff with jitter, streaming list with fallback) as a
 //!   `Stream` of [`Event`]s, and [`reflector`], which applies them to a store;
 //! - [`Writer`] / [`Store`]: one writer, many cheap readers, index functions,
@@ -46,6 +46,6 @@ pub use informer::{EventHandler, Informer, InformerConfig, Subscription, dispatc
 pub use lister::{
     ListRequest, ListerWatcher, Page, Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream,
 };
-pub use reflector::{Config, Event, reflector, watcher};
+pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, ObjectKey, Resource};
 pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};

@@ -287,6 +287,58 @@ where
     })
 }
 
+/// A lister-watcher feeding a store: [`watcher`] and [`reflector`] packaged together.
+///
+/// ```no_run
+/// use listwatch_client::{Config, HttpConfig, HttpListerWatcher, Reflector};
+/// # async fn demo() -> listwatch_client::Result<()> {
+/// let lw = HttpListerWatcher::new(HttpConfig::new("http://127.0.0.1:8080")?, "/api/v1/pods")?;
+/// let reflector = Reflector::new(lw, Config::default());
+/// let pods = reflector.store();
+/// tokio::spawn(reflector.run());
+/// pods.wait_until_synced().await.ok();
+/// # Ok(()) }
+/// ```
+pub struct Reflector<L: ListerWatcher> {
+    lw: L,
+    config: Config,
+    writer: Writer<L::Object>,
+}
+
+impl<L: ListerWatcher> Reflector<L> {
+    /// A reflector into a new store without indexes.
+    pub fn new(lw: L, config: Config) -> Self {
+        Self::with_writer(lw, config, Writer::default())
+    }
+
+    /// A reflector into the store of `writer` (e.g. one with index functions).
+    pub fn with_writer(lw: L, config: Config, writer: Writer<L::Object>) -> Self {
+        Self { lw, config, writer }
+    }
+
+    /// A reader of the store.
+    pub fn store(&self) -> crate::store::Store<L::Object> {
+        self.writer.store()
+    }
+
+    /// The store's changes as a stream; nothing happens until it is polled.
+    pub fn into_stream(self) -> impl Stream<Item = Result<Delta<L::Object>>> + Send {
+        reflector(self.writer, watcher(self.lw, self.config))
+    }
+
+    /// Runs until dropped, logging the errors it recovers from.
+    pub async fn run(self) {
+        self.into_stream()
+            .for_each(|d| {
+                if let Err(e) = d {
+                    tracing::warn!(error = %e, "reflector error, recovering");
+                }
+                futures::future::ready(())
+            })
+            .await;
+    }
+}
+
 impl<L: ListerWatcher> Machine<L> {
     /// Advances until one item can be yielded.
     async fn step(&mut self) -> Result<Event<L::Object>> {

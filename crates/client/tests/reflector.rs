@@ -586,3 +586,23 @@ fn error_predicates_cover_the_scripted_statuses() {
     assert!(Error::Api(status(504)).is_too_large_resource_version());
     assert!(Error::Api(status(429)).is_retriable_with_backoff());
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_reflector_type_runs_into_its_store_until_dropped() {
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    let r = listwatch_client::Reflector::new(lw.clone(), config());
+    let store = r.store();
+    let task = tokio::spawn(r.run());
+    store.wait_until_synced().await.unwrap();
+    assert_eq!(store_state(&store), backend_state(&backend).await);
+    task.abort();
+    let _ = task.await;
+    update(&backend, "p0", "after stop").await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_ne!(
+        store_state(&store),
+        backend_state(&backend).await,
+        "a stopped reflector no longer follows"
+    );
+}
