@@ -482,7 +482,7 @@ impl Storage for EtcdStore {
         }
 
         let mut items = Vec::new();
-        let mut last_key: Vec<u8> = Vec::new();
+        let mut last_key = Bytes::new();
         let mut has_more;
         let mut count;
         loop {
@@ -525,7 +525,7 @@ impl Storage for EtcdStore {
                     has_more = true;
                     break;
                 }
-                last_key.clone_from(&kv.key.to_vec());
+                last_key = kv.key.clone();
                 let obj = self.decode(kv)?;
                 if pred.is_empty() || pred.matches(&obj) {
                     items.push(obj);
@@ -541,7 +541,7 @@ impl Storage for EtcdStore {
             if limit < MAX_PAGE {
                 limit = (limit * 2).min(MAX_PAGE);
             }
-            start = last_key.clone();
+            start = last_key.to_vec();
             start.push(0);
         }
 
@@ -552,7 +552,7 @@ impl Storage for EtcdStore {
             remaining_item_count: None,
         };
         if has_more {
-            let mut next = String::from_utf8(last_key)
+            let mut next = String::from_utf8(last_key.to_vec())
                 .map_err(|_| Error::internal("etcd returned a key that is not UTF-8"))?;
             next.push('\0');
             list.continue_token = Some(encode_continue(&next, &prefix, with_rev)?);

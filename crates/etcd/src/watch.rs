@@ -218,10 +218,11 @@ pub(crate) async fn start(store: &EtcdStore, spec: WatchSpec) -> Result<WatchStr
     // events need (prev_kv) are gone then: a watch from RV n needs the history at n, so a
     // compacted n is Expired, as everywhere else.
     if !initial && rv > 0 {
-        let (key, range_end) = store.watch_range(&spec.key);
+        // Compaction is global, so one key is enough to ask about a revision (a range over
+        // the collection would make etcd 3.4 walk its whole index).
+        let (key, _) = store.watch_range(&spec.key);
         let probe = RangeRequest {
             key,
-            range_end,
             revision: i64::try_from(rv).unwrap_or(i64::MAX),
             count_only: true,
             ..Default::default()
