@@ -491,12 +491,14 @@ pub fn check_listed(listed: &[&str]) {
 /// a test that the expansion covers [`CASES`](crate::conformance::CASES) and one that prints
 /// the cases not applicable to the harness.
 ///
-/// The argument is a path to an `async fn() -> impl Harness`. The calling crate needs
+/// The argument is a path to an `async fn() -> impl Harness`, optionally followed by
+/// attributes for every generated test that needs the harness, e.g.
+/// `conformance_tests!(harness, #[ignore = "needs etcd"])`. The calling crate needs
 /// `tokio` (with `macros` and `rt-multi-thread`) as a dev-dependency.
 #[macro_export]
 macro_rules! conformance_tests {
-    ($harness:path) => {
-        $crate::__conformance_tests!($harness;
+    ($harness:path $(, #[$attr:meta])* $(,)?) => {
+        $crate::__conformance_tests!($harness; [$(#[$attr])*];
             create_sets_resource_version,
             create_revisions_strictly_increase,
             create_with_preset_resource_version_is_rejected,
@@ -606,21 +608,9 @@ macro_rules! conformance_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests {
-    ($harness:path; $($case:ident),+ $(,)?) => {
+    ($harness:path; $attrs:tt; $($case:ident),+ $(,)?) => {
         $(
-            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                let harness = $harness().await;
-                if let $crate::conformance::Verdict::NotApplicable(c) =
-                    $crate::conformance::$case(&harness).await
-                {
-                    eprintln!(
-                        "conformance case {} NOT APPLICABLE: the backend lacks {}",
-                        stringify!($case),
-                        c.name()
-                    );
-                }
-            }
+            $crate::__conformance_case!($harness; $case; $attrs);
         )+
 
         #[test]
@@ -628,12 +618,42 @@ macro_rules! __conformance_tests {
             $crate::conformance::check_listed(&[$(stringify!($case)),+]);
         }
 
+        $crate::__conformance_not_applicable!($harness; $attrs);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_not_applicable {
+    ($harness:path; [$(#[$attr:meta])*]) => {
         #[::tokio::test]
+        $(#[$attr])*
         async fn conformance_not_applicable_cases_are_declared() {
             let harness = $harness().await;
             let caps = $crate::conformance::Harness::capabilities(&harness);
             for (case, capability) in $crate::conformance::not_applicable(&caps) {
                 eprintln!("conformance case {case} NOT APPLICABLE: the backend lacks {}", capability.name());
+            }
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_case {
+    ($harness:path; $case:ident; [$(#[$attr:meta])*]) => {
+        #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        $(#[$attr])*
+        async fn $case() {
+            let harness = $harness().await;
+            if let $crate::conformance::Verdict::NotApplicable(c) =
+                $crate::conformance::$case(&harness).await
+            {
+                eprintln!(
+                    "conformance case {} NOT APPLICABLE: the backend lacks {}",
+                    stringify!($case),
+                    c.name()
+                );
             }
         }
     };
