@@ -126,7 +126,6 @@ impl Store {
     /// Objects under `prefix` (a collection path ending in `/`, or one object's path when
     /// `exact`), matching `predicate`, in key order from `start` (inclusive), at most `limit`.
     /// When the predicate fixes an indexed field, only that index's keys are visited.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn page(
         &self,
         specs: &[Index],

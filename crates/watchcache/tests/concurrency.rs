@@ -1,0 +1,91 @@
+//! One writer and several reader threads at once: every view a reader takes is one consistent
+//! version, and versions only move forward.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::thread;
+
+use listwatch_api::{Object, SelectableFields};
+use listwatch_storage::{Key, ListOptions, ResourceVersionMatch, WatchEvent};
+use listwatch_watchcache::{Config, Index, WatchCache};
+
+const EVENTS: u64 = 3_000;
+const LIST_RV: u64 = 100;
+
+fn pod(i: u64, rv: u64) -> Object {
+    let json = format!(
+        r#"{{"metadata":{{"name":"p{i}","namespace":"ns{}"}},"spec":{{"nodeName":"n{}"}}}}"#,
+        i % 3,
+        i % 5
+    );
+    Object::from_json(json.as_bytes(), &SelectableFields::new(["spec.nodeName"]))
+        .unwrap()
+        .with_resource_version(rv)
+}
+
+#[test]
+fn readers_racing_the_writer_always_see_whole_versions() {
+    let config = Config::new("pods")
+        .with_index(Index::field("spec.nodeName"))
+        .with_capacity(64, 64, 1024);
+    let mut cache = WatchCache::new(config);
+    cache.replace(Vec::new(), LIST_RV).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let start = Arc::new(Barrier::new(4));
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let (reader, done, start) = (cache.reader(), Arc::clone(&done), Arc::clone(&start));
+            thread::spawn(move || {
+                let all = Key::collection("pods", None).unwrap();
+                let mut last = 0;
+                let mut views = 0u64;
+                start.wait();
+                loop {
+                    // Read whether the writer is done before looking, so the last look sees
+                    // its final version.
+                    let finished = done.load(Ordering::Acquire);
+                    let view = reader.view();
+                    let rv = view.resource_version();
+                    assert!(rv >= last, "versions go forward: {last} then {rv}");
+                    last = rv;
+                    // The writer only adds pods, one per version after the list.
+                    let n = (rv - LIST_RV) as usize;
+                    assert_eq!(view.len(), n);
+                    let list = view.list(&all, &ListOptions::recursive()).unwrap();
+                    assert_eq!((list.items.len(), list.resource_version), (n, rv));
+                    // An Exact list in the middle agrees with the version's arithmetic.
+                    let mid = LIST_RV + (rv - LIST_RV) / 2;
+                    if let Ok(past) = view.list(
+                        &all,
+                        &ListOptions::recursive().at(Some(mid), Some(ResourceVersionMatch::Exact)),
+                    ) {
+                        assert_eq!(past.items.len() as u64, mid - LIST_RV);
+                    }
+                    // The window ends at the view's version, in order, with no gap.
+                    let window = view.window();
+                    let rvs: Vec<u64> = window.iter().map(|e| e.resource_version).collect();
+                    assert!(rvs.windows(2).all(|w| w[1] == w[0] + 1));
+                    assert_eq!(rvs.last().copied().unwrap_or(LIST_RV), rv);
+                    views += 1;
+                    if finished {
+                        assert_eq!(rv, LIST_RV + EVENTS, "the last look sees everything");
+                        break;
+                    }
+                }
+                views
+            })
+        })
+        .collect();
+    start.wait();
+    for i in 0..EVENTS {
+        cache
+            .apply(WatchEvent::Added(pod(i, LIST_RV + 1 + i)))
+            .unwrap();
+    }
+    done.store(true, Ordering::Release);
+    for r in readers {
+        assert!(r.join().unwrap() > 0, "every reader looked at least once");
+    }
+    assert_eq!(cache.view().len(), EVENTS as usize);
+}
