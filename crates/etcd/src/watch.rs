@@ -547,6 +547,7 @@ impl WatchTask {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn requested_progress_ahead_of_delivery_is_held_on_unfixed_servers() {
@@ -575,6 +576,67 @@ mod tests {
     fn fixed_servers_have_requested_progress_trusted() {
         let mut g = ProgressGuard::new(10, true);
         assert_eq!(g.on_progress(3011, true), Some(3011));
+    }
+
+    /// What etcd 3.4 may send one watcher: events in revision order, requested progress at
+    /// any revision up to the store's (early, late or on time), and periodic progress at the
+    /// store's revision once the watcher has caught up.
+    #[derive(Debug, Clone)]
+    enum Step {
+        Event(u64),
+        Requested(u64),
+        Periodic,
+    }
+
+    fn steps() -> impl Strategy<Value = Vec<Step>> {
+        proptest::collection::vec(
+            prop_oneof![
+                (1u64..5).prop_map(Step::Event),
+                (0u64..20).prop_map(Step::Requested),
+                Just(Step::Periodic),
+            ],
+            0..60,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn no_bookmark_ever_runs_ahead_of_delivered_events(start in 0u64..10, steps in steps()) {
+            let mut g = ProgressGuard::new(start, false);
+            // The model: etcd's revision, and what the watcher truly delivered.
+            let (mut store, mut delivered, mut last_out) = (start, start, 0u64);
+            for step in steps {
+                match step {
+                    Step::Event(gap) => {
+                        // Writes elsewhere may come first; the event is the newest write.
+                        store += gap;
+                        delivered = store;
+                        prop_assert!(delivered >= last_out, "event at {delivered} after a bookmark at {last_out}");
+                        g.on_events(delivered);
+                        last_out = delivered;
+                    }
+                    Step::Requested(ahead) => {
+                        // Writes elsewhere, then an answer at some revision up to the store's
+                        // (below what was delivered when it lags, above when it overtakes).
+                        store += ahead;
+                        let rev = store.saturating_sub(ahead / 2);
+                        if let Some(b) = g.on_progress(rev, true) {
+                            prop_assert!(b <= delivered.max(start), "bookmark {b} ahead of delivered {delivered}");
+                            prop_assert!(b >= last_out, "bookmark {b} went back from {last_out}");
+                            last_out = b;
+                        }
+                    }
+                    Step::Periodic => {
+                        // Only sent once the watcher caught up: nothing owed up to `store`.
+                        delivered = store;
+                        let b = g.on_progress(store, false);
+                        prop_assert_eq!(b, Some(store));
+                        prop_assert!(store >= last_out);
+                        last_out = store;
+                    }
+                }
+            }
+        }
     }
 
     #[test]
