@@ -6,13 +6,16 @@
 //! ```
 //!
 //! With a URL the example watches all namespaces; with the kubeconfig it watches the
-//! context's namespace when it has one. `BEARER_TOKEN` adds a token to a URL.
+//! context's namespace when it has one. `BEARER_TOKEN` adds a token to a URL;
+//! `STREAMING_LIST=1` syncs with a streaming list (sendInitialEvents) instead of paged lists.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use listwatch_api::{Object, SelectableFields};
-use listwatch_client::{EventHandler, HttpConfig, HttpListerWatcher, Informer, InformerConfig};
+use listwatch_client::{
+    Config, EventHandler, HttpConfig, HttpListerWatcher, Informer, InformerConfig,
+};
 
 struct PrintChanges;
 
@@ -87,9 +90,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("mirroring {}{path}", config.base_url);
     let lw = HttpListerWatcher::new(config, &path)?
         .with_selectable_fields(SelectableFields::new(["spec.nodeName"]));
+    let streaming = std::env::var("STREAMING_LIST").is_ok_and(|v| v == "1");
     let informer = Informer::spawn(
         lw,
-        InformerConfig::default().resync_period(Duration::from_secs(300)),
+        InformerConfig::default()
+            .reflector(Config::default().streaming_list(streaming))
+            .resync_period(Duration::from_secs(300)),
     );
     let printer = informer.add_handler(PrintChanges);
     informer.wait_until_synced().await?;

@@ -542,7 +542,10 @@ async fn run_ops(ops: Vec<Op>, streaming: bool) {
     }
     let want = backend_state(&backend).await;
     let store = informer.store();
-    let converged = eventually(Duration::from_secs(600), || store_state(&store) == want).await;
+    let converged = eventually(Duration::from_secs(600), || {
+        store.has_synced() && store_state(&store) == want
+    })
+    .await;
     assert!(
         converged,
         "store {:?} != backend {want:?}",
