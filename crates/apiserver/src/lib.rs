@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use listwatch_api::Object;
+use listwatch_cacher::{Cacher, CacherConfig, CacherMetrics};
 use listwatch_endpoints::{Config, Installer, ResourceInfo};
 use listwatch_etcd::{Compactor, EtcdClient, EtcdConfig, EtcdStore};
 use listwatch_memstore::{MemStore, MemStoreConfig};
@@ -86,6 +87,10 @@ pub struct Options {
     /// Watches open at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_watches: usize,
+    /// Serve reads and watches from a watch cache per resource (upstream `--watch-cache`);
+    /// `--watch-cache=false` serves the backend directly.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_cache: bool,
     /// Embedded store: compaction keeps at least this many recent revisions.
     #[arg(long, default_value_t = 10_000)]
     pub embedded_retain_revisions: u64,
@@ -132,7 +137,7 @@ pub enum ServerError {
 
 /// Storage for each resource, by backend. Every resource gets its own `Arc<dyn Storage>`
 /// so a per-resource cache can wrap it.
-enum Backends {
+pub(crate) enum Backends {
     Embedded(MemStore),
     Etcd {
         client: EtcdClient,
@@ -222,10 +227,9 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
     Ok(())
 }
 
-/// Builds the API for the options (exposed for tests and embedding).
-pub fn build_api(
-    opts: &Options,
-) -> Result<(listwatch_endpoints::Api, impl Send + 'static), ServerError> {
+/// Builds the API for the options (exposed for tests and embedding): one storage per
+/// resource, wrapped in a [`Cacher`] unless `--watch-cache=false`.
+pub fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Running), ServerError> {
     let backends = Backends::open(opts)?;
     let config = Config {
         min_request_timeout: Duration::from_secs(opts.min_request_timeout),
@@ -235,29 +239,69 @@ pub fn build_api(
         ..Config::default()
     };
     let mut installer = Installer::new(config);
+    let cacher_metrics = CacherMetrics::register(installer.registry_mut());
+    let mut cachers = Vec::new();
     for info in all_resources(opts)? {
-        let storage = backends.storage_for(&info);
+        let backend = backends.storage_for(&info);
+        let storage: Arc<dyn Storage> = if opts.watch_cache {
+            let mut config = CacherConfig::new(info.storage_resource.clone())
+                .with_metrics(cacher_metrics.clone());
+            if let Some(trigger) = &info.trigger_field {
+                config = config.with_trigger(trigger);
+            }
+            let cacher = Arc::new(Cacher::new(backend, config));
+            cachers.push(Arc::clone(&cacher));
+            cacher
+        } else {
+            backend
+        };
         installer = installer.resource(info, storage);
     }
-    Ok((installer.build(), backends))
+    Ok((
+        installer.build(),
+        Running {
+            _backends: backends,
+            cachers,
+        },
+    ))
 }
 
-/// Runs the server until SIGTERM/SIGINT; `on_listening` gets the bound address.
+/// What must live as long as the server: the backends (and etcd's compactor) and the
+/// cachers (each stops when dropped).
+pub struct Running {
+    _backends: Backends,
+    cachers: Vec<Arc<Cacher>>,
+}
+
+impl std::fmt::Debug for Running {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Running")
+            .field("cachers", &self.cachers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Running {
+    /// Resolves once every cache has listed its backend and is serving.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn wait_ready(&self) {
+        futures::future::join_all(self.cachers.iter().map(|c| c.wait_ready())).await;
+    }
+}
+
+/// Runs the server until SIGTERM/SIGINT; `on_listening` gets the bound address once every
+/// cache is ready.
 pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result<(), ServerError> {
-    let (api, backends) = build_api(&opts)?;
+    let (api, running) = build_api(&opts)?;
     bootstrap_namespaces(&api).await?;
-    let listener = tokio::net::TcpListener::bind(opts.bind)
-        .await
-        .map_err(|source| ServerError::Io {
-            addr: opts.bind,
-            source,
-        })?;
-    let addr = listener.local_addr().map_err(|source| ServerError::Io {
+    let io = |source| ServerError::Io {
         addr: opts.bind,
         source,
-    })?;
-    on_listening(addr);
-    tracing::info!(%addr, storage = ?opts.storage, resources = api.resources().len(), "serving");
+    };
+    let listener = tokio::net::TcpListener::bind(opts.bind).await.map_err(io)?;
+    let addr = listener.local_addr().map_err(io)?;
     let shutdown = api.shutdown_handle();
     let server = {
         let shutdown = shutdown.clone();
@@ -265,14 +309,25 @@ pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result
             .with_graceful_shutdown(async move { shutdown.wait().await })
     };
     let mut server = tokio::spawn(async move { server.await });
-    tokio::select! {
-        res = &mut server => {
-            return match res {
-                Ok(r) => r.map_err(|source| ServerError::Io { addr, source }),
-                Err(e) => Err(ServerError::Io { addr, source: std::io::Error::other(e) }),
-            };
+    // Already serving (with /readyz failing); announce once every cache is ready, so what a
+    // person (or a test) does next is not answered with 429s.
+    let announced = tokio::select! {
+        () = running.wait_ready() => true,
+        () = terminate_signal() => false,
+    };
+    if announced {
+        on_listening(addr);
+        tracing::info!(%addr, storage = ?opts.storage, resources = api.resources().len(),
+            watch_cache = opts.watch_cache, "serving");
+        tokio::select! {
+            res = &mut server => {
+                return match res {
+                    Ok(r) => r.map_err(|source| ServerError::Io { addr, source }),
+                    Err(e) => Err(ServerError::Io { addr, source: std::io::Error::other(e) }),
+                };
+            }
+            () = terminate_signal() => {}
         }
-        () = terminate_signal() => {}
     }
     tracing::info!(
         grace_seconds = opts.shutdown_grace_period,
@@ -286,7 +341,7 @@ pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result
             server.abort();
         }
     }
-    drop(backends);
+    drop(running);
     Ok(())
 }
 

@@ -31,12 +31,7 @@ fn assert_status(resp: &common::Response, code: u16, reason: &str) {
 
 #[test]
 fn every_error_path_is_a_status_with_upstreams_code_and_reason() {
-    let server = Server::start(&[
-        "--embedded-retain-revisions",
-        "20",
-        "--embedded-retain-window",
-        "0",
-    ]);
+    let server = Server::start(common::SHORT_HISTORY);
     let a = server.addr.as_str();
     assert_eq!(
         post(a, "/api/v1/namespaces", &json!({"metadata":{"name":"e2e"}})).status,

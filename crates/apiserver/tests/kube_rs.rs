@@ -292,12 +292,7 @@ async fn reflector_converges_under_a_thousand_random_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watcher_relists_after_a_forced_410() {
     // A short history, and watches that end every second so they restart from an old version.
-    let server = Server::start(&[
-        "--embedded-retain-revisions",
-        "20",
-        "--embedded-retain-window",
-        "0",
-    ]);
+    let server = Server::start(common::SHORT_HISTORY);
     let client = client(&server).await;
     namespace(&client, "e2e").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "e2e");

@@ -27,12 +27,7 @@ fn python_client_lists_watches_and_handles_410() {
     if !python_client_available() {
         return;
     }
-    let server = Server::start(&[
-        "--embedded-retain-revisions",
-        "20",
-        "--embedded-retain-window",
-        "0",
-    ]);
+    let server = Server::start(common::SHORT_HISTORY);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/client_checks.py");
     let out = Command::new("python3")
         .arg(script)

@@ -11,6 +11,17 @@ use std::time::Duration;
 /// Longest wait for anything a test waits on; only a hang reaches it.
 pub const PATIENCE: Duration = Duration::from_secs(60);
 
+/// Flags for a server whose old versions expire after a few writes: a short embedded
+/// history, served without the watch cache (whose event window grows while events are
+/// young, so it would keep answering for versions the backend has compacted away).
+pub const SHORT_HISTORY: &[&str] = &[
+    "--watch-cache=false",
+    "--embedded-retain-revisions",
+    "20",
+    "--embedded-retain-window",
+    "0",
+];
+
 /// A running `listwatch-apiserver`, killed on drop.
 pub struct Server {
     child: Child,
