@@ -196,7 +196,11 @@ impl HttpListerWatcher {
     }
 
     async fn get(&self, query: String) -> Result<hyper::Response<hyper::body::Incoming>> {
-        let uri = format!("{}?{}", self.url, query);
+        let uri = if query.is_empty() {
+            self.url.clone()
+        } else {
+            format!("{}?{}", self.url, query)
+        };
         let mut req = Request::builder()
             .method(Method::GET)
             .uri(&uri)

@@ -1,0 +1,229 @@
+//! TLS with the `rustls` feature: the client trusts the configured CA (and only it) and can
+//! present a client certificate. Certificates are made with the `openssl` command; without it
+//! the test says so and checks nothing.
+#![cfg(feature = "rustls")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use listwatch_client::{HttpConfig, HttpListerWatcher, ListRequest, ListerWatcher};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+fn openssl(dir: &Path, args: &[&str]) -> bool {
+    Command::new("openssl")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A CA and a server certificate for 127.0.0.1 signed by it; `None` without openssl.
+fn make_certs(name: &str) -> Option<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("lw-tls-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let ok = openssl(
+        &dir,
+        &[&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=lw-test-ca",
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"]]
+        .concat(),
+    ) && openssl(&dir, &[&["req"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"]].concat())
+        && std::fs::write(
+            dir.join("ext.cnf"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n",
+        )
+        .is_ok()
+        && openssl(
+            &dir,
+            &["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", "server.pem", "-days", "1", "-extfile", "ext.cnf"],
+        );
+    if !ok {
+        eprintln!("openssl unavailable or failed: TLS test skipped");
+        return None;
+    }
+    Some(dir)
+}
+
+/// Serves one fixed list response per connection over TLS, on a thread.
+fn serve_tls(dir: &Path, client_ca: Option<&Path>) -> String {
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("server.pem"))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_client_cert_verifier(match client_ca {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_file_iter(ca).unwrap() {
+                roots.add(c.unwrap()).unwrap();
+            }
+            rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                Arc::new(rustls::crypto::ring::default_provider()),
+            )
+            .build()
+            .unwrap()
+        }
+        None => rustls::server::WebPkiClientVerifier::no_client_auth(),
+    })
+    .with_single_cert(chain, key)
+    .unwrap();
+    let config = Arc::new(config);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { return };
+            let conn = rustls::ServerConnection::new(Arc::clone(&config)).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, tcp);
+            let mut head = Vec::new();
+            let mut buf = [0u8; 512];
+            while !head.ends_with(b"\r\n\r\n") {
+                match tls.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            if head.is_empty() {
+                continue;
+            }
+            let body = r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[{"metadata":{"name":"secure","namespace":"ns","resourceVersion":"41"}}]}"#;
+            let resp = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = tls.write_all(resp.as_bytes());
+            let _ = tls.flush();
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn https_lists_succeed_with_the_servers_ca_and_fail_with_another() {
+    let Some(dir) = make_certs("ok") else { return };
+    let url = serve_tls(&dir, None);
+    let ca = std::fs::read(dir.join("ca.pem")).unwrap();
+    let lw =
+        HttpListerWatcher::new(HttpConfig::new(&url).unwrap().ca_pem(ca), "/api/v1/pods").unwrap();
+    let page = lw.list(&ListRequest::default()).await.unwrap();
+    assert_eq!(
+        (page.resource_version, page.items[0].name()),
+        (42, "secure")
+    );
+
+    let other = make_certs("other").unwrap();
+    let wrong_ca = std::fs::read(other.join("ca.pem")).unwrap();
+    let lw = HttpListerWatcher::new(
+        HttpConfig::new(&url).unwrap().ca_pem(wrong_ca),
+        "/api/v1/pods",
+    )
+    .unwrap();
+    let e = lw.list(&ListRequest::default()).await.unwrap_err();
+    assert!(
+        e.status().is_none(),
+        "a TLS failure is not an API error: {e}"
+    );
+
+    assert!(
+        HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").is_err(),
+        "https without a CA"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(&other).ok();
+}
+
+#[tokio::test]
+async fn a_kubeconfig_client_certificate_is_presented_to_a_server_that_requires_one() {
+    use base64::Engine;
+    let Some(dir) = make_certs("mtls") else {
+        return;
+    };
+    // A client certificate signed by the same CA.
+    assert!(openssl(
+        &dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "client.key",
+            "-out",
+            "client.csr",
+            "-subj",
+            "/CN=admin/O=system:masters"
+        ],
+    ));
+    std::fs::write(
+        dir.join("client.cnf"),
+        "basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    assert!(openssl(
+        &dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "client.pem",
+            "-days",
+            "1",
+            "-extfile",
+            "client.cnf"
+        ],
+    ));
+    let url = serve_tls(&dir, Some(&dir.join("ca.pem")));
+    let b64 = |f: &str| {
+        base64::engine::general_purpose::STANDARD.encode(std::fs::read(dir.join(f)).unwrap())
+    };
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {{cluster: k, user: u}}\n\
+         clusters:\n- name: k\n  cluster:\n    server: {url}\n    certificate-authority-data: {}\n\
+         users:\n- name: u\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\n",
+        b64("ca.pem"),
+        b64("client.pem"),
+        b64("client.key"),
+    );
+    let config = HttpConfig::from_kubeconfig_yaml(&kubeconfig, &dir).unwrap();
+    let lw = HttpListerWatcher::new(config, "/api/v1/pods").unwrap();
+    let page = lw.list(&ListRequest::default()).await.unwrap();
+    assert_eq!(page.items[0].name(), "secure");
+
+    let no_cert = HttpConfig::new(&url)
+        .unwrap()
+        .ca_pem(std::fs::read(dir.join("ca.pem")).unwrap());
+    let lw = HttpListerWatcher::new(no_cert, "/api/v1/pods").unwrap();
+    assert!(
+        lw.list(&ListRequest::default()).await.is_err(),
+        "the server requires a client certificate"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
