@@ -8,8 +8,13 @@ use std::process::Command;
 
 use common::Server;
 
+/// The Python to use: `$LISTWATCH_PYTHON` (set by `cargo xtask test`), else `python3`.
+fn python() -> String {
+    std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned())
+}
+
 fn python_client_available() -> bool {
-    let ok = Command::new("python3")
+    let ok = Command::new(python())
         .args(["-c", "import kubernetes"])
         .output()
         .is_ok_and(|o| o.status.success());
@@ -29,7 +34,7 @@ fn python_client_lists_watches_and_handles_410() {
     }
     let server = Server::start(common::SHORT_HISTORY);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/client_checks.py");
-    let out = Command::new("python3")
+    let out = Command::new(python())
         .arg(script)
         .arg(&server.url)
         .output()

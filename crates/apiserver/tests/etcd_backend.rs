@@ -1,0 +1,206 @@
+//! The binary over a real etcd (`--storage etcd`): clients see the same API, data outlives
+//! the server, and a reflector converges. Needs Debian's `etcd-server`; `cargo xtask test`
+//! provisions it and runs these ignored tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Server, http};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, watcher};
+use kube::runtime::{WatchStreamExt, reflector as reflect};
+use kube::{Client, ResourceExt};
+use listwatch_etcd::testing::EtcdServer;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+const JSON: (&str, &str) = ("Content-Type", "application/json");
+
+fn start_on(etcd: &EtcdServer, extra: &[&str]) -> Server {
+    let endpoint = etcd.endpoint();
+    let mut args = vec!["--storage", "etcd", "--etcd-servers", endpoint.as_str()];
+    args.extend_from_slice(extra);
+    Server::start(&args)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn etcd_backed_server_serves_crud_lists_and_watches_and_keeps_data_across_restarts() {
+    let etcd = EtcdServer::start().await.expect("etcd");
+    let server = start_on(&etcd, &[]);
+    let addr = server.addr.clone();
+    let watch_frames = tokio::task::spawn_blocking(move || {
+        assert_eq!(
+            http(
+                &addr,
+                "POST",
+                "/api/v1/namespaces",
+                &[JSON],
+                br#"{"metadata":{"name":"e"}}"#
+            )
+            .status,
+            201
+        );
+        let rv = http(&addr, "GET", "/api/v1/namespaces/e/configmaps", &[], b"").json()["metadata"]
+            ["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        for i in 0..5 {
+            let body =
+                json!({"metadata":{"name":format!("c{i}")},"data":{"i":i.to_string()}}).to_string();
+            assert_eq!(
+                http(
+                    &addr,
+                    "POST",
+                    "/api/v1/namespaces/e/configmaps",
+                    &[JSON],
+                    body.as_bytes()
+                )
+                .status,
+                201
+            );
+        }
+        let page = http(
+            &addr,
+            "GET",
+            "/api/v1/namespaces/e/configmaps?limit=2",
+            &[],
+            b"",
+        )
+        .json();
+        assert_eq!(page["items"].as_array().unwrap().len(), 2);
+        let token = page["metadata"]["continue"].as_str().unwrap().to_owned();
+        let next = http(
+            &addr,
+            "GET",
+            &format!("/api/v1/namespaces/e/configmaps?limit=10&continue={token}"),
+            &[],
+            b"",
+        )
+        .json();
+        assert_eq!(next["items"].as_array().unwrap().len(), 3);
+        let deleted = http(
+            &addr,
+            "DELETE",
+            "/api/v1/namespaces/e/configmaps/c0",
+            &[],
+            b"",
+        );
+        assert_eq!(deleted.status, 200);
+        http(
+            &addr,
+            "GET",
+            &format!(
+                "/api/v1/namespaces/e/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=2"
+            ),
+            &[],
+            b"",
+        )
+        .lines()
+    })
+    .await
+    .unwrap();
+    let types: Vec<&str> = watch_frames
+        .iter()
+        .map(|f| f["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["ADDED", "ADDED", "ADDED", "ADDED", "ADDED", "DELETED"]
+    );
+
+    // A new server on the same etcd sees everything.
+    assert!(server.terminate());
+    let again = start_on(&etcd, &[]);
+    let addr = again.addr.clone();
+    let names = tokio::task::spawn_blocking(move || {
+        http(&addr, "GET", "/api/v1/namespaces/e/configmaps", &[], b"").json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    assert_eq!(names, ["c1", "c2", "c3", "c4"]);
+}
+
+fn snapshot(store: &Store<Pod>) -> BTreeMap<String, String> {
+    store
+        .state()
+        .iter()
+        .map(|p| (p.name_any(), p.resource_version().unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn kube_rs_reflector_converges_over_etcd() {
+    let etcd = EtcdServer::start().await.expect("etcd");
+    let server = start_on(&etcd, &[]);
+    let client = Client::try_from(kube::Config::new(server.url.parse().unwrap())).unwrap();
+    let ns = serde_json::from_value(json!({"metadata":{"name":"e"}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, "e");
+    let (store, writer) = reflector::store();
+    let driver = tokio::spawn(
+        reflect(
+            writer,
+            watcher(pods.clone(), watcher::Config::default().streaming_lists()),
+        )
+        .applied_objects()
+        .for_each(|_| async {}),
+    );
+    store.wait_until_ready().await.unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    for i in 0..300 {
+        let name = format!("p{}", rng.random_range(0..20));
+        let pod: Pod = serde_json::from_value(
+            json!({"metadata":{"name":name},"spec":{"containers":[{"name":"c","image":"x"}]}}),
+        )
+        .unwrap();
+        let r = match rng.random_range(0..3) {
+            0 => pods.create(&PostParams::default(), &pod).await.map(drop),
+            1 => pods
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata":{"labels":{"i":i.to_string()}}})),
+                )
+                .await
+                .map(drop),
+            _ => pods.delete(&name, &DeleteParams::default()).await.map(drop),
+        };
+        match r {
+            Ok(()) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+            Err(e) => panic!("write {i}: {e}"),
+        }
+    }
+    let want: BTreeMap<String, String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| (p.name_any(), p.resource_version().unwrap_or_default()))
+        .collect();
+    let deadline = Instant::now() + PATIENCE;
+    while snapshot(&store) != want {
+        assert!(Instant::now() < deadline, "store never converged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    driver.abort();
+}
