@@ -21,6 +21,8 @@ enum Reply {
     Full(u16, String),
     /// A chunked 200 response; waits for `gate` before each chunk after the first.
     Chunked(Vec<String>, Arc<Notify>),
+    /// Never answers (the connection stays open).
+    Hang,
 }
 
 /// Seen request heads (request line + headers).
@@ -53,6 +55,9 @@ async fn serve(route: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (String
                 let target = head.split_whitespace().nth(1).unwrap().to_owned();
                 log.lock().unwrap().push(head);
                 match route(&target) {
+                    Reply::Hang => {
+                        let _ = sock.read(&mut buf).await;
+                    }
                     Reply::Full(code, body) => {
                         let resp = format!(
                             "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
@@ -311,4 +316,18 @@ async fn a_reflector_over_http_mirrors_a_list_then_watch_events() {
     assert!(store.get_by_name(Some("ns"), "b").is_some());
     assert_eq!(store.resource_version(), 12);
     task.abort();
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_a_list_times_out_as_a_transport_error() {
+    let (url, seen) = serve(|_| Reply::Hang).await;
+    let config = HttpConfig::new(&url)
+        .unwrap()
+        .request_timeout(Duration::from_millis(200));
+    let lw = HttpListerWatcher::new(config, "/api/v1/pods").unwrap();
+    let e = lw.list(&ListRequest::default()).await.unwrap_err();
+    assert!(matches!(e, listwatch_client::Error::Http(_)), "{e:?}");
+    let head = seen.lock().unwrap()[0].to_ascii_lowercase();
+    assert!(head.starts_with("get /api/v1/pods http/1.1"), "{head}");
+    assert!(head.contains("user-agent: listwatch-client/"), "{head}");
 }

@@ -609,3 +609,42 @@ async fn the_reflector_type_runs_into_its_store_until_dropped() {
         "a stopped reflector no longer follows"
     );
 }
+
+#[derive(Clone, serde::Deserialize)]
+struct MyPod {
+    metadata: listwatch_api::ObjectMeta,
+    spec: MySpec,
+}
+
+#[derive(Clone, serde::Deserialize)]
+struct MySpec {
+    payload: String,
+}
+
+impl listwatch_client::HasMetadata for MyPod {
+    fn metadata(&self) -> &listwatch_api::ObjectMeta {
+        &self.metadata
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_typed_store_follows_the_backend_through_serde() {
+    let backend = seeded(2).await;
+    let lw = listwatch_client::Typed::<_, MyPod>::new(StorageLw::new(backend.clone()));
+    let r = listwatch_client::Reflector::new(lw, config());
+    let pods: Store<MyPod> = r.store();
+    tokio::spawn(r.run());
+    pods.wait_until_synced().await.unwrap();
+    let o = update(&backend, "p1", "typed").await;
+    assert!(
+        eventually(Duration::from_secs(5), || pods
+            .get_by_name(Some("ns"), "p1")
+            .is_some_and(|p| p.spec.payload == "typed"))
+        .await
+    );
+    let p1 = pods.get_by_name(Some("ns"), "p1").unwrap();
+    assert_eq!(
+        p1.metadata.resource_version.as_deref(),
+        Some(o.resource_version().to_string().as_str())
+    );
+}

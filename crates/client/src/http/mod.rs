@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http::header::{ACCEPT, AUTHORIZATION, HeaderValue};
+use http::header::{ACCEPT, AUTHORIZATION, HeaderValue, USER_AGENT};
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -204,7 +204,11 @@ impl HttpListerWatcher {
         let mut req = Request::builder()
             .method(Method::GET)
             .uri(&uri)
-            .header(ACCEPT, "application/json");
+            .header(ACCEPT, "application/json")
+            .header(
+                USER_AGENT,
+                concat!("listwatch-client/", env!("CARGO_PKG_VERSION")),
+            );
         if let Some(auth) = &self.auth {
             req = req.header(AUTHORIZATION, auth.clone());
         }
@@ -300,9 +304,18 @@ impl ListerWatcher for HttpListerWatcher {
     type Object = Object;
 
     async fn list(&self, request: &ListRequest) -> Result<Page<Object>> {
-        let res = self.get(list_query(request)).await?;
-        let body = read_body(res.into_body()).await?;
-        decode::decode_list(&body, &self.fields)
+        let list = async {
+            let res = self.get(list_query(request)).await?;
+            let body = read_body(res.into_body()).await?;
+            decode::decode_list(&body, &self.fields)
+        };
+        // The whole list (headers and body) is under the request timeout.
+        match self.timeout {
+            Some(t) => tokio::time::timeout(t, list)
+                .await
+                .map_err(|_| Error::Http(format!("list not complete within {t:?}").into()))?,
+            None => list.await,
+        }
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<Object>> {
