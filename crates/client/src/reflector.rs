@@ -78,7 +78,9 @@ pub struct Config {
     /// Objects per list page (client-go `pager.defaultPageSize = 500`).
     pub page_size: u32,
     /// Use a streaming list (`sendInitialEvents`) instead of paginated lists, falling back to
-    /// a list when it fails (client-go's `WatchListClient` feature; off by default there too).
+    /// a list when it fails (client-go's `WatchListClient` feature). Off by default: client-go
+    /// turned it on in 1.35, but kube-apiserver's cacher turns it off for its own reflector
+    /// (`UseWatchList = false`), and the cacher is this crate's main in-process user.
     pub streaming_list: bool,
     /// Watches ask the server for a timeout random in `[this, 2 × this)` (client-go
     /// `defaultMinWatchTimeout = 5 * time.Minute`).
@@ -103,7 +105,7 @@ impl Default for Config {
             field_selector: FieldSelector::everything(),
             // client-go tools/pager: defaultPageSize = 500
             page_size: 500,
-            // client-go: WatchListClient feature gate, default off for informers
+            // client-go WatchListClient: beta, on by default since 1.35; off here (see the field)
             streaming_list: false,
             // client-go reflector.go: defaultMinWatchTimeout = 5 * time.Minute
             min_watch_timeout: Duration::from_secs(5 * 60),
