@@ -13,7 +13,7 @@
 //!   with `prev_kv` and progress notifications turned into bookmarks (guarded against etcd
 //!   issue 15220, see the `watch` module);
 //! - [`Compactor`]: periodic history compaction coordinated between servers;
-//! - with the `test-util` feature, [`testing`]: a throwaway etcd server and a fault proxy.
+//! - with the `test-util` feature, `testing`: a throwaway etcd server and a fault proxy.
 //!
 //! It sits beside the embedded store, under the cacher: `listwatch-storage` defines what it
 //! implements. It must never depend on the watch cache, the cacher, HTTP serving or the
