@@ -202,7 +202,11 @@ impl<K: Resource> Informer<K> {
         self.store.has_synced()
     }
 
-    /// Waits for the first list. See [`Store::wait_until_synced`].
+    /// Waits for the first list.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, like [`Store::wait_until_synced`].
     pub async fn wait_until_synced(&self) -> Result<(), WriterDropped> {
         self.store.wait_until_synced().await
     }

@@ -130,6 +130,11 @@ impl<K> WatchEvent<K> {
 pub type WatchStream<K> = BoxStream<'static, Result<WatchEvent<K>>>;
 
 /// Lists pages of objects and opens watches on one collection.
+///
+/// # Cancel safety
+///
+/// Both calls are cancel safe: dropping the future abandons the request and changes nothing
+/// (implementations must not keep state between calls that a dropped call could corrupt).
 #[async_trait]
 pub trait ListerWatcher: Send + Sync + 'static {
     /// The object type.
