@@ -59,6 +59,7 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TestingError {
 #[derive(Debug, Clone, Default)]
 pub struct EtcdServerBuilder {
     progress_notify_interval: Option<Duration>,
+    binary: Option<String>,
 }
 
 impl EtcdServerBuilder {
@@ -69,9 +70,19 @@ impl EtcdServerBuilder {
         self
     }
 
+    /// Runs this binary (default: `$LISTWATCH_ETCD_BIN`, else `etcd` on `PATH`).
+    #[must_use]
+    pub fn binary(mut self, path: impl Into<String>) -> Self {
+        self.binary = Some(path.into());
+        self
+    }
+
     /// Starts the server and waits until it is healthy.
     pub async fn start(self) -> Result<EtcdServer, TestingError> {
-        let binary = std::env::var("LISTWATCH_ETCD_BIN").unwrap_or_else(|_| "etcd".to_owned());
+        let binary = match self.binary {
+            Some(b) => b,
+            None => std::env::var("LISTWATCH_ETCD_BIN").unwrap_or_else(|_| "etcd".to_owned()),
+        };
         if !binary_exists(&binary) {
             return Err(TestingError::NotInstalled { binary });
         }
