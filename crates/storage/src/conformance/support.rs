@@ -407,6 +407,8 @@ impl History {
 pub(crate) enum Expect {
     Added(Object),
     Modified(Object),
+    /// MODIFIED whose `prev`, when the backend gives one, must be exactly this state.
+    ModifiedFrom(Object, Object),
     Deleted(Object),
 }
 
@@ -414,7 +416,11 @@ pub(crate) enum Expect {
 pub(crate) fn describe(ev: &WatchEvent) -> String {
     match ev {
         WatchEvent::Added(o) => format!("ADDED {}", show(o)),
-        WatchEvent::Modified { object, .. } => format!("MODIFIED {}", show(object)),
+        WatchEvent::Modified { object, prev } => format!(
+            "MODIFIED {} (prev {})",
+            show(object),
+            prev.as_ref().map_or_else(|| "unknown".to_owned(), show)
+        ),
         WatchEvent::Deleted(o) => format!("DELETED {}", show(o)),
         WatchEvent::Bookmark(b) => format!("BOOKMARK {b:?}"),
         WatchEvent::Error(e) => format!("ERROR {e:?}"),
@@ -425,6 +431,7 @@ fn describe_expect(e: &Expect) -> String {
     match e {
         Expect::Added(o) => format!("ADDED {}", show(o)),
         Expect::Modified(o) => format!("MODIFIED {}", show(o)),
+        Expect::ModifiedFrom(o, p) => format!("MODIFIED {} (prev {})", show(o), show(p)),
         Expect::Deleted(o) => format!("DELETED {}", show(o)),
     }
 }
@@ -443,6 +450,9 @@ pub(crate) fn check_event(ev: &WatchEvent, want: &Expect, ctx: &str) {
                         && p.namespace() == w.namespace()
                         && p.resource_version() < w.resource_version()
                 })
+        }
+        (WatchEvent::Modified { object, prev }, Expect::ModifiedFrom(w, p)) => {
+            object == w && prev.as_ref().is_none_or(|got| got == p)
         }
         _ => false,
     };

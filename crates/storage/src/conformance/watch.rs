@@ -54,7 +54,10 @@ async fn run_steps<S: Storage>(s: &S, w: &mut WatchStream, steps: Vec<Step>, ctx
         let Some(kind) = kind else { continue };
         let want = match kind {
             Added => Expect::Added(written),
-            Modified => Expect::Modified(written),
+            Modified => match prev {
+                Some(prev) => Expect::ModifiedFrom(written, prev),
+                None => panic!("{ctx} step {i}: nothing was modified"),
+            },
             Deleted => {
                 let prev = prev.unwrap_or_else(|| panic!("{ctx} step {i}: nothing to delete"));
                 Expect::Deleted(prev.with_resource_version(written.resource_version()))
@@ -236,11 +239,16 @@ pub async fn watch_from_zero_sends_current_state_first<H: Harness>(h: &H) -> Ver
     let stored = create(&s, &foo_pod).await;
     sync(&s, stored.resource_version()).await;
     let mut w = watch(&s, &foo_pod.key(), &from_rv(Some(0), &foo_pod.key())).await;
-    expect_events(&mut w, &[Expect::Added(stored)], "object watch from 0").await;
+    expect_events(
+        &mut w,
+        &[Expect::Added(stored.clone())],
+        "object watch from 0",
+    )
+    .await;
     let updated = update(&s, &foo_pod.key(), |o| with_annotation(o, "a", "1")).await;
     expect_events(
         &mut w,
-        &[Expect::Modified(updated.clone())],
+        &[Expect::ModifiedFrom(updated.clone(), stored.clone())],
         "change after the state",
     )
     .await;
@@ -346,7 +354,7 @@ pub async fn watch_from_past_revision_replays_history_in_order<H: Harness>(h: &H
     let key = pods(Some("ns"));
     let mut w = watch(&s, &key, &from_rv(Some(a1.resource_version()), &key)).await;
     let want = [
-        Expect::Modified(a2.clone()),
+        Expect::ModifiedFrom(a2.clone(), a1.clone()),
         Expect::Added(b),
         Expect::Deleted(a2.with_resource_version(gone.resource_version())),
     ];
