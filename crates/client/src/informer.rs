@@ -59,6 +59,7 @@ impl<K> Default for InformerConfig<K> {
             reflector: Config::default(),
             // client-go: a resync period of 0 means no resync
             resync_period: None,
+            // ours: client-go's processorListener buffers without bound (see the module doc)
             subscriber_buffer: 1024,
             indexers: Vec::new(),
         }
