@@ -13,8 +13,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequestParts, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -110,22 +111,42 @@ impl Request {
 /// Entry point for everything under `/api` and `/apis`.
 pub(crate) async fn serve(
     State(shared): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Body,
+    req: axum::extract::Request,
 ) -> Response {
     if shared.shutting_down() {
         return ApiError::shutting_down().into_response();
     }
-    match path::parse(uri.path()) {
+    let (mut parts, body) = req.into_parts();
+    match path::parse(parts.uri.path()) {
         None => ApiError::path_not_found().into_response(),
         Some(ApiPath::Resource(t)) => {
-            resource_request(shared, method, t, Query::parse(uri.query()), headers, body).await
+            let ws = if wants_websocket(&parts.headers) {
+                match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+                    Ok(ws) => Some(ws),
+                    Err(rejection) => {
+                        return ApiError::bad_request(format!(
+                            "websocket upgrade failed: {}",
+                            rejection.body_text()
+                        ))
+                        .into_response();
+                    }
+                }
+            } else {
+                None
+            };
+            let query = Query::parse(parts.uri.query());
+            resource_request(shared, parts.method, t, query, parts.headers, body, ws).await
         }
-        Some(p) => discovery_request(&shared, &method, p, &headers)
+        Some(p) => discovery_request(&shared, &parts.method, p, &parts.headers)
             .unwrap_or_else(IntoResponse::into_response),
     }
+}
+
+fn wants_websocket(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
 }
 
 fn discovery_request(
@@ -219,6 +240,7 @@ async fn resource_request(
     query: Query,
     headers: HeaderMap,
     body: Body,
+    ws: Option<WebSocketUpgrade>,
 ) -> Response {
     let started = Instant::now();
     let Some(res) = shared
@@ -247,7 +269,7 @@ async fn resource_request(
         status,
     };
     let result = if verb == Verb::Watch {
-        watch_request(&req).await
+        watch_request(&req, ws).await
     } else {
         let kind = if matches!(verb, Verb::Get | Verb::List) {
             "readOnly"
@@ -287,7 +309,7 @@ async fn handle(req: &Request, verb: Verb, body: Body) -> ApiResult<Response> {
         Verb::Patch => patch(req, body).await,
         Verb::Delete => delete(req, body).await,
         Verb::DeleteCollection => delete_collection(req, body).await,
-        Verb::Watch => watch_request(req).await,
+        Verb::Watch => watch_request(req, None).await,
     }
 }
 
@@ -467,7 +489,7 @@ async fn list(req: &Request) -> ApiResult<Response> {
     }
 }
 
-async fn watch_request(req: &Request) -> ApiResult<Response> {
+async fn watch_request(req: &Request, ws: Option<WebSocketUpgrade>) -> ApiResult<Response> {
     let format = negotiate(&req.headers, Offer::JsonOrTable)?;
     let include = req.query.include_object()?;
     let mut lr = req
@@ -512,6 +534,10 @@ async fn watch_request(req: &Request) -> ApiResult<Response> {
         _permit: permit,
         _gauge: shared.metrics.watch_started(),
     };
+    if let Some(ws) = ws {
+        // One message per event on the same route, as upstream's websocket watch does.
+        return Ok(ws.on_upgrade(move |socket| watch_server::forward_to_websocket(socket, state)));
+    }
     let mut resp = Body::from_stream(watch_server::body(state)).into_response();
     let h = resp.headers_mut();
     h.insert(

@@ -16,6 +16,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
 use bytes::{Bytes, BytesMut};
 use futures::{FutureExt, Stream, StreamExt};
 use listwatch_api::watch::{EventType, encode_bookmark, encode_error, encode_frame};
@@ -172,6 +173,35 @@ pub(crate) fn body(state: WatchState) -> impl Stream<Item = Result<Bytes, Infall
             return Some((Ok(out), if last { None } else { Some(st) }));
         }
     })
+}
+
+/// Serves a watch over a websocket: one text message per event (the frame without its
+/// newline), then a close. Ends early when the client closes or goes away.
+pub(crate) async fn forward_to_websocket(mut socket: WebSocket, state: WatchState) {
+    let body = body(state);
+    futures::pin_mut!(body);
+    loop {
+        tokio::select! {
+            chunk = body.next() => {
+                let Some(Ok(chunk)) = chunk else { break };
+                // A chunk holds whole newline-terminated frames; each becomes one message.
+                let mut start = 0;
+                while let Some(n) = chunk[start..].iter().position(|b| *b == b'\n') {
+                    let frame = chunk.slice(start..start + n);
+                    start += n + 1;
+                    let Ok(text) = Utf8Bytes::try_from(frame) else { return };
+                    if socket.send(Message::Text(text)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            msg = socket.recv() => match msg {
+                None | Some(Err(_) | Ok(Message::Close(_))) => return,
+                Some(Ok(_)) => {}
+            },
+        }
+    }
+    let _ = socket.send(Message::Close(None)).await;
 }
 
 #[cfg(test)]
