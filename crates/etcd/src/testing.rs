@@ -98,11 +98,12 @@ impl EtcdServerBuilder {
         let mut last = None;
         // A free port can be taken by someone else between probing and etcd binding it: retry.
         for _ in 0..3 {
+            let (client_port, peer_port) = free_ports()?;
             let mut server = EtcdServer {
                 binary: binary.clone(),
                 dir: Some(dir),
-                client_port: free_port()?,
-                peer_port: free_port()?,
+                client_port,
+                peer_port,
                 progress_notify_interval: self.progress_notify_interval,
                 child: None,
                 watchdog: None,
@@ -296,9 +297,16 @@ fn binary_exists(binary: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join(binary).is_file()))
 }
 
-fn free_port() -> Result<u16, TestingError> {
-    let l = StdTcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"))?;
-    Ok(l.local_addr().map_err(io("finding a free port"))?.port())
+/// Two distinct free ports (both held while probing, so they cannot be the same).
+fn free_ports() -> Result<(u16, u16), TestingError> {
+    let bind = || StdTcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"));
+    let (a, b) = (bind()?, bind()?);
+    let port = |l: &StdTcpListener| {
+        l.local_addr()
+            .map(|a| a.port())
+            .map_err(io("finding a free port"))
+    };
+    Ok((port(&a)?, port(&b)?))
 }
 
 /// A shell loop that kills etcd once this process is gone (a crash skips `Drop`).
