@@ -17,9 +17,11 @@
 //! the stream has a revision above R. etcd before 3.4.31 / 3.5.13 (Debian's 3.4.23 included)
 //! breaks that promise for *requested* progress: it answers a progress request at once with its
 //! current revision through a control queue that overtakes the events a watcher still owes
-//! (a watch that started in the past, or one that fell behind). Reproduced here: a watch with
-//! 3001 events still to replay got "progress at 3011" first. Passed on as a bookmark, that would
-//! tell the watch cache it had seen everything up to 3011 while 3001 events were missing.
+//! (a watch that started in the past, or one that fell behind), and even a caught-up watcher's
+//! answer can overtake events already queued for it. Reproduced here (`tests/progress_guard.rs`)
+//! on every run: a watch with 3001 events still to replay got "progress at 3003" while the
+//! events delivered so far ended at revision 2. Passed on as a bookmark, that would tell the
+//! watch cache it had seen everything up to 3003 while 3001 events were missing.
 //!
 //! The guard keeps, per watch, `delivered`: a revision such that every event at or below it has
 //! been sent downstream. It starts at the watch's start revision − 1 (nothing older is owed) or
@@ -33,9 +35,11 @@
 //!   order with events), releases the knowledge later;
 //! - etcd's periodic notification at R is trusted: `delivered` becomes R.
 //!
-//! The cost on affected servers: a watch that started in the past and is quiet reports progress
-//! only after its first later event or etcd's periodic notification
-//! (`--experimental-watch-progress-notify-interval`, 10 minutes by default).
+//! The cost on affected servers: once etcd's revision has moved past a watch's last event
+//! (writes to other resources), that watch reports progress beyond its last event only after
+//! its next event or etcd's periodic notification
+//! (`--experimental-watch-progress-notify-interval`, 10 minutes by default; run such etcd
+//! with a few seconds when something waits for progress, as the tests do).
 
 use std::collections::HashMap;
 use std::sync::Arc;
