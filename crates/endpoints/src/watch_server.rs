@@ -1,10 +1,13 @@
 //! The watch server: a storage watch stream turned into a chunked HTTP body of
-//! newline-terminated `WatchEvent` frames.
+//! newline-terminated `WatchEvent` frames (or websocket messages, one per event).
 //!
 //! Invariants:
 //! - the response head goes out before the first event (hyper flushes it while the body is
 //!   pending), so clients see `200` at once;
-//! - frames already waiting are written together; the connection is flushed whenever the
+//! - an object event is sent as three chunks — a static prefix, the object's wire bytes,
+//!   a static suffix ([`frame_chunks`]) — so the object is never copied per watcher: when
+//!   the cacher marked it with a shared encoding, every watcher sends the same bytes;
+//! - chunks already waiting are written together; the connection is flushed whenever the
 //!   storage stream has nothing more ready (hyper flushes when the body is pending);
 //! - an `Error` event is sent as one ERROR frame (its Status from the one error mapping),
 //!   then the body ends;
@@ -18,8 +21,8 @@ use std::time::Duration;
 
 use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
 use bytes::{Bytes, BytesMut};
-use futures::{FutureExt, Stream, StreamExt};
-use listwatch_api::watch::{EventType, encode_bookmark, encode_error, encode_frame};
+use futures::{Stream, StreamExt};
+use listwatch_api::watch::{EventType, encode_bookmark, encode_error, frame_chunks};
 use listwatch_api::{Object, TypeMeta};
 use listwatch_storage::{WatchEvent, WatchStream};
 use prometheus_client::metrics::counter::Counter;
@@ -33,15 +36,46 @@ use crate::query::IncludeObject;
 use crate::resource::ResourceInfo;
 use crate::table;
 
-/// At most this many bytes of ready frames are written as one chunk.
-const MAX_BATCH_BYTES: usize = 64 * 1024;
-
 /// Upstream's watch timeout: `timeoutSeconds` when given, else the minimum request timeout
 /// times a random factor in [1, 2), so that watches do not all expire together.
 pub fn watch_timeout(requested: Option<Duration>, min_request_timeout: Duration) -> Duration {
     match requested {
         Some(t) => t,
         None => min_request_timeout.mul_f64(1.0 + rand::rng().random::<f64>()),
+    }
+}
+
+/// One event on the wire: a whole frame, or an object frame in three shared chunks.
+pub(crate) enum Frame {
+    /// A frame built for this watcher (bookmarks, errors, table rows).
+    One(Bytes),
+    /// Prefix, the object's (shared) wire bytes, suffix.
+    Parts([Bytes; 3]),
+}
+
+impl Frame {
+    fn chunks(self) -> impl Iterator<Item = Bytes> {
+        let (one, parts) = match self {
+            Frame::One(b) => (Some(b), None),
+            Frame::Parts(p) => (None, Some(p)),
+        };
+        one.into_iter().chain(parts.into_iter().flatten())
+    }
+
+    /// The frame as one buffer, without its trailing newline (a websocket message).
+    fn message(self) -> Bytes {
+        let whole = match self {
+            Frame::One(b) => b,
+            Frame::Parts(p) => {
+                let mut m = BytesMut::with_capacity(p.iter().map(Bytes::len).sum());
+                for c in &p {
+                    m.extend_from_slice(c);
+                }
+                m.freeze()
+            }
+        };
+        let end = whole.len() - usize::from(whole.ends_with(b"\n"));
+        whole.slice(..end)
     }
 }
 
@@ -55,25 +89,33 @@ pub(crate) struct Encoder {
 
 impl Encoder {
     /// The frame for one event, and whether it is the last (an error).
-    fn encode(&self, ev: &WatchEvent) -> Option<(Bytes, bool)> {
-        match self.format {
-            Format::Table { beta } => self.encode_table(ev, beta),
-            _ => Some(match ev {
-                WatchEvent::Added(o) => (encode_frame(EventType::Added, o), false),
-                WatchEvent::Modified { object, .. } => {
-                    (encode_frame(EventType::Modified, object), false)
-                }
-                WatchEvent::Deleted(o) => (encode_frame(EventType::Deleted, o), false),
-                WatchEvent::Bookmark(b) => (
-                    encode_bookmark(&self.type_meta, b.resource_version, b.initial_events_end),
-                    false,
-                ),
-                WatchEvent::Error(e) => (encode_error(&ApiError::storage(e, &self.info).0), true),
-            }),
+    fn encode(&self, ev: &WatchEvent) -> (Frame, bool) {
+        if let Format::Table { beta } = self.format {
+            return self.encode_table(ev, beta);
+        }
+        match ev {
+            WatchEvent::Added(o) => (Frame::Parts(frame_chunks(EventType::Added, o)), false),
+            WatchEvent::Modified { object, .. } => (
+                Frame::Parts(frame_chunks(EventType::Modified, object)),
+                false,
+            ),
+            WatchEvent::Deleted(o) => (Frame::Parts(frame_chunks(EventType::Deleted, o)), false),
+            WatchEvent::Bookmark(b) => (
+                Frame::One(encode_bookmark(
+                    &self.type_meta,
+                    b.resource_version,
+                    b.initial_events_end,
+                )),
+                false,
+            ),
+            WatchEvent::Error(e) => (
+                Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
+                true,
+            ),
         }
     }
 
-    fn encode_table(&self, ev: &WatchEvent, beta: bool) -> Option<(Bytes, bool)> {
+    fn encode_table(&self, ev: &WatchEvent, beta: bool) -> (Frame, bool) {
         let (ty, obj, rv): (EventType, Option<&Object>, u64) = match ev {
             WatchEvent::Added(o) => (EventType::Added, Some(o), o.resource_version()),
             WatchEvent::Modified { object, .. } => {
@@ -82,20 +124,23 @@ impl Encoder {
             WatchEvent::Deleted(o) => (EventType::Deleted, Some(o), o.resource_version()),
             WatchEvent::Bookmark(b) => (EventType::Bookmark, None, b.resource_version),
             WatchEvent::Error(e) => {
-                return Some((encode_error(&ApiError::storage(e, &self.info).0), true));
+                return (
+                    Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
+                    true,
+                );
             }
         };
         match table::watch_frame(&self.info, ty, obj, rv, self.include, beta) {
-            Ok(f) => Some((f, false)),
+            Ok(f) => (Frame::One(f), false),
             Err(e) => {
                 let err = ApiError::internal(format!("printing a table row failed: {e}"));
-                Some((encode_error(&err.0), true))
+                (Frame::One(encode_error(&err.0)), true)
             }
         }
     }
 }
 
-/// Everything a watch body owns; dropping it ends the watch.
+/// Everything a watch owns; dropping it ends the watch.
 pub(crate) struct WatchState {
     pub(crate) stream: WatchStream,
     pub(crate) encoder: Encoder,
@@ -106,93 +151,40 @@ pub(crate) struct WatchState {
     pub(crate) _gauge: GaugeGuard,
 }
 
-enum Step {
-    Frame(Bytes, bool),
-    Skip,
-    End,
-}
-
-impl WatchState {
-    fn step(&self, ev: Option<WatchEvent>) -> Step {
-        match ev {
-            None => Step::End,
-            Some(ev) => match self.encoder.encode(&ev) {
-                Some((b, last)) => {
-                    self.sent.inc();
-                    Step::Frame(b, last)
-                }
-                None => Step::Skip,
-            },
-        }
-    }
-}
-
-/// The body stream of a watch response.
-pub(crate) fn body(state: WatchState) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+/// The watch's frames, one per event, until the storage stream, the deadline or shutdown
+/// ends it (or an ERROR frame, which is the last).
+pub(crate) fn frames(state: WatchState) -> impl Stream<Item = Frame> + Send {
     futures::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
-        loop {
-            let ev = tokio::select! {
-                biased;
-                _ = st.shutdown.wait_for(|stop| *stop) => return None,
-                () = &mut st.deadline => return None,
-                ev = st.stream.next() => ev,
-            };
-            let (first, mut last) = match st.step(ev) {
-                Step::End => return None,
-                Step::Skip => continue,
-                Step::Frame(b, last) => (b, last),
-            };
-            if last {
-                return Some((Ok(first), None));
-            }
-            // Write what is already waiting as one chunk; flush happens when we pend.
-            let mut batch: Option<BytesMut> = None;
-            while !last {
-                let size = batch.as_ref().map_or(first.len(), BytesMut::len);
-                if size >= MAX_BATCH_BYTES {
-                    break;
-                }
-                let Some(ev) = st.stream.next().now_or_never() else {
-                    break;
-                };
-                match st.step(ev) {
-                    Step::End => {
-                        last = true;
-                    }
-                    Step::Skip => {}
-                    Step::Frame(b, l) => {
-                        batch
-                            .get_or_insert_with(|| BytesMut::from(&first[..]))
-                            .extend_from_slice(&b);
-                        last = l;
-                    }
-                }
-            }
-            let out = batch.map_or(first, BytesMut::freeze);
-            return Some((Ok(out), if last { None } else { Some(st) }));
-        }
+        let ev = tokio::select! {
+            biased;
+            _ = st.shutdown.wait_for(|stop| *stop) => return None,
+            () = &mut st.deadline => return None,
+            ev = st.stream.next() => ev?,
+        };
+        let (frame, last) = st.encoder.encode(&ev);
+        st.sent.inc();
+        Some((frame, if last { None } else { Some(st) }))
     })
+}
+
+/// The body stream of a watch response: every frame's chunks, in order.
+pub(crate) fn body(state: WatchState) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    frames(state).flat_map(|f| futures::stream::iter(f.chunks().map(Ok)))
 }
 
 /// Serves a watch over a websocket: one text message per event (the frame without its
 /// newline), then a close. Ends early when the client closes or goes away.
 pub(crate) async fn forward_to_websocket(mut socket: WebSocket, state: WatchState) {
-    let body = body(state);
-    futures::pin_mut!(body);
+    let frames = frames(state);
+    futures::pin_mut!(frames);
     loop {
         tokio::select! {
-            chunk = body.next() => {
-                let Some(Ok(chunk)) = chunk else { break };
-                // A chunk holds whole newline-terminated frames; each becomes one message.
-                let mut start = 0;
-                while let Some(n) = chunk[start..].iter().position(|b| *b == b'\n') {
-                    let frame = chunk.slice(start..start + n);
-                    start += n + 1;
-                    let Ok(text) = Utf8Bytes::try_from(frame) else { return };
-                    if socket.send(Message::Text(text)).await.is_err() {
-                        return;
-                    }
+            frame = frames.next() => {
+                let Some(frame) = frame else { break };
+                let Ok(text) = Utf8Bytes::try_from(frame.message()) else { return };
+                if socket.send(Message::Text(text)).await.is_err() {
+                    return;
                 }
             }
             msg = socket.recv() => match msg {
@@ -207,6 +199,58 @@ pub(crate) async fn forward_to_websocket(mut socket: WebSocket, state: WatchStat
 #[cfg(test)]
 mod tests {
     use super::*;
+    use listwatch_api::SelectableFields;
+
+    fn encoder(format: Format) -> Encoder {
+        let info = Arc::new(ResourceInfo::new("", "v1", "configmaps", "ConfigMap"));
+        Encoder {
+            type_meta: info.type_meta(),
+            info,
+            format,
+            include: IncludeObject::Metadata,
+        }
+    }
+
+    #[test]
+    fn object_frames_share_the_objects_wire_bytes_across_watchers() {
+        let o = Object::from_json(br#"{"metadata":{"name":"a"}}"#, &SelectableFields::none())
+            .unwrap()
+            .with_resource_version(5)
+            .with_shared_encoding();
+        let (a, b) = (encoder(Format::Json), encoder(Format::Json));
+        let (Frame::Parts(fa), false) = a.encode(&WatchEvent::Added(o.clone())) else {
+            panic!()
+        };
+        let (Frame::Parts(fb), false) = b.encode(&WatchEvent::Added(o.clone())) else {
+            panic!()
+        };
+        assert_eq!(fa[1].as_ptr(), fb[1].as_ptr(), "one encoding, shared");
+        let whole: Vec<u8> = fa.concat();
+        let ev: serde_json::Value = serde_json::from_slice(&whole).unwrap();
+        assert_eq!(
+            (
+                ev["type"].as_str(),
+                ev["object"]["metadata"]["resourceVersion"].as_str()
+            ),
+            (Some("ADDED"), Some("5"))
+        );
+        assert!(whole.ends_with(b"}\n"));
+        let msg = Frame::Parts(fa).message();
+        assert!(!msg.ends_with(b"\n") && msg.ends_with(b"}"));
+    }
+
+    #[test]
+    fn errors_are_the_last_frame_and_carry_the_mapped_status() {
+        let (f, last) = encoder(Format::Json)
+            .encode(&WatchEvent::Error(listwatch_storage::Error::too_old(1, 9)));
+        assert!(last);
+        let Frame::One(bytes) = f else { panic!() };
+        let ev: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            (ev["type"].as_str(), ev["object"]["code"].as_u64()),
+            (Some("ERROR"), Some(410))
+        );
+    }
 
     #[test]
     fn default_timeout_is_randomized_between_one_and_two_minimums() {
