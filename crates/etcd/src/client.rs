@@ -18,13 +18,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use listwatch_storage::Error;
 use tokio::sync::OnceCell;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
-use crate::proto::etcdserverpb::StatusRequest;
+use crate::proto::etcdserverpb::kv_client::KvClient;
 use crate::proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use crate::proto::etcdserverpb::{RangeRequest, StatusRequest};
 
 /// How to reach etcd.
 #[derive(Debug, Clone)]
@@ -295,7 +297,7 @@ impl EtcdClient {
         Err(last.unwrap_or_else(|| Failure::Unreachable("no etcd endpoint".into())))
     }
 
-    /// Checks that the cluster answers and has no alarm raised.
+    /// Checks that the cluster answers, has no alarm raised, and serves linearizable reads.
     pub async fn health(&self) -> Result<(), Error> {
         let resp = self
             .unary_with_timeout(
@@ -315,6 +317,24 @@ impl EtcdClient {
                 retry_after_seconds: 1,
             });
         }
+        // Status is answered by any member on its own; a linearizable read proves the cluster
+        // has a leader and commits (what etcd's own /health does, reading the key "health").
+        let probe = RangeRequest {
+            key: Bytes::from_static(b"health"),
+            count_only: true,
+            ..Default::default()
+        };
+        self.unary_with_timeout(
+            "health read",
+            true,
+            self.inner.config.health_timeout,
+            |ch| {
+                let probe = probe.clone();
+                async move { KvClient::new(ch).range(probe).await }
+            },
+        )
+        .await
+        .map_err(|f| f.into_error(0))?;
         Ok(())
     }
 
