@@ -268,3 +268,46 @@ fn kubectl_apply_server_side_creates_and_updates() {
     ]));
     assert!(created.contains("configmap/lit created"));
 }
+
+#[test]
+fn kubectl_serves_resources_declared_in_a_resources_file() {
+    if !kubectl_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let decl = dir.path().join("resources.yaml");
+    std::fs::write(
+        &decl,
+        "resources:\n- group: example.com\n  version: v1\n  kind: Widget\n  shortNames: [wd]\n  \
+         selectableFields: [spec.color]\n  printerColumns:\n  - {name: Color, type: string, jsonPath: .spec.color}\n",
+    )
+    .unwrap();
+    let server = Server::start(&["--resources", decl.to_str().unwrap()]);
+    let k = || server.kubectl(dir.path());
+    let widget = dir.path().join("w.yaml");
+    std::fs::write(
+        &widget,
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n  namespace: default\nspec:\n  color: blue\n",
+    )
+    .unwrap();
+    assert!(
+        run_ok(k().arg("apply").arg("-f").arg(&widget)).contains("widget.example.com/w1 created")
+    );
+    let table = run_ok(k().args(["get", "wd", "-n", "default"]));
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "COLOR", "AGE"]);
+    assert!(
+        table.lines().nth(1).unwrap().starts_with("w1") && table.contains("blue"),
+        "{table}"
+    );
+    let selected = run_ok(k().args([
+        "get",
+        "widgets",
+        "-A",
+        "--field-selector",
+        "spec.color=red",
+        "-o",
+        "name",
+    ]));
+    assert_eq!(selected.trim(), "");
+}
