@@ -192,4 +192,19 @@ mod tests {
             Format::Json
         );
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_accept_headers_never_panic(a in "[ -~]{0,80}") {
+            if let Ok(v) = a.parse() {
+                let mut h = HeaderMap::new();
+                h.insert(ACCEPT, v);
+                for offer in [Offer::Json, Offer::JsonOrTable, Offer::JsonOrDiscovery] {
+                    if let Err(e) = negotiate(&h, offer) {
+                        proptest::prop_assert_eq!(e.code(), 406);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -469,4 +469,43 @@ mod tests {
         );
         assert_eq!(PatchType::from_content_type("text/plain"), None);
     }
+
+    fn named(items: &[(u8, u8)]) -> Value {
+        Value::Array(
+            items
+                .iter()
+                .map(|(n, v)| json!({"name": format!("c{n}"), "v": v}))
+                .collect(),
+        )
+    }
+
+    proptest::proptest! {
+        /// Naive model of a keyed list merge: existing items keep their place and take the
+        /// patch's fields; new keys are appended in patch order.
+        #[test]
+        fn keyed_list_merge_agrees_with_a_naive_model(
+            current in proptest::collection::btree_map(0u8..8, 0u8..4, 0..6),
+            patch in proptest::collection::vec((0u8..8, 4u8..8), 0..6),
+        ) {
+            let current: Vec<(u8, u8)> = current.into_iter().collect();
+            let mut model = current.clone();
+            for (n, v) in &patch {
+                match model.iter_mut().find(|(m, _)| m == n) {
+                    Some(slot) => slot.1 = *v,
+                    None => model.push((*n, *v)),
+                }
+            }
+            let out = smp(json!({"spec":{"containers": named(&current)}}), json!({"spec":{"containers": named(&patch)}}));
+            proptest::prop_assert_eq!(&out["spec"]["containers"], &named(&model));
+        }
+
+        #[test]
+        fn arbitrary_patches_never_panic(doc in "[ -~]{0,40}", patch in "[ -~]{0,40}") {
+            for kind in [PatchType::Json, PatchType::Merge, PatchType::StrategicMerge, PatchType::Apply] {
+                if let (Ok(p), Ok(d)) = (Patch::parse(kind, patch.as_bytes()), serde_json::from_str::<Value>(&doc)) {
+                    let _ = p.apply(&d);
+                }
+            }
+        }
+    }
 }

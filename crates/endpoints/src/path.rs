@@ -163,4 +163,22 @@ mod tests {
         assert_eq!(parse("/api//v1"), None);
         assert_eq!(parse("/other"), None);
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_paths_never_panic(p in "(/[a-z0-9.]{0,6}){0,9}/?") {
+            let _ = parse(&p);
+        }
+
+        #[test]
+        fn namespaced_item_paths_parse_back(
+            ns in "[a-z][a-z0-9]{0,5}", res in "[a-z]{1,8}", name in "[a-z0-9][a-z0-9.-]{0,8}",
+        ) {
+            proptest::prop_assume!(res != "watch" && res != "namespaces");
+            let t = target(&format!("/apis/apps/v1/namespaces/{ns}/{res}/{name}"));
+            proptest::prop_assert_eq!(t.namespace.as_deref(), Some(ns.as_str()));
+            proptest::prop_assert_eq!(t.resource, res);
+            proptest::prop_assert_eq!(t.name.as_deref(), Some(name.as_str()));
+        }
+    }
 }

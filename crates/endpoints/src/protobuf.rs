@@ -325,4 +325,13 @@ mod tests {
             );
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bodies_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96)) {
+            for kind in ["Namespace", "ConfigMap", "Secret", "ServiceAccount"] {
+                let _ = decode(&[MAGIC, &bytes[..]].concat(), kind);
+            }
+        }
+    }
 }

@@ -451,4 +451,19 @@ mod tests {
                 .is_err()
         );
     }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_queries_are_accepted_or_400(q in "[a-zA-Z=&%0-9,!.()_ -]{0,60}") {
+            let q = Query::parse(Some(&q));
+            for watch in [false, true] {
+                if let Err(e) = q.list_options(&pods(), watch, Some("n")) {
+                    proptest::prop_assert_eq!(e.code(), 400);
+                }
+            }
+            if let Err(e) = q.delete_options(b"") {
+                proptest::prop_assert_eq!(e.code(), 400);
+            }
+        }
+    }
 }
