@@ -311,6 +311,11 @@ impl EtcdClient {
         if let Some(v) = ServerVersion::parse(&resp.version) {
             let _ = self.inner.version.set(v);
         }
+        if resp.errors.iter().any(|e| e.contains("no leader")) {
+            return Err(Error::Unreachable {
+                message: format!("etcd reports: {}", resp.errors.join("; ")),
+            });
+        }
         if !resp.errors.is_empty() {
             return Err(Error::NotReady {
                 message: format!("etcd reports: {}", resp.errors.join("; ")),

@@ -6,6 +6,8 @@
 //! and kills it by PID when dropped — also when a test panics. A small watchdog process kills
 //! it too if the test process dies without unwinding, so no etcd outlives its test run.
 //!
+//! [`EtcdCluster`] runs several such members as one cluster, to lose members and quorum.
+//!
 //! [`FaultProxy`] sits between a client and etcd and can stall or cut every connection, to
 //! test what happens to lists and watches when the network misbehaves.
 
@@ -79,35 +81,21 @@ impl EtcdServerBuilder {
 
     /// Starts the server and waits until it is healthy.
     pub async fn start(self) -> Result<EtcdServer, TestingError> {
-        let binary = match self.binary {
-            Some(b) => b,
-            None => std::env::var("LISTWATCH_ETCD_BIN").unwrap_or_else(|_| "etcd".to_owned()),
-        };
-        if !binary_exists(&binary) {
-            return Err(TestingError::NotInstalled { binary });
-        }
-        let shm = Path::new("/dev/shm");
-        let mut b = tempfile::Builder::new();
-        b.prefix("listwatch-etcd-");
-        let mut dir = if shm.is_dir() {
-            b.tempdir_in(shm).or_else(|_| b.tempdir())
-        } else {
-            b.tempdir()
-        }
-        .map_err(io("creating etcd's temporary directory"))?;
+        let binary = resolve_binary(self.binary)?;
+        let mut dir = temp_dir()?;
         let mut last = None;
         // A free port can be taken by someone else between probing and etcd binding it: retry.
         for _ in 0..3 {
-            let (client_port, peer_port) = free_ports()?;
-            let mut server = EtcdServer {
-                binary: binary.clone(),
-                dir: Some(dir),
-                client_port,
-                peer_port,
-                progress_notify_interval: self.progress_notify_interval,
-                child: None,
-                watchdog: None,
-            };
+            let ports = free_ports(2)?;
+            let mut server = EtcdServer::new(
+                binary.clone(),
+                dir,
+                "test",
+                ports[0],
+                ports[1],
+                None,
+                self.progress_notify_interval,
+            );
             match server.launch().await {
                 Ok(()) => return Ok(server),
                 Err(e) => {
@@ -126,10 +114,102 @@ impl EtcdServerBuilder {
     }
 }
 
+fn resolve_binary(explicit: Option<String>) -> Result<String, TestingError> {
+    let binary = match explicit {
+        Some(b) => b,
+        None => std::env::var("LISTWATCH_ETCD_BIN").unwrap_or_else(|_| "etcd".to_owned()),
+    };
+    if binary_exists(&binary) {
+        Ok(binary)
+    } else {
+        Err(TestingError::NotInstalled { binary })
+    }
+}
+
+/// A temporary directory on tmpfs when there is one (fsync is free there).
+fn temp_dir() -> Result<tempfile::TempDir, TestingError> {
+    let shm = Path::new("/dev/shm");
+    let mut b = tempfile::Builder::new();
+    b.prefix("listwatch-etcd-");
+    if shm.is_dir() {
+        b.tempdir_in(shm).or_else(|_| b.tempdir())
+    } else {
+        b.tempdir()
+    }
+    .map_err(io("creating etcd's temporary directory"))
+}
+
+/// A throwaway etcd cluster of several members on loopback; every member is killed when the
+/// cluster is dropped.
+#[derive(Debug)]
+pub struct EtcdCluster {
+    members: Vec<EtcdServer>,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members and waits until each is healthy.
+    pub async fn start(n: usize) -> Result<Self, TestingError> {
+        let binary = resolve_binary(None)?;
+        let ports = free_ports(2 * n)?;
+        let names: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+        let initial = names
+            .iter()
+            .zip(ports.chunks(2))
+            .map(|(name, p)| format!("{name}=http://127.0.0.1:{}", p.get(1).copied().unwrap_or(0)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut members = Vec::with_capacity(n);
+        for (name, p) in names.iter().zip(ports.chunks(2)) {
+            let (Some(&client), Some(&peer)) = (p.first(), p.get(1)) else {
+                break;
+            };
+            members.push(EtcdServer::new(
+                binary.clone(),
+                temp_dir()?,
+                name,
+                client,
+                peer,
+                Some(initial.clone()),
+                None,
+            ));
+        }
+        let mut cluster = Self { members };
+        // Members need each other for a quorum: start them all, then wait.
+        for m in &mut cluster.members {
+            m.spawn()?;
+        }
+        for m in &mut cluster.members {
+            m.wait_healthy().await?;
+        }
+        Ok(cluster)
+    }
+
+    /// Every member's client URL.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(EtcdServer::endpoint).collect()
+    }
+
+    /// A test configuration with every member as an endpoint.
+    pub fn config(&self) -> EtcdConfig {
+        let mut c = test_config(String::new());
+        c.endpoints = self.endpoints();
+        c
+    }
+
+    /// Member `i` (to kill or restart it).
+    pub fn member(&mut self, i: usize) -> Option<&mut EtcdServer> {
+        self.members.get_mut(i)
+    }
+}
+
 /// A running throwaway etcd; killed (SIGKILL, by PID) when dropped.
 #[derive(Debug)]
 pub struct EtcdServer {
     binary: String,
+    /// The member name.
+    name: String,
+    /// `--initial-cluster`; `None` for a single member.
+    initial_cluster: Option<String>,
     /// Holds etcd's data directory and log; removed on drop after etcd is dead.
     dir: Option<tempfile::TempDir>,
     client_port: u16,
@@ -197,11 +277,38 @@ impl EtcdServer {
         self.launch().await
     }
 
+    fn new(
+        binary: String,
+        dir: tempfile::TempDir,
+        name: &str,
+        client_port: u16,
+        peer_port: u16,
+        initial_cluster: Option<String>,
+        progress_notify_interval: Option<Duration>,
+    ) -> Self {
+        Self {
+            binary,
+            name: name.to_owned(),
+            initial_cluster,
+            dir: Some(dir),
+            client_port,
+            peer_port,
+            progress_notify_interval,
+            child: None,
+            watchdog: None,
+        }
+    }
+
     fn log_path(&self) -> Option<PathBuf> {
         self.dir.as_ref().map(|d| d.path().join("etcd.log"))
     }
 
     async fn launch(&mut self) -> Result<(), TestingError> {
+        self.spawn()?;
+        self.wait_healthy().await
+    }
+
+    fn spawn(&mut self) -> Result<(), TestingError> {
         let dir = self
             .dir
             .as_ref()
@@ -217,13 +324,18 @@ impl EtcdServer {
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
         let mut cmd = Command::new(&self.binary);
-        cmd.arg("--name=test")
+        let name = &self.name;
+        let initial = self
+            .initial_cluster
+            .clone()
+            .unwrap_or_else(|| format!("{name}={peer}"));
+        cmd.arg(format!("--name={name}"))
             .arg(format!("--data-dir={}", dir.join("data").display()))
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer}"))
             .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=test={peer}"))
+            .arg(format!("--initial-cluster={initial}"))
             .arg("--logger=zap")
             .arg("--log-outputs=stderr")
             .arg("--log-level=warn");
@@ -243,7 +355,10 @@ impl EtcdServer {
         let pid = child.id();
         self.child = Some(child);
         self.watchdog = spawn_watchdog(pid);
+        Ok(())
+    }
 
+    async fn wait_healthy(&mut self) -> Result<(), TestingError> {
         let client = self.client();
         for _ in 0..200 {
             if let Some(c) = self.child.as_mut()
@@ -297,16 +412,19 @@ fn binary_exists(binary: &str) -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|p| p.join(binary).is_file()))
 }
 
-/// Two distinct free ports (both held while probing, so they cannot be the same).
-fn free_ports() -> Result<(u16, u16), TestingError> {
-    let bind = || StdTcpListener::bind("127.0.0.1:0").map_err(io("finding a free port"));
-    let (a, b) = (bind()?, bind()?);
-    let port = |l: &StdTcpListener| {
-        l.local_addr()
-            .map(|a| a.port())
-            .map_err(io("finding a free port"))
-    };
-    Ok((port(&a)?, port(&b)?))
+/// `n` distinct free ports (all held while probing, so they cannot repeat).
+fn free_ports(n: usize) -> Result<Vec<u16>, TestingError> {
+    let listeners = (0..n)
+        .map(|_| StdTcpListener::bind("127.0.0.1:0").map_err(io("finding a free port")))
+        .collect::<Result<Vec<_>, _>>()?;
+    listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a| a.port())
+                .map_err(io("finding a free port"))
+        })
+        .collect()
 }
 
 /// A shell loop that kills etcd once this process is gone (a crash skips `Drop`).
