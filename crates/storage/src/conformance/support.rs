@@ -591,3 +591,71 @@ pub(crate) fn block_on_from_callback<T: Send + 'static>(
         )))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn history_replays_writes_up_to_a_revision_in_key_order() {
+        let mut h = History::default();
+        let (a, b) = (Pod::new("ns", "a"), Pod::new("ns", "b"));
+        let b1 = b.obj().with_resource_version(1);
+        let a2 = a.obj().with_resource_version(2);
+        let a3 = Pod::new("ns", "a")
+            .label("v", "3")
+            .obj()
+            .with_resource_version(3);
+        h.put(&b.key(), &b1);
+        h.put(&a.key(), &a2);
+        h.put(&a.key(), &a3);
+        h.delete(&b.key(), 4);
+        let ns = pods(Some("ns"));
+        assert_eq!(h.state_at(0, &ns), vec![]);
+        assert_eq!(h.state_at(1, &ns), vec![b1.clone()]);
+        assert_eq!(h.state_at(2, &ns), vec![a2, b1.clone()]);
+        assert_eq!(h.state_at(3, &ns), vec![a3.clone(), b1]);
+        assert_eq!(h.state_at(9, &ns), vec![a3]);
+        assert_eq!(h.state_at(9, &pods(Some("n"))), vec![]);
+        assert_eq!(h.revisions(), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn modified_events_are_checked_against_their_previous_state() {
+        let old = Pod::new("ns", "a").obj().with_resource_version(1);
+        let new = Pod::new("ns", "a")
+            .phase("Running")
+            .obj()
+            .with_resource_version(2);
+        let ev = |prev: Option<Object>| WatchEvent::Modified {
+            object: new.clone(),
+            prev,
+        };
+        check_event(
+            &ev(None),
+            &Expect::ModifiedFrom(new.clone(), old.clone()),
+            "no prev",
+        );
+        check_event(
+            &ev(Some(old.clone())),
+            &Expect::ModifiedFrom(new.clone(), old.clone()),
+            "prev",
+        );
+        let wrong = std::panic::catch_unwind(|| {
+            check_event(
+                &ev(Some(new.clone())),
+                &Expect::ModifiedFrom(new.clone(), old.clone()),
+                "x",
+            );
+        });
+        assert!(wrong.is_err(), "a wrong prev must fail the check");
+        let kind = std::panic::catch_unwind(|| {
+            check_event(
+                &WatchEvent::Added(new.clone()),
+                &Expect::Modified(new.clone()),
+                "x",
+            );
+        });
+        assert!(kind.is_err(), "a wrong event type must fail the check");
+    }
+}
