@@ -242,6 +242,11 @@ impl EtcdServer {
         SocketAddr::from(([127, 0, 0, 1], self.client_port))
     }
 
+    /// The temporary directory holding etcd's data and log.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_ref().map(tempfile::TempDir::path)
+    }
+
     /// The etcd process id while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -261,13 +266,15 @@ impl EtcdServer {
 
     /// Kills etcd with SIGKILL (no clean shutdown) and waits for it to die.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        // The watchdog first, so that it never sees etcd gone and tidies up a data directory
+        // that a restart will use.
         if let Some(mut w) = self.watchdog.take() {
             let _ = w.kill();
             let _ = w.wait();
+        }
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 
@@ -354,7 +361,7 @@ impl EtcdServer {
             .map_err(io("spawning etcd"))?;
         let pid = child.id();
         self.child = Some(child);
-        self.watchdog = spawn_watchdog(pid);
+        self.watchdog = spawn_watchdog(pid, &dir);
         Ok(())
     }
 
@@ -427,14 +434,24 @@ fn free_ports(n: usize) -> Result<Vec<u16>, TestingError> {
         .collect()
 }
 
-/// A shell loop that kills etcd once this process is gone (a crash skips `Drop`).
-fn spawn_watchdog(etcd_pid: u32) -> Option<Child> {
+/// A shell loop that, once this process is gone without running `Drop` (a crash, a signal),
+/// kills etcd and removes its temporary directory.
+fn spawn_watchdog(etcd_pid: u32, dir: &Path) -> Option<Child> {
+    const SCRIPT: &str = r#"
+        while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do sleep 1; done
+        if ! kill -0 "$1" 2>/dev/null; then
+            kill -9 "$2" 2>/dev/null
+            sleep 1
+            rm -rf "$3"
+        fi
+    "#;
     Command::new("sh")
         .arg("-c")
-        .arg("while kill -0 \"$1\" 2>/dev/null && kill -0 \"$2\" 2>/dev/null; do sleep 1; done; kill -9 \"$2\" 2>/dev/null")
+        .arg(SCRIPT)
         .arg("watchdog")
         .arg(std::process::id().to_string())
         .arg(etcd_pid.to_string())
+        .arg(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
