@@ -465,6 +465,8 @@ struct ProxyState {
     stalled: bool,
     /// Bumped to cut every open connection.
     generation: u64,
+    /// When set, server-to-client bytes still let through before everything stalls.
+    response_budget: Option<u64>,
 }
 
 /// A TCP proxy that can stall or cut connections (see the module docs).
@@ -485,21 +487,22 @@ impl FaultProxy {
         let (tx, _) = watch::channel(ProxyState {
             stalled: false,
             generation: 0,
+            response_budget: None,
         });
         let state = Arc::new(tx);
         let st = Arc::clone(&state);
         let task = tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
-                let rx = st.subscribe();
+                let st = Arc::clone(&st);
                 tokio::spawn(async move {
                     let Ok(outbound) = TcpStream::connect(target).await else {
                         return;
                     };
-                    let generation = rx.borrow().generation;
+                    let generation = st.borrow().generation;
                     let (ri, wi) = inbound.into_split();
                     let (ro, wo) = outbound.into_split();
-                    let a = pump(ri, wo, rx.clone(), generation);
-                    let b = pump(ro, wi, rx, generation);
+                    let a = pump(ri, wo, Arc::clone(&st), generation, false);
+                    let b = pump(ro, wi, st, generation, true);
                     // When either direction ends, drop both: the connection is cut.
                     tokio::select! {
                         () = a => {}
@@ -526,9 +529,18 @@ impl FaultProxy {
         self.state.send_modify(|s| s.stalled = true);
     }
 
+    /// Lets `bytes` more of the server's answers through, then stalls everything: a stall in
+    /// the middle of a response.
+    pub fn stall_responses_after(&self, bytes: u64) {
+        self.state.send_modify(|s| s.response_budget = Some(bytes));
+    }
+
     /// Forwards again.
     pub fn resume(&self) {
-        self.state.send_modify(|s| s.stalled = false);
+        self.state.send_modify(|s| {
+            s.stalled = false;
+            s.response_budget = None;
+        });
     }
 
     /// Closes every open connection (new ones are accepted).
@@ -544,11 +556,17 @@ impl Drop for FaultProxy {
     }
 }
 
-async fn pump<R, W>(mut from: R, mut to: W, mut rx: watch::Receiver<ProxyState>, generation: u64)
-where
+async fn pump<R, W>(
+    mut from: R,
+    mut to: W,
+    state: Arc<watch::Sender<ProxyState>>,
+    generation: u64,
+    responses: bool,
+) where
     R: AsyncReadExt + Unpin,
     W: AsyncWriteExt + Unpin,
 {
+    let mut rx = state.subscribe();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = tokio::select! {
@@ -558,6 +576,31 @@ where
             },
             () = cut(&mut rx, generation) => return,
         };
+        let mut sent = 0;
+        if responses {
+            // Spend the response budget, if any; running out stalls the proxy.
+            let mut allowed = n;
+            state.send_if_modified(|s| match s.response_budget {
+                Some(b) => {
+                    allowed = n.min(usize::try_from(b).unwrap_or(usize::MAX));
+                    let left = b.saturating_sub(allowed as u64);
+                    if allowed < n || left == 0 {
+                        s.response_budget = None;
+                        s.stalled = true;
+                    } else {
+                        s.response_budget = Some(left);
+                    }
+                    true
+                }
+                None => false,
+            });
+            if allowed < n {
+                if to.write_all(&buf[..allowed]).await.is_err() {
+                    return;
+                }
+                sent = allowed;
+            }
+        }
         loop {
             let s = *rx.borrow_and_update();
             if s.generation != generation {
@@ -570,7 +613,7 @@ where
                 return;
             }
         }
-        if to.write_all(&buf[..n]).await.is_err() {
+        if to.write_all(&buf[sent..n]).await.is_err() {
             return;
         }
     }

@@ -294,3 +294,44 @@ async fn reads_fail_over_to_the_next_endpoint_and_writes_follow() {
     );
     store.readiness().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_list_stalled_in_the_middle_of_its_response_fails_and_then_succeeds() {
+    let server = EtcdServer::start().await.unwrap();
+    let proxy = FaultProxy::start(server.addr()).await.unwrap();
+    let store = store_for(proxy.endpoint());
+    // About 1 MiB of pods, so that the list answer spans many TCP reads.
+    let padding = "x".repeat(1000);
+    for chunk in (0..1000).collect::<Vec<_>>().chunks(100) {
+        futures::future::join_all(chunk.iter().map(|i| {
+            let name = format!("p{i:04}");
+            let json = format!(
+                r#"{{"metadata":{{"name":"{name}","namespace":"ns"}},"data":"{padding}"}}"#
+            );
+            let obj = Object::from_json(json.as_bytes(), &SelectableFields::none()).unwrap();
+            let store = &store;
+            async move { store.create(&key(&name), obj, None).await.unwrap() }
+        }))
+        .await;
+    }
+    proxy.stall_responses_after(64 * 1024);
+    let err = tokio::time::timeout(BOUND, store.list(&collection(), &ListOptions::recursive()))
+        .await
+        .expect("a stalled list hung")
+        .unwrap_err();
+    assert!(matches!(err, Error::Unreachable { .. }), "{err:?}");
+    proxy.resume();
+    proxy.cut();
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let list = loop {
+        match store.list(&collection(), &ListOptions::recursive()).await {
+            Ok(l) => break l,
+            Err(Error::Unreachable { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(list.items.len(), 1000);
+}
