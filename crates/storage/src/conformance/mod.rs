@@ -51,6 +51,7 @@ mod delete;
 mod get;
 mod initial_events;
 mod list;
+mod random;
 mod stats;
 mod support;
 mod update;
@@ -61,6 +62,7 @@ pub use delete::*;
 pub use get::*;
 pub use initial_events::*;
 pub use list::*;
+pub use random::*;
 pub use stats::*;
 pub use update::*;
 pub use watch::*;
@@ -433,6 +435,13 @@ pub const CASES: &[Case] = &[
         "initial_events_end_bookmark_is_at_the_global_revision",
     ),
     case("watch", "initial_events_for_a_single_object_selector"),
+    // Model-based: a random history against every list and watch
+    needs(
+        "list",
+        "list_matches_a_random_history_at_every_revision",
+        &[ExactHistory],
+    ),
+    case("watch", "watch_replays_a_random_history_exactly"),
     // Stats
     case("stats", "stats_counts_objects"),
     case("stats", "stats_is_scoped_to_the_key"),
@@ -598,6 +607,8 @@ macro_rules! conformance_tests {
             initial_events_legacy_rv_unset,
             initial_events_end_bookmark_is_at_the_global_revision,
             initial_events_for_a_single_object_selector,
+            list_matches_a_random_history_at_every_revision,
+            watch_replays_a_random_history_exactly,
             stats_counts_objects,
             stats_is_scoped_to_the_key,
         );

@@ -382,6 +382,36 @@ impl History {
         self.writes.iter().map(|w| w.0).collect()
     }
 
+    /// The events a watch of `within` with `pred` from `rev` must deliver, in order: a write
+    /// entering the selection is ADDED, one staying in it MODIFIED (from the previous state),
+    /// one leaving it (or deleting) DELETED with the last state at the write's revision.
+    pub(crate) fn events_after(
+        &self,
+        rev: u64,
+        within: &Key,
+        pred: &SelectionPredicate,
+    ) -> Vec<Expect> {
+        let mut state: BTreeMap<&str, &Object> = BTreeMap::new();
+        let mut out = Vec::new();
+        for (r, path, obj) in &self.writes {
+            let old = match obj {
+                Some(o) => state.insert(path, o),
+                None => state.remove(path.as_str()),
+            };
+            if *r <= rev || !within.contains(path) {
+                continue;
+            }
+            let old = old.filter(|o| pred.matches(o));
+            match (old, obj.as_ref().filter(|o| pred.matches(o))) {
+                (None, Some(new)) => out.push(Expect::Added(new.clone())),
+                (Some(old), Some(new)) => out.push(Expect::ModifiedFrom(new.clone(), old.clone())),
+                (Some(old), None) => out.push(Expect::Deleted(old.with_resource_version(*r))),
+                (None, None) => {}
+            }
+        }
+        out
+    }
+
     /// The objects under `within` at `rev`, in key order.
     pub(crate) fn state_at(&self, rev: u64, within: &Key) -> Vec<Object> {
         let mut state = BTreeMap::new();
