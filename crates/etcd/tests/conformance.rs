@@ -183,6 +183,8 @@ etcd_conformance_tests!(
     initial_events_legacy_rv_unset,
     initial_events_end_bookmark_is_at_the_global_revision,
     initial_events_for_a_single_object_selector,
+    list_matches_a_random_history_at_every_revision,
+    watch_replays_a_random_history_exactly,
     stats_counts_objects,
     stats_is_scoped_to_the_key,
 );
