@@ -185,6 +185,7 @@ etcd_conformance_tests!(
     initial_events_for_a_single_object_selector,
     list_matches_a_random_history_at_every_revision,
     watch_replays_a_random_history_exactly,
+    watch_concurrent_writes_reach_every_watcher_once_in_order,
     stats_counts_objects,
     stats_is_scoped_to_the_key,
 );
