@@ -314,6 +314,18 @@ pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result
     let announced = tokio::select! {
         () = running.wait_ready() => true,
         () = terminate_signal() => false,
+        () = async {
+            // Only reached when readiness takes long (e.g. etcd unreachable): say so.
+            let mut every = tokio::time::interval(Duration::from_secs(5));
+            every.tick().await;
+            loop {
+                every.tick().await;
+                match api.ready().await {
+                    Ok(()) => tracing::info!("caches are becoming ready"),
+                    Err(e) => tracing::warn!(%addr, reason = %e, "waiting for the storage to become ready"),
+                }
+            }
+        } => false,
     };
     if announced {
         on_listening(addr);
