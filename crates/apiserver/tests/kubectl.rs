@@ -258,15 +258,60 @@ fn kubectl_apply_server_side_creates_and_updates() {
         "jsonpath={.data.a}",
     ]));
     assert_eq!(a, "2");
-    let created = run_ok(k().args([
+}
+
+#[test]
+fn kubectl_typed_create_commands_send_protobuf_that_the_server_reads() {
+    if !kubectl_available() {
+        return;
+    }
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+    let get = |args: &[&str]| run_ok(server.kubectl(dir.path()).args(["get"]).args(args));
+    run_ok(k().args(["create", "configmap", "lit", "--from-literal=k=v"]));
+    assert_eq!(get(&["configmap", "lit", "-o", "jsonpath={.data.k}"]), "v");
+    run_ok(k().args([
         "create",
-        "configmap",
-        "lit",
-        "-n",
-        "e2e",
-        "--from-literal=k=v",
+        "secret",
+        "generic",
+        "s",
+        "--from-literal=pw=hunter2",
     ]));
-    assert!(created.contains("configmap/lit created"));
+    assert_eq!(
+        get(&["secret", "s", "-o", "jsonpath={.data.pw}"]),
+        "aHVudGVyMg=="
+    );
+    run_ok(k().args(["create", "serviceaccount", "robot"]));
+    assert_eq!(get(&["sa", "-o", "name"]).trim(), "serviceaccount/robot");
+    run_ok(k().args([
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.27",
+        "--port=80",
+        "--replicas=2",
+    ]));
+    let d: serde_json::Value =
+        serde_json::from_str(&get(&["deployment", "web", "-o", "json"])).unwrap();
+    assert_eq!(d["spec"]["replicas"], 2);
+    assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "web");
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        (c["image"].as_str(), c["ports"][0]["containerPort"].as_i64()),
+        (Some("nginx:1.27"), Some(80))
+    );
+    assert!(
+        d["spec"]["template"]["metadata"]
+            .get("creationTimestamp")
+            .is_none()
+    );
+    run_ok(k().args(["create", "service", "clusterip", "web", "--tcp=80:http"]));
+    let svc: serde_json::Value =
+        serde_json::from_str(&get(&["service", "web", "-o", "json"])).unwrap();
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "http");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 80);
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
 }
 
 #[test]

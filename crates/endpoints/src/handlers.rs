@@ -41,7 +41,7 @@ const MODIFIED: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
 
 /// Media types accepted for object bodies.
-const OBJECT_MEDIA: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount)";
+const OBJECT_MEDIA: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment)";
 
 /// The verb of a resource request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
-//! Request bodies in Kubernetes' protobuf encoding, for the few kinds kubectl's typed
-//! clients send that way (`kubectl create namespace|configmap|secret|serviceaccount`).
+//! Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl's typed clients
+//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment`).
 //!
 //! A body is the envelope `k8s\0` + `runtime.Unknown{typeMeta, raw}`, where `raw` is the
 //! object's own message. Only the fields listed in the schemas below are read (the
@@ -28,7 +28,7 @@ pub enum ProtobufError {
     Malformed(&'static str),
     /// A kind this server has no protobuf schema for.
     #[error(
-        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret and ServiceAccount, not {0:?}; send JSON (e.g. kubectl apply -f)"
+        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service and Deployment, not {0:?}; send JSON (e.g. kubectl apply -f)"
     )]
     Unsupported(String),
 }
@@ -36,8 +36,16 @@ pub enum ProtobufError {
 #[derive(Clone, Copy)]
 enum F {
     Str(&'static str),
+    /// An optional (pointer) integer: zero is a value.
     Int(&'static str),
+    /// A plain integer: Go writes zero for unset, so zero is dropped.
+    IntZ(&'static str),
     Bool(&'static str),
+    /// A plain bool: false is dropped.
+    BoolZ(&'static str),
+    /// `intstr.IntOrString`: `{type, intVal, strVal}` becomes a number or a string.
+    IntOrStr(&'static str),
+    RepMsg(&'static str, &'static [(u32, F)]),
     Time(&'static str),
     RepStr(&'static str),
     MapStr(&'static str),
@@ -52,7 +60,7 @@ const OBJECT_META: &[(u32, F)] = &[
     (3, F::Str("namespace")),
     (5, F::Str("uid")),
     (6, F::Str("resourceVersion")),
-    (7, F::Int("generation")),
+    (7, F::IntZ("generation")),
     (8, F::Time("creationTimestamp")),
     (11, F::MapStr("labels")),
     (12, F::MapStr("annotations")),
@@ -83,6 +91,160 @@ const SECRET: &[(u32, F)] = &[
 const SERVICE_ACCOUNT: &[(u32, F)] = &[
     (1, F::Msg("metadata", OBJECT_META)),
     (4, F::Bool("automountServiceAccountToken")),
+];
+
+const LABEL_SELECTOR: &[(u32, F)] = &[
+    (1, F::MapStr("matchLabels")),
+    (
+        2,
+        F::RepMsg(
+            "matchExpressions",
+            &[
+                (1, F::Str("key")),
+                (2, F::Str("operator")),
+                (3, F::RepStr("values")),
+            ],
+        ),
+    ),
+];
+
+const CONTAINER: &[(u32, F)] = &[
+    (1, F::Str("name")),
+    (2, F::Str("image")),
+    (3, F::RepStr("command")),
+    (4, F::RepStr("args")),
+    (5, F::Str("workingDir")),
+    (
+        6,
+        F::RepMsg(
+            "ports",
+            &[
+                (1, F::Str("name")),
+                (2, F::IntZ("hostPort")),
+                (3, F::IntZ("containerPort")),
+                (4, F::Str("protocol")),
+                (5, F::Str("hostIP")),
+            ],
+        ),
+    ),
+    (
+        7,
+        F::RepMsg("env", &[(1, F::Str("name")), (2, F::Str("value"))]),
+    ),
+    (
+        9,
+        F::RepMsg(
+            "volumeMounts",
+            &[
+                (1, F::Str("name")),
+                (2, F::BoolZ("readOnly")),
+                (3, F::Str("mountPath")),
+                (4, F::Str("subPath")),
+            ],
+        ),
+    ),
+    (13, F::Str("terminationMessagePath")),
+    (14, F::Str("imagePullPolicy")),
+    (16, F::BoolZ("stdin")),
+    (17, F::BoolZ("stdinOnce")),
+    (18, F::BoolZ("tty")),
+    (20, F::Str("terminationMessagePolicy")),
+];
+
+const POD_SPEC: &[(u32, F)] = &[
+    (2, F::RepMsg("containers", CONTAINER)),
+    (3, F::Str("restartPolicy")),
+    (4, F::Int("terminationGracePeriodSeconds")),
+    (6, F::Str("dnsPolicy")),
+    (7, F::MapStr("nodeSelector")),
+    (8, F::Str("serviceAccountName")),
+    (10, F::Str("nodeName")),
+    (11, F::BoolZ("hostNetwork")),
+    (16, F::Str("hostname")),
+    (17, F::Str("subdomain")),
+    (19, F::Str("schedulerName")),
+    (20, F::RepMsg("initContainers", CONTAINER)),
+];
+
+const DEPLOYMENT: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::Int("replicas")),
+                (2, F::Msg("selector", LABEL_SELECTOR)),
+                (
+                    3,
+                    F::Msg(
+                        "template",
+                        &[
+                            (1, F::Msg("metadata", OBJECT_META)),
+                            (2, F::Msg("spec", POD_SPEC)),
+                        ],
+                    ),
+                ),
+                (
+                    4,
+                    F::Msg(
+                        "strategy",
+                        &[
+                            (1, F::Str("type")),
+                            (
+                                2,
+                                F::Msg(
+                                    "rollingUpdate",
+                                    &[
+                                        (1, F::IntOrStr("maxUnavailable")),
+                                        (2, F::IntOrStr("maxSurge")),
+                                    ],
+                                ),
+                            ),
+                        ],
+                    ),
+                ),
+                (5, F::IntZ("minReadySeconds")),
+                (6, F::Int("revisionHistoryLimit")),
+                (7, F::BoolZ("paused")),
+                (9, F::Int("progressDeadlineSeconds")),
+            ],
+        ),
+    ),
+];
+
+const SERVICE: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (
+                    1,
+                    F::RepMsg(
+                        "ports",
+                        &[
+                            (1, F::Str("name")),
+                            (2, F::Str("protocol")),
+                            (3, F::IntZ("port")),
+                            (4, F::IntOrStr("targetPort")),
+                            (5, F::IntZ("nodePort")),
+                            (6, F::Str("appProtocol")),
+                        ],
+                    ),
+                ),
+                (2, F::MapStr("selector")),
+                (3, F::Str("clusterIP")),
+                (4, F::Str("type")),
+                (5, F::RepStr("externalIPs")),
+                (7, F::Str("sessionAffinity")),
+                (10, F::Str("externalName")),
+                (11, F::Str("externalTrafficPolicy")),
+                (18, F::RepStr("clusterIPs")),
+            ],
+        ),
+    ),
 ];
 
 const UNKNOWN: &[(u32, F)] = &[
@@ -208,8 +370,11 @@ fn decode_message(buf: &[u8], schema: &[(u32, F)]) -> Result<Map<String, Value>,
             F::Time(name) => {
                 expect(2)?;
                 let t = decode_message(r.bytes()?, &[(1, F::Int("seconds"))])?;
+                // Go writes a zero time for unset; JSON clients see it as absent.
                 let secs = t.get("seconds").and_then(Value::as_i64).unwrap_or(0);
-                out.insert(name.into(), Value::String(clock::format_rfc3339(secs)));
+                if secs != 0 {
+                    out.insert(name.into(), Value::String(clock::format_rfc3339(secs)));
+                }
             }
             F::RepStr(name) => {
                 expect(2)?;
@@ -237,6 +402,46 @@ fn decode_message(buf: &[u8], schema: &[(u32, F)]) -> Result<Map<String, Value>,
                 expect(2)?;
                 out.insert(name.into(), Value::Object(decode_message(r.bytes()?, sub)?));
             }
+            F::RepMsg(name, sub) => {
+                expect(2)?;
+                let item = Value::Object(decode_message(r.bytes()?, sub)?);
+                match out.entry(name).or_insert_with(|| Value::Array(Vec::new())) {
+                    Value::Array(a) => a.push(item),
+                    _ => return Err(ProtobufError::Malformed("repeated field clash")),
+                }
+            }
+            F::IntZ(name) => {
+                expect(0)?;
+                let v = i64::from_ne_bytes(r.varint()?.to_ne_bytes());
+                if v != 0 {
+                    out.insert(name.into(), Value::from(v));
+                }
+            }
+            F::BoolZ(name) => {
+                expect(0)?;
+                if r.varint()? != 0 {
+                    out.insert(name.into(), Value::Bool(true));
+                }
+            }
+            F::IntOrStr(name) => {
+                expect(2)?;
+                let m = decode_message(
+                    r.bytes()?,
+                    &[
+                        (1, F::Int("type")),
+                        (2, F::Int("intVal")),
+                        (3, F::Str("strVal")),
+                    ],
+                )?;
+                let v = if m.get("type").and_then(Value::as_i64) == Some(1) {
+                    m.get("strVal")
+                        .cloned()
+                        .unwrap_or_else(|| Value::String(String::new()))
+                } else {
+                    m.get("intVal").cloned().unwrap_or_else(|| Value::from(0))
+                };
+                out.insert(name.into(), v);
+            }
         }
     }
     Ok(out)
@@ -250,6 +455,8 @@ pub fn decode(body: &[u8], kind: &str) -> Result<Map<String, Value>, ProtobufErr
         "ConfigMap" => CONFIG_MAP,
         "Secret" => SECRET,
         "ServiceAccount" => SERVICE_ACCOUNT,
+        "Deployment" => DEPLOYMENT,
+        "Service" => SERVICE,
         other => return Err(ProtobufError::Unsupported(other.to_owned())),
     };
     let unknown = decode_message(inner, UNKNOWN)?;
