@@ -442,6 +442,10 @@ pub const CASES: &[Case] = &[
         &[ExactHistory],
     ),
     case("watch", "watch_replays_a_random_history_exactly"),
+    case(
+        "watch",
+        "watch_concurrent_writes_reach_every_watcher_once_in_order",
+    ),
     // Stats
     case("stats", "stats_counts_objects"),
     case("stats", "stats_is_scoped_to_the_key"),
@@ -609,6 +613,7 @@ macro_rules! conformance_tests {
             initial_events_for_a_single_object_selector,
             list_matches_a_random_history_at_every_revision,
             watch_replays_a_random_history_exactly,
+            watch_concurrent_writes_reach_every_watcher_once_in_order,
             stats_counts_objects,
             stats_is_scoped_to_the_key,
         );

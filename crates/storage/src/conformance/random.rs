@@ -226,3 +226,93 @@ pub async fn list_matches_a_random_history_at_every_revision<H: Harness>(h: &H) 
     }
     Verdict::Passed
 }
+
+const WRITERS: usize = 4;
+const WRITES_EACH: usize = 50;
+
+/// Concurrent writers (one namespace each) and watchers reading as the writes happen: every
+/// watcher sees every write in its scope exactly once, in revision order, as the model of the
+/// writes (ordered by their revisions) says.
+pub async fn watch_concurrent_writes_reach_every_watcher_once_in_order<H: Harness>(
+    h: &H,
+) -> Verdict {
+    if let Some(v) = gate(
+        h,
+        "watch_concurrent_writes_reach_every_watcher_once_in_order",
+    ) {
+        return v;
+    }
+    let s = std::sync::Arc::new(h.new_store().await);
+    let start = bump(&*s, "start").await;
+    let scopes = [pods(None), pods(None), pods(Some("w0"))];
+    let expected_counts = [WRITERS * WRITES_EACH, WRITERS * WRITES_EACH, WRITES_EACH];
+    let mut readers = Vec::new();
+    for (scope, n) in scopes.iter().zip(expected_counts) {
+        let mut w = watch(&*s, scope, &from_rv(Some(start), scope)).await;
+        let ctx = format!("watcher of {scope}");
+        readers.push(tokio::spawn(async move {
+            let mut got = Vec::with_capacity(n);
+            for i in 0..n {
+                got.push(next_event(&mut w, &format!("{ctx}, event {i} of {n}")).await);
+            }
+            (w, got)
+        }));
+    }
+    let mut writers = Vec::new();
+    for wi in 0..WRITERS {
+        let s = std::sync::Arc::clone(&s);
+        writers.push(tokio::spawn(async move {
+            let ns = format!("w{wi}");
+            let mut log = Vec::with_capacity(WRITES_EACH);
+            let mut rng = Rng(0xC0FF_EE00 + wi as u64);
+            let mut live = std::collections::BTreeSet::new();
+            for i in 0..WRITES_EACH {
+                let name = format!("p{}", rng.below(4));
+                let key = Pod::new(&ns, &name).key();
+                if live.contains(&name) && rng.below(4) == 0 {
+                    let gone = delete(&*s, &key).await;
+                    log.push((gone.resource_version(), key, None));
+                    live.remove(&name);
+                } else {
+                    let pod = Pod::new(&ns, &name).label("gen", &i.to_string());
+                    let o = put(&*s, &pod).await;
+                    log.push((o.resource_version(), key, Some(o)));
+                    live.insert(name);
+                }
+            }
+            log
+        }));
+    }
+    let mut all = Vec::new();
+    for w in writers {
+        all.extend(
+            tokio::time::timeout(super::WAIT * 3, w)
+                .await
+                .expect("writers finish")
+                .expect("writer task"),
+        );
+    }
+    all.sort_by_key(|(rev, _, _)| *rev);
+    let mut history = History::default();
+    for (i, (rev, key, obj)) in all.iter().enumerate() {
+        if i > 0 {
+            assert!(*rev > all[i - 1].0, "two writes at revision {rev}");
+        }
+        match obj {
+            Some(o) => history.put(key, o),
+            None => history.delete(key, *rev),
+        }
+    }
+    for (reader, scope) in readers.into_iter().zip(&scopes) {
+        let (_w, got) = tokio::time::timeout(super::WAIT * 3, reader)
+            .await
+            .expect("reader finishes")
+            .expect("reader task");
+        let want = history.events_after(start, scope, &SelectionPredicate::everything());
+        assert_eq!(got.len(), want.len(), "watcher of {scope}: event count");
+        for (i, (ev, exp)) in got.iter().zip(&want).enumerate() {
+            check_event(ev, exp, &format!("watcher of {scope}, event {i}"));
+        }
+    }
+    Verdict::Passed
+}
