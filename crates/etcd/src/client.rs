@@ -226,10 +226,12 @@ impl EtcdClient {
     }
 
     /// The channel requests should use now (for streams).
-    pub(crate) fn channel(&self) -> Channel {
+    /// The endpoint index and channel a stream should use now; report a failure on it with
+    /// [`EtcdClient::rotate_from`].
+    pub(crate) fn channel(&self) -> (usize, Channel) {
         let n = self.inner.channels.len();
         let i = self.inner.current.load(Ordering::Relaxed) % n;
-        self.inner.channels[i].1.clone()
+        (i, self.inner.channels[i].1.clone())
     }
 
     /// Moves the next request to the endpoint after `failed`.

@@ -394,19 +394,25 @@ impl WatchTask {
             .await
             .map_err(|_| End::Failed(Error::internal("watch request stream closed")))?;
         let client = self.store.client.clone();
-        let mut grpc =
-            WatchClient::new(client.channel()).max_decoding_message_size(i32::MAX as usize);
+        let (endpoint, channel) = client.channel();
+        // A broken connection moves the client's next requests (and the re-watch that follows
+        // the error event) to the next endpoint.
+        let fail = |f: Failure| {
+            if matches!(f, Failure::Unreachable(_)) {
+                client.rotate_from(endpoint);
+            }
+            End::Failed(f.into_error(after))
+        };
+        let mut grpc = WatchClient::new(channel).max_decoding_message_size(i32::MAX as usize);
         let timeout = client.config().request_timeout;
         let mut stream =
             match tokio::time::timeout(timeout, grpc.watch(ReceiverStream::new(req_rx))).await {
                 Ok(Ok(resp)) => resp.into_inner(),
-                Ok(Err(status)) => {
-                    return Err(End::Failed(Failure::from_status(&status).into_error(after)));
-                }
+                Ok(Err(status)) => return Err(fail(Failure::from_status(&status))),
                 Err(_) => {
-                    return Err(End::Failed(Error::Unreachable {
-                        message: format!("etcd did not open a watch within {timeout:?}"),
-                    }));
+                    return Err(fail(Failure::Unreachable(format!(
+                        "etcd did not open a watch within {timeout:?}"
+                    ))));
                 }
             };
 
@@ -435,13 +441,9 @@ impl WatchTask {
                 msg = stream.next() => {
                     let resp = match msg {
                         Some(Ok(resp)) => resp,
-                        Some(Err(status)) => {
-                            return Err(End::Failed(Failure::from_status(&status).into_error(after)));
-                        }
+                        Some(Err(status)) => return Err(fail(Failure::from_status(&status))),
                         None => {
-                            return Err(End::Failed(Error::Unreachable {
-                                message: "etcd closed the watch stream".into(),
-                            }));
+                            return Err(fail(Failure::Unreachable("etcd closed the watch stream".into())));
                         }
                     };
                     self.handle(tx, resp, &mut guard, after).await?;
