@@ -147,11 +147,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .short_names(["deploy"])
             .categories(["all"])
             .status_subresource(true)
-            .printer(Printer::Columns(vec![
-                col("Desired", "integer", ".spec.replicas"),
-                col("Up-to-date", "integer", ".status.updatedReplicas"),
-                col("Available", "integer", ".status.availableReplicas"),
-            ])),
+            .printer(Printer::Deployment),
     ]
 }
 

@@ -70,6 +70,8 @@ pub enum Printer {
     Columns(Vec<PrinterColumn>),
     /// Pods: NAME READY STATUS RESTARTS AGE (+ IP NODE in wide), computed like kubectl's.
     Pod,
+    /// Deployments: NAME READY UP-TO-DATE AVAILABLE AGE (+ CONTAINERS IMAGES SELECTOR).
+    Deployment,
 }
 
 /// A defaulting hook, run on an object's JSON before it is created.

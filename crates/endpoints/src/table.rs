@@ -24,6 +24,46 @@ pub fn column_definitions(info: &ResourceInfo) -> Vec<Value> {
         0,
     )];
     match &info.printer {
+        Printer::Deployment => {
+            cols.push(def(
+                "Ready",
+                "string",
+                "",
+                "Number of the pod with ready state",
+                0,
+            ));
+            cols.push(def("Up-to-date", "integer", "", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0));
+            cols.push(def("Available", "integer", "", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0));
+            cols.push(def(
+                "Age",
+                "string",
+                "",
+                "CreationTimestamp is the time this object was created.",
+                0,
+            ));
+            cols.push(def(
+                "Containers",
+                "string",
+                "",
+                "Names of each container in the template.",
+                1,
+            ));
+            cols.push(def(
+                "Images",
+                "string",
+                "",
+                "Images referenced by each container in the template.",
+                1,
+            ));
+            cols.push(def(
+                "Selector",
+                "string",
+                "",
+                "The label selector of the deployment's pods.",
+                1,
+            ));
+            return cols;
+        }
         Printer::Pod => {
             cols.push(def(
                 "Ready",
@@ -116,6 +156,7 @@ pub fn cells(info: &ResourceInfo, obj: &Value, now: i64) -> Vec<Value> {
     let age = clock::age(meta["creationTimestamp"].as_str(), now);
     match &info.printer {
         Printer::Pod => pod_cells(obj, name, age),
+        Printer::Deployment => deployment_cells(obj, name, age),
         Printer::Columns(extra) => {
             let mut out = vec![Value::String(name)];
             for c in extra {
@@ -139,6 +180,43 @@ fn column_cell(c: &PrinterColumn, obj: &Value, now: i64) -> Value {
         (_, Value::Null) => Value::Null,
         (_, other) => Value::String(other.to_string()),
     }
+}
+
+fn deployment_cells(d: &Value, name: String, age: String) -> Vec<Value> {
+    let count = |v: &Value| v.as_i64().unwrap_or(0);
+    let (spec, status) = (&d["spec"], &d["status"]);
+    // An unset replica count means 1, as the API defaults it.
+    let desired = spec["replicas"].as_i64().unwrap_or(1);
+    let containers = spec["template"]["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let join = |field: &str| {
+        containers
+            .iter()
+            .filter_map(|c| c[field].as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let selector = spec["selector"]["matchLabels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    vec![
+        Value::String(name),
+        Value::String(format!("{}/{desired}", count(&status["readyReplicas"]))),
+        Value::from(count(&status["updatedReplicas"])),
+        Value::from(count(&status["availableReplicas"])),
+        Value::String(age),
+        Value::String(join("name")),
+        Value::String(join("image")),
+        Value::String(selector),
+    ]
 }
 
 fn pod_cells(pod: &Value, name: String, age: String) -> Vec<Value> {
@@ -357,6 +435,22 @@ mod tests {
             ]
         );
         assert_eq!(c[5..7], [json!("10.0.0.1"), json!("n1")]);
+    }
+
+    #[test]
+    fn deployments_print_ready_over_desired() {
+        let info = ResourceInfo::new("apps", "v1", "deployments", "Deployment")
+            .printer(Printer::Deployment);
+        let d = json!({"metadata":{"name":"web"},"spec":{"replicas":3,"selector":{"matchLabels":{"app":"web"}},
+            "template":{"spec":{"containers":[{"name":"a","image":"nginx"},{"name":"b","image":"busybox"}]}}},
+            "status":{"readyReplicas":2,"updatedReplicas":3,"availableReplicas":2}});
+        let c = cells(&info, &d, 0);
+        assert_eq!(c.len(), column_definitions(&info).len());
+        assert_eq!(c[..4], [json!("web"), json!("2/3"), json!(3), json!(2)]);
+        assert_eq!(
+            c[5..],
+            [json!("a,b"), json!("nginx,busybox"), json!("app=web")]
+        );
     }
 
     #[test]
