@@ -1,7 +1,7 @@
 //! The built-in resources: a small core of Kubernetes' own, with the selectable fields,
 //! short names and printer columns upstream gives them.
 
-use listwatch_endpoints::{NameValidation, Printer, PrinterColumn, ResourceInfo};
+use listwatch_endpoints::{NameValidation, Printer, PrinterColumn, ResourceInfo, ScaleSubresource};
 use serde_json::{Value, json};
 
 /// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`, less
@@ -147,6 +147,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .short_names(["deploy"])
             .categories(["all"])
             .status_subresource(true)
+            .scale(ScaleSubresource::replicas().label_selector("spec.selector"))
             .printer(Printer::Deployment),
     ]
 }

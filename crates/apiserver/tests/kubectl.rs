@@ -306,6 +306,16 @@ fn kubectl_typed_create_commands_send_protobuf_that_the_server_reads() {
             .get("creationTimestamp")
             .is_none()
     );
+    assert!(run_ok(k().args(["scale", "deployment", "web", "--replicas=4"])).contains("scaled"));
+    assert_eq!(
+        get(&["deployment", "web", "-o", "jsonpath={.spec.replicas}"]),
+        "4"
+    );
+    let table = get(&["deployments"]);
+    let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+    let row: Vec<&str> = table.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[..4], ["web", "0/4", "0", "0"]);
     run_ok(k().args(["create", "service", "clusterip", "web", "--tcp=80:http"]));
     let svc: serde_json::Value =
         serde_json::from_str(&get(&["service", "web", "-o", "json"])).unwrap();

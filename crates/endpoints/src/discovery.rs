@@ -94,6 +94,17 @@ fn api_resource(info: &ResourceInfo) -> Vec<Value> {
             "verbs": STATUS_VERBS,
         }));
     }
+    if info.scale.is_some() {
+        out.push(json!({
+            "name": format!("{}/scale", info.plural),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "group": "autoscaling",
+            "version": "v1",
+            "kind": "Scale",
+            "verbs": STATUS_VERBS,
+        }));
+    }
     out
 }
 
@@ -108,9 +119,17 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
         "shortNames": info.short_names,
         "categories": info.categories,
     });
+    let mut subs = Vec::new();
     if info.status_subresource {
-        r["subresources"] =
-            json!([{"subresource": "status", "responseKind": kind, "verbs": STATUS_VERBS}]);
+        subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": STATUS_VERBS}));
+    }
+    if info.scale.is_some() {
+        subs.push(json!({"subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": STATUS_VERBS}));
+    }
+    if !subs.is_empty() {
+        r["subresources"] = Value::Array(subs);
     }
     r
 }

@@ -71,6 +71,17 @@ impl Verb {
     }
 }
 
+/// Which part of an object a request addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sub {
+    /// The object itself.
+    Main,
+    /// `/status`: writes change only the status.
+    Status,
+    /// `/scale`: an `autoscaling/v1` Scale view of the replica count.
+    Scale,
+}
+
 /// One resource request, resolved.
 struct Request {
     shared: Arc<Shared>,
@@ -78,7 +89,7 @@ struct Request {
     target: Target,
     query: Query,
     headers: HeaderMap,
-    status: bool,
+    sub: Sub,
 }
 
 impl Request {
@@ -203,7 +214,12 @@ fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> Ap
         return Err(ApiError::path_not_found());
     }
     if let Some(sub) = &t.subresource {
-        if sub != "status" || !info.status_subresource || t.legacy_watch {
+        let known = match sub.as_str() {
+            "status" => info.status_subresource,
+            "scale" => info.scale.is_some(),
+            _ => false,
+        };
+        if !known || t.legacy_watch {
             return Err(ApiError::path_not_found());
         }
         return match *method {
@@ -259,14 +275,18 @@ async fn resource_request(
     };
     let metrics = shared.metrics.clone();
     let plural = res.info.plural.clone();
-    let status = target.subresource.is_some();
+    let sub = match target.subresource.as_deref() {
+        None => Sub::Main,
+        Some("scale") => Sub::Scale,
+        Some(_) => Sub::Status,
+    };
     let req = Request {
         shared,
         res,
         target,
         query,
         headers,
-        status,
+        sub,
     };
     let result = if verb == Verb::Watch {
         watch_request(&req, ws).await
@@ -294,9 +314,19 @@ async fn resource_request(
             }
         }
     };
-    let resp = result.unwrap_or_else(IntoResponse::into_response);
+    let resp = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if e.code() >= 500 {
+                tracing::warn!(verb = verb.metric_name(), resource = %plural, code = e.code(), message = %e.0.message, "request failed");
+            }
+            e.into_response()
+        }
+    };
+    let code = resp.status().as_u16();
     let seconds = (verb != Verb::Watch).then(|| started.elapsed().as_secs_f64());
-    metrics.observe(verb.metric_name(), &plural, resp.status().as_u16(), seconds);
+    tracing::debug!(verb = verb.metric_name(), resource = %plural, code, seconds, "request");
+    metrics.observe(verb.metric_name(), &plural, code, seconds);
     resp
 }
 
@@ -448,6 +478,9 @@ async fn get(req: &Request) -> ApiResult<Response> {
         .await
         .map_err(|e| req.storage_err(&e))?
         .ok_or_else(|| req.storage_err(&key.not_found()))?;
+    if req.sub == Sub::Scale {
+        return scale_response(req, &obj);
+    }
     match fmt {
         Format::Table { beta } => table_response(
             req.info(),
@@ -660,7 +693,7 @@ fn apply_update(req: &Request, cur: &Object, new: Value) -> ApiResult<Object> {
     let cur_v = cur
         .to_value()
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-    match prepare_update(req.info(), &cur_v, new, req.status) {
+    match prepare_update(req.info(), &cur_v, new, req.sub == Sub::Status) {
         Ok(v) => to_object(req.info(), v),
         Err(UpdateError::Api(e)) => Err(e),
         Err(UpdateError::Conflict) => {
@@ -679,10 +712,57 @@ async fn update(req: &Request, body: Body) -> ApiResult<Response> {
     let key = req.object_key()?;
     let (obj, _) = read_modify_write(req, false, dry_run, |cur| match cur {
         None => Err(req.storage_err(&key.not_found())),
+        Some(cur) if req.sub == Sub::Scale => {
+            apply_scale_update(req, cur, |_| Ok(Value::Object(new.clone())))
+        }
         Some(cur) => apply_update(req, cur, Value::Object(new.clone())),
     })
     .await?;
+    if req.sub == Sub::Scale {
+        return scale_response(req, &obj);
+    }
     Ok(object_response(StatusCode::OK, &obj))
+}
+
+/// The Scale view of an object, as the response of a `/scale` request.
+fn scale_response(req: &Request, obj: &Object) -> ApiResult<Response> {
+    let spec = req
+        .info()
+        .scale
+        .as_ref()
+        .ok_or_else(ApiError::path_not_found)?;
+    let v = obj
+        .to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    let body = serde_json::to_vec(&crate::scale::to_scale(spec, &v))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(json_response(StatusCode::OK, "application/json", body))
+}
+
+/// A write through `/scale`: `new_scale` turns the current Scale into the wanted one (the
+/// body of a PUT, or the current Scale patched); only the replica count changes.
+fn apply_scale_update(
+    req: &Request,
+    cur: &Object,
+    new_scale: impl FnOnce(&Value) -> ApiResult<Value>,
+) -> ApiResult<Object> {
+    let spec = req
+        .info()
+        .scale
+        .as_ref()
+        .ok_or_else(ApiError::path_not_found)?;
+    let cur_v = cur
+        .to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    let wanted = new_scale(&crate::scale::to_scale(spec, &cur_v))?;
+    match crate::scale::apply_scale(req.info(), spec, &cur_v, &wanted) {
+        Ok(v) => apply_update(req, cur, v),
+        Err(crate::scale::ScaleError::Api(e)) => Err(e),
+        Err(crate::scale::ScaleError::Conflict) => {
+            let key = req.object_key()?;
+            Err(req.storage_err(&key.conflict(MODIFIED)))
+        }
+    }
 }
 
 async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
@@ -706,7 +786,7 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
     }
     let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
     let patch = Patch::parse(kind, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let creates = kind == PatchType::Apply && !req.status;
+    let creates = kind == PatchType::Apply && req.sub == Sub::Main;
     if creates {
         ensure_namespace(req).await?;
     }
@@ -741,6 +821,9 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
             to_object(req.info(), Value::Object(m))
         }
         None => Err(req.storage_err(&key.not_found())),
+        Some(cur) if req.sub == Sub::Scale => {
+            apply_scale_update(req, cur, |scale| patch.apply(scale).map_err(unprocessable))
+        }
         Some(cur) => {
             let cur_v = cur
                 .to_value()
@@ -750,6 +833,9 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
         }
     })
     .await?;
+    if req.sub == Sub::Scale {
+        return scale_response(req, &obj);
+    }
     Ok(object_response(
         if created {
             StatusCode::CREATED

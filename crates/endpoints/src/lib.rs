@@ -52,6 +52,7 @@ pub mod path;
 pub mod protobuf;
 pub mod query;
 mod resource;
+pub mod scale;
 pub mod table;
 pub mod validation;
 mod watch_server;
@@ -59,7 +60,9 @@ mod watch_server;
 pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 pub use error::{ApiError, ApiResult, FieldError};
 pub use metrics::Metrics;
-pub use resource::{NameValidation, PrepareFn, Printer, PrinterColumn, Resource, ResourceInfo};
+pub use resource::{
+    NameValidation, PrepareFn, Printer, PrinterColumn, Resource, ResourceInfo, ScaleSubresource,
+};
 pub use watch_server::watch_timeout;
 
 /// Limits and timeouts of the installed API.

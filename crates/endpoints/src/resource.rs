@@ -74,6 +74,35 @@ pub enum Printer {
     Deployment,
 }
 
+/// Where a resource keeps what its `/scale` subresource shows (like a CRD's `scale`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScaleSubresource {
+    /// Dotted path of the desired replicas, e.g. `spec.replicas`.
+    pub spec_replicas_path: String,
+    /// Dotted path of the observed replicas, e.g. `status.replicas`.
+    pub status_replicas_path: String,
+    /// Dotted path of the pods' label selector (a string, or a `LabelSelector`).
+    pub label_selector_path: Option<String>,
+}
+
+impl ScaleSubresource {
+    /// `spec.replicas` / `status.replicas`, no selector.
+    pub fn replicas() -> Self {
+        Self {
+            spec_replicas_path: "spec.replicas".into(),
+            status_replicas_path: "status.replicas".into(),
+            label_selector_path: None,
+        }
+    }
+
+    /// Sets the selector path.
+    #[must_use]
+    pub fn label_selector(mut self, path: &str) -> Self {
+        self.label_selector_path = Some(path.into());
+        self
+    }
+}
+
 /// A defaulting hook, run on an object's JSON before it is created.
 pub type PrepareFn = fn(&mut Value);
 
@@ -104,6 +133,8 @@ pub struct ResourceInfo {
     pub printer: Printer,
     /// Whether `/status` is a subresource (main-resource writes then keep the old status).
     pub status_subresource: bool,
+    /// The `/scale` subresource, when there is one.
+    pub scale: Option<ScaleSubresource>,
     /// Name rules.
     pub name_validation: NameValidation,
     /// The resource segment of storage keys (defaults to `plural`, `plural.group` for
@@ -129,6 +160,7 @@ impl ResourceInfo {
             trigger_field: None,
             printer: Printer::Default,
             status_subresource: false,
+            scale: None,
             name_validation: NameValidation::Subdomain,
             storage_resource: plural.into(),
             prepare_for_create: None,
@@ -184,6 +216,13 @@ impl ResourceInfo {
     #[must_use]
     pub fn status_subresource(mut self, on: bool) -> Self {
         self.status_subresource = on;
+        self
+    }
+
+    /// Declares a `/scale` subresource.
+    #[must_use]
+    pub fn scale(mut self, scale: ScaleSubresource) -> Self {
+        self.scale = Some(scale);
         self
     }
 

@@ -10,7 +10,7 @@ use axum::http::{Request, StatusCode, header};
 use bytes::Bytes;
 use futures::StreamExt;
 use listwatch_endpoints::{
-    Api, Config, Installer, NameValidation, Printer, PrinterColumn, ResourceInfo,
+    Api, Config, Installer, NameValidation, Printer, PrinterColumn, ResourceInfo, ScaleSubresource,
 };
 use listwatch_memstore::MemStore;
 use serde_json::{Value, json};
@@ -53,7 +53,8 @@ fn test_api(config: Config) -> TestApi {
                     "integer",
                     ".spec.replicas",
                 )]))
-                .status_subresource(true),
+                .status_subresource(true)
+                .scale(ScaleSubresource::replicas().label_selector("spec.selector")),
             s,
         )
         .build();
@@ -1026,5 +1027,73 @@ async fn watch_limit_is_429_and_shutdown_ends_open_watches() {
     assert_eq!(
         call(r, "GET", "/readyz", None, "").await.status,
         StatusCode::INTERNAL_SERVER_ERROR
+    );
+}
+
+#[tokio::test]
+async fn scale_subresource_reads_and_writes_the_replica_count() {
+    let t = test_api(Config::default());
+    let r = &t.router;
+    create_ns(r, "ns1").await;
+    let d =
+        r#"{"metadata":{"name":"d"},"spec":{"replicas":2,"selector":{"matchLabels":{"app":"d"}}}}"#;
+    call(
+        r,
+        "POST",
+        "/apis/apps/v1/namespaces/ns1/deployments",
+        JSON,
+        d,
+    )
+    .await;
+    let url = "/apis/apps/v1/namespaces/ns1/deployments/d/scale";
+    let scale = call(r, "GET", url, None, "").await.json();
+    assert_eq!(
+        (scale["kind"].as_str(), scale["spec"]["replicas"].as_i64()),
+        (Some("Scale"), Some(2))
+    );
+    assert_eq!(scale["status"]["selector"], "app=d");
+    let patched = call(
+        r,
+        "PATCH",
+        url,
+        Some("application/merge-patch+json"),
+        r#"{"spec":{"replicas":5}}"#,
+    )
+    .await;
+    assert_eq!(patched.json()["spec"]["replicas"], 5);
+    let mut stale = scale.clone();
+    stale["spec"]["replicas"] = json!(1);
+    let conflict = call(r, "PUT", url, JSON, &stale.to_string()).await;
+    assert_eq!(conflict.status, StatusCode::CONFLICT);
+    let mut fresh = patched.json();
+    fresh["spec"]["replicas"] = json!(0);
+    assert_eq!(
+        call(r, "PUT", url, JSON, &fresh.to_string()).await.json()["spec"]["replicas"],
+        0
+    );
+    let obj = call(
+        r,
+        "GET",
+        "/apis/apps/v1/namespaces/ns1/deployments/d",
+        None,
+        "",
+    )
+    .await
+    .json();
+    assert_eq!(obj["spec"]["replicas"], 0);
+    assert_eq!(obj["spec"]["selector"]["matchLabels"]["app"], "d");
+    assert_eq!(
+        call(r, "GET", "/api/v1/namespaces/ns1/pods/x/scale", None, "")
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let list = call(r, "GET", "/apis/apps/v1", None, "").await.json();
+    assert!(
+        list["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "deployments/scale" && r["group"] == "autoscaling")
     );
 }
