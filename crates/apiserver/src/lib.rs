@@ -30,6 +30,7 @@ use serde_json::json;
 
 pub mod builtin;
 pub mod custom;
+pub mod tls;
 
 /// The storage backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -69,6 +70,12 @@ pub struct Options {
     /// Key prefix in etcd.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
+    /// PEM certificate chain to serve HTTPS with (needs `--tls-private-key-file`).
+    #[arg(long, requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of `--tls-cert-file`.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
     /// YAML file declaring extra, CRD-like resources.
     #[arg(long)]
     pub resources: Option<PathBuf>,
@@ -106,6 +113,17 @@ pub struct Options {
     pub log_format: LogFormat,
 }
 
+impl Options {
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls_cert_file.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+}
+
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -124,6 +142,9 @@ pub enum ServerError {
         #[source]
         source: listwatch_storage::Error,
     },
+    /// The TLS certificate or key is unusable.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
     /// Listening or serving failed.
     #[error("serving on {addr}: {source}")]
     Io {
@@ -303,12 +324,14 @@ pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result
     let listener = tokio::net::TcpListener::bind(opts.bind).await.map_err(io)?;
     let addr = listener.local_addr().map_err(io)?;
     let shutdown = api.shutdown_handle();
-    let server = {
-        let shutdown = shutdown.clone();
-        axum::serve(listener, api.router())
-            .with_graceful_shutdown(async move { shutdown.wait().await })
+    let mut server = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
+        (Some(cert), Some(key)) => {
+            let config = tls::server_config(cert, key)?;
+            let tls = tls::TlsListener::new(listener, config).map_err(io)?;
+            spawn_server(tls, api.router(), shutdown.clone())
+        }
+        _ => spawn_server(listener, api.router(), shutdown.clone()),
     };
-    let mut server = tokio::spawn(async move { server.await });
     // Already serving (with /readyz failing); announce once every cache is ready, so what a
     // person (or a test) does next is not answered with 429s.
     let announced = tokio::select! {
@@ -355,6 +378,21 @@ pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result
     }
     drop(running);
     Ok(())
+}
+
+/// Serves `router` on `listener` until shutdown begins and open connections finish.
+fn spawn_server<L>(
+    listener: L,
+    router: axum::Router,
+    shutdown: listwatch_endpoints::ShutdownHandle,
+) -> tokio::task::JoinHandle<std::io::Result<()>>
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    let server =
+        axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.wait().await });
+    tokio::spawn(async move { server.await })
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -36,9 +36,16 @@ fn main() -> ExitCode {
         }
     };
     let storage = opts.storage;
+    let scheme = opts.scheme();
+    // With TLS, kubectl needs to trust the certificate, and a token so that it does not
+    // prompt for a password (the server does not authenticate: any token will do).
+    let trust = match &opts.tls_cert_file {
+        Some(cert) => format!(" --certificate-authority {} --token unused", cert.display()),
+        None => String::new(),
+    };
     let result = runtime.block_on(run(opts, |addr| {
-        println!("listwatch-apiserver listening on http://{addr} (storage: {storage:?})");
-        println!("try: kubectl --server http://{addr} get pods -A -w");
+        println!("listwatch-apiserver listening on {scheme}://{addr} (storage: {storage:?})");
+        println!("try: kubectl --server {scheme}://{addr}{trust} get pods -A -w");
     }));
     match result {
         Ok(()) => ExitCode::SUCCESS,

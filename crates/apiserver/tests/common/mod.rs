@@ -42,6 +42,12 @@ impl Server {
             .spawn()
             .expect("start listwatch-apiserver");
         let stdout = child.stdout.take().unwrap();
+        // Owned from here on, so that a failed start below still kills the process.
+        let mut server = Self {
+            child,
+            addr: String::new(),
+            url: String::new(),
+        };
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -54,13 +60,18 @@ impl Server {
         let first = rx
             .recv_timeout(PATIENCE)
             .expect("the server prints its address");
-        let url = first
+        server.url = first
             .split_whitespace()
-            .find(|w| w.starts_with("http://"))
+            .find(|w| w.starts_with("http://") || w.starts_with("https://"))
             .unwrap_or_else(|| panic!("no address in {first:?}"))
             .to_owned();
-        let addr = url.trim_start_matches("http://").to_owned();
-        Self { child, addr, url }
+        server.addr = server
+            .url
+            .split("://")
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned();
+        server
     }
 
     /// The process id.
