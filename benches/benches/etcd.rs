@@ -14,7 +14,11 @@ use listwatch_etcd::testing::EtcdServer;
 use listwatch_storage::{Key, ListOptions, Storage, WatchEvent};
 
 fn runtime() -> tokio::runtime::Runtime {
-    match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => panic!("cannot build a runtime: {e}"),
     }
@@ -61,7 +65,10 @@ async fn populate(store: &EtcdStore, n: u64) {
             let ns = format!("ns-{}", i % 10);
             let name = format!("pod-{i:06}");
             async move {
-                if let Err(e) = store.create(&key(&ns, &name), pod(&ns, &name, i), None).await {
+                if let Err(e) = store
+                    .create(&key(&ns, &name), pod(&ns, &name, i), None)
+                    .await
+                {
                     panic!("populate: {e}");
                 }
             }
@@ -85,7 +92,10 @@ fn write(c: &mut Criterion) {
             let name = format!("pod-{i}");
             let store = &store;
             async move {
-                if let Err(e) = store.create(&key("ns", &name), pod("ns", &name, i), None).await {
+                if let Err(e) = store
+                    .create(&key("ns", &name), pod("ns", &name, i), None)
+                    .await
+                {
                     panic!("create: {e}");
                 }
             }
@@ -103,7 +113,10 @@ fn write(c: &mut Criterion) {
             let (store, target) = (&store, &target);
             async move {
                 let mut update = |_: Option<&Object>| Ok(pod("ns", "updated", i));
-                if let Err(e) = store.guaranteed_update(target, None, false, &mut update, None).await {
+                if let Err(e) = store
+                    .guaranteed_update(target, None, false, &mut update, None)
+                    .await
+                {
                     panic!("update: {e}");
                 }
             }
@@ -146,7 +159,11 @@ fn list(c: &mut Criterion) {
                     let mut token = None;
                     let mut seen = 0u64;
                     loop {
-                        let opts = ListOptions { limit: Some(500), continue_token: token, ..ListOptions::recursive() };
+                        let opts = ListOptions {
+                            limit: Some(500),
+                            continue_token: token,
+                            ..ListOptions::recursive()
+                        };
                         let page = match store.list(all, &opts).await {
                             Ok(p) => p,
                             Err(e) => panic!("list: {e}"),
@@ -180,7 +197,10 @@ fn watch_delivery(c: &mut Criterion) {
             Ok(rv) => rv,
             Err(e) => panic!("{e}"),
         };
-        let opts = ListOptions { resource_version: Some(rv), ..ListOptions::recursive() };
+        let opts = ListOptions {
+            resource_version: Some(rv),
+            ..ListOptions::recursive()
+        };
         match store.watch(&collection, &opts).await {
             Ok(w) => w,
             Err(e) => panic!("watch: {e}"),
@@ -201,7 +221,10 @@ fn watch_delivery(c: &mut Criterion) {
                 for i in first..first + iters {
                     let name = format!("pod-{i}");
                     let started = Instant::now();
-                    if let Err(e) = store.create(&key("ns", &name), pod("ns", &name, i), None).await {
+                    if let Err(e) = store
+                        .create(&key("ns", &name), pod("ns", &name, i), None)
+                        .await
+                    {
                         panic!("create: {e}");
                     }
                     match w.next().await {

@@ -76,7 +76,12 @@ fn loaded_with(pods: &[Object], config: Config) -> WatchCache {
     cache.replace(pods.to_vec(), LIST_RV).unwrap();
     for i in 0..1000u64 {
         let o = pods[(i as usize * 149) % PODS].with_resource_version(LIST_RV + 1 + i);
-        cache.apply(WatchEvent::Modified { object: o, prev: None }).unwrap();
+        cache
+            .apply(WatchEvent::Modified {
+                object: o,
+                prev: None,
+            })
+            .unwrap();
     }
     cache
 }
@@ -89,7 +94,10 @@ fn bench_apply(c: &mut Criterion, pods: &[Object]) {
     let cases = [
         ("modify_150k_snapshots", config(true)),
         ("modify_150k_no_snapshots", config(false)),
-        ("modify_150k_snapshots_window_1000", config(true).with_capacity(1000, 1000, 1000)),
+        (
+            "modify_150k_snapshots_window_1000",
+            config(true).with_capacity(1000, 1000, 1000),
+        ),
     ];
     for (name, config) in cases {
         let mut cache = loaded_with(pods, config);
@@ -100,7 +108,12 @@ fn bench_apply(c: &mut Criterion, pods: &[Object]) {
                 rv += 1;
                 i = (i + 7919) % PODS;
                 let o = pods[i].with_resource_version(rv);
-                cache.apply(WatchEvent::Modified { object: o, prev: None }).unwrap();
+                cache
+                    .apply(WatchEvent::Modified {
+                        object: o,
+                        prev: None,
+                    })
+                    .unwrap();
             });
         });
     }
@@ -116,8 +129,12 @@ fn bench_list(c: &mut Criterion, pods: &[Object]) {
 
     let mut by_node = ListOptions::recursive();
     by_node.predicate.field = FieldSelector::equals("spec.nodeName", "node-0007");
-    group.throughput(Throughput::Elements(view.list(&all, &by_node).unwrap().items.len() as u64));
-    group.bench_function("index_node_150k", |b| b.iter(|| black_box(view.list(&all, &by_node).unwrap())));
+    group.throughput(Throughput::Elements(
+        view.list(&all, &by_node).unwrap().items.len() as u64,
+    ));
+    group.bench_function("index_node_150k", |b| {
+        b.iter(|| black_box(view.list(&all, &by_node).unwrap()))
+    });
 
     let mut by_node_exact = by_node.clone();
     by_node_exact.resource_version = Some(LIST_RV + 500);
@@ -127,8 +144,12 @@ fn bench_list(c: &mut Criterion, pods: &[Object]) {
     });
 
     let plain = ListOptions::recursive();
-    group.throughput(Throughput::Elements(view.list(&ns, &plain).unwrap().items.len() as u64));
-    group.bench_function("namespace_150k", |b| b.iter(|| black_box(view.list(&ns, &plain).unwrap())));
+    group.throughput(Throughput::Elements(
+        view.list(&ns, &plain).unwrap().items.len() as u64,
+    ));
+    group.bench_function("namespace_150k", |b| {
+        b.iter(|| black_box(view.list(&ns, &plain).unwrap()))
+    });
 
     let mut by_ns_field = ListOptions::recursive();
     by_ns_field.predicate.field = FieldSelector::equals("metadata.namespace", "ns-007");
@@ -138,10 +159,15 @@ fn bench_list(c: &mut Criterion, pods: &[Object]) {
 
     group.throughput(Throughput::Elements(PODS as u64));
     group.sample_size(20);
-    group.bench_function("cluster_150k", |b| b.iter(|| black_box(view.list(&all, &plain).unwrap())));
+    group.bench_function("cluster_150k", |b| {
+        b.iter(|| black_box(view.list(&all, &plain).unwrap()))
+    });
     group.sample_size(100);
 
-    let first = ListOptions { limit: Some(1000), ..ListOptions::recursive() };
+    let first = ListOptions {
+        limit: Some(1000),
+        ..ListOptions::recursive()
+    };
     group.throughput(Throughput::Elements(1000));
     group.bench_function("paginated_limit_1000_first_page", |b| {
         b.iter(|| black_box(view.list(&all, &first).unwrap()))
@@ -164,7 +190,9 @@ fn bench_events(c: &mut Criterion, pods: &[Object]) {
     // The window holds the last 1000 events (capacity grew while they were fresh).
     let from = LIST_RV + 500;
     group.throughput(Throughput::Elements(500));
-    group.bench_function("take_500_of_window", |b| b.iter(|| black_box(view.events_since(from).unwrap())));
+    group.bench_function("take_500_of_window", |b| {
+        b.iter(|| black_box(view.events_since(from).unwrap()))
+    });
     group.bench_function("take_and_walk_500", |b| {
         b.iter(|| {
             let events = view.events_since(from).unwrap();
@@ -174,7 +202,9 @@ fn bench_events(c: &mut Criterion, pods: &[Object]) {
     group.finish();
 
     let reader = cache.reader();
-    c.bench_function("watchcache/reader/take_view", |b| b.iter(|| black_box(reader.view())));
+    c.bench_function("watchcache/reader/take_view", |b| {
+        b.iter(|| black_box(reader.view()))
+    });
 }
 
 fn bench_replace(c: &mut Criterion, pods: &[Object]) {

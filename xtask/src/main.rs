@@ -4,7 +4,10 @@
 //!   real clients; provisions what they need first (etcd, the Python `kubernetes` client).
 //! - `ci`    — `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings denied,
 //!   then `test`. This is what `.ci/run` and the GitHub workflow run.
-//! - `bench [NAME]` — the criterion benchmarks (all, or one bench target).
+//! - `bench [SCENARIO..]` — the performance scenarios P1..P11 (docs/benchmarks.md) with the
+//!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
+//!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
+//!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead.
 //!
 //! Kept light on purpose: std only, no async runtime.
 
@@ -50,7 +53,9 @@ const HELP: &str = "usage: cargo xtask <task>
   test [ARGS]      run every test (provisions etcd and the Python client first);
                    ARGS go to `cargo test` before `--`
   ci               fmt --check, clippy -D warnings, doc -D warnings, then test
-  bench [NAME..]   run the criterion benchmarks (all, or the named bench targets)
+  bench [SCENARIO..]  run the performance scenarios P1..P11 (all, or the named ones)
+                   with the load generator; results in docs/bench/
+  bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
   provision        only install/check etcd and the Python kubernetes client";
 
 fn root() -> PathBuf {
@@ -70,13 +75,21 @@ fn cargo() -> Command {
 fn run(mut cmd: Command) -> Result {
     let shown = format!("{cmd:?}");
     eprintln!("$ {shown}");
-    let status = cmd.status().map_err(|e| format!("cannot start {shown}: {e}"))?;
-    if status.success() { Ok(()) } else { Err(format!("{shown} exited with {status}")) }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot start {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} exited with {status}"))
+    }
 }
 
 fn which(name: &str) -> Option<PathBuf> {
     let path = env::var_os("PATH")?;
-    env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 fn is_root() -> bool {
@@ -89,16 +102,21 @@ fn is_root() -> bool {
 
 /// Finds etcd, installing Debian's `etcd-server` when missing and running as root.
 fn ensure_etcd() -> Result<PathBuf> {
-    if let Some(p) = env::var_os("LISTWATCH_ETCD_BIN").map(PathBuf::from).filter(|p| p.is_file()) {
+    if let Some(p) = env::var_os("LISTWATCH_ETCD_BIN")
+        .map(PathBuf::from)
+        .filter(|p| p.is_file())
+    {
         return Ok(p);
     }
     if let Some(p) = which("etcd") {
         return Ok(p);
     }
     if !is_root() || which("apt-get").is_none() {
-        return Err("etcd is not installed: install Debian's `etcd-server` package \
+        return Err(
+            "etcd is not installed: install Debian's `etcd-server` package \
                     (apt-get install -y etcd-server) or set LISTWATCH_ETCD_BIN"
-            .into());
+                .into(),
+        );
     }
     eprintln!("etcd missing: installing Debian's etcd-server");
     let mut update = Command::new("apt-get");
@@ -124,7 +142,14 @@ fn ensure_python_client() -> Result<PathBuf> {
     if !has(&python) {
         eprintln!("installing the Python kubernetes client");
         let mut pip = Command::new(&python);
-        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "kubernetes"]);
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "kubernetes",
+        ]);
         run(pip)?;
         if !has(&python) {
             return Err("pip installed kubernetes but python3 cannot import it".into());
@@ -136,8 +161,15 @@ fn ensure_python_client() -> Result<PathBuf> {
 fn provision() -> Result<Vec<(&'static str, PathBuf)>> {
     let etcd = ensure_etcd()?;
     let python = ensure_python_client()?;
-    eprintln!("using etcd at {} and python at {}", etcd.display(), python.display());
-    Ok(vec![("LISTWATCH_ETCD_BIN", etcd), ("LISTWATCH_PYTHON", python)])
+    eprintln!(
+        "using etcd at {} and python at {}",
+        etcd.display(),
+        python.display()
+    );
+    Ok(vec![
+        ("LISTWATCH_ETCD_BIN", etcd),
+        ("LISTWATCH_PYTHON", python),
+    ])
 }
 
 fn test(extra: &[String]) -> Result {
@@ -159,7 +191,15 @@ fn ci(extra: &[String]) -> Result {
     fmt.args(["fmt", "--all", "--check"]);
     run(fmt)?;
     let mut clippy = cargo();
-    clippy.args(["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]);
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]);
     run(clippy)?;
     let mut doc = cargo();
     doc.args(["doc", "--workspace", "--no-deps", "--locked"]);
@@ -168,7 +208,14 @@ fn ci(extra: &[String]) -> Result {
     test(extra)
 }
 
-fn bench(names: &[String]) -> Result {
+fn bench(args: &[String]) -> Result {
+    match args.split_first() {
+        Some((first, rest)) if first == "--criterion" => criterion(rest),
+        _ => scenarios(args),
+    }
+}
+
+fn criterion(names: &[String]) -> Result {
     let env = provision()?;
     let mut cmd = cargo();
     cmd.args(["bench", "-p", "listwatch-benches"]);
@@ -179,4 +226,70 @@ fn bench(names: &[String]) -> Result {
         cmd.env(k, v);
     }
     run(cmd)
+}
+
+/// Every scenario of the load generator, in the order docs/benchmarks.md lists them.
+const SCENARIOS: [&str; 11] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11",
+];
+
+/// Builds the apiserver and the load generator (release), then runs each scenario in a
+/// process of its own, so that one scenario's heap and RSS never count in another's.
+fn scenarios(names: &[String]) -> Result {
+    let etcd = ensure_etcd()?;
+    let wanted: Vec<String> = if names.is_empty() {
+        SCENARIOS.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        names.iter().map(|n| n.to_ascii_uppercase()).collect()
+    };
+    if let Some(bad) = wanted.iter().find(|n| !SCENARIOS.contains(&n.as_str())) {
+        return Err(format!(
+            "unknown scenario {bad:?} (known: {})",
+            SCENARIOS.join(" ")
+        ));
+    }
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "listwatch-apiserver",
+        "-p",
+        "listwatch-benches",
+        "--bin",
+        "listwatch-apiserver",
+        "--bin",
+        "loadgen",
+    ]);
+    run(build)?;
+    let bin = target_dir().join("release");
+    let out = root().join("docs").join("bench");
+    let mut failed = Vec::new();
+    for id in &wanted {
+        let mut cmd = Command::new(bin.join("loadgen"));
+        cmd.current_dir(root());
+        cmd.arg("--out").arg(&out).arg(id);
+        cmd.env("LISTWATCH_ETCD_BIN", &etcd);
+        cmd.env("LISTWATCH_APISERVER_BIN", bin.join("listwatch-apiserver"));
+        if let Err(e) = run(cmd) {
+            eprintln!("scenario {id}: {e}");
+            failed.push(id.clone());
+        }
+    }
+    if failed.is_empty() {
+        eprintln!("results: {}/<scenario>.json, .md and .svg", out.display());
+        Ok(())
+    } else {
+        Err(format!("scenarios failed: {}", failed.join(" ")))
+    }
+}
+
+/// Cargo's target directory ($CARGO_TARGET_DIR or target/ under the workspace root).
+fn target_dir() -> PathBuf {
+    match env::var_os("CARGO_TARGET_DIR").map(PathBuf::from) {
+        Some(p) if p.is_absolute() => p,
+        Some(p) => root().join(p),
+        None => root().join("target"),
+    }
 }

@@ -1,0 +1,243 @@
+//! A raw HTTP/1.1 client cheap enough not to be the bottleneck: keep-alive requests, and
+//! watches read as a chunked body split into newline-delimited frames.
+
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+type Result<T> = std::result::Result<T, String>;
+
+/// One keep-alive connection for requests.
+pub(crate) struct Conn {
+    conn: BufReader<TcpStream>,
+}
+
+impl Conn {
+    pub(crate) async fn open(addr: SocketAddr) -> Result<Self> {
+        let s = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        let _ = s.set_nodelay(true);
+        Ok(Self {
+            conn: BufReader::new(s),
+        })
+    }
+
+    /// Sends one request; returns the status code and the body.
+    pub(crate) async fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>)> {
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        let mut req = head.into_bytes();
+        req.extend_from_slice(body);
+        let io = |e: std::io::Error| format!("{method} {path}: {e}");
+        self.conn.get_mut().write_all(&req).await.map_err(io)?;
+        let mut status = String::new();
+        self.conn.read_line(&mut status).await.map_err(io)?;
+        let code = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("bad status line {status:?}"))?;
+        let mut len = 0usize;
+        let mut chunked = false;
+        loop {
+            let mut line = String::new();
+            if self.conn.read_line(&mut line).await.map_err(io)? == 0 {
+                return Err("connection closed in headers".into());
+            }
+            if line == "\r\n" {
+                break;
+            }
+            let l = line.to_ascii_lowercase();
+            if let Some(v) = l.strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+            if l.starts_with("transfer-encoding:") && l.contains("chunked") {
+                chunked = true;
+            }
+        }
+        let mut out = Vec::new();
+        if chunked {
+            loop {
+                let mut size = String::new();
+                self.conn.read_line(&mut size).await.map_err(io)?;
+                let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
+                    .unwrap_or(0);
+                let mut chunk = vec![0u8; n + 2];
+                self.conn.read_exact(&mut chunk).await.map_err(io)?;
+                out.extend_from_slice(&chunk[..n]);
+                if n == 0 {
+                    break;
+                }
+            }
+        } else {
+            out.resize(len, 0);
+            self.conn.read_exact(&mut out).await.map_err(io)?;
+        }
+        Ok((code, out))
+    }
+
+    /// A request that must answer `want`.
+    pub(crate) async fn expect(
+        &mut self,
+        want: u16,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+    ) -> Result<Vec<u8>> {
+        let (code, out) = self.request(method, path, content_type, body).await?;
+        if code == want {
+            Ok(out)
+        } else {
+            Err(format!(
+                "{method} {path}: {code} (want {want}): {}",
+                String::from_utf8_lossy(&out)
+            ))
+        }
+    }
+}
+
+/// A watch: a chunked response read frame by frame.
+pub(crate) struct Watch {
+    stream: TcpStream,
+    raw: Vec<u8>,
+    /// Start of the unread part of `raw`.
+    pos: usize,
+    /// Bytes left in the current chunk (plus its CRLF), `None` when a size line is due.
+    left: Option<usize>,
+    body: Vec<u8>,
+    buf: Box<[u8]>,
+}
+
+impl Watch {
+    /// Opens `GET path` (a `watch=1` URL) and reads the response head.
+    pub(crate) async fn open(addr: SocketAddr, path: &str) -> Result<Self> {
+        let mut stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes())
+            .await
+            .map_err(|e| format!("watch {path}: {e}"))?;
+        let mut w = Self {
+            stream,
+            raw: Vec::new(),
+            pos: 0,
+            left: None,
+            body: Vec::new(),
+            buf: vec![0u8; 16 * 1024].into_boxed_slice(),
+        };
+        loop {
+            if let Some(end) = w.raw.windows(4).position(|x| x == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&w.raw[..end]).into_owned();
+                if !head.starts_with("HTTP/1.1 200") {
+                    return Err(format!(
+                        "watch {path}: {}",
+                        head.lines().next().unwrap_or("")
+                    ));
+                }
+                w.pos = end + 4;
+                return Ok(w);
+            }
+            w.fill().await?;
+        }
+    }
+
+    async fn fill(&mut self) -> Result<()> {
+        let n = self
+            .stream
+            .read(&mut self.buf)
+            .await
+            .map_err(|e| format!("watch read: {e}"))?;
+        if n == 0 {
+            return Err("watch closed".into());
+        }
+        if self.pos > 0 && self.pos == self.raw.len() {
+            self.raw.clear();
+            self.pos = 0;
+        }
+        self.raw.extend_from_slice(&self.buf[..n]);
+        Ok(())
+    }
+
+    /// Moves whatever is complete from `raw` into `body` (de-chunking).
+    fn dechunk(&mut self) -> Result<()> {
+        loop {
+            match self.left {
+                None => {
+                    let rest = &self.raw[self.pos..];
+                    let Some(eol) = rest.windows(2).position(|x| x == b"\r\n") else {
+                        return Ok(());
+                    };
+                    let line = String::from_utf8_lossy(&rest[..eol]);
+                    let n = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                        .map_err(|_| format!("bad chunk size {line:?}"))?;
+                    if n == 0 {
+                        return Err("watch ended".into());
+                    }
+                    self.pos += eol + 2;
+                    self.left = Some(n + 2);
+                }
+                Some(left) => {
+                    let avail = self.raw.len() - self.pos;
+                    if avail == 0 {
+                        return Ok(());
+                    }
+                    let take = avail.min(left);
+                    // The chunk's trailing CRLF is not body.
+                    let body_part = take.min(left.saturating_sub(2));
+                    self.body
+                        .extend_from_slice(&self.raw[self.pos..self.pos + body_part]);
+                    self.pos += take;
+                    self.left = if take == left {
+                        None
+                    } else {
+                        Some(left - take)
+                    };
+                }
+            }
+        }
+    }
+
+    /// The next complete frames (each one JSON line), waiting for at least one.
+    pub(crate) async fn frames(&mut self, out: &mut Vec<Vec<u8>>) -> Result<()> {
+        loop {
+            self.dechunk()?;
+            if let Some(last) = self.body.iter().rposition(|b| *b == b'\n') {
+                let rest = self.body.split_off(last + 1);
+                let done = std::mem::replace(&mut self.body, rest);
+                out.extend(
+                    done.split(|b| *b == b'\n')
+                        .filter(|l| !l.is_empty())
+                        .map(<[u8]>::to_vec),
+                );
+                return Ok(());
+            }
+            self.fill().await?;
+        }
+    }
+
+    /// Counts complete frames received, waiting for at least one; cheaper than `frames`.
+    pub(crate) async fn count(&mut self) -> Result<usize> {
+        loop {
+            self.dechunk()?;
+            let n = self.body.iter().filter(|b| **b == b'\n').count();
+            if n > 0 {
+                let last = self.body.iter().rposition(|b| *b == b'\n').unwrap_or(0);
+                self.body.drain(..=last);
+                return Ok(n);
+            }
+            self.fill().await?;
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! One scenario's results: metrics beside their baselines, written as JSON and an SVG plot.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde_json::json;
+
+/// Which way a goal points.
+#[derive(Clone, Copy)]
+pub(crate) enum Bound {
+    /// The measured quantity must be at most the bound.
+    AtMost(f64),
+    /// ...at least the bound.
+    AtLeast(f64),
+}
+
+/// What a goal constrains: the ratio to the baseline, or the value itself.
+#[derive(Clone, Copy)]
+pub(crate) enum Goal {
+    Ratio(Bound),
+    Value(Bound),
+    None,
+}
+
+/// One measured figure.
+pub(crate) struct Metric {
+    pub name: String,
+    pub unit: String,
+    pub ours: f64,
+    /// The baseline's value and what it is.
+    pub baseline: Option<(f64, String)>,
+    pub goal: Goal,
+    pub note: String,
+}
+
+impl Metric {
+    pub(crate) fn new(name: &str, unit: &str, ours: f64) -> Self {
+        Self {
+            name: name.into(),
+            unit: unit.into(),
+            ours,
+            baseline: None,
+            goal: Goal::None,
+            note: String::new(),
+        }
+    }
+
+    pub(crate) fn baseline(mut self, value: f64, what: &str) -> Self {
+        self.baseline = Some((value, what.into()));
+        self
+    }
+
+    pub(crate) fn goal(mut self, goal: Goal) -> Self {
+        self.goal = goal;
+        self
+    }
+
+    pub(crate) fn note(mut self, note: impl Into<String>) -> Self {
+        self.note = note.into();
+        self
+    }
+
+    pub(crate) fn ratio(&self) -> Option<f64> {
+        self.baseline
+            .as_ref()
+            .filter(|(b, _)| *b != 0.0)
+            .map(|(b, _)| self.ours / b)
+    }
+
+    pub(crate) fn met(&self) -> Option<bool> {
+        let check = |v: f64, b: Bound| match b {
+            Bound::AtMost(x) => v <= x,
+            Bound::AtLeast(x) => v >= x,
+        };
+        match self.goal {
+            Goal::Ratio(b) => self.ratio().map(|r| check(r, b)),
+            Goal::Value(b) => Some(check(self.ours, b)),
+            Goal::None => None,
+        }
+    }
+
+    fn goal_text(&self) -> String {
+        let b = |b: Bound| match b {
+            Bound::AtMost(x) => format!("≤ {}", fmt_num(x)),
+            Bound::AtLeast(x) => format!("≥ {}", fmt_num(x)),
+        };
+        match self.goal {
+            Goal::Ratio(x) => format!("ratio {}", b(x)),
+            Goal::Value(x) => format!("{} {}", b(x), self.unit),
+            Goal::None => "—".into(),
+        }
+    }
+}
+
+pub(crate) fn fmt_num(x: f64) -> String {
+    let a = x.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 100.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 0.1 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// A scenario's report.
+pub(crate) struct Report {
+    pub id: String,
+    pub title: String,
+    /// How the scenario was scaled from the numbers, if it was.
+    pub scale: String,
+    pub metrics: Vec<Metric>,
+    pub notes: Vec<String>,
+    pub seconds: f64,
+}
+
+impl Report {
+    pub(crate) fn new(id: &str, title: &str, scale: &str) -> Self {
+        Self {
+            id: id.into(),
+            title: title.into(),
+            scale: scale.into(),
+            metrics: Vec::new(),
+            notes: Vec::new(),
+            seconds: 0.0,
+        }
+    }
+
+    pub(crate) fn push(&mut self, m: Metric) {
+        eprintln!(
+            "  {}: {} {}{}{}",
+            m.name,
+            fmt_num(m.ours),
+            m.unit,
+            m.baseline
+                .as_ref()
+                .map(|(b, w)| format!(" | baseline ({w}) {}", fmt_num(*b)))
+                .unwrap_or_default(),
+            m.ratio()
+                .map(|r| format!(" | ratio {}", fmt_num(r)))
+                .unwrap_or_default()
+        );
+        self.metrics.push(m);
+    }
+
+    pub(crate) fn to_json(&self) -> serde_json::Value {
+        json!({
+            "id": self.id,
+            "title": self.title,
+            "command": format!("cargo xtask bench {}", self.id),
+            "scale": self.scale,
+            "seconds": self.seconds,
+            "machine": machine(),
+            "notes": self.notes,
+            "metrics": self.metrics.iter().map(|m| json!({
+                "name": m.name,
+                "unit": m.unit,
+                "ours": m.ours,
+                "baseline": m.baseline.as_ref().map(|(v, _)| *v),
+                "baseline_is": m.baseline.as_ref().map(|(_, w)| w.clone()),
+                "ratio": m.ratio(),
+                "goal": m.goal_text(),
+                "goal_met": m.met(),
+                "note": m.note,
+            })).collect::<Vec<_>>(),
+        })
+    }
+
+    /// The Markdown table of this report (pasted into docs/benchmarks.md).
+    pub(crate) fn to_markdown(&self) -> String {
+        let mut s = format!(
+            "### {} — {}\n\n`cargo xtask bench {}`",
+            self.id, self.title, self.id
+        );
+        if !self.scale.is_empty() {
+            let _ = write!(s, " — scale: {}", self.scale);
+        }
+        let _ = write!(
+            s,
+            "\n\n![{}](bench/{}.svg)\n\n| figure | ours | baseline | ratio | goal | met |\n| --- | --- | --- | --- | --- | --- |\n",
+            self.id, self.id
+        );
+        for m in &self.metrics {
+            let _ = writeln!(
+                s,
+                "| {} | {} {} | {} | {} | {} | {} |",
+                m.name,
+                fmt_num(m.ours),
+                m.unit,
+                m.baseline
+                    .as_ref()
+                    .map(|(b, w)| format!("{} ({w})", fmt_num(*b)))
+                    .unwrap_or_else(|| "—".into()),
+                m.ratio().map(fmt_num).unwrap_or_else(|| "—".into()),
+                m.goal_text(),
+                match m.met() {
+                    Some(true) => "yes",
+                    Some(false) => "**no**",
+                    None => "—",
+                }
+            );
+        }
+        for n in &self.notes {
+            let _ = write!(s, "\n{n}\n");
+        }
+        s
+    }
+
+    /// Writes `<dir>/<id>.json`, `<dir>/<id>.md` and `<dir>/<id>.svg`.
+    pub(crate) fn write(&self, dir: &Path) -> Result<(), String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let json = serde_json::to_string_pretty(&self.to_json()).map_err(|e| e.to_string())?;
+        let p = dir.join(format!("{}.json", self.id));
+        std::fs::write(&p, json + "\n")
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        let p = dir.join(format!("{}.md", self.id));
+        std::fs::write(&p, self.to_markdown())
+            .map_err(|e| format!("cannot write {}: {e}", p.display()))?;
+        let p = dir.join(format!("{}.svg", self.id));
+        self.plot(&p)
+            .map_err(|e| format!("cannot plot {}: {e}", p.display()))
+    }
+
+    /// One horizontal bar per figure: ours relative to the baseline (or to the goal's bound
+    /// where there is no baseline), with the goal drawn as a red tick. 1.0 = the baseline.
+    fn plot(&self, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+        let rows: Vec<(String, f64, Option<f64>)> = self
+            .metrics
+            .iter()
+            .filter_map(|m| {
+                let bound = |g: Goal| match g {
+                    Goal::Ratio(Bound::AtMost(x) | Bound::AtLeast(x)) => Some((true, x)),
+                    Goal::Value(Bound::AtMost(x) | Bound::AtLeast(x)) => Some((false, x)),
+                    Goal::None => None,
+                };
+                match (m.ratio(), bound(m.goal)) {
+                    (Some(r), Some((true, g))) => Some((m.name.clone(), r, Some(g))),
+                    (Some(r), _) => Some((m.name.clone(), r, None)),
+                    (None, Some((false, g))) if g != 0.0 => {
+                        Some((format!("{} (÷ goal)", m.name), m.ours / g, Some(1.0)))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        let height = 120 + 40 * rows.len().max(1) as u32;
+        let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let max = rows
+            .iter()
+            .map(|(_, r, g)| r.max(g.unwrap_or(0.0)))
+            .fold(1.0f64, f64::max)
+            * 1.15;
+        let n = rows.len().max(1) as i32;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!(
+                    "{} — {} (ratio to baseline; red: goal)",
+                    self.id, self.title
+                ),
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(330)
+            .build_cartesian_2d(0f64..max, 0i32..n)?;
+        let labels: Vec<String> = rows.iter().map(|(l, _, _)| l.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(rows.len().max(1))
+            .y_label_formatter(&|y| {
+                usize::try_from(*y)
+                    .ok()
+                    .and_then(|i| labels.get(i))
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .x_desc("ours / baseline")
+            .draw()?;
+        chart.draw_series(rows.iter().enumerate().map(|(i, (_, r, _))| {
+            let y = i as i32;
+            Rectangle::new([(0.0, y), (*r, y + 1)], BLUE.mix(0.5).filled())
+        }))?;
+        chart.draw_series(rows.iter().enumerate().filter_map(|(i, (_, _, g))| {
+            g.map(|g| PathElement::new(vec![(g, i as i32), (g, i as i32 + 1)], RED.stroke_width(3)))
+        }))?;
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(1.0, 0), (1.0, n)],
+            BLACK.stroke_width(1),
+        )))?;
+        root.present()?;
+        Ok(())
+    }
+}
+
+fn machine() -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_owned())
+        })
+        .unwrap_or_default();
+    json!({
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        "cpu": cpu,
+    })
+}
