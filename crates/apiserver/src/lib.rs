@@ -82,6 +82,9 @@ pub struct Options {
     /// Base of the randomized watch timeout, in seconds (upstream default 1800).
     #[arg(long, default_value_t = 1800)]
     pub min_request_timeout: u64,
+    /// Longest a non-watch request may take, in seconds (upstream `--request-timeout`, 60).
+    #[arg(long, default_value_t = 60)]
+    pub request_timeout: u64,
     /// Seconds to let requests finish after SIGTERM/SIGINT before exiting.
     #[arg(long, default_value_t = 10)]
     pub shutdown_grace_period: u64,
@@ -257,6 +260,7 @@ pub fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Running), 
         max_requests_inflight: opts.max_requests_inflight,
         max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
         max_watches: opts.max_watches,
+        request_timeout: Duration::from_secs(opts.request_timeout),
         ..Config::default()
     };
     let mut installer = Installer::new(config);

@@ -126,6 +126,18 @@ impl ApiError {
         )
     }
 
+    /// 504 when a request ran past its deadline (`timeout` or the server's limit).
+    pub fn request_timeout() -> Self {
+        Self::from_status(
+            Status::failure(
+                504,
+                reason::TIMEOUT,
+                "request did not complete within the allowed duration",
+            )
+            .with_retry_after(1),
+        )
+    }
+
     /// 503 while the server is shutting down.
     pub fn shutting_down() -> Self {
         Self::from_status(

@@ -308,7 +308,14 @@ async fn resource_request(
             }
             Ok(permit) => {
                 let _inflight = metrics.inflight(kind);
-                let r = handle(&req, verb, body).await;
+                let r = match req.query.timeout(req.shared.config.request_timeout) {
+                    // Past the deadline the handler is dropped: a write already sent to
+                    // storage may still land, as with upstream's timeout filter.
+                    Ok(limit) => tokio::time::timeout(limit, handle(&req, verb, body))
+                        .await
+                        .unwrap_or_else(|_| Err(ApiError::request_timeout())),
+                    Err(e) => Err(e),
+                };
                 drop(permit);
                 r
             }

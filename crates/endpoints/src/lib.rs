@@ -79,6 +79,9 @@ pub struct Config {
     pub max_watches: usize,
     /// Largest request body accepted (upstream: 3 MiB); beyond it 413.
     pub max_body_bytes: usize,
+    /// Longest a non-watch request may take (upstream `--request-timeout`, 1 minute); a
+    /// request's own `timeout` parameter can only shorten it. Past it: 504.
+    pub request_timeout: Duration,
 }
 
 impl Default for Config {
@@ -89,6 +92,7 @@ impl Default for Config {
             max_mutating_requests_inflight: 200,
             max_watches: 10_000,
             max_body_bytes: 3 * 1024 * 1024,
+            request_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -74,6 +74,19 @@ impl Query {
         }
     }
 
+    /// The deadline of a non-watch request: the `timeout` parameter (a Go duration such as
+    /// `32s`, as kubectl sends), capped by the server's `limit`.
+    pub fn timeout(&self, limit: Duration) -> ApiResult<Duration> {
+        match self.get("timeout").filter(|t| !t.is_empty()) {
+            None => Ok(limit),
+            Some(t) => parse_go_duration(t).map(|d| d.min(limit)).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "invalid timeout specified in the request URL: {t:?}"
+                ))
+            }),
+        }
+    }
+
     /// Whether the request is a watch (`watch=1`/`true`).
     pub fn is_watch(&self) -> ApiResult<bool> {
         Ok(self.bool("watch")?.unwrap_or(false))
@@ -269,6 +282,44 @@ impl Query {
     }
 }
 
+/// Parses Go's `time.ParseDuration` syntax for non-negative values: `300ms`, `1.5s`,
+/// `2m30s`, `1h`; units `ns`, `us`/`µs`, `ms`, `s`, `m`, `h`.
+pub fn parse_go_duration(s: &str) -> Option<Duration> {
+    if s == "0" {
+        return Some(Duration::ZERO);
+    }
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return None;
+        }
+        let value: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        rest = &rest[unit_len..];
+        total += value * seconds;
+    }
+    Duration::try_from_secs_f64(total).ok()
+}
+
 fn check_propagation(p: Option<&str>) -> ApiResult<()> {
     match p {
         None | Some("" | "Orphan" | "Background" | "Foreground") => Ok(()),
@@ -353,6 +404,34 @@ mod tests {
 
     fn list(q: &str, watch: bool) -> ApiResult<ListRequest> {
         Query::parse(Some(q)).list_options(&pods(), watch, None)
+    }
+
+    #[test]
+    fn go_durations_parse_like_time_parse_duration() {
+        assert_eq!(parse_go_duration("32s"), Some(Duration::from_secs(32)));
+        assert_eq!(parse_go_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse_go_duration("1.5h"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_go_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_go_duration("0"), Some(Duration::ZERO));
+        for bad in ["", "5", "s", "-1s", "1x", "1s2"] {
+            assert_eq!(parse_go_duration(bad), None, "{bad}");
+        }
+        let q = Query::parse(Some("timeout=32s"));
+        assert_eq!(
+            q.timeout(Duration::from_secs(60)).unwrap(),
+            Duration::from_secs(32)
+        );
+        assert_eq!(
+            q.timeout(Duration::from_secs(10)).unwrap(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            Query::parse(Some("timeout=soon"))
+                .timeout(Duration::from_secs(1))
+                .unwrap_err()
+                .code(),
+            400
+        );
     }
 
     #[test]
