@@ -2,8 +2,9 @@
 //! endpoint installer, and graceful shutdown.
 //!
 //! It sits at the top of the pipeline and composes everything below: a storage backend
-//! (the embedded store by default, etcd by flag), the REST endpoints of
-//! `listwatch-endpoints`, and the metrics registry they share. Nothing depends on it.
+//! (the embedded store by default, etcd by flag), one `listwatch-cacher` Cacher per
+//! resource, the REST endpoints of `listwatch-endpoints`, optional TLS ([`tls`]), and the
+//! metrics registry they share. Nothing depends on it.
 //!
 //! ```no_run
 //! use clap::Parser;

@@ -1,10 +1,13 @@
 //! The REST endpoint installer of listwatch: Kubernetes API handlers as an axum [`Router`].
 //!
 //! This crate owns the HTTP face of the pipeline: per-resource handlers (GET, LIST, WATCH,
-//! POST, PUT, PATCH, DELETE, `/status`), the watch server (chunked JSON stream), content
-//! negotiation (JSON, server-side printed Tables, aggregated discovery), discovery and
-//! OpenAPI documents, health endpoints, request limits and metrics, and the one mapping of
-//! failures to Kubernetes `Status` responses ([`ApiError`]).
+//! POST, PUT, PATCH, DELETE, `/status`, `/scale`), the watch server (chunked JSON stream
+//! whose object frames share the cached encoding, or a websocket), content negotiation
+//! (JSON, server-side printed Tables, aggregated discovery; JSON, YAML and — for the kinds
+//! kubectl's typed `create` sends — protobuf request bodies), discovery and OpenAPI
+//! documents, health endpoints, request limits, deadlines and metrics, and the one mapping of
+//! failures to Kubernetes `Status` responses ([`ApiError`]). `docs/endpoints.md` lists the
+//! behaviour and where it differs from upstream.
 //!
 //! It sits above the storage interface: every resource is served from an
 //! `Arc<dyn Storage>`, which may be a backend itself or a cacher over one — the installer
