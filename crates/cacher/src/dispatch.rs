@@ -171,6 +171,9 @@ impl ScopeSet {
 /// Every registered watcher, indexed. Guarded by [`Registry`]'s mutex.
 #[derive(Default)]
 pub(crate) struct Watchers {
+    /// The version of the newest event whose candidates have been collected. A watcher
+    /// registering now receives every later event live and must replay the earlier ones.
+    pub(crate) started_rv: u64,
     next_id: u64,
     scopes: HashMap<(Box<str>, Box<str>), ScopeSet>,
     all: HashMap<u64, Arc<Entry>>,
@@ -266,9 +269,57 @@ pub(crate) struct Registry {
     watchers: Mutex<Watchers>,
     /// The last resource version the dispatcher handled (events and progress).
     pub(crate) last_rv: AtomicU64,
+    /// The most recently dispatched events, oldest first, so that watchers catching up from
+    /// the window reuse their shared encodings instead of encoding again. Bounded by
+    /// [`RECENT_EVENTS`] and [`RECENT_BYTES`]; only the dispatcher writes it.
+    recent: Mutex<Recent>,
 }
 
+/// Recently dispatched events and the bytes of their objects.
+#[derive(Default)]
+struct Recent {
+    events: std::collections::VecDeque<Arc<Dispatched>>,
+    bytes: usize,
+}
+
+/// At most this many recently dispatched events are kept for catch-up...
+const RECENT_EVENTS: usize = 1024;
+/// ...and at most this many bytes of their objects.
+const RECENT_BYTES: usize = 64 << 20;
+
 impl Registry {
+    /// Remembers a dispatched event for catch-up (see `recent`).
+    fn remember(&self, d: &Arc<Dispatched>) {
+        let mut r = self
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        r.bytes += d.object.size();
+        r.events.push_back(Arc::clone(d));
+        while r.events.len() > RECENT_EVENTS || (r.bytes > RECENT_BYTES && r.events.len() > 1) {
+            if let Some(old) = r.events.pop_front() {
+                r.bytes -= old.object.size();
+            }
+        }
+    }
+
+    fn forget_recent(&self) {
+        *self
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Recent::default();
+    }
+
+    /// The dispatched form of the event at `rv`, if still remembered.
+    pub(crate) fn recent(&self, rv: u64) -> Option<Arc<Dispatched>> {
+        let r = self
+            .recent
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let i = r.events.binary_search_by_key(&rv, |d| d.rv).ok()?;
+        r.events.get(i).cloned()
+    }
+
     pub(crate) fn lock(&self) -> MutexGuard<'_, Watchers> {
         // A panic while holding this lock leaves the indexes consistent (every mutation is a
         // single map operation), so a poisoned lock is still usable.
@@ -385,6 +436,8 @@ impl Dispatcher {
                     Some(Incoming::Progress(rv)) => self.progress(rv),
                     Some(Incoming::Reset(rv, done)) => {
                         self.close_all();
+                        self.registry.lock().started_rv = rv;
+                        self.registry.forget_recent();
                         self.registry.last_rv.store(rv, Ordering::Release);
                         let _ = done.send(());
                     }
@@ -452,6 +505,8 @@ impl Dispatcher {
 
     pub(crate) async fn dispatch(&mut self, ev: &CacheEvent) {
         let d = Arc::new(Dispatched::new(ev, true));
+        // Remembered before anyone can see it, so a watcher catching up meanwhile finds it.
+        self.registry.remember(&d);
         let triggers: [Option<&str>; 2] = match &self.config.trigger_field {
             Some(f) => [
                 d.object.get_field(f),
@@ -461,9 +516,11 @@ impl Dispatcher {
         };
         let (ns, name) = d.scope();
         let mut candidates = std::mem::take(&mut self.candidates);
-        self.registry
-            .lock()
-            .candidates(ns, name, triggers, &mut candidates);
+        {
+            let mut w = self.registry.lock();
+            w.started_rv = d.rv;
+            w.candidates(ns, name, triggers, &mut candidates);
+        }
         let mut blocked = Vec::new();
         let mut gone = Vec::new();
         for e in candidates.drain(..) {

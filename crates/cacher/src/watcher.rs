@@ -1,14 +1,20 @@
 //! One watch on the cacher, as a stream.
 //!
-//! Attaching registers the watcher with the dispatcher *first* and only then takes a view of
-//! the cache: every event the dispatcher handled before the registration is already in that
-//! view (the feeder applies an event to the cache before queuing it), and every event after it
-//! arrives live. Live events at or below the view's version are skipped, so each change is
-//! delivered exactly once, with no gap and in order.
+//! Attaching registers the watcher with the dispatcher and, under the same lock, reads the
+//! version `S` of the newest event whose recipients the dispatcher has already chosen: every
+//! event after `S` will reach this watcher live. Only then does it take a view of the cache,
+//! which holds every event up to `S` (the feeder applies an event to the cache before
+//! queuing it). So:
+//! - a watch from a version replays the window's events up to `S` (reusing the dispatcher's
+//!   shared encodings while it remembers them) and takes the rest live;
+//! - a watch with initial state sends the view's state at `V ≥ S` and skips live events at
+//!   or below `V`, which the state already contains.
+//!
+//! Each change is thus delivered exactly once, with no gap and in order.
 //!
 //! A detached (slow) watcher drains its buffer, then attaches again from the last version it
-//! delivered, replaying the missed events from the window; if they are gone it ends with 410
-//! Expired. A closed watcher drains its buffer and ends. Dropping the stream unregisters it.
+//! delivered; if those events have left the window it ends with 410 Expired. A closed watcher
+//! drains its buffer and ends. Dropping the stream unregisters it.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -97,9 +103,11 @@ impl Watcher {
         let epoch_ms = u64::try_from(inner.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         let bookmark_ms =
             u64::try_from(inner.config.bookmark_frequency.as_millis()).unwrap_or(u64::MAX);
+        let dispatched;
         {
             let mut w = inner.registry.lock();
             let id = w.next_id();
+            dispatched = w.started_rv;
             w.add(Arc::new(Entry {
                 id,
                 scope: self.spec.scope.clone(),
@@ -116,7 +124,8 @@ impl Watcher {
         inner.metrics.watchers_active.inc();
         self.control = control;
         self.rx = Some(rx);
-        // Registered: from here on the dispatcher queues events for us. Now the view.
+        // Registered: every event after `dispatched` reaches us live. Now the view, which
+        // already holds every event up to `dispatched` (the feeder applies before queuing).
         let view = inner.reader.view();
         self.floor = view.resource_version();
         let pred = &self.spec.predicate;
@@ -140,11 +149,21 @@ impl Watcher {
                 }
             }
             Start::Since(rv) => {
+                // Replay only what the dispatcher already passed us by; later events (even
+                // those the view holds) come live, sharing the dispatcher's encoding.
+                self.floor = dispatched.max(rv);
                 for ev in view.events_since(rv)?.iter() {
+                    if ev.resource_version > self.floor {
+                        break;
+                    }
                     if !self.spec.key.contains(&ev.key) {
                         continue;
                     }
-                    let d = Dispatched::new(ev, false);
+                    // Reuse the dispatched form (and its one encoding) while it is remembered.
+                    let d = inner
+                        .registry
+                        .recent(ev.resource_version)
+                        .unwrap_or_else(|| Arc::new(Dispatched::new(ev, false)));
                     if let Some(t) = d.event_type_for(pred) {
                         self.pending.push_back(d.to_watch_event(t));
                     }

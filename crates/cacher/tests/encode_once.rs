@@ -29,10 +29,17 @@ async fn one_encode_per_event_with_a_thousand_watchers() {
         resource_version: Some(first.resource_version()),
         ..ListOptions::recursive()
     };
-    let mut tasks = Vec::new();
-    for _ in 0..WATCHERS {
+    let (mut eager, mut stalled) = (Vec::new(), Vec::new());
+    // Half the watchers do not read until every write is done: they fill their buffers, are
+    // detached and catch up from the window, which must reuse the same encodings.
+    let (go, _) = tokio::sync::watch::channel(false);
+    for i in 0..WATCHERS {
         let mut w = cacher.watch(&all, &opts).await.unwrap();
-        tasks.push(tokio::spawn(async move {
+        let mut go = go.subscribe();
+        let task = tokio::spawn(async move {
+            if i % 2 == 0 {
+                go.wait_for(|g| *g).await.unwrap();
+            }
             let mut bytes = 0usize;
             for _ in 0..EVENTS {
                 match tokio::time::timeout(Duration::from_secs(30), w.next()).await {
@@ -44,7 +51,12 @@ async fn one_encode_per_event_with_a_thousand_watchers() {
                 }
             }
             bytes
-        }));
+        });
+        if i % 2 == 0 {
+            stalled.push(task)
+        } else {
+            eager.push(task)
+        }
     }
     let before = wire_encode_count();
     for i in 1..=EVENTS {
@@ -55,7 +67,19 @@ async fn one_encode_per_event_with_a_thousand_watchers() {
             .await
             .unwrap();
     }
-    for t in tasks {
+    // Once the eager half has everything, the dispatcher is past every event: the stalled
+    // half has been detached by then and must catch up from the window.
+    for t in eager {
+        assert!(t.await.unwrap() > 0);
+    }
+    assert!(cacher.watcher_count() < WATCHERS, "no watcher was detached");
+    eprintln!(
+        "DEBUG after eager: {} encodes, {} watchers",
+        wire_encode_count() - before,
+        cacher.watcher_count()
+    );
+    go.send_replace(true);
+    for t in stalled {
         assert!(t.await.unwrap() > 0);
     }
     let encodes = wire_encode_count() - before;
