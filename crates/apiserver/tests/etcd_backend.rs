@@ -204,3 +204,45 @@ async fn kube_rs_reflector_converges_over_etcd() {
     }
     driver.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn kubectl_applies_and_watches_over_etcd() {
+    if !common::have("kubectl") {
+        eprintln!("SKIPPED: kubectl is not on PATH");
+        return;
+    }
+    let etcd = EtcdServer::start().await.expect("etcd");
+    let server = start_on(&etcd, &[]);
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let k = || server.kubectl(dir.path());
+        common::run_ok(k().args(["create", "namespace", "e"]));
+        let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: e}\n\
+                   spec: {containers: [{name: c, image: nginx:1.26}]}\n";
+        let f = dir.path().join("pod.yaml");
+        std::fs::write(&f, pod).unwrap();
+        common::run_ok(k().arg("apply").arg("-f").arg(&f));
+        let (mut watch, rx) = common::spawn_lines(k().args([
+            "get",
+            "pods",
+            "-n",
+            "e",
+            "-w",
+            "--output-watch-events",
+        ]));
+        let mut seen = Vec::new();
+        common::expect_line(&rx, &["ADDED", "web"], &mut seen);
+        std::fs::write(&f, pod.replace("nginx:1.26", "nginx:1.27")).unwrap();
+        assert!(common::run_ok(k().arg("apply").arg("-f").arg(&f)).contains("configured"));
+        common::expect_line(&rx, &["MODIFIED", "web"], &mut seen);
+        common::run_ok(k().args(["delete", "pod", "web", "-n", "e"]));
+        common::expect_line(&rx, &["DELETED", "web"], &mut seen);
+        let left = common::run_ok(k().args(["get", "pods", "-n", "e", "-o", "name"]));
+        assert_eq!(left.trim(), "");
+        let _ = watch.kill();
+        let _ = watch.wait();
+    })
+    .await
+    .unwrap();
+}

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, have, run_err, run_ok, spawn_lines};
+use common::{PATIENCE, Server, expect_line, have, run_err, run_ok, spawn_lines};
 
 fn kubectl_available() -> bool {
     if have("kubectl") {
@@ -165,28 +165,6 @@ fn kubectl_creates_applies_gets_labels_and_deletes() {
     assert!(run_ok(k().args(["delete", "namespace", "e2e"])).contains("deleted"));
     let left = run_ok(k().args(["get", "pods", "-A", "-o", "name"]));
     assert_eq!(left.trim(), "", "a deleted namespace takes its pods");
-}
-
-/// Waits for a line containing every needle; returns it.
-fn expect_line(
-    rx: &std::sync::mpsc::Receiver<String>,
-    needles: &[&str],
-    seen: &mut Vec<String>,
-) -> String {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no line with {needles:?}; saw {seen:#?}"));
-        seen.push(line.clone());
-        if needles
-            .iter()
-            .all(|n| line.split_whitespace().any(|w| w == *n))
-        {
-            return line;
-        }
-    }
 }
 
 #[test]

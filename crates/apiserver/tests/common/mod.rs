@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest wait for anything a test waits on; only a hang reaches it.
 pub const PATIENCE: Duration = Duration::from_secs(60);
@@ -290,4 +290,26 @@ pub fn open_stream(addr: &str, path: &str) -> (TcpStream, u16) {
         .parse()
         .unwrap();
     (s, status)
+}
+
+/// Waits for a line containing every needle; returns it.
+pub fn expect_line(
+    rx: &std::sync::mpsc::Receiver<String>,
+    needles: &[&str],
+    seen: &mut Vec<String>,
+) -> String {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no line with {needles:?}; saw {seen:#?}"));
+        seen.push(line.clone());
+        if needles
+            .iter()
+            .all(|n| line.split_whitespace().any(|w| w == *n))
+        {
+            return line;
+        }
+    }
 }
