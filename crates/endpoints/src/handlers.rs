@@ -567,6 +567,7 @@ async fn watch_request(req: &Request, ws: Option<WebSocketUpgrade>) -> ApiResult
             type_meta: req.info().type_meta(),
             format,
             include,
+            bookmarks: lr.opts.allow_watch_bookmarks,
         },
         deadline: Box::pin(tokio::time::sleep(timeout)),
         shutdown: shared.shutdown.subscribe(),

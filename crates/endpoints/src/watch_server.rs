@@ -85,6 +85,8 @@ pub(crate) struct Encoder {
     pub(crate) type_meta: TypeMeta,
     pub(crate) format: Format,
     pub(crate) include: IncludeObject,
+    /// Whether the client asked for bookmarks (`allowWatchBookmarks=true`).
+    pub(crate) bookmarks: bool,
 }
 
 impl Encoder {
@@ -156,11 +158,17 @@ pub(crate) struct WatchState {
 pub(crate) fn frames(state: WatchState) -> impl Stream<Item = Frame> + Send {
     futures::stream::unfold(Some(state), |state| async move {
         let mut st = state?;
-        let ev = tokio::select! {
-            biased;
-            _ = st.shutdown.wait_for(|stop| *stop) => return None,
-            () = &mut st.deadline => return None,
-            ev = st.stream.next() => ev?,
+        let ev = loop {
+            let ev = tokio::select! {
+                biased;
+                _ = st.shutdown.wait_for(|stop| *stop) => return None,
+                () = &mut st.deadline => return None,
+                ev = st.stream.next() => ev?,
+            };
+            // Bookmarks only go to clients that asked for them, whatever storage sends.
+            if st.encoder.bookmarks || !matches!(ev, WatchEvent::Bookmark(_)) {
+                break ev;
+            }
         };
         let (frame, last) = st.encoder.encode(&ev);
         st.sent.inc();
@@ -208,6 +216,7 @@ mod tests {
             info,
             format,
             include: IncludeObject::Metadata,
+            bookmarks: true,
         }
     }
 
@@ -237,6 +246,71 @@ mod tests {
         assert!(whole.ends_with(b"}\n"));
         let msg = Frame::Parts(fa).message();
         assert!(!msg.ends_with(b"\n") && msg.ends_with(b"}"));
+    }
+
+    /// A watch over `events`; keep the returned sender alive (dropping it is a shutdown).
+    fn state(
+        events: Vec<WatchEvent>,
+        bookmarks: bool,
+    ) -> (WatchState, tokio::sync::watch::Sender<bool>) {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = crate::metrics::Metrics::register(&mut registry);
+        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let permit = Arc::new(tokio::sync::Semaphore::new(1))
+            .try_acquire_owned()
+            .unwrap();
+        let st = WatchState {
+            stream: Box::pin(futures::stream::iter(events)),
+            encoder: Encoder {
+                bookmarks,
+                ..encoder(Format::Json)
+            },
+            deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
+            shutdown,
+            sent: metrics.watch_events("configmaps"),
+            _permit: permit,
+            _gauge: metrics.watch_started(),
+        };
+        (st, stop)
+    }
+
+    fn types(frames: Vec<Frame>) -> Vec<String> {
+        frames
+            .into_iter()
+            .map(|f| {
+                let v: serde_json::Value = serde_json::from_slice(&f.message()).unwrap();
+                v["type"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn bookmarks_reach_only_clients_that_asked_and_nothing_follows_an_error() {
+        let o = Object::from_json(br#"{"metadata":{"name":"a"}}"#, &SelectableFields::none())
+            .unwrap()
+            .with_resource_version(2);
+        let bookmark = WatchEvent::Bookmark(listwatch_storage::Bookmark {
+            resource_version: 3,
+            initial_events_end: false,
+        });
+        let events = vec![
+            WatchEvent::Added(o.clone()),
+            bookmark,
+            WatchEvent::Error(listwatch_storage::Error::too_old(1, 9)),
+            WatchEvent::Deleted(o),
+        ];
+        let (st, _stop) = state(events.clone(), true);
+        let with: Vec<Frame> = frames(st).collect().await;
+        assert_eq!(types(with), ["ADDED", "BOOKMARK", "ERROR"]);
+        let (st, _stop) = state(events.clone(), false);
+        let without: Vec<Frame> = frames(st).collect().await;
+        assert_eq!(types(without), ["ADDED", "ERROR"]);
+        let (st, stop) = state(events, true);
+        stop.send_replace(true);
+        assert!(
+            frames(st).collect::<Vec<_>>().await.is_empty(),
+            "shutdown ends the watch"
+        );
     }
 
     #[test]
