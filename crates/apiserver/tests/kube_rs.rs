@@ -337,3 +337,62 @@ async fn watcher_relists_after_a_forced_410() {
     assert!(snapshot(&store).contains_key("second"));
     driver.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_only_reads_and_the_metadata_watcher_work() {
+    let server = Server::start(&[]);
+    let client = client(&server).await;
+    namespace(&client, "e2e").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "e2e");
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let list = pods.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(
+        list.items[0].labels().get("app").map(String::as_str),
+        Some("web")
+    );
+    let one = pods.get_metadata("a").await.unwrap();
+    assert_eq!(one.name_any(), "a");
+    assert!(one.metadata.uid.is_some());
+
+    // `Api<PartialObjectMeta<K>>` makes every request metadata-only.
+    let meta: Api<kube::core::PartialObjectMeta<Pod>> = Api::namespaced(client.clone(), "e2e");
+    let mut stream = watcher(meta, watcher::Config::default()).boxed();
+    let mut seen = Vec::new();
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            let ev = stream.next().await.expect("stream").expect("event");
+            let done = matches!(ev, Event::InitDone);
+            seen.push(ev);
+            if done {
+                break;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        seen.iter()
+            .any(|e| matches!(e, Event::InitApply(m) if m.name_any() == "a"))
+    );
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata":{"labels":{"v":"2"}}})),
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            if let Event::Apply(m) = stream.next().await.expect("stream").expect("event") {
+                if m.labels().get("v").map(String::as_str) == Some("2") {
+                    break;
+                }
+            }
+        }
+    })
+    .await
+    .unwrap();
+}

@@ -497,8 +497,56 @@ async fn get(req: &Request) -> ApiResult<Response> {
             include,
             beta,
         ),
+        Format::Metadata => {
+            let v = decoded(&obj)?;
+            let body = serde_json::to_vec(&table::partial_metadata(&v))
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            Ok(json_response(
+                StatusCode::OK,
+                Format::Metadata.content_type(),
+                body,
+            ))
+        }
         _ => Ok(object_response(StatusCode::OK, &obj)),
     }
+}
+
+/// The stored object as JSON (500 if it does not decode, which only a bug can cause).
+fn decoded(obj: &Object) -> ApiResult<Value> {
+    obj.to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
+}
+
+/// A `PartialObjectMetadataList` of a list.
+fn metadata_list(list: &ObjectList) -> ApiResult<Response> {
+    let items = list
+        .items
+        .iter()
+        .map(|o| decoded(o).map(|v| table::partial_metadata(&v)))
+        .collect::<ApiResult<Vec<_>>>()?;
+    let mut meta = Map::new();
+    meta.insert(
+        "resourceVersion".into(),
+        Value::String(list.resource_version.to_string()),
+    );
+    if let Some(c) = &list.continue_token {
+        meta.insert("continue".into(), Value::String(c.clone()));
+    }
+    if let Some(n) = list.remaining_item_count {
+        meta.insert("remainingItemCount".into(), Value::from(n));
+    }
+    let body = serde_json::to_vec(&serde_json::json!({
+        "kind": "PartialObjectMetadataList",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "items": items,
+    }))
+    .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(json_response(
+        StatusCode::OK,
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+        body,
+    ))
 }
 
 async fn list(req: &Request) -> ApiResult<Response> {
@@ -521,6 +569,7 @@ async fn list(req: &Request) -> ApiResult<Response> {
             include,
             beta,
         ),
+        Format::Metadata => metadata_list(&list),
         _ => Ok(json_response(
             StatusCode::OK,
             "application/json",

@@ -22,6 +22,9 @@ pub enum Format {
     },
     /// Aggregated discovery `apidiscovery.k8s.io/v2`.
     DiscoveryV2,
+    /// `meta.k8s.io/v1` `PartialObjectMetadata` (objects, watch events) or
+    /// `PartialObjectMetadataList` (lists): metadata only, as metadata informers ask.
+    Metadata,
 }
 
 impl Format {
@@ -31,6 +34,7 @@ impl Format {
             Format::Json => "application/json",
             Format::Table { beta: false } => "application/json;as=Table;v=v1;g=meta.k8s.io",
             Format::Table { beta: true } => "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
+            Format::Metadata => "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
             Format::DiscoveryV2 => {
                 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
             }
@@ -43,7 +47,7 @@ impl Format {
 pub enum Offer {
     /// JSON only.
     Json,
-    /// JSON or Table (object reads, lists, watches).
+    /// JSON, Table or metadata only (object reads, lists, watches).
     JsonOrTable,
     /// JSON or aggregated discovery (`/api`, `/apis`).
     JsonOrDiscovery,
@@ -122,6 +126,11 @@ fn match_range(range: &str, offer: Offer) -> Option<Format> {
                 beta: ver == "v1beta1",
             })
         }
+        (
+            Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
+            Some("meta.k8s.io"),
+            Some("v1" | "v1beta1"),
+        ) if offer == Offer::JsonOrTable => Some(Format::Metadata),
         (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2"))
             if offer == Offer::JsonOrDiscovery =>
         {
@@ -171,6 +180,13 @@ mod tests {
             Format::DiscoveryV2
         );
         assert_eq!(pick(Some(a), Offer::JsonOrTable).unwrap(), Format::Json);
+    }
+
+    #[test]
+    fn metadata_informers_receive_partial_object_metadata() {
+        let a = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+        assert_eq!(pick(Some(a), Offer::JsonOrTable).unwrap(), Format::Metadata);
+        assert_eq!(pick(Some(a), Offer::Json).unwrap_err().code(), 406);
     }
 
     #[test]

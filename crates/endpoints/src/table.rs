@@ -329,6 +329,16 @@ pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
+/// An object's `meta.k8s.io/v1` `PartialObjectMetadata` (Table rows' default object, and
+/// the answer to metadata-only requests).
+pub fn partial_metadata(value: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
 /// One row: cells and the object (per `includeObject`).
 pub fn row(
     info: &ResourceInfo,
@@ -340,11 +350,7 @@ pub fn row(
     let cells = cells(info, &value, now);
     let object = match include {
         IncludeObject::None => None,
-        IncludeObject::Metadata => Some(json!({
-            "kind": "PartialObjectMetadata",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": value.get("metadata").cloned().unwrap_or_else(|| json!({})),
-        })),
+        IncludeObject::Metadata => Some(partial_metadata(&value)),
         IncludeObject::Object => Some(value),
     };
     let mut r = Map::new();

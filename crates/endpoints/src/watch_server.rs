@@ -95,6 +95,9 @@ impl Encoder {
         if let Format::Table { beta } = self.format {
             return self.encode_table(ev, beta);
         }
+        if self.format == Format::Metadata {
+            return self.encode_metadata(ev);
+        }
         match ev {
             WatchEvent::Added(o) => (Frame::Parts(frame_chunks(EventType::Added, o)), false),
             WatchEvent::Modified { object, .. } => (
@@ -114,6 +117,50 @@ impl Encoder {
                 Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
                 true,
             ),
+        }
+    }
+
+    /// Events whose objects are `PartialObjectMetadata` (metadata informers).
+    fn encode_metadata(&self, ev: &WatchEvent) -> (Frame, bool) {
+        let (ty, obj) = match ev {
+            WatchEvent::Added(o) => (EventType::Added, o),
+            WatchEvent::Modified { object, .. } => (EventType::Modified, object),
+            WatchEvent::Deleted(o) => (EventType::Deleted, o),
+            WatchEvent::Bookmark(b) => {
+                let tm = TypeMeta::new("meta.k8s.io/v1", "PartialObjectMetadata");
+                return (
+                    Frame::One(encode_bookmark(
+                        &tm,
+                        b.resource_version,
+                        b.initial_events_end,
+                    )),
+                    false,
+                );
+            }
+            WatchEvent::Error(e) => {
+                return (
+                    Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
+                    true,
+                );
+            }
+        };
+        let encoded = obj
+            .to_value()
+            .and_then(|v| serde_json::to_vec(&table::partial_metadata(&v)));
+        match encoded {
+            Ok(meta) => {
+                let mut out = Vec::with_capacity(meta.len() + 32);
+                out.extend_from_slice(b"{\"type\":\"");
+                out.extend_from_slice(ty.as_str().as_bytes());
+                out.extend_from_slice(b"\",\"object\":");
+                out.extend_from_slice(&meta);
+                out.extend_from_slice(b"}\n");
+                (Frame::One(Bytes::from(out)), false)
+            }
+            Err(e) => {
+                let err = ApiError::internal(format!("stored object does not decode: {e}"));
+                (Frame::One(encode_error(&err.0)), true)
+            }
         }
     }
 
