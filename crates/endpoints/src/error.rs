@@ -61,6 +61,12 @@ impl ApiError {
         Self::from_status(status)
     }
 
+    /// 422 for a request that is well-formed but cannot be applied (a failing JSON patch
+    /// `test`, a patch that does not fit the object), as upstream answers patch failures.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::from_status(Status::failure(422, reason::INVALID, message))
+    }
+
     /// 404 for a path that names nothing served here.
     pub fn path_not_found() -> Self {
         Self::from_status(

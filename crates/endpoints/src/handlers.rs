@@ -848,13 +848,7 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
         ensure_namespace(req).await?;
     }
     let key = req.object_key()?;
-    let unprocessable = |e: crate::patch::PatchError| {
-        ApiError::from_status(listwatch_api::Status::failure(
-            422,
-            listwatch_api::status::reason::INVALID,
-            e.to_string(),
-        ))
-    };
+    let unprocessable = |e: crate::patch::PatchError| ApiError::unprocessable(e.to_string());
     let (obj, created) = read_modify_write(req, creates, dry_run, |cur| match cur {
         None if creates => {
             let v = patch
