@@ -533,6 +533,12 @@ mod tests {
 
     proptest::proptest! {
         #[test]
+        fn go_durations_never_panic_and_round_trip_whole_seconds(junk in "\\PC{0,12}", secs in 0u64..100_000) {
+            let _ = parse_go_duration(&junk);
+            proptest::prop_assert_eq!(parse_go_duration(&format!("{secs}s")), Some(Duration::from_secs(secs)));
+        }
+
+        #[test]
         fn arbitrary_queries_are_accepted_or_400(q in "[a-zA-Z=&%0-9,!.()_ -]{0,60}") {
             let q = Query::parse(Some(&q));
             for watch in [false, true] {
