@@ -343,11 +343,8 @@ fn validate_watch(opts: &ListOptions, send_initial_events: Option<bool>) -> ApiR
                     "allowWatchBookmarks: Required value: allowWatchBookmarks must be set to true when sendInitialEvents is set",
                 ));
             }
-            if opts.resource_version.is_none() && opts.resource_version_match.is_some() {
-                return Err(ApiError::bad_request(
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
-            }
+            // No resourceVersion is allowed here: client-go's first streaming list sends
+            // none and means a consistent read of the initial state.
         }
         None => {
             if opts.resource_version_match.is_some() {
@@ -471,6 +468,14 @@ mod tests {
     #[test]
     fn watch_rules_follow_upstream() {
         assert!(list("sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0&allowWatchBookmarks=true", true).is_ok());
+        assert!(
+            list(
+                "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+                true
+            )
+            .is_ok(),
+            "client-go's first streaming list carries no resourceVersion"
+        );
         for q in [
             "sendInitialEvents=true&allowWatchBookmarks=true",
             "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
