@@ -338,6 +338,20 @@ impl Cacher {
         self.inner.reader.resource_version()
     }
 
+    /// Waits (at most the watch cache's freshness timeout, 3 s) until the cache has seen
+    /// `rv`; `TooLargeResourceVersion` otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn wait_until_fresh(&self, rv: u64) -> Result<()> {
+        self.inner
+            .reader
+            .wait_until_fresh(rv, None)
+            .await
+            .map(|_| ())
+    }
+
     /// How many watchers are registered with the dispatcher.
     pub fn watcher_count(&self) -> usize {
         self.inner.registry.lock().len()

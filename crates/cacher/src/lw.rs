@@ -39,21 +39,38 @@ fn version_match(m: Option<VersionMatch>) -> Option<ResourceVersionMatch> {
     })
 }
 
+fn options(
+    rv: Option<u64>,
+    m: Option<VersionMatch>,
+    label: &listwatch_api::LabelSelector,
+    field: &listwatch_api::FieldSelector,
+) -> ListOptions {
+    ListOptions {
+        resource_version: rv,
+        resource_version_match: version_match(m),
+        predicate: SelectionPredicate {
+            label: label.clone(),
+            field: field.clone(),
+        },
+        ..ListOptions::recursive()
+    }
+}
+
 #[async_trait]
 impl ListerWatcher for StorageListerWatcher {
     type Object = Object;
 
     async fn list(&self, request: &ListRequest) -> listwatch_client::Result<Page<Object>> {
+        let r = request;
         let opts = ListOptions {
-            resource_version: request.resource_version,
-            resource_version_match: version_match(request.resource_version_match),
-            predicate: SelectionPredicate {
-                label: request.label_selector.clone(),
-                field: request.field_selector.clone(),
-            },
-            limit: request.limit.map(u64::from),
-            continue_token: request.continue_token.clone(),
-            ..ListOptions::recursive()
+            limit: r.limit.map(u64::from),
+            continue_token: r.continue_token.clone(),
+            ..options(
+                r.resource_version,
+                r.resource_version_match,
+                &r.label_selector,
+                &r.field_selector,
+            )
         };
         let list = self
             .backend
@@ -68,18 +85,18 @@ impl ListerWatcher for StorageListerWatcher {
     }
 
     async fn watch(&self, request: &WatchRequest) -> listwatch_client::Result<WatchStream<Object>> {
+        let r = request;
         let opts = ListOptions {
-            resource_version: request.resource_version,
-            resource_version_match: version_match(request.resource_version_match),
-            predicate: SelectionPredicate {
-                label: request.label_selector.clone(),
-                field: request.field_selector.clone(),
-            },
             allow_watch_bookmarks: request.allow_bookmarks,
             send_initial_events: request.send_initial_events.then_some(true),
             // The cache relies on progress notifications for consistent reads.
             progress_notify: true,
-            ..ListOptions::recursive()
+            ..options(
+                r.resource_version,
+                r.resource_version_match,
+                &r.label_selector,
+                &r.field_selector,
+            )
         };
         let events = self
             .backend

@@ -46,11 +46,9 @@ impl Harness for CachedEtcd {
             .unwrap()
             .clone()
             .expect("a store was made");
-        // Let the cache catch up first, so that its reflector is not made to relist.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while store.cache_resource_version() < revision && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        // Let the cache catch up first: compacting under a lagging reflector would make it
+        // relist and end every watch, which is correct but not what a case is about.
+        store.wait_until_fresh(revision).await?;
         compact_now(backend.client(), revision).await?;
         store.notify_compaction(revision).await;
         Ok(())

@@ -2,7 +2,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use listwatch_cacher::{Cacher, CacherConfig};
@@ -40,10 +39,7 @@ impl Harness for CachedMem {
             .expect("a store was made");
         // Let the cache catch up first: compacting under a lagging reflector would make it
         // relist and end every watch, which is correct but not what a case is about.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while store.cache_resource_version() < revision && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        store.wait_until_fresh(revision).await?;
         backend.compact(revision)?;
         store.notify_compaction(revision).await;
         Ok(())
