@@ -8,6 +8,8 @@
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
 //!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead.
+//! - `fuzz [TARGET] [SECONDS]` — `cargo +nightly fuzz run` on one fuzz target of fuzz/, or
+//!   on each in turn, for SECONDS (default 60) each (docs/fuzzing.md).
 //!
 //! Kept light on purpose: std only, no async runtime.
 
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
         "ci" => ci(rest),
         "bench" => bench(rest),
         "provision" => provision().map(|_| ()),
+        "fuzz" => fuzz(rest),
         "help" | "--help" | "-h" => {
             eprintln!("{}", HELP);
             Ok(())
@@ -56,6 +59,8 @@ const HELP: &str = "usage: cargo xtask <task>
   bench [SCENARIO..]  run the performance scenarios P1..P11 (all, or the named ones)
                    with the load generator; results in docs/bench/
   bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
+  fuzz [TARGET] [SECONDS]  run one fuzz target (or each in turn) for SECONDS (default 60)
+                   with `cargo +nightly fuzz`; see docs/fuzzing.md
   provision        only install/check etcd and the Python kubernetes client";
 
 fn root() -> PathBuf {
@@ -248,21 +253,24 @@ fn scenarios(names: &[String]) -> Result {
             SCENARIOS.join(" ")
         ));
     }
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--locked",
-        "-p",
-        "listwatch-apiserver",
-        "-p",
-        "listwatch-benches",
-        "--bin",
-        "listwatch-apiserver",
-        "--bin",
-        "loadgen",
-    ]);
-    run(build)?;
+    // One build per package: built together, cargo would unify their dependencies' features
+    // and build everything again in a second flavour.
+    for (package, bin) in [
+        ("listwatch-apiserver", "listwatch-apiserver"),
+        ("listwatch-benches", "loadgen"),
+    ] {
+        let mut build = cargo();
+        build.args([
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            package,
+            "--bin",
+            bin,
+        ]);
+        run(build)?;
+    }
     let bin = target_dir().join("release");
     let out = root().join("docs").join("bench");
     let mut failed = Vec::new();
@@ -283,6 +291,61 @@ fn scenarios(names: &[String]) -> Result {
     } else {
         Err(format!("scenarios failed: {}", failed.join(" ")))
     }
+}
+
+/// The targets of fuzz/ (its Cargo.toml `[[bin]]`s), in the order `fuzz` runs them.
+const FUZZ_TARGETS: [&str; 7] = [
+    "label_selector",
+    "field_selector",
+    "resource_version",
+    "object_json",
+    "continue_token",
+    "query",
+    "api_path",
+];
+
+/// Runs `cargo +nightly fuzz run` for one target or every target, each for a bounded time.
+fn fuzz(args: &[String]) -> Result {
+    let (targets, seconds): (Vec<&str>, &str) = match args {
+        [] => (FUZZ_TARGETS.to_vec(), "60"),
+        [s] if s.parse::<u64>().is_ok() => (FUZZ_TARGETS.to_vec(), s),
+        [t] => (vec![t.as_str()], "60"),
+        [t, s] => (vec![t.as_str()], s),
+        _ => return Err(format!("too many arguments\n\n{HELP}")),
+    };
+    if seconds.parse::<u64>().is_err() {
+        return Err(format!("SECONDS must be a whole number, not {seconds:?}"));
+    }
+    if let Some(bad) = targets.iter().find(|t| !FUZZ_TARGETS.contains(t)) {
+        return Err(format!(
+            "unknown fuzz target {bad:?} (known: {})",
+            FUZZ_TARGETS.join(" ")
+        ));
+    }
+    // Probe through rustup's `+nightly` so that a missing toolchain and a missing cargo-fuzz
+    // each get their own message instead of a cargo usage error.
+    let works = |args: &[&str]| {
+        Command::new("cargo")
+            .args(args)
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    };
+    if !works(&["+nightly", "--version"]) {
+        return Err("no nightly toolchain: rustup toolchain install nightly".into());
+    }
+    if !works(&["+nightly", "fuzz", "--version"]) {
+        return Err("cargo-fuzz is missing: cargo install cargo-fuzz --locked".into());
+    }
+    for t in targets {
+        // Plain `cargo` (not $CARGO) so that rustup resolves `+nightly`.
+        let mut cmd = Command::new("cargo");
+        cmd.current_dir(root());
+        cmd.args(["+nightly", "fuzz", "run", t, "--"]);
+        cmd.arg(format!("-max_total_time={seconds}"));
+        run(cmd)?;
+    }
+    Ok(())
 }
 
 /// Cargo's target directory ($CARGO_TARGET_DIR or target/ under the workspace root).

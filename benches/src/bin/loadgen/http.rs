@@ -162,8 +162,9 @@ impl Watch {
         if n == 0 {
             return Err("watch closed".into());
         }
-        if self.pos > 0 && self.pos == self.raw.len() {
-            self.raw.clear();
+        // Drop what was consumed, so the buffer holds at most a partial size line or head.
+        if self.pos > 0 {
+            self.raw.drain(..self.pos);
             self.pos = 0;
         }
         self.raw.extend_from_slice(&self.buf[..n]);

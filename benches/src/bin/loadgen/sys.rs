@@ -122,6 +122,18 @@ impl Server {
                 }
             }
         };
+        // A watchdog ends the server if this program dies without dropping it (e.g. killed).
+        let _ = Command::new("sh")
+            .args([
+                "-c",
+                "while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; kill \"$2\" 2>/dev/null",
+                "watchdog",
+            ])
+            .arg(std::process::id().to_string())
+            .arg(child.id().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn();
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
         let server = Self { child, addr };
