@@ -228,71 +228,73 @@ impl Report {
     }
 
     /// One horizontal bar per figure: ours relative to the baseline (or to the goal's bound
-    /// where there is no baseline), with the goal drawn as a red tick. 1.0 = the baseline.
+    /// where there is no baseline), with the goal drawn as a red tick and 1.0 (the baseline)
+    /// as a black line. Each bar is labelled with its figure's name and its ratio.
     fn plot(&self, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
         let rows: Vec<(String, f64, Option<f64>)> = self
             .metrics
             .iter()
             .filter_map(|m| {
-                let bound = |g: Goal| match g {
-                    Goal::Ratio(Bound::AtMost(x) | Bound::AtLeast(x)) => Some((true, x)),
-                    Goal::Value(Bound::AtMost(x) | Bound::AtLeast(x)) => Some((false, x)),
-                    Goal::None => None,
+                let bound = |b: Bound| match b {
+                    Bound::AtMost(x) | Bound::AtLeast(x) => x,
                 };
-                match (m.ratio(), bound(m.goal)) {
-                    (Some(r), Some((true, g))) => Some((m.name.clone(), r, Some(g))),
-                    (Some(r), _) => Some((m.name.clone(), r, None)),
-                    (None, Some((false, g))) if g != 0.0 => {
-                        Some((format!("{} (÷ goal)", m.name), m.ours / g, Some(1.0)))
+                match (m.ratio(), m.goal, &m.baseline) {
+                    (Some(r), Goal::Ratio(b), _) => Some((m.name.clone(), r, Some(bound(b)))),
+                    (Some(r), Goal::Value(b), Some((base, _))) => {
+                        Some((m.name.clone(), r, Some(bound(b) / base)))
+                    }
+                    (Some(r), _, _) => Some((m.name.clone(), r, None)),
+                    (None, Goal::Value(b), _) if bound(b) != 0.0 => {
+                        Some((format!("{} (÷ goal)", m.name), m.ours / bound(b), Some(1.0)))
                     }
                     _ => None,
                 }
             })
             .collect();
-        let height = 120 + 40 * rows.len().max(1) as u32;
-        let root = SVGBackend::new(path, (900, height)).into_drawing_area();
+        let n = rows.len().max(1);
+        let root = SVGBackend::new(path, (900, 90 + 56 * n as u32)).into_drawing_area();
         root.fill(&WHITE)?;
         let max = rows
             .iter()
             .map(|(_, r, g)| r.max(g.unwrap_or(0.0)))
             .fold(1.0f64, f64::max)
-            * 1.15;
-        let n = rows.len().max(1) as i32;
+            * 1.2;
         let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!(
-                    "{} — {} (ratio to baseline; red: goal)",
-                    self.id, self.title
-                ),
-                ("sans-serif", 16),
-            )
-            .margin(10)
-            .x_label_area_size(30)
-            .y_label_area_size(330)
-            .build_cartesian_2d(0f64..max, 0i32..n)?;
-        let labels: Vec<String> = rows.iter().map(|(l, _, _)| l.clone()).collect();
+            .caption(format!("{} — {}", self.id, self.title), ("sans-serif", 15))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(8)
+            .build_cartesian_2d(0f64..max, 0f64..n as f64)?;
         chart
             .configure_mesh()
             .disable_y_mesh()
-            .y_labels(rows.len().max(1))
-            .y_label_formatter(&|y| {
-                usize::try_from(*y)
-                    .ok()
-                    .and_then(|i| labels.get(i))
-                    .cloned()
-                    .unwrap_or_default()
-            })
-            .x_desc("ours / baseline")
+            .disable_y_axis()
+            .x_desc("ours ÷ baseline   (black: baseline = 1; red: goal)")
             .draw()?;
+        // The first figure on top.
+        let y_of = |i: usize| (n - 1 - i) as f64;
         chart.draw_series(rows.iter().enumerate().map(|(i, (_, r, _))| {
-            let y = i as i32;
-            Rectangle::new([(0.0, y), (*r, y + 1)], BLUE.mix(0.5).filled())
+            let y = y_of(i);
+            Rectangle::new([(0.0, y + 0.08), (*r, y + 0.5)], BLUE.mix(0.45).filled())
         }))?;
         chart.draw_series(rows.iter().enumerate().filter_map(|(i, (_, _, g))| {
-            g.map(|g| PathElement::new(vec![(g, i as i32), (g, i as i32 + 1)], RED.stroke_width(3)))
+            let y = y_of(i);
+            g.map(|g| PathElement::new(vec![(g, y + 0.02), (g, y + 0.56)], RED.stroke_width(3)))
+        }))?;
+        chart.draw_series(rows.iter().enumerate().map(|(i, (label, r, _))| {
+            let short: String = if label.chars().count() > 95 {
+                label.chars().take(94).chain(std::iter::once('…')).collect()
+            } else {
+                label.clone()
+            };
+            Text::new(
+                format!("{short}: {}×", fmt_num(*r)),
+                (max * 0.005, y_of(i) + 0.9),
+                ("sans-serif", 13),
+            )
         }))?;
         chart.draw_series(std::iter::once(PathElement::new(
-            vec![(1.0, 0), (1.0, n)],
+            vec![(1.0, 0.0), (1.0, n as f64)],
             BLACK.stroke_width(1),
         )))?;
         root.present()?;
