@@ -254,8 +254,25 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
 
 /// Builds the API for the options (exposed for tests and embedding): one storage per
 /// resource, wrapped in a [`Cacher`] unless `--watch-cache=false`.
-pub fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Running), ServerError> {
+pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Running), ServerError> {
     let backends = Backends::open(opts)?;
+    // Consistent lists are served from the caches only where the backend's progress
+    // notifications can be requested reliably: etcd before 3.4.31/3.5.13 answers them early
+    // (etcd issue 15220, docs/etcd.md), as upstream's ConsistentListFromCache gate knows.
+    let consistent_reads_from_cache = match &backends {
+        Backends::Embedded(_) => true,
+        Backends::Etcd { client, .. } => {
+            let version = client.server_version().await;
+            let ordered = version.is_some_and(|v| v.progress_requests_are_ordered());
+            if !ordered {
+                tracing::info!(
+                    version = ?version,
+                    "etcd cannot order progress requests: consistent lists read etcd"
+                );
+            }
+            ordered
+        }
+    };
     let config = Config {
         min_request_timeout: Duration::from_secs(opts.min_request_timeout),
         max_requests_inflight: opts.max_requests_inflight,
@@ -272,6 +289,7 @@ pub fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Running), 
         let storage: Arc<dyn Storage> = if opts.watch_cache {
             let mut config = CacherConfig::new(info.storage_resource.clone())
                 .with_metrics(cacher_metrics.clone());
+            config.consistent_reads_from_cache = consistent_reads_from_cache;
             if let Some(trigger) = &info.trigger_field {
                 config = config.with_trigger(trigger);
             }
@@ -320,7 +338,7 @@ impl Running {
 /// Runs the server until SIGTERM/SIGINT; `on_listening` gets the bound address once every
 /// cache is ready.
 pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result<(), ServerError> {
-    let (api, running) = build_api(&opts)?;
+    let (api, running) = build_api(&opts).await?;
     bootstrap_namespaces(&api).await?;
     let io = |source| ServerError::Io {
         addr: opts.bind,
