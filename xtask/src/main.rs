@@ -2,6 +2,7 @@
 //!
 //! - `test`  — every test of the workspace, including the ones that need a real etcd and the
 //!   real clients; provisions what they need first (etcd, the Python `kubernetes` client).
+//! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
 //! - `ci`    — `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings denied,
 //!   then `test`. This is what `.ci/run` and the GitHub workflow run.
 //! - `bench [SCENARIO..]` — the performance scenarios P1..P11 (docs/benchmarks.md) with the
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
     let started = Instant::now();
     let result = match task {
         "test" => test(rest),
+        "e2e" => run_tests(&["-p", "listwatch-apiserver"], rest),
         "ci" => ci(rest),
         "bench" => bench(rest),
         "provision" => provision().map(|_| ()),
@@ -55,6 +57,8 @@ fn main() -> ExitCode {
 const HELP: &str = "usage: cargo xtask <task>
   test [ARGS]      run every test (provisions etcd and the Python client first);
                    ARGS go to `cargo test` before `--`
+  e2e [ARGS]       only the end-to-end tests: the apiserver binary driven by kubectl,
+                   kube-rs, the Python client and raw HTTP, on both backends
   ci               fmt --check, clippy -D warnings, doc -D warnings, then test
   bench [SCENARIO..]  run the performance scenarios P1..P11 (all, or the named ones)
                    with the load generator; results in docs/bench/
@@ -178,9 +182,15 @@ fn provision() -> Result<Vec<(&'static str, PathBuf)>> {
 }
 
 fn test(extra: &[String]) -> Result {
+    run_tests(&["--workspace"], extra)
+}
+
+/// `cargo test` of `packages`, everything provisioned and ignored tests included.
+fn run_tests(packages: &[&str], extra: &[String]) -> Result {
     let env = provision()?;
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--locked"]);
+    cmd.args(["test", "--locked"]);
+    cmd.args(packages);
     cmd.args(extra);
     // Tests that need etcd or real clients are #[ignore]d so that plain `cargo test` passes on
     // a bare machine; here everything is provisioned, so they all run.
