@@ -13,8 +13,11 @@ fn init_logging(opts: &Options) {
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(&opts.log_level))
         .unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only for a person at a terminal, not in log files and pipes.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     match opts.log_format {
         LogFormat::Text => builder.init(),
