@@ -250,7 +250,7 @@ pub(crate) async fn p5() -> Result<Report> {
     );
     r.notes.push(format!(
         "All {} events reached the 20 watchers; the writers had their acknowledgements after {acked:.2} s, the \
-         last event was delivered after {wall:.2} s (both figures are to the last delivery); the process used {cpu:.2} CPU-s.",
+         last event was delivered after {wall:.2} s (the figures above count to that point); the process used {cpu:.2} CPU-s.",
         delivered.load(Ordering::Relaxed)
     ));
     Ok(r)
