@@ -242,3 +242,87 @@ impl Watch {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// Serves `head` then `body` in pieces of `step` bytes (flushing each), then closes.
+    async fn serve(head: &'static str, body: Vec<u8>, step: usize) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut req = [0u8; 1024];
+            let _ = s.read(&mut req).await.unwrap();
+            s.write_all(head.as_bytes()).await.unwrap();
+            for piece in body.chunks(step) {
+                s.write_all(piece).await.unwrap();
+                s.flush().await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        addr
+    }
+
+    /// Two frames, each sent as three chunks (prefix, object, newline) as the server does.
+    fn chunked_frames() -> (Vec<u8>, Vec<Vec<u8>>) {
+        let frames = [
+            r#"{"type":"ADDED","object":{"a":1}}"#,
+            r#"{"type":"MODIFIED","object":{"b":22}}"#,
+        ];
+        let mut body = Vec::new();
+        for f in frames {
+            let (left, right) = f.split_at(10);
+            for part in [left.as_bytes(), right.as_bytes(), b"\n"] {
+                body.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+                body.extend_from_slice(part);
+                body.extend_from_slice(b"\r\n");
+            }
+        }
+        (body, frames.iter().map(|f| f.as_bytes().to_vec()).collect())
+    }
+
+    const OK: &str = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+
+    #[tokio::test]
+    async fn frames_are_reassembled_from_chunks_split_anywhere() {
+        for step in [1, 3, 7, 1000] {
+            let (body, want) = chunked_frames();
+            let addr = serve(OK, body, step).await;
+            let mut w = Watch::open(addr, "/x?watch=1").await.unwrap();
+            let mut got = Vec::new();
+            while got.len() < want.len() {
+                w.frames(&mut got).await.unwrap();
+            }
+            assert_eq!(got, want, "read in pieces of {step} bytes");
+        }
+    }
+
+    #[tokio::test]
+    async fn count_counts_complete_frames_only() {
+        let (mut body, _) = chunked_frames();
+        // A third frame whose newline never arrives is not counted.
+        body.extend_from_slice(b"3\r\n{\"x\r\n");
+        let addr = serve(OK, body, 5).await;
+        let mut w = Watch::open(addr, "/x?watch=1").await.unwrap();
+        let mut n = 0;
+        while let Ok(k) = w.count().await {
+            n += k;
+        }
+        assert_eq!(n, 2);
+    }
+
+    #[tokio::test]
+    async fn a_watch_refused_with_an_error_status_fails_to_open() {
+        let addr = serve(
+            "HTTP/1.1 410 Gone\r\ncontent-length: 0\r\n\r\n",
+            Vec::new(),
+            1,
+        )
+        .await;
+        let err = Watch::open(addr, "/x?watch=1").await.err().unwrap();
+        assert!(err.contains("410"), "{err}");
+    }
+}

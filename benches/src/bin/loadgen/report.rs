@@ -317,3 +317,68 @@ fn machine() -> serde_json::Value {
         "cpu": cpu,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn goals_on_ratios_and_values_are_judged_in_their_direction() {
+        let m = Metric::new("x", "µs", 3.0).baseline(2.0, "b");
+        assert_eq!(m.ratio(), Some(1.5));
+        assert_eq!(m.met(), None);
+        let at_most = |b| {
+            Metric::new("x", "µs", 3.0)
+                .baseline(2.0, "b")
+                .goal(Goal::Ratio(Bound::AtMost(b)))
+        };
+        assert_eq!(at_most(1.5).met(), Some(true));
+        assert_eq!(at_most(1.4).met(), Some(false));
+        let at_least = Metric::new("x", "/s", 30.0)
+            .baseline(10.0, "b")
+            .goal(Goal::Ratio(Bound::AtLeast(5.0)));
+        assert_eq!(at_least.met(), Some(false));
+        let value = Metric::new("x", "ms", 12.0).goal(Goal::Value(Bound::AtMost(20.0)));
+        assert_eq!(value.ratio(), None);
+        assert_eq!(value.met(), Some(true));
+        // A ratio goal without a baseline cannot be judged.
+        assert_eq!(
+            Metric::new("x", "ms", 1.0)
+                .goal(Goal::Ratio(Bound::AtMost(1.0)))
+                .met(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_report_is_written_as_json_markdown_and_svg() {
+        let dir = std::env::temp_dir().join(format!("loadgen-report-{}", std::process::id()));
+        let mut r = Report::new("P0", "a test scenario", "small");
+        r.push(
+            Metric::new("cost", "ns", 30.0)
+                .baseline(10.0, "bare")
+                .goal(Goal::Ratio(Bound::AtMost(2.0))),
+        );
+        r.push(Metric::new("latency", "ms", 5.0).goal(Goal::Value(Bound::AtMost(20.0))));
+        r.write(&dir).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("P0.json")).unwrap()).unwrap();
+        assert_eq!(json["command"], "cargo xtask bench P0");
+        assert_eq!(json["metrics"][0]["ratio"], 3.0);
+        assert_eq!(json["metrics"][0]["goal_met"], false);
+        assert_eq!(json["metrics"][1]["goal_met"], true);
+        let md = std::fs::read_to_string(dir.join("P0.md")).unwrap();
+        assert!(
+            md.contains("`cargo xtask bench P0`")
+                && md.contains("**no**")
+                && md.contains("bench/P0.svg"),
+            "{md}"
+        );
+        let svg = std::fs::read_to_string(dir.join("P0.svg")).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("cost: 3.00×"),
+            "{svg}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
