@@ -11,8 +11,14 @@ fuzz_target!(|input: &str| {
         Some(ApiPath::Group(g)) => assert!(!g.is_empty()),
         Some(ApiPath::Resources { version, .. }) => assert!(!version.is_empty()),
         Some(ApiPath::Resource(t)) => {
-            assert!(!t.version.is_empty() && !t.resource.is_empty(), "{input:?}: {t:?}");
-            for part in [&t.namespace, &t.name, &t.subresource].into_iter().flatten() {
+            assert!(
+                !t.version.is_empty() && !t.resource.is_empty(),
+                "{input:?}: {t:?}"
+            );
+            for part in [&t.namespace, &t.name, &t.subresource]
+                .into_iter()
+                .flatten()
+            {
                 assert!(!part.is_empty(), "{input:?}: {t:?}");
                 assert!(!part.contains('/'), "{input:?}: {t:?}");
             }

@@ -14,7 +14,10 @@ fuzz_target!(|input: &[u8]| {
     let wire = object.to_json_bytes();
     let again = match Object::from_json(&wire, &fields) {
         Ok(again) => again,
-        Err(e) => panic!("wire form {:?} does not parse: {e}", String::from_utf8_lossy(&wire)),
+        Err(e) => panic!(
+            "wire form {:?} does not parse: {e}",
+            String::from_utf8_lossy(&wire)
+        ),
     };
     assert_eq!(again.stored_json(), object.stored_json());
     assert_eq!(again.resource_version(), object.resource_version());

@@ -23,10 +23,14 @@ fuzz_target!(|input: &str| {
                 Ok(opts.resource_version),
                 rv::parse_optional(q.get("resourceVersion"))
             );
-            let label = q.get("labelSelector").map_or(Ok(LabelSelector::everything()), LabelSelector::parse);
+            let label = q
+                .get("labelSelector")
+                .map_or(Ok(LabelSelector::everything()), LabelSelector::parse);
             assert_eq!(Ok(&opts.predicate.label), label.as_ref());
             if path_name.is_none() {
-                let field = q.get("fieldSelector").map_or(Ok(FieldSelector::everything()), FieldSelector::parse);
+                let field = q
+                    .get("fieldSelector")
+                    .map_or(Ok(FieldSelector::everything()), FieldSelector::parse);
                 assert_eq!(Ok(&opts.predicate.field), field.as_ref());
             }
             if !watch {
