@@ -444,6 +444,14 @@ pub(crate) async fn p9() -> Result<Report> {
     let bare = crate::heap().saturating_sub(before) as f64 / N as f64;
     drop(streams);
     tokio::time::sleep(Duration::from_millis(200)).await;
+    // For comparison: a bare bounded tokio channel of a 16-byte item (what each watcher's
+    // queue holds: an Arc'd event and its type), sender and receiver kept.
+    let before = crate::heap();
+    let channels: Vec<_> = (0..N)
+        .map(|_| tokio::sync::mpsc::channel::<(Arc<()>, u8)>(10))
+        .collect();
+    let channel = crate::heap().saturating_sub(before) as f64 / N as f64;
+    drop(channels);
     let before = crate::heap();
     let mut tasks = Vec::with_capacity(N);
     for _ in 0..N {
@@ -468,8 +476,16 @@ pub(crate) async fn p9() -> Result<Report> {
             "B",
             bare,
         )
-        .goal(Goal::Value(Bound::AtMost(1024.0))),
+        .goal(Goal::Value(Bound::AtMost(1024.0)))
+        .note(format!(
+            "a bare bounded tokio mpsc channel of the same 16-byte item holds {channel:.0} B"
+        )),
     );
+    r.push(Metric::new(
+        "heap per bare tokio mpsc channel (16-byte items), for comparison",
+        "B",
+        channel,
+    ));
     r.push(
         Metric::new(
             "heap per in-process watcher with a task draining it (the consumer's task included)",
@@ -506,10 +522,35 @@ pub(crate) async fn p9() -> Result<Report> {
             .baseline(18.0, "etcd, 18 KB per watch stream")
             .goal(Goal::Value(Bound::AtMost(16.0))),
     );
+    drop(watches);
+    drop(server);
+    // For comparison: a fresh server's RSS per idle keep-alive connection that made one GET:
+    // what a connection costs before any watch.
+    let server = Server::start(&["--storage", "embedded"])?;
+    let mut conn = Conn::open(server.addr).await?;
+    conn.expect(200, "GET", "/readyz", JSON, b"").await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss0 = server.rss();
+    let pb = bar(N as u64, "opening connections");
+    let mut conns = Vec::with_capacity(N);
+    for _ in 0..N {
+        let mut c = Conn::open(server.addr).await?;
+        c.expect(200, "GET", "/readyz", JSON, b"").await?;
+        conns.push(c);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let per_conn = server.rss().saturating_sub(rss0) as f64 / N as f64;
+    drop(conns);
+    r.push(Metric::new(
+        "server RSS per idle keep-alive connection (one GET, no watch), for comparison",
+        "KiB",
+        per_conn / 1024.0,
+    ));
     r.notes.push(format!(
         "Open-file limit {limit}; {N} watches each on its own connection."
     ));
-    drop(watches);
     Ok(r)
 }
 
