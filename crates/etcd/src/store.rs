@@ -242,6 +242,27 @@ impl EtcdStore {
         }
     }
 
+    /// The state a read-modify-write starts from: the caller's suggestion (a possibly stale
+    /// cached copy; `false`: not known to be current) or a fresh read (`true`).
+    async fn first_state(
+        &self,
+        key: &Key,
+        k: &Bytes,
+        suggestion: Option<Object>,
+        ignore_not_found: bool,
+    ) -> Result<(State, bool)> {
+        Ok(match suggestion {
+            Some(s) => (
+                State {
+                    rev: s.resource_version(),
+                    obj: Some(s),
+                },
+                false,
+            ),
+            None => (self.read_state(key, k, ignore_not_found).await?, true),
+        })
+    }
+
     async fn read_state(&self, key: &Key, k: &Bytes, ignore_not_found: bool) -> Result<State> {
         let resp = self
             .range(RangeRequest {
@@ -576,16 +597,9 @@ impl Storage for EtcdStore {
         suggestion: Option<Object>,
     ) -> Result<Object> {
         let k = self.object_key(key)?;
-        let (mut state, mut current) = match suggestion {
-            Some(s) => (
-                State {
-                    rev: s.resource_version(),
-                    obj: Some(s),
-                },
-                false,
-            ),
-            None => (self.read_state(key, &k, ignore_not_found).await?, true),
-        };
+        let (mut state, mut current) = self
+            .first_state(key, &k, suggestion, ignore_not_found)
+            .await?;
         loop {
             if let Err(e) = self.check_preconditions(key, preconditions, state.obj.as_ref()) {
                 if current {
@@ -651,16 +665,7 @@ impl Storage for EtcdStore {
         suggestion: Option<Object>,
     ) -> Result<Object> {
         let k = self.object_key(key)?;
-        let (mut state, mut current) = match suggestion {
-            Some(s) => (
-                State {
-                    rev: s.resource_version(),
-                    obj: Some(s),
-                },
-                false,
-            ),
-            None => (self.read_state(key, &k, false).await?, true),
-        };
+        let (mut state, mut current) = self.first_state(key, &k, suggestion, false).await?;
         loop {
             let Some(obj) = state.obj.clone() else {
                 return Err(key.not_found());
