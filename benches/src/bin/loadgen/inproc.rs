@@ -513,33 +513,24 @@ pub(crate) async fn p8() -> Result<Report> {
     let evented = by_events(config.clone())?;
     let no_snapshots = by_events(config.with_snapshots(false))?;
     let per_json = json_total as f64 / N as f64;
-    r.push(
-        Metric::new(
-            "bytes held per pod after one list",
-            "B",
-            listed as f64 / N as f64,
-        )
-        .baseline(per_json, "the pod's JSON size")
-        .goal(Goal::Ratio(Bound::AtMost(1.5))),
-    );
-    r.push(
-        Metric::new(
+    // Each figure is bytes held per pod, against the pod's own JSON size.
+    for (what, held) in [
+        ("bytes held per pod after one list", listed),
+        (
             "bytes held per pod after ADDED events (window + snapshots)",
-            "B",
-            evented as f64 / N as f64,
-        )
-        .baseline(per_json, "the pod's JSON size")
-        .goal(Goal::Ratio(Bound::AtMost(1.5))),
-    );
-    r.push(
-        Metric::new(
+            evented,
+        ),
+        (
             "bytes held per pod after ADDED events, snapshots off",
-            "B",
-            no_snapshots as f64 / N as f64,
-        )
-        .baseline(per_json, "the pod's JSON size")
-        .goal(Goal::Ratio(Bound::AtMost(1.5))),
-    );
+            no_snapshots,
+        ),
+    ] {
+        r.push(
+            Metric::new(what, "B", held as f64 / N as f64)
+                .baseline(per_json, "the pod's JSON size")
+                .goal(Goal::Ratio(Bound::AtMost(1.5))),
+        );
+    }
     r.notes.push(
         "Snapshots (a persistent-map path copy per event, so that Exact lists and continue tokens at past \
          versions are served from the cache) cost ~2 KB per event while the event is in the window; \
