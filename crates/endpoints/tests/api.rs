@@ -136,6 +136,12 @@ async fn create_ns(r: &Router, name: &str) {
     assert_eq!(resp.status, StatusCode::CREATED, "{:?}", resp.body);
 }
 
+/// POSTs `pod(name, node)` into `ns`.
+async fn create_pod(r: &Router, ns: &str, name: &str, node: &str) {
+    let path = format!("/api/v1/namespaces/{ns}/pods");
+    call(r, "POST", &path, JSON, &pod(name, node)).await;
+}
+
 fn pod(name: &str, node: &str) -> String {
     json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":name,"labels":{"app":"web"}},
         "spec":{"nodeName":node,"containers":[{"name":"c","image":"nginx:1.26","ports":[{"containerPort":80}]}]}})
@@ -544,14 +550,7 @@ async fn patches_of_every_type_apply() {
     let t = test_api(Config::default());
     let r = &t.router;
     create_ns(r, "ns1").await;
-    call(
-        r,
-        "POST",
-        "/api/v1/namespaces/ns1/pods",
-        JSON,
-        &pod("a", "n1"),
-    )
-    .await;
+    create_pod(r, "ns1", "a", "n1").await;
     let url = "/api/v1/namespaces/ns1/pods/a";
 
     let merge = call(
@@ -724,14 +723,7 @@ async fn tables_print_pods_and_printer_columns() {
     let t = test_api(Config::default());
     let r = &t.router;
     create_ns(r, "ns1").await;
-    call(
-        r,
-        "POST",
-        "/api/v1/namespaces/ns1/pods",
-        JSON,
-        &pod("a", "n1"),
-    )
-    .await;
+    create_pod(r, "ns1", "a", "n1").await;
     call(
         r,
         "POST",
@@ -889,14 +881,7 @@ async fn watch_streams_added_modified_deleted_then_ends_at_its_timeout() {
     .await;
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(resp.headers()[header::CONTENT_TYPE], "application/json");
-    call(
-        r,
-        "POST",
-        "/api/v1/namespaces/ns1/pods",
-        JSON,
-        &pod("a", "n1"),
-    )
-    .await;
+    create_pod(r, "ns1", "a", "n1").await;
     call(
         r,
         "PATCH",
@@ -918,22 +903,8 @@ async fn table_watches_and_single_object_watches_filter_and_print() {
     let t = test_api(Config::default());
     let r = &t.router;
     create_ns(r, "ns1").await;
-    call(
-        r,
-        "POST",
-        "/api/v1/namespaces/ns1/pods",
-        JSON,
-        &pod("a", "n1"),
-    )
-    .await;
-    call(
-        r,
-        "POST",
-        "/api/v1/namespaces/ns1/pods",
-        JSON,
-        &pod("b", "n2"),
-    )
-    .await;
+    create_pod(r, "ns1", "a", "n1").await;
+    create_pod(r, "ns1", "b", "n2").await;
     let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
     let table = open_watch(
         r,
@@ -980,14 +951,7 @@ async fn streaming_list_ends_initial_events_with_a_bookmark() {
     let t = test_api(Config::default());
     let r = &t.router;
     create_ns(r, "ns1").await;
-    call(
-        r,
-        "POST",
-        "/api/v1/namespaces/ns1/pods",
-        JSON,
-        &pod("a", "n1"),
-    )
-    .await;
+    create_pod(r, "ns1", "a", "n1").await;
     let resp = open_watch(
         r,
         "/api/v1/namespaces/ns1/pods?&watch=true&timeoutSeconds=290&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
