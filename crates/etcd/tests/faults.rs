@@ -92,22 +92,22 @@ async fn until_reachable(store: &EtcdStore, name: &str) -> Option<Object> {
     }
 }
 
+/// A watch of the whole collection after `rv`.
+async fn watch_from(store: &EtcdStore, rv: u64) -> WatchStream {
+    let opts = ListOptions {
+        resource_version: Some(rv),
+        ..ListOptions::recursive()
+    };
+    store.watch(&collection(), &opts).await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs etcd"]
 async fn sigkill_mid_watch_ends_the_watch_and_a_restart_serves_the_same_data() {
     let mut server = EtcdServer::start().await.unwrap();
     let store = store_for(server.endpoint());
     let a = store.create(&key("a"), pod("a"), None).await.unwrap();
-    let mut w = store
-        .watch(
-            &collection(),
-            &ListOptions {
-                resource_version: Some(a.resource_version()),
-                ..ListOptions::recursive()
-            },
-        )
-        .await
-        .unwrap();
+    let mut w = watch_from(&store, a.resource_version()).await;
     let b = store.create(&key("b"), pod("b"), None).await.unwrap();
     assert_eq!(next(&mut w).await, Some(WatchEvent::Added(b.clone())));
 
@@ -132,16 +132,7 @@ async fn sigkill_mid_watch_ends_the_watch_and_a_restart_serves_the_same_data() {
         .await
         .unwrap();
     assert_eq!(list.items, vec![a, b.clone()]);
-    let mut w = store
-        .watch(
-            &collection(),
-            &ListOptions {
-                resource_version: Some(b.resource_version()),
-                ..ListOptions::recursive()
-            },
-        )
-        .await
-        .unwrap();
+    let mut w = watch_from(&store, b.resource_version()).await;
     let c = store.create(&key("c"), pod("c"), None).await.unwrap();
     assert_eq!(next(&mut w).await, Some(WatchEvent::Added(c)));
 }
@@ -153,16 +144,7 @@ async fn a_cut_connection_ends_the_watch_with_an_error_and_the_client_reconnects
     let proxy = FaultProxy::start(server.addr()).await.unwrap();
     let store = store_for(proxy.endpoint());
     let a = store.create(&key("a"), pod("a"), None).await.unwrap();
-    let mut w = store
-        .watch(
-            &collection(),
-            &ListOptions {
-                resource_version: Some(a.resource_version()),
-                ..ListOptions::recursive()
-            },
-        )
-        .await
-        .unwrap();
+    let mut w = watch_from(&store, a.resource_version()).await;
     let b = store.create(&key("b"), pod("b"), None).await.unwrap();
     assert_eq!(next(&mut w).await, Some(WatchEvent::Added(b.clone())));
 
@@ -178,16 +160,7 @@ async fn a_stalled_connection_ends_the_watch_by_keepalive_and_recovers() {
     let proxy = FaultProxy::start(server.addr()).await.unwrap();
     let store = store_for(proxy.endpoint());
     let a = store.create(&key("a"), pod("a"), None).await.unwrap();
-    let mut w = store
-        .watch(
-            &collection(),
-            &ListOptions {
-                resource_version: Some(a.resource_version()),
-                ..ListOptions::recursive()
-            },
-        )
-        .await
-        .unwrap();
+    let mut w = watch_from(&store, a.resource_version()).await;
     let b = store.create(&key("b"), pod("b"), None).await.unwrap();
     assert_eq!(next(&mut w).await, Some(WatchEvent::Added(b)));
 
