@@ -112,7 +112,7 @@ fn write(c: &mut Criterion) {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let (store, target) = (&store, &target);
             async move {
-                let mut update = |_: Option<&Object>| Ok(pod("ns", "updated", i));
+                let mut update = |_: Option<&Object>| Ok(pod("ns", "updated", i).into());
                 if let Err(e) = store
                     .guaranteed_update(target, None, false, &mut update, None)
                     .await

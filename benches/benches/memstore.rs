@@ -21,7 +21,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn put(store: &MemStore, key: &Key, obj: &Object) {
-    let mut update = |_: Option<&Object>| Ok(obj.clone());
+    let mut update = |_: Option<&Object>| Ok(obj.clone().into());
     if let Err(e) = store
         .guaranteed_update(key, None, true, &mut update, None)
         .await

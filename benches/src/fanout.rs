@@ -22,7 +22,7 @@ fn key() -> Key {
 
 /// Writes `obj` at the fixed key through `store`; returns the new resource version.
 pub async fn put(store: &impl Storage, obj: &Object) -> u64 {
-    let mut update = |_: Option<&Object>| Ok(obj.clone());
+    let mut update = |_: Option<&Object>| Ok(obj.clone().into());
     match store
         .guaranteed_update(&key(), None, true, &mut update, None)
         .await

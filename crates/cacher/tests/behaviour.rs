@@ -22,7 +22,7 @@ fn pod(ns: &str, name: &str, node: &str, generation: u64) -> Object {
 
 async fn put(s: &impl Storage, o: Object) -> Object {
     let key = Key::object("pods", o.namespace(), o.name()).unwrap();
-    let mut update = |_: Option<&Object>| Ok(o.clone());
+    let mut update = |_: Option<&Object>| Ok(o.clone().into());
     s.guaranteed_update(&key, None, true, &mut update, None)
         .await
         .unwrap()

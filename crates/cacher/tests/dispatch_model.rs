@@ -158,7 +158,7 @@ async fn apply(store: &Cacher, op: &Op) -> Option<Write> {
             let mut prev = None;
             let mut update = |cur: Option<&Object>| {
                 prev = cur.cloned();
-                Ok(obj.clone())
+                Ok(obj.clone().into())
             };
             let out = store
                 .guaranteed_update(&key, None, true, &mut update, None)

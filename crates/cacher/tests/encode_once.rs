@@ -61,7 +61,7 @@ async fn one_encode_per_event_with_a_thousand_watchers() {
     let before = wire_encode_count();
     for i in 1..=EVENTS {
         let o = pod(i);
-        let mut update = |_: Option<&Object>| Ok(o.clone());
+        let mut update = |_: Option<&Object>| Ok(o.clone().into());
         cacher
             .guaranteed_update(&key, None, false, &mut update, None)
             .await

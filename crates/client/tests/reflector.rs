@@ -513,7 +513,13 @@ async fn run_ops(ops: Vec<Op>, streaming: bool) {
                 let name = format!("k{i}");
                 let new = pod(&name, &[], &format!("{}", backend.current_revision()));
                 let _ = backend
-                    .guaranteed_update(&key(&name), None, false, &mut |_| Ok(new.clone()), None)
+                    .guaranteed_update(
+                        &key(&name),
+                        None,
+                        false,
+                        &mut |_| Ok(new.clone().into()),
+                        None,
+                    )
                     .await;
             }
             Op::Delete(i) => {

@@ -21,7 +21,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use listwatch_api::Object;
 use listwatch_storage::{
-    Error as StorageError, GetOptions, Key, ListOptions, ObjectList, WatchEvent, no_validation,
+    Error as StorageError, GetOptions, Key, ListOptions, ObjectList, Updated, WatchEvent,
+    no_validation,
 };
 use serde_json::{Map, Value};
 use tokio::sync::OwnedSemaphorePermit;
@@ -726,9 +727,9 @@ async fn read_modify_write(
     let mut failure: Option<ApiError> = None;
     let mut created = false;
     let result = {
-        let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Object> {
+        let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
             created = cur.is_none();
-            step(cur).map_err(|e| {
+            step(cur).map(Updated::from).map_err(|e| {
                 let placeholder = StorageError::bad_request(e.0.message.clone());
                 failure = Some(e);
                 placeholder

@@ -23,7 +23,8 @@ use bytes::Bytes;
 use listwatch_api::{Object, SelectableFields};
 use listwatch_storage::{
     Error, GetOptions, Key, ListOptions, ObjectList, Preconditions, ResourceVersionMatch, Result,
-    Stats, Storage, UpdateFn, ValidateDeleteFn, WatchStream, decode_continue, encode_continue,
+    Stats, Storage, UpdateFn, Updated, ValidateDeleteFn, WatchStream, decode_continue,
+    encode_continue,
 };
 use tonic::transport::Channel;
 
@@ -609,8 +610,8 @@ impl Storage for EtcdStore {
                 current = true;
                 continue;
             }
-            let new = match update(state.obj.as_ref()) {
-                Ok(o) => o,
+            let Updated { object: new, ttl } = match update(state.obj.as_ref()) {
+                Ok(u) => u,
                 Err(e) => {
                     if current {
                         return Err(e);
@@ -640,14 +641,23 @@ impl Storage for EtcdStore {
                 }
                 continue;
             }
+            // As upstream, the TTL the update returned applies to this write; a Put without a
+            // lease detaches the key from the lease it had.
+            let (lease, shared) = match ttl {
+                Some(ttl) => self.lease_for(ttl).await?,
+                None => (0, false),
+            };
             let resp = self
                 .txn(TxnRequest {
                     compare: vec![mod_revision_is(k.clone(), state.rev)],
-                    success: vec![put_op(k.clone(), data, 0)],
+                    success: vec![put_op(k.clone(), data, lease)],
                     failure: vec![get_op(k.clone())],
                 })
                 .await?;
             if !resp.succeeded {
+                if lease != 0 && !shared {
+                    self.revoke_lease(lease).await;
+                }
                 tracing::debug!(key = %key, "guaranteed update conflicted, retrying");
                 state = self.state_from_failed_txn(key, &resp, ignore_not_found)?;
                 current = true;

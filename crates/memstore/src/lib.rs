@@ -41,7 +41,8 @@ use async_trait::async_trait;
 use listwatch_api::Object;
 use listwatch_storage::{
     Error, GetOptions, Key, ListOptions, ObjectList, Preconditions, ResourceVersionMatch, Result,
-    Stats, Storage, UpdateFn, ValidateDeleteFn, WatchStream, decode_continue, encode_continue,
+    Stats, Storage, UpdateFn, Updated, ValidateDeleteFn, WatchStream, decode_continue,
+    encode_continue,
 };
 use tokio::sync::{Notify, mpsc};
 use tokio::time::Instant;
@@ -488,9 +489,14 @@ impl Storage for MemStore {
                 if !ignore_not_found {
                     return Err(key.not_found());
                 }
-                let new = update(None)?;
+                let Updated { object: new, ttl } = update(None)?;
                 match self.commit(key, 0, Some(new.clone()))? {
-                    Some(rev) => return Ok(new.with_resource_version(rev)),
+                    Some(rev) => {
+                        if let Some(ttl) = ttl {
+                            self.schedule_ttl(key, rev, ttl)?;
+                        }
+                        return Ok(new.with_resource_version(rev));
+                    }
                     None => continue,
                 }
             };
@@ -502,7 +508,7 @@ impl Storage for MemStore {
                     return Err(e);
                 }
             }
-            let new = match update(Some(cur)) {
+            let Updated { object: new, ttl } = match update(Some(cur)) {
                 Ok(n) => n,
                 Err(e) if from_suggestion && !fresh()? => {
                     tracing::trace!(error = %e, "update failed on a stale suggestion; retrying");
@@ -517,6 +523,10 @@ impl Storage for MemStore {
                 return Ok(cur.clone());
             }
             if let Some(rev) = self.commit(key, cur.resource_version(), Some(new.clone()))? {
+                // A TTL set earlier ends with this write (the reaper checks the revision).
+                if let Some(ttl) = ttl {
+                    self.schedule_ttl(key, rev, ttl)?;
+                }
                 return Ok(new.with_resource_version(rev));
             }
         }

@@ -22,7 +22,7 @@ fn key(name: &str) -> Key {
 
 async fn put(store: &MemStore, name: &str, n: u64) -> u64 {
     let obj = pod(name, n);
-    let mut update = |_: Option<&Object>| Ok(obj.clone());
+    let mut update = |_: Option<&Object>| Ok(obj.clone().into());
     store
         .guaranteed_update(&key(name), None, true, &mut update, None)
         .await

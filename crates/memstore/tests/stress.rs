@@ -63,7 +63,7 @@ async fn every_watcher_sees_every_write_exactly_once_in_revision_order() {
                 let name = format!("p{}", i % KEYS_PER_WRITER);
                 let key = Key::object("pods", Some(&ns), &name).unwrap();
                 let obj = pod(&ns, &name, i);
-                let mut update = |_: Option<&Object>| Ok(obj.clone());
+                let mut update = |_: Option<&Object>| Ok(obj.clone().into());
                 store
                     .guaranteed_update(&key, None, true, &mut update, None)
                     .await

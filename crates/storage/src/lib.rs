@@ -46,10 +46,43 @@ pub use options::{
 pub type WatchStream = Pin<Box<dyn Stream<Item = WatchEvent> + Send>>;
 
 /// The update function of [`Storage::guaranteed_update`]: given the current object (`None`
-/// when absent and `ignore_not_found` was asked), returns the object to store. It may be
-/// called several times, once per attempt, so it must not have side effects that cannot
-/// repeat. Its returned object's resource version is ignored.
-pub type UpdateFn<'a> = dyn FnMut(Option<&Object>) -> Result<Object> + Send + 'a;
+/// when absent and `ignore_not_found` was asked), returns the object to store and its time to
+/// live ([`Updated`]; an `Object` converts with `.into()`, without a TTL). It may be called
+/// several times, once per attempt, so it must not have side effects that cannot repeat. Its
+/// returned object's resource version is ignored.
+pub type UpdateFn<'a> = dyn FnMut(Option<&Object>) -> Result<Updated> + Send + 'a;
+
+/// What an [`UpdateFn`] returns: the new state and how long it lives.
+///
+/// As upstream's `UpdateFunc` (which returns an object and a `*uint64` TTL), the TTL applies to
+/// the written state: `Some(ttl)` makes the object expire `ttl` after this write (an expiry is
+/// seen as a DELETED event), `None` stores it without one — a TTL the object had before does
+/// not carry over, so an updater that wants an object to keep expiring (Kubernetes' Events)
+/// returns a TTL on every update. An update that writes nothing (same content) changes no TTL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Updated {
+    /// The object to store.
+    pub object: Object,
+    /// Its time to live from this write on; `None`: no expiry.
+    pub ttl: Option<Duration>,
+}
+
+impl Updated {
+    /// `object`, expiring `ttl` after the write.
+    pub fn with_ttl(object: Object, ttl: Duration) -> Self {
+        Self {
+            object,
+            ttl: Some(ttl),
+        }
+    }
+}
+
+impl From<Object> for Updated {
+    /// The object without a TTL.
+    fn from(object: Object) -> Self {
+        Self { object, ttl: None }
+    }
+}
 
 /// The validation function of [`Storage::delete`], called with the object about to be
 /// deleted (possibly more than once).
@@ -90,8 +123,9 @@ pub trait Storage: Send + Sync + 'static {
     /// Read-modify-write with optimistic concurrency: reads the current object (or trusts
     /// `suggestion`, a possibly stale cached copy, for the first attempt), calls `update`,
     /// and writes if nothing changed meanwhile, retrying on conflict. Preconditions are
-    /// checked on every attempt. An update that changes nothing writes nothing and returns
-    /// the current object.
+    /// checked on every attempt. The written state expires after the TTL the update returned,
+    /// if any ([`Updated`]). An update that changes nothing writes nothing and returns the
+    /// current object.
     async fn guaranteed_update(
         &self,
         key: &Key,

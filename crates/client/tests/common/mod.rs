@@ -268,7 +268,13 @@ pub async fn create(store: &MemStore, name: &str, payload: &str) -> Object {
 pub async fn update(store: &MemStore, name: &str, payload: &str) -> Object {
     let new = pod(name, &[("app", "web")], payload);
     store
-        .guaranteed_update(&key(name), None, false, &mut |_| Ok(new.clone()), None)
+        .guaranteed_update(
+            &key(name),
+            None,
+            false,
+            &mut |_| Ok(new.clone().into()),
+            None,
+        )
         .await
         .unwrap()
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use super::support::*;
 use super::{Harness, Verdict, gate};
-use crate::{Error, GetOptions, Object, Preconditions, Result, Storage, no_validation};
+use crate::{Error, GetOptions, Object, Preconditions, Result, Storage, Updated, no_validation};
 
 fn stale() -> Error {
     Error::InvalidObject {
@@ -367,8 +367,8 @@ pub async fn delete_retries_and_revalidates_after_conflicting_write<H: Harness>(
         }
         let (s2, key) = (Arc::clone(&s), pod.key());
         let out = block_on_from_callback(async move {
-            let mut f = |cur: Option<&Object>| -> Result<Object> {
-                cur.map(|o| with_label(o, "foo", "bar"))
+            let mut f = |cur: Option<&Object>| -> Result<Updated> {
+                cur.map(|o| with_label(o, "foo", "bar").into())
                     .ok_or_else(|| Error::internal("vanished"))
             };
             s2.guaranteed_update(&key, None, false, &mut f, None).await

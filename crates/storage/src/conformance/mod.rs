@@ -54,6 +54,7 @@ mod list;
 mod random;
 mod stats;
 mod support;
+mod ttl;
 mod update;
 mod watch;
 
@@ -64,6 +65,7 @@ pub use initial_events::*;
 pub use list::*;
 pub use random::*;
 pub use stats::*;
+pub use ttl::*;
 pub use update::*;
 pub use watch::*;
 
@@ -366,6 +368,21 @@ pub const CASES: &[Case] = &[
         "guaranteed_update",
         "update_with_resource_version_precondition",
     ),
+    needs(
+        "guaranteed_update",
+        "update_with_ttl_creates_an_expiring_object",
+        &[Ttl],
+    ),
+    needs(
+        "guaranteed_update",
+        "update_with_ttl_keeps_the_object_expiring",
+        &[Ttl],
+    ),
+    needs(
+        "guaranteed_update",
+        "update_without_ttl_ends_the_expiry",
+        &[Ttl],
+    ),
     // Watch
     case("watch", "watch_collection_reports_added_modified_deleted"),
     case("watch", "watch_single_object_reports_only_that_object"),
@@ -571,6 +588,9 @@ macro_rules! conformance_tests {
             update_with_current_suggestion_calls_closure_at_most_twice,
             update_with_uid_precondition,
             update_with_resource_version_precondition,
+            update_with_ttl_creates_an_expiring_object,
+            update_with_ttl_keeps_the_object_expiring,
+            update_without_ttl_ends_the_expiry,
             watch_collection_reports_added_modified_deleted,
             watch_single_object_reports_only_that_object,
             watch_modified_entering_selection_becomes_added,
@@ -692,7 +712,15 @@ mod tests {
         let no_ttl = not_applicable(&Capabilities::all().without(Capability::Ttl));
         assert_eq!(
             no_ttl,
-            vec![("create_with_ttl_expires_as_deleted_event", Capability::Ttl)]
+            vec![
+                ("create_with_ttl_expires_as_deleted_event", Capability::Ttl),
+                (
+                    "update_with_ttl_creates_an_expiring_object",
+                    Capability::Ttl
+                ),
+                ("update_with_ttl_keeps_the_object_expiring", Capability::Ttl),
+                ("update_without_ttl_ends_the_expiry", Capability::Ttl),
+            ]
         );
     }
 }

@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::WAIT;
 use crate::{
-    Error, GetOptions, Key, ListOptions, ObjectList, Result, SelectionPredicate, Storage,
+    Error, GetOptions, Key, ListOptions, ObjectList, Result, SelectionPredicate, Storage, Updated,
     WatchEvent, WatchStream,
 };
 
@@ -279,7 +279,7 @@ pub(crate) async fn create<S: Storage + ?Sized>(s: &S, pod: &Pod) -> Object {
 /// Replaces the object at `pod`'s key with `pod` (creating it when absent).
 pub(crate) async fn put<S: Storage + ?Sized>(s: &S, pod: &Pod) -> Object {
     let new = pod.obj();
-    let mut f = |_: Option<&Object>| -> Result<Object> { Ok(new.clone()) };
+    let mut f = |_: Option<&Object>| -> Result<Updated> { Ok(new.clone().into()) };
     s.guaranteed_update(&pod.key(), None, true, &mut f, None)
         .await
         .unwrap_or_else(|e| panic!("put {}: {e}", pod.key()))
@@ -291,8 +291,8 @@ pub(crate) async fn update<S: Storage + ?Sized>(
     key: &Key,
     f: impl Fn(&Object) -> Object + Send + Sync,
 ) -> Object {
-    let mut u = |cur: Option<&Object>| -> Result<Object> {
-        cur.map(&f)
+    let mut u = |cur: Option<&Object>| -> Result<Updated> {
+        cur.map(|o| f(o).into())
             .ok_or_else(|| Error::internal("object vanished"))
     };
     s.guaranteed_update(key, None, false, &mut u, None)

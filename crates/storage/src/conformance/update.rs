@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::support::*;
 use super::{Harness, Verdict, gate};
-use crate::{Error, Object, Preconditions, Result, Storage};
+use crate::{Error, Object, Preconditions, Result, Storage, Updated};
 
 /// An update writes the new state at a new revision, which get then reads.
 pub async fn update_existing_object_writes_new_revision<H: Harness>(h: &H) -> Verdict {
@@ -16,10 +16,10 @@ pub async fn update_existing_object_writes_new_revision<H: Harness>(h: &H) -> Ve
     let pod = Pod::new("ns", "foo").uid("A");
     let stored = create(&s, &pod).await;
     let mut seen = None;
-    let mut f = |cur: Option<&Object>| -> Result<Object> {
+    let mut f = |cur: Option<&Object>| -> Result<Updated> {
         let cur = cur.ok_or_else(|| Error::internal("missing"))?;
         seen = Some(cur.clone());
-        Ok(with_annotation(cur, "version", "1"))
+        Ok(with_annotation(cur, "version", "1").into())
     };
     let out = s
         .guaranteed_update(&pod.key(), None, false, &mut f, None)
@@ -56,9 +56,9 @@ pub async fn update_missing_key_is_not_found<H: Harness>(h: &H) -> Verdict {
     let pod = Pod::new("ns", "non-existing");
     let mut calls = 0;
     let obj = pod.obj();
-    let mut f = |_: Option<&Object>| -> Result<Object> {
+    let mut f = |_: Option<&Object>| -> Result<Updated> {
         calls += 1;
-        Ok(obj.clone())
+        Ok(obj.clone().into())
     };
     assert_err(
         s.guaranteed_update(&pod.key(), None, false, &mut f, None)
@@ -81,9 +81,9 @@ pub async fn update_with_ignore_not_found_creates<H: Harness>(h: &H) -> Verdict 
     let pod = Pod::new("ns", "new");
     let obj = pod.obj();
     let mut got_none = false;
-    let mut f = |cur: Option<&Object>| -> Result<Object> {
+    let mut f = |cur: Option<&Object>| -> Result<Updated> {
         got_none = cur.is_none();
-        Ok(obj.clone())
+        Ok(obj.clone().into())
     };
     let out = s
         .guaranteed_update(&pod.key(), None, true, &mut f, None)
@@ -113,9 +113,9 @@ pub async fn update_that_changes_nothing_writes_nothing<H: Harness>(h: &H) -> Ve
         uid: Some("A".into()),
         resource_version: None,
     };
-    let mut f = |cur: Option<&Object>| -> Result<Object> {
+    let mut f = |cur: Option<&Object>| -> Result<Updated> {
         // A fresh object with the same content (not the same allocation).
-        cur.map(|o| modify(o, |_| {}))
+        cur.map(|o| modify(o, |_| {}).into())
             .ok_or_else(|| Error::internal("missing"))
     };
     let out = s
@@ -147,7 +147,7 @@ pub async fn update_error_from_closure_is_returned_without_write<H: Harness>(h: 
     let pod = Pod::new("ns", "foo");
     let stored = create(&s, &pod).await;
     let mut f =
-        |_: Option<&Object>| -> Result<Object> { Err(Error::bad_request("admission says no")) };
+        |_: Option<&Object>| -> Result<Updated> { Err(Error::bad_request("admission says no")) };
     let e = s
         .guaranteed_update(&pod.key(), None, false, &mut f, None)
         .await
@@ -171,20 +171,20 @@ pub async fn update_retries_on_conflict_with_fresh_state<H: Harness>(h: &H) -> V
     let pod = Pod::new("ns", "foo");
     let _ = create(&*s, &pod).await;
     let mut calls = 0;
-    let mut f = |cur: Option<&Object>| -> Result<Object> {
+    let mut f = |cur: Option<&Object>| -> Result<Updated> {
         calls += 1;
         let cur = cur.ok_or_else(|| Error::internal("missing"))?;
         if calls == 1 {
             let (s2, key) = (Arc::clone(&s), pod.key());
             block_on_from_callback(async move {
-                let mut g = |c: Option<&Object>| -> Result<Object> {
-                    c.map(|o| with_label(o, "other", "1"))
+                let mut g = |c: Option<&Object>| -> Result<Updated> {
+                    c.map(|o| with_label(o, "other", "1").into())
                         .ok_or_else(|| Error::internal("missing"))
                 };
                 s2.guaranteed_update(&key, None, false, &mut g, None).await
             })?;
         }
-        Ok(with_label(cur, "mine", "1"))
+        Ok(with_label(cur, "mine", "1").into())
     };
     let out = s
         .guaranteed_update(&pod.key(), None, false, &mut f, None)
@@ -226,13 +226,13 @@ pub async fn update_with_stale_suggestion_and_conflict_rereads<H: Harness>(h: &H
     let updated = update(&s, &pod.key(), |o| with_label(o, "generation", "2")).await;
     let mut stale_calls = 0;
     let key = pod.key();
-    let mut f = |cur: Option<&Object>| -> Result<Object> {
+    let mut f = |cur: Option<&Object>| -> Result<Updated> {
         let cur = cur.ok_or_else(|| Error::internal("missing"))?;
         if label_of(cur, "generation") != Some("2") {
             stale_calls += 1;
             return Err(key.conflict("simulated stale object"));
         }
-        Ok(with_label(cur, "generation", "3"))
+        Ok(with_label(cur, "generation", "3").into())
     };
     let out = s
         .guaranteed_update(&pod.key(), None, false, &mut f, Some(original))
@@ -263,7 +263,7 @@ pub async fn update_with_current_suggestion_calls_closure_at_most_twice<H: Harne
     let _ = create(&s, &pod).await;
     let current_obj = update(&s, &pod.key(), |o| with_label(o, "generation", "3")).await;
     let mut attempts = 0;
-    let mut f = |_: Option<&Object>| -> Result<Object> {
+    let mut f = |_: Option<&Object>| -> Result<Updated> {
         attempts += 1;
         Err(Error::bad_request("validation or admission error"))
     };
@@ -292,8 +292,8 @@ pub async fn update_with_uid_precondition<H: Harness>(h: &H) -> Verdict {
     let s = h.new_store().await;
     let pod = Pod::new("ns", "foo").uid("A");
     let stored = create(&s, &pod).await;
-    let mut f = |cur: Option<&Object>| -> Result<Object> {
-        cur.map(|o| with_annotation(o, "version", "2"))
+    let mut f = |cur: Option<&Object>| -> Result<Updated> {
+        cur.map(|o| with_annotation(o, "version", "2").into())
             .ok_or_else(|| Error::internal("missing"))
     };
     let wrong = Preconditions {
@@ -334,8 +334,8 @@ pub async fn update_with_resource_version_precondition<H: Harness>(h: &H) -> Ver
     let pod = Pod::new("ns", "foo");
     let created = create(&s, &pod).await;
     let updated = update(&s, &pod.key(), |o| with_label(o, "v", "2")).await;
-    let mut f = |cur: Option<&Object>| -> Result<Object> {
-        cur.map(|o| with_label(o, "v", "3"))
+    let mut f = |cur: Option<&Object>| -> Result<Updated> {
+        cur.map(|o| with_label(o, "v", "3").into())
             .ok_or_else(|| Error::internal("missing"))
     };
     let old = Preconditions {
