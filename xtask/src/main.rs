@@ -1,7 +1,10 @@
 //! Developer workflows for listwatch: `cargo xtask <task>`.
 //!
 //! - `test`  — every test of the workspace, including the ones that need a real etcd and the
-//!   real clients; provisions what they need first (etcd, the Python `kubernetes` client).
+//!   real clients; provisions what they need first (etcd, openssl, the Python `kubernetes`
+//!   client) and checks that kubectl is there. `test -p CRATE ..` runs only those packages.
+//!   Tests that need a tool are `#[ignore]`d for plain `cargo test`; here they all run, and a
+//!   missing tool fails them.
 //! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
 //! - `ci`    — `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings denied,
 //!   then `test`. This is what `.ci/run` and the GitHub workflow run.
@@ -55,8 +58,8 @@ fn main() -> ExitCode {
 }
 
 const HELP: &str = "usage: cargo xtask <task>
-  test [ARGS]      run every test (provisions etcd and the Python client first);
-                   ARGS go to `cargo test` before `--`
+  test [ARGS]      run every test (provisions etcd, openssl and the Python client first);
+                   ARGS go to `cargo test` before `--` (`-p CRATE` narrows it to packages)
   e2e [ARGS]       only the end-to-end tests: the apiserver binary driven by kubectl,
                    kube-rs, the Python client and raw HTTP, on both backends
   ci               fmt --check, clippy -D warnings, doc -D warnings, then test
@@ -117,25 +120,43 @@ fn ensure_etcd() -> Result<PathBuf> {
     {
         return Ok(p);
     }
-    if let Some(p) = which("etcd") {
+    // etcd-client brings etcdctl, handy when a fault test needs a look at the cluster.
+    ensure_debian_program("etcd", &["etcd-server", "etcd-client"])
+        .map_err(|e| format!("{e} (or set LISTWATCH_ETCD_BIN)"))
+}
+
+/// Finds `program` on PATH, installing Debian's `packages` when it is missing and we run as
+/// root with apt-get.
+fn ensure_debian_program(program: &str, packages: &[&str]) -> Result<PathBuf> {
+    if let Some(p) = which(program) {
         return Ok(p);
     }
+    let list = packages.join(" ");
     if !is_root() || which("apt-get").is_none() {
-        return Err(
-            "etcd is not installed: install Debian's `etcd-server` package \
-                    (apt-get install -y etcd-server) or set LISTWATCH_ETCD_BIN"
-                .into(),
-        );
+        return Err(format!(
+            "{program} is not installed: install Debian's {list} (apt-get install -y {list})"
+        ));
     }
-    eprintln!("etcd missing: installing Debian's etcd-server");
+    eprintln!("{program} missing: installing Debian's {list}");
     let mut update = Command::new("apt-get");
     update.args(["update", "-qq"]);
     run(update)?;
     let mut install = Command::new("apt-get");
-    install.args(["install", "-y", "-qq", "etcd-server", "etcd-client"]);
+    install.args(["install", "-y", "-qq"]).args(packages);
     install.env("DEBIAN_FRONTEND", "noninteractive");
     run(install)?;
-    which("etcd").ok_or_else(|| "etcd-server installed but no `etcd` on PATH".into())
+    which(program).ok_or_else(|| format!("{list} installed but no `{program}` on PATH"))
+}
+
+/// kubectl drives the end-to-end tests. It is on every machine this project builds on (a
+/// dispatcher choosing its 1.27–1.33 build by the server's `/version`); Debian's
+/// `kubernetes-client` is 1.20, too old for what the tests check, so it is not installed
+/// here: a missing kubectl is an error that names it.
+fn ensure_kubectl() -> Result<PathBuf> {
+    which("kubectl").ok_or_else(|| {
+        "kubectl is not installed: the end-to-end tests need it (a 1.27 or newer kubectl on PATH)"
+            .into()
+    })
 }
 
 /// Makes sure the Python `kubernetes` client is importable (end-to-end tests drive it).
@@ -170,10 +191,14 @@ fn ensure_python_client() -> Result<PathBuf> {
 fn provision() -> Result<Vec<(&'static str, PathBuf)>> {
     let etcd = ensure_etcd()?;
     let python = ensure_python_client()?;
+    let openssl = ensure_debian_program("openssl", &["openssl"])?;
+    let kubectl = ensure_kubectl()?;
     eprintln!(
-        "using etcd at {} and python at {}",
+        "using etcd at {}, python at {}, openssl at {}, kubectl at {}",
         etcd.display(),
-        python.display()
+        python.display(),
+        openssl.display(),
+        kubectl.display()
     );
     Ok(vec![
         ("LISTWATCH_ETCD_BIN", etcd),
@@ -182,7 +207,10 @@ fn provision() -> Result<Vec<(&'static str, PathBuf)>> {
 }
 
 fn test(extra: &[String]) -> Result {
-    run_tests(&["--workspace"], extra)
+    let narrowed = extra
+        .iter()
+        .any(|a| a == "-p" || a == "--package" || a.starts_with("--package="));
+    run_tests(if narrowed { &[] } else { &["--workspace"] }, extra)
 }
 
 /// `cargo test` of `packages`, everything provisioned and ignored tests included.

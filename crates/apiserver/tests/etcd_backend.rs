@@ -208,10 +208,7 @@ async fn kube_rs_reflector_converges_over_etcd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs etcd"]
 async fn kubectl_applies_and_watches_over_etcd() {
-    if !common::have("kubectl") {
-        eprintln!("SKIPPED: kubectl is not on PATH");
-        return;
-    }
+    common::require("kubectl");
     let etcd = EtcdServer::start().await.expect("etcd");
     let server = start_on(&etcd, &[]);
     tokio::task::spawn_blocking(move || {

@@ -6,15 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, expect_line, have, run_err, run_ok, spawn_lines};
-
-fn kubectl_available() -> bool {
-    if have("kubectl") {
-        return true;
-    }
-    eprintln!("SKIPPED: kubectl is not on PATH");
-    false
-}
+use common::{PATIENCE, Server, expect_line, run_err, run_ok, spawn_lines};
 
 const POD: &str = "apiVersion: v1
 kind: Pod
@@ -36,10 +28,9 @@ spec:
 ";
 
 #[test]
+#[ignore = "needs kubectl"]
 fn kubectl_creates_applies_gets_labels_and_deletes() {
-    if !kubectl_available() {
-        return;
-    }
+    common::require("kubectl");
     let server = Server::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let k = || server.kubectl(dir.path());
@@ -168,10 +159,9 @@ fn kubectl_creates_applies_gets_labels_and_deletes() {
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn kubectl_get_watch_sees_added_modified_deleted_and_ends_with_the_server() {
-    if !kubectl_available() {
-        return;
-    }
+    common::require("kubectl");
     let server = Server::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let k = || server.kubectl(dir.path());
@@ -211,10 +201,9 @@ fn kubectl_get_watch_sees_added_modified_deleted_and_ends_with_the_server() {
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn kubectl_apply_server_side_creates_and_updates() {
-    if !kubectl_available() {
-        return;
-    }
+    common::require("kubectl");
     let server = Server::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let k = || server.kubectl(dir.path());
@@ -239,10 +228,9 @@ fn kubectl_apply_server_side_creates_and_updates() {
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn kubectl_typed_create_commands_send_protobuf_that_the_server_reads() {
-    if !kubectl_available() {
-        return;
-    }
+    common::require("kubectl");
     let server = Server::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let k = || server.kubectl(dir.path());
@@ -303,10 +291,9 @@ fn kubectl_typed_create_commands_send_protobuf_that_the_server_reads() {
 }
 
 #[test]
+#[ignore = "needs kubectl"]
 fn kubectl_serves_resources_declared_in_a_resources_file() {
-    if !kubectl_available() {
-        return;
-    }
+    common::require("kubectl");
     let dir = tempfile::tempdir().unwrap();
     let decl = dir.path().join("resources.yaml");
     std::fs::write(

@@ -1,6 +1,7 @@
 //! TLS with the `rustls` feature: the client trusts the configured CA (and only it) and can
-//! present a client certificate. Certificates are made with the `openssl` command; without it
-//! the test says so and checks nothing.
+//! present a client certificate. Certificates are made with the `openssl` command, which
+//! `cargo xtask test` provisions; the tests are `#[ignore]`d for plain `cargo test` and fail
+//! without it under xtask.
 #![cfg(feature = "rustls")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,8 +22,8 @@ fn openssl(dir: &Path, args: &[&str]) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// A CA and a server certificate for 127.0.0.1 signed by it; `None` without openssl.
-fn make_certs(name: &str) -> Option<PathBuf> {
+/// A CA and a server certificate for 127.0.0.1 signed by it (panics without openssl).
+fn make_certs(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lw-tls-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let ec = [
@@ -48,11 +49,11 @@ fn make_certs(name: &str) -> Option<PathBuf> {
             &["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
                 "-out", "server.pem", "-days", "1", "-extfile", "ext.cnf"],
         );
-    if !ok {
-        eprintln!("openssl unavailable or failed: TLS test skipped");
-        return None;
-    }
-    Some(dir)
+    assert!(
+        ok,
+        "openssl is missing or failed: `cargo xtask test` provisions it (or install it)"
+    );
+    dir
 }
 
 /// Serves one fixed list response per connection over TLS, on a thread.
@@ -118,8 +119,9 @@ fn serve_tls(dir: &Path, client_ca: Option<&Path>) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs openssl"]
 async fn https_lists_succeed_with_the_servers_ca_and_fail_with_another() {
-    let Some(dir) = make_certs("ok") else { return };
+    let dir = make_certs("ok");
     let url = serve_tls(&dir, None);
     let ca = std::fs::read(dir.join("ca.pem")).unwrap();
     let lw =
@@ -130,7 +132,7 @@ async fn https_lists_succeed_with_the_servers_ca_and_fail_with_another() {
         (42, "secure")
     );
 
-    let other = make_certs("other").unwrap();
+    let other = make_certs("other");
     let wrong_ca = std::fs::read(other.join("ca.pem")).unwrap();
     let lw = HttpListerWatcher::new(
         HttpConfig::new(&url).unwrap().ca_pem(wrong_ca),
@@ -152,11 +154,10 @@ async fn https_lists_succeed_with_the_servers_ca_and_fail_with_another() {
 }
 
 #[tokio::test]
+#[ignore = "needs openssl"]
 async fn a_kubeconfig_client_certificate_is_presented_to_a_server_that_requires_one() {
     use base64::Engine;
-    let Some(dir) = make_certs("mtls") else {
-        return;
-    };
+    let dir = make_certs("mtls");
     // A client certificate signed by the same CA.
     assert!(openssl(
         &dir,

@@ -221,6 +221,16 @@ fn parse_response(raw: &[u8]) -> Response {
     }
 }
 
+/// Panics unless `program` is on PATH. Tests that drive a real tool are `#[ignore]`d so that a
+/// plain `cargo test` on a bare machine passes; `cargo xtask test` provisions the tools and
+/// runs them, and there a missing tool is a failure, never a silent pass.
+pub fn require(program: &str) {
+    assert!(
+        have(program),
+        "{program} is not on PATH: `cargo xtask test` provisions it (or install it)"
+    );
+}
+
 /// Whether a program is on PATH.
 pub fn have(program: &str) -> bool {
     Command::new(program)
