@@ -30,6 +30,13 @@ pub struct FieldSelectorError {
 pub trait Fields {
     /// The value of field `path` (e.g. `spec.nodeName`), `None` when absent.
     fn get_field(&self, path: &str) -> Option<&str>;
+
+    /// The value a selector compares for `path`: the field's value, `""` when absent (as
+    /// upstream's `fields.Set`). This is the one definition: selector matching, cache indexes
+    /// and watcher triggers all read fields through it, so that they agree on every object.
+    fn field_value(&self, path: &str) -> &str {
+        self.get_field(path).unwrap_or("")
+    }
 }
 
 impl Fields for [(&str, &str)] {
@@ -69,7 +76,7 @@ pub struct FieldTerm {
 impl FieldTerm {
     /// Whether `fields` satisfy this term.
     pub fn matches<F: Fields + ?Sized>(&self, fields: &F) -> bool {
-        let got = fields.get_field(&self.field).unwrap_or("");
+        let got = fields.field_value(&self.field);
         match self.operator {
             FieldOperator::Equals | FieldOperator::DoubleEquals => got == self.value,
             FieldOperator::NotEquals => got != self.value,

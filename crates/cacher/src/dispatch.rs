@@ -509,8 +509,9 @@ impl Dispatcher {
         self.registry.remember(&d);
         let triggers: [Option<&str>; 2] = match &self.config.trigger_field {
             Some(f) => [
-                d.object.get_field(f),
-                d.prev.as_ref().and_then(|p| p.get_field(f)),
+                // Absent reads as "", as selectors and the cache's indexes read it.
+                Some(d.object.field_value(f)),
+                d.prev.as_ref().map(|p| p.field_value(f)),
             ],
             None => [None, None],
         };

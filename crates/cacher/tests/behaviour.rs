@@ -279,3 +279,68 @@ async fn ten_thousand_kubelet_watchers_each_see_only_their_node() {
             .is_err()
     );
 }
+
+/// A pod with no `spec.nodeName` at all (pending, unscheduled).
+fn unscheduled(ns: &str, name: &str, generation: u64) -> Object {
+    let v = serde_json::json!({"kind":"Pod","metadata":{"name":name,"namespace":ns},
+        "spec":{"generation":generation}});
+    Object::from_value(v, &fields()).unwrap()
+}
+
+/// Schedulers watch `fieldSelector=spec.nodeName=`: pods whose node is unset. With the trigger
+/// on, such a watcher sits under the trigger value `""`, and a pod that lacks the field must
+/// reach it exactly as a list selects it (an absent field reads as `""`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_node_selector_sees_pods_without_the_field() {
+    let cacher = Cacher::new(
+        Arc::new(MemStore::new()),
+        CacherConfig::new("pods").with_trigger("spec.nodeName"),
+    );
+    cacher.wait_ready().await;
+    let start = cacher.current_resource_version().await.unwrap();
+    let all = Key::collection("pods", None).unwrap();
+    let pending = SelectionPredicate {
+        field: FieldSelector::equals("spec.nodeName", ""),
+        ..Default::default()
+    };
+    let opts = ListOptions {
+        resource_version: Some(start),
+        predicate: pending.clone(),
+        ..ListOptions::recursive()
+    };
+    let mut w = cacher.watch(&all, &opts).await.unwrap();
+    let absent = put(&cacher, unscheduled("ns", "absent", 0)).await;
+    let empty = put(&cacher, pod("ns", "empty", "", 0)).await;
+    // Scheduling the pod makes it leave the selection.
+    let bound = put(&cacher, pod("ns", "absent", "n1", 1)).await;
+    let listed = cacher
+        .list(
+            &all,
+            &ListOptions {
+                predicate: pending,
+                ..ListOptions::recursive()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.items.iter().map(|o| o.name()).collect::<Vec<_>>(),
+        ["empty"]
+    );
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(match next(&mut w).await {
+            Some(WatchEvent::Added(o)) => ("ADDED", o.name().to_owned(), o.resource_version()),
+            Some(WatchEvent::Deleted(o)) => ("DELETED", o.name().to_owned(), o.resource_version()),
+            other => panic!("{other:?}"),
+        });
+    }
+    assert_eq!(
+        got,
+        [
+            ("ADDED", "absent".to_owned(), absent.resource_version()),
+            ("ADDED", "empty".to_owned(), empty.resource_version()),
+            ("DELETED", "absent".to_owned(), bound.resource_version()),
+        ]
+    );
+}

@@ -2,20 +2,47 @@
 //! random writes; every watcher receives exactly the ground truth derived from the backend's
 //! history (each change once, in order, with ADDED/DELETED for entering/leaving its
 //! selection), or a prefix of it followed by 410 Expired.
+//!
+//! The cacher runs as the apiserver configures it for pods (the `spec.nodeName` trigger on),
+//! pods have a node, an empty node or none at all, and the window is small enough for the
+//! writes to push stalled watchers out of it. The test asserts afterwards that every branch
+//! it claims to check was reached.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
+use listwatch_api::fields::Fields;
 use listwatch_api::{EventType, FieldSelector, LabelSelector, Object, SelectableFields};
 use listwatch_cacher::{Cacher, CacherConfig};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, SelectionPredicate, Storage, WatchEvent, WatchStream};
 use proptest::prelude::*;
+use proptest::test_runner::{TestCaseError, TestRunner};
 
 const NAMESPACES: [&str; 2] = ["a", "b"];
+
+/// A pod's `spec.nodeName`: two nodes, empty, and absent (which selectors read as empty).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Node {
+    N1,
+    N2,
+    Empty,
+    Absent,
+}
+
+/// A watcher's node selector: none, `spec.nodeName=n1` and `spec.nodeName=` (both reach the
+/// dispatcher's trigger index), and `spec.nodeName!=n1` (not a trigger).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NodeSel {
+    Any,
+    N1,
+    Empty,
+    NotN1,
+}
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -23,7 +50,7 @@ enum Op {
         ns: usize,
         name: usize,
         tier: bool,
-        node: bool,
+        node: Node,
     },
     Delete {
         ns: usize,
@@ -35,15 +62,33 @@ enum Op {
 struct WatcherSpec {
     namespace: Option<usize>,
     tier_x: bool,
-    node_1: bool,
+    node: NodeSel,
     /// Index of the write to start after (`None`: initial events with an end bookmark).
     from: Option<usize>,
     stalled: bool,
 }
 
+fn node() -> impl Strategy<Value = Node> {
+    prop_oneof![
+        Just(Node::N1),
+        Just(Node::N2),
+        Just(Node::Empty),
+        Just(Node::Absent)
+    ]
+}
+
+fn node_sel() -> impl Strategy<Value = NodeSel> {
+    prop_oneof![
+        Just(NodeSel::Any),
+        Just(NodeSel::N1),
+        Just(NodeSel::Empty),
+        Just(NodeSel::NotN1)
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (0..2usize, 0..4usize, any::<bool>(), any::<bool>())
+        4 => (0..2usize, 0..4usize, any::<bool>(), node())
             .prop_map(|(ns, name, tier, node)| Op::Put { ns, name, tier, node }),
         1 => (0..2usize, 0..4usize).prop_map(|(ns, name)| Op::Delete { ns, name }),
     ]
@@ -53,14 +98,14 @@ fn watcher_spec() -> impl Strategy<Value = WatcherSpec> {
     (
         prop::option::of(0..2usize),
         any::<bool>(),
-        any::<bool>(),
-        prop::option::of(0..20usize),
+        node_sel(),
+        prop::option::of(0..40usize),
         any::<bool>(),
     )
-        .prop_map(|(namespace, tier_x, node_1, from, stalled)| WatcherSpec {
+        .prop_map(|(namespace, tier_x, node, from, stalled)| WatcherSpec {
             namespace,
             tier_x,
-            node_1,
+            node,
             from,
             stalled,
         })
@@ -70,10 +115,19 @@ fn fields() -> SelectableFields {
     SelectableFields::new(["spec.nodeName"])
 }
 
-fn pod(ns: &str, name: &str, tier: bool, node: bool) -> Object {
-    let v = serde_json::json!({"kind":"Pod","apiVersion":"v1",
+fn pod(ns: &str, name: &str, tier: bool, node: Node) -> Object {
+    let mut v = serde_json::json!({"kind":"Pod","apiVersion":"v1",
         "metadata":{"name":name,"namespace":ns,"labels":{"tier": if tier {"x"} else {"y"}}},
-        "spec":{"nodeName": if node {"n1"} else {"n2"}}});
+        "spec":{"restartPolicy":"Always"}});
+    let value = match node {
+        Node::N1 => Some("n1"),
+        Node::N2 => Some("n2"),
+        Node::Empty => Some(""),
+        Node::Absent => None,
+    };
+    if let Some(value) = value {
+        v["spec"]["nodeName"] = value.into();
+    }
     Object::from_value(v, &fields()).unwrap()
 }
 
@@ -93,10 +147,11 @@ fn predicate(spec: &WatcherSpec) -> SelectionPredicate {
         } else {
             LabelSelector::everything()
         },
-        field: if spec.node_1 {
-            FieldSelector::equals("spec.nodeName", "n1")
-        } else {
-            FieldSelector::everything()
+        field: match spec.node {
+            NodeSel::Any => FieldSelector::everything(),
+            NodeSel::N1 => FieldSelector::equals("spec.nodeName", "n1"),
+            NodeSel::Empty => FieldSelector::equals("spec.nodeName", ""),
+            NodeSel::NotN1 => FieldSelector::parse("spec.nodeName!=n1").unwrap(),
         },
     }
 }
@@ -242,7 +297,43 @@ async fn read(w: &mut WatchStream, want: Option<usize>) -> (Vec<Seen>, Option<u6
     (seen, end_bookmark, expired)
 }
 
-fn run(before: Vec<Op>, specs: Vec<WatcherSpec>, after: Vec<Op>) {
+/// Which branches of the property the generated cases reached (asserted after the run, so
+/// that the property cannot pass by never exercising what it claims to check).
+#[derive(Debug, Default)]
+struct Reached {
+    /// A watcher received its whole, non-empty ground truth.
+    complete: AtomicUsize,
+    /// A watcher got 410 Expired after a prefix (it fell out of the window while stalled).
+    expired_in_stream: AtomicUsize,
+    /// A watch was refused with 410 Expired (its start had left the window).
+    expired_at_start: AtomicUsize,
+    /// A `spec.nodeName=` watcher (trigger value `""`) received a change of a pod lacking the
+    /// field.
+    empty_trigger_absent_field: AtomicUsize,
+    /// A `spec.nodeName=n1` watcher (trigger value `n1`) received a change.
+    value_trigger: AtomicUsize,
+    /// A watcher with initial events received its state and end bookmark.
+    initial_state: AtomicUsize,
+}
+
+static REACHED: Reached = Reached {
+    complete: AtomicUsize::new(0),
+    expired_in_stream: AtomicUsize::new(0),
+    expired_at_start: AtomicUsize::new(0),
+    empty_trigger_absent_field: AtomicUsize::new(0),
+    value_trigger: AtomicUsize::new(0),
+    initial_state: AtomicUsize::new(0),
+};
+
+fn hit(counter: &AtomicUsize) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The window holds at most this many events, so that a run's writes push stalled watchers
+/// (and watches from early writes) out of it.
+const WINDOW: usize = 24;
+
+fn run(before: Vec<Op>, specs: Vec<WatcherSpec>, after: Vec<Op>) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -250,7 +341,10 @@ fn run(before: Vec<Op>, specs: Vec<WatcherSpec>, after: Vec<Op>) {
         .unwrap();
     rt.block_on(async move {
         let backend = MemStore::new();
-        let mut config = CacherConfig::new("pods");
+        // The trigger as the apiserver configures it for pods, and a small window.
+        let mut config = CacherConfig::new("pods")
+            .with_trigger("spec.nodeName")
+            .with_watch_cache(|c| c.with_capacity(8, 8, WINDOW));
         // Small budget so that stalled consumers are detached quickly.
         config.max_dispatch_budget = Duration::from_millis(2);
         let cacher = Cacher::new(Arc::new(backend), config);
@@ -283,8 +377,19 @@ fn run(before: Vec<Op>, specs: Vec<WatcherSpec>, after: Vec<Op>) {
                     opts.allow_watch_bookmarks = true;
                 }
             }
-            let w = cacher.watch(&key, &opts).await.unwrap();
-            watchers.push((spec.clone(), from, w));
+            match cacher.watch(&key, &opts).await {
+                Ok(w) => watchers.push((spec.clone(), from, w)),
+                Err(e) if e.is_expired() => {
+                    // Only a start older than the window may be refused.
+                    let oldest = writes.len().saturating_sub(WINDOW);
+                    if from.is_none() || writes.get(oldest).is_some_and(|w| Some(w.rv) > from) {
+                        hit(&REACHED.expired_at_start);
+                    } else {
+                        return Err(format!("{spec:?}: watch from {from:?} refused: {e}"));
+                    }
+                }
+                Err(e) => return Err(format!("{spec:?}: {e}")),
+            }
         }
         // Eager consumers drain their streams while the writes happen (into an unbounded
         // buffer of the test's own); stalled ones are not read until every write is done.
@@ -309,13 +414,11 @@ fn run(before: Vec<Op>, specs: Vec<WatcherSpec>, after: Vec<Op>) {
         for op in &after {
             writes.extend(apply(&cacher, op).await);
         }
-        for (spec, from, mut w) in checks {
-            check(&spec, from, &mut w, &writes).await.unwrap();
+        for (spec, from, mut w) in checks.into_iter().chain(stalled) {
+            check(&spec, from, &mut w, &writes).await?;
         }
-        for (spec, from, mut w) in stalled {
-            check(&spec, from, &mut w, &writes).await.unwrap();
-        }
-    });
+        Ok(())
+    })
 }
 
 async fn check(
@@ -328,7 +431,10 @@ async fn check(
         Some(rv) => rv,
         None => {
             // The initial state is at the end bookmark's version, which only the stream knows.
-            let (state, end, _) = read(w, None).await;
+            let (state, end, expired) = read(w, None).await;
+            if expired {
+                return Err(format!("{spec:?}: 410 during the initial state"));
+            }
             let Some(at) = end else {
                 return Err(format!("{spec:?}: no initial-events-end bookmark"));
             };
@@ -340,6 +446,7 @@ async fn check(
                     "{spec:?}: initial state at {at}:\n got  {got:?}\n want {want:?}"
                 ));
             }
+            hit(&REACHED.initial_state);
             at
         }
     };
@@ -351,6 +458,7 @@ async fn check(
                 "{spec:?}: before 410:\n got  {got:?}\n want a prefix of {want:?}"
             ));
         }
+        hit(&REACHED.expired_in_stream);
         return Ok(());
     }
     if got != want {
@@ -364,18 +472,58 @@ async fn check(
             return Err(format!("{spec:?}: unexpected extra event {extra:?}"));
         }
     }
+    if !want.is_empty() {
+        hit(&REACHED.complete);
+        match spec.node {
+            NodeSel::Empty => {
+                let absent = writes.iter().filter(|w| w.rv > after).any(|w| {
+                    [&w.object, &w.prev]
+                        .into_iter()
+                        .flatten()
+                        .any(|o| o.get_field("spec.nodeName").is_none())
+                        && want.iter().any(|s| s.2 == w.rv)
+                });
+                if absent {
+                    hit(&REACHED.empty_trigger_absent_field);
+                }
+            }
+            NodeSel::N1 => hit(&REACHED.value_trigger),
+            _ => {}
+        }
+    }
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
-
-    #[test]
-    fn every_watcher_sees_exactly_its_ground_truth_or_a_prefix_then_410(
-        before in prop::collection::vec(op(), 0..20),
-        specs in prop::collection::vec(watcher_spec(), 1..8),
-        after in prop::collection::vec(op(), 1..60),
-    ) {
-        run(before, specs, after);
+#[test]
+fn every_watcher_sees_exactly_its_ground_truth_or_a_prefix_then_410() {
+    let cases = (
+        prop::collection::vec(op(), 0..48),
+        prop::collection::vec(watcher_spec(), 1..8),
+        prop::collection::vec(op(), 1..60),
+    );
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    });
+    let outcome = runner.run(&cases, |(before, specs, after)| {
+        run(before, specs, after).map_err(TestCaseError::fail)
+    });
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+    let r = &REACHED;
+    let counts = [
+        ("complete", &r.complete),
+        ("expired in stream", &r.expired_in_stream),
+        ("expired at start", &r.expired_at_start),
+        ("empty trigger, absent field", &r.empty_trigger_absent_field),
+        ("value trigger", &r.value_trigger),
+        ("initial state", &r.initial_state),
+    ];
+    for (branch, n) in counts {
+        let n = n.load(Ordering::Relaxed);
+        eprintln!("branch {branch}: reached {n} times");
+        assert!(n > 0, "no generated case reached the branch: {branch}");
     }
 }

@@ -132,7 +132,7 @@ pub struct NoMetrics;
 impl CacheMetrics for NoMetrics {}
 
 /// The value an object has for an index. It must agree with field selectors: for the field an
-/// index answers, it returns what `object.get_field(field).unwrap_or("")` gives, so that an
+/// index answers, it returns what [`Fields::field_value`] gives, so that an
 /// index lookup finds exactly the objects an exact-match selector on that field selects.
 pub type IndexFn = dyn Fn(&Object) -> Box<str> + Send + Sync;
 
@@ -159,7 +159,7 @@ impl Index {
         let read = Arc::clone(&owned);
         Self {
             field: owned,
-            func: Arc::new(move |o: &Object| o.get_field(&read).unwrap_or("").into()),
+            func: Arc::new(move |o: &Object| o.field_value(&read).into()),
         }
     }
 
