@@ -23,6 +23,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::client::{EtcdClient, EtcdConfig};
+use crate::proto::etcdserverpb::maintenance_client::MaintenanceClient;
+use crate::proto::etcdserverpb::{StatusRequest, StatusResponse};
 
 /// Why a test server could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -57,10 +59,33 @@ fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> TestingError {
     move |source| TestingError::Io { what, source }
 }
 
+/// etcd flags a test may change; everything else is etcd's default.
+#[derive(Debug, Clone, Default)]
+struct MemberOptions {
+    progress_notify_interval: Option<Duration>,
+    quota_backend_bytes: Option<u64>,
+}
+
+impl MemberOptions {
+    fn args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if let Some(i) = self.progress_notify_interval {
+            args.push(format!(
+                "--experimental-watch-progress-notify-interval={}ms",
+                i.as_millis()
+            ));
+        }
+        if let Some(q) = self.quota_backend_bytes {
+            args.push(format!("--quota-backend-bytes={q}"));
+        }
+        args
+    }
+}
+
 /// Options of a test etcd.
 #[derive(Debug, Clone, Default)]
 pub struct EtcdServerBuilder {
-    progress_notify_interval: Option<Duration>,
+    options: MemberOptions,
     binary: Option<String>,
 }
 
@@ -68,7 +93,14 @@ impl EtcdServerBuilder {
     /// Sets etcd's periodic watch progress notification interval (default: etcd's 10 minutes).
     #[must_use]
     pub fn progress_notify_interval(mut self, d: Duration) -> Self {
-        self.progress_notify_interval = Some(d);
+        self.options.progress_notify_interval = Some(d);
+        self
+    }
+
+    /// Sets etcd's backend quota (`--quota-backend-bytes`), to run it out of space.
+    #[must_use]
+    pub fn quota_backend_bytes(mut self, bytes: u64) -> Self {
+        self.options.quota_backend_bytes = Some(bytes);
         self
     }
 
@@ -91,10 +123,9 @@ impl EtcdServerBuilder {
                 binary.clone(),
                 dir,
                 "test",
-                ports[0],
-                ports[1],
+                (ports[0], ports[1], ports[1]),
                 None,
-                self.progress_notify_interval,
+                self.options.clone(),
             );
             match server.launch().await {
                 Ok(()) => return Ok(server),
@@ -141,39 +172,69 @@ fn temp_dir() -> Result<tempfile::TempDir, TestingError> {
 
 /// A throwaway etcd cluster of several members on loopback; every member is killed when the
 /// cluster is dropped.
+///
+/// Each member's peer traffic reaches it through a [`FaultProxy`] (the URL the other members
+/// dial), so a test can cut a member off from its peers ([`EtcdCluster::isolate`]) while its
+/// clients still reach it: the minority side of a partition. Members run with `--pre-vote`
+/// (etcd 3.5's default), so an isolated member does not disrupt the majority when it returns.
+/// etcd's election timeout (1 s) and heartbeat (100 ms) are left at their defaults.
 #[derive(Debug)]
 pub struct EtcdCluster {
     members: Vec<EtcdServer>,
+    /// Member `i`'s inbound peer proxy.
+    peer_proxies: Vec<FaultProxy>,
 }
 
-impl EtcdCluster {
+/// Options of a test cluster.
+#[derive(Debug, Clone, Default)]
+pub struct EtcdClusterBuilder {
+    options: MemberOptions,
+}
+
+impl EtcdClusterBuilder {
+    /// Sets every member's periodic watch progress notification interval.
+    #[must_use]
+    pub fn progress_notify_interval(mut self, d: Duration) -> Self {
+        self.options.progress_notify_interval = Some(d);
+        self
+    }
+
     /// Starts `n` members and waits until each is healthy.
-    pub async fn start(n: usize) -> Result<Self, TestingError> {
+    pub async fn start(self, n: usize) -> Result<EtcdCluster, TestingError> {
         let binary = resolve_binary(None)?;
         let ports = free_ports(2 * n)?;
+        let mut peer_proxies = Vec::with_capacity(n);
+        for p in ports.chunks(2) {
+            let peer = p.get(1).copied().unwrap_or(0);
+            peer_proxies.push(FaultProxy::start(SocketAddr::from(([127, 0, 0, 1], peer))).await?);
+        }
         let names: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
         let initial = names
             .iter()
-            .zip(ports.chunks(2))
-            .map(|(name, p)| format!("{name}=http://127.0.0.1:{}", p.get(1).copied().unwrap_or(0)))
+            .zip(&peer_proxies)
+            .map(|(name, proxy)| format!("{name}={}", proxy.endpoint()))
             .collect::<Vec<_>>()
             .join(",");
         let mut members = Vec::with_capacity(n);
-        for (name, p) in names.iter().zip(ports.chunks(2)) {
+        for ((name, p), proxy) in names.iter().zip(ports.chunks(2)).zip(&peer_proxies) {
             let (Some(&client), Some(&peer)) = (p.first(), p.get(1)) else {
                 break;
             };
-            members.push(EtcdServer::new(
+            let mut m = EtcdServer::new(
                 binary.clone(),
                 temp_dir()?,
                 name,
-                client,
-                peer,
+                (client, peer, proxy.addr().port()),
                 Some(initial.clone()),
-                None,
-            ));
+                self.options.clone(),
+            );
+            m.pre_vote = true;
+            members.push(m);
         }
-        let mut cluster = Self { members };
+        let mut cluster = EtcdCluster {
+            members,
+            peer_proxies,
+        };
         // Members need each other for a quorum: start them all, then wait.
         for m in &mut cluster.members {
             m.spawn()?;
@@ -182,6 +243,18 @@ impl EtcdCluster {
             m.wait_healthy().await?;
         }
         Ok(cluster)
+    }
+}
+
+impl EtcdCluster {
+    /// Starts `n` members with default options and waits until each is healthy.
+    pub async fn start(n: usize) -> Result<Self, TestingError> {
+        EtcdClusterBuilder::default().start(n).await
+    }
+
+    /// Options for a cluster.
+    pub fn builder() -> EtcdClusterBuilder {
+        EtcdClusterBuilder::default()
     }
 
     /// Every member's client URL.
@@ -200,6 +273,74 @@ impl EtcdCluster {
     pub fn member(&mut self, i: usize) -> Option<&mut EtcdServer> {
         self.members.get_mut(i)
     }
+
+    /// The number of members.
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether the cluster has no members.
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// Cuts member `i` off from its peers: nothing they send reaches it (its own messages
+    /// still reach them, as in a one-way partition). It loses its leader after an election
+    /// timeout; its clients still reach it.
+    pub fn isolate(&self, i: usize) {
+        if let Some(p) = self.peer_proxies.get(i) {
+            p.stall();
+            p.cut();
+        }
+    }
+
+    /// Ends [`EtcdCluster::isolate`].
+    pub fn heal(&self, i: usize) {
+        if let Some(p) = self.peer_proxies.get(i) {
+            p.resume();
+            p.cut();
+        }
+    }
+
+    /// The index of the member that is the leader, as the running members see it; `None`
+    /// while there is none (bounded by the client's health timeout per member).
+    pub async fn leader(&self) -> Option<usize> {
+        for m in &self.members {
+            if m.child.is_none() {
+                continue;
+            }
+            let Ok(status) = m.status().await else {
+                continue;
+            };
+            if status.leader == 0 {
+                continue;
+            }
+            let mut ids = Vec::with_capacity(self.members.len());
+            for other in &self.members {
+                let id = match other.status().await {
+                    Ok(s) => s.header.map_or(0, |h| h.member_id),
+                    Err(_) => 0,
+                };
+                ids.push(id);
+            }
+            return ids.iter().position(|id| *id == status.leader);
+        }
+        None
+    }
+
+    /// Waits (bounded by `within`) until some member is leader; returns its index.
+    pub async fn wait_for_leader(&self, within: Duration) -> Option<usize> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            if let Some(l) = self.leader().await {
+                return Some(l);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }
 
 /// A running throwaway etcd; killed (SIGKILL, by PID) when dropped.
@@ -213,8 +354,13 @@ pub struct EtcdServer {
     /// Holds etcd's data directory and log; removed on drop after etcd is dead.
     dir: Option<tempfile::TempDir>,
     client_port: u16,
+    /// Where etcd listens for peers.
     peer_port: u16,
-    progress_notify_interval: Option<Duration>,
+    /// The peer URL other members dial (a cluster's peer proxy; else `peer_port`).
+    advertised_peer_port: u16,
+    options: MemberOptions,
+    /// `--pre-vote` (cluster members).
+    pre_vote: bool,
     /// The etcd process while it runs.
     child: Option<Child>,
     /// Kills etcd if this process dies without running `Drop`.
@@ -284,15 +430,16 @@ impl EtcdServer {
         self.launch().await
     }
 
+    /// `ports`: client, peer (listened on), peer (advertised).
     fn new(
         binary: String,
         dir: tempfile::TempDir,
         name: &str,
-        client_port: u16,
-        peer_port: u16,
+        ports: (u16, u16, u16),
         initial_cluster: Option<String>,
-        progress_notify_interval: Option<Duration>,
+        options: MemberOptions,
     ) -> Self {
+        let (client_port, peer_port, advertised_peer_port) = ports;
         Self {
             binary,
             name: name.to_owned(),
@@ -300,9 +447,37 @@ impl EtcdServer {
             dir: Some(dir),
             client_port,
             peer_port,
-            progress_notify_interval,
+            advertised_peer_port,
+            options,
+            pre_vote: false,
             child: None,
             watchdog: None,
+        }
+    }
+
+    /// Whether the etcd process runs (it was not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// This member's Maintenance Status, asked of it alone (bounded by the test health
+    /// timeout).
+    pub async fn status(&self) -> Result<StatusResponse, tonic::Status> {
+        let channel = tonic::transport::Endpoint::from_shared(self.endpoint())
+            .map_err(|e| tonic::Status::invalid_argument(e.to_string()))?
+            .connect_timeout(Duration::from_secs(1));
+        let call = async {
+            let channel = channel
+                .connect()
+                .await
+                .map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+            MaintenanceClient::new(channel)
+                .status(StatusRequest {})
+                .await
+        };
+        match tokio::time::timeout(Duration::from_secs(2), call).await {
+            Ok(r) => r.map(tonic::Response::into_inner),
+            Err(_) => Err(tonic::Status::deadline_exceeded("status timed out")),
         }
     }
 
@@ -330,27 +505,26 @@ impl EtcdServer {
             .map_err(io("opening etcd's log"))?;
         let client = format!("http://127.0.0.1:{}", self.client_port);
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let advertised = format!("http://127.0.0.1:{}", self.advertised_peer_port);
         let mut cmd = Command::new(&self.binary);
         let name = &self.name;
         let initial = self
             .initial_cluster
             .clone()
-            .unwrap_or_else(|| format!("{name}={peer}"));
+            .unwrap_or_else(|| format!("{name}={advertised}"));
         cmd.arg(format!("--name={name}"))
             .arg(format!("--data-dir={}", dir.join("data").display()))
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
+            .arg(format!("--initial-advertise-peer-urls={advertised}"))
             .arg(format!("--initial-cluster={initial}"))
             .arg("--logger=zap")
             .arg("--log-outputs=stderr")
-            .arg("--log-level=warn");
-        if let Some(i) = self.progress_notify_interval {
-            cmd.arg(format!(
-                "--experimental-watch-progress-notify-interval={}ms",
-                i.as_millis()
-            ));
+            .arg("--log-level=warn")
+            .args(self.options.args());
+        if self.pre_vote {
+            cmd.arg("--pre-vote=true");
         }
         let stderr = log.try_clone().map_err(io("opening etcd's log"))?;
         let child = cmd
@@ -402,14 +576,21 @@ impl Drop for EtcdServer {
     }
 }
 
-/// Test timeouts: fail within seconds, not minutes.
+/// Test timeouts: dialing, requests and health probes fail within seconds, not minutes.
+/// Keepalive stays at the production values ([`EtcdConfig::default`]): etcd answers pings
+/// more often than its `--grpc-keepalive-min-time` (5 s) with GOAWAY after three of them,
+/// which would end every connection of a test after a few seconds — a lifecycle production
+/// never sees. A test that needs a silent connection detected sooner sets the shortest
+/// interval etcd permits ([`MIN_KEEPALIVE_INTERVAL`]).
 pub fn test_config(endpoint: String) -> EtcdConfig {
     EtcdConfig::new([endpoint])
         .dial_timeout(Duration::from_secs(2))
-        .keepalive(Duration::from_secs(1), Duration::from_secs(2))
         .request_timeout(Duration::from_secs(5))
         .health_timeout(Duration::from_secs(1))
 }
+
+/// etcd's default `--grpc-keepalive-min-time`: the shortest keepalive interval it tolerates.
+pub const MIN_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
 
 fn binary_exists(binary: &str) -> bool {
     if binary.contains('/') {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use listwatch_api::{Object, SelectableFields};
-use listwatch_etcd::testing::{EtcdServer, FaultProxy, test_config};
+use listwatch_etcd::testing::{EtcdServer, FaultProxy, MIN_KEEPALIVE_INTERVAL, test_config};
 use listwatch_etcd::{EtcdClient, EtcdStore};
 use listwatch_storage::{Error, GetOptions, Key, ListOptions, Storage, WatchEvent, WatchStream};
 
@@ -158,7 +158,15 @@ async fn a_cut_connection_ends_the_watch_with_an_error_and_the_client_reconnects
 async fn a_stalled_connection_ends_the_watch_by_keepalive_and_recovers() {
     let server = EtcdServer::start().await.unwrap();
     let proxy = FaultProxy::start(server.addr()).await.unwrap();
-    let store = store_for(proxy.endpoint());
+    // The shortest keepalive etcd tolerates, so that the stall is noticed in seconds.
+    let config = test_config(proxy.endpoint())
+        .request_timeout(Duration::from_secs(2))
+        .keepalive(MIN_KEEPALIVE_INTERVAL, Duration::from_secs(3));
+    let store = EtcdStore::new(
+        EtcdClient::new(config).unwrap(),
+        "/registry",
+        SelectableFields::none(),
+    );
     let a = store.create(&key("a"), pod("a"), None).await.unwrap();
     let mut w = watch_from(&store, a.resource_version()).await;
     let b = store.create(&key("b"), pod("b"), None).await.unwrap();
@@ -307,4 +315,33 @@ async fn a_list_stalled_in_the_middle_of_its_response_fails_and_then_succeeds() 
         }
     };
     assert_eq!(list.items.len(), 1000);
+}
+
+/// etcd answers keepalive pings sent more often than its minimum interval (5 s) with GOAWAY
+/// after three of them, closing the connection and every watch on it. A watch that stays
+/// quiet for longer than that, with the client pinging at the shortest interval etcd allows,
+/// must still be open and deliver (with the tests' old 1 s pings it ended after ~3 s with
+/// "error reading a body from connection").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_quiet_watch_outlives_etcds_ping_policy() {
+    let server = EtcdServer::start().await.unwrap();
+    let config = server
+        .config()
+        .keepalive(MIN_KEEPALIVE_INTERVAL, Duration::from_secs(3));
+    let store = EtcdStore::new(
+        EtcdClient::new(config).unwrap(),
+        "/registry",
+        SelectableFields::none(),
+    );
+    let a = store.create(&key("a"), pod("a"), None).await.unwrap();
+    let mut w = watch_from(&store, a.resource_version()).await;
+    // Three ping intervals and more without a byte on the watch.
+    let quiet = 3 * MIN_KEEPALIVE_INTERVAL + Duration::from_secs(2);
+    match tokio::time::timeout(quiet, w.next()).await {
+        Err(_) => {}
+        Ok(other) => panic!("a quiet watch produced {other:?}"),
+    }
+    let b = store.create(&key("b"), pod("b"), None).await.unwrap();
+    assert_eq!(next(&mut w).await, Some(WatchEvent::Added(b)));
 }
