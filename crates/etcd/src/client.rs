@@ -365,6 +365,12 @@ pub(crate) enum Failure {
     Compacted,
     /// The requested revision is newer than etcd's current one.
     FutureRevision,
+    /// etcd refuses work for now (`ResourceExhausted`: too many requests, out of space); retry
+    /// after the seconds given.
+    Exhausted(String, u32),
+    /// The request is larger than etcd accepts (`--max-request-bytes`, or gRPC's message limit
+    /// a little above it).
+    TooLarge(String),
     /// Anything else etcd answered.
     Other(String),
 }
@@ -375,6 +381,21 @@ impl Failure {
         match s.code() {
             Code::OutOfRange if msg.contains("compacted") => Failure::Compacted,
             Code::OutOfRange if msg.contains("future revision") => Failure::FutureRevision,
+            // etcd's own check ("etcdserver: request is too large") is InvalidArgument; gRPC's
+            // message limit (max-request-bytes + 512 KiB) answers ResourceExhausted "received
+            // message larger than max".
+            Code::InvalidArgument if msg.contains("request is too large") => {
+                Failure::TooLarge(describe(s))
+            }
+            Code::ResourceExhausted if msg.contains("larger than max") => {
+                Failure::TooLarge(describe(s))
+            }
+            // "database space exceeded" lasts until an operator frees space and disarms the
+            // alarm; "too many requests" (the apply loop lags) clears in moments.
+            Code::ResourceExhausted if msg.contains("space exceeded") => {
+                Failure::Exhausted(describe(s), 10)
+            }
+            Code::ResourceExhausted => Failure::Exhausted(describe(s), 1),
             Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Aborted => {
                 Failure::Unreachable(describe(s))
             }
@@ -402,6 +423,13 @@ impl Failure {
             Failure::FutureRevision => Error::TooLargeResourceVersion {
                 requested: rev,
                 current: 0,
+            },
+            Failure::Exhausted(m, retry_after_seconds) => Error::TooManyRequests {
+                message: format!("etcd: {m}"),
+                retry_after_seconds,
+            },
+            Failure::TooLarge(m) => Error::RequestTooLarge {
+                message: format!("etcd: {m}"),
             },
             Failure::Other(m) => Error::internal(format!("etcd: {m}")),
         }
@@ -460,6 +488,28 @@ mod tests {
             Error::Unreachable { .. }
         ));
         assert!(Failure::Compacted.into_error(5).is_expired());
+    }
+
+    #[test]
+    fn resource_exhaustion_is_429_and_oversized_requests_are_413() {
+        let status = |s: &Status| Failure::from_status(s).into_error(0).to_status();
+        let busy = status(&Status::resource_exhausted("etcdserver: too many requests"));
+        assert_eq!((busy.code, busy.retry_after()), (429, 1));
+        let full = status(&Status::resource_exhausted(
+            "etcdserver: mvcc: database space exceeded",
+        ));
+        assert_eq!((full.code, full.retry_after()), (429, 10));
+        let large = status(&Status::invalid_argument(
+            "etcdserver: request is too large",
+        ));
+        assert_eq!(
+            (large.code, large.reason.as_str()),
+            (413, "RequestEntityTooLarge")
+        );
+        let grpc_large = status(&Status::resource_exhausted(
+            "grpc: received message larger than max (3145774 vs. 2097152)",
+        ));
+        assert_eq!(grpc_large.code, 413);
     }
 
     #[tokio::test]

@@ -79,6 +79,22 @@ pub enum Error {
         /// Seconds the client should wait before retrying (≥ 1).
         retry_after_seconds: u32,
     },
+    /// The backend refuses work for now: overloaded, or out of space (etcd's
+    /// `ResourceExhausted`: "too many requests", "database space exceeded").
+    #[error("{message}")]
+    TooManyRequests {
+        /// Why.
+        message: String,
+        /// Seconds the client should wait before retrying (≥ 1).
+        retry_after_seconds: u32,
+    },
+    /// The request is larger than the backend accepts (etcd's "request is too large", its
+    /// `--max-request-bytes`).
+    #[error("{message}")]
+    RequestTooLarge {
+        /// Why.
+        message: String,
+    },
     /// The request itself is malformed.
     #[error("{message}")]
     BadRequest {
@@ -168,6 +184,14 @@ impl Error {
                 ..
             } => Status::failure(429, reason::TOO_MANY_REQUESTS, msg)
                 .with_retry_after((*retry_after_seconds).max(1)),
+            Error::TooManyRequests {
+                retry_after_seconds,
+                ..
+            } => Status::failure(429, reason::TOO_MANY_REQUESTS, msg)
+                .with_retry_after((*retry_after_seconds).max(1)),
+            Error::RequestTooLarge { .. } => {
+                Status::failure(413, reason::REQUEST_ENTITY_TOO_LARGE, msg)
+            }
             Error::BadRequest { .. } => Status::failure(400, reason::BAD_REQUEST, msg),
             Error::Internal { .. } => Status::failure(500, reason::INTERNAL_ERROR, msg),
         }
@@ -245,6 +269,21 @@ mod tests {
                 429,
                 "TooManyRequests",
             ),
+            (
+                Error::TooManyRequests {
+                    message: "x".into(),
+                    retry_after_seconds: 0,
+                },
+                429,
+                "TooManyRequests",
+            ),
+            (
+                Error::RequestTooLarge {
+                    message: "x".into(),
+                },
+                413,
+                "RequestEntityTooLarge",
+            ),
             (Error::bad_request("x"), 400, "BadRequest"),
             (Error::internal("x"), 500, "InternalError"),
         ];
@@ -269,6 +308,15 @@ mod tests {
             .to_status()
             .retry_after(),
             1
+        );
+        assert_eq!(
+            Error::TooManyRequests {
+                message: "x".into(),
+                retry_after_seconds: 7
+            }
+            .to_status()
+            .retry_after(),
+            7
         );
     }
 
