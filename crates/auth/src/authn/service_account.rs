@@ -1,0 +1,624 @@
+//! ServiceAccount tokens: JWTs this server signs for the TokenRequest subresource
+//! (`POST serviceaccounts/{name}/token`, `kubectl create token`) and verifies on requests.
+//!
+//! Flags as upstream: `--service-account-signing-key-file` (private key, RSA or ECDSA P-256,
+//! PEM), `--service-account-key-file` (public or private keys whose public halves verify;
+//! defaults to the signing key), `--service-account-issuer` (the first signs; all are
+//! accepted), `--api-audiences` (default: the issuers).
+//!
+//! Invariants:
+//! - a token is bound to its ServiceAccount's uid: once the account is deleted (or deleted
+//!   and re-created) its tokens are refused on the very next request — the account is
+//!   looked up in an informer store on every request, never cached;
+//! - the signature is verified once per token; verified claims are cached (bounded) and
+//!   the expiry is checked on every use;
+//! - a JWT from another issuer is not this authenticator's (`Ok(None)`); a JWT claiming
+//!   this issuer that does not verify is an error (401).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use base64::Engine;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use ring::signature::KeyPair;
+use rustls_pki_types::PrivateKeyDer;
+use rustls_pki_types::pem::{PemObject, SectionKind};
+use serde::{Deserialize, Serialize};
+
+use crate::authn::x509::unix_now;
+use crate::authn::{AuthnError, TokenAuthenticator};
+use crate::user::{ALL_SERVICE_ACCOUNTS, UserInfo, service_account_user};
+
+/// Default lifetime of a requested token (upstream: one hour).
+pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
+/// Shortest lifetime a TokenRequest may ask for (upstream: ten minutes).
+pub const MIN_EXPIRATION_SECONDS: i64 = 600;
+/// Longest lifetime a TokenRequest may ask for (upstream: 2^32 seconds).
+pub const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
+/// Most verified tokens kept.
+const CACHE_MAX: usize = 10_000;
+/// Clock skew tolerated on `nbf`/`exp`.
+const LEEWAY_SECONDS: u64 = 60;
+
+/// Why a key file is unusable.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct KeyError {
+    /// The file.
+    pub path: String,
+    /// Why.
+    pub message: String,
+}
+
+/// Finds the uid of a ServiceAccount.
+pub trait ServiceAccountLookup: Send + Sync {
+    /// The uid of `namespace/name`, `None` when it does not exist.
+    fn uid(&self, namespace: &str, name: &str) -> Option<String>;
+}
+
+impl ServiceAccountLookup for listwatch_client::Store<listwatch_api::Object> {
+    fn uid(&self, namespace: &str, name: &str) -> Option<String> {
+        self.get_by_name(Some(namespace), name)
+            .map(|o| o.uid().unwrap_or("").to_owned())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Ref {
+    name: String,
+    uid: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct KubernetesClaims {
+    namespace: String,
+    serviceaccount: Ref,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Claims {
+    iss: String,
+    sub: String,
+    aud: Vec<String>,
+    exp: i64,
+    iat: i64,
+    nbf: i64,
+    jti: String,
+    #[serde(rename = "kubernetes.io")]
+    kubernetes: KubernetesClaims,
+}
+
+/// The spec of a TokenRequest (`authentication.k8s.io/v1`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenRequestSpec {
+    /// Audiences; empty means the server's API audiences.
+    #[serde(default)]
+    pub audiences: Option<Vec<String>>,
+    /// Requested lifetime.
+    #[serde(default)]
+    pub expiration_seconds: Option<i64>,
+    /// An object the token is bound to (not supported here).
+    #[serde(default)]
+    pub bound_object_ref: Option<serde_json::Value>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, KeyError> {
+    std::fs::read(path).map_err(|e| KeyError {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Signs ServiceAccount tokens.
+pub struct TokenIssuer {
+    key: EncodingKey,
+    algorithm: Algorithm,
+    issuer: String,
+    audiences: Vec<String>,
+}
+
+impl std::fmt::Debug for TokenIssuer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenIssuer")
+            .field("algorithm", &self.algorithm)
+            .field("issuer", &self.issuer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenIssuer {
+    /// An issuer signing with the private key in `path` (PKCS#8 ECDSA P-256, or RSA).
+    pub fn load(path: &Path, issuer: &str, audiences: Vec<String>) -> Result<Self, KeyError> {
+        let pem = read(path)?;
+        Self::from_pem(&pem, issuer, audiences).map_err(|message| KeyError {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// An issuer from a PEM private key.
+    pub fn from_pem(pem: &[u8], issuer: &str, audiences: Vec<String>) -> Result<Self, String> {
+        let (key, algorithm) = match EncodingKey::from_ec_pem(pem) {
+            Ok(k) => (k, Algorithm::ES256),
+            Err(_) => match EncodingKey::from_rsa_pem(pem) {
+                Ok(k) => (k, Algorithm::RS256),
+                Err(e) => return Err(format!("not an RSA or ECDSA P-256 private key: {e}")),
+            },
+        };
+        let me = Self {
+            key,
+            algorithm,
+            issuer: issuer.to_owned(),
+            audiences,
+        };
+        // A key that parses but cannot sign (e.g. another curve) is refused now.
+        me.sign(&me.claims("probe", "probe", "probe", vec![], 600, 0))
+            .map_err(|e| format!("the key cannot sign {:?} tokens: {e}", me.algorithm))?;
+        Ok(me)
+    }
+
+    fn claims(
+        &self,
+        ns: &str,
+        name: &str,
+        uid: &str,
+        aud: Vec<String>,
+        ttl: i64,
+        now: i64,
+    ) -> Claims {
+        let mut jti = [0u8; 16];
+        rand::Rng::fill(&mut rand::rng(), &mut jti);
+        Claims {
+            iss: self.issuer.clone(),
+            sub: service_account_user(ns, name),
+            aud,
+            exp: now.saturating_add(ttl),
+            iat: now,
+            nbf: now,
+            jti: jti.iter().map(|b| format!("{b:02x}")).collect(),
+            kubernetes: KubernetesClaims {
+                namespace: ns.to_owned(),
+                serviceaccount: Ref {
+                    name: name.to_owned(),
+                    uid: uid.to_owned(),
+                },
+            },
+        }
+    }
+
+    fn sign(&self, claims: &Claims) -> Result<String, jsonwebtoken::errors::Error> {
+        jsonwebtoken::encode(&Header::new(self.algorithm), claims, &self.key)
+    }
+
+    /// A token for the ServiceAccount `namespace/name` with uid `uid`: `(token, expiry as
+    /// Unix seconds)`, or the validation message of a bad spec.
+    pub fn issue(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        spec: &TokenRequestSpec,
+    ) -> Result<(String, i64), String> {
+        if spec.bound_object_ref.as_ref().is_some_and(|v| !v.is_null()) {
+            return Err(
+                "spec.boundObjectRef: Unsupported value: this server does not bind tokens to objects"
+                    .into(),
+            );
+        }
+        let ttl = spec
+            .expiration_seconds
+            .unwrap_or(DEFAULT_EXPIRATION_SECONDS);
+        if ttl < MIN_EXPIRATION_SECONDS {
+            return Err("spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes".into());
+        }
+        if ttl > MAX_EXPIRATION_SECONDS {
+            return Err("spec.expirationSeconds: Invalid value: may not specify a duration larger than 2^32 seconds".into());
+        }
+        let aud = match &spec.audiences {
+            Some(a) if !a.is_empty() => a.clone(),
+            _ => self.audiences.clone(),
+        };
+        let claims = self.claims(namespace, name, uid, aud, ttl, unix_now());
+        let token = self
+            .sign(&claims)
+            .map_err(|e| format!("signing failed: {e}"))?;
+        Ok((token, claims.exp))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Verified {
+    namespace: String,
+    name: String,
+    uid: String,
+    exp: i64,
+    /// The user the token authenticates as, built once.
+    user: Arc<UserInfo>,
+}
+
+/// Verifies ServiceAccount tokens.
+pub struct ServiceAccountTokens {
+    keys: Vec<(DecodingKey, Algorithm)>,
+    issuers: Vec<String>,
+    audiences: Vec<String>,
+    accounts: Box<dyn ServiceAccountLookup>,
+    cache: RwLock<HashMap<String, Verified, foldhash::fast::RandomState>>,
+}
+
+impl std::fmt::Debug for ServiceAccountTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceAccountTokens")
+            .field("keys", &self.keys.len())
+            .field("issuers", &self.issuers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The public verification keys in PEM data: public keys (`PUBLIC KEY`), and the public
+/// halves of private keys (PKCS#8 ECDSA P-256 or RSA, PKCS#1 RSA).
+pub fn verification_keys(pem: &[u8]) -> Result<Vec<(DecodingKey, Algorithm)>, String> {
+    let mut out = Vec::new();
+    for section in <(SectionKind, Vec<u8>) as PemObject>::pem_slice_iter(pem) {
+        let (kind, der) = section.map_err(|e| e.to_string())?;
+        match kind {
+            SectionKind::PublicKey => {
+                out.push(spki_key(&der)?);
+            }
+            SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey => {
+                let key = PrivateKeyDer::from_pem(kind, der)
+                    .ok_or_else(|| "unreadable private key".to_owned())?;
+                out.push(public_of_private(&key)?);
+            }
+            _ => {}
+        }
+    }
+    if out.is_empty() {
+        return Err("no public or private key found".into());
+    }
+    Ok(out)
+}
+
+/// The verification key of a DER `SubjectPublicKeyInfo` (RSA or ECDSA P-256).
+fn spki_key(der: &[u8]) -> Result<(DecodingKey, Algorithm), String> {
+    use x509_parser::prelude::FromDer;
+    let (_, spki) = x509_parser::x509::SubjectPublicKeyInfo::from_der(der)
+        .map_err(|e| format!("bad public key: {e}"))?;
+    let bits = spki.subject_public_key.data.as_ref();
+    match spki.algorithm.algorithm.to_id_string().as_str() {
+        // rsaEncryption: the bit string is a PKCS#1 RSAPublicKey
+        "1.2.840.113549.1.1.1" => Ok((DecodingKey::from_rsa_der(bits), Algorithm::RS256)),
+        // id-ecPublicKey: the bit string is the point
+        "1.2.840.10045.2.1" => Ok((DecodingKey::from_ec_der(bits), Algorithm::ES256)),
+        other => Err(format!("unsupported public key algorithm {other}")),
+    }
+}
+
+fn public_of_private(key: &PrivateKeyDer<'_>) -> Result<(DecodingKey, Algorithm), String> {
+    let rng = ring::rand::SystemRandom::new();
+    match key {
+        PrivateKeyDer::Pkcs8(k) => {
+            if let Ok(ec) = ring::signature::EcdsaKeyPair::from_pkcs8(
+                &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+                k.secret_pkcs8_der(),
+                &rng,
+            ) {
+                return Ok((
+                    DecodingKey::from_ec_der(ec.public_key().as_ref()),
+                    Algorithm::ES256,
+                ));
+            }
+            let rsa = ring::signature::RsaKeyPair::from_pkcs8(k.secret_pkcs8_der())
+                .map_err(|e| format!("not an ECDSA P-256 or RSA key: {e}"))?;
+            Ok((
+                DecodingKey::from_rsa_der(rsa.public().as_ref()),
+                Algorithm::RS256,
+            ))
+        }
+        PrivateKeyDer::Pkcs1(k) => {
+            let rsa = ring::signature::RsaKeyPair::from_der(k.secret_pkcs1_der())
+                .map_err(|e| format!("bad RSA key: {e}"))?;
+            Ok((
+                DecodingKey::from_rsa_der(rsa.public().as_ref()),
+                Algorithm::RS256,
+            ))
+        }
+        _ => Err("EC keys must be in PKCS#8 form (\"BEGIN PRIVATE KEY\")".into()),
+    }
+}
+
+/// The `iss` claim of a JWT, read without verifying it.
+fn peek_issuer(token: &str) -> Option<String> {
+    let mut parts = token.split('.');
+    let (_, payload, _, None) = (parts.next()?, parts.next()?, parts.next()?, parts.next()) else {
+        return None;
+    };
+    #[derive(Deserialize)]
+    struct Iss {
+        iss: Option<String>,
+    }
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    serde_json::from_slice::<Iss>(&raw).ok()?.iss
+}
+
+impl ServiceAccountTokens {
+    /// A verifier with keys loaded from `paths` (each a PEM file).
+    pub fn load(
+        paths: &[&Path],
+        issuers: Vec<String>,
+        audiences: Vec<String>,
+        accounts: Box<dyn ServiceAccountLookup>,
+    ) -> Result<Self, KeyError> {
+        let mut keys = Vec::new();
+        for p in paths {
+            let pem = read(p)?;
+            keys.extend(verification_keys(&pem).map_err(|message| KeyError {
+                path: p.display().to_string(),
+                message,
+            })?);
+        }
+        Ok(Self::new(keys, issuers, audiences, accounts))
+    }
+
+    /// A verifier with these keys.
+    pub fn new(
+        keys: Vec<(DecodingKey, Algorithm)>,
+        issuers: Vec<String>,
+        audiences: Vec<String>,
+        accounts: Box<dyn ServiceAccountLookup>,
+    ) -> Self {
+        Self {
+            keys,
+            issuers,
+            audiences,
+            accounts,
+            cache: RwLock::new(HashMap::default()),
+        }
+    }
+
+    fn verify(&self, token: &str) -> Result<Verified, AuthnError> {
+        let mut last = String::from("no verification key");
+        for (key, alg) in &self.keys {
+            let mut v = Validation::new(*alg);
+            v.set_issuer(&self.issuers);
+            v.set_audience(&self.audiences);
+            v.leeway = LEEWAY_SECONDS;
+            v.validate_nbf = true;
+            v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+            match jsonwebtoken::decode::<Claims>(token, key, &v) {
+                Ok(data) => {
+                    let c = data.claims;
+                    let ns = c.kubernetes.namespace;
+                    let mut user = UserInfo::new(
+                        service_account_user(&ns, &c.kubernetes.serviceaccount.name),
+                        [
+                            ALL_SERVICE_ACCOUNTS.to_owned(),
+                            format!("{ALL_SERVICE_ACCOUNTS}:{ns}"),
+                        ],
+                    );
+                    user.uid.clone_from(&c.kubernetes.serviceaccount.uid);
+                    user.extra.insert(
+                        "authentication.kubernetes.io/credential-id".into(),
+                        vec![format!("JTI={}", c.jti)],
+                    );
+                    return Ok(Verified {
+                        namespace: ns,
+                        name: c.kubernetes.serviceaccount.name,
+                        uid: c.kubernetes.serviceaccount.uid,
+                        exp: c.exp,
+                        user: Arc::new(user.with_authenticated_group()),
+                    });
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(AuthnError::ServiceAccount(last))
+    }
+
+    /// Checks a verified token against the clock and the account store.
+    fn check(&self, v: &Verified) -> Result<Arc<UserInfo>, AuthnError> {
+        let leeway = i64::try_from(LEEWAY_SECONDS).unwrap_or(0);
+        if v.exp.saturating_add(leeway) <= unix_now() {
+            return Err(AuthnError::ServiceAccount("token has expired".into()));
+        }
+        match self.accounts.uid(&v.namespace, &v.name) {
+            None => Err(AuthnError::ServiceAccount(format!(
+                "service account {}/{} has been deleted",
+                v.namespace, v.name
+            ))),
+            Some(uid) if uid != v.uid => Err(AuthnError::ServiceAccount(format!(
+                "service account UID ({uid}) does not match claim ({})",
+                v.uid
+            ))),
+            Some(_) => Ok(Arc::clone(&v.user)),
+        }
+    }
+
+    fn remember(&self, token: &str, v: &Verified) {
+        let mut cache = self
+            .cache
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= CACHE_MAX {
+            let now = unix_now();
+            cache.retain(|_, c| c.exp > now);
+            if cache.len() >= CACHE_MAX {
+                cache.clear();
+            }
+        }
+        cache.insert(token.to_owned(), v.clone());
+    }
+}
+
+impl TokenAuthenticator for ServiceAccountTokens {
+    fn authenticate_token(&self, token: &str) -> Result<Option<Arc<UserInfo>>, AuthnError> {
+        {
+            let cache = self
+                .cache
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(v) = cache.get(token) {
+                return self.check(v).map(Some);
+            }
+        }
+        let Some(iss) = peek_issuer(token) else {
+            return Ok(None);
+        };
+        if !self.issuers.contains(&iss) {
+            return Ok(None);
+        }
+        let v = self.verify(token)?;
+        self.remember(token, &v);
+        self.check(&v).map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Accounts(Arc<Mutex<HashMap<(String, String), String>>>);
+    impl ServiceAccountLookup for Accounts {
+        fn uid(&self, ns: &str, name: &str) -> Option<String> {
+            self.0
+                .lock()
+                .unwrap()
+                .get(&(ns.into(), name.into()))
+                .cloned()
+        }
+    }
+
+    const ISS: &str = "https://kubernetes.default.svc.cluster.local";
+
+    fn setup() -> (TokenIssuer, ServiceAccountTokens, Accounts) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let issuer =
+            TokenIssuer::from_pem(key.serialize_pem().as_bytes(), ISS, vec![ISS.into()]).unwrap();
+        let accounts = Accounts::default();
+        let keys = verification_keys(key.public_key_pem().as_bytes()).unwrap();
+        let from_private = verification_keys(key.serialize_pem().as_bytes()).unwrap();
+        assert_eq!(from_private.len(), 1);
+        let tokens = ServiceAccountTokens::new(
+            keys,
+            vec![ISS.into()],
+            vec![ISS.into()],
+            Box::new(accounts.clone()),
+        );
+        (issuer, tokens, accounts)
+    }
+
+    #[test]
+    fn issued_tokens_authenticate_until_the_account_goes() {
+        let (issuer, tokens, accounts) = setup();
+        accounts
+            .0
+            .lock()
+            .unwrap()
+            .insert(("demo".into(), "builder".into()), "uid-1".into());
+        let (token, exp) = issuer
+            .issue("demo", "builder", "uid-1", &TokenRequestSpec::default())
+            .unwrap();
+        assert!(exp > unix_now() + 3000);
+        let user = tokens.authenticate_token(&token).unwrap().unwrap();
+        assert_eq!(user.name, "system:serviceaccount:demo:builder");
+        assert_eq!(user.uid, "uid-1");
+        assert_eq!(
+            user.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:demo",
+                "system:authenticated"
+            ]
+        );
+        // cached the second time, same answer
+        assert_eq!(tokens.authenticate_token(&token).unwrap().unwrap(), user);
+        // re-created with another uid: refused
+        accounts
+            .0
+            .lock()
+            .unwrap()
+            .insert(("demo".into(), "builder".into()), "uid-2".into());
+        assert!(tokens.authenticate_token(&token).is_err());
+        accounts.0.lock().unwrap().clear();
+        let e = tokens.authenticate_token(&token).unwrap_err();
+        assert!(e.to_string().contains("deleted"), "{e}");
+    }
+
+    #[test]
+    fn foreign_and_forged_tokens() {
+        let (issuer, tokens, accounts) = setup();
+        accounts
+            .0
+            .lock()
+            .unwrap()
+            .insert(("demo".into(), "x".into()), "u".into());
+        assert_eq!(tokens.authenticate_token("not-a-jwt").unwrap(), None);
+        assert_eq!(tokens.authenticate_token("a.b.c").unwrap(), None);
+        // another key, same issuer: a forgery
+        let other = rcgen::KeyPair::generate().unwrap();
+        let forger =
+            TokenIssuer::from_pem(other.serialize_pem().as_bytes(), ISS, vec![ISS.into()]).unwrap();
+        let (forged, _) = forger
+            .issue("demo", "x", "u", &TokenRequestSpec::default())
+            .unwrap();
+        assert!(tokens.authenticate_token(&forged).is_err());
+        // another issuer: not ours
+        let elsewhere = TokenIssuer::from_pem(
+            other.serialize_pem().as_bytes(),
+            "https://other",
+            vec!["https://other".into()],
+        )
+        .unwrap();
+        let (foreign, _) = elsewhere
+            .issue("demo", "x", "u", &TokenRequestSpec::default())
+            .unwrap();
+        assert_eq!(tokens.authenticate_token(&foreign).unwrap(), None);
+        // wrong audience
+        let spec = TokenRequestSpec {
+            audiences: Some(vec!["vault".into()]),
+            ..TokenRequestSpec::default()
+        };
+        let (vault, _) = issuer.issue("demo", "x", "u", &spec).unwrap();
+        assert!(tokens.authenticate_token(&vault).is_err());
+        // tampered payload
+        let (good, _) = issuer
+            .issue("demo", "x", "u", &TokenRequestSpec::default())
+            .unwrap();
+        let mut parts: Vec<&str> = good.split('.').collect();
+        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(parts[1])
+            .unwrap();
+        let evil = String::from_utf8(payload)
+            .unwrap()
+            .replace("\"x\"", "\"y\"");
+        let evil = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(evil);
+        parts[1] = &evil;
+        assert!(tokens.authenticate_token(&parts.join(".")).is_err());
+    }
+
+    #[test]
+    fn token_request_validation() {
+        let (issuer, _, _) = setup();
+        let short = TokenRequestSpec {
+            expiration_seconds: Some(60),
+            ..TokenRequestSpec::default()
+        };
+        assert!(
+            issuer
+                .issue("a", "b", "c", &short)
+                .unwrap_err()
+                .contains("10 minutes")
+        );
+        let bound = TokenRequestSpec {
+            bound_object_ref: Some(serde_json::json!({"kind": "Pod", "name": "p"})),
+            ..TokenRequestSpec::default()
+        };
+        assert!(issuer.issue("a", "b", "c", &bound).is_err());
+    }
+}
