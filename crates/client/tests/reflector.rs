@@ -592,7 +592,8 @@ fn run_both_modes(ops: &[Op], times: usize) {
     }
 }
 
-/// A failure of the property test seen on main (the report cut the op list after `Update(7)`).
+/// The failure of the property test seen on main (its `cc c53f59…` line in
+/// reflector.proptest-regressions; this is the whole shrunk case, streaming mode).
 /// The streaming-list informer had not yet seen `Create(2)` when the test compared its store
 /// with the backend, so the store held the final state by coincidence; the test then took
 /// that for convergence, and the handlers' view, read a second later, held `Added k2` with
