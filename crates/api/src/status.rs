@@ -9,6 +9,8 @@ use crate::meta::ListMeta;
 
 /// Well-known `reason` values.
 pub mod reason {
+    /// 403
+    pub const FORBIDDEN: &str = "Forbidden";
     /// 404
     pub const NOT_FOUND: &str = "NotFound";
     /// 409 on create

@@ -174,12 +174,12 @@ fn entry(index: usize, e: Entry) -> Result<ResourceInfo, ResourcesFileError> {
             )));
         }
     }
-    if let Some(t) = &e.trigger_field {
-        if !e.selectable_fields.contains(t) {
-            return Err(invalid(format!(
-                "triggerField {t:?} must be one of selectableFields"
-            )));
-        }
+    if let Some(t) = &e.trigger_field
+        && !e.selectable_fields.contains(t)
+    {
+        return Err(invalid(format!(
+            "triggerField {t:?} must be one of selectableFields"
+        )));
     }
     let mut info = ResourceInfo::new(&e.group, &e.version, &plural, &e.kind)
         .singular(&singular)

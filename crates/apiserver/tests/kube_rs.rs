@@ -386,10 +386,10 @@ async fn metadata_only_reads_and_the_metadata_watcher_work() {
     .unwrap();
     tokio::time::timeout(PATIENCE, async {
         loop {
-            if let Event::Apply(m) = stream.next().await.expect("stream").expect("event") {
-                if m.labels().get("v").map(String::as_str) == Some("2") {
-                    break;
-                }
+            if let Event::Apply(m) = stream.next().await.expect("stream").expect("event")
+                && m.labels().get("v").map(String::as_str) == Some("2")
+            {
+                break;
             }
         }
     })

@@ -111,13 +111,35 @@ impl ApiError {
         ))
     }
 
-    /// 413 for a body over the limit.
+    /// 413 for a body over the limit, in upstream's words.
     pub fn too_large(limit: usize) -> Self {
+        Self::too_large_message(&format!("limit is {limit}"))
+    }
+
+    /// 413 RequestEntityTooLarge: `Request entity too large: {message}`, as upstream's
+    /// `NewRequestEntityTooLargeError` words it.
+    pub fn too_large_message(message: &str) -> Self {
         Self::from_status(Status::failure(
             413,
             reason::REQUEST_ENTITY_TOO_LARGE,
-            format!("the request body is larger than the limit of {limit} bytes"),
+            format!("Request entity too large: {message}"),
         ))
+    }
+
+    /// 403 Forbidden for an operation on `name` that policy refuses, as upstream's
+    /// `NewForbidden`: `{resource} "{name}" is forbidden: {why}`.
+    pub fn forbidden(info: &ResourceInfo, name: &str, why: &str) -> Self {
+        Self::from_status(
+            Status::failure(
+                403,
+                reason::FORBIDDEN,
+                format!(
+                    "{} \"{name}\" is forbidden: {why}",
+                    info.qualified_resource()
+                ),
+            )
+            .with_target(&info.group, &info.plural, name),
+        )
     }
 
     /// 429 when the server is at its limit of concurrent requests or watches.

@@ -17,8 +17,6 @@ use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{FromRequestParts, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use futures::StreamExt;
 use listwatch_api::Object;
 use listwatch_storage::{
     Error as StorageError, GetOptions, Key, ListOptions, ObjectList, Updated, WatchEvent,
@@ -29,7 +27,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{Format, Offer, negotiate};
-use crate::patch::{Patch, PatchType};
+use crate::patch::{Patch, PatchLimits, PatchType};
 use crate::path::{self, ApiPath, Target};
 use crate::query::{IncludeObject, Query};
 use crate::resource::{Resource, ResourceInfo};
@@ -40,9 +38,6 @@ use crate::{Shared, json_response, table};
 /// Upstream's message for an optimistic-concurrency failure.
 const MODIFIED: &str =
     "the object has been modified; please apply your changes to the latest version and try again";
-
-/// Media types accepted for object bodies.
-const OBJECT_MEDIA: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment)";
 
 /// The verb of a resource request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,74 +346,6 @@ async fn handle(req: &Request, verb: Verb, body: Body) -> ApiResult<Response> {
     }
 }
 
-/// Reads a body, refusing more than `limit` bytes.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::too_large(limit));
-    }
-    let mut out = Vec::new();
-    let mut stream = body.into_data_stream();
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk
-            .map_err(|e| ApiError::bad_request(format!("reading the request body failed: {e}")))?;
-        if out.len() + chunk.len() > limit {
-            return Err(ApiError::too_large(limit));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(Bytes::from(out))
-}
-
-fn content_type(headers: &HeaderMap) -> &str {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-}
-
-/// Decodes an object body (JSON, YAML, or protobuf for a few kinds) into a JSON map.
-fn decode_object(
-    info: &ResourceInfo,
-    headers: &HeaderMap,
-    bytes: &[u8],
-) -> ApiResult<Map<String, Value>> {
-    let ct = content_type(headers);
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let value: Value = match essence.as_str() {
-        // Upstream reads a body without Content-Type as JSON (some clients send none).
-        "application/json" | "" => serde_json::from_slice(bytes).map_err(|e| {
-            ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
-        })?,
-        "application/yaml" => serde_yaml::from_slice(bytes).map_err(|e| {
-            ApiError::bad_request(format!("the body of the request is not valid YAML: {e}"))
-        })?,
-        "application/vnd.kubernetes.protobuf" => {
-            return crate::protobuf::decode(bytes, &info.kind).map_err(|e| match e {
-                crate::protobuf::ProtobufError::Unsupported(_) => {
-                    ApiError::unsupported_media_type(ct, &e.to_string())
-                }
-                other => ApiError::bad_request(other.to_string()),
-            });
-        }
-        _ => return Err(ApiError::unsupported_media_type(ct, OBJECT_MEDIA)),
-    };
-    match value {
-        Value::Object(m) => Ok(m),
-        _ => Err(ApiError::bad_request(
-            "the body of the request must be a JSON object",
-        )),
-    }
-}
-
 fn object_response(code: StatusCode, obj: &Object) -> Response {
     json_response(code, "application/json", obj.to_json_bytes())
 }
@@ -677,8 +604,9 @@ async fn create(req: &Request, body: Body) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
-    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let mut obj = decode_object(req.info(), &req.headers, &bytes)?;
+    let bytes =
+        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let mut obj = crate::limits::decode_object(req.info(), &req.headers, &bytes)?;
     prepare_create(req.info(), &mut obj, req.ns())?;
     ensure_namespace(req).await?;
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
@@ -765,8 +693,9 @@ async fn update(req: &Request, body: Body) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
-    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let new = decode_object(req.info(), &req.headers, &bytes)?;
+    let bytes =
+        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let new = crate::limits::decode_object(req.info(), &req.headers, &bytes)?;
     let key = req.object_key()?;
     let (obj, _) = read_modify_write(req, false, dry_run, |cur| match cur {
         None => Err(req.storage_err(&key.not_found())),
@@ -827,7 +756,7 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
-    let ct = content_type(&req.headers);
+    let ct = crate::limits::content_type(&req.headers);
     let kind = PatchType::from_content_type(ct)
         .ok_or_else(|| ApiError::unsupported_media_type(ct, PatchType::SUPPORTED))?;
     if kind == PatchType::Apply {
@@ -842,18 +771,22 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
             "force: Forbidden: may not be specified for non-apply patch",
         ));
     }
-    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let patch = Patch::parse(kind, &bytes).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let bytes =
+        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let patch = Patch::parse(kind, &bytes).map_err(|e| e.to_api_error())?;
+    let limits = PatchLimits {
+        max_copy_bytes: req.shared.config.max_body_bytes,
+    };
     let creates = kind == PatchType::Apply && req.sub == Sub::Main;
     if creates {
         ensure_namespace(req).await?;
     }
     let key = req.object_key()?;
-    let unprocessable = |e: crate::patch::PatchError| ApiError::unprocessable(e.to_string());
+    let unprocessable = |e: crate::patch::PatchError| e.to_api_error();
     let (obj, created) = read_modify_write(req, creates, dry_run, |cur| match cur {
         None if creates => {
             let v = patch
-                .apply(&Value::Object(Map::new()))
+                .apply(&Value::Object(Map::new()), limits)
                 .map_err(unprocessable)?;
             let Value::Object(mut m) = v else {
                 return Err(ApiError::bad_request("patch must be an object"));
@@ -873,14 +806,14 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
             to_object(req.info(), Value::Object(m))
         }
         None => Err(req.storage_err(&key.not_found())),
-        Some(cur) if req.sub == Sub::Scale => {
-            apply_scale_update(req, cur, |scale| patch.apply(scale).map_err(unprocessable))
-        }
+        Some(cur) if req.sub == Sub::Scale => apply_scale_update(req, cur, |scale| {
+            patch.apply(scale, limits).map_err(unprocessable)
+        }),
         Some(cur) => {
             let cur_v = cur
                 .to_value()
                 .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-            let patched = patch.apply(&cur_v).map_err(unprocessable)?;
+            let patched = patch.apply(&cur_v, limits).map_err(unprocessable)?;
             apply_update(req, cur, patched)
         }
     })
@@ -900,7 +833,8 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
 
 async fn delete(req: &Request, body: Body) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
-    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let bytes =
+        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
     let opts = req.query.delete_options(&bytes)?;
     let key = req.object_key()?;
     if opts.dry_run {
@@ -951,10 +885,10 @@ async fn delete_namespace_contents(shared: &Shared, ns: &str) {
             let Ok(k) = Key::object(&r.info.storage_resource, Some(ns), o.name()) else {
                 continue;
             };
-            if let Err(e) = r.storage.delete(&k, None, no_validation(), None).await {
-                if !e.is_not_found() {
-                    tracing::warn!(key = %k, error = %e, "deleting a deleted namespace's object failed");
-                }
+            if let Err(e) = r.storage.delete(&k, None, no_validation(), None).await
+                && !e.is_not_found()
+            {
+                tracing::warn!(key = %k, error = %e, "deleting a deleted namespace's object failed");
             }
         }
     }
@@ -962,7 +896,8 @@ async fn delete_namespace_contents(shared: &Shared, ns: &str) {
 
 async fn delete_collection(req: &Request, body: Body) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
-    let bytes = read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
+    let bytes =
+        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
     let opts = req.query.delete_options(&bytes)?;
     let lr = req.query.list_options(req.info(), false, None)?;
     let key = req.collection_key()?;

@@ -48,6 +48,7 @@ pub mod clock;
 mod discovery;
 mod error;
 mod handlers;
+pub mod limits;
 mod metrics;
 pub mod negotiate;
 pub mod patch;

@@ -13,10 +13,19 @@
 //! applied configuration: field ownership and conflicts are not tracked (documented
 //! difference from upstream).
 //!
+//! Limits (see [`crate::limits`]): a JSON patch has at most 10 000 operations, its `copy`
+//! operations copy at most [`PatchLimits::max_copy_bytes`] together (charged before each
+//! copy), bodies and results nest at most [`limits::MAX_DEPTH`] levels, and apply bodies in
+//! YAML expand at most linearly. The patched object's encoded size is checked by the caller
+//! against the storage's object limit before it is written.
+//!
 //! Invariant: a patch never fails half-applied — every function works on the caller's copy
 //! and the caller discards it on error.
 
 use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::limits::{self, DecodeError};
 
 /// The patch formats accepted, by Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,12 +69,58 @@ pub enum PatchError {
     /// The body does not parse.
     #[error("invalid patch body: {0}")]
     Body(String),
+    /// A JSON patch with more operations than upstream's `maxJSONPatchOperations`.
+    #[error(
+        "The allowed maximum operations in a JSON patch is {}, got {got}",
+        limits::MAX_JSON_PATCH_OPERATIONS
+    )]
+    TooManyOperations {
+        /// How many the body has.
+        got: usize,
+    },
+    /// The body, or the patched object, is over a decode limit (depth, YAML expansion).
+    #[error(transparent)]
+    Limit(#[from] DecodeError),
+    /// The `copy` operations of a JSON patch together copy more than their limit
+    /// (json-patch's `AccumulatedCopySizeError`, in its words).
+    #[error(
+        "Unable to complete the copy, the accumulated size increase of copy is {accumulated}, exceeding the limit {limit}"
+    )]
+    CopyTooLarge {
+        /// Bytes copied so far, this copy included.
+        accumulated: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A JSON patch operation failed (missing path, failed test).
     #[error("json patch failed: {0}")]
     JsonPatch(String),
     /// A strategic-merge directive or shape is wrong.
     #[error("invalid strategic merge patch: {0}")]
     Strategic(String),
+}
+
+impl PatchError {
+    /// The Status for this failure, as upstream's patch handler answers: a body that does
+    /// not parse is 400, too many operations 413, a patch that cannot be applied 422.
+    pub fn to_api_error(&self) -> ApiError {
+        match self {
+            PatchError::Body(_) => ApiError::bad_request(self.to_string()),
+            PatchError::TooManyOperations { .. } => ApiError::too_large_message(&self.to_string()),
+            PatchError::Limit(e) => e.clone().into_api_error("patch"),
+            PatchError::CopyTooLarge { .. }
+            | PatchError::JsonPatch(_)
+            | PatchError::Strategic(_) => ApiError::unprocessable(self.to_string()),
+        }
+    }
+}
+
+/// What one patch may do besides its own size (which the body limit bounds).
+#[derive(Debug, Clone, Copy)]
+pub struct PatchLimits {
+    /// Bytes the `copy` operations of one JSON patch may copy together (upstream's
+    /// `JSONPatchMaxCopyBytes`; the server uses its request body limit).
+    pub max_copy_bytes: usize,
 }
 
 /// A parsed patch body.
@@ -80,15 +135,30 @@ pub enum Patch {
 }
 
 impl Patch {
-    /// Parses a body of the given type.
+    /// Parses a body of the given type, within the decode limits of [`limits`]: at most
+    /// [`limits::MAX_JSON_PATCH_OPERATIONS`] operations, nesting at most
+    /// [`limits::MAX_DEPTH`], YAML expanding at most [`limits::yaml_budget`].
     pub fn parse(kind: PatchType, body: &[u8]) -> Result<Self, PatchError> {
+        let decoded = match kind {
+            PatchType::Apply => limits::decode_yaml(body),
+            _ => limits::decode_json(body),
+        };
+        let v = decoded.map_err(|e| match e {
+            DecodeError::Syntax(m) => PatchError::Body(m),
+            other => PatchError::Limit(other),
+        })?;
         match kind {
-            PatchType::Json => serde_json::from_slice(body)
-                .map(Patch::Json)
-                .map_err(|e| PatchError::Body(e.to_string())),
+            PatchType::Json => {
+                if let Value::Array(ops) = &v
+                    && ops.len() > limits::MAX_JSON_PATCH_OPERATIONS
+                {
+                    return Err(PatchError::TooManyOperations { got: ops.len() });
+                }
+                serde_json::from_value(v)
+                    .map(Patch::Json)
+                    .map_err(|e| PatchError::Body(e.to_string()))
+            }
             PatchType::Merge | PatchType::StrategicMerge => {
-                let v: Value =
-                    serde_json::from_slice(body).map_err(|e| PatchError::Body(e.to_string()))?;
                 if !v.is_object() {
                     return Err(PatchError::Body(
                         "a merge patch must be a JSON object".into(),
@@ -101,8 +171,6 @@ impl Patch {
                 })
             }
             PatchType::Apply => {
-                let v: Value =
-                    serde_yaml::from_slice(body).map_err(|e| PatchError::Body(e.to_string()))?;
                 if !v.is_object() {
                     return Err(PatchError::Body(
                         "an apply configuration must be an object".into(),
@@ -113,18 +181,84 @@ impl Patch {
         }
     }
 
-    /// Applies the patch to a copy of `original`.
-    pub fn apply(&self, original: &Value) -> Result<Value, PatchError> {
+    /// Applies the patch to a copy of `original`, within `limits`; the result nests at
+    /// most [`limits::MAX_DEPTH`] levels.
+    pub fn apply(&self, original: &Value, limits: PatchLimits) -> Result<Value, PatchError> {
         let mut doc = original.clone();
         match self {
-            Patch::Json(p) => {
-                json_patch::patch(&mut doc, p).map_err(|e| PatchError::JsonPatch(e.to_string()))?;
-            }
+            Patch::Json(p) => apply_json_patch(&mut doc, p, limits)?,
             Patch::Merge(p) => json_patch::merge(&mut doc, p),
             Patch::Strategic(p) => strategic_merge(&mut doc, p, &mut Vec::new())?,
         }
+        if limits::depth(&doc) > limits::MAX_DEPTH {
+            return Err(DecodeError::TooDeep {
+                limit: limits::MAX_DEPTH,
+            }
+            .into());
+        }
         Ok(doc)
     }
+}
+
+/// How deep a document may get between the operations of one JSON patch. The final
+/// document must fit [`limits::MAX_DEPTH`]; in between, an upper bound of the depth is
+/// tracked per operation (without walking the document), and this looser bound keeps every
+/// clone, compare and drop the operations do shallow enough for any thread's stack.
+const INTERMEDIATE_DEPTH: usize = 4 * limits::MAX_DEPTH;
+
+/// The number of reference tokens of a JSON pointer (`""` is 0, `/a/b` is 2).
+fn tokens(p: &str) -> usize {
+    p.bytes().filter(|b| *b == b'/').count()
+}
+
+/// Applies RFC 6902 operations one at a time (the caller's copy is thrown away on error,
+/// so nothing needs undoing), charging `copy` operations to the copy budget before they
+/// copy and refusing any operation that could take the document past
+/// [`INTERMEDIATE_DEPTH`].
+fn apply_json_patch(
+    doc: &mut Value,
+    ops: &[json_patch::PatchOperation],
+    limits: PatchLimits,
+) -> Result<(), PatchError> {
+    use json_patch::PatchOperation as Op;
+    let mut bound = limits::depth(doc);
+    let mut copied = 0usize;
+    for op in ops {
+        let reach = match op {
+            Op::Add(o) => tokens(o.path.as_str()) + limits::depth(&o.value),
+            Op::Replace(o) => tokens(o.path.as_str()) + limits::depth(&o.value),
+            Op::Remove(_) | Op::Test(_) => 0,
+            Op::Move(o) => tokens(o.path.as_str()) + bound.saturating_sub(tokens(o.from.as_str())),
+            Op::Copy(o) => match doc.pointer(o.from.as_str()) {
+                // A missing source: the operation itself reports it.
+                None => 0,
+                Some(src) => {
+                    let left = limits.max_copy_bytes.saturating_sub(copied);
+                    match limits::encoded_len_capped(src, left) {
+                        Some(n) => copied += n,
+                        None => {
+                            let n = limits::encoded_len_capped(src, usize::MAX).unwrap_or(left);
+                            return Err(PatchError::CopyTooLarge {
+                                accumulated: copied.saturating_add(n),
+                                limit: limits.max_copy_bytes,
+                            });
+                        }
+                    }
+                    tokens(o.path.as_str()) + limits::depth(src)
+                }
+            },
+        };
+        bound = bound.max(reach);
+        if bound > INTERMEDIATE_DEPTH {
+            return Err(DecodeError::TooDeep {
+                limit: limits::MAX_DEPTH,
+            }
+            .into());
+        }
+        json_patch::patch_unsafe(doc, std::slice::from_ref(op))
+            .map_err(|e| PatchError::JsonPatch(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// The merge key of list `field` at `path` (the field names from the root), if it merges.
@@ -379,8 +513,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const LIMITS: PatchLimits = PatchLimits {
+        max_copy_bytes: 3 * 1024 * 1024,
+    };
+
     fn smp(doc: Value, patch: Value) -> Value {
-        Patch::Strategic(patch).apply(&doc).unwrap()
+        Patch::Strategic(patch).apply(&doc, LIMITS).unwrap()
     }
 
     #[test]
@@ -444,15 +582,18 @@ mod tests {
             br#"[{"op":"add","path":"/metadata/labels/b","value":"2"}]"#,
         )
         .unwrap();
-        assert_eq!(jp.apply(&doc).unwrap()["metadata"]["labels"]["b"], "2");
+        assert_eq!(
+            jp.apply(&doc, LIMITS).unwrap()["metadata"]["labels"]["b"],
+            "2"
+        );
         let bad = Patch::parse(PatchType::Json, br#"[{"op":"remove","path":"/nope"}]"#).unwrap();
-        assert!(bad.apply(&doc).is_err());
+        assert!(bad.apply(&doc, LIMITS).is_err());
         let mp = Patch::parse(
             PatchType::Merge,
             br#"{"spec":{"x":[3]},"metadata":{"labels":{"a":null}}}"#,
         )
         .unwrap();
-        let out = mp.apply(&doc).unwrap();
+        let out = mp.apply(&doc, LIMITS).unwrap();
         assert_eq!(out["spec"]["x"], json!([3]));
         assert_eq!(out["metadata"]["labels"], json!({}));
         assert!(Patch::parse(PatchType::Merge, b"[1]").is_err());
@@ -461,13 +602,105 @@ mod tests {
     #[test]
     fn apply_bodies_may_be_yaml() {
         let p = Patch::parse(PatchType::Apply, b"metadata:\n  labels:\n    app: web\n").unwrap();
-        let out = p.apply(&json!({"metadata":{"name":"a"}})).unwrap();
+        let out = p.apply(&json!({"metadata":{"name":"a"}}), LIMITS).unwrap();
         assert_eq!(out["metadata"], json!({"name":"a","labels":{"app":"web"}}));
         assert_eq!(
             PatchType::from_content_type("application/apply-patch+yaml; charset=utf-8"),
             Some(PatchType::Apply)
         );
         assert_eq!(PatchType::from_content_type("text/plain"), None);
+    }
+
+    #[test]
+    fn json_patches_over_ten_thousand_operations_are_413() {
+        let op = r#"{"op":"test","path":"/a","value":1}"#;
+        let body = |n: usize| format!("[{}]", vec![op; n].join(","));
+        assert!(Patch::parse(PatchType::Json, body(10_000).as_bytes()).is_ok());
+        let e = Patch::parse(PatchType::Json, body(10_001).as_bytes()).unwrap_err();
+        assert!(matches!(e, PatchError::TooManyOperations { got: 10_001 }));
+        let s = e.to_api_error();
+        assert_eq!(s.code(), 413);
+        assert_eq!(
+            s.0.message,
+            "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+        );
+    }
+
+    #[test]
+    fn doubling_copies_stop_at_the_copy_budget() {
+        // The attack of issue 11: each copy doubles /x; 18 of them would be 2^18 times /x.
+        let ops = vec![r#"{"op":"copy","from":"/x","path":"/x/-"}"#; 18].join(",");
+        let p = Patch::parse(PatchType::Json, format!("[{ops}]").as_bytes()).unwrap();
+        let doc = json!({"x": ["0123456789abcdef0123456789abcdef"]});
+        let limits = PatchLimits {
+            max_copy_bytes: 1024 * 1024,
+        };
+        let e = p.apply(&doc, limits).unwrap_err();
+        let PatchError::CopyTooLarge { accumulated, limit } = e else {
+            panic!("{e}")
+        };
+        assert_eq!(limit, 1024 * 1024);
+        assert!(accumulated > limit);
+        assert_eq!(e_code(&p, &doc, limits), 422);
+        // A copy within the budget works.
+        let one = Patch::parse(
+            PatchType::Json,
+            br#"[{"op":"copy","from":"/x","path":"/y"}]"#,
+        )
+        .unwrap();
+        assert_eq!(one.apply(&doc, limits).unwrap()["y"], doc["x"]);
+    }
+
+    fn e_code(p: &Patch, doc: &Value, limits: PatchLimits) -> u16 {
+        p.apply(doc, limits).unwrap_err().to_api_error().code()
+    }
+
+    #[test]
+    fn json_patches_cannot_build_documents_past_the_depth_limit() {
+        // Adds that each nest 60 more levels under the last: the pointers stay short.
+        let deep = |n: usize| format!("{}1{}", r#"{"a":"#.repeat(n), "}".repeat(n));
+        let path = |n: usize| "/a".repeat(n);
+        let ops = format!(
+            r#"[{{"op":"add","path":"/d","value":{}}},{{"op":"add","path":"/d{}","value":{}}}]"#,
+            deep(60),
+            path(59),
+            deep(60)
+        );
+        let p = Patch::parse(PatchType::Json, ops.as_bytes()).unwrap();
+        let e = p.apply(&json!({}), LIMITS).unwrap_err();
+        assert!(
+            matches!(e, PatchError::Limit(DecodeError::TooDeep { .. })),
+            "{e}"
+        );
+        assert_eq!(e.to_api_error().code(), 400);
+        // Moves that push a subtree deeper and deeper are refused long before the stack
+        // is at risk, however many there are.
+        let mut moves = vec![format!(
+            r#"{{"op":"add","path":"/m","value":{}}}"#,
+            deep(50)
+        )];
+        for _ in 0..3_000 {
+            moves.push(r#"{"op":"add","path":"/n","value":{}}"#.into());
+            moves.push(r#"{"op":"move","from":"/m","path":"/n/m"}"#.into());
+            moves.push(r#"{"op":"move","from":"/n","path":"/m"}"#.into());
+        }
+        let p = Patch::parse(PatchType::Json, format!("[{}]", moves.join(",")).as_bytes());
+        let p = p.unwrap();
+        assert!(matches!(
+            p.apply(&json!({}), LIMITS),
+            Err(PatchError::Limit(DecodeError::TooDeep { .. }))
+        ));
+    }
+
+    #[test]
+    fn apply_bodies_in_yaml_cannot_expand_without_bound() {
+        let mut y = String::from("metadata:\n  name: a\nl0: &l0 [\"lol\"]\n");
+        for i in 1..=9 {
+            let refs = vec![format!("*l{}", i - 1); 9].join(", ");
+            y.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+        }
+        let e = Patch::parse(PatchType::Apply, y.as_bytes()).unwrap_err();
+        assert_eq!(e.to_api_error().code(), 413, "{e}");
     }
 
     fn named(items: &[(u8, u8)]) -> Value {
@@ -503,7 +736,7 @@ mod tests {
         fn arbitrary_patches_never_panic(doc in "[ -~]{0,40}", patch in "[ -~]{0,40}") {
             for kind in [PatchType::Json, PatchType::Merge, PatchType::StrategicMerge, PatchType::Apply] {
                 if let (Ok(p), Ok(d)) = (Patch::parse(kind, patch.as_bytes()), serde_json::from_str::<Value>(&doc)) {
-                    let _ = p.apply(&d);
+                    let _ = p.apply(&d, LIMITS);
                 }
             }
         }

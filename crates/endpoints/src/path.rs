@@ -82,11 +82,12 @@ pub fn parse(path: &str) -> Option<ApiPath> {
         r => (false, r),
     };
     let mut namespace = None;
-    if let ["namespaces", ns, tail @ ..] = rest {
-        if !tail.is_empty() && !matches!(tail[0], "status" | "finalize") {
-            namespace = Some((*ns).to_owned());
-            rest = tail;
-        }
+    if let ["namespaces", ns, tail @ ..] = rest
+        && !tail.is_empty()
+        && !matches!(tail[0], "status" | "finalize")
+    {
+        namespace = Some((*ns).to_owned());
+        rest = tail;
     }
     let (resource, name, subresource) = match rest {
         [r] => (*r, None, None),

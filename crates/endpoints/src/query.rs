@@ -105,12 +105,12 @@ impl Query {
 
     /// Checks the write parameters (`fieldManager`, `fieldValidation`) upstream validates.
     pub fn validate_write(&self) -> ApiResult<()> {
-        if let Some(m) = self.get("fieldManager") {
-            if m.chars().count() > 128 || m.chars().any(|c| c.is_control()) {
-                return Err(ApiError::bad_request(
-                    "fieldManager: Invalid value: must be at most 128 printable characters",
-                ));
-            }
+        if let Some(m) = self.get("fieldManager")
+            && (m.chars().count() > 128 || m.chars().any(|c| c.is_control()))
+        {
+            return Err(ApiError::bad_request(
+                "fieldManager: Invalid value: must be at most 128 printable characters",
+            ));
         }
         match self.get("fieldValidation") {
             None | Some("" | "Ignore" | "Warn" | "Strict") => Ok(()),
@@ -241,8 +241,12 @@ impl Query {
         check_propagation(self.get("propagationPolicy"))?;
         self.bool("orphanDependents")?;
         if !body.iter().all(u8::is_ascii_whitespace) {
-            let v: serde_json::Value = serde_json::from_slice(body)
-                .map_err(|e| ApiError::bad_request(format!("invalid DeleteOptions: {e}")))?;
+            let v = crate::limits::decode_json(body).map_err(|e| match e {
+                crate::limits::DecodeError::Syntax(e) => {
+                    ApiError::bad_request(format!("invalid DeleteOptions: {e}"))
+                }
+                other => other.into_api_error("JSON"),
+            })?;
             if !v.is_object() {
                 return Err(ApiError::bad_request(
                     "invalid DeleteOptions: must be an object",

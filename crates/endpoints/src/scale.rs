@@ -102,17 +102,16 @@ pub fn apply_scale(
     if let Some(rv) = scale["metadata"]["resourceVersion"]
         .as_str()
         .filter(|r| !r.is_empty())
+        && Some(rv) != obj["metadata"]["resourceVersion"].as_str()
     {
-        if Some(rv) != obj["metadata"]["resourceVersion"].as_str() {
-            return Err(ScaleError::Conflict);
-        }
+        return Err(ScaleError::Conflict);
     }
-    if let Some(n) = scale["metadata"]["name"].as_str().filter(|n| !n.is_empty()) {
-        if n != name {
-            return Err(ScaleError::Api(ApiError::bad_request(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            ))));
-        }
+    if let Some(n) = scale["metadata"]["name"].as_str().filter(|n| !n.is_empty())
+        && n != name
+    {
+        return Err(ScaleError::Api(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        ))));
     }
     let replicas = match scale["spec"]["replicas"].as_i64() {
         Some(r) if (0..=i64::from(i32::MAX)).contains(&r) => r,

@@ -172,10 +172,10 @@ pub fn validate_meta(info: &ResourceInfo, meta: &Map<String, Value>) -> ApiResul
     } else if let Err(e) = validate_name(info.name_validation, name) {
         errs.push(FieldError::invalid("metadata.name", name, e));
     }
-    if let Some(ns) = meta.get("namespace").and_then(Value::as_str) {
-        if let Err(e) = validate_dns_label(ns) {
-            errs.push(FieldError::invalid("metadata.namespace", ns, e));
-        }
+    if let Some(ns) = meta.get("namespace").and_then(Value::as_str)
+        && let Err(e) = validate_dns_label(ns)
+    {
+        errs.push(FieldError::invalid("metadata.namespace", ns, e));
     }
     match meta.get("labels") {
         None | Some(Value::Null) => {}
@@ -253,15 +253,14 @@ pub fn prepare_create(
         }
     }
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
-    if name.is_empty() {
-        if let Some(prefix) = meta
+    if name.is_empty()
+        && let Some(prefix) = meta
             .get("generateName")
             .and_then(Value::as_str)
             .filter(|p| !p.is_empty())
-        {
-            let generated = generate_name(prefix);
-            meta.insert("name".into(), Value::String(generated));
-        }
+    {
+        let generated = generate_name(prefix);
+        meta.insert("name".into(), Value::String(generated));
     }
     validate_meta(info, meta)?;
     meta.insert("uid".into(), Value::String(new_uid()));

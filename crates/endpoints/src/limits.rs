@@ -1,0 +1,631 @@
+//! What a request may make the server read, build or store: the one place that decides
+//! "too large" and "too deep" for every body (create, update, every patch type, apply,
+//! protobuf, YAML, `/scale`, delete options, delete collection).
+//!
+//! | bound | default | upstream counterpart | answer |
+//! | --- | --- | --- | --- |
+//! | request body | 3 MiB ([`Config::max_body_bytes`](crate::Config)) | `MaxRequestBodyBytes`, 3 MiB | 413 `Request entity too large: limit is N` |
+//! | JSON patch operations | [`MAX_JSON_PATCH_OPERATIONS`] = 10 000 | `maxJSONPatchOperations` | 413 `Request entity too large: The allowed maximum operations in a JSON patch is 10000, got N` |
+//! | bytes copied by a JSON patch's `copy` operations, together | the request body limit | `JSONPatchMaxCopyBytes` (3 MiB, json-patch's `AccumulatedCopySizeLimit`) | 422 with json-patch's message |
+//! | nesting depth of a decoded body or a patched object | [`MAX_DEPTH`] = 100 | none that bites (Go's decoder stops at 10 000) | 400 |
+//! | JSON a YAML body may expand to (anchors and aliases) | [`YAML_EXPANSION_FACTOR`] × its size + [`YAML_EXPANSION_FLOOR`] | go-yaml's "excessive aliasing" ratio | 413 |
+//! //!
+//! Why 100 levels: every reader of this server's JSON that uses serde_json (kube-rs, the
+//! listwatch client) stops at 128 levels, and a list (`items`), a watch event (`object`)
+//! and a Table row (`rows[].object`) wrap an object in up to four more. An object nested
+//! deeper than the readers can parse would be stored but could never be listed or watched
+//! again, so every informer of its resource would fail. Depth is measured without
+//! recursion ([`depth`]), so even a value built past the bound is inspected safely.
+//!
+//! Invariants:
+//! - a body is read with a hard cap before anything parses it, and a declared
+//!   `Content-Length` over the cap is refused before the body is read;
+//! - decoding never builds more than its budget: YAML alias expansion is counted as it
+//!   happens and stops at the budget, so the decoded size is linear in the input size;
+//! - nothing recursive (clone, compare, drop, serialize, strategic merge) ever sees a value
+//!   nested deeper than [`MAX_DEPTH`] + one patch value, because decoders refuse deeper input
+//!   and JSON patches track an upper bound of the document's depth per operation.
+
+use std::cell::Cell;
+use std::fmt;
+use std::io::Write;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, header};
+use bytes::Bytes;
+use futures::StreamExt;
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+use crate::error::{ApiError, ApiResult};
+use crate::resource::ResourceInfo;
+
+/// Upstream's `maxJSONPatchOperations`.
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// How deeply objects and arrays may nest in a decoded body or a patched object.
+pub const MAX_DEPTH: usize = 100;
+
+/// A YAML body may decode to at most this many times its own size (as JSON bytes) …
+pub const YAML_EXPANSION_FACTOR: usize = 8;
+
+/// … plus this many bytes, so that small documents with a few anchors still decode.
+pub const YAML_EXPANSION_FLOOR: usize = 64 * 1024;
+
+/// Why a body could not be decoded within its limits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The decoded value would be larger than the budget (YAML alias expansion).
+    #[error("the body expands to more than {limit} bytes of JSON")]
+    TooLarge {
+        /// The budget, in JSON bytes.
+        limit: usize,
+    },
+    /// Objects and arrays nest deeper than [`MAX_DEPTH`].
+    #[error("the body nests objects and arrays deeper than the limit of {limit} levels")]
+    TooDeep {
+        /// The depth limit.
+        limit: usize,
+    },
+    /// The body does not parse.
+    #[error("{0}")]
+    Syntax(String),
+}
+
+impl DecodeError {
+    /// The Status for a body of `format` (`JSON`, `YAML`) that failed to decode.
+    pub fn into_api_error(self, format: &str) -> ApiError {
+        match self {
+            DecodeError::TooLarge { .. } => ApiError::too_large_message(&self.to_string()),
+            DecodeError::TooDeep { .. } => ApiError::bad_request(self.to_string()),
+            DecodeError::Syntax(e) => ApiError::bad_request(format!(
+                "the body of the request is not valid {format}: {e}"
+            )),
+        }
+    }
+}
+
+/// Reads a body, refusing more than `limit` bytes (413) — by its declared `Content-Length`
+/// before reading anything, and by counting while reading otherwise.
+pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::too_large(limit));
+    }
+    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0).min(limit));
+    let mut out = Vec::with_capacity(capacity);
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|e| ApiError::bad_request(format!("reading the request body failed: {e}")))?;
+        if out.len().saturating_add(chunk.len()) > limit {
+            return Err(ApiError::too_large(limit));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Media types accepted for object bodies.
+const OBJECT_MEDIA: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment)";
+
+/// The request's `Content-Type`, `""` when absent or not text.
+pub(crate) fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+/// Decodes an object body (JSON, YAML, or protobuf for a few kinds) into a JSON map, within
+/// the decode limits: nesting at most [`MAX_DEPTH`], YAML expanding at most
+/// [`yaml_budget`], protobuf bounded by its schemas (each field maps to at most its bytes,
+/// base64 to 4/3 of them).
+pub(crate) fn decode_object(
+    info: &ResourceInfo,
+    headers: &HeaderMap,
+    bytes: &[u8],
+) -> ApiResult<Map<String, Value>> {
+    let ct = content_type(headers);
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let value = match essence.as_str() {
+        // Upstream reads a body without Content-Type as JSON (some clients send none).
+        "application/json" | "" => decode_json(bytes).map_err(|e| e.into_api_error("JSON"))?,
+        "application/yaml" => decode_yaml(bytes).map_err(|e| e.into_api_error("YAML"))?,
+        "application/vnd.kubernetes.protobuf" => {
+            return crate::protobuf::decode(bytes, &info.kind).map_err(|e| match e {
+                crate::protobuf::ProtobufError::Unsupported(_) => {
+                    ApiError::unsupported_media_type(ct, &e.to_string())
+                }
+                other => ApiError::bad_request(other.to_string()),
+            });
+        }
+        _ => return Err(ApiError::unsupported_media_type(ct, OBJECT_MEDIA)),
+    };
+    match value {
+        Value::Object(m) => Ok(m),
+        _ => Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        )),
+    }
+}
+
+/// Decodes JSON, refusing nesting deeper than [`MAX_DEPTH`].
+pub fn decode_json(bytes: &[u8]) -> Result<Value, DecodeError> {
+    let budget = Budget::new(usize::MAX);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let v = budget
+        .seed()
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
+    v.map_err(|e| budget.error(e.to_string()))
+}
+
+/// The JSON bytes a YAML body of `input_len` bytes may decode to.
+pub fn yaml_budget(input_len: usize) -> usize {
+    input_len
+        .saturating_mul(YAML_EXPANSION_FACTOR)
+        .saturating_add(YAML_EXPANSION_FLOOR)
+}
+
+/// Decodes YAML (one document), refusing nesting deeper than [`MAX_DEPTH`] and stopping
+/// as soon as alias expansion would take the value past [`yaml_budget`] of the input.
+///
+/// The parser is serde-saphyr's, configured as upstream's YAML reader (go-yaml v2) reads
+/// Kubernetes manifests: YAML 1.1 booleans (`yes`, `on`) and octals (`0755`), merge keys,
+/// and the last of duplicate keys wins. Its own budgets stop the scanner early (flow nesting,
+/// depth, events), so a deeply nested body costs time linear in what is read before the
+/// refusal; serde_yaml (libyaml) scans nesting in quadratic time before any check runs.
+pub fn decode_yaml(bytes: &[u8]) -> Result<Value, DecodeError> {
+    let limit = yaml_budget(bytes.len());
+    let budget = Budget::new(limit);
+    let r = serde_saphyr::with_deserializer_from_slice_with_options(
+        bytes,
+        yaml_options(bytes.len(), limit),
+        |de| budget.seed().deserialize(de),
+    );
+    r.map_err(|e| {
+        let message = e.to_string();
+        if budget.breach.get().is_none() {
+            // The parser's own budgets refuse the same things: depth, and expansion.
+            if message.contains("budget breached: Depth")
+                || message.contains("recursion limit exceeded")
+                || message.contains("nesting")
+            {
+                budget.breach.set(Some(Breach::Depth));
+            } else if message.contains("budget breached") || message.contains("lias") {
+                budget.breach.set(Some(Breach::Size));
+            }
+        }
+        budget.error(message.lines().next().unwrap_or("").to_owned())
+    })
+}
+
+/// serde-saphyr's options for request bodies: go-yaml v2's reading of scalars, and budgets
+/// in line with [`MAX_DEPTH`] and the expansion budget (its own checks sit one level above
+/// this module's, so the decoder's [`DecodeError`]s are what a client normally sees).
+fn yaml_options(input_len: usize, expansion: usize) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = MAX_DEPTH + 2;
+    budget.flow_nesting_limit = MAX_DEPTH + 2;
+    // Each node or event takes at least a byte or two of input: these never refuse a
+    // document for its length, only the expansion budget does.
+    budget.max_nodes = input_len.saturating_mul(2).saturating_add(1024);
+    budget.max_events = input_len.saturating_mul(4).saturating_add(1024);
+    budget.max_documents = 1;
+    let mut aliases = serde_saphyr::options::AliasLimits::default();
+    aliases.max_total_replayed_events = expansion;
+    let mut o = serde_saphyr::Options::default();
+    o.budget = Some(budget);
+    o.alias_limits = aliases;
+    o.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::LastWins;
+    o.legacy_octal_numbers = true;
+    o
+}
+
+/// The nesting depth of `v`: 0 for a scalar, 1 for `{}` or `[1]`, … Computed without
+/// recursion, so any value can be measured.
+pub fn depth(v: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
+    while let Some((v, d)) = stack.pop() {
+        match v {
+            Value::Array(a) => {
+                deepest = deepest.max(d + 1);
+                stack.extend(a.iter().map(|c| (c, d + 1)));
+            }
+            Value::Object(m) => {
+                deepest = deepest.max(d + 1);
+                stack.extend(m.values().map(|c| (c, d + 1)));
+            }
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// The length of `v` encoded as compact JSON, or `None` once it passes `cap` (the encoding
+/// stops there, so the cost is bounded by `cap`). `v` must nest at most a few hundred levels
+/// (serialization recurses).
+pub fn encoded_len_capped(v: &Value, cap: usize) -> Option<usize> {
+    struct Counter {
+        n: usize,
+        cap: usize,
+    }
+    impl Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n = self.n.saturating_add(buf.len());
+            if self.n > self.cap {
+                return Err(std::io::Error::other("over the cap"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Counter { n: 0, cap };
+    serde_json::to_writer(&mut c, v).ok().map(|()| c.n)
+}
+
+/// The limit that failed while decoding.
+#[derive(Debug, Clone, Copy)]
+enum Breach {
+    Size,
+    Depth,
+}
+
+/// The state a decode shares with its nested seeds: what is left of the size budget (in
+/// JSON bytes), the current depth, and which limit stopped it, if one did.
+struct Budget {
+    limit: usize,
+    remaining: Cell<usize>,
+    depth: Cell<usize>,
+    breach: Cell<Option<Breach>>,
+}
+
+impl Budget {
+    fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            remaining: Cell::new(limit),
+            depth: Cell::new(0),
+            breach: Cell::new(None),
+        }
+    }
+
+    fn seed(&self) -> Seed<'_> {
+        Seed(self)
+    }
+
+    /// Charges `n` JSON bytes.
+    fn charge<E: serde::de::Error>(&self, n: usize) -> Result<(), E> {
+        match self.remaining.get().checked_sub(n) {
+            Some(left) => {
+                self.remaining.set(left);
+                Ok(())
+            }
+            None => {
+                self.breach.set(Some(Breach::Size));
+                Err(E::custom("size budget exhausted"))
+            }
+        }
+    }
+
+    fn enter<E: serde::de::Error>(&self) -> Result<(), E> {
+        let d = self.depth.get() + 1;
+        if d > MAX_DEPTH {
+            self.breach.set(Some(Breach::Depth));
+            return Err(E::custom("too deep"));
+        }
+        self.depth.set(d);
+        Ok(())
+    }
+
+    fn leave(&self) {
+        self.depth.set(self.depth.get().saturating_sub(1));
+    }
+
+    fn error(&self, message: String) -> DecodeError {
+        match self.breach.get() {
+            Some(Breach::Size) => DecodeError::TooLarge { limit: self.limit },
+            Some(Breach::Depth) => DecodeError::TooDeep { limit: MAX_DEPTH },
+            None => DecodeError::Syntax(message),
+        }
+    }
+}
+
+/// The JSON length of a string: quotes, escapes and the UTF-8 bytes.
+fn json_str_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+fn digits(mut n: u64) -> usize {
+    let mut d = 1;
+    while n >= 10 {
+        n /= 10;
+        d += 1;
+    }
+    d
+}
+
+/// Builds a `serde_json::Value` from any self-describing format, charging each node's
+/// JSON size (an upper bound: floats count as 24) to the shared budget.
+#[derive(Clone, Copy)]
+struct Seed<'a>(&'a Budget);
+
+impl<'de> DeserializeSeed<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        // Each level of nesting recurses through the format's deserializer too, whose frames
+        // are large (serde-saphyr's take ~5 KiB a level in release builds, ~30 KiB in debug
+        // ones): the stack grows on the heap when it runs low, so [`MAX_DEPTH`] levels fit
+        // any thread.
+        stacker::maybe_grow(STACK_RED_ZONE, STACK_SEGMENT, || d.deserialize_any(self))
+    }
+}
+
+/// Below this much free stack, a nested decode continues on a new segment …
+const STACK_RED_ZONE: usize = 256 * 1024;
+/// … of this size.
+const STACK_SEGMENT: usize = 2 * 1024 * 1024;
+
+/// A map key: a string, charged like one (plus the colon).
+struct KeySeed<'a>(&'a Budget);
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
+    type Value = String;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        let k = <String as serde::Deserialize>::deserialize(d)?;
+        self.0.charge(json_str_len(&k) + 1)?;
+        Ok(k)
+    }
+}
+
+impl<'de> Visitor<'de> for Seed<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Value, E> {
+        self.0.charge(5)?;
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Value, E> {
+        self.0.charge(digits(v.unsigned_abs()) + 1)?;
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Value, E> {
+        self.0.charge(digits(v))?;
+        Ok(Value::Number(v.into()))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        self.0.charge(24)?;
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Value, E> {
+        self.0.charge(json_str_len(v))?;
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Value, E> {
+        self.0.charge(json_str_len(&v))?;
+        Ok(Value::String(v))
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Value, E> {
+        self.0.charge(4)?;
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Value, E> {
+        self.visit_none()
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.0.enter()?;
+        self.0.charge(2)?;
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(self)? {
+            self.0.charge(1)?;
+            out.push(v);
+        }
+        self.0.leave();
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.0.enter()?;
+        self.0.charge(2)?;
+        let mut out = Map::new();
+        while let Some(k) = map.next_key_seed(KeySeed(self.0))? {
+            let v = map.next_value_seed(self)?;
+            self.0.charge(1)?;
+            out.insert(k, v);
+        }
+        self.0.leave();
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nested(levels: usize) -> String {
+        format!("{}{}", "[".repeat(levels), "]".repeat(levels))
+    }
+
+    #[test]
+    fn json_decodes_like_serde_json_within_the_depth_limit() {
+        let v = decode_json(br#"{"a":[1,-2,3.5,"x\n",true,null,{"b":{}}]}"#).unwrap();
+        assert_eq!(v, json!({"a":[1,-2,3.5,"x\n",true,null,{"b":{}}]}));
+        assert_eq!(depth(&v), 4);
+        assert!(decode_json(nested(MAX_DEPTH).as_bytes()).is_ok());
+        assert_eq!(
+            decode_json(nested(MAX_DEPTH + 1).as_bytes()),
+            Err(DecodeError::TooDeep { limit: MAX_DEPTH })
+        );
+        // Far past serde_json's own limit: still the same answer, never a stack overflow.
+        assert_eq!(
+            decode_json(nested(1_000_000).as_bytes()),
+            Err(DecodeError::TooDeep { limit: MAX_DEPTH })
+        );
+        assert!(matches!(decode_json(b"{} x"), Err(DecodeError::Syntax(_))));
+    }
+
+    #[test]
+    fn yaml_depth_is_bounded_too() {
+        let deep = format!(
+            "{}1{}",
+            "[".repeat(MAX_DEPTH + 1),
+            "]".repeat(MAX_DEPTH + 1)
+        );
+        assert_eq!(
+            decode_yaml(deep.as_bytes()),
+            Err(DecodeError::TooDeep { limit: MAX_DEPTH })
+        );
+        assert_eq!(decode_yaml(b"a: [1, b]\n").unwrap(), json!({"a":[1,"b"]}));
+    }
+
+    /// The "billion laughs": nine levels of nine aliases each.
+    fn laughs(levels: usize, fan: usize) -> String {
+        let mut y = String::from("a0: &a0 [\"lol\"]\n");
+        for i in 1..=levels {
+            let refs = vec![format!("*a{}", i - 1); fan].join(", ");
+            y.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        y
+    }
+
+    #[test]
+    fn yaml_alias_bombs_stop_at_the_budget() {
+        let bomb = laughs(9, 9);
+        assert!(bomb.len() < 2048);
+        assert_eq!(
+            decode_yaml(bomb.as_bytes()),
+            Err(DecodeError::TooLarge {
+                limit: yaml_budget(bomb.len())
+            })
+        );
+        // A few anchors used a few times decode as before.
+        let ok = "base: &b {image: nginx, tag: \"1\"}\nx: *b\ny: *b\n";
+        let v = decode_yaml(ok.as_bytes()).unwrap();
+        assert_eq!(v["y"], json!({"image":"nginx","tag":"1"}));
+    }
+
+    #[test]
+    fn a_long_scalar_aliased_many_times_is_refused() {
+        let big = "x".repeat(10_000);
+        let refs = vec!["*s"; 200].join(", ");
+        let y = format!("s: &s \"{big}\"\nl: [{refs}]\n");
+        assert!(matches!(
+            decode_yaml(y.as_bytes()),
+            Err(DecodeError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn encoded_len_stops_at_its_cap() {
+        let v = json!({"a":"\u{1}é","b":[1,2.5]});
+        let exact = serde_json::to_vec(&v).unwrap().len();
+        assert_eq!(encoded_len_capped(&v, exact), Some(exact));
+        assert_eq!(encoded_len_capped(&v, exact - 1), None);
+    }
+
+    /// Regression: serde-saphyr's frames overflowed a 2 MiB test thread at 100 levels in a
+    /// debug build. With the stack growing on demand, even a 128 KiB thread decodes the
+    /// deepest allowed body and refuses the next level.
+    #[test]
+    fn the_deepest_bodies_decode_on_a_small_stack() {
+        std::thread::Builder::new()
+            .stack_size(128 * 1024)
+            .spawn(|| {
+                for d in [MAX_DEPTH, MAX_DEPTH + 1] {
+                    let b = format!("{}1{}", "[".repeat(d), "]".repeat(d));
+                    for r in [decode_yaml(b.as_bytes()), decode_json(b.as_bytes())] {
+                        match r {
+                            Ok(v) => assert_eq!((d, depth(&v)), (MAX_DEPTH, MAX_DEPTH)),
+                            Err(e) => assert_eq!(e, DecodeError::TooDeep { limit: MAX_DEPTH }),
+                        }
+                    }
+                }
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+
+    proptest::proptest! {
+        /// Naive model: whatever YAML comes in, what comes out (as JSON) is at most the
+        /// budget — so never more than linear in the input.
+        #[test]
+        fn yaml_output_is_linear_in_the_input(levels in 0usize..12, fan in 1usize..12, pad in "[a-z]{0,40}") {
+            let y = format!("p: {pad}\n{}", laughs(levels, fan));
+            match decode_yaml(y.as_bytes()) {
+                Ok(v) => {
+                    let n = serde_json::to_vec(&v).unwrap().len();
+                    proptest::prop_assert!(n <= yaml_budget(y.len()), "{n} > budget for {} bytes", y.len());
+                }
+                Err(e) => proptest::prop_assert_eq!(e, DecodeError::TooLarge { limit: yaml_budget(y.len()) }),
+            }
+        }
+
+        /// The charged size is an upper bound of the real JSON size, whatever the value.
+        #[test]
+        fn charged_size_bounds_the_encoding(s in "\\PC{0,30}", n in proptest::prelude::any::<i64>(), f in proptest::prelude::any::<f64>()) {
+            let v = json!({"s": s, "n": n, "f": f, "l": [s.clone(), null, true]});
+            let text = serde_json::to_vec(&v).unwrap();
+            let budget = Budget::new(usize::MAX);
+            let mut de = serde_json::Deserializer::from_slice(&text);
+            let back = budget.seed().deserialize(&mut de).unwrap();
+            let charged = usize::MAX - budget.remaining.get();
+            proptest::prop_assert!(charged >= text.len(), "charged {charged} < {}", text.len());
+            proptest::prop_assert_eq!(back, v);
+        }
+
+        #[test]
+        fn depth_agrees_with_a_recursive_model(levels in 0usize..40, wide in 0usize..4) {
+            let mut v = json!(1);
+            for i in 0..levels {
+                v = if i % 2 == 0 { json!([v]) } else { json!({"k": v, "w": vec![0; wide]}) };
+            }
+            fn model(v: &Value) -> usize {
+                match v {
+                    Value::Array(a) => 1 + a.iter().map(model).max().unwrap_or(0),
+                    Value::Object(m) => 1 + m.values().map(model).max().unwrap_or(0),
+                    _ => 0,
+                }
+            }
+            proptest::prop_assert_eq!(depth(&v), model(&v));
+        }
+    }
+}

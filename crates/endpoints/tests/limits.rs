@@ -1,0 +1,291 @@
+//! Hostile bodies against the installed router: each attack gets its exact Status, and
+//! nothing it sent is stored.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use bytes::Bytes;
+use listwatch_endpoints::{Config, Installer, NameValidation, ResourceInfo};
+use listwatch_memstore::MemStore;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+fn router_with(config: Config, store: MemStore) -> Router {
+    let s: Arc<dyn listwatch_storage::Storage> = Arc::new(store);
+    Installer::new(config)
+        .resource(
+            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+                .namespaced(false)
+                .name_validation(NameValidation::Label)
+                .status_subresource(true),
+            s.clone(),
+        )
+        .resource(
+            ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
+            s.clone(),
+        )
+        .resource(ResourceInfo::new("", "v1", "pods", "Pod"), s)
+        .build()
+        .router()
+}
+
+async fn router() -> Router {
+    let r = router_with(Config::default(), MemStore::new());
+    let resp = send(
+        &r,
+        "POST",
+        "/api/v1/namespaces",
+        JSON,
+        r#"{"metadata":{"name":"ns"}}"#,
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::CREATED);
+    r
+}
+
+struct Resp {
+    status: StatusCode,
+    body: Bytes,
+}
+
+impl Resp {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn message(&self) -> String {
+        self.json()["message"].as_str().unwrap_or("").to_owned()
+    }
+
+    /// Asserts a Status with this code and reason, and returns its message.
+    fn status(&self, code: u16, reason: &str) -> String {
+        let v = self.json();
+        assert_eq!(self.status.as_u16(), code, "{v}");
+        assert_eq!(
+            (v["kind"].as_str(), v["code"].as_u64()),
+            (Some("Status"), Some(u64::from(code))),
+            "{v}"
+        );
+        assert_eq!(v["reason"], reason, "{v}");
+        self.message()
+    }
+}
+
+const JSON: &str = "application/json";
+const YAML: &str = "application/yaml";
+const JSON_PATCH: &str = "application/json-patch+json";
+const MERGE_PATCH: &str = "application/merge-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+
+async fn send(r: &Router, method: &str, uri: &str, ct: &str, body: impl Into<Body>) -> Resp {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", ct)
+        .body(body.into())
+        .unwrap();
+    let resp = r.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    Resp { status, body }
+}
+
+async fn get(r: &Router, uri: &str) -> Resp {
+    send(r, "GET", uri, JSON, "").await
+}
+
+const CM: &str = "/api/v1/namespaces/ns/configmaps";
+
+async fn create_cm(r: &Router, body: Value) {
+    let resp = send(r, "POST", CM, JSON, body.to_string()).await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{:?}", resp.body);
+}
+
+/// Nine levels of nine aliases each: a 400-byte "billion laughs" under `key`.
+fn laughs(prefix: &str) -> String {
+    let mut y = String::from(prefix);
+    y.push_str("l0: &l0 [\"lol\"]\n");
+    for i in 1..=9 {
+        let refs = vec![format!("*l{}", i - 1); 9].join(", ");
+        y.push_str(&format!("l{i}: &l{i} [{refs}]\n"));
+    }
+    y
+}
+
+#[tokio::test]
+async fn json_patch_copy_bombs_are_refused_and_nothing_is_stored() {
+    let r = router().await;
+    create_cm(
+        &r,
+        json!({"metadata":{"name":"c"},"x":["0123456789abcdef".repeat(64)]}),
+    )
+    .await;
+    // Issue 11's attack: 18 copies, each doubling /x (2^18 times 1 KiB if it ran).
+    let ops = vec![r#"{"op":"copy","from":"/x","path":"/x/-"}"#; 18].join(",");
+    let body = format!("[{ops}]");
+    assert!(body.len() < 2048);
+    let resp = send(&r, "PATCH", &format!("{CM}/c"), JSON_PATCH, body).await;
+    let msg = resp.status(422, "Invalid");
+    assert!(
+        msg.starts_with("Unable to complete the copy, the accumulated size increase of copy is ")
+            && msg.ends_with(", exceeding the limit 3145728"),
+        "{msg}"
+    );
+    let stored = get(&r, &format!("{CM}/c")).await.json();
+    assert_eq!(stored["x"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
+async fn json_patches_of_more_than_ten_thousand_operations_are_413() {
+    let r = router().await;
+    create_cm(&r, json!({"metadata":{"name":"c"}})).await;
+    let op = r#"{"op":"add","path":"/data","value":{}}"#;
+    let body = format!("[{}]", vec![op; 10_001].join(","));
+    let resp = send(&r, "PATCH", &format!("{CM}/c"), JSON_PATCH, body).await;
+    assert_eq!(
+        resp.status(413, "RequestEntityTooLarge"),
+        "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+    let body = format!("[{}]", vec![op; 10_000].join(","));
+    let resp = send(&r, "PATCH", &format!("{CM}/c"), JSON_PATCH, body).await;
+    assert_eq!(resp.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn yaml_alias_bombs_are_413_for_bodies_and_apply_patches() {
+    let r = router().await;
+    let bomb = laughs("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\n");
+    assert!(bomb.len() < 1536, "{}", bomb.len());
+    let resp = send(&r, "POST", CM, YAML, bomb.clone()).await;
+    let msg = resp.status(413, "RequestEntityTooLarge");
+    assert!(
+        msg.starts_with("Request entity too large: the body expands to more than "),
+        "{msg}"
+    );
+    let resp = send(
+        &r,
+        "PATCH",
+        &format!("{CM}/bomb?fieldManager=m"),
+        APPLY,
+        bomb,
+    )
+    .await;
+    resp.status(413, "RequestEntityTooLarge");
+    assert_eq!(
+        get(&r, &format!("{CM}/bomb")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    // A YAML body with a few aliases is fine.
+    let ok = "metadata:\n  name: ok\ndata: &d {a: \"1\"}\nextra: *d\n";
+    let resp = send(&r, "POST", CM, YAML, ok).await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{:?}", resp.body);
+    assert_eq!(resp.json()["extra"], json!({"a":"1"}));
+}
+
+fn deep_object(levels: usize) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"deep"}},"x":{}1{}}}"#,
+        r#"{"a":"#.repeat(levels),
+        "}".repeat(levels)
+    )
+}
+
+#[tokio::test]
+async fn deeply_nested_bodies_are_400_on_every_body_path() {
+    let r = router().await;
+    create_cm(&r, json!({"metadata":{"name":"c"}})).await;
+    let too_deep = "the body nests objects and arrays deeper than the limit of 100 levels";
+    for levels in [200, 100_000] {
+        let body = deep_object(levels);
+        let resp = send(&r, "POST", CM, JSON, body.clone()).await;
+        assert_eq!(resp.status(400, "BadRequest"), too_deep);
+        let resp = send(&r, "PUT", &format!("{CM}/c"), JSON, body.clone()).await;
+        assert_eq!(resp.status(400, "BadRequest"), too_deep);
+        let resp = send(&r, "POST", CM, YAML, body.clone()).await;
+        resp.status(400, "BadRequest");
+        for ct in [MERGE_PATCH, STRATEGIC] {
+            let resp = send(&r, "PATCH", &format!("{CM}/c"), ct, body.clone()).await;
+            assert_eq!(resp.status(400, "BadRequest"), too_deep, "{ct}");
+        }
+        let resp = send(
+            &r,
+            "PATCH",
+            &format!("{CM}/c?fieldManager=m"),
+            APPLY,
+            body.clone(),
+        )
+        .await;
+        resp.status(400, "BadRequest");
+        let patch = format!(
+            r#"[{{"op":"add","path":"/x","value":{}1{}}}]"#,
+            "[".repeat(levels),
+            "]".repeat(levels)
+        );
+        let resp = send(&r, "PATCH", &format!("{CM}/c"), JSON_PATCH, patch).await;
+        assert_eq!(resp.status(400, "BadRequest"), too_deep);
+        let opts = format!(
+            r#"{{"kind":"DeleteOptions","x":{}1{}}}"#,
+            "[".repeat(levels),
+            "]".repeat(levels)
+        );
+        let resp = send(&r, "DELETE", &format!("{CM}/c"), JSON, opts.clone()).await;
+        assert_eq!(resp.status(400, "BadRequest"), too_deep);
+        let resp = send(&r, "DELETE", CM, JSON, opts).await;
+        assert_eq!(resp.status(400, "BadRequest"), too_deep);
+    }
+    // 60 levels is an object like any other.
+    let resp = send(&r, "POST", CM, JSON, deep_object(60)).await;
+    assert_eq!(resp.status, StatusCode::CREATED);
+    // A JSON patch cannot nest the stored object past the limit either, 40 levels at a time.
+    let step = format!("{}1{}", r#"{"a":"#.repeat(40), "}".repeat(40));
+    let path = format!("/x{}", "/a".repeat(60));
+    let patch = format!(r#"[{{"op":"add","path":"{path}","value":{step}}}]"#);
+    let resp = send(&r, "PATCH", &format!("{CM}/deep"), JSON_PATCH, patch).await;
+    assert_eq!(resp.status(400, "BadRequest"), too_deep);
+    assert_eq!(get(&r, &format!("{CM}/c")).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn bodies_over_the_limit_are_413_in_upstreams_words() {
+    let config = Config {
+        max_body_bytes: 1024,
+        ..Config::default()
+    };
+    let r = router_with(config, MemStore::new());
+    let big = format!(
+        r#"{{"metadata":{{"name":"ns"}},"x":"{}"}}"#,
+        "y".repeat(2000)
+    );
+    // With a Content-Length (refused before reading) ...
+    let resp = send(&r, "POST", "/api/v1/namespaces", JSON, big.clone()).await;
+    assert_eq!(
+        resp.status(413, "RequestEntityTooLarge"),
+        "Request entity too large: limit is 1024"
+    );
+    // ... and streamed without one.
+    let chunks = futures::stream::iter(
+        big.into_bytes()
+            .chunks(100)
+            .map(|c| Ok::<_, std::io::Error>(Bytes::copy_from_slice(c)))
+            .collect::<Vec<_>>(),
+    );
+    let resp = send(
+        &r,
+        "POST",
+        "/api/v1/namespaces",
+        JSON,
+        Body::from_stream(chunks),
+    )
+    .await;
+    assert_eq!(
+        resp.status(413, "RequestEntityTooLarge"),
+        "Request entity too large: limit is 1024"
+    );
+}
