@@ -82,6 +82,10 @@ pub struct CacherConfig {
     pub progress_request_interval: Duration,
     /// Page size of the reflector's lists of the backend (upstream: 10 000).
     pub list_page_size: u32,
+    /// How often the backend's compaction revision is read, to drop cached history no read
+    /// may use any more (upstream `compactorPollPeriod`, 15 s). Reads and watches at a past
+    /// revision check it themselves, at once.
+    pub compaction_poll_interval: Duration,
     /// Serve consistent lists (no resource version) from the cache once it has caught up
     /// with the backend's revision. Turn it off for a backend whose progress notifications
     /// cannot be requested reliably (etcd before 3.5.13, see docs/etcd.md): the wait would
@@ -108,6 +112,7 @@ impl CacherConfig {
             incoming_queue: 100,
             progress_request_interval: Duration::from_millis(100),
             list_page_size: 10_000,
+            compaction_poll_interval: Duration::from_secs(15),
             consistent_reads_from_cache: true,
             metrics: CacherMetrics::default(),
         }
@@ -176,11 +181,6 @@ pub(crate) struct Inner {
     metrics: ResourceMetrics,
     epoch: Instant,
     stop: watch::Sender<bool>,
-    /// The backend's last compaction revision this cacher was told of; watches from below
-    /// it are `Expired`, as on the backend.
-    compacted: std::sync::atomic::AtomicU64,
-    /// Tells the feeder (which owns the cache) about backend compactions.
-    compactions: mpsc::Sender<(u64, tokio::sync::oneshot::Sender<()>)>,
 }
 
 impl Inner {
@@ -198,6 +198,18 @@ impl Inner {
             (false, _) => 100,
         };
         size.min(max)
+    }
+
+    /// `Expired` when the backend's history below `rv` is compacted away: reads and watches
+    /// at such a version fail as they would on the backend, even where the cache still
+    /// holds what they ask for.
+    fn check_compacted(&self, rv: u64) -> Result<()> {
+        let compacted = self.backend.compacted_revision();
+        if rv < compacted {
+            Err(Error::too_old(rv, compacted))
+        } else {
+            Ok(())
+        }
     }
 
     fn not_ready(&self) -> Option<Error> {
@@ -281,10 +293,7 @@ impl Cacher {
             since: Instant::now(),
         });
         let (stop, _) = watch::channel(false);
-        let (compactions, compactions_rx) = mpsc::channel(16);
         let inner = Arc::new(Inner {
-            compacted: std::sync::atomic::AtomicU64::new(0),
-            compactions,
             backend,
             reader: cache.reader(),
             registry: Arc::new(Registry::default()),
@@ -309,7 +318,7 @@ impl Cacher {
             inner.epoch,
         );
         tokio::spawn(dispatcher.run(rx, inner.stop.subscribe()));
-        tokio::spawn(feed(Arc::clone(&inner), cache, tx, compactions_rx));
+        tokio::spawn(feed(Arc::clone(&inner), cache, tx));
         tokio::spawn(request_progress(Arc::clone(&inner)));
         Self {
             _stop: Arc::new(StopOnDrop(Arc::clone(&inner))),
@@ -357,24 +366,6 @@ impl Cacher {
         self.inner.registry.lock().len()
     }
 
-    /// Tells the cache that the backend compacted its history at `revision`: watches and
-    /// exact lists from below it then fail with 410 Expired, as they would on the backend,
-    /// and snapshots nothing can read any more are dropped. Whoever compacts the backend (the
-    /// etcd compactor, a test) calls this.
-    ///
-    /// # Cancel safety
-    ///
-    /// Cancel safe; the compaction may then still be applied.
-    pub async fn notify_compaction(&self, revision: u64) {
-        self.inner
-            .compacted
-            .fetch_max(revision, std::sync::atomic::Ordering::AcqRel);
-        let (done, applied) = tokio::sync::oneshot::channel();
-        if self.inner.compactions.send((revision, done)).await.is_ok() {
-            let _ = applied.await;
-        }
-    }
-
     /// The backend this cacher reads through.
     pub fn backend(&self) -> &Arc<dyn Storage> {
         &self.inner.backend
@@ -400,12 +391,7 @@ impl Cacher {
 }
 
 /// Lists and watches the backend through the client reflector and feeds cache and dispatcher.
-async fn feed(
-    inner: Arc<Inner>,
-    mut cache: WatchCache,
-    tx: mpsc::Sender<Incoming>,
-    mut compactions: mpsc::Receiver<(u64, tokio::sync::oneshot::Sender<()>)>,
-) {
+async fn feed(inner: Arc<Inner>, mut cache: WatchCache, tx: mpsc::Sender<Incoming>) {
     let lw = match Key::collection(&inner.config.resource, None) {
         Ok(key) => lw::StorageListerWatcher {
             backend: Arc::clone(&inner.backend),
@@ -423,12 +409,18 @@ async fn feed(
     let mut stop = inner.stop.subscribe();
     let mut relist: Vec<Object> = Vec::new();
     let resource = inner.config.resource.clone();
+    let every = inner
+        .config
+        .compaction_poll_interval
+        .max(Duration::from_millis(10));
+    let mut compaction_poll = tokio::time::interval_at(Instant::now() + every, every);
+    compaction_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let item = tokio::select! {
             item = events.next() => item,
-            Some((rv, done)) = compactions.recv() => {
-                cache.compact(rv);
-                let _ = done.send(());
+            _ = compaction_poll.tick() => {
+                // Drops the snapshots no read may use any more (a no-op when nothing moved).
+                cache.compact(inner.backend.compacted_revision());
                 continue;
             }
             _ = stop.changed() => None,
@@ -584,6 +576,7 @@ impl Storage for Cacher {
                 }
             },
             (Some(rv), Some(ResourceVersionMatch::Exact)) => {
+                inner.check_compacted(rv)?;
                 let view = inner.reader.wait_until_fresh(rv, None).await?;
                 match view.list(key, opts) {
                     Err(Error::Expired { .. }) => inner.backend.list(key, opts).await,
@@ -687,5 +680,9 @@ impl Storage for Cacher {
             Some(e) => Err(e),
             None => self.inner.backend.readiness().await,
         }
+    }
+
+    fn compacted_revision(&self) -> u64 {
+        self.inner.backend.compacted_revision()
     }
 }

@@ -93,10 +93,7 @@ impl Watcher {
     fn attach(&mut self, start: Start) -> Result<()> {
         let inner = Arc::clone(&self.inner);
         if let Start::Since(rv) = start {
-            let compacted = inner.compacted.load(std::sync::atomic::Ordering::Acquire);
-            if rv < compacted {
-                return Err(Error::too_old(rv, compacted));
-            }
+            inner.check_compacted(rv)?;
         }
         let (tx, rx) = mpsc::channel(inner.watcher_buffer(self.spec.trigger.is_some()));
         let control = Arc::new(Control::default());

@@ -108,6 +108,9 @@ impl Storage for Flaky {
     async fn readiness(&self) -> listwatch_storage::Result<()> {
         self.inner.readiness().await
     }
+    fn compacted_revision(&self) -> u64 {
+        self.inner.compacted_revision()
+    }
 }
 
 #[tokio::test]

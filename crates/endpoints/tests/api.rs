@@ -1134,6 +1134,9 @@ impl listwatch_storage::Storage for StalledGets {
     async fn readiness(&self) -> listwatch_storage::Result<()> {
         self.0.readiness().await
     }
+    fn compacted_revision(&self) -> u64 {
+        self.0.compacted_revision()
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -15,7 +15,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -136,6 +136,9 @@ struct Inner {
     config: EtcdConfig,
     /// The server version, learnt once from Maintenance Status (retried until it works).
     version: OnceCell<ServerVersion>,
+    /// The newest compaction revision seen (by this process's compactor, the coordination
+    /// key another server's compactor wrote, or a watch that met a compaction); 0 if none.
+    compacted: AtomicU64,
 }
 
 impl std::fmt::Debug for EtcdClient {
@@ -216,8 +219,20 @@ impl EtcdClient {
                 current: AtomicUsize::new(0),
                 config,
                 version: OnceCell::new(),
+                compacted: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// The newest compaction revision this client has seen (0 if none); see
+    /// [`Storage::compacted_revision`](listwatch_storage::Storage::compacted_revision).
+    pub fn compacted_revision(&self) -> u64 {
+        self.inner.compacted.load(Ordering::Acquire)
+    }
+
+    /// Records that etcd's history is compacted at least up to `revision`.
+    pub(crate) fn note_compacted(&self, revision: u64) {
+        self.inner.compacted.fetch_max(revision, Ordering::AcqRel);
     }
 
     /// The configuration.

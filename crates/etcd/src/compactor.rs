@@ -137,6 +137,13 @@ pub async fn compact_round(
     if !resp.succeeded {
         let time = match resp.responses.first().and_then(|r| r.response.as_ref()) {
             Some(response_op::Response::ResponseRange(r)) => {
+                // The winner wrote the revision it compacts: now this server knows it too.
+                let compacted = r.kvs.first().and_then(|kv| {
+                    std::str::from_utf8(&kv.value)
+                        .ok()
+                        .and_then(|v| v.parse::<u64>().ok())
+                });
+                client.note_compacted(compacted.unwrap_or(0));
                 r.kvs.first().map_or(0, |kv| kv.version)
             }
             _ => {
@@ -170,9 +177,9 @@ pub async fn compact_round(
         })
         .await;
     match compacted {
-        Ok(_) => Ok((next, RoundOutcome::Compacted(state.revision))),
-        // Someone compacted past it already (e.g. by hand): the goal is met.
-        Err(crate::client::Failure::Compacted) => {
+        // Or someone compacted past it already (e.g. by hand): the goal is met.
+        Ok(_) | Err(crate::client::Failure::Compacted) => {
+            client.note_compacted(state.revision);
             Ok((next, RoundOutcome::Compacted(state.revision)))
         }
         Err(f) => Err(f.into_error(state.revision)),
@@ -185,11 +192,16 @@ pub async fn compact_now(client: &EtcdClient, revision: u64) -> Result<()> {
         revision: i64::try_from(revision).unwrap_or(i64::MAX),
         physical: true,
     };
-    client
+    match client
         .unary("compact", false, |ch| async move {
             kv_client(ch).compact(req).await
         })
         .await
-        .map(|_| ())
-        .map_err(|f| f.into_error(revision))
+    {
+        Ok(_) => {
+            client.note_compacted(revision);
+            Ok(())
+        }
+        Err(f) => Err(f.into_error(revision)),
+    }
 }

@@ -747,6 +747,10 @@ impl Storage for EtcdStore {
     async fn readiness(&self) -> Result<()> {
         self.client.health().await
     }
+
+    fn compacted_revision(&self) -> u64 {
+        self.client.compacted_revision()
+    }
 }
 
 #[cfg(test)]

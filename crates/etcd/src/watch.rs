@@ -460,6 +460,9 @@ impl WatchTask {
         after: u64,
     ) -> std::result::Result<(), End> {
         if resp.compact_revision != 0 {
+            self.store
+                .client
+                .note_compacted(rev_of(resp.compact_revision));
             return Err(End::Failed(Error::too_old(
                 after,
                 rev_of(resp.compact_revision),

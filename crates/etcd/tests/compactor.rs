@@ -56,6 +56,12 @@ async fn two_compactors_take_turns_and_compact_the_previous_rounds_revision() {
     assert_eq!(out, RoundOutcome::Compacted(seen));
     let (sb, out) = compact_round(&b, key, sb).await.unwrap();
     assert_eq!(out, RoundOutcome::Lost);
+    // Both servers now know the compaction revision (Storage::compacted_revision): A made it,
+    // B read it from the coordination key when it lost.
+    assert_eq!(
+        (a.compacted_revision(), b.compacted_revision()),
+        (seen, seen)
+    );
 
     let all = Key::collection("pods", Some("ns")).unwrap();
     let exact = |rv| ListOptions::recursive().at(Some(rv), Some(ResourceVersionMatch::Exact));

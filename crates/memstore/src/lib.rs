@@ -595,4 +595,8 @@ impl Storage for MemStore {
     async fn readiness(&self) -> Result<()> {
         self.read().map(|_| ())
     }
+
+    fn compacted_revision(&self) -> u64 {
+        MemStore::compacted_revision(self)
+    }
 }

@@ -155,6 +155,14 @@ pub trait Storage: Send + Sync + 'static {
     /// The backend's current revision (what a consistent read would see).
     async fn current_resource_version(&self) -> Result<u64>;
 
+    /// The newest compaction revision the backend knows of (0 when it knows of none): its
+    /// history below it is gone, so reads at older revisions and watches from them are
+    /// `Expired`. Cheap and synchronous: a cache over the backend checks it on every read
+    /// and watch at a past revision, and polls it to drop history no read can use any more.
+    /// A backend may learn of a compaction late (etcd: when its compactor runs, or a read or
+    /// watch meets the compaction), never before it happened.
+    fn compacted_revision(&self) -> u64;
+
     /// `Ok` when serving; `NotReady` or `Unreachable` otherwise.
     async fn readiness(&self) -> Result<()>;
 }
