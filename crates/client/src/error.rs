@@ -36,6 +36,11 @@ pub enum Error {
     /// (client-go's "very short watch"): the server is probably unhealthy.
     #[error("very short watch: closed after {0:?} with no events")]
     VeryShortWatch(Duration),
+    /// A watch delivered nothing, not even a bookmark, for longer than the server's timeout
+    /// plus [`Config::watch_idle_margin`](crate::Config::watch_idle_margin): the connection is
+    /// taken as dead and the watch reopened.
+    #[error("watch idle: no event for {0:?}, connection taken as dead")]
+    WatchIdle(Duration),
     /// A streaming list (sendInitialEvents) ended before its initial-events-end bookmark.
     #[error("streaming list ended before its initial-events-end bookmark")]
     StreamingListIncomplete,

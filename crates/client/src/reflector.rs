@@ -24,6 +24,10 @@
 //!   after a backoff); a transport failure mid-stream is a dropped watch (re-watch); an
 //!   `ERROR` event relists.
 //! - Bookmarks only advance the version.
+//! - Every watch (streaming lists included) has a client-side idle deadline: its server
+//!   timeout plus [`Config::watch_idle_margin`], counted from the last event or bookmark. A
+//!   watch past it is a dead connection ([`Error::WatchIdle`]) and is reopened from the last
+//!   version, so a half-open connection never leaves the store silently stale.
 //! - Streaming list ([`Config::streaming_list`]): a watch with `sendInitialEvents=true`,
 //!   `resourceVersionMatch=NotOlderThan`, whose events until the initial-events-end bookmark
 //!   form the relist; the same stream then goes on as the watch. Any failure falls back to a
@@ -88,6 +92,13 @@ pub struct Config {
     /// A watch that ends sooner than this without any event is an error (client-go's
     /// "very short watch", 1 s).
     pub min_watch_duration: Duration,
+    /// Client-side idle deadline of every watch: a watch that delivers no event (bookmarks
+    /// included) for its server timeout plus this margin is abandoned as a dead connection
+    /// and reopened from the last version. Catches half-open connections (NAT or
+    /// load-balancer state lost, a peer gone without a reset, a proxy that drops silently)
+    /// and servers that stall mid-frame, which would otherwise leave the store silently
+    /// stale. Ours: client-go relies on HTTP/2 pings and the server's timeout instead.
+    pub watch_idle_margin: Duration,
     /// First backoff delay (800 ms).
     pub initial_backoff: Duration,
     /// Largest backoff base delay (30 s).
@@ -111,6 +122,8 @@ impl Default for Config {
             min_watch_timeout: Duration::from_secs(5 * 60),
             // client-go reflector.go handleWatch: watchDuration < time.Second && eventCount == 0
             min_watch_duration: Duration::from_secs(1),
+            // ours (see the field): the server's timeout plus 30 s
+            watch_idle_margin: Duration::from_secs(30),
             // client-go reflector.go: NewExponentialBackoffManager(800ms, 30s, 2min, 2.0, 1.0)
             initial_backoff: Duration::from_millis(800),
             max_backoff: Duration::from_secs(30),
@@ -163,6 +176,13 @@ impl Config {
         self
     }
 
+    /// Sets the margin of the watch idle deadline over the server timeout.
+    #[must_use]
+    pub fn watch_idle_margin(mut self, d: Duration) -> Self {
+        self.watch_idle_margin = d;
+        self
+    }
+
     /// Sets the backoff: first delay, cap, healthy period that resets it, jitter factor.
     #[must_use]
     pub fn backoff(
@@ -204,17 +224,72 @@ enum State<K> {
     },
     StreamingList {
         stream: WatchStream<K>,
+        idle: IdleDeadline,
     },
     Listed,
     Watching {
         stream: WatchStream<K>,
         started: Instant,
         events: u64,
+        idle: IdleDeadline,
     },
     Backoff {
         sleep: Pin<Box<tokio::time::Sleep>>,
         then: Box<State<K>>,
     },
+}
+
+/// The client-side deadline of one watch: expires when no event arrived for `limit`.
+///
+/// Events only record the time; the timer is re-armed when it fires early, so a busy watch
+/// touches the timer wheel once per `limit`, not once per event.
+struct IdleDeadline {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    limit: Duration,
+    last: Instant,
+}
+
+impl IdleDeadline {
+    fn new(limit: Duration) -> Self {
+        let now = Instant::now();
+        Self {
+            sleep: Box::pin(tokio::time::sleep_until(now + limit)),
+            limit,
+            last: now,
+        }
+    }
+
+    fn touch(&mut self) {
+        self.last = Instant::now();
+    }
+
+    /// Resolves once the watch has been idle for `limit`.
+    async fn expired(&mut self) {
+        loop {
+            self.sleep.as_mut().await;
+            let due = self.last + self.limit;
+            if due <= Instant::now() {
+                return;
+            }
+            self.sleep.as_mut().reset(due);
+        }
+    }
+
+    /// The next item of `stream`, or `None` when the deadline expires first.
+    async fn next<K>(
+        &mut self,
+        stream: &mut WatchStream<K>,
+    ) -> Option<Option<Result<WatchEvent<K>>>> {
+        let item = tokio::select! {
+            biased;
+            item = stream.next() => Some(item),
+            () = self.expired() => None,
+        };
+        if item.is_some() {
+            self.touch();
+        }
+        item
+    }
 }
 
 struct Machine<L: ListerWatcher> {
@@ -350,8 +425,8 @@ impl<L: ListerWatcher> Machine<L> {
                 State::Empty => {
                     if self.config.streaming_list && !self.fallback_to_list {
                         match self.open_streaming_list().await {
-                            Ok(stream) => {
-                                self.state = State::StreamingList { stream };
+                            Ok((stream, idle)) => {
+                                self.state = State::StreamingList { stream, idle };
                                 return Ok(Event::Init);
                             }
                             Err(e) => {
@@ -394,32 +469,43 @@ impl<L: ListerWatcher> Machine<L> {
                         }
                     }
                 }
-                State::StreamingList { mut stream } => match stream.next().await {
-                    Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj))) => {
-                        self.state = State::StreamingList { stream };
+                State::StreamingList {
+                    mut stream,
+                    mut idle,
+                } => match idle.next(&mut stream).await {
+                    None => {
+                        tracing::warn!(
+                            "streaming list idle past its deadline, falling back to list"
+                        );
+                        self.fallback_to_list = true;
+                        return Err(Error::WatchIdle(idle.limit));
+                    }
+                    Some(Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)))) => {
+                        self.state = State::StreamingList { stream, idle };
                         return Ok(Event::InitApply(obj));
                     }
-                    Some(Ok(WatchEvent::Bookmark {
+                    Some(Some(Ok(WatchEvent::Bookmark {
                         resource_version,
                         initial_events_end: true,
-                    })) => {
+                    }))) => {
                         self.last_rv = Some(resource_version);
                         self.rv_unavailable = false;
                         self.state = State::Watching {
                             stream,
                             started: Instant::now(),
                             events: 1,
+                            idle,
                         };
                         return Ok(Event::InitDone { resource_version });
                     }
-                    Some(Ok(WatchEvent::Bookmark { .. })) => {
-                        self.state = State::StreamingList { stream }
+                    Some(Some(Ok(WatchEvent::Bookmark { .. }))) => {
+                        self.state = State::StreamingList { stream, idle }
                     }
-                    Some(Ok(WatchEvent::Deleted(_))) | None => {
+                    Some(Some(Ok(WatchEvent::Deleted(_))) | None) => {
                         self.fallback_to_list = true;
                         return Err(Error::StreamingListIncomplete);
                     }
-                    Some(Err(e)) => {
+                    Some(Some(Err(e))) => {
                         tracing::warn!(error = %e, "streaming list failed, falling back to list");
                         if e.is_expired() {
                             self.rv_unavailable = true;
@@ -436,6 +522,7 @@ impl<L: ListerWatcher> Machine<L> {
                                 stream,
                                 started: Instant::now(),
                                 events: 0,
+                                idle: IdleDeadline::new(self.idle_limit(&request)),
                             };
                         }
                         Err(e) => {
@@ -453,8 +540,17 @@ impl<L: ListerWatcher> Machine<L> {
                     mut stream,
                     started,
                     events,
-                } => match stream.next().await {
-                    Some(Ok(event)) => {
+                    mut idle,
+                } => match idle.next(&mut stream).await {
+                    None => {
+                        // Nothing, not even a bookmark, for longer than the server's own
+                        // timeout: the connection is dead. Re-watch, like a dropped one.
+                        drop(stream);
+                        tracing::warn!(idle = ?idle.limit, "watch idle past its deadline, re-watching");
+                        self.after_watch_end(started, events);
+                        return Err(Error::WatchIdle(idle.limit));
+                    }
+                    Some(Some(Ok(event))) => {
                         let out = match event {
                             WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                                 self.last_rv = Some(o.resource_version());
@@ -475,23 +571,24 @@ impl<L: ListerWatcher> Machine<L> {
                             stream,
                             started,
                             events: events + 1,
+                            idle,
                         };
                         return Ok(out);
                     }
-                    Some(Err(e @ Error::Api(_))) => {
+                    Some(Some(Err(e @ Error::Api(_)))) => {
                         // An ERROR event: 410 relists from the last version (a list at that
                         // version is "not older than", so it may still be served).
                         self.back_off(State::Empty, e.retry_after());
                         return Err(e);
                     }
-                    Some(Err(e)) => {
+                    Some(Some(Err(e))) => {
                         // A dropped connection or garbled frame: the watch is gone, the state
                         // is fine. Re-watch unless it was a very short watch.
                         drop(stream);
                         self.after_watch_end(started, events);
                         return Err(e);
                     }
-                    None => {
+                    Some(None) => {
                         if let Some(e) = self.after_watch_end(started, events) {
                             return Err(e);
                         }
@@ -560,7 +657,7 @@ impl<L: ListerWatcher> Machine<L> {
         }
     }
 
-    async fn open_streaming_list(&mut self) -> Result<WatchStream<L::Object>> {
+    async fn open_streaming_list(&mut self) -> Result<(WatchStream<L::Object>, IdleDeadline)> {
         // client-go `rewatchResourceVersion`: the last version, or "" when unavailable.
         let rv = if self.rv_unavailable {
             None
@@ -568,7 +665,16 @@ impl<L: ListerWatcher> Machine<L> {
             self.last_rv
         };
         let request = self.watch_request(rv, true);
-        self.lw.watch(&request).await
+        let stream = self.lw.watch(&request).await?;
+        Ok((stream, IdleDeadline::new(self.idle_limit(&request))))
+    }
+
+    /// How long a watch opened with `request` may go without an event.
+    fn idle_limit(&self, request: &WatchRequest) -> Duration {
+        let server = request
+            .timeout_seconds
+            .map_or(self.config.min_watch_timeout * 2, Duration::from_secs);
+        server.saturating_add(self.config.watch_idle_margin)
     }
 
     /// Lists the first page at `rv`; on 410 / too-large retries at once at `""`.

@@ -23,6 +23,8 @@ enum Reply {
     Chunked(Vec<String>, Arc<Notify>),
     /// Never answers (the connection stays open).
     Hang,
+    /// Headers with this code, then a chunked body of garbage that never ends.
+    Endless(u16),
 }
 
 /// Seen request heads (request line + headers).
@@ -55,6 +57,16 @@ async fn serve(route: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (String
                 let target = head.split_whitespace().nth(1).unwrap().to_owned();
                 log.lock().unwrap().push(head);
                 match route(&target) {
+                    Reply::Endless(code) => {
+                        let head = format!(
+                            "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+                        );
+                        if sock.write_all(head.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        let chunk = format!("{:x}\r\n{}\r\n", 4096, "x".repeat(4096));
+                        while sock.write_all(chunk.as_bytes()).await.is_ok() {}
+                    }
                     Reply::Hang => {
                         let _ = sock.read(&mut buf).await;
                     }
@@ -330,4 +342,62 @@ async fn a_server_that_never_answers_a_list_times_out_as_a_transport_error() {
     let head = seen.lock().unwrap()[0].to_ascii_lowercase();
     assert!(head.starts_with("get /api/v1/pods http/1.1"), "{head}");
     assert!(head.contains("user-agent: listwatch-client/"), "{head}");
+}
+
+#[tokio::test]
+async fn a_list_body_over_the_limit_is_refused_while_reading() {
+    let pods: Vec<String> = (0..100).map(|i| pod(&format!("p{i}"), i)).collect();
+    let body = list_body(200, "", &pods);
+    assert!(body.len() > 10_000);
+    let (url, _) = serve(move |_| Reply::Full(200, body.clone())).await;
+    let small = HttpConfig::new(&url).unwrap().max_list_bytes(10_000);
+    let lw = HttpListerWatcher::new(small, "/api/v1/pods").unwrap();
+    let e = lw.list(&ListRequest::default()).await.unwrap_err();
+    assert!(e.to_string().contains("larger than 10000 bytes"), "{e}");
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    assert_eq!(
+        lw.list(&ListRequest::default()).await.unwrap().items.len(),
+        100
+    );
+}
+
+#[tokio::test]
+async fn endless_bodies_are_bounded_errors_not_hangs() {
+    let (url, _) = serve(|target| {
+        if target.contains("watch=") {
+            Reply::Endless(200)
+        } else if target.contains("limit=") {
+            Reply::Endless(500)
+        } else {
+            Reply::Endless(200)
+        }
+    })
+    .await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    // An error answer: only its first 64 KiB are read for a Status.
+    let limited = ListRequest {
+        limit: Some(1),
+        ..ListRequest::default()
+    };
+    let e = tokio::time::timeout(Duration::from_secs(60), lw.list(&limited))
+        .await
+        .expect("an endless error body is read only up to its limit")
+        .unwrap_err();
+    assert_eq!(e.code(), Some(500));
+    // A list: refused at max_list_bytes.
+    let small = HttpConfig::new(&url).unwrap().max_list_bytes(1 << 20);
+    let lw = HttpListerWatcher::new(small, "/api/v1/pods").unwrap();
+    let e = tokio::time::timeout(Duration::from_secs(60), lw.list(&ListRequest::default()))
+        .await
+        .expect("an endless list body is refused at its limit")
+        .unwrap_err();
+    assert!(e.to_string().contains("larger than"), "{e}");
+    // A watch: one frame never ends; refused at the frame limit.
+    let mut w = lw.watch(&WatchRequest::default()).await.unwrap();
+    let e = tokio::time::timeout(Duration::from_secs(60), w.next())
+        .await
+        .expect("an endless frame is refused at the frame limit")
+        .unwrap()
+        .unwrap_err();
+    assert!(e.to_string().contains("frame larger than"), "{e}");
 }

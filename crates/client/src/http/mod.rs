@@ -31,8 +31,11 @@ type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 #[cfg(not(feature = "rustls"))]
 type Connector = HttpConnector;
 
-/// How to reach a server: base URL, credentials and trust.
-#[derive(Clone, Default)]
+/// The largest error body read (only its `Status` is wanted).
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// How to reach a server: base URL, credentials, trust and deadlines.
+#[derive(Clone)]
 pub struct HttpConfig {
     /// `http(s)://host:port`, optionally with a path prefix.
     pub base_url: String,
@@ -44,9 +47,37 @@ pub struct HttpConfig {
     pub client_identity_pem: Option<(Vec<u8>, Vec<u8>)>,
     /// The kubeconfig context's namespace, when read from one.
     pub default_namespace: Option<String>,
-    /// Timeout of a list, and of opening a watch (until the response headers); `None` waits
-    /// as long as the server takes.
+    /// Deadline of a whole list (headers and body), and of opening a watch (until the
+    /// response headers); `None` waits as long as the server takes. Default 60 s, the
+    /// apiserver's own `--request-timeout` for lists. A watch's body is bounded by the
+    /// reflector's idle deadline instead ([`Config::watch_idle_margin`](crate::Config)).
     pub request_timeout: Option<Duration>,
+    /// Deadline of a TCP connect (default 30 s, client-go's dialer).
+    pub connect_timeout: Option<Duration>,
+    /// TCP keepalive: probes start after this long idle, then every third of it, and the
+    /// connection is dropped after three unanswered probes, so a peer gone without a reset
+    /// is noticed within twice this (default 30 s, client-go's dialer `KeepAlive`).
+    pub tcp_keepalive: Option<Duration>,
+    /// The largest list response body accepted (default 1 GiB); larger is an error, never
+    /// an unbounded allocation. Error bodies are read up to 64 KiB and watch frames up to
+    /// 16 MiB.
+    pub max_list_bytes: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        Self {
+            base_url: String::new(),
+            bearer_token: None,
+            ca_pem: None,
+            client_identity_pem: None,
+            default_namespace: None,
+            request_timeout: Some(Duration::from_secs(60)),
+            connect_timeout: Some(Duration::from_secs(30)),
+            tcp_keepalive: Some(Duration::from_secs(30)),
+            max_list_bytes: 1 << 30,
+        }
+    }
 }
 
 impl std::fmt::Debug for HttpConfig {
@@ -62,6 +93,9 @@ impl std::fmt::Debug for HttpConfig {
             .field("client_identity_pem", &self.client_identity_pem.is_some())
             .field("default_namespace", &self.default_namespace)
             .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("tcp_keepalive", &self.tcp_keepalive)
+            .field("max_list_bytes", &self.max_list_bytes)
             .finish()
     }
 }
@@ -108,6 +142,27 @@ impl HttpConfig {
         self
     }
 
+    /// Sets the TCP connect timeout.
+    #[must_use]
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets the TCP keepalive idle time (`None`: no keepalive).
+    #[must_use]
+    pub fn tcp_keepalive(mut self, idle: Option<Duration>) -> Self {
+        self.tcp_keepalive = idle;
+        self
+    }
+
+    /// Sets the largest list body accepted.
+    #[must_use]
+    pub fn max_list_bytes(mut self, n: usize) -> Self {
+        self.max_list_bytes = n;
+        self
+    }
+
     /// Reads the current context of a kubeconfig file.
     pub fn from_kubeconfig(path: &Path) -> Result<Self> {
         let yaml = std::fs::read_to_string(path).map_err(|e| {
@@ -146,6 +201,7 @@ pub struct HttpListerWatcher {
     auth: Option<HeaderValue>,
     fields: SelectableFields,
     timeout: Option<Duration>,
+    max_list_bytes: usize,
 }
 
 impl std::fmt::Debug for HttpListerWatcher {
@@ -184,6 +240,7 @@ impl HttpListerWatcher {
             auth,
             fields: SelectableFields::none(),
             timeout: config.request_timeout,
+            max_list_bytes: config.max_list_bytes,
         })
     }
 
@@ -234,17 +291,39 @@ impl HttpListerWatcher {
             return Ok(res);
         }
         let code = res.status().as_u16();
-        let body = read_body(res.into_body()).await?;
+        // An error body is only read for its Status; a longer one is cut, not refused.
+        let body = read_prefix(res.into_body(), MAX_ERROR_BODY).await?;
         Err(decode::decode_status(code, &body))
     }
 }
 
-async fn read_body(body: hyper::body::Incoming) -> Result<Bytes> {
-    Ok(body
-        .collect()
-        .await
-        .map_err(|e| Error::Http(Box::new(e)))?
-        .to_bytes())
+/// Reads a whole body of at most `limit` bytes; a longer one is an error.
+async fn read_body(body: hyper::body::Incoming, limit: usize, what: &str) -> Result<Bytes> {
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(b) => Ok(b.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::Decode(format!(
+            "{what} body larger than {limit} bytes"
+        ))),
+        Err(e) => Err(Error::Http(e)),
+    }
+}
+
+/// Reads the first `limit` bytes of a body (or all of a shorter one).
+async fn read_prefix(mut body: hyper::body::Incoming, limit: usize) -> Result<Bytes> {
+    let mut out = bytes::BytesMut::new();
+    while out.len() < limit {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    let take = data.len().min(limit - out.len());
+                    out.extend_from_slice(data.get(..take).unwrap_or_default());
+                }
+            }
+            Some(Err(e)) => return Err(Error::Http(Box::new(e))),
+            None => break,
+        }
+    }
+    Ok(out.freeze())
 }
 
 fn query(pairs: &[(&str, Option<String>)]) -> String {
@@ -306,7 +385,7 @@ impl ListerWatcher for HttpListerWatcher {
     async fn list(&self, request: &ListRequest) -> Result<Page<Object>> {
         let list = async {
             let res = self.get(list_query(request)).await?;
-            let body = read_body(res.into_body()).await?;
+            let body = read_body(res.into_body(), self.max_list_bytes, "list").await?;
             decode::decode_list(&body, &self.fields)
         };
         // The whole list (headers and body) is under the request timeout.
@@ -324,16 +403,27 @@ impl ListerWatcher for HttpListerWatcher {
     }
 }
 
+/// The TCP layer: no Nagle, a connect deadline, keepalive probes (see [`HttpConfig`]).
+fn tcp_connector(config: &HttpConfig) -> HttpConnector {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(config.connect_timeout);
+    http.set_keepalive(config.tcp_keepalive);
+    if let Some(idle) = config.tcp_keepalive {
+        http.set_keepalive_interval(Some((idle / 3).max(Duration::from_secs(1))));
+        http.set_keepalive_retries(Some(3));
+    }
+    http
+}
+
 #[cfg(not(feature = "rustls"))]
-fn connector(_config: &HttpConfig, https: bool) -> Result<Connector> {
+fn connector(config: &HttpConfig, https: bool) -> Result<Connector> {
     if https {
         return Err(Error::Config(
             "https:// needs the `rustls` feature of listwatch-client".into(),
         ));
     }
-    let mut http = HttpConnector::new();
-    http.set_nodelay(true);
-    Ok(http)
+    Ok(tcp_connector(config))
 }
 
 #[cfg(feature = "rustls")]
@@ -343,8 +433,7 @@ fn connector(config: &HttpConfig, https: bool) -> Result<Connector> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-    let mut http = HttpConnector::new();
-    http.set_nodelay(true);
+    let mut http = tcp_connector(config);
     http.enforce_http(false);
     let tls_err = |e: &dyn std::fmt::Display| Error::Config(format!("tls: {e}"));
     let mut roots = rustls::RootCertStore::empty();
@@ -425,6 +514,31 @@ mod tests {
             HttpConfig::new("http://127.0.0.1:1/").unwrap().base_url,
             "http://127.0.0.1:1"
         );
+    }
+
+    #[tokio::test]
+    async fn connections_have_keepalive_probes_and_no_nagle() {
+        use tower::ServiceExt;
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let config = HttpConfig::new("http://127.0.0.1:1").unwrap();
+        let conn = tcp_connector(&config).oneshot(uri.clone()).await.unwrap();
+        let sock = socket2::SockRef::from(conn.inner());
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(30));
+        assert_eq!(
+            sock.tcp_keepalive_interval().unwrap(),
+            Duration::from_secs(10)
+        );
+        assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
+        assert!(sock.tcp_nodelay().unwrap());
+
+        let off = config.tcp_keepalive(None);
+        let conn = tcp_connector(&off).oneshot(uri).await.unwrap();
+        assert!(!socket2::SockRef::from(conn.inner()).keepalive().unwrap());
     }
 
     #[test]
