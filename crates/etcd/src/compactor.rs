@@ -68,17 +68,14 @@ impl Compactor {
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticker.tick().await;
-                match compact_round(&client, &key, state).await {
-                    Ok((next, outcome)) => {
-                        tracing::debug!(
-                            ?outcome,
-                            revision = next.revision,
-                            "etcd compaction round"
-                        );
-                        state = next;
+                let (next, outcome) = compact_round(&client, &key, state).await;
+                match outcome {
+                    Ok(outcome) => {
+                        tracing::debug!(?outcome, revision = next.revision, "etcd compaction round")
                     }
                     Err(e) => tracing::warn!(error = %e, "etcd compaction round failed"),
                 }
+                state = next;
             }
         });
         Self { task }
@@ -96,12 +93,19 @@ impl Drop for Compactor {
     }
 }
 
-/// One round of the protocol (see the module docs); returns the state for the next round.
+/// One round of the protocol (see the module docs): the state for the next round, and what
+/// the round did.
+///
+/// The state advances as far as the round got, also when it fails (as upstream's): a round
+/// that won the coordination key and then failed to compact has still bumped the key's
+/// version, so the next round must compare against the new time — keeping the old one would
+/// lose this compactor's own compare-and-swap and skip a round. A round whose transaction
+/// failed keeps the state it was given.
 pub async fn compact_round(
     client: &EtcdClient,
     key: &str,
     state: CompactorState,
-) -> Result<(CompactorState, RoundOutcome)> {
+) -> (CompactorState, Result<RoundOutcome>) {
     let k = Bytes::from(key.as_bytes().to_vec());
     let txn = TxnRequest {
         compare: vec![Compare {
@@ -126,16 +130,20 @@ pub async fn compact_round(
             })),
         }],
     };
-    let resp = client
+    let resp = match client
         .unary("compaction txn", false, |ch| {
             let txn = txn.clone();
             async move { kv_client(ch).txn(txn).await }
         })
         .await
-        .map_err(|f| f.into_error(0))?;
+    {
+        Ok(resp) => resp,
+        Err(f) => return (state, Err(f.into_error(0))),
+    };
     let current = rev_of(resp.header.as_ref().map_or(0, |h| h.revision));
     if !resp.succeeded {
         let time = match resp.responses.first().and_then(|r| r.response.as_ref()) {
+            // A deleted key has version 0, which the next round's comparison then expects.
             Some(response_op::Response::ResponseRange(r)) => {
                 // The winner wrote the revision it compacts: now this server knows it too.
                 let compacted = r.kvs.first().and_then(|kv| {
@@ -147,25 +155,26 @@ pub async fn compact_round(
                 r.kvs.first().map_or(0, |kv| kv.version)
             }
             _ => {
-                return Err(Error::internal(
-                    "compaction transaction failed without the key's value",
-                ));
+                return (
+                    state,
+                    Err(Error::internal(
+                        "compaction transaction failed without the key's value",
+                    )),
+                );
             }
         };
-        return Ok((
-            CompactorState {
-                time,
-                revision: current,
-            },
-            RoundOutcome::Lost,
-        ));
+        let next = CompactorState {
+            time,
+            revision: current,
+        };
+        return (next, Ok(RoundOutcome::Lost));
     }
     let next = CompactorState {
         time: state.time + 1,
         revision: current,
     };
     if state.revision == 0 {
-        return Ok((next, RoundOutcome::Started));
+        return (next, Ok(RoundOutcome::Started));
     }
     let req = CompactionRequest {
         revision: i64::try_from(state.revision).unwrap_or(i64::MAX),
@@ -176,14 +185,15 @@ pub async fn compact_round(
             kv_client(ch).compact(req).await
         })
         .await;
-    match compacted {
+    let outcome = match compacted {
         // Or someone compacted past it already (e.g. by hand): the goal is met.
         Ok(_) | Err(crate::client::Failure::Compacted) => {
             client.note_compacted(state.revision);
-            Ok((next, RoundOutcome::Compacted(state.revision)))
+            Ok(RoundOutcome::Compacted(state.revision))
         }
         Err(f) => Err(f.into_error(state.revision)),
-    }
+    };
+    (next, outcome)
 }
 
 /// Compacts etcd's history at `revision` right away (tests and tools).

@@ -38,13 +38,11 @@ async fn two_compactors_take_turns_and_compact_the_previous_rounds_revision() {
     let early = write(&store, "early").await;
 
     // Round 1: A wins the empty key and only records the revision; B learns it lost.
-    let (sa, out) = compact_round(&a, key, CompactorState::default())
-        .await
-        .unwrap();
+    let (sa, out) = compact_round(&a, key, CompactorState::default()).await;
+    let out = out.unwrap();
     assert_eq!(out, RoundOutcome::Started);
-    let (sb, out) = compact_round(&b, key, CompactorState::default())
-        .await
-        .unwrap();
+    let (sb, out) = compact_round(&b, key, CompactorState::default()).await;
+    let out = out.unwrap();
     assert_eq!(out, RoundOutcome::Lost);
     assert_eq!(sb.time, sa.time);
     let seen = sa.revision;
@@ -52,9 +50,10 @@ async fn two_compactors_take_turns_and_compact_the_previous_rounds_revision() {
 
     let later = write(&store, "later").await;
     // Round 2: A wins again and compacts what it saw in round 1; B loses again.
-    let (sa, out) = compact_round(&a, key, sa).await.unwrap();
-    assert_eq!(out, RoundOutcome::Compacted(seen));
-    let (sb, out) = compact_round(&b, key, sb).await.unwrap();
+    let (sa, out) = compact_round(&a, key, sa).await;
+    assert_eq!(out.unwrap(), RoundOutcome::Compacted(seen));
+    let (sb, out) = compact_round(&b, key, sb).await;
+    let out = out.unwrap();
     assert_eq!(out, RoundOutcome::Lost);
     // Both servers now know the compaction revision (Storage::compacted_revision): A made it,
     // B read it from the coordination key when it lost.
@@ -75,8 +74,8 @@ async fn two_compactors_take_turns_and_compact_the_previous_rounds_revision() {
     // A stops (say its server died): B takes over on its next round, compacting what it saw
     // when it last lost.
     write(&store, "after").await;
-    let (_, out) = compact_round(&b, key, sb).await.unwrap();
-    assert_eq!(out, RoundOutcome::Compacted(sb.revision));
+    let (_, out) = compact_round(&b, key, sb).await;
+    assert_eq!(out.unwrap(), RoundOutcome::Compacted(sb.revision));
     assert!(sb.revision >= sa.revision);
 }
 
@@ -115,5 +114,46 @@ async fn a_running_compactor_eventually_compacts_old_history() {
             .items
             .len(),
         2
+    );
+}
+
+/// A round that wins the coordination key and then fails to compact (here: a revision etcd
+/// has not reached) has still bumped the key's version; the state it returns must carry the
+/// new time, so that the next round wins its own compare-and-swap instead of losing it to
+/// itself. Before the fix the failed round returned only the error, the compactor kept its
+/// old state, and the next round came back `Lost`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_failed_compaction_still_advances_the_compactors_time() {
+    let server = EtcdServer::start().await.unwrap();
+    let client = server.client();
+    let store = EtcdStore::new(server.client(), "/registry", SelectableFields::none());
+    let key = "compact_rev_key";
+    let (started, out) = compact_round(&client, key, CompactorState::default()).await;
+    assert_eq!(out.unwrap(), RoundOutcome::Started);
+    write(&store, "a").await;
+
+    let future = CompactorState {
+        revision: started.revision + 1_000_000,
+        ..started
+    };
+    let (after_failure, out) = compact_round(&client, key, future).await;
+    let err = out.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            listwatch_storage::Error::TooLargeResourceVersion { .. }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(after_failure.time, started.time + 1, "the won round counts");
+    assert!(after_failure.revision > started.revision);
+
+    write(&store, "b").await;
+    let (_, out) = compact_round(&client, key, after_failure).await;
+    assert_eq!(
+        out.unwrap(),
+        RoundOutcome::Compacted(after_failure.revision),
+        "the compactor lost its own compare-and-swap"
     );
 }
