@@ -8,8 +8,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.protoc_executable(protoc);
     // Keys and values as `Bytes`: values become objects without another copy.
     config.bytes(["."]);
+    // Server traits only for the `test-util` feature: tests run fake etcd servers with them.
+    let fake_servers = std::env::var_os("CARGO_FEATURE_TEST_UTIL").is_some();
     tonic_prost_build::configure()
-        .build_server(false)
+        .build_server(fake_servers)
         .compile_with_config(config, &["proto/etcd.proto", "proto/kv.proto"], &["proto"])?;
     println!("cargo:rerun-if-changed=proto");
     Ok(())

@@ -503,6 +503,10 @@ impl Storage for EtcdStore {
             }
         }
 
+        // Where this call started: an expired continuation resumes here, not at the key the
+        // internal pages advanced to, since the items collected so far are dropped with the
+        // error (upstream's `continueKey`).
+        let first_key = start.clone();
         let mut items = Vec::new();
         let mut last_key = Bytes::new();
         let mut has_more;
@@ -519,7 +523,7 @@ impl Storage for EtcdStore {
                 Ok(r) => r,
                 Err(f) => {
                     return Err(self
-                        .list_error(f, continuing, &start, &prefix, with_rev)
+                        .list_error(f, continuing, &first_key, &prefix, with_rev)
                         .await);
                 }
             };

@@ -1,0 +1,3 @@
+//! Shared pieces of the etcd adapter's integration tests.
+
+pub(crate) mod fake;
