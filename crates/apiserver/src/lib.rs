@@ -262,11 +262,11 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     let consistent_reads_from_cache = match &backends {
         Backends::Embedded(_) => true,
         Backends::Etcd { client, .. } => {
-            let version = client.server_version().await;
-            let ordered = version.is_some_and(|v| v.progress_requests_are_ordered());
+            // Every member must have the fix: a watch may land on any of them.
+            let ordered = client.progress_requests_are_ordered().await;
             if !ordered {
                 tracing::info!(
-                    version = ?version,
+                    versions = ?client.endpoint_versions(),
                     "etcd cannot order progress requests: consistent lists read etcd"
                 );
             }

@@ -14,19 +14,18 @@
 //!   `Unreachable` and the next request starts at the next endpoint.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use listwatch_storage::Error;
-use tokio::sync::OnceCell;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use crate::proto::etcdserverpb::kv_client::KvClient;
 use crate::proto::etcdserverpb::maintenance_client::MaintenanceClient;
-use crate::proto::etcdserverpb::{RangeRequest, StatusRequest};
+use crate::proto::etcdserverpb::{RangeRequest, StatusRequest, StatusResponse};
 
 /// How to reach etcd.
 #[derive(Debug, Clone)]
@@ -134,8 +133,10 @@ struct Inner {
     /// Index of the endpoint the next request tries first; moved on when one is unreachable.
     current: AtomicUsize,
     config: EtcdConfig,
-    /// The server version, learnt once from Maintenance Status (retried until it works).
-    version: OnceCell<ServerVersion>,
+    /// The version each endpoint last reported in Maintenance Status (same order as
+    /// `channels`); members of one cluster may run different versions (a rolling upgrade).
+    /// Only locked briefly, never across an await.
+    versions: Vec<Mutex<Option<ServerVersion>>>,
     /// The newest compaction revision seen (by this process's compactor, the coordination
     /// key another server's compactor wrote, or a watch that met a compaction); 0 if none.
     compacted: AtomicU64,
@@ -213,12 +214,13 @@ impl EtcdClient {
                 .tcp_nodelay(true);
             channels.push((ep.clone(), endpoint.connect_lazy()));
         }
+        let versions = channels.iter().map(|_| Mutex::new(None)).collect();
         Ok(Self {
             inner: Arc::new(Inner {
                 channels,
                 current: AtomicUsize::new(0),
                 config,
-                version: OnceCell::new(),
+                versions,
                 compacted: AtomicU64::new(0),
             }),
         })
@@ -314,20 +316,56 @@ impl EtcdClient {
         Err(last.unwrap_or_else(|| Failure::Unreachable("no etcd endpoint".into())))
     }
 
+    /// Maintenance Status of endpoint `idx` alone (no failover), bounded by the health
+    /// timeout; remembers the version it reports.
+    async fn status_of(&self, idx: usize) -> Result<StatusResponse, Failure> {
+        let Some((name, channel)) = self.inner.channels.get(idx) else {
+            return Err(Failure::Other(format!("no etcd endpoint {idx}")));
+        };
+        let timeout = self.inner.config.health_timeout;
+        let mut maintenance = MaintenanceClient::new(channel.clone());
+        let call = maintenance.status(StatusRequest {});
+        let resp = match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(resp)) => resp.into_inner(),
+            Ok(Err(status)) => return Err(Failure::from_status(&status)),
+            Err(_) => {
+                return Err(Failure::Unreachable(format!(
+                    "etcd status of {name} did not answer within {timeout:?}"
+                )));
+            }
+        };
+        if let (Some(v), Some(slot)) = (
+            ServerVersion::parse(&resp.version),
+            self.inner.versions.get(idx),
+        ) && let Ok(mut slot) = slot.lock()
+        {
+            *slot = Some(v);
+        }
+        Ok(resp)
+    }
+
+    /// The version endpoint `idx` runs, asked of it now (`None` when it does not answer).
+    pub(crate) async fn version_of(&self, idx: usize) -> Option<ServerVersion> {
+        self.status_of(idx)
+            .await
+            .ok()
+            .and_then(|r| ServerVersion::parse(&r.version))
+    }
+
     /// Checks that the cluster answers, has no alarm raised, and serves linearizable reads.
     pub async fn health(&self) -> Result<(), Error> {
-        let resp = self
-            .unary_with_timeout(
-                "status",
-                true,
-                self.inner.config.health_timeout,
-                |ch| async move { MaintenanceClient::new(ch).status(StatusRequest {}).await },
-            )
-            .await
-            .map_err(|f| f.into_error(0))?;
-        if let Some(v) = ServerVersion::parse(&resp.version) {
-            let _ = self.inner.version.set(v);
+        let n = self.inner.channels.len();
+        let start = self.inner.current.load(Ordering::Relaxed);
+        let mut status = Err(Failure::Unreachable("no etcd endpoint".into()));
+        for attempt in 0..n {
+            let idx = (start + attempt) % n;
+            status = self.status_of(idx).await;
+            match &status {
+                Err(Failure::Unreachable(_)) => self.rotate_from(idx),
+                _ => break,
+            }
         }
+        let resp = status.map_err(|f| f.into_error(0))?;
         if resp.errors.iter().any(|e| e.contains("no leader")) {
             return Err(Error::Unreachable {
                 message: format!("etcd reports: {}", resp.errors.join("; ")),
@@ -360,13 +398,40 @@ impl EtcdClient {
         Ok(())
     }
 
-    /// The server's version, asked once (`None` while etcd cannot be reached).
+    /// The version of the endpoint requests go to now, asked of it (`None` while no
+    /// endpoint answers).
     pub async fn server_version(&self) -> Option<ServerVersion> {
-        if let Some(v) = self.inner.version.get() {
-            return Some(*v);
+        let n = self.inner.channels.len();
+        let start = self.inner.current.load(Ordering::Relaxed);
+        for attempt in 0..n {
+            if let Some(v) = self.version_of((start + attempt) % n).await {
+                return Some(v);
+            }
         }
-        self.health().await.ok()?;
-        self.inner.version.get().copied()
+        None
+    }
+
+    /// Whether every endpoint runs a version that orders progress answers after owed events
+    /// ([`ServerVersion::progress_requests_are_ordered`]), each asked now: a cluster is only as
+    /// good as its oldest member, and an endpoint that does not answer counts as not.
+    pub async fn progress_requests_are_ordered(&self) -> bool {
+        for idx in 0..self.inner.channels.len() {
+            match self.version_of(idx).await {
+                Some(v) if v.progress_requests_are_ordered() => {}
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// The versions the endpoints last reported (in configuration order; `None`: not known).
+    pub fn endpoint_versions(&self) -> Vec<(String, Option<ServerVersion>)> {
+        self.inner
+            .channels
+            .iter()
+            .zip(&self.inner.versions)
+            .map(|((name, _), v)| (name.clone(), v.lock().ok().and_then(|v| *v)))
+            .collect()
     }
 }
 

@@ -242,17 +242,12 @@ pub(crate) async fn start(store: &EtcdStore, spec: WatchSpec) -> Result<WatchStr
             Err(f) => return Err(f.into_error(rv)),
         }
     }
-    let trust_requested = match store.client.server_version().await {
-        Some(v) => v.progress_requests_are_ordered(),
-        None => false,
-    };
     let (tx, rx) = mpsc::channel(OUT_BUFFER);
     let task = WatchTask {
         store: store.clone(),
         spec,
         initial,
         start_after: now.unwrap_or(rv),
-        trust_requested,
     };
     tokio::spawn(task.run(tx));
     Ok(Box::pin(ReceiverStream::new(rx)))
@@ -265,7 +260,6 @@ struct WatchTask {
     initial: bool,
     /// Without initial state: the revision after which events are wanted.
     start_after: u64,
-    trust_requested: bool,
 }
 
 /// Why the watch loop ended.
@@ -354,10 +348,20 @@ impl WatchTask {
     ) -> std::result::Result<std::convert::Infallible, End> {
         let opts = &self.spec.opts;
         let bookmarks = opts.allow_watch_bookmarks;
+        let client = self.store.client.clone();
+        let (endpoint, channel) = client.channel();
+        // Whether etcd's answers to progress requests can be trusted is a property of the
+        // member this stream goes to, asked of it now: members of one cluster may run
+        // different versions (a rolling upgrade). No answer: not trusted.
+        let trust_requested = opts.progress_notify
+            && client
+                .version_of(endpoint)
+                .await
+                .is_some_and(|v| v.progress_requests_are_ordered());
         let mut guard;
         let after = if self.initial {
             let rev = self.send_state(tx).await?;
-            guard = ProgressGuard::new(rev, self.trust_requested);
+            guard = ProgressGuard::new(rev, trust_requested);
             if opts.send_initial_events == Some(true) && bookmarks {
                 self.send(
                     tx,
@@ -371,7 +375,7 @@ impl WatchTask {
             }
             rev
         } else {
-            guard = ProgressGuard::new(self.start_after, self.trust_requested);
+            guard = ProgressGuard::new(self.start_after, trust_requested);
             self.start_after
         };
 
@@ -393,8 +397,6 @@ impl WatchTask {
             .send(create)
             .await
             .map_err(|_| End::Failed(Error::internal("watch request stream closed")))?;
-        let client = self.store.client.clone();
-        let (endpoint, channel) = client.channel();
         // A broken connection moves the client's next requests (and the re-watch that follows
         // the error event) to the next endpoint.
         let fail = |f: Failure| {

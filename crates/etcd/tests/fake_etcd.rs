@@ -1,18 +1,25 @@
 //! Behaviour that needs etcd to answer in a precise way, against a fake etcd
 //! (`support::fake`): a compaction landing between two internal pages of one continued
-//! list. These run without a real etcd.
+//! list, and a cluster whose members run different etcd versions (one with the fix for
+//! etcd issue 15220, one without). These run without a real etcd.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
 use std::time::Duration;
 
+use futures::StreamExt;
 use listwatch_api::{LabelSelector, Object, SelectableFields};
-use listwatch_etcd::testing::test_config;
+use listwatch_etcd::testing::{FaultProxy, test_config};
 use listwatch_etcd::{EtcdClient, EtcdStore};
-use listwatch_storage::{Error, Key, ListOptions, SelectionPredicate, Storage};
+use listwatch_storage::{
+    Error, Key, ListOptions, SelectionPredicate, Storage, WatchEvent, WatchStream,
+};
 use support::fake::FakeEtcd;
 use tonic::Status;
+
+/// A hang detector.
+const BOUND: Duration = Duration::from_secs(30);
 
 fn pod_json(name: &str, app: &str) -> Vec<u8> {
     format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns","labels":{{"app":"{app}"}}}}}}"#)
@@ -109,4 +116,87 @@ async fn a_compaction_between_internal_pages_of_a_continued_list_skips_nothing()
         seen, want,
         "objects were skipped across the expired continuation"
     );
+}
+
+async fn next(w: &mut WatchStream) -> WatchEvent {
+    tokio::time::timeout(BOUND, w.next())
+        .await
+        .expect("the watch neither delivered nor ended")
+        .expect("the watch ended")
+}
+
+/// Opens a progress-notify watch after revision `from` and asks for progress once the fake
+/// has answered it; returns the first event that follows an event written afterwards (the
+/// bookmark, if one was let through, comes first).
+async fn first_after_progress(store: &EtcdStore, etcd: &FakeEtcd, from: u64) -> WatchEvent {
+    let opts = ListOptions {
+        resource_version: Some(from),
+        allow_watch_bookmarks: true,
+        progress_notify: true,
+        ..ListOptions::recursive()
+    };
+    let mut w = store.watch(&collection(), &opts).await.unwrap();
+    let answered = etcd.fake.progress_answered();
+    // The request reaches the watch task asynchronously: ask until the fake has answered.
+    let deadline = tokio::time::Instant::now() + BOUND;
+    while etcd.fake.progress_answered() == answered {
+        assert!(tokio::time::Instant::now() < deadline, "no progress answer");
+        store.request_watch_progress().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Give the client a moment to read the answer before the event queues behind it.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    etcd.fake
+        .put_and_notify("/registry/pods/ns/new", &pod_json("new", "x"));
+    next(&mut w).await
+}
+
+/// Whether a requested progress answer may run ahead of undelivered events depends on the
+/// version of the member the watch stream is on. A client whose first endpoint runs a fixed
+/// etcd (3.5.13) and whose second runs Debian's 3.4.23 must not trust the 3.4.23 member's
+/// early answer once its watch has moved there. Before the fix the client decided once, from
+/// the first endpoint that answered Status, and let the early answer through as a bookmark
+/// ahead of an event still to come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_guard_follows_the_version_of_the_member_the_watch_is_on() {
+    let fixed = FakeEtcd::start("3.5.13").await;
+    let unfixed = FakeEtcd::start("3.4.23").await;
+    for etcd in [&fixed, &unfixed] {
+        for i in 0..5 {
+            etcd.fake.put(
+                &format!("/registry/other/{i}"),
+                b"{\"metadata\":{\"name\":\"o\"}}",
+            );
+        }
+    }
+    // Revisions 2..=6 went to other keys: a watch from 1 owes nothing, but etcd 3.4 answers
+    // a progress request at 6 whatever the watcher still owes.
+    let behind = 1;
+
+    // On the fixed member the answer is trusted: a bookmark at its revision comes first.
+    let store = store_for(vec![fixed.endpoint()]);
+    match first_after_progress(&store, &fixed, behind).await {
+        WatchEvent::Bookmark(b) => assert_eq!(b.resource_version, 6),
+        other => panic!("expected a bookmark from the fixed member, got {other:?}"),
+    }
+
+    // A client that learnt the fixed member's version, then lost it and moved to the other.
+    let proxy = FaultProxy::start(fixed.addr()).await.unwrap();
+    let store = store_for(vec![proxy.endpoint(), unfixed.endpoint()]);
+    let version = store.client().server_version().await.unwrap();
+    assert!(version.progress_requests_are_ordered(), "{version:?}");
+    proxy.stall();
+    proxy.cut();
+    match first_after_progress(&store, &unfixed, behind).await {
+        WatchEvent::Added(o) => assert_eq!(names(&[o]), ["new"]),
+        other => panic!("the 3.4.23 member's early progress answer went through: {other:?}"),
+    }
+    let versions = store.client().endpoint_versions();
+    assert_eq!(versions.len(), 2);
+    assert!(
+        versions[1]
+            .1
+            .is_some_and(|v| !v.progress_requests_are_ordered())
+    );
+    assert!(!store.client().progress_requests_are_ordered().await);
 }
