@@ -547,6 +547,10 @@ impl Storage for Cacher {
         self.inner.backend.create(key, obj, ttl).await
     }
 
+    fn max_object_bytes(&self) -> Option<usize> {
+        self.inner.backend.max_object_bytes()
+    }
+
     async fn get(&self, key: &Key, opts: &GetOptions) -> Result<Option<Object>> {
         let inner = &self.inner;
         // A consistent get (no version) reads the backend, as upstream does.

@@ -596,8 +596,13 @@ async fn ensure_namespace(req: &Request) -> ApiResult<()> {
     }
 }
 
-fn to_object(info: &ResourceInfo, v: Value) -> ApiResult<Object> {
-    Object::from_value(v, &info.selectable_fields).map_err(|e| ApiError::bad_request(e.to_string()))
+/// The object about to be written, refused (413) when its encoded size is over what the
+/// resource's storage accepts.
+fn to_object(req: &Request, v: Value) -> ApiResult<Object> {
+    let obj = Object::from_value(v, &req.info().selectable_fields)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    crate::limits::check_object_size(&obj, req.res.storage.as_ref())?;
+    Ok(obj)
 }
 
 async fn create(req: &Request, body: Body) -> ApiResult<Response> {
@@ -612,7 +617,7 @@ async fn create(req: &Request, body: Body) -> ApiResult<Response> {
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
     let key = Key::object(&req.info().storage_resource, req.ns(), &name)
         .map_err(|e| req.storage_err(&e))?;
-    let object = to_object(req.info(), Value::Object(obj))?;
+    let object = to_object(req, Value::Object(obj))?;
     let stored = if dry_run {
         object
     } else {
@@ -680,7 +685,7 @@ fn apply_update(req: &Request, cur: &Object, new: Value) -> ApiResult<Object> {
         .to_value()
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
     match prepare_update(req.info(), &cur_v, new, req.sub == Sub::Status) {
-        Ok(v) => to_object(req.info(), v),
+        Ok(v) => to_object(req, v),
         Err(UpdateError::Api(e)) => Err(e),
         Err(UpdateError::Conflict) => {
             let key = req.object_key()?;
@@ -803,7 +808,7 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
                 )));
             }
             prepare_create(req.info(), &mut m, req.ns())?;
-            to_object(req.info(), Value::Object(m))
+            to_object(req, Value::Object(m))
         }
         None => Err(req.storage_err(&key.not_found())),
         Some(cur) if req.sub == Sub::Scale => apply_scale_update(req, cur, |scale| {

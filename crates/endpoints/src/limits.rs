@@ -9,6 +9,7 @@
 //! | bytes copied by a JSON patch's `copy` operations, together | the request body limit | `JSONPatchMaxCopyBytes` (3 MiB, json-patch's `AccumulatedCopySizeLimit`) | 422 with json-patch's message |
 //! | nesting depth of a decoded body or a patched object | [`MAX_DEPTH`] = 100 | none that bites (Go's decoder stops at 10 000) | 400 |
 //! | JSON a YAML body may expand to (anchors and aliases) | [`YAML_EXPANSION_FACTOR`] × its size + [`YAML_EXPANSION_FLOOR`] | go-yaml's "excessive aliasing" ratio | 413 |
+//! | an object's encoded size when written (create, update, every patch, apply, `/status`, `/scale`, dry runs too) | the storage's [`Storage::max_object_bytes`]: 1.5 MiB on the embedded store, etcd's request limit less 4 KiB on etcd | etcd's `--max-request-bytes`, 1.5 MiB (upstream answers etcd's refusal with a 500) | 413 `Request entity too large: the object is N bytes, more than the storage limit of M bytes`, before anything is written |
 //! //!
 //! Why 100 levels: every reader of this server's JSON that uses serde_json (kube-rs, the
 //! listwatch client) stops at 128 levels, and a list (`items`), a watch event (`object`)
@@ -39,6 +40,8 @@ use serde_json::{Map, Number, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::resource::ResourceInfo;
+use listwatch_api::Object;
+use listwatch_storage::{Error, Storage};
 
 /// Upstream's `maxJSONPatchOperations`.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
@@ -155,6 +158,15 @@ pub(crate) fn decode_object(
         _ => Err(ApiError::bad_request(
             "the body of the request must be a JSON object",
         )),
+    }
+}
+
+/// Refuses (413) an object whose encoded size is over `storage`'s
+/// [`max_object_bytes`](listwatch_storage::Storage::max_object_bytes), before it is written.
+pub(crate) fn check_object_size(obj: &Object, storage: &dyn Storage) -> ApiResult<()> {
+    match storage.max_object_bytes() {
+        Some(max) if obj.size() > max => Err(Error::object_too_large(obj.size(), max).into()),
+        _ => Ok(()),
     }
 }
 

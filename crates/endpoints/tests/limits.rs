@@ -289,3 +289,115 @@ async fn bodies_over_the_limit_are_413_in_upstreams_words() {
         "Request entity too large: limit is 1024"
     );
 }
+
+/// 1.5 MiB: etcd's default request limit, the embedded store's default object limit.
+const STORE_LIMIT: usize = 1536 * 1024;
+
+fn too_large_object(msg: &str) -> bool {
+    msg.starts_with("Request entity too large: the object is ")
+        && msg.ends_with(&format!(
+            " bytes, more than the storage limit of {STORE_LIMIT} bytes"
+        ))
+}
+
+#[tokio::test]
+async fn objects_over_the_storage_limit_are_413_before_anything_is_written() {
+    let r = router().await;
+    let big = "x".repeat(STORE_LIMIT);
+    // Create (under the 3 MiB body limit, over the store's), also as a dry run.
+    for uri in [CM.to_owned(), format!("{CM}?dryRun=All")] {
+        let body = json!({"metadata":{"name":"big"},"data":{"k":big}}).to_string();
+        let msg = send(&r, "POST", &uri, JSON, body)
+            .await
+            .status(413, "RequestEntityTooLarge");
+        assert!(too_large_object(&msg), "{msg}");
+    }
+    assert_eq!(
+        get(&r, &format!("{CM}/big")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    // Apply creating it.
+    let body = json!({"metadata":{"name":"big"},"data":{"k":big}}).to_string();
+    let msg = send(
+        &r,
+        "PATCH",
+        &format!("{CM}/big?fieldManager=m"),
+        APPLY,
+        body,
+    )
+    .await
+    .status(413, "RequestEntityTooLarge");
+    assert!(too_large_object(&msg), "{msg}");
+    assert_eq!(
+        get(&r, &format!("{CM}/big")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    // Growing an existing object past the limit: update, merge, strategic, JSON patch
+    // (two halves that each fit), apply.
+    create_cm(&r, json!({"metadata":{"name":"c"},"data":{"a":"1"}})).await;
+    let half = "y".repeat(STORE_LIMIT / 2 + 1);
+    let attempts = [
+        ("PUT", JSON, json!({"metadata":{"name":"c"},"data":{"k":big}}).to_string()),
+        ("PATCH", MERGE_PATCH, json!({"data":{"k":big}}).to_string()),
+        ("PATCH", STRATEGIC, json!({"data":{"k":big}}).to_string()),
+        (
+            "PATCH",
+            JSON_PATCH,
+            json!([{"op":"add","path":"/data/h1","value":half},{"op":"add","path":"/data/h2","value":half}]).to_string(),
+        ),
+    ];
+    for (method, ct, body) in attempts {
+        let msg = send(&r, method, &format!("{CM}/c"), ct, body)
+            .await
+            .status(413, "RequestEntityTooLarge");
+        assert!(too_large_object(&msg), "{ct}: {msg}");
+    }
+    let body = json!({"metadata":{"name":"c"},"data":{"k":big}}).to_string();
+    let msg = send(&r, "PATCH", &format!("{CM}/c?fieldManager=m"), APPLY, body)
+        .await
+        .status(413, "RequestEntityTooLarge");
+    assert!(too_large_object(&msg), "{msg}");
+    // A JSON patch whose copies stay within the copy budget can still not grow past the store.
+    let msg = send(
+        &r,
+        "PATCH",
+        &format!("{CM}/c"),
+        JSON_PATCH,
+        json!([{"op":"add","path":"/data/h1","value":half},{"op":"copy","from":"/data/h1","path":"/data/h2"}]).to_string(),
+    )
+    .await
+    .status(413, "RequestEntityTooLarge");
+    assert!(too_large_object(&msg), "{msg}");
+    assert_eq!(
+        get(&r, &format!("{CM}/c")).await.json()["data"],
+        json!({"a":"1"})
+    );
+    // Just under the limit is fine.
+    let fits = "z".repeat(STORE_LIMIT - 1024);
+    let resp = send(
+        &r,
+        "PATCH",
+        &format!("{CM}/c"),
+        MERGE_PATCH,
+        json!({"data":{"k":fits}}).to_string(),
+    )
+    .await;
+    assert_eq!(resp.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_object_limit_is_the_storages_and_configurable() {
+    let store = MemStore::with_config(listwatch_memstore::MemStoreConfig {
+        max_object_bytes: Some(4096),
+        ..Default::default()
+    });
+    let r = router_with(Config::default(), store);
+    let body = json!({"metadata":{"name":"ns"},"x":"y".repeat(5000)}).to_string();
+    let msg = send(&r, "POST", "/api/v1/namespaces", JSON, body)
+        .await
+        .status(413, "RequestEntityTooLarge");
+    assert!(
+        msg.ends_with("more than the storage limit of 4096 bytes"),
+        "{msg}"
+    );
+}

@@ -67,7 +67,15 @@ pub struct EtcdStore {
     /// The lease new TTL objects may share and when it expires; only locked briefly, never
     /// across an await.
     lease: Arc<Mutex<Option<(i64, Instant)>>>,
+    /// What [`Storage::max_object_bytes`] declares: etcd's request limit less
+    /// [`TXN_RESERVE`].
+    max_object_bytes: usize,
 }
+
+/// Room left in an etcd request for what a write sends besides the object: the key (up
+/// to a few hundred bytes) appears in the compare, the put and the read-back of a guarded
+/// transaction, plus gRPC framing.
+const TXN_RESERVE: usize = 4 * 1024;
 
 impl std::fmt::Debug for EtcdStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -125,7 +133,16 @@ impl EtcdStore {
             fields,
             progress: Arc::new(ProgressHub::default()),
             lease: Arc::new(Mutex::new(None)),
+            max_object_bytes: listwatch_storage::DEFAULT_MAX_OBJECT_BYTES - TXN_RESERVE,
         }
+    }
+
+    /// Declares etcd's `--max-request-bytes` (default 1.5 MiB), so that writers refuse an
+    /// object etcd would refuse before sending it.
+    #[must_use]
+    pub fn with_max_request_bytes(mut self, bytes: usize) -> Self {
+        self.max_object_bytes = bytes.saturating_sub(TXN_RESERVE);
+        self
     }
 
     /// The client this store uses.
@@ -754,6 +771,10 @@ impl Storage for EtcdStore {
 
     fn compacted_revision(&self) -> u64 {
         self.client.compacted_revision()
+    }
+
+    fn max_object_bytes(&self) -> Option<usize> {
+        Some(self.max_object_bytes)
     }
 }
 

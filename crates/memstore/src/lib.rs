@@ -63,6 +63,11 @@ pub struct MemStoreConfig {
     pub compaction_check_every: u64,
     /// Capacity of each watcher's outgoing channel (events ready for its consumer).
     pub watch_channel_capacity: usize,
+    /// The largest object stored (its JSON without resource version); a larger write is
+    /// `RequestTooLarge` (413). Default: etcd's default request limit,
+    /// [`listwatch_storage::DEFAULT_MAX_OBJECT_BYTES`], so that what this store accepts etcd
+    /// accepts too. `None`: no limit.
+    pub max_object_bytes: Option<usize>,
 }
 
 impl Default for MemStoreConfig {
@@ -76,6 +81,7 @@ impl Default for MemStoreConfig {
             retain_window: Duration::from_secs(300),
             compaction_check_every: 1024,
             watch_channel_capacity: 128,
+            max_object_bytes: Some(listwatch_storage::DEFAULT_MAX_OBJECT_BYTES),
         }
     }
 }
@@ -168,6 +174,11 @@ impl MemStore {
     /// Writes `value` (or deletes) when the key's latest revision is still `expected`
     /// (0: absent). Returns the new revision, or `None` when the key moved on.
     fn commit(&self, key: &Key, expected: u64, value: Option<Object>) -> Result<Option<u64>> {
+        if let (Some(v), Some(max)) = (&value, self.shared.config.max_object_bytes) {
+            if v.size() > max {
+                return Err(Error::object_too_large(v.size(), max));
+            }
+        }
         let now = Instant::now();
         let rev = {
             let mut s = self.write_lock()?;
@@ -598,5 +609,9 @@ impl Storage for MemStore {
 
     fn compacted_revision(&self) -> u64 {
         MemStore::compacted_revision(self)
+    }
+
+    fn max_object_bytes(&self) -> Option<usize> {
+        self.shared.config.max_object_bytes
     }
 }

@@ -234,3 +234,36 @@ async fn automatic_compaction_keeps_the_configured_revisions() {
     );
     assert!(last - compacted < 100 + 10 + 1);
 }
+
+/// The store refuses an object over its limit itself (413), on create and on update, and
+/// declares the limit for writers to check first.
+#[tokio::test]
+async fn objects_over_the_limit_are_refused_and_the_limit_is_declared() {
+    assert_eq!(
+        MemStore::new().max_object_bytes(),
+        Some(listwatch_storage::DEFAULT_MAX_OBJECT_BYTES)
+    );
+    let store = MemStore::with_config(MemStoreConfig {
+        max_object_bytes: Some(256),
+        ..MemStoreConfig::default()
+    });
+    let big = Object::from_value(
+        serde_json::json!({"metadata":{"name":"a","namespace":"ns"},"x":"y".repeat(300)}),
+        &SelectableFields::none(),
+    )
+    .unwrap();
+    let e = store
+        .create(&key("a"), big.clone(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_status().code, 413, "{e}");
+    put(&store, "a", 1).await;
+    let mut update = |_: Option<&Object>| Ok(big.clone().into());
+    let e = store
+        .guaranteed_update(&key("a"), None, false, &mut update, None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.to_status().code, 413, "{e}");
+    let kept = store.get(&key("a"), &GetOptions::default()).await.unwrap();
+    assert_eq!(kept.map(|o| o.size() < 256), Some(true));
+}

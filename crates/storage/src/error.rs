@@ -118,6 +118,16 @@ impl Error {
         }
     }
 
+    /// Builds `RequestTooLarge` for an object of `size` bytes over a storage's `limit`, in
+    /// upstream's 413 wording.
+    pub fn object_too_large(size: usize, limit: usize) -> Self {
+        Error::RequestTooLarge {
+            message: format!(
+                "Request entity too large: the object is {size} bytes, more than the storage limit of {limit} bytes"
+            ),
+        }
+    }
+
     /// Builds `BadRequest`.
     pub fn bad_request(message: impl Into<String>) -> Self {
         Error::BadRequest {

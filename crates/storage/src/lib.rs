@@ -165,7 +165,19 @@ pub trait Storage: Send + Sync + 'static {
 
     /// `Ok` when serving; `NotReady` or `Unreachable` otherwise.
     async fn readiness(&self) -> Result<()>;
+
+    /// The largest object this storage writes, as the length of its stored JSON (without
+    /// resource version), when it has a limit. Writers check it before writing and answer
+    /// [`Error::object_too_large`] (413); a backend refuses larger writes the same way. A
+    /// storage wrapping another (a cache) reports the other's limit.
+    fn max_object_bytes(&self) -> Option<usize> {
+        None
+    }
 }
+
+/// etcd's default `--max-request-bytes` (1.5 MiB), the object limit of the embedded store
+/// by default, so that what the embedded store accepts etcd accepts too.
+pub const DEFAULT_MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 /// Deletes with no validation; convenience for callers without one.
 pub fn no_validation() -> &'static ValidateDeleteFn<'static> {
