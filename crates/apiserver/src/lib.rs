@@ -95,9 +95,20 @@ pub struct Options {
     /// Mutating requests served at once.
     #[arg(long, default_value_t = 200)]
     pub max_mutating_requests_inflight: usize,
-    /// Watches open at once.
+    /// Watches open at once (0: no limit).
     #[arg(long, default_value_t = 10_000)]
     pub max_watches: usize,
+    /// Watches one client (user, or remote address before authentication) may have open
+    /// at once (0: no limit).
+    #[arg(long, default_value_t = 1_000)]
+    pub max_watches_per_client: usize,
+    /// Requests of one client that may wait at once for their body or a seat, per kind
+    /// (read-only, mutating); upstream APF's queue length limit.
+    #[arg(long, default_value_t = 50)]
+    pub max_queued_requests_per_client: usize,
+    /// Bytes of request bodies held in memory at once (0: no limit).
+    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    pub max_buffered_request_bytes: usize,
     /// Serve reads and watches from a watch cache per resource (upstream `--watch-cache`);
     /// `--watch-cache=false` serves the backend directly.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
@@ -278,6 +289,9 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         max_requests_inflight: opts.max_requests_inflight,
         max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
         max_watches: opts.max_watches,
+        max_watches_per_client: opts.max_watches_per_client,
+        max_queued_requests_per_client: opts.max_queued_requests_per_client,
+        max_buffered_body_bytes: opts.max_buffered_request_bytes,
         request_timeout: Duration::from_secs(opts.request_timeout),
         ..Config::default()
     };

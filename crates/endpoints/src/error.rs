@@ -166,6 +166,18 @@ impl ApiError {
         )
     }
 
+    /// 408 when a request's body did not arrive within its deadline (`allowed`).
+    pub fn body_timeout(allowed: std::time::Duration) -> Self {
+        Self::from_status(Status::failure(
+            408,
+            reason::TIMEOUT,
+            format!(
+                "the request body was not received within {}s",
+                allowed.as_secs()
+            ),
+        ))
+    }
+
     /// 503 while the server is shutting down.
     pub fn shutting_down() -> Self {
         Self::from_status(

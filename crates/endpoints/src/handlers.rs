@@ -1,31 +1,35 @@
 //! Request handling: routing a parsed path to a verb, limits, and the per-verb handlers.
 //!
 //! Invariants:
-//! - every request passes its limit first: watches take a watch slot, reads a read-only
-//!   slot, writes a mutating slot; a full limit is a 429 and nothing else happens;
-//! - bodies are read with a hard cap (413 beyond it) before anything is parsed;
+//! - every request passes flow control ([`crate::flowcontrol`]) before it touches storage:
+//!   a watch takes a watch slot; any other request is admitted to its client's flow, has
+//!   its body read (within its deadline: 408 past it), then takes a read-only or mutating
+//!   seat; a refusal is a 429 and nothing else happens;
+//! - bodies are read with a hard cap (413 beyond it) and into the body-memory budget before
+//!   anything is parsed;
 //! - writes go to the resource's storage only (never a cache), and `dryRun=All` writes
 //!   nothing at all;
 //! - handlers return `ApiResult<Response>`; errors become responses in one place
 //!   ([`ApiError`]'s `IntoResponse`).
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{FromRequestParts, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use listwatch_api::Object;
 use listwatch_storage::{
     Error as StorageError, GetOptions, Key, ListOptions, ObjectList, Updated, WatchEvent,
     no_validation,
 };
 use serde_json::{Map, Value};
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
 
 use crate::error::{ApiError, ApiResult};
+use crate::flowcontrol::{ClientKey, WatchSlot, queue_wait_limit};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::patch::{Patch, PatchLimits, PatchType};
 use crate::path::{self, ApiPath, Target};
@@ -64,6 +68,11 @@ impl Verb {
             Verb::Delete => "DELETE",
             Verb::DeleteCollection => "DELETECOLLECTION",
         }
+    }
+
+    /// Whether the verb reads a request body.
+    fn has_body(self) -> bool {
+        !matches!(self, Verb::Get | Verb::List | Verb::Watch)
     }
 }
 
@@ -141,8 +150,7 @@ pub(crate) async fn serve(
             } else {
                 None
             };
-            let query = Query::parse(parts.uri.query());
-            resource_request(shared, parts.method, t, query, parts.headers, body, ws).await
+            resource_request(shared, parts, t, body, ws).await
         }
         Some(p) => discovery_request(&shared, &parts.method, p, &parts.headers)
             .unwrap_or_else(IntoResponse::into_response),
@@ -247,14 +255,19 @@ fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> Ap
 
 async fn resource_request(
     shared: Arc<Shared>,
-    method: Method,
+    parts: Parts,
     target: Target,
-    query: Query,
-    headers: HeaderMap,
     body: Body,
     ws: Option<WebSocketUpgrade>,
 ) -> Response {
     let started = Instant::now();
+    let client = parts
+        .extensions
+        .get::<ClientKey>()
+        .cloned()
+        .unwrap_or(ClientKey::Unidentified);
+    let (method, headers) = (parts.method, parts.headers);
+    let query = Query::parse(parts.uri.query());
     let Some(res) = shared
         .resource(&target.group, &target.version, &target.resource)
         .cloned()
@@ -285,37 +298,12 @@ async fn resource_request(
         sub,
     };
     let result = if verb == Verb::Watch {
-        watch_request(&req, ws).await
-    } else {
-        let kind = if matches!(verb, Verb::Get | Verb::List) {
-            "readOnly"
-        } else {
-            "mutating"
-        };
-        let sem = if kind == "readOnly" {
-            &req.shared.readonly
-        } else {
-            &req.shared.mutating
-        };
-        match Arc::clone(sem).try_acquire_owned() {
-            Err(_) => {
-                metrics.rejected(kind);
-                Err(ApiError::too_many_requests())
-            }
-            Ok(permit) => {
-                let _inflight = metrics.inflight(kind);
-                let r = match req.query.timeout(req.shared.config.request_timeout) {
-                    // Past the deadline the handler is dropped: a write already sent to
-                    // storage may still land, as with upstream's timeout filter.
-                    Ok(limit) => tokio::time::timeout(limit, handle(&req, verb, body))
-                        .await
-                        .unwrap_or_else(|_| Err(ApiError::request_timeout())),
-                    Err(e) => Err(e),
-                };
-                drop(permit);
-                r
-            }
+        match req.shared.flow.watches.try_open(&client) {
+            Ok(slot) => watch_request(&req, ws, slot).await,
+            Err(_) => Err(ApiError::too_many_requests()),
         }
+    } else {
+        limited(&req, verb, &client, body, started).await
     };
     let resp = match result {
         Ok(r) => r,
@@ -323,7 +311,14 @@ async fn resource_request(
             if e.code() >= 500 {
                 tracing::warn!(verb = verb.metric_name(), resource = %plural, code = e.code(), message = %e.0.message, "request failed");
             }
-            e.into_response()
+            let unread_body = e.code() == 408;
+            let mut resp = e.into_response();
+            if unread_body {
+                // The rest of the body may still come: this connection cannot be reused.
+                resp.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            resp
         }
     };
     let code = resp.status().as_u16();
@@ -333,16 +328,62 @@ async fn resource_request(
     resp
 }
 
-async fn handle(req: &Request, verb: Verb, body: Body) -> ApiResult<Response> {
+/// A non-watch request through flow control: admitted to its client's flow, its body read
+/// within the deadline, then served on a seat until the deadline (both counted from the
+/// request's arrival).
+async fn limited(
+    req: &Request,
+    verb: Verb,
+    client: &ClientKey,
+    body: Body,
+    started: Instant,
+) -> ApiResult<Response> {
+    let (kind, level) = if verb.has_body() {
+        ("mutating", &req.shared.flow.mutating)
+    } else {
+        ("readOnly", &req.shared.flow.read_only)
+    };
+    let allowed = req.query.timeout(req.shared.config.request_timeout)?;
+    let deadline = started + allowed;
+    let ticket = level
+        .admit(client)
+        .map_err(|_| ApiError::too_many_requests())?;
+    let mut hold = req.shared.flow.bodies.hold();
+    let bytes = if verb.has_body() {
+        let limit = req.shared.config.max_body_bytes;
+        let read = crate::limits::read_body(&req.headers, body, limit, &mut hold);
+        tokio::time::timeout_at(deadline, read)
+            .await
+            .map_err(|_| ApiError::body_timeout(allowed))??
+    } else {
+        Bytes::new()
+    };
+    let wait = queue_wait_limit(allowed).min(deadline.saturating_duration_since(Instant::now()));
+    let seat = ticket
+        .seat(wait)
+        .await
+        .map_err(|_| ApiError::too_many_requests())?;
+    let _inflight = req.shared.metrics.inflight(kind);
+    // Past the deadline the handler is dropped: a write already sent to storage may still
+    // land, as with upstream's timeout filter.
+    let r = tokio::time::timeout_at(deadline, handle(req, verb, bytes))
+        .await
+        .unwrap_or_else(|_| Err(ApiError::request_timeout()));
+    drop((seat, hold));
+    r
+}
+
+async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
     match verb {
         Verb::Get => get(req).await,
         Verb::List => list(req).await,
-        Verb::Create => create(req, body).await,
-        Verb::Update => update(req, body).await,
-        Verb::Patch => patch(req, body).await,
-        Verb::Delete => delete(req, body).await,
-        Verb::DeleteCollection => delete_collection(req, body).await,
-        Verb::Watch => watch_request(req, None).await,
+        Verb::Create => create(req, &body).await,
+        Verb::Update => update(req, &body).await,
+        Verb::Patch => patch(req, &body).await,
+        Verb::Delete => delete(req, &body).await,
+        Verb::DeleteCollection => delete_collection(req, &body).await,
+        // Watches take a watch slot instead (`resource_request`).
+        Verb::Watch => Err(ApiError::internal("a watch was routed as a request")),
     }
 }
 
@@ -506,7 +547,11 @@ async fn list(req: &Request) -> ApiResult<Response> {
     }
 }
 
-async fn watch_request(req: &Request, ws: Option<WebSocketUpgrade>) -> ApiResult<Response> {
+async fn watch_request(
+    req: &Request,
+    ws: Option<WebSocketUpgrade>,
+    slot: WatchSlot,
+) -> ApiResult<Response> {
     let format = negotiate(&req.headers, Offer::JsonOrTable)?;
     let include = req.query.include_object()?;
     let mut lr = req
@@ -520,13 +565,6 @@ async fn watch_request(req: &Request, ws: Option<WebSocketUpgrade>) -> ApiResult
         req.collection_key()?
     };
     let shared = &req.shared;
-    let permit: OwnedSemaphorePermit =
-        Arc::clone(&shared.watches)
-            .try_acquire_owned()
-            .map_err(|_| {
-                shared.metrics.rejected("watch");
-                ApiError::too_many_requests()
-            })?;
     let stream = match req.res.storage.watch(&key, &lr.opts).await {
         Ok(s) => s,
         // Like upstream's cacher (an "error watcher"): a version too old or too new is an
@@ -549,7 +587,7 @@ async fn watch_request(req: &Request, ws: Option<WebSocketUpgrade>) -> ApiResult
         deadline: Box::pin(tokio::time::sleep(timeout)),
         shutdown: shared.shutdown.subscribe(),
         sent: shared.metrics.watch_events(&req.info().plural),
-        _permit: permit,
+        _slot: slot,
         _gauge: shared.metrics.watch_started(),
     };
     if let Some(ws) = ws {
@@ -605,13 +643,11 @@ fn to_object(req: &Request, v: Value) -> ApiResult<Object> {
     Ok(obj)
 }
 
-async fn create(req: &Request, body: Body) -> ApiResult<Response> {
+async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
-    let bytes =
-        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let mut obj = crate::limits::decode_object(req.info(), &req.headers, &bytes)?;
+    let mut obj = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
     prepare_create(req.info(), &mut obj, req.ns())?;
     ensure_namespace(req).await?;
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
@@ -694,13 +730,11 @@ fn apply_update(req: &Request, cur: &Object, new: Value) -> ApiResult<Object> {
     }
 }
 
-async fn update(req: &Request, body: Body) -> ApiResult<Response> {
+async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
-    let bytes =
-        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let new = crate::limits::decode_object(req.info(), &req.headers, &bytes)?;
+    let new = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
     let key = req.object_key()?;
     let (obj, _) = read_modify_write(req, false, dry_run, |cur| match cur {
         None => Err(req.storage_err(&key.not_found())),
@@ -757,7 +791,7 @@ fn apply_scale_update(
     }
 }
 
-async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
+async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
@@ -776,9 +810,7 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
             "force: Forbidden: may not be specified for non-apply patch",
         ));
     }
-    let bytes =
-        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let patch = Patch::parse(kind, &bytes).map_err(|e| e.to_api_error())?;
+    let patch = Patch::parse(kind, bytes).map_err(|e| e.to_api_error())?;
     let limits = PatchLimits {
         max_copy_bytes: req.shared.config.max_body_bytes,
     };
@@ -836,11 +868,9 @@ async fn patch(req: &Request, body: Body) -> ApiResult<Response> {
     ))
 }
 
-async fn delete(req: &Request, body: Body) -> ApiResult<Response> {
+async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
-    let bytes =
-        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let opts = req.query.delete_options(&bytes)?;
+    let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
     if opts.dry_run {
         let cur = req
@@ -899,11 +929,9 @@ async fn delete_namespace_contents(shared: &Shared, ns: &str) {
     }
 }
 
-async fn delete_collection(req: &Request, body: Body) -> ApiResult<Response> {
+async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
-    let bytes =
-        crate::limits::read_body(&req.headers, body, req.shared.config.max_body_bytes).await?;
-    let opts = req.query.delete_options(&bytes)?;
+    let opts = req.query.delete_options(bytes)?;
     let lr = req.query.list_options(req.info(), false, None)?;
     let key = req.collection_key()?;
     let mut list = req

@@ -42,11 +42,12 @@ use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use prometheus_client::registry::Registry;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 
 pub mod clock;
 mod discovery;
 mod error;
+mod flowcontrol;
 mod handlers;
 pub mod limits;
 mod metrics;
@@ -63,13 +64,16 @@ mod watch_server;
 
 pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 pub use error::{ApiError, ApiResult, FieldError};
+pub use flowcontrol::ClientKey;
 pub use metrics::Metrics;
 pub use resource::{
     NameValidation, PrepareFn, Printer, PrinterColumn, Resource, ResourceInfo, ScaleSubresource,
 };
 pub use watch_server::watch_timeout;
 
-/// Limits and timeouts of the installed API.
+/// Limits and timeouts of the installed API. A count limit of 0 means no limit, as
+/// upstream's `--max-requests-inflight 0` does; [`flowcontrol`](crate::ClientKey) says how
+/// the per-client limits share the global ones.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The base of the randomized default watch timeout (upstream `--min-request-timeout`,
@@ -81,10 +85,19 @@ pub struct Config {
     pub max_mutating_requests_inflight: usize,
     /// Watches open at once; beyond it a new watch gets 429.
     pub max_watches: usize,
+    /// Watches one client may have open at once; beyond it its new watch gets 429.
+    pub max_watches_per_client: usize,
+    /// Requests of one client that may wait at once, per kind (read-only, mutating): for
+    /// their body or for a seat (upstream APF's `queueLengthLimit`, 50). Beyond it: 429.
+    pub max_queued_requests_per_client: usize,
+    /// Bytes of request bodies held in memory at once (being read, waiting or being
+    /// served); a body that does not fit gets 429.
+    pub max_buffered_body_bytes: usize,
     /// Largest request body accepted (upstream: 3 MiB); beyond it 413.
     pub max_body_bytes: usize,
-    /// Longest a non-watch request may take (upstream `--request-timeout`, 1 minute); a
-    /// request's own `timeout` parameter can only shorten it. Past it: 504.
+    /// Longest a non-watch request may take from its arrival (upstream `--request-timeout`,
+    /// 1 minute); a request's own `timeout` parameter can only shorten it. A body not
+    /// received by then is a 408, a response not ready by then a 504.
     pub request_timeout: Duration,
 }
 
@@ -95,6 +108,9 @@ impl Default for Config {
             max_requests_inflight: 400,
             max_mutating_requests_inflight: 200,
             max_watches: 10_000,
+            max_watches_per_client: 1_000,
+            max_queued_requests_per_client: 50,
+            max_buffered_body_bytes: 256 * 1024 * 1024,
             max_body_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
         }
@@ -110,9 +126,8 @@ pub(crate) struct Shared {
     /// The namespaces resource, when installed (namespaced writes check existence in it).
     pub(crate) namespaces: Option<usize>,
     pub(crate) config: Config,
-    pub(crate) readonly: Arc<Semaphore>,
-    pub(crate) mutating: Arc<Semaphore>,
-    pub(crate) watches: Arc<Semaphore>,
+    /// Seats, watch slots and body memory, per client.
+    pub(crate) flow: flowcontrol::FlowControl,
     /// Becomes `true` once, at shutdown; watches and new requests observe it.
     pub(crate) shutdown: watch::Sender<bool>,
     pub(crate) metrics: Metrics,
@@ -219,9 +234,7 @@ impl Installer {
         let docs = discovery::build(&self.resources);
         let (shutdown, _) = watch::channel(false);
         let shared = Arc::new(Shared {
-            readonly: Arc::new(Semaphore::new(self.config.max_requests_inflight)),
-            mutating: Arc::new(Semaphore::new(self.config.max_mutating_requests_inflight)),
-            watches: Arc::new(Semaphore::new(self.config.max_watches)),
+            flow: flowcontrol::FlowControl::new(&self.config, &metrics),
             resources: self.resources,
             index,
             namespaces,

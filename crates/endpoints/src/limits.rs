@@ -39,6 +39,7 @@ use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
 use crate::error::{ApiError, ApiResult};
+use crate::flowcontrol::BodyHold;
 use crate::resource::ResourceInfo;
 use listwatch_api::Object;
 use listwatch_storage::{Error, Storage};
@@ -89,8 +90,15 @@ impl DecodeError {
 }
 
 /// Reads a body, refusing more than `limit` bytes (413) — by its declared `Content-Length`
-/// before reading anything, and by counting while reading otherwise.
-pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> ApiResult<Bytes> {
+/// before reading anything, and by counting while reading otherwise. The bytes it holds
+/// (its allocation, then what arrives beyond it) are taken from the body-memory budget
+/// through `hold` (429 when spent).
+pub(crate) async fn read_body(
+    headers: &HeaderMap,
+    body: Body,
+    limit: usize,
+    hold: &mut BodyHold,
+) -> ApiResult<Bytes> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -99,6 +107,8 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
         return Err(ApiError::too_large(limit));
     }
     let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0).min(limit));
+    let over_budget = |_| ApiError::too_many_requests();
+    hold.take(capacity).map_err(over_budget)?;
     let mut out = Vec::with_capacity(capacity);
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
@@ -107,6 +117,11 @@ pub(crate) async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> 
         if out.len().saturating_add(chunk.len()) > limit {
             return Err(ApiError::too_large(limit));
         }
+        let beyond = out
+            .len()
+            .saturating_add(chunk.len())
+            .saturating_sub(capacity.max(out.len()));
+        hold.take(beyond).map_err(over_budget)?;
         out.extend_from_slice(&chunk);
     }
     Ok(Bytes::from(out))

@@ -20,6 +20,8 @@ pub struct Metrics {
     watches: Gauge,
     watch_events: Family<Labels, Counter>,
     rejected: Family<Labels, Counter>,
+    flow_rejected: Family<Labels, Counter>,
+    inqueue: Family<Labels, Gauge>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -42,6 +44,8 @@ impl Metrics {
             watches: Gauge::default(),
             watch_events: Family::default(),
             rejected: Family::default(),
+            flow_rejected: Family::default(),
+            inqueue: Family::default(),
         };
         registry.register(
             "apiserver_request",
@@ -70,8 +74,18 @@ impl Metrics {
         );
         registry.register(
             "apiserver_dropped_requests",
-            "Requests rejected for a full in-flight limit, by kind",
+            "Requests rejected with 429 by a limit, by kind (readOnly, mutating, watch)",
             m.rejected.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_rejected_requests",
+            "Requests rejected by flow control, by priority level (readOnly, mutating, watch) and reason",
+            m.flow_rejected.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_current_inqueue_requests",
+            "Requests waiting for a seat, by priority level",
+            m.inqueue.clone(),
         );
         m
     }
@@ -98,6 +112,22 @@ impl Metrics {
         self.rejected
             .get_or_create(&vec![("request_kind", kind.to_owned())])
             .inc();
+    }
+
+    pub(crate) fn flowcontrol_rejected(&self, level: &'static str, reason: &'static str) {
+        self.flow_rejected
+            .get_or_create(&vec![
+                ("priority_level", level.to_owned()),
+                ("reason", reason.to_owned()),
+            ])
+            .inc();
+    }
+
+    /// The gauge of requests waiting for a seat of `level`.
+    pub(crate) fn inqueue(&self, level: &'static str) -> Gauge {
+        self.inqueue
+            .get_or_create(&vec![("priority_level", level.to_owned())])
+            .clone()
     }
 
     pub(crate) fn inflight(&self, kind: &'static str) -> GaugeGuard {

@@ -75,15 +75,24 @@ impl Query {
     }
 
     /// The deadline of a non-watch request: the `timeout` parameter (a Go duration such as
-    /// `32s`, as kubectl sends), capped by the server's `limit`.
+    /// `32s`, as kubectl sends), capped by the server's `limit`. As upstream, a zero or
+    /// negative `timeout` asks for no deadline of its own: the server's `limit` applies.
     pub fn timeout(&self, limit: Duration) -> ApiResult<Duration> {
         match self.get("timeout").filter(|t| !t.is_empty()) {
             None => Ok(limit),
-            Some(t) => parse_go_duration(t).map(|d| d.min(limit)).ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "invalid timeout specified in the request URL: {t:?}"
-                ))
-            }),
+            Some(t) => parse_go_duration(t.strip_prefix('-').unwrap_or(t))
+                .map(|d| {
+                    if d.is_zero() || t.starts_with('-') {
+                        limit
+                    } else {
+                        d.min(limit)
+                    }
+                })
+                .ok_or_else(|| {
+                    ApiError::bad_request(format!(
+                        "invalid timeout specified in the request URL: {t:?}"
+                    ))
+                }),
         }
     }
 
@@ -426,6 +435,15 @@ mod tests {
             q.timeout(Duration::from_secs(10)).unwrap(),
             Duration::from_secs(10)
         );
+        for none in ["0s", "0", "-5s"] {
+            assert_eq!(
+                Query::parse(Some(&format!("timeout={none}")))
+                    .timeout(Duration::from_secs(60))
+                    .unwrap(),
+                Duration::from_secs(60),
+                "{none}: no deadline of its own, not an immediate timeout"
+            );
+        }
         assert_eq!(
             Query::parse(Some("timeout=soon"))
                 .timeout(Duration::from_secs(1))

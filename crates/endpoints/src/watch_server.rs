@@ -27,9 +27,9 @@ use listwatch_api::{Object, TypeMeta};
 use listwatch_storage::{WatchEvent, WatchStream};
 use prometheus_client::metrics::counter::Counter;
 use rand::Rng;
-use tokio::sync::OwnedSemaphorePermit;
 
 use crate::error::ApiError;
+use crate::flowcontrol::WatchSlot;
 use crate::metrics::GaugeGuard;
 use crate::negotiate::Format;
 use crate::query::IncludeObject;
@@ -196,7 +196,7 @@ pub(crate) struct WatchState {
     pub(crate) deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
     pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
     pub(crate) sent: Counter,
-    pub(crate) _permit: OwnedSemaphorePermit,
+    pub(crate) _slot: WatchSlot,
     pub(crate) _gauge: GaugeGuard,
 }
 
@@ -303,8 +303,8 @@ mod tests {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = crate::metrics::Metrics::register(&mut registry);
         let (stop, shutdown) = tokio::sync::watch::channel(false);
-        let permit = Arc::new(tokio::sync::Semaphore::new(1))
-            .try_acquire_owned()
+        let slot = crate::flowcontrol::WatchLimits::new(1, 1, metrics.clone())
+            .try_open(&crate::ClientKey::Unidentified)
             .unwrap();
         let st = WatchState {
             stream: Box::pin(futures::stream::iter(events)),
@@ -315,7 +315,7 @@ mod tests {
             deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             shutdown,
             sent: metrics.watch_events("configmaps"),
-            _permit: permit,
+            _slot: slot,
             _gauge: metrics.watch_started(),
         };
         (st, stop)

@@ -16,6 +16,9 @@ use listwatch_memstore::MemStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+mod common;
+use common::StalledGets;
+
 struct TestApi {
     api: Api,
     router: Router,
@@ -1060,83 +1063,6 @@ async fn scale_subresource_reads_and_writes_the_replica_count() {
             .iter()
             .any(|r| r["name"] == "deployments/scale" && r["group"] == "autoscaling")
     );
-}
-
-/// A store whose gets never answer, to exercise request deadlines.
-struct StalledGets(MemStore);
-
-#[async_trait::async_trait]
-impl listwatch_storage::Storage for StalledGets {
-    async fn create(
-        &self,
-        key: &listwatch_storage::Key,
-        obj: listwatch_api::Object,
-        ttl: Option<Duration>,
-    ) -> listwatch_storage::Result<listwatch_api::Object> {
-        self.0.create(key, obj, ttl).await
-    }
-    async fn get(
-        &self,
-        _key: &listwatch_storage::Key,
-        _opts: &listwatch_storage::GetOptions,
-    ) -> listwatch_storage::Result<Option<listwatch_api::Object>> {
-        std::future::pending().await
-    }
-    async fn list(
-        &self,
-        key: &listwatch_storage::Key,
-        opts: &listwatch_storage::ListOptions,
-    ) -> listwatch_storage::Result<listwatch_storage::ObjectList> {
-        self.0.list(key, opts).await
-    }
-    async fn watch(
-        &self,
-        key: &listwatch_storage::Key,
-        opts: &listwatch_storage::ListOptions,
-    ) -> listwatch_storage::Result<listwatch_storage::WatchStream> {
-        self.0.watch(key, opts).await
-    }
-    async fn guaranteed_update(
-        &self,
-        key: &listwatch_storage::Key,
-        preconditions: Option<&listwatch_storage::Preconditions>,
-        ignore_not_found: bool,
-        update: &mut listwatch_storage::UpdateFn<'_>,
-        suggestion: Option<listwatch_api::Object>,
-    ) -> listwatch_storage::Result<listwatch_api::Object> {
-        self.0
-            .guaranteed_update(key, preconditions, ignore_not_found, update, suggestion)
-            .await
-    }
-    async fn delete(
-        &self,
-        key: &listwatch_storage::Key,
-        preconditions: Option<&listwatch_storage::Preconditions>,
-        validate: &listwatch_storage::ValidateDeleteFn<'_>,
-        suggestion: Option<listwatch_api::Object>,
-    ) -> listwatch_storage::Result<listwatch_api::Object> {
-        self.0
-            .delete(key, preconditions, validate, suggestion)
-            .await
-    }
-    async fn stats(
-        &self,
-        key: &listwatch_storage::Key,
-    ) -> listwatch_storage::Result<listwatch_storage::Stats> {
-        self.0.stats(key).await
-    }
-    async fn request_watch_progress(&self) -> listwatch_storage::Result<()> {
-        self.0.request_watch_progress().await
-    }
-    async fn current_resource_version(&self) -> listwatch_storage::Result<u64> {
-        self.0.current_resource_version().await
-    }
-    async fn readiness(&self) -> listwatch_storage::Result<()> {
-        self.0.readiness().await
-    }
-    fn compacted_revision(&self) -> u64 {
-        self.0.compacted_revision()
-    }
 }
 
 #[tokio::test(start_paused = true)]

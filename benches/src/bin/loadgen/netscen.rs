@@ -321,7 +321,15 @@ pub(crate) async fn p3() -> Result<Report> {
         "kubelet pattern: 5k spec.nodeName HTTP watchers, 150k pods, 100 writes/s",
         "100 writes/s for 20 s (2 000 writes)",
     );
-    let server = Server::start(&["--storage", "embedded", "--max-watches", "20000"])?;
+    let server = Server::start(&[
+        "--storage",
+        "embedded",
+        "--max-watches",
+        "20000",
+        // One load generator stands for thousands of clients.
+        "--max-watches-per-client",
+        "0",
+    ])?;
     create_pods(server.addr, PODS, NODES, 4).await?;
     let mut conn = Conn::open(server.addr).await?;
     let rv = list_rv(&mut conn, "/api/v1/pods").await?;
@@ -495,7 +503,15 @@ pub(crate) async fn p9() -> Result<Report> {
         .note("the tokio task and its future belong to the consumer (the HTTP handler), not to the cacher"),
     );
     // HTTP: server RSS growth over 10k idle watches.
-    let server = Server::start(&["--storage", "embedded", "--max-watches", "20000"])?;
+    let server = Server::start(&[
+        "--storage",
+        "embedded",
+        "--max-watches",
+        "20000",
+        // One load generator stands for thousands of clients.
+        "--max-watches-per-client",
+        "0",
+    ])?;
     let mut conn = Conn::open(server.addr).await?;
     create_namespace(&mut conn, "p9").await?;
     let path = "/api/v1/namespaces/p9/pods";
@@ -582,6 +598,8 @@ pub(crate) async fn p10() -> Result<Report> {
             &endpoint,
             "--max-watches",
             "20000",
+            "--max-watches-per-client",
+            "0",
         ])?;
         let mut conn = Conn::open(server.addr).await?;
         create_namespace(&mut conn, "p10").await?;

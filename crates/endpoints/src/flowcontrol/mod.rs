@@ -1,0 +1,717 @@
+//! Flow control: who gets the server's request seats and watch slots, and in which order —
+//! a small version of upstream's API Priority and Fairness (APF,
+//! `k8s.io/apiserver/pkg/util/flowcontrol`), keyed per client.
+//!
+//! Every request belongs to a *flow*, named by its [`ClientKey`]: the authenticated user once
+//! authentication sets it, until then the remote address the connection layer sets. Three
+//! kinds of limits apply, each global and per flow:
+//!
+//! - **Seats** (`--max-requests-inflight` for reads, `--max-mutating-requests-inflight` for
+//!   writes; each is like one APF priority level). A request is *admitted* to its flow when
+//!   it arrives, before its body is read, and asks for a seat once its body is in memory, so
+//!   a slow body never holds a seat. A free seat is taken at once; otherwise the request
+//!   waits in its flow's queue, at most a quarter of its deadline and at most a minute (as
+//!   upstream's queue wait). A freed seat goes to the waiting flow holding the fewest seats,
+//!   ties to the flow served least recently — APF's fair-queuing dispatch with every request
+//!   one seat of unknown duration, which is max-min fairness of concurrency. 429 when the
+//!   flow already has [`Config::max_queued_requests_per_client`](crate::Config) requests
+//!   waiting (for a body or a seat), when the level's queue is full and this flow's queue is
+//!   the longest (otherwise the longest queue's newest request is dropped to make room), and
+//!   when the wait runs out.
+//! - **Watches** (`--max-watches`, `--max-watches-per-client`): a watch holds its slot for its
+//!   whole life, so it is never queued: over either limit it gets 429 at once.
+//! - **Body memory** ([`Config::max_buffered_body_bytes`](crate::Config)): bytes of request
+//!   bodies in memory — being read, queued or being served. Bodies are read before a seat is
+//!   taken, so this bounds what many concurrent uploads can make the server hold; a chunk
+//!   that does not fit is a 429.
+//!
+//! What it does not do (upstream does): priority levels and flow schemas (every client is
+//! one flow of one level per kind; no exempt requests), borrowing seats between levels,
+//! request width (a LIST of many objects is one seat), virtual-time accounting of how long
+//! requests actually ran, counting a watch's initialization as a seat, and shuffle
+//! sharding — flows are exact: per-flow state exists only while a flow has a seat, a
+//! waiting request or an open watch, so it is bounded by the limits, not by the number of
+//! clients. A client with many addresses (before authentication) is many flows.
+//!
+//! Invariants:
+//! - work conserving: a request waits only while every seat of its level is taken;
+//! - seats, queue places, watch slots and body bytes are released exactly once, by a
+//!   guard's `Drop`, also when a request is cancelled (client gone, deadline);
+//! - the locks are taken when a request arrives, is seated and ends, and when a watch opens
+//!   and closes — never per watch event.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+
+use crate::metrics::Metrics;
+
+/// The flow a request is accounted to: set as a request extension by whoever knows the
+/// client best. The connection layer sets [`ClientKey::Address`] from the peer address;
+/// authentication overwrites it with [`ClientKey::User`] for an authenticated user (and
+/// leaves the address for anonymous requests, which are one user upstream but many
+/// clients). A request without one (the router called in-process) is
+/// [`ClientKey::Unidentified`], and all such requests share one flow.
+///
+/// ```
+/// use listwatch_endpoints::ClientKey;
+/// let peer: std::net::SocketAddr = "[::ffff:10.0.0.7]:51234".parse().unwrap();
+/// assert_eq!(ClientKey::address(peer.ip()).to_string(), "10.0.0.7");
+/// assert_eq!(ClientKey::user("alice").to_string(), "user alice");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ClientKey {
+    /// An authenticated user, by name.
+    User(Arc<str>),
+    /// The remote IP address of the connection.
+    Address(IpAddr),
+    /// Nobody labelled the request.
+    Unidentified,
+}
+
+impl ClientKey {
+    /// The flow of an authenticated user.
+    pub fn user(name: impl Into<Arc<str>>) -> Self {
+        ClientKey::User(name.into())
+    }
+
+    /// The flow of a remote address (an IPv4-mapped IPv6 address counts as its IPv4
+    /// address, so a dual-stack listener sees one client once).
+    pub fn address(ip: IpAddr) -> Self {
+        ClientKey::Address(ip.to_canonical())
+    }
+}
+
+impl std::fmt::Display for ClientKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientKey::User(u) => write!(f, "user {u}"),
+            ClientKey::Address(a) => write!(f, "{a}"),
+            ClientKey::Unidentified => f.write_str("unidentified"),
+        }
+    }
+}
+
+/// Why flow control refused a request (the `reason` label of
+/// `apiserver_flowcontrol_rejected_requests_total`, upstream's words where it has them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rejection {
+    /// The flow has too many waiting requests, or the level's queue is full.
+    QueueFull,
+    /// The request waited in its queue past its wait limit.
+    TimeOut,
+    /// Every watch slot is taken.
+    ConcurrencyLimit,
+    /// The client has all the watches it may open.
+    ClientConcurrencyLimit,
+    /// Request bodies in memory reached their budget.
+    BodyMemory,
+}
+
+impl Rejection {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Rejection::QueueFull => "queue-full",
+            Rejection::TimeOut => "time-out",
+            Rejection::ConcurrencyLimit => "concurrency-limit",
+            Rejection::ClientConcurrencyLimit => "client-concurrency-limit",
+            Rejection::BodyMemory => "body-memory",
+        }
+    }
+}
+
+/// The API's flow control: one level per kind of request, the watch slots, the body budget.
+pub(crate) struct FlowControl {
+    pub(crate) read_only: Arc<Level>,
+    pub(crate) mutating: Arc<Level>,
+    pub(crate) watches: Arc<WatchLimits>,
+    pub(crate) bodies: BodyBudget,
+}
+
+impl FlowControl {
+    pub(crate) fn new(config: &crate::Config, metrics: &Metrics) -> Self {
+        let per_flow = config.max_queued_requests_per_client;
+        Self {
+            read_only: Level::new(
+                "readOnly",
+                config.max_requests_inflight,
+                per_flow,
+                metrics.clone(),
+            ),
+            mutating: Level::new(
+                "mutating",
+                config.max_mutating_requests_inflight,
+                per_flow,
+                metrics.clone(),
+            ),
+            watches: WatchLimits::new(
+                config.max_watches,
+                config.max_watches_per_client,
+                metrics.clone(),
+            ),
+            bodies: BodyBudget::new(config.max_buffered_body_bytes),
+        }
+    }
+}
+
+/// Upstream's queue wait limit: a quarter of the request's deadline, at most a minute.
+pub(crate) fn queue_wait_limit(deadline: Duration) -> Duration {
+    (deadline / 4).min(Duration::from_secs(60))
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing panics while holding these locks; a poisoned one still holds consistent state.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+// ---------------------------------------------------------------------------------------
+// Seats: the synchronous core (every decision) and its async wrapper (waiting, guards).
+// ---------------------------------------------------------------------------------------
+
+/// One flow's share of a level.
+#[derive(Debug, Default)]
+struct Flow {
+    /// Seats held.
+    in_use: usize,
+    /// Admitted requests without a seat: reading their body, or queued.
+    waiting: usize,
+    /// Queued requests, oldest first.
+    queue: VecDeque<u64>,
+    /// The level's dispatch count when this flow last got a seat (0: never).
+    last_served: u64,
+}
+
+/// What asking for a seat did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Seated,
+    /// Queued; `evicted` is a request dropped from the longest queue to make room.
+    Queued {
+        evicted: Option<u64>,
+    },
+    Rejected,
+}
+
+/// Every decision of one level, without clocks or channels (so a model can check it).
+#[derive(Debug)]
+struct Core {
+    seats: usize,
+    queue_capacity: usize,
+    per_flow: usize,
+    in_use: usize,
+    queued: usize,
+    dispatches: u64,
+    flows: HashMap<ClientKey, Flow>,
+}
+
+impl Core {
+    fn new(seats: usize, per_flow: usize) -> Self {
+        let per_flow = per_flow.max(1);
+        Self {
+            seats,
+            // Room for one flow's whole queue, and for every seat to turn over once.
+            queue_capacity: seats.max(per_flow),
+            per_flow,
+            in_use: 0,
+            queued: 0,
+            dispatches: 0,
+            flows: HashMap::new(),
+        }
+    }
+
+    /// A request arrives; false when its flow already has `per_flow` waiting.
+    fn admit(&mut self, key: &ClientKey) -> bool {
+        if self
+            .flows
+            .get(key)
+            .is_some_and(|f| f.waiting >= self.per_flow)
+        {
+            return false;
+        }
+        self.flows.entry(key.clone()).or_default().waiting += 1;
+        true
+    }
+
+    /// An admitted request leaves without a seat (its body failed).
+    fn abandon(&mut self, key: &ClientKey) {
+        if let Some(f) = self.flows.get_mut(key) {
+            f.waiting = f.waiting.saturating_sub(1);
+        }
+        self.forget_if_idle(key);
+    }
+
+    /// An admitted request asks for a seat; `id` names it in the queue.
+    fn request_seat(&mut self, key: &ClientKey, id: u64) -> Outcome {
+        if self.in_use < self.seats {
+            self.seat(key);
+            return Outcome::Seated;
+        }
+        let mine = self.flows.get(key).map_or(0, |f| f.queue.len());
+        let mut evicted = None;
+        if self.queued >= self.queue_capacity {
+            // The longest queue (of the flow holding most seats, among equals) gives up its
+            // newest request, unless it would then be shorter than this flow's.
+            let victim = self
+                .flows
+                .iter()
+                .filter(|(k, f)| *k != key && f.queue.len() > mine + 1)
+                .max_by_key(|(_, f)| (f.queue.len(), f.in_use, f.queue.back().copied()))
+                .map(|(k, _)| k.clone());
+            let Some(victim) = victim else {
+                self.abandon(key);
+                return Outcome::Rejected;
+            };
+            if let Some(f) = self.flows.get_mut(&victim) {
+                evicted = f.queue.pop_back();
+                f.waiting = f.waiting.saturating_sub(1);
+                self.queued -= 1;
+            }
+            self.forget_if_idle(&victim);
+        }
+        self.flows
+            .entry(key.clone())
+            .or_default()
+            .queue
+            .push_back(id);
+        self.queued += 1;
+        Outcome::Queued { evicted }
+    }
+
+    /// A queued request gives up; false when it is no longer queued (seated or evicted).
+    fn withdraw(&mut self, key: &ClientKey, id: u64) -> bool {
+        let Some(f) = self.flows.get_mut(key) else {
+            return false;
+        };
+        let Some(pos) = f.queue.iter().position(|q| *q == id) else {
+            return false;
+        };
+        f.queue.remove(pos);
+        f.waiting = f.waiting.saturating_sub(1);
+        self.queued -= 1;
+        self.forget_if_idle(key);
+        true
+    }
+
+    /// A seat is freed; returns the queued request that takes it, if any.
+    fn release(&mut self, key: &ClientKey) -> Option<(ClientKey, u64)> {
+        if let Some(f) = self.flows.get_mut(key) {
+            f.in_use = f.in_use.saturating_sub(1);
+            self.in_use = self.in_use.saturating_sub(1);
+        }
+        self.forget_if_idle(key);
+        if self.in_use >= self.seats || self.queued == 0 {
+            return None;
+        }
+        let next = self
+            .flows
+            .iter()
+            .filter_map(|(k, f)| f.queue.front().map(|head| (k, f, *head)))
+            .min_by_key(|(_, f, head)| (f.in_use, f.last_served, *head))
+            .map(|(k, _, _)| k.clone())?;
+        let id = self.flows.get_mut(&next)?.queue.pop_front()?;
+        self.queued -= 1;
+        self.seat(&next);
+        Some((next, id))
+    }
+
+    fn seat(&mut self, key: &ClientKey) {
+        self.dispatches += 1;
+        let f = self.flows.entry(key.clone()).or_default();
+        f.waiting = f.waiting.saturating_sub(1);
+        f.in_use += 1;
+        f.last_served = self.dispatches;
+        self.in_use += 1;
+    }
+
+    fn forget_if_idle(&mut self, key: &ClientKey) {
+        if self
+            .flows
+            .get(key)
+            .is_some_and(|f| f.in_use == 0 && f.waiting == 0)
+        {
+            self.flows.remove(key);
+        }
+    }
+}
+
+/// What a queued request is told.
+#[derive(Debug)]
+enum Signal {
+    Seated,
+    Evicted,
+}
+
+struct LevelState {
+    core: Core,
+    waiters: HashMap<u64, oneshot::Sender<Signal>>,
+    next_id: u64,
+}
+
+impl LevelState {
+    fn publish(&self, inqueue: &Gauge) {
+        inqueue.set(i64::try_from(self.core.queued).unwrap_or(i64::MAX));
+    }
+}
+
+/// One pool of seats (`readOnly` or `mutating`); `None` state: no limit.
+pub(crate) struct Level {
+    name: &'static str,
+    state: Option<Mutex<LevelState>>,
+    metrics: Metrics,
+    inqueue: Gauge,
+}
+
+impl Level {
+    /// `seats == 0` means no limit (upstream's `--max-requests-inflight 0`).
+    pub(crate) fn new(
+        name: &'static str,
+        seats: usize,
+        per_flow: usize,
+        metrics: Metrics,
+    ) -> Arc<Self> {
+        let state = (seats > 0).then(|| {
+            Mutex::new(LevelState {
+                core: Core::new(seats, per_flow),
+                waiters: HashMap::new(),
+                next_id: 0,
+            })
+        });
+        Arc::new(Self {
+            name,
+            state,
+            inqueue: metrics.inqueue(name),
+            metrics,
+        })
+    }
+
+    /// A request of `key` arrives.
+    pub(crate) fn admit(self: &Arc<Self>, key: &ClientKey) -> Result<Ticket, Rejection> {
+        if let Some(state) = &self.state
+            && !lock(state).core.admit(key)
+        {
+            self.reject(Rejection::QueueFull);
+            return Err(Rejection::QueueFull);
+        }
+        Ok(Ticket {
+            level: Arc::clone(self),
+            key: key.clone(),
+            admitted: self.state.is_some(),
+        })
+    }
+
+    fn reject(&self, why: Rejection) {
+        self.metrics.rejected(self.name);
+        self.metrics.flowcontrol_rejected(self.name, why.as_str());
+    }
+
+    /// Frees a seat of `key` and seats the next waiter, under the lock.
+    fn release(&self, state: &mut LevelState, key: &ClientKey) {
+        let mut freed = key.clone();
+        while let Some((next, id)) = state.core.release(&freed) {
+            let sent = state
+                .waiters
+                .remove(&id)
+                .is_some_and(|tx| tx.send(Signal::Seated).is_ok());
+            if sent {
+                break;
+            }
+            // Unreachable (a waiter withdraws under this lock before it goes away), but a
+            // lost seat would shrink the level for good: pass it on.
+            freed = next;
+        }
+        state.publish(&self.inqueue);
+    }
+}
+
+/// An admitted request without a seat; dropping it leaves the flow's waiting count.
+pub(crate) struct Ticket {
+    level: Arc<Level>,
+    key: ClientKey,
+    admitted: bool,
+}
+
+impl Ticket {
+    /// Takes a seat, waiting in the flow's queue at most `wait`.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future gives up the queue place, or the seat if it was
+    /// granted meanwhile.
+    pub(crate) async fn seat(mut self, wait: Duration) -> Result<Seat, Rejection> {
+        let level = Arc::clone(&self.level);
+        let Some(state) = &level.state else {
+            return Ok(Seat {
+                level: None,
+                key: self.key.clone(),
+            });
+        };
+        let (tx, rx) = oneshot::channel();
+        let id = {
+            let mut st = lock(state);
+            let id = st.next_id;
+            st.next_id += 1;
+            // From here on the outcome owns the waiting count.
+            self.admitted = false;
+            match st.core.request_seat(&self.key, id) {
+                Outcome::Seated => {
+                    return Ok(Seat {
+                        level: Some(Arc::clone(&level)),
+                        key: self.key.clone(),
+                    });
+                }
+                Outcome::Rejected => {
+                    drop(st);
+                    level.reject(Rejection::QueueFull);
+                    return Err(Rejection::QueueFull);
+                }
+                Outcome::Queued { evicted } => {
+                    st.waiters.insert(id, tx);
+                    if let Some(tx) = evicted.and_then(|e| st.waiters.remove(&e)) {
+                        let _ = tx.send(Signal::Evicted);
+                    }
+                    st.publish(&level.inqueue);
+                }
+            }
+            id
+        };
+        let mut waiting = Waiting {
+            level: Arc::clone(&level),
+            key: self.key.clone(),
+            id,
+            rx,
+            settled: false,
+        };
+        let result = match tokio::time::timeout(wait, &mut waiting.rx).await {
+            Ok(Ok(Signal::Seated)) => {
+                waiting.settled = true;
+                Ok(Seat {
+                    level: Some(Arc::clone(&level)),
+                    key: self.key.clone(),
+                })
+            }
+            Ok(Ok(Signal::Evicted)) => {
+                waiting.settled = true;
+                Err(Rejection::QueueFull)
+            }
+            // Timed out (or, unreachably, the sender is gone): leave the queue, unless a
+            // signal arrived meanwhile.
+            Ok(Err(_)) | Err(_) => waiting.settle(),
+        };
+        if let Err(why) = result {
+            level.reject(why);
+        }
+        result
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.admitted
+            && let Some(state) = &self.level.state
+        {
+            lock(state).core.abandon(&self.key);
+        }
+    }
+}
+
+/// A queued request; dropping it unsettled leaves the queue (or frees the seat it got).
+struct Waiting {
+    level: Arc<Level>,
+    key: ClientKey,
+    id: u64,
+    rx: oneshot::Receiver<Signal>,
+    settled: bool,
+}
+
+impl Waiting {
+    fn settle(&mut self) -> Result<Seat, Rejection> {
+        self.settled = true;
+        let Some(state) = &self.level.state else {
+            return Err(Rejection::TimeOut);
+        };
+        let mut st = lock(state);
+        if st.core.withdraw(&self.key, self.id) {
+            st.waiters.remove(&self.id);
+            st.publish(&self.level.inqueue);
+            return Err(Rejection::TimeOut);
+        }
+        // No longer queued: its signal was sent under this lock.
+        match self.rx.try_recv() {
+            Ok(Signal::Seated) => Ok(Seat {
+                level: Some(Arc::clone(&self.level)),
+                key: self.key.clone(),
+            }),
+            Ok(Signal::Evicted) | Err(_) => Err(Rejection::QueueFull),
+        }
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if !self.settled {
+            // A seat granted meanwhile is dropped here, which passes it on.
+            let _ = self.settle();
+        }
+    }
+}
+
+/// A held seat; dropping it passes the seat to the next waiter.
+pub(crate) struct Seat {
+    level: Option<Arc<Level>>,
+    key: ClientKey,
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        if let Some(level) = &self.level
+            && let Some(state) = &level.state
+        {
+            level.release(&mut lock(state), &self.key);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Watches.
+// ---------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct WatchCount {
+    open: usize,
+    by_client: HashMap<ClientKey, usize>,
+}
+
+/// Open watches, in total and per client (0: no limit).
+pub(crate) struct WatchLimits {
+    total: usize,
+    per_client: usize,
+    count: Mutex<WatchCount>,
+    metrics: Metrics,
+}
+
+impl WatchLimits {
+    pub(crate) fn new(total: usize, per_client: usize, metrics: Metrics) -> Arc<Self> {
+        Arc::new(Self {
+            total,
+            per_client,
+            count: Mutex::new(WatchCount::default()),
+            metrics,
+        })
+    }
+
+    /// A slot for a new watch of `key`, or why not.
+    pub(crate) fn try_open(self: &Arc<Self>, key: &ClientKey) -> Result<WatchSlot, Rejection> {
+        if self.total == 0 && self.per_client == 0 {
+            return Ok(WatchSlot {
+                limits: None,
+                key: key.clone(),
+            });
+        }
+        let mut c = lock(&self.count);
+        let mine = c.by_client.get(key).copied().unwrap_or(0);
+        let refused = if self.total > 0 && c.open >= self.total {
+            Some(Rejection::ConcurrencyLimit)
+        } else if self.per_client > 0 && mine >= self.per_client {
+            Some(Rejection::ClientConcurrencyLimit)
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            drop(c);
+            self.metrics.rejected("watch");
+            self.metrics.flowcontrol_rejected("watch", why.as_str());
+            return Err(why);
+        }
+        c.open += 1;
+        *c.by_client.entry(key.clone()).or_default() += 1;
+        Ok(WatchSlot {
+            limits: Some(Arc::clone(self)),
+            key: key.clone(),
+        })
+    }
+}
+
+/// An open watch's slot; dropping it frees the slot.
+pub(crate) struct WatchSlot {
+    limits: Option<Arc<WatchLimits>>,
+    key: ClientKey,
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let Some(limits) = &self.limits else { return };
+        let mut c = lock(&limits.count);
+        c.open = c.open.saturating_sub(1);
+        if let Some(n) = c.by_client.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                c.by_client.remove(&self.key);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Body memory.
+// ---------------------------------------------------------------------------------------
+
+/// The byte budget of request bodies in memory (`None`: no limit).
+#[derive(Clone)]
+pub(crate) struct BodyBudget(Option<Arc<Semaphore>>);
+
+impl BodyBudget {
+    /// `bytes == 0` means no limit.
+    pub(crate) fn new(bytes: usize) -> Self {
+        Self((bytes > 0).then(|| Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)))))
+    }
+
+    /// An empty hold for one request's body.
+    pub(crate) fn hold(&self) -> BodyHold {
+        BodyHold {
+            budget: self.0.clone(),
+            held: None,
+        }
+    }
+}
+
+/// The budget one request's body holds; dropping it returns the bytes.
+pub(crate) struct BodyHold {
+    budget: Option<Arc<Semaphore>>,
+    held: Option<OwnedSemaphorePermit>,
+}
+
+impl BodyHold {
+    /// Accounts `bytes` more of this body, or refuses when the budget is spent.
+    pub(crate) fn take(&mut self, bytes: usize) -> Result<(), Rejection> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        if bytes == 0 {
+            return Ok(());
+        }
+        let n = u32::try_from(bytes).map_err(|_| Rejection::BodyMemory)?;
+        let permit = Arc::clone(budget)
+            .try_acquire_many_owned(n)
+            .map_err(|_| Rejection::BodyMemory)?;
+        match &mut self.held {
+            Some(h) => h.merge(permit),
+            None => self.held = Some(permit),
+        }
+        Ok(())
+    }
+
+    /// Bytes held.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.held
+            .as_ref()
+            .map_or(0, OwnedSemaphorePermit::num_permits)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
