@@ -1,56 +1,83 @@
-//! [`Informer`]: one reflector, one store, many subscribers.
+//! [`Informer`]: one reflector, one store, many subscribers, each at its own pace.
 //!
 //! The informer runs the [`watcher`](crate::watcher) loop in a task, applies each event to its
-//! store and hands the resulting [`Delta`]s to every subscriber, in order. Handlers
-//! ([`EventHandler`]) are subscribers driven by a task of their own.
+//! store and hands the resulting [`Delta`]s to every subscriber's own queue, without ever
+//! waiting for a subscriber. Handlers ([`EventHandler`]) are subscribers driven by a task of
+//! their own; they can be added and removed at any time.
 //!
 //! # Ordering and late subscribers
 //!
 //! A subscriber first receives the store's current state as `Added { in_initial_list: true }`
-//! and then every delta applied after that state, with nothing missed and nothing twice:
-//! the driver applies an event to the store and takes the list of subscribers under one
-//! lock, and [`Informer::subscribe`] snapshots the store and registers under the same lock.
+//! and then every delta applied after that state, in order, with nothing missed and nothing
+//! twice: the driver applies an event to the store and queues its deltas under one lock, and
+//! [`Informer::subscribe`] snapshots the store and registers under the same lock.
 //!
-//! # Back-pressure
+//! # Slow subscribers: bounded, coalesced, never blocking the others
 //!
-//! Each subscriber has a bounded queue ([`InformerConfig::subscriber_buffer`]). A subscriber
-//! that does not keep up makes the driver wait (client-go buffers without bound instead);
-//! while it waits the reflector reads nothing, so a very slow handler eventually makes the
-//! server close the watch and the reflector relist. Dropping a subscription unregisters it.
+//! A slow subscriber delays only itself. Each subscriber's queue holds at most
+//! [`InformerConfig::subscriber_buffer`] deltas (plus one event's worth: a relist's deltas are
+//! queued together). When a delta arrives for a full queue, the subscriber *lags*: it stops
+//! queuing and keeps instead one snapshot of the store (shared with every subscriber that
+//! lagged at the same event) — the state it will have seen once its queue is drained. When
+//! it has drained its queue it is caught up with the store's state at that moment, the way a
+//! relist catches a store up: one `Updated { old, new }` per changed key (intermediate
+//! versions skipped), `Added` for new keys and `Deleted { final_state_unknown: true }` for
+//! vanished ones; then exact deltas resume. So a subscriber's memory is bounded by its buffer
+//! plus the store's size (`Arc`s, not copies), whatever the churn, and it is never left with
+//! a wrong view without being told. client-go instead buffers every notification of a slow
+//! listener without bound; kube-runtime's shared streams make the slowest subscriber hold
+//! back the others.
 //!
-//! # Resync
+//! # Sync, resync, transforms and filters
 //!
-//! With a resync period, every object in the store is re-delivered as [`Delta::Sync`] on
-//! that period, once the store has synced (client-go's resync; at least 1 s apart).
+//! - [`HandlerRegistration::has_synced`] (client-go's per-registration `HasSynced`) turns true
+//!   once the informer has synced *and* the handler has processed the initial state.
+//! - With a resync period (the informer's, or one per handler), every object in the store is
+//!   re-delivered as [`Delta::Sync`] on that period once the store has synced (client-go's
+//!   resync; at least 1 s apart). A lagging subscriber skips resyncs until it has caught up.
+//! - [`InformerConfig::transform`] rewrites every object before it reaches the store
+//!   (client-go `SetTransform`, kube-runtime's `modify`), e.g. to drop managed fields.
+//! - [`Filtered`] wraps a handler with a predicate, client-go's
+//!   `FilteringResourceEventHandler`.
 
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::lister::ListerWatcher;
-use crate::reflector::{Config, watcher};
-use crate::resource::Resource;
+use crate::reflector::{Config, Event, watcher};
+use crate::resource::{ObjectKey, Resource};
 use crate::store::{Delta, IndexFn, Store, Writer, WriterDropped};
 
 /// client-go `minimumResyncPeriod`.
 const MIN_RESYNC: Duration = Duration::from_secs(1);
+
+/// A function applied to every object before it is stored.
+pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
 
 /// Informer configuration.
 #[derive(Clone)]
 pub struct InformerConfig<K> {
     /// The reflector's configuration.
     pub reflector: Config,
-    /// Re-deliver the whole store this often (`None`: never). At least 1 s.
+    /// Re-deliver the whole store to every subscriber this often (`None`: never), unless a
+    /// handler asks for its own period. At least 1 s.
     pub resync_period: Option<Duration>,
-    /// Queue length of each subscriber.
+    /// The most deltas a subscriber's queue holds before the subscriber lags (see the module
+    /// doc).
     pub subscriber_buffer: usize,
     /// Index functions of the store.
     pub indexers: Vec<(String, IndexFn<K>)>,
+    /// Applied to every object before the store sees it.
+    pub transform: Option<Transform<K>>,
 }
 
 impl<K> Default for InformerConfig<K> {
@@ -62,6 +89,7 @@ impl<K> Default for InformerConfig<K> {
             // ours: client-go's processorListener buffers without bound (see the module doc)
             subscriber_buffer: 1024,
             indexers: Vec::new(),
+            transform: None,
         }
     }
 }
@@ -94,11 +122,20 @@ impl<K> InformerConfig<K> {
         self.indexers.push((name.into(), f));
         self
     }
+
+    /// Sets the transform applied to every object before it is stored. It must keep the
+    /// object's name, namespace and resource version.
+    #[must_use]
+    pub fn transform(mut self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
+        self.transform = Some(Arc::new(f));
+        self
+    }
 }
 
 /// Callbacks for changes, client-go's `ResourceEventHandler`.
 pub trait EventHandler<K>: Send + 'static {
-    /// A key appeared (`in_initial_list`: it came with a relist or a late subscription).
+    /// A key appeared (`in_initial_list`: it is part of the state the handler started from:
+    /// the informer's first list, or the store's content when the handler was added).
     fn on_add(&mut self, object: &Arc<K>, in_initial_list: bool) {
         let _ = (object, in_initial_list);
     }
@@ -106,7 +143,9 @@ pub trait EventHandler<K>: Send + 'static {
     fn on_update(&mut self, old: &Arc<K>, new: &Arc<K>) {
         let _ = (old, new);
     }
-    /// A key went away; `final_state_unknown` when it vanished across a relist.
+    /// A key went away; `final_state_unknown` when it vanished across a relist or while the
+    /// handler lagged, so `object` is the last state it was told of, not necessarily the
+    /// final one.
     fn on_delete(&mut self, object: &Arc<K>, final_state_unknown: bool) {
         let _ = (object, final_state_unknown);
     }
@@ -128,28 +167,134 @@ pub fn dispatch<K, H: EventHandler<K> + ?Sized>(handler: &mut H, delta: &Delta<K
     }
 }
 
+/// A handler that only sees objects passing a predicate (client-go's
+/// `FilteringResourceEventHandler`): an update into the selection is an add, an update out
+/// of it a delete.
+pub struct Filtered<H, F> {
+    handler: H,
+    filter: F,
+}
+
+impl<H, F> Filtered<H, F> {
+    /// Wraps `handler` with `filter`.
+    pub fn new(handler: H, filter: F) -> Self {
+        Self { handler, filter }
+    }
+}
+
+impl<K, H, F> EventHandler<K> for Filtered<H, F>
+where
+    H: EventHandler<K>,
+    F: Fn(&K) -> bool + Send + 'static,
+{
+    fn on_add(&mut self, object: &Arc<K>, in_initial_list: bool) {
+        if (self.filter)(object) {
+            self.handler.on_add(object, in_initial_list);
+        }
+    }
+    fn on_update(&mut self, old: &Arc<K>, new: &Arc<K>) {
+        match ((self.filter)(old), (self.filter)(new)) {
+            (true, true) => self.handler.on_update(old, new),
+            (false, true) => self.handler.on_add(new, false),
+            (true, false) => self.handler.on_delete(old, false),
+            (false, false) => {}
+        }
+    }
+    fn on_delete(&mut self, object: &Arc<K>, final_state_unknown: bool) {
+        if (self.filter)(object) {
+            self.handler.on_delete(object, final_state_unknown);
+        }
+    }
+}
+
+enum Item<K> {
+    Delta(Delta<K>),
+    /// Everything before this was the state at the informer's first sync.
+    Synced,
+}
+
+/// The store's content by key, as a lagging subscriber will have seen it.
+type View<K> = Arc<HashMap<ObjectKey, Arc<K>>>;
+
+struct Queue<K> {
+    items: VecDeque<Item<K>>,
+    /// Set while the subscriber lags: its view once `items` is drained.
+    lag: Option<View<K>>,
+    /// The subscriber was created before the first sync and has not been sent `Synced`.
+    sync_pending: bool,
+    /// Resync period and next due time.
+    resync: Option<(Duration, Instant)>,
+    waker: Option<Waker>,
+    /// The informer is gone: end after draining.
+    closed: bool,
+    /// The subscription is gone: prune it.
+    dropped: bool,
+}
+
+struct Sub<K> {
+    queue: Mutex<Queue<K>>,
+    synced: Arc<AtomicBool>,
+}
+
+impl<K> Sub<K> {
+    fn lock(&self) -> MutexGuard<'_, Queue<K>> {
+        // Every critical section leaves the queue consistent (pushes and pops only).
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 struct Registry<K> {
-    /// Registered subscribers; entries whose receiver is gone are pruned by the driver.
-    senders: Vec<mpsc::Sender<Delta<K>>>,
-    buffer: usize,
+    subs: Vec<Arc<Sub<K>>>,
+    /// The earliest resync due among the subscribers.
+    next_resync: Option<Instant>,
 }
 
-/// The registry lock orders store changes against subscriptions (see the module doc).
-/// It is never held across an await.
-fn lock<K>(m: &Mutex<Registry<K>>) -> MutexGuard<'_, Registry<K>> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// A running informer. Dropping it stops the reflector and ends every subscription.
-pub struct Informer<K> {
+struct Shared<K> {
+    /// Orders store changes against subscriptions and catch-ups (see the module doc). Never
+    /// held across an await; taken before any queue lock.
+    registry: Mutex<Registry<K>>,
+    /// Wakes the driver when a subscription with a resync period registers.
+    resync_changed: tokio::sync::Notify,
     store: Store<K>,
-    registry: Arc<Mutex<Registry<K>>>,
+    buffer: usize,
+    default_resync: Option<Duration>,
+}
+
+impl<K> Shared<K> {
+    fn lock(&self) -> MutexGuard<'_, Registry<K>> {
+        self.registry
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// A running informer. Dropping it stops the reflector and ends every subscription (after
+/// each has drained what was queued for it).
+pub struct Informer<K: Resource> {
+    shared: Arc<Shared<K>>,
     driver: JoinHandle<()>,
 }
 
-impl<K> Drop for Informer<K> {
+impl<K: Resource> Drop for Informer<K> {
     fn drop(&mut self) {
         self.driver.abort();
+        close_all(&self.shared);
+    }
+}
+
+fn close_all<K: Resource>(shared: &Shared<K>) {
+    let reg = shared.lock();
+    for sub in &reg.subs {
+        let waker = {
+            let mut q = sub.lock();
+            q.closed = true;
+            q.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 }
 
@@ -168,39 +313,41 @@ impl<K: Resource> Informer<K> {
     /// # async fn demo() -> listwatch_client::Result<()> {
     /// let lw = HttpListerWatcher::new(HttpConfig::new("http://127.0.0.1:8080")?, "/api/v1/pods")?;
     /// let informer = Informer::spawn(lw, InformerConfig::default());
-    /// informer.add_handler(Print);
+    /// let registration = informer.add_handler(Print);
     /// informer.store().wait_until_synced().await.ok();
+    /// registration.remove();
     /// # Ok(()) }
     /// ```
     pub fn spawn<L: ListerWatcher<Object = K>>(lw: L, config: InformerConfig<K>) -> Self {
         let writer = Writer::new(config.indexers);
-        let store = writer.store();
-        let registry = Arc::new(Mutex::new(Registry {
-            senders: Vec::new(),
+        let shared = Arc::new(Shared {
+            registry: Mutex::new(Registry {
+                subs: Vec::new(),
+                next_resync: None,
+            }),
+            resync_changed: tokio::sync::Notify::new(),
+            store: writer.store(),
             buffer: config.subscriber_buffer.max(1),
-        }));
+            default_resync: config.resync_period.map(|p| p.max(MIN_RESYNC)),
+        });
         let driver = tokio::spawn(drive(
             lw,
             config.reflector,
-            config.resync_period.map(|p| p.max(MIN_RESYNC)),
+            config.transform,
             writer,
-            Arc::clone(&registry),
+            Arc::clone(&shared),
         ));
-        Self {
-            store,
-            registry,
-            driver,
-        }
+        Self { shared, driver }
     }
 
     /// A reader of the informer's store.
     pub fn store(&self) -> Store<K> {
-        self.store.clone()
+        self.shared.store.clone()
     }
 
     /// Whether the first list has completed.
     pub fn has_synced(&self) -> bool {
-        self.store.has_synced()
+        self.shared.store.has_synced()
     }
 
     /// Waits for the first list.
@@ -209,41 +356,179 @@ impl<K: Resource> Informer<K> {
     ///
     /// Cancel safe, like [`Store::wait_until_synced`].
     pub async fn wait_until_synced(&self) -> Result<(), WriterDropped> {
-        self.store.wait_until_synced().await
+        self.shared.store.wait_until_synced().await
     }
 
     /// Subscribes: the current state as `Added { in_initial_list: true }`, then every change.
+    /// Resyncs follow the informer's period. Dropping the subscription unregisters it.
     pub fn subscribe(&self) -> Subscription<K> {
-        let mut reg = lock(&self.registry);
-        let initial = self.store.list();
-        let (tx, rx) = mpsc::channel(reg.buffer);
-        reg.senders.push(tx);
+        self.subscribe_inner(self.shared.default_resync)
+    }
+
+    /// [`Informer::subscribe`] with a resync period of its own (at least 1 s).
+    pub fn subscribe_with_resync(&self, period: Duration) -> Subscription<K> {
+        self.subscribe_inner(Some(period.max(MIN_RESYNC)))
+    }
+
+    fn subscribe_inner(&self, resync: Option<Duration>) -> Subscription<K> {
+        let mut reg = self.shared.lock();
+        let synced = self.shared.store.has_synced();
+        let initial = self.shared.store.list();
+        let resync = resync.map(|p| (p, Instant::now() + p));
+        let sub = Arc::new(Sub {
+            queue: Mutex::new(Queue {
+                items: VecDeque::new(),
+                lag: None,
+                sync_pending: !synced,
+                resync,
+                waker: None,
+                closed: self.driver.is_finished(),
+                dropped: false,
+            }),
+            synced: Arc::new(AtomicBool::new(false)),
+        });
+        reg.subs.push(Arc::clone(&sub));
+        if let Some((_, due)) = resync {
+            reg.next_resync = Some(reg.next_resync.map_or(due, |n| n.min(due)));
+            self.shared.resync_changed.notify_one();
+        }
         Subscription {
             initial: initial.into_iter(),
-            rx,
+            synced_after_initial: synced,
+            sub,
+            shared: Arc::clone(&self.shared),
         }
     }
 
-    /// Runs `handler` on its own task over a new subscription; the task ends with the
-    /// informer.
-    pub fn add_handler<H: EventHandler<K>>(&self, mut handler: H) -> JoinHandle<()> {
-        let mut sub = self.subscribe();
-        tokio::spawn(async move {
+    /// Runs `handler` on its own task over a new subscription, until the registration is
+    /// removed or the informer stops.
+    pub fn add_handler<H: EventHandler<K>>(&self, handler: H) -> HandlerRegistration {
+        Self::run_handler(self.subscribe(), handler)
+    }
+
+    /// [`Informer::add_handler`] with a resync period of its own (client-go's
+    /// `AddEventHandlerWithResyncPeriod`).
+    pub fn add_handler_with_resync<H: EventHandler<K>>(
+        &self,
+        handler: H,
+        period: Duration,
+    ) -> HandlerRegistration {
+        Self::run_handler(self.subscribe_with_resync(period), handler)
+    }
+
+    fn run_handler<H: EventHandler<K>>(
+        mut sub: Subscription<K>,
+        mut handler: H,
+    ) -> HandlerRegistration {
+        let synced = Arc::clone(&sub.sub.synced);
+        let task = tokio::spawn(async move {
             while let Some(delta) = sub.next().await {
                 dispatch(&mut handler, &delta);
             }
-        })
+        });
+        HandlerRegistration { synced, task }
     }
 }
 
-/// A subscriber's stream of deltas.
-pub struct Subscription<K> {
-    /// The snapshot taken at subscription, delivered first.
-    initial: std::vec::IntoIter<Arc<K>>,
-    rx: mpsc::Receiver<Delta<K>>,
+/// A handler added to an informer (client-go's `ResourceEventHandlerRegistration`).
+///
+/// Dropping it leaves the handler running; [`HandlerRegistration::remove`] stops it. Awaiting
+/// it waits until the handler has stopped (the informer is gone and its queue drained).
+#[derive(Debug)]
+pub struct HandlerRegistration {
+    synced: Arc<AtomicBool>,
+    task: JoinHandle<()>,
 }
 
-impl<K> Stream for Subscription<K> {
+impl HandlerRegistration {
+    /// Whether the informer has synced and this handler has processed the state it started
+    /// from.
+    pub fn has_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Stops the handler: it is called no more, and its queue is freed.
+    pub fn remove(self) {
+        self.task.abort();
+    }
+}
+
+impl Future for HandlerRegistration {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.task).poll(cx).map(|_| ())
+    }
+}
+
+/// A subscriber's stream of deltas. Dropping it unregisters the subscriber.
+pub struct Subscription<K: Resource> {
+    /// The snapshot taken at subscription, delivered first.
+    initial: std::vec::IntoIter<Arc<K>>,
+    /// The store had synced when the snapshot was taken.
+    synced_after_initial: bool,
+    sub: Arc<Sub<K>>,
+    shared: Arc<Shared<K>>,
+}
+
+impl<K: Resource> Subscription<K> {
+    /// Whether the informer has synced and this subscriber has consumed the state it
+    /// started from.
+    pub fn has_synced(&self) -> bool {
+        self.sub.synced.load(Ordering::Acquire)
+    }
+
+    /// Brings a lagging subscriber's queue up to the store's current state.
+    fn catch_up(&self) {
+        let _reg = self.shared.lock();
+        let mut q = self.sub.lock();
+        let Some(view) = q.lag.take() else {
+            return;
+        };
+        // Under the registry lock the store cannot change: everything the driver skipped
+        // for this subscriber is in it, and nothing after.
+        let now = self.shared.store.snapshot();
+        for (key, new) in &now {
+            match view.get(key) {
+                Some(old)
+                    if Arc::ptr_eq(old, new)
+                        || (old.resource_version() == new.resource_version()
+                            && new.resource_version() != 0) => {}
+                Some(old) => q.items.push_back(Item::Delta(Delta::Updated {
+                    old: Arc::clone(old),
+                    new: Arc::clone(new),
+                })),
+                None => q.items.push_back(Item::Delta(Delta::Added {
+                    object: Arc::clone(new),
+                    in_initial_list: false,
+                })),
+            }
+        }
+        for (key, old) in view.iter() {
+            if !now.contains_key(key) {
+                q.items.push_back(Item::Delta(Delta::Deleted {
+                    object: Arc::clone(old),
+                    final_state_unknown: true,
+                }));
+            }
+        }
+        if q.sync_pending && self.shared.store.has_synced() {
+            q.sync_pending = false;
+            q.items.push_back(Item::Synced);
+        }
+    }
+}
+
+impl<K: Resource> Drop for Subscription<K> {
+    fn drop(&mut self) {
+        let mut q = self.sub.lock();
+        q.dropped = true;
+        q.items = VecDeque::new();
+        q.lag = None;
+    }
+}
+
+impl<K: Resource> Stream for Subscription<K> {
     type Item = Delta<K>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delta<K>>> {
@@ -253,64 +538,171 @@ impl<K> Stream for Subscription<K> {
                 in_initial_list: true,
             }));
         }
-        self.rx.poll_recv(cx)
+        if self.synced_after_initial {
+            self.synced_after_initial = false;
+            self.sub.synced.store(true, Ordering::Release);
+        }
+        loop {
+            let mut q = self.sub.lock();
+            match q.items.pop_front() {
+                Some(Item::Delta(d)) => return Poll::Ready(Some(d)),
+                Some(Item::Synced) => {
+                    self.sub.synced.store(true, Ordering::Release);
+                    continue;
+                }
+                None => {}
+            }
+            if q.lag.is_some() {
+                drop(q);
+                self.catch_up();
+                continue;
+            }
+            if q.closed {
+                return Poll::Ready(None);
+            }
+            q.waker = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+    }
+}
+
+/// Queues `deltas` (and, at the first sync, the sync marker) for every subscriber. Called
+/// with the registry lock held, right after the store applied them.
+fn publish<K: Resource>(
+    shared: &Shared<K>,
+    reg: &mut Registry<K>,
+    deltas: &[Delta<K>],
+    first_sync: bool,
+) {
+    let mut snapshot: Option<View<K>> = None;
+    let mut wake = Vec::new();
+    let mut pruned = false;
+    for sub in &reg.subs {
+        let mut q = sub.lock();
+        if q.dropped {
+            pruned = true;
+            continue;
+        }
+        if q.lag.is_none() && !deltas.is_empty() {
+            q.items.extend(deltas.iter().cloned().map(Item::Delta));
+            if q.items.len() > shared.buffer {
+                // Full: from now on this subscriber catches up from a snapshot of the store,
+                // which is what it will have seen once this queue is drained (module doc).
+                let view = snapshot.get_or_insert_with(|| Arc::new(shared.store.snapshot()));
+                q.lag = Some(Arc::clone(view));
+                tracing::debug!(
+                    queued = q.items.len(),
+                    "informer subscriber lags, coalescing"
+                );
+            }
+        }
+        if first_sync && q.sync_pending && q.lag.is_none() {
+            q.sync_pending = false;
+            q.items.push_back(Item::Synced);
+        }
+        if let Some(w) = q.waker.take() {
+            wake.push(w);
+        }
+    }
+    if pruned {
+        reg.subs.retain(|s| !s.lock().dropped);
+    }
+    for w in wake {
+        w.wake();
+    }
+}
+
+/// Queues a resync for every subscriber that is due.
+fn resync<K: Resource>(shared: &Shared<K>, reg: &mut Registry<K>) {
+    let now = Instant::now();
+    let mut objects: Option<Vec<Arc<K>>> = None;
+    let mut next: Option<Instant> = None;
+    let mut wake = Vec::new();
+    for sub in &reg.subs {
+        let mut q = sub.lock();
+        let Some((period, due)) = q.resync else {
+            continue;
+        };
+        let due = if due <= now {
+            if q.lag.is_none() && !q.dropped && shared.store.has_synced() {
+                let objects = objects.get_or_insert_with(|| shared.store.list());
+                q.items.extend(
+                    objects
+                        .iter()
+                        .map(|o| Item::Delta(Delta::Sync(Arc::clone(o)))),
+                );
+                if let Some(w) = q.waker.take() {
+                    wake.push(w);
+                }
+            }
+            now + period
+        } else {
+            due
+        };
+        q.resync = Some((period, due));
+        next = Some(next.map_or(due, |n| n.min(due)));
+    }
+    reg.next_resync = next;
+    for w in wake {
+        w.wake();
+    }
+}
+
+fn transformed<K>(event: Event<K>, f: &Transform<K>) -> Event<K> {
+    match event {
+        Event::InitApply(o) => Event::InitApply(f(o)),
+        Event::Apply(o) => Event::Apply(f(o)),
+        Event::Delete(o) => Event::Delete(f(o)),
+        other => other,
+    }
+}
+
+/// Closes every subscription when the driver ends or is aborted.
+struct CloseOnDrop<K: Resource>(Arc<Shared<K>>);
+
+impl<K: Resource> Drop for CloseOnDrop<K> {
+    fn drop(&mut self) {
+        close_all(&self.0);
     }
 }
 
 async fn drive<L: ListerWatcher>(
     lw: L,
     config: Config,
-    resync: Option<Duration>,
+    transform: Option<Transform<L::Object>>,
     mut writer: Writer<L::Object>,
-    registry: Arc<Mutex<Registry<L::Object>>>,
+    shared: Arc<Shared<L::Object>>,
 ) {
-    let store = writer.store();
+    let _close = CloseOnDrop(Arc::clone(&shared));
     let mut events = std::pin::pin!(watcher(lw, config));
-    let mut ticker = resync.map(|p| {
-        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + p, p);
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        t
-    });
     loop {
-        let tick = async {
-            match ticker.as_mut() {
-                Some(t) => {
-                    t.tick().await;
-                }
+        let next_resync = shared.lock().next_resync;
+        let resync_due = async {
+            match next_resync {
+                Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending::<()>().await,
             }
         };
-        let (deltas, senders) = tokio::select! {
+        tokio::select! {
             event = events.next() => match event {
                 Some(Ok(event)) => {
-                    let reg = lock(&registry);
-                    (writer.apply(event), reg.senders.clone())
+                    let event = match &transform {
+                        Some(f) => transformed(event, f),
+                        None => event,
+                    };
+                    let mut reg = shared.lock();
+                    let was_synced = shared.store.has_synced();
+                    let deltas = writer.apply(event);
+                    let first_sync = !was_synced && shared.store.has_synced();
+                    if !deltas.is_empty() || first_sync {
+                        publish(&shared, &mut reg, &deltas, first_sync);
+                    }
                 }
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "reflector error, recovering");
-                    continue;
-                }
+                Some(Err(e)) => tracing::warn!(error = %e, "reflector error, recovering"),
                 None => return,
             },
-            () = tick => {
-                if !store.has_synced() {
-                    continue;
-                }
-                let reg = lock(&registry);
-                (store.list().into_iter().map(Delta::Sync).collect(), reg.senders.clone())
-            }
-        };
-        if deltas.is_empty() || senders.is_empty() {
-            continue;
-        }
-        let mut gone = false;
-        for delta in &deltas {
-            for tx in &senders {
-                gone |= tx.send(delta.clone()).await.is_err();
-            }
-        }
-        if gone {
-            lock(&registry).senders.retain(|tx| !tx.is_closed());
+            () = resync_due => resync(&shared, &mut shared.lock()),
+            () = shared.resync_changed.notified() => {}
         }
     }
 }

@@ -42,7 +42,10 @@ pub mod store;
 
 pub use error::{Error, Result};
 pub use http::{HttpConfig, HttpListerWatcher};
-pub use informer::{EventHandler, Informer, InformerConfig, Subscription, dispatch};
+pub use informer::{
+    EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
+    dispatch,
+};
 pub use lister::{
     ListRequest, ListerWatcher, Page, Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream,
 };

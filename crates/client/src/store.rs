@@ -63,7 +63,8 @@ pub enum Delta<K> {
     Added {
         /// The new object.
         object: Arc<K>,
-        /// Whether it arrived in a relist (client-go's `isInInitialList`).
+        /// Whether it is part of the first list, the state the store started from
+        /// (client-go's `isInInitialList`); keys that appear in later relists are not.
         in_initial_list: bool,
     },
     /// A key's object changed.
@@ -308,9 +309,10 @@ impl<K: Resource> Writer<K> {
             return;
         };
         let indexers = &self.shared.indexers;
+        let first = !*self.synced.borrow();
         let mut s = self.shared.write();
         for (_, obj) in staged {
-            if let Some(d) = upsert(&mut s, indexers, obj, generation, true) {
+            if let Some(d) = upsert(&mut s, indexers, obj, generation, first) {
                 out.push(d);
             }
         }
@@ -451,6 +453,17 @@ impl<K: Resource> Store<K> {
             .collect()
     }
 
+    /// Every object by key, read under one lock (the informer's view of a lagging
+    /// subscriber).
+    pub(crate) fn snapshot(&self) -> HashMap<ObjectKey, Arc<K>> {
+        self.shared
+            .read()
+            .objects
+            .iter()
+            .map(|(k, e)| (k.clone(), Arc::clone(&e.object)))
+            .collect()
+    }
+
     /// Every key.
     pub fn keys(&self) -> Vec<ObjectKey> {
         self.shared.read().objects.keys().cloned().collect()
@@ -584,7 +597,10 @@ mod tests {
         let mut kinds: Vec<String> = d
             .iter()
             .map(|d| match d {
-                Delta::Added { object, .. } => format!("add {}", object.name()),
+                Delta::Added {
+                    object,
+                    in_initial_list,
+                } => format!("add {} {in_initial_list}", object.name()),
                 Delta::Updated { new, .. } => format!("update {}", new.name()),
                 Delta::Deleted {
                     object,
@@ -596,7 +612,7 @@ mod tests {
             })
             .collect();
         kinds.sort();
-        assert_eq!(kinds, ["add d", "delete c true", "update b"]);
+        assert_eq!(kinds, ["add d false", "delete c true", "update b"]);
         assert_eq!(r.resource_version(), 8);
         let mut n2: Vec<String> = r
             .by_index("node", "n2")

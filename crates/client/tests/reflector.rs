@@ -425,38 +425,6 @@ async fn resync_redelivers_every_object_on_its_period() {
     );
 }
 
-/// Replays handler deltas into a model, checking each is consistent with what came before.
-fn replay(model: &mut BTreeMap<String, u64>, d: &Delta<Object>) {
-    let k = |o: &Object| format!("{}/{}", o.namespace().unwrap_or(""), o.name());
-    match d {
-        Delta::Added { object, .. } => {
-            assert!(
-                model.insert(k(object), object.resource_version()).is_none(),
-                "add of a present key {d:?}"
-            );
-        }
-        Delta::Updated { old, new } => {
-            let cur = model.insert(k(new), new.resource_version());
-            assert_eq!(
-                cur,
-                Some(old.resource_version()),
-                "update's old is not the current state: {d:?}"
-            );
-            assert!(
-                new.resource_version() > old.resource_version(),
-                "versions go backwards: {d:?}"
-            );
-        }
-        Delta::Deleted { object, .. } => {
-            assert!(
-                model.remove(&k(object)).is_some(),
-                "delete of an absent key {d:?}"
-            );
-        }
-        Delta::Sync(o) => assert_eq!(model.get(&k(o)), Some(&o.resource_version())),
-    }
-}
-
 #[derive(Debug, Clone)]
 enum Op {
     Create(u8),

@@ -4,7 +4,7 @@
 //! reflector asked for; faults are queued per call kind and consumed in order.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -13,7 +13,8 @@ use futures::StreamExt;
 use listwatch_api::status::reason;
 use listwatch_api::{Object, SelectableFields, Status};
 use listwatch_client::{
-    Error, ListRequest, ListerWatcher, Page, VersionMatch, WatchEvent, WatchRequest, WatchStream,
+    Delta, Error, ListRequest, ListerWatcher, Page, VersionMatch, WatchEvent, WatchRequest,
+    WatchStream,
 };
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, ResourceVersionMatch, SelectionPredicate, Storage};
@@ -334,4 +335,36 @@ pub async fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     f()
+}
+
+/// Replays handler deltas into a model, checking each is consistent with what came before.
+pub fn replay(model: &mut BTreeMap<String, u64>, d: &Delta<Object>) {
+    let k = |o: &Object| format!("{}/{}", o.namespace().unwrap_or(""), o.name());
+    match d {
+        Delta::Added { object, .. } => {
+            assert!(
+                model.insert(k(object), object.resource_version()).is_none(),
+                "add of a present key {d:?}"
+            );
+        }
+        Delta::Updated { old, new } => {
+            let cur = model.insert(k(new), new.resource_version());
+            assert_eq!(
+                cur,
+                Some(old.resource_version()),
+                "update's old is not the current state: {d:?}"
+            );
+            assert!(
+                new.resource_version() > old.resource_version(),
+                "versions go backwards: {d:?}"
+            );
+        }
+        Delta::Deleted { object, .. } => {
+            assert!(
+                model.remove(&k(object)).is_some(),
+                "delete of an absent key {d:?}"
+            );
+        }
+        Delta::Sync(o) => assert_eq!(model.get(&k(o)), Some(&o.resource_version())),
+    }
 }
