@@ -522,6 +522,139 @@ pub fn validate_key(k: &str) -> Result<(), String> {
     validate_name_part(name).map_err(|e| format!("invalid label key {k:?}: name part {e}"))
 }
 
+// Upstream's validation messages (k8s.io/apimachinery/pkg/util/validation, v1.32), for the
+// 422 causes of metadata: each function returns every message upstream would, in order.
+
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+
+/// Upstream's `RegexError`: the message, examples and the regular expression.
+fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    let mut out = format!("{msg} (e.g. ");
+    for (i, e) in examples.iter().enumerate() {
+        if i > 0 {
+            out.push_str(" or ");
+        }
+        out.push_str(&format!("'{e}', "));
+    }
+    out.push_str(&format!("regex used for validation is '{fmt}')"));
+    out
+}
+
+fn max_len_error(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+fn is_qualified_name_part(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter().all(|&c| is_name_char(c))
+}
+
+/// Upstream's `IsDNS1123Subdomain`: every problem with `v` as a DNS-1123 subdomain.
+pub fn dns1123_subdomain_errors(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if v.len() > PREFIX_MAX {
+        errs.push(max_len_error(PREFIX_MAX));
+    }
+    if validate_dns_subdomain_chars(v).is_err() {
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+fn validate_dns_subdomain_chars(v: &str) -> Result<(), ()> {
+    if v.is_empty() {
+        return Err(());
+    }
+    for part in v.split('.') {
+        let b = part.as_bytes();
+        let alnum = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+        if !(b.first().is_some_and(alnum)
+            && b.last().is_some_and(alnum)
+            && b.iter().all(|c| alnum(c) || *c == b'-'))
+        {
+            return Err(());
+        }
+    }
+    Ok(())
+}
+
+/// Upstream's `IsQualifiedName` (label and annotation keys): every problem with `k`.
+///
+/// ```
+/// use listwatch_api::labels::qualified_name_errors;
+/// assert!(qualified_name_errors("example.com/MyName").is_empty());
+/// assert_eq!(qualified_name_errors("a/").len(), 2); // empty name part, and the regex
+/// ```
+pub fn qualified_name_errors(k: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = k.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_owned());
+            } else {
+                errs.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!(
+                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_owned());
+    } else if name.len() > NAME_MAX {
+        errs.push(format!("name part {}", max_len_error(NAME_MAX)));
+    }
+    if !is_qualified_name_part(name) {
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                QUALIFIED_NAME_ERR,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
+    }
+    errs
+}
+
+/// Upstream's `IsValidLabelValue`: every problem with `v` as a label value.
+pub fn label_value_errors(v: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if v.len() > NAME_MAX {
+        errs.push(max_len_error(NAME_MAX));
+    }
+    if !v.is_empty() && !is_qualified_name_part(v) {
+        errs.push(regex_error(
+            LABEL_VALUE_ERR,
+            &format!("({QUALIFIED_NAME_FMT})?"),
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

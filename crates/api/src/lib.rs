@@ -30,6 +30,7 @@ pub mod meta;
 mod object;
 pub mod rv;
 pub mod status;
+pub mod text;
 pub mod watch;
 
 pub use fields::FieldSelector;

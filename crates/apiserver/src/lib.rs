@@ -231,7 +231,9 @@ pub fn all_resources(opts: &Options) -> Result<Vec<ResourceInfo>, ServerError> {
     Ok(all)
 }
 
-/// Creates `default` and `kube-system` unless they exist.
+/// Creates the namespaces upstream's control plane creates at start, unless they exist:
+/// `default` (its bootstrap controller), `kube-system`, `kube-public` and `kube-node-lease`
+/// (its system-namespaces controller).
 async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), ServerError> {
     let Some(ns) = api
         .resources()
@@ -240,7 +242,7 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
     else {
         return Ok(());
     };
-    for name in ["default", "kube-system"] {
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let bootstrap = |source| ServerError::Bootstrap {
             name: name.to_owned(),
             source,

@@ -101,7 +101,10 @@ async fn https_serves_kubectl_and_the_rustls_client_with_a_trusted_certificate()
     let page = lw.list(&ListRequest::default()).await.unwrap();
     let mut names: Vec<&str> = page.items.iter().map(|o| o.name()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["default", "kube-system"]);
+    assert_eq!(
+        names,
+        ["default", "kube-node-lease", "kube-public", "kube-system"]
+    );
     // Trusting something else (here the server's own leaf, which is no CA) fails the handshake.
     let wrong = listwatch_client::HttpConfig::new(server.url.clone())
         .unwrap()

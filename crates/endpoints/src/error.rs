@@ -44,11 +44,17 @@ impl ApiError {
 
     /// 422 Invalid for an object, with one cause per field error.
     pub fn invalid(info: &ResourceInfo, name: &str, causes: &[FieldError]) -> Self {
-        let summary = causes
-            .iter()
-            .map(FieldError::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
+        // Upstream's aggregate: duplicates once, one error as is, several in brackets.
+        let mut lines: Vec<String> = Vec::new();
+        for c in causes.iter().map(FieldError::to_string) {
+            if !lines.contains(&c) {
+                lines.push(c);
+            }
+        }
+        let summary = match lines.as_slice() {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
         let mut status = Status::failure(
             422,
             reason::INVALID,
@@ -225,6 +231,16 @@ impl FieldError {
         }
     }
 
+    /// A value longer than allowed (upstream's `field.TooLong`: the value is not shown).
+    pub fn too_long(field: &str, max_bytes: usize) -> Self {
+        Self {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            value: None,
+            detail: format!("must have at most {max_bytes} bytes"),
+        }
+    }
+
     /// A value that is missing.
     pub fn required(field: &str, detail: impl Into<String>) -> Self {
         Self {
@@ -238,9 +254,10 @@ impl FieldError {
 
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.value {
-            Some(v) => write!(f, "{}: Invalid value: {v:?}: {}", self.field, self.detail),
-            None => write!(f, "{}: Required value: {}", self.field, self.detail),
+        match (&self.value, self.reason) {
+            (Some(v), _) => write!(f, "{}: Invalid value: {v:?}: {}", self.field, self.detail),
+            (None, "FieldValueTooLong") => write!(f, "{}: Too long: {}", self.field, self.detail),
+            (None, _) => write!(f, "{}: Required value: {}", self.field, self.detail),
         }
     }
 }

@@ -870,6 +870,7 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
 
 async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
+    crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
     if opts.dry_run {
@@ -940,6 +941,9 @@ async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         .list(&key, &lr.opts)
         .await
         .map_err(|e| req.storage_err(&e))?;
+    for o in &list.items {
+        crate::validation::check_delete(req.info(), o.name())?;
+    }
     let mut deleted = Vec::with_capacity(list.items.len());
     for o in std::mem::take(&mut list.items) {
         if opts.dry_run {

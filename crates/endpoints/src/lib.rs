@@ -56,6 +56,7 @@ pub mod patch;
 pub mod path;
 pub mod protobuf;
 pub mod query;
+mod recover;
 mod resource;
 pub mod scale;
 pub mod table;
@@ -311,6 +312,7 @@ impl Api {
             .route("/apis/{*rest}", any(handlers::serve))
             .fallback(not_found)
             .with_state(Arc::clone(&self.shared))
+            .layer(axum::middleware::from_fn(recover::catch_panics))
     }
 
     /// The handle that starts shutdown.

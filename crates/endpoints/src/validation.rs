@@ -5,7 +5,7 @@
 //! (or none for cluster-scoped resources), the `apiVersion`/`kind` of its resource, and no
 //! client-chosen uid or creation time on create.
 
-use listwatch_api::labels::{validate_dns_subdomain, validate_key, validate_value};
+use listwatch_api::labels::{label_value_errors, qualified_name_errors, validate_dns_subdomain};
 use rand::Rng;
 use serde_json::{Map, Value};
 
@@ -57,6 +57,37 @@ pub fn validate_name(rule: NameValidation, name: &str) -> Result<(), String> {
     }
 }
 
+/// Namespaces that may never be deleted, as upstream's `NamespaceLifecycle` admission
+/// plugin keeps them.
+pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// Refuses deleting what must stay: an immortal namespace is 403 Forbidden,
+/// `namespaces "default" is forbidden: this namespace may not be deleted` (dry runs too, as
+/// admission runs for them upstream).
+pub fn check_delete(info: &ResourceInfo, name: &str) -> ApiResult<()> {
+    if info.group.is_empty() && info.plural == "namespaces" && IMMORTAL_NAMESPACES.contains(&name) {
+        return Err(ApiError::forbidden(
+            info,
+            name,
+            "this namespace may not be deleted",
+        ));
+    }
+    Ok(())
+}
+
+/// Upstream's `maskTrailingDash`: a `generateName` may end in '-', the name made from it
+/// will not; the last character before the dash and the dash become one letter.
+fn mask_trailing_dash(prefix: &str) -> String {
+    match prefix.strip_suffix('-') {
+        Some(rest) if !rest.is_empty() => {
+            let mut chars = rest.chars();
+            chars.next_back();
+            format!("{}a", chars.as_str())
+        }
+        _ => prefix.to_owned(),
+    }
+}
+
 /// A random version-4 UUID, as Kubernetes uids are.
 pub fn new_uid() -> String {
     let mut b: [u8; 16] = rand::rng().random();
@@ -77,11 +108,8 @@ pub fn new_uid() -> String {
 pub fn generate_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
-    let prefix = if prefix.len() > 58 {
-        &prefix[..58]
-    } else {
-        prefix
-    };
+    // Upstream keeps 58 bytes (63 less the 5 random characters); a character is never split.
+    let prefix = listwatch_api::text::truncate(prefix, 58);
     let suffix: String = (0..5)
         .map(|_| char::from(ALPHABET[rng.random_range(0..ALPHABET.len())]))
         .collect();
@@ -172,26 +200,51 @@ pub fn validate_meta(info: &ResourceInfo, meta: &Map<String, Value>) -> ApiResul
     } else if let Err(e) = validate_name(info.name_validation, name) {
         errs.push(FieldError::invalid("metadata.name", name, e));
     }
+    if let Some(prefix) = meta
+        .get("generateName")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        // As upstream: the prefix must be a valid name once a trailing '-' is allowed.
+        && let Err(e) = validate_name(info.name_validation, &mask_trailing_dash(prefix))
+    {
+        errs.push(FieldError::invalid("metadata.generateName", prefix, e));
+    }
     if let Some(ns) = meta.get("namespace").and_then(Value::as_str)
         && let Err(e) = validate_dns_label(ns)
     {
         errs.push(FieldError::invalid("metadata.namespace", ns, e));
     }
-    match meta.get("labels") {
+    validate_labels(meta.get("labels"), &mut errs);
+    validate_annotations(meta.get("annotations"), &mut errs);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(info, name, &errs))
+    }
+}
+
+/// Upstream's `TotalAnnotationSizeLimitB`: keys and values of all annotations together.
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+/// Upstream's `ValidateLabels`: keys are qualified names, values label values; every
+/// problem is a cause on `metadata.labels`.
+fn validate_labels(labels: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let field = "metadata.labels";
+    match labels {
         None | Some(Value::Null) => {}
         Some(Value::Object(labels)) => {
             for (k, v) in labels {
-                if let Err(e) = validate_key(k) {
-                    errs.push(FieldError::invalid("metadata.labels", k, e));
+                for m in qualified_name_errors(k) {
+                    errs.push(FieldError::invalid(field, k, m));
                 }
                 match v.as_str() {
                     Some(s) => {
-                        if let Err(e) = validate_value(s) {
-                            errs.push(FieldError::invalid(&format!("metadata.labels.{k}"), s, e));
+                        for m in label_value_errors(s) {
+                            errs.push(FieldError::invalid(field, s, m));
                         }
                     }
                     None => errs.push(FieldError::invalid(
-                        &format!("metadata.labels.{k}"),
+                        &format!("{field}.{k}"),
                         &v.to_string(),
                         "must be a string",
                     )),
@@ -199,37 +252,43 @@ pub fn validate_meta(info: &ResourceInfo, meta: &Map<String, Value>) -> ApiResul
             }
         }
         Some(other) => errs.push(FieldError::invalid(
-            "metadata.labels",
+            field,
             &other.to_string(),
             "must be a map",
         )),
     }
-    match meta.get("annotations") {
+}
+
+/// Upstream's `ValidateAnnotations`: keys are qualified names (case aside), and keys and
+/// values together are at most [`MAX_ANNOTATIONS_BYTES`].
+fn validate_annotations(annotations: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let field = "metadata.annotations";
+    match annotations {
         None | Some(Value::Null) => {}
         Some(Value::Object(ann)) => {
+            let mut total = 0usize;
             for (k, v) in ann {
-                if let Err(e) = validate_key(k) {
-                    errs.push(FieldError::invalid("metadata.annotations", k, e));
+                for m in qualified_name_errors(&k.to_lowercase()) {
+                    errs.push(FieldError::invalid(field, k, m));
                 }
-                if !v.is_string() {
-                    errs.push(FieldError::invalid(
-                        &format!("metadata.annotations.{k}"),
+                match v.as_str() {
+                    Some(s) => total = total.saturating_add(k.len() + s.len()),
+                    None => errs.push(FieldError::invalid(
+                        &format!("{field}.{k}"),
                         &v.to_string(),
                         "must be a string",
-                    ));
+                    )),
                 }
+            }
+            if total > MAX_ANNOTATIONS_BYTES {
+                errs.push(FieldError::too_long(field, MAX_ANNOTATIONS_BYTES));
             }
         }
         Some(other) => errs.push(FieldError::invalid(
-            "metadata.annotations",
+            field,
             &other.to_string(),
             "must be a map",
         )),
-    }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(info, name, &errs))
     }
 }
 
@@ -404,6 +463,35 @@ mod tests {
 
     fn pods() -> ResourceInfo {
         ResourceInfo::new("", "v1", "pods", "Pod").status_subresource(true)
+    }
+
+    /// Issue 11: 57 ASCII bytes then 'é' panicked in `generate_name` (byte slicing inside
+    /// the character). Now the prefix is refused by validation, as upstream does.
+    #[test]
+    fn generate_name_with_a_multibyte_character_at_the_cut_is_invalid_not_a_panic() {
+        let prefix = format!("{}é", "a".repeat(57));
+        assert_eq!(generate_name(&prefix).len(), 57 + 5);
+        let mut o = json!({"metadata":{"generateName": prefix}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let e = prepare_create(&pods(), &mut o, Some("ns")).unwrap_err();
+        assert_eq!(e.code(), 422);
+        assert!(e.0.message.contains("metadata.generateName"), "{e}");
+        for p in ["web-", "a-", "-", "é-", "x"] {
+            let _ = generate_name(p);
+            let _ = mask_trailing_dash(p);
+        }
+        assert_eq!(mask_trailing_dash("web-"), "wea");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn generate_name_never_panics_and_keeps_whole_characters(p in "\\PC{0,80}") {
+            let n = generate_name(&p);
+            proptest::prop_assert!(n.len() <= 58 + 5);
+            proptest::prop_assert!(p.starts_with(n.get(..n.len() - 5).unwrap_or("")));
+        }
     }
 
     #[test]

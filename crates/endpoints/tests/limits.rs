@@ -401,3 +401,159 @@ async fn the_object_limit_is_the_storages_and_configurable() {
         "{msg}"
     );
 }
+
+#[tokio::test]
+async fn immortal_namespaces_cannot_be_deleted() {
+    let r = router().await;
+    for ns in ["default", "kube-system", "kube-public", "other"] {
+        let body = json!({"metadata":{"name":ns}}).to_string();
+        let resp = send(&r, "POST", "/api/v1/namespaces", JSON, body).await;
+        assert_eq!(resp.status, StatusCode::CREATED);
+    }
+    for ns in ["default", "kube-system", "kube-public"] {
+        for uri in [
+            format!("/api/v1/namespaces/{ns}"),
+            format!("/api/v1/namespaces/{ns}?dryRun=All"),
+        ] {
+            let resp = send(&r, "DELETE", &uri, JSON, "").await;
+            let v = resp.json();
+            assert_eq!(
+                resp.status(403, "Forbidden"),
+                format!("namespaces \"{ns}\" is forbidden: this namespace may not be deleted")
+            );
+            assert_eq!(
+                v["details"],
+                json!({"name": ns, "kind": "namespaces"}),
+                "{v}"
+            );
+        }
+        assert_eq!(
+            get(&r, &format!("/api/v1/namespaces/{ns}")).await.status,
+            StatusCode::OK
+        );
+    }
+    // A collection delete that would take one of them is refused whole.
+    let resp = send(&r, "DELETE", "/api/v1/namespaces", JSON, "").await;
+    resp.status(403, "Forbidden");
+    assert_eq!(
+        get(&r, "/api/v1/namespaces/other").await.status,
+        StatusCode::OK
+    );
+    let resp = send(&r, "DELETE", "/api/v1/namespaces/other", JSON, "").await;
+    assert_eq!(resp.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn generate_name_cut_inside_a_character_is_422_not_a_dropped_connection() {
+    let r = router().await;
+    // Issue 11: 57 ASCII bytes and 'é' (bytes 58-59) panicked where the prefix was cut at 58.
+    let prefix = format!("{}é", "a".repeat(57));
+    let body = json!({"metadata":{"generateName": prefix}}).to_string();
+    let resp = send(&r, "POST", CM, JSON, body).await;
+    let msg = resp.status(422, "Invalid");
+    // Upstream names the object before validating it, so the message shows the name made.
+    assert!(
+        msg.starts_with(&format!("ConfigMap \"{}", "a".repeat(57))),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("\" is invalid: metadata.generateName: Invalid value: "),
+        "{msg}"
+    );
+    let causes = resp.json()["details"]["causes"].clone();
+    assert_eq!(causes[0]["field"], "metadata.generateName", "{causes}");
+    // Valid prefixes of any length get a 63-byte name.
+    let long = format!("{}-", "b".repeat(70));
+    let body = json!({"metadata":{"generateName": long}}).to_string();
+    let resp = send(&r, "POST", CM, JSON, body).await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{:?}", resp.body);
+    assert_eq!(
+        resp.json()["metadata"]["name"].as_str().map(str::len),
+        Some(63)
+    );
+}
+
+#[tokio::test]
+async fn annotations_over_256_kib_are_422_in_upstreams_words() {
+    let r = router().await;
+    let key = "a";
+    let fits = "v".repeat(256 * 1024 - key.len());
+    let body = json!({"metadata":{"name":"fits","annotations":{key: fits}}}).to_string();
+    assert_eq!(
+        send(&r, "POST", CM, JSON, body).await.status,
+        StatusCode::CREATED
+    );
+    let over = "v".repeat(256 * 1024 - key.len() + 1);
+    let body = json!({"metadata":{"name":"over","annotations":{key: over.clone()}}}).to_string();
+    let resp = send(&r, "POST", CM, JSON, body).await;
+    assert_eq!(
+        resp.status(422, "Invalid"),
+        "ConfigMap \"over\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes"
+    );
+    let cause = &resp.json()["details"]["causes"][0];
+    assert_eq!(
+        (cause["reason"].as_str(), cause["field"].as_str()),
+        (Some("FieldValueTooLong"), Some("metadata.annotations"))
+    );
+    // Many small annotations add up the same way, on a patch of an existing object too.
+    let many: serde_json::Map<String, Value> = (0..300)
+        .map(|i| (format!("k{i}"), Value::String("v".repeat(1000))))
+        .collect();
+    let patch = json!({"metadata":{"annotations": many}}).to_string();
+    let resp = send(&r, "PATCH", &format!("{CM}/fits"), MERGE_PATCH, patch).await;
+    resp.status(422, "Invalid");
+    assert_eq!(
+        get(&r, &format!("{CM}/over")).await.status,
+        StatusCode::NOT_FOUND
+    );
+}
+
+#[tokio::test]
+async fn label_and_annotation_keys_and_values_are_checked_as_upstream() {
+    let r = router().await;
+    let regex_name = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+    let cases = [
+        (
+            json!({"labels":{"app":"not ok"}}),
+            "metadata.labels: Invalid value: \"not ok\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_owned(),
+        ),
+        (
+            json!({"labels":{"app":"v".repeat(64)}}),
+            format!("metadata.labels: Invalid value: \"{}\": must be no more than 63 characters", "v".repeat(64)),
+        ),
+        (
+            json!({"labels":{"a/b/c":"x"}}),
+            format!("metadata.labels: Invalid value: \"a/b/c\": a qualified name {regex_name} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"),
+        ),
+        (
+            json!({"labels":{"Bad_Prefix/x":"x"}}),
+            "metadata.labels: Invalid value: \"Bad_Prefix/x\": prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_owned(),
+        ),
+        (
+            json!({"annotations":{"é":"x"}}),
+            format!("metadata.annotations: Invalid value: \"é\": name part {regex_name}"),
+        ),
+    ];
+    for (meta, want) in cases {
+        let mut meta = meta;
+        meta["name"] = json!("bad");
+        let body = json!({"metadata": meta}).to_string();
+        let resp = send(&r, "POST", CM, JSON, body).await;
+        assert_eq!(
+            resp.status(422, "Invalid"),
+            format!("ConfigMap \"bad\" is invalid: {want}")
+        );
+    }
+    // Two problems with one key: both, in brackets, as upstream aggregates them.
+    let body = json!({"metadata":{"name":"bad","labels":{"/":"x"}}}).to_string();
+    let msg = send(&r, "POST", CM, JSON, body)
+        .await
+        .status(422, "Invalid");
+    assert!(msg.starts_with("ConfigMap \"bad\" is invalid: [metadata.labels: Invalid value: \"/\": prefix part must be non-empty, metadata.labels: Invalid value: \"/\": name part must be non-empty, "), "{msg}");
+    // Upper case annotation keys are fine (upstream lowers them before checking).
+    let body = json!({"metadata":{"name":"ok","annotations":{"Example.COM/Key":"x"},"labels":{"example.com/MyName":"MyValue"}}}).to_string();
+    assert_eq!(
+        send(&r, "POST", CM, JSON, body).await.status,
+        StatusCode::CREATED
+    );
+}
