@@ -36,7 +36,8 @@ pub mod tls;
 /// The storage backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
-    /// The embedded MVCC store, in memory (data is lost on exit).
+    /// The embedded MVCC store: in memory (data is lost on exit), or durable with
+    /// `--data-dir`.
     Embedded,
     /// An etcd cluster (`--etcd-servers`).
     Etcd,
@@ -119,6 +120,14 @@ pub struct Options {
     /// Embedded store: compaction keeps at least this many seconds of history.
     #[arg(long, default_value_t = 300)]
     pub embedded_retain_window: u64,
+    /// Embedded store: history is compacted before it holds more than this many bytes
+    /// (default: 1/16 of the machine's memory).
+    #[arg(long)]
+    pub embedded_retain_bytes: Option<u64>,
+    /// Embedded store: keep the data in this directory (a write-ahead log and snapshots),
+    /// so that it survives restarts; without it the data lives in memory only.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
     /// Log filter (tracing `EnvFilter` syntax, e.g. `info` or `listwatch_endpoints=debug`);
     /// `RUST_LOG` overrides it.
     #[arg(long, default_value = "info")]
@@ -148,6 +157,9 @@ pub enum ServerError {
     /// etcd misconfigured.
     #[error("etcd: {0}")]
     Etcd(String),
+    /// The embedded store's `--data-dir` cannot be used.
+    #[error("embedded store: {0}")]
+    EmbeddedStore(#[from] listwatch_memstore::OpenError),
     /// Bootstrapping the default namespaces failed.
     #[error("creating namespace {name}: {source}")]
     Bootstrap {
@@ -189,11 +201,26 @@ impl Backends {
                 let config = MemStoreConfig {
                     retain_revisions: opts.embedded_retain_revisions,
                     retain_window: Duration::from_secs(opts.embedded_retain_window),
+                    retain_bytes: opts
+                        .embedded_retain_bytes
+                        .unwrap_or_else(default_retain_bytes),
                     // A short history is also looked at often, so it stays short.
                     compaction_check_every: opts.embedded_retain_revisions.clamp(1, 1024),
                     ..MemStoreConfig::default()
                 };
-                Ok(Backends::Embedded(MemStore::with_config(config)))
+                let store = match &opts.data_dir {
+                    Some(dir) => MemStore::open(dir, config)?,
+                    None => {
+                        let store = MemStore::with_config(config);
+                        tracing::info!(
+                            revision = store.current_revision(),
+                            "embedded store in memory only: data is lost when the server \
+                             stops (use --data-dir to keep it)"
+                        );
+                        store
+                    }
+                };
+                Ok(Backends::Embedded(store))
             }
             Backend::Etcd => {
                 let client = EtcdClient::new(EtcdConfig::new(opts.etcd_servers.iter().cloned()))
@@ -220,6 +247,19 @@ impl Backends {
             )),
         }
     }
+}
+
+/// The embedded store's default history bound: 1/16 of the machine's memory (1 GiB if
+/// unknown), so the history of a busy server cannot take the machine's memory.
+fn default_retain_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024 / 16)
+        })
+        .unwrap_or(1 << 30)
 }
 
 /// Every resource to serve: the built-ins, then those of `--resources`.
@@ -299,6 +339,9 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     };
     let mut installer = Installer::new(config);
     let cacher_metrics = CacherMetrics::register(installer.registry_mut());
+    if let Backends::Embedded(store) = &backends {
+        store.register_metrics(installer.registry_mut());
+    }
     let mut cachers = Vec::new();
     for info in all_resources(opts)? {
         let backend = backends.storage_for(&info);

@@ -232,8 +232,16 @@ fn limits_answer_429_with_retry_after_and_watch_headers_come_at_once() {
     let server = Server::start(&["--max-watches", "1"]);
     // The response head of a watch arrives before any event: reading it proves the watch
     // holds the only slot.
-    let (_held, status) =
-        common::open_stream(&server.addr, "/api/v1/namespaces?watch=1&resourceVersion=1");
+    // From the current version: the server's first revision comes from the wall clock.
+    let rv = http(&server.addr, "GET", "/api/v1/namespaces", &[], b"").json()["metadata"]
+        ["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (_held, status) = common::open_stream(
+        &server.addr,
+        &format!("/api/v1/namespaces?watch=1&resourceVersion={rv}"),
+    );
     assert_eq!(status, 200);
     let refused = http(&server.addr, "GET", "/api/v1/pods?watch=1", &[], b"");
     assert_status(&refused, 429, "TooManyRequests");

@@ -1,29 +1,26 @@
-//! Watchers: each is a cursor into the store's event log, served by its own task.
+//! Watchers: each is a cursor into its resource's event log, served by its own task.
 //!
-//! A watcher never has events pushed at it. Its task reads the log after its cursor in
-//! batches (taking the read lock only to clone `Arc`s), filters them, and sends them into a
+//! A watcher never has events pushed at it. Its task reads the partition's log after its
+//! cursor, up to the visible revision, in batches (taking the partition's read lock only to
+//! clone `Arc`s), filters them, and sends them into a
 //! small bounded channel that the consumer's stream drains. A slow consumer therefore costs
 //! nothing but its cursor; if compaction passes the cursor, the watcher ends with an
 //! `Expired` error event, so nothing is buffered without limit and no gap is ever silent.
 //!
 //! Invariant: events go out in revision order, each at most once; a bookmark at revision `r`
-//! is sent only when every event up to `r` has been sent.
+//! is sent only when every event up to `r` has been sent. A watcher sleeps until a write to
+//! its resource or directory (namespace) becomes visible, a progress request, or its
+//! bookmark interval: writes elsewhere never wake it.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use listwatch_api::Object;
 use listwatch_storage::{Bookmark, Error, Key, SelectionPredicate, WatchEvent};
 use tokio::sync::{mpsc, watch};
 
-use crate::state::{LogEntry, State};
-
-/// What a write or progress request broadcasts to idle watchers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Tick {
-    pub(crate) rev: u64,
-    pub(crate) progress_requests: u64,
-}
+use crate::core::Core;
+use crate::part::{LogEntry, Partition};
 
 pub(crate) struct WatchSpec {
     pub(crate) key: Key,
@@ -61,8 +58,10 @@ fn convert(entry: &LogEntry, key: &Key, pred: &SelectionPredicate) -> Option<Wat
 }
 
 pub(crate) async fn run(
-    state: Arc<RwLock<State>>,
-    mut ticks: watch::Receiver<Tick>,
+    core: Arc<Core>,
+    part: Arc<Partition>,
+    mut ticks: watch::Receiver<u64>,
+    mut progress: watch::Receiver<u64>,
     spec: WatchSpec,
     tx: mpsc::Sender<WatchEvent>,
 ) {
@@ -90,21 +89,24 @@ pub(crate) async fn run(
             }
         }
     }
-    let mut seen_requests = ticks.borrow().progress_requests;
+    let mut seen_requests = *progress.borrow();
     loop {
-        // Mark the ticks seen *before* reading the log: a write committed after this point
-        // makes `changed()` fire below, while one committed before it is in the batch. Marking
-        // them after the read would lose the wake-up of a write landing in between.
-        let requests = ticks.borrow_and_update().progress_requests;
-        // Take a batch under the read lock; only Arc clones happen while it is held.
-        let batch: Result<Vec<Arc<LogEntry>>, Error> = match state.read() {
-            Ok(s) => {
-                if cursor < s.compacted {
-                    Err(Error::too_old(cursor, s.compacted))
+        // Mark the wake-ups seen *before* reading the log: a write made visible after this
+        // point makes `changed()` fire below, while one made visible before it is in the
+        // batch. Marking them after the read would lose the wake-up of a write in between.
+        ticks.borrow_and_update();
+        let requests = *progress.borrow_and_update();
+        let visible = core.visible();
+        // Take a batch under the read lock; only Arc clones happen while it is held. The
+        // compaction revision is read under the lock: compaction publishes it before it
+        // takes the lock to drop entries, so a cursor it passed is always noticed.
+        let batch: Result<Vec<Arc<LogEntry>>, Error> = match part.state.read() {
+            Ok(st) => {
+                let compacted = core.compacted();
+                if cursor < compacted {
+                    Err(Error::too_old(cursor, compacted))
                 } else {
-                    let first = s.compacted + 1;
-                    let skip = usize::try_from(cursor + 1 - first).unwrap_or(usize::MAX);
-                    Ok(s.log.iter().skip(skip).take(BATCH).cloned().collect())
+                    Ok(st.entries(cursor, visible, BATCH))
                 }
             }
             Err(_) => Err(Error::internal("memstore lock poisoned")),
@@ -127,7 +129,8 @@ pub(crate) async fn run(
             }
             continue;
         }
-        // Caught up: everything at or below `cursor` has been sent.
+        // Caught up: every write of this resource up to `visible` has been sent.
+        cursor = cursor.max(visible);
         if bookmarks && requests != seen_requests {
             seen_requests = requests;
             let b = Bookmark {
@@ -142,6 +145,7 @@ pub(crate) async fn run(
         let wait = async {
             tokio::select! {
                 changed = ticks.changed() => changed.is_ok(),
+                changed = progress.changed(), if bookmarks => changed.is_ok(),
                 () = tx.closed() => false,
             }
         };
@@ -151,9 +155,19 @@ pub(crate) async fn run(
                 Ok(false) => return,
                 Err(_) => {
                     let b = Bookmark {
-                        resource_version: cursor,
+                        resource_version: core.visible().max(cursor),
                         initial_events_end: false,
                     };
+                    // Only if nothing of ours is pending below that revision.
+                    let pending = part
+                        .state
+                        .read()
+                        .map(|st| !st.entries(cursor, b.resource_version, 1).is_empty())
+                        .unwrap_or(true);
+                    if pending {
+                        continue;
+                    }
+                    cursor = b.resource_version;
                     if tx.send(WatchEvent::Bookmark(b)).await.is_err() {
                         return;
                     }

@@ -34,8 +34,13 @@ pub struct Server {
 impl Server {
     /// Starts the binary on a free loopback port with extra flags.
     pub fn start(extra: &[&str]) -> Self {
+        Self::start_at("127.0.0.1:0", extra)
+    }
+
+    /// Starts the binary listening on `bind` (e.g. the address of a server that stopped).
+    pub fn start_at(bind: &str, extra: &[&str]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
-            .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
+            .args(["--bind", bind, "--log-level", "warn"])
             .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
