@@ -52,6 +52,10 @@ pub(crate) struct PartState {
     pub(crate) log: VecDeque<Arc<LogEntry>>,
     /// How far this partition has dropped history (the global compaction is set first).
     pub(crate) compacted: u64,
+    /// The newest log entry compaction removed: a watcher whose cursor is below it missed an
+    /// event. A watcher below the compaction revision but above this missed nothing (as an
+    /// etcd watcher that is caught up survives compaction).
+    pub(crate) dropped: u64,
 }
 
 impl PartState {
@@ -118,6 +122,7 @@ impl PartState {
             let Some(entry) = self.log.pop_front() else {
                 break;
             };
+            self.dropped = self.dropped.max(entry.rev);
             let Some(versions) = self.keys.get_mut(&entry.key) else {
                 continue;
             };

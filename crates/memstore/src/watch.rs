@@ -97,14 +97,13 @@ pub(crate) async fn run(
         ticks.borrow_and_update();
         let requests = *progress.borrow_and_update();
         let visible = core.visible();
-        // Take a batch under the read lock; only Arc clones happen while it is held. The
-        // compaction revision is read under the lock: compaction publishes it before it
-        // takes the lock to drop entries, so a cursor it passed is always noticed.
+        // Take a batch under the read lock; only Arc clones happen while it is held. Expired
+        // only if compaction dropped an entry this watcher has not delivered: a watcher that
+        // is caught up on its resource survives compaction, however far it moves.
         let batch: Result<Vec<Arc<LogEntry>>, Error> = match part.state.read() {
             Ok(st) => {
-                let compacted = core.compacted();
-                if cursor < compacted {
-                    Err(Error::too_old(cursor, compacted))
+                if cursor < st.dropped {
+                    Err(Error::too_old(cursor, core.compacted()))
                 } else {
                     Ok(st.entries(cursor, visible, BATCH))
                 }
