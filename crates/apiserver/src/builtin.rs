@@ -66,6 +66,14 @@ fn prepare_secret(obj: &mut Value) {
     set_default(obj, &["type"], json!("Opaque"));
 }
 
+/// An `rbac.authorization.k8s.io/v1` resource (served through the same cacher pipeline as
+/// every other; the RBAC authorizer reads them through in-process informers).
+fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
+    ResourceInfo::new("rbac.authorization.k8s.io", "v1", plural, kind)
+        .namespaced(namespaced)
+        .name_validation(NameValidation::PathSegment)
+}
+
 /// Every built-in resource, namespaces first.
 pub fn resources() -> Vec<ResourceInfo> {
     let col = PrinterColumn::new;
@@ -143,6 +151,10 @@ pub fn resources() -> Vec<ResourceInfo> {
         ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease").printer(
             Printer::Columns(vec![col("Holder", "string", ".spec.holderIdentity")]),
         ),
+        rbac("roles", "Role", true),
+        rbac("rolebindings", "RoleBinding", true),
+        rbac("clusterroles", "ClusterRole", false),
+        rbac("clusterrolebindings", "ClusterRoleBinding", false),
         ResourceInfo::new("apps", "v1", "deployments", "Deployment")
             .short_names(["deploy"])
             .categories(["all"])

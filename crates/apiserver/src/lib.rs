@@ -31,6 +31,7 @@ use serde_json::json;
 
 pub mod builtin;
 pub mod custom;
+pub mod security;
 pub mod tls;
 
 /// The storage backend.
@@ -72,6 +73,15 @@ pub struct Options {
     /// Key prefix in etcd.
     #[arg(long, default_value = "/registry")]
     pub etcd_prefix: String,
+    /// PEM CA bundle that signed etcd's serving certificate (for `https://` endpoints).
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    /// PEM client certificate for etcd's `--client-cert-auth` (needs `--etcd-keyfile`).
+    #[arg(long, requires = "etcd_keyfile")]
+    pub etcd_certfile: Option<PathBuf>,
+    /// PEM private key of `--etcd-certfile`.
+    #[arg(long, requires = "etcd_certfile")]
+    pub etcd_keyfile: Option<PathBuf>,
     /// PEM certificate chain to serve HTTPS with (needs `--tls-private-key-file`).
     #[arg(long, requires = "tls_private_key_file")]
     pub tls_cert_file: Option<PathBuf>,
@@ -135,12 +145,15 @@ pub struct Options {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Authentication, authorization and audit (docs/security.md).
+    #[command(flatten)]
+    pub security: security::SecurityOptions,
 }
 
 impl Options {
     /// `https` when serving TLS, else `http`.
     pub fn scheme(&self) -> &'static str {
-        if self.tls_cert_file.is_some() {
+        if self.tls_cert_file.is_some() || self.security.pki_dir.is_some() {
             "https"
         } else {
             "http"
@@ -172,6 +185,9 @@ pub enum ServerError {
     /// The TLS certificate or key is unusable.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// Authentication, authorization or audit refused to start.
+    #[error(transparent)]
+    Security(#[from] security::SecurityError),
     /// Listening or serving failed.
     #[error("serving on {addr}: {source}")]
     Io {
@@ -223,8 +239,10 @@ impl Backends {
                 Ok(Backends::Embedded(store))
             }
             Backend::Etcd => {
-                let client = EtcdClient::new(EtcdConfig::new(opts.etcd_servers.iter().cloned()))
-                    .map_err(|e| ServerError::Etcd(e.to_string()))?;
+                let mut config = EtcdConfig::new(opts.etcd_servers.iter().cloned());
+                config.tls = etcd_tls(opts)?;
+                let client =
+                    EtcdClient::new(config).map_err(|e| ServerError::Etcd(e.to_string()))?;
                 // Upstream compacts every 5 minutes, coordinating through this key.
                 let compactor =
                     Compactor::spawn(client.clone(), Duration::from_secs(300), "compact_rev_key");
@@ -260,6 +278,26 @@ fn default_retain_bytes() -> u64 {
             Some(kib * 1024 / 16)
         })
         .unwrap_or(1 << 30)
+}
+
+/// The etcd client TLS of `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`.
+fn etcd_tls(opts: &Options) -> Result<Option<listwatch_etcd::EtcdTls>, ServerError> {
+    let read = |p: &PathBuf| {
+        std::fs::read(p).map_err(|e| ServerError::Etcd(format!("reading {}: {e}", p.display())))
+    };
+    let Some(ca) = &opts.etcd_cafile else {
+        if opts.etcd_certfile.is_some() {
+            return Err(ServerError::Etcd(
+                "--etcd-certfile needs --etcd-cafile".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    Ok(Some(listwatch_etcd::EtcdTls {
+        ca_pem: read(ca)?,
+        cert_pem: opts.etcd_certfile.as_ref().map(read).transpose()?,
+        key_pem: opts.etcd_keyfile.as_ref().map(read).transpose()?,
+    }))
 }
 
 /// Every resource to serve: the built-ins, then those of `--resources`.
@@ -360,13 +398,55 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         };
         installer = installer.resource(info, storage);
     }
+    let sec_opts = &opts.security;
+    let informers = (sec_opts.wants_rbac() || sec_opts.wants_service_accounts())
+        .then(|| security::rbac::Informers::start(installer.resources()))
+        .flatten();
+    let rbac = informers
+        .as_ref()
+        .filter(|_| sec_opts.wants_rbac())
+        .map(security::rbac::Informers::rbac);
+    let accounts = informers.as_ref().and_then(security::rbac::accounts);
+    let security = Arc::new(sec_opts.build(installer.registry_mut(), accounts, rbac)?);
+    let admission = Arc::new(security::rbac::RbacAdmission(std::sync::OnceLock::new()));
+    let _ = admission.0.set(Arc::clone(&security));
+    installer = installer.admission(admission);
+    let api = installer.build();
+    let reconciler = informers
+        .as_ref()
+        .and_then(|i| i.spawn_reconciler(api.resources()));
     Ok((
-        installer.build(),
+        api,
         Running {
             _backends: backends,
             cachers,
+            security,
+            informers,
+            _reconciler: reconciler.map(AbortOnDrop),
         },
     ))
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The router of the running server: the API and the review routes behind the security
+/// filter.
+pub fn router(api: &listwatch_endpoints::Api, running: &Running) -> axum::Router {
+    let sec = Arc::clone(&running.security);
+    axum::Router::new()
+        .merge(security::reviews::router(Arc::clone(&sec), api.resources()))
+        .merge(api.router())
+        .layer(axum::middleware::from_fn_with_state(
+            sec,
+            security::filter::filter,
+        ))
 }
 
 /// What must live as long as the server: the backends (and etcd's compactor) and the
@@ -374,6 +454,9 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
 pub struct Running {
     _backends: Backends,
     cachers: Vec<Arc<Cacher>>,
+    security: Arc<security::Security>,
+    informers: Option<security::rbac::Informers>,
+    _reconciler: Option<AbortOnDrop>,
 }
 
 impl std::fmt::Debug for Running {
@@ -391,12 +474,24 @@ impl Running {
     /// Cancel safe.
     pub async fn wait_ready(&self) {
         futures::future::join_all(self.cachers.iter().map(|c| c.wait_ready())).await;
+        if let Some(i) = &self.informers {
+            i.wait_synced().await;
+        }
     }
 }
 
 /// Runs the server until SIGTERM/SIGINT; `on_listening` gets the bound address once every
 /// cache is ready.
-pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result<(), ServerError> {
+pub async fn run(
+    mut opts: Options,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), ServerError> {
+    let pki = match opts.security.pki_dir.clone() {
+        Some(dir) => Some(security::pki::apply(&mut opts, &dir)?),
+        None => None,
+    };
+    let tls_on = opts.tls_cert_file.is_some();
+    opts.security.check(opts.bind, tls_on)?;
     let (api, running) = build_api(&opts).await?;
     bootstrap_namespaces(&api).await?;
     let io = |source| ServerError::Io {
@@ -406,14 +501,19 @@ pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result
     let listener = tokio::net::TcpListener::bind(opts.bind).await.map_err(io)?;
     let addr = listener.local_addr().map_err(io)?;
     let shutdown = api.shutdown_handle();
+    let router = router(&api, &running);
     let mut server = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
         (Some(cert), Some(key)) => {
-            let config = tls::server_config(cert, key)?;
+            let config = tls::server_config(cert, key, opts.security.client_ca_file.as_deref())?;
             let tls = tls::TlsListener::new(listener, config).map_err(io)?;
-            spawn_server(tls, api.router(), shutdown.clone())
+            spawn_server(tls, router, shutdown.clone())
         }
-        _ => spawn_server(listener, api.router(), shutdown.clone()),
+        _ => spawn_server(listener, router, shutdown.clone()),
     };
+    if let Some(pki) = &pki {
+        let path = pki.write_kubeconfig(addr).map_err(io)?;
+        tracing::info!(kubeconfig = %path.display(), "admin kubeconfig written");
+    }
     // Already serving (with /readyz failing); announce once every cache is ready, so what a
     // person (or a test) does next is not answered with 429s.
     let announced = tokio::select! {
@@ -471,9 +571,14 @@ fn spawn_server<L>(
 where
     L: axum::serve::Listener,
     L::Addr: std::fmt::Debug,
+    security::filter::Peer:
+        for<'a> axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>,
 {
-    let server =
-        axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.wait().await });
+    let server = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<security::filter::Peer>(),
+    )
+    .with_graceful_shutdown(async move { shutdown.wait().await });
     tokio::spawn(async move { server.await })
 }
 

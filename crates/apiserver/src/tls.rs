@@ -39,8 +39,14 @@ pub enum TlsError {
     Config(#[from] rustls::Error),
 }
 
-/// The rustls server configuration for a certificate chain and key in PEM files.
-pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsError> {
+/// The rustls server configuration for a certificate chain and key in PEM files; with a
+/// client CA, clients are asked for a certificate (verified per request by the
+/// authenticator, so that a bad one is a 401 as upstream).
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let pem_err = |path: &Path, e: &dyn std::fmt::Display| TlsError::Pem {
         path: path.display().to_string(),
         message: e.to_string(),
@@ -54,10 +60,21 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<ServerConfig>, TlsEr
     }
     let key = PrivateKeyDer::from_pem_file(key).map_err(|e| pem_err(key, &e))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)?;
+    let builder =
+        ServerConfig::builder_with_provider(provider).with_safe_default_protocol_versions()?;
+    let builder = match client_ca {
+        Some(ca) => {
+            let ca = listwatch_auth::authn::ClientCa::load(ca).map_err(|e| TlsError::Pem {
+                path: e.path.clone(),
+                message: e.message.clone(),
+            })?;
+            builder.with_client_cert_verifier(Arc::new(
+                listwatch_auth::authn::RequestClientCert::new(&ca),
+            ))
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -51,6 +51,7 @@ use listwatch_watchcache::{Index, WatchCache, WatchCacheReader};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+pub use crate::lw::StorageListerWatcher;
 pub use crate::metrics::{CacherMetrics, ResourceLabel};
 
 use crate::dispatch::{DispatchConfig, Dispatcher, Incoming, Registry};

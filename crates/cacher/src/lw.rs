@@ -19,10 +19,27 @@ use listwatch_storage::{
     Error, Key, ListOptions, ResourceVersionMatch, SelectionPredicate, Storage, WatchEvent,
 };
 
-/// Lists and watches one collection of a storage backend.
-pub(crate) struct StorageListerWatcher {
+/// Lists and watches one collection of a storage backend (or of a cacher): the in-process
+/// lister-watcher the cache's reflector uses, and any in-process informer (e.g. the RBAC
+/// authorizer's) can use.
+pub struct StorageListerWatcher {
     pub(crate) backend: Arc<dyn Storage>,
     pub(crate) key: Key,
+}
+
+impl StorageListerWatcher {
+    /// Lists and watches everything under `key` in `backend`.
+    pub fn new(backend: Arc<dyn Storage>, key: Key) -> Self {
+        Self { backend, key }
+    }
+}
+
+impl std::fmt::Debug for StorageListerWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageListerWatcher")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
 }
 
 fn to_client(e: &Error) -> ClientError {

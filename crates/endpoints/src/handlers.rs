@@ -95,6 +95,8 @@ struct Request {
     query: Query,
     headers: HeaderMap,
     sub: Sub,
+    /// The request's extensions (the server's filters put the user there).
+    extensions: axum::http::Extensions,
 }
 
 impl Request {
@@ -117,6 +119,25 @@ impl Request {
     fn object_key(&self) -> ApiResult<Key> {
         Key::object(&self.info().storage_resource, self.ns(), self.name())
             .map_err(|e| self.storage_err(&e))
+    }
+
+    /// Runs the admission hook, if one is installed, on the object about to be stored.
+    fn admit(&self, object: &Value, old: Option<&Value>) -> ApiResult<()> {
+        let Some(hook) = &self.shared.admission else {
+            return Ok(());
+        };
+        hook.validate(&crate::admission::AdmissionRequest {
+            operation: if old.is_some() {
+                crate::admission::Operation::Update
+            } else {
+                crate::admission::Operation::Create
+            },
+            info: self.info(),
+            namespace: self.ns(),
+            object,
+            old,
+            extensions: &self.extensions,
+        })
     }
 
     fn collection_key(&self) -> ApiResult<Key> {
@@ -266,7 +287,7 @@ async fn resource_request(
         .get::<ClientKey>()
         .cloned()
         .unwrap_or(ClientKey::Unidentified);
-    let (method, headers) = (parts.method, parts.headers);
+    let (method, headers, extensions) = (parts.method, parts.headers, parts.extensions);
     let query = Query::parse(parts.uri.query());
     let Some(res) = shared
         .resource(&target.group, &target.version, &target.resource)
@@ -296,6 +317,7 @@ async fn resource_request(
         query,
         headers,
         sub,
+        extensions,
     };
     let result = if verb == Verb::Watch {
         match req.shared.flow.watches.try_open(&client) {
@@ -653,7 +675,9 @@ async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
     let key = Key::object(&req.info().storage_resource, req.ns(), &name)
         .map_err(|e| req.storage_err(&e))?;
-    let object = to_object(req, Value::Object(obj))?;
+    let v = Value::Object(obj);
+    req.admit(&v, None)?;
+    let object = to_object(req, v)?;
     let stored = if dry_run {
         object
     } else {
@@ -721,7 +745,10 @@ fn apply_update(req: &Request, cur: &Object, new: Value) -> ApiResult<Object> {
         .to_value()
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
     match prepare_update(req.info(), &cur_v, new, req.sub == Sub::Status) {
-        Ok(v) => to_object(req, v),
+        Ok(v) => {
+            req.admit(&v, Some(&cur_v))?;
+            to_object(req, v)
+        }
         Err(UpdateError::Api(e)) => Err(e),
         Err(UpdateError::Conflict) => {
             let key = req.object_key()?;
@@ -840,7 +867,9 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                 )));
             }
             prepare_create(req.info(), &mut m, req.ns())?;
-            to_object(req, Value::Object(m))
+            let v = Value::Object(m);
+            req.admit(&v, None)?;
+            to_object(req, v)
         }
         None => Err(req.storage_err(&key.not_found())),
         Some(cur) if req.sub == Sub::Scale => apply_scale_update(req, cur, |scale| {

@@ -44,6 +44,7 @@ use axum::routing::{any, get};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
+pub mod admission;
 pub mod clock;
 mod discovery;
 mod error;
@@ -134,6 +135,8 @@ pub(crate) struct Shared {
     pub(crate) metrics: Metrics,
     pub(crate) registry: Registry,
     pub(crate) docs: discovery::Documents,
+    /// Validates writes before they are stored.
+    pub(crate) admission: Option<Arc<dyn admission::Admission>>,
 }
 
 impl Shared {
@@ -154,6 +157,7 @@ pub struct Installer {
     config: Config,
     resources: Vec<Resource>,
     registry: Registry,
+    admission: Option<Arc<dyn admission::Admission>>,
 }
 
 impl std::fmt::Debug for Installer {
@@ -171,7 +175,15 @@ impl Installer {
             config,
             resources: Vec::new(),
             registry: Registry::default(),
+            admission: None,
         }
+    }
+
+    /// Installs the admission hook every create and update passes before it is stored.
+    #[must_use]
+    pub fn admission(mut self, hook: Arc<dyn admission::Admission>) -> Self {
+        self.admission = Some(hook);
+        self
     }
 
     /// Adds a resource served by `storage` (a backend, or a cacher over one). A later
@@ -244,6 +256,7 @@ impl Installer {
             metrics,
             registry: self.registry,
             docs,
+            admission: self.admission,
         });
         Api { shared }
     }

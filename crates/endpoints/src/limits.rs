@@ -128,7 +128,7 @@ pub(crate) async fn read_body(
 }
 
 /// Media types accepted for object bodies.
-const OBJECT_MEDIA: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment)";
+const OBJECT_MEDIA: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Role, ClusterRole, RoleBinding, ClusterRoleBinding)";
 
 /// The request's `Content-Type`, `""` when absent or not text.
 pub(crate) fn content_type(headers: &HeaderMap) -> &str {

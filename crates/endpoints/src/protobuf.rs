@@ -1,5 +1,7 @@
 //! Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl's typed clients
-//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment`).
+//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment`,
+//! `role|clusterrole|rolebinding|clusterrolebinding`, and the review and TokenRequest bodies
+//! of `kubectl auth can-i|whoami` and `kubectl create token`).
 //!
 //! A body is the envelope `k8s\0` + `runtime.Unknown{typeMeta, raw}`, where `raw` is the
 //! object's own message. Only the fields listed in the schemas below are read (the
@@ -28,7 +30,7 @@ pub enum ProtobufError {
     Malformed(&'static str),
     /// A kind this server has no protobuf schema for.
     #[error(
-        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service and Deployment, not {0:?}; send JSON (e.g. kubectl apply -f)"
+        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
     )]
     Unsupported(String),
 }
@@ -247,6 +249,155 @@ const SERVICE: &[(u32, F)] = &[
     ),
 ];
 
+const RESOURCE_ATTRIBUTES: &[(u32, F)] = &[
+    (1, F::Str("namespace")),
+    (2, F::Str("verb")),
+    (3, F::Str("group")),
+    (4, F::Str("version")),
+    (5, F::Str("resource")),
+    (6, F::Str("subresource")),
+    (7, F::Str("name")),
+];
+
+const NON_RESOURCE_ATTRIBUTES: &[(u32, F)] = &[(1, F::Str("path")), (2, F::Str("verb"))];
+
+/// `authorization.k8s.io/v1` `SelfSubjectAccessReview` (what `kubectl auth can-i` sends).
+const SELF_SUBJECT_ACCESS_REVIEW: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::Msg("resourceAttributes", RESOURCE_ATTRIBUTES)),
+                (2, F::Msg("nonResourceAttributes", NON_RESOURCE_ATTRIBUTES)),
+            ],
+        ),
+    ),
+];
+
+/// `SubjectAccessReview` and `LocalSubjectAccessReview` (`extra` is not read).
+const SUBJECT_ACCESS_REVIEW: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::Msg("resourceAttributes", RESOURCE_ATTRIBUTES)),
+                (2, F::Msg("nonResourceAttributes", NON_RESOURCE_ATTRIBUTES)),
+                (3, F::Str("user")),
+                (4, F::RepStr("groups")),
+                (6, F::Str("uid")),
+            ],
+        ),
+    ),
+];
+
+/// `SelfSubjectRulesReview` (`kubectl auth can-i --list`).
+const SELF_SUBJECT_RULES_REVIEW: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (2, F::Msg("spec", &[(1, F::Str("namespace"))])),
+];
+
+/// `authentication.k8s.io/v1` `SelfSubjectReview` (`kubectl auth whoami`).
+const SELF_SUBJECT_REVIEW: &[(u32, F)] = &[(1, F::Msg("metadata", OBJECT_META))];
+
+/// `authentication.k8s.io/v1` `TokenRequest` (`kubectl create token`).
+const TOKEN_REQUEST: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::RepStr("audiences")),
+                (
+                    3,
+                    F::Msg(
+                        "boundObjectRef",
+                        &[
+                            (1, F::Str("kind")),
+                            (2, F::Str("apiVersion")),
+                            (3, F::Str("name")),
+                            (4, F::Str("uid")),
+                        ],
+                    ),
+                ),
+                (4, F::Int("expirationSeconds")),
+            ],
+        ),
+    ),
+];
+
+const POLICY_RULE: &[(u32, F)] = &[
+    (1, F::RepStr("verbs")),
+    (2, F::RepStr("apiGroups")),
+    (3, F::RepStr("resources")),
+    (4, F::RepStr("resourceNames")),
+    (5, F::RepStr("nonResourceURLs")),
+];
+
+/// `rbac.authorization.k8s.io/v1` `Role` and `ClusterRole` (`kubectl create role|clusterrole`).
+const ROLE: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (2, F::RepMsg("rules", POLICY_RULE)),
+    (
+        3,
+        F::Msg(
+            "aggregationRule",
+            &[(
+                1,
+                F::RepMsg(
+                    "clusterRoleSelectors",
+                    &[
+                        (1, F::MapStr("matchLabels")),
+                        (
+                            2,
+                            F::RepMsg(
+                                "matchExpressions",
+                                &[
+                                    (1, F::Str("key")),
+                                    (2, F::Str("operator")),
+                                    (3, F::RepStr("values")),
+                                ],
+                            ),
+                        ),
+                    ],
+                ),
+            )],
+        ),
+    ),
+];
+
+/// `RoleBinding` and `ClusterRoleBinding` (`kubectl create rolebinding|clusterrolebinding`).
+const ROLE_BINDING: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::RepMsg(
+            "subjects",
+            &[
+                (1, F::Str("kind")),
+                (2, F::Str("apiGroup")),
+                (3, F::Str("name")),
+                (4, F::Str("namespace")),
+            ],
+        ),
+    ),
+    (
+        3,
+        F::Msg(
+            "roleRef",
+            &[
+                (1, F::Str("apiGroup")),
+                (2, F::Str("kind")),
+                (3, F::Str("name")),
+            ],
+        ),
+    ),
+];
+
 const UNKNOWN: &[(u32, F)] = &[
     (
         1,
@@ -457,6 +608,13 @@ pub fn decode(body: &[u8], kind: &str) -> Result<Map<String, Value>, ProtobufErr
         "ServiceAccount" => SERVICE_ACCOUNT,
         "Deployment" => DEPLOYMENT,
         "Service" => SERVICE,
+        "SelfSubjectAccessReview" => SELF_SUBJECT_ACCESS_REVIEW,
+        "SubjectAccessReview" | "LocalSubjectAccessReview" => SUBJECT_ACCESS_REVIEW,
+        "SelfSubjectRulesReview" => SELF_SUBJECT_RULES_REVIEW,
+        "SelfSubjectReview" => SELF_SUBJECT_REVIEW,
+        "TokenRequest" => TOKEN_REQUEST,
+        "Role" | "ClusterRole" => ROLE,
+        "RoleBinding" | "ClusterRoleBinding" => ROLE_BINDING,
         other => return Err(ProtobufError::Unsupported(other.to_owned())),
     };
     let unknown = decode_message(inner, UNKNOWN)?;

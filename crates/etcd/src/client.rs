@@ -42,6 +42,39 @@ pub struct EtcdConfig {
     pub request_timeout: Duration,
     /// Longest wait for the readiness probe.
     pub health_timeout: Duration,
+    /// TLS for `https://` endpoints (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`).
+    pub tls: Option<EtcdTls>,
+}
+
+/// Client TLS to etcd: the CA that signed etcd's serving certificate and, for etcd's
+/// `--client-cert-auth`, this client's certificate and key (all PEM).
+#[derive(Clone, Default)]
+pub struct EtcdTls {
+    /// CA certificates trusted for etcd's serving certificate.
+    pub ca_pem: Vec<u8>,
+    /// The client certificate chain, when etcd asks for one.
+    pub cert_pem: Option<Vec<u8>>,
+    /// The client certificate's private key.
+    pub key_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for EtcdTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTls")
+            .field("client_certificate", &self.cert_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl EtcdTls {
+    fn client_config(&self) -> tonic::transport::ClientTlsConfig {
+        let mut c = tonic::transport::ClientTlsConfig::new()
+            .ca_certificate(tonic::transport::Certificate::from_pem(&self.ca_pem));
+        if let (Some(cert), Some(key)) = (&self.cert_pem, &self.key_pem) {
+            c = c.identity(tonic::transport::Identity::from_pem(cert, key));
+        }
+        c
+    }
 }
 
 impl Default for EtcdConfig {
@@ -56,6 +89,7 @@ impl Default for EtcdConfig {
             keepalive_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
             health_timeout: Duration::from_secs(2),
+            tls: None,
         }
     }
 }
@@ -109,6 +143,12 @@ pub enum ConfigError {
     /// No endpoint was given.
     #[error("no etcd endpoints configured")]
     NoEndpoints,
+    /// An `https://` endpoint without TLS settings (a CA to trust).
+    #[error("etcd endpoint {endpoint:?} is https: give the CA to trust (--etcd-cafile)")]
+    TlsRequired {
+        /// The endpoint as given.
+        endpoint: String,
+    },
     /// An endpoint is not a valid URL.
     #[error("invalid etcd endpoint {endpoint:?}")]
     InvalidEndpoint {
@@ -202,6 +242,7 @@ impl EtcdClient {
             } else {
                 format!("http://{ep}")
             };
+            let https = url.starts_with("https://");
             let endpoint = Endpoint::from_shared(url)
                 .map_err(|source| ConfigError::InvalidEndpoint {
                     endpoint: ep.clone(),
@@ -212,6 +253,22 @@ impl EtcdClient {
                 .keep_alive_timeout(config.keepalive_timeout)
                 .keep_alive_while_idle(true)
                 .tcp_nodelay(true);
+            let endpoint = if https {
+                let tls = config
+                    .tls
+                    .as_ref()
+                    .ok_or_else(|| ConfigError::TlsRequired {
+                        endpoint: ep.clone(),
+                    })?;
+                endpoint.tls_config(tls.client_config()).map_err(|source| {
+                    ConfigError::InvalidEndpoint {
+                        endpoint: ep.clone(),
+                        source,
+                    }
+                })?
+            } else {
+                endpoint
+            };
             channels.push((ep.clone(), endpoint.connect_lazy()));
         }
         let versions = channels.iter().map(|_| Mutex::new(None)).collect();

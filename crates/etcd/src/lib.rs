@@ -43,7 +43,7 @@ mod store;
 pub mod testing;
 mod watch;
 
-pub use client::{ConfigError, EtcdClient, EtcdConfig, ServerVersion};
+pub use client::{ConfigError, EtcdClient, EtcdConfig, EtcdTls, ServerVersion};
 pub use compactor::{
     Compactor, CompactorState, DEFAULT_COMPACT_KEY, DEFAULT_COMPACTION_INTERVAL, RoundOutcome,
     compact_now, compact_round,

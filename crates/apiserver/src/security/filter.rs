@@ -1,0 +1,638 @@
+//! The request filter, upstream's `WithAuthentication` → `WithAudit` → `WithAuthorization`
+//! in one axum middleware: resolve what the request asks ([`attributes`], from the same path
+//! parser and query rules the handlers use), authenticate it (401 on a bad credential),
+//! record it (audit), authorize it (403 with upstream's message), and only then hand it on
+//! with the user in its extensions ([`Identity`]).
+//!
+//! It also names the request's flow for the endpoints' fair queuing ([`ClientKey`]): the
+//! authenticated user, or the peer address for anonymous and unauthenticated clients.
+//!
+//! Invariants: nothing reaches a handler unauthenticated or unauthorized; the verb
+//! authorized is the verb the handlers will serve (a `watch=1` GET is authorized as
+//! `watch`, a named GET with `watch` too); logs inside a request carry its user; the user
+//! metric's label comes from a fixed set.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use listwatch_audit::{Event, Level, ObjectRef, ResponseStatus, Stage};
+use listwatch_auth::authn::{bearer_token, websocket_bearer_token};
+use listwatch_auth::{Attributes, Credentials, UserInfo};
+use listwatch_endpoints::ClientKey;
+use listwatch_endpoints::path::{ApiPath, parse};
+use listwatch_endpoints::query::Query;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use rustls_pki_types::CertificateDer;
+use tracing::Instrument;
+
+use super::{Mode, Security};
+
+/// The authenticated user of a request (request extension).
+#[derive(Debug, Clone)]
+pub struct Identity(pub Arc<UserInfo>);
+
+/// The client end of a connection: its address and, over TLS, the certificate chain it
+/// presented (request extension through axum's connect info).
+#[derive(Debug, Clone)]
+pub struct Peer {
+    /// The client's address.
+    pub addr: SocketAddr,
+    /// Its TLS client certificates, end entity first.
+    pub certs: Option<Arc<Vec<CertificateDer<'static>>>>,
+}
+
+impl
+    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
+    for Peer
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
+        Self {
+            addr: *stream.remote_addr(),
+            certs: None,
+        }
+    }
+}
+
+impl
+    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, crate::tls::TlsListener>>
+    for Peer
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, crate::tls::TlsListener>) -> Self {
+        let certs = stream
+            .io()
+            .get_ref()
+            .1
+            .peer_certificates()
+            .filter(|c| !c.is_empty())
+            .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
+        Self {
+            addr: *stream.remote_addr(),
+            certs,
+        }
+    }
+}
+
+/// Metrics of the filter.
+#[derive(Debug, Clone, Default)]
+pub struct FilterMetrics {
+    /// `apiserver_authenticated_user_requests{username}` (username from a fixed set).
+    users: Family<Vec<(String, String)>, Counter>,
+    /// `apiserver_authorization_decisions{decision}`.
+    decisions: Family<Vec<(String, String)>, Counter>,
+    /// `apiserver_authentication_attempts{result}`.
+    attempts: Family<Vec<(String, String)>, Counter>,
+}
+
+impl FilterMetrics {
+    /// Registers the metrics.
+    pub fn register(registry: &mut prometheus_client::registry::Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "apiserver_authenticated_user_requests",
+            "Requests by authenticated user (user names compressed to a fixed set of labels)",
+            m.users.clone(),
+        );
+        registry.register(
+            "apiserver_authorization_decisions",
+            "Authorization decisions",
+            m.decisions.clone(),
+        );
+        registry.register(
+            "apiserver_authentication_attempts",
+            "Authentication attempts by result",
+            m.attempts.clone(),
+        );
+        m
+    }
+
+    fn inc(f: &Family<Vec<(String, String)>, Counter>, k: &str, v: &str) {
+        f.get_or_create(&vec![(k.to_owned(), v.to_owned())]).inc();
+    }
+}
+
+fn method_verb(m: &Method) -> String {
+    m.as_str().to_ascii_lowercase()
+}
+
+/// What a request asks to do, as the handlers will serve it (upstream's `RequestInfo`).
+pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
+    let path = uri.path();
+    let Some(ApiPath::Resource(t)) = parse(path) else {
+        // Discovery documents and everything outside /api and /apis are paths.
+        let verb = if *method == Method::HEAD {
+            "get".to_owned()
+        } else {
+            method_verb(method)
+        };
+        return Attributes::non_resource(&verb, path);
+    };
+    let query = Query::parse(uri.query());
+    // A malformed watch flag is a 400 in the handler; authorizing it as a watch is the
+    // stricter reading.
+    let watch = t.legacy_watch || query.is_watch().unwrap_or(true);
+    let named = t.name.is_some();
+    let verb = match *method {
+        Method::GET | Method::HEAD if t.subresource.is_some() => "get".to_owned(),
+        Method::GET | Method::HEAD if watch => "watch".to_owned(),
+        Method::GET | Method::HEAD if named => "get".to_owned(),
+        Method::GET | Method::HEAD => "list".to_owned(),
+        Method::POST => "create".to_owned(),
+        Method::PUT => "update".to_owned(),
+        Method::PATCH => "patch".to_owned(),
+        Method::DELETE if named => "delete".to_owned(),
+        Method::DELETE => "deletecollection".to_owned(),
+        ref other => method_verb(other),
+    };
+    let mut name = t.name.clone().unwrap_or_default();
+    if name.is_empty()
+        && (verb == "list" || verb == "watch")
+        && let Some(n) = query
+            .get("fieldSelector")
+            .and_then(|s| listwatch_api::FieldSelector::parse(s).ok())
+            .and_then(|s| s.exact_match("metadata.name").map(str::to_owned))
+        && !n.is_empty()
+        && !n.contains('/')
+        && n != "."
+        && n != ".."
+    {
+        name = n;
+    }
+    let mut namespace = t.namespace.clone().unwrap_or_default();
+    if t.group.is_empty() && t.resource == "namespaces" && namespace.is_empty() {
+        // upstream: a namespace object is in its own namespace
+        namespace.clone_from(&name);
+    }
+    Attributes {
+        verb,
+        resource_request: true,
+        namespace,
+        api_group: t.group.clone(),
+        api_version: t.version.clone(),
+        resource: t.resource.clone(),
+        subresource: t.subresource.clone().unwrap_or_default(),
+        name,
+        path: path.to_owned(),
+    }
+}
+
+/// Upstream's 401.
+pub fn unauthorized() -> Response {
+    let status = listwatch_api::status::Status::failure(401, "Unauthorized", "Unauthorized");
+    listwatch_endpoints::ApiError::from_status(status).into_response()
+}
+
+struct AuditCtx {
+    sec: Arc<Security>,
+    level: Level,
+    omit: Vec<Stage>,
+    id: String,
+    received: SystemTime,
+    uri: String,
+    attrs: Attributes,
+    user: Arc<UserInfo>,
+    source: String,
+    agent: String,
+    annotations: std::collections::BTreeMap<String, String>,
+    request_object: Option<serde_json::Value>,
+}
+
+impl AuditCtx {
+    fn event(&self, stage: Stage, code: Option<u16>) -> Option<Event> {
+        if self.level == Level::None || self.omit.contains(&stage) {
+            return None;
+        }
+        let mut e = Event::new(self.level, &self.id, stage, self.received);
+        e.request_uri.clone_from(&self.uri);
+        e.verb.clone_from(&self.attrs.verb);
+        e.user = UserInfo::clone(&self.user);
+        e.source_ips = vec![self.source.clone()];
+        e.user_agent.clone_from(&self.agent);
+        if self.attrs.resource_request {
+            e.object_ref = Some(ObjectRef {
+                resource: self.attrs.resource.clone(),
+                namespace: self.attrs.namespace.clone(),
+                name: self.attrs.name.clone(),
+                api_group: self.attrs.api_group.clone(),
+                api_version: self.attrs.api_version.clone(),
+                subresource: self.attrs.subresource.clone(),
+            });
+        }
+        e.response_status = code.map(|code| ResponseStatus {
+            code,
+            status: if code >= 400 {
+                "Failure".into()
+            } else {
+                String::new()
+            },
+            ..ResponseStatus::default()
+        });
+        e.annotations.clone_from(&self.annotations);
+        if stage != Stage::RequestReceived {
+            e.request_object.clone_from(&self.request_object);
+        }
+        Some(e)
+    }
+
+    fn emit(&self, stage: Stage, code: Option<u16>) {
+        if let (Some(e), Some((_, backend))) = (self.event(stage, code), &self.sec.audit) {
+            backend.log(&e);
+        }
+    }
+}
+
+/// Emits `ResponseComplete` when a long-running response's body ends or is dropped.
+struct CompleteOnDrop(AuditCtx, u16);
+
+impl Drop for CompleteOnDrop {
+    fn drop(&mut self) {
+        self.0.emit(Stage::ResponseComplete, Some(self.1));
+    }
+}
+
+fn audit_id() -> String {
+    let b: [u8; 16] = rand::random();
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        u32::from_be_bytes([b[0], b[1], b[2], b[3]]),
+        u16::from_be_bytes([b[4], b[5]]),
+        u16::from_be_bytes([b[6], b[7]]) & 0x0fff,
+        (u16::from_be_bytes([b[8], b[9]]) & 0x3fff) | 0x8000,
+        u64::from_be_bytes([0, 0, b[10], b[11], b[12], b[13], b[14], b[15]])
+    )
+}
+
+/// The middleware.
+pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Next) -> Response {
+    let received = SystemTime::now();
+    let attrs = attributes(req.method(), req.uri());
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<Peer>>()
+        .map(|c| c.0.clone());
+    let user = match &sec.mode {
+        Mode::Insecure => Arc::clone(&sec.superuser),
+        Mode::Secure { authn } => {
+            let headers = req.headers();
+            let ws_token = headers
+                .get(header::SEC_WEBSOCKET_PROTOCOL)
+                .and_then(|v| v.to_str().ok())
+                .and_then(websocket_bearer_token);
+            let bearer = headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(bearer_token)
+                .map(str::to_owned)
+                .or(ws_token);
+            let certs = peer.as_ref().and_then(|p| p.certs.clone());
+            let creds = Credentials {
+                bearer: bearer.as_deref(),
+                client_certs: certs.as_ref().map(|c| c.as_slice()),
+            };
+            match authn.authenticate(&creds) {
+                Ok(u) => {
+                    FilterMetrics::inc(&sec.metrics.attempts, "result", "success");
+                    u
+                }
+                Err(e) => {
+                    FilterMetrics::inc(&sec.metrics.attempts, "result", "error");
+                    tracing::debug!(peer = ?peer.as_ref().map(|p| p.addr), error = %e, "unauthorized");
+                    let ctx = audit_ctx(
+                        &sec,
+                        &req,
+                        &attrs,
+                        Arc::new(UserInfo::default()),
+                        received,
+                        peer.as_ref(),
+                    );
+                    if let Some(ctx) = ctx {
+                        ctx.emit(Stage::ResponseComplete, Some(401));
+                    }
+                    return unauthorized();
+                }
+            }
+        }
+    };
+    let user = match impersonate(&sec, &req, user) {
+        Ok(u) => u,
+        Err(resp) => return *resp,
+    };
+    FilterMetrics::inc(&sec.metrics.users, "username", user.metric_label());
+    let mut ctx = audit_ctx(
+        &sec,
+        &req,
+        &attrs,
+        Arc::clone(&user),
+        received,
+        peer.as_ref(),
+    );
+    if let Some(c) = &ctx {
+        c.emit(Stage::RequestReceived, None);
+    }
+    let decision = sec.authz.authorize(&user, &attrs);
+    let allowed = decision.allowed();
+    FilterMetrics::inc(
+        &sec.metrics.decisions,
+        "decision",
+        if allowed { "allowed" } else { "denied" },
+    );
+    if let Some(c) = ctx.as_mut() {
+        c.annotations.insert(
+            "authorization.k8s.io/decision".into(),
+            if allowed { "allow" } else { "forbid" }.into(),
+        );
+        let reason = decision.reason().to_string();
+        if !reason.is_empty() {
+            c.annotations
+                .insert("authorization.k8s.io/reason".into(), reason);
+        }
+    }
+    if !allowed {
+        let status = listwatch_auth::authz::forbidden_status(&user, &attrs, decision.reason());
+        tracing::debug!(user = %user.name, message = %status.message, "forbidden");
+        if let Some(c) = &ctx {
+            c.emit(Stage::ResponseComplete, Some(403));
+        }
+        return listwatch_endpoints::ApiError::from_status(status).into_response();
+    }
+    if ctx.as_ref().is_some_and(|c| c.level >= Level::Request) {
+        match capture_body(req).await {
+            Ok((r, obj)) => {
+                req = r;
+                if let Some(c) = ctx.as_mut() {
+                    c.request_object = obj;
+                }
+            }
+            Err(resp) => return resp,
+        }
+    }
+    req.extensions_mut().insert(Identity(Arc::clone(&user)));
+    // Fairness keys on who the client is: its user once authenticated, else its address
+    // (anonymous and insecure-mode requests share a user name, not an identity).
+    let identified = matches!(sec.mode, Mode::Secure { .. })
+        && user.name != listwatch_auth::user::ANONYMOUS;
+    let key = match (identified, &peer) {
+        (true, _) => Some(ClientKey::user(user.name.clone())),
+        (false, Some(p)) => Some(ClientKey::address(p.addr.ip())),
+        (false, None) => None,
+    };
+    if let Some(key) = key {
+        req.extensions_mut().insert(key);
+    }
+    let span = tracing::info_span!("request", user = %user.name, verb = %attrs.verb);
+    let resp = next.run(req).instrument(span).await;
+    let code = resp.status().as_u16();
+    let Some(ctx) = ctx else {
+        return resp;
+    };
+    if attrs.verb == "watch" && resp.status() == StatusCode::OK {
+        ctx.emit(Stage::ResponseStarted, Some(code));
+        let (parts, body) = resp.into_parts();
+        let guard = CompleteOnDrop(ctx, code);
+        let stream = body.into_data_stream().map(move |chunk| {
+            let _ = &guard;
+            chunk
+        });
+        return Response::from_parts(parts, Body::from_stream(stream));
+    }
+    ctx.emit(Stage::ResponseComplete, Some(code));
+    let mut resp = resp;
+    if let Ok(v) = HeaderValue::from_str(&ctx.id) {
+        resp.headers_mut().insert("audit-id", v);
+    }
+    resp
+}
+
+/// Upstream's impersonation (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`,
+/// `Impersonate-Extra-*`; `kubectl --as`): each requested attribute needs the `impersonate`
+/// verb on it, and the request then runs as the impersonated user.
+fn impersonate(
+    sec: &Security,
+    req: &Request,
+    user: Arc<UserInfo>,
+) -> Result<Arc<UserInfo>, Box<Response>> {
+    let h = req.headers();
+    let values = |name: &str| -> Vec<String> {
+        h.get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect()
+    };
+    let target = values("impersonate-user").into_iter().next();
+    let groups = values("impersonate-group");
+    let uid = values("impersonate-uid").into_iter().next();
+    let extras: Vec<(String, String)> = h
+        .iter()
+        .filter_map(|(k, v)| {
+            let key = k.as_str().strip_prefix("impersonate-extra-")?;
+            Some((key.to_owned(), v.to_str().ok()?.to_owned()))
+        })
+        .collect();
+    let Some(target) = target else {
+        if groups.is_empty() && uid.is_none() && extras.is_empty() {
+            return Ok(user);
+        }
+        return Err(Box::new(
+            listwatch_endpoints::ApiError::bad_request(
+                "requested impersonation of groups, uid or extra without impersonating a user",
+            )
+            .into_response(),
+        ));
+    };
+    let mut checks: Vec<Attributes> = Vec::new();
+    match listwatch_auth::user::split_service_account(&target) {
+        Some((ns, name)) => {
+            checks.push(Attributes::resource("impersonate", "", "serviceaccounts", ns).named(name));
+        }
+        None => checks.push(Attributes::resource("impersonate", "", "users", "").named(&target)),
+    }
+    for g in &groups {
+        checks.push(Attributes::resource("impersonate", "", "groups", "").named(g));
+    }
+    if let Some(u) = &uid {
+        checks.push(
+            Attributes::resource("impersonate", "authentication.k8s.io", "uids", "").named(u),
+        );
+    }
+    for (k, v) in &extras {
+        checks.push(
+            Attributes::resource("impersonate", "authentication.k8s.io", "userextras", "")
+                .with_subresource(k)
+                .named(v),
+        );
+    }
+    for a in &checks {
+        let d = sec.authz.authorize(&user, a);
+        if !d.allowed() {
+            let status = listwatch_auth::authz::forbidden_status(&user, a, d.reason());
+            return Err(Box::new(
+                listwatch_endpoints::ApiError::from_status(status).into_response(),
+            ));
+        }
+    }
+    let mut as_user = UserInfo::new(target.clone(), groups);
+    as_user.uid = uid.unwrap_or_default();
+    for (k, v) in extras {
+        as_user.extra.entry(k).or_default().push(v);
+    }
+    if let Some((ns, _)) = listwatch_auth::user::split_service_account(&target) {
+        as_user
+            .groups
+            .push(listwatch_auth::user::ALL_SERVICE_ACCOUNTS.to_owned());
+        as_user.groups.push(format!(
+            "{}:{ns}",
+            listwatch_auth::user::ALL_SERVICE_ACCOUNTS
+        ));
+    }
+    if target != listwatch_auth::user::ANONYMOUS {
+        as_user = as_user.with_authenticated_group();
+    }
+    Ok(Arc::new(as_user))
+}
+
+fn audit_ctx(
+    sec: &Arc<Security>,
+    req: &Request,
+    attrs: &Attributes,
+    user: Arc<UserInfo>,
+    received: SystemTime,
+    peer: Option<&Peer>,
+) -> Option<AuditCtx> {
+    let (policy, _) = sec.audit.as_ref()?;
+    let (level, omit) = policy.level(&user, attrs);
+    if level == Level::None {
+        return None;
+    }
+    Some(AuditCtx {
+        sec: Arc::clone(sec),
+        level,
+        omit,
+        id: audit_id(),
+        received,
+        uri: req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned()),
+        attrs: attrs.clone(),
+        user,
+        source: peer.map(|p| p.addr.ip().to_string()).unwrap_or_default(),
+        agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned(),
+        annotations: Default::default(),
+        request_object: None,
+    })
+}
+
+/// Reads the body (up to upstream's 3 MiB) for a `Request`-level audit event, and puts it
+/// back.
+async fn capture_body(req: Request) -> Result<(Request, Option<serde_json::Value>), Response> {
+    const LIMIT: usize = 3 * 1024 * 1024;
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, LIMIT)
+        .await
+        .map_err(|_| listwatch_endpoints::ApiError::too_large(LIMIT).into_response())?;
+    let obj = serde_json::from_slice(&bytes).ok();
+    Ok((Request::from_parts(parts, Body::from(bytes)), obj))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(method: Method, uri: &str) -> Attributes {
+        attributes(&method, &uri.parse().unwrap())
+    }
+
+    #[test]
+    fn verbs_follow_the_handlers() {
+        let x = a(Method::GET, "/api/v1/namespaces/demo/pods");
+        assert_eq!(
+            (x.verb.as_str(), x.namespace.as_str(), x.resource.as_str()),
+            ("list", "demo", "pods")
+        );
+        assert_eq!(
+            a(Method::GET, "/api/v1/namespaces/demo/pods?watch=true").verb,
+            "watch"
+        );
+        assert_eq!(
+            a(Method::GET, "/api/v1/namespaces/demo/pods?watch=bogus").verb,
+            "watch"
+        );
+        assert_eq!(
+            a(Method::GET, "/api/v1/namespaces/demo/pods/p?watch=1").verb,
+            "watch"
+        );
+        assert_eq!(
+            a(Method::GET, "/api/v1/watch/namespaces/demo/pods").verb,
+            "watch"
+        );
+        assert_eq!(a(Method::GET, "/api/v1/namespaces/demo/pods/p").verb, "get");
+        assert_eq!(
+            a(Method::DELETE, "/api/v1/namespaces/demo/pods").verb,
+            "deletecollection"
+        );
+        let s = a(
+            Method::PATCH,
+            "/apis/apps/v1/namespaces/d/deployments/web/scale",
+        );
+        assert_eq!(
+            (
+                s.verb.as_str(),
+                s.api_group.as_str(),
+                s.subresource.as_str(),
+                s.name.as_str()
+            ),
+            ("patch", "apps", "scale", "web")
+        );
+        let w = a(
+            Method::GET,
+            "/api/v1/namespaces/demo/pods?fieldSelector=metadata.name%3Dweb&watch=1",
+        );
+        assert_eq!((w.verb.as_str(), w.name.as_str()), ("watch", "web"));
+        let ns = a(Method::GET, "/api/v1/namespaces/demo");
+        assert_eq!((ns.namespace.as_str(), ns.name.as_str()), ("demo", "demo"));
+        let t = a(
+            Method::POST,
+            "/api/v1/namespaces/demo/serviceaccounts/b/token",
+        );
+        assert_eq!(
+            (t.verb.as_str(), t.subresource.as_str()),
+            ("create", "token")
+        );
+    }
+
+    #[test]
+    fn other_paths_are_non_resource() {
+        for p in [
+            "/api",
+            "/apis/apps/v1",
+            "/healthz",
+            "/metrics",
+            "/api/v1/namespaces//pods",
+        ] {
+            let x = a(Method::GET, p);
+            assert!(!x.resource_request, "{p}");
+            assert_eq!(x.path, p);
+            assert_eq!(x.verb, "get");
+        }
+    }
+
+    #[test]
+    fn audit_ids_look_like_uuids() {
+        let id = audit_id();
+        assert_eq!(id.len(), 36);
+        assert_eq!(id.as_bytes()[14], b'4');
+    }
+}

@@ -1,0 +1,368 @@
+//! The RBAC resources at run time: the informers the authorizer reads (and the
+//! ServiceAccount informer token verification reads), the bootstrap policy kept in place
+//! (created at start, reconciled whenever one of its objects changes), ClusterRole
+//! aggregation, and the admission hook that validates RBAC writes and refuses escalation.
+//!
+//! Invariants: the informers read the resources through their cachers (in process), never
+//! per request; writes made here go through the same storage as API writes; the admission
+//! hook runs on the object that is about to be stored.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use listwatch_api::Object;
+use listwatch_api::status::Status;
+use listwatch_auth::rbac::{
+    self, GROUP, Rbac, RbacStores, Role, RoleBinding,
+    bootstrap::{self, Reconcile},
+};
+use listwatch_cacher::StorageListerWatcher;
+use listwatch_client::{Informer, InformerConfig, Typed};
+use listwatch_endpoints::admission::{Admission, AdmissionRequest, Operation};
+use listwatch_endpoints::{ApiError, ApiResult, Resource};
+use listwatch_storage::{Key, no_validation};
+use serde_json::Value;
+
+use super::Security;
+use super::filter::Identity;
+
+fn find<'a>(resources: &'a [Resource], group: &str, plural: &str) -> Option<&'a Resource> {
+    resources
+        .iter()
+        .find(|r| r.info.group == group && r.info.plural == plural)
+}
+
+fn lister(r: &Resource) -> Option<StorageListerWatcher> {
+    let key = Key::collection(&r.info.storage_resource, None).ok()?;
+    Some(StorageListerWatcher::new(Arc::clone(&r.storage), key))
+}
+
+/// The running informers; dropping them stops them.
+pub struct Informers {
+    roles: Informer<Role>,
+    cluster_roles: Informer<Role>,
+    role_bindings: Informer<RoleBinding>,
+    cluster_role_bindings: Informer<RoleBinding>,
+    /// ServiceAccounts, for token verification.
+    pub service_accounts: Option<Informer<Object>>,
+}
+
+impl std::fmt::Debug for Informers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Informers").finish_non_exhaustive()
+    }
+}
+
+impl Informers {
+    /// Starts the informers over the served resources (`None` if the RBAC resources are not
+    /// served).
+    pub fn start(resources: &[Resource]) -> Option<Self> {
+        let typed_role = |plural| -> Option<Informer<Role>> {
+            let lw = lister(find(resources, GROUP, plural)?)?;
+            Some(Informer::spawn(Typed::new(lw), InformerConfig::default()))
+        };
+        let typed_binding = |plural| -> Option<Informer<RoleBinding>> {
+            let lw = lister(find(resources, GROUP, plural)?)?;
+            let (name, f) = rbac::subject_index();
+            Some(Informer::spawn(
+                Typed::new(lw),
+                InformerConfig::default().index(name, f),
+            ))
+        };
+        let service_accounts = find(resources, "", "serviceaccounts")
+            .and_then(lister)
+            .map(|lw| Informer::spawn(lw, InformerConfig::default()));
+        Some(Self {
+            roles: typed_role("roles")?,
+            cluster_roles: typed_role("clusterroles")?,
+            role_bindings: typed_binding("rolebindings")?,
+            cluster_role_bindings: typed_binding("clusterrolebindings")?,
+            service_accounts,
+        })
+    }
+
+    /// The RBAC authorizer over these informers' stores.
+    pub fn rbac(&self) -> Rbac {
+        Rbac::new(RbacStores {
+            roles: self.roles.store(),
+            cluster_roles: self.cluster_roles.store(),
+            role_bindings: self.role_bindings.store(),
+            cluster_role_bindings: self.cluster_role_bindings.store(),
+        })
+    }
+
+    /// Waits until every informer has listed.
+    pub async fn wait_synced(&self) {
+        let _ = futures::future::join4(
+            self.roles.wait_until_synced(),
+            self.cluster_roles.wait_until_synced(),
+            self.role_bindings.wait_until_synced(),
+            self.cluster_role_bindings.wait_until_synced(),
+        )
+        .await;
+        if let Some(sa) = &self.service_accounts {
+            let _ = sa.wait_until_synced().await;
+        }
+    }
+
+    /// Keeps the bootstrap policy in place and ClusterRoles aggregated: once at start, then
+    /// after every change to ClusterRoles or ClusterRoleBindings (debounced). Runs until
+    /// the informers stop.
+    pub fn spawn_reconciler(&self, resources: &[Resource]) -> Option<tokio::task::JoinHandle<()>> {
+        let roles_res = find(resources, GROUP, "clusterroles")?.clone();
+        let bindings_res = find(resources, GROUP, "clusterrolebindings")?.clone();
+        let roles = self.cluster_roles.store();
+        let bindings = self.cluster_role_bindings.store();
+        let mut role_changes = self.cluster_roles.subscribe();
+        let mut binding_changes = self.cluster_role_bindings.subscribe();
+        Some(tokio::spawn(async move {
+            use futures::StreamExt;
+            if roles.wait_until_synced().await.is_err()
+                || bindings.wait_until_synced().await.is_err()
+            {
+                return;
+            }
+            loop {
+                reconcile(&roles_res, &bindings_res, &roles, &bindings).await;
+                // Wait for a change, then let a burst of changes settle.
+                tokio::select! {
+                    d = role_changes.next() => if d.is_none() { return },
+                    d = binding_changes.next() => if d.is_none() { return },
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                while futures::FutureExt::now_or_never(role_changes.next())
+                    .flatten()
+                    .is_some()
+                {}
+                while futures::FutureExt::now_or_never(binding_changes.next())
+                    .flatten()
+                    .is_some()
+                {}
+            }
+        }))
+    }
+}
+
+/// Prepares a new object like an API create (uid, timestamps) and stores it.
+async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<()> {
+    let Value::Object(mut map) = value else {
+        return Ok(());
+    };
+    listwatch_endpoints::validation::prepare_create(&res.info, &mut map, None)
+        .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
+    let name = map
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    let key = Key::object(&res.info.storage_resource, None, &name)?;
+    let obj = Object::from_value(Value::Object(map), &res.info.selectable_fields)
+        .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
+    match res.storage.create(&key, obj, None).await {
+        Ok(_) | Err(listwatch_storage::Error::AlreadyExists { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replaces the stored object's fields with those of `value` (keeping server-set metadata).
+async fn update(res: &Resource, name: &str, value: Value) -> listwatch_storage::Result<()> {
+    let key = Key::object(&res.info.storage_resource, None, name)?;
+    let info = Arc::clone(&res.info);
+    let mut step = |cur: Option<&Object>| -> listwatch_storage::Result<listwatch_storage::Updated> {
+        let cur = cur.ok_or_else(|| key.not_found())?;
+        let mut v = cur
+            .to_value()
+            .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
+        for field in ["rules", "aggregationRule", "subjects", "roleRef"] {
+            if let Some(x) = value.get(field) {
+                v[field] = x.clone();
+            }
+        }
+        for field in ["labels", "annotations"] {
+            if let Some(x) = value["metadata"].get(field) {
+                v["metadata"][field] = x.clone();
+            }
+        }
+        Object::from_value(v, &info.selectable_fields)
+            .map(Into::into)
+            .map_err(|e| listwatch_storage::Error::internal(e.to_string()))
+    };
+    res.storage
+        .guaranteed_update(&key, None, false, &mut step, None)
+        .await
+        .map(|_| ())
+}
+
+async fn write<T: serde::Serialize>(res: &Resource, name: &str, what: Reconcile<T>) {
+    let to_value = |t: &T| serde_json::to_value(t).unwrap_or(Value::Null);
+    let result = match &what {
+        Reconcile::Keep => return,
+        Reconcile::Create(t) => create(res, to_value(t)).await,
+        Reconcile::Update(t) => update(res, name, to_value(t)).await,
+        Reconcile::Recreate(t) => {
+            let deleted = match Key::object(&res.info.storage_resource, None, name) {
+                Ok(key) => res
+                    .storage
+                    .delete(&key, None, no_validation(), None)
+                    .await
+                    .map(|_| ()),
+                Err(e) => Err(e),
+            };
+            match deleted {
+                Ok(()) => create(res, to_value(t)).await,
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(()) => tracing::info!(resource = %res.info.plural, name, "bootstrap policy reconciled"),
+        Err(e) => {
+            tracing::warn!(resource = %res.info.plural, name, error = %e, "reconciling the bootstrap policy failed")
+        }
+    }
+}
+
+async fn reconcile(
+    roles_res: &Resource,
+    bindings_res: &Resource,
+    roles: &listwatch_client::Store<Role>,
+    bindings: &listwatch_client::Store<RoleBinding>,
+) {
+    for want in bootstrap::cluster_roles() {
+        let name = want.metadata.name.clone().unwrap_or_default();
+        let have = roles.get_by_name(None, &name);
+        write(
+            roles_res,
+            &name,
+            bootstrap::reconcile_role(have.as_deref(), &want),
+        )
+        .await;
+    }
+    for want in bootstrap::cluster_role_bindings() {
+        let name = want.metadata.name.clone().unwrap_or_default();
+        let have = bindings.get_by_name(None, &name);
+        write(
+            bindings_res,
+            &name,
+            bootstrap::reconcile_binding(have.as_deref(), &want),
+        )
+        .await;
+    }
+    let all = roles.list();
+    for role in &all {
+        if let Some(rules) = rbac::aggregated_rules(role, &all) {
+            let name = role.metadata.name.clone().unwrap_or_default();
+            let mut new = Role::clone(role);
+            new.rules = rules;
+            write(roles_res, &name, Reconcile::Update(new)).await;
+        }
+    }
+}
+
+/// Validates RBAC writes and refuses escalation (upstream's RBAC registry checks).
+pub struct RbacAdmission(pub std::sync::OnceLock<Arc<Security>>);
+
+fn invalid(kind: &str, name: &str, errors: &[rbac::FieldError]) -> ApiError {
+    let summary = errors
+        .iter()
+        .map(|e| format!("{}: {}", e.field, e.detail))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut s = Status::failure(
+        422,
+        "Invalid",
+        format!("{kind}.{GROUP} {name:?} is invalid: {summary}"),
+    )
+    .with_target(GROUP, kind, name);
+    for e in errors {
+        s = s.with_cause("FieldValueInvalid", &e.detail, &e.field);
+    }
+    ApiError::from_status(s)
+}
+
+fn forbidden(plural: &str, name: &str, message: &str) -> ApiError {
+    let mut s = Status::failure(
+        403,
+        "Forbidden",
+        format!("{plural}.{GROUP} {name:?} is forbidden: {message}"),
+    );
+    s = s.with_target(GROUP, plural, name);
+    ApiError::from_status(s)
+}
+
+impl Admission for RbacAdmission {
+    fn validate(&self, req: &AdmissionRequest<'_>) -> ApiResult<()> {
+        if req.info.group != GROUP {
+            return Ok(());
+        }
+        let name = req
+            .object
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let namespaced = req.info.namespaced;
+        let ns = req.namespace.unwrap_or("");
+        let bad = |e: serde_json::Error| {
+            invalid(
+                &req.info.kind,
+                name,
+                &[rbac::FieldError {
+                    field: "(body)".into(),
+                    detail: format!("Invalid value: {e}"),
+                }],
+            )
+        };
+        let sec = self.0.get();
+        let user = req.extensions.get::<Identity>().map(|i| Arc::clone(&i.0));
+        match req.info.plural.as_str() {
+            "roles" | "clusterroles" => {
+                let role: Role = serde_json::from_value(req.object.clone()).map_err(bad)?;
+                let errors = rbac::validate_role(&role, namespaced);
+                if !errors.is_empty() {
+                    return Err(invalid(&req.info.kind, name, &errors));
+                }
+                if let (Some(sec), Some(user)) = (sec, user)
+                    && sec.rbac.is_some()
+                {
+                    rbac::check_role_write(sec.authz.as_ref(), &user, ns, name, &role.rules)
+                        .map_err(|e| forbidden(&req.info.plural, name, &e.0))?;
+                }
+            }
+            "rolebindings" | "clusterrolebindings" => {
+                let b: RoleBinding = serde_json::from_value(req.object.clone()).map_err(bad)?;
+                let old_ref = match (req.operation, req.old) {
+                    (Operation::Update, Some(old)) => {
+                        serde_json::from_value::<RoleBinding>(old.clone())
+                            .ok()
+                            .map(|o| o.role_ref)
+                    }
+                    _ => None,
+                };
+                let errors = rbac::validate_binding(&b, namespaced, old_ref.as_ref());
+                if !errors.is_empty() {
+                    return Err(invalid(&req.info.kind, name, &errors));
+                }
+                if let (Some(sec), Some(user)) = (sec, user)
+                    && let Some(r) = &sec.rbac
+                {
+                    rbac::check_binding_write(r, sec.authz.as_ref(), &user, ns, &b.role_ref)
+                        .map_err(|e| forbidden(&req.info.plural, name, &e.0))?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The ServiceAccount lookup of token verification, over the informer's store.
+pub fn accounts(
+    informers: &Informers,
+) -> Option<Box<dyn listwatch_auth::authn::ServiceAccountLookup>> {
+    informers
+        .service_accounts
+        .as_ref()
+        .map(|i| Box::new(i.store()) as Box<dyn listwatch_auth::authn::ServiceAccountLookup>)
+}

@@ -1,0 +1,192 @@
+//! The review APIs and the TokenRequest subresource as routes: thin HTTP wrappers around
+//! `listwatch_auth::review` and the token issuer. Each is a create-only virtual resource
+//! (nothing is stored); the filter has already authenticated and authorized the request
+//! (`create` on the review resource, `create` on `serviceaccounts/token`).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use listwatch_auth::authn::TokenRequestSpec;
+use listwatch_auth::review::{self, ReviewError};
+use listwatch_endpoints::{ApiError, Resource};
+use listwatch_storage::{GetOptions, Key};
+use serde_json::{Value, json};
+
+use super::Security;
+use super::filter::Identity;
+
+#[derive(Clone)]
+struct Ctx {
+    sec: Arc<Security>,
+    service_accounts: Option<Resource>,
+}
+
+fn created(v: &Value) -> Response {
+    let mut resp = (
+        StatusCode::CREATED,
+        serde_json::to_vec(v).unwrap_or_default(),
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// The body as JSON: JSON as sent, or protobuf (what kubectl's typed clients send) decoded
+/// for `kind`.
+fn body(headers: &HeaderMap, bytes: &[u8], kind: &str) -> Result<Value, ApiError> {
+    if bytes.is_empty() {
+        return Ok(json!({}));
+    }
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if ct.starts_with("application/vnd.kubernetes.protobuf") {
+        return listwatch_endpoints::protobuf::decode(bytes, kind)
+            .map(Value::Object)
+            .map_err(|e| ApiError::bad_request(e.to_string()));
+    }
+    serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
+    })
+}
+
+fn review_err(e: ReviewError) -> ApiError {
+    match e {
+        ReviewError::BadRequest(m) => ApiError::bad_request(m),
+        ReviewError::Invalid(m) => ApiError::unprocessable(m),
+    }
+}
+
+fn answer(r: Result<Value, ApiError>) -> Response {
+    match r {
+        Ok(v) => created(&v),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn ssar(
+    State(c): State<Ctx>,
+    Extension(id): Extension<Identity>,
+    h: HeaderMap,
+    b: Bytes,
+) -> Response {
+    answer(body(&h, &b, "SelfSubjectAccessReview").and_then(|v| {
+        review::self_subject_access_review(c.sec.authz.as_ref(), &id.0, v).map_err(review_err)
+    }))
+}
+
+async fn ssrr(
+    State(c): State<Ctx>,
+    Extension(id): Extension<Identity>,
+    h: HeaderMap,
+    b: Bytes,
+) -> Response {
+    answer(body(&h, &b, "SelfSubjectRulesReview").and_then(|v| {
+        review::self_subject_rules_review(c.sec.authz.as_ref(), &id.0, v).map_err(review_err)
+    }))
+}
+
+async fn sar(State(c): State<Ctx>, h: HeaderMap, b: Bytes) -> Response {
+    answer(body(&h, &b, "SubjectAccessReview").and_then(|v| {
+        review::subject_access_review(c.sec.authz.as_ref(), v, None).map_err(review_err)
+    }))
+}
+
+async fn lsar(State(c): State<Ctx>, Path(ns): Path<String>, h: HeaderMap, b: Bytes) -> Response {
+    answer(body(&h, &b, "LocalSubjectAccessReview").and_then(|v| {
+        review::subject_access_review(c.sec.authz.as_ref(), v, Some(&ns)).map_err(review_err)
+    }))
+}
+
+async fn ssr(Extension(id): Extension<Identity>, h: HeaderMap, b: Bytes) -> Response {
+    let v = body(&h, &b, "SelfSubjectReview");
+    answer(v.and_then(|v| review::self_subject_review(&id.0, v).map_err(review_err)))
+}
+
+async fn token(
+    State(c): State<Ctx>,
+    Path((ns, name)): Path<(String, String)>,
+    h: HeaderMap,
+    b: Bytes,
+) -> Response {
+    let result = async {
+        let (Some(issuer), Some(sa)) = (&c.sec.issuer, &c.service_accounts) else {
+            return Err(ApiError::from_status(listwatch_api::status::Status::failure(
+                404,
+                "NotFound",
+                "the server could not find the requested resource (TokenRequest needs --service-account-signing-key-file)",
+            )));
+        };
+        let v = body(&h, &b, "TokenRequest")?;
+        let spec: TokenRequestSpec = match v.get("spec") {
+            Some(s) if !s.is_null() => serde_json::from_value(s.clone())
+                .map_err(|e| ApiError::bad_request(format!("spec: {e}")))?,
+            _ => TokenRequestSpec::default(),
+        };
+        let key = Key::object(&sa.info.storage_resource, Some(&ns), &name)
+            .map_err(|e| ApiError::storage(&e, &sa.info))?;
+        let account = sa
+            .storage
+            .get(&key, &GetOptions::default())
+            .await
+            .map_err(|e| ApiError::storage(&e, &sa.info))?
+            .ok_or_else(|| ApiError::storage(&key.not_found(), &sa.info))?;
+        let uid = account.uid().unwrap_or("").to_owned();
+        let (token, exp) = issuer
+            .issue(&ns, &name, &uid, &spec)
+            .map_err(|m| ApiError::unprocessable(format!("TokenRequest.authentication.k8s.io {name:?} is invalid: {m}")))?;
+        let expiration = listwatch_endpoints::clock::format_rfc3339(exp);
+        let audiences = spec.audiences.clone().unwrap_or_default();
+        Ok(json!({
+            "kind": "TokenRequest",
+            "apiVersion": "authentication.k8s.io/v1",
+            "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
+            "spec": {
+                "audiences": audiences,
+                "expirationSeconds": spec.expiration_seconds.unwrap_or(listwatch_auth::authn::service_account::DEFAULT_EXPIRATION_SECONDS),
+                "boundObjectRef": null,
+            },
+            "status": {"token": token, "expirationTimestamp": expiration},
+        }))
+    }
+    .await;
+    answer(result)
+}
+
+/// The routes, to merge with the API's router (inside the filter).
+pub fn router(sec: Arc<Security>, resources: &[Resource]) -> Router {
+    let service_accounts = resources
+        .iter()
+        .find(|r| r.info.group.is_empty() && r.info.plural == "serviceaccounts")
+        .cloned();
+    let authz = "/apis/authorization.k8s.io/v1";
+    Router::new()
+        .route(&format!("{authz}/selfsubjectaccessreviews"), post(ssar))
+        .route(&format!("{authz}/selfsubjectrulesreviews"), post(ssrr))
+        .route(&format!("{authz}/subjectaccessreviews"), post(sar))
+        .route(
+            &format!("{authz}/namespaces/{{ns}}/localsubjectaccessreviews"),
+            post(lsar),
+        )
+        .route(
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            post(ssr),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
+            post(token),
+        )
+        .with_state(Ctx {
+            sec,
+            service_accounts,
+        })
+}
