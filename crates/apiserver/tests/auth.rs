@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use common::{PATIENCE, Server, run_err, run_ok};
 
-const TOKENS: &str = "alice-token,alice,uid-alice,\"dev,qa\"\nbob-token,bob,uid-bob\nroot-token,root,uid-root,system:masters\n";
+const TOKENS: &str = "alice-token,alice,uid-alice,\"dev,qa\"\nbob-token,bob,uid-bob\nroot-token,root,uid-root,system:masters\ncarol-token,carol,uid-carol,system:masters\n";
 
 struct Cluster {
     server: Server,
@@ -572,5 +572,58 @@ fn a_public_address_without_security_is_refused() {
     assert!(
         e.contains("refusing to serve 0.0.0.0:0 without TLS and an authenticator"),
         "{e}"
+    );
+}
+
+/// Opens a watch as `token` and returns the open connection and the status code.
+fn watch_as(addr: &str, token: &str) -> (std::net::TcpStream, u16) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "GET /api/v1/namespaces/default/configmaps?watch=1 HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).unwrap(),
+            1,
+            "closed before the response head"
+        );
+        head.push(byte[0]);
+    }
+    let status = String::from_utf8_lossy(&head)
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    (s, status)
+}
+
+#[test]
+fn fairness_keys_on_the_authenticated_user() {
+    // Both users come from the same address: with one watch per client, root's second watch
+    // is refused while carol (another user) still gets one.
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let server = Server::start(&[
+        "--token-auth-file",
+        tokens.to_str().unwrap(),
+        "--max-watches-per-client",
+        "1",
+    ]);
+    let (_first, code) = watch_as(&server.addr, "root-token");
+    assert_eq!(code, 200);
+    let (_second, code) = watch_as(&server.addr, "root-token");
+    assert_eq!(code, 429, "the same user's second watch");
+    let (_other, code) = watch_as(&server.addr, "carol-token");
+    assert_eq!(
+        code, 200,
+        "another user from the same address has her own share"
     );
 }

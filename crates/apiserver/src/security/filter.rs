@@ -376,8 +376,8 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
     req.extensions_mut().insert(Identity(Arc::clone(&user)));
     // Fairness keys on who the client is: its user once authenticated, else its address
     // (anonymous and insecure-mode requests share a user name, not an identity).
-    let identified = matches!(sec.mode, Mode::Secure { .. })
-        && user.name != listwatch_auth::user::ANONYMOUS;
+    let identified =
+        matches!(sec.mode, Mode::Secure { .. }) && user.name != listwatch_auth::user::ANONYMOUS;
     let key = match (identified, &peer) {
         (true, _) => Some(ClientKey::user(user.name.clone())),
         (false, Some(p)) => Some(ClientKey::address(p.addr.ip())),
