@@ -575,6 +575,55 @@ fn a_public_address_without_security_is_refused() {
     );
 }
 
+#[test]
+fn a_public_address_with_tls_but_no_authenticator_is_refused() {
+    // TLS and an authorization mode identify nobody: every client would be anonymous.
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let (crt, pem) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&crt, cert.pem()).unwrap();
+    std::fs::write(&pem, key.serialize_pem()).unwrap();
+    for mode in ["RBAC", "AlwaysAllow"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
+            .args(["--bind", "0.0.0.0:0", "--authorization-mode", mode])
+            .arg("--tls-cert-file")
+            .arg(&crt)
+            .arg("--tls-private-key-file")
+            .arg(&pem)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A server that starts would serve forever: give it until the deadline to refuse.
+        let deadline = Instant::now() + PATIENCE;
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut e = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut e).unwrap();
+        assert!(
+            status.is_some_and(|s| !s.success()),
+            "{mode}: served 0.0.0.0 with no authenticator: {e}"
+        );
+        assert!(
+            e.contains("refusing to serve 0.0.0.0:0 without TLS and an authenticator"),
+            "{mode}: {e}"
+        );
+    }
+}
+
 /// Opens a watch as `token` and returns the open connection and the status code.
 fn watch_as(addr: &str, token: &str) -> (std::net::TcpStream, u16) {
     use std::io::{Read, Write};

@@ -177,7 +177,9 @@ impl SecurityOptions {
             tracing::warn!(%bind, "--insecure-allow-unauthenticated: serving without the TLS and authentication checks");
             return Ok(());
         }
-        let safe = loopback || (configured && tls);
+        // An authorization mode alone identifies nobody: beyond loopback, a client must be
+        // identified (upstream has no unauthenticated secure port either).
+        let safe = loopback || (self.has_authenticator() && tls);
         if !safe {
             return Err(SecurityError::Refused(format!(
                 "refusing to serve {bind} without TLS and an authenticator: anyone who reaches it could read every Secret. \
