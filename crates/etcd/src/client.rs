@@ -44,6 +44,14 @@ pub struct EtcdConfig {
     pub health_timeout: Duration,
     /// TLS for `https://` endpoints (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`).
     pub tls: Option<EtcdTls>,
+    /// HTTP/2 flow-control window of one stream (a watch or a request): how much of its data
+    /// may be in flight unread.
+    pub stream_window: u32,
+    /// HTTP/2 flow-control window of a whole connection, shared by every stream on it.
+    pub connection_window: u32,
+    /// How long a watch waits for its consumer to take an event before it gives its etcd
+    /// stream up (and resumes from the last revision delivered once the consumer drains).
+    pub watch_stall_timeout: Duration,
 }
 
 /// Client TLS to etcd: the CA that signed etcd's serving certificate and, for etcd's
@@ -77,6 +85,9 @@ impl EtcdTls {
     }
 }
 
+/// The largest HTTP/2 flow-control window (2³¹ − 1 bytes).
+pub const MAX_WINDOW: u32 = (1 << 31) - 1;
+
 impl Default for EtcdConfig {
     /// Kubernetes' etcd3 client settings: dial timeout 20 s, keepalive every 30 s with a 10 s
     /// timeout, health checks bounded by 2 s; requests bounded by 60 s (the apiserver's
@@ -90,6 +101,9 @@ impl Default for EtcdConfig {
             request_timeout: Duration::from_secs(60),
             health_timeout: Duration::from_secs(2),
             tls: None,
+            stream_window: 2 * 1024 * 1024,
+            connection_window: MAX_WINDOW,
+            watch_stall_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -126,6 +140,22 @@ impl EtcdConfig {
     #[must_use]
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.request_timeout = d;
+        self
+    }
+
+    /// Sets the HTTP/2 flow-control windows of a stream and of a connection (at most
+    /// [`MAX_WINDOW`]).
+    #[must_use]
+    pub fn windows(mut self, stream: u32, connection: u32) -> Self {
+        self.stream_window = stream.min(MAX_WINDOW);
+        self.connection_window = connection.min(MAX_WINDOW);
+        self
+    }
+
+    /// Sets how long a watch waits for a stalled consumer before giving its etcd stream up.
+    #[must_use]
+    pub fn watch_stall_timeout(mut self, d: Duration) -> Self {
+        self.watch_stall_timeout = d;
         self
     }
 
@@ -252,6 +282,8 @@ impl EtcdClient {
                 .http2_keep_alive_interval(config.keepalive_interval)
                 .keep_alive_timeout(config.keepalive_timeout)
                 .keep_alive_while_idle(true)
+                .initial_stream_window_size(config.stream_window)
+                .initial_connection_window_size(config.connection_window)
                 .tcp_nodelay(true);
             let endpoint = if https {
                 let tls = config
@@ -418,6 +450,15 @@ impl EtcdClient {
             let idx = (start + attempt) % n;
             status = self.status_of(idx).await;
             match &status {
+                // A member cut off from its quorum answers Status but knows no leader: its
+                // reads would hang until etcd's own timeout. Move on to the next member.
+                Ok(resp) if resp.leader == 0 => {
+                    let name = self.inner.channels.get(idx).map_or("?", |c| c.0.as_str());
+                    status = Err(Failure::Unreachable(format!(
+                        "etcd member {name} has no leader"
+                    )));
+                    self.rotate_from(idx);
+                }
                 Err(Failure::Unreachable(_)) => self.rotate_from(idx),
                 _ => break,
             }

@@ -37,13 +37,14 @@
 
 mod client;
 mod compactor;
+mod progress;
 pub mod proto;
 mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 mod watch;
 
-pub use client::{ConfigError, EtcdClient, EtcdConfig, EtcdTls, ServerVersion};
+pub use client::{ConfigError, EtcdClient, EtcdConfig, EtcdTls, MAX_WINDOW, ServerVersion};
 pub use compactor::{
     Compactor, CompactorState, DEFAULT_COMPACT_KEY, DEFAULT_COMPACTION_INTERVAL, RoundOutcome,
     compact_now, compact_round,

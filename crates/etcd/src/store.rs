@@ -29,6 +29,7 @@ use listwatch_storage::{
 use tonic::transport::Channel;
 
 use crate::client::{EtcdClient, Failure};
+use crate::progress::ProgressHub;
 use crate::proto::etcdserverpb::kv_client::KvClient;
 use crate::proto::etcdserverpb::lease_client::LeaseClient;
 use crate::proto::etcdserverpb::{
@@ -36,7 +37,7 @@ use crate::proto::etcdserverpb::{
     RangeResponse, RequestOp, TxnRequest, TxnResponse, compare, request_op, response_op,
 };
 use crate::proto::mvccpb::KeyValue;
-use crate::watch::{ProgressHub, WatchSpec};
+use crate::watch::WatchSpec;
 
 /// The largest page asked of etcd while filling a selective list (upstream's `maxLimit`).
 pub(crate) const MAX_PAGE: i64 = 10_000;

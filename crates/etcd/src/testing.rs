@@ -284,19 +284,43 @@ impl EtcdCluster {
         self.members.is_empty()
     }
 
-    /// Cuts member `i` off from its peers: nothing they send reaches it (its own messages
-    /// still reach them, as in a one-way partition). It loses its leader after an election
-    /// timeout; its clients still reach it.
-    pub fn isolate(&self, i: usize) {
-        if let Some(p) = self.peer_proxies.get(i) {
-            p.stall();
+    /// Cuts member `i` off from its peers in both directions while its clients still reach
+    /// it: the minority side of a partition. Peer connections *to* it (its proxy) are held;
+    /// connections it opens to the others (etcd's rafthttp streams carry messages both
+    /// ways, and every request names its sender in `X-Server-From`) are refused by their
+    /// proxies. It loses its leader after an election timeout.
+    pub async fn isolate(&self, i: usize) -> Result<(), TestingError> {
+        let member = self
+            .members
+            .get(i)
+            .ok_or_else(|| TestingError::NotHealthy {
+                log_tail: format!("no member {i}"),
+            })?;
+        let id = member
+            .status()
+            .await
+            .ok()
+            .and_then(|s| s.header)
+            .map(|h| h.member_id)
+            .ok_or_else(|| TestingError::NotHealthy {
+                log_tail: format!("member {i} did not say its id"),
+            })?;
+        let marker = format!("X-Server-From: {id:x}");
+        for (j, p) in self.peer_proxies.iter().enumerate() {
+            if j == i {
+                p.stall();
+            } else {
+                p.refuse_from(Some(marker.as_bytes()));
+            }
             p.cut();
         }
+        Ok(())
     }
 
-    /// Ends [`EtcdCluster::isolate`].
-    pub fn heal(&self, i: usize) {
-        if let Some(p) = self.peer_proxies.get(i) {
+    /// Ends every [`EtcdCluster::isolate`].
+    pub fn heal(&self) {
+        for p in &self.peer_proxies {
+            p.refuse_from(None);
             p.resume();
             p.cut();
         }
@@ -640,7 +664,7 @@ fn spawn_watchdog(etcd_pid: u32, dir: &Path) -> Option<Child> {
         .ok()
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct ProxyState {
     /// Bytes are held, not forwarded.
     stalled: bool,
@@ -648,6 +672,8 @@ struct ProxyState {
     generation: u64,
     /// When set, server-to-client bytes still let through before everything stalls.
     response_budget: Option<u64>,
+    /// Connections whose first client bytes contain this are closed at once.
+    refused: Option<Arc<[u8]>>,
 }
 
 /// A TCP proxy that can stall or cut connections (see the module docs).
@@ -669,6 +695,7 @@ impl FaultProxy {
             stalled: false,
             generation: 0,
             response_budget: None,
+            refused: None,
         });
         let state = Arc::new(tx);
         let st = Arc::clone(&state);
@@ -724,6 +751,14 @@ impl FaultProxy {
         });
     }
 
+    /// Closes, from now on, every connection whose first bytes from the client contain
+    /// `marker` (e.g. an HTTP header naming the sender); `None` accepts all again. Open
+    /// connections are not affected until [`FaultProxy::cut`].
+    pub fn refuse_from(&self, marker: Option<&[u8]>) {
+        self.state
+            .send_modify(|s| s.refused = marker.map(Arc::from));
+    }
+
     /// Closes every open connection (new ones are accepted).
     pub fn cut(&self) {
         self.state.send_modify(|s| s.generation += 1);
@@ -749,6 +784,7 @@ async fn pump<R, W>(
 {
     let mut rx = state.subscribe();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut first = !responses;
     loop {
         let n = tokio::select! {
             r = from.read(&mut buf) => match r {
@@ -757,6 +793,15 @@ async fn pump<R, W>(
             },
             () = cut(&mut rx, generation) => return,
         };
+        if std::mem::take(&mut first) {
+            let refused = state.borrow().refused.clone();
+            if let (Some(marker), Some(read)) = (refused, buf.get(..n))
+                && !marker.is_empty()
+                && read.windows(marker.len()).any(|w| w == &marker[..])
+            {
+                return;
+            }
+        }
         let mut sent = 0;
         if responses {
             // Spend the response budget, if any; running out stalls the proxy.
@@ -783,11 +828,14 @@ async fn pump<R, W>(
             }
         }
         loop {
-            let s = *rx.borrow_and_update();
-            if s.generation != generation {
+            let (gen_now, stalled) = {
+                let s = rx.borrow_and_update();
+                (s.generation, s.stalled)
+            };
+            if gen_now != generation {
                 return;
             }
-            if !s.stalled {
+            if !stalled {
                 break;
             }
             if rx.changed().await.is_err() {

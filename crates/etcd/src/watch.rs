@@ -1,50 +1,30 @@
-//! Watches over etcd: each storage watch is one etcd Watch stream (one gRPC bidi call with one
-//! watcher), driven by a task that turns etcd events into storage events.
+//! Watches over etcd: each storage watch is an etcd Watch stream (one gRPC bidi call with one
+//! watcher) at a time, driven by a task that turns etcd events into storage events.
 //!
 //! Invariants:
 //! - events leave in etcd's revision order and each revision at most once; a watch from RV `n`
 //!   starts etcd's watch at `n + 1` with `prev_kv`, so DELETED carries the last state (at the
 //!   deletion's revision) and a MODIFIED that leaves the selection becomes DELETED;
-//! - a failure (etcd unreachable, compaction, an event without its previous value) is sent as
-//!   one `Error` event and the stream ends; nothing follows it;
+//! - a failure (etcd unreachable, compaction, an event without its previous value, a member
+//!   without a leader) is sent as one `Error` event and the stream ends; nothing follows it.
+//!   An `Unreachable` failure moves the client to its next endpoint, so the re-watch that
+//!   follows goes to another member;
+//! - every stream is opened with etcd's require-leader metadata (clientv3's
+//!   `WithRequireLeader`): a member cut off from its quorum ends it with "no leader" after a
+//!   few election timeouts (etcd checks every election timeout and gives up after three
+//!   misses) instead of keeping it silently open;
+//! - a consumer that does not take an event within [`EtcdConfig::watch_stall_timeout`]
+//!   (`crate::EtcdConfig`) never holds the connection: the task drops its etcd stream (h2 then
+//!   releases the stream's unread data and connection-level flow-control credit), keeps the
+//!   events already received, and once the consumer has taken them opens a new stream after
+//!   the last revision delivered. So a stalled watch cannot freeze the other watches and
+//!   requests multiplexed on the same HTTP/2 connection (docs/etcd.md, "Flow control");
 //! - dropping the stream ends the task, which drops the gRPC call and so cancels etcd's watcher;
 //! - bookmark revisions never go below an earlier event or bookmark and **never run ahead of
-//!   what was delivered** (the progress guard below).
-//!
-//! # The progress guard (etcd issue 15220)
-//!
-//! etcd's API promises that after a progress notification at revision R every later event on
-//! the stream has a revision above R. etcd before 3.4.31 / 3.5.13 (Debian's 3.4.23 included)
-//! breaks that promise for *requested* progress: it answers a progress request at once with its
-//! current revision through a control queue that overtakes the events a watcher still owes
-//! (a watch that started in the past, or one that fell behind), and even a caught-up watcher's
-//! answer can overtake events already queued for it. Reproduced here (`tests/progress_guard.rs`)
-//! on every run: a watch with 3001 events still to replay got "progress at 3003" while the
-//! events delivered so far ended at revision 2. Passed on as a bookmark, that would tell the
-//! watch cache it had seen everything up to 3003 while 3001 events were missing.
-//!
-//! The guard keeps, per watch, `delivered`: a revision such that every event at or below it has
-//! been sent downstream. It starts at the watch's start revision − 1 (nothing older is owed) or
-//! at the revision of the initial listing, and rises with each event. Then:
-//! - a requested progress response (etcd marks it with watch id −1) at R ≤ `delivered` only
-//!   confirms what is known; the bookmark goes out at `delivered` (never lower: an answer can
-//!   also lag behind events already sent);
-//! - one at R > `delivered` is trusted only if the server's version has the fix; otherwise it is
-//!   held back (remembered, not emitted). An event beyond it, or etcd's own periodic progress
-//!   notification (sent with the watcher's id, and only for watchers that have caught up, so in
-//!   order with events), releases the knowledge later;
-//! - etcd's periodic notification at R is trusted: `delivered` becomes R.
-//!
-//! The cost on affected servers: once etcd's revision has moved past a watch's last event
-//! (writes to other resources), that watch reports progress beyond its last event only after
-//! its next event or etcd's periodic notification
-//! (`--experimental-watch-progress-notify-interval`, 10 minutes by default; run such etcd
-//! with a few seconds when something waits for progress, as the tests do).
+//!   what was delivered** (the progress guard, [`crate::progress`]).
 
-use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -54,8 +34,10 @@ use listwatch_storage::{
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
+use tonic::metadata::MetadataValue;
 
 use crate::client::Failure;
+use crate::progress::ProgressGuard;
 use crate::proto::etcdserverpb::watch_client::WatchClient;
 use crate::proto::etcdserverpb::{
     RangeRequest, WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse,
@@ -70,6 +52,37 @@ const OUT_BUFFER: usize = 100;
 /// The watch id etcd puts on answers to progress requests (broadcast to the stream).
 const PROGRESS_REQUEST_ID: i64 = -1;
 
+/// The gRPC metadata that makes etcd end a stream when its member has no leader
+/// (clientv3's `WithRequireLeader`: key `hasleader`, value `true`).
+const REQUIRE_LEADER_KEY: &str = "hasleader";
+
+/// Hands `events` to the consumer in order. An event it does not take within `stall` makes
+/// the rest (that one included) come back as the backlog: the caller gives up its etcd
+/// stream, so that a stalled consumer never leaves unread data — and the connection's
+/// flow-control credit — behind on a connection other watches and requests share.
+async fn deliver(
+    tx: &mpsc::Sender<WatchEvent>,
+    mut events: VecDeque<WatchEvent>,
+    stall: Duration,
+) -> std::result::Result<Option<VecDeque<WatchEvent>>, End> {
+    while let Some(ev) = events.pop_front() {
+        let ev = match tx.try_send(ev) {
+            Ok(()) => continue,
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(End::Dropped),
+            Err(mpsc::error::TrySendError::Full(ev)) => ev,
+        };
+        match tokio::time::timeout(stall, tx.reserve()).await {
+            Ok(Ok(permit)) => permit.send(ev),
+            Ok(Err(_)) => return Err(End::Dropped),
+            Err(_) => {
+                events.push_front(ev);
+                return Ok(Some(events));
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// What a storage watch asked for.
 pub(crate) struct WatchSpec {
     key: Key,
@@ -82,119 +95,6 @@ impl WatchSpec {
             key: key.clone(),
             opts: opts.clone(),
         }
-    }
-}
-
-/// The open watches that want progress notifications; [`ProgressHub::request_all`] asks each
-/// of them to send etcd a progress request.
-#[derive(Default)]
-pub(crate) struct ProgressHub {
-    /// Watch id → its request channel (capacity 1: one pending request is enough). Only
-    /// touched briefly, never across an await.
-    watches: Mutex<HashMap<u64, mpsc::Sender<()>>>,
-    next: AtomicU64,
-}
-
-impl ProgressHub {
-    fn register(self: &Arc<Self>) -> (Registration, mpsc::Receiver<()>) {
-        let (tx, rx) = mpsc::channel(1);
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut w) = self.watches.lock() {
-            w.insert(id, tx);
-        }
-        (
-            Registration {
-                hub: Arc::clone(self),
-                id,
-            },
-            rx,
-        )
-    }
-
-    pub(crate) fn request_all(&self) {
-        let senders: Vec<_> = match self.watches.lock() {
-            Ok(w) => w.values().cloned().collect(),
-            Err(_) => return,
-        };
-        for s in senders {
-            // Full means a request is already pending; closed means the watch is ending.
-            let _ = s.try_send(());
-        }
-    }
-}
-
-/// Removes a watch from the hub when its task ends.
-struct Registration {
-    hub: Arc<ProgressHub>,
-    id: u64,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        if let Ok(mut w) = self.hub.watches.lock() {
-            w.remove(&self.id);
-        }
-    }
-}
-
-/// The progress guard: decides which bookmarks may go out (see the module docs).
-#[derive(Debug, Clone)]
-pub(crate) struct ProgressGuard {
-    /// Every event at or below this revision has been sent downstream.
-    delivered: u64,
-    /// A requested progress revision not yet known to be safe (diagnostics only).
-    held: Option<u64>,
-    /// Whether the server orders requested progress after owed events (has the fix).
-    trust_requested: bool,
-}
-
-impl ProgressGuard {
-    pub(crate) fn new(delivered: u64, trust_requested: bool) -> Self {
-        Self {
-            delivered,
-            held: None,
-            trust_requested,
-        }
-    }
-
-    /// Events up to `rev` were sent downstream.
-    pub(crate) fn on_events(&mut self, rev: u64) {
-        self.delivered = self.delivered.max(rev);
-        if self.held.is_some_and(|h| h <= self.delivered) {
-            self.held = None;
-        }
-    }
-
-    /// A bookmark at `rev` went out (the initial-events end).
-    pub(crate) fn on_bookmark(&mut self, rev: u64) {
-        self.delivered = self.delivered.max(rev);
-    }
-
-    /// etcd reported progress at `rev`; `requested` when it answers a progress request.
-    /// Returns the revision of the bookmark to send, if any.
-    pub(crate) fn on_progress(&mut self, rev: u64, requested: bool) -> Option<u64> {
-        if requested && !self.trust_requested && rev > self.delivered {
-            tracing::debug!(
-                progress = rev,
-                delivered = self.delivered,
-                "holding back a progress notification that may run ahead of undelivered events"
-            );
-            self.held = Some(self.held.map_or(rev, |h| h.max(rev)));
-            return None;
-        }
-        self.delivered = self.delivered.max(rev);
-        if self.held.is_some_and(|h| h <= self.delivered) {
-            self.held = None;
-        }
-        // A bookmark may repeat the last event's revision (upstream does too: it confirms
-        // progress), but never goes below it: `delivered` covers every event sent.
-        Some(self.delivered)
-    }
-
-    /// The revision through which everything is known delivered.
-    #[cfg(test)]
-    pub(crate) fn delivered(&self) -> u64 {
-        self.delivered
     }
 }
 
@@ -342,27 +242,19 @@ impl WatchTask {
         }
     }
 
+    /// The initial state (if wanted), then one etcd stream after another: a stream given up
+    /// for a stalled consumer is followed, once the consumer has taken what was received, by
+    /// a new one from the last revision delivered.
     async fn drive_inner(
         &self,
         tx: &mpsc::Sender<WatchEvent>,
     ) -> std::result::Result<std::convert::Infallible, End> {
         let opts = &self.spec.opts;
-        let bookmarks = opts.allow_watch_bookmarks;
-        let client = self.store.client.clone();
-        let (endpoint, channel) = client.channel();
-        // Whether etcd's answers to progress requests can be trusted is a property of the
-        // member this stream goes to, asked of it now: members of one cluster may run
-        // different versions (a rolling upgrade). No answer: not trusted.
-        let trust_requested = opts.progress_notify
-            && client
-                .version_of(endpoint)
-                .await
-                .is_some_and(|v| v.progress_requests_are_ordered());
         let mut guard;
-        let after = if self.initial {
+        if self.initial {
             let rev = self.send_state(tx).await?;
-            guard = ProgressGuard::new(rev, trust_requested);
-            if opts.send_initial_events == Some(true) && bookmarks {
+            guard = ProgressGuard::new(rev, false);
+            if opts.send_initial_events == Some(true) && opts.allow_watch_bookmarks {
                 self.send(
                     tx,
                     WatchEvent::Bookmark(Bookmark {
@@ -373,11 +265,52 @@ impl WatchTask {
                 .await?;
                 guard.on_bookmark(rev);
             }
-            rev
         } else {
-            guard = ProgressGuard::new(self.start_after, trust_requested);
-            self.start_after
+            guard = ProgressGuard::new(self.start_after, false);
+        }
+        let (_registration, mut progress_rx) = if opts.progress_notify {
+            let (r, rx) = self.store.progress.register();
+            (Some(r), Some(rx))
+        } else {
+            (None, None)
         };
+        loop {
+            let backlog = self.stream(tx, &mut guard, &mut progress_rx).await?;
+            // The etcd stream is gone (its unread data and flow-control credit with it): wait
+            // for the consumer here, where waiting holds nothing of the connection.
+            tracing::debug!(
+                key = %self.spec.key,
+                delivered = guard.delivered(),
+                "etcd watch consumer stalled: stream given up, resuming once it drains"
+            );
+            for ev in backlog {
+                self.send(tx, ev).await?;
+            }
+        }
+    }
+
+    /// Runs one etcd watch stream after `guard.delivered()` until it fails (the error), the
+    /// consumer goes away, or the consumer stops taking events for the stall timeout: then
+    /// the events received but not yet taken, in order.
+    async fn stream(
+        &self,
+        tx: &mpsc::Sender<WatchEvent>,
+        guard: &mut ProgressGuard,
+        progress_rx: &mut Option<mpsc::Receiver<()>>,
+    ) -> std::result::Result<VecDeque<WatchEvent>, End> {
+        let opts = &self.spec.opts;
+        let client = self.store.client.clone();
+        let (endpoint, channel) = client.channel();
+        // Whether etcd's answers to progress requests can be trusted is a property of the
+        // member this stream goes to, asked of it now: members of one cluster may run
+        // different versions (a rolling upgrade). No answer: not trusted.
+        let trust_requested = opts.progress_notify
+            && client
+                .version_of(endpoint)
+                .await
+                .is_some_and(|v| v.progress_requests_are_ordered());
+        guard.set_trust(trust_requested);
+        let after = guard.delivered();
 
         let (key, range_end) = self.store.watch_range(&self.spec.key);
         let (req_tx, req_rx) = mpsc::channel::<WatchRequest>(4);
@@ -397,8 +330,8 @@ impl WatchTask {
             .send(create)
             .await
             .map_err(|_| End::Failed(Error::internal("watch request stream closed")))?;
-        // A broken connection moves the client's next requests (and the re-watch that follows
-        // the error event) to the next endpoint.
+        // A broken connection, or a member without a leader, moves the client's next requests
+        // (and the re-watch that follows the error event) to the next endpoint.
         let fail = |f: Failure| {
             if matches!(f, Failure::Unreachable(_)) {
                 client.rotate_from(endpoint);
@@ -406,24 +339,24 @@ impl WatchTask {
             End::Failed(f.into_error(after))
         };
         let mut grpc = WatchClient::new(channel).max_decoding_message_size(i32::MAX as usize);
+        // As clientv3's WithRequireLeader (what Kubernetes watches with): a member that has no
+        // leader for a few election timeouts ends the stream with "no leader" instead of
+        // keeping it open and silent while the majority goes on without it.
+        let mut request = tonic::Request::new(ReceiverStream::new(req_rx));
+        request
+            .metadata_mut()
+            .insert(REQUIRE_LEADER_KEY, MetadataValue::from_static("true"));
         let timeout = client.config().request_timeout;
-        let mut stream =
-            match tokio::time::timeout(timeout, grpc.watch(ReceiverStream::new(req_rx))).await {
-                Ok(Ok(resp)) => resp.into_inner(),
-                Ok(Err(status)) => return Err(fail(Failure::from_status(&status))),
-                Err(_) => {
-                    return Err(fail(Failure::Unreachable(format!(
-                        "etcd did not open a watch within {timeout:?}"
-                    ))));
-                }
-            };
-
-        let (_registration, mut progress_rx) = if opts.progress_notify {
-            let (r, rx) = self.store.progress.register();
-            (Some(r), Some(rx))
-        } else {
-            (None, None)
+        let mut stream = match tokio::time::timeout(timeout, grpc.watch(request)).await {
+            Ok(Ok(resp)) => resp.into_inner(),
+            Ok(Err(status)) => return Err(fail(Failure::from_status(&status))),
+            Err(_) => {
+                return Err(fail(Failure::Unreachable(format!(
+                    "etcd did not open a watch within {timeout:?}"
+                ))));
+            }
         };
+        let stall = client.config().watch_stall_timeout;
 
         loop {
             tokio::select! {
@@ -448,19 +381,23 @@ impl WatchTask {
                             return Err(fail(Failure::Unreachable("etcd closed the watch stream".into())));
                         }
                     };
-                    self.handle(tx, resp, &mut guard, after).await?;
+                    let out = self.handle(resp, guard, after)?;
+                    if let Some(backlog) = deliver(tx, out, stall).await? {
+                        return Ok(backlog);
+                    }
                 }
             }
         }
     }
 
-    async fn handle(
+    /// What one etcd response means for the consumer, in order; updates the guard.
+    fn handle(
         &self,
-        tx: &mpsc::Sender<WatchEvent>,
         resp: WatchResponse,
         guard: &mut ProgressGuard,
         after: u64,
-    ) -> std::result::Result<(), End> {
+    ) -> std::result::Result<VecDeque<WatchEvent>, End> {
+        let mut out = VecDeque::new();
         if resp.compact_revision != 0 {
             self.store
                 .client
@@ -482,37 +419,34 @@ impl WatchTask {
         }
         let header = rev_of(resp.header.as_ref().map_or(0, |h| h.revision));
         if resp.created {
-            return Ok(());
+            return Ok(out);
         }
         if resp.events.is_empty() {
             if header == 0 {
-                return Ok(());
+                return Ok(out);
             }
             let requested = resp.watch_id == PROGRESS_REQUEST_ID;
             if let Some(rv) = guard.on_progress(header, requested)
                 && self.spec.opts.allow_watch_bookmarks
             {
-                self.send(
-                    tx,
-                    WatchEvent::Bookmark(Bookmark {
-                        resource_version: rv,
-                        initial_events_end: false,
-                    }),
-                )
-                .await?;
+                out.push_back(WatchEvent::Bookmark(Bookmark {
+                    resource_version: rv,
+                    initial_events_end: false,
+                }));
             }
-            return Ok(());
+            return Ok(out);
         }
         let mut max = 0;
         for ev in resp.events {
             let rev = ev.kv.as_ref().map_or(0, |kv| rev_of(kv.mod_revision));
             max = max.max(rev);
-            if let Some(out) = self.transform(ev).map_err(End::Failed)? {
-                self.send(tx, out).await?;
+            if let Some(ev) = self.transform(ev).map_err(End::Failed)? {
+                out.push_back(ev);
             }
         }
+        // Everything up to `max` is now sent or queued ahead of anything later.
         guard.on_events(max);
-        Ok(())
+        Ok(out)
     }
 
     /// One etcd event as a storage event, filtered by the selection (upstream's `transform`).
@@ -552,109 +486,5 @@ impl WatchTask {
             (false, true, Some(o)) => Some(WatchEvent::Deleted(o.with_resource_version(rev))),
             _ => None,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    #[test]
-    fn requested_progress_ahead_of_delivery_is_held_on_unfixed_servers() {
-        let mut g = ProgressGuard::new(10, false);
-        // etcd 3.4.23: the answer overtakes 3001 owed events.
-        assert_eq!(g.on_progress(3011, true), None);
-        g.on_events(1000);
-        assert_eq!(g.on_progress(3011, true), None);
-        g.on_events(3011);
-        // Now it only confirms what the last event already carried.
-        assert_eq!(g.on_progress(3011, true), Some(3011));
-        assert_eq!(g.delivered(), 3011);
-        // Writes elsewhere moved etcd on; a periodic (ordered) notification is trusted.
-        assert_eq!(g.on_progress(3050, false), Some(3050));
-    }
-
-    #[test]
-    fn requested_progress_at_or_below_delivery_confirms_it() {
-        let mut g = ProgressGuard::new(40, false);
-        assert_eq!(g.on_progress(40, true), Some(40));
-        assert_eq!(g.on_progress(40, true), Some(40));
-        assert_eq!(g.on_progress(12, true), Some(40), "never backwards");
-    }
-
-    #[test]
-    fn fixed_servers_have_requested_progress_trusted() {
-        let mut g = ProgressGuard::new(10, true);
-        assert_eq!(g.on_progress(3011, true), Some(3011));
-    }
-
-    /// What etcd 3.4 may send one watcher: events in revision order, requested progress at
-    /// any revision up to the store's (early, late or on time), and periodic progress at the
-    /// store's revision once the watcher has caught up.
-    #[derive(Debug, Clone)]
-    enum Step {
-        Event(u64),
-        Requested(u64),
-        Periodic,
-    }
-
-    fn steps() -> impl Strategy<Value = Vec<Step>> {
-        proptest::collection::vec(
-            prop_oneof![
-                (1u64..5).prop_map(Step::Event),
-                (0u64..20).prop_map(Step::Requested),
-                Just(Step::Periodic),
-            ],
-            0..60,
-        )
-    }
-
-    proptest! {
-        #[test]
-        fn no_bookmark_ever_runs_ahead_of_delivered_events(start in 0u64..10, steps in steps()) {
-            let mut g = ProgressGuard::new(start, false);
-            // The model: etcd's revision, and what the watcher truly delivered.
-            let (mut store, mut delivered, mut last_out) = (start, start, 0u64);
-            for step in steps {
-                match step {
-                    Step::Event(gap) => {
-                        // Writes elsewhere may come first; the event is the newest write.
-                        store += gap;
-                        delivered = store;
-                        prop_assert!(delivered >= last_out, "event at {delivered} after a bookmark at {last_out}");
-                        g.on_events(delivered);
-                        last_out = delivered;
-                    }
-                    Step::Requested(ahead) => {
-                        // Writes elsewhere, then an answer at some revision up to the store's
-                        // (below what was delivered when it lags, above when it overtakes).
-                        store += ahead;
-                        let rev = store.saturating_sub(ahead / 2);
-                        if let Some(b) = g.on_progress(rev, true) {
-                            prop_assert!(b <= delivered.max(start), "bookmark {b} ahead of delivered {delivered}");
-                            prop_assert!(b >= last_out, "bookmark {b} went back from {last_out}");
-                            last_out = b;
-                        }
-                    }
-                    Step::Periodic => {
-                        // Only sent once the watcher caught up: nothing owed up to `store`.
-                        delivered = store;
-                        let b = g.on_progress(store, false);
-                        prop_assert_eq!(b, Some(store));
-                        prop_assert!(store >= last_out);
-                        last_out = store;
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn bookmarks_never_run_backwards_past_events() {
-        let mut g = ProgressGuard::new(0, true);
-        g.on_events(20);
-        assert_eq!(g.on_progress(15, false), Some(20));
-        assert_eq!(g.on_progress(21, false), Some(21));
     }
 }

@@ -1,17 +1,22 @@
 //! A three-member etcd cluster behind one client with three endpoints: losing a member costs
 //! at most a few `Unreachable` answers (and ends the watches on it with an error event), losing
 //! the quorum makes every request fail with `Unreachable` instead of hanging, and when the
-//! quorum is back the same client serves the same data.
+//! quorum is back the same client serves the same data. A watch on a member that has no
+//! leader — cut off from the others, or the last one standing — ends with an error within a
+//! few election timeouts (etcd's require-leader), and the watch that resumes from its last
+//! revision goes to another member and misses nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use listwatch_api::{Object, SelectableFields};
 use listwatch_etcd::testing::EtcdCluster;
 use listwatch_etcd::{EtcdClient, EtcdStore};
-use listwatch_storage::{Error, GetOptions, Key, ListOptions, Result, Storage, WatchEvent};
+use listwatch_storage::{
+    Error, GetOptions, Key, ListOptions, Result, Storage, WatchEvent, WatchStream,
+};
 
 /// A hang detector, far above the client's timeouts and an etcd election.
 const BOUND: Duration = Duration::from_secs(60);
@@ -106,4 +111,120 @@ async fn a_cluster_survives_a_member_and_fails_fast_without_quorum() {
     let list = eventually(|| store.list(&collection, &everything)).await;
     assert_eq!(list.items, vec![a, b]);
     eventually(|| store.readiness()).await;
+}
+
+fn store_on(endpoints: Vec<String>, template: &listwatch_etcd::EtcdConfig) -> EtcdStore {
+    let mut config = template.clone().request_timeout(Duration::from_secs(2));
+    config.endpoints = endpoints;
+    EtcdStore::new(
+        EtcdClient::new(config).unwrap(),
+        "/registry",
+        SelectableFields::none(),
+    )
+}
+
+fn collection() -> Key {
+    Key::collection("pods", Some("ns")).unwrap()
+}
+
+fn after(rv: u64) -> ListOptions {
+    ListOptions {
+        resource_version: Some(rv),
+        ..ListOptions::recursive()
+    }
+}
+
+async fn next(w: &mut WatchStream) -> Option<WatchEvent> {
+    tokio::time::timeout(BOUND, w.next())
+        .await
+        .expect("the watch neither delivered nor ended")
+}
+
+/// Waits for the watch's end: one `Unreachable` error event, then nothing; returns how long
+/// it took from `since`.
+async fn ends_unreachable(w: &mut WatchStream, since: Instant) -> Duration {
+    match next(w).await {
+        Some(WatchEvent::Error(Error::Unreachable { message })) => {
+            let took = since.elapsed();
+            eprintln!("the watch ended after {took:?}: {message}");
+            assert!(next(w).await.is_none(), "nothing may follow an error event");
+            took
+        }
+        other => panic!("expected the watch to end with Unreachable, got {other:?}"),
+    }
+}
+
+/// A watch on a member cut off from its peers (the minority side of a partition, while the
+/// majority goes on accepting writes) must not stay open and silent: etcd's require-leader
+/// ends it once the member has had no leader for a few election timeouts, the client moves
+/// to the next member, and the watch resumed from the last delivered revision gets what the
+/// majority wrote meanwhile. Without require-leader the watch hung here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_watch_on_a_member_cut_off_from_its_quorum_ends_and_resumes_on_the_majority() {
+    let cluster = EtcdCluster::start(3).await.unwrap();
+    let template = cluster.config();
+    let endpoints = cluster.endpoints();
+    let store = store_on(endpoints.clone(), &template);
+    let majority = store_on(endpoints[1..].to_vec(), &template);
+    let a = store.create(&key("a"), pod("a"), None).await.unwrap();
+    let mut w = store
+        .watch(&collection(), &after(a.resource_version()))
+        .await
+        .unwrap();
+    let b = majority.create(&key("b"), pod("b"), None).await.unwrap();
+    assert_eq!(next(&mut w).await, Some(WatchEvent::Added(b.clone())));
+
+    let cut = Instant::now();
+    cluster.isolate(0).await.unwrap();
+    let (key_c, key_d) = (key("c"), key("d"));
+    let c = eventually(|| majority.create(&key_c, pod("c"), None)).await;
+    ends_unreachable(&mut w, cut).await;
+
+    // Resumed from the last delivered revision, on another member: c is there, and so is
+    // what follows.
+    let (all, from_b) = (collection(), after(b.resource_version()));
+    let mut w = eventually(|| store.watch(&all, &from_b)).await;
+    assert_eq!(next(&mut w).await, Some(WatchEvent::Added(c)));
+    let d = eventually(|| majority.create(&key_d, pod("d"), None)).await;
+    assert_eq!(next(&mut w).await, Some(WatchEvent::Added(d)));
+    cluster.heal();
+}
+
+/// Quorum lost under a live watch: the two other members die, the watch on the survivor
+/// ends promptly instead of hanging, requests fail, and once one member is back the watch
+/// resumed from its last revision sees every write — the ones acknowledged before the loss
+/// were never lost, and new ones arrive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn quorum_loss_ends_a_live_watch_and_it_resumes_when_quorum_returns() {
+    let mut cluster = EtcdCluster::start(3).await.unwrap();
+    let store = store_on(cluster.endpoints(), &cluster.config());
+    let a = store.create(&key("a"), pod("a"), None).await.unwrap();
+    let mut w = store
+        .watch(&collection(), &after(a.resource_version()))
+        .await
+        .unwrap();
+    let b = store.create(&key("b"), pod("b"), None).await.unwrap();
+    assert_eq!(next(&mut w).await, Some(WatchEvent::Added(b.clone())));
+
+    let lost = Instant::now();
+    cluster.member(1).unwrap().kill();
+    cluster.member(2).unwrap().kill();
+    ends_unreachable(&mut w, lost).await;
+    let err = tokio::time::timeout(BOUND, store.create(&key("x"), pod("x"), None))
+        .await
+        .expect("a write hung without quorum")
+        .unwrap_err();
+    assert!(matches!(err, Error::Unreachable { .. }), "{err:?}");
+
+    cluster.member(1).unwrap().restart().await.unwrap();
+    let (all, from_b) = (collection(), after(b.resource_version()));
+    let mut w = eventually(|| store.watch(&all, &from_b)).await;
+    let key_c = key("c");
+    let c = eventually(|| store.create(&key_c, pod("c"), None)).await;
+    assert_eq!(next(&mut w).await, Some(WatchEvent::Added(c.clone())));
+    let everything = ListOptions::recursive();
+    let list = eventually(|| store.list(&all, &everything)).await;
+    assert_eq!(list.items, vec![a, b, c]);
 }
