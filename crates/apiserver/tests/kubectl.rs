@@ -331,3 +331,34 @@ fn kubectl_serves_resources_declared_in_a_resources_file() {
     ]));
     assert_eq!(selected.trim(), "");
 }
+
+/// Names with a `:` (events allow any path-segment name): kubectl sends the `:` as is
+/// (`GET .../events/a:b`, seen with `-v=6`); a percent-encoded `a%3Ab`, which the Python
+/// client sends (tests/python/client_checks.py), names the same object.
+#[test]
+#[ignore = "needs kubectl"]
+fn kubectl_gets_and_deletes_a_name_with_a_colon() {
+    common::require("kubectl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+    let file = dir.path().join("event.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: v1\nkind: Event\nmetadata:\n  name: \"a:b\"\n  namespace: default\n\
+         reason: Test\ninvolvedObject:\n  kind: Pod\n  name: x\n",
+    )
+    .unwrap();
+    assert!(run_ok(k().arg("create").arg("-f").arg(&file)).contains("event/a:b created"));
+    let got = run_ok(k().args(["get", "event", "a:b", "-n", "default", "-v=6"]));
+    assert!(got.contains("a:b"), "{got}");
+    let raw = run_ok(k().args(["get", "--raw", "/api/v1/namespaces/default/events/a%3Ab"]));
+    let v: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(v["metadata"]["name"], "a:b");
+    let err = run_err(k().args(["get", "event", "a%b", "-n", "default"]));
+    assert!(err.contains("may not contain '%'"), "{err}");
+    assert!(
+        run_ok(k().args(["delete", "event", "a:b", "-n", "default"]))
+            .contains("event \"a:b\" deleted")
+    );
+}

@@ -1,5 +1,6 @@
 //! The Python `kubernetes` client against the built server (driven by
-//! tests/python/client_checks.py): list, watch from a resource version, 410 handling.
+//! tests/python/client_checks.py): list, watch from a resource version, 410 handling, a
+//! percent-encoded name.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;

@@ -32,7 +32,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::flowcontrol::{ClientKey, WatchSlot, queue_wait_limit};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::patch::{Patch, PatchLimits, PatchType};
-use crate::path::{self, ApiPath, Target};
+use crate::path::{self, ApiPath, PathError, Target};
 use crate::query::{IncludeObject, Query};
 use crate::resource::{Resource, ResourceInfo};
 use crate::validation::{UpdateError, prepare_create, prepare_update};
@@ -155,8 +155,9 @@ pub(crate) async fn serve(
     }
     let (mut parts, body) = req.into_parts();
     match path::parse(parts.uri.path()) {
-        None => ApiError::path_not_found().into_response(),
-        Some(ApiPath::Resource(t)) => {
+        Err(PathError::NotFound) => ApiError::path_not_found().into_response(),
+        Err(PathError::Malformed(m)) => ApiError::bad_request(m).into_response(),
+        Ok(ApiPath::Resource(t)) => {
             let ws = if wants_websocket(&parts.headers) {
                 match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
                     Ok(ws) => Some(ws),
@@ -173,7 +174,7 @@ pub(crate) async fn serve(
             };
             resource_request(shared, parts, t, body, ws).await
         }
-        Some(p) => discovery_request(&shared, &parts.method, p, &parts.headers)
+        Ok(p) => discovery_request(&shared, &parts.method, p, &parts.headers)
             .unwrap_or_else(IntoResponse::into_response),
     }
 }
@@ -191,7 +192,10 @@ fn discovery_request(
     p: ApiPath,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    if method != Method::GET && method != Method::HEAD {
+    // Upstream serves `/apis` and `/apis/{group}` with method-agnostic handlers (HEAD is
+    // a GET without the body) and the rest through go-restful GET routes (HEAD is 405).
+    let head_allowed = matches!(p, ApiPath::Groups | ApiPath::Group(_));
+    if method != Method::GET && !(head_allowed && method == Method::HEAD) {
         return Err(ApiError::method_not_allowed(method.as_str()));
     }
     let docs = &shared.docs;
@@ -303,6 +307,9 @@ async fn resource_request(
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
+    if let Some(Err(m)) = target.name.as_deref().map(path::check_name) {
+        return ApiError::bad_request(m).into_response();
+    }
     let metrics = shared.metrics.clone();
     let plural = res.info.plural.clone();
     let sub = match target.subresource.as_deref() {

@@ -312,7 +312,8 @@ impl Api {
     /// The axum router serving every endpoint.
     pub fn router(&self) -> Router {
         Router::new()
-            .route("/version", get(version))
+            // A go-restful GET route upstream: HEAD is 405 there (axum would answer it).
+            .route("/version", get(version).head(head_not_allowed))
             .route("/healthz", get(healthz))
             .route("/livez", get(healthz))
             .route("/readyz", get(readyz))
@@ -323,7 +324,9 @@ impl Api {
             .route("/api/{*rest}", any(handlers::serve))
             .route("/apis", any(handlers::serve))
             .route("/apis/{*rest}", any(handlers::serve))
-            .fallback(not_found)
+            // Upstream routes on the decoded path, so `/%61pi/v1/pods` is `/api/v1/pods`:
+            // whatever the routes above do not match raw is resolved after decoding.
+            .fallback(handlers::serve)
             .with_state(Arc::clone(&self.shared))
             .layer(axum::middleware::from_fn(recover::catch_panics))
     }
@@ -371,6 +374,10 @@ pub(crate) fn json_response(
 
 async fn version(State(s): State<Arc<Shared>>) -> Response {
     json_response(StatusCode::OK, "application/json", s.docs.version.clone())
+}
+
+async fn head_not_allowed() -> Response {
+    ApiError::method_not_allowed("HEAD").into_response()
 }
 
 async fn healthz() -> &'static str {
@@ -422,8 +429,4 @@ async fn openapi_doc(State(s): State<Arc<Shared>>, uri: Uri) -> Response {
         Some(doc) => json_response(StatusCode::OK, "application/json", doc.clone()),
         None => ApiError::path_not_found().into_response(),
     }
-}
-
-async fn not_found() -> Response {
-    ApiError::path_not_found().into_response()
 }

@@ -125,7 +125,7 @@ fn method_verb(m: &Method) -> String {
 /// What a request asks to do, as the handlers will serve it (upstream's `RequestInfo`).
 pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
     let path = uri.path();
-    let Some(ApiPath::Resource(t)) = parse(path) else {
+    let Ok(ApiPath::Resource(t)) = parse(path) else {
         // Discovery documents and everything outside /api and /apis are paths.
         let verb = if *method == Method::HEAD {
             "get".to_owned()

@@ -59,6 +59,19 @@ def main(url: str) -> None:
     except ApiException as e:
         assert e.status == 410, e
 
+    # A name with a ':' (events take any path-segment name): the client percent-encodes
+    # path parameters, so it reads `.../events/a%3Ab`, which must name `a:b`.
+    ev = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(name="a:b"),
+        involved_object=client.V1ObjectReference(kind="Pod", name="x"),
+        reason="Test",
+    )
+    api.create_namespaced_event("py", ev)
+    assert api.read_namespaced_event("a:b", "py").metadata.name == "a:b"
+    api.patch_namespaced_event("a:b", "py", {"reason": "Patched"})
+    assert api.read_namespaced_event("a:b", "py").reason == "Patched"
+    api.delete_namespaced_event("a:b", "py")
+
     # Not found is an ApiException with the server's Status.
     try:
         api.read_namespaced_config_map("nope", "py")
