@@ -401,3 +401,77 @@ async fn endless_bodies_are_bounded_errors_not_hangs() {
         .unwrap_err();
     assert!(e.to_string().contains("frame larger than"), "{e}");
 }
+
+#[tokio::test]
+async fn a_list_without_a_resource_version_is_an_error_not_version_zero() {
+    let (url, seen) = serve(|_| {
+        Reply::Full(
+            200,
+            r#"{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}"#.into(),
+        )
+    })
+    .await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    let mut events = std::pin::pin!(watcher(lw, Config::default()));
+    let first = tokio::time::timeout(Duration::from_secs(30), events.next())
+        .await
+        .unwrap()
+        .unwrap();
+    let e = first.unwrap_err();
+    assert!(e.to_string().contains("resourceVersion"), "{e}");
+    assert!(
+        seen.lock().unwrap().iter().all(|h| !h.contains("watch=")),
+        "no watch from version 0"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_event_without_a_resource_version_is_refused_and_the_watch_resumes_from_the_last_version()
+ {
+    let (url, seen) = serve(|target| {
+        if !target.contains("watch=") {
+            Reply::Full(200, list_body(10, "", &[]))
+        } else if target.contains("resourceVersion=10") && !target.contains("later") {
+            let no_rv = r#"{"type":"ADDED","object":{"kind":"Pod","apiVersion":"v1","metadata":{"name":"x","namespace":"ns"}}}"#;
+            let good = format!(r#"{{"type":"ADDED","object":{}}}"#, pod("y", 11));
+            Reply::Chunked(
+                vec![format!("{no_rv}\n{good}\n")],
+                Arc::new(Notify::new()),
+            )
+        } else {
+            Reply::Hang
+        }
+    })
+    .await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    let mut events = std::pin::pin!(watcher(lw, Config::default()));
+    let mut got = Vec::new();
+    while seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|h| h.contains("watch="))
+        .count()
+        < 2
+    {
+        let ev = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .unwrap()
+            .unwrap();
+        got.push(ev.map(|e| format!("{e:?}")).map_err(|e| e.to_string()));
+    }
+    assert!(
+        got.iter().any(|e| e
+            .as_ref()
+            .is_err_and(|m| m.contains("without metadata.resourceVersion"))),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .all(|e| !e.as_ref().is_ok_and(|m| m.contains("\"y\""))),
+        "nothing after the bad event is applied: {got:?}"
+    );
+    let heads = seen.lock().unwrap().clone();
+    let watches: Vec<&String> = heads.iter().filter(|h| h.contains("watch=")).collect();
+    assert!(watches[1].contains("resourceVersion=10"), "{}", watches[1]);
+}

@@ -243,18 +243,176 @@ async fn a_watch_ending_normally_is_reopened_from_the_last_version_without_relis
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_410_on_a_continuation_page_restarts_the_list_from_the_first_page_at_a_consistent_read() {
-    let backend = seeded(3).await;
+async fn a_410_on_a_continuation_page_falls_back_to_one_unpaginated_list_at_a_consistent_read() {
+    let backend = seeded(5).await;
     let lw = StorageLw::new(backend.clone());
-    // First page fine, the continuation expires.
-    lw.fail_lists([Fault::Slow(Duration::ZERO), Fault::Status(status(410))]);
-    let (store, _) = spawn_reflector(lw.clone(), config());
+    // Every continuation expires, as when a full walk outlasts the compaction window:
+    // restarting the walk would never finish.
+    lw.expire_continuations();
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    // (Restarting the walk instead loops without a pause until StorageLw's runaway guard
+    // stops the reflector, and the store never syncs.)
     store.wait_until_synced().await.unwrap();
     let lists = lw.lists();
+    assert_eq!(lists.len(), 3, "{lists:?}");
     assert!(lists[1].continue_token.is_some());
-    assert_eq!(lists[2].resource_version, None);
-    assert!(lists[2].continue_token.is_none());
+    assert_eq!(
+        (
+            lists[2].resource_version,
+            lists[2].limit,
+            &lists[2].continue_token
+        ),
+        (None, None, &None),
+        "one unpaginated list at \"\""
+    );
     assert_eq!(store_state(&store), backend_state(&backend).await);
+    assert!(
+        errors.lock().unwrap().is_empty(),
+        "recovered inside the relist"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn relists_at_the_last_version_are_unpaginated_so_a_watch_cache_can_serve_them() {
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    let (store, _) = spawn_reflector(lw.clone(), Config::default());
+    store.wait_until_synced().await.unwrap();
+    assert!(eventually(Duration::from_secs(1), || lw.watches().len() == 1).await);
+    let synced = store.resource_version();
+    lw.expire_watches();
+    create(&backend, "p3", "v").await;
+    assert!(eventually(Duration::from_secs(60), || store.len() == 4).await);
+    let lists = lw.lists();
+    assert_eq!(
+        (lists[0].resource_version, lists[0].limit),
+        (Some(0), Some(500))
+    );
+    assert_eq!(
+        (lists[1].resource_version, lists[1].limit),
+        (Some(synced), None),
+        "a relist at a version carries no limit"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn relists_keep_their_pages_when_the_first_list_came_back_paginated_or_a_size_is_set() {
+    // 501 objects: the first list at "0" returns a continue token, so the server has no
+    // watch cache for this resource (client-go's paginatedResult).
+    let backend = seeded(501).await;
+    let lw = StorageLw::new(backend.clone());
+    let (store, _) = spawn_reflector(lw.clone(), Config::default());
+    store.wait_until_synced().await.unwrap();
+    assert!(eventually(Duration::from_secs(1), || lw.watches().len() == 1).await);
+    lw.expire_watches();
+    create(&backend, "late", "v").await;
+    assert!(eventually(Duration::from_secs(60), || store.len() == 502).await);
+    let relist = lw
+        .lists()
+        .into_iter()
+        .find(|l| l.resource_version.is_some_and(|v| v > 0));
+    assert_eq!(relist.unwrap().limit, Some(500));
+
+    // An explicit size (what the cacher sets) pages every list.
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    let (store, _) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    assert!(eventually(Duration::from_secs(1), || lw.watches().len() == 1).await);
+    lw.expire_watches();
+    create(&backend, "late", "v").await;
+    assert!(eventually(Duration::from_secs(60), || store.len() == 4).await);
+    assert!(lw.lists().iter().all(|l| l.limit == Some(2)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_error_event_with_429_backs_off_and_re_watches_without_relisting() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_watches([Fault::ErrorAfter(0, status(429))]);
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    create(&backend, "after", "v").await;
+    assert!(eventually(Duration::from_secs(60), || store.len() == 3).await);
+    let w = lw.watches();
+    assert_eq!(w.len(), 2);
+    assert!(
+        w[1].0 - w[0].0 >= Duration::from_millis(800),
+        "after a backoff"
+    );
+    assert_eq!(
+        w[1].1.resource_version, w[0].1.resource_version,
+        "from the last version"
+    );
+    assert_eq!(lw.lists().len(), 1, "no relist");
+    assert_eq!(errors.lock().unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn error_events_with_500_re_watch_until_they_persist_past_the_retry_window_then_relist() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_watches((0..6).map(|_| Fault::ErrorAfter(0, status(500))));
+    let cfg = config().max_internal_error_retry(Duration::from_secs(10));
+    let (store, errors) = spawn_reflector(lw.clone(), cfg);
+    store.wait_until_synced().await.unwrap();
+    assert!(eventually(Duration::from_secs(300), || lw.watches().len() >= 7).await);
+    let log = lw.log();
+    // Watches follow each other without a list while the 500s are younger than 10 s;
+    // then one relist, then watching resumes.
+    let first_watch = log
+        .iter()
+        .position(|(_, c)| matches!(c, Call::Watch(_)))
+        .unwrap();
+    let relist = log
+        .iter()
+        .skip(first_watch)
+        .position(|(_, c)| matches!(c, Call::List(_)))
+        .map(|i| i + first_watch)
+        .expect("a relist once the errors outlast the window");
+    let rewatches = log[first_watch..relist]
+        .iter()
+        .filter(|(_, c)| matches!(c, Call::Watch(_)))
+        .count();
+    assert!(rewatches >= 2, "re-watched before relisting: {rewatches}");
+    assert!(log[relist].0 - log[first_watch].0 >= Duration::from_secs(10));
+    create(&backend, "after", "v").await;
+    assert!(eventually(Duration::from_secs(300), || store.len() == 3).await);
+    assert_eq!(errors.lock().unwrap().len(), 6);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_refused_with_410_is_retried_at_once_at_a_consistent_read() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    let (store, _) = spawn_reflector(lw.clone(), config().streaming_list(true));
+    store.wait_until_synced().await.unwrap();
+    // The watch expires; the streaming relist at the last version is refused with 410.
+    lw.fail_watches([Fault::Status(status(410))]);
+    lw.expire_watches();
+    create(&backend, "p2", "v").await;
+    assert!(eventually(Duration::from_secs(60), || store.len() == 3).await);
+    let w = lw.watches();
+    assert_eq!(w.len(), 3, "{w:?}");
+    assert!(w[1].1.send_initial_events && w[1].1.resource_version.is_some());
+    assert!(w[2].1.send_initial_events, "still a streaming list");
+    assert_eq!(w[2].1.resource_version, None, "at \"\"");
+    assert_eq!(w[2].0, w[1].0, "at once");
+    assert!(lw.lists().is_empty(), "no fallback to a paged list");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_refused_with_429_backs_off_and_streams_again() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_watches([Fault::Status(status(429))]);
+    let (store, _) = spawn_reflector(lw.clone(), config().streaming_list(true));
+    store.wait_until_synced().await.unwrap();
+    let w = lw.watches();
+    assert_eq!(w.len(), 2);
+    assert!(w.iter().all(|(_, r)| r.send_initial_events));
+    assert!(w[1].0 - w[0].0 >= Duration::from_millis(800));
+    assert!(lw.lists().is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -436,6 +594,7 @@ enum Op {
     FailNextWatch(u16),
     RefuseNextWatch,
     DropNextWatchAfter(u8),
+    ErrorNextWatchAfter(u8, u16),
     SlowNextList(u8),
     Sleep(u16),
 }
@@ -452,6 +611,8 @@ fn op() -> impl proptest::strategy::Strategy<Value = Op> {
         1 => prop::sample::select(vec![410u16, 429, 500]).prop_map(Op::FailNextWatch),
         1 => Just(Op::RefuseNextWatch),
         1 => (0u8..4).prop_map(Op::DropNextWatchAfter),
+        1 => (0u8..4, prop::sample::select(vec![410u16, 429, 500]))
+            .prop_map(|(n, c)| Op::ErrorNextWatchAfter(n, c)),
         1 => (1u8..20).prop_map(Op::SlowNextList),
         2 => (0u16..3000).prop_map(Op::Sleep),
     ]
@@ -506,6 +667,9 @@ async fn run_ops(ops: Vec<Op>, streaming: bool) {
             Op::FailNextWatch(code) => lw.fail_watches([Fault::Status(status(code))]),
             Op::RefuseNextWatch => lw.fail_watches([Fault::Refused]),
             Op::DropNextWatchAfter(n) => lw.fail_watches([Fault::EndAfter(n.into())]),
+            Op::ErrorNextWatchAfter(n, code) => {
+                lw.fail_watches([Fault::ErrorAfter(n.into(), status(code))]);
+            }
             Op::SlowNextList(s) => lw.fail_lists([Fault::Slow(Duration::from_secs(s.into()))]),
             Op::Sleep(ms) => tokio::time::sleep(Duration::from_millis(ms.into())).await,
         }

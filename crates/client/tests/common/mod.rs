@@ -32,6 +32,8 @@ pub enum Fault {
     Slow(Duration),
     /// Watch only: the stream ends (cleanly) after this many events.
     EndAfter(usize),
+    /// Watch only: after this many events, an `ERROR` event with this Status ends it.
+    ErrorAfter(usize, Box<Status>),
 }
 
 pub fn status(code: u16) -> Box<Status> {
@@ -57,6 +59,8 @@ pub enum Call {
 
 #[derive(Default)]
 struct Script {
+    /// Every continuation page fails with 410 (a walk slower than the compaction window).
+    expire_continuations: bool,
     list_faults: VecDeque<Fault>,
     watch_faults: VecDeque<Fault>,
     log: Vec<(Instant, Call)>,
@@ -91,6 +95,11 @@ impl StorageLw {
         self.script.lock().unwrap().watch_faults.extend(faults);
     }
 
+    /// From now on every continuation page fails with 410 Expired.
+    pub fn expire_continuations(&self) {
+        self.script.lock().unwrap().expire_continuations = true;
+    }
+
     /// Ends every open watch with an ERROR 410 event, before any further event.
     pub fn expire_watches(&self) {
         self.expire.send_modify(|e| *e += 1);
@@ -122,6 +131,9 @@ impl StorageLw {
 
     fn begin(&self, call: Call, list: bool) -> Option<Fault> {
         let mut s = self.script.lock().unwrap();
+        // A reflector looping without pause never lets the test run again: stop it here
+        // (its task panics) so that the test fails instead of hanging.
+        assert!(s.log.len() < 10_000, "runaway reflector: 10000 calls");
         s.log.push((Instant::now(), call));
         if list {
             s.list_faults.pop_front()
@@ -142,7 +154,10 @@ fn vm(m: Option<VersionMatch>) -> Option<ResourceVersionMatch> {
     })
 }
 
-async fn apply_fault(f: Option<Fault>) -> Result<Option<usize>, Error> {
+/// How a scripted watch ends early: after `n` events, cleanly or with an ERROR event.
+type EarlyEnd = Option<(usize, Option<Box<Status>>)>;
+
+async fn apply_fault(f: Option<Fault>) -> Result<EarlyEnd, Error> {
     match f {
         None => Ok(None),
         Some(Fault::Status(s)) => Err(Error::Api(s)),
@@ -151,7 +166,8 @@ async fn apply_fault(f: Option<Fault>) -> Result<Option<usize>, Error> {
             tokio::time::sleep(d).await;
             Ok(None)
         }
-        Some(Fault::EndAfter(n)) => Ok(Some(n)),
+        Some(Fault::EndAfter(n)) => Ok(Some((n, None))),
+        Some(Fault::ErrorAfter(n, s)) => Ok(Some((n, Some(s)))),
     }
 }
 
@@ -161,6 +177,9 @@ impl ListerWatcher for StorageLw {
 
     async fn list(&self, r: &ListRequest) -> Result<Page<Object>, Error> {
         apply_fault(self.begin(Call::List(r.clone()), true)).await?;
+        if r.continue_token.is_some() && self.script.lock().unwrap().expire_continuations {
+            return Err(Error::Api(status(410)));
+        }
         let opts = ListOptions {
             resource_version: r.resource_version,
             resource_version_match: vm(r.resource_version_match),
@@ -220,7 +239,11 @@ impl ListerWatcher for StorageLw {
             listwatch_storage::WatchEvent::Error(e) => Err(to_error(&e)),
         });
         let events = match end_after {
-            Some(n) => events.take(n).boxed(),
+            Some((n, None)) => events.take(n).boxed(),
+            Some((n, Some(s))) => events
+                .take(n)
+                .chain(futures::stream::iter([Err(Error::Api(s))]))
+                .boxed(),
             None => events.boxed(),
         };
         // The scripted expiry wins over any event ready at the same time.
