@@ -262,8 +262,8 @@ async fn a_410_on_a_continuation_page_falls_back_to_one_unpaginated_list_at_a_co
             lists[2].limit,
             &lists[2].continue_token
         ),
-        (None, None, &None),
-        "one unpaginated list at \"\""
+        (lists[0].resource_version, None, &None),
+        "one unpaginated list at the version the relist asked for"
     );
     assert_eq!(store_state(&store), backend_state(&backend).await);
     assert!(
@@ -389,6 +389,26 @@ async fn a_streaming_list_refused_with_410_is_retried_at_once_at_a_consistent_re
     store.wait_until_synced().await.unwrap();
     // The watch expires; the streaming relist at the last version is refused with 410.
     lw.fail_watches([Fault::Status(status(410))]);
+    lw.expire_watches();
+    create(&backend, "p2", "v").await;
+    assert!(eventually(Duration::from_secs(60), || store.len() == 3).await);
+    let w = lw.watches();
+    assert_eq!(w.len(), 3, "{w:?}");
+    assert!(w[1].1.send_initial_events && w[1].1.resource_version.is_some());
+    assert!(w[2].1.send_initial_events, "still a streaming list");
+    assert_eq!(w[2].1.resource_version, None, "at \"\"");
+    assert_eq!(w[2].0, w[1].0, "at once");
+    assert!(lw.lists().is_empty(), "no fallback to a paged list");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_list_failing_in_stream_with_410_is_retried_at_once_at_a_consistent_read() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    let (store, _) = spawn_reflector(lw.clone(), config().streaming_list(true));
+    store.wait_until_synced().await.unwrap();
+    // kube-apiserver's cacher opens the watch and sends ERROR 410 for a too-old version.
+    lw.fail_watches([Fault::ErrorAfter(0, status(410))]);
     lw.expire_watches();
     create(&backend, "p2", "v").await;
     assert!(eventually(Duration::from_secs(60), || store.len() == 3).await);

@@ -31,9 +31,11 @@ use crate::resource::Resource;
 ///   streaming failures → a plain list.
 /// - `Listing` → emits `InitApply` per pending object, fetches the next page, and finally
 ///   emits `InitDone` → `Listed`; a 410 on a continuation page → one unpaginated list at
-///   `""` (client-go's pager fallback), which restarts the relist with `Init`.
+///   the version asked (client-go's pager fallback; at `""` if that is gone too), which
+///   restarts the relist with `Init`.
 /// - `StreamingList` → `InitApply` per ADDED; the initial-events-end bookmark emits
-///   `InitDone` → `Watching` on the same stream; any failure → `Empty` with a plain list.
+///   `InitDone` → `Watching` on the same stream; an in-stream error follows the rules of a
+///   refused one; any other failure → `Empty` with a plain list.
 /// - `Listed` → `Watching` (watch opened); 429/refused → `Backoff { then: Listed }`;
 ///   other errors → `Backoff { then: Empty }`.
 /// - `Watching` → events; normal end, dropped connection or idle deadline → `Listed`; an
@@ -125,6 +127,8 @@ pub(super) struct Machine<L: ListerWatcher> {
     pub(super) rv_unavailable: bool,
     /// A streaming list failed: this relist uses a plain list.
     pub(super) fallback_to_list: bool,
+    /// The version the current (or last) streaming list asked for.
+    pub(super) streaming_rv: Option<u64>,
     /// The first list (at RV "0") came back paginated: the server has no watch cache for
     /// this resource, so relists keep their pages (client-go's `paginatedResult`).
     pub(super) paginated_result: bool,
@@ -148,6 +152,7 @@ impl<L: ListerWatcher> Machine<L> {
             last_rv: None,
             rv_unavailable: false,
             fallback_to_list: false,
+            streaming_rv: None,
             paginated_result: false,
             internal_errors_since: None,
             backoff,
@@ -242,11 +247,11 @@ impl<L: ListerWatcher> Machine<L> {
                         return Err(Error::StreamingListIncomplete);
                     }
                     Some(Some(Err(e))) => {
-                        tracing::warn!(error = %e, "streaming list failed, falling back to list");
-                        if e.is_expired() {
-                            self.rv_unavailable = true;
-                        }
-                        self.fallback_to_list = true;
+                        // client-go `watchList`: the same rules in-stream as when opening
+                        // (kube-apiserver's cacher reports a too-old version as an ERROR
+                        // event on an opened watch, not as a refused request).
+                        drop(stream);
+                        self.streaming_list_failed(&e);
                         return Err(e);
                     }
                 },
@@ -452,24 +457,37 @@ impl<L: ListerWatcher> Machine<L> {
         match self.lw.watch(&request).await {
             Ok(stream) => {
                 let idle = IdleDeadline::new(self.idle_limit(&request));
+                self.streaming_rv = rv;
                 self.state = State::StreamingList { stream, idle };
                 Some(Ok(Event::Init))
             }
-            Err(e) if (e.is_expired() || e.is_too_large_resource_version()) && rv.is_some() => {
-                // The version is gone or not there yet: a consistent snapshot at "" at once.
-                tracing::debug!(error = %e, "streaming list at the last version refused, retrying at \"\"");
-                self.rv_unavailable = true;
-                Some(Err(e))
-            }
-            Err(e) if e.is_retriable_with_backoff() => {
-                self.back_off(State::Empty, e.retry_after());
-                Some(Err(e))
-            }
             Err(e) => {
-                tracing::warn!(error = %e, "streaming list failed, falling back to list");
-                self.fallback_to_list = true;
+                self.streaming_rv = rv;
+                self.streaming_list_failed(&e);
                 Some(Err(e))
             }
+        }
+    }
+
+    /// What follows a failed streaming list, refused or failing in-stream (client-go
+    /// `watchList`'s `isErrorRetriableWithSideEffectsFn`): 410 / 504 too-large at a version
+    /// → at once again at `""`; 429 or a refused connection → again after a backoff; anything
+    /// else (or 410 at `""` already) → a plain list for this relist.
+    fn streaming_list_failed(&mut self, e: &Error) {
+        if (e.is_expired() || e.is_too_large_resource_version()) && self.streaming_rv.is_some() {
+            // The version is gone or not there yet: a consistent snapshot at "" at once.
+            tracing::debug!(error = %e, "streaming list at the last version refused, retrying at \"\"");
+            self.rv_unavailable = true;
+            self.state = State::Empty;
+        } else if e.is_retriable_with_backoff() {
+            self.back_off(State::Empty, e.retry_after());
+        } else {
+            tracing::warn!(error = %e, "streaming list failed, falling back to list");
+            if e.is_expired() {
+                self.rv_unavailable = true;
+            }
+            self.fallback_to_list = true;
+            self.state = State::Empty;
         }
     }
 
@@ -548,18 +566,27 @@ impl<L: ListerWatcher> Machine<L> {
             },
             Err(e) if e.is_expired() => {
                 // The snapshot behind the token was compacted away, as happens when a full
-                // walk takes longer than the compaction window: client-go's pager falls back
-                // to one unpaginated list (at "", the continuation's version), which restarts
-                // this relist.
-                tracing::debug!(error = %e, "continuation expired, one unpaginated list at \"\"");
-                match self.lw.list(&self.list_request(None, None, None)).await {
-                    Ok(page) => match self.listing(page, None) {
+                // walk takes longer than the compaction window: client-go's pager
+                // (`FullListIfExpired`) falls back to one unpaginated list at the version
+                // the relist asked for, which restarts this relist; if that version is gone
+                // too, the reflector lists at "" as after any expired list.
+                tracing::debug!(error = %e, "continuation expired, one unpaginated list");
+                match self.lw.list(&self.list_request(asked, None, None)).await {
+                    Ok(page) => match self.listing(page, asked) {
                         Ok(()) => Some(Ok(Event::Init)),
                         Err(e) => {
                             self.back_off(State::Empty, None);
                             Some(Err(e))
                         }
                     },
+                    Err(e)
+                        if (e.is_expired() || e.is_too_large_resource_version())
+                            && asked.is_some() =>
+                    {
+                        tracing::debug!(error = %e, "unpaginated list at the asked version failed, listing at \"\"");
+                        self.rv_unavailable = true;
+                        Some(self.first_page(None).await)
+                    }
                     Err(e) => {
                         self.back_off(State::Empty, e.retry_after());
                         Some(Err(e))

@@ -17,7 +17,8 @@
 //!   or [`Config::page_size`] fixes the size. A list failing with 410 Expired or 504 "Too
 //!   large resource version" is retried at once with RV `""` (a consistent read), which
 //!   later relists keep using until one succeeds. A 410 on a continuation page (a walk
-//!   slower than the compaction window) falls back to one unpaginated list at `""`.
+//!   slower than the compaction window) falls back to one unpaginated list at the version
+//!   the relist asked for (at `""` if that one is gone too).
 //! - A list or event without a resource version is an error, never version 0 (which would
 //!   make the next watch replay history).
 //! - The watch starts from the last synced version, always with bookmarks, and with a
@@ -38,9 +39,10 @@
 //!   silently stale.
 //! - Streaming list ([`Config::streaming_list`]): a watch with `sendInitialEvents=true`,
 //!   `resourceVersionMatch=NotOlderThan`, whose events until the initial-events-end bookmark
-//!   form the relist; the same stream then goes on as the watch. Refused with 410 or 504
-//!   too-large, it is retried at once at `""`; refused with 429 or a refused connection,
-//!   after a backoff; any other failure falls back to a plain list for that relist.
+//!   form the relist; the same stream then goes on as the watch. Refused or failing
+//!   in-stream with 410 or 504 too-large at a version, it is retried at once at `""`; with
+//!   429 or a refused connection, after a backoff; any other failure falls back to a plain
+//!   list for that relist.
 
 mod config;
 mod machine;
