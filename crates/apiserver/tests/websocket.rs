@@ -96,3 +96,50 @@ fn a_websocket_watch_sends_one_message_per_event_then_closes() {
     names.sort_unstable();
     assert_eq!(names, ["a", "b"]);
 }
+
+#[test]
+fn an_inbound_frame_over_the_limit_closes_the_websocket() {
+    let server = Server::start(&[]);
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "GET /api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=600 HTTP/1.1\r\n\
+         Host: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        server.addr
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"));
+    // A masked text frame of 64 KiB (the library's default limit is 64 MiB); a watch
+    // client has nothing to say that needs more than a ping.
+    let mask = [1u8, 2, 3, 4];
+    let mut frame = vec![0x81, 0x80 | 127];
+    frame.extend_from_slice(&65_536u64.to_be_bytes());
+    frame.extend_from_slice(&mask);
+    frame.extend((0..65_536).map(|i| b'a' ^ mask[i % 4]));
+    // The server may close before it has read it all.
+    let _ = s.write_all(&frame);
+    // The websocket ends: a close frame with 1009 (message too big), then the connection.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+            Err(e) => panic!("the websocket is still open ({e})"),
+        }
+    }
+    let close = got
+        .windows(4)
+        .position(|w| w[0] == 0x88 && w[1] >= 2 && w[2..4] == 1009u16.to_be_bytes())
+        .is_some();
+    assert!(close, "a 1009 close frame: {got:?}");
+}

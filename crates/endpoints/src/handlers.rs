@@ -621,7 +621,8 @@ async fn watch_request(
     };
     if let Some(ws) = ws {
         // One message per event on the same route, as upstream's websocket watch does.
-        return Ok(ws.on_upgrade(move |socket| watch_server::forward_to_websocket(socket, state)));
+        return Ok(watch_server::bounded(ws)
+            .on_upgrade(move |socket| watch_server::forward_to_websocket(socket, state)));
     }
     let mut resp = Body::from_stream(watch_server::body(state)).into_response();
     let h = resp.headers_mut();

@@ -19,7 +19,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{Message, Utf8Bytes, WebSocket};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use listwatch_api::watch::{EventType, encode_bookmark, encode_error, frame_chunks};
@@ -228,8 +228,24 @@ pub(crate) fn body(state: WatchState) -> impl Stream<Item = Result<Bytes, Infall
     frames(state).flat_map(|f| futures::stream::iter(f.chunks().map(Ok)))
 }
 
+/// The largest message (and frame) a watch's websocket accepts from the client. A watch
+/// client sends nothing meaningful: pings (at most 125 bytes), pongs and a close.
+pub(crate) const MAX_INBOUND_WEBSOCKET_MESSAGE: usize = 1024;
+
+/// A websocket upgrade with the watch's inbound bounds: messages and frames of at most
+/// [`MAX_INBOUND_WEBSOCKET_MESSAGE`] (the library default is 64 MiB; a larger frame is
+/// refused from its header, before its payload is read), and a small read buffer (the
+/// default allocates 128 KiB per socket up front). Outbound, each send waits for its flush,
+/// so the write buffer holds one event at most; automatic pongs replace each other.
+pub(crate) fn bounded(ws: WebSocketUpgrade) -> WebSocketUpgrade {
+    ws.max_message_size(MAX_INBOUND_WEBSOCKET_MESSAGE)
+        .max_frame_size(MAX_INBOUND_WEBSOCKET_MESSAGE)
+        .read_buffer_size(4 * 1024)
+}
+
 /// Serves a watch over a websocket: one text message per event (the frame without its
-/// newline), then a close. Ends early when the client closes or goes away.
+/// newline), then a close. Ends early when the client closes or goes away; a message over
+/// the inbound limit closes the socket with 1009 (message too big).
 pub(crate) async fn forward_to_websocket(mut socket: WebSocket, state: WatchState) {
     let frames = frames(state);
     futures::pin_mut!(frames);
@@ -243,7 +259,18 @@ pub(crate) async fn forward_to_websocket(mut socket: WebSocket, state: WatchStat
                 }
             }
             msg = socket.recv() => match msg {
-                None | Some(Err(_) | Ok(Message::Close(_))) => return,
+                None | Some(Ok(Message::Close(_))) => return,
+                Some(Err(e)) => {
+                    // tungstenite's capacity error; anything else just ends the socket.
+                    if e.to_string().contains("Space limit exceeded") {
+                        let close = CloseFrame {
+                            code: close_code::SIZE,
+                            reason: Utf8Bytes::from_static("message too big"),
+                        };
+                        let _ = socket.send(Message::Close(Some(close))).await;
+                    }
+                    return;
+                }
                 Some(Ok(_)) => {}
             },
         }
