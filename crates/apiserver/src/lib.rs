@@ -3,8 +3,9 @@
 //!
 //! It sits at the top of the pipeline and composes everything below: a storage backend
 //! (the embedded store by default, etcd by flag), one `listwatch-cacher` Cacher per
-//! resource, the REST endpoints of `listwatch-endpoints`, optional TLS ([`tls`]), and the
-//! metrics registry they share. Nothing depends on it.
+//! resource, the REST endpoints of `listwatch-endpoints`, the connection layer that serves
+//! them with bounded connections ([`serve`], optional TLS in [`tls`]), the validation of
+//! its flags ([`flags`]), and the metrics registry they share. Nothing depends on it.
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -30,8 +31,11 @@ use listwatch_storage::{Key, Storage};
 use serde_json::json;
 
 pub mod builtin;
+mod conn;
 pub mod custom;
+pub mod flags;
 pub mod security;
+pub mod serve;
 pub mod tls;
 
 /// The storage backend.
@@ -91,48 +95,73 @@ pub struct Options {
     /// YAML file declaring extra, CRD-like resources.
     #[arg(long)]
     pub resources: Option<PathBuf>,
-    /// Base of the randomized watch timeout, in seconds (upstream default 1800).
-    #[arg(long, default_value_t = 1800)]
+    /// Base of the randomized watch timeout, in seconds (upstream default 1800; at least 1:
+    /// upstream's 0 ends every watch without timeoutSeconds at once).
+    #[arg(long, default_value_t = 1800, value_parser = flags::min_request_timeout)]
     pub min_request_timeout: u64,
-    /// Longest a non-watch request may take, in seconds (upstream `--request-timeout`, 60).
-    #[arg(long, default_value_t = 60)]
+    /// Longest a non-watch request may take from its arrival, in seconds (upstream
+    /// `--request-timeout`, 60; at least 1: upstream's 0 times every request out at once).
+    #[arg(long, default_value_t = 60, value_parser = flags::request_timeout)]
     pub request_timeout: u64,
     /// Seconds to let requests finish after SIGTERM/SIGINT before exiting.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = flags::seconds)]
     pub shutdown_grace_period: u64,
-    /// Non-mutating requests served at once.
-    #[arg(long, default_value_t = 400)]
+    /// Non-mutating requests served at once (0: no limit, as upstream).
+    #[arg(long, default_value_t = 400, value_parser = flags::limit)]
     pub max_requests_inflight: usize,
-    /// Mutating requests served at once.
-    #[arg(long, default_value_t = 200)]
+    /// Mutating requests served at once (0: no limit, as upstream).
+    #[arg(long, default_value_t = 200, value_parser = flags::limit)]
     pub max_mutating_requests_inflight: usize,
     /// Watches open at once (0: no limit).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = flags::limit)]
     pub max_watches: usize,
     /// Watches one client (user, or remote address before authentication) may have open
     /// at once (0: no limit).
-    #[arg(long, default_value_t = 1_000)]
+    #[arg(long, default_value_t = 1_000, value_parser = flags::limit)]
     pub max_watches_per_client: usize,
     /// Requests of one client that may wait at once for their body or a seat, per kind
     /// (read-only, mutating); upstream APF's queue length limit.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = flags::positive_count)]
     pub max_queued_requests_per_client: usize,
     /// Bytes of request bodies held in memory at once (0: no limit).
-    #[arg(long, default_value_t = 256 * 1024 * 1024)]
+    #[arg(long, default_value_t = 256 * 1024 * 1024, value_parser = flags::bytes_limit)]
     pub max_buffered_request_bytes: usize,
+    /// Connections open at once, TLS handshakes included; one more is accepted and closed
+    /// (0: no limit). Keep it above --max-watches (an HTTP/1.1 watch is a connection).
+    #[arg(long, default_value_t = 12_000, value_parser = flags::limit)]
+    pub max_connections: usize,
+    /// Seconds a connection has for its first request head, and a later head from its
+    /// first byte (Go's ReadHeaderTimeout, which upstream sets to 32 s).
+    #[arg(long, default_value_t = 32, value_parser = flags::positive_seconds)]
+    pub read_header_timeout: u64,
+    /// Seconds a keep-alive connection may wait for its next request (upstream's
+    /// IdleTimeout, 90 s).
+    #[arg(long, default_value_t = 90, value_parser = flags::positive_seconds)]
+    pub idle_connection_timeout: u64,
+    /// Seconds a write may make no progress before the connection is closed (a client that
+    /// stopped reading).
+    #[arg(long, default_value_t = 60, value_parser = flags::positive_seconds)]
+    pub write_stall_timeout: u64,
+    /// TLS handshakes past their ClientHello at once (0: no limit).
+    #[arg(long, default_value_t = 128, value_parser = flags::limit)]
+    pub max_tls_handshakes: usize,
+    /// Seconds a TLS client has for each step: sending its ClientHello, getting a handshake
+    /// slot, completing the handshake.
+    #[arg(long, default_value_t = 10, value_parser = flags::positive_seconds)]
+    pub tls_handshake_timeout: u64,
     /// Serve reads and watches from a watch cache per resource (upstream `--watch-cache`);
     /// `--watch-cache=false` serves the backend directly.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub watch_cache: bool,
     /// Embedded store: compaction keeps at least this many recent revisions.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = flags::count)]
     pub embedded_retain_revisions: u64,
     /// Embedded store: compaction keeps at least this many seconds of history.
-    #[arg(long, default_value_t = 300)]
+    #[arg(long, default_value_t = 300, value_parser = flags::seconds)]
     pub embedded_retain_window: u64,
     /// Embedded store: history is compacted before it holds more than this many bytes
     /// (default: 1/16 of the machine's memory).
-    #[arg(long)]
+    #[arg(long, value_parser = flags::count)]
     pub embedded_retain_bytes: Option<u64>,
     /// Embedded store: keep the data in this directory (a write-ahead log and snapshots),
     /// so that it survives restarts; without it the data lives in memory only.
@@ -380,6 +409,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     if let Backends::Embedded(store) = &backends {
         store.register_metrics(installer.registry_mut());
     }
+    let conn_metrics = serve::ConnMetrics::register(installer.registry_mut());
     let mut cachers = Vec::new();
     for info in all_resources(opts)? {
         let backend = backends.storage_for(&info);
@@ -423,6 +453,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
             security,
             informers,
             _reconciler: reconciler.map(AbortOnDrop),
+            conn_metrics,
         },
     ))
 }
@@ -457,6 +488,7 @@ pub struct Running {
     security: Arc<security::Security>,
     informers: Option<security::rbac::Informers>,
     _reconciler: Option<AbortOnDrop>,
+    conn_metrics: serve::ConnMetrics,
 }
 
 impl std::fmt::Debug for Running {
@@ -477,6 +509,33 @@ impl Running {
         if let Some(i) = &self.informers {
             i.wait_synced().await;
         }
+    }
+
+    /// The connection layer's metrics, registered with the API's.
+    pub fn conn_metrics(&self) -> &serve::ConnMetrics {
+        &self.conn_metrics
+    }
+}
+
+impl Options {
+    /// How [`serve::serve`] bounds connections, by these options (reads the TLS files).
+    pub fn serve_config(&self) -> Result<serve::ServeConfig, ServerError> {
+        let secs = Duration::from_secs;
+        let tls = match (&self.tls_cert_file, &self.tls_private_key_file) {
+            (Some(cert), Some(key)) => Some(serve::TlsSettings {
+                config: tls::server_config(cert, key, self.security.client_ca_file.as_deref())?,
+                max_handshakes: self.max_tls_handshakes,
+                handshake_timeout: secs(self.tls_handshake_timeout),
+            }),
+            _ => None,
+        };
+        Ok(serve::ServeConfig {
+            max_connections: self.max_connections,
+            read_header_timeout: secs(self.read_header_timeout),
+            idle_timeout: secs(self.idle_connection_timeout),
+            write_stall_timeout: secs(self.write_stall_timeout),
+            tls,
+        })
     }
 }
 
@@ -501,15 +560,15 @@ pub async fn run(
     let listener = tokio::net::TcpListener::bind(opts.bind).await.map_err(io)?;
     let addr = listener.local_addr().map_err(io)?;
     let shutdown = api.shutdown_handle();
-    let router = router(&api, &running);
-    let mut server = match (&opts.tls_cert_file, &opts.tls_private_key_file) {
-        (Some(cert), Some(key)) => {
-            let config = tls::server_config(cert, key, opts.security.client_ca_file.as_deref())?;
-            let tls = tls::TlsListener::new(listener, config).map_err(io)?;
-            spawn_server(tls, router, shutdown.clone())
-        }
-        _ => spawn_server(listener, router, shutdown.clone()),
-    };
+    let serve_config = opts.serve_config()?;
+    warn_if_files_run_out(serve_config.max_connections);
+    let mut server = tokio::spawn(serve::serve(
+        listener,
+        router(&api, &running),
+        serve_config,
+        shutdown.clone(),
+        running.conn_metrics.clone(),
+    ));
     if let Some(pki) = &pki {
         let path = pki.write_kubeconfig(addr).map_err(io)?;
         tracing::info!(kubeconfig = %path.display(), "admin kubeconfig written");
@@ -562,24 +621,31 @@ pub async fn run(
     Ok(())
 }
 
-/// Serves `router` on `listener` until shutdown begins and open connections finish.
-fn spawn_server<L>(
-    listener: L,
-    router: axum::Router,
-    shutdown: listwatch_endpoints::ShutdownHandle,
-) -> tokio::task::JoinHandle<std::io::Result<()>>
-where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-    security::filter::Peer:
-        for<'a> axum::extract::connect_info::Connected<axum::serve::IncomingStream<'a, L>>,
-{
-    let server = axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<security::filter::Peer>(),
-    )
-    .with_graceful_shutdown(async move { shutdown.wait().await });
-    tokio::spawn(async move { server.await })
+/// Warns when the connection cap does not fit the open-file limit: accepts would fail
+/// (and wait) before the cap is reached. Linux only (reads `/proc/self/limits`).
+fn warn_if_files_run_out(max_connections: usize) {
+    let soft_limit = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            limits
+                .lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3))
+                .and_then(|n| n.parse::<usize>().ok())
+        });
+    // Room for the store, etcd connections, logs and the listener.
+    const RESERVE: usize = 256;
+    if let Some(files) = soft_limit
+        && (max_connections == 0 || max_connections.saturating_add(RESERVE) > files)
+    {
+        tracing::warn!(
+            max_connections,
+            open_file_limit = files,
+            "the open-file limit is below --max-connections plus a reserve of {RESERVE}: \
+             connections beyond it wait to be accepted; raise the limit (ulimit -n) or \
+             lower --max-connections"
+        );
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

@@ -112,3 +112,100 @@ async fn https_serves_kubectl_and_the_rustls_client_with_a_trusted_certificate()
     let untrusted = listwatch_client::HttpListerWatcher::new(wrong, "/api/v1/namespaces").unwrap();
     assert!(untrusted.list(&ListRequest::default()).await.is_err());
 }
+
+/// A CA and a server certificate it signed for 127.0.0.1, made in-process:
+/// (CA certificate PEM, server certificate file, server key file).
+fn in_process_certificates(dir: &Path) -> (Vec<u8>, PathBuf, PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let (cert_file, key_file) = (dir.join("tls.crt"), dir.join("tls.key"));
+    std::fs::write(&cert_file, leaf.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    (ca_cert.pem().into_bytes(), cert_file, key_file)
+}
+
+/// The bytes of a TLS ClientHello, as a real client would open with.
+fn client_hello() -> Vec<u8> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let mut conn =
+        rustls::ClientConnection::new(std::sync::Arc::new(config), "localhost".try_into().unwrap())
+            .unwrap();
+    let mut hello = Vec::new();
+    conn.write_tls(&mut hello).unwrap();
+    hello
+}
+
+/// Reads until the server closes the connection; returns what arrived.
+fn read_until_closed(s: &mut std::net::TcpStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
+            Err(e) => panic!("the connection is still open ({e})"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn handshakes_that_never_complete_are_cut_and_a_real_client_is_served() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = in_process_certificates(dir.path());
+    let server = Server::start(&[
+        "--tls-cert-file",
+        cert.to_str().unwrap(),
+        "--tls-private-key-file",
+        key.to_str().unwrap(),
+        "--tls-handshake-timeout",
+        "2",
+        "--max-tls-handshakes",
+        "1",
+    ]);
+    let connect = || {
+        let s = std::net::TcpStream::connect(&server.addr).unwrap();
+        s.set_read_timeout(Some(common::PATIENCE)).unwrap();
+        s
+    };
+    // One connection says nothing; another sends its ClientHello and then nothing, holding
+    // the only handshake slot.
+    let mut silent = connect();
+    let mut stalled = connect();
+    stalled.write_all(&client_hello()).unwrap();
+    // A real client is served meanwhile: its handshake waits at most for that slot.
+    let config = listwatch_client::HttpConfig::new(server.url.clone())
+        .unwrap()
+        .ca_pem(ca);
+    let lw = listwatch_client::HttpListerWatcher::new(config, "/api/v1/namespaces").unwrap();
+    let page = lw.list(&ListRequest::default()).await.unwrap();
+    assert!(page.items.iter().any(|o| o.name() == "default"));
+    // Both are closed by the server at their handshake deadline; the second got the start
+    // of the server's handshake (a TLS handshake record), never an HTTP answer.
+    let (silent_got, stalled_got) = tokio::task::spawn_blocking(move || {
+        (
+            read_until_closed(&mut silent),
+            read_until_closed(&mut stalled),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(silent_got.is_empty());
+    assert_eq!(stalled_got.first(), Some(&0x16), "a handshake record");
+}

@@ -40,44 +40,14 @@ use super::{Mode, Security};
 pub struct Identity(pub Arc<UserInfo>);
 
 /// The client end of a connection: its address and, over TLS, the certificate chain it
-/// presented (request extension through axum's connect info).
+/// presented (request extension `ConnectInfo<Peer>`, set by [`crate::serve`] on every
+/// request of the connection).
 #[derive(Debug, Clone)]
 pub struct Peer {
     /// The client's address.
     pub addr: SocketAddr,
     /// Its TLS client certificates, end entity first.
     pub certs: Option<Arc<Vec<CertificateDer<'static>>>>,
-}
-
-impl
-    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tokio::net::TcpListener>>
-    for Peer
-{
-    fn connect_info(stream: axum::serve::IncomingStream<'_, tokio::net::TcpListener>) -> Self {
-        Self {
-            addr: *stream.remote_addr(),
-            certs: None,
-        }
-    }
-}
-
-impl
-    axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, crate::tls::TlsListener>>
-    for Peer
-{
-    fn connect_info(stream: axum::serve::IncomingStream<'_, crate::tls::TlsListener>) -> Self {
-        let certs = stream
-            .io()
-            .get_ref()
-            .1
-            .peer_certificates()
-            .filter(|c| !c.is_empty())
-            .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
-        Self {
-            addr: *stream.remote_addr(),
-            certs,
-        }
-    }
 }
 
 /// Metrics of the filter.

@@ -1,0 +1,436 @@
+//! One connection's deadlines: an I/O wrapper that gives reads and writes the deadlines
+//! hyper's HTTP/1 server does not (it has only a header timeout, which also runs while a
+//! keep-alive connection is idle), and the per-connection state that tells it whether a
+//! request is in progress.
+//!
+//! The phases of a connection, and the deadline of a read that has to wait:
+//! - **first request**: its head must be complete within the read-header timeout of the
+//!   connection's start (after TLS), as Go's `ReadHeaderTimeout`;
+//! - **idle** between requests: the idle timeout (Go's `IdleTimeout`) until the first byte
+//!   of the next request, then the read-header timeout from that byte;
+//! - **busy** while a request is in progress — from the moment hyper hands its head to the
+//!   service until its response body ends or is dropped: no read deadline (reading a body is
+//!   bounded by the request's own deadline, a watch by its timeout); also for good after an
+//!   upgrade (websocket watches);
+//! - **any time**: a write that makes no progress for the write-stall timeout fails (the
+//!   peer stopped reading).
+//!
+//! A deadline that passes fails the pending read or write with `TimedOut`; hyper then closes
+//! the connection without a response (as Go does for a header timeout).
+//!
+//! Invariants: the per-connection state is touched when a request starts and when its
+//! response ends, never per body frame; the wrapper's timers belong to the connection's own
+//! task, so no lock or shared counter is touched per read, write or watch event.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use hyper::body::{Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+use crate::serve::ConnMetrics;
+
+/// The deadlines of one connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub(crate) read_header: Duration,
+    pub(crate) idle: Duration,
+    pub(crate) write_stall: Duration,
+}
+
+/// What the service tells the I/O side about requests on this connection.
+#[derive(Debug, Default)]
+pub(crate) struct Activity {
+    /// Requests whose response has not ended.
+    active: AtomicUsize,
+    /// Responses ended so far (a new value starts an idle period).
+    finished: AtomicU64,
+    /// Set once the connection was upgraded (a websocket).
+    upgraded: AtomicBool,
+}
+
+impl Activity {
+    /// A request starts; the guard ends it when dropped (with the response body).
+    pub(crate) fn request_started(self: &Arc<Self>) -> RequestGuard {
+        self.active.fetch_add(1, Ordering::AcqRel);
+        RequestGuard(Arc::clone(self))
+    }
+}
+
+/// Ends its request when dropped.
+#[derive(Debug)]
+pub(crate) struct RequestGuard(Arc<Activity>);
+
+impl RequestGuard {
+    /// The response switches protocols: the connection leaves the HTTP read deadlines.
+    pub(crate) fn upgraded(&self) {
+        self.0.upgraded.store(true, Ordering::Release);
+    }
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        // `finished` first: whoever sees `active` drop also sees the new idle period.
+        self.0.finished.fetch_add(1, Ordering::AcqRel);
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A response body that ends its request when it ends or is dropped.
+pub(crate) struct TrackedBody {
+    inner: Body,
+    guard: Option<RequestGuard>,
+}
+
+impl TrackedBody {
+    pub(crate) fn new(inner: Body, guard: RequestGuard) -> Self {
+        Self {
+            inner,
+            guard: Some(guard),
+        }
+    }
+}
+
+impl hyper::body::Body for TrackedBody {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(None | Some(Err(_))) = polled {
+            // The last frame is out: the connection may go idle before hyper drops us.
+            self.guard = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Before the first request's head is complete, since the connection's start.
+    First(Instant),
+    /// Between requests, nothing received yet, since the last response ended.
+    Idle(Instant),
+    /// Between requests, receiving a head whose first byte came at this instant.
+    Head(Instant),
+    /// A request in progress.
+    Busy,
+}
+
+/// An I/O stream with the deadlines of [`Timeouts`], following [`Activity`].
+pub(crate) struct TimedIo<S> {
+    inner: S,
+    activity: Arc<Activity>,
+    timeouts: Timeouts,
+    phase: Phase,
+    seen_finished: u64,
+    read_timer: Option<Pin<Box<Sleep>>>,
+    read_deadline: Option<Instant>,
+    write_timer: Option<Pin<Box<Sleep>>>,
+    /// When the pending write must have made progress by.
+    write_deadline: Option<Instant>,
+    metrics: ConnMetrics,
+}
+
+impl<S> TimedIo<S> {
+    pub(crate) fn new(
+        inner: S,
+        activity: Arc<Activity>,
+        timeouts: Timeouts,
+        metrics: ConnMetrics,
+    ) -> Self {
+        Self {
+            inner,
+            activity,
+            timeouts,
+            phase: Phase::First(Instant::now()),
+            seen_finished: 0,
+            read_timer: None,
+            read_deadline: None,
+            write_timer: None,
+            write_deadline: None,
+            metrics,
+        }
+    }
+
+    /// Brings the phase up to date with the service's view.
+    fn refresh(&mut self) {
+        if self.activity.active.load(Ordering::Acquire) > 0 {
+            self.phase = Phase::Busy;
+            return;
+        }
+        let finished = self.activity.finished.load(Ordering::Acquire);
+        if finished != self.seen_finished || matches!(self.phase, Phase::Busy) {
+            self.seen_finished = finished;
+            self.phase = Phase::Idle(Instant::now());
+        }
+    }
+
+    /// The deadline of a read that has to wait, and what it is called in metrics.
+    fn read_deadline(&mut self) -> Option<(Instant, &'static str)> {
+        if self.activity.upgraded.load(Ordering::Acquire) {
+            return None;
+        }
+        self.refresh();
+        match self.phase {
+            Phase::First(since) | Phase::Head(since) => {
+                Some((since + self.timeouts.read_header, "read_header"))
+            }
+            Phase::Idle(since) => Some((since + self.timeouts.idle, "idle")),
+            Phase::Busy => None,
+        }
+    }
+
+    fn on_bytes_read(&mut self) {
+        if self.activity.upgraded.load(Ordering::Acquire) {
+            return;
+        }
+        self.refresh();
+        if let Phase::Idle(_) = self.phase {
+            self.phase = Phase::Head(Instant::now());
+        }
+    }
+
+    /// A pending write: fails once no write has made progress for the stall timeout.
+    fn write_pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        let deadline = *self
+            .write_deadline
+            .get_or_insert_with(|| Instant::now() + self.timeouts.write_stall);
+        if expired(&mut self.write_timer, deadline, cx) {
+            self.metrics.timed_out("write_stall");
+            return Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the peer stopped reading",
+            )));
+        }
+        Poll::Pending
+    }
+
+    fn write_done<T>(
+        &mut self,
+        r: Poll<std::io::Result<T>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<T>> {
+        match r {
+            Poll::Pending => self.write_pending(cx),
+            ready => {
+                self.write_deadline = None;
+                ready
+            }
+        }
+    }
+}
+
+/// Arms `timer` for `deadline` (reusing its allocation) and polls it.
+fn expired(timer: &mut Option<Pin<Box<Sleep>>>, deadline: Instant, cx: &mut Context<'_>) -> bool {
+    let t = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+    if t.deadline() != deadline {
+        t.as_mut().reset(deadline);
+    }
+    t.as_mut().poll(cx).is_ready()
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for TimedIo<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                if buf.filled().len() > before {
+                    this.on_bytes_read();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                let Some((deadline, what)) = this.read_deadline() else {
+                    return Poll::Pending;
+                };
+                this.read_deadline = Some(deadline);
+                if expired(&mut this.read_timer, deadline, cx) {
+                    this.metrics.timed_out(what);
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        what,
+                    )));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.write_done(r, cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.write_done(r, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_flush(cx);
+        this.write_done(r, cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.write_done(r, cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
+
+    fn timeouts() -> Timeouts {
+        Timeouts {
+            read_header: Duration::from_secs(30),
+            idle: Duration::from_secs(90),
+            write_stall: Duration::from_secs(60),
+        }
+    }
+
+    fn metrics() -> ConnMetrics {
+        ConnMetrics::register(&mut prometheus_client::registry::Registry::default())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_head_must_arrive_within_the_header_timeout() {
+        let (client, server) = duplex(64);
+        let mut io = TimedIo::new(server, Arc::default(), timeouts(), metrics());
+        let start = Instant::now();
+        let mut client = client;
+        // Bytes that keep coming do not extend the first request's deadline.
+        tokio::spawn(async move {
+            loop {
+                if client.write_all(b"G").await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let mut buf = [0u8; 16];
+        let err = loop {
+            match io.read(&mut buf).await {
+                Ok(_) => {}
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_then_header_timeout_and_none_while_busy_or_upgraded() {
+        let (mut client, server) = duplex(64);
+        let activity = Arc::new(Activity::default());
+        let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
+        let mut buf = [0u8; 16];
+        // A request is in progress: no read deadline, however long.
+        let guard = activity.request_started();
+        let waited = tokio::time::timeout(Duration::from_secs(3600), io.read(&mut buf)).await;
+        assert!(waited.is_err(), "still waiting after an hour");
+        // Its response ends: idle, 90 s.
+        drop(guard);
+        let start = Instant::now();
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(
+            (err.kind(), start.elapsed()),
+            (std::io::ErrorKind::TimedOut, Duration::from_secs(90))
+        );
+
+        // A new idle period; the next head starts after 50 s: 30 s from its first byte.
+        let (mut client2, server2) = duplex(64);
+        let activity = Arc::new(Activity::default());
+        let mut io = TimedIo::new(server2, Arc::clone(&activity), timeouts(), metrics());
+        drop(activity.request_started());
+        let start = Instant::now();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(50)).await;
+            client2.write_all(b"GET / HT").await.unwrap();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(client2);
+        });
+        assert_eq!(io.read(&mut buf).await.unwrap(), 8);
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(80));
+
+        // Upgraded: no read deadline at all.
+        let (_client3, server3) = duplex(64);
+        let activity = Arc::new(Activity::default());
+        let mut io = TimedIo::new(server3, Arc::clone(&activity), timeouts(), metrics());
+        let g = activity.request_started();
+        g.upgraded();
+        drop(g);
+        let waited = tokio::time::timeout(Duration::from_secs(3600), io.read(&mut buf)).await;
+        assert!(waited.is_err());
+        client.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_without_progress_fails_after_the_stall_timeout() {
+        let (mut client, server) = duplex(16);
+        let mut io = TimedIo::new(server, Arc::default(), timeouts(), metrics());
+        // Progress resets the clock: the peer reads 16 bytes every 50 s.
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 16];
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_secs(50)).await;
+                client.read_exact(&mut buf).await.unwrap();
+            }
+            // Then it stops reading, keeping the pipe open.
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(client);
+        });
+        let start = Instant::now();
+        let err = io.write_all(&[0u8; 1024]).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        // Three reads at 50, 100, 150 s; then 60 s without progress.
+        assert_eq!(start.elapsed(), Duration::from_secs(210));
+        reader.abort();
+    }
+}

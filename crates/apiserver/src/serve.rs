@@ -1,0 +1,414 @@
+//! The server's accept loop and connections: our own loop on hyper-util's connection
+//! builder (HTTP/1.1), instead of `axum::serve`, so that every connection is bounded.
+//!
+//! Bounds:
+//! - at most [`ServeConfig::max_connections`] connections are open, TLS handshakes
+//!   included. One more is accepted and closed at once (counted in
+//!   `apiserver_rejected_connections_total`) rather than left unaccepted: a client then
+//!   sees its connection refused immediately and can retry, instead of hanging in the
+//!   listen backlog with no deadline, and every excess connection costs one accept;
+//! - TLS: a client has [`TlsSettings::handshake_timeout`] for each step: to send its
+//!   ClientHello, to get one of [`TlsSettings::max_handshakes`] handshake slots, to complete
+//!   the handshake ([`crate::tls`]); a connection that never sends a ClientHello holds only
+//!   its connection slot until then;
+//! - reads and writes have the deadlines of `conn.rs`: the first request's head within
+//!   the read-header timeout, the idle timeout between requests, a stalled write fails;
+//! - the request head is bounded by hyper: at most 100 header fields and its read buffer
+//!   (about 400 KiB), else 431.
+//!
+//! Every request carries `ConnectInfo<SocketAddr>` (the peer address, axum's extractor),
+//! `ConnectInfo<Peer>` (the address and, over TLS, the client's certificate chain, which the
+//! authenticator verifies) and a [`ClientKey`] of the peer's IP address, which flow control
+//! keys on unless the security filter replaces it with the authenticated user.
+//!
+//! Shutdown, as `axum::serve`'s graceful shutdown did: when the API's shutdown begins the
+//! loop stops accepting, handshakes in progress are dropped, idle connections close, and a
+//! busy one finishes its response (watches end through the API's own shutdown) before
+//! [`serve`] returns.
+//!
+//! HTTP/2 later: enable hyper-util's `http2` feature (the builder then tells the protocols
+//! apart by the client preface) and add `h2` to the TLS ALPN list; the read-header and idle
+//! deadlines of `conn.rs` follow requests, not HTTP/1 framing, so they carry over.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use axum::http::{Request, Response, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use listwatch_endpoints::{ClientKey, ShutdownHandle};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+use tower::ServiceExt;
+
+use crate::conn::{Activity, TimedIo, Timeouts, TrackedBody};
+use crate::security::filter::Peer;
+use crate::tls::Handshaker;
+
+/// How connections are bounded.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Connections open at once (0: no limit).
+    pub max_connections: usize,
+    /// The first request's head must arrive within this of the connection's start, a later
+    /// head within this of its first byte.
+    pub read_header_timeout: Duration,
+    /// Longest a connection may wait for its next request.
+    pub idle_timeout: Duration,
+    /// Longest a write may make no progress.
+    pub write_stall_timeout: Duration,
+    /// HTTPS, when set.
+    pub tls: Option<TlsSettings>,
+}
+
+/// HTTPS and its handshake bounds.
+#[derive(Debug, Clone)]
+pub struct TlsSettings {
+    /// The rustls configuration ([`crate::tls::server_config`]).
+    pub config: Arc<rustls::ServerConfig>,
+    /// Handshakes past their ClientHello at once (0: no limit).
+    pub max_handshakes: usize,
+    /// Longest each step of a handshake may take: the ClientHello, getting a handshake slot,
+    /// the handshake itself.
+    pub handshake_timeout: Duration,
+}
+
+/// The connection layer's metrics.
+#[derive(Clone)]
+pub struct ConnMetrics {
+    open: Gauge,
+    rejected: Counter,
+    timeouts: Family<Vec<(&'static str, &'static str)>, Counter>,
+    pub(crate) handshakes: Gauge,
+    pub(crate) handshakes_waiting: Gauge,
+    pub(crate) handshake_failures: Counter,
+}
+
+impl std::fmt::Debug for ConnMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ConnMetrics")
+    }
+}
+
+impl ConnMetrics {
+    /// Creates the metrics and registers them.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self {
+            open: Gauge::default(),
+            rejected: Counter::default(),
+            timeouts: Family::default(),
+            handshakes: Gauge::default(),
+            handshakes_waiting: Gauge::default(),
+            handshake_failures: Counter::default(),
+        };
+        registry.register(
+            "apiserver_open_connections",
+            "Connections open, TLS handshakes included",
+            m.open.clone(),
+        );
+        registry.register(
+            "apiserver_rejected_connections",
+            "Connections closed at once for the connection limit",
+            m.rejected.clone(),
+        );
+        registry.register(
+            "apiserver_connection_timeouts",
+            "Connections closed by a deadline, by phase (tls_handshake, read_header, idle, write_stall)",
+            m.timeouts.clone(),
+        );
+        registry.register(
+            "apiserver_tls_handshakes_in_progress",
+            "TLS handshakes past their ClientHello",
+            m.handshakes.clone(),
+        );
+        registry.register(
+            "apiserver_tls_handshakes_waiting",
+            "TLS handshakes waiting for a handshake slot",
+            m.handshakes_waiting.clone(),
+        );
+        registry.register(
+            "apiserver_tls_handshake_errors",
+            "TLS handshakes that failed (not by their deadline)",
+            m.handshake_failures.clone(),
+        );
+        m
+    }
+
+    pub(crate) fn timed_out(&self, phase: &'static str) {
+        self.timeouts.get_or_create(&vec![("phase", phase)]).inc();
+    }
+}
+
+/// Increments a gauge until dropped.
+pub(crate) struct GaugeGuard(Gauge);
+
+impl GaugeGuard {
+    pub(crate) fn new(g: &Gauge) -> Self {
+        g.inc();
+        Self(g.clone())
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` begins and every connection has ended.
+///
+/// # Errors
+/// None today: accept errors are logged and retried (a full file table waits a moment).
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    config: ServeConfig,
+    shutdown: ShutdownHandle,
+    metrics: ConnMetrics,
+) -> std::io::Result<()> {
+    let slots = (config.max_connections > 0).then(|| {
+        Arc::new(Semaphore::new(
+            config.max_connections.min(Semaphore::MAX_PERMITS),
+        ))
+    });
+    let handshaker = config
+        .tls
+        .as_ref()
+        .map(|t| Arc::new(Handshaker::new(t, metrics.clone())));
+    let timeouts = Timeouts {
+        read_header: config.read_header_timeout,
+        idle: config.idle_timeout,
+        write_stall: config.write_stall_timeout,
+    };
+    // Every connection task holds a receiver; `closed()` resolves when the last ends.
+    let (all_closed, conn_rx) = watch::channel(());
+    let mut last_warning: Option<tokio::time::Instant> = None;
+    loop {
+        let (stream, peer) = tokio::select! {
+            biased;
+            () = shutdown.wait() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(c) => c,
+                Err(e) => {
+                    accept_failed(&e, &mut last_warning).await;
+                    continue;
+                }
+            },
+        };
+        let permit = match &slots {
+            None => None,
+            Some(s) => match Arc::clone(s).try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    metrics.rejected.inc();
+                    tracing::debug!(%peer, "connection limit reached: closing a new connection");
+                    drop(stream);
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let task = Connection {
+            peer,
+            router: router.clone(),
+            timeouts,
+            shutdown: shutdown.clone(),
+            metrics: metrics.clone(),
+        };
+        let handshaker = handshaker.clone();
+        let conn_rx = conn_rx.clone();
+        tokio::spawn(async move {
+            let _open = GaugeGuard::new(&task.metrics.open);
+            let _slot = permit;
+            let _alive = conn_rx;
+            match handshaker {
+                None => {
+                    let peer = Peer {
+                        addr: peer,
+                        certs: None,
+                    };
+                    task.serve(stream, peer).await;
+                }
+                Some(h) => {
+                    let tls = tokio::select! {
+                        tls = h.accept(stream, peer) => tls,
+                        () = task.shutdown.wait() => None,
+                    };
+                    if let Some(tls) = tls {
+                        // The chain is verified per request by the authenticator (a bad
+                        // one is a 401, as upstream), so it travels with each request.
+                        let certs = tls
+                            .get_ref()
+                            .1
+                            .peer_certificates()
+                            .filter(|c| !c.is_empty())
+                            .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
+                        task.serve(tls, Peer { addr: peer, certs }).await;
+                    }
+                }
+            }
+        });
+    }
+    drop(listener);
+    drop(conn_rx);
+    all_closed.closed().await;
+    Ok(())
+}
+
+/// Logs a failed accept (at most every few seconds) and, when the process is out of file
+/// descriptors or memory, waits a moment so that the loop does not spin.
+async fn accept_failed(e: &std::io::Error, last_warning: &mut Option<tokio::time::Instant>) {
+    use std::io::ErrorKind;
+    // The peer gave up before we accepted: nothing to do.
+    if matches!(
+        e.kind(),
+        ErrorKind::ConnectionAborted | ErrorKind::ConnectionReset | ErrorKind::Interrupted
+    ) {
+        return;
+    }
+    let now = tokio::time::Instant::now();
+    if last_warning.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(10)) {
+        *last_warning = Some(now);
+        tracing::warn!(error = %e, "accepting a connection failed; retrying");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// One accepted connection.
+struct Connection {
+    peer: SocketAddr,
+    router: Router,
+    timeouts: Timeouts,
+    shutdown: ShutdownHandle,
+    metrics: ConnMetrics,
+}
+
+impl Connection {
+    /// Serves HTTP on `io` until the peer leaves, a deadline passes, or shutdown completes.
+    async fn serve<S>(self, io: S, client: Peer)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let activity = Arc::new(Activity::default());
+        let io = TimedIo::new(
+            io,
+            Arc::clone(&activity),
+            self.timeouts,
+            self.metrics.clone(),
+        );
+        let (peer, router) = (self.peer, self.router);
+        let key = ClientKey::address(peer.ip());
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            // Counted from the moment hyper hands over the head, so the connection is busy.
+            let guard = activity.request_started();
+            req.extensions_mut().insert(ConnectInfo(peer));
+            req.extensions_mut().insert(ConnectInfo(client.clone()));
+            req.extensions_mut().insert(key.clone());
+            let router = router.clone();
+            async move {
+                let resp = match router.oneshot(req.map(Body::new)).await {
+                    Ok(r) => r,
+                    Err(never) => match never {},
+                };
+                if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
+                    guard.upgraded();
+                }
+                Ok::<Response<TrackedBody>, Infallible>(resp.map(|b| TrackedBody::new(b, guard)))
+            }
+        });
+        let builder = auto::Builder::new(TokioExecutor::new());
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        let stop = self.shutdown.wait();
+        tokio::pin!(stop);
+        let mut stopping = false;
+        loop {
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(e) = result {
+                        tracing::debug!(%peer, error = %e, "connection ended");
+                    }
+                    break;
+                }
+                () = &mut stop, if !stopping => {
+                    stopping = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use axum::Extension;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn config() -> ServeConfig {
+        ServeConfig {
+            max_connections: 8,
+            read_header_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
+            write_stall_timeout: Duration::from_secs(60),
+            tls: None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_carry_the_peer_and_shutdown_closes_idle_keep_alive_connections() {
+        let api =
+            listwatch_endpoints::Installer::new(listwatch_endpoints::Config::default()).build();
+        let shutdown = api.shutdown_handle();
+        let router = Router::new().route(
+            "/who",
+            get(
+                |ConnectInfo(peer): ConnectInfo<SocketAddr>,
+                 Extension(key): Extension<ClientKey>| async move {
+                    format!("{peer} {key}")
+                },
+            ),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let metrics = ConnMetrics::register(&mut Registry::default());
+        let server = tokio::spawn(serve(listener, router, config(), shutdown.clone(), metrics));
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut s = socket.connect(addr).await.unwrap();
+        let local = s.local_addr().unwrap();
+        // A keep-alive request: the connection stays open after the answer.
+        s.write_all(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut got = Vec::new();
+        while !String::from_utf8_lossy(&got).contains("127.0.0.2\r\n")
+            && !String::from_utf8_lossy(&got).ends_with("127.0.0.2")
+        {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed early: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.ends_with(&format!("{local} 127.0.0.2")), "{text}");
+        // Shutdown closes the idle connection, and the server returns.
+        shutdown.shutdown();
+        server.await.unwrap().unwrap();
+        assert_eq!(s.read(&mut buf).await.unwrap(), 0);
+    }
+}
