@@ -13,6 +13,8 @@
 //!   its connection slot until then;
 //! - reads and writes have the deadlines of `conn.rs`: the first request's head within
 //!   the read-header timeout, the idle timeout between requests, a stalled write fails;
+//! - TCP keep-alive on every connection ([`TCP_KEEPALIVE_IDLE`]), as upstream's listener,
+//!   so that half-open connections (the peer vanished) fail and free their slots;
 //! - the request head is bounded by hyper: at most 100 header fields and its read buffer
 //!   (about 400 KiB), else 431.
 //!
@@ -219,6 +221,9 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
+        if let Err(e) = keep_alive(&stream) {
+            tracing::debug!(%peer, error = %e, "cannot set TCP keep-alive");
+        }
         let task = Connection {
             peer,
             router: router.clone(),
@@ -264,6 +269,24 @@ pub async fn serve(
     drop(conn_rx);
     all_closed.closed().await;
     Ok(())
+}
+
+/// Silence before the first TCP keep-alive probe: upstream's listener's 3 minutes.
+pub const TCP_KEEPALIVE_IDLE: Duration = Duration::from_secs(180);
+
+/// Between unanswered keep-alive probes (the kernel gives up after 9 of them).
+pub const TCP_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(15);
+
+/// TCP keep-alive on an accepted connection, so that a peer gone without a FIN or RST (a
+/// half-open connection: power loss, a dropped NAT entry) is found by the kernel and the
+/// connection fails, freeing its connection and watch slots. Without it a quiet watch of
+/// such a peer is found only at its timeout (30 to 60 min) and an idle keep-alive
+/// connection at the idle timeout; a busy one by the write-stall timeout.
+fn keep_alive(stream: &tokio::net::TcpStream) -> std::io::Result<()> {
+    let params = socket2::TcpKeepalive::new()
+        .with_time(TCP_KEEPALIVE_IDLE)
+        .with_interval(TCP_KEEPALIVE_INTERVAL);
+    socket2::SockRef::from(stream).set_tcp_keepalive(&params)
 }
 
 /// Logs a failed accept (at most every few seconds) and, when the process is out of file

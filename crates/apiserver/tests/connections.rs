@@ -334,3 +334,45 @@ fn a_client_that_stops_reading_is_cut_at_the_write_stall_timeout() {
     assert_eq!(status_of(&got), 200);
     assert!(got.len() < 16_000_000, "the response was cut short");
 }
+
+/// The kernel's keep-alive timer of the server's end of `client` (from `/proc/net/tcp`):
+/// `Some(seconds until the first probe)` when armed, `None` when the socket has none.
+#[cfg(target_os = "linux")]
+fn server_side_keepalive(server: &str, client: &TcpStream) -> Option<f64> {
+    let server_port = server.rsplit(':').next().unwrap().parse::<u16>().unwrap();
+    let client_port = client.local_addr().unwrap().port();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    // sl local rem st tx:rx tr:when ...; ports are hex after the colon.
+    let port = |field: &str| u16::from_str_radix(field.rsplit(':').next().unwrap(), 16).unwrap();
+    let line = table
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| port(f[1]) == server_port && port(f[2]) == client_port)
+        .expect("the server's end of the connection");
+    let (timer, when) = line[5].split_once(':').unwrap();
+    // Timer 2 is the keep-alive timer; `when` counts clock ticks (USER_HZ, 100 a second).
+    (timer == "02").then(|| u64::from_str_radix(when, 16).unwrap() as f64 / 100.0)
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn accepted_connections_have_tcp_keep_alive_so_half_open_ones_are_found() {
+    let server = Server::start(&[]);
+    // A keep-alive connection, answered once and then quiet (as a watch without events):
+    // if its client vanished without a FIN, only TCP keep-alive would ever notice.
+    let mut quiet = connect_from("127.0.0.2", &server.addr);
+    quiet
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = quiet.read(&mut buf).unwrap();
+    assert_eq!(status_of(&buf[..n]), 200);
+    let first_probe = server_side_keepalive(&server.addr, &quiet)
+        .expect("the server's socket has no keep-alive timer");
+    // Upstream's listener: a probe after 3 minutes of silence.
+    assert!(
+        first_probe > 120.0 && first_probe <= 180.0,
+        "first probe in {first_probe} s"
+    );
+}
