@@ -36,6 +36,6 @@ pub mod watch;
 pub use fields::FieldSelector;
 pub use labels::LabelSelector;
 pub use meta::{ListMeta, ObjectMeta, TypeMeta};
-pub use object::{LabelSet, Object, ObjectError, SelectableFields, wire_encode_count};
+pub use object::{LabelSet, Object, ObjectError, ObjectParts, SelectableFields, wire_encode_count};
 pub use status::Status;
 pub use watch::{EventType, WatchEvent};

@@ -125,6 +125,30 @@ struct Body {
     field_values: Box<[Option<Box<str>>]>,
 }
 
+/// Everything an [`Object`] is made of, as plain values: for a store that persists an object's
+/// parsed view beside its stored JSON, so that loading it back needs no JSON parsing (see
+/// [`Object::from_parts`]; [`Object::splice_point`] and the accessors give the parts).
+#[derive(Debug, Clone)]
+pub struct ObjectParts {
+    /// The stored JSON ([`Object::stored_json`]).
+    pub json: Bytes,
+    /// Where the resource version is spliced in, and whether metadata members follow it
+    /// ([`Object::splice_point`]).
+    pub splice_point: (usize, bool),
+    /// `metadata.name`.
+    pub name: Box<str>,
+    /// `metadata.namespace`.
+    pub namespace: Option<Box<str>>,
+    /// `metadata.uid`.
+    pub uid: Option<Box<str>>,
+    /// `metadata.labels`, in any order.
+    pub labels: Vec<(Box<str>, Box<str>)>,
+    /// The resource's selectable fields...
+    pub fields: SelectableFields,
+    /// ...and the object's value of each, in the same order.
+    pub field_values: Vec<Option<Box<str>>>,
+}
+
 /// A Kubernetes object as the pipeline holds it.
 ///
 /// ```
@@ -230,6 +254,68 @@ impl Object {
             rv,
             wire: None,
         })
+    }
+
+    /// Rebuilds an object from parts taken from an object earlier (by a store that persisted
+    /// them with a checksum), without parsing its JSON. The splice point and the number of
+    /// field values are checked against the JSON and the fields (so a damaged part cannot make
+    /// later use of the object panic); the name, namespace, uid, labels and field values are
+    /// trusted to be what [`Object::from_json`] found in these bytes.
+    pub fn from_parts(parts: ObjectParts, rv: u64) -> Result<Self, ObjectError> {
+        let ObjectParts {
+            json,
+            splice_point: (rv_at, meta_has_members),
+            name,
+            namespace,
+            uid,
+            mut labels,
+            fields,
+            field_values,
+        } = parts;
+        let head = json
+            .get(..rv_at)
+            .ok_or_else(|| ObjectError::Shape("splice point past the end".into()))?;
+        if !head.ends_with(b"\"metadata\":{")
+            || meta_has_members == (json.get(rv_at) == Some(&b'}'))
+        {
+            return Err(ObjectError::Shape(
+                "splice point is not just inside metadata".into(),
+            ));
+        }
+        if field_values.len() != fields.0.len() {
+            return Err(ObjectError::Shape(
+                "one value per selectable field expected".into(),
+            ));
+        }
+        labels.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(Self {
+            body: Arc::new(Body {
+                json,
+                rv_at,
+                meta_has_members,
+                name,
+                namespace: namespace.filter(|n| !n.is_empty()),
+                uid,
+                labels: LabelSet(labels.into_boxed_slice()),
+                fields,
+                field_values: field_values.into_boxed_slice(),
+            }),
+            rv,
+            wire: None,
+        })
+    }
+
+    /// Where the resource version is spliced into the stored JSON (just inside
+    /// `"metadata":{`), and whether other metadata members follow it: with
+    /// [`Object::stored_json`] and the parsed view, what [`Object::from_parts`] needs.
+    pub fn splice_point(&self) -> (usize, bool) {
+        (self.body.rv_at, self.body.meta_has_members)
+    }
+
+    /// The object's value of each of its resource's selectable fields
+    /// ([`Object::selectable_fields`]), in their order.
+    pub fn field_values(&self) -> impl Iterator<Item = Option<&str>> {
+        self.body.field_values.iter().map(|v| v.as_deref())
     }
 
     /// The same object, whose wire bytes are computed on first use and then shared by every
@@ -448,6 +534,75 @@ fn canonical(top: &Map<String, Value>) -> Result<(Vec<u8>, usize, bool), ObjectE
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn parts_of(o: &Object) -> ObjectParts {
+        ObjectParts {
+            json: o.stored_json().clone(),
+            splice_point: o.splice_point(),
+            name: o.name().into(),
+            namespace: o.namespace().map(Into::into),
+            uid: o.uid().map(Into::into),
+            labels: o
+                .labels()
+                .iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+            fields: o.selectable_fields().clone(),
+            field_values: o.field_values().map(|v| v.map(Into::into)).collect(),
+        }
+    }
+
+    #[test]
+    fn an_object_rebuilt_from_its_parts_is_the_same_object() {
+        let fields = SelectableFields::new(["spec.nodeName", "status.phase"]);
+        for json in [
+            r#"{"kind":"Pod","metadata":{"name":"a","namespace":"ns","uid":"u","labels":{"b":"2","a":"1"}},"spec":{"nodeName":"n1"}}"#,
+            r#"{"metadata":{}}"#,
+            r#"{"metadata":{"name":"x"},"status":{"phase":"Running"}}"#,
+        ] {
+            let o = Object::from_json(json.as_bytes(), &fields).unwrap();
+            let back = Object::from_parts(parts_of(&o), 7).unwrap();
+            assert_eq!(back.resource_version(), 7);
+            assert!(back.same_content(&o));
+            assert_eq!(
+                back.to_json_bytes(),
+                o.with_resource_version(7).to_json_bytes()
+            );
+            assert_eq!(
+                (back.name(), back.namespace(), back.uid()),
+                (o.name(), o.namespace(), o.uid())
+            );
+            assert_eq!(back.labels(), o.labels());
+            assert_eq!(back.get_label("a"), o.get_label("a"));
+            for f in ["spec.nodeName", "status.phase", "metadata.namespace"] {
+                assert_eq!(back.get_field(f), o.get_field(f), "{f}");
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_parts_are_refused_not_trusted_into_a_panic() {
+        let o = Object::from_json(
+            br#"{"metadata":{"name":"a"},"spec":{"nodeName":"n"}}"#,
+            &SelectableFields::new(["spec.nodeName"]),
+        )
+        .unwrap();
+        let (at, more) = o.splice_point();
+        for splice in [
+            (at + 1, more),
+            (at - 1, more),
+            (at, !more),
+            (10_000, more),
+            (0, more),
+        ] {
+            let mut p = parts_of(&o);
+            p.splice_point = splice;
+            assert!(Object::from_parts(p, 1).is_err(), "{splice:?}");
+        }
+        let mut p = parts_of(&o);
+        p.field_values.push(None);
+        assert!(Object::from_parts(p, 1).is_err());
+    }
 
     fn pod(json: &str) -> Object {
         Object::from_json(
