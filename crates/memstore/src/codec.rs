@@ -6,7 +6,8 @@
 //!
 //! | kind | fields after `kind: u8, rev: u64` |
 //! | --- | --- |
-//! | 1 put | `key: str32, ttl_ms: u64 (0: none), fields: u16 count × str16, json: bytes32` |
+//! | 1 put (older) | `key: str32, ttl_ms: u64 (0: none), fields: u16 count × str16, json: bytes32` |
+//! | 6 put | `key: str32, ttl_ms: u64, splice: u32, flags: u8, name: str32, [namespace: str32], [uid: str32], labels: u32 count × (str32, str32), fields: u16 count × (str16, u8 present, [str32]), json: bytes32` |
 //! | 2 delete | `key: str32` |
 //! | 3 compact | — (`rev` is the compaction revision) |
 //! | 4 start | — (`rev` is the revision of the empty store the log starts from) |
@@ -14,10 +15,17 @@
 //!
 //! `strN`/`bytesN` are a little-endian length of N bits followed by the bytes. Decoding is
 //! bounded by the frame: every length is checked against what remains.
+//!
+//! A put (kind 6) carries the object's parsed view (name, namespace, uid, labels, selectable
+//! field values, where its resource version is spliced in) beside its stored JSON, so that a
+//! restart rebuilds objects by copying bytes, without parsing JSON ([`Object::from_parts`]).
+//! `flags`: bit 0, metadata members follow the splice point; bit 1, a namespace follows; bit
+//! 2, a uid follows. Kind 1 (the JSON alone, parsed on load) is still read.
 
 use std::time::Duration;
 
-use listwatch_api::{Object, SelectableFields};
+use bytes::Bytes;
+use listwatch_api::{Object, ObjectParts, SelectableFields};
 
 /// Header bytes of a frame.
 pub(crate) const HEADER: usize = 8;
@@ -29,6 +37,7 @@ pub(crate) const DELETE: u8 = 2;
 pub(crate) const COMPACT: u8 = 3;
 pub(crate) const START: u8 = 4;
 pub(crate) const END: u8 = 5;
+pub(crate) const PUT_PARTS: u8 = 6;
 
 /// A decoded record.
 #[derive(Debug)]
@@ -51,6 +60,11 @@ pub(crate) enum Record {
     },
     End {
         count: u64,
+    },
+    /// A put or delete at `rev` that recovery does not need (a snapshot holds its effect),
+    /// left undecoded.
+    Covered {
+        rev: u64,
     },
 }
 
@@ -75,21 +89,55 @@ fn str32(out: &mut Vec<u8>, s: &[u8]) {
 /// Appends a put of `object` at `key`, revision `rev`.
 pub(crate) fn put(out: &mut Vec<u8>, rev: u64, key: &str, object: &Object, ttl: Option<Duration>) {
     frame(out, |p| {
-        p.push(PUT);
+        p.push(PUT_PARTS);
         p.extend_from_slice(&rev.to_le_bytes());
         str32(p, key.as_bytes());
         let ttl_ms = ttl.map_or(0, |t| {
             u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1)
         });
         p.extend_from_slice(&ttl_ms.to_le_bytes());
+        let (splice, more) = object.splice_point();
+        p.extend_from_slice(&u32::try_from(splice).unwrap_or(u32::MAX).to_le_bytes());
+        let flags = u8::from(more)
+            | (u8::from(object.namespace().is_some()) << 1)
+            | (u8::from(object.uid().is_some()) << 2);
+        p.push(flags);
+        str32(p, object.name().as_bytes());
+        if let Some(ns) = object.namespace() {
+            str32(p, ns.as_bytes());
+        }
+        if let Some(uid) = object.uid() {
+            str32(p, uid.as_bytes());
+        }
+        let labels = object.labels();
+        p.extend_from_slice(
+            &u32::try_from(labels.len())
+                .unwrap_or(u32::MAX)
+                .to_le_bytes(),
+        );
+        for (k, v) in labels.iter() {
+            str32(p, k.as_bytes());
+            str32(p, v.as_bytes());
+        }
+        // Field paths are declared by the server (short); one longer than a u16 would be
+        // cut, and the record then fails to decode rather than load a wrong path.
         let fields: Vec<&str> = object.selectable_fields().paths().collect();
-        let n = fields.len().min(usize::from(u16::MAX));
-        p.extend_from_slice(&u16::try_from(n).unwrap_or(u16::MAX).to_le_bytes());
-        for f in fields.iter().take(n) {
-            let b = f.as_bytes();
-            let n = b.len().min(usize::from(u16::MAX));
-            p.extend_from_slice(&u16::try_from(n).unwrap_or(u16::MAX).to_le_bytes());
-            p.extend_from_slice(&b[..n]);
+        p.extend_from_slice(
+            &u16::try_from(fields.len())
+                .unwrap_or(u16::MAX)
+                .to_le_bytes(),
+        );
+        for (path, value) in fields.iter().zip(object.field_values()) {
+            let b = path.as_bytes();
+            p.extend_from_slice(&u16::try_from(b.len()).unwrap_or(u16::MAX).to_le_bytes());
+            p.extend_from_slice(b);
+            match value {
+                Some(v) => {
+                    p.push(1);
+                    str32(p, v.as_bytes());
+                }
+                None => p.push(0),
+            }
         }
         str32(p, object.stored_json());
     });
@@ -227,12 +275,96 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Decodes a valid frame's payload.
-pub(crate) fn decode(payload: &[u8]) -> Result<Record, String> {
+/// Remembers the selectable-field lists decoded so far, so that the objects of a resource
+/// share one (as they do when written) instead of each allocating its own.
+#[derive(Default)]
+pub(crate) struct FieldsCache(Vec<SelectableFields>);
+
+impl FieldsCache {
+    fn get(&mut self, paths: &[&str]) -> SelectableFields {
+        if let Some(f) = self.0.iter().find(|f| f.paths().eq(paths.iter().copied())) {
+            return f.clone();
+        }
+        let f = SelectableFields::new(paths.iter().copied());
+        // Resources have a handful of distinct lists; a hostile log cannot grow this much.
+        if self.0.len() < 64 {
+            self.0.push(f.clone());
+        }
+        f
+    }
+}
+
+/// Decodes a valid frame's payload; a put or delete at or below `covered` is only
+/// [`Record::Covered`].
+pub(crate) fn decode(
+    payload: &[u8],
+    covered: u64,
+    cache: &mut FieldsCache,
+) -> Result<Record, String> {
     let mut c = Cursor(payload);
     let kind = c.u8()?;
     let rev = c.u64()?;
+    if matches!(kind, PUT | PUT_PARTS | DELETE) && rev <= covered {
+        return Ok(Record::Covered { rev });
+    }
     Ok(match kind {
+        PUT_PARTS => {
+            let key = c.str32()?.to_owned();
+            let ttl_ms = c.u64()?;
+            let splice = c.u32()? as usize;
+            let flags = c.u8()?;
+            let name = c.str32()?.into();
+            let namespace = if flags & 2 != 0 {
+                Some(c.str32()?.into())
+            } else {
+                None
+            };
+            let uid = if flags & 4 != 0 {
+                Some(c.str32()?.into())
+            } else {
+                None
+            };
+            let n = c.u32()? as usize;
+            // Bounded by the frame: each label takes at least 8 bytes.
+            let mut labels = Vec::with_capacity(n.min(c.0.len() / 8));
+            for _ in 0..n {
+                labels.push((c.str32()?.into(), c.str32()?.into()));
+            }
+            let n = c.u16()?;
+            let mut paths = Vec::with_capacity(usize::from(n).min(64));
+            let mut values = Vec::with_capacity(usize::from(n).min(64));
+            for _ in 0..n {
+                let len = usize::from(c.u16()?);
+                paths.push(
+                    std::str::from_utf8(c.take(len)?)
+                        .map_err(|_| "field path is not UTF-8".to_owned())?,
+                );
+                values.push(match c.u8()? {
+                    0 => None,
+                    _ => Some(c.str32()?.into()),
+                });
+            }
+            let json_len = c.u32()? as usize;
+            let json = Bytes::copy_from_slice(c.take(json_len)?);
+            let parts = ObjectParts {
+                json,
+                splice_point: (splice, flags & 1 != 0),
+                name,
+                namespace,
+                uid,
+                labels,
+                fields: cache.get(&paths),
+                field_values: values,
+            };
+            let object = Object::from_parts(parts, rev)
+                .map_err(|e| format!("stored object of {key}: {e}"))?;
+            Record::Put {
+                rev,
+                key,
+                ttl: (ttl_ms > 0).then(|| Duration::from_millis(ttl_ms)),
+                object,
+            }
+        }
         PUT => {
             let key = c.str32()?.to_owned();
             let ttl_ms = c.u64()?;
@@ -246,7 +378,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record, String> {
             }
             let json_len = c.u32()? as usize;
             let json = c.take(json_len)?;
-            let object = Object::from_json(json, &SelectableFields::new(fields))
+            let object = Object::from_json(json, &cache.get(&fields))
                 .map_err(|e| format!("stored object of {key}: {e}"))?
                 .with_resource_version(rev);
             Record::Put {
@@ -294,7 +426,7 @@ mod tests {
         let Frame::Valid { payload, next } = read_frame(&buf, 0) else {
             panic!("first frame invalid")
         };
-        match decode(payload) {
+        match decode(payload, 0, &mut FieldsCache::default()) {
             Ok(Record::Put {
                 rev,
                 key,
@@ -315,11 +447,45 @@ mod tests {
         let Frame::Valid { payload, next } = read_frame(&buf, next) else {
             panic!("second frame invalid")
         };
-        assert!(matches!(decode(payload), Ok(Record::Delete { rev: 8, .. })));
+        assert!(matches!(
+            decode(payload, 0, &mut FieldsCache::default()),
+            Ok(Record::Delete { rev: 8, .. })
+        ));
         let Frame::Valid { next, .. } = read_frame(&buf, next) else {
             panic!("third frame invalid")
         };
         assert!(matches!(read_frame(&buf, next), Frame::End));
+    }
+
+    /// Logs written before puts carried the parsed view (kind 1) still load.
+    #[test]
+    fn older_puts_are_parsed_from_their_json() {
+        let o = obj();
+        let mut buf = Vec::new();
+        frame(&mut buf, |p| {
+            p.push(PUT);
+            p.extend_from_slice(&9u64.to_le_bytes());
+            str32(p, b"/pods/ns/a");
+            p.extend_from_slice(&0u64.to_le_bytes());
+            p.extend_from_slice(&1u16.to_le_bytes());
+            p.extend_from_slice(&13u16.to_le_bytes());
+            p.extend_from_slice(b"spec.nodeName");
+            str32(p, o.stored_json());
+        });
+        let Frame::Valid { payload, .. } = read_frame(&buf, 0) else {
+            panic!("frame invalid")
+        };
+        match decode(payload, 0, &mut FieldsCache::default()) {
+            Ok(Record::Put {
+                rev, object, ttl, ..
+            }) => {
+                assert_eq!((rev, ttl), (9, None));
+                assert!(object.same_content(&o));
+                use listwatch_api::fields::Fields;
+                assert_eq!(object.get_field("spec.nodeName"), Some("n1"));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -336,7 +502,7 @@ mod tests {
         assert!(matches!(read_frame(&huge, 0), Frame::Corrupt { .. }));
         // Hostile payloads: lengths beyond the frame never panic.
         for cut in 0..whole - HEADER {
-            let _ = decode(&buf[HEADER..HEADER + cut]);
+            let _ = decode(&buf[HEADER..HEADER + cut], 0, &mut FieldsCache::default());
         }
     }
 }

@@ -414,22 +414,67 @@ impl Core {
         res
     }
 
-    /// Replays one recovered write (no log, no wake-ups): recovery only.
-    pub(crate) fn replay(
+    /// Installs what recovery read, before the store is shared: a snapshot's keys (at their
+    /// own revisions), then the log's writes in revision order (no log, no wake-ups). Each
+    /// partition and the sequencer are locked once for all of it.
+    pub(crate) fn recover(
         &self,
-        rev: u64,
-        key: &str,
-        value: Option<Object>,
-        ttl: Option<Duration>,
+        snapshot: Vec<crate::wal::SnapshotEntry>,
+        records: Vec<codec::Record>,
         at: Instant,
     ) -> Result<()> {
-        let part = self.partition(resource_of(key))?;
-        let mut st = part.state.write().map_err(|_| poisoned())?;
+        let mut parts: HashMap<Box<str>, Arc<Partition>> = HashMap::new();
+        let keys = snapshot
+            .iter()
+            .map(|(k, ..)| k.as_str())
+            .chain(records.iter().filter_map(|r| match r {
+                codec::Record::Put { key, .. } | codec::Record::Delete { key, .. } => {
+                    Some(key.as_str())
+                }
+                _ => None,
+            }));
+        for key in keys {
+            let resource = resource_of(key);
+            if !parts.contains_key(resource) {
+                parts.insert(resource.into(), self.partition(resource)?);
+            }
+        }
+        let mut states = HashMap::with_capacity(parts.len());
+        for (resource, part) in &parts {
+            states.insert(&**resource, part.state.write().map_err(|_| poisoned())?);
+        }
+        let missing = || Error::internal("memstore recovery: a partition is missing");
+        for (key, object, ttl) in snapshot {
+            let st = states.get_mut(resource_of(&key)).ok_or_else(missing)?;
+            st.keys.insert(
+                Arc::from(key),
+                vec![crate::part::Version {
+                    mod_rev: object.resource_version(),
+                    value: Some(object),
+                    ttl,
+                }],
+            );
+        }
         let mut seq = self.lock_seq()?;
-        seq.applied = rev;
-        let bytes = st.apply(rev, key, value, ttl);
-        seq.ledger.push_back(Ledger { rev, at, bytes });
-        seq.history_bytes += bytes;
+        for r in records {
+            let (rev, key, value, ttl) = match r {
+                codec::Record::Put {
+                    rev,
+                    key,
+                    ttl,
+                    object,
+                } => (rev, key, Some(object), ttl),
+                codec::Record::Delete { rev, key } => (rev, key, None, None),
+                _ => continue,
+            };
+            let st = states.get_mut(resource_of(&key)).ok_or_else(missing)?;
+            let bytes = st.apply(rev, &key, value, ttl);
+            seq.applied = rev;
+            seq.ledger.push_back(Ledger { rev, at, bytes });
+            seq.history_bytes += bytes;
+        }
+        drop(states);
+        let rev = seq.applied;
         self.visible.store(rev, Ordering::Release);
         self.durable.send_modify(|d| d.rev = rev);
         self.metrics.revision.set(gauge(rev));
@@ -437,21 +482,6 @@ impl Core {
         self.metrics
             .history_revisions
             .set(gauge(seq.ledger.len() as u64));
-        Ok(())
-    }
-
-    /// Installs a snapshot's key (recovery only, before any write).
-    pub(crate) fn restore(&self, key: &str, object: Object, ttl: Option<Duration>) -> Result<()> {
-        let part = self.partition(resource_of(key))?;
-        let mut st = part.state.write().map_err(|_| poisoned())?;
-        st.keys.insert(
-            Arc::from(key),
-            vec![crate::part::Version {
-                mod_rev: object.resource_version(),
-                value: Some(object),
-                ttl,
-            }],
-        );
         Ok(())
     }
 

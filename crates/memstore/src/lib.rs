@@ -238,25 +238,10 @@ impl MemStore {
             message: e.to_string(),
         };
         let objects = snapshot.len();
-        for (key, object, ttl) in snapshot {
-            core.restore(&key, object, ttl).map_err(corrupt)?;
-        }
-        // Snapshot state is at the snapshot's revision; the log continues from there.
-        let now = Instant::now();
         let replayed = records.len();
-        for r in records {
-            match r {
-                codec::Record::Put {
-                    rev,
-                    key,
-                    ttl,
-                    object,
-                } => core.replay(rev, &key, Some(object), ttl, now),
-                codec::Record::Delete { rev, key } => core.replay(rev, &key, None, None, now),
-                _ => Ok(()),
-            }
+        // Snapshot state is at the snapshot's revision; the log continues from there.
+        core.recover(snapshot, records, Instant::now())
             .map_err(corrupt)?;
-        }
         core.set_compacted(compacted.min(core.visible()))
             .map_err(corrupt)?;
         let store = Self::from_core(Arc::clone(&core), None);

@@ -299,7 +299,7 @@ impl Log {
             }
             datas.push((path.clone(), data, at));
         }
-        let decoded = decode_all(&datas, &payloads);
+        let decoded = decode_all(&datas, &payloads, snap_rev.unwrap_or(0));
         let mut records = Vec::with_capacity(decoded.len());
         let mut rev = snap_rev;
         let mut compacted = snap_rev.unwrap_or(0);
@@ -324,7 +324,9 @@ impl Log {
                         return Err(corrupt(format!("a second start record at revision {cur}")));
                     }
                 },
-                Record::Put { rev: r, .. } | Record::Delete { rev: r, .. } => {
+                Record::Put { rev: r, .. }
+                | Record::Delete { rev: r, .. }
+                | Record::Covered { rev: r } => {
                     let Some(cur) = rev else {
                         return Err(corrupt(
                             "the log does not begin with its start record or a snapshot: \
@@ -567,7 +569,7 @@ fn read_snapshot(path: &Path, rev: u64) -> Result<(Vec<SnapshotEntry>, u64), Ope
     let Some((end_at, end_payload)) = end else {
         return Err(corrupt(at, "no closing record".into()));
     };
-    match codec::decode(end_payload) {
+    match codec::decode(end_payload, 0, &mut codec::FieldsCache::default()) {
         Ok(Record::End { count }) if count == payloads.len() as u64 => {}
         _ => {
             return Err(corrupt(
@@ -576,9 +578,10 @@ fn read_snapshot(path: &Path, rev: u64) -> Result<(Vec<SnapshotEntry>, u64), Ope
             ));
         }
     }
-    let datas = vec![(path.to_owned(), data.clone(), 0)];
+    let bytes = data.len() as u64;
+    let datas = vec![(path.to_owned(), data, 0)];
     let mut objects = Vec::with_capacity(payloads.len());
-    for ((_, range), rec) in payloads.iter().zip(decode_all(&datas, &payloads)) {
+    for ((_, range), rec) in payloads.iter().zip(decode_all(&datas, &payloads, 0)) {
         match rec {
             Ok(Record::Put {
                 key, ttl, object, ..
@@ -587,33 +590,39 @@ fn read_snapshot(path: &Path, rev: u64) -> Result<(Vec<SnapshotEntry>, u64), Ope
             Err(e) => return Err(corrupt(range.start, e)),
         }
     }
-    Ok((objects, data.len() as u64))
+    Ok((objects, bytes))
 }
 
-/// Decodes frames in parallel (parsing the objects' JSON is most of a restart).
+/// Decodes frames in parallel (building the objects is most of a restart).
 fn decode_all(
     datas: &[(PathBuf, Vec<u8>, usize)],
     payloads: &[(usize, std::ops::Range<usize>)],
+    covered: u64,
 ) -> Vec<Result<Record, String>> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .clamp(1, 8);
     let chunk = payloads.len().div_ceil(threads).max(1);
-    let decode_one = |(n, range): &(usize, std::ops::Range<usize>)| {
-        datas
-            .get(*n)
-            .and_then(|(_, d, _)| d.get(range.clone()))
-            .ok_or_else(|| "record out of bounds".to_owned())
-            .and_then(codec::decode)
+    let decode_chunk = |c: &[(usize, std::ops::Range<usize>)]| {
+        let mut cache = codec::FieldsCache::default();
+        c.iter()
+            .map(|(n, range)| {
+                datas
+                    .get(*n)
+                    .and_then(|(_, d, _)| d.get(range.clone()))
+                    .ok_or_else(|| "record out of bounds".to_owned())
+                    .and_then(|p| codec::decode(p, covered, &mut cache))
+            })
+            .collect::<Vec<_>>()
     };
     if threads == 1 || payloads.len() < 1024 {
-        return payloads.iter().map(decode_one).collect();
+        return decode_chunk(payloads);
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = payloads
             .chunks(chunk)
-            .map(|c| s.spawn(move || c.iter().map(decode_one).collect::<Vec<_>>()))
+            .map(|c| s.spawn(move || decode_chunk(c)))
             .collect();
         handles
             .into_iter()
