@@ -88,26 +88,85 @@ async fn converges(store: &Store<Object>, addr: &str) {
     }
 }
 
+/// A TCP relay on a fixed loopback port that is either closed (nothing listens: connections
+/// are refused, as while a server restarts) or open towards one server.
+struct Relay {
+    port: u16,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Relay {
+    async fn new() -> Self {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        Self { port, task: None }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Listens again, relaying every connection to `target`.
+    async fn open(&mut self, target: &str) {
+        self.close();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+            .await
+            .unwrap();
+        let target = target.to_owned();
+        self.task = Some(tokio::spawn(async move {
+            // Dropped with this task: closing the relay cuts every relayed connection.
+            let mut conns = tokio::task::JoinSet::new();
+            loop {
+                let Ok((mut down, _)) = listener.accept().await else {
+                    return;
+                };
+                let target = target.clone();
+                conns.spawn(async move {
+                    if let Ok(mut up) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut down, &mut up).await;
+                    }
+                });
+            }
+        }));
+    }
+
+    /// Stops listening (connections are refused) and cuts the relayed connections.
+    fn close(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
 /// Regression (issue 13): an in-memory server restarted at revision 1, so a reflector that
 /// resumed its watch from its old resource version was accepted once the new history passed
-/// it, and silently followed a different history: it kept the old server's pods and never saw
-/// the new ones whose versions were below its own.
+/// that version, and silently followed a different history: it kept the old server's pods and
+/// never saw the new ones written at revisions it had already seen.
+///
+/// The reflector reaches the servers through a relay that refuses connections while the server
+/// restarts, so it re-watches from its version (client-go does not relist after a refused
+/// connection) and only reaches the new server once that server's writes have passed the
+/// reflector's version. With reused revisions the resumed watch is accepted and the store ends
+/// wrong; with revisions that are never reused it is 410 Expired, and the relist makes the
+/// store equal to the new server's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reflector_relists_after_an_in_memory_server_restarts() {
     let first = Server::start(&[]);
-    let addr = first.addr.clone();
-    let url = first.url.clone();
-    let a = addr.clone();
+    let a = first.addr.clone();
     tokio::task::spawn_blocking(move || create_namespace(&a))
         .await
         .unwrap();
-    let lw = HttpListerWatcher::new(HttpConfig::new(url).unwrap(), "/api/v1/namespaces/lw/pods")
-        .unwrap()
-        .with_selectable_fields(SelectableFields::new(POD_FIELDS));
-    // The reflector retries after 2 s: the new server has its history by then.
+    let mut relay = Relay::new().await;
+    relay.open(&first.addr).await;
+    let lw = HttpListerWatcher::new(
+        HttpConfig::new(relay.url()).unwrap(),
+        "/api/v1/namespaces/lw/pods",
+    )
+    .unwrap()
+    .with_selectable_fields(SelectableFields::new(POD_FIELDS));
     let config = Config::default().backoff(
-        Duration::from_secs(2),
-        Duration::from_secs(2),
+        Duration::from_millis(200),
+        Duration::from_millis(200),
         Duration::from_secs(10),
         0.0,
     );
@@ -118,9 +177,9 @@ async fn a_reflector_relists_after_an_in_memory_server_restarts() {
         .await
         .unwrap()
         .unwrap();
-    // Written while the reflector watches: its watch has events, so when the server goes
-    // away it resumes from its version (as client-go does) rather than relisting.
-    let a = addr.clone();
+    // Written while the reflector watches: its watch has events, so when the connection
+    // drops it resumes from its version (as client-go does) rather than relisting.
+    let a = first.addr.clone();
     tokio::task::spawn_blocking(move || {
         for i in 0..5 {
             create_pod(&a, &format!("old{i}"));
@@ -128,24 +187,37 @@ async fn a_reflector_relists_after_an_in_memory_server_restarts() {
     })
     .await
     .unwrap();
-    converges(&store, &addr).await;
+    converges(&store, &first.addr).await;
+    let a = first.addr.clone();
+    let (_, seen) = tokio::task::spawn_blocking(move || server_pods(&a))
+        .await
+        .unwrap();
+    // The server goes away: the reflector's watch is cut and its reconnects are refused.
+    relay.close();
     drop(first);
-    // The same address, a new in-memory store.
-    let second = Server::start_at(&addr, &[]);
-    let a = addr.clone();
-    tokio::task::spawn_blocking(move || {
+    // A new in-memory server, written to until its history is past everything the reflector
+    // saw (with reused revisions, these writes land on revision numbers it already saw).
+    let second = Server::start(&[]);
+    let a = second.addr.clone();
+    let new = tokio::task::spawn_blocking(move || {
         create_namespace(&a);
-        // More writes than the old server saw, so the new history passes the reflector's
-        // old version while it tries to resume.
-        for i in 0..30 {
-            create_pod(&a, &format!("new{i}"));
+        let mut revs = Vec::new();
+        while revs.last().is_none_or(|r| *r <= seen) {
+            revs.push(create_pod(&a, &format!("new{}", revs.len())));
         }
+        revs.len()
     })
     .await
     .unwrap();
+    relay.open(&second.addr).await;
     converges(&store, &second.addr).await;
-    assert_eq!(store.len(), 30);
+    assert_eq!(store.len(), new);
+    assert!(
+        store.list().iter().all(|o| o.name().starts_with("new")),
+        "the reflector kept the old server's pods"
+    );
     driver.abort();
+    relay.close();
 }
 
 /// The durability test: writers over HTTP, `kill -9` while they write, restart on the same
@@ -319,4 +391,122 @@ fn a_watch_from_before_a_restart_is_expired() {
         );
         assert_eq!(ev["object"]["code"], 410, "{ev}");
     }
+}
+
+/// The value of an unlabelled metric in a Prometheus text exposition.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            let (n, v) = l.split_once(' ')?;
+            (n == name).then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+}
+
+/// The history byte bound (issue 13): with the revision and time minimums far above what the
+/// test writes, only `--embedded-retain-bytes` can compact; rewriting a large configmap past
+/// it forces compaction, the metrics show the history bytes back under the bound, and the
+/// oldest versions are gone (410), as a watch or exact list of them tells.
+#[test]
+fn history_over_the_byte_bound_forces_compaction() {
+    const BOUND: u64 = 300_000;
+    let bound = BOUND.to_string();
+    let server = Server::start(&[
+        "--watch-cache=false",
+        "--embedded-retain-revisions",
+        "1000000",
+        "--embedded-retain-window",
+        "3600",
+        "--embedded-retain-bytes",
+        &bound,
+    ]);
+    let addr = server.addr.clone();
+    create_namespace(&addr);
+    let path = "/api/v1/namespaces/lw/configmaps";
+    let big = |i: usize| format!("{i}-{}", "x".repeat(20_000));
+    let r = post(
+        &addr,
+        path,
+        &json!({"metadata":{"name":"big"},"data":{"v":big(0)}}),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let first: u64 = r.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let metrics = || String::from_utf8(http(&addr, "GET", "/metrics", &[], b"").body).unwrap();
+    let before = metrics();
+    assert_eq!(
+        metric(&before, "listwatch_memstore_retain_bytes"),
+        BOUND as f64
+    );
+    assert_eq!(
+        metric(&before, "listwatch_memstore_compactions_by_bytes_total"),
+        0.0
+    );
+    // Each rewrite supersedes ~20 KB: 40 of them are ~800 KB of history against a 300 KB bound.
+    let mut rv = first;
+    let mut peak = 0.0f64;
+    for i in 1..=40 {
+        let body = json!({"metadata":{"name":"big","resourceVersion":rv.to_string()},
+            "data":{"v":big(i)}});
+        let r = http(
+            &addr,
+            "PUT",
+            &format!("{path}/big"),
+            &[JSON],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        rv = r.json()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let m = metrics();
+        let bytes = metric(&m, "listwatch_memstore_history_bytes");
+        assert!(
+            bytes <= BOUND as f64,
+            "history of {bytes} bytes after write {i}, over the {BOUND}-byte bound"
+        );
+        peak = peak.max(bytes);
+    }
+    let after = metrics();
+    assert!(
+        metric(&after, "listwatch_memstore_compactions_by_bytes_total") >= 1.0,
+        "no compaction was forced by the byte bound:\n{after}"
+    );
+    // The history was really there to bound: it grew to a good part of the bound.
+    assert!(peak >= BOUND as f64 / 2.0, "history peaked at {peak} bytes");
+    let compacted = metric(&after, "listwatch_memstore_compacted_revision") as u64;
+    assert!(
+        compacted > first,
+        "compacted at {compacted}, not past {first}"
+    );
+    // The first version is gone: an exact list of it and a watch from it are 410 Expired.
+    let r = http(
+        &addr,
+        "GET",
+        &format!("{path}?resourceVersion={first}&resourceVersionMatch=Exact"),
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 410, "{}", String::from_utf8_lossy(&r.body));
+    let (stream, status) = open_stream(&addr, &format!("{path}?watch=1&resourceVersion={first}"));
+    if status != 410 {
+        assert_eq!(status, 200);
+        let line = BufReader::new(stream)
+            .lines()
+            .map(|l| l.unwrap())
+            .find(|l| l.starts_with('{'))
+            .unwrap();
+        let ev: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(ev["type"], "ERROR", "{ev}");
+        assert_eq!(ev["object"]["code"], 410, "{ev}");
+    }
+    // The newest version is still readable.
+    let r = http(&addr, "GET", &format!("{path}/big"), &[], b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["data"]["v"], big(40));
 }
