@@ -226,52 +226,126 @@ fn a_slow_body_holds_no_seat_and_is_answered_408_at_its_deadline() {
     assert!(String::from_utf8_lossy(&answer).contains("\"reason\":\"Timeout\""));
 }
 
+/// A watch request from the loopback address `local`: the connection and the status code.
+fn open_watch_from(local: &str, addr: &str, path: &str) -> (TcpStream, u16) {
+    let mut s = connect_from(local, addr);
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(s.read(&mut byte).unwrap(), 1, "closed before the head");
+        head.push(byte[0]);
+    }
+    let code = status_of(&head);
+    (s, code)
+}
+
+/// Reads `watch` until `name` shows up in it.
+fn wait_for_event(watch: &mut TcpStream, name: &str) {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains(name) {
+        let n = watch.read(&mut buf).unwrap();
+        assert!(n > 0, "the watch ended");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
 #[test]
-fn a_client_flooding_requests_gets_429_while_another_is_served() {
+fn a_client_flooding_seats_and_watches_gets_429s_while_another_lists_watches_and_writes() {
     let server = Server::start(&[
         "--max-requests-inflight",
         "2",
         "--max-queued-requests-per-client",
         "2",
+        "--max-watches-per-client",
+        "3",
     ]);
-    // Each of these holds a seat for a while: the cache waits (3 s) for a version it has
-    // not reached before it answers 504.
+    let watch_path = "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=120";
+    // The flooder (127.0.0.2) opens watches until refused: three, then 429s.
+    let mut flooder_watches = Vec::new();
+    for _ in 0..3 {
+        let (s, code) = open_watch_from("127.0.0.2", &server.addr, watch_path);
+        assert_eq!(code, 200);
+        flooder_watches.push(s);
+    }
+    for _ in 0..3 {
+        assert_eq!(
+            open_watch_from("127.0.0.2", &server.addr, watch_path).1,
+            429
+        );
+    }
+    // ...and keeps ten connections busy with reads that each hold a seat for a while (the
+    // cache waits 3 s for a version it has not reached, then answers 504), for as long as
+    // the other client is being checked.
     let list = http(&server.addr, "GET", "/api/v1/namespaces", &[], b"").json();
     let current: u64 = list["metadata"]["resourceVersion"]
         .as_str()
         .unwrap()
         .parse()
         .unwrap();
-    let future = current + 1_000_000_000;
-    let slow: &'static str = Box::leak(
-        format!("/api/v1/namespaces?resourceVersion={future}&resourceVersionMatch=NotOlderThan")
-            .into_boxed_str(),
+    let slow = format!(
+        "/api/v1/namespaces?resourceVersion={}&resourceVersionMatch=NotOlderThan",
+        current + 1_000_000_000
     );
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
-    for _ in 0..10 {
-        let (addr, tx) = (server.addr.clone(), tx.clone());
-        std::thread::spawn(move || {
-            let mut s = connect_from("127.0.0.2", &addr);
-            write!(
-                s,
-                "GET {slow} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-            )
-            .unwrap();
-            let _ = tx.send(status_of(&read_until_closed(&mut s)));
-        });
-    }
-    // Two seated, two queued: the other six are refused at once.
+    let flooders: Vec<_> = (0..10)
+        .map(|_| {
+            let (addr, slow, stop, tx) = (
+                server.addr.clone(),
+                slow.clone(),
+                std::sync::Arc::clone(&stop),
+                tx.clone(),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let mut s = connect_from("127.0.0.2", &addr);
+                    write!(
+                        s,
+                        "GET {slow} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                    )
+                    .unwrap();
+                    let _ = tx.send(status_of(&read_until_closed(&mut s)));
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    // Two seated, two queued: the rest of the flood is refused.
     let mut codes = Vec::new();
     while codes.iter().filter(|c| **c == 429).count() < 6 {
         codes.push(rx.recv_timeout(PATIENCE).expect("an answer"));
     }
-    // Another client is served (it waits for the next free seat, ahead of the flooder).
-    let r = http(&server.addr, "GET", "/api/v1/namespaces", &[], b"");
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    while codes.len() < 10 {
+    // Throughout, another client (127.0.0.1) lists, watches and writes as usual: its list
+    // waits for the next free seat, ahead of the flooder's queue.
+    for _ in 0..3 {
+        let r = http(
+            &server.addr,
+            "GET",
+            "/api/v1/namespaces/default/configmaps",
+            &[],
+            b"",
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let (mut watch, code) = open_watch_from("127.0.0.1", &server.addr, watch_path);
+    assert_eq!(code, 200);
+    create_configmap(&server.addr, "seen-during-the-flood", "v");
+    wait_for_event(&mut watch, "seen-during-the-flood");
+    // The flood was still going on: more of it was refused after the checks began.
+    let before = codes.len();
+    while codes.len() < before + 4 {
         codes.push(rx.recv_timeout(PATIENCE).expect("an answer"));
     }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for f in flooders {
+        f.join().unwrap();
+    }
+    codes.extend(rx.try_iter());
     assert!(codes.iter().all(|c| *c == 429 || *c == 504), "{codes:?}");
+    // The flooder's own watches were not cut either.
+    wait_for_event(&mut flooder_watches[0], "seen-during-the-flood");
 }
 
 #[test]

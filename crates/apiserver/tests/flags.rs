@@ -63,6 +63,9 @@ fn every_bad_numeric_flag_is_a_usage_error_naming_the_flag() {
         ("--tls-handshake-timeout", "0"),
         ("--embedded-retain-revisions", "-1"),
         ("--embedded-retain-window", "1e9"),
+        ("--embedded-retain-bytes", "-1"),
+        ("--audit-log-maxsize", "-1"),
+        ("--audit-log-maxbackup", "many"),
         ("--bind", "127.0.0.1:99999"),
     ];
     for (flag, value) in cases {
