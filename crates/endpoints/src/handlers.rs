@@ -594,6 +594,11 @@ async fn watch_request(
         req.collection_key()?
     };
     let shared = &req.shared;
+    // The storage learns when the watch will end, so that a cache can send a bookmark just
+    // before (upstream: 2 s), and the client resumes from a recent resourceVersion.
+    let timeout = watch_server::watch_timeout(lr.timeout, shared.config.min_request_timeout);
+    let deadline = tokio::time::Instant::now() + timeout;
+    lr.opts.deadline = Some(deadline.into_std());
     let stream = match req.res.storage.watch(&key, &lr.opts).await {
         Ok(s) => s,
         // Like upstream's cacher (an "error watcher"): a version too old or too new is an
@@ -603,7 +608,6 @@ async fn watch_request(
         }
         Err(e) => return Err(req.storage_err(&e)),
     };
-    let timeout = watch_server::watch_timeout(lr.timeout, shared.config.min_request_timeout);
     let state = WatchState {
         stream,
         encoder: Encoder {
@@ -613,7 +617,7 @@ async fn watch_request(
             include,
             bookmarks: lr.opts.allow_watch_bookmarks,
         },
-        deadline: Box::pin(tokio::time::sleep(timeout)),
+        deadline: Box::pin(tokio::time::sleep_until(deadline)),
         shutdown: shared.shutdown.subscribe(),
         sent: shared.metrics.watch_events(&req.info().plural),
         _slot: slot,

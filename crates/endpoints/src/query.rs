@@ -222,6 +222,8 @@ impl Query {
             allow_watch_bookmarks: watch && allow_watch_bookmarks,
             send_initial_events: if watch { send_initial_events } else { None },
             progress_notify: watch && allow_watch_bookmarks,
+            // The watch handler sets it once it has chosen the watch's timeout.
+            deadline: None,
         };
         if watch {
             validate_watch(&opts, send_initial_events)?;

@@ -61,6 +61,11 @@ pub struct ListOptions {
     pub send_initial_events: Option<bool>,
     /// For watches: ask the backend for progress notifications (bookmarks when idle).
     pub progress_notify: bool,
+    /// For watches: when the consumer will end the watch (the request's timeout), on tokio's
+    /// clock (`tokio::time::Instant::into_std`). A cache sends a bookmark shortly before it
+    /// (upstream: 2 s), so that the client resumes from a recent resourceVersion. Backends
+    /// that serve watches directly ignore it: the consumer ends the stream.
+    pub deadline: Option<std::time::Instant>,
 }
 
 impl ListOptions {
