@@ -94,6 +94,8 @@ struct Shared {
     published: watch::Sender<Arc<CacheView>>,
     /// Readers currently inside `wait_until_fresh`.
     waiters: AtomicUsize,
+    /// Notified when the number of waiters leaves zero.
+    first_waiter: tokio::sync::Notify,
 }
 
 /// One immutable version of the cache, as readers see it.
@@ -126,6 +128,8 @@ pub struct CacheView {
     compacted_rv: u64,
     /// Whether a list has been applied; reads before that are `NotReady`.
     initialized: bool,
+    /// How many lists have been applied (each `replace` starts a new generation).
+    generation: u64,
     /// Bytes kept alive by the window alone (see [`MemoryUsage::window_bytes`]): the sum of
     /// the buffered events' retained bytes.
     window_bytes: usize,
@@ -153,6 +157,12 @@ impl CacheView {
     /// Whether a list has been applied (before that, reads fail with `NotReady`).
     pub fn is_initialized(&self) -> bool {
         self.initialized
+    }
+
+    /// How many lists the cache has applied: a view of another generation is another
+    /// history (events between two generations are not in the window).
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Number of objects in the current state.
@@ -434,6 +444,29 @@ impl WatchCacheReader {
         self.shared.waiters.load(Ordering::Relaxed) > 0
     }
 
+    /// Resolves as soon as some reader waits in [`wait_until_fresh`](Self::wait_until_fresh)
+    /// (at once if one does already), so that the owner asks the backend for progress the
+    /// moment a reader needs it, and sleeps otherwise.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn waiter_arrived(&self) {
+        loop {
+            let notified = self.next_first_waiter();
+            if self.has_waiters() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Resolves the next time the number of waiters leaves zero. The wait counts from this
+    /// call, not from the first poll: create it before doing what it must not miss.
+    pub fn next_first_waiter(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.first_waiter.notified()
+    }
+
     /// Waits until the cache has reached `rv` and returns that view; fails with
     /// `TooLargeResourceVersion` when it has not by `deadline` or the configured freshness
     /// timeout (upstream 3 s), whichever comes first. Version 0 returns at once.
@@ -452,7 +485,9 @@ impl WatchCacheReader {
         }
         let timeout = Instant::now() + self.shared.config.freshness_timeout;
         let deadline = deadline.map_or(timeout, |d| d.min(timeout));
-        self.shared.waiters.fetch_add(1, Ordering::Relaxed);
+        if self.shared.waiters.fetch_add(1, Ordering::Relaxed) == 0 {
+            self.shared.first_waiter.notify_waiters();
+        }
         let _guard = WaiterGuard(&self.shared.waiters);
         let mut rx = self.shared.published.subscribe();
         let waited = tokio::time::timeout_at(deadline, rx.wait_for(|v| v.rv >= rv)).await;
@@ -568,6 +603,7 @@ impl WatchCache {
             snapshots: OrdMap::new(),
             compacted_rv: 0,
             initialized: false,
+            generation: 0,
             window_bytes: 0,
             config: Arc::clone(&config),
         };
@@ -577,6 +613,7 @@ impl WatchCache {
                 config,
                 published,
                 waiters: AtomicUsize::new(0),
+                first_waiter: tokio::sync::Notify::new(),
             }),
             master,
         }
@@ -619,6 +656,7 @@ impl WatchCache {
             m.snapshots.insert(rv, m.store.without_indexes());
         }
         m.initialized = true;
+        m.generation += 1;
         tracing::debug!(resource = %m.config.resource, objects = m.store.len(), rv, "watch cache replaced");
         self.enforce_budget();
         self.publish();
@@ -660,14 +698,13 @@ impl WatchCache {
             EventType::Deleted => m.store.remove(specs, &key),
             _ => m.store.upsert(specs, Arc::clone(&key), object.clone()),
         };
-        let event = Arc::new(CacheEvent {
+        let event = Arc::new(CacheEvent::new(
             event_type,
             key,
             object,
-            prev_object: prev.or(given_prev),
-            resource_version: rv,
+            prev.or(given_prev),
             received_at,
-        });
+        ));
         m.rv = rv;
         m.store_rv = rv;
         if m.config.snapshots {

@@ -3,16 +3,19 @@
 //! Invariants: an event is immutable once built and shared as `Arc<CacheEvent>` by the window,
 //! every reader and every watcher, so whatever is derived from it (e.g. its encoded frame) can
 //! be computed once by its consumer and shared; `object` carries the event's resource version,
-//! `prev_object` its own older one.
+//! `prev_object` its own older one. What a consumer derived can be attached to the event
+//! ([`CacheEvent::attach`]), held weakly: the window never keeps it alive, so the cache's
+//! memory does not grow by it, and whoever holds it strongly decides how long it is shared.
 
-use std::sync::Arc;
+use std::any::Any;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
 
 use listwatch_api::{EventType, Object};
 use listwatch_storage::WatchEvent;
 
 /// One change of the cached resource, as the window keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct CacheEvent {
     /// `Added`, `Modified` or `Deleted` (never a bookmark or an error).
     pub event_type: EventType,
@@ -27,9 +30,58 @@ pub struct CacheEvent {
     pub resource_version: u64,
     /// When the cache received it (for latency metrics and the resize rule).
     pub received_at: Instant,
+    /// What a consumer derived from this event, held weakly (see [`CacheEvent::attach`]).
+    derived: OnceLock<Weak<dyn Any + Send + Sync>>,
 }
 
+impl PartialEq for CacheEvent {
+    /// Events are equal when they describe the same change (what was derived aside).
+    fn eq(&self, other: &Self) -> bool {
+        self.event_type == other.event_type
+            && self.key == other.key
+            && self.object == other.object
+            && self.prev_object == other.prev_object
+            && self.resource_version == other.resource_version
+            && self.received_at == other.received_at
+    }
+}
+
+impl Eq for CacheEvent {}
+
 impl CacheEvent {
+    /// An event; `object` must carry `resource_version`.
+    pub fn new(
+        event_type: EventType,
+        key: Arc<str>,
+        object: Object,
+        prev_object: Option<Object>,
+        received_at: Instant,
+    ) -> Self {
+        Self {
+            event_type,
+            key,
+            resource_version: object.resource_version(),
+            object,
+            prev_object,
+            received_at,
+            derived: OnceLock::new(),
+        }
+    }
+
+    /// Attaches what a consumer derived from this event (the dispatcher: the event with its
+    /// one shared wire encoding), so that later readers of the window (watchers catching up)
+    /// reuse it instead of deriving it again. Held weakly: it is available while someone
+    /// holds `value`. Only the first attachment counts; returns whether this one did.
+    pub fn attach<T: Any + Send + Sync>(&self, value: &Arc<T>) -> bool {
+        let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(value) as _;
+        self.derived.set(weak).is_ok()
+    }
+
+    /// What was attached with [`CacheEvent::attach`], if it is a `T` and still alive.
+    pub fn derived<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        self.derived.get()?.upgrade()?.downcast::<T>().ok()
+    }
+
     /// The event as a storage watch event (objects are shared, not copied).
     pub fn to_watch_event(&self) -> WatchEvent {
         match self.event_type {

@@ -150,14 +150,13 @@ mod tests {
         let o = Object::from_json(br#"{"metadata":{"name":"a"}}"#, &SelectableFields::none())
             .unwrap()
             .with_resource_version(rv);
-        Arc::new(CacheEvent {
-            event_type: EventType::Added,
-            key: "/x/a".into(),
-            object: o,
-            prev_object: None,
-            resource_version: rv,
-            received_at: at,
-        })
+        Arc::new(CacheEvent::new(
+            EventType::Added,
+            "/x/a".into(),
+            o,
+            None,
+            at,
+        ))
     }
 
     const SIZING: Sizing = Sizing {
