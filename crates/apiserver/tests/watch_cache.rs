@@ -105,3 +105,125 @@ fn watches_and_exact_lists_below_the_backends_compaction_are_expired() {
     );
     assert!(!text.contains("ERROR"), "{text}");
 }
+
+/// Upstream sends a bookmark shortly (2 s) before a watch's timeout, so that the client
+/// resumes from a recent resourceVersion: the endpoints pass the timeout to the cache.
+#[test]
+fn a_watch_gets_a_bookmark_just_before_its_timeout() {
+    let server = Server::start(&[]);
+    let a = server.addr.as_str();
+    post(a, "/api/v1/namespaces", &json!({"metadata":{"name":"e2e"}}));
+    let pods = "/api/v1/namespaces/e2e/pods";
+    let pod = json!({"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"x"}]}});
+    let rv = rv_of(&post(a, pods, &pod).json());
+    let started = std::time::Instant::now();
+    let watch = http(
+        a,
+        "GET",
+        &format!("{pods}?watch=1&allowWatchBookmarks=true&resourceVersion={rv}&timeoutSeconds=4"),
+        &[],
+        b"",
+    );
+    assert!(started.elapsed() >= std::time::Duration::from_secs(4));
+    assert_eq!(watch.status, 200);
+    let lines = watch.lines();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["type"], "BOOKMARK", "{lines:?}");
+    assert_eq!(
+        lines[0]["object"]["metadata"]["resourceVersion"],
+        rv.to_string(),
+        "{lines:?}"
+    );
+}
+
+/// Reads a watch's chunked body until `want` object events arrived; returns their
+/// resourceVersions in order.
+fn read_events(stream: &mut std::net::TcpStream, want: usize) -> Vec<u64> {
+    use std::io::Read;
+    let mut buf = vec![0u8; 1 << 16];
+    // Raw bytes not yet de-chunked, and the de-chunked body not yet split into lines.
+    let (mut raw, mut body) = (Vec::new(), Vec::new());
+    let mut rvs = Vec::new();
+    while rvs.len() < want {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the watch ended after {} events", rvs.len());
+        raw.extend_from_slice(&buf[..n]);
+        // Chunks: a hex size line, that many bytes, CRLF.
+        while let Some(nl) = raw.windows(2).position(|w| w == b"\r\n") {
+            let size = std::str::from_utf8(&raw[..nl])
+                .ok()
+                .and_then(|h| usize::from_str_radix(h.trim(), 16).ok())
+                .expect("a chunk size line");
+            if raw.len() < nl + 2 + size + 2 {
+                break;
+            }
+            body.extend_from_slice(&raw[nl + 2..nl + 2 + size]);
+            raw.drain(..nl + 2 + size + 2);
+        }
+        while let Some(end) = body.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = body.drain(..=end).collect();
+            let ev: serde_json::Value = serde_json::from_slice(&line).unwrap();
+            let t = ev["type"].as_str().unwrap_or_default();
+            assert!(t == "ADDED" || t == "MODIFIED", "{ev}");
+            rvs.push(rv_of(&ev["object"]));
+        }
+    }
+    rvs
+}
+
+/// A third of the watchers never read while large pods are written, so their sockets fill
+/// and their watches stall. With stall-and-resume, each stalled watch is detached at once:
+/// every healthy watcher receives every event, in order, and so does every stalled one once
+/// it reads again (from the window). The latency figure is the loadgen's, not this test's.
+#[test]
+fn stalled_watchers_cost_healthy_ones_nothing_over_http() {
+    const HEALTHY: usize = 10;
+    const STALLED: usize = 5;
+    const WRITES: usize = 300;
+    let server = Server::start(&[]);
+    let a = server.addr.clone();
+    post(
+        &a,
+        "/api/v1/namespaces",
+        &json!({"metadata":{"name":"e2e"}}),
+    );
+    let pods = "/api/v1/namespaces/e2e/pods";
+    let rv = rv_of(&http(&a, "GET", pods, &[], b"").json());
+    let path = format!("{pods}?watch=1&resourceVersion={rv}&timeoutSeconds=300");
+    let mut healthy = Vec::new();
+    for _ in 0..HEALTHY {
+        let (mut s, status) = common::open_stream(&a, &path);
+        assert_eq!(status, 200);
+        healthy.push(std::thread::spawn(move || read_events(&mut s, WRITES)));
+    }
+    let stalled: Vec<_> = (0..STALLED)
+        .map(|_| {
+            let (s, status) = common::open_stream(&a, &path);
+            assert_eq!(status, 200);
+            s
+        })
+        .collect();
+    // ~48 KB pods: 300 of them (14 MB per watch) overflow any loopback socket's buffers.
+    let filler = "x".repeat(48 << 10);
+    let mut written = Vec::new();
+    for i in 0..WRITES {
+        let pod = json!({"metadata":{"name":format!("p{i}"),"annotations":{"filler":filler}},
+            "spec":{"containers":[{"name":"c","image":"x"}]}});
+        written.push(rv_of(&post(&a, pods, &pod).json()));
+    }
+    for h in healthy {
+        assert_eq!(h.join().unwrap(), written);
+    }
+    // The stalled watches were detached (their sockets did fill).
+    let metrics = http(&a, "GET", "/metrics", &[], b"");
+    let text = String::from_utf8_lossy(&metrics.body);
+    let detached: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("listwatch_cacher_watchers_stalled_total{resource=\"pods\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("the stalled-watchers metric");
+    assert!(detached >= STALLED as u64, "{detached} detached");
+    for mut s in stalled {
+        assert_eq!(read_events(&mut s, WRITES), written);
+    }
+}

@@ -1,31 +1,36 @@
-//! The dispatcher: watcher indexes and the fan-out of each event to the watchers it concerns.
-//!
-//! # Indexes
-//!
-//! A watcher sits in exactly one scope, `(namespace, name)`, each part `""` when the watch does
-//! not fix it (from the key, or from an exact `metadata.namespace`/`metadata.name` field
-//! selector), and within the scope either under the trigger value its field selector fixes
-//! (pods: `spec.nodeName=N`) or among the untriggered. An event for `ns/name` with trigger
-//! values `cur` and `prev` goes to the scopes `{ns,name}`, `{ns,""}`, `{"",name}`, `{"",""}`,
-//! and within each to the untriggered watchers and those under `cur` or `prev`.
+//! The dispatcher: the fan-out of each event to the watchers it concerns, bookmarks on each
+//! watcher's schedule, and the cache's resets.
 //!
 //! # Fan-out
 //!
 //! Each event is wrapped once in a [`Dispatched`] whose objects carry a shared lazy encoding,
-//! so every watcher sends the same bytes. The dispatcher filters for each candidate (turning a
-//! `Modified` that enters or leaves its selection into `Added`/`Deleted`) and tries a
-//! non-blocking send. Watchers whose buffer is full share a time budget (refilled at 50 ms per
-//! second, at most 100 ms); one still blocked when its wait ends is closed, or, with
-//! stall-and-resume on, detached: it drains its buffer, then catches up from the event window
-//! by itself and re-registers (or gets 410 Expired if its version left the window).
+//! so every watcher sends the same bytes; the wrapper is attached (weakly) to the window's
+//! event, and the dispatcher keeps the most recent ones alive in a bounded ring of its own, so
+//! that watchers catching up from the window reuse them instead of encoding again. The
+//! dispatcher picks the candidates from the registry's indexes (see `registry`), filters for
+//! each (turning a `Modified` that enters or leaves its selection into `Added`/`Deleted`) and
+//! tries a non-blocking send.
 //!
-//! Invariants: the registry lock is held only for index updates, candidate collection and
-//! non-blocking sends, never across an `.await`; a watcher receives live events in the order
-//! the dispatcher handles them, which is resource-version order.
+//! A watcher whose buffer is full costs the others nothing with stall-and-resume on (the
+//! default): it is detached at once, drains its buffer, catches up from the window by itself
+//! and re-registers, or gets 410 Expired if its version left the window. With it off,
+//! upstream's rule: the blocked watchers share a time budget (refilled at 50 ms per second,
+//! at most 100 ms), and one still blocked when its wait ends is closed.
+//!
+//! # Bookmarks and progress
+//!
+//! Storage progress (the backend's bookmarks) only moves the version the dispatcher has
+//! handled; it is never fanned out, as upstream. Watchers get bookmarks at that version on
+//! their own schedule (see `registry`), plus the initial-events-end bookmark their stream
+//! makes itself. An explicit progress request on the cacher reaches the watchers that asked
+//! for progress notification, once every event up to the backend's revision is handed out.
+//!
+//! Invariants: a watcher receives live events in the order the dispatcher handles them, which
+//! is resource-version order; nothing here blocks on a watcher except the budgeted wait.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use listwatch_api::fields::Fields;
@@ -36,6 +41,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::metrics::ResourceMetrics;
+use crate::registry::{CLOSED, DETACHED, Entry, Item, RESET, Registry, next_bookmark, unregister};
 
 /// One event as every watcher shares it.
 #[derive(Debug)]
@@ -112,250 +118,21 @@ impl Dispatched {
     }
 }
 
-/// What a watcher's buffer carries.
-#[derive(Debug)]
-pub(crate) enum Item {
-    Event(Arc<Dispatched>, EventType),
-    Bookmark(u64),
-}
-
-pub(crate) const ACTIVE: u8 = 0;
-/// Detached for being slow: catch up from the window, then re-register.
-pub(crate) const DETACHED: u8 = 1;
-/// Closed (too slow without stall-and-resume, cache reinitialized, or shut down).
-pub(crate) const CLOSED: u8 = 2;
-
-/// State shared between a registered watcher and its stream.
-#[derive(Debug, Default)]
-pub(crate) struct Control {
-    state: AtomicU8,
-}
-
-impl Control {
-    pub(crate) fn state(&self) -> u8 {
-        self.state.load(Ordering::Acquire)
-    }
-    fn set(&self, s: u8) {
-        self.state.store(s, Ordering::Release);
-    }
-}
-
-/// A registered watcher, as the dispatcher sees it.
-pub(crate) struct Entry {
-    pub(crate) id: u64,
-    pub(crate) scope: (Box<str>, Box<str>),
-    pub(crate) trigger: Option<Box<str>>,
-    pub(crate) predicate: SelectionPredicate,
-    pub(crate) tx: mpsc::Sender<Item>,
-    pub(crate) allow_bookmarks: bool,
-    /// Whether backend progress reaches this watcher as bookmarks right away.
-    pub(crate) progress_notify: bool,
-    /// Milliseconds since the registry's epoch at which the next bookmark is due. Only the
-    /// dispatcher reads and writes it.
-    pub(crate) next_bookmark_ms: AtomicU64,
-    pub(crate) control: Arc<Control>,
-}
-
-#[derive(Default)]
-struct ScopeSet {
-    untriggered: HashMap<u64, Arc<Entry>>,
-    by_trigger: HashMap<Box<str>, HashMap<u64, Arc<Entry>>>,
-}
-
-impl ScopeSet {
-    fn is_empty(&self) -> bool {
-        self.untriggered.is_empty() && self.by_trigger.is_empty()
-    }
-}
-
-/// Every registered watcher, indexed. Guarded by [`Registry`]'s mutex.
-#[derive(Default)]
-pub(crate) struct Watchers {
-    /// The version of the newest event whose candidates have been collected. A watcher
-    /// registering now receives every later event live and must replay the earlier ones.
-    pub(crate) started_rv: u64,
-    next_id: u64,
-    scopes: HashMap<(Box<str>, Box<str>), ScopeSet>,
-    all: HashMap<u64, Arc<Entry>>,
-}
-
-impl Watchers {
-    pub(crate) fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
-    pub(crate) fn add(&mut self, e: Arc<Entry>) {
-        let set = self.scopes.entry(e.scope.clone()).or_default();
-        match &e.trigger {
-            Some(t) => {
-                set.by_trigger
-                    .entry(t.clone())
-                    .or_default()
-                    .insert(e.id, Arc::clone(&e));
-            }
-            None => {
-                set.untriggered.insert(e.id, Arc::clone(&e));
-            }
-        }
-        self.all.insert(e.id, e);
-    }
-
-    pub(crate) fn remove(&mut self, id: u64) -> Option<Arc<Entry>> {
-        let e = self.all.remove(&id)?;
-        if let Some(set) = self.scopes.get_mut(&e.scope) {
-            match &e.trigger {
-                Some(t) => {
-                    if let Some(m) = set.by_trigger.get_mut(t) {
-                        m.remove(&id);
-                        if m.is_empty() {
-                            set.by_trigger.remove(t);
-                        }
-                    }
-                }
-                None => {
-                    set.untriggered.remove(&id);
-                }
-            }
-            if set.is_empty() {
-                self.scopes.remove(&e.scope);
-            }
-        }
-        Some(e)
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.all.len()
-    }
-
-    fn candidates(
-        &self,
-        ns: &str,
-        name: &str,
-        triggers: [Option<&str>; 2],
-        out: &mut Vec<Arc<Entry>>,
-    ) {
-        let scopes = [(ns, name), (ns, ""), ("", name), ("", "")];
-        for (i, (sn, sm)) in scopes.iter().enumerate() {
-            // Cluster-scoped objects have ns == "", which makes scopes repeat.
-            if scopes[..i].contains(&(*sn, *sm)) {
-                continue;
-            }
-            let Some(set) = self.scopes.get(&(Box::from(*sn), Box::from(*sm))) else {
-                continue;
-            };
-            out.extend(set.untriggered.values().cloned());
-            for (j, t) in triggers.iter().enumerate() {
-                let Some(t) = t else { continue };
-                if triggers[..j].contains(&Some(*t)) {
-                    continue;
-                }
-                if let Some(m) = set.by_trigger.get(*t) {
-                    out.extend(m.values().cloned());
-                }
-            }
-        }
-    }
-
-    fn drain(&mut self) -> Vec<Arc<Entry>> {
-        self.scopes.clear();
-        self.all.drain().map(|(_, e)| e).collect()
-    }
-}
-
-/// The registry: watchers behind a mutex, plus what the dispatcher publishes.
-#[derive(Default)]
-pub(crate) struct Registry {
-    watchers: Mutex<Watchers>,
-    /// The last resource version the dispatcher handled (events and progress).
-    pub(crate) last_rv: AtomicU64,
-    /// The most recently dispatched events, oldest first, so that watchers catching up from
-    /// the window reuse their shared encodings instead of encoding again. Bounded by
-    /// [`RECENT_EVENTS`] and [`RECENT_BYTES`]; only the dispatcher writes it.
-    recent: Mutex<Recent>,
-}
-
-/// Recently dispatched events and the bytes of their objects.
-#[derive(Default)]
-struct Recent {
-    events: std::collections::VecDeque<Arc<Dispatched>>,
-    bytes: usize,
-}
-
-/// At most this many recently dispatched events are kept for catch-up...
-const RECENT_EVENTS: usize = 1024;
-/// ...and at most this many bytes of their objects.
-const RECENT_BYTES: usize = 64 << 20;
-
-impl Registry {
-    /// Remembers a dispatched event for catch-up (see `recent`).
-    fn remember(&self, d: &Arc<Dispatched>) {
-        let mut r = self
-            .recent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        r.bytes += d.object.size();
-        r.events.push_back(Arc::clone(d));
-        while r.events.len() > RECENT_EVENTS || (r.bytes > RECENT_BYTES && r.events.len() > 1) {
-            if let Some(old) = r.events.pop_front() {
-                r.bytes -= old.object.size();
-            }
-        }
-    }
-
-    fn forget_recent(&self) {
-        *self
-            .recent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Recent::default();
-    }
-
-    /// The dispatched form of the event at `rv`, if still remembered.
-    pub(crate) fn recent(&self, rv: u64) -> Option<Arc<Dispatched>> {
-        let r = self
-            .recent
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let i = r.events.binary_search_by_key(&rv, |d| d.rv).ok()?;
-        r.events.get(i).cloned()
-    }
-
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Watchers> {
-        // A panic while holding this lock leaves the indexes consistent (every mutation is a
-        // single map operation), so a poisoned lock is still usable.
-        self.watchers
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// Removes a watcher and marks it; returns whether it was still registered.
-pub(crate) fn unregister(
-    registry: &Registry,
-    id: u64,
-    state: u8,
-    metrics: &ResourceMetrics,
-) -> bool {
-    let e = registry.lock().remove(id);
-    match e {
-        Some(e) => {
-            e.control.set(state);
-            metrics.watchers_active.dec();
-            true
-        }
-        None => false,
-    }
-}
-
-/// Messages from the cache's feeder to the dispatcher, in resource-version order.
+/// Messages to the dispatcher, in resource-version order for those from the feeder.
 #[derive(Debug)]
 pub(crate) enum Incoming {
     Event(Arc<CacheEvent>),
     /// A bookmark from the backend: progress without an event.
     Progress(u64),
-    /// The cache was relisted at this version: every watcher ends so clients re-watch. The
-    /// sender learns when that is done, so no watcher of the new state is closed by it.
-    Reset(u64, tokio::sync::oneshot::Sender<()>),
+    /// The cache is being relisted: every watcher ends (with "not ready") and no one may
+    /// register until [`Incoming::Ready`]. The sender learns when that is done.
+    Reset(tokio::sync::oneshot::Sender<()>),
+    /// The relist is in the cache at this version: watchers may register again. The sender
+    /// learns when they may.
+    Ready(u64, tokio::sync::oneshot::Sender<()>),
+    /// An explicit progress request: the progress-notify watchers get a bookmark once
+    /// everything up to this version is handed out.
+    NotifyProgress(u64),
 }
 
 /// Dispatcher settings.
@@ -366,7 +143,6 @@ pub(crate) struct DispatchConfig {
     pub(crate) max_budget: Duration,
     pub(crate) budget_refill_per_sec: Duration,
     pub(crate) bookmark_frequency: Duration,
-    pub(crate) bookmark_tick: Duration,
 }
 
 struct Budget {
@@ -391,13 +167,42 @@ impl Budget {
     }
 }
 
+/// At most this many recently dispatched events are kept alive for catch-up...
+const RECENT_EVENTS: usize = 1024;
+/// ...and at most this many bytes of their objects.
+const RECENT_BYTES: usize = 64 << 20;
+
+/// Recently dispatched events (the dispatcher's own; no lock), so that their shared
+/// encodings outlive the live fan-out for watchers catching up from the window.
+#[derive(Default)]
+struct Recent {
+    events: VecDeque<Arc<Dispatched>>,
+    bytes: usize,
+}
+
+impl Recent {
+    fn keep(&mut self, d: &Arc<Dispatched>) {
+        self.bytes += d.object.size();
+        self.events.push_back(Arc::clone(d));
+        while self.events.len() > RECENT_EVENTS
+            || (self.bytes > RECENT_BYTES && self.events.len() > 1)
+        {
+            if let Some(old) = self.events.pop_front() {
+                self.bytes -= old.object.size();
+            }
+        }
+    }
+}
+
 pub(crate) struct Dispatcher {
-    pub(crate) registry: Arc<Registry>,
-    pub(crate) config: DispatchConfig,
-    pub(crate) metrics: ResourceMetrics,
-    pub(crate) epoch: Instant,
+    registry: Arc<Registry>,
+    config: DispatchConfig,
+    metrics: ResourceMetrics,
     budget: Budget,
     candidates: Vec<Arc<Entry>>,
+    recent: Recent,
+    /// Explicit progress requests waiting for the dispatcher to reach their version.
+    progress_requests: Vec<u64>,
 }
 
 impl Dispatcher {
@@ -405,7 +210,6 @@ impl Dispatcher {
         registry: Arc<Registry>,
         config: DispatchConfig,
         metrics: ResourceMetrics,
-        epoch: Instant,
     ) -> Self {
         let budget = Budget {
             left: config.max_budget,
@@ -417,9 +221,10 @@ impl Dispatcher {
             registry,
             config,
             metrics,
-            epoch,
             budget,
             candidates: Vec::new(),
+            recent: Recent::default(),
+            progress_requests: Vec::new(),
         }
     }
 
@@ -428,88 +233,132 @@ impl Dispatcher {
         mut incoming: mpsc::Receiver<Incoming>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
-        let mut next_tick = Instant::now() + jittered(self.config.bookmark_tick);
+        // Far enough to mean "no bookmark is due"; recomputed after every change.
+        let never = || Instant::now() + Duration::from_secs(3600);
+        let mut next_tick = never();
         loop {
             tokio::select! {
                 msg = incoming.recv() => match msg {
                     Some(Incoming::Event(ev)) => self.dispatch(&ev).await,
-                    Some(Incoming::Progress(rv)) => self.progress(rv),
-                    Some(Incoming::Reset(rv, done)) => {
-                        self.close_all();
-                        self.registry.lock().started_rv = rv;
-                        self.registry.forget_recent();
-                        self.registry.last_rv.store(rv, Ordering::Release);
+                    Some(Incoming::Progress(rv)) => self.handled(rv),
+                    Some(Incoming::Reset(done)) => {
+                        self.close_all(RESET, false);
+                        self.recent = Recent::default();
                         let _ = done.send(());
+                    }
+                    Some(Incoming::Ready(rv, done)) => {
+                        self.registry.last_rv.store(rv, Ordering::Release);
+                        {
+                            let mut w = self.registry.lock();
+                            w.started_rv = rv;
+                            w.accepting = true;
+                        }
+                        let _ = done.send(());
+                    }
+                    Some(Incoming::NotifyProgress(rv)) => {
+                        self.progress_requests.push(rv);
+                        self.answer_progress_requests();
                     }
                     None => break,
                 },
-                () = tokio::time::sleep_until(next_tick) => {
-                    self.bookmarks();
-                    next_tick = Instant::now() + jittered(self.config.bookmark_tick);
-                }
+                () = tokio::time::sleep_until(next_tick) => self.bookmarks(),
+                () = self.registry.bookmark_wake.notified() => {}
                 _ = stop.changed() => break,
             }
+            next_tick = self
+                .registry
+                .lock()
+                .bookmarks
+                .next_due()
+                .unwrap_or_else(never);
         }
-        self.close_all();
+        self.close_all(CLOSED, true);
     }
 
-    fn close_all(&mut self) {
-        let all = self.registry.lock().drain();
+    /// Ends every watcher with `state`; when `stop`, none may register again.
+    fn close_all(&mut self, state: u8, stop: bool) {
+        let all = {
+            let mut w = self.registry.lock();
+            w.epoch += 1;
+            w.accepting = false;
+            if stop {
+                w.started_rv = u64::MAX;
+            }
+            w.drain()
+        };
         for e in &all {
-            e.control.set(CLOSED);
+            e.control.set(state);
         }
         self.metrics.watchers_active.set(0);
     }
 
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    /// Everything up to `rv` has been handed out (an event, or storage progress).
+    fn handled(&mut self, rv: u64) {
+        self.registry.last_rv.fetch_max(rv, Ordering::AcqRel);
+        if !self.progress_requests.is_empty() {
+            self.answer_progress_requests();
+        }
     }
 
-    /// Backend progress: watchers that asked for progress notification get a bookmark at
-    /// once (everything up to `rv` has been queued to them before this message).
-    fn progress(&mut self, rv: u64) {
-        let prev = self.registry.last_rv.fetch_max(rv, Ordering::AcqRel);
-        if rv < prev {
+    /// Sends a bookmark to the progress-notify watchers for each request the dispatcher has
+    /// reached (everything up to its version has been queued to them).
+    fn answer_progress_requests(&mut self) {
+        let at = self.registry.last_rv.load(Ordering::Acquire);
+        let before = self.progress_requests.len();
+        self.progress_requests.retain(|rv| *rv > at);
+        if self.progress_requests.len() == before {
             return;
         }
-        let w = self.registry.lock();
-        for e in w.all.values() {
-            if e.allow_bookmarks && e.progress_notify {
-                // A full buffer has events to read anyway; a later progress will follow.
-                let _ = e.tx.try_send(Item::Bookmark(rv));
-            }
+        let targets: Vec<Arc<Entry>> = self.registry.lock().progress_watchers().cloned().collect();
+        for e in targets {
+            // A full buffer has events to read anyway.
+            let _ = e.tx.try_send(Item::Bookmark(at));
         }
     }
 
-    /// Sends a bookmark at the last handled version to watchers whose time has come. Before
-    /// anything was handled there is no version to announce, so nothing is sent.
+    /// Sends the due bookmarks at the last handled version and schedules each watcher's next.
     fn bookmarks(&mut self) {
-        let rv = self.registry.last_rv.load(Ordering::Acquire);
-        if rv == 0 {
+        let now = Instant::now();
+        let due: Vec<Arc<Entry>> = {
+            let mut w = self.registry.lock();
+            let ids = w.bookmarks.pop_due(now);
+            ids.into_iter()
+                .filter_map(|id| w.get(id).cloned())
+                .collect()
+        };
+        if due.is_empty() {
             return;
         }
-        let now = self.now_ms();
-        let every = u64::try_from(self.config.bookmark_frequency.as_millis()).unwrap_or(u64::MAX);
-        let w = self.registry.lock();
-        for e in w.all.values() {
-            if !e.allow_bookmarks || e.next_bookmark_ms.load(Ordering::Relaxed) > now {
+        let rv = self.registry.last_rv.load(Ordering::Acquire);
+        for e in &due {
+            // A full buffer means the watcher has events to read anyway; skip, as upstream.
+            let _ = e.tx.try_send(Item::Bookmark(rv));
+        }
+        let every = self.config.bookmark_frequency;
+        let mut w = self.registry.lock();
+        for e in due {
+            if w.get(e.id).is_none() {
                 continue;
             }
-            // A full buffer means the watcher has events to read anyway; skip, as upstream.
-            if e.tx.try_send(Item::Bookmark(rv)).is_ok() {
-                e.next_bookmark_ms
-                    .store(now.saturating_add(every), Ordering::Relaxed);
+            // One due within the second just served would be a duplicate (buckets are whole
+            // seconds): the pre-deadline bookmark is sent once.
+            let next = next_bookmark(now, every, e.allow_bookmarks, e.deadline)
+                .filter(|next| *next > now + Duration::from_secs(1));
+            if let Some(next) = next {
+                w.bookmarks.add(e.id, next);
             }
         }
     }
 
     pub(crate) async fn dispatch(&mut self, ev: &CacheEvent) {
         let d = Arc::new(Dispatched::new(ev, true));
-        // Remembered before anyone can see it, so a watcher catching up meanwhile finds it.
-        self.registry.remember(&d);
+        // Attached before anyone can see it, so that a watcher catching up meanwhile finds it;
+        // kept alive by the ring.
+        ev.attach(&d);
+        self.recent.keep(&d);
         let triggers: [Option<&str>; 2] = match &self.config.trigger_field {
+            // Absent reads as "", as selectors and the cache's indexes read it.
             Some(f) => [
-                // Absent reads as "", as selectors and the cache's indexes read it.
                 Some(d.object.field_value(f)),
                 d.prev.as_ref().map(|p| p.field_value(f)),
             ],
@@ -525,20 +374,22 @@ impl Dispatcher {
         let mut blocked = Vec::new();
         let mut gone = Vec::new();
         for e in candidates.drain(..) {
-            if e.control.state() != ACTIVE {
-                continue;
-            }
             let Some(t) = d.event_type_for(&e.predicate) else {
                 continue;
             };
             match e.tx.try_send(Item::Event(Arc::clone(&d), t)) {
                 Ok(()) => {}
+                // Lossless and free for the others: it catches up from the window by itself.
+                Err(mpsc::error::TrySendError::Full(_)) if self.config.stall_resume => {
+                    self.too_slow(&e);
+                }
                 Err(mpsc::error::TrySendError::Full(item)) => blocked.push((e, item)),
                 Err(mpsc::error::TrySendError::Closed(_)) => gone.push(e.id),
             }
         }
         self.candidates = candidates;
         if !blocked.is_empty() {
+            // Upstream's rule when slow watchers cannot resume: a shared, refilled budget.
             let mut budget = self.budget.take();
             for (e, item) in blocked {
                 let started = Instant::now();
@@ -559,7 +410,7 @@ impl Dispatcher {
         for id in gone {
             unregister(&self.registry, id, CLOSED, &self.metrics);
         }
-        self.registry.last_rv.fetch_max(d.rv, Ordering::AcqRel);
+        self.handled(d.rv);
         self.metrics.events_dispatched.inc();
         self.metrics
             .dispatch_latency
@@ -580,9 +431,4 @@ impl Dispatcher {
             tracing::info!(watcher = e.id, "closing a watcher that cannot keep up");
         }
     }
-}
-
-/// `d` ± 25 %, so that many cachers' ticks do not line up.
-fn jittered(d: Duration) -> Duration {
-    d.mul_f64(rand::random_range(0.75..1.25))
 }

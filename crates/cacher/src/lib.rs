@@ -5,7 +5,8 @@
 //! - a reflector (listwatch-client's, over an in-process lister-watcher on the backend) lists
 //!   and watches the backend and feeds a `listwatch_watchcache::WatchCache`;
 //! - each event then goes, in order, to the dispatcher, which hands it to the watchers it
-//!   concerns (see `dispatch` for indexes, budgets and stall-and-resume);
+//!   concerns (see `dispatch` for the fan-out, budgets and stall-and-resume, `registry` for
+//!   the indexes and bookmark schedule, `watcher` for one watch's stream);
 //! - reads are served from the cache when their resource-version semantics allow it, and
 //!   delegated to the backend otherwise; writes always go to the backend, with the cached
 //!   object as a suggestion.
@@ -14,8 +15,14 @@
 //! endpoints; it must never depend on a concrete backend or on HTTP.
 //!
 //! Readiness goes Pending → Ready (a generation number counts each Ready) → Stopped, and
-//! back to Pending while the reflector relists. While not ready, watches fail with 429 and a
-//! retry-after growing with the downtime; gets and lists go to the backend.
+//! back to Pending for the whole of each relist (see `feed`). While not ready, as upstream
+//! (KEP-4568): watches fail with 429 and a Retry-After growing with the downtime (upstream's
+//! `exp(0.06 × downtime)`, 1 to 30 s); gets, and lists with a limit and no selector, go to the
+//! backend; other lists get the same 429.
+//!
+//! Consistent lists (no resource version) wait until the cache has the backend's current
+//! revision; the backend is asked for progress as soon as the first one waits, then every
+//! 100 ms while any does, and never otherwise.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -31,127 +38,39 @@
 //! # Ok(()) }
 //! ```
 
+mod config;
 mod dispatch;
+mod feed;
 mod lw;
 mod metrics;
+mod registry;
 mod watcher;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt;
 use listwatch_api::Object;
-use listwatch_client::Event as ReflectorEvent;
 use listwatch_storage::{
     Error, GetOptions, Key, ListOptions, ObjectList, Preconditions, ResourceVersionMatch, Result,
-    Stats, Storage, UpdateFn, ValidateDeleteFn, WatchEvent, WatchStream,
+    Stats, Storage, UpdateFn, ValidateDeleteFn, WatchStream,
 };
-use listwatch_watchcache::{Index, WatchCache, WatchCacheReader};
+use listwatch_watchcache::{WatchCache, WatchCacheReader};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
+pub use crate::config::CacherConfig;
 pub use crate::lw::StorageListerWatcher;
 pub use crate::metrics::{CacherMetrics, ResourceLabel};
 
-use crate::dispatch::{DispatchConfig, Dispatcher, Incoming, Registry};
+use crate::dispatch::{DispatchConfig, Dispatcher, Incoming};
 use crate::metrics::ResourceMetrics;
+use crate::registry::Registry;
 use crate::watcher::{Spec, Start};
 
-/// Configuration of one [`Cacher`]. [`CacherConfig::new`] mirrors upstream's constants.
-#[derive(Clone)]
-pub struct CacherConfig {
-    /// The resource (the key's first segment), e.g. `pods`.
-    pub resource: String,
-    /// The field whose exact-match selector indexes watchers (pods: `spec.nodeName`).
-    pub trigger_field: Option<String>,
-    /// The watch cache's configuration (window sizes, indexes, freshness timeout).
-    pub watch_cache: listwatch_watchcache::Config,
-    /// Detach slow watchers and let them catch up from the window instead of closing them.
-    pub stall_resume: bool,
-    /// Most time the dispatcher may wait on blocked watchers (upstream: 100 ms)...
-    pub max_dispatch_budget: Duration,
-    /// ...refilled at this much per second (upstream: 50 ms).
-    pub budget_refill_per_sec: Duration,
-    /// A watcher with bookmarks gets one this often (upstream: 1 minute).
-    pub bookmark_frequency: Duration,
-    /// The bookmark timer's period, jittered ±25 % (upstream: 1 s).
-    pub bookmark_tick: Duration,
-    /// Events queued between the cache and the dispatcher (upstream: 100).
-    pub incoming_queue: usize,
-    /// While a consistent read waits, progress is requested this often (upstream: 100 ms).
-    pub progress_request_interval: Duration,
-    /// Page size of the reflector's lists of the backend (upstream: 10 000).
-    pub list_page_size: u32,
-    /// How often the backend's compaction revision is read, to drop cached history no read
-    /// may use any more (upstream `compactorPollPeriod`, 15 s). Reads and watches at a past
-    /// revision check it themselves, at once.
-    pub compaction_poll_interval: Duration,
-    /// Serve consistent lists (no resource version) from the cache once it has caught up
-    /// with the backend's revision. Turn it off for a backend whose progress notifications
-    /// cannot be requested reliably (etcd before 3.5.13, see docs/etcd.md): the wait would
-    /// otherwise run into its 3 s limit on quiet resources. Upstream gates this the same way.
-    pub consistent_reads_from_cache: bool,
-    /// Where the metrics go.
-    pub metrics: CacherMetrics,
-}
-
-impl CacherConfig {
-    /// The configuration for `resource`, with a namespace index and upstream's constants.
-    pub fn new(resource: impl Into<String>) -> Self {
-        let resource = resource.into();
-        Self {
-            watch_cache: listwatch_watchcache::Config::new(resource.clone())
-                .with_index(Index::namespace()),
-            resource,
-            trigger_field: None,
-            stall_resume: true,
-            max_dispatch_budget: Duration::from_millis(100),
-            budget_refill_per_sec: Duration::from_millis(50),
-            bookmark_frequency: Duration::from_secs(60),
-            bookmark_tick: Duration::from_secs(1),
-            incoming_queue: 100,
-            progress_request_interval: Duration::from_millis(100),
-            list_page_size: 10_000,
-            compaction_poll_interval: Duration::from_secs(15),
-            consistent_reads_from_cache: true,
-            metrics: CacherMetrics::default(),
-        }
-    }
-
-    /// Indexes the cache and the watchers by `field` (an exact-match field selector on it
-    /// then reads only its index and reaches only its watchers).
-    #[must_use]
-    pub fn with_trigger(mut self, field: &str) -> Self {
-        self.watch_cache = self.watch_cache.with_index(Index::field(field));
-        self.trigger_field = Some(field.to_owned());
-        self
-    }
-
-    /// Sets the metrics families.
-    #[must_use]
-    pub fn with_metrics(mut self, metrics: CacherMetrics) -> Self {
-        self.metrics = metrics;
-        self
-    }
-
-    /// Turns stall-and-resume on or off.
-    #[must_use]
-    pub fn with_stall_resume(mut self, on: bool) -> Self {
-        self.stall_resume = on;
-        self
-    }
-
-    /// Changes the watch cache's configuration.
-    #[must_use]
-    pub fn with_watch_cache(
-        mut self,
-        f: impl FnOnce(listwatch_watchcache::Config) -> listwatch_watchcache::Config,
-    ) -> Self {
-        self.watch_cache = f(self.watch_cache);
-        self
-    }
-}
+/// Upstream's `resourceVersionTooHighRetrySeconds`: the Retry-After of a consistent list
+/// refused because the cache did not catch up in time.
+const STALE_CACHE_RETRY_SECONDS: u32 = 1;
 
 /// Where the cacher is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,8 +99,9 @@ pub(crate) struct Inner {
     registry: Arc<Registry>,
     ready: watch::Sender<Readiness>,
     metrics: ResourceMetrics,
-    epoch: Instant,
     stop: watch::Sender<bool>,
+    /// To the dispatcher, for explicit progress requests (the feeder holds its own).
+    incoming: mpsc::Sender<Incoming>,
 }
 
 impl Inner {
@@ -213,37 +133,52 @@ impl Inner {
         }
     }
 
+    fn ready_state(&self) -> ReadyState {
+        self.ready.borrow().state
+    }
+
+    /// Upstream's Retry-After for an unready cache: clamp(exp(0.06 × downtime), 1, 30) s.
+    fn retry_after(&self) -> u32 {
+        let since = self.ready.borrow().since;
+        let secs = (0.06 * since.elapsed().as_secs_f64())
+            .exp()
+            .clamp(1.0, 30.0);
+        secs.ceil() as u32
+    }
+
+    /// What a watch gets when the cache is (re)initializing: 429 with a Retry-After.
+    fn reinitializing(&self) -> Error {
+        Error::NotReady {
+            message: format!(
+                "storage is (re)initializing: the watch cache of {} is listing",
+                self.config.resource
+            ),
+            retry_after_seconds: self.retry_after(),
+        }
+    }
+
     fn not_ready(&self) -> Option<Error> {
-        let r = *self.ready.borrow();
-        match r.state {
+        match self.ready_state() {
             ReadyState::Ready => None,
             ReadyState::Stopped => Some(Error::NotReady {
                 message: format!("the cache of {} is stopped", self.config.resource),
                 retry_after_seconds: 1,
             }),
-            ReadyState::Pending => {
-                // Upstream: clamp(exp(0.06 × downtime), 1, 30) seconds.
-                let secs = (0.06 * r.since.elapsed().as_secs_f64())
-                    .exp()
-                    .clamp(1.0, 30.0);
-                Some(Error::NotReady {
-                    message: format!("the cache of {} is not ready yet", self.config.resource),
-                    retry_after_seconds: secs.ceil() as u32,
-                })
-            }
+            ReadyState::Pending => Some(self.reinitializing()),
         }
     }
 
     fn set_ready(&self, state: ReadyState) {
-        self.ready.send_modify(|r| {
-            if r.state == state {
-                return;
+        self.ready.send_if_modified(|r| {
+            if r.state == state || r.state == ReadyState::Stopped {
+                return false;
             }
             if state == ReadyState::Ready {
                 r.generation += 1;
             }
             r.state = state;
             r.since = Instant::now();
+            true
         });
     }
 
@@ -294,17 +229,17 @@ impl Cacher {
             since: Instant::now(),
         });
         let (stop, _) = watch::channel(false);
+        let (tx, rx) = mpsc::channel(config.incoming_queue.max(1));
         let inner = Arc::new(Inner {
             backend,
             reader: cache.reader(),
-            registry: Arc::new(Registry::default()),
+            registry: Arc::new(Registry::new(Instant::now())),
             ready,
             metrics: config.metrics.for_resource(&config.resource),
-            epoch: Instant::now(),
             stop,
+            incoming: tx.clone(),
             config,
         });
-        let (tx, rx) = mpsc::channel(inner.config.incoming_queue.max(1));
         let dispatcher = Dispatcher::new(
             Arc::clone(&inner.registry),
             DispatchConfig {
@@ -313,14 +248,12 @@ impl Cacher {
                 max_budget: inner.config.max_dispatch_budget,
                 budget_refill_per_sec: inner.config.budget_refill_per_sec,
                 bookmark_frequency: inner.config.bookmark_frequency,
-                bookmark_tick: inner.config.bookmark_tick,
             },
             inner.metrics.clone(),
-            inner.epoch,
         );
         tokio::spawn(dispatcher.run(rx, inner.stop.subscribe()));
-        tokio::spawn(feed(Arc::clone(&inner), cache, tx));
-        tokio::spawn(request_progress(Arc::clone(&inner)));
+        tokio::spawn(feed::feed(Arc::clone(&inner), cache, tx));
+        tokio::spawn(feed::request_progress(Arc::clone(&inner)));
         Self {
             _stop: Arc::new(StopOnDrop(Arc::clone(&inner))),
             inner,
@@ -389,154 +322,29 @@ impl Cacher {
             .ok()
             .flatten()
     }
-}
 
-/// Lists and watches the backend through the client reflector and feeds cache and dispatcher.
-async fn feed(inner: Arc<Inner>, mut cache: WatchCache, tx: mpsc::Sender<Incoming>) {
-    let lw = match Key::collection(&inner.config.resource, None) {
-        Ok(key) => lw::StorageListerWatcher {
-            backend: Arc::clone(&inner.backend),
-            key,
-        },
-        Err(e) => {
-            tracing::error!(resource = %inner.config.resource, error = %e, "cannot cache this resource");
-            inner.set_ready(ReadyState::Stopped);
-            return;
-        }
-    };
-    let config = listwatch_client::Config::default().page_size(inner.config.list_page_size);
-    let events = listwatch_client::watcher(lw, config);
-    futures::pin_mut!(events);
-    let mut stop = inner.stop.subscribe();
-    let mut relist: Vec<Object> = Vec::new();
-    let resource = inner.config.resource.clone();
-    let every = inner
-        .config
-        .compaction_poll_interval
-        .max(Duration::from_millis(10));
-    let mut compaction_poll = tokio::time::interval_at(Instant::now() + every, every);
-    compaction_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let item = tokio::select! {
-            item = events.next() => item,
-            _ = compaction_poll.tick() => {
-                // Drops the snapshots no read may use any more (a no-op when nothing moved).
-                cache.compact(inner.backend.compacted_revision());
-                continue;
-            }
-            _ = stop.changed() => None,
-        };
-        let Some(item) = item else { break };
-        let ev = match item {
-            Ok(ev) => ev,
-            Err(e) => {
-                tracing::warn!(resource = %resource, error = %e, "cacher reflector error");
-                continue;
-            }
-        };
-        match ev {
-            ReflectorEvent::Init => relist.clear(),
-            ReflectorEvent::InitApply(o) => relist.push(o),
-            ReflectorEvent::InitDone { resource_version } => {
-                if let Err(e) = cache.replace(std::mem::take(&mut relist), resource_version) {
-                    tracing::error!(resource = %resource, error = %e, "cannot replace the watch cache");
-                    continue;
-                }
-                // Watchers of the old state end so that clients re-watch against the new one;
-                // only then may new watchers come (see `Incoming::Reset`).
-                let (done, reset) = tokio::sync::oneshot::channel();
-                if tx
-                    .send(Incoming::Reset(resource_version, done))
-                    .await
-                    .is_err()
-                    || reset.await.is_err()
-                {
-                    break;
-                }
-                inner.set_ready(ReadyState::Ready);
-                tracing::info!(resource = %resource, rv = resource_version, "watch cache ready");
-            }
-            ReflectorEvent::Apply(o) | ReflectorEvent::Delete(o)
-                if o.resource_version() <= cache.view().resource_version() =>
+    /// A consistent list from the cache once it has caught up with the backend; when it does
+    /// not in time, the backend's answer or 429 (see [`CacherConfig::consistent_read_fallback`]).
+    async fn consistent_list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
+        let inner = &self.inner;
+        match inner.wait_consistent().await {
+            Ok(view) => view.list(key, opts),
+            Err(e @ Error::TooLargeResourceVersion { .. })
+                if !inner.config.consistent_read_fallback =>
             {
-                tracing::debug!(resource = %resource, rv = o.resource_version(), "skipping an event the cache already has");
+                inner.metrics.consistent_reads_refused.inc();
+                Err(Error::TooManyRequests {
+                    message: format!(
+                        "the watch cache of {} is not fresh enough: {e}",
+                        inner.config.resource
+                    ),
+                    retry_after_seconds: STALE_CACHE_RETRY_SECONDS,
+                })
             }
-            ReflectorEvent::Apply(o) => {
-                let existed = Key::object(&resource, o.namespace(), o.name())
-                    .ok()
-                    .and_then(|k| {
-                        cache
-                            .view()
-                            .get(
-                                &k,
-                                &GetOptions {
-                                    ignore_not_found: true,
-                                    ..Default::default()
-                                },
-                            )
-                            .ok()
-                            .flatten()
-                    })
-                    .is_some();
-                let ev = if existed {
-                    WatchEvent::Modified {
-                        object: o,
-                        prev: None,
-                    }
-                } else {
-                    WatchEvent::Added(o)
-                };
-                if !apply(&mut cache, ev, &tx, &resource).await {
-                    break;
-                }
-            }
-            ReflectorEvent::Delete(o) => {
-                if !apply(&mut cache, WatchEvent::Deleted(o), &tx, &resource).await {
-                    break;
-                }
-            }
-            ReflectorEvent::Bookmark { resource_version } => {
-                cache.progress(resource_version);
-                if tx.send(Incoming::Progress(resource_version)).await.is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    inner.set_ready(ReadyState::Stopped);
-}
-
-/// Applies one event to the cache and queues it for the dispatcher; false when the
-/// dispatcher is gone.
-async fn apply(
-    cache: &mut WatchCache,
-    ev: WatchEvent,
-    tx: &mpsc::Sender<Incoming>,
-    resource: &str,
-) -> bool {
-    let rv = ev.resource_version().unwrap_or(0);
-    match cache.apply(ev) {
-        // The cache's own entry, even if a byte budget already squeezed it out of the window.
-        Ok(Some(ev)) => tx.send(Incoming::Event(ev)).await.is_ok(),
-        Ok(None) => true,
-        Err(e) => {
-            tracing::error!(resource, rv, error = %e, "watch cache refused an event");
-            true
-        }
-    }
-}
-
-/// While a consistent read waits for the cache, asks the backend for progress notifications.
-async fn request_progress(inner: Arc<Inner>) {
-    let mut stop = inner.stop.subscribe();
-    loop {
-        tokio::select! {
-            () = tokio::time::sleep(inner.config.progress_request_interval) => {}
-            _ = stop.changed() => return,
-        }
-        if inner.reader.has_waiters() {
-            if let Err(e) = inner.backend.request_watch_progress().await {
-                tracing::debug!(error = %e, "progress request failed");
+            Err(e) => {
+                tracing::debug!(error = %e, "consistent list from cache failed; reading the backend");
+                inner.metrics.consistent_reads_fallen_back.inc();
+                inner.backend.list(key, opts).await
             }
         }
     }
@@ -554,7 +362,8 @@ impl Storage for Cacher {
 
     async fn get(&self, key: &Key, opts: &GetOptions) -> Result<Option<Object>> {
         let inner = &self.inner;
-        // A consistent get (no version) reads the backend, as upstream does.
+        // A consistent get (no version) reads the backend, as upstream does; so does any get
+        // while the cache is not ready (KEP-4568).
         if inner.not_ready().is_some() || opts.resource_version.is_none() {
             return inner.backend.get(key, opts).await;
         }
@@ -566,20 +375,24 @@ impl Storage for Cacher {
     async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         opts.validate_list()?;
         let inner = &self.inner;
-        if inner.not_ready().is_some() || opts.continue_token.is_some() {
+        if let Some(e) = inner.not_ready() {
+            // Upstream (KEP-4568): only what etcd serves cheaply is delegated, a page of
+            // everything; the rest waits for the cache.
+            let cheap = opts.predicate.is_empty() && opts.page_limit().is_some();
+            return if cheap {
+                inner.backend.list(key, opts).await
+            } else {
+                Err(e)
+            };
+        }
+        if opts.continue_token.is_some() {
             return inner.backend.list(key, opts).await;
         }
         match (opts.resource_version, opts.resource_version_match) {
             (None, _) if !inner.config.consistent_reads_from_cache => {
                 inner.backend.list(key, opts).await
             }
-            (None, _) => match inner.wait_consistent().await {
-                Ok(view) => view.list(key, opts),
-                Err(e) => {
-                    tracing::debug!(error = %e, "consistent list from cache failed; reading the backend");
-                    inner.backend.list(key, opts).await
-                }
-            },
+            (None, _) => self.consistent_list(key, opts).await,
             (Some(rv), Some(ResourceVersionMatch::Exact)) => {
                 inner.check_compacted(rv)?;
                 let view = inner.reader.wait_until_fresh(rv, None).await?;
@@ -635,6 +448,7 @@ impl Storage for Cacher {
                 .map(Into::into),
             allow_bookmarks: opts.allow_watch_bookmarks,
             progress_notify: opts.progress_notify,
+            deadline: opts.deadline.map(Instant::from_std),
         };
         watcher::open(Arc::clone(inner), spec, start)
     }
@@ -672,8 +486,23 @@ impl Storage for Cacher {
         self.inner.backend.stats(key).await
     }
 
+    /// Asks the backend for progress and, once the cache has everything up to the backend's
+    /// current revision, sends a bookmark to this cacher's watchers that asked for progress
+    /// notification. (The cacher's own progress requests, for consistent reads, only move
+    /// the cache's version: they never reach watchers.)
     async fn request_watch_progress(&self) -> Result<()> {
-        self.inner.backend.request_watch_progress().await
+        let inner = &self.inner;
+        let rv = inner.backend.current_resource_version().await?;
+        inner.backend.request_watch_progress().await?;
+        inner.reader.wait_until_fresh(rv, None).await?;
+        inner
+            .incoming
+            .send(Incoming::NotifyProgress(rv))
+            .await
+            .map_err(|_| Error::NotReady {
+                message: format!("the cache of {} is stopped", inner.config.resource),
+                retry_after_seconds: 1,
+            })
     }
 
     async fn current_resource_version(&self) -> Result<u64> {

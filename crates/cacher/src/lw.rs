@@ -22,15 +22,27 @@ use listwatch_storage::{
 /// Lists and watches one collection of a storage backend (or of a cacher): the in-process
 /// lister-watcher the cache's reflector uses, and any in-process informer (e.g. the RBAC
 /// authorizer's) can use.
+#[derive(Clone)]
 pub struct StorageListerWatcher {
     pub(crate) backend: Arc<dyn Storage>,
     pub(crate) key: Key,
+    /// Counts relists as they begin (a first page is asked for, or the watch expired and the
+    /// reflector is about to relist), so that the feeder can go Pending at once.
+    pub(crate) relists: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl StorageListerWatcher {
     /// Lists and watches everything under `key` in `backend`.
     pub fn new(backend: Arc<dyn Storage>, key: Key) -> Self {
-        Self { backend, key }
+        Self {
+            backend,
+            key,
+            relists: Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+
+    fn relist_begins(&self) {
+        self.relists.send_modify(|n| *n += 1);
     }
 }
 
@@ -79,6 +91,9 @@ impl ListerWatcher for StorageListerWatcher {
 
     async fn list(&self, request: &ListRequest) -> listwatch_client::Result<Page<Object>> {
         let r = request;
+        if r.continue_token.is_none() {
+            self.relist_begins();
+        }
         let opts = ListOptions {
             limit: r.limit.map(u64::from),
             continue_token: r.continue_token.clone(),
@@ -120,7 +135,8 @@ impl ListerWatcher for StorageListerWatcher {
             .watch(&self.key, &opts)
             .await
             .map_err(|e| to_client(&e))?;
-        let events = events.map(|ev| match ev {
+        let relists = Arc::clone(&self.relists);
+        let events = events.map(move |ev| match ev {
             WatchEvent::Added(o) => Ok(ClientEvent::Added(o)),
             WatchEvent::Modified { object, .. } => Ok(ClientEvent::Modified(object)),
             WatchEvent::Deleted(o) => Ok(ClientEvent::Deleted(o)),
@@ -128,7 +144,11 @@ impl ListerWatcher for StorageListerWatcher {
                 resource_version: b.resource_version,
                 initial_events_end: b.initial_events_end,
             }),
-            WatchEvent::Error(e) => Err(to_client(&e)),
+            WatchEvent::Error(e) => {
+                // The reflector relists after an ERROR event.
+                relists.send_modify(|n| *n += 1);
+                Err(to_client(&e))
+            }
         });
         // A storage watch has no server-side timeout; honour the reflector's so that it
         // re-watches now and then, as it would against a real server.

@@ -30,6 +30,9 @@ pub struct CacherMetrics {
     dispatch_latency: Family<ResourceLabel, Histogram, fn() -> Histogram>,
     cache_lag: Family<ResourceLabel, Gauge>,
     init_events: Family<ResourceLabel, Counter>,
+    resyncs: Family<ResourceLabel, Counter>,
+    consistent_reads_fallen_back: Family<ResourceLabel, Counter>,
+    consistent_reads_refused: Family<ResourceLabel, Counter>,
 }
 
 impl Default for CacherMetrics {
@@ -43,6 +46,9 @@ impl Default for CacherMetrics {
             dispatch_latency: Family::new_with_constructor(latency_histogram),
             cache_lag: Family::default(),
             init_events: Family::default(),
+            resyncs: Family::default(),
+            consistent_reads_fallen_back: Family::default(),
+            consistent_reads_refused: Family::default(),
         }
     }
 }
@@ -87,6 +93,21 @@ impl CacherMetrics {
             "Events sent as watches' initial state",
             m.init_events.clone(),
         );
+        r.register(
+            "resyncs",
+            "Relists forced because the backend sent an event the cache was already past",
+            m.resyncs.clone(),
+        );
+        r.register(
+            "consistent_reads_fallen_back",
+            "Consistent lists read from the backend because the cache did not catch up in time",
+            m.consistent_reads_fallen_back.clone(),
+        );
+        r.register(
+            "consistent_reads_refused",
+            "Consistent lists answered 429 because the cache did not catch up in time",
+            m.consistent_reads_refused.clone(),
+        );
         m
     }
 
@@ -102,6 +123,12 @@ impl CacherMetrics {
             dispatch_latency: self.dispatch_latency.get_or_create(&l).clone(),
             cache_lag: self.cache_lag.get_or_create(&l).clone(),
             init_events: self.init_events.get_or_create(&l).clone(),
+            resyncs: self.resyncs.get_or_create(&l).clone(),
+            consistent_reads_fallen_back: self
+                .consistent_reads_fallen_back
+                .get_or_create(&l)
+                .clone(),
+            consistent_reads_refused: self.consistent_reads_refused.get_or_create(&l).clone(),
         }
     }
 }
@@ -116,4 +143,7 @@ pub(crate) struct ResourceMetrics {
     pub(crate) dispatch_latency: Histogram,
     pub(crate) cache_lag: Gauge,
     pub(crate) init_events: Counter,
+    pub(crate) resyncs: Counter,
+    pub(crate) consistent_reads_fallen_back: Counter,
+    pub(crate) consistent_reads_refused: Counter,
 }

@@ -1,159 +1,17 @@
-//! Cacher behaviour beyond the storage contract: readiness, slow watchers, triggers, scale.
+//! Cacher behaviour beyond the storage contract: slow watchers, triggers, scale.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{fields, next, pod, put};
 use futures::StreamExt;
-use listwatch_api::{FieldSelector, Object, SelectableFields};
-use listwatch_cacher::{Cacher, CacherConfig, ReadyState};
+use listwatch_api::{FieldSelector, Object};
+use listwatch_cacher::{Cacher, CacherConfig};
 use listwatch_memstore::MemStore;
-use listwatch_storage::{Key, ListOptions, SelectionPredicate, Storage, WatchEvent, WatchStream};
-
-fn fields() -> SelectableFields {
-    SelectableFields::new(["spec.nodeName"])
-}
-
-fn pod(ns: &str, name: &str, node: &str, generation: u64) -> Object {
-    let v = serde_json::json!({"kind":"Pod","metadata":{"name":name,"namespace":ns},
-        "spec":{"nodeName":node,"generation":generation}});
-    Object::from_value(v, &fields()).unwrap()
-}
-
-async fn put(s: &impl Storage, o: Object) -> Object {
-    let key = Key::object("pods", o.namespace(), o.name()).unwrap();
-    let mut update = |_: Option<&Object>| Ok(o.clone().into());
-    s.guaranteed_update(&key, None, true, &mut update, None)
-        .await
-        .unwrap()
-}
-
-async fn next(w: &mut WatchStream) -> Option<WatchEvent> {
-    tokio::time::timeout(Duration::from_secs(10), w.next())
-        .await
-        .expect("no event in time")
-}
-
-/// A backend whose lists fail until told otherwise, to hold the cacher in Pending.
-#[derive(Clone)]
-struct Flaky {
-    inner: MemStore,
-    lists_fail: Arc<std::sync::atomic::AtomicBool>,
-}
-
-#[async_trait::async_trait]
-impl Storage for Flaky {
-    async fn create(
-        &self,
-        k: &Key,
-        o: Object,
-        t: Option<Duration>,
-    ) -> listwatch_storage::Result<Object> {
-        self.inner.create(k, o, t).await
-    }
-    async fn get(
-        &self,
-        k: &Key,
-        o: &listwatch_storage::GetOptions,
-    ) -> listwatch_storage::Result<Option<Object>> {
-        self.inner.get(k, o).await
-    }
-    async fn list(
-        &self,
-        k: &Key,
-        o: &ListOptions,
-    ) -> listwatch_storage::Result<listwatch_storage::ObjectList> {
-        if self.lists_fail.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(listwatch_storage::Error::Unreachable {
-                message: "down".into(),
-            });
-        }
-        self.inner.list(k, o).await
-    }
-    async fn watch(
-        &self,
-        k: &Key,
-        o: &ListOptions,
-    ) -> listwatch_storage::Result<listwatch_storage::WatchStream> {
-        self.inner.watch(k, o).await
-    }
-    async fn guaranteed_update(
-        &self,
-        k: &Key,
-        p: Option<&listwatch_storage::Preconditions>,
-        i: bool,
-        u: &mut listwatch_storage::UpdateFn<'_>,
-        s: Option<Object>,
-    ) -> listwatch_storage::Result<Object> {
-        self.inner.guaranteed_update(k, p, i, u, s).await
-    }
-    async fn delete(
-        &self,
-        k: &Key,
-        p: Option<&listwatch_storage::Preconditions>,
-        v: &listwatch_storage::ValidateDeleteFn<'_>,
-        s: Option<Object>,
-    ) -> listwatch_storage::Result<Object> {
-        self.inner.delete(k, p, v, s).await
-    }
-    async fn stats(&self, k: &Key) -> listwatch_storage::Result<listwatch_storage::Stats> {
-        self.inner.stats(k).await
-    }
-    async fn request_watch_progress(&self) -> listwatch_storage::Result<()> {
-        self.inner.request_watch_progress().await
-    }
-    async fn current_resource_version(&self) -> listwatch_storage::Result<u64> {
-        self.inner.current_resource_version().await
-    }
-    async fn readiness(&self) -> listwatch_storage::Result<()> {
-        self.inner.readiness().await
-    }
-    fn compacted_revision(&self) -> u64 {
-        self.inner.compacted_revision()
-    }
-}
-
-#[tokio::test]
-async fn watches_get_429_until_the_cache_is_ready_and_lists_fall_back_to_the_backend() {
-    let backend = Flaky {
-        inner: MemStore::new(),
-        lists_fail: Arc::default(),
-    };
-    backend
-        .lists_fail
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let cacher = Cacher::new(Arc::new(backend.clone()), CacherConfig::new("pods"));
-    put(&backend.inner, pod("ns", "a", "n1", 0)).await;
-    assert_eq!(cacher.ready_state(), (ReadyState::Pending, 0));
-    let all = Key::collection("pods", None).unwrap();
-    let err = cacher
-        .watch(&all, &ListOptions::recursive())
-        .await
-        .err()
-        .expect("not ready");
-    let status = err.to_status();
-    assert_eq!(status.code, 429);
-    assert!(status.retry_after() >= 1);
-    backend
-        .lists_fail
-        .store(false, std::sync::atomic::Ordering::SeqCst);
-    // Served by the backend while pending.
-    assert_eq!(
-        cacher
-            .list(&all, &ListOptions::recursive())
-            .await
-            .unwrap()
-            .items
-            .len(),
-        1
-    );
-    tokio::time::timeout(Duration::from_secs(60), cacher.wait_ready())
-        .await
-        .unwrap();
-    assert_eq!(cacher.ready_state(), (ReadyState::Ready, 1));
-    let mut w = cacher.watch(&all, &ListOptions::recursive()).await.unwrap();
-    assert!(matches!(next(&mut w).await, Some(WatchEvent::Added(o)) if o.name() == "a"));
-}
+use listwatch_storage::{Key, ListOptions, SelectionPredicate, Storage, WatchEvent};
 
 async fn slow_watcher_case(stall_resume: bool) -> (Vec<u64>, bool) {
     let mut config = CacherConfig::new("pods").with_stall_resume(stall_resume);
@@ -346,4 +204,47 @@ async fn an_empty_node_selector_sees_pods_without_the_field() {
             ("DELETED", "absent".to_owned(), bound.resource_version()),
         ]
     );
+}
+
+/// With stall-and-resume on, a watcher whose buffer is full is detached at once: the
+/// dispatcher never waits for it (no budget is spent), the others get every event with no
+/// delay, and the stalled one later gets every event too, from the window. The clock is
+/// tokio's paused one, so "no delay" is exact: a budget wait would move it.
+#[tokio::test(start_paused = true)]
+async fn a_full_buffer_detaches_at_once_and_costs_the_others_nothing() {
+    let mut config = CacherConfig::new("pods");
+    config.max_dispatch_budget = Duration::from_secs(10);
+    let cacher = Cacher::new(Arc::new(MemStore::new()), config);
+    cacher.wait_ready().await;
+    let start = put(&cacher, pod("ns", "a", "n1", 0)).await;
+    let all = Key::collection("pods", None).unwrap();
+    let opts = ListOptions {
+        resource_version: Some(start.resource_version()),
+        ..ListOptions::recursive()
+    };
+    let mut stalled = cacher.watch(&all, &opts).await.unwrap();
+    let mut healthy = cacher.watch(&all, &opts).await.unwrap();
+    let t = tokio::time::Instant::now();
+    let mut last = 0;
+    for i in 1..=300 {
+        last = put(&cacher, pod("ns", "a", "n1", i))
+            .await
+            .resource_version();
+        match next(&mut healthy).await {
+            Some(WatchEvent::Modified { object, .. }) => {
+                assert_eq!(object.resource_version(), last);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(t.elapsed(), Duration::ZERO, "the dispatcher waited");
+    let mut got = Vec::new();
+    while got.last() != Some(&last) {
+        match next(&mut stalled).await {
+            Some(WatchEvent::Modified { object, .. }) => got.push(object.resource_version()),
+            other => panic!("after {} events: {other:?}", got.len()),
+        }
+    }
+    assert_eq!(got.len(), 300);
+    assert!(got.windows(2).all(|w| w[0] < w[1]));
 }

@@ -1,0 +1,106 @@
+//! The configuration of a [`Cacher`](crate::Cacher): upstream's constants by default.
+
+use std::time::Duration;
+
+use listwatch_watchcache::Index;
+
+use crate::metrics::CacherMetrics;
+
+/// Configuration of one [`Cacher`]. [`CacherConfig::new`] mirrors upstream's constants.
+#[derive(Clone)]
+pub struct CacherConfig {
+    /// The resource (the key's first segment), e.g. `pods`.
+    pub resource: String,
+    /// The field whose exact-match selector indexes watchers (pods: `spec.nodeName`).
+    pub trigger_field: Option<String>,
+    /// The watch cache's configuration (window sizes, indexes, freshness timeout).
+    pub watch_cache: listwatch_watchcache::Config,
+    /// Detach slow watchers and let them catch up from the window instead of closing them.
+    pub stall_resume: bool,
+    /// Most time the dispatcher may wait on blocked watchers (upstream: 100 ms)...
+    pub max_dispatch_budget: Duration,
+    /// ...refilled at this much per second (upstream: 50 ms).
+    pub budget_refill_per_sec: Duration,
+    /// A watcher with bookmarks gets one this often (upstream: 1 minute).
+    pub bookmark_frequency: Duration,
+    /// Events queued between the cache and the dispatcher (upstream: 100).
+    pub incoming_queue: usize,
+    /// While a consistent read waits, progress is requested at once, then this often
+    /// (upstream: 100 ms).
+    pub progress_request_interval: Duration,
+    /// Page size of the reflector's lists of the backend (upstream: 10 000).
+    pub list_page_size: u32,
+    /// How often the backend's compaction revision is read, to drop cached history no read
+    /// may use any more (upstream `compactorPollPeriod`, 15 s). Reads and watches at a past
+    /// revision check it themselves, at once.
+    pub compaction_poll_interval: Duration,
+    /// Serve consistent lists (no resource version) from the cache once it has caught up
+    /// with the backend's revision. Turn it off for a backend whose progress notifications
+    /// cannot be requested reliably (etcd before 3.5.13, see docs/etcd.md): the wait would
+    /// otherwise run into its 3 s limit on quiet resources. Upstream gates this the same way.
+    pub consistent_reads_from_cache: bool,
+    /// What a consistent list does when the cache does not catch up with the backend within
+    /// the freshness timeout (3 s): read the backend (`true`, the default), or answer 429
+    /// with a Retry-After (`false`, upstream's `ConsistentListFromCacheSkipTimeoutFallback`),
+    /// so that a lagging cache cannot turn into a storm of lists against the backend.
+    pub consistent_read_fallback: bool,
+    /// Where the metrics go.
+    pub metrics: CacherMetrics,
+}
+
+impl CacherConfig {
+    /// The configuration for `resource`, with a namespace index and upstream's constants.
+    pub fn new(resource: impl Into<String>) -> Self {
+        let resource = resource.into();
+        Self {
+            watch_cache: listwatch_watchcache::Config::new(resource.clone())
+                .with_index(Index::namespace()),
+            resource,
+            trigger_field: None,
+            stall_resume: true,
+            max_dispatch_budget: Duration::from_millis(100),
+            budget_refill_per_sec: Duration::from_millis(50),
+            bookmark_frequency: Duration::from_secs(60),
+            incoming_queue: 100,
+            progress_request_interval: Duration::from_millis(100),
+            list_page_size: 10_000,
+            compaction_poll_interval: Duration::from_secs(15),
+            consistent_reads_from_cache: true,
+            consistent_read_fallback: true,
+            metrics: CacherMetrics::default(),
+        }
+    }
+
+    /// Indexes the cache and the watchers by `field` (an exact-match field selector on it
+    /// then reads only its index and reaches only its watchers).
+    #[must_use]
+    pub fn with_trigger(mut self, field: &str) -> Self {
+        self.watch_cache = self.watch_cache.with_index(Index::field(field));
+        self.trigger_field = Some(field.to_owned());
+        self
+    }
+
+    /// Sets the metrics families.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: CacherMetrics) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Turns stall-and-resume on or off.
+    #[must_use]
+    pub fn with_stall_resume(mut self, on: bool) -> Self {
+        self.stall_resume = on;
+        self
+    }
+
+    /// Changes the watch cache's configuration.
+    #[must_use]
+    pub fn with_watch_cache(
+        mut self,
+        f: impl FnOnce(listwatch_watchcache::Config) -> listwatch_watchcache::Config,
+    ) -> Self {
+        self.watch_cache = f(self.watch_cache);
+        self
+    }
+}

@@ -1,0 +1,252 @@
+//! The feeder: lists and watches the backend through the client reflector, applies each event
+//! to the watch cache, then queues it for the dispatcher; and the progress requester, which
+//! asks the backend for progress while consistent reads wait.
+//!
+//! Readiness follows the reflector: a relist makes the cacher Pending and ends every watcher
+//! (they get "not ready", 429, once) before the first object of the new list arrives; the
+//! cache is replaced and the cacher Ready again (a new generation) once the list is complete.
+//!
+//! An event at or below the version the cache already holds cannot be placed: the backend's
+//! stream and the cache disagree. It is never dropped silently: the feeder starts a new
+//! reflector, which relists, so watchers are told (as above) and the state is rebuilt.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use listwatch_api::Object;
+use listwatch_client::Event as ReflectorEvent;
+use listwatch_storage::{GetOptions, Key, WatchEvent};
+use listwatch_watchcache::WatchCache;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::dispatch::Incoming;
+use crate::{Inner, ReadyState, lw};
+
+/// Why one reflector's run ended.
+enum Ended {
+    /// The cacher stops (or the dispatcher is gone).
+    Stop,
+    /// The backend's stream and the cache disagree: start over with a relist.
+    Resync,
+}
+
+/// Runs reflectors until the cacher stops; see the module docs.
+pub(crate) async fn feed(inner: Arc<Inner>, mut cache: WatchCache, tx: mpsc::Sender<Incoming>) {
+    let key = match Key::collection(&inner.config.resource, None) {
+        Ok(key) => key,
+        Err(e) => {
+            tracing::error!(resource = %inner.config.resource, error = %e, "cannot cache this resource");
+            inner.set_ready(ReadyState::Stopped);
+            return;
+        }
+    };
+    let lw = lw::StorageListerWatcher::new(Arc::clone(&inner.backend), key);
+    let mut stop = inner.stop.subscribe();
+    while let Ended::Resync = run_reflector(&inner, &mut cache, &tx, lw.clone()).await {
+        inner.metrics.resyncs.inc();
+        // A backend that keeps disagreeing must not make this a hot loop.
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stop.changed() => break,
+        }
+    }
+    inner.set_ready(ReadyState::Stopped);
+}
+
+async fn run_reflector(
+    inner: &Inner,
+    cache: &mut WatchCache,
+    tx: &mpsc::Sender<Incoming>,
+    lw: lw::StorageListerWatcher,
+) -> Ended {
+    let config = listwatch_client::Config::default().page_size(inner.config.list_page_size);
+    let mut relists = lw.relists.subscribe();
+    // The relists begun up to the last one whose objects started arriving.
+    let mut seen = *relists.borrow_and_update();
+    let events = listwatch_client::watcher(lw, config);
+    futures::pin_mut!(events);
+    let mut stop = inner.stop.subscribe();
+    if *stop.borrow() {
+        return Ended::Stop;
+    }
+    let mut relist: Vec<Object> = Vec::new();
+    let resource = inner.config.resource.as_str();
+    let every = inner
+        .config
+        .compaction_poll_interval
+        .max(Duration::from_millis(10));
+    let mut compaction_poll = tokio::time::interval_at(Instant::now() + every, every);
+    compaction_poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let item = tokio::select! {
+            item = events.next() => item,
+            _ = compaction_poll.tick() => {
+                // Drops what no read may use any more (a no-op when nothing moved).
+                cache.compact(inner.backend.compacted_revision());
+                continue;
+            }
+            Ok(()) = relists.changed() => {
+                let begun = *relists.borrow_and_update();
+                if begun > seen && !begin_relist(inner, tx).await {
+                    return Ended::Stop;
+                }
+                continue;
+            }
+            _ = stop.changed() => None,
+        };
+        let Some(item) = item else {
+            return Ended::Stop;
+        };
+        let ev = match item {
+            Ok(ev) => ev,
+            Err(e) => {
+                tracing::warn!(resource, error = %e, "cacher reflector error");
+                continue;
+            }
+        };
+        match ev {
+            ReflectorEvent::Init => {
+                relist.clear();
+                seen = *relists.borrow();
+                // Normally Pending already (the relist's start was signalled).
+                if !begin_relist(inner, tx).await {
+                    return Ended::Stop;
+                }
+            }
+            ReflectorEvent::InitApply(o) => relist.push(o),
+            ReflectorEvent::InitDone { resource_version } => {
+                if let Err(e) = cache.replace(std::mem::take(&mut relist), resource_version) {
+                    tracing::error!(resource, error = %e, "cannot replace the watch cache");
+                    return Ended::Resync;
+                }
+                let (done, ready) = tokio::sync::oneshot::channel();
+                if tx
+                    .send(Incoming::Ready(resource_version, done))
+                    .await
+                    .is_err()
+                    || ready.await.is_err()
+                {
+                    return Ended::Stop;
+                }
+                inner.set_ready(ReadyState::Ready);
+                tracing::info!(resource, rv = resource_version, "watch cache ready");
+            }
+            ReflectorEvent::Apply(o) | ReflectorEvent::Delete(o)
+                if o.resource_version() <= cache.view().resource_version() =>
+            {
+                tracing::error!(
+                    resource,
+                    rv = o.resource_version(),
+                    cache_rv = cache.view().resource_version(),
+                    "the backend sent an event the cache is already past; relisting"
+                );
+                return Ended::Resync;
+            }
+            ReflectorEvent::Apply(o) => {
+                let existed = Key::object(resource, o.namespace(), o.name())
+                    .ok()
+                    .and_then(|k| {
+                        cache
+                            .view()
+                            .get(
+                                &k,
+                                &GetOptions {
+                                    ignore_not_found: true,
+                                    ..Default::default()
+                                },
+                            )
+                            .ok()
+                            .flatten()
+                    })
+                    .is_some();
+                let ev = if existed {
+                    WatchEvent::Modified {
+                        object: o,
+                        prev: None,
+                    }
+                } else {
+                    WatchEvent::Added(o)
+                };
+                if let Some(ended) = apply(cache, ev, tx, resource).await {
+                    return ended;
+                }
+            }
+            ReflectorEvent::Delete(o) => {
+                if let Some(ended) = apply(cache, WatchEvent::Deleted(o), tx, resource).await {
+                    return ended;
+                }
+            }
+            ReflectorEvent::Bookmark { resource_version } => {
+                // Storage progress moves the cache's version, nothing else (as upstream).
+                cache.progress(resource_version);
+                if tx.send(Incoming::Progress(resource_version)).await.is_err() {
+                    return Ended::Stop;
+                }
+            }
+        }
+    }
+}
+
+/// A relist begins: Pending for the whole of it; watchers of the old state end now (with
+/// "not ready"), and no one registers until the new state is in (see `Incoming::Reset`).
+/// False when the dispatcher is gone.
+async fn begin_relist(inner: &Inner, tx: &mpsc::Sender<Incoming>) -> bool {
+    if inner.ready_state() != ReadyState::Ready {
+        return true;
+    }
+    tracing::info!(resource = %inner.config.resource, "watch cache relisting");
+    inner.set_ready(ReadyState::Pending);
+    let (done, reset) = tokio::sync::oneshot::channel();
+    tx.send(Incoming::Reset(done)).await.is_ok() && reset.await.is_ok()
+}
+
+/// Applies one event to the cache and queues it for the dispatcher; `Some` when the run ends.
+async fn apply(
+    cache: &mut WatchCache,
+    ev: WatchEvent,
+    tx: &mpsc::Sender<Incoming>,
+    resource: &str,
+) -> Option<Ended> {
+    let rv = ev.resource_version().unwrap_or(0);
+    match cache.apply(ev) {
+        // The cache's own entry, even if a byte budget already squeezed it out of the window.
+        Ok(Some(ev)) => tx
+            .send(Incoming::Event(ev))
+            .await
+            .is_err()
+            .then_some(Ended::Stop),
+        Ok(None) => None,
+        Err(e) => {
+            // Only an object the cache cannot key (no name) gets here: nothing can watch or
+            // list it by key, so it is left out, loudly.
+            tracing::error!(resource, rv, error = %e, "watch cache refused an event");
+            None
+        }
+    }
+}
+
+/// While consistent reads wait for the cache, asks the backend for progress: at once when the
+/// first one starts waiting, then every `interval` while any waits. Sleeps otherwise.
+pub(crate) async fn request_progress(inner: Arc<Inner>) {
+    let mut stop = inner.stop.subscribe();
+    loop {
+        tokio::select! {
+            () = inner.reader.waiter_arrived() => {}
+            _ = stop.changed() => return,
+        }
+        while inner.reader.has_waiters() {
+            // A reader arriving after the others left is answered at once, not after the pause.
+            let arrival = inner.reader.next_first_waiter();
+            if let Err(e) = inner.backend.request_watch_progress().await {
+                tracing::debug!(error = %e, "progress request failed");
+            }
+            tokio::select! {
+                () = tokio::time::sleep(inner.config.progress_request_interval) => {}
+                () = arrival => {}
+                _ = stop.changed() => return,
+            }
+        }
+    }
+}
