@@ -152,3 +152,52 @@ async fn a_relist_is_pending_throughout_ends_watchers_once_and_moves_the_generat
         other => panic!("{other:?}"),
     }
 }
+
+/// A backend that sends an event the cache already has (at or below its version) cannot be
+/// trusted to have sent everything else: the cache relists, and its watchers are told (429),
+/// instead of the event being skipped with a log line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_the_cache_is_past_makes_it_relist_and_tells_its_watchers() {
+    let probe = Probe::new(MemStore::new());
+    let cacher = Cacher::new(Arc::new(probe.clone()), CacherConfig::new("pods"));
+    tokio::time::timeout(Duration::from_secs(30), cacher.wait_ready())
+        .await
+        .unwrap();
+    assert_eq!(cacher.ready_state(), (ReadyState::Ready, 1));
+    let start = cacher.current_resource_version().await.unwrap();
+    let mut w = cacher
+        .watch(
+            &all(),
+            &ListOptions {
+                resource_version: Some(start),
+                ..ListOptions::recursive()
+            },
+        )
+        .await
+        .unwrap();
+    probe
+        .duplicate_next
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let a = put(&probe.inner, pod("ns", "a", "n1", 0)).await;
+    match next(&mut w).await {
+        Some(WatchEvent::Added(o)) => assert_eq!(o.resource_version(), a.resource_version()),
+        other => panic!("{other:?}"),
+    }
+    match next(&mut w).await {
+        Some(WatchEvent::Error(e)) => assert_eq!(e.to_status().code, 429, "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(next(&mut w).await.is_none());
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while cacher.ready_state() != (ReadyState::Ready, 2) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("relisted");
+    let listed = cacher
+        .list(&all(), &ListOptions::recursive())
+        .await
+        .unwrap();
+    assert_eq!(listed.items.len(), 1);
+}

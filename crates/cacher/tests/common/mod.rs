@@ -74,6 +74,8 @@ pub struct Probe {
     /// When false, progress requests are counted and otherwise ignored.
     pub progress_answered: Arc<AtomicBool>,
     cuts: Arc<tokio::sync::watch::Sender<u64>>,
+    /// When set, the next object event a watch forwards is forwarded twice.
+    pub duplicate_next: Arc<AtomicBool>,
 }
 
 impl Probe {
@@ -87,6 +89,7 @@ impl Probe {
             progress_requests: Arc::default(),
             progress_answered: Arc::new(AtomicBool::new(true)),
             cuts: Arc::new(tokio::sync::watch::channel(0).0),
+            duplicate_next: Arc::default(),
         }
     }
 
@@ -131,11 +134,21 @@ impl Storage for Probe {
         let mut cuts = self.cuts.subscribe();
         cuts.borrow_and_update();
         let mut events = self.inner.watch(k, o).await?;
+        let duplicate = Arc::clone(&self.duplicate_next);
         let stream = async_stream(move |tx| async move {
             loop {
                 tokio::select! {
                     ev = events.next() => match ev {
-                        Some(ev) => if tx.send(ev).await.is_err() { return },
+                        Some(ev) => {
+                            let again = ev.object().is_some()
+                                && duplicate.swap(false, Ordering::SeqCst);
+                            if again && tx.send(ev.clone()).await.is_err() {
+                                return;
+                            }
+                            if tx.send(ev).await.is_err() {
+                                return;
+                            }
+                        }
                         None => return,
                     },
                     _ = cuts.changed() => {
