@@ -6,7 +6,7 @@ use listwatch_watchcache::Index;
 
 use crate::metrics::CacherMetrics;
 
-/// Configuration of one [`Cacher`]. [`CacherConfig::new`] mirrors upstream's constants.
+/// Configuration of one [`Cacher`](crate::Cacher). [`CacherConfig::new`] mirrors upstream's constants.
 #[derive(Clone)]
 pub struct CacherConfig {
     /// The resource (the key's first segment), e.g. `pods`.
