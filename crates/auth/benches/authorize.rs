@@ -4,9 +4,20 @@
 //! ClusterRoleBindings, each to a role of 4 rules, plus upstream's bootstrap policy.
 //! Measured per request: RBAC decisions (allowed in a namespace, denied), the static token
 //! lookup, a cached ServiceAccount token (claims cached, account looked up, expiry checked),
-//! and the whole of authentication + authorization for a ServiceAccount request.
+//! and the whole of authentication + authorization for a static-token and a ServiceAccount
+//! request.
 //!
-//! `cargo bench -p listwatch-auth --bench authorize`
+//! Two ways: criterion's groups (wall-clock), and rounds (`rounds …` lines: 21 rounds per
+//! case, median [lowest–highest] of the per-call wall-clock *and* thread CPU time, the
+//! latter being the cost without the wait for a core on a shared machine), beside two
+//! baselines measured in the same run: the floor (one hash look-up of the user's name) and
+//! the peer (upstream's RBAC algorithm, every ClusterRoleBinding and every RoleBinding of
+//! the namespace, over the same stores).
+//!
+//! `cargo bench -p listwatch-auth --bench authorize` (everything), or
+//! `cargo bench -p listwatch-auth --bench authorize -- none` (only the rounds; criterion's
+//! groups are filtered out). `AUTHORIZE_ROUNDS=SUBSTRING` keeps only the matching rounds
+//! (to profile one).
 
 #![allow(clippy::expect_used, missing_docs)]
 
@@ -21,9 +32,11 @@ use listwatch_auth::authn::{
 };
 use listwatch_auth::authz::{Chain, PrivilegedGroups};
 use listwatch_auth::rbac::{
-    PolicyRule, Rbac, RbacStores, Role, RoleBinding, RoleRef, Subject, bootstrap, subject_index,
+    PolicyRule, Rbac, RbacStores, Role, RoleBinding, RoleRef, Subject, bootstrap, rules,
+    subject_applies, subject_index,
 };
 use listwatch_auth::{Attributes, Authentication, Authorizer, Credentials, UserInfo};
+use listwatch_client::store::{NAMESPACE_INDEX, namespace_index};
 use listwatch_client::{Event, Writer};
 use std::sync::Arc;
 
@@ -124,6 +137,30 @@ impl ServiceAccountLookup for Accounts {
     }
 }
 
+/// The ServiceAccount authenticator over 10 000 accounts, and a token of `ns42/sa3`.
+fn service_accounts() -> (ServiceAccountTokens, String) {
+    let iss = "https://kubernetes.default.svc.cluster.local";
+    let key = rcgen::KeyPair::generate().expect("key");
+    let issuer = TokenIssuer::from_pem(key.serialize_pem().as_bytes(), iss, vec![iss.into()])
+        .expect("issuer");
+    let mut accounts = HashMap::new();
+    for n in 0..1000 {
+        for u in 0..10 {
+            accounts.insert((format!("ns{n}"), format!("sa{u}")), format!("uid-{n}-{u}"));
+        }
+    }
+    let (sa_token, _) = issuer
+        .issue("ns42", "sa3", "uid-42-3", &TokenRequestSpec::default())
+        .expect("token");
+    let sa = ServiceAccountTokens::new(
+        verification_keys(key.public_key_pem().as_bytes()).expect("keys"),
+        vec![iss.into()],
+        vec![iss.into()],
+        Box::new(Accounts(accounts)),
+    );
+    (sa, sa_token)
+}
+
 fn bench(c: &mut Criterion) {
     let w = world();
     let authz = Chain(vec![
@@ -145,25 +182,7 @@ fn bench(c: &mut Criterion) {
     });
     g.finish();
 
-    let iss = "https://kubernetes.default.svc.cluster.local";
-    let key = rcgen::KeyPair::generate().expect("key");
-    let issuer = TokenIssuer::from_pem(key.serialize_pem().as_bytes(), iss, vec![iss.into()])
-        .expect("issuer");
-    let mut accounts = HashMap::new();
-    for n in 0..1000 {
-        for u in 0..10 {
-            accounts.insert((format!("ns{n}"), format!("sa{u}")), format!("uid-{n}-{u}"));
-        }
-    }
-    let (sa_token, _) = issuer
-        .issue("ns42", "sa3", "uid-42-3", &TokenRequestSpec::default())
-        .expect("token");
-    let sa = ServiceAccountTokens::new(
-        verification_keys(key.public_key_pem().as_bytes()).expect("keys"),
-        vec![iss.into()],
-        vec![iss.into()],
-        Box::new(Accounts(accounts)),
-    );
+    let (sa, sa_token) = service_accounts();
     let mut csv = String::new();
     for u in 0..1000 {
         csv.push_str(&format!("token-{u:040},user{u},uid{u},\"dev,ops\"\n"));
@@ -210,5 +229,202 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// This thread's time on a CPU, in nanoseconds (the first field of
+/// `/proc/thread-self/schedstat`): the cost of the calls without the time spent waiting for
+/// a core, which wall-clock figures include on a busy machine.
+fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// Median, lowest and highest of a sample.
+fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    let median = if v.len() % 2 == 0 {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    };
+    (median, v[0], v[v.len() - 1])
+}
+
+/// Runs `f` in `ROUNDS` rounds of `n` calls and prints the per-call wall-clock and CPU time:
+/// median [lowest–highest] over the rounds.
+/// `AUTHORIZE_ROUNDS=SUBSTRING` runs only the matching rounds (to profile one of them).
+fn rounds<T>(name: &str, n: u32, mut f: impl FnMut() -> T) {
+    const ROUNDS: usize = 21;
+    if std::env::var("AUTHORIZE_ROUNDS").is_ok_and(|only| !name.contains(&only)) {
+        return;
+    }
+    for _ in 0..n / 10 {
+        black_box(f());
+    }
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let c0 = thread_cpu_ns();
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            black_box(f());
+        }
+        let elapsed = t0.elapsed();
+        wall.push(elapsed.as_nanos() as f64 / f64::from(n));
+        if let (Some(c0), Some(c1)) = (c0, thread_cpu_ns()) {
+            cpu.push((c1 - c0) as f64 / f64::from(n));
+        }
+    }
+    let (wm, wl, wh) = spread(wall);
+    print!("rounds {name}: wall {wm:.0} ns [{wl:.0}–{wh:.0}]");
+    if cpu.len() == ROUNDS {
+        let (cm, cl, ch) = spread(cpu);
+        print!(", cpu {cm:.0} ns [{cl:.0}–{ch:.0}]");
+    }
+    println!(" ({ROUNDS} rounds of {n} calls)");
+}
+
+/// Upstream's RBAC authorizer's algorithm (`VisitRulesFor`), over the same stores: every
+/// ClusterRoleBinding, then every RoleBinding of the request's namespace (a namespace-index
+/// look-up, as upstream's lister), each binding's subjects checked, its role fetched and
+/// its rules matched — the peer the indexed authorizer is measured against.
+struct Upstream {
+    rbac: Rbac,
+    role_bindings: listwatch_client::Store<RoleBinding>,
+}
+
+impl Upstream {
+    fn allowed(&self, user: &UserInfo, attrs: &Attributes) -> bool {
+        let stores = self.rbac.stores();
+        let grants = |b: &RoleBinding, ns: &str| {
+            b.subjects.iter().any(|s| subject_applies(s, user, ns))
+                && self
+                    .rbac
+                    .role_rules(&b.role_ref, ns)
+                    .is_ok_and(|r| r.rules.iter().any(|rule| rules::allows(rule, attrs)))
+        };
+        if stores
+            .cluster_role_bindings
+            .list()
+            .iter()
+            .any(|b| grants(b, ""))
+        {
+            return true;
+        }
+        if attrs.namespace.is_empty() {
+            return false;
+        }
+        self.role_bindings
+            .by_index(NAMESPACE_INDEX, &attrs.namespace)
+            .unwrap_or_default()
+            .iter()
+            .any(|b| grants(b, &attrs.namespace))
+    }
+}
+
+/// Per-call cost in rounds (median and spread, wall-clock and CPU), beside two baselines
+/// measured in the same run: the floor (one hash look-up of the user's name in a map of
+/// 1 000 users, the least any per-subject index must do) and the peer (upstream's
+/// algorithm over the same 10 000 bindings).
+fn cpu(_: &mut Criterion) {
+    let w = world();
+    let authz = Chain(vec![
+        Arc::new(PrivilegedGroups::default()),
+        Arc::new(w.rbac.clone()),
+    ]);
+    let alice = UserInfo::new("user420", ["system:authenticated"]);
+    let list = Attributes::resource("list", "", "pods", "ns42");
+    let elsewhere = Attributes::resource("list", "", "pods", "ns43");
+    let n = 200_000;
+
+    let floor: HashMap<String, Arc<UserInfo>, foldhash::fast::RandomState> = (0..1000)
+        .map(|u| {
+            (
+                format!("user{u}"),
+                Arc::new(UserInfo::new(format!("user{u}"), [""; 0])),
+            )
+        })
+        .collect();
+    rounds("floor/hash_lookup_of_the_user", n, || {
+        floor.get(black_box(alice.name.as_str())).cloned()
+    });
+    let mut ns_rbs = Writer::new(vec![subject_index(), namespace_index()]);
+    synced(
+        &mut ns_rbs,
+        w.rbac
+            .stores()
+            .role_bindings
+            .list()
+            .iter()
+            .map(|b| RoleBinding::clone(b))
+            .collect(),
+    );
+    let upstream = Upstream {
+        rbac: w.rbac.clone(),
+        role_bindings: ns_rbs.store(),
+    };
+    assert!(upstream.allowed(&alice, &list));
+    assert!(!upstream.allowed(&alice, &elsewhere));
+    rounds(
+        "peer/upstream_algorithm/allowed_in_namespace",
+        n / 10,
+        || upstream.allowed(black_box(&alice), black_box(&list)),
+    );
+    rounds("peer/upstream_algorithm/denied", n / 10, || {
+        upstream.allowed(black_box(&alice), black_box(&elsewhere))
+    });
+    rounds("rbac_10k_bindings/allowed_in_namespace", n, || {
+        authz.authorize(black_box(&alice), black_box(&list))
+    });
+    rounds("rbac_10k_bindings/denied", n, || {
+        authz.authorize(black_box(&alice), black_box(&elsewhere))
+    });
+
+    let mut csv = String::new();
+    for u in 0..1000 {
+        csv.push_str(&format!("token-{u:040},user{u},uid{u},\"dev,ops\"\n"));
+    }
+    let authn = Authentication {
+        x509: None,
+        tokens: vec![Arc::new(
+            TokenFile::parse(csv.as_bytes(), "bench").expect("tokens"),
+        )],
+        anonymous: true,
+    };
+    let token = format!("token-{:040}", 420);
+    let creds = Credentials {
+        bearer: Some(&token),
+        client_certs: None,
+    };
+    rounds("authenticate/static_token", n, || {
+        authn.authenticate(black_box(&creds))
+    });
+    rounds("authn_authz_10k_bindings/static_token_list_pods", n, || {
+        let user = authn.authenticate(black_box(&creds)).expect("user");
+        authz.authorize(&user, black_box(&list))
+    });
+
+    let (sa, sa_token) = service_accounts();
+    let sa_authn = Authentication {
+        x509: None,
+        tokens: vec![Arc::new(sa)],
+        anonymous: true,
+    };
+    let sa_creds = Credentials {
+        bearer: Some(&sa_token),
+        client_certs: None,
+    };
+    rounds("authenticate/service_account_cached", n, || {
+        sa_authn.authenticate(black_box(&sa_creds))
+    });
+    rounds(
+        "authn_authz_10k_bindings/service_account_list_pods",
+        n,
+        || {
+            let user = sa_authn.authenticate(black_box(&sa_creds)).expect("user");
+            authz.authorize(&user, black_box(&list))
+        },
+    );
+    drop(ns_rbs);
+}
+
+criterion_group!(benches, bench, cpu);
 criterion_main!(benches);
