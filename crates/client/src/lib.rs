@@ -41,7 +41,7 @@ mod resource;
 pub mod store;
 
 pub use error::{Error, Result};
-pub use http::{HttpConfig, HttpListerWatcher};
+pub use http::{ExecCluster, ExecConfig, HttpConfig, HttpListerWatcher, Impersonate};
 pub use informer::{
     EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
     dispatch,

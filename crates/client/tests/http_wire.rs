@@ -475,3 +475,84 @@ async fn a_watch_event_without_a_resource_version_is_refused_and_the_watch_resum
     let watches: Vec<&String> = heads.iter().filter(|h| h.contains("watch=")).collect();
     assert!(watches[1].contains("resourceVersion=10"), "{}", watches[1]);
 }
+
+#[tokio::test]
+async fn impersonation_and_basic_auth_go_on_every_request() {
+    let (url, seen) = serve(|_| Reply::Full(200, list_body(5, "", &[]))).await;
+    let yaml = format!(
+        "current-context: c\ncontexts: [{{name: c, context: {{cluster: k, user: u}}}}]\nclusters: [{{name: k, cluster: {{server: \"{url}\"}}}}]\nusers: [{{name: u, user: {{username: ann, password: pw, as: jane, as-groups: [devs, ops], as-uid: \"7\", as-user-extra: {{reason: [audit]}}}}}}]\n"
+    );
+    let config = HttpConfig::from_kubeconfig_yaml(&yaml, std::path::Path::new("/")).unwrap();
+    let lw = HttpListerWatcher::new(config, "/api/v1/pods").unwrap();
+    lw.list(&ListRequest::default()).await.unwrap();
+    let head = seen.lock().unwrap()[0].to_lowercase();
+    // base64("ann:pw")
+    assert!(head.contains("authorization: basic yw5uonb3"), "{head}");
+    for h in [
+        "impersonate-user: jane",
+        "impersonate-uid: 7",
+        "impersonate-group: devs",
+        "impersonate-group: ops",
+        "impersonate-extra-reason: audit",
+    ] {
+        assert!(head.contains(h), "{h} missing in {head}");
+    }
+}
+
+#[tokio::test]
+async fn a_proxy_that_refuses_the_tunnel_is_a_clear_error_and_a_socks_proxy_is_refused() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://user:p%40ss@{}", listener.local_addr().unwrap());
+    let got = Arc::new(Mutex::new(String::new()));
+    let log = Arc::clone(&got);
+    tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        while !head.ends_with(b"\r\n\r\n") {
+            head.push(sock.read_u8().await.unwrap());
+        }
+        *log.lock().unwrap() = String::from_utf8(head).unwrap();
+        sock.write_all(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n")
+            .await
+            .unwrap();
+    });
+    let config = HttpConfig::new("http://10.255.255.1:8080")
+        .unwrap()
+        .proxy_url(proxy);
+    let lw = HttpListerWatcher::new(config, "/api/v1/pods").unwrap();
+    let e = lw.list(&ListRequest::default()).await.unwrap_err();
+    assert!(format!("{e:?}").contains("407"), "{e:?}");
+    let head = got.lock().unwrap().clone();
+    assert!(
+        head.starts_with("CONNECT 10.255.255.1:8080 HTTP/1.1\r\n"),
+        "{head}"
+    );
+    // base64("user:p@ss")
+    assert!(
+        head.contains("Proxy-Authorization: Basic dXNlcjpwQHNz"),
+        "{head}"
+    );
+
+    let socks = HttpConfig::new("http://127.0.0.1:1")
+        .unwrap()
+        .proxy_url("socks5://127.0.0.1:1080");
+    let e = HttpListerWatcher::new(socks, "/api/v1/pods").unwrap_err();
+    assert!(e.to_string().contains("not supported"), "{e}");
+}
+
+#[tokio::test]
+async fn a_kubeconfig_user_with_an_exec_plugin_is_never_anonymous() {
+    // Before: parsed as a user with no credentials, then 401 forever.
+    let (url, seen) = serve(|_| Reply::Full(200, list_body(5, "", &[]))).await;
+    let yaml = format!(
+        "current-context: c\ncontexts: [{{name: c, context: {{cluster: k, user: u}}}}]\nclusters: [{{name: k, cluster: {{server: \"{url}\"}}}}]\nusers: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: /nonexistent/plugin, interactiveMode: Never}}}}}}]\n"
+    );
+    let config = HttpConfig::from_kubeconfig_yaml(&yaml, std::path::Path::new("/")).unwrap();
+    let lw = HttpListerWatcher::new(config, "/api/v1/pods").unwrap();
+    let e = lw.list(&ListRequest::default()).await.unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/plugin"), "{e}");
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "no request without the credential"
+    );
+}

@@ -1,18 +1,28 @@
-//! The part of a kubeconfig file the client reads: the current context's cluster (server,
-//! CA) and user (bearer token or client certificate).
+//! The part of kubeconfig files the client reads: the current context's cluster (server, CA,
+//! `tls-server-name`, `proxy-url`) and user (token, `tokenFile`, client certificate,
+//! username/password, `exec` plugin, impersonation).
 //!
-//! File references (`certificate-authority`, `client-certificate`, `client-key`,
-//! `tokenFile`) are resolved relative to the kubeconfig's directory, as kubectl does.
+//! Invariants, as kubectl (client-go `clientcmd`):
+//! - several files (a `KUBECONFIG` list) merge so that the first file to name a cluster, user
+//!   or context wins it, and the first file with a `current-context` sets it; files in the
+//!   list that do not exist are skipped, but a list with none is an error;
+//! - file references (`certificate-authority`, `client-certificate`, `client-key`,
+//!   `tokenFile`, an `exec` command with a path separator) are resolved relative to the
+//!   directory of the file that holds the stanza;
+//! - a user stanza with a mechanism this client does not implement (`auth-provider`) is an
+//!   error, never an anonymous client.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 
+use super::auth::{ExecConfig, Impersonate};
 use crate::error::{Error, Result};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct Kubeconfig {
     #[serde(default)]
@@ -32,7 +42,7 @@ struct Named<T> {
     value: T,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 struct Context {
     cluster: String,
     #[serde(default)]
@@ -41,7 +51,7 @@ struct Context {
     namespace: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct Cluster {
     server: String,
@@ -51,9 +61,13 @@ struct Cluster {
     certificate_authority_data: Option<String>,
     #[serde(default)]
     insecure_skip_tls_verify: bool,
+    #[serde(default)]
+    tls_server_name: Option<String>,
+    #[serde(default)]
+    proxy_url: Option<String>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct User {
     #[serde(default)]
@@ -68,17 +82,67 @@ struct User {
     client_key: Option<String>,
     #[serde(default)]
     client_key_data: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    exec: Option<Exec>,
+    #[serde(default)]
+    auth_provider: Option<AuthProvider>,
+    #[serde(default, rename = "as")]
+    impersonate: Option<String>,
+    #[serde(default, rename = "as-uid")]
+    impersonate_uid: Option<String>,
+    #[serde(default, rename = "as-groups")]
+    impersonate_groups: Vec<String>,
+    #[serde(default, rename = "as-user-extra")]
+    impersonate_extra: BTreeMap<String, Vec<String>>,
 }
 
-/// What a kubeconfig's current context says about how to reach the server.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize)]
+struct AuthProvider {
+    #[serde(default)]
+    name: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Exec {
+    command: String,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: Vec<EnvVar>,
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    interactive_mode: Option<String>,
+    #[serde(default)]
+    provide_cluster_info: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct EnvVar {
+    name: String,
+    value: String,
+}
+
+/// What the merged kubeconfig's current context says about how to reach the server.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Resolved {
     pub(crate) server: String,
     pub(crate) namespace: Option<String>,
     pub(crate) token: Option<String>,
+    pub(crate) token_file: Option<PathBuf>,
+    pub(crate) basic: Option<(String, String)>,
+    pub(crate) exec: Option<ExecConfig>,
+    pub(crate) impersonate: Option<Impersonate>,
     pub(crate) ca_pem: Option<Vec<u8>>,
     pub(crate) client_cert_pem: Option<Vec<u8>>,
     pub(crate) client_key_pem: Option<Vec<u8>>,
+    pub(crate) tls_server_name: Option<String>,
+    pub(crate) proxy_url: Option<String>,
 }
 
 fn cfg_err(msg: impl Into<String>) -> Error {
@@ -91,13 +155,13 @@ fn data_or_file(
     dir: &Path,
     what: &str,
 ) -> Result<Option<Vec<u8>>> {
-    if let Some(d) = data {
+    if let Some(d) = data.filter(|d| !d.is_empty()) {
         return STANDARD
             .decode(d.trim())
             .map(Some)
             .map_err(|e| cfg_err(format!("{what}-data is not base64: {e}")));
     }
-    match file {
+    match file.filter(|f| !f.is_empty()) {
         Some(f) => {
             let path = resolve(dir, f);
             std::fs::read(&path)
@@ -117,85 +181,196 @@ fn resolve(dir: &Path, file: &str) -> PathBuf {
     }
 }
 
-/// Parses kubeconfig YAML; `dir` is where relative file references point.
-pub(crate) fn resolve_current(yaml: &str, dir: &Path) -> Result<Resolved> {
-    let kc: Kubeconfig = serde_yaml::from_str(yaml).map_err(|e| cfg_err(e.to_string()))?;
-    if kc.current_context.is_empty() {
-        return Err(cfg_err("no current-context"));
-    }
-    let ctx = kc
-        .contexts
-        .iter()
-        .find(|c| c.name == kc.current_context)
-        .map(|c| &c.value)
-        .ok_or_else(|| cfg_err(format!("context {:?} not found", kc.current_context)))?;
-    let cluster = kc
-        .clusters
-        .iter()
-        .find(|c| c.name == ctx.cluster)
-        .map(|c| &c.value)
-        .ok_or_else(|| cfg_err(format!("cluster {:?} not found", ctx.cluster)))?;
-    if cluster.insecure_skip_tls_verify {
-        return Err(cfg_err(
-            "insecure-skip-tls-verify is not supported; give the cluster's CA",
-        ));
-    }
-    let default_user = User::default();
-    let user = if ctx.user.is_empty() {
-        &default_user
-    } else {
-        kc.users
-            .iter()
-            .find(|u| u.name == ctx.user)
-            .map(|u| &u.value)
-            .ok_or_else(|| cfg_err(format!("user {:?} not found", ctx.user)))?
-    };
-    let token = match (&user.token, &user.token_file) {
-        (Some(t), _) => Some(t.clone()),
-        (None, Some(f)) => {
-            let path = resolve(dir, f);
-            Some(
-                std::fs::read_to_string(&path)
-                    .map_err(|e| cfg_err(format!("cannot read tokenFile {}: {e}", path.display())))?
-                    .trim()
-                    .to_owned(),
-            )
-        }
-        (None, None) => None,
-    };
-    Ok(Resolved {
-        server: cluster.server.clone(),
-        namespace: ctx.namespace.clone().filter(|n| !n.is_empty()),
-        token,
-        ca_pem: data_or_file(
-            cluster.certificate_authority_data.as_deref(),
-            cluster.certificate_authority.as_deref(),
-            dir,
-            "certificate-authority",
-        )?,
-        client_cert_pem: data_or_file(
-            user.client_certificate_data.as_deref(),
-            user.client_certificate.as_deref(),
-            dir,
-            "client-certificate",
-        )?,
-        client_key_pem: data_or_file(
-            user.client_key_data.as_deref(),
-            user.client_key.as_deref(),
-            dir,
-            "client-key",
-        )?,
-    })
+/// Several kubeconfig files merged as kubectl merges a `KUBECONFIG` list.
+#[derive(Debug, Default)]
+pub(crate) struct Merged {
+    current_context: String,
+    contexts: BTreeMap<String, Context>,
+    clusters: BTreeMap<String, (Cluster, PathBuf)>,
+    users: BTreeMap<String, (User, PathBuf)>,
 }
 
-/// `$KUBECONFIG` (its first entry) or `~/.kube/config`.
-pub(crate) fn default_path() -> Option<PathBuf> {
+impl Merged {
+    /// Adds one file's YAML; `dir` is where its relative file references point. Entries
+    /// already named by an earlier file are kept (the first file wins).
+    pub(crate) fn add(&mut self, yaml: &str, dir: &Path) -> Result<()> {
+        // An empty file is a valid, empty kubeconfig.
+        let kc: Kubeconfig = if yaml.trim().is_empty() {
+            Kubeconfig::default()
+        } else {
+            serde_yaml::from_str(yaml).map_err(|e| cfg_err(e.to_string()))?
+        };
+        if self.current_context.is_empty() {
+            self.current_context = kc.current_context;
+        }
+        for c in kc.contexts {
+            self.contexts.entry(c.name).or_insert(c.value);
+        }
+        for c in kc.clusters {
+            self.clusters
+                .entry(c.name)
+                .or_insert_with(|| (c.value, dir.to_path_buf()));
+        }
+        for u in kc.users {
+            self.users
+                .entry(u.name)
+                .or_insert_with(|| (u.value, dir.to_path_buf()));
+        }
+        Ok(())
+    }
+
+    /// Resolves the current context.
+    pub(crate) fn resolve(&self) -> Result<Resolved> {
+        if self.current_context.is_empty() {
+            return Err(cfg_err("no current-context"));
+        }
+        let ctx = self
+            .contexts
+            .get(&self.current_context)
+            .ok_or_else(|| cfg_err(format!("context {:?} not found", self.current_context)))?;
+        let (cluster, cluster_dir) = self
+            .clusters
+            .get(&ctx.cluster)
+            .ok_or_else(|| cfg_err(format!("cluster {:?} not found", ctx.cluster)))?;
+        if cluster.insecure_skip_tls_verify {
+            return Err(cfg_err(
+                "insecure-skip-tls-verify is not supported; give the cluster's CA",
+            ));
+        }
+        let default_user = (User::default(), PathBuf::new());
+        let (user, user_dir) = if ctx.user.is_empty() {
+            &default_user
+        } else {
+            self.users
+                .get(&ctx.user)
+                .ok_or_else(|| cfg_err(format!("user {:?} not found", ctx.user)))?
+        };
+        if let Some(p) = &user.auth_provider {
+            return Err(cfg_err(format!(
+                "user {:?}: auth-provider {:?} is not supported (use an exec credential plugin)",
+                ctx.user, p.name
+            )));
+        }
+        let ca_pem = data_or_file(
+            cluster.certificate_authority_data.as_deref(),
+            cluster.certificate_authority.as_deref(),
+            cluster_dir,
+            "certificate-authority",
+        )?;
+        let exec = user.exec.as_ref().map(|e| ExecConfig {
+            // client-go resolves a command with a path separator against the file's dir.
+            command: if e.command.contains(std::path::MAIN_SEPARATOR) {
+                resolve(user_dir, &e.command).to_string_lossy().into_owned()
+            } else {
+                e.command.clone()
+            },
+            args: e.args.clone(),
+            env: e
+                .env
+                .iter()
+                .map(|v| (v.name.clone(), v.value.clone()))
+                .collect(),
+            api_version: e.api_version.clone(),
+            interactive_mode: e.interactive_mode.clone(),
+            cluster: e.provide_cluster_info.then(|| super::auth::ExecCluster {
+                server: cluster.server.clone(),
+                ca_pem: ca_pem.clone(),
+                tls_server_name: cluster.tls_server_name.clone(),
+                proxy_url: cluster.proxy_url.clone(),
+            }),
+        });
+        let impersonate = if user.impersonate.is_some()
+            || user.impersonate_uid.is_some()
+            || !user.impersonate_groups.is_empty()
+            || !user.impersonate_extra.is_empty()
+        {
+            Some(Impersonate {
+                user: user.impersonate.clone().unwrap_or_default(),
+                uid: user.impersonate_uid.clone(),
+                groups: user.impersonate_groups.clone(),
+                extra: user.impersonate_extra.clone(),
+            })
+        } else {
+            None
+        };
+        let basic = match (&user.username, &user.password) {
+            (Some(u), p) if !u.is_empty() => Some((u.clone(), p.clone().unwrap_or_default())),
+            _ => None,
+        };
+        Ok(Resolved {
+            server: cluster.server.clone(),
+            namespace: ctx.namespace.clone().filter(|n| !n.is_empty()),
+            token: user.token.clone().filter(|t| !t.is_empty()),
+            token_file: user
+                .token_file
+                .as_deref()
+                .filter(|f| !f.is_empty())
+                .map(|f| resolve(user_dir, f)),
+            basic,
+            exec,
+            impersonate,
+            ca_pem,
+            client_cert_pem: data_or_file(
+                user.client_certificate_data.as_deref(),
+                user.client_certificate.as_deref(),
+                user_dir,
+                "client-certificate",
+            )?,
+            client_key_pem: data_or_file(
+                user.client_key_data.as_deref(),
+                user.client_key.as_deref(),
+                user_dir,
+                "client-key",
+            )?,
+            tls_server_name: cluster.tls_server_name.clone().filter(|n| !n.is_empty()),
+            proxy_url: cluster.proxy_url.clone().filter(|u| !u.is_empty()),
+        })
+    }
+}
+
+/// Parses one kubeconfig's YAML and resolves its current context.
+pub(crate) fn resolve_current(yaml: &str, dir: &Path) -> Result<Resolved> {
+    let mut m = Merged::default();
+    m.add(yaml, dir)?;
+    m.resolve()
+}
+
+/// Reads and merges `paths` in order (kubectl's `KUBECONFIG` list); missing files are
+/// skipped, unreadable or malformed ones are errors.
+pub(crate) fn load_merged(paths: &[PathBuf]) -> Result<Resolved> {
+    let mut m = Merged::default();
+    let mut found = 0;
+    for path in paths {
+        let yaml = match std::fs::read_to_string(path) {
+            Ok(y) => y,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(cfg_err(format!("cannot read {}: {e}", path.display())));
+            }
+        };
+        found += 1;
+        m.add(&yaml, path.parent().unwrap_or(Path::new(".")))
+            .map_err(|e| cfg_err(format!("{}: {e}", path.display())))?;
+    }
+    if found == 0 {
+        return Err(cfg_err(format!("none of {paths:?} exists")));
+    }
+    m.resolve()
+}
+
+/// The files of `$KUBECONFIG` (all of its entries, in order) or `~/.kube/config`.
+pub(crate) fn default_paths() -> Vec<PathBuf> {
     if let Some(v) = std::env::var_os("KUBECONFIG") {
-        if let Some(first) = std::env::split_paths(&v).find(|p| !p.as_os_str().is_empty()) {
-            return Some(first);
+        let paths: Vec<PathBuf> = std::env::split_paths(&v)
+            .filter(|p| !p.as_os_str().is_empty())
+            .collect();
+        if !paths.is_empty() {
+            return paths;
         }
     }
-    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".kube").join("config"))
+    std::env::var_os("HOME")
+        .map(|h| vec![PathBuf::from(h).join(".kube").join("config")])
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -237,24 +412,22 @@ users:
 
     #[test]
     fn relative_files_resolve_against_the_kubeconfig_directory() {
-        let dir = std::env::temp_dir().join(format!("lw-kubeconfig-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("ca.pem"), b"FILE-CA").unwrap();
-        std::fs::write(dir.join("token"), b"tok\n").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), b"FILE-CA").unwrap();
         let yaml = KUBECONFIG
             .replace(
                 "certificate-authority-data: Q0EtUEVN",
                 "certificate-authority: ca.pem",
             )
             .replace("token: s3cret", "tokenFile: token");
-        let r = resolve_current(&yaml, &dir).unwrap();
+        let r = resolve_current(&yaml, dir.path()).unwrap();
         assert_eq!(r.ca_pem.as_deref(), Some(&b"FILE-CA"[..]));
-        assert_eq!(r.token.as_deref(), Some("tok"));
-        std::fs::remove_dir_all(&dir).ok();
+        // The token file is read per request (rotation), not at load.
+        assert_eq!(r.token_file, Some(dir.path().join("token")));
     }
 
     #[test]
-    fn missing_pieces_are_configuration_errors() {
+    fn missing_pieces_and_unsupported_mechanisms_are_configuration_errors() {
         let no_ctx = KUBECONFIG.replace("current-context: dev", "current-context: gone");
         assert!(
             matches!(resolve_current(&no_ctx, Path::new("/")), Err(Error::Config(m)) if m.contains("gone"))
@@ -265,5 +438,94 @@ users:
             "insecure-skip-tls-verify: true",
         );
         assert!(resolve_current(&insecure, Path::new("/")).is_err());
+        // An auth-provider user was parsed as anonymous before; now it is refused by name.
+        let provider = KUBECONFIG.replace(
+            "token: s3cret",
+            "auth-provider: {name: gcp, config: {access-token: x}}",
+        );
+        let e = resolve_current(&provider, Path::new("/")).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("auth-provider \"gcp\" is not supported"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn exec_impersonation_tls_server_name_and_proxy_are_read() {
+        let yaml = KUBECONFIG
+            .replace(
+                "token: s3cret",
+                r#"exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: ./bin/get-token
+      args: [--cluster, dev]
+      env: [{name: A, value: b}]
+      interactiveMode: Never
+      provideClusterInfo: true
+    as: jane
+    as-uid: "42"
+    as-groups: [devs, ops]
+    as-user-extra: {scopes: [view]}"#,
+            )
+            .replace(
+                "certificate-authority-data: Q0EtUEVN",
+                "certificate-authority-data: Q0EtUEVN\n    tls-server-name: api.internal\n    proxy-url: http://proxy:3128",
+            );
+        let r = resolve_current(&yaml, Path::new("/etc/kube")).unwrap();
+        let exec = r.exec.unwrap();
+        assert_eq!(exec.command, "/etc/kube/./bin/get-token");
+        assert_eq!(exec.args, ["--cluster", "dev"]);
+        assert_eq!(exec.env, [("A".to_owned(), "b".to_owned())]);
+        assert_eq!(exec.cluster.unwrap().server, "https://127.0.0.1:6443");
+        let imp = r.impersonate.unwrap();
+        assert_eq!(
+            (imp.user.as_str(), imp.uid.as_deref(), imp.groups.len()),
+            ("jane", Some("42"), 2)
+        );
+        assert_eq!(imp.extra["scopes"], ["view"]);
+        assert_eq!(r.tls_server_name.as_deref(), Some("api.internal"));
+        assert_eq!(r.proxy_url.as_deref(), Some("http://proxy:3128"));
+        assert_eq!(r.token, None);
+    }
+
+    #[test]
+    fn a_kubeconfig_list_merges_as_kubectl_first_file_wins() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        // File a: the context and a cluster with a relative CA; no users.
+        std::fs::write(a.path().join("ca.pem"), b"CA-OF-A").unwrap();
+        std::fs::write(
+            a.path().join("config"),
+            r#"
+current-context: dev
+contexts: [{name: dev, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://a:6443", certificate-authority: ca.pem}}]
+"#,
+        )
+        .unwrap();
+        // File b: another current-context and the same cluster name (both lose), the user
+        // with a relative token file (resolved against b's directory).
+        std::fs::write(
+            b.path().join("config"),
+            r#"
+current-context: prod
+contexts: [{name: prod, context: {cluster: c, user: u}}]
+clusters: [{name: c, cluster: {server: "https://b:6443"}}]
+users: [{name: u, user: {tokenFile: tok}}]
+"#,
+        )
+        .unwrap();
+        let missing = a.path().join("missing");
+        let r = load_merged(&[
+            missing.clone(),
+            a.path().join("config"),
+            b.path().join("config"),
+        ])
+        .unwrap();
+        assert_eq!(r.server, "https://a:6443");
+        assert_eq!(r.ca_pem.as_deref(), Some(&b"CA-OF-A"[..]));
+        assert_eq!(r.token_file, Some(b.path().join("tok")));
+        assert!(load_merged(&[missing]).is_err());
     }
 }

@@ -5,17 +5,27 @@
 //! - watch: `GET {path}?watch=1&..`, decoded frame by frame as the chunks arrive;
 //! - a non-2xx answer becomes [`Error::Api`] with the server's `Status` (or one built from
 //!   the HTTP code when the body is not a Status); a refused connection is
-//!   [`Error::Connect`], which the reflector retries with backoff.
+//!   [`Error::Connect`], which the reflector retries with backoff;
+//! - credentials ([`HttpConfig`]): a bearer token, a token file re-read on rotation, basic
+//!   auth, an exec credential plugin, client certificates, impersonation; a 401 drops a
+//!   refreshable credential and the request is sent once more with a fresh one;
+//! - configuration from kubeconfig files (a `KUBECONFIG` list merged as kubectl merges it)
+//!   or from inside a pod ([`HttpConfig::in_cluster`]); https trusts the configured CA, or
+//!   the system's roots when none is given; `tls-server-name` and `proxy-url` (HTTP
+//!   `CONNECT`) as client-go.
 
+mod auth;
 mod decode;
 mod kubeconfig;
+mod proxy;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http::header::{ACCEPT, AUTHORIZATION, HeaderValue, USER_AGENT};
+use http::header::{ACCEPT, AUTHORIZATION, HeaderName, HeaderValue, USER_AGENT};
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
@@ -25,11 +35,16 @@ use listwatch_api::{Object, SelectableFields};
 
 use crate::error::{Error, Result};
 use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
+use auth::Auth;
+pub use auth::{ExecCluster, ExecConfig, Impersonate};
 
 #[cfg(feature = "rustls")]
-type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
+type Connector = hyper_rustls::HttpsConnector<proxy::Connector>;
 #[cfg(not(feature = "rustls"))]
-type Connector = HttpConnector;
+type Connector = proxy::Connector;
+
+/// Where a pod's ServiceAccount credentials are mounted.
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 /// The largest error body read (only its `Status` is wanted).
 const MAX_ERROR_BODY: usize = 64 << 10;
@@ -41,6 +56,21 @@ pub struct HttpConfig {
     pub base_url: String,
     /// Sent as `Authorization: Bearer ..`.
     pub bearer_token: Option<String>,
+    /// A file holding the bearer token, read again every 50 s and after a 401, so a rotated
+    /// token (a projected ServiceAccount token) is picked up; wins over `bearer_token`
+    /// (client-go's `BearerTokenFile`).
+    pub bearer_token_file: Option<PathBuf>,
+    /// Basic auth user and password (not with a token).
+    pub basic_auth: Option<(String, String)>,
+    /// An exec credential plugin, used when no token or token file is set: run on the
+    /// first request, its token cached until its expiry, run again after a 401.
+    pub exec: Option<ExecConfig>,
+    /// Impersonation headers sent with every request.
+    pub impersonate: Option<Impersonate>,
+    /// The name the server's certificate is checked against instead of the URL's host.
+    pub tls_server_name: Option<String>,
+    /// An `http://` proxy every connection tunnels through with `CONNECT`.
+    pub proxy_url: Option<String>,
     /// PEM CA bundle that signs the server's certificate (https only).
     pub ca_pem: Option<Vec<u8>>,
     /// PEM client certificate chain and private key (https only).
@@ -69,6 +99,12 @@ impl Default for HttpConfig {
         Self {
             base_url: String::new(),
             bearer_token: None,
+            bearer_token_file: None,
+            basic_auth: None,
+            exec: None,
+            impersonate: None,
+            tls_server_name: None,
+            proxy_url: None,
             ca_pem: None,
             client_identity_pem: None,
             default_namespace: None,
@@ -89,6 +125,12 @@ impl std::fmt::Debug for HttpConfig {
                 "bearer_token",
                 &self.bearer_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("bearer_token_file", &self.bearer_token_file)
+            .field("basic_auth", &self.basic_auth.as_ref().map(|(u, _)| u))
+            .field("exec", &self.exec)
+            .field("impersonate", &self.impersonate)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("proxy_url", &self.proxy_url.as_ref().map(|_| "<set>"))
             .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
             .field("client_identity_pem", &self.client_identity_pem.is_some())
             .field("default_namespace", &self.default_namespace)
@@ -163,31 +205,165 @@ impl HttpConfig {
         self
     }
 
-    /// Reads the current context of a kubeconfig file.
-    pub fn from_kubeconfig(path: &Path) -> Result<Self> {
-        let yaml = std::fs::read_to_string(path).map_err(|e| {
-            Error::Config(format!("cannot read kubeconfig {}: {e}", path.display()))
-        })?;
-        Self::from_kubeconfig_yaml(&yaml, path.parent().unwrap_or(Path::new(".")))
+    /// Sets the bearer token file (re-read on rotation).
+    #[must_use]
+    pub fn bearer_token_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.bearer_token_file = Some(path.into());
+        self
     }
 
-    /// Reads `$KUBECONFIG` (its first file) or `~/.kube/config`.
+    /// Sets an exec credential plugin.
+    #[must_use]
+    pub fn exec(mut self, exec: ExecConfig) -> Self {
+        self.exec = Some(exec);
+        self
+    }
+
+    /// Sets the impersonation.
+    #[must_use]
+    pub fn impersonate(mut self, impersonate: Impersonate) -> Self {
+        self.impersonate = Some(impersonate);
+        self
+    }
+
+    /// Sets the client certificate chain and key (PEM).
+    #[must_use]
+    pub fn client_identity_pem(mut self, cert: Vec<u8>, key: Vec<u8>) -> Self {
+        self.client_identity_pem = Some((cert, key));
+        self
+    }
+
+    /// Sets the TLS server name.
+    #[must_use]
+    pub fn tls_server_name(mut self, name: impl Into<String>) -> Self {
+        self.tls_server_name = Some(name.into());
+        self
+    }
+
+    /// Sets the proxy URL (`http://[user:password@]host:port`).
+    #[must_use]
+    pub fn proxy_url(mut self, url: impl Into<String>) -> Self {
+        self.proxy_url = Some(url.into());
+        self
+    }
+
+    /// Reads the current context of a kubeconfig file.
+    pub fn from_kubeconfig(path: &Path) -> Result<Self> {
+        Self::from_kubeconfigs(&[path.to_path_buf()])
+    }
+
+    /// Reads the current context of kubeconfig files merged as kubectl merges a
+    /// `KUBECONFIG` list: the first file to name a cluster, user or context wins it, the first
+    /// with a `current-context` sets it; missing files are skipped.
+    pub fn from_kubeconfigs(paths: &[PathBuf]) -> Result<Self> {
+        Self::from_resolved(kubeconfig::load_merged(paths)?)
+    }
+
+    /// Reads `$KUBECONFIG` (all its files, merged) or `~/.kube/config`.
     pub fn from_default_kubeconfig() -> Result<Self> {
-        let path = kubeconfig::default_path()
-            .ok_or_else(|| Error::Config("no KUBECONFIG and no HOME".into()))?;
-        Self::from_kubeconfig(&path)
+        let paths = kubeconfig::default_paths();
+        if paths.is_empty() {
+            return Err(Error::Config("no KUBECONFIG and no HOME".into()));
+        }
+        Self::from_kubeconfigs(&paths)
     }
 
     /// Reads the current context of kubeconfig YAML; relative file references are resolved
     /// against `dir`.
     pub fn from_kubeconfig_yaml(yaml: &str, dir: &Path) -> Result<Self> {
-        let r = kubeconfig::resolve_current(yaml, dir)?;
+        Self::from_resolved(kubeconfig::resolve_current(yaml, dir)?)
+    }
+
+    fn from_resolved(r: kubeconfig::Resolved) -> Result<Self> {
         let mut config = Self::new(r.server)?;
         config.bearer_token = r.token;
+        config.bearer_token_file = r.token_file;
+        config.basic_auth = r.basic;
+        config.exec = r.exec;
+        config.impersonate = r.impersonate;
+        config.tls_server_name = r.tls_server_name;
+        config.proxy_url = r.proxy_url;
         config.ca_pem = r.ca_pem;
         config.default_namespace = r.namespace;
-        config.client_identity_pem = r.client_cert_pem.zip(r.client_key_pem);
+        config.client_identity_pem = match (r.client_cert_pem, r.client_key_pem) {
+            (Some(c), Some(k)) => Some((c, k)),
+            (None, None) => None,
+            _ => {
+                return Err(Error::Config(
+                    "kubeconfig: a client certificate needs its key and a key its certificate"
+                        .into(),
+                ));
+            }
+        };
         Ok(config)
+    }
+
+    /// The configuration of a client running in a pod (client-go `InClusterConfig`): the
+    /// server from `KUBERNETES_SERVICE_HOST` / `KUBERNETES_SERVICE_PORT`, the pod's
+    /// ServiceAccount token (re-read on rotation), CA and namespace from
+    /// [`SERVICE_ACCOUNT_DIR`].
+    pub fn in_cluster() -> Result<Self> {
+        let host = std::env::var("KUBERNETES_SERVICE_HOST").unwrap_or_default();
+        let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_default();
+        Self::in_cluster_from(&host, &port, Path::new(SERVICE_ACCOUNT_DIR))
+    }
+
+    /// [`in_cluster`](Self::in_cluster) with the service address and the mount directory
+    /// given (for tests, and sidecars that mount the credentials elsewhere).
+    pub fn in_cluster_from(host: &str, port: &str, dir: &Path) -> Result<Self> {
+        if host.is_empty() || port.is_empty() {
+            return Err(Error::Config(
+                "not in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set"
+                    .into(),
+            ));
+        }
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        let token = dir.join("token");
+        // Fail early when there is no token at all (client-go does too).
+        std::fs::metadata(&token)
+            .map_err(|e| Error::Config(format!("in-cluster token {}: {e}", token.display())))?;
+        let ca = std::fs::read(dir.join("ca.crt")).map_err(|e| {
+            Error::Config(format!(
+                "in-cluster CA {}: {e}",
+                dir.join("ca.crt").display()
+            ))
+        })?;
+        let mut config = Self::new(format!("https://{host}:{port}"))?;
+        config.bearer_token_file = Some(token);
+        config.ca_pem = Some(ca);
+        config.default_namespace = std::fs::read_to_string(dir.join("namespace"))
+            .ok()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty());
+        Ok(config)
+    }
+
+    fn auth(&self) -> Result<Auth> {
+        if self.basic_auth.is_some()
+            && (self.bearer_token.is_some() || self.bearer_token_file.is_some())
+        {
+            return Err(Error::Config(
+                "basic auth and a bearer token may not both be set".into(),
+            ));
+        }
+        Ok(match (&self.bearer_token_file, &self.bearer_token) {
+            (Some(f), _) => Auth::file(f.clone(), auth::TOKEN_FILE_PERIOD),
+            (None, Some(t)) => Auth::Fixed(Auth::bearer(t)?),
+            (None, None) => match (&self.exec, &self.basic_auth) {
+                (Some(e), None) => Auth::exec(e.clone())?,
+                (Some(_), Some(_)) => {
+                    return Err(Error::Config(
+                        "basic auth and an exec plugin may not both be set".into(),
+                    ));
+                }
+                (None, Some((u, p))) => Auth::Fixed(Auth::basic(u, p)?),
+                (None, None) => Auth::None,
+            },
+        })
     }
 }
 
@@ -198,7 +374,9 @@ pub struct HttpListerWatcher {
     client: Client<Connector, Empty<Bytes>>,
     /// Base URL + collection path, without a query.
     url: String,
-    auth: Option<HeaderValue>,
+    auth: Arc<Auth>,
+    /// Impersonation headers.
+    headers: Arc<Vec<(HeaderName, HeaderValue)>>,
     fields: SelectableFields,
     timeout: Option<Duration>,
     max_list_bytes: usize,
@@ -219,13 +397,11 @@ impl HttpListerWatcher {
         let https = config.base_url.starts_with("https://");
         let connector = connector(&config, https)?;
         let client = Client::builder(TokioExecutor::new()).build(connector);
-        let auth =
-            match &config.bearer_token {
-                Some(t) => Some(HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
-                    Error::Config("bearer token is not a valid header value".into())
-                })?),
-                None => None,
-            };
+        let auth = Arc::new(config.auth()?);
+        let headers = Arc::new(match &config.impersonate {
+            Some(i) => i.headers()?,
+            None => Vec::new(),
+        });
         let path = if path.starts_with('/') {
             path.to_owned()
         } else {
@@ -238,6 +414,7 @@ impl HttpListerWatcher {
             client,
             url,
             auth,
+            headers,
             fields: SelectableFields::none(),
             timeout: config.request_timeout,
             max_list_bytes: config.max_list_bytes,
@@ -252,22 +429,46 @@ impl HttpListerWatcher {
         self
     }
 
+    /// Sends a GET; a 401 with a refreshable credential (token file, exec plugin) is sent
+    /// once more with a fresh one.
     async fn get(&self, query: String) -> Result<hyper::Response<hyper::body::Incoming>> {
         let uri = if query.is_empty() {
             self.url.clone()
         } else {
             format!("{}?{}", self.url, query)
         };
+        let sent = self.auth.header().await?;
+        match self.get_once(&uri, sent.as_ref()).await {
+            Err(e) if e.code() == Some(401) && self.auth.rejected(sent.as_ref()).await => {
+                let fresh = self.auth.header().await?;
+                if fresh == sent {
+                    return Err(e);
+                }
+                tracing::debug!(%uri, "401, retrying with a refreshed credential");
+                self.get_once(&uri, fresh.as_ref()).await
+            }
+            other => other,
+        }
+    }
+
+    async fn get_once(
+        &self,
+        uri: &str,
+        auth: Option<&HeaderValue>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>> {
         let mut req = Request::builder()
             .method(Method::GET)
-            .uri(&uri)
+            .uri(uri)
             .header(ACCEPT, "application/json")
             .header(
                 USER_AGENT,
                 concat!("listwatch-client/", env!("CARGO_PKG_VERSION")),
             );
-        if let Some(auth) = &self.auth {
+        if let Some(auth) = auth {
             req = req.header(AUTHORIZATION, auth.clone());
+        }
+        for (k, v) in self.headers.iter() {
+            req = req.header(k, v.clone());
         }
         let req = req
             .body(Empty::new())
@@ -403,7 +604,20 @@ impl ListerWatcher for HttpListerWatcher {
     }
 }
 
-/// The TCP layer: no Nagle, a connect deadline, keepalive probes (see [`HttpConfig`]).
+/// The TCP layer: no Nagle, a connect deadline, keepalive probes (see [`HttpConfig`]);
+/// through the proxy when one is set.
+fn proxied(config: &HttpConfig) -> Result<proxy::Connector> {
+    let mut tcp = tcp_connector(config);
+    tcp.enforce_http(false);
+    Ok(proxy::Connector {
+        tcp,
+        proxy: match &config.proxy_url {
+            Some(u) => Some(proxy::Proxy::parse(u, config.connect_timeout)?),
+            None => None,
+        },
+    })
+}
+
 fn tcp_connector(config: &HttpConfig) -> HttpConnector {
     let mut http = HttpConnector::new();
     http.set_nodelay(true);
@@ -423,7 +637,7 @@ fn connector(config: &HttpConfig, https: bool) -> Result<Connector> {
             "https:// needs the `rustls` feature of listwatch-client".into(),
         ));
     }
-    Ok(tcp_connector(config))
+    proxied(config)
 }
 
 #[cfg(feature = "rustls")]
@@ -433,8 +647,7 @@ fn connector(config: &HttpConfig, https: bool) -> Result<Connector> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-    let mut http = tcp_connector(config);
-    http.enforce_http(false);
+    let http = proxied(config)?;
     let tls_err = |e: &dyn std::fmt::Display| Error::Config(format!("tls: {e}"));
     let mut roots = rustls::RootCertStore::empty();
     match &config.ca_pem {
@@ -446,9 +659,17 @@ fn connector(config: &HttpConfig, https: bool) -> Result<Connector> {
             }
         }
         None if https => {
-            return Err(Error::Config(
-                "https:// needs a CA bundle (ca_pem or the kubeconfig's)".into(),
-            ));
+            // client-go: no CA given means the system's roots.
+            let found = rustls_native_certs::load_native_certs();
+            for e in &found.errors {
+                tracing::debug!(error = %e, "system root CAs");
+            }
+            let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+            if added == 0 {
+                return Err(Error::Config(
+                    "https:// without a CA bundle and no system root CAs found".into(),
+                ));
+            }
         }
         None => {}
     }
@@ -470,11 +691,18 @@ fn connector(config: &HttpConfig, https: bool) -> Result<Connector> {
         }
         None => builder.with_no_client_auth(),
     };
-    Ok(hyper_rustls::HttpsConnectorBuilder::new()
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
-        .https_or_http()
-        .enable_http1()
-        .wrap_connector(http))
+        .https_or_http();
+    let builder = match &config.tls_server_name {
+        Some(name) => {
+            let name = rustls_pki_types::ServerName::try_from(name.clone())
+                .map_err(|e| tls_err(&format!("tls-server-name {name:?}: {e}")))?;
+            builder.with_server_name_resolver(hyper_rustls::FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    Ok(builder.enable_http1().wrap_connector(http))
 }
 
 #[cfg(test)]

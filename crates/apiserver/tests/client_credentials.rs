@@ -1,0 +1,380 @@
+//! listwatch-client's credentials and connection settings against the built server over TLS
+//! (`--pki-dir`, `--token-auth-file`, ServiceAccount tokens, audit): a bearer token, the
+//! admin client certificate from a kubeconfig, a `KUBECONFIG` list merged as kubectl
+//! merges it, an exec credential plugin (cached, re-run on 401), a ServiceAccount token file
+//! rotated under a running client, in-cluster configuration, `tls-server-name`, a
+//! `proxy-url` tunnel, and the system's root CAs when no CA is given.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use common::{PATIENCE, Server, run_ok};
+use listwatch_client::{ExecConfig, HttpConfig, HttpListerWatcher, ListRequest, ListerWatcher};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const TOKENS: &str = "root-token,root,uid-root,system:masters\nalice-token,alice,uid-alice\n";
+const PODS: &str = "/api/v1/namespaces/lw/pods";
+
+struct Cluster {
+    server: Server,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn start() -> Self {
+        common::require("kubectl");
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(&tokens, TOKENS).unwrap();
+        let pki = dir.path().join("pki");
+        let audit = dir.path().join("audit.log");
+        let server = Server::start(&[
+            "--pki-dir",
+            pki.to_str().unwrap(),
+            "--token-auth-file",
+            tokens.to_str().unwrap(),
+            "--audit-log-path",
+            audit.to_str().unwrap(),
+        ]);
+        assert!(server.url.starts_with("https://"), "{}", server.url);
+        let c = Self { server, dir };
+        run_ok(c.admin().args(["create", "namespace", "lw"]));
+        run_ok(c.admin().args([
+            "run",
+            "p0",
+            "-n",
+            "lw",
+            "--image",
+            "x",
+            "--restart",
+            "Never",
+        ]));
+        c
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    fn ca(&self) -> Vec<u8> {
+        std::fs::read(self.path("pki/ca.crt")).unwrap()
+    }
+
+    fn port(&self) -> &str {
+        self.server.addr.rsplit(':').next().unwrap()
+    }
+
+    fn admin(&self) -> Command {
+        let mut c = Command::new("kubectl");
+        c.arg("--kubeconfig")
+            .arg(self.path("pki/admin.kubeconfig"))
+            .arg("--cache-dir")
+            .arg(self.path("cache-admin"));
+        c
+    }
+
+    /// Users seen by the audit log for requests to `path_part`.
+    fn audited_users(&self, path_part: &str) -> Vec<String> {
+        let audit = std::fs::read_to_string(self.path("audit.log")).unwrap_or_default();
+        audit
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| {
+                e["requestURI"]
+                    .as_str()
+                    .is_some_and(|u| u.contains(path_part))
+            })
+            .filter_map(|e| e["user"]["username"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+async fn list(config: HttpConfig) -> listwatch_client::Result<usize> {
+    let lw = HttpListerWatcher::new(config, PODS)?;
+    Ok(lw.list(&ListRequest::default()).await?.items.len())
+}
+
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs kubectl"]
+async fn every_credential_kind_works_against_the_tls_apiserver() {
+    let c = Cluster::start();
+    let url = c.server.url.clone();
+
+    // No credentials: refused, never served as someone.
+    let anon = list(HttpConfig::new(&url).unwrap().ca_pem(c.ca())).await;
+    assert!(
+        matches!(
+            anon.as_ref().map_err(listwatch_client::Error::code),
+            Err(Some(401 | 403))
+        ),
+        "{anon:?}"
+    );
+
+    // A static token.
+    let token = HttpConfig::new(&url)
+        .unwrap()
+        .ca_pem(c.ca())
+        .bearer_token("root-token");
+    assert_eq!(list(token.clone()).await.unwrap(), 1);
+    let wrong = HttpConfig::new(&url)
+        .unwrap()
+        .ca_pem(c.ca())
+        .bearer_token("nope");
+    assert_eq!(list(wrong).await.unwrap_err().code(), Some(401));
+
+    // The admin client certificate, from the generated kubeconfig.
+    let admin = HttpConfig::from_kubeconfig(&c.path("pki/admin.kubeconfig")).unwrap();
+    assert!(admin.client_identity_pem.is_some());
+    assert_eq!(list(admin).await.unwrap(), 1);
+
+    // A KUBECONFIG list: the cluster (relative CA file) in one file, the user in another;
+    // a missing file and a later file's conflicting cluster are ignored, as by kubectl.
+    let a = c.path("kc-a");
+    let b = c.path("kc-b");
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::copy(c.path("pki/ca.crt"), a.join("ca.crt")).unwrap();
+    std::fs::write(
+        a.join("config"),
+        format!(
+            "current-context: lw\ncontexts: [{{name: lw, context: {{cluster: lw, user: root, namespace: lw}}}}]\nclusters: [{{name: lw, cluster: {{server: \"{url}\", certificate-authority: ca.crt}}}}]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(b.join("token"), "root-token\n").unwrap();
+    std::fs::write(
+        b.join("config"),
+        "current-context: elsewhere\nclusters: [{name: lw, cluster: {server: \"https://192.0.2.1:1\"}}]\nusers: [{name: root, user: {tokenFile: token}}]\n",
+    )
+    .unwrap();
+    let merged =
+        HttpConfig::from_kubeconfigs(&[c.path("missing"), a.join("config"), b.join("config")])
+            .unwrap();
+    assert_eq!(merged.default_namespace.as_deref(), Some("lw"));
+    assert_eq!(list(merged).await.unwrap(), 1);
+
+    // tls-server-name: the certificate is checked against it, not the URL's host.
+    let named = token.clone().tls_server_name("kubernetes.default.svc");
+    assert_eq!(list(named).await.unwrap(), 1);
+    let misnamed = token
+        .clone()
+        .tls_server_name("not-in-the-certificate.example");
+    let e = list(misnamed).await.unwrap_err();
+    assert!(
+        format!("{e:?}").to_lowercase().contains("certificate"),
+        "{e:?}"
+    );
+
+    // An exec plugin: its first token is stale (401), so it runs again at once; then the
+    // credential is cached (the plugin ran twice for four lists).
+    let runs = c.path("exec-runs");
+    let plugin = script(
+        c.dir.path(),
+        "plugin.sh",
+        &format!(
+            r#"echo x >> {runs}; n=$(wc -l < {runs} | tr -d ' ')
+if [ "$n" = 1 ]; then t=stale-token; else t=root-token; fi
+printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{{"token":"%s","expirationTimestamp":"2999-01-01T00:00:00Z"}}}}' "$t""#,
+            runs = runs.display()
+        ),
+    );
+    let exec = HttpConfig::new(&url)
+        .unwrap()
+        .ca_pem(c.ca())
+        .exec(ExecConfig {
+            command: plugin.to_string_lossy().into_owned(),
+            args: vec![],
+            env: vec![],
+            api_version: "client.authentication.k8s.io/v1".into(),
+            interactive_mode: Some("Never".into()),
+            cluster: None,
+        });
+    let lw = HttpListerWatcher::new(exec, PODS).unwrap();
+    for _ in 0..4 {
+        assert_eq!(
+            lw.list(&ListRequest::default()).await.unwrap().items.len(),
+            1
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 2);
+
+    // In-cluster: token, CA and namespace files, service host and port.
+    let sa = c.path("sa");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::write(sa.join("token"), "root-token").unwrap();
+    std::fs::copy(c.path("pki/ca.crt"), sa.join("ca.crt")).unwrap();
+    std::fs::write(sa.join("namespace"), "lw\n").unwrap();
+    let incluster = HttpConfig::in_cluster_from("127.0.0.1", c.port(), &sa).unwrap();
+    assert_eq!(incluster.default_namespace.as_deref(), Some("lw"));
+    assert_eq!(list(incluster).await.unwrap(), 1);
+    assert!(HttpConfig::in_cluster_from("", "", &sa).is_err());
+
+    // proxy-url: the TLS connection tunnels through an HTTP CONNECT proxy.
+    let (proxy, connects) = connect_proxy().await;
+    let proxied = token.clone().proxy_url(proxy);
+    assert_eq!(list(proxied).await.unwrap(), 1);
+    assert_eq!(
+        connects.lock().unwrap().as_slice(),
+        [format!("CONNECT {} HTTP/1.1", c.server.addr)]
+    );
+
+    // A rotated ServiceAccount token file: the client keeps working when the file gets a
+    // new token and the old one stops being accepted (re-read on the 401).
+    for sa in ["one", "two"] {
+        run_ok(c.admin().args(["create", "serviceaccount", sa, "-n", "lw"]));
+    }
+    run_ok(c.admin().args([
+        "create",
+        "rolebinding",
+        "sa-admin",
+        "-n",
+        "lw",
+        "--clusterrole",
+        "cluster-admin",
+        "--serviceaccount",
+        "lw:one",
+        "--serviceaccount",
+        "lw:two",
+    ]));
+    let t1 = run_ok(c.admin().args(["create", "token", "one", "-n", "lw"]));
+    let t2 = run_ok(c.admin().args(["create", "token", "two", "-n", "lw"]));
+    let file = c.path("sa-token");
+    std::fs::write(&file, t1.trim()).unwrap();
+    let rotating = HttpListerWatcher::new(
+        HttpConfig::new(&url)
+            .unwrap()
+            .ca_pem(c.ca())
+            .bearer_token_file(&file),
+        PODS,
+    )
+    .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while rotating.list(&ListRequest::default()).await.is_err() {
+        assert!(Instant::now() < deadline, "the binding never took effect");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    std::fs::write(&file, t2.trim()).unwrap();
+    run_ok(
+        c.admin()
+            .args(["delete", "serviceaccount", "one", "-n", "lw"]),
+    );
+    let old = HttpConfig::new(&url)
+        .unwrap()
+        .ca_pem(c.ca())
+        .bearer_token(t1.trim());
+    let deadline = Instant::now() + PATIENCE;
+    while list(old.clone()).await.is_ok() {
+        assert!(Instant::now() < deadline, "the old token is still accepted");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    // The cached token is the old one (its 50 s period has not passed): 401, re-read, ok.
+    assert_eq!(
+        rotating
+            .list(&ListRequest::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    let users = c.audited_users(PODS);
+    assert!(
+        users.iter().any(|u| u == "system:serviceaccount:lw:one")
+            && users
+                .last()
+                .is_some_and(|u| u == "system:serviceaccount:lw:two"),
+        "{users:?}"
+    );
+}
+
+/// A one-shot HTTP CONNECT proxy on loopback; returns its URL and the CONNECT lines seen.
+async fn connect_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut client, _)) = listener.accept().await else {
+                return;
+            };
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                while !head.ends_with(b"\r\n\r\n") {
+                    let Ok(b) = client.read_u8().await else {
+                        return;
+                    };
+                    head.push(b);
+                }
+                let head = String::from_utf8(head).unwrap();
+                let line = head.lines().next().unwrap().to_owned();
+                let target = line.split_whitespace().nth(1).unwrap().to_owned();
+                log.lock().unwrap().push(line);
+                let mut upstream = tokio::net::TcpStream::connect(target).await.unwrap();
+                client
+                    .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    .await
+                    .unwrap();
+                tokio::io::copy_bidirectional(&mut client, &mut upstream)
+                    .await
+                    .ok();
+            });
+        }
+    });
+    (url, seen)
+}
+
+/// With no CA configured, https trusts the system's roots (client-go's default): a server
+/// whose CA is not among them is refused, and trusted once it is (`SSL_CERT_FILE`, read
+/// by the system-roots loader, in a child process so this process's environment stays
+/// untouched).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs kubectl"]
+async fn with_no_ca_the_system_roots_are_trusted() {
+    if let Ok(url) = std::env::var("LW_SYSTEM_ROOTS_URL") {
+        // The child: SSL_CERT_FILE names the cluster's CA.
+        let config = HttpConfig::new(url).unwrap().bearer_token("root-token");
+        assert_eq!(list(config).await.unwrap(), 1);
+        return;
+    }
+    let c = Cluster::start();
+    let config = HttpConfig::new(&c.server.url)
+        .unwrap()
+        .bearer_token("root-token");
+    let e = list(config).await.unwrap_err();
+    assert!(
+        format!("{e:?}").to_lowercase().contains("certificate"),
+        "{e:?}"
+    );
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "with_no_ca_the_system_roots_are_trusted",
+            "--include-ignored",
+            "--nocapture",
+        ])
+        .env("LW_SYSTEM_ROOTS_URL", &c.server.url)
+        .env("SSL_CERT_FILE", c.path("pki/ca.crt"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
