@@ -26,8 +26,8 @@ use listwatch_storage::{
 pub struct StorageListerWatcher {
     pub(crate) backend: Arc<dyn Storage>,
     pub(crate) key: Key,
-    /// Counts relists as they begin (a first page is asked for, or the watch expired and the
-    /// reflector is about to relist), so that the feeder can go Pending at once.
+    /// Counts relists as they begin (the reflector asks for a first page), so that the
+    /// feeder goes Pending before the first object of the new list arrives.
     pub(crate) relists: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
@@ -135,7 +135,6 @@ impl ListerWatcher for StorageListerWatcher {
             .watch(&self.key, &opts)
             .await
             .map_err(|e| to_client(&e))?;
-        let relists = Arc::clone(&self.relists);
         let events = events.map(move |ev| match ev {
             WatchEvent::Added(o) => Ok(ClientEvent::Added(o)),
             WatchEvent::Modified { object, .. } => Ok(ClientEvent::Modified(object)),
@@ -144,11 +143,10 @@ impl ListerWatcher for StorageListerWatcher {
                 resource_version: b.resource_version,
                 initial_events_end: b.initial_events_end,
             }),
-            WatchEvent::Error(e) => {
-                // The reflector relists after an ERROR event.
-                relists.send_modify(|n| *n += 1);
-                Err(to_client(&e))
-            }
+            // Whether the reflector relists or re-watches after an error is its decision
+            // (client-go's rules: 410 relists, 429/500/unreachable re-watch); a relist shows
+            // when it lists, not here.
+            WatchEvent::Error(e) => Err(to_client(&e)),
         });
         // A storage watch has no server-side timeout; honour the reflector's so that it
         // re-watches now and then, as it would against a real server.
