@@ -372,6 +372,56 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
     Ok(())
 }
 
+/// The first and the longest wait between two attempts of [`bootstrap_until_done`].
+const BOOTSTRAP_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(5));
+
+/// Storage failures that pass by themselves: the backend not reachable yet (etcd starting
+/// after the server, a member without a leader), slow or shedding load.
+fn passes(e: &listwatch_storage::Error) -> bool {
+    use listwatch_storage::Error as E;
+    matches!(
+        e,
+        E::Unreachable { .. } | E::Timeout { .. } | E::NotReady { .. } | E::TooManyRequests { .. }
+    )
+}
+
+/// Creates the built-in namespaces, retrying with exponential backoff (100 ms doubling to
+/// 5 s) for as long as the storage fails in a way that passes (upstream's apiserver also
+/// keeps retrying etcd instead of exiting). Meanwhile the server already listens: `/readyz`
+/// fails and `/livez` answers 200, both with the reason. Any other failure is returned.
+async fn bootstrap_until_done(api: &listwatch_endpoints::Api) -> Result<(), ServerError> {
+    let (mut delay, max) = BOOTSTRAP_BACKOFF;
+    let mut attempts = 0u64;
+    loop {
+        match bootstrap_namespaces(api).await {
+            Ok(()) => {
+                if attempts > 0 {
+                    tracing::info!(attempts, "the storage answers: default namespaces in place");
+                }
+                api.set_waiting_for(None);
+                return Ok(());
+            }
+            Err(ServerError::Bootstrap { name, source }) if passes(&source) => {
+                attempts += 1;
+                let reason = format!("the storage: creating namespace {name}: {source}");
+                // Every attempt at first, then every tenth: a long outage must not flood
+                // the log.
+                if attempts <= 3 || attempts.is_multiple_of(10) {
+                    tracing::warn!(attempts, retry_in = ?delay, %reason, "waiting for the storage");
+                }
+                api.set_waiting_for(Some(reason));
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(max);
+            }
+            Err(e) => {
+                api.set_waiting_for(Some(e.to_string()));
+                return Err(e);
+            }
+        }
+    }
+}
+
 /// Builds the API for the options (exposed for tests and embedding): one storage per
 /// resource, wrapped in a [`Cacher`] unless `--watch-cache=false`.
 pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Running), ServerError> {
@@ -552,7 +602,9 @@ pub async fn run(
     let tls_on = opts.tls_cert_file.is_some();
     opts.security.check(opts.bind, tls_on)?;
     let (api, running) = build_api(&opts).await?;
-    bootstrap_namespaces(&api).await?;
+    // Listen before the storage answers: a server started together with etcd (as a service
+    // manager does) waits for it, with /readyz failing and /livez saying why.
+    api.set_waiting_for(Some("creating the default namespaces".into()));
     let io = |source| ServerError::Io {
         addr: opts.bind,
         source,
@@ -576,7 +628,19 @@ pub async fn run(
     // Already serving (with /readyz failing); announce once every cache is ready, so what a
     // person (or a test) does next is not answered with 429s.
     let announced = tokio::select! {
-        () = running.wait_ready() => true,
+        res = async {
+            bootstrap_until_done(&api).await?;
+            running.wait_ready().await;
+            Ok::<_, ServerError>(())
+        } => {
+            if let Err(e) = res {
+                // Not a storage outage (those are retried): stop serving and say why.
+                shutdown.shutdown();
+                server.abort();
+                return Err(e);
+            }
+            true
+        }
         () = terminate_signal() => false,
         () = async {
             // Only reached when readiness takes long (e.g. etcd unreachable): say so.

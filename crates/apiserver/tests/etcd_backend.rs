@@ -243,3 +243,93 @@ async fn kubectl_applies_and_watches_over_etcd() {
     .await
     .unwrap();
 }
+
+/// A free loopback port (a listener bound and dropped; nobody else on this machine races
+/// for it in practice).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Started before etcd, as a service manager starting both at once may do: the server must
+/// not exit ("creating namespace default: storage backend unreachable" did, before). It
+/// listens at once, /readyz fails and /livez answers 200, both saying what start-up waits
+/// for, and it keeps retrying with backoff; once etcd is up it becomes ready and serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_server_started_before_etcd_waits_for_it_and_becomes_ready() {
+    let (port, etcd_port) = (free_port(), free_port());
+    let bind = format!("127.0.0.1:{port}");
+    let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+    // Server::start_at returns once the server announces itself, i.e. once it is ready.
+    let (tx, started) = std::sync::mpsc::channel();
+    let starter = {
+        let bind = bind.clone();
+        std::thread::spawn(move || {
+            let server =
+                Server::start_at(&bind, &["--storage", "etcd", "--etcd-servers", &etcd_url]);
+            let _ = tx.send(server);
+        })
+    };
+    let addr = bind.clone();
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + PATIENCE;
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "the server never listened");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Several backoff rounds (100 ms, 200 ms, ... ) pass without etcd.
+        std::thread::sleep(Duration::from_secs(3));
+        let ready = http(&addr, "GET", "/readyz", &[], b"");
+        let why = String::from_utf8_lossy(&ready.body).into_owned();
+        eprintln!("/readyz without etcd: {} {why}", ready.status);
+        assert_ne!(ready.status, 200, "{why}");
+        assert!(why.contains("creating namespace default"), "{why}");
+        assert!(why.contains("unreachable"), "{why}");
+        let live = http(&addr, "GET", "/livez", &[], b"");
+        let why = String::from_utf8_lossy(&live.body).into_owned();
+        eprintln!("/livez without etcd: {} {why}", live.status);
+        assert_eq!(live.status, 200, "{why}");
+        assert!(
+            why.contains("not ready") && why.contains("unreachable"),
+            "{why}"
+        );
+    })
+    .await
+    .unwrap();
+    assert!(
+        !starter.is_finished(),
+        "the server exited or announced itself without etcd"
+    );
+
+    let etcd = EtcdServer::builder()
+        .client_port(etcd_port)
+        .start()
+        .await
+        .expect("etcd");
+    let etcd_up = Instant::now();
+    let server = tokio::task::spawn_blocking(move || {
+        started
+            .recv_timeout(PATIENCE)
+            .expect("the server did not become ready once etcd was up")
+    })
+    .await
+    .unwrap();
+    eprintln!("ready {:?} after etcd became healthy", etcd_up.elapsed());
+    starter.join().unwrap();
+    assert_eq!(server.addr, bind);
+    let addr = server.addr.clone();
+    tokio::task::spawn_blocking(move || {
+        assert_eq!(http(&addr, "GET", "/readyz", &[], b"").status, 200);
+        let live = http(&addr, "GET", "/livez", &[], b"");
+        assert_eq!((live.status, live.body.as_slice()), (200, b"ok".as_slice()));
+        let ns = http(&addr, "GET", "/api/v1/namespaces/default", &[], b"");
+        assert_eq!(ns.status, 200);
+    })
+    .await
+    .unwrap();
+    drop(etcd);
+}

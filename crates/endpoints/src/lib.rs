@@ -132,6 +132,9 @@ pub(crate) struct Shared {
     pub(crate) flow: flowcontrol::FlowControl,
     /// Becomes `true` once, at shutdown; watches and new requests observe it.
     pub(crate) shutdown: watch::Sender<bool>,
+    /// What start-up is still waiting for (e.g. the storage backend to answer); `/readyz`
+    /// fails and `/livez` says so while it is set. See [`Api::set_waiting_for`].
+    pub(crate) waiting_for: watch::Sender<Option<String>>,
     pub(crate) metrics: Metrics,
     pub(crate) registry: Registry,
     pub(crate) docs: discovery::Documents,
@@ -246,6 +249,7 @@ impl Installer {
             .copied();
         let docs = discovery::build(&self.resources);
         let (shutdown, _) = watch::channel(false);
+        let (waiting_for, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             flow: flowcontrol::FlowControl::new(&self.config, &metrics),
             resources: self.resources,
@@ -253,6 +257,7 @@ impl Installer {
             namespaces,
             config: self.config,
             shutdown,
+            waiting_for,
             metrics,
             registry: self.registry,
             docs,
@@ -315,7 +320,7 @@ impl Api {
             // A go-restful GET route upstream: HEAD is 405 there (axum would answer it).
             .route("/version", get(version).head(head_not_allowed))
             .route("/healthz", get(healthz))
-            .route("/livez", get(healthz))
+            .route("/livez", get(livez))
             .route("/readyz", get(readyz))
             .route("/metrics", get(metrics_text))
             .route("/openapi/v3", get(openapi_index))
@@ -347,11 +352,21 @@ impl Api {
     pub async fn ready(&self) -> Result<(), String> {
         check_ready(&self.shared).await
     }
+
+    /// Records what start-up is still waiting for (`None`: nothing). While set, `/readyz`
+    /// fails with it and `/livez` still answers 200 (the process is alive and keeps trying,
+    /// so a supervisor must not restart it) but says what it waits for.
+    pub fn set_waiting_for(&self, reason: Option<String>) {
+        self.shared.waiting_for.send_replace(reason);
+    }
 }
 
 async fn check_ready(shared: &Shared) -> Result<(), String> {
     if shared.shutting_down() {
         return Err("shutting down".into());
+    }
+    if let Some(reason) = shared.waiting_for.borrow().as_ref() {
+        return Err(format!("start-up is waiting: {reason}"));
     }
     for r in &shared.resources {
         if let Err(e) = r.storage.readiness().await {
@@ -382,6 +397,19 @@ async fn head_not_allowed() -> Response {
 
 async fn healthz() -> &'static str {
     "ok"
+}
+
+/// Alive: always 200 (a server waiting for its storage is alive and retrying; restarting
+/// it would not help), with what start-up still waits for, if anything.
+async fn livez(State(s): State<Arc<Shared>>) -> Response {
+    match s.waiting_for.borrow().as_ref() {
+        None => (StatusCode::OK, "ok").into_response(),
+        Some(reason) => (
+            StatusCode::OK,
+            format!("ok: alive, not ready: start-up is waiting: {reason}"),
+        )
+            .into_response(),
+    }
 }
 
 async fn readyz(State(s): State<Arc<Shared>>) -> Response {

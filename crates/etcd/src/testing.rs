@@ -87,6 +87,7 @@ impl MemberOptions {
 pub struct EtcdServerBuilder {
     options: MemberOptions,
     binary: Option<String>,
+    client_port: Option<u16>,
 }
 
 impl EtcdServerBuilder {
@@ -101,6 +102,14 @@ impl EtcdServerBuilder {
     #[must_use]
     pub fn quota_backend_bytes(mut self, bytes: u64) -> Self {
         self.options.quota_backend_bytes = Some(bytes);
+        self
+    }
+
+    /// Serves clients on this loopback port (default: a free one), e.g. one a server was
+    /// told about before etcd started. Not retried on another port when taken.
+    #[must_use]
+    pub fn client_port(mut self, port: u16) -> Self {
+        self.client_port = Some(port);
         self
     }
 
@@ -119,11 +128,12 @@ impl EtcdServerBuilder {
         // A free port can be taken by someone else between probing and etcd binding it: retry.
         for _ in 0..3 {
             let ports = free_ports(2)?;
+            let client = self.client_port.unwrap_or(ports[0]);
             let mut server = EtcdServer::new(
                 binary.clone(),
                 dir,
                 "test",
-                (ports[0], ports[1], ports[1]),
+                (client, ports[1], ports[1]),
                 None,
                 self.options.clone(),
             );
