@@ -152,10 +152,12 @@ fn sync_latencies(dir: &Path, how: &str, record: usize, n: usize) -> Vec<f64> {
     lat
 }
 
-/// The physical limit: 25 threads hand records to one thread that appends each batch with
-/// one `write` and one `fdatasync` to a zero-filled file, and wait for their batch. Returns
-/// (records/s, records per sync).
-fn bare_group_commit(dir: &Path, per_writer: usize, record: usize) -> (f64, f64) {
+/// The same I/O with no store: 25 threads hand records to one thread that appends each batch
+/// with one `write` and one `fdatasync` to a zero-filled file, and wait for their batch.
+/// `coalesce`: after a sync, wait (at most half its duration, 2 ms) until the writers just
+/// acknowledged have queued again, as the store's log thread does; otherwise start the next
+/// sync at once (naive group commit). Returns (records/s, records per sync).
+fn bare_group_commit(dir: &Path, per_writer: usize, record: usize, coalesce: bool) -> (f64, f64) {
     let path = dir.join("bare.log");
     let f = zero_filled(&path, WRITERS * per_writer * (record + 8) + (1 << 20));
     struct Q {
@@ -180,21 +182,35 @@ fn bare_group_commit(dir: &Path, per_writer: usize, record: usize) -> (f64, f64)
         let q = Arc::clone(&q);
         std::thread::spawn(move || {
             let mut off = 0u64;
+            let (mut target, mut bound) = (0u64, Duration::ZERO);
             loop {
-                let (buf, upto) = {
+                let (buf, upto, from) = {
                     let mut g = q.0.lock().unwrap();
                     while g.buf.is_empty() && !g.done {
                         g = q.1.wait(g).unwrap();
                     }
+                    let deadline = Instant::now() + bound;
+                    while coalesce && g.queued - g.synced < target && !g.done {
+                        let left = deadline.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            break;
+                        }
+                        g = q.1.wait_timeout(g, left).unwrap().0;
+                    }
                     if g.buf.is_empty() {
                         return;
                     }
-                    (std::mem::take(&mut g.buf), g.queued)
+                    (std::mem::take(&mut g.buf), g.queued, g.synced)
                 };
+                let t = Instant::now();
                 f.write_all_at(&buf, off).unwrap();
                 f.sync_data().unwrap();
+                let sync = t.elapsed();
                 off += buf.len() as u64;
                 let mut g = q.0.lock().unwrap();
+                // Queued during the sync, and acknowledged by it.
+                target = (g.queued - upto) + (upto - from);
+                bound = (sync / 2).min(Duration::from_millis(2));
                 g.synced = upto;
                 g.syncs += 1;
                 q.2.notify_all();
@@ -260,6 +276,26 @@ async fn main() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let rounds: usize = args.next().and_then(|r| r.parse().ok()).unwrap_or(5);
+    // "writes", "restart" or both (default); for profiling, "fill" fills DIR itself with
+    // 150 000 pods and "open" only opens DIR (filled before) ROUNDS times.
+    let only = args.next().unwrap_or_default();
+    if only == "fill" {
+        let store = MemStore::open(&base, MemStoreConfig::default()).unwrap();
+        let rate = create_all(&store, pods("p", 6000)).await;
+        println!("filled 150000 pods at {rate:.0} creates/s");
+        return;
+    }
+    if only == "open" {
+        let mut opens = Vec::new();
+        for _ in 0..rounds {
+            let start = Instant::now();
+            let store = MemStore::open(&base, MemStoreConfig::default()).unwrap();
+            opens.push(start.elapsed().as_secs_f64() * 1000.0);
+            drop(store);
+        }
+        println!("open (ms): {}", stats(opens));
+        return;
+    }
     let per_writer = 2000;
     let sample = pod("ns-0", "x-0-0", "node-0");
     // The log record: the JSON plus the key and the parsed view (~150 bytes).
@@ -283,19 +319,34 @@ async fn main() {
         );
     }
 
+    if only != "restart" {
+        writes(&base, rounds, per_writer, record).await;
+    }
+    if only != "writes" {
+        restarts(&base, rounds).await;
+    }
+}
+
+async fn writes(base: &Path, rounds: usize, per_writer: usize, record: usize) {
     let (mut durable, mut durable_batch) = (Vec::new(), Vec::new());
     let (mut bare, mut bare_batch) = (Vec::new(), Vec::new());
+    let (mut naive, mut naive_batch) = (Vec::new(), Vec::new());
     let mut memory = Vec::new();
     for r in 0..rounds {
-        let dir = tempfile::tempdir_in(&base).unwrap();
-        let (rate, batch) = tokio::task::spawn_blocking({
-            let d = dir.path().to_owned();
-            move || bare_group_commit(&d, per_writer, record)
-        })
-        .await
-        .unwrap();
-        bare.push(rate);
-        bare_batch.push(batch);
+        let dir = tempfile::tempdir_in(base).unwrap();
+        for (coalesce, rates, batches) in [
+            (true, &mut bare, &mut bare_batch),
+            (false, &mut naive, &mut naive_batch),
+        ] {
+            let (rate, batch) = tokio::task::spawn_blocking({
+                let d = dir.path().to_owned();
+                move || bare_group_commit(&d, per_writer, record, coalesce)
+            })
+            .await
+            .unwrap();
+            rates.push(rate);
+            batches.push(batch);
+        }
         let store = MemStore::open(dir.path(), MemStoreConfig::default()).unwrap();
         let work = pods(&format!("r{r}"), per_writer);
         let (s0, w0) = (
@@ -311,8 +362,15 @@ async fn main() {
         drop(store);
         memory.push(create_all(&MemStore::new(), pods(&format!("m{r}"), per_writer)).await);
         println!(
-            "round {r}: durable {:.0}/s ({:.1} writes/sync), bare {:.0}/s ({:.1} records/sync), memory {:.0}/s",
-            durable[r], durable_batch[r], bare[r], bare_batch[r], memory[r]
+            "round {r}: durable {:.0}/s ({:.1} writes/sync), bare {:.0}/s ({:.1} records/sync), \
+             bare naive {:.0}/s ({:.1}), memory {:.0}/s",
+            durable[r],
+            durable_batch[r],
+            bare[r],
+            bare_batch[r],
+            naive[r],
+            naive_batch[r],
+            memory[r]
         );
     }
     println!(
@@ -329,12 +387,22 @@ async fn main() {
         stats(bare_batch)
     );
     println!(
+        "acknowledged records/s, bare, naive:       {}",
+        stats(naive)
+    );
+    println!(
+        "  records per fdatasync:                   {}",
+        stats(naive_batch)
+    );
+    println!(
         "creates/s, in-memory store (no disk):      {}",
         stats(memory)
     );
+}
 
+async fn restarts(base: &Path, rounds: usize) {
     // 150k pods: fill, then restart from the log; then from a snapshot.
-    let dir = tempfile::tempdir_in(&base).unwrap();
+    let dir = tempfile::tempdir_in(base).unwrap();
     {
         let store = MemStore::open(dir.path(), MemStoreConfig::default()).unwrap();
         let rate = create_all(&store, pods("p", 6000)).await;
