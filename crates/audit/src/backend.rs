@@ -191,6 +191,25 @@ fn backup_name(path: &Path) -> PathBuf {
     path.with_file_name(format!("{stem}-{ts}{ext}"))
 }
 
+/// Whether `name` is one of [`backup_name`]'s names for a log of this stem and extension:
+/// `STEM-YYYY-MM-DDTHH-MM-SS.ffffffEXT`, nothing else (a neighbour such as
+/// `audit-policy.yaml` next to `audit.log` is not a backup, and is never pruned).
+fn is_backup_name(name: &str, stem: &str, ext: &str) -> bool {
+    const SHAPE: &[u8] = b"dddd-dd-ddTdd-dd-dd.dddddd";
+    let Some(ts) = name
+        .strip_prefix(stem)
+        .and_then(|r| r.strip_prefix('-'))
+        .and_then(|r| r.strip_suffix(ext))
+    else {
+        return false;
+    };
+    ts.len() == SHAPE.len()
+        && ts.bytes().zip(SHAPE).all(|(c, &want)| match want {
+            b'd' => c.is_ascii_digit(),
+            other => c == other,
+        })
+}
+
 fn prune(path: &Path, keep: usize) {
     if keep == 0 {
         return;
@@ -198,12 +217,16 @@ fn prune(path: &Path, keep: usize) {
     let (Some(dir), Some(stem)) = (path.parent(), path.file_stem()) else {
         return;
     };
+    let stem = stem.to_string_lossy();
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
     let dir = if dir.as_os_str().is_empty() {
         Path::new(".")
     } else {
         dir
     };
-    let prefix = format!("{}-", stem.to_string_lossy());
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -212,7 +235,7 @@ fn prune(path: &Path, keep: usize) {
         .map(|e| e.path())
         .filter(|p| {
             p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with(&prefix))
+                .is_some_and(|n| is_backup_name(&n.to_string_lossy(), &stem, &ext))
         })
         .collect();
     backups.sort();
@@ -307,6 +330,44 @@ mod tests {
                 assert_eq!(v["kind"], "Event");
             }
         }
+    }
+
+    #[test]
+    fn rotation_prunes_only_its_own_backups() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.log");
+        // Neighbours sharing the log's stem, which a prefix match would have deleted.
+        let neighbours = ["audit-policy.yaml", "audit-notes.log", "audit-2026.log"];
+        for n in neighbours {
+            std::fs::write(dir.path().join(n), "keep me").unwrap();
+        }
+        let mut config = LogConfig::new(&path);
+        config.max_size_bytes = 1_000;
+        config.max_backups = 1;
+        let backend = LogBackend::start(config, AuditMetrics::default()).unwrap();
+        for i in 0..60 {
+            backend.log(&event(i));
+        }
+        drop(backend);
+        for n in neighbours {
+            assert_eq!(
+                std::fs::read_to_string(dir.path().join(n)).unwrap(),
+                "keep me",
+                "{n}"
+            );
+        }
+        let backups: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| is_backup_name(n, "audit", ".log"))
+            .collect();
+        assert_eq!(backups.len(), 1, "{backups:?}");
+        assert!(backup_name(&path).to_string_lossy().ends_with(".log"));
+        assert!(is_backup_name(
+            &backup_name(&path).file_name().unwrap().to_string_lossy(),
+            "audit",
+            ".log"
+        ));
     }
 
     #[test]
