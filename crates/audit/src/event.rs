@@ -45,7 +45,8 @@ pub struct ObjectRef {
     pub subresource: String,
 }
 
-/// The response's status (a `metav1.Status` subset).
+/// The response's status: the code, and for a failure the bounded fields of the Status sent
+/// (`status`, `message`, `reason`, `details`), as upstream's `LogResponseObject` copies them.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResponseStatus {
     /// Always `{}`.
@@ -53,9 +54,15 @@ pub struct ResponseStatus {
     /// `Failure` for errors.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub status: String,
+    /// The error's message (as in the Status sent to the client).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
     /// The error's reason.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+    /// The error's details (the Status's `details`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
     /// The HTTP code.
     pub code: u16,
 }

@@ -274,10 +274,17 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The Status a response carries, as a response extension: what the audit filter records
+/// of a failed request without parsing the body.
+#[derive(Debug, Clone)]
+pub struct SentStatus(pub Box<Status>);
+
 /// The HTTP response for a Status (also used for a collection delete's `Success`).
 pub(crate) fn status_response(status: &Status) -> Response {
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut resp = (code, status.to_json()).into_response();
+    resp.extensions_mut()
+        .insert(SentStatus(Box::new(status.clone())));
     let headers = resp.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

@@ -65,7 +65,7 @@ pub mod validation;
 mod watch_server;
 
 pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
-pub use error::{ApiError, ApiResult, FieldError};
+pub use error::{ApiError, ApiResult, FieldError, SentStatus};
 pub use flowcontrol::ClientKey;
 pub use metrics::Metrics;
 pub use resource::{

@@ -153,10 +153,14 @@ pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
     }
 }
 
+/// Upstream's 401 Status.
+fn unauthorized_status() -> listwatch_api::Status {
+    listwatch_api::status::Status::failure(401, "Unauthorized", "Unauthorized")
+}
+
 /// Upstream's 401.
 pub fn unauthorized() -> Response {
-    let status = listwatch_api::status::Status::failure(401, "Unauthorized", "Unauthorized");
-    listwatch_endpoints::ApiError::from_status(status).into_response()
+    listwatch_endpoints::ApiError::from_status(unauthorized_status()).into_response()
 }
 
 struct AuditCtx {
@@ -175,7 +179,12 @@ struct AuditCtx {
 }
 
 impl AuditCtx {
-    fn event(&self, stage: Stage, code: Option<u16>) -> Option<Event> {
+    fn event(
+        &self,
+        stage: Stage,
+        code: Option<u16>,
+        sent: Option<&listwatch_api::Status>,
+    ) -> Option<Event> {
         if self.level == Level::None || self.omit.contains(&stage) {
             return None;
         }
@@ -186,24 +195,27 @@ impl AuditCtx {
         e.source_ips = vec![self.source.clone()];
         e.user_agent.clone_from(&self.agent);
         if self.attrs.resource_request {
+            // A create names its object in the body: as upstream's LogRequestObject, the
+            // recorded body (Request level) supplies the name.
+            let name = if self.attrs.name.is_empty() {
+                self.request_object
+                    .as_ref()
+                    .and_then(|o| o["metadata"]["name"].as_str())
+                    .unwrap_or_default()
+                    .to_owned()
+            } else {
+                self.attrs.name.clone()
+            };
             e.object_ref = Some(ObjectRef {
                 resource: self.attrs.resource.clone(),
                 namespace: self.attrs.namespace.clone(),
-                name: self.attrs.name.clone(),
+                name,
                 api_group: self.attrs.api_group.clone(),
                 api_version: self.attrs.api_version.clone(),
                 subresource: self.attrs.subresource.clone(),
             });
         }
-        e.response_status = code.map(|code| ResponseStatus {
-            code,
-            status: if code >= 400 {
-                "Failure".into()
-            } else {
-                String::new()
-            },
-            ..ResponseStatus::default()
-        });
+        e.response_status = code.map(|code| response_status(code, sent));
         e.annotations.clone_from(&self.annotations);
         if stage != Stage::RequestReceived {
             e.request_object.clone_from(&self.request_object);
@@ -211,11 +223,34 @@ impl AuditCtx {
         Some(e)
     }
 
-    fn emit(&self, stage: Stage, code: Option<u16>) {
-        if let (Some(e), Some((_, backend))) = (self.event(stage, code), &self.sec.audit) {
+    fn emit(&self, stage: Stage, code: Option<u16>, sent: Option<&listwatch_api::Status>) {
+        if let (Some(e), Some((_, backend))) = (self.event(stage, code, sent), &self.sec.audit) {
             backend.log(&e);
         }
     }
+}
+
+/// An event's `responseStatus`: the code, and for a failure what upstream's
+/// `LogResponseObject` copies of the Status sent (status, message, reason, details).
+fn response_status(code: u16, sent: Option<&listwatch_api::Status>) -> ResponseStatus {
+    let mut r = ResponseStatus {
+        code,
+        ..ResponseStatus::default()
+    };
+    match sent {
+        Some(s) if code >= 400 || s.status == "Failure" => {
+            r.status.clone_from(&s.status);
+            r.message.clone_from(&s.message);
+            r.reason.clone_from(&s.reason);
+            r.details = s
+                .details
+                .as_ref()
+                .and_then(|d| serde_json::to_value(d).ok());
+        }
+        _ if code >= 400 => r.status = "Failure".into(),
+        _ => {}
+    }
+    r
 }
 
 /// Emits `ResponseComplete` when a long-running response's body ends or is dropped.
@@ -223,7 +258,7 @@ struct CompleteOnDrop(AuditCtx, u16);
 
 impl Drop for CompleteOnDrop {
     fn drop(&mut self) {
-        self.0.emit(Stage::ResponseComplete, Some(self.1));
+        self.0.emit(Stage::ResponseComplete, Some(self.1), None);
     }
 }
 
@@ -283,7 +318,11 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
                         peer.as_ref(),
                     );
                     if let Some(ctx) = ctx {
-                        ctx.emit(Stage::ResponseComplete, Some(401));
+                        ctx.emit(
+                            Stage::ResponseComplete,
+                            Some(401),
+                            Some(&unauthorized_status()),
+                        );
                     }
                     return unauthorized();
                 }
@@ -304,7 +343,7 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
         peer.as_ref(),
     );
     if let Some(c) = &ctx {
-        c.emit(Stage::RequestReceived, None);
+        c.emit(Stage::RequestReceived, None, None);
     }
     let decision = sec.authz.authorize(&user, &attrs);
     let allowed = decision.allowed();
@@ -328,7 +367,7 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
         let status = listwatch_auth::authz::forbidden_status(&user, &attrs, decision.reason());
         tracing::debug!(user = %user.name, message = %status.message, "forbidden");
         if let Some(c) = &ctx {
-            c.emit(Stage::ResponseComplete, Some(403));
+            c.emit(Stage::ResponseComplete, Some(403), Some(&status));
         }
         return listwatch_endpoints::ApiError::from_status(status).into_response();
     }
@@ -363,7 +402,7 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
         return resp;
     };
     if attrs.verb == "watch" && resp.status() == StatusCode::OK {
-        ctx.emit(Stage::ResponseStarted, Some(code));
+        ctx.emit(Stage::ResponseStarted, Some(code), None);
         let (parts, body) = resp.into_parts();
         let guard = CompleteOnDrop(ctx, code);
         let stream = body.into_data_stream().map(move |chunk| {
@@ -372,7 +411,11 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
         });
         return Response::from_parts(parts, Body::from_stream(stream));
     }
-    ctx.emit(Stage::ResponseComplete, Some(code));
+    let sent = resp
+        .extensions()
+        .get::<listwatch_endpoints::SentStatus>()
+        .map(|s| &*s.0);
+    ctx.emit(Stage::ResponseComplete, Some(code), sent);
     let mut resp = resp;
     if let Ok(v) = HeaderValue::from_str(&ctx.id) {
         resp.headers_mut().insert("audit-id", v);

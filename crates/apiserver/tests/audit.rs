@@ -1,0 +1,223 @@
+//! The audit log end to end: `--audit-policy-file` levels (`None`, `Request`, `Metadata`)
+//! and `omitStages`, upstream's `responseStatus` of failed requests (status, message,
+//! reason as in the Status sent), and rotation by size with `--audit-log-maxsize` and
+//! `--audit-log-maxbackup`, which prunes only its own backups.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Instant;
+
+use common::{PATIENCE, Server, http};
+use serde_json::Value;
+
+const TOKENS: &str = "alice-token,alice,uid-alice\nroot-token,root,uid-root,system:masters\n";
+
+const POLICY: &str = r#"apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: None
+  resources: [{group: "", resources: [namespaces]}]
+- level: Request
+  resources: [{group: "", resources: [configmaps]}]
+- level: Metadata
+"#;
+
+/// The audit log's events, polled until `done` holds for them (the log is written by a
+/// thread of its own).
+fn events_until(path: &std::path::Path, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let events: Vec<Value> = std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if done(&events) {
+            return events;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the audit log never showed what was expected: {events:#?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn find(events: &[Value], pred: impl Fn(&Value) -> bool) -> Option<&Value> {
+    events
+        .iter()
+        .find(|e| e["stage"] == "ResponseComplete" && pred(e))
+}
+
+#[test]
+fn audit_policy_levels_response_status_and_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    std::fs::write(p("tokens.csv"), TOKENS).unwrap();
+    // The policy lives next to the log and shares its stem: rotation must not take it.
+    std::fs::write(p("audit-policy.yaml"), POLICY).unwrap();
+    let log = p("audit.log");
+    let s = |x: &std::path::Path| x.to_str().unwrap().to_owned();
+    let server = Server::start(&[
+        "--token-auth-file",
+        &s(&p("tokens.csv")),
+        "--audit-log-path",
+        &s(&log),
+        "--audit-policy-file",
+        &s(&p("audit-policy.yaml")),
+        "--audit-log-maxsize",
+        "1",
+        "--audit-log-maxbackup",
+        "1",
+    ]);
+    let root = [("Authorization", "Bearer root-token")];
+    let json = ("Content-Type", "application/json");
+
+    // None: namespaces are not recorded.
+    assert_eq!(
+        http(
+            &server.addr,
+            "GET",
+            "/api/v1/namespaces/default",
+            &root,
+            b""
+        )
+        .status,
+        200
+    );
+    // Request: the body is recorded.
+    let cm =
+        br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"small"},"data":{"k":"v"}}"#;
+    let r = http(
+        &server.addr,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &[root[0], json],
+        cm,
+    );
+    assert_eq!(r.status, 201);
+    // A 404 from a handler: its Status in responseStatus.
+    assert_eq!(
+        http(
+            &server.addr,
+            "GET",
+            "/api/v1/namespaces/default/configmaps/missing",
+            &root,
+            b""
+        )
+        .status,
+        404
+    );
+    // A 403 and a 401 from the filter: Metadata, with upstream's message and reason.
+    let alice = [("Authorization", "Bearer alice-token")];
+    assert_eq!(
+        http(
+            &server.addr,
+            "GET",
+            "/api/v1/namespaces/default/secrets",
+            &alice,
+            b""
+        )
+        .status,
+        403
+    );
+    let wrong = [("Authorization", "Bearer wrong")];
+    assert_eq!(
+        http(&server.addr, "GET", "/api/v1/pods", &wrong, b"").status,
+        401
+    );
+
+    let events = events_until(&log, |ev| {
+        find(ev, |e| e["responseStatus"]["code"] == 401).is_some()
+    });
+    assert!(
+        events.iter().all(|e| e["stage"] != "RequestReceived"),
+        "omitStages"
+    );
+    assert!(
+        events
+            .iter()
+            .all(|e| e["objectRef"]["resource"] != "namespaces"),
+        "level None"
+    );
+    let create = find(&events, |e| {
+        e["verb"] == "create" && e["objectRef"]["resource"] == "configmaps"
+    })
+    .expect("the create");
+    assert_eq!(create["level"], "Request");
+    assert_eq!(create["requestObject"]["data"]["k"], "v");
+    assert_eq!(
+        create["responseStatus"],
+        serde_json::json!({"metadata": {}, "code": 201})
+    );
+    let missing = find(&events, |e| e["objectRef"]["name"] == "missing").expect("the 404");
+    let rs = &missing["responseStatus"];
+    assert_eq!(
+        (&rs["code"], &rs["status"], &rs["reason"]),
+        (
+            &Value::from(404),
+            &Value::from("Failure"),
+            &Value::from("NotFound")
+        )
+    );
+    assert_eq!(rs["message"], r#"configmaps "missing" not found"#);
+    let denied = find(&events, |e| e["user"]["username"] == "alice").expect("the 403");
+    assert_eq!(denied["level"], "Metadata");
+    assert!(denied.get("requestObject").is_none());
+    let rs = &denied["responseStatus"];
+    assert_eq!(
+        (&rs["code"], &rs["reason"]),
+        (&Value::from(403), &Value::from("Forbidden"))
+    );
+    assert_eq!(
+        rs["message"],
+        r#"secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "default""#
+    );
+    assert_eq!(
+        denied["annotations"]["authorization.k8s.io/decision"],
+        "forbid"
+    );
+    let unauthorized = find(&events, |e| e["responseStatus"]["code"] == 401).unwrap();
+    assert_eq!(unauthorized["responseStatus"]["reason"], "Unauthorized");
+
+    // Rotation: ~1.5 MiB of recorded request bodies pass the 1 MiB limit.
+    let big = "x".repeat(100 * 1024);
+    for i in 0..15 {
+        let body = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("big-{i}")}, "data": {"blob": big},
+        });
+        let r = http(
+            &server.addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[root[0], json],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let backups = || -> Vec<String> {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("audit-2") && n.ends_with(".log"))
+            .collect()
+    };
+    events_until(&log, |ev| {
+        !backups().is_empty() && find(ev, |e| e["objectRef"]["name"] == "big-14").is_some()
+    });
+    assert_eq!(
+        backups().len(),
+        1,
+        "--audit-log-maxbackup 1: {:?}",
+        backups()
+    );
+    assert!(std::fs::metadata(&log).unwrap().len() <= 1024 * 1024);
+    assert_eq!(
+        std::fs::read_to_string(p("audit-policy.yaml")).unwrap(),
+        POLICY,
+        "rotation pruned the policy file"
+    );
+}
