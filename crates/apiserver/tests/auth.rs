@@ -441,6 +441,7 @@ async fn kube_rs_with_a_bearer_token_and_bootstrap_reconciliation() {
         .create(&pp, &binding)
         .await
         .unwrap();
+    let bound = Instant::now();
 
     // alice, with her token
     let alice = kube_client(&c.server.url, "alice-token");
@@ -450,6 +451,9 @@ async fn kube_rs_with_a_bearer_token_and_bootstrap_reconciliation() {
         match pods.list(&Default::default()).await {
             Ok(l) => {
                 assert!(l.items.is_empty());
+                // Reported, not asserted (timings on a shared machine are noise): the
+                // informer path takes milliseconds.
+                eprintln!("the binding took effect after {:?}", bound.elapsed());
                 break;
             }
             Err(e) => assert!(Instant::now() < deadline, "{e}"),
@@ -674,5 +678,83 @@ fn fairness_keys_on_the_authenticated_user() {
     assert_eq!(
         code, 200,
         "another user from the same address has her own share"
+    );
+}
+
+#[test]
+fn subject_access_reviews_are_for_admins() {
+    // An admin asks about another user (SubjectAccessReview, LocalSubjectAccessReview); a
+    // user without the right to create them is refused, as upstream.
+    let c = Cluster::start_http();
+    let addr = &c.server.addr;
+    let root = [
+        ("Authorization", "Bearer root-token"),
+        ("Content-Type", "application/json"),
+    ];
+    let review = |headers: &[(&str, &str)], path: &str, ns: &str| {
+        let body = serde_json::json!({
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": if ns.is_empty() { "SubjectAccessReview" } else { "LocalSubjectAccessReview" },
+            "metadata": if ns.is_empty() { serde_json::json!({}) } else { serde_json::json!({"namespace": ns}) },
+            "spec": {
+                "user": "alice",
+                "groups": ["dev"],
+                "resourceAttributes": {"verb": "list", "resource": "pods", "namespace": "demo"},
+            },
+        });
+        common::http(addr, "POST", path, headers, body.to_string().as_bytes())
+    };
+    let cluster = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+    let local = "/apis/authorization.k8s.io/v1/namespaces/demo/localsubjectaccessreviews";
+    let r = review(&root, cluster, "");
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["status"]["allowed"], false);
+    let binding = br#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"RoleBinding",
+        "metadata":{"name":"dev-view","namespace":"demo"},
+        "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"view"},
+        "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"dev"}]}"#;
+    let ns = br#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"demo"}}"#;
+    assert_eq!(
+        common::http(addr, "POST", "/api/v1/namespaces", &root, ns).status,
+        201
+    );
+    let r = common::http(
+        addr,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/demo/rolebindings",
+        &root,
+        binding,
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let r = review(&root, cluster, "");
+        if r.json()["status"]["allowed"] == true {
+            assert!(
+                r.json()["status"]["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("dev-view"),
+                "{}",
+                r.json()
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", r.json());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let r = review(&root, local, "demo");
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["status"]["allowed"], true);
+
+    let alice = [
+        ("Authorization", "Bearer alice-token"),
+        ("Content-Type", "application/json"),
+    ];
+    let r = review(&alice, cluster, "");
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        r#"subjectaccessreviews.authorization.k8s.io is forbidden: User "alice" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope"#
     );
 }
