@@ -218,12 +218,21 @@ async fn quorum_loss_ends_a_live_watch_and_it_resumes_when_quorum_returns() {
         .unwrap_err();
     assert!(matches!(err, Error::Unreachable { .. }), "{err:?}");
 
+    let restarting = Instant::now();
     cluster.member(1).unwrap().restart().await.unwrap();
+    let member_up = restarting.elapsed();
     let (all, from_b) = (collection(), after(b.resource_version()));
     let mut w = eventually(|| store.watch(&all, &from_b)).await;
     let key_c = key("c");
     let c = eventually(|| store.create(&key_c, pod("c"), None)).await;
+    let writable = restarting.elapsed();
     assert_eq!(next(&mut w).await, Some(WatchEvent::Added(c.clone())));
+    eprintln!(
+        "quorum back: the member answered {member_up:?} after its restart began, the first \
+         write was acknowledged after {writable:?}, and the resumed watch delivered it after \
+         {:?}",
+        restarting.elapsed()
+    );
     let everything = ListOptions::recursive();
     let list = eventually(|| store.list(&all, &everything)).await;
     assert_eq!(list.items, vec![a, b, c]);
