@@ -10,6 +10,8 @@
 //! - [`Writer`] / [`Store`]: one writer, many cheap readers, index functions,
 //!   `wait_until_synced`, atomic relists that never hold two copies of the store;
 //! - [`Informer`]: one reflector shared by many subscribers and [`EventHandler`]s, with resync;
+//! - [`WorkQueue`] and [`Controller`]: client-go's rate-limited de-duplicating work queue and
+//!   a reconcile loop over informers;
 //! - [`HttpListerWatcher`]: the HTTP lister-watcher for any Kubernetes-compatible server
 //!   (hyper; TLS with the `rustls` feature), configured from a URL or a kubeconfig.
 //!
@@ -32,6 +34,7 @@
 //! ```
 
 mod backoff;
+pub mod controller;
 mod error;
 pub mod http;
 mod informer;
@@ -39,9 +42,11 @@ mod lister;
 mod reflector;
 mod resource;
 pub mod store;
+pub mod workqueue;
 
+pub use controller::{Action, Controller};
 pub use error::{Error, Result};
-pub use http::{ExecCluster, ExecConfig, HttpConfig, HttpListerWatcher, Impersonate};
+pub use http::{ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpListerWatcher, Impersonate};
 pub use informer::{
     EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
     dispatch,
@@ -52,3 +57,4 @@ pub use lister::{
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, ObjectKey, Resource};
 pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};
+pub use workqueue::{RateLimits, WorkQueue};

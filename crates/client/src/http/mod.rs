@@ -15,28 +15,26 @@
 //!   `CONNECT`) as client-go.
 
 mod auth;
+mod client;
 mod decode;
 mod kubeconfig;
 mod proxy;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http::header::{ACCEPT, AUTHORIZATION, HeaderName, HeaderValue, USER_AGENT};
-use http::{Method, Request, Uri};
-use http_body_util::{BodyExt, Empty};
-use hyper_util::client::legacy::Client;
+use http::{Method, Uri};
+use http_body_util::BodyExt;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use listwatch_api::{Object, SelectableFields};
 
 use crate::error::{Error, Result};
 use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
 use auth::Auth;
 pub use auth::{ExecCluster, ExecConfig, Impersonate};
+pub use client::{HttpClient, MAX_OBJECT_BODY};
 
 #[cfg(feature = "rustls")]
 type Connector = hyper_rustls::HttpsConnector<proxy::Connector>;
@@ -371,15 +369,10 @@ impl HttpConfig {
 /// [`Typed`](crate::Typed) for a serde type.
 #[derive(Clone)]
 pub struct HttpListerWatcher {
-    client: Client<Connector, Empty<Bytes>>,
+    client: HttpClient,
     /// Base URL + collection path, without a query.
     url: String,
-    auth: Arc<Auth>,
-    /// Impersonation headers.
-    headers: Arc<Vec<(HeaderName, HeaderValue)>>,
     fields: SelectableFields,
-    timeout: Option<Duration>,
-    max_list_bytes: usize,
 }
 
 impl std::fmt::Debug for HttpListerWatcher {
@@ -392,32 +385,19 @@ impl std::fmt::Debug for HttpListerWatcher {
 
 impl HttpListerWatcher {
     /// A lister-watcher of the collection at `path`, e.g. `/api/v1/pods` or
-    /// `/apis/apps/v1/namespaces/ns/deployments`.
+    /// `/apis/apps/v1/namespaces/ns/deployments`, with a connection pool of its own; make
+    /// several from one [`HttpClient`] to share one.
     pub fn new(config: HttpConfig, path: &str) -> Result<Self> {
-        let https = config.base_url.starts_with("https://");
-        let connector = connector(&config, https)?;
-        let client = Client::builder(TokioExecutor::new()).build(connector);
-        let auth = Arc::new(config.auth()?);
-        let headers = Arc::new(match &config.impersonate {
-            Some(i) => i.headers()?,
-            None => Vec::new(),
-        });
-        let path = if path.starts_with('/') {
-            path.to_owned()
-        } else {
-            format!("/{path}")
-        };
-        let url = format!("{}{}", config.base_url, path.trim_end_matches('/'));
-        url.parse::<Uri>()
-            .map_err(|e| Error::Config(format!("invalid url {url:?}: {e}")))?;
+        Self::with_client(HttpClient::new(config)?, path)
+    }
+
+    /// A lister-watcher of the collection at `path` over `client`'s connections.
+    pub fn with_client(client: HttpClient, path: &str) -> Result<Self> {
+        let url = client.url(path)?;
         Ok(Self {
             client,
             url,
-            auth,
-            headers,
             fields: SelectableFields::none(),
-            timeout: config.request_timeout,
-            max_list_bytes: config.max_list_bytes,
         })
     }
 
@@ -429,72 +409,13 @@ impl HttpListerWatcher {
         self
     }
 
-    /// Sends a GET; a 401 with a refreshable credential (token file, exec plugin) is sent
-    /// once more with a fresh one.
     async fn get(&self, query: String) -> Result<hyper::Response<hyper::body::Incoming>> {
         let uri = if query.is_empty() {
             self.url.clone()
         } else {
             format!("{}?{}", self.url, query)
         };
-        let sent = self.auth.header().await?;
-        match self.get_once(&uri, sent.as_ref()).await {
-            Err(e) if e.code() == Some(401) && self.auth.rejected(sent.as_ref()).await => {
-                let fresh = self.auth.header().await?;
-                if fresh == sent {
-                    return Err(e);
-                }
-                tracing::debug!(%uri, "401, retrying with a refreshed credential");
-                self.get_once(&uri, fresh.as_ref()).await
-            }
-            other => other,
-        }
-    }
-
-    async fn get_once(
-        &self,
-        uri: &str,
-        auth: Option<&HeaderValue>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>> {
-        let mut req = Request::builder()
-            .method(Method::GET)
-            .uri(uri)
-            .header(ACCEPT, "application/json")
-            .header(
-                USER_AGENT,
-                concat!("listwatch-client/", env!("CARGO_PKG_VERSION")),
-            );
-        if let Some(auth) = auth {
-            req = req.header(AUTHORIZATION, auth.clone());
-        }
-        for (k, v) in self.headers.iter() {
-            req = req.header(k, v.clone());
-        }
-        let req = req
-            .body(Empty::new())
-            .map_err(|e| Error::Config(format!("invalid request {uri:?}: {e}")))?;
-        tracing::debug!(%uri, "GET");
-        let call = self.client.request(req);
-        let res = match self.timeout {
-            Some(t) => tokio::time::timeout(t, call)
-                .await
-                .map_err(|_| Error::Http(format!("no response within {t:?}").into()))?,
-            None => call.await,
-        };
-        let res = res.map_err(|e| {
-            if e.is_connect() {
-                Error::Connect(Box::new(e))
-            } else {
-                Error::Http(Box::new(e))
-            }
-        })?;
-        if res.status().is_success() {
-            return Ok(res);
-        }
-        let code = res.status().as_u16();
-        // An error body is only read for its Status; a longer one is cut, not refused.
-        let body = read_prefix(res.into_body(), MAX_ERROR_BODY).await?;
-        Err(decode::decode_status(code, &body))
+        self.client.request(Method::GET, &uri, None).await
     }
 }
 
@@ -586,11 +507,11 @@ impl ListerWatcher for HttpListerWatcher {
     async fn list(&self, request: &ListRequest) -> Result<Page<Object>> {
         let list = async {
             let res = self.get(list_query(request)).await?;
-            let body = read_body(res.into_body(), self.max_list_bytes, "list").await?;
+            let body = read_body(res.into_body(), self.client.inner.max_list_bytes, "list").await?;
             decode::decode_list(&body, &self.fields)
         };
         // The whole list (headers and body) is under the request timeout.
-        match self.timeout {
+        match self.client.inner.timeout {
             Some(t) => tokio::time::timeout(t, list)
                 .await
                 .map_err(|_| Error::Http(format!("list not complete within {t:?}").into()))?,

@@ -1,0 +1,209 @@
+//! [`Controller`]: a reconcile loop over informers and a [`WorkQueue`] (client-go's
+//! controller pattern; kube-runtime's `Controller`).
+//!
+//! Informer handlers ([`Controller::enqueue`]) turn changes into keys; `workers` tasks take
+//! keys from the queue and call the reconcile function with each. Invariants:
+//! - a key is never reconciled by two workers at once and is reconciled again after any
+//!   change seen while it was being reconciled (the queue's rules);
+//! - an `Err` (or a panic) requeues the key with the per-key exponential backoff and the
+//!   overall token bucket; `Ok(Action::RequeueAfter(d))` forgets the failures and requeues
+//!   after `d`; `Ok(Action::Done)` forgets them;
+//! - shutdown stops the queue and waits, at most a deadline, for the reconciles in flight.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use crate::informer::EventHandler;
+use crate::resource::{ObjectKey, Resource};
+use crate::workqueue::WorkQueue;
+
+/// What a reconcile asks for next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing until the next change.
+    Done,
+    /// Reconcile again after this long (periodic checks), even without a change.
+    RequeueAfter(Duration),
+}
+
+/// A reconcile loop: a work queue of [`ObjectKey`]s and the workers that drain it.
+#[derive(Clone)]
+pub struct Controller {
+    queue: WorkQueue<ObjectKey>,
+}
+
+impl Default for Controller {
+    fn default() -> Self {
+        Self::new(WorkQueue::default())
+    }
+}
+
+/// An [`EventHandler`] that queues the keys `map` gives for each changed object.
+pub struct Enqueue<F> {
+    queue: WorkQueue<ObjectKey>,
+    map: F,
+}
+
+impl<K, F> EventHandler<K> for Enqueue<F>
+where
+    K: Resource,
+    F: Fn(&K) -> Option<ObjectKey> + Send + 'static,
+{
+    fn on_add(&mut self, object: &Arc<K>, _in_initial_list: bool) {
+        if let Some(k) = (self.map)(object) {
+            self.queue.add(k);
+        }
+    }
+    fn on_update(&mut self, _old: &Arc<K>, new: &Arc<K>) {
+        if let Some(k) = (self.map)(new) {
+            self.queue.add(k);
+        }
+    }
+    fn on_delete(&mut self, object: &Arc<K>, _final_state_unknown: bool) {
+        if let Some(k) = (self.map)(object) {
+            self.queue.add(k);
+        }
+    }
+}
+
+impl Controller {
+    /// A controller over `queue` (e.g. one with other [`RateLimits`](crate::RateLimits)).
+    pub fn new(queue: WorkQueue<ObjectKey>) -> Self {
+        Self { queue }
+    }
+
+    /// The work queue (to add keys from elsewhere).
+    pub fn queue(&self) -> &WorkQueue<ObjectKey> {
+        &self.queue
+    }
+
+    /// A handler for an informer whose changes queue the key `map` returns: the object's
+    /// own key for the primary resource, its owner's for a secondary one.
+    pub fn enqueue<K, F>(&self, map: F) -> Enqueue<F>
+    where
+        K: Resource,
+        F: Fn(&K) -> Option<ObjectKey> + Send + 'static,
+    {
+        Enqueue {
+            queue: self.queue.clone(),
+            map,
+        }
+    }
+
+    /// Runs `workers` workers calling `reconcile` until `shutdown` resolves, then stops the
+    /// queue and waits at most `drain` for the reconciles in flight; returns whether they all
+    /// finished.
+    pub async fn run<R, Fut, E>(
+        self,
+        workers: usize,
+        reconcile: R,
+        shutdown: impl Future<Output = ()>,
+        drain: Duration,
+    ) -> bool
+    where
+        R: Fn(ObjectKey) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        let reconcile = Arc::new(reconcile);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..workers.max(1) {
+            let queue = self.queue.clone();
+            let reconcile = Arc::clone(&reconcile);
+            tasks.spawn(async move {
+                while let Some(key) = queue.get().await {
+                    let outcome = std::panic::AssertUnwindSafe(reconcile(key.clone()))
+                        .catch_unwind()
+                        .await;
+                    match outcome {
+                        Ok(Ok(Action::Done)) => queue.forget(&key),
+                        Ok(Ok(Action::RequeueAfter(d))) => {
+                            queue.forget(&key);
+                            queue.add_after(key.clone(), d);
+                        }
+                        Ok(Err(e)) => {
+                            tracing::warn!(key = %key.as_str(), error = %e, requeues = queue.num_requeues(&key), "reconcile failed, requeued with backoff");
+                            queue.add_rate_limited(key.clone());
+                        }
+                        Err(_) => {
+                            tracing::error!(key = %key.as_str(), "reconcile panicked, requeued with backoff");
+                            queue.add_rate_limited(key.clone());
+                        }
+                    }
+                    queue.done(&key);
+                }
+            });
+        }
+        shutdown.await;
+        let drained = self.queue.shut_down_with_drain(drain).await;
+        if drained {
+            while tasks.join_next().await.is_some() {}
+        } else {
+            tasks.abort_all();
+        }
+        drained
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicI32, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_back_off_successes_forget_and_requeue_after_repeats() {
+        let c = Controller::default();
+        let log: Arc<Mutex<Vec<(String, Duration)>>> = Arc::default();
+        let start = tokio::time::Instant::now();
+        let l = Arc::clone(&log);
+        let fails = Arc::new(AtomicI32::new(2));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        c.queue().add(ObjectKey::new(Some("ns"), "flaky"));
+        c.queue().add(ObjectKey::new(None, "periodic"));
+        let run = tokio::spawn(c.clone().run(
+            2,
+            move |key: ObjectKey| {
+                let l = Arc::clone(&l);
+                let fails = Arc::clone(&fails);
+                async move {
+                    l.lock()
+                        .unwrap()
+                        .push((key.as_str().to_owned(), start.elapsed()));
+                    if key.name() == "periodic" {
+                        return Ok(Action::RequeueAfter(Duration::from_secs(10)));
+                    }
+                    match fails.fetch_sub(1, Ordering::SeqCst) {
+                        2 => Err("not yet"),
+                        1 => panic!("a panic is an error too"),
+                        _ => Ok(Action::Done),
+                    }
+                }
+            },
+            async move {
+                stopped.await.ok();
+            },
+            Duration::from_secs(5),
+        ));
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        stop.send(()).unwrap();
+        assert!(run.await.unwrap());
+        let log = log.lock().unwrap().clone();
+        let times = |k: &str| -> Vec<u128> {
+            log.iter()
+                .filter(|(n, _)| n == k)
+                .map(|(_, t)| t.as_millis())
+                .collect()
+        };
+        // Failed, panicked, then succeeded: after 5 ms and 10 ms of backoff.
+        assert_eq!(times("ns/flaky"), [0, 5, 15]);
+        assert_eq!(times("periodic"), [0, 10_000, 20_000]);
+        assert_eq!(
+            c.queue().num_requeues(&ObjectKey::new(Some("ns"), "flaky")),
+            0
+        );
+    }
+}

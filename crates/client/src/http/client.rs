@@ -1,0 +1,223 @@
+//! [`HttpClient`]: one connection pool, credentials and deadlines per [`HttpConfig`], shared
+//! by every [`HttpListerWatcher`] made from it, plus the few writes a controller needs (get,
+//! create, replace, delete of JSON objects).
+//!
+//! Invariants: every request has the config's deadline until its response headers; every
+//! body read is bounded (objects by [`MAX_OBJECT_BODY`], lists by the config's
+//! `max_list_bytes`, errors cut at 64 KiB); a 401 with a refreshable credential is retried
+//! once with a fresh one.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, USER_AGENT};
+use http::{Method, Request, Uri};
+use http_body_util::Full;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+use super::auth::Auth;
+use super::{Connector, HttpConfig, HttpListerWatcher, MAX_ERROR_BODY, connector, decode};
+use crate::error::{Error, Result};
+
+/// The largest single-object response read (kube-apiserver's objects are at most 1.5 MiB in
+/// etcd and 3 MiB per request).
+pub const MAX_OBJECT_BODY: usize = 16 << 20;
+
+pub(crate) struct Inner {
+    client: Client<Connector, Full<Bytes>>,
+    pub(crate) base_url: String,
+    auth: Auth,
+    /// Impersonation headers.
+    headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) max_list_bytes: usize,
+}
+
+/// A client of one server: a shared connection pool, credentials and deadlines. Cheap to
+/// clone; lister-watchers made with [`lister_watcher`](Self::lister_watcher) share its
+/// connections.
+#[derive(Clone)]
+pub struct HttpClient {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for HttpClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpClient")
+            .field("base_url", &self.inner.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpClient {
+    /// A client for `config` (validates its credentials and TLS material).
+    pub fn new(config: HttpConfig) -> Result<Self> {
+        let https = config.base_url.starts_with("https://");
+        let connector = connector(&config, https)?;
+        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let auth = config.auth()?;
+        let headers = match &config.impersonate {
+            Some(i) => i.headers()?,
+            None => Vec::new(),
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                client,
+                base_url: config.base_url,
+                auth,
+                headers,
+                timeout: config.request_timeout,
+                max_list_bytes: config.max_list_bytes,
+            }),
+        })
+    }
+
+    /// A lister-watcher of the collection at `path` over this client's connections.
+    pub fn lister_watcher(&self, path: &str) -> Result<HttpListerWatcher> {
+        HttpListerWatcher::with_client(self.clone(), path)
+    }
+
+    /// The full URL of `path` (a path from the server root).
+    pub(crate) fn url(&self, path: &str) -> Result<String> {
+        let path = if path.starts_with('/') {
+            path.to_owned()
+        } else {
+            format!("/{path}")
+        };
+        let url = format!("{}{}", self.inner.base_url, path.trim_end_matches('/'));
+        url.parse::<Uri>()
+            .map_err(|e| Error::Config(format!("invalid url {url:?}: {e}")))?;
+        Ok(url)
+    }
+
+    /// The object at `path`, or `None` when the server says 404.
+    pub async fn get(&self, path: &str) -> Result<Option<Value>> {
+        match self.object(Method::GET, path, None).await {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.code() == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates `object` in the collection at `path`; the server's copy.
+    pub async fn create(&self, path: &str, object: &Value) -> Result<Value> {
+        self.object(Method::POST, path, Some(object)).await
+    }
+
+    /// Replaces the object at `path` (its `metadata.resourceVersion` is the precondition);
+    /// the server's copy. A 409 Conflict means it changed meanwhile.
+    pub async fn replace(&self, path: &str, object: &Value) -> Result<Value> {
+        self.object(Method::PUT, path, Some(object)).await
+    }
+
+    /// Deletes the object at `path`; `false` when it was already gone.
+    pub async fn delete(&self, path: &str) -> Result<bool> {
+        match self.object(Method::DELETE, path, None).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some(404) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn object(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value> {
+        let uri = self.url(path)?;
+        let body = match body {
+            Some(v) => Some(Bytes::from(
+                serde_json::to_vec(v).map_err(|e| Error::Decode(e.to_string()))?,
+            )),
+            None => None,
+        };
+        let call = async {
+            let res = self.request(method, &uri, body).await?;
+            let bytes = super::read_body(res.into_body(), MAX_OBJECT_BODY, "object").await?;
+            serde_json::from_slice(&bytes)
+                .map_err(|e| Error::Decode(format!("object response: {e}")))
+        };
+        match self.inner.timeout {
+            Some(t) => tokio::time::timeout(t, call)
+                .await
+                .map_err(|_| Error::Http(format!("no complete response within {t:?}").into()))?,
+            None => call.await,
+        }
+    }
+
+    /// Sends a request; a 401 with a refreshable credential (token file, exec plugin) is
+    /// sent once more with a fresh one. Non-2xx answers are errors.
+    pub(crate) async fn request(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Bytes>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>> {
+        let auth = &self.inner.auth;
+        let sent = auth.header().await?;
+        match self
+            .request_once(method.clone(), uri, body.clone(), sent.as_ref())
+            .await
+        {
+            Err(e) if e.code() == Some(401) && auth.rejected(sent.as_ref()).await => {
+                let fresh = auth.header().await?;
+                if fresh == sent {
+                    return Err(e);
+                }
+                tracing::debug!(%uri, "401, retrying with a refreshed credential");
+                self.request_once(method, uri, body, fresh.as_ref()).await
+            }
+            other => other,
+        }
+    }
+
+    async fn request_once(
+        &self,
+        method: Method,
+        uri: &str,
+        body: Option<Bytes>,
+        auth: Option<&HeaderValue>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>> {
+        let mut req = Request::builder()
+            .method(method.clone())
+            .uri(uri)
+            .header(ACCEPT, "application/json")
+            .header(
+                USER_AGENT,
+                concat!("listwatch-client/", env!("CARGO_PKG_VERSION")),
+            );
+        if let Some(auth) = auth {
+            req = req.header(AUTHORIZATION, auth.clone());
+        }
+        for (k, v) in &self.inner.headers {
+            req = req.header(k, v.clone());
+        }
+        if body.is_some() {
+            req = req.header(CONTENT_TYPE, "application/json");
+        }
+        let req = req
+            .body(Full::new(body.unwrap_or_default()))
+            .map_err(|e| Error::Config(format!("invalid request {uri:?}: {e}")))?;
+        tracing::debug!(%uri, %method, "request");
+        let call = self.inner.client.request(req);
+        let res = match self.inner.timeout {
+            Some(t) => tokio::time::timeout(t, call)
+                .await
+                .map_err(|_| Error::Http(format!("no response within {t:?}").into()))?,
+            None => call.await,
+        };
+        let res = res.map_err(|e| {
+            if e.is_connect() {
+                Error::Connect(Box::new(e))
+            } else {
+                Error::Http(Box::new(e))
+            }
+        })?;
+        if res.status().is_success() {
+            return Ok(res);
+        }
+        let code = res.status().as_u16();
+        // An error body is only read for its Status; a longer one is cut, not refused.
+        let body = super::read_prefix(res.into_body(), MAX_ERROR_BODY).await?;
+        Err(decode::decode_status(code, &body))
+    }
+}

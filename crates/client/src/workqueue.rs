@@ -1,0 +1,504 @@
+//! [`WorkQueue`]: client-go's rate-limited, de-duplicating work queue
+//! (`k8s.io/client-go/util/workqueue`), what controllers pair with informers.
+//!
+//! Invariants (client-go's `Type`, `delayingType`, `rateLimitingType`):
+//! - **de-duplicated**: a key added while it waits is queued once;
+//! - **never two workers on one key**: a key added while it is being processed waits until
+//!   [`done`](WorkQueue::done), then is queued again (once);
+//! - **fair**: keys are handed out in the order they became ready;
+//! - **delayed adds** ([`add_after`](WorkQueue::add_after)) become ready at their time; a key
+//!   delayed twice keeps the earlier time;
+//! - **rate-limited adds** ([`add_rate_limited`](WorkQueue::add_rate_limited)) wait the longer
+//!   of a per-key exponential backoff (5 ms doubling to 1000 s, reset by
+//!   [`forget`](WorkQueue::forget)) and an overall token bucket (10 per second, burst 100):
+//!   client-go's `DefaultControllerRateLimiter`;
+//! - **shutdown**: after [`shut_down`](WorkQueue::shut_down) adds are ignored, delayed keys
+//!   are dropped, keys already queued are still handed out, then [`get`](WorkQueue::get)
+//!   returns `None`; [`shut_down_with_drain`](WorkQueue::shut_down_with_drain) also waits
+//!   (with a deadline) for the keys being processed to be done;
+//! - memory is bounded by the number of distinct keys (each key is in the queue, the delay
+//!   heap and the failure map at most once).
+
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// The rate limits of [`WorkQueue::add_rate_limited`]. [`Default`] is client-go's
+/// `DefaultControllerRateLimiter`.
+#[derive(Debug, Clone)]
+pub struct RateLimits {
+    /// First per-key delay (5 ms), doubled at each failure.
+    pub base_delay: Duration,
+    /// Largest per-key delay (1000 s).
+    pub max_delay: Duration,
+    /// Overall rate of rate-limited adds per second (10).
+    pub qps: f64,
+    /// Burst of the overall rate (100).
+    pub burst: u32,
+}
+
+impl Default for RateLimits {
+    fn default() -> Self {
+        Self {
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_secs(1000),
+            qps: 10.0,
+            burst: 100,
+        }
+    }
+}
+
+struct Delayed<K> {
+    at: Instant,
+    seq: u64,
+    key: K,
+}
+
+impl<K> PartialEq for Delayed<K> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl<K> Eq for Delayed<K> {}
+impl<K> PartialOrd for Delayed<K> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<K> Ord for Delayed<K> {
+    // Reversed: BinaryHeap is a max-heap, the earliest must come first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+struct State<K> {
+    queue: VecDeque<K>,
+    /// Keys that need processing (queued, or added again while processing).
+    dirty: HashSet<K>,
+    processing: HashSet<K>,
+    /// Delayed keys and when each is due (the heap may hold stale entries for a key whose
+    /// time moved earlier; `waiting` is the truth).
+    delayed: BinaryHeap<Delayed<K>>,
+    waiting: HashMap<K, Instant>,
+    seq: u64,
+    failures: HashMap<K, u32>,
+    /// Token bucket: tokens available (may go negative: reservations) as of `refilled`.
+    tokens: f64,
+    refilled: Instant,
+    shutting_down: bool,
+}
+
+/// A rate-limited, de-duplicating work queue of keys. Cheap to clone (shared).
+pub struct WorkQueue<K> {
+    state: Arc<Mutex<State<K>>>,
+    notify: Arc<Notify>,
+    limits: Arc<RateLimits>,
+}
+
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        Self {
+            state: Arc::clone(&self.state),
+            notify: Arc::clone(&self.notify),
+            limits: Arc::clone(&self.limits),
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> Default for WorkQueue<K> {
+    fn default() -> Self {
+        Self::new(RateLimits::default())
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
+    /// An empty queue with these rate limits.
+    pub fn new(limits: RateLimits) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(State {
+                queue: VecDeque::new(),
+                dirty: HashSet::new(),
+                processing: HashSet::new(),
+                delayed: BinaryHeap::new(),
+                waiting: HashMap::new(),
+                seq: 0,
+                failures: HashMap::new(),
+                tokens: f64::from(limits.burst),
+                refilled: Instant::now(),
+                shutting_down: false,
+            })),
+            notify: Arc::new(Notify::new()),
+            limits: Arc::new(limits),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State<K>> {
+        // A panic while holding the lock leaves the state consistent (every update is a
+        // few field writes), so a poisoned lock is used as is.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `key` unless it is already waiting; a key being processed is queued again
+    /// when it is done.
+    pub fn add(&self, key: K) {
+        let mut s = self.lock();
+        if Self::add_locked(&mut s, key) {
+            drop(s);
+            self.notify.notify_one();
+        }
+    }
+
+    fn add_locked(s: &mut State<K>, key: K) -> bool {
+        if s.shutting_down || s.dirty.contains(&key) {
+            return false;
+        }
+        s.dirty.insert(key.clone());
+        if s.processing.contains(&key) {
+            return false;
+        }
+        s.queue.push_back(key);
+        true
+    }
+
+    /// Queues `key` once `delay` has passed (at once for a zero delay).
+    pub fn add_after(&self, key: K, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let mut s = self.lock();
+        if s.shutting_down {
+            return;
+        }
+        let at = Instant::now() + delay;
+        if s.waiting.get(&key).is_some_and(|t| *t <= at) {
+            return;
+        }
+        s.waiting.insert(key.clone(), at);
+        s.seq += 1;
+        let seq = s.seq;
+        s.delayed.push(Delayed { at, seq, key });
+        drop(s);
+        // A waiting `get` may need to wake earlier.
+        self.notify.notify_waiters();
+    }
+
+    /// Queues `key` after its rate-limited delay (see [`RateLimits`]) and counts a failure.
+    pub fn add_rate_limited(&self, key: K) {
+        let delay = self.when(&key);
+        self.add_after(key, delay);
+    }
+
+    /// The delay of the next rate-limited add of `key` (and records it).
+    fn when(&self, key: &K) -> Duration {
+        let mut s = self.lock();
+        let n = s.failures.entry(key.clone()).or_insert(0);
+        let exp = self
+            .limits
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(*n))
+            .min(self.limits.max_delay);
+        *n = n.saturating_add(1);
+        // Token bucket (golang.org/x/time/rate's Reserve: tokens may go negative).
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(s.refilled).as_secs_f64();
+        s.tokens = (s.tokens + elapsed * self.limits.qps).min(f64::from(self.limits.burst));
+        s.refilled = now;
+        s.tokens -= 1.0;
+        let bucket = if s.tokens >= 0.0 || self.limits.qps <= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-s.tokens / self.limits.qps)
+        };
+        exp.max(bucket)
+    }
+
+    /// Stops the per-key backoff of `key` (after a success).
+    pub fn forget(&self, key: &K) {
+        self.lock().failures.remove(key);
+    }
+
+    /// How many rate-limited adds `key` had since it was last forgotten.
+    pub fn num_requeues(&self, key: &K) -> u32 {
+        self.lock().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Keys waiting (not counting delayed or processing ones).
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    /// Whether no key is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The next key to process; `None` once shut down and empty. The caller must call
+    /// [`done`](Self::done) with it when finished.
+    pub async fn get(&self) -> Option<K> {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let next_due = {
+                let mut s = self.lock();
+                Self::promote_due(&mut s);
+                if let Some(key) = s.queue.pop_front() {
+                    s.dirty.remove(&key);
+                    s.processing.insert(key.clone());
+                    return Some(key);
+                }
+                if s.shutting_down {
+                    drop(s);
+                    // Let other waiting workers see the shutdown too.
+                    self.notify.notify_waiters();
+                    return None;
+                }
+                s.delayed.peek().map(|d| d.at)
+            };
+            match next_due {
+                Some(at) => {
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Moves delayed keys that are due into the queue.
+    fn promote_due(s: &mut State<K>) {
+        let now = Instant::now();
+        while s.delayed.peek().is_some_and(|d| d.at <= now) {
+            let Some(d) = s.delayed.pop() else { break };
+            // A stale entry: the key was re-delayed to another time or already promoted.
+            if s.waiting.get(&d.key) != Some(&d.at) {
+                continue;
+            }
+            s.waiting.remove(&d.key);
+            Self::add_locked(s, d.key);
+        }
+    }
+
+    /// Marks `key` as processed; if it was added meanwhile it is queued again.
+    pub fn done(&self, key: &K) {
+        let mut s = self.lock();
+        s.processing.remove(key);
+        let requeue = s.dirty.contains(key);
+        if requeue {
+            s.queue.push_back(key.clone());
+        }
+        drop(s);
+        // Wakes a worker for the requeued key, or a drain waiting for processing to end.
+        self.notify.notify_waiters();
+    }
+
+    /// Stops the queue: adds are ignored from now on, delayed keys are dropped; keys already
+    /// queued are still handed out, then `get` returns `None`.
+    pub fn shut_down(&self) {
+        let mut s = self.lock();
+        s.shutting_down = true;
+        s.delayed.clear();
+        s.waiting.clear();
+        drop(s);
+        self.notify.notify_waiters();
+    }
+
+    /// [`shut_down`](Self::shut_down), then waits until no key is queued or being processed
+    /// (client-go's `ShutDownWithDrain`), at most `deadline`; returns whether it drained.
+    pub async fn shut_down_with_drain(&self, deadline: Duration) -> bool {
+        self.shut_down();
+        let drained = async {
+            loop {
+                let notified = self.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                {
+                    let s = self.lock();
+                    if s.processing.is_empty() && s.queue.is_empty() {
+                        return;
+                    }
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(deadline, drained).await.is_ok()
+    }
+
+    /// Whether [`shut_down`](Self::shut_down) was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.lock().shutting_down
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn get_now<K: Clone + Eq + Hash + Send + 'static>(q: &WorkQueue<K>) -> Option<K> {
+        tokio::time::timeout(Duration::from_millis(1), q.get())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_added_twice_is_queued_once_and_never_handed_to_two_workers() {
+        let q = WorkQueue::default();
+        q.add("a");
+        q.add("a");
+        q.add("b");
+        assert_eq!(q.len(), 2);
+        assert_eq!(get_now(&q).await, Some("a"));
+        // Added while processing: not handed out until done.
+        q.add("a");
+        assert_eq!(get_now(&q).await, Some("b"));
+        assert_eq!(get_now(&q).await, None);
+        q.done(&"a");
+        assert_eq!(get_now(&q).await, Some("a"));
+        q.done(&"a");
+        q.done(&"b");
+        assert_eq!(get_now(&q).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_adds_become_ready_in_time_order_and_the_earlier_time_wins() {
+        let q = WorkQueue::default();
+        q.add_after("late", Duration::from_secs(10));
+        q.add_after("early", Duration::from_secs(5));
+        q.add_after("late", Duration::from_secs(2));
+        q.add_after("early", Duration::from_secs(50));
+        let start = Instant::now();
+        assert_eq!(q.get().await, Some("late"));
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        assert_eq!(q.get().await, Some("early"));
+        assert_eq!(start.elapsed(), Duration::from_secs(5));
+        assert_eq!(get_now(&q).await, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limited_adds_back_off_per_key_until_forgotten() {
+        let q = WorkQueue::default();
+        let mut delays = Vec::new();
+        for _ in 0..4 {
+            let start = Instant::now();
+            q.add_rate_limited("k");
+            assert_eq!(q.get().await, Some("k"));
+            q.done(&"k");
+            delays.push(start.elapsed());
+        }
+        let ms = Duration::from_millis;
+        assert_eq!(delays, [ms(5), ms(10), ms(20), ms(40)]);
+        assert_eq!(q.num_requeues(&"k"), 4);
+        q.forget(&"k");
+        assert_eq!(q.num_requeues(&"k"), 0);
+        let start = Instant::now();
+        q.add_rate_limited("k");
+        assert_eq!(q.get().await, Some("k"));
+        assert_eq!(start.elapsed(), ms(5));
+        // The per-key delay is capped.
+        let capped = WorkQueue::new(RateLimits {
+            max_delay: ms(30),
+            ..RateLimits::default()
+        });
+        for _ in 0..10 {
+            capped.add_rate_limited("x");
+            capped.get().await;
+            capped.done(&"x");
+        }
+        let start = Instant::now();
+        capped.add_rate_limited("x");
+        capped.get().await;
+        assert_eq!(start.elapsed(), ms(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_overall_bucket_spaces_adds_past_its_burst() {
+        let q = WorkQueue::new(RateLimits {
+            base_delay: Duration::ZERO,
+            qps: 10.0,
+            burst: 3,
+            ..RateLimits::default()
+        });
+        let start = Instant::now();
+        for k in 0..5 {
+            q.add_rate_limited(k);
+        }
+        let mut at = Vec::new();
+        for _ in 0..5 {
+            q.get().await.unwrap();
+            at.push(start.elapsed().as_millis());
+        }
+        // Three at once (the burst), then one per 100 ms.
+        assert_eq!(at, [0, 0, 0, 100, 200]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_hands_out_what_is_queued_then_none_and_drain_waits_for_workers() {
+        let q = WorkQueue::default();
+        q.add(1);
+        q.add(2);
+        q.add_after(3, Duration::from_secs(1));
+        let one = q.get().await.unwrap();
+        let waiter = {
+            let q = q.clone();
+            tokio::spawn(async move { q.shut_down_with_drain(Duration::from_secs(60)).await })
+        };
+        tokio::task::yield_now().await;
+        q.add(4);
+        assert_eq!(q.get().await, Some(2));
+        q.done(&2);
+        assert_eq!(
+            q.get().await,
+            None,
+            "3 was delayed and 4 added after shutdown"
+        );
+        assert!(!waiter.is_finished(), "1 is still being processed");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        q.done(&one);
+        assert!(waiter.await.unwrap());
+        // A worker that never finishes: the drain gives up at its deadline.
+        let q = WorkQueue::default();
+        q.add(1);
+        let _stuck = q.get().await;
+        assert!(!q.shut_down_with_drain(Duration::from_secs(1)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn blocked_workers_wake_for_new_keys_and_for_shutdown() {
+        let q: WorkQueue<u32> = WorkQueue::default();
+        let workers: Vec<_> = (0..3)
+            .map(|_| {
+                let q = q.clone();
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    while let Some(k) = q.get().await {
+                        got.push(k);
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        q.done(&k);
+                    }
+                    got
+                })
+            })
+            .collect();
+        for k in 0..30 {
+            q.add(k % 10);
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(q.shut_down_with_drain(Duration::from_secs(10)).await);
+        let mut all: Vec<u32> = Vec::new();
+        for w in workers {
+            all.extend(w.await.unwrap());
+        }
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all, (0..10).collect::<Vec<_>>());
+    }
+}
