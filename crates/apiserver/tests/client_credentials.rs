@@ -2,7 +2,7 @@
 //! (`--pki-dir`, `--token-auth-file`, ServiceAccount tokens, audit): a bearer token, the
 //! admin client certificate from a kubeconfig, a `KUBECONFIG` list merged as kubectl
 //! merges it, an exec credential plugin (cached, re-run on 401), a ServiceAccount token file
-//! rotated under a running client, in-cluster configuration, `tls-server-name`, a
+//! rotated under a running client, in-cluster configuration, impersonation, `tls-server-name`, a
 //! `proxy-url` tunnel, and the system's root CAs when no CA is given.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use common::{PATIENCE, Server, run_ok};
-use listwatch_client::{ExecConfig, HttpConfig, HttpListerWatcher, ListRequest, ListerWatcher};
+use listwatch_client::{
+    ExecConfig, HttpConfig, HttpListerWatcher, Impersonate, ListRequest, ListerWatcher,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOKENS: &str = "root-token,root,uid-root,system:masters\nalice-token,alice,uid-alice\n";
@@ -134,6 +136,32 @@ async fn every_credential_kind_works_against_the_tls_apiserver() {
         .ca_pem(c.ca())
         .bearer_token("nope");
     assert_eq!(list(wrong).await.unwrap_err().code(), Some(401));
+
+    // Impersonation: root acting as alice (no grants) is refused as alice; acting as alice
+    // in system:masters is served.
+    let as_alice = token.clone().impersonate(Impersonate {
+        user: "alice".into(),
+        ..Impersonate::default()
+    });
+    let e = list(as_alice).await.unwrap_err();
+    assert_eq!(e.code(), Some(403), "{e}");
+    assert!(e.to_string().contains(r#"User "alice""#), "{e}");
+    let as_master = token.clone().impersonate(Impersonate {
+        user: "alice".into(),
+        groups: vec!["system:masters".into()],
+        ..Impersonate::default()
+    });
+    assert_eq!(list(as_master).await.unwrap(), 1);
+    // alice herself may not impersonate.
+    let alice = HttpConfig::new(&url)
+        .unwrap()
+        .ca_pem(c.ca())
+        .bearer_token("alice-token")
+        .impersonate(Impersonate {
+            user: "root".into(),
+            ..Impersonate::default()
+        });
+    assert_eq!(list(alice).await.unwrap_err().code(), Some(403));
 
     // The admin client certificate, from the generated kubeconfig.
     let admin = HttpConfig::from_kubeconfig(&c.path("pki/admin.kubeconfig")).unwrap();
