@@ -187,6 +187,11 @@ async fn writer(store: EtcdStore, id: usize, stop: Arc<AtomicBool>) -> Writes {
                 out.unknown.insert(name);
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
+            // etcd refused before proposing ("too many requests": its apply loop lags far
+            // behind on a loaded machine): not written; back off.
+            Err(Error::TooManyRequests { .. }) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             Err(e) => panic!("write {name}: {e:?}"),
         }
     }
