@@ -263,6 +263,19 @@ fn stats(mut v: Vec<f64>) -> String {
     )
 }
 
+/// CPU seconds (user + system) this process has used so far (`/proc/self/stat`, 10 ms
+/// resolution): a restart's cost apart from how busy the machine is.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, a)| a);
+    let f: Vec<f64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // Fields 14 and 15 of the line; 12 and 13 after the command name.
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
+}
+
 fn pct(v: &mut [f64], p: usize) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[(v.len() * p / 100).min(v.len() - 1)]
@@ -286,14 +299,16 @@ async fn main() {
         return;
     }
     if only == "open" {
-        let mut opens = Vec::new();
+        let (mut opens, mut cpu) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
-            let start = Instant::now();
+            let (start, c0) = (Instant::now(), cpu_seconds());
             let store = MemStore::open(&base, MemStoreConfig::default()).unwrap();
             opens.push(start.elapsed().as_secs_f64() * 1000.0);
+            cpu.push((cpu_seconds() - c0) * 1000.0);
             drop(store);
         }
         println!("open (ms): {}", stats(opens));
+        println!("  CPU (ms): {}", stats(cpu));
         return;
     }
     let per_writer = 2000;
@@ -409,15 +424,16 @@ async fn restarts(base: &Path, rounds: usize) {
         println!("filled 150000 pods at {rate:.0} creates/s");
     }
     let restart = |dir: &Path| {
-        let start = Instant::now();
+        let (start, c0) = (Instant::now(), cpu_seconds());
         let store = MemStore::open(dir, MemStoreConfig::default()).unwrap();
         let ms = start.elapsed().as_secs_f64() * 1000.0;
-        (store, ms)
+        (store, ms, (cpu_seconds() - c0) * 1000.0)
     };
-    let mut opens = Vec::new();
+    let (mut opens, mut cpu) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let (store, ms) = restart(dir.path());
+        let (store, ms, c) = restart(dir.path());
         opens.push(ms);
+        cpu.push(c);
         let n = store
             .stats(&Key::collection("pods", None).unwrap())
             .await
@@ -429,6 +445,7 @@ async fn restarts(base: &Path, rounds: usize) {
         "restart, 150000 pods in the log (ms):      {}",
         stats(opens)
     );
+    println!("  CPU used by the restart (ms):            {}", stats(cpu));
     {
         // Compact everything: the next snapshot holds all 150k pods and the log is dropped.
         let config = MemStoreConfig {
@@ -450,10 +467,11 @@ async fn restarts(base: &Path, rounds: usize) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let mut opens = Vec::new();
+    let (mut opens, mut cpu) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
-        let (store, ms) = restart(dir.path());
+        let (store, ms, c) = restart(dir.path());
         opens.push(ms);
+        cpu.push(c);
         let n = store
             .stats(&Key::collection("pods", None).unwrap())
             .await
@@ -465,4 +483,5 @@ async fn restarts(base: &Path, rounds: usize) {
         "restart, 150000 pods in a snapshot (ms):   {}",
         stats(opens)
     );
+    println!("  CPU used by the restart (ms):            {}", stats(cpu));
 }

@@ -241,7 +241,7 @@ impl Core {
                         None => codec::delete(&mut seq.pending.buf, rev, key),
                     }
                 }
-                let bytes = st.apply(rev, key, value, ttl);
+                let (bytes, stored_key) = st.apply(rev, key, value, ttl);
                 seq.ledger.push_back(Ledger {
                     rev,
                     at: now,
@@ -254,13 +254,9 @@ impl Core {
                     .history_revisions
                     .set(gauge(seq.ledger.len() as u64));
                 if self.logged {
-                    let k = st
-                        .keys
-                        .get_key_value(key)
-                        .map_or_else(|| Arc::from(key), |(k, _)| Arc::clone(k));
                     seq.pending.last_rev = rev;
                     seq.pending.writes += 1;
-                    seq.pending.wakes.push((Arc::clone(&part), k));
+                    seq.pending.wakes.push((Arc::clone(&part), stored_key));
                     self.pending_cv.notify_one();
                 } else {
                     self.visible.store(rev, Ordering::Release);
@@ -468,7 +464,7 @@ impl Core {
                 _ => continue,
             };
             let st = states.get_mut(resource_of(&key)).ok_or_else(missing)?;
-            let bytes = st.apply(rev, &key, value, ttl);
+            let (bytes, _) = st.apply(rev, &key, value, ttl);
             seq.applied = rev;
             seq.ledger.push_back(Ledger { rev, at, bytes });
             seq.history_bytes += bytes;

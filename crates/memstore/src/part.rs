@@ -77,18 +77,29 @@ impl PartState {
     }
 
     /// Applies one write at `rev` (value `None` deletes) and logs it. Returns the bytes that
-    /// compacting `rev` away will free (see [`ENTRY_OVERHEAD`]).
+    /// compacting `rev` away will free (see [`ENTRY_OVERHEAD`]) and the key as stored.
+    /// One lookup of the key (a restart applies every logged write: lookups of long keys in
+    /// a large map were most of it).
     pub(crate) fn apply(
         &mut self,
         rev: u64,
         key: &str,
         value: Option<Object>,
         ttl: Option<Duration>,
-    ) -> u64 {
+    ) -> (u64, Arc<str>) {
+        use std::collections::btree_map::Entry;
         let value = value.map(|v| v.with_resource_version(rev));
-        let (key, prev) = match self.keys.get_key_value(key) {
-            Some((k, versions)) => (Arc::clone(k), versions.last().and_then(|v| v.value.clone())),
-            None => (Arc::<str>::from(key), None),
+        let (key, prev, versions) = match self.keys.entry(Arc::from(key)) {
+            Entry::Occupied(o) => {
+                let key = Arc::clone(o.key());
+                let versions = o.into_mut();
+                let prev = versions.last().and_then(|v| v.value.clone());
+                (key, prev, versions)
+            }
+            Entry::Vacant(v) => {
+                let key = Arc::clone(v.key());
+                (key, None, v.insert(Vec::new()))
+            }
         };
         // Compacting this revision frees the version it superseded, and for a delete the
         // tombstone itself (the key disappears).
@@ -96,21 +107,18 @@ impl PartState {
             + key.len() as u64
             + prev.as_ref().map_or(0, |p| p.size() as u64)
             + if value.is_none() { key.len() as u64 } else { 0 };
-        self.keys
-            .entry(Arc::clone(&key))
-            .or_default()
-            .push(Version {
-                mod_rev: rev,
-                value: value.clone(),
-                ttl,
-            });
+        versions.push(Version {
+            mod_rev: rev,
+            value: value.clone(),
+            ttl,
+        });
         self.log.push_back(Arc::new(LogEntry {
             rev,
-            key,
+            key: Arc::clone(&key),
             value,
             prev,
         }));
-        freed
+        (freed, key)
     }
 
     /// Drops history older than `at`, keeping everything reading at `at` or later needs.

@@ -263,27 +263,37 @@ impl Log {
                 message: "a snapshot without any log segment after it".into(),
             });
         };
-        // Read every segment: frames first (cheap), then decode them in parallel.
-        let mut payloads: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
-        let mut datas = Vec::new();
+        // Segment by segment, in one reused buffer (a restart reads the whole log: fresh
+        // buffers for all of it cost as much in page faults as the reading): frames first
+        // (cheap), then decode them in parallel, then check the revisions follow.
+        let mut buf = Vec::new();
+        let mut segs: Vec<(PathBuf, u64, usize, u64)> = Vec::with_capacity(segments.len());
         let mut tail = None;
-        for (n, (index, path)) in segments.iter().enumerate() {
-            let data = fs::read(path).map_err(io_err(path))?;
+        let mut records = Vec::new();
+        let mut rev = snap_rev;
+        let mut compacted = snap_rev.unwrap_or(0);
+        for (index, path) in &segments {
+            buf.clear();
+            File::open(path)
+                .and_then(|mut f| io::Read::read_to_end(&mut f, &mut buf))
+                .map_err(io_err(path))?;
+            let data = &buf;
             let last = *index == last_index;
+            let mut payloads: Vec<std::ops::Range<usize>> = Vec::new();
             let mut at = 0;
             loop {
-                match codec::read_frame(&data, at) {
+                match codec::read_frame(data, at) {
                     Frame::End => break,
                     Frame::Valid { payload, next } => {
                         let start = at + codec::HEADER;
-                        payloads.push((n, start..start + payload.len()));
+                        payloads.push(start..start + payload.len());
                         at = next;
                     }
                     Frame::Truncated if last => {
                         tail = Some((path.clone(), at, data.len()));
                         break;
                     }
-                    Frame::Corrupt { span } if last && codec::is_torn(&data, span.clone()) => {
+                    Frame::Corrupt { span } if last && codec::is_torn(data, span.clone()) => {
                         tail = Some((path.clone(), at, data.len()));
                         break;
                     }
@@ -300,65 +310,64 @@ impl Log {
                     }
                 }
             }
-            datas.push((path.clone(), data, at));
-        }
-        let decoded = decode_all(&datas, &payloads, snap_rev.unwrap_or(0));
-        let mut records = Vec::with_capacity(decoded.len());
-        let mut rev = snap_rev;
-        let mut compacted = snap_rev.unwrap_or(0);
-        let mut sealed = Vec::new();
-        let mut seg_last_rev = vec![0u64; datas.len()];
-        for ((n, range), rec) in payloads.iter().zip(decoded) {
-            let (path, _, _) = &datas[*n];
-            let corrupt = |message: String| OpenError::Corrupt {
-                path: path.clone(),
-                offset: (range.start - codec::HEADER) as u64,
-                message,
-            };
-            let rec = rec.map_err(corrupt)?;
-            match &rec {
-                Record::Start { rev: r } => match rev {
-                    None => {
+            let mut seg_last_rev = 0;
+            let decoded = decode_all(data, &payloads, snap_rev.unwrap_or(0));
+            records.reserve(decoded.len());
+            for (range, rec) in payloads.iter().zip(decoded) {
+                let corrupt = |message: String| OpenError::Corrupt {
+                    path: path.clone(),
+                    offset: (range.start - codec::HEADER) as u64,
+                    message,
+                };
+                let rec = rec.map_err(corrupt)?;
+                match &rec {
+                    Record::Start { rev: r } => match rev {
+                        None => {
+                            rev = Some(*r);
+                            compacted = *r;
+                        }
+                        Some(_) if snap_rev.is_some() => {}
+                        Some(cur) => {
+                            return Err(corrupt(format!(
+                                "a second start record at revision {cur}"
+                            )));
+                        }
+                    },
+                    Record::Put { rev: r, .. }
+                    | Record::Delete { rev: r, .. }
+                    | Record::Covered { rev: r } => {
+                        let Some(cur) = rev else {
+                            return Err(corrupt(
+                                "the log does not begin with its start record or a snapshot: \
+                                 segments are missing"
+                                    .into(),
+                            ));
+                        };
+                        if *r <= cur && snap_rev.is_some_and(|s| *r <= s) {
+                            // Covered by the snapshot.
+                            seg_last_rev = *r;
+                            continue;
+                        }
+                        if *r != cur + 1 {
+                            return Err(corrupt(format!(
+                                "revision {r} follows {cur}: history has a gap"
+                            )));
+                        }
                         rev = Some(*r);
-                        compacted = *r;
+                        seg_last_rev = *r;
+                        records.push(rec);
                     }
-                    Some(_) if snap_rev.is_some() => {}
-                    Some(cur) => {
-                        return Err(corrupt(format!("a second start record at revision {cur}")));
+                    Record::Compact { rev: r } => {
+                        compacted = compacted.max(*r);
                     }
-                },
-                Record::Put { rev: r, .. }
-                | Record::Delete { rev: r, .. }
-                | Record::Covered { rev: r } => {
-                    let Some(cur) = rev else {
-                        return Err(corrupt(
-                            "the log does not begin with its start record or a snapshot: \
-                             segments are missing"
-                                .into(),
-                        ));
-                    };
-                    if *r <= cur && snap_rev.is_some_and(|s| *r <= s) {
-                        // Covered by the snapshot.
-                        seg_last_rev[*n] = *r;
-                        continue;
+                    Record::End { .. } => {
+                        return Err(corrupt("a snapshot frame in the log".into()));
                     }
-                    if *r != cur + 1 {
-                        return Err(corrupt(format!(
-                            "revision {r} follows {cur}: history has a gap"
-                        )));
-                    }
-                    rev = Some(*r);
-                    seg_last_rev[*n] = *r;
-                    records.push(rec);
-                }
-                Record::Compact { rev: r } => {
-                    compacted = compacted.max(*r);
-                }
-                Record::End { .. } => {
-                    return Err(corrupt("a snapshot frame in the log".into()));
                 }
             }
+            segs.push((path.clone(), data.len() as u64, at, seg_last_rev));
         }
+        drop(buf);
         let Some(rev) = rev else {
             return Err(OpenError::Corrupt {
                 path: dir.to_owned(),
@@ -376,15 +385,13 @@ impl Log {
             }
         }
         // Drop a torn tail: zero it on disk so appends never sit before stale bytes.
-        let (last_path, _, last_end) = datas
-            .last()
-            .cloned()
-            .map(|(p, _, e)| (p, (), e))
-            .ok_or_else(|| OpenError::Corrupt {
+        let Some((last_path, _, last_end, last_rev)) = segs.pop() else {
+            return Err(OpenError::Corrupt {
                 path: dir.to_owned(),
                 offset: 0,
                 message: "no segment".into(),
-            })?;
+            });
+        };
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -403,17 +410,17 @@ impl Log {
                 .map_err(io_err(&path))?;
             file.sync_data().map_err(io_err(&path))?;
         }
-        for (n, (path, data, _)) in datas.iter().enumerate().take(datas.len() - 1) {
-            sealed.push(Sealed {
-                path: path.clone(),
-                bytes: data.len() as u64,
-                last_rev: seg_last_rev[n],
-            });
-        }
+        let sealed = segs
+            .into_iter()
+            .map(|(path, bytes, _, last_rev)| Sealed {
+                path,
+                bytes,
+                last_rev,
+            })
+            .collect();
         if let Ok(mut s) = log.sealed.lock() {
             *s = sealed;
         }
-        let last_rev = seg_last_rev.last().copied().unwrap_or(0);
         let writer = Writer::new(file, last_path, last_index, last_end as u64, last_rev, &log);
         Ok(Recovered {
             log,
@@ -563,7 +570,7 @@ fn read_snapshot(path: &Path, rev: u64) -> Result<(Vec<SnapshotEntry>, u64), Ope
                     end = Some((at, payload));
                     break;
                 }
-                payloads.push((0usize, at + codec::HEADER..next));
+                payloads.push(at + codec::HEADER..next);
                 at = next;
             }
             _ => return Err(corrupt(at, "a record is damaged or missing".into())),
@@ -582,9 +589,8 @@ fn read_snapshot(path: &Path, rev: u64) -> Result<(Vec<SnapshotEntry>, u64), Ope
         }
     }
     let bytes = data.len() as u64;
-    let datas = vec![(path.to_owned(), data, 0)];
     let mut objects = Vec::with_capacity(payloads.len());
-    for ((_, range), rec) in payloads.iter().zip(decode_all(&datas, &payloads, 0)) {
+    for (range, rec) in payloads.iter().zip(decode_all(&data, &payloads, 0)) {
         match rec {
             Ok(Record::Put {
                 key, ttl, object, ..
@@ -596,10 +602,11 @@ fn read_snapshot(path: &Path, rev: u64) -> Result<(Vec<SnapshotEntry>, u64), Ope
     Ok((objects, bytes))
 }
 
-/// Decodes frames in parallel (building the objects is most of a restart).
+/// Decodes the frames of `data` at `payloads` in parallel (building the objects is most of
+/// a restart); a put or delete at or below `covered` is left undecoded.
 fn decode_all(
-    datas: &[(PathBuf, Vec<u8>, usize)],
-    payloads: &[(usize, std::ops::Range<usize>)],
+    data: &[u8],
+    payloads: &[std::ops::Range<usize>],
     covered: u64,
 ) -> Vec<Result<Record, String>> {
     let threads = std::thread::available_parallelism()
@@ -607,13 +614,11 @@ fn decode_all(
         .unwrap_or(1)
         .clamp(1, 8);
     let chunk = payloads.len().div_ceil(threads).max(1);
-    let decode_chunk = |c: &[(usize, std::ops::Range<usize>)]| {
+    let decode_chunk = |c: &[std::ops::Range<usize>]| {
         let mut cache = codec::FieldsCache::default();
         c.iter()
-            .map(|(n, range)| {
-                datas
-                    .get(*n)
-                    .and_then(|(_, d, _)| d.get(range.clone()))
+            .map(|range| {
+                data.get(range.clone())
                     .ok_or_else(|| "record out of bounds".to_owned())
                     .and_then(|p| codec::decode(p, covered, &mut cache))
             })
