@@ -46,7 +46,9 @@ pub mod workqueue;
 
 pub use controller::{Action, Controller};
 pub use error::{Error, Result};
-pub use http::{ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpListerWatcher, Impersonate};
+pub use http::{
+    ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpListerWatcher, HttpTyped, Impersonate,
+};
 pub use informer::{
     EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
     dispatch,

@@ -136,8 +136,9 @@ struct Shared<K> {
 
 impl<K> Shared<K> {
     fn read(&self) -> RwLockReadGuard<'_, State<K>> {
-        // A panic while writing leaves a consistent map (every mutation is a single insert or
-        // remove), so a poisoned lock is still safe to read.
+        // Only a caller's index function can panic under the write lock (map inserts and
+        // removes do not). The map is then still consistent; that one object's index entries
+        // may be incomplete until its next change. Readers carry on rather than fail.
         self.state
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -341,7 +342,7 @@ impl<K: Resource> Writer<K> {
     }
 }
 
-/// Inserts or replaces; returns the delta (none when the stored object is the same version).
+/// Inserts or replaces; returns the delta (`Added`, or `Updated` with the old object).
 fn upsert<K: Resource>(
     s: &mut State<K>,
     indexers: &[(String, IndexFn<K>)],

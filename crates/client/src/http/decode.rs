@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use listwatch_api::watch::INITIAL_EVENTS_END_ANNOTATION;
 use listwatch_api::{EventType, ListMeta, Object, SelectableFields, Status};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -85,13 +86,44 @@ pub(crate) fn decode_status(code: u16, body: &[u8]) -> Error {
     Error::api(Status::failure(code, reason, text))
 }
 
+/// Decodes a list body straight into `K`s: one parse, no intermediate form.
+pub(crate) fn decode_list_typed<K: DeserializeOwned>(body: &[u8]) -> Result<Page<K>> {
+    #[derive(Deserialize)]
+    #[serde(bound = "K: DeserializeOwned")]
+    struct TypedList<K> {
+        #[serde(default)]
+        metadata: ListMeta,
+        #[serde(default)]
+        items: Option<Vec<K>>,
+    }
+    let list: TypedList<K> =
+        serde_json::from_slice(body).map_err(|e| Error::Decode(format!("list: {e}")))?;
+    let resource_version = match list.metadata.resource_version.as_deref() {
+        Some(rv) => listwatch_api::rv::parse(rv).map_err(|e| Error::Decode(e.to_string()))?,
+        None => 0,
+    };
+    Ok(Page {
+        items: list.items.unwrap_or_default(),
+        resource_version,
+        continue_token: list.metadata.continue_token.filter(|t| !t.is_empty()),
+    })
+}
+
 /// Decodes one watch frame (without its newline).
+#[cfg(test)]
 pub(crate) fn decode_frame(frame: &[u8], fields: &SelectableFields) -> Result<WatchEvent<Object>> {
+    decode_frame_with(frame, |v| {
+        Object::from_value(v, fields).map_err(|e| Error::Decode(format!("watch object: {e}")))
+    })
+}
+
+/// Decodes one watch frame, its object with `object`.
+pub(crate) fn decode_frame_with<K>(
+    frame: &[u8],
+    object: impl Fn(Value) -> Result<K>,
+) -> Result<WatchEvent<K>> {
     let ev: WireEvent =
         serde_json::from_slice(frame).map_err(|e| Error::Decode(format!("watch frame: {e}")))?;
-    let object = |v: Value| {
-        Object::from_value(v, fields).map_err(|e| Error::Decode(format!("watch object: {e}")))
-    };
     match ev.event_type {
         EventType::Added => Ok(WatchEvent::Added(object(ev.object)?)),
         EventType::Modified => Ok(WatchEvent::Modified(object(ev.object)?)),
@@ -167,16 +199,30 @@ pub(crate) fn watch_events(
     body: Incoming,
     fields: SelectableFields,
 ) -> impl Stream<Item = Result<WatchEvent<Object>>> + Send {
-    struct S {
+    watch_events_with(body, move |v| {
+        Object::from_value(v, &fields).map_err(|e| Error::Decode(format!("watch object: {e}")))
+    })
+}
+
+/// [`watch_events`] with the objects decoded by `object`.
+pub(crate) fn watch_events_with<K, F>(
+    body: Incoming,
+    object: F,
+) -> impl Stream<Item = Result<WatchEvent<K>>> + Send
+where
+    K: Send,
+    F: Fn(Value) -> Result<K> + Send,
+{
+    struct S<F> {
         body: Incoming,
         frames: FrameBuffer,
-        fields: SelectableFields,
+        object: F,
         done: bool,
     }
     let s = S {
         body,
         frames: FrameBuffer::default(),
-        fields,
+        object,
         done: false,
     };
     futures::stream::unfold(s, |mut s| async move {
@@ -186,7 +232,7 @@ pub(crate) fn watch_events(
         loop {
             match s.frames.next_frame() {
                 Ok(Some(frame)) => {
-                    let ev = decode_frame(&frame, &s.fields);
+                    let ev = decode_frame_with(&frame, &s.object);
                     s.done = ev.is_err();
                     return Some((ev, s));
                 }
@@ -214,7 +260,7 @@ pub(crate) fn watch_events(
                 None => {
                     s.done = true;
                     let rest = s.frames.finish()?;
-                    return Some((decode_frame(&rest, &s.fields), s));
+                    return Some((decode_frame_with(&rest, &s.object), s));
                 }
             }
         }

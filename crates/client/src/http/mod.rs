@@ -19,6 +19,7 @@ mod client;
 mod decode;
 mod kubeconfig;
 mod proxy;
+mod typed;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -35,6 +36,7 @@ use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream}
 use auth::Auth;
 pub use auth::{ExecCluster, ExecConfig, Impersonate};
 pub use client::{HttpClient, MAX_OBJECT_BODY};
+pub use typed::HttpTyped;
 
 #[cfg(feature = "rustls")]
 type Connector = hyper_rustls::HttpsConnector<proxy::Connector>;

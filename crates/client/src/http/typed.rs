@@ -1,0 +1,76 @@
+//! [`HttpTyped`]: a lister-watcher of a serde type decoded straight from the wire.
+//!
+//! A list body is parsed once, straight into `Vec<K>`; a watch frame once into a JSON tree,
+//! then into `K`. ([`Typed`](crate::Typed) over an [`HttpListerWatcher`] goes through
+//! [`Object`](listwatch_api::Object): a JSON tree, the object's bytes, then `K`.)
+
+use std::marker::PhantomData;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use serde::de::DeserializeOwned;
+
+use super::{HttpListerWatcher, decode, list_query, read_body, watch_query};
+use crate::error::{Error, Result};
+use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
+use crate::resource::Resource;
+
+/// A [`ListerWatcher`] of `K` over HTTP, decoding `K` from the wire with serde (see
+/// [`HttpListerWatcher::typed`]).
+pub struct HttpTyped<K> {
+    inner: HttpListerWatcher,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for HttpTyped<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for HttpTyped<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("HttpTyped").field(&self.inner).finish()
+    }
+}
+
+impl HttpListerWatcher {
+    /// This collection as `K`s decoded straight from the wire (lists parsed once).
+    pub fn typed<K: Resource + DeserializeOwned>(self) -> HttpTyped<K> {
+        HttpTyped {
+            inner: self,
+            _k: PhantomData,
+        }
+    }
+}
+
+#[async_trait]
+impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
+    type Object = K;
+
+    async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
+        let lw = &self.inner;
+        let list = async {
+            let res = lw.get(list_query(request)).await?;
+            let body = read_body(res.into_body(), lw.client.inner.max_list_bytes, "list").await?;
+            decode::decode_list_typed(&body)
+        };
+        match lw.client.inner.timeout {
+            Some(t) => tokio::time::timeout(t, list)
+                .await
+                .map_err(|_| Error::Http(format!("list not complete within {t:?}").into()))?,
+            None => list.await,
+        }
+    }
+
+    async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
+        let res = self.inner.get(watch_query(request)).await?;
+        Ok(decode::watch_events_with(res.into_body(), |v| {
+            serde_json::from_value(v).map_err(Error::Typed)
+        })
+        .boxed())
+    }
+}
