@@ -221,3 +221,64 @@ fn audit_policy_levels_response_status_and_rotation() {
         "rotation pruned the policy file"
     );
 }
+
+/// Sends a request head and only part of its body; returns the open connection.
+fn partial_post(addr: &str, token: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: {addr}\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{\"apiVersion\""
+    )
+    .unwrap();
+    s
+}
+
+#[test]
+fn request_level_audit_reads_no_body_outside_flow_control() {
+    // With every request audited at Request level, bodies still wait inside the endpoints'
+    // flow control: with one queue place per client, a second upload of the same user that
+    // is still waiting for its body is refused with 429 (the filter used to read bodies
+    // itself, outside every per-client and memory limit, so both just waited).
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_owned();
+    std::fs::write(p("tokens.csv"), TOKENS).unwrap();
+    std::fs::write(
+        p("policy.yaml"),
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nrules: [{level: Request}]\n",
+    )
+    .unwrap();
+    let server = Server::start(&[
+        "--token-auth-file",
+        &p("tokens.csv"),
+        "--audit-log-path",
+        &p("audit.log"),
+        "--audit-policy-file",
+        &p("policy.yaml"),
+        "--max-queued-requests-per-client",
+        "1",
+    ]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let s = partial_post(&server.addr, "root-token");
+        let mut reader = s.try_clone().unwrap();
+        open.push(s);
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let mut head = [0u8; 12];
+            let got = std::io::Read::read_exact(&mut reader, &mut head)
+                .ok()
+                .map(|()| String::from_utf8_lossy(&head).into_owned());
+            let _ = tx.send(got);
+        });
+    }
+    let first = rx
+        .recv_timeout(PATIENCE)
+        .expect("neither upload was answered while both waited for their bodies");
+    assert_eq!(first.as_deref(), Some("HTTP/1.1 429"), "{first:?}");
+    drop(open);
+}

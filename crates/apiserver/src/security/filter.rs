@@ -371,17 +371,13 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
         }
         return listwatch_endpoints::ApiError::from_status(status).into_response();
     }
-    if ctx.as_ref().is_some_and(|c| c.level >= Level::Request) {
-        match capture_body(req).await {
-            Ok((r, obj)) => {
-                req = r;
-                if let Some(c) = ctx.as_mut() {
-                    c.request_object = obj;
-                }
-            }
-            Err(resp) => return resp,
-        }
-    }
+    let captured = if ctx.as_ref().is_some_and(|c| c.level >= Level::Request) {
+        let (r, captured) = tee_body(req);
+        req = r;
+        Some(captured)
+    } else {
+        None
+    };
     req.extensions_mut().insert(Identity(Arc::clone(&user)));
     // Fairness keys on who the client is: its user once authenticated, else its address
     // (anonymous and insecure-mode requests share a user name, not an identity).
@@ -398,9 +394,12 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
     let span = tracing::info_span!("request", user = %user.name, verb = %attrs.verb);
     let resp = next.run(req).instrument(span).await;
     let code = resp.status().as_u16();
-    let Some(ctx) = ctx else {
+    let Some(mut ctx) = ctx else {
         return resp;
     };
+    if let Some(c) = captured {
+        ctx.request_object = c.object();
+    }
     if attrs.verb == "watch" && resp.status() == StatusCode::OK {
         ctx.emit(Stage::ResponseStarted, Some(code), None);
         let (parts, body) = resp.into_parts();
@@ -548,16 +547,57 @@ fn audit_ctx(
     })
 }
 
-/// Reads the body (up to upstream's 3 MiB) for a `Request`-level audit event, and puts it
-/// back.
-async fn capture_body(req: Request) -> Result<(Request, Option<serde_json::Value>), Response> {
+/// The copy of a request body a `Request`-level audit event records: up to upstream's
+/// 3 MiB, `None` past it.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Option<Vec<u8>>>>);
+
+impl Captured {
     const LIMIT: usize = 3 * 1024 * 1024;
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn push(&self, chunk: &[u8]) {
+        let mut g = self.lock();
+        let over = g
+            .as_ref()
+            .is_some_and(|b| b.len().saturating_add(chunk.len()) > Self::LIMIT);
+        if over {
+            *g = None;
+        } else if let Some(b) = g.as_mut() {
+            b.extend_from_slice(chunk);
+        }
+    }
+
+    /// The body as JSON, when it was read whole, fits and parses.
+    fn object(&self) -> Option<serde_json::Value> {
+        let body = self.lock().take()?;
+        serde_json::from_slice(&body).ok()
+    }
+}
+
+/// Copies the body for a `Request`-level audit event as the handler reads it. The filter
+/// never reads a body itself: the endpoints' flow control (per-client queue places, body
+/// memory budget, deadlines) governs every body read, audited or not, and the copy grows
+/// only as fast as the handler admits bytes.
+fn tee_body(req: Request) -> (Request, Captured) {
+    let captured = Captured(Arc::new(std::sync::Mutex::new(Some(Vec::new()))));
+    let copy = captured.clone();
     let (parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, LIMIT)
-        .await
-        .map_err(|_| listwatch_endpoints::ApiError::too_large(LIMIT).into_response())?;
-    let obj = serde_json::from_slice(&bytes).ok();
-    Ok((Request::from_parts(parts, Body::from(bytes)), obj))
+    let stream = body.into_data_stream().map(move |chunk| {
+        if let Ok(bytes) = &chunk {
+            copy.push(bytes);
+        }
+        chunk
+    });
+    (
+        Request::from_parts(parts, Body::from_stream(stream)),
+        captured,
+    )
 }
 
 #[cfg(test)]
