@@ -492,9 +492,10 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     let _ = admission.0.set(Arc::clone(&security));
     installer = installer.admission(admission);
     let api = installer.build();
-    let reconciler = informers
+    let (reconciler, rbac_in_force) = informers
         .as_ref()
-        .and_then(|i| i.spawn_reconciler(api.resources()));
+        .and_then(|i| i.spawn_reconciler(api.resources()))
+        .unzip();
     Ok((
         api,
         Running {
@@ -503,6 +504,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
             security,
             informers,
             _reconciler: reconciler.map(AbortOnDrop),
+            rbac_in_force,
             conn_metrics,
         },
     ))
@@ -538,6 +540,8 @@ pub struct Running {
     security: Arc<security::Security>,
     informers: Option<security::rbac::Informers>,
     _reconciler: Option<AbortOnDrop>,
+    /// Turns true once the bootstrap RBAC policy is in the authorizer's stores.
+    rbac_in_force: Option<tokio::sync::watch::Receiver<bool>>,
     conn_metrics: serve::ConnMetrics,
 }
 
@@ -550,7 +554,8 @@ impl std::fmt::Debug for Running {
 }
 
 impl Running {
-    /// Resolves once every cache has listed its backend and is serving.
+    /// Resolves once every cache has listed its backend and is serving, the security
+    /// informers have synced, and (with RBAC) the bootstrap policy is in force.
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -558,6 +563,10 @@ impl Running {
         futures::future::join_all(self.cachers.iter().map(|c| c.wait_ready())).await;
         if let Some(i) = &self.informers {
             i.wait_synced().await;
+        }
+        if let Some(rx) = &self.rbac_in_force {
+            // An error means the reconciler stopped (the informers ended): nothing to wait for.
+            let _ = rx.clone().wait_for(|in_force| *in_force).await;
         }
     }
 
@@ -630,7 +639,13 @@ pub async fn run(
     let announced = tokio::select! {
         res = async {
             bootstrap_until_done(&api).await?;
+            // /readyz fails until the bootstrap RBAC policy is in force, as upstream's
+            // rbac/bootstrap-roles hook.
+            if running.rbac_in_force.is_some() {
+                api.set_waiting_for(Some("the bootstrap RBAC policy".into()));
+            }
             running.wait_ready().await;
+            api.set_waiting_for(None);
             Ok::<_, ServerError>(())
         } => {
             if let Err(e) = res {

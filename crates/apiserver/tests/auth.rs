@@ -758,3 +758,80 @@ fn subject_access_reviews_are_for_admins() {
         r#"subjectaccessreviews.authorization.k8s.io is forbidden: User "alice" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope"#
     );
 }
+
+#[test]
+fn the_bootstrap_policy_is_in_force_when_the_server_announces_itself() {
+    // Upstream's /readyz waits for its rbac/bootstrap-roles hook: the first request after
+    // start must find the bootstrap ClusterRoles and bindings in the authorizer, so an
+    // ordinary user may review itself (system:basic-user) at once. Servers start side by
+    // side (as under `cargo test`'s parallelism) to widen any gap between the announcement
+    // and the policy.
+    let checks: Vec<_> = (0..6)
+        .map(|_| {
+            std::thread::spawn(|| {
+                for _ in 0..2 {
+                    first_requests_see_the_bootstrap_policy();
+                }
+            })
+        })
+        .collect();
+    for c in checks {
+        c.join().unwrap();
+    }
+}
+
+fn first_requests_see_the_bootstrap_policy() {
+    let c = Cluster::start_http();
+    let alice = [
+        ("Authorization", "Bearer alice-token"),
+        ("Content-Type", "application/json"),
+    ];
+    // Denied, and for no other reason than having no binding: no RBAC error about
+    // bootstrap ClusterRoles that the authorizer has not seen yet.
+    let r = common::http(
+        &c.server.addr,
+        "GET",
+        "/api/v1/namespaces/default/secrets",
+        &alice,
+        b"",
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        r#"secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "default""#
+    );
+    let r = common::http(
+        &c.server.addr,
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        &alice,
+        br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let root = [("Authorization", "Bearer root-token")];
+    let roles = common::http(
+        &c.server.addr,
+        "GET",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        &root,
+        b"",
+    )
+    .json();
+    let names: Vec<&str> = roles["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["metadata"]["name"].as_str())
+        .collect();
+    for want in [
+        "cluster-admin",
+        "admin",
+        "edit",
+        "view",
+        "system:discovery",
+        "system:basic-user",
+        "system:public-info-viewer",
+    ] {
+        assert!(names.contains(&want), "{want} missing: {names:?}");
+    }
+}

@@ -106,16 +106,27 @@ impl Informers {
     }
 
     /// Keeps the bootstrap policy in place and ClusterRoles aggregated: once at start, then
-    /// after every change to ClusterRoles or ClusterRoleBindings (debounced). Runs until
-    /// the informers stop.
-    pub fn spawn_reconciler(&self, resources: &[Resource]) -> Option<tokio::task::JoinHandle<()>> {
+    /// after every change to ClusterRoles or ClusterRoleBindings (debounced), and again a
+    /// second after a pass whose writes failed. Runs until the informers stop.
+    ///
+    /// The receiver turns `true` once a pass finds the whole policy in the informer stores
+    /// the authorizer reads (upstream's `rbac/bootstrap-roles` readiness hook): the server
+    /// announces itself only then, so its first request is authorized against the policy.
+    pub fn spawn_reconciler(
+        &self,
+        resources: &[Resource],
+    ) -> Option<(
+        tokio::task::JoinHandle<()>,
+        tokio::sync::watch::Receiver<bool>,
+    )> {
         let roles_res = find(resources, GROUP, "clusterroles")?.clone();
         let bindings_res = find(resources, GROUP, "clusterrolebindings")?.clone();
         let roles = self.cluster_roles.store();
         let bindings = self.cluster_role_bindings.store();
         let mut role_changes = self.cluster_roles.subscribe();
         let mut binding_changes = self.cluster_role_bindings.subscribe();
-        Some(tokio::spawn(async move {
+        let (in_force_tx, in_force) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(async move {
             use futures::StreamExt;
             if roles.wait_until_synced().await.is_err()
                 || bindings.wait_until_synced().await.is_err()
@@ -123,11 +134,23 @@ impl Informers {
                 return;
             }
             loop {
-                reconcile(&roles_res, &bindings_res, &roles, &bindings).await;
-                // Wait for a change, then let a burst of changes settle.
+                let settled = reconcile(&roles_res, &bindings_res, &roles, &bindings).await;
+                if settled {
+                    in_force_tx.send_if_modified(|v| !std::mem::replace(v, true));
+                }
+                // Wait for a change (the writes of this pass come back as changes), or
+                // retry after a second when this pass had to write (a write may have
+                // failed); then let a burst of changes settle.
+                let retry = async {
+                    if settled {
+                        std::future::pending::<()>().await;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                };
                 tokio::select! {
                     d = role_changes.next() => if d.is_none() { return },
                     d = binding_changes.next() => if d.is_none() { return },
+                    () = retry => {}
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 while futures::FutureExt::now_or_never(role_changes.next())
@@ -139,7 +162,8 @@ impl Informers {
                     .is_some()
                 {}
             }
-        }))
+        });
+        Some((task, in_force))
     }
 }
 
@@ -194,10 +218,12 @@ async fn update(res: &Resource, name: &str, value: Value) -> listwatch_storage::
         .map(|_| ())
 }
 
-async fn write<T: serde::Serialize>(res: &Resource, name: &str, what: Reconcile<T>) {
+/// Makes the stored object what `what` says; returns whether there was nothing to do (the
+/// informer's copy is already as wanted).
+async fn write<T: serde::Serialize>(res: &Resource, name: &str, what: Reconcile<T>) -> bool {
     let to_value = |t: &T| serde_json::to_value(t).unwrap_or(Value::Null);
     let result = match &what {
-        Reconcile::Keep => return,
+        Reconcile::Keep => return true,
         Reconcile::Create(t) => create(res, to_value(t)).await,
         Reconcile::Update(t) => update(res, name, to_value(t)).await,
         Reconcile::Recreate(t) => {
@@ -221,18 +247,23 @@ async fn write<T: serde::Serialize>(res: &Resource, name: &str, what: Reconcile<
             tracing::warn!(resource = %res.info.plural, name, error = %e, "reconciling the bootstrap policy failed")
         }
     }
+    false
 }
 
+/// One pass over the bootstrap policy; returns whether it is in force, i.e. the informer
+/// stores (which the authorizer reads) already held every role and binding as wanted, so
+/// that nothing had to be written.
 async fn reconcile(
     roles_res: &Resource,
     bindings_res: &Resource,
     roles: &listwatch_client::Store<Role>,
     bindings: &listwatch_client::Store<RoleBinding>,
-) {
+) -> bool {
+    let mut in_force = true;
     for want in bootstrap::cluster_roles() {
         let name = want.metadata.name.clone().unwrap_or_default();
         let have = roles.get_by_name(None, &name);
-        write(
+        in_force &= write(
             roles_res,
             &name,
             bootstrap::reconcile_role(have.as_deref(), &want),
@@ -242,7 +273,7 @@ async fn reconcile(
     for want in bootstrap::cluster_role_bindings() {
         let name = want.metadata.name.clone().unwrap_or_default();
         let have = bindings.get_by_name(None, &name);
-        write(
+        in_force &= write(
             bindings_res,
             &name,
             bootstrap::reconcile_binding(have.as_deref(), &want),
@@ -256,8 +287,10 @@ async fn reconcile(
             let mut new = Role::clone(role);
             new.rules = rules;
             write(roles_res, &name, Reconcile::Update(new)).await;
+            in_force = false;
         }
     }
+    in_force
 }
 
 /// Validates RBAC writes and refuses escalation (upstream's RBAC registry checks).
