@@ -9,6 +9,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 use listwatch_client::{HttpConfig, HttpListerWatcher, ListRequest, ListerWatcher};
 use rustls_pki_types::pem::PemObject;
@@ -227,6 +228,215 @@ async fn a_kubeconfig_client_certificate_is_presented_to_a_server_that_requires_
     assert!(
         lw.list(&ListRequest::default()).await.is_err(),
         "the server requires a client certificate"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// An HTTP/2-capable TLS server (ALPN `h2`, `http/1.1`): answers lists and short watches,
+/// recording each request's HTTP version and counting TCP connections.
+async fn serve_h2(
+    dir: &Path,
+) -> (
+    String,
+    Arc<std::sync::Mutex<Vec<http::Version>>>,
+    Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use futures::FutureExt;
+    use http_body_util::{BodyExt, Full};
+    use hyper::service::service_fn;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(dir.join("server.pem"))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_file(dir.join("server.key")).unwrap();
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let versions: Arc<std::sync::Mutex<Vec<http::Version>>> = Arc::default();
+    let conns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (log, count) = (Arc::clone(&versions), Arc::clone(&conns));
+    tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let acceptor = acceptor.clone();
+            let log = Arc::clone(&log);
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    log.lock().unwrap().push(req.version());
+                    let watch = req.uri().query().is_some_and(|q| q.contains("watch=1"));
+                    if req.uri().path().contains("/hang/") {
+                        // A watch that stays open with nothing to say.
+                        let pending = futures::stream::pending::<
+                            Result<hyper::body::Frame<bytes::Bytes>, std::convert::Infallible>,
+                        >();
+                        let body = http_body_util::StreamBody::new(pending).boxed();
+                        return futures::future::ready(Ok::<_, std::convert::Infallible>(
+                            hyper::Response::new(body),
+                        ))
+                        .left_future();
+                    }
+                    let body = if watch {
+                        concat!(
+                            r#"{"type":"ADDED","object":{"metadata":{"name":"h2pod","namespace":"ns","resourceVersion":"43"}}}"#,
+                            "\n",
+                            r#"{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"44"}}}"#,
+                            "\n"
+                        )
+                    } else {
+                        r#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"42"},"items":[{"metadata":{"name":"secure","namespace":"ns","resourceVersion":"41"}}]}"#
+                    };
+                    futures::future::ready(Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                        Full::new(bytes::Bytes::from_static(body.as_bytes())).boxed(),
+                    )))
+                    .right_future()
+                });
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    (url, versions, conns)
+}
+
+#[tokio::test]
+#[ignore = "needs openssl"]
+async fn https_uses_http2_when_the_server_offers_it_multiplexing_one_connection() {
+    use futures::StreamExt;
+    use listwatch_client::{HttpClient, WatchEvent, WatchRequest};
+
+    let dir = make_certs("h2");
+    let (url, versions, conns) = serve_h2(&dir).await;
+    let ca = std::fs::read(dir.join("ca.pem")).unwrap();
+    let client = HttpClient::new(HttpConfig::new(&url).unwrap().ca_pem(ca)).unwrap();
+    let pods = client.lister_watcher("/api/v1/pods").unwrap();
+    let nodes = client.lister_watcher("/api/v1/nodes").unwrap();
+    // The first connection (two racing first requests would each dial: hyper only learns
+    // that the connection is h2 from the handshake), then concurrent lists and a watch from
+    // two lister-watchers of the client, all over it.
+    let request = ListRequest::default();
+    pods.list(&request).await.unwrap();
+    let (a, b) = tokio::join!(pods.list(&request), nodes.list(&request));
+    assert_eq!(a.unwrap().items[0].name(), "secure");
+    assert_eq!(b.unwrap().resource_version, 42);
+    let mut events = pods.watch(&WatchRequest::default()).await.unwrap();
+    match events.next().await.unwrap().unwrap() {
+        WatchEvent::Added(o) => assert_eq!(o.name(), "h2pod"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        events.next().await.unwrap().unwrap(),
+        WatchEvent::Bookmark {
+            resource_version: 44,
+            ..
+        }
+    ));
+    let seen = versions.lock().unwrap().clone();
+    assert_eq!(seen.len(), 4);
+    assert!(seen.iter().all(|v| *v == http::Version::HTTP_2), "{seen:?}");
+    assert_eq!(
+        conns.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one multiplexed connection for both lister-watchers"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A TCP relay that, once `blackhole` is set, keeps the connections open but forwards
+/// nothing (a NAT or load balancer that lost its state without a reset).
+async fn relay(to: String, blackhole: Arc<std::sync::atomic::AtomicBool>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((client, _)) = listener.accept().await else {
+                return;
+            };
+            let upstream = tokio::net::TcpStream::connect(&to).await.unwrap();
+            let (cr, cw) = client.into_split();
+            let (ur, uw) = upstream.into_split();
+            for (mut r, mut w) in [(cr, uw), (ur, cw)].map(|(r, w)| {
+                (
+                    Box::new(r) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                    Box::new(w) as Box<dyn tokio::io::AsyncWrite + Send + Unpin>,
+                )
+            }) {
+                let blackhole = Arc::clone(&blackhole);
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 8192];
+                    while let Ok(n) = r.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        if !blackhole.load(std::sync::atomic::Ordering::SeqCst)
+                            && w.write_all(&buf[..n]).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+    });
+    format!("https://{addr}")
+}
+
+#[tokio::test]
+#[ignore = "needs openssl"]
+async fn on_http2_an_unanswered_ping_ends_a_silent_watch_on_a_dead_connection() {
+    use futures::StreamExt;
+    use listwatch_client::{HttpClient, WatchRequest};
+
+    let dir = make_certs("h2ping");
+    let (url, _, _) = serve_h2(&dir).await;
+    let blackhole = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let via = relay(
+        url.trim_start_matches("https://").to_owned(),
+        Arc::clone(&blackhole),
+    )
+    .await;
+    let ca = std::fs::read(dir.join("ca.pem")).unwrap();
+    let mut config = HttpConfig::new(&via)
+        .unwrap()
+        .ca_pem(ca)
+        .tcp_keepalive(None);
+    config.http2_ping = Some(Duration::from_secs(1));
+    let client = HttpClient::new(config).unwrap();
+    let lw = client.lister_watcher("/hang/pods").unwrap();
+    let mut events = lw.watch(&WatchRequest::default()).await.unwrap();
+    // Alive: pings are answered, the watch just has nothing to say.
+    assert!(
+        tokio::time::timeout(Duration::from_secs(3), events.next())
+            .await
+            .is_err()
+    );
+    blackhole.store(true, std::sync::atomic::Ordering::SeqCst);
+    // Dead: the next ping goes unanswered and the connection is dropped within about
+    // 1.5 s, long before the watch's own idle deadline (minutes).
+    let end = tokio::time::timeout(Duration::from_secs(10), events.next())
+        .await
+        .expect("the dead connection was noticed");
+    assert!(
+        !matches!(end, Some(Ok(_))),
+        "the watch ends or fails, it does not deliver: {end:?}"
     );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -15,7 +15,7 @@ use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue,
 use http::{Method, Request, Uri};
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
 use super::auth::Auth;
@@ -57,7 +57,17 @@ impl HttpClient {
     pub fn new(config: HttpConfig) -> Result<Self> {
         let https = config.base_url.starts_with("https://");
         let connector = connector(&config, https)?;
-        let client = Client::builder(TokioExecutor::new()).build(connector);
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder
+            .timer(TokioTimer::new())
+            .pool_timer(TokioTimer::new());
+        if let Some(ping) = config.http2_ping {
+            builder
+                .http2_keep_alive_interval(ping)
+                .http2_keep_alive_timeout(ping / 2)
+                .http2_keep_alive_while_idle(true);
+        }
+        let client = builder.build(connector);
         let auth = config.auth()?;
         let headers = match &config.impersonate {
             Some(i) => i.headers()?,
