@@ -13,7 +13,11 @@
 //!   bounded by the request's own deadline, a watch by its timeout); also for good after an
 //!   upgrade (websocket watches);
 //! - **any time**: a write that makes no progress for the write-stall timeout fails (the
-//!   peer stopped reading).
+//!   peer stopped reading);
+//! - **sending a response** that is not long-running (not a watch, not an upgrade): it must
+//!   be written out within the response timeout of its start, however slowly the peer
+//!   keeps reading — else a client reading a large response a few bytes at a time would
+//!   hold its memory for ever. The deadline ends once the last byte is flushed.
 //!
 //! A deadline that passes fails the pending read or write with `TimedOut`; hyper then closes
 //! the connection without a response (as Go does for a header timeout).
@@ -29,6 +33,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
+use futures::task::AtomicWaker;
 use hyper::body::{Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
@@ -44,7 +49,7 @@ pub(crate) struct Timeouts {
 }
 
 /// What the service tells the I/O side about requests on this connection.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Activity {
     /// Requests whose response has not ended.
     active: AtomicUsize,
@@ -52,13 +57,45 @@ pub(crate) struct Activity {
     finished: AtomicU64,
     /// Set once the connection was upgraded (a websocket).
     upgraded: AtomicBool,
+    /// When the response being sent must be written out by: nanoseconds after `epoch`,
+    /// plus one; 0 for none (no response, or a long-running one).
+    respond_by: AtomicU64,
+    epoch: Instant,
+    /// The read that waits without a deadline while a request is in progress: woken when
+    /// the request ends, so that it takes up the idle deadline.
+    read_waker: AtomicWaker,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            active: AtomicUsize::new(0),
+            finished: AtomicU64::new(0),
+            upgraded: AtomicBool::new(false),
+            respond_by: AtomicU64::new(0),
+            epoch: Instant::now(),
+            read_waker: AtomicWaker::new(),
+        }
+    }
 }
 
 impl Activity {
     /// A request starts; the guard ends it when dropped (with the response body).
     pub(crate) fn request_started(self: &Arc<Self>) -> RequestGuard {
+        self.respond_by.store(0, Ordering::Release);
         self.active.fetch_add(1, Ordering::AcqRel);
         RequestGuard(Arc::clone(self))
+    }
+
+    /// The deadline of the response being sent, if it has one.
+    fn respond_by(&self) -> Option<Instant> {
+        if self.upgraded.load(Ordering::Acquire) {
+            return None;
+        }
+        match self.respond_by.load(Ordering::Acquire) {
+            0 => None,
+            n => Some(self.epoch + Duration::from_nanos(n - 1)),
+        }
     }
 }
 
@@ -71,6 +108,15 @@ impl RequestGuard {
     pub(crate) fn upgraded(&self) {
         self.0.upgraded.store(true, Ordering::Release);
     }
+
+    /// The response (not a long-running one) must be written out by `deadline`.
+    pub(crate) fn respond_by(&self, deadline: Instant) {
+        let a = &self.0;
+        let nanos = u64::try_from(deadline.saturating_duration_since(a.epoch).as_nanos())
+            .unwrap_or(u64::MAX - 1);
+        a.respond_by
+            .store(nanos.saturating_add(1), Ordering::Release);
+    }
 }
 
 impl Drop for RequestGuard {
@@ -78,6 +124,8 @@ impl Drop for RequestGuard {
         // `finished` first: whoever sees `active` drop also sees the new idle period.
         self.0.finished.fetch_add(1, Ordering::AcqRel);
         self.0.active.fetch_sub(1, Ordering::AcqRel);
+        // A read parked without a deadline (the connection was busy) must now get one.
+        self.0.read_waker.wake();
     }
 }
 
@@ -207,19 +255,30 @@ impl<S> TimedIo<S> {
         }
     }
 
-    /// A pending write: fails once no write has made progress for the stall timeout.
+    /// A pending write: fails once no write has made progress for the stall timeout, or
+    /// at the response's deadline.
     fn write_pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
-        let deadline = *self
+        let stall = *self
             .write_deadline
             .get_or_insert_with(|| Instant::now() + self.timeouts.write_stall);
+        let (deadline, phase) = match self.activity.respond_by() {
+            Some(by) if by < stall => (by, "response"),
+            _ => (stall, "write_stall"),
+        };
         if expired(&mut self.write_timer, deadline, cx) {
-            self.metrics.timed_out("write_stall");
-            return Poll::Ready(Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "the peer stopped reading",
-            )));
+            self.metrics.timed_out(phase);
+            return Poll::Ready(Err(timed_out(phase)));
         }
         Poll::Pending
+    }
+
+    /// An error when the response being sent is past its deadline.
+    fn overdue(&self) -> Option<std::io::Error> {
+        let by = self.activity.respond_by()?;
+        (Instant::now() >= by).then(|| {
+            self.metrics.timed_out("response");
+            timed_out("response")
+        })
     }
 
     fn write_done<T>(
@@ -235,6 +294,14 @@ impl<S> TimedIo<S> {
             }
         }
     }
+}
+
+fn timed_out(phase: &'static str) -> std::io::Error {
+    let what = match phase {
+        "response" => "the response was not sent within its deadline",
+        _ => "the peer stopped reading",
+    };
+    std::io::Error::new(std::io::ErrorKind::TimedOut, what)
 }
 
 /// Arms `timer` for `deadline` (reusing its allocation) and polls it.
@@ -263,6 +330,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for TimedIo<S> {
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
             Poll::Pending => {
+                // Registered before the phase is read, so that a request ending after the
+                // check still wakes this read.
+                this.activity.read_waker.register(cx.waker());
                 let Some((deadline, what)) = this.read_deadline() else {
                     return Poll::Pending;
                 };
@@ -287,6 +357,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        if let Some(e) = this.overdue() {
+            return Poll::Ready(Err(e));
+        }
         let r = Pin::new(&mut this.inner).poll_write(cx, buf);
         this.write_done(r, cx)
     }
@@ -297,6 +370,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
         let this = self.get_mut();
+        if let Some(e) = this.overdue() {
+            return Poll::Ready(Err(e));
+        }
         let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         this.write_done(r, cx)
     }
@@ -307,7 +383,17 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
+        if let Some(e) = this.overdue() {
+            return Poll::Ready(Err(e));
+        }
         let r = Pin::new(&mut this.inner).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = r
+            && this.activity.active.load(Ordering::Acquire) == 0
+        {
+            // Everything hyper queued is out (it flushes the stream only with its own
+            // buffer empty) and the response has ended: its deadline is over.
+            this.activity.respond_by.store(0, Ordering::Release);
+        }
         this.write_done(r, cx)
     }
 
@@ -432,5 +518,91 @@ mod tests {
         // Three reads at 50, 100, 150 s; then 60 s without progress.
         assert_eq!(start.elapsed(), Duration::from_secs(210));
         reader.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_response_is_written_out_by_its_deadline_or_fails_and_then_the_deadline_is_over() {
+        // The peer reads 16 bytes every 10 s: always progress, never a stall.
+        let (mut client, server) = duplex(16);
+        let activity = Arc::new(Activity::default());
+        let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
+        let guard = activity.request_started();
+        let start = Instant::now();
+        guard.respond_by(start + Duration::from_secs(100));
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 16];
+            loop {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                if client.read(&mut buf).await.unwrap_or(0) == 0 {
+                    break;
+                }
+            }
+        });
+        let err = io.write_all(&[0u8; 4096]).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        assert_eq!(start.elapsed(), Duration::from_secs(100));
+        reader.abort();
+        drop(guard);
+
+        // A response written out in time: once it has ended and is flushed, its deadline
+        // no longer applies to the connection (an idle keep-alive connection writes again
+        // an hour later).
+        let (mut client, server) = duplex(1024);
+        let activity = Arc::new(Activity::default());
+        let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
+        let guard = activity.request_started();
+        guard.respond_by(Instant::now() + Duration::from_secs(10));
+        io.write_all(b"answer").await.unwrap();
+        drop(guard);
+        io.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        io.write_all(b" again").await.unwrap();
+        io.flush().await.unwrap();
+        let mut buf = [0u8; 12];
+        client.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"answer again");
+
+        // An upgraded connection has no response deadline.
+        let (_client, server) = duplex(1024);
+        let activity = Arc::new(Activity::default());
+        let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
+        let guard = activity.request_started();
+        guard.respond_by(Instant::now() + Duration::from_secs(10));
+        guard.upgraded();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        io.write_all(b"still here").await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_parked_while_busy_is_woken_to_take_up_the_idle_deadline() {
+        struct Flag(AtomicBool);
+        impl futures::task::ArcWake for Flag {
+            fn wake_by_ref(arc: &Arc<Self>) {
+                arc.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let (_client, server) = duplex(64);
+        let activity = Arc::new(Activity::default());
+        let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
+        let guard = activity.request_started();
+        let mut buf = [0u8; 16];
+        // hyper polls the read while the response is still going out: no deadline yet.
+        let woken = Arc::new(Flag(AtomicBool::new(false)));
+        let waker = futures::task::waker(Arc::clone(&woken));
+        let mut cx = Context::from_waker(&waker);
+        let mut rb = ReadBuf::new(&mut buf);
+        assert!(Pin::new(&mut io).poll_read(&mut cx, &mut rb).is_pending());
+        // The response ends while that read is parked: hyper polls it again only if woken.
+        let start = Instant::now();
+        drop(guard);
+        assert!(
+            woken.0.load(Ordering::SeqCst),
+            "the parked read was not woken"
+        );
+        let err = io.read(&mut buf).await.unwrap_err();
+        assert_eq!(
+            (err.kind(), start.elapsed()),
+            (std::io::ErrorKind::TimedOut, Duration::from_secs(90))
+        );
     }
 }

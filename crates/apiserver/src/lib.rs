@@ -593,6 +593,10 @@ impl Options {
             read_header_timeout: secs(self.read_header_timeout),
             idle_timeout: secs(self.idle_connection_timeout),
             write_stall_timeout: secs(self.write_stall_timeout),
+            // Upstream's request timeout also covers writing the response (its timeout
+            // filter kills a connection still being written to); ours starts when the
+            // handler is done, so that a 504 or 408 at the deadline still goes out.
+            response_timeout: secs(self.request_timeout),
             tls,
         })
     }

@@ -12,7 +12,9 @@
 //!   the handshake ([`crate::tls`]); a connection that never sends a ClientHello holds only
 //!   its connection slot until then;
 //! - reads and writes have the deadlines of `conn.rs`: the first request's head within
-//!   the read-header timeout, the idle timeout between requests, a stalled write fails;
+//!   the read-header timeout, the idle timeout between requests, a stalled write fails, and
+//!   a response that is not long-running (a watch's carries [`LongRunning`]) is written out
+//!   within [`ServeConfig::response_timeout`] of its start;
 //! - TCP keep-alive on every connection ([`TCP_KEEPALIVE_IDLE`]), as upstream's listener,
 //!   so that half-open connections (the peer vanished) fail and free their slots;
 //! - the request head is bounded by hyper: at most 100 header fields and its read buffer
@@ -44,7 +46,7 @@ use axum::http::{Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use listwatch_endpoints::{ClientKey, ShutdownHandle};
+use listwatch_endpoints::{ClientKey, LongRunning, ShutdownHandle};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -70,6 +72,9 @@ pub struct ServeConfig {
     pub idle_timeout: Duration,
     /// Longest a write may make no progress.
     pub write_stall_timeout: Duration,
+    /// Longest a response that is not long-running (not a watch, not an upgrade) may take
+    /// to be written out, from the moment the handler hands it over.
+    pub response_timeout: Duration,
     /// HTTPS, when set.
     pub tls: Option<TlsSettings>,
 }
@@ -126,7 +131,7 @@ impl ConnMetrics {
         );
         registry.register(
             "apiserver_connection_timeouts",
-            "Connections closed by a deadline, by phase (tls_handshake, read_header, idle, write_stall)",
+            "Connections closed by a deadline, by phase (tls_handshake, read_header, idle, write_stall, response)",
             m.timeouts.clone(),
         );
         registry.register(
@@ -193,6 +198,7 @@ pub async fn serve(
         idle: config.idle_timeout,
         write_stall: config.write_stall_timeout,
     };
+    let response_timeout = config.response_timeout;
     // Every connection task holds a receiver; `closed()` resolves when the last ends.
     let (all_closed, conn_rx) = watch::channel(());
     let mut last_warning: Option<tokio::time::Instant> = None;
@@ -228,6 +234,7 @@ pub async fn serve(
             peer,
             router: router.clone(),
             timeouts,
+            response_timeout,
             shutdown: shutdown.clone(),
             metrics: metrics.clone(),
         };
@@ -313,6 +320,7 @@ struct Connection {
     peer: SocketAddr,
     router: Router,
     timeouts: Timeouts,
+    response_timeout: Duration,
     shutdown: ShutdownHandle,
     metrics: ConnMetrics,
 }
@@ -330,7 +338,7 @@ impl Connection {
             self.timeouts,
             self.metrics.clone(),
         );
-        let (peer, router) = (self.peer, self.router);
+        let (peer, router, response_timeout) = (self.peer, self.router, self.response_timeout);
         let key = ClientKey::address(peer.ip());
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             // Counted from the moment hyper hands over the head, so the connection is busy.
@@ -346,6 +354,9 @@ impl Connection {
                 };
                 if resp.status() == StatusCode::SWITCHING_PROTOCOLS {
                     guard.upgraded();
+                } else if resp.extensions().get::<LongRunning>().is_none() {
+                    // Sent within its own deadline, however slowly the client reads.
+                    guard.respond_by(tokio::time::Instant::now() + response_timeout);
                 }
                 Ok::<Response<TrackedBody>, Infallible>(resp.map(|b| TrackedBody::new(b, guard)))
             }
@@ -388,6 +399,7 @@ mod tests {
             read_header_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             write_stall_timeout: Duration::from_secs(60),
+            response_timeout: Duration::from_secs(60),
             tls: None,
         }
     }

@@ -242,12 +242,15 @@ fn open_watch_from(local: &str, addr: &str, path: &str) -> (TcpStream, u16) {
 
 /// Reads `watch` until `name` shows up in it.
 fn wait_for_event(watch: &mut TcpStream, name: &str) {
-    let mut got = Vec::new();
+    // Only the end of what arrived is searched, so a long stream costs linear time.
+    let mut tail: Vec<u8> = Vec::new();
     let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains(name) {
+    while !tail.windows(name.len()).any(|w| w == name.as_bytes()) {
+        let keep = tail.len().min(name.len());
+        tail.drain(..tail.len() - keep);
         let n = watch.read(&mut buf).unwrap();
         assert!(n > 0, "the watch ended");
-        got.extend_from_slice(&buf[..n]);
+        tail.extend_from_slice(&buf[..n]);
     }
 }
 
@@ -449,4 +452,72 @@ fn accepted_connections_have_tcp_keep_alive_so_half_open_ones_are_found() {
         first_probe > 120.0 && first_probe <= 180.0,
         "first probe in {first_probe} s"
     );
+}
+
+#[test]
+fn a_client_reading_a_response_slowly_is_cut_at_its_deadline_and_a_watch_is_not() {
+    let server = Server::start(&["--request-timeout", "3"]);
+    // 16 MB of configmaps: a list response that takes minutes at the pace read below.
+    let value = "x".repeat(1_000_000);
+    for i in 0..16 {
+        create_configmap(&server.addr, &format!("big-{i}"), &value);
+    }
+    // A watch from the current version (no initial events), which will outlive the same
+    // deadline.
+    let list = http(
+        &server.addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps?limit=1",
+        &[],
+        b"",
+    )
+    .json();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (mut watch, code) = open_watch_from(
+        "127.0.0.3",
+        &server.addr,
+        &format!(
+            "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=120&resourceVersion={rv}"
+        ),
+    );
+    assert_eq!(code, 200);
+    let mut s = connect_with("127.0.0.2", &server.addr, Some(4096));
+    s.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    // The client keeps reading, 4 KiB every 50 ms: the writes never stall, they just never
+    // finish. Once told to stop it reads what is left at full speed.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 4096];
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match s.read(&mut buf) {
+                    Ok(0) => return got,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == ErrorKind::ConnectionReset => return got,
+                    Err(e) => panic!("reading: {e}"),
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            got.extend(read_until_closed(&mut s));
+            got
+        })
+    };
+    wait_for_metric(
+        &server.addr,
+        "apiserver_connection_timeouts_total{phase=\"response\"}",
+        1.0,
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let got = reader.join().unwrap();
+    assert_eq!(status_of(&got), 200);
+    assert!(got.len() < 16_000_000, "the response was cut short");
+    // The watch, past the same deadline, still delivers.
+    create_configmap(&server.addr, "after-the-deadline", "v");
+    wait_for_event(&mut watch, "after-the-deadline");
 }

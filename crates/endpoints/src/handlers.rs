@@ -629,6 +629,7 @@ async fn watch_request(
             .on_upgrade(move |socket| watch_server::forward_to_websocket(socket, state)));
     }
     let mut resp = Body::from_stream(watch_server::body(state)).into_response();
+    resp.extensions_mut().insert(watch_server::LongRunning);
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

@@ -71,7 +71,7 @@ pub use metrics::Metrics;
 pub use resource::{
     NameValidation, PrepareFn, Printer, PrinterColumn, Resource, ResourceInfo, ScaleSubresource,
 };
-pub use watch_server::watch_timeout;
+pub use watch_server::{LongRunning, watch_timeout};
 
 /// Limits and timeouts of the installed API. A count limit of 0 means no limit, as
 /// upstream's `--max-requests-inflight 0` does; [`flowcontrol`](crate::ClientKey) says how

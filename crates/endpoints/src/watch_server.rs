@@ -36,6 +36,12 @@ use crate::query::IncludeObject;
 use crate::resource::ResourceInfo;
 use crate::table;
 
+/// Response extension of a long-running response (an HTTP watch stream): it lasts as long
+/// as the watch, so a server must not hold it to a deadline for sending a response
+/// (upstream's `LongRunningFunc` decides the same from the request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongRunning;
+
 /// Upstream's watch timeout: `timeoutSeconds` when given, else the minimum request timeout
 /// times a random factor in [1, 2), so that watches do not all expire together.
 pub fn watch_timeout(requested: Option<Duration>, min_request_timeout: Duration) -> Duration {
