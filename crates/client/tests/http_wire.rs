@@ -25,6 +25,15 @@ enum Reply {
     Hang,
     /// Headers with this code, then a chunked body of garbage that never ends.
     Endless(u16),
+    /// A complete response with this code and `content-encoding: gzip`, body compressed.
+    Gzip(u16, Vec<u8>),
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
 }
 
 /// Seen request heads (request line + headers).
@@ -76,6 +85,14 @@ async fn serve(route: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (String
                             body.len()
                         );
                         sock.write_all(resp.as_bytes()).await.unwrap();
+                    }
+                    Reply::Gzip(code, body) => {
+                        let head = format!(
+                            "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        sock.write_all(head.as_bytes()).await.unwrap();
+                        sock.write_all(&body).await.unwrap();
                     }
                     Reply::Chunked(chunks, gate) => {
                         sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n").await.unwrap();
@@ -554,5 +571,58 @@ async fn a_kubeconfig_user_with_an_exec_plugin_is_never_anonymous() {
     assert!(
         seen.lock().unwrap().is_empty(),
         "no request without the credential"
+    );
+}
+
+#[tokio::test]
+async fn gzip_answers_are_inflated_within_the_body_limit_and_watches_ask_for_none() {
+    let pods: Vec<String> = (0..50).map(|i| pod(&format!("p{i}"), i + 1)).collect();
+    let list = list_body(60, "", &pods);
+    let bomb = gzip(&vec![b' '; 4 << 20]);
+    let (url, seen) = serve(move |target| {
+        if target.contains("watch=") {
+            Reply::Hang
+        } else if target.contains("bomb") {
+            Reply::Gzip(200, bomb.clone())
+        } else if target.contains("gone") {
+            Reply::Gzip(
+                404,
+                gzip(br#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods \"x\" not found","reason":"NotFound","code":404}"#),
+            )
+        } else {
+            Reply::Gzip(200, gzip(list.as_bytes()))
+        }
+    })
+    .await;
+    let config = HttpConfig::new(&url).unwrap().max_list_bytes(1 << 20);
+    let lw = HttpListerWatcher::new(config.clone(), "/api/v1/pods").unwrap();
+    let page = lw.list(&ListRequest::default()).await.unwrap();
+    assert_eq!((page.items.len(), page.resource_version), (50, 60));
+    // 4 MiB of spaces compress to a few KiB: refused at the 1 MiB limit once inflated.
+    let bomb = HttpListerWatcher::new(config.clone(), "/bomb").unwrap();
+    let e = bomb.list(&ListRequest::default()).await.unwrap_err();
+    assert!(e.to_string().contains("once decompressed"), "{e}");
+    // A compressed error body still yields its Status.
+    let gone = HttpListerWatcher::new(config, "/gone").unwrap();
+    let e = gone.list(&ListRequest::default()).await.unwrap_err();
+    assert_eq!(e.reason(), Some("NotFound"), "{e}");
+    let _ = tokio::time::timeout(
+        Duration::from_millis(200),
+        lw.watch(&WatchRequest::default()),
+    )
+    .await;
+    let heads = seen.lock().unwrap().clone();
+    let (watches, lists): (Vec<&String>, Vec<&String>) =
+        heads.iter().partition(|h| h.contains("watch="));
+    assert!(
+        lists
+            .iter()
+            .all(|h| h.to_lowercase().contains("accept-encoding: gzip"))
+    );
+    assert!(!watches.is_empty());
+    assert!(
+        watches
+            .iter()
+            .all(|h| !h.to_lowercase().contains("accept-encoding"))
     );
 }

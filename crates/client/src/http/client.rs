@@ -11,7 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, USER_AGENT};
+use http::header::{
+    ACCEPT, ACCEPT_ENCODING, AUTHORIZATION, CONTENT_TYPE, HeaderName, HeaderValue, USER_AGENT,
+};
 use http::{Method, Request, Uri};
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
@@ -141,8 +143,8 @@ impl HttpClient {
             None => None,
         };
         let call = async {
-            let res = self.request(method, &uri, body).await?;
-            let bytes = super::read_body(res.into_body(), MAX_OBJECT_BODY, "object").await?;
+            let res = self.request(method, &uri, body, true).await?;
+            let bytes = super::read_body(res, MAX_OBJECT_BODY, "object").await?;
             serde_json::from_slice(&bytes)
                 .map_err(|e| Error::Decode(format!("object response: {e}")))
         };
@@ -161,11 +163,18 @@ impl HttpClient {
         method: Method,
         uri: &str,
         body: Option<Bytes>,
+        compressible: bool,
     ) -> Result<hyper::Response<hyper::body::Incoming>> {
         let auth = &self.inner.auth;
         let sent = auth.header().await?;
         match self
-            .request_once(method.clone(), uri, body.clone(), sent.as_ref())
+            .request_once(
+                method.clone(),
+                uri,
+                body.clone(),
+                compressible,
+                sent.as_ref(),
+            )
             .await
         {
             Err(e) if e.code() == Some(401) && auth.rejected(sent.as_ref()).await => {
@@ -174,7 +183,8 @@ impl HttpClient {
                     return Err(e);
                 }
                 tracing::debug!(%uri, "401, retrying with a refreshed credential");
-                self.request_once(method, uri, body, fresh.as_ref()).await
+                self.request_once(method, uri, body, compressible, fresh.as_ref())
+                    .await
             }
             other => other,
         }
@@ -185,6 +195,7 @@ impl HttpClient {
         method: Method,
         uri: &str,
         body: Option<Bytes>,
+        compressible: bool,
         auth: Option<&HeaderValue>,
     ) -> Result<hyper::Response<hyper::body::Incoming>> {
         let mut req = Request::builder()
@@ -203,6 +214,10 @@ impl HttpClient {
         }
         if body.is_some() {
             req = req.header(CONTENT_TYPE, "application/json");
+        }
+        if compressible {
+            // As Go's transport does for client-go; kube-apiserver compresses large answers.
+            req = req.header(ACCEPT_ENCODING, "gzip");
         }
         let req = req
             .body(Full::new(body.unwrap_or_default()))
@@ -226,8 +241,13 @@ impl HttpClient {
             return Ok(res);
         }
         let code = res.status().as_u16();
+        let gzip = super::is_gzip(&res);
         // An error body is only read for its Status; a longer one is cut, not refused.
-        let body = super::read_prefix(res.into_body(), MAX_ERROR_BODY).await?;
+        let mut body = super::read_prefix(res.into_body(), MAX_ERROR_BODY).await?;
+        if gzip {
+            // A cut gzip body does not inflate; the code then speaks alone.
+            body = super::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
+        }
         Err(decode::decode_status(code, &body))
     }
 }

@@ -424,19 +424,60 @@ impl HttpListerWatcher {
         } else {
             format!("{}?{}", self.url, query)
         };
-        self.client.request(Method::GET, &uri, None).await
+        // Watches are never compressed (kube-apiserver does not, and frames must arrive as
+        // they are sent); lists may be.
+        let compressible = !query.starts_with("watch=");
+        self.client
+            .request(Method::GET, &uri, None, compressible)
+            .await
     }
 }
 
 /// Reads a whole body of at most `limit` bytes; a longer one is an error.
-async fn read_body(body: hyper::body::Incoming, limit: usize, what: &str) -> Result<Bytes> {
-    match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(b) => Ok(b.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::Decode(format!(
-            "{what} body larger than {limit} bytes"
-        ))),
-        Err(e) => Err(Error::Http(e)),
+/// A gzip-encoded answer (`Content-Encoding: gzip`) is decompressed, also to at most
+/// `limit` bytes: a small body that inflates past it is the same error.
+async fn read_body(
+    res: hyper::Response<hyper::body::Incoming>,
+    limit: usize,
+    what: &str,
+) -> Result<Bytes> {
+    let gzip = is_gzip(&res);
+    let body = match http_body_util::Limited::new(res.into_body(), limit)
+        .collect()
+        .await
+    {
+        Ok(b) => b.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(Error::Decode(format!(
+                "{what} body larger than {limit} bytes"
+            )));
+        }
+        Err(e) => return Err(Error::Http(e)),
+    };
+    if !gzip {
+        return Ok(body);
     }
+    gunzip(&body, limit).map_err(|e| Error::Decode(format!("{what} body: {e}")))
+}
+
+fn is_gzip<B>(res: &hyper::Response<B>) -> bool {
+    res.headers()
+        .get(http::header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"))
+}
+
+/// Inflates a gzip body to at most `limit` bytes.
+fn gunzip(body: &[u8], limit: usize) -> std::result::Result<Bytes, String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .take(limit as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| format!("bad gzip: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("larger than {limit} bytes once decompressed"));
+    }
+    Ok(Bytes::from(out))
 }
 
 /// Reads the first `limit` bytes of a body (or all of a shorter one).
@@ -516,7 +557,7 @@ impl ListerWatcher for HttpListerWatcher {
     async fn list(&self, request: &ListRequest) -> Result<Page<Object>> {
         let list = async {
             let res = self.get(list_query(request)).await?;
-            let body = read_body(res.into_body(), self.client.inner.max_list_bytes, "list").await?;
+            let body = read_body(res, self.client.inner.max_list_bytes, "list").await?;
             decode::decode_list(&body, &self.fields)
         };
         // The whole list (headers and body) is under the request timeout.

@@ -55,7 +55,7 @@ impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
         let lw = &self.inner;
         let list = async {
             let res = lw.get(list_query(request)).await?;
-            let body = read_body(res.into_body(), lw.client.inner.max_list_bytes, "list").await?;
+            let body = read_body(res, lw.client.inner.max_list_bytes, "list").await?;
             decode::decode_list_typed(&body)
         };
         match lw.client.inner.timeout {
