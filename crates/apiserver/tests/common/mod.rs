@@ -176,7 +176,8 @@ pub fn http(
     parse_response(&raw)
 }
 
-fn parse_response(raw: &[u8]) -> Response {
+/// Parses a raw HTTP/1.1 response (head and body, chunked or not).
+pub fn parse_response(raw: &[u8]) -> Response {
     let end = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
