@@ -708,6 +708,9 @@ impl Writer {
 /// The longest the log thread waits for writers it just acknowledged (see [`Coalesce`]).
 const MAX_COALESCE: Duration = Duration::from_millis(2);
 
+/// The most syncs the log thread starts at once after its waits kept timing out.
+const MAX_SKIP: u32 = 64;
+
 /// When the log thread starts its next sync.
 ///
 /// Without a pause, group commit splits a steady set of writers into two cohorts that
@@ -716,23 +719,49 @@ const MAX_COALESCE: Duration = Duration::from_millis(2);
 /// batch `k + 2`. Each sync then carries about half of the writers, and 25 writers get ~12.5
 /// writes per sync (measured: docs/benchmarks.md). So after a sync the log thread waits until
 /// the writers it just acknowledged have queued again too — at most half the last sync's
-/// duration (and [`MAX_COALESCE`]), so writers that do not come back cost at most a third of
-/// the throughput, and a lone sequential writer never waits (it is the whole target).
+/// duration (and [`MAX_COALESCE`]). A lone sequential writer never waits (it is the whole
+/// target). Writers that do not come back (independent clients writing once) would make
+/// every wait run to its deadline: after a wait that timed out short of three quarters of its
+/// target the next syncs start at once, 1, 2, 4 … [`MAX_SKIP`] of them, until a wait reaches
+/// it again.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Coalesce {
-    /// Writes queued before the next sync may start, unless the deadline passes first.
+    /// Writes queued before the next sync may start, unless the deadline passes first
+    /// (0: start at once).
     pub(crate) target: u64,
     /// How long to wait for them.
     pub(crate) bound: Duration,
+    /// Syncs still to start at once.
+    skip: u32,
+    /// How many to skip after the next wait that times out.
+    backoff: u32,
 }
 
 impl Coalesce {
     /// After a sync of `acked` writes that took `sync`, with `queued` writes already queued
     /// meanwhile.
-    pub(crate) fn after_sync(acked: u64, queued: u64, sync: Duration) -> Self {
-        Self {
-            target: queued.saturating_add(acked),
-            bound: (sync / 2).min(MAX_COALESCE),
+    pub(crate) fn after_sync(&mut self, acked: u64, queued: u64, sync: Duration) {
+        if self.skip > 0 {
+            self.skip -= 1;
+            self.target = 0;
+        } else {
+            self.target = queued.saturating_add(acked);
+        }
+        self.bound = (sync / 2).min(MAX_COALESCE);
+    }
+
+    /// The wait for [`Coalesce::target`] ended with `queued` writes queued. Three quarters
+    /// of the target is as good as all of it: on a busy machine a writer or two may be
+    /// descheduled past the deadline.
+    pub(crate) fn waited(&mut self, queued: u64) {
+        if self.target == 0 {
+            return;
+        }
+        if queued.saturating_mul(4) >= self.target.saturating_mul(3) {
+            self.backoff = 0;
+        } else {
+            self.backoff = (self.backoff * 2).clamp(1, MAX_SKIP);
+            self.skip = self.backoff;
         }
     }
 }
@@ -764,6 +793,7 @@ pub(crate) fn run(core: Arc<Core>, mut writer: Writer) {
             if seq.pending.buf.is_empty() {
                 return;
             }
+            next.waited(seq.pending.writes);
             std::mem::take(&mut seq.pending)
         };
         let started = std::time::Instant::now();
@@ -783,7 +813,7 @@ pub(crate) fn run(core: Arc<Core>, mut writer: Writer) {
         for (part, key) in &batch.wakes {
             part.wake(key, batch.last_rev);
         }
-        next = Coalesce::after_sync(batch.writes, queued, sync);
+        next.after_sync(batch.writes, queued, sync);
     }
 }
 
@@ -795,17 +825,55 @@ mod tests {
     /// writers just acknowledged and those that queued meanwhile.
     #[test]
     fn the_next_sync_waits_for_both_cohorts_briefly() {
-        let c = Coalesce::after_sync(13, 12, Duration::from_millis(4));
+        let mut c = Coalesce::default();
+        c.after_sync(13, 12, Duration::from_millis(4));
         assert_eq!(c.target, 25);
         assert_eq!(c.bound, MAX_COALESCE);
-        let c = Coalesce::after_sync(13, 12, Duration::from_micros(600));
-        assert_eq!(c.bound, Duration::from_micros(300));
+        c.waited(25);
+        c.after_sync(13, 12, Duration::from_micros(600));
+        assert_eq!((c.target, c.bound), (25, Duration::from_micros(300)));
     }
 
     /// A lone sequential writer is its whole target: it never waits for anyone.
     #[test]
     fn a_lone_writer_never_waits() {
-        let c = Coalesce::after_sync(1, 0, Duration::from_millis(4));
+        let mut c = Coalesce::default();
+        c.after_sync(1, 0, Duration::from_millis(4));
         assert_eq!(c.target, 1);
+    }
+
+    /// Writers that do not come back: after each wait that timed out, twice as many syncs
+    /// start at once (up to MAX_SKIP); one wait that reaches its target restores waiting.
+    #[test]
+    fn waits_that_time_out_back_off() {
+        let mut c = Coalesce::default();
+        let mut waits = Vec::new();
+        for _ in 0..200 {
+            c.after_sync(5, 0, Duration::from_millis(4));
+            waits.push(c.target > 0);
+            c.waited(1);
+        }
+        // Waits at syncs 0, 2, 5, 10, 19, 36, 69, 134 (skipping 1, 2, 4, ... 64 between).
+        let at: Vec<usize> = (0..200).filter(|i| waits[*i]).collect();
+        assert_eq!(at, [0, 2, 5, 10, 19, 36, 69, 134, 199]);
+        // Once a wait succeeds, the next sync waits again.
+        c.skip = 0;
+        c.after_sync(5, 0, Duration::from_millis(4));
+        c.waited(5);
+        c.after_sync(5, 0, Duration::from_millis(4));
+        assert_eq!(c.target, 5);
+    }
+
+    /// Three quarters of the target counts as reached; less backs off.
+    #[test]
+    fn nearly_all_of_the_target_is_enough() {
+        let mut c = Coalesce::default();
+        c.after_sync(13, 12, Duration::from_millis(4));
+        c.waited(19);
+        c.after_sync(13, 12, Duration::from_millis(4));
+        assert_eq!(c.target, 25, "19 of 25 is not a timeout");
+        c.waited(18);
+        c.after_sync(13, 12, Duration::from_millis(4));
+        assert_eq!(c.target, 0, "18 of 25 backs off");
     }
 }
