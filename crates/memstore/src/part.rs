@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -224,6 +225,9 @@ impl CountMemo {
     }
 }
 
+/// `dir_ticks` is never pruned below this many entries.
+pub(crate) const DIR_TICKS_MIN_PRUNE: usize = 64;
+
 /// A resource's partition: its state and the channels that wake its watchers.
 #[derive(Debug)]
 pub(crate) struct Partition {
@@ -231,8 +235,14 @@ pub(crate) struct Partition {
     /// Wakes watchers of the whole resource, after every visible write to it.
     pub(crate) ticks: watch::Sender<u64>,
     /// Wakes watchers of one directory (a namespace, or a cluster-scoped resource's objects),
-    /// keyed by the directory path (`/pods/ns/`); created by the first such watcher.
+    /// keyed by the directory path (`/pods/ns/`); created by the first such watcher. An
+    /// entry whose watchers are gone is dropped by the next write to its directory, or by
+    /// [`Partition::subscribe`] once the map has doubled since it was last pruned, so the
+    /// map holds at most twice the directories being watched plus [`DIR_TICKS_MIN_PRUNE`]
+    /// (a client watching ever new namespaces, none of them written, cannot grow it).
     pub(crate) dir_ticks: Mutex<HashMap<Box<str>, watch::Sender<u64>>>,
+    /// The size of `dir_ticks` at which the next subscription prunes it.
+    dir_ticks_prune_at: AtomicUsize,
     pub(crate) memo: Mutex<CountMemo>,
 }
 
@@ -245,6 +255,7 @@ impl Partition {
             }),
             ticks: watch::channel(0).0,
             dir_ticks: Mutex::new(HashMap::new()),
+            dir_ticks_prune_at: AtomicUsize::new(DIR_TICKS_MIN_PRUNE),
             memo: Mutex::new(CountMemo::default()),
         }
     }
@@ -273,10 +284,16 @@ impl Partition {
             return self.ticks.subscribe();
         }
         match self.dir_ticks.lock() {
-            Ok(mut dirs) => dirs
-                .entry(dir.into())
-                .or_insert_with(|| watch::channel(0).0)
-                .subscribe(),
+            Ok(mut dirs) => {
+                if dirs.len() >= self.dir_ticks_prune_at.load(Ordering::Relaxed) {
+                    dirs.retain(|_, tx| tx.receiver_count() > 0);
+                    let next = dirs.len().saturating_mul(2).max(DIR_TICKS_MIN_PRUNE);
+                    self.dir_ticks_prune_at.store(next, Ordering::Relaxed);
+                }
+                dirs.entry(dir.into())
+                    .or_insert_with(|| watch::channel(0).0)
+                    .subscribe()
+            }
             Err(_) => self.ticks.subscribe(),
         }
     }
@@ -296,6 +313,29 @@ pub(crate) fn resource_of(key: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wake_ups_of_directories_no_longer_watched_are_dropped_without_a_write() {
+        // A client watching ever new namespaces, each watch closed, none written: before,
+        // every namespace kept its entry for good (480 bytes each through the router).
+        let p = Partition::new(0);
+        let held = p.subscribe("/pods/kept/", true);
+        for i in 0..10_000 {
+            drop(p.subscribe(&format!("/pods/n{i}/"), true));
+        }
+        let dirs = p.dir_ticks.lock().unwrap();
+        assert!(
+            dirs.len() <= 2 * DIR_TICKS_MIN_PRUNE,
+            "{} entries",
+            dirs.len()
+        );
+        assert!(
+            dirs.contains_key("/pods/kept/"),
+            "a watched directory keeps its entry"
+        );
+        drop(dirs);
+        drop(held);
+    }
 
     #[test]
     fn paths_split_into_resource_and_directory() {
