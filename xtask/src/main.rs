@@ -332,7 +332,7 @@ fn scenarios(names: &[String]) -> Result {
 }
 
 /// The targets of fuzz/ (its Cargo.toml `[[bin]]`s), in the order `fuzz` runs them.
-const FUZZ_TARGETS: [&str; 7] = [
+const FUZZ_TARGETS: [&str; 11] = [
     "label_selector",
     "field_selector",
     "resource_version",
@@ -340,6 +340,10 @@ const FUZZ_TARGETS: [&str; 7] = [
     "continue_token",
     "query",
     "api_path",
+    "body_decode",
+    "patch_apply",
+    "create_prepare",
+    "watch_request",
 ];
 
 /// Runs `cargo +nightly fuzz run` for one target or every target, each for a bounded time.
