@@ -383,9 +383,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
-        if let Some(e) = this.overdue() {
-            return Poll::Ready(Err(e));
-        }
+        // No deadline check before a flush: hyper flushes an idle connection too (nothing to
+        // write), and a pending flush is held to the deadline by `write_pending`.
         let r = Pin::new(&mut this.inner).poll_flush(cx);
         if let Poll::Ready(Ok(())) = r
             && this.activity.active.load(Ordering::Acquire) == 0
@@ -604,5 +603,28 @@ mod tests {
             (err.kind(), start.elapsed()),
             (std::io::ErrorKind::TimedOut, Duration::from_secs(90))
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_left_behind_never_fails_an_idle_connection() {
+        let (mut client, server) = duplex(1024);
+        let activity = Arc::new(Activity::default());
+        let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
+        let guard = activity.request_started();
+        guard.respond_by(Instant::now() + Duration::from_secs(10));
+        // The last flush comes while the response has not ended yet, so the deadline stays.
+        io.write_all(b"answer").await.unwrap();
+        io.flush().await.unwrap();
+        drop(guard);
+        // An hour later hyper flushes the idle connection (nothing to write): no error.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        io.flush().await.unwrap();
+        // The next request starts: its response is written.
+        let _next = activity.request_started();
+        io.write_all(b" again").await.unwrap();
+        io.flush().await.unwrap();
+        let mut buf = [0u8; 12];
+        client.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"answer again");
     }
 }
