@@ -350,6 +350,36 @@ impl Cacher {
     }
 }
 
+impl Cacher {
+    /// The next page of a list, from the cache's state at the token's version (upstream's
+    /// ListFromCacheSnapshot); the backend answers when the cache no longer holds that state
+    /// (or never reached it), with its own 410 and fresh-token behaviour.
+    async fn continued_list(
+        &self,
+        key: &Key,
+        opts: &ListOptions,
+        token: &str,
+    ) -> Result<ObjectList> {
+        let inner = &self.inner;
+        let rv = listwatch_storage::decode_continue(token, key.path())?.1;
+        if rv < inner.backend.compacted_revision() {
+            // The backend says what a continuation below its compaction gets.
+            return inner.backend.list(key, opts).await;
+        }
+        let view = match inner.reader.wait_until_fresh(rv, None).await {
+            Ok(view) => view,
+            Err(_) => return inner.backend.list(key, opts).await,
+        };
+        match view.list(key, opts) {
+            Err(Error::Expired { .. }) => {
+                inner.metrics.continues_from_backend.inc();
+                inner.backend.list(key, opts).await
+            }
+            other => other,
+        }
+    }
+}
+
 #[async_trait]
 impl Storage for Cacher {
     async fn create(&self, key: &Key, obj: Object, ttl: Option<Duration>) -> Result<Object> {
@@ -385,8 +415,8 @@ impl Storage for Cacher {
                 Err(e)
             };
         }
-        if opts.continue_token.is_some() {
-            return inner.backend.list(key, opts).await;
+        if let Some(token) = &opts.continue_token {
+            return self.continued_list(key, opts, token).await;
         }
         match (opts.resource_version, opts.resource_version_match) {
             (None, _) if !inner.config.consistent_reads_from_cache => {

@@ -33,6 +33,7 @@ pub struct CacherMetrics {
     resyncs: Family<ResourceLabel, Counter>,
     consistent_reads_fallen_back: Family<ResourceLabel, Counter>,
     consistent_reads_refused: Family<ResourceLabel, Counter>,
+    continues_from_backend: Family<ResourceLabel, Counter>,
 }
 
 impl Default for CacherMetrics {
@@ -49,6 +50,7 @@ impl Default for CacherMetrics {
             resyncs: Family::default(),
             consistent_reads_fallen_back: Family::default(),
             consistent_reads_refused: Family::default(),
+            continues_from_backend: Family::default(),
         }
     }
 }
@@ -108,6 +110,11 @@ impl CacherMetrics {
             "Consistent lists answered 429 because the cache did not catch up in time",
             m.consistent_reads_refused.clone(),
         );
+        r.register(
+            "continues_from_backend",
+            "Continued lists read from the backend because the cache no longer held their version",
+            m.continues_from_backend.clone(),
+        );
         m
     }
 
@@ -129,6 +136,7 @@ impl CacherMetrics {
                 .get_or_create(&l)
                 .clone(),
             consistent_reads_refused: self.consistent_reads_refused.get_or_create(&l).clone(),
+            continues_from_backend: self.continues_from_backend.get_or_create(&l).clone(),
         }
     }
 }
@@ -146,4 +154,5 @@ pub(crate) struct ResourceMetrics {
     pub(crate) resyncs: Counter,
     pub(crate) consistent_reads_fallen_back: Counter,
     pub(crate) consistent_reads_refused: Counter,
+    pub(crate) continues_from_backend: Counter,
 }
