@@ -289,9 +289,9 @@ impl CacheView {
     ///   token that continues at the current version when that one is gone.
     ///
     /// A version above the view's is `TooLargeResourceVersion`. Label and field selectors
-    /// filter; an exact-match field selector on an indexed field reads only that index (in
-    /// the current state; snapshots carry no indexes and scan). `remaining_item_count` is
-    /// never set: the cache does not count what follows a page.
+    /// filter; exact-match field selectors on indexed fields read only the most selective of
+    /// those indexes (in the current state; snapshots carry no indexes and scan).
+    /// `remaining_item_count` is never set: the cache does not count what follows a page.
     pub fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         self.ensure_initialized()?;
         self.check_key(key)?;

@@ -45,6 +45,9 @@ pub(crate) struct Page {
     pub(crate) items: Vec<Object>,
     /// The key of the last item, when more matching objects follow it.
     pub(crate) more_after: Option<Arc<str>>,
+    /// How many objects were looked at to build the page (tests: which path was taken).
+    #[cfg_attr(not(test), expect(dead_code, reason = "read by the tests only"))]
+    pub(crate) visited: usize,
 }
 
 impl Store {
@@ -125,7 +128,9 @@ impl Store {
 
     /// Objects under `prefix` (a collection path ending in `/`, or one object's path when
     /// `exact`), matching `predicate`, in key order from `start` (inclusive), at most `limit`.
-    /// When the predicate fixes an indexed field, only that index's keys are visited.
+    /// When the predicate fixes indexed fields, only the keys of the most selective of those
+    /// indexes (the fewest keys under the fixed value) are visited; a fixed value no object
+    /// has answers at once.
     pub(crate) fn page(
         &self,
         specs: &[Index],
@@ -136,16 +141,18 @@ impl Store {
         limit: Option<usize>,
     ) -> Page {
         if exact {
-            let items = self
+            let items: Vec<Object> = self
                 .objects
                 .get(prefix)
                 .filter(|o| start.is_none_or(|s| prefix >= s) && predicate.matches(o))
                 .cloned()
                 .into_iter()
                 .collect();
+            let visited = items.len();
             return Page {
                 items,
                 more_after: None,
+                visited,
             };
         }
         let lower: &str = match start {
@@ -153,23 +160,28 @@ impl Store {
             _ => prefix,
         };
         let range = (Bound::Included(lower), Bound::Unbounded);
-        // Snapshots carry no indexes: they scan.
-        let indexed = specs
-            .iter()
-            .enumerate()
-            .filter(|_| self.indexes.len() == specs.len())
-            .find_map(|(i, spec)| {
-                predicate
-                    .field
-                    .exact_match(spec.field_path())
-                    .map(|v| (i, v))
-            });
+        // Snapshots carry no indexes: they scan. Otherwise the smallest key set among the
+        // indexes whose field the selector fixes (an absent value is an empty set).
+        let mut indexed: Option<Option<&Keys>> = None;
+        if self.indexes.len() == specs.len() {
+            for (spec, index) in specs.iter().zip(&self.indexes) {
+                let Some(value) = predicate.field.exact_match(spec.field_path()) else {
+                    continue;
+                };
+                let keys = index.get(value);
+                let size = keys.map_or(0, OrdSet::len);
+                if indexed.is_none_or(|best| best.map_or(0, OrdSet::len) > size) {
+                    indexed = Some(keys);
+                }
+            }
+        }
         match indexed {
-            Some((i, value)) => {
-                let Some(keys) = self.indexes.get(i).and_then(|idx| idx.get(value)) else {
+            Some(keys) => {
+                let Some(keys) = keys else {
                     return Page {
                         items: Vec::new(),
                         more_after: None,
+                        visited: 0,
                     };
                 };
                 let candidates = keys
@@ -238,7 +250,9 @@ fn collect<'a>(
     let mut items = Vec::new();
     let mut last: Option<&Arc<str>> = None;
     let everything = predicate.is_empty();
+    let mut visited = 0;
     for (k, o) in candidates {
+        visited += 1;
         if !everything && !predicate.matches(o) {
             continue;
         }
@@ -247,6 +261,7 @@ fn collect<'a>(
             return Page {
                 items,
                 more_after: last.cloned(),
+                visited,
             };
         }
         items.push(o.clone());
@@ -255,6 +270,7 @@ fn collect<'a>(
     Page {
         items,
         more_after: None,
+        visited,
     }
 }
 
@@ -285,6 +301,32 @@ mod tests {
 
     fn names(p: &Page) -> Vec<&str> {
         p.items.iter().map(Object::name).collect()
+    }
+
+    /// Issue 12: with a namespace index declared before the node index, a selector fixing
+    /// both read the namespace's keys (the first index that matched); the node's are fewer.
+    #[test]
+    fn the_most_selective_index_is_read() {
+        let s = vec![Index::namespace(), Index::field("spec.nodeName")];
+        let mut st = Store::new(&s);
+        for i in 0..100 {
+            let (k, o) = pod("a", &format!("p{i:03}"), &format!("n{}", i % 10), "x");
+            st.upsert(&s, k, o);
+        }
+        let (k, o) = pod("b", "q", "n1", "x");
+        st.upsert(&s, k, o);
+        let both = pred("metadata.namespace=a,spec.nodeName=n1", "");
+        let page = st.page(&s, "/pods/", false, &both, None, None);
+        assert_eq!(page.items.len(), 10);
+        assert_eq!(
+            page.visited, 11,
+            "read the node index (11 keys), not the namespace's (100)"
+        );
+        // A value no object has answers without reading anything.
+        let none = pred("metadata.namespace=a,spec.nodeName=n99", "");
+        let page = st.page(&s, "/pods/", false, &none, None, None);
+        assert!(page.items.is_empty());
+        assert_eq!(page.visited, 0);
     }
 
     #[test]
