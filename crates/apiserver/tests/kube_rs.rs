@@ -175,6 +175,10 @@ async fn watcher_sees_initial_state_then_changes(config: watcher::Config) {
     pods.create(&PostParams::default(), &pod("before"))
         .await
         .unwrap();
+    // kube-rs starts a streaming list at resourceVersion "0" ("any state", which the watch
+    // cache serves at once, as upstream's does, possibly before it applied a write made a
+    // millisecond ago): a consistent list first makes sure the cache has "before".
+    pods.list(&ListParams::default()).await.unwrap();
 
     let mut stream = watcher(pods.clone(), config).boxed();
     let mut seen = Vec::new();
