@@ -153,6 +153,12 @@ pub struct Options {
     /// `--watch-cache=false` serves the backend directly.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub watch_cache: bool,
+    /// When a consistent list waits for a watch cache that does not catch up with the
+    /// backend in time (3 s): read the backend (`true`), or answer 429 with Retry-After: 1
+    /// (`false`, upstream's newer behaviour), so a lagging cache cannot turn into a storm of
+    /// backend lists.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub watch_cache_consistent_read_fallback: bool,
     /// Embedded store: compaction keeps at least this many recent revisions.
     #[arg(long, default_value_t = 10_000, value_parser = flags::count)]
     pub embedded_retain_revisions: u64,
@@ -467,6 +473,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
             let mut config = CacherConfig::new(info.storage_resource.clone())
                 .with_metrics(cacher_metrics.clone());
             config.consistent_reads_from_cache = consistent_reads_from_cache;
+            config.consistent_read_fallback = opts.watch_cache_consistent_read_fallback;
             if let Some(trigger) = &info.trigger_field {
                 config = config.with_trigger(trigger);
             }
