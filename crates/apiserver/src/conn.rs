@@ -22,6 +22,13 @@
 //! A deadline that passes fails the pending read or write with `TimedOut`; hyper then closes
 //! the connection without a response (as Go does for a header timeout).
 //!
+//! On HTTP/2 every stream is a request: the connection is busy while any stream's response
+//! is in progress, and idle from the end of the last one. Bytes that arrive while idle do
+//! not start a head deadline there, because they may be control frames (a PING or its ACK,
+//! WINDOW_UPDATE, SETTINGS) rather than a request: the idle deadline keeps running from the
+//! last stream's end, so a request head trickled on an idle HTTP/2 connection is bounded by
+//! the idle timeout (and, on a new connection, by the read-header timeout from its start).
+//!
 //! Invariants: the per-connection state is touched when a request starts and when its
 //! response ends, never per body frame; the wrapper's timers belong to the connection's own
 //! task, so no lock or shared counter is touched per read, write or watch event.
@@ -64,6 +71,8 @@ pub(crate) struct Activity {
     /// The read that waits without a deadline while a request is in progress: woken when
     /// the request ends, so that it takes up the idle deadline.
     read_waker: AtomicWaker,
+    /// Set once the connection is known to speak HTTP/2 (by ALPN or its first request).
+    http2: AtomicBool,
 }
 
 impl Default for Activity {
@@ -75,6 +84,7 @@ impl Default for Activity {
             respond_by: AtomicU64::new(0),
             epoch: Instant::now(),
             read_waker: AtomicWaker::new(),
+            http2: AtomicBool::new(false),
         }
     }
 }
@@ -95,6 +105,13 @@ impl Activity {
         match self.respond_by.load(Ordering::Acquire) {
             0 => None,
             n => Some(self.epoch + Duration::from_nanos(n - 1)),
+        }
+    }
+
+    /// The connection speaks HTTP/2: bytes read while idle may be control frames.
+    pub(crate) fn set_http2(&self) {
+        if !self.http2.load(Ordering::Relaxed) {
+            self.http2.store(true, Ordering::Release);
         }
     }
 }
@@ -250,7 +267,9 @@ impl<S> TimedIo<S> {
             return;
         }
         self.refresh();
-        if let Phase::Idle(_) = self.phase {
+        if let Phase::Idle(_) = self.phase
+            && !self.activity.http2.load(Ordering::Acquire)
+        {
             self.phase = Phase::Head(Instant::now());
         }
     }
@@ -494,6 +513,32 @@ mod tests {
         let waited = tokio::time::timeout(Duration::from_secs(3600), io.read(&mut buf)).await;
         assert!(waited.is_err());
         client.shutdown().await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn on_http2_bytes_while_idle_keep_the_idle_deadline() {
+        let (mut client, server) = duplex(64);
+        let activity = Arc::new(Activity::default());
+        activity.set_http2();
+        let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
+        // A stream ends: idle from now, 90 s.
+        drop(activity.request_started());
+        let start = Instant::now();
+        tokio::spawn(async move {
+            // A PING at 50 s (17 bytes), then silence.
+            tokio::time::sleep(Duration::from_secs(50)).await;
+            client.write_all(&[0u8; 17]).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            drop(client);
+        });
+        let mut buf = [0u8; 64];
+        assert_eq!(io.read(&mut buf).await.unwrap(), 17);
+        let err = io.read(&mut buf).await.unwrap_err();
+        // Not 50 + 30 (a head deadline from the PING): the idle deadline of 90 s.
+        assert_eq!(
+            (err.kind(), start.elapsed()),
+            (std::io::ErrorKind::TimedOut, Duration::from_secs(90))
+        );
     }
 
     #[tokio::test(start_paused = true)]

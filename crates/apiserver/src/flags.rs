@@ -81,6 +81,12 @@ pub fn bytes_limit(s: &str) -> Result<usize, String> {
     number(s, 0, MAX_BYTES, " (bytes; 0: no limit)")
 }
 
+/// `--http2-max-streams-per-connection`: as upstream, not negative, 0 for the default
+/// (250); at most 2^31 - 1 (what an HTTP/2 SETTINGS value and upstream's int32 hold).
+pub fn http2_max_streams(s: &str) -> Result<u32, String> {
+    number(s, 0, (1 << 31) - 1, " (0: the default, 250)")
+}
+
 /// Any non-negative whole number.
 pub fn count(s: &str) -> Result<u64, String> {
     number(s, 0, u64::MAX, "")
@@ -113,5 +119,10 @@ mod tests {
         assert_eq!(bytes_limit("0"), Ok(0));
         assert_eq!(count("18446744073709551615"), Ok(u64::MAX));
         assert!(count("-1").is_err());
+        assert_eq!(http2_max_streams("0"), Ok(0));
+        assert_eq!(http2_max_streams("250"), Ok(250));
+        for bad in ["-1", "2147483648", "x", ""] {
+            assert!(http2_max_streams(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -142,6 +142,10 @@ pub struct Options {
     /// stopped reading).
     #[arg(long, default_value_t = 60, value_parser = flags::positive_seconds)]
     pub write_stall_timeout: u64,
+    /// Streams a client may have open at once on one HTTP/2 connection; one more is refused
+    /// (upstream's flag; 0 means upstream's default of 250).
+    #[arg(long, default_value_t = 0, value_parser = flags::http2_max_streams)]
+    pub http2_max_streams_per_connection: u32,
     /// TLS handshakes past their ClientHello at once (0: no limit).
     #[arg(long, default_value_t = 128, value_parser = flags::limit)]
     pub max_tls_handshakes: usize,
@@ -605,6 +609,13 @@ impl Options {
             // handler is done, so that a 504 or 408 at the deadline still goes out.
             response_timeout: secs(self.request_timeout),
             tls,
+            http2: serve::Http2Settings {
+                max_streams: match self.http2_max_streams_per_connection {
+                    0 => serve::DEFAULT_HTTP2_MAX_STREAMS,
+                    n => n,
+                },
+                ..serve::Http2Settings::default()
+            },
         })
     }
 }

@@ -1,5 +1,12 @@
 //! The server's accept loop and connections: our own loop on hyper-util's connection
-//! builder (HTTP/1.1), instead of `axum::serve`, so that every connection is bounded.
+//! builder (HTTP/1.1 and HTTP/2), instead of `axum::serve`, so that every connection is
+//! bounded.
+//!
+//! Protocols: over TLS, ALPN offers `h2` and `http/1.1` and the connection is served with
+//! what was negotiated (HTTP/1.1 when the client offered no ALPN protocol but sends an HTTP/1
+//! request, HTTP/2 when it sends the HTTP/2 preface); in plaintext, HTTP/1.1 or h2c with prior
+//! knowledge, told apart by the client's preface. There is no h2c upgrade from HTTP/1.1
+//! (upstream has none either).
 //!
 //! Bounds:
 //! - at most [`ServeConfig::max_connections`] connections are open, TLS handshakes
@@ -18,7 +25,24 @@
 //! - TCP keep-alive on every connection ([`TCP_KEEPALIVE_IDLE`]), as upstream's listener,
 //!   so that half-open connections (the peer vanished) fail and free their slots;
 //! - the request head is bounded by hyper: at most 100 header fields and its read buffer
-//!   (about 400 KiB), else 431.
+//!   (about 400 KiB), else 431; on HTTP/2 the decoded header list by
+//!   [`HTTP2_MAX_HEADER_LIST_BYTES`] (the same size);
+//! - HTTP/2 ([`Http2Settings`]): at most `--http2-max-streams-per-connection` streams open
+//!   at once per connection (upstream's 250 by default); a stream past it is refused with
+//!   RST_STREAM(REFUSED_STREAM) before it reaches the service. Every stream is a request, so
+//!   it goes through the same flow control, in-flight and watch limits as an HTTP/1.1
+//!   request of the same client. Receive windows as upstream: [`HTTP2_STREAM_WINDOW`] per
+//!   stream, that times the stream cap for the connection, so a stream whose body is not
+//!   being read never blocks another's; at most that much of a client's request bodies is
+//!   buffered per connection. Send side: a watch stream whose client stops granting window
+//!   waits (its watcher's buffer fills and the cacher treats it as any slow watcher)
+//!   while the connection's other streams go on; hyper buffers at most 400 KiB per stream. A
+//!   client that opens and resets streams faster than they are served is cut after
+//!   [`HTTP2_MAX_PENDING_RESETS`] pending resets (the "rapid reset" attack). A PING goes
+//!   out after [`Http2Settings::keep_alive_interval`] without a frame from the client, and
+//!   the connection closes when its ACK does not come within
+//!   [`Http2Settings::keep_alive_timeout`]: a vanished peer is found within a minute,
+//!   whatever its streams are doing.
 //!
 //! Every request carries `ConnectInfo<SocketAddr>` (the peer address, axum's extractor),
 //! `ConnectInfo<Peer>` (the address and, over TLS, the client's certificate chain, which the
@@ -30,10 +54,6 @@
 //! busy one finishes its response (watches end through the API's own shutdown) before
 //! [`serve`] returns.
 //!
-//! HTTP/2 later: enable hyper-util's `http2` feature (the builder then tells the protocols
-//! apart by the client preface) and add `h2` to the TLS ALPN list; the read-header and idle
-//! deadlines of `conn.rs` follow requests, not HTTP/1 framing, so they carry over.
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -42,9 +62,9 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
-use axum::http::{Request, Response, StatusCode};
+use axum::http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use listwatch_endpoints::{ClientKey, LongRunning, ShutdownHandle};
 use prometheus_client::metrics::counter::Counter;
@@ -77,6 +97,78 @@ pub struct ServeConfig {
     pub response_timeout: Duration,
     /// HTTPS, when set.
     pub tls: Option<TlsSettings>,
+    /// HTTP/2's limits.
+    pub http2: Http2Settings,
+}
+
+/// HTTP/2's per-connection limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Http2Settings {
+    /// Streams a client may have open at once on one connection (advertised in SETTINGS;
+    /// one more is refused with REFUSED_STREAM).
+    pub max_streams: u32,
+    /// Silence from the client after which the server sends a PING.
+    pub keep_alive_interval: Duration,
+    /// How long the PING's ACK may take before the connection is closed.
+    pub keep_alive_timeout: Duration,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Self {
+            max_streams: DEFAULT_HTTP2_MAX_STREAMS,
+            keep_alive_interval: Duration::from_secs(30),
+            keep_alive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Upstream's streams per HTTP/2 connection (`--http2-max-streams-per-connection` 0 means
+/// this, as upstream's 0 means Go's default of 250).
+pub const DEFAULT_HTTP2_MAX_STREAMS: u32 = 250;
+
+/// Receive window of one HTTP/2 stream: upstream's 256 KiB (its 99th percentile of
+/// resource bodies), so that most request bodies arrive without a WINDOW_UPDATE.
+pub const HTTP2_STREAM_WINDOW: u32 = 256 * 1024;
+
+/// The largest HTTP/2 window (2^31 - 1).
+const HTTP2_MAX_WINDOW: u32 = (1 << 31) - 1;
+
+/// Largest decoded header list of an HTTP/2 request: the size of hyper's HTTP/1 read
+/// buffer, so that a request valid on one protocol is valid on the other.
+pub const HTTP2_MAX_HEADER_LIST_BYTES: u32 = 8192 + 4096 * 100;
+
+/// Streams reset by the client before the server accepted them that a connection may have
+/// pending; past it the connection closes (hyper's and the h2 crate's default).
+pub const HTTP2_MAX_PENDING_RESETS: usize = 20;
+
+/// The receive window of a whole connection: the stream window times the stream cap, as
+/// upstream, so that the streams cannot use up the connection's window between them.
+pub fn http2_connection_window(max_streams: u32) -> u32 {
+    HTTP2_STREAM_WINDOW
+        .saturating_mul(max_streams.max(1))
+        .min(HTTP2_MAX_WINDOW)
+}
+
+/// The connection builder for a connection whose ALPN negotiation gave `alpn` (`None`:
+/// plaintext, or TLS without ALPN: the preface decides).
+fn builder(h2: &Http2Settings, alpn: Option<&[u8]>) -> auto::Builder<TokioExecutor> {
+    let mut b = auto::Builder::new(TokioExecutor::new());
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(h2.max_streams)
+        .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+        .initial_connection_window_size(http2_connection_window(h2.max_streams))
+        .adaptive_window(false)
+        .keep_alive_interval(h2.keep_alive_interval)
+        .keep_alive_timeout(h2.keep_alive_timeout)
+        .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
+        .max_header_list_size(HTTP2_MAX_HEADER_LIST_BYTES);
+    match alpn {
+        Some(b"h2") => b.http2_only(),
+        Some(_) => b.http1_only(),
+        None => b,
+    }
 }
 
 /// HTTPS and its handshake bounds.
@@ -100,6 +192,8 @@ pub struct ConnMetrics {
     pub(crate) handshakes: Gauge,
     pub(crate) handshakes_waiting: Gauge,
     pub(crate) handshake_failures: Counter,
+    requests_http1: Counter,
+    requests_http2: Counter,
 }
 
 impl std::fmt::Debug for ConnMetrics {
@@ -111,6 +205,9 @@ impl std::fmt::Debug for ConnMetrics {
 impl ConnMetrics {
     /// Creates the metrics and registers them.
     pub fn register(registry: &mut Registry) -> Self {
+        // The family shares the two counters, so that a request increments its counter
+        // without taking the family's lock.
+        let by_protocol = Family::<Vec<(&'static str, &'static str)>, Counter>::default();
         let m = Self {
             open: Gauge::default(),
             rejected: Counter::default(),
@@ -118,7 +215,14 @@ impl ConnMetrics {
             handshakes: Gauge::default(),
             handshakes_waiting: Gauge::default(),
             handshake_failures: Counter::default(),
+            requests_http1: by_protocol.get_or_create_owned(&vec![("protocol", "HTTP/1.1")]),
+            requests_http2: by_protocol.get_or_create_owned(&vec![("protocol", "HTTP/2")]),
         };
+        registry.register(
+            "apiserver_requests_by_protocol",
+            "Requests by HTTP version (HTTP/1.1, HTTP/2: one per stream)",
+            by_protocol,
+        );
         registry.register(
             "apiserver_open_connections",
             "Connections open, TLS handshakes included",
@@ -235,6 +339,7 @@ pub async fn serve(
             router: router.clone(),
             timeouts,
             response_timeout,
+            http2: config.http2,
             shutdown: shutdown.clone(),
             metrics: metrics.clone(),
         };
@@ -250,7 +355,7 @@ pub async fn serve(
                         addr: peer,
                         certs: None,
                     };
-                    task.serve(stream, peer).await;
+                    task.serve(stream, peer, None).await;
                 }
                 Some(h) => {
                     let tls = tokio::select! {
@@ -266,7 +371,9 @@ pub async fn serve(
                             .peer_certificates()
                             .filter(|c| !c.is_empty())
                             .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
-                        task.serve(tls, Peer { addr: peer, certs }).await;
+                        let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                        task.serve(tls, Peer { addr: peer, certs }, alpn.as_deref())
+                            .await;
                     }
                 }
             }
@@ -321,17 +428,22 @@ struct Connection {
     router: Router,
     timeouts: Timeouts,
     response_timeout: Duration,
+    http2: Http2Settings,
     shutdown: ShutdownHandle,
     metrics: ConnMetrics,
 }
 
 impl Connection {
-    /// Serves HTTP on `io` until the peer leaves, a deadline passes, or shutdown completes.
-    async fn serve<S>(self, io: S, client: Peer)
+    /// Serves HTTP on `io` until the peer leaves, a deadline passes, or shutdown completes;
+    /// `alpn` is the protocol TLS negotiated.
+    async fn serve<S>(self, io: S, client: Peer, alpn: Option<&[u8]>)
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let activity = Arc::new(Activity::default());
+        if alpn == Some(b"h2") {
+            activity.set_http2();
+        }
         let io = TimedIo::new(
             io,
             Arc::clone(&activity),
@@ -340,9 +452,16 @@ impl Connection {
         );
         let (peer, router, response_timeout) = (self.peer, self.router, self.response_timeout);
         let key = ClientKey::address(peer.ip());
+        let metrics = self.metrics.clone();
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             // Counted from the moment hyper hands over the head, so the connection is busy.
             let guard = activity.request_started();
+            if req.version() == Version::HTTP_2 {
+                activity.set_http2();
+                metrics.requests_http2.inc();
+            } else {
+                metrics.requests_http1.inc();
+            }
             req.extensions_mut().insert(ConnectInfo(peer));
             req.extensions_mut().insert(ConnectInfo(client.clone()));
             req.extensions_mut().insert(key.clone());
@@ -361,7 +480,7 @@ impl Connection {
                 Ok::<Response<TrackedBody>, Infallible>(resp.map(|b| TrackedBody::new(b, guard)))
             }
         });
-        let builder = auto::Builder::new(TokioExecutor::new());
+        let builder = builder(&self.http2, alpn);
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
         tokio::pin!(conn);
         let stop = self.shutdown.wait();
@@ -401,6 +520,7 @@ mod tests {
             write_stall_timeout: Duration::from_secs(60),
             response_timeout: Duration::from_secs(60),
             tls: None,
+            http2: Http2Settings::default(),
         }
     }
 

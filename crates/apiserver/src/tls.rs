@@ -79,7 +79,8 @@ pub fn server_config(
         None => builder.with_no_client_auth(),
     };
     let mut config = builder.with_single_cert(certs, key)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/2 first, as upstream; the connection is served with what was negotiated.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 

@@ -56,6 +56,8 @@ fn every_bad_numeric_flag_is_a_usage_error_naming_the_flag() {
         ("--max-queued-requests-per-client", "0"),
         ("--max-buffered-request-bytes", "-1"),
         ("--max-connections", "2147483648"),
+        ("--http2-max-streams-per-connection", "-1"),
+        ("--http2-max-streams-per-connection", "2147483648"),
         ("--read-header-timeout", "0"),
         ("--idle-connection-timeout", "0"),
         ("--write-stall-timeout", "0"),
