@@ -17,7 +17,12 @@
 //! - **sending a response** that is not long-running (not a watch, not an upgrade): it must
 //!   be written out within the response timeout of its start, however slowly the peer
 //!   keeps reading — else a client reading a large response a few bytes at a time would
-//!   hold its memory for ever. The deadline ends once the last byte is flushed.
+//!   hold its memory for ever. The deadline ends once the last byte is flushed. On HTTP/2
+//!   each such stream has its own deadline, ending when its body has been handed to hyper
+//!   (whose send buffer per stream is bounded); the connection's deadline is the earliest
+//!   of them, so a watch sharing the connection gets none, and a stream whose client grants
+//!   no flow-control window is found by the read side's timer (no write may be pending):
+//!   the connection is closed, its other streams with it, as on HTTP/1.1.
 //!
 //! A deadline that passes fails the pending read or write with `TimedOut`; hyper then closes
 //! the connection without a response (as Go does for a header timeout).
@@ -33,9 +38,10 @@
 //! response ends, never per body frame; the wrapper's timers belong to the connection's own
 //! task, so no lock or shared counter is touched per read, write or watch event.
 
+use std::collections::BTreeSet;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -65,8 +71,13 @@ pub(crate) struct Activity {
     /// Set once the connection was upgraded (a websocket).
     upgraded: AtomicBool,
     /// When the response being sent must be written out by: nanoseconds after `epoch`,
-    /// plus one; 0 for none (no response, or a long-running one).
+    /// plus one; 0 for none (no response, or a long-running one). On HTTP/2 the earliest
+    /// of `stream_deadlines`.
     respond_by: AtomicU64,
+    /// HTTP/2: the deadlines (encoded as `respond_by`, and a stream number) of the
+    /// responses not yet handed over; touched when a response starts and ends.
+    stream_deadlines: Mutex<BTreeSet<(u64, u64)>>,
+    next_stream: AtomicU64,
     epoch: Instant,
     /// The read that waits without a deadline while a request is in progress: woken when
     /// the request ends, so that it takes up the idle deadline.
@@ -82,6 +93,8 @@ impl Default for Activity {
             finished: AtomicU64::new(0),
             upgraded: AtomicBool::new(false),
             respond_by: AtomicU64::new(0),
+            stream_deadlines: Mutex::default(),
+            next_stream: AtomicU64::new(0),
             epoch: Instant::now(),
             read_waker: AtomicWaker::new(),
             http2: AtomicBool::new(false),
@@ -92,9 +105,36 @@ impl Default for Activity {
 impl Activity {
     /// A request starts; the guard ends it when dropped (with the response body).
     pub(crate) fn request_started(self: &Arc<Self>) -> RequestGuard {
-        self.respond_by.store(0, Ordering::Release);
+        if !self.http2.load(Ordering::Acquire) {
+            self.respond_by.store(0, Ordering::Release);
+        }
         self.active.fetch_add(1, Ordering::AcqRel);
-        RequestGuard(Arc::clone(self))
+        RequestGuard {
+            activity: Arc::clone(self),
+            stream_deadline: None,
+        }
+    }
+
+    fn encode(&self, deadline: Instant) -> u64 {
+        u64::try_from(deadline.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+
+    /// HTTP/2: adds or removes a stream's deadline and publishes the earliest.
+    fn stream_deadline(&self, add: Option<(u64, u64)>, remove: Option<(u64, u64)>) {
+        let mut set = self
+            .stream_deadlines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(k) = remove {
+            set.remove(&k);
+        }
+        if let Some(k) = add {
+            set.insert(k);
+        }
+        let earliest = set.first().map_or(0, |&(d, _)| d);
+        self.respond_by.store(earliest, Ordering::Release);
     }
 
     /// The deadline of the response being sent, if it has one.
@@ -118,38 +158,61 @@ impl Activity {
 
 /// Ends its request when dropped.
 #[derive(Debug)]
-pub(crate) struct RequestGuard(Arc<Activity>);
+pub(crate) struct RequestGuard {
+    activity: Arc<Activity>,
+    /// HTTP/2: this stream's entry in `stream_deadlines`.
+    stream_deadline: Option<(u64, u64)>,
+}
 
 impl RequestGuard {
     /// The response switches protocols: the connection leaves the HTTP read deadlines.
     pub(crate) fn upgraded(&self) {
-        self.0.upgraded.store(true, Ordering::Release);
+        self.activity.upgraded.store(true, Ordering::Release);
     }
 
     /// The response (not a long-running one) must be written out by `deadline`.
-    pub(crate) fn respond_by(&self, deadline: Instant) {
-        let a = &self.0;
-        let nanos = u64::try_from(deadline.saturating_duration_since(a.epoch).as_nanos())
-            .unwrap_or(u64::MAX - 1);
-        a.respond_by
-            .store(nanos.saturating_add(1), Ordering::Release);
+    pub(crate) fn respond_by(&mut self, deadline: Instant) {
+        let a = &self.activity;
+        let encoded = a.encode(deadline);
+        if a.http2.load(Ordering::Acquire) {
+            let key = (encoded, a.next_stream.fetch_add(1, Ordering::Relaxed));
+            a.stream_deadline(Some(key), self.stream_deadline.take());
+            self.stream_deadline = Some(key);
+            // The read side's timer enforces it while no write is pending.
+            a.read_waker.wake();
+        } else {
+            a.respond_by.store(encoded, Ordering::Release);
+        }
     }
 }
 
 impl Drop for RequestGuard {
     fn drop(&mut self) {
+        let a = &self.activity;
+        if let Some(key) = self.stream_deadline.take() {
+            a.stream_deadline(None, Some(key));
+        }
         // `finished` first: whoever sees `active` drop also sees the new idle period.
-        self.0.finished.fetch_add(1, Ordering::AcqRel);
-        self.0.active.fetch_sub(1, Ordering::AcqRel);
+        a.finished.fetch_add(1, Ordering::AcqRel);
+        a.active.fetch_sub(1, Ordering::AcqRel);
         // A read parked without a deadline (the connection was busy) must now get one.
-        self.0.read_waker.wake();
+        a.read_waker.wake();
     }
 }
+
+/// Largest piece an HTTP/2 response with a deadline is handed to hyper in. Hyper hands a
+/// piece to h2 only once the stream has send capacity, and h2 queues the whole piece: in
+/// pieces, the body (and its deadline) lives until all but the last piece has left, so a
+/// client that grants no window holds at most about this much in h2's queue once the
+/// deadline is gone, and the rest of the response only until its deadline.
+pub(crate) const HTTP2_RESPONSE_PIECE: usize = 64 * 1024;
 
 /// A response body that ends its request when it ends or is dropped.
 pub(crate) struct TrackedBody {
     inner: Body,
     guard: Option<RequestGuard>,
+    /// HTTP/2 with a deadline: what is left of a data frame cut into pieces.
+    rest: bytes::Bytes,
 }
 
 impl TrackedBody {
@@ -157,7 +220,14 @@ impl TrackedBody {
         Self {
             inner,
             guard: Some(guard),
+            rest: bytes::Bytes::new(),
         }
+    }
+
+    fn in_pieces(&self) -> bool {
+        self.guard
+            .as_ref()
+            .is_some_and(|g| g.stream_deadline.is_some())
     }
 }
 
@@ -169,20 +239,43 @@ impl hyper::body::Body for TrackedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if let Poll::Ready(None | Some(Err(_))) = polled {
-            // The last frame is out: the connection may go idle before hyper drops us.
-            self.guard = None;
+        if !self.rest.is_empty() {
+            let n = self.rest.len().min(HTTP2_RESPONSE_PIECE);
+            let piece = self.rest.split_to(n);
+            return Poll::Ready(Some(Ok(Frame::data(piece))));
         }
-        polled
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match polled {
+            Poll::Ready(None | Some(Err(_))) => {
+                // The last frame is out: the connection may go idle before hyper drops us.
+                self.guard = None;
+                polled
+            }
+            Poll::Ready(Some(Ok(frame))) if self.in_pieces() => match frame.into_data() {
+                Ok(mut data) if data.len() > HTTP2_RESPONSE_PIECE => {
+                    self.rest = data.split_off(HTTP2_RESPONSE_PIECE);
+                    Poll::Ready(Some(Ok(Frame::data(data))))
+                }
+                Ok(data) => Poll::Ready(Some(Ok(Frame::data(data)))),
+                Err(frame) => Poll::Ready(Some(Ok(frame))),
+            },
+            other => other,
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.rest.is_empty() && self.inner.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        let inner = self.inner.size_hint();
+        let rest = self.rest.len() as u64;
+        let mut hint = SizeHint::new();
+        hint.set_lower(inner.lower().saturating_add(rest));
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper.saturating_add(rest));
+        }
+        hint
     }
 }
 
@@ -253,12 +346,24 @@ impl<S> TimedIo<S> {
             return None;
         }
         self.refresh();
-        match self.phase {
+        let phase = match self.phase {
             Phase::First(since) | Phase::Head(since) => {
                 Some((since + self.timeouts.read_header, "read_header"))
             }
             Phase::Idle(since) => Some((since + self.timeouts.idle, "idle")),
             Phase::Busy => None,
+        };
+        // HTTP/2: a stream's response deadline, which no pending write may be there to see.
+        let response = self
+            .activity
+            .http2
+            .load(Ordering::Acquire)
+            .then(|| self.activity.respond_by())
+            .flatten()
+            .map(|by| (by, "response"));
+        match (phase, response) {
+            (Some(p), Some(r)) => Some(if r.0 < p.0 { r } else { p }),
+            (p, r) => p.or(r),
         }
     }
 
@@ -407,6 +512,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for TimedIo<S> {
         let r = Pin::new(&mut this.inner).poll_flush(cx);
         if let Poll::Ready(Ok(())) = r
             && this.activity.active.load(Ordering::Acquire) == 0
+            && !this.activity.http2.load(Ordering::Acquire)
         {
             // Everything hyper queued is out (it flushes the stream only with its own
             // buffer empty) and the response has ended: its deadline is over.
@@ -570,7 +676,7 @@ mod tests {
         let (mut client, server) = duplex(16);
         let activity = Arc::new(Activity::default());
         let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
-        let guard = activity.request_started();
+        let mut guard = activity.request_started();
         let start = Instant::now();
         guard.respond_by(start + Duration::from_secs(100));
         let reader = tokio::spawn(async move {
@@ -594,7 +700,7 @@ mod tests {
         let (mut client, server) = duplex(1024);
         let activity = Arc::new(Activity::default());
         let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
-        let guard = activity.request_started();
+        let mut guard = activity.request_started();
         guard.respond_by(Instant::now() + Duration::from_secs(10));
         io.write_all(b"answer").await.unwrap();
         drop(guard);
@@ -610,7 +716,7 @@ mod tests {
         let (_client, server) = duplex(1024);
         let activity = Arc::new(Activity::default());
         let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
-        let guard = activity.request_started();
+        let mut guard = activity.request_started();
         guard.respond_by(Instant::now() + Duration::from_secs(10));
         guard.upgraded();
         tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -655,7 +761,7 @@ mod tests {
         let (mut client, server) = duplex(1024);
         let activity = Arc::new(Activity::default());
         let mut io = TimedIo::new(server, Arc::clone(&activity), timeouts(), metrics());
-        let guard = activity.request_started();
+        let mut guard = activity.request_started();
         guard.respond_by(Instant::now() + Duration::from_secs(10));
         // The last flush comes while the response has not ended yet, so the deadline stays.
         io.write_all(b"answer").await.unwrap();

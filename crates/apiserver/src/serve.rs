@@ -454,14 +454,14 @@ impl Connection {
         let key = ClientKey::address(peer.ip());
         let metrics = self.metrics.clone();
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
-            // Counted from the moment hyper hands over the head, so the connection is busy.
-            let guard = activity.request_started();
             if req.version() == Version::HTTP_2 {
                 activity.set_http2();
                 metrics.requests_http2.inc();
             } else {
                 metrics.requests_http1.inc();
             }
+            // Counted from the moment hyper hands over the head, so the connection is busy.
+            let mut guard = activity.request_started();
             req.extensions_mut().insert(ConnectInfo(peer));
             req.extensions_mut().insert(ConnectInfo(client.clone()));
             req.extensions_mut().insert(key.clone());

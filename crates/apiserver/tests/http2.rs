@@ -568,3 +568,63 @@ async fn streams_count_toward_the_clients_watch_limit() {
     let resp = tokio::time::timeout(PATIENCE, resp).await.unwrap().unwrap();
     assert_eq!(resp.status(), 429);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_outlives_the_response_deadline_of_a_list_on_its_connection() {
+    // The response deadline (--request-timeout) is per stream on HTTP/2: a list answered
+    // on the connection does not put a deadline on the watch that shares it.
+    let server = Server::start(&["--request-timeout", "2"]);
+    let addr = server.addr.clone();
+    let mut client = h2_client(&addr, 1 << 20).await;
+    let mut watch = get(
+        &mut client,
+        &addr,
+        "/api/v1/namespaces/default/configmaps?watch=1",
+    )
+    .await;
+    let mut list = get(&mut client, &addr, "/api/v1/namespaces").await;
+    while let Some(chunk) = tokio::time::timeout(PATIENCE, list.data()).await.unwrap() {
+        chunk.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let a = addr.clone();
+    tokio::task::spawn_blocking(move || create_configmaps(&a, "late", 1, 10))
+        .await
+        .unwrap();
+    let mut pending = Vec::new();
+    let events = read_events(&mut watch, &mut pending, 1).await;
+    assert_eq!(events[0]["object"]["metadata"]["name"], "late-0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_the_client_does_not_take_is_cut_at_its_deadline() {
+    // A client that grants no window for a list response holds it at most --request-timeout:
+    // then the connection is closed, as on HTTP/1.1.
+    let server = Server::start(&["--request-timeout", "2"]);
+    let addr = server.addr.clone();
+    create_configmaps(&addr, "big", 8, 64 * 1024);
+    let mut client = h2_client(&addr, 16 * 1024).await;
+    let started = Instant::now();
+    let mut list = get(&mut client, &addr, "/api/v1/namespaces/default/configmaps").await;
+    // Take the first window's worth, never release it.
+    let first = tokio::time::timeout(PATIENCE, list.data()).await.unwrap();
+    assert!(first.is_some());
+    let end = loop {
+        match tokio::time::timeout(PATIENCE, list.data()).await.unwrap() {
+            Some(Ok(_)) => {}
+            other => break other,
+        }
+    };
+    assert!(matches!(end, Some(Err(_))), "the response was cut: {end:?}");
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    let a = addr.clone();
+    let timeouts = tokio::task::spawn_blocking(move || {
+        metric(
+            &a,
+            "apiserver_connection_timeouts_total{phase=\"response\"}",
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(timeouts, 1.0);
+}
