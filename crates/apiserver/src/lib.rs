@@ -173,6 +173,16 @@ pub struct Options {
     /// (default: 1/16 of the machine's memory).
     #[arg(long, value_parser = flags::count)]
     pub embedded_retain_bytes: Option<u64>,
+    /// Embedded store: the largest object it stores, in bytes of JSON (0: no limit); larger
+    /// writes are 413. Default: etcd's default `--max-request-bytes` (1.5 MiB), so what this
+    /// store accepts a default etcd accepts too.
+    #[arg(long, default_value_t = listwatch_storage::DEFAULT_MAX_OBJECT_BYTES, value_parser = flags::bytes_limit)]
+    pub embedded_max_object_bytes: usize,
+    /// etcd backend: the etcd servers' `--max-request-bytes` (default etcd's own, 1.5 MiB);
+    /// an object that would not fit a request of this size with its key is refused with 413
+    /// before it is sent, instead of etcd's "request is too large".
+    #[arg(long, default_value_t = listwatch_storage::DEFAULT_MAX_OBJECT_BYTES, value_parser = flags::positive_count)]
+    pub etcd_max_request_bytes: usize,
     /// Embedded store: keep the data in this directory (a write-ahead log and snapshots),
     /// so that it survives restarts; without it the data lives in memory only.
     #[arg(long)]
@@ -245,6 +255,7 @@ pub(crate) enum Backends {
     Etcd {
         client: EtcdClient,
         prefix: String,
+        max_request_bytes: usize,
         _compactor: Compactor,
     },
 }
@@ -261,6 +272,8 @@ impl Backends {
                         .unwrap_or_else(default_retain_bytes),
                     // A short history is also looked at often, so it stays short.
                     compaction_check_every: opts.embedded_retain_revisions.clamp(1, 1024),
+                    max_object_bytes: (opts.embedded_max_object_bytes > 0)
+                        .then_some(opts.embedded_max_object_bytes),
                     ..MemStoreConfig::default()
                 };
                 let store = match &opts.data_dir {
@@ -288,6 +301,7 @@ impl Backends {
                 Ok(Backends::Etcd {
                     client,
                     prefix: opts.etcd_prefix.clone(),
+                    max_request_bytes: opts.etcd_max_request_bytes,
                     _compactor: compactor,
                 })
             }
@@ -297,11 +311,19 @@ impl Backends {
     fn storage_for(&self, info: &ResourceInfo) -> Arc<dyn Storage> {
         match self {
             Backends::Embedded(m) => Arc::new(m.clone()),
-            Backends::Etcd { client, prefix, .. } => Arc::new(EtcdStore::new(
-                client.clone(),
-                prefix.clone(),
-                info.selectable_fields.clone(),
-            )),
+            Backends::Etcd {
+                client,
+                prefix,
+                max_request_bytes,
+                ..
+            } => Arc::new(
+                EtcdStore::new(
+                    client.clone(),
+                    prefix.clone(),
+                    info.selectable_fields.clone(),
+                )
+                .with_max_request_bytes(*max_request_bytes),
+            ),
         }
     }
 }

@@ -333,3 +333,28 @@ async fn a_server_started_before_etcd_waits_for_it_and_becomes_ready() {
     .unwrap();
     drop(etcd);
 }
+
+/// `--etcd-max-request-bytes` tells the adapter the etcd servers' request limit: an object
+/// that would not fit is refused with 413 before it is sent (etcd itself would take it here:
+/// the test's etcd runs with its default 1.5 MiB limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn the_etcd_request_limit_is_a_flag() {
+    let etcd = EtcdServer::start().await.expect("etcd");
+    let server = start_on(&etcd, &["--etcd-max-request-bytes", "16384"]);
+    let addr = server.addr.clone();
+    tokio::task::spawn_blocking(move || {
+        let cms = "/api/v1/namespaces/default/configmaps";
+        let cm = |name: &str, bytes: usize| {
+            json!({"metadata": {"name": name}, "data": {"k": "x".repeat(bytes)}}).to_string()
+        };
+        let r = http(&addr, "POST", cms, &[JSON], cm("small", 4096).as_bytes());
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let r = http(&addr, "POST", cms, &[JSON], cm("big", 20_000).as_bytes());
+        assert_eq!(r.status, 413, "{}", String::from_utf8_lossy(&r.body));
+        let r = http(&addr, "GET", &format!("{cms}/big"), &[], b"");
+        assert_eq!(r.status, 404, "nothing was written");
+    })
+    .await
+    .unwrap();
+}

@@ -66,6 +66,8 @@ fn every_bad_numeric_flag_is_a_usage_error_naming_the_flag() {
         ("--embedded-retain-revisions", "-1"),
         ("--embedded-retain-window", "1e9"),
         ("--embedded-retain-bytes", "-1"),
+        ("--embedded-max-object-bytes", "-1"),
+        ("--etcd-max-request-bytes", "0"),
         ("--audit-log-maxsize", "-1"),
         ("--audit-log-maxbackup", "many"),
         ("--bind", "127.0.0.1:99999"),
@@ -111,4 +113,34 @@ fn zero_means_no_limit_for_the_limit_flags() {
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let (_watch, code) = open_stream(&server.addr, "/api/v1/namespaces?watch=1");
     assert_eq!(code, 200);
+}
+
+/// A ConfigMap whose `data` holds `bytes` bytes.
+fn configmap(name: &str, bytes: usize) -> Vec<u8> {
+    serde_json::json!({"metadata": {"name": name}, "data": {"k": "x".repeat(bytes)}})
+        .to_string()
+        .into_bytes()
+}
+
+#[test]
+fn the_embedded_object_limit_is_a_flag_and_zero_lifts_it() {
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let ct = [("Content-Type", "application/json")];
+    let server = Server::start(&["--embedded-max-object-bytes", "8192"]);
+    let r = http(&server.addr, "POST", cms, &ct, &configmap("small", 4096));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = http(&server.addr, "POST", cms, &ct, &configmap("big", 10_000));
+    assert_eq!(r.status, 413, "{}", String::from_utf8_lossy(&r.body));
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("8192"),
+        "the Status names the limit: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let r = http(&server.addr, "GET", &format!("{cms}/big"), &[], b"");
+    assert_eq!(r.status, 404, "nothing was written");
+
+    // 0: no storage limit; the request body limit (3 MiB) still holds.
+    let server = Server::start(&["--embedded-max-object-bytes", "0"]);
+    let r = http(&server.addr, "POST", cms, &ct, &configmap("big", 2 << 20));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
 }
