@@ -120,7 +120,9 @@ pub(crate) async fn start(store: &EtcdStore, spec: WatchSpec) -> Result<WatchStr
     };
     // etcd lets a watch start at the compaction revision itself, but the previous values its
     // events need (prev_kv) are gone then: a watch from RV n needs the history at n, so a
-    // compacted n is Expired, as everywhere else.
+    // compacted n is Expired, as everywhere else. Like upstream's etcd3 watcher (and like a
+    // compaction etcd reports on the stream), it is the stream's one ERROR event, not a
+    // failure of the call.
     if !initial && rv > 0 {
         // Compaction is global, so one key is enough to ask about a revision (a range over
         // the collection would make etcd 3.4 walk its whole index).
@@ -134,10 +136,11 @@ pub(crate) async fn start(store: &EtcdStore, spec: WatchSpec) -> Result<WatchStr
         match store.range(probe).await {
             Ok(_) | Err(Failure::FutureRevision) => {}
             Err(Failure::Compacted) => {
-                return Err(Error::Expired {
+                let e = Error::Expired {
                     message: format!("too old resource version: {rv} (compacted)"),
                     continue_token: None,
-                });
+                };
+                return Ok(futures::stream::once(async move { WatchEvent::Error(e) }).boxed());
             }
             Err(f) => return Err(f.into_error(rv)),
         }

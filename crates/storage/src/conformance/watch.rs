@@ -966,11 +966,19 @@ pub async fn watch_bookmarks_carry_monotonic_revisions<H: Harness>(h: &H) -> Ver
 }
 
 /// After an ERROR event nothing follows: the stream ends, even when matching writes come.
+///
+/// Two ways lead to an in-stream ERROR, and every backend must take at least one of them:
+/// a watch from a compacted revision (etcd and the embedded store accept it and report
+/// Expired in the stream; a cache may refuse it up front instead), and a watcher that stops
+/// reading while the history it still needs is compacted away (a cache detaches such a
+/// watcher, and its resume past the compaction is Expired; a backend that buffers the whole
+/// backlog delivers every event instead).
 pub async fn watch_nothing_after_error_event<H: Harness>(h: &H) -> Verdict {
     if let Some(v) = gate(h, "watch_nothing_after_error_event") {
         return v;
     }
     let s = h.new_store().await;
+    let mut errors_in_stream = 0;
     let foo_pod = Pod::new("test", "foo");
     let created = create(&s, &foo_pod).await;
     let last = update(&s, &foo_pod.key(), |o| with_label(o, "v", "2")).await;
@@ -989,8 +997,59 @@ pub async fn watch_nothing_after_error_event<H: Harness>(h: &H) -> Verdict {
     let _ = update(&s, &foo_pod.key(), |o| with_label(o, "v", "3")).await;
     if let Some(mut w) = ws {
         expect_end(&mut w, "after the error event").await;
-    } else {
-        tracing::info!("the backend reported Expired as the watch result; no stream to check");
+        errors_in_stream += 1;
     }
+
+    // A watcher that reads nothing while its backlog grows, then loses it to compaction.
+    const BEHIND: usize = 64;
+    let node = "stalled-node";
+    let from = current(&s).await;
+    let opts = ListOptions {
+        resource_version: Some(from),
+        recursive: true,
+        predicate: pred("", &format!("spec.nodeName={node}")),
+        ..ListOptions::default()
+    };
+    let mut w = watch(&s, &key, &opts).await;
+    let mut written = Vec::with_capacity(BEHIND);
+    for i in 0..BEHIND {
+        written.push(create(&s, &Pod::new("test", &format!("stalled-{i}")).node(node)).await);
+    }
+    let newest = written.last().map_or(from, Object::resource_version);
+    h.compact(&s, newest).await.expect("compact");
+    // A write on another node, seen by a watch from after the compaction: whoever hands
+    // events to watchers (a cache's dispatcher) has dealt with the whole backlog by then.
+    let mut probe = watch(&s, &key, &{
+        let mut o = opts.clone();
+        o.resource_version = Some(newest);
+        o.predicate = pred("", "spec.nodeName=probe-node");
+        o
+    })
+    .await;
+    let probed = create(&s, &Pod::new("test", "probe").node("probe-node")).await;
+    expect_events(&mut probe, &[Expect::Added(probed)], "probe watch").await;
+    let mut got = 0;
+    while got < BEHIND {
+        let ctx = format!("stalled watch after {got} of {BEHIND} events");
+        match next_event(&mut w, &ctx).await {
+            WatchEvent::Added(o) => {
+                assert_same(&o, &written[got], &ctx);
+                got += 1;
+            }
+            WatchEvent::Error(e) => {
+                assert!(e.is_expired(), "{ctx}: expected Expired, got {e:?}");
+                let _ = create(&s, &Pod::new("test", "late").node(node)).await;
+                expect_end(&mut w, "after the stalled watch's error event").await;
+                errors_in_stream += 1;
+                break;
+            }
+            other => panic!("{ctx}: unexpected {}", describe(&other)),
+        }
+    }
+    assert!(
+        errors_in_stream > 0,
+        "the backend refused the compacted watch up front and delivered the stalled \
+         watcher's whole compacted backlog: no in-stream ERROR event to check"
+    );
     Verdict::Passed
 }
