@@ -255,3 +255,59 @@ async fn informer_handlers_see_a_node_scoped_selection_change() {
     assert_eq!(got, want, "only pods on n1 reach the handler, in order");
     assert_eq!(informer.store().len(), 1);
 }
+
+/// `metadata_only`: the list and the watch answer `PartialObjectMetadata` (no spec), and a
+/// label change made while watching reaches the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_only_reflector_holds_partial_object_metadata() {
+    let server = Server::start(&[]);
+    setup(&server).await;
+    for i in 0..3 {
+        create_pod(&server, &format!("m{i}"), "n1").await;
+    }
+    let writer = Writer::default();
+    let store = writer.store();
+    let lw = lister(&server, "/api/v1/namespaces/lw/pods").metadata_only();
+    let driver = tokio::spawn(
+        reflector(writer, watcher(lw, Config::default().page_size(2))).for_each(|_| async {}),
+    );
+    tokio::time::timeout(PATIENCE, store.wait_until_synced())
+        .await
+        .unwrap()
+        .unwrap();
+    converges(&store, &server).await;
+    // Listed objects: metadata only.
+    for o in store.list() {
+        let v = o.to_value().unwrap();
+        assert_eq!(v["kind"], "PartialObjectMetadata", "{v}");
+        assert_eq!(v["apiVersion"], "meta.k8s.io/v1", "{v}");
+        assert!(v.get("spec").is_none() && v.get("status").is_none(), "{v}");
+    }
+    // Watched: a new pod and a label change.
+    create_pod(&server, "m3", "n2").await;
+    let patch = json!({"metadata":{"labels":{"tier":"web"}}}).to_string();
+    let r = call(
+        &server.addr,
+        "PATCH",
+        "/api/v1/namespaces/lw/pods/m0".into(),
+        &[MERGE],
+        patch,
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    converges(&store, &server).await;
+    let m0 = store
+        .list()
+        .into_iter()
+        .find(|o| o.name() == "m0")
+        .unwrap()
+        .to_value()
+        .unwrap();
+    assert_eq!(m0["metadata"]["labels"]["tier"], "web", "{m0}");
+    for o in store.list() {
+        let v = o.to_value().unwrap();
+        assert_eq!(v["kind"], "PartialObjectMetadata", "{v}");
+        assert!(v.get("spec").is_none(), "{v}");
+    }
+    driver.abort();
+}

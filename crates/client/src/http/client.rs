@@ -28,6 +28,9 @@ use crate::error::{Error, Result};
 /// etcd and 3 MiB per request).
 pub const MAX_OBJECT_BODY: usize = 16 << 20;
 
+/// The `Accept` of every request but metadata-only lists and watches.
+pub(crate) const JSON: &str = "application/json";
+
 pub(crate) struct Inner {
     client: Client<Connector, Full<Bytes>>,
     pub(crate) base_url: String,
@@ -143,7 +146,7 @@ impl HttpClient {
             None => None,
         };
         let call = async {
-            let res = self.request(method, &uri, body, true).await?;
+            let res = self.request(method, &uri, body, true, JSON).await?;
             let bytes = super::read_body(res, MAX_OBJECT_BODY, "object").await?;
             serde_json::from_slice(&bytes)
                 .map_err(|e| Error::Decode(format!("object response: {e}")))
@@ -164,6 +167,7 @@ impl HttpClient {
         uri: &str,
         body: Option<Bytes>,
         compressible: bool,
+        accept: &'static str,
     ) -> Result<hyper::Response<hyper::body::Incoming>> {
         let auth = &self.inner.auth;
         let sent = auth.header().await?;
@@ -173,6 +177,7 @@ impl HttpClient {
                 uri,
                 body.clone(),
                 compressible,
+                accept,
                 sent.as_ref(),
             )
             .await
@@ -183,7 +188,7 @@ impl HttpClient {
                     return Err(e);
                 }
                 tracing::debug!(%uri, "401, retrying with a refreshed credential");
-                self.request_once(method, uri, body, compressible, fresh.as_ref())
+                self.request_once(method, uri, body, compressible, accept, fresh.as_ref())
                     .await
             }
             other => other,
@@ -196,12 +201,13 @@ impl HttpClient {
         uri: &str,
         body: Option<Bytes>,
         compressible: bool,
+        accept: &'static str,
         auth: Option<&HeaderValue>,
     ) -> Result<hyper::Response<hyper::body::Incoming>> {
         let mut req = Request::builder()
             .method(method.clone())
             .uri(uri)
-            .header(ACCEPT, "application/json")
+            .header(ACCEPT, accept)
             .header(
                 USER_AGENT,
                 concat!("listwatch-client/", env!("CARGO_PKG_VERSION")),

@@ -374,6 +374,11 @@ impl HttpConfig {
     }
 }
 
+/// `Accept` of a metadata-only list (upstream's metadata client asks for exactly this kind).
+const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+/// `Accept` of a metadata-only watch: each event's object is a `PartialObjectMetadata`.
+const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
 /// A [`ListerWatcher`] of dynamic [`Object`]s over HTTP. Wrap it in
 /// [`Typed`](crate::Typed) for a serde type.
 #[derive(Clone)]
@@ -382,6 +387,8 @@ pub struct HttpListerWatcher {
     /// Base URL + collection path, without a query.
     url: String,
     fields: SelectableFields,
+    /// Lists and watches ask for `PartialObjectMetadata` (see [`Self::metadata_only`]).
+    metadata_only: bool,
 }
 
 impl std::fmt::Debug for HttpListerWatcher {
@@ -407,6 +414,7 @@ impl HttpListerWatcher {
             client,
             url,
             fields: SelectableFields::none(),
+            metadata_only: false,
         })
     }
 
@@ -415,6 +423,18 @@ impl HttpListerWatcher {
     #[must_use]
     pub fn with_selectable_fields(mut self, fields: SelectableFields) -> Self {
         self.fields = fields;
+        self
+    }
+
+    /// Lists and watches of metadata only, as client-go's metadata informers and kube-rs's
+    /// `metadata_watcher`: the server answers `meta.k8s.io/v1` `PartialObjectMetadataList`
+    /// and `PartialObjectMetadata` (apiVersion, kind and metadata; no spec or status), so a
+    /// cache of a large collection holds and decodes a fraction of it. Labels, annotations,
+    /// owner references and finalizers are all there; a field selector is still applied by
+    /// the server, but fields outside `metadata` cannot be matched locally.
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        self.metadata_only = true;
         self
     }
 
@@ -427,8 +447,13 @@ impl HttpListerWatcher {
         // Watches are never compressed (kube-apiserver does not, and frames must arrive as
         // they are sent); lists may be.
         let compressible = !query.starts_with("watch=");
+        let accept = match (self.metadata_only, compressible) {
+            (false, _) => client::JSON,
+            (true, true) => METADATA_LIST,
+            (true, false) => METADATA,
+        };
         self.client
-            .request(Method::GET, &uri, None, compressible)
+            .request(Method::GET, &uri, None, compressible, accept)
             .await
     }
 }
