@@ -105,7 +105,10 @@ async fn a_relist_is_pending_throughout_ends_watchers_once_and_moves_the_generat
     };
     let mut old = cacher.watch(&all(), &watching).await.unwrap();
 
-    // A relist (the backend's watch expired): Pending until the new list is in.
+    // A relist (the backend's watch expired): Pending until the new list is in. The
+    // reflector opens its watch after the list that made the cache ready: cut it only once
+    // it is open (a cut before would miss it, and nothing would relist).
+    probe.wait_for_watches(1).await;
     probe.hold_lists(true);
     probe.cut_watches();
     wait_for_state(&cacher, ReadyState::Pending).await;

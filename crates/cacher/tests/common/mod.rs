@@ -74,6 +74,8 @@ pub struct Probe {
     /// When false, progress requests are counted and otherwise ignored.
     pub progress_answered: Arc<AtomicBool>,
     cuts: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Watches opened so far (each subscribed to `cut_watches` before it counts).
+    pub watches: Arc<AtomicUsize>,
     /// When set, the next object event a watch forwards is forwarded twice.
     pub duplicate_next: Arc<AtomicBool>,
 }
@@ -89,6 +91,7 @@ impl Probe {
             progress_requests: Arc::default(),
             progress_answered: Arc::new(AtomicBool::new(true)),
             cuts: Arc::new(tokio::sync::watch::channel(0).0),
+            watches: Arc::default(),
             duplicate_next: Arc::default(),
         }
     }
@@ -99,9 +102,26 @@ impl Probe {
         self.lists_held.send_replace(held);
     }
 
-    /// Ends every open watch with 410 Expired.
+    /// Ends every open watch with 410 Expired. A watch opened after this is not cut: wait
+    /// for it first with [`Probe::wait_for_watches`].
     pub fn cut_watches(&self) {
         self.cuts.send_modify(|c| *c += 1);
+    }
+
+    /// Waits (at most 30 s) until `n` watches have been opened on this backend.
+    pub async fn wait_for_watches(&self, n: usize) {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while self.watches.load(Ordering::SeqCst) < n {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| {
+            panic!(
+                "{} watches opened, waited for {n}",
+                self.watches.load(Ordering::SeqCst)
+            )
+        });
     }
 
     pub fn progress_requests(&self) -> usize {
@@ -134,6 +154,7 @@ impl Storage for Probe {
         let mut cuts = self.cuts.subscribe();
         cuts.borrow_and_update();
         let mut events = self.inner.watch(k, o).await?;
+        self.watches.fetch_add(1, Ordering::SeqCst);
         let duplicate = Arc::clone(&self.duplicate_next);
         let stream = async_stream(move |tx| async move {
             loop {
