@@ -346,26 +346,7 @@ const ROLE: &[(u32, F)] = &[
         3,
         F::Msg(
             "aggregationRule",
-            &[(
-                1,
-                F::RepMsg(
-                    "clusterRoleSelectors",
-                    &[
-                        (1, F::MapStr("matchLabels")),
-                        (
-                            2,
-                            F::RepMsg(
-                                "matchExpressions",
-                                &[
-                                    (1, F::Str("key")),
-                                    (2, F::Str("operator")),
-                                    (3, F::RepStr("values")),
-                                ],
-                            ),
-                        ),
-                    ],
-                ),
-            )],
+            &[(1, F::RepMsg("clusterRoleSelectors", LABEL_SELECTOR))],
         ),
     ),
 ];
