@@ -41,6 +41,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::metrics::ResourceMetrics;
+use crate::queue::PushError;
 use crate::registry::{CLOSED, DETACHED, Entry, Item, RESET, Registry, next_bookmark, unregister};
 
 /// One event as every watcher shares it.
@@ -287,7 +288,7 @@ impl Dispatcher {
             w.drain()
         };
         for e in &all {
-            e.control.set(state);
+            e.queue.close(state);
         }
         self.metrics.watchers_active.set(0);
     }
@@ -312,7 +313,7 @@ impl Dispatcher {
         let targets: Vec<Arc<Entry>> = self.registry.lock().progress_watchers().cloned().collect();
         for e in targets {
             // A full buffer has events to read anyway.
-            let _ = e.tx.try_send(Item::Bookmark(at));
+            let _ = e.queue.try_push(Item::Bookmark(at));
         }
     }
 
@@ -332,7 +333,7 @@ impl Dispatcher {
         let rv = self.registry.last_rv.load(Ordering::Acquire);
         for e in &due {
             // A full buffer means the watcher has events to read anyway; skip, as upstream.
-            let _ = e.tx.try_send(Item::Bookmark(rv));
+            let _ = e.queue.try_push(Item::Bookmark(rv));
         }
         let every = self.config.bookmark_frequency;
         let mut w = self.registry.lock();
@@ -342,7 +343,7 @@ impl Dispatcher {
             }
             // One due within the second just served would be a duplicate (buckets are whole
             // seconds): the pre-deadline bookmark is sent once.
-            let next = next_bookmark(now, every, e.allow_bookmarks, e.deadline)
+            let next = next_bookmark(now, every, e.spec.allow_bookmarks, e.spec.deadline)
                 .filter(|next| *next > now + Duration::from_secs(1));
             if let Some(next) = next {
                 w.bookmarks.add(e.id, next);
@@ -374,17 +375,17 @@ impl Dispatcher {
         let mut blocked = Vec::new();
         let mut gone = Vec::new();
         for e in candidates.drain(..) {
-            let Some(t) = d.event_type_for(&e.predicate) else {
+            let Some(t) = d.event_type_for(&e.spec.predicate) else {
                 continue;
             };
-            match e.tx.try_send(Item::Event(Arc::clone(&d), t)) {
+            match e.queue.try_push(Item::Event(Arc::clone(&d), t)) {
                 Ok(()) => {}
                 // Lossless and free for the others: it catches up from the window by itself.
-                Err(mpsc::error::TrySendError::Full(_)) if self.config.stall_resume => {
+                Err(PushError::Full(_)) if self.config.stall_resume => {
                     self.too_slow(&e);
                 }
-                Err(mpsc::error::TrySendError::Full(item)) => blocked.push((e, item)),
-                Err(mpsc::error::TrySendError::Closed(_)) => gone.push(e.id),
+                Err(PushError::Full(item)) => blocked.push((e, item)),
+                Err(PushError::Closed) => gone.push(e.id),
             }
         }
         self.candidates = candidates;
@@ -396,7 +397,9 @@ impl Dispatcher {
                 let sent = if budget.is_zero() {
                     None
                 } else {
-                    tokio::time::timeout(budget, e.tx.send(item)).await.ok()
+                    let mut slot = Some(item);
+                    let push = std::future::poll_fn(|cx| e.queue.poll_push(&mut slot, cx));
+                    tokio::time::timeout(budget, push).await.ok()
                 };
                 budget = budget.saturating_sub(started.elapsed());
                 match sent {

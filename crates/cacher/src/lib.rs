@@ -43,6 +43,7 @@ mod dispatch;
 mod feed;
 mod lw;
 mod metrics;
+mod queue;
 mod registry;
 mod watcher;
 

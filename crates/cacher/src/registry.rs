@@ -29,17 +29,18 @@
 //! a poisoned lock still guards consistent indexes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use listwatch_api::EventType;
-use listwatch_storage::SelectionPredicate;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::dispatch::Dispatched;
 use crate::metrics::ResourceMetrics;
+use crate::queue::Queue;
+use crate::watcher::Spec;
 
 /// What a watcher's buffer carries.
 #[derive(Debug)]
@@ -56,37 +57,13 @@ pub(crate) const CLOSED: u8 = 2;
 /// Closed because the cache is being relisted: the watcher ends with "not ready" (429).
 pub(crate) const RESET: u8 = 3;
 
-/// State shared between a registered watcher and its stream.
-#[derive(Debug, Default)]
-pub(crate) struct Control {
-    state: AtomicU8,
-}
-
-impl Control {
-    pub(crate) fn state(&self) -> u8 {
-        self.state.load(Ordering::Acquire)
-    }
-    pub(crate) fn set(&self, s: u8) {
-        self.state.store(s, Ordering::Release);
-    }
-}
-
-/// A registered watcher, as the dispatcher sees it.
+/// A watcher's registration, shared by the registry and the watcher's stream (one allocation
+/// per watch): its spec and its buffer, which also carries its state. A watcher that resumes
+/// after being detached registers a new one.
 pub(crate) struct Entry {
     pub(crate) id: u64,
-    pub(crate) scope: (Box<str>, Box<str>),
-    pub(crate) trigger: Option<Box<str>>,
-    pub(crate) predicate: SelectionPredicate,
-    pub(crate) tx: mpsc::Sender<Item>,
-    pub(crate) allow_bookmarks: bool,
-    /// Whether an explicit progress request ([`Cacher::request_watch_progress`]) reaches
-    /// this watcher as a bookmark.
-    ///
-    /// [`Cacher::request_watch_progress`]: listwatch_storage::Storage::request_watch_progress
-    pub(crate) progress_notify: bool,
-    /// When the consumer ends the watch.
-    pub(crate) deadline: Option<Instant>,
-    pub(crate) control: Arc<Control>,
+    pub(crate) spec: Spec,
+    pub(crate) queue: Queue,
 }
 
 /// When a watcher's next bookmark is due, if any (upstream's `nextBookmarkTime`): after
@@ -182,7 +159,6 @@ pub(crate) struct Watchers {
     pub(crate) epoch: u64,
     /// Whether watchers may register (the cache is ready).
     pub(crate) accepting: bool,
-    next_id: u64,
     scopes: HashMap<(Box<str>, Box<str>), ScopeSet>,
     all: HashMap<u64, Arc<Entry>>,
     /// Watchers that asked for progress notification and allow bookmarks.
@@ -196,7 +172,6 @@ impl Watchers {
             started_rv: 0,
             epoch: 0,
             accepting: false,
-            next_id: 0,
             scopes: HashMap::new(),
             all: HashMap::new(),
             progress: HashMap::new(),
@@ -204,15 +179,10 @@ impl Watchers {
         }
     }
 
-    pub(crate) fn next_id(&mut self) -> u64 {
-        self.next_id += 1;
-        self.next_id
-    }
-
     /// Registers `e`; returns whether its first bookmark is now the earliest due.
     pub(crate) fn add(&mut self, e: Arc<Entry>, first_bookmark: Option<Instant>) -> bool {
-        let set = self.scopes.entry(e.scope.clone()).or_default();
-        match &e.trigger {
+        let set = self.scopes.entry(e.spec.scope.clone()).or_default();
+        match &e.spec.trigger {
             Some(t) => {
                 set.by_trigger
                     .entry(t.clone())
@@ -223,7 +193,7 @@ impl Watchers {
                 set.untriggered.insert(e.id, Arc::clone(&e));
             }
         }
-        if e.progress_notify && e.allow_bookmarks {
+        if e.spec.progress_notify && e.spec.allow_bookmarks {
             self.progress.insert(e.id, Arc::clone(&e));
         }
         let earliest = first_bookmark.is_some_and(|due| self.bookmarks.add(e.id, due));
@@ -234,8 +204,8 @@ impl Watchers {
     pub(crate) fn remove(&mut self, id: u64) -> Option<Arc<Entry>> {
         let e = self.all.remove(&id)?;
         self.progress.remove(&id);
-        if let Some(set) = self.scopes.get_mut(&e.scope) {
-            match &e.trigger {
+        if let Some(set) = self.scopes.get_mut(&e.spec.scope) {
+            match &e.spec.trigger {
                 Some(t) => {
                     if let Some(m) = set.by_trigger.get_mut(t) {
                         m.remove(&id);
@@ -249,7 +219,7 @@ impl Watchers {
                 }
             }
             if set.is_empty() {
-                self.scopes.remove(&e.scope);
+                self.scopes.remove(&e.spec.scope);
             }
         }
         Some(e)
@@ -311,6 +281,8 @@ pub(crate) struct Registry {
     pub(crate) last_rv: AtomicU64,
     /// Wakes the dispatcher when a registration made the first bookmark due sooner.
     pub(crate) bookmark_wake: Notify,
+    /// The last watcher id handed out.
+    next_id: AtomicU64,
 }
 
 impl Registry {
@@ -319,7 +291,13 @@ impl Registry {
             watchers: Mutex::new(Watchers::new(origin)),
             last_rv: AtomicU64::new(0),
             bookmark_wake: Notify::new(),
+            next_id: AtomicU64::new(0),
         }
+    }
+
+    /// A watcher id never handed out before.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Watchers> {
@@ -331,7 +309,8 @@ impl Registry {
     }
 }
 
-/// Removes a watcher and marks it; returns whether it was still registered.
+/// Removes a watcher and closes its queue with `state`; returns whether it was still
+/// registered.
 pub(crate) fn unregister(
     registry: &Registry,
     id: u64,
@@ -341,7 +320,7 @@ pub(crate) fn unregister(
     let e = registry.lock().remove(id);
     match e {
         Some(e) => {
-            e.control.set(state);
+            e.queue.close(state);
             metrics.watchers_active.dec();
             true
         }

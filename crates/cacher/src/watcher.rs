@@ -24,25 +24,28 @@
 //! its buffer and ends. Dropping the stream unregisters it.
 
 use std::collections::VecDeque;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use futures::StreamExt;
+use futures::Stream;
 use listwatch_storage::{
     Bookmark, Error, Key, ListOptions, Result, SelectionPredicate, WatchEvent, WatchStream,
 };
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::Inner;
 use crate::dispatch::Dispatched;
-use crate::registry::{
-    ACTIVE, CLOSED, Control, DETACHED, Entry, Item, RESET, next_bookmark, unregister,
-};
+use crate::queue::Queue;
+use crate::registry::{ACTIVE, CLOSED, DETACHED, Entry, Item, RESET, next_bookmark, unregister};
 
 /// At most this many matching events are buffered per catching-up watcher...
 pub(crate) const CHUNK: usize = 64;
 /// ...from at most this many window events read per refill.
 const SCAN: usize = 1024;
+
+/// A watcher's epoch before it first registers (registry epochs count up from 0).
+const NO_EPOCH: u64 = u64::MAX;
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,6 +57,7 @@ pub(crate) enum Start {
     Since(u64),
 }
 
+#[derive(Clone)]
 pub(crate) struct Spec {
     pub(crate) key: Key,
     pub(crate) predicate: SelectionPredicate,
@@ -72,18 +76,26 @@ struct Cursor {
     until: u64,
 }
 
-struct Watcher {
-    inner: Arc<Inner>,
-    spec: Spec,
+/// One watch's stream: a plain struct polled in place (no boxed future per watch), holding
+/// its registration while attached.
+/// What a watcher sends before its live events.
+#[derive(Default)]
+struct Replay {
     /// Events to send before anything else: the initial state, or a chunk of the window.
     pending: VecDeque<WatchEvent>,
     /// What is left of the window to replay.
     cursor: Option<Cursor>,
-    rx: Option<mpsc::Receiver<Item>>,
-    id: u64,
-    control: Arc<Control>,
-    /// The registry epoch and cache generation this watch belongs to (see `registry`).
-    epoch: Option<u64>,
+}
+
+struct Watcher {
+    inner: Arc<Inner>,
+    /// The registration (spec and buffer); the last one once detached or closed.
+    entry: Arc<Entry>,
+    /// What to send before live events, if anything (boxed: an idle watcher has none).
+    replay: Option<Box<Replay>>,
+    /// The registry epoch and cache generation this watch belongs to (see `registry`); the
+    /// epoch is [`NO_EPOCH`] until the first registration.
+    epoch: u64,
     generation: u64,
     /// Live items at or below this version were covered by the state or the replay.
     floor: u64,
@@ -94,76 +106,82 @@ struct Watcher {
 
 impl Drop for Watcher {
     fn drop(&mut self) {
-        unregister(&self.inner.registry, self.id, CLOSED, &self.inner.metrics);
+        unregister(
+            &self.inner.registry,
+            self.entry.id,
+            CLOSED,
+            &self.inner.metrics,
+        );
     }
 }
 
 pub(crate) fn open(inner: Arc<Inner>, spec: Spec, start: Start) -> Result<WatchStream> {
+    let capacity = inner.watcher_buffer(spec.trigger.is_some());
+    let entry = Arc::new(Entry {
+        id: inner.registry.next_id(),
+        spec,
+        queue: Queue::new(capacity),
+    });
     let mut w = Watcher {
         inner,
-        spec,
-        pending: VecDeque::new(),
-        cursor: None,
-        rx: None,
-        id: 0,
-        control: Arc::default(),
-        epoch: None,
+        entry,
+        replay: None,
+        epoch: NO_EPOCH,
         generation: 0,
         floor: 0,
         last_rv: 0,
         done: false,
     };
-    w.attach(start)?;
-    Ok(futures::stream::unfold(w, |mut w| async move {
-        let ev = w.next().await?;
-        Some((ev, w))
-    })
-    .boxed())
+    w.attach(start, false)?;
+    Ok(Box::pin(w))
+}
+
+impl Stream for Watcher {
+    type Item = WatchEvent;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
+        self.get_mut().poll_event(cx)
+    }
 }
 
 impl Watcher {
-    fn attach(&mut self, start: Start) -> Result<()> {
+    /// Registers the watcher (`again`: with a new registration, after being detached) and
+    /// sets up what it replays.
+    fn attach(&mut self, start: Start, again: bool) -> Result<()> {
         let inner = Arc::clone(&self.inner);
         if let Start::Since(rv) = start {
             inner.check_compacted(rv)?;
         }
-        let (tx, rx) = mpsc::channel(inner.watcher_buffer(self.spec.trigger.is_some()));
-        let control = Arc::new(Control::default());
+        if again {
+            let spec = self.entry.spec.clone();
+            let capacity = inner.watcher_buffer(spec.trigger.is_some());
+            self.entry = Arc::new(Entry {
+                id: inner.registry.next_id(),
+                spec,
+                queue: Queue::new(capacity),
+            });
+        }
+        let spec = &self.entry.spec;
         let first_bookmark = next_bookmark(
             Instant::now(),
             inner.config.bookmark_frequency,
-            self.spec.allow_bookmarks,
-            self.spec.deadline,
+            spec.allow_bookmarks,
+            spec.deadline,
         );
         let (dispatched, earliest) = {
             let mut w = inner.registry.lock();
-            if !w.accepting || self.epoch.is_some_and(|e| e != w.epoch) {
+            if !w.accepting || (self.epoch != NO_EPOCH && self.epoch != w.epoch) {
                 drop(w);
                 return Err(inner.reinitializing());
             }
-            self.epoch = Some(w.epoch);
-            let id = w.next_id();
-            let entry = Arc::new(Entry {
-                id,
-                scope: self.spec.scope.clone(),
-                trigger: self.spec.trigger.clone(),
-                predicate: self.spec.predicate.clone(),
-                tx,
-                allow_bookmarks: self.spec.allow_bookmarks,
-                progress_notify: self.spec.progress_notify,
-                deadline: self.spec.deadline,
-                control: Arc::clone(&control),
-            });
-            let earliest = w.add(entry, first_bookmark);
-            self.id = id;
+            self.epoch = w.epoch;
+            let earliest = w.add(Arc::clone(&self.entry), first_bookmark);
             (w.started_rv, earliest)
         };
         if earliest {
             inner.registry.bookmark_wake.notify_one();
         }
         inner.metrics.watchers_active.inc();
-        self.control = control;
-        self.rx = Some(rx);
         // Registered: every event after `dispatched` reaches us live. The view holds every
         // event up to `dispatched` (the feeder applies before queuing).
         let view = inner.reader.view();
@@ -171,18 +189,21 @@ impl Watcher {
         match start {
             Start::State { end_bookmark } => {
                 self.floor = view.resource_version();
+                let spec = &self.entry.spec;
                 let opts = ListOptions {
                     resource_version: Some(0),
-                    predicate: self.spec.predicate.clone(),
-                    recursive: self.spec.key.is_collection(),
+                    predicate: spec.predicate.clone(),
+                    recursive: spec.key.is_collection(),
                     ..ListOptions::default()
                 };
-                let list = view.list(&self.spec.key, &opts)?;
+                let list = view.list(&spec.key, &opts)?;
                 inner.metrics.init_events.inc_by(list.items.len() as u64);
-                self.pending
+                let replay = self.replay.get_or_insert_default();
+                replay
+                    .pending
                     .extend(list.items.into_iter().map(WatchEvent::Added));
                 if end_bookmark {
-                    self.pending.push_back(WatchEvent::Bookmark(Bookmark {
+                    replay.pending.push_back(WatchEvent::Bookmark(Bookmark {
                         resource_version: self.floor,
                         initial_events_end: true,
                     }));
@@ -194,18 +215,20 @@ impl Watcher {
                 // Replay only what the dispatcher already passed us by; later events (even
                 // those the view holds) come live, sharing the dispatcher's encoding.
                 self.floor = dispatched.max(rv);
-                self.cursor = (self.floor > rv).then_some(Cursor {
-                    after: rv,
-                    until: self.floor,
-                });
+                if self.floor > rv {
+                    self.replay.get_or_insert_default().cursor = Some(Cursor {
+                        after: rv,
+                        until: self.floor,
+                    });
+                }
             }
         }
         self.last_rv = self.last_rv.max(self.floor);
         Ok(())
     }
 
-    /// Reads the next chunk of the window into `pending`; an error ends the watch.
-    fn refill(&mut self, cursor: Cursor) -> Result<()> {
+    /// Reads the next chunk of the window into `replay`; an error ends the watch.
+    fn refill(&self, replay: &mut Replay, cursor: Cursor) -> Result<()> {
         let view = self.inner.reader.view();
         if view.generation() != self.generation {
             return Err(self.inner.reinitializing());
@@ -213,26 +236,26 @@ impl Watcher {
         let events = view.events_since(cursor.after)?;
         let mut after = cursor.after;
         for ev in events.iter().take(SCAN) {
-            if ev.resource_version > cursor.until || self.pending.len() >= CHUNK {
+            if ev.resource_version > cursor.until || replay.pending.len() >= CHUNK {
                 break;
             }
             after = ev.resource_version;
-            if !self.spec.key.contains(&ev.key) {
+            if !self.entry.spec.key.contains(&ev.key) {
                 continue;
             }
             // The dispatched form (and its one encoding) while the dispatcher keeps it.
             let d = ev
                 .derived::<Dispatched>()
                 .unwrap_or_else(|| Arc::new(Dispatched::new(ev, false)));
-            if let Some(t) = d.event_type_for(&self.spec.predicate) {
-                self.pending.push_back(d.to_watch_event(t));
+            if let Some(t) = d.event_type_for(&self.entry.spec.predicate) {
+                replay.pending.push_back(d.to_watch_event(t));
             }
         }
-        self.cursor = (after < cursor.until && after > cursor.after).then_some(Cursor {
+        replay.cursor = (after < cursor.until && after > cursor.after).then_some(Cursor {
             after,
             until: cursor.until,
         });
-        if self.cursor.is_none() && after < cursor.until {
+        if replay.cursor.is_none() && after < cursor.until {
             // Nothing read although events remain: the window cannot have them any more.
             return Err(Error::internal(format!(
                 "the watch cache's window ends before {}",
@@ -242,51 +265,61 @@ impl Watcher {
         Ok(())
     }
 
-    async fn next(&mut self) -> Option<WatchEvent> {
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
         loop {
-            if let Some(ev) = self.pending.pop_front() {
-                if let Some(rv) = ev.resource_version() {
-                    self.last_rv = self.last_rv.max(rv);
+            if let Some(mut replay) = self.replay.take() {
+                if let Some(ev) = replay.pending.pop_front() {
+                    if let Some(rv) = ev.resource_version() {
+                        self.last_rv = self.last_rv.max(rv);
+                    }
+                    // Once sent, the replay's buffer goes: an idle watcher keeps none.
+                    if !replay.pending.is_empty() || replay.cursor.is_some() {
+                        self.replay = Some(replay);
+                    }
+                    return Poll::Ready(Some(ev));
                 }
-                return Some(ev);
-            }
-            if self.done {
-                return None;
-            }
-            if let Some(cursor) = self.cursor.take() {
-                if let Err(e) = self.refill(cursor) {
-                    self.done = true;
-                    return Some(WatchEvent::Error(e));
+                if self.done {
+                    return Poll::Ready(None);
+                }
+                if let Some(cursor) = replay.cursor.take() {
+                    if let Err(e) = self.refill(&mut replay, cursor) {
+                        self.done = true;
+                        return Poll::Ready(Some(WatchEvent::Error(e)));
+                    }
+                    self.replay = Some(replay);
                 }
                 continue;
             }
-            let item = self.rx.as_mut()?.recv().await;
+            if self.done {
+                return Poll::Ready(None);
+            }
+            let item = std::task::ready!(self.entry.queue.poll_pop(cx));
             match item {
                 Some(Item::Event(d, t)) => {
                     if d.rv <= self.floor {
                         continue;
                     }
                     self.last_rv = d.rv;
-                    return Some(d.to_watch_event(t));
+                    return Poll::Ready(Some(d.to_watch_event(t)));
                 }
                 Some(Item::Bookmark(rv)) => {
                     // A bookmark at the last delivered version still tells the client it is
                     // current (upstream's progress notifications do the same); older ones do not.
-                    if !self.spec.allow_bookmarks || rv < self.last_rv {
+                    if !self.entry.spec.allow_bookmarks || rv < self.last_rv {
                         continue;
                     }
                     self.last_rv = rv;
-                    return Some(WatchEvent::Bookmark(Bookmark {
+                    return Poll::Ready(Some(WatchEvent::Bookmark(Bookmark {
                         resource_version: rv,
                         initial_events_end: false,
-                    }));
+                    })));
                 }
                 None => {
-                    self.rx = None;
-                    match self.control.state() {
+                    // Drained and no longer registered (the dispatcher unregistered it).
+                    match self.entry.queue.status() {
                         DETACHED => {
                             let from = self.last_rv;
-                            if let Err(e) = self.attach(Start::Since(from)) {
+                            if let Err(e) = self.attach(Start::Since(from), true) {
                                 self.done = true;
                                 let e = match e {
                                     Error::Expired { .. } | Error::NotReady { .. } => e,
@@ -294,15 +327,17 @@ impl Watcher {
                                         "cannot resume a detached watch: {other}"
                                     )),
                                 };
-                                return Some(WatchEvent::Error(e));
+                                return Poll::Ready(Some(WatchEvent::Error(e)));
                             }
                         }
                         RESET => {
                             self.done = true;
-                            return Some(WatchEvent::Error(self.inner.reinitializing()));
+                            return Poll::Ready(Some(WatchEvent::Error(
+                                self.inner.reinitializing(),
+                            )));
                         }
-                        ACTIVE | CLOSED => return None,
-                        _ => return None,
+                        ACTIVE | CLOSED => return Poll::Ready(None),
+                        _ => return Poll::Ready(None),
                     }
                 }
             }
