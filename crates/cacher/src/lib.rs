@@ -424,10 +424,18 @@ impl Storage for Cacher {
                 inner.backend.list(key, opts).await
             }
             (None, _) => self.consistent_list(key, opts).await,
-            (Some(rv), Some(ResourceVersionMatch::Exact)) => {
+            // Upstream's "legacy exact match": a version without a match but with a limit
+            // reads exactly at it, as on etcd (so that the pages of a walk line up).
+            (Some(rv), m @ (Some(ResourceVersionMatch::Exact) | None))
+                if m.is_some() || (rv > 0 && opts.page_limit().is_some()) =>
+            {
                 inner.check_compacted(rv)?;
                 let view = inner.reader.wait_until_fresh(rv, None).await?;
-                match view.list(key, opts) {
+                let exact = ListOptions {
+                    resource_version_match: Some(ResourceVersionMatch::Exact),
+                    ..opts.clone()
+                };
+                match view.list(key, &exact) {
                     Err(Error::Expired { .. }) => inner.backend.list(key, opts).await,
                     other => other,
                 }

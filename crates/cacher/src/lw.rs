@@ -2,8 +2,10 @@
 //! at a [`Storage`] instead of an HTTP server.
 //!
 //! It translates client requests into storage options and storage events into client events
-//! one to one; storage errors become the `Status` the wire would carry, so the reflector's
-//! recovery rules (relist on 410, back off on 429) apply unchanged.
+//! one to one, except that a list always reads the latest state, whatever version it asks
+//! for (as upstream's cacher lister-watcher); storage errors become the `Status` the wire
+//! would carry, so the reflector's recovery rules (relist on 410, back off on 429) apply
+//! unchanged.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,6 +91,11 @@ fn options(
 impl ListerWatcher for StorageListerWatcher {
     type Object = Object;
 
+    /// Lists the latest state (a consistent read), whatever version the reflector asks for,
+    /// as upstream's cacher lister-watcher does: the reflector relists at its last version
+    /// with a page size, which on etcd (and here on every backend) is a legacy Exact read at
+    /// that version, so a relist would rebuild the cache at a stale state (or fail with 410
+    /// once that version is compacted) instead of the current one.
     async fn list(&self, request: &ListRequest) -> listwatch_client::Result<Page<Object>> {
         let r = request;
         if r.continue_token.is_none() {
@@ -97,12 +104,7 @@ impl ListerWatcher for StorageListerWatcher {
         let opts = ListOptions {
             limit: r.limit.map(u64::from),
             continue_token: r.continue_token.clone(),
-            ..options(
-                r.resource_version,
-                r.resource_version_match,
-                &r.label_selector,
-                &r.field_selector,
-            )
+            ..options(None, None, &r.label_selector, &r.field_selector)
         };
         let list = self
             .backend

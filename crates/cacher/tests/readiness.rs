@@ -125,6 +125,12 @@ async fn a_relist_is_pending_throughout_ends_watchers_once_and_moves_the_generat
     probe.hold_lists(false);
     wait_for_state(&cacher, ReadyState::Ready).await;
     assert_eq!(cacher.ready_state(), (ReadyState::Ready, 2));
+    // The reflector relisted the backend's latest state, as upstream's cacher does: its
+    // lister-watcher lists at no version (a consistent read), never at the reflector's last
+    // version with a limit, which is a legacy Exact read of the old state.
+    let relists = probe.reflector_lists.lock().unwrap().clone();
+    assert!(relists.len() >= 2, "{relists:?}");
+    assert!(relists.iter().all(|l| *l == (None, None)), "{relists:?}");
     // The new state has what was written meanwhile; a watch from before the relist cannot
     // be continued (the events in between are not in the new window): 410.
     let listed = cacher

@@ -452,9 +452,16 @@ impl MemStore {
             }
             return Ok((start, rev));
         }
-        let rev = match (opts.resource_version, opts.resource_version_match) {
-            (None | Some(0), _) => current,
-            (Some(n), Some(ResourceVersionMatch::Exact)) => {
+        // Upstream's "legacy exact match": a version without a match but with a limit reads
+        // exactly at that version, as etcd3 does (so that the pages of a walk line up).
+        let exact = match opts.resource_version_match {
+            Some(ResourceVersionMatch::Exact) => true,
+            None => opts.page_limit().is_some(),
+            Some(_) => false,
+        };
+        let rev = match opts.resource_version {
+            None | Some(0) => current,
+            Some(n) if exact => {
                 if n > current {
                     return Err(too_large(n, current));
                 }
@@ -463,7 +470,7 @@ impl MemStore {
                 }
                 n
             }
-            (Some(n), _) => {
+            Some(n) => {
                 if n > current {
                     return Err(too_large(n, current));
                 }

@@ -10,8 +10,8 @@ use futures::StreamExt;
 use listwatch_api::{Object, SelectableFields};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{
-    Error, GetOptions, Key, ListOptions, ObjectList, Preconditions, Result, Stats, Storage,
-    UpdateFn, ValidateDeleteFn, WatchEvent, WatchStream,
+    Error, GetOptions, Key, ListOptions, ObjectList, Preconditions, ResourceVersionMatch, Result,
+    Stats, Storage, UpdateFn, ValidateDeleteFn, WatchEvent, WatchStream,
 };
 
 pub fn fields() -> SelectableFields {
@@ -55,6 +55,9 @@ pub async fn drain_for(w: &mut WatchStream, d: Duration) -> Vec<WatchEvent> {
     got
 }
 
+/// The version and match a list asked for.
+pub type ListedAt = (Option<u64>, Option<ResourceVersionMatch>);
+
 /// The page size a cacher over a [`Probe`] should list with for `hold_lists` to hold it.
 pub const HELD_PAGE_SIZE: u64 = 777;
 
@@ -70,6 +73,9 @@ pub struct Probe {
     pub held_limit: u64,
     /// Lists started (held or not).
     pub lists: Arc<AtomicUsize>,
+    /// The version and match of every first page listed with the held limit (the cacher's
+    /// reflector's lists), in order.
+    pub reflector_lists: Arc<std::sync::Mutex<Vec<ListedAt>>>,
     pub progress_requests: Arc<AtomicUsize>,
     /// When false, progress requests are counted and otherwise ignored.
     pub progress_answered: Arc<AtomicBool>,
@@ -88,6 +94,7 @@ impl Probe {
             lists_held: Arc::new(tokio::sync::watch::channel(false).0),
             held_limit: HELD_PAGE_SIZE,
             lists: Arc::default(),
+            reflector_lists: Arc::default(),
             progress_requests: Arc::default(),
             progress_answered: Arc::new(AtomicBool::new(true)),
             cuts: Arc::new(tokio::sync::watch::channel(0).0),
@@ -139,6 +146,12 @@ impl Storage for Probe {
     }
     async fn list(&self, k: &Key, o: &ListOptions) -> Result<ObjectList> {
         self.lists.fetch_add(1, Ordering::SeqCst);
+        if o.limit == Some(self.held_limit) && o.continue_token.is_none() {
+            self.reflector_lists
+                .lock()
+                .unwrap()
+                .push((o.resource_version, o.resource_version_match));
+        }
         if o.limit == Some(self.held_limit) {
             let mut held = self.lists_held.subscribe();
             let _ = held.wait_for(|h| !*h).await;

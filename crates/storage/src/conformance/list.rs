@@ -346,6 +346,31 @@ pub async fn list_legacy_resource_version_at_every_historical_revision<H: Harnes
     Verdict::Passed
 }
 
+/// A version without a match but with a limit (upstream's "legacy exact match") reads exactly
+/// at that version, like Exact: every page of the walk is the state at it, echoing it.
+pub async fn list_legacy_resource_version_with_limit_is_exact<H: Harness>(h: &H) -> Verdict {
+    if let Some(v) = gate(h, "list_legacy_resource_version_with_limit_is_exact") {
+        return v;
+    }
+    let s = h.new_store().await;
+    let seeded = seed(&s).await;
+    let mut revs = vec![seeded.initial];
+    revs.extend(seeded.history.revisions());
+    for key in [pods(None), pods(Some("second"))] {
+        for &rev in revs.iter().filter(|r| **r > 0) {
+            let ctx = format!("legacy {key} at {rev} with limit 1");
+            let first = list(&s, &key, &limited(at(Some(rev), None), 1)).await;
+            assert_eq!(
+                first.resource_version, rev,
+                "{ctx}: must read exactly at {rev}"
+            );
+            let (items, _) = walk(&s, &key, first, 1, &ctx).await;
+            assert_items(&items, &seeded.history.state_at(rev, &key), &ctx);
+        }
+    }
+    Verdict::Passed
+}
+
 /// RV 0 (legacy and NotOlderThan) returns some real state consistent with its revision; with
 /// a limit it returns either one page or (a cache ignoring the limit) everything.
 pub async fn list_at_resource_version_zero_is_a_consistent_snapshot<H: Harness>(h: &H) -> Verdict {
@@ -365,8 +390,119 @@ pub async fn list_at_resource_version_zero_is_a_consistent_snapshot<H: Harness>(
     let state = seeded.history.state_at(l.resource_version, &second);
     if l.continue_token.is_some() {
         assert_items(&l.items, &state[..1], "RV 0 with limit 1");
+        let (items, pages) = walk(&s, &second, l, 1, "RV 0 with limit 1").await;
+        assert_items(&items, &state, "RV 0 with limit 1, every page");
+        assert_eq!(pages, state.len(), "RV 0 with limit 1: one object a page");
     } else {
         assert_items(&l.items, &state, "RV 0 with the limit ignored");
+    }
+    Verdict::Passed
+}
+
+/// The four legacy-list forms (no resourceVersionMatch), as upstream's etcd3 store and
+/// cacher read them, once the history before the first pod is compacted away:
+/// - RV n > 0 with a limit is Exact at n ("legacy exact match"): 410 below the compaction,
+///   the state at n (echoing it) at or above it;
+/// - RV n without a limit is NotOlderThan: a state at least as new as n, also below the
+///   compaction;
+/// - RV 0 with a limit is "any": some real state (a cache may ignore the limit), never 410;
+/// - no RV with a limit is consistent: the latest state.
+pub async fn list_legacy_forms_after_compaction<H: Harness>(h: &H) -> Verdict {
+    if let Some(v) = gate(h, "list_legacy_forms_after_compaction") {
+        return v;
+    }
+    let s = h.new_store().await;
+    let seeded = seed(&s).await;
+    let compact_at = seeded.created[0].resource_version();
+    h.compact(&s, compact_at).await.expect("compact");
+    let all = pods(None);
+    let last = seeded
+        .history
+        .revisions()
+        .into_iter()
+        .max()
+        .expect("writes");
+
+    let e = assert_err(
+        s.list(&all, &limited(at(Some(seeded.initial), None), 1))
+            .await,
+        is_expired,
+        "legacy RV below the compaction with a limit",
+    );
+    assert_eq!(e.to_status().code, 410);
+    let ctx = format!("legacy RV {compact_at} (the compacted revision) with limit 2");
+    let first = list(&s, &all, &limited(at(Some(compact_at), None), 2)).await;
+    assert_eq!(first.resource_version, compact_at, "{ctx}: Exact at it");
+    let (items, _) = walk(&s, &all, first, 2, &ctx).await;
+    assert_items(&items, &seeded.history.state_at(compact_at, &all), &ctx);
+
+    let l = list(&s, &all, &at(Some(seeded.initial), None)).await;
+    assert_snapshot(
+        &l,
+        &seeded.history,
+        &all,
+        seeded.initial,
+        "legacy RV below the compaction without a limit (NotOlderThan)",
+    );
+
+    let zero = list(&s, &all, &limited(at(Some(0), None), 2)).await;
+    let rv = zero.resource_version;
+    let (items, _) = walk(&s, &all, zero, 2, "RV 0 with limit 2").await;
+    assert_items(
+        &items,
+        &seeded.history.state_at(rv, &all),
+        &format!("RV 0 with limit 2, every page (at {rv})"),
+    );
+
+    let consistent = list(&s, &all, &limited(ListOptions::recursive(), 2)).await;
+    assert!(
+        consistent.resource_version >= last,
+        "no RV with a limit read at {}, before the last write at {last}",
+        consistent.resource_version
+    );
+    let (items, _) = walk(&s, &all, consistent, 2, "no RV with limit 2").await;
+    assert_items(
+        &items,
+        &seeded.history.state_at(last, &all),
+        "no RV with limit 2 is the latest state",
+    );
+    Verdict::Passed
+}
+
+/// No RV with a limit is a consistent read: right after each write (to the listed
+/// collection, then elsewhere), a paged walk shows the state with that write, at a revision
+/// at least the write's (exactly it where nothing else writes).
+pub async fn list_without_resource_version_with_limit_is_consistent<H: Harness>(h: &H) -> Verdict {
+    if let Some(v) = gate(h, "list_without_resource_version_with_limit_is_consistent") {
+        return v;
+    }
+    let s = h.new_store().await;
+    let key = pods(Some("paged"));
+    let mut history = History::default();
+    let isolated = h.capabilities().isolated_revisions;
+    for i in 0..4 {
+        let p = Pod::new("paged", &format!("p{i}"));
+        let o = create(&s, &p).await;
+        history.put(&p.key(), &o);
+        let other = bump(&s, &format!("after-{i}")).await;
+        for (rev, what) in [
+            (o.resource_version(), "the write"),
+            (other, "a later write"),
+        ] {
+            let ctx = format!("no RV, limit 1, after {what} {i}");
+            let first = list(&s, &key, &limited(ListOptions::recursive(), 1)).await;
+            assert!(
+                first.resource_version >= rev,
+                "{ctx}: read at {}, before the write at {rev}",
+                first.resource_version
+            );
+            if isolated {
+                assert_eq!(first.resource_version, other, "{ctx}: the current revision");
+            }
+            let (items, pages) = walk(&s, &key, first, 1, &ctx).await;
+            assert_items(&items, &history.state_at(o.resource_version(), &key), &ctx);
+            assert_eq!(pages, i + 1, "{ctx}: one object a page");
+        }
     }
     Verdict::Passed
 }

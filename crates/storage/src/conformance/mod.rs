@@ -297,9 +297,23 @@ pub const CASES: &[Case] = &[
         "list",
         "list_legacy_resource_version_at_every_historical_revision",
     ),
+    needs(
+        "list",
+        "list_legacy_resource_version_with_limit_is_exact",
+        &[ExactHistory],
+    ),
     case(
         "list",
         "list_at_resource_version_zero_is_a_consistent_snapshot",
+    ),
+    needs(
+        "list",
+        "list_legacy_forms_after_compaction",
+        &[Compaction, ExactHistory],
+    ),
+    case(
+        "list",
+        "list_without_resource_version_with_limit_is_consistent",
     ),
     needs(
         "list",
@@ -561,7 +575,10 @@ macro_rules! conformance_tests {
             list_exact_at_every_historical_revision,
             list_not_older_than_at_every_historical_revision,
             list_legacy_resource_version_at_every_historical_revision,
+            list_legacy_resource_version_with_limit_is_exact,
             list_at_resource_version_zero_is_a_consistent_snapshot,
+            list_legacy_forms_after_compaction,
+            list_without_resource_version_with_limit_is_consistent,
             list_exact_before_compaction_is_expired,
             list_limit_and_continue_walk_every_page,
             list_limit_one_walks_every_object,
