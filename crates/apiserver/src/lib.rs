@@ -519,7 +519,9 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         .as_ref()
         .filter(|_| sec_opts.wants_rbac())
         .map(security::rbac::Informers::rbac);
-    let accounts = informers.as_ref().and_then(security::rbac::accounts);
+    let accounts = informers
+        .as_ref()
+        .and_then(|i| security::rbac::accounts(i, installer.resources()));
     let security = Arc::new(sec_opts.build(installer.registry_mut(), accounts, rbac)?);
     let admission = Arc::new(security::rbac::RbacAdmission(std::sync::OnceLock::new()));
     let _ = admission.0.set(Arc::clone(&security));

@@ -835,3 +835,104 @@ fn first_requests_see_the_bootstrap_policy() {
         assert!(names.contains(&want), "{want} missing: {names:?}");
     }
 }
+
+/// The race of issue 14, end to end and without kubectl's process start-up in between: a
+/// ServiceAccount is created, a token requested for it and used at once, many times over.
+/// The token verifier's informer may not have seen the create yet; storage has, so every
+/// token is accepted. Then the accounts are deleted and every token is refused (storage
+/// confirming the absence).
+#[test]
+fn tokens_of_just_created_service_accounts_are_accepted_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let sa_key = dir.path().join("sa.key");
+    std::fs::write(&sa_key, key.serialize_pem()).unwrap();
+    let server = Server::start(&[
+        "--token-auth-file",
+        tokens.to_str().unwrap(),
+        "--service-account-signing-key-file",
+        sa_key.to_str().unwrap(),
+    ]);
+    let addr = &server.addr;
+    let root = [
+        ("Authorization", "Bearer root-token"),
+        ("Content-Type", "application/json"),
+    ];
+    const ROUNDS: usize = 100;
+    let mut issued = Vec::new();
+    for i in 0..ROUNDS {
+        let name = format!("fresh-{i}");
+        let sa = serde_json::json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}});
+        let r = common::http(
+            addr,
+            "POST",
+            "/api/v1/namespaces/default/serviceaccounts",
+            &root,
+            sa.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 201, "{:?}", String::from_utf8_lossy(&r.body));
+        let r = common::http(
+            addr,
+            "POST",
+            &format!("/api/v1/namespaces/default/serviceaccounts/{name}/token"),
+            &root,
+            br#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenRequest","spec":{}}"#,
+        );
+        assert_eq!(r.status, 201, "{:?}", String::from_utf8_lossy(&r.body));
+        let token = r.json()["status"]["token"].as_str().unwrap().to_owned();
+        let bearer = format!("Bearer {token}");
+        let who = common::http(
+            addr,
+            "POST",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+            &[
+                ("Authorization", bearer.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            br#"{"apiVersion":"authentication.k8s.io/v1","kind":"SelfSubjectReview"}"#,
+        );
+        assert_eq!(
+            who.status,
+            201,
+            "round {i}: the token of a just-created account: {:?}",
+            String::from_utf8_lossy(&who.body)
+        );
+        assert_eq!(
+            who.json()["status"]["userInfo"]["username"],
+            format!("system:serviceaccount:default:{name}")
+        );
+        issued.push((name, bearer));
+    }
+    for (name, _) in &issued {
+        let r = common::http(
+            addr,
+            "DELETE",
+            &format!("/api/v1/namespaces/default/serviceaccounts/{name}"),
+            &root,
+            b"",
+        );
+        assert_eq!(r.status, 200, "{:?}", String::from_utf8_lossy(&r.body));
+    }
+    for (name, bearer) in &issued {
+        // The informer may still hold a deleted account for a moment (as upstream's
+        // lister may): the token is refused once it has caught up.
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let r = common::http(
+                addr,
+                "GET",
+                "/api",
+                &[("Authorization", bearer.as_str())],
+                b"",
+            );
+            if r.status == 401 {
+                assert_eq!(r.json()["reason"], "Unauthorized");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name}: still {}", r.status);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}

@@ -301,7 +301,7 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
                 bearer: bearer.as_deref(),
                 client_certs: certs.as_ref().map(|c| c.as_slice()),
             };
-            match authn.authenticate(&creds) {
+            match authn.authenticate(&creds).await {
                 Ok(u) => {
                     FilterMetrics::inc(&sec.metrics.attempts, "result", "success");
                     u

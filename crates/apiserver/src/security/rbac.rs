@@ -390,12 +390,161 @@ impl Admission for RbacAdmission {
     }
 }
 
-/// The ServiceAccount lookup of token verification, over the informer's store.
+/// The ServiceAccounts token verification looks up: the informer's store first, then the
+/// resource's storage when the store misses or holds another uid (upstream's token getter:
+/// lister, then a live GET). The read goes through the resource's storage with no
+/// resource version — through a cacher that is a read of the backend, never of the cache.
+pub struct Accounts {
+    store: listwatch_client::Store<Object>,
+    storage: Arc<dyn listwatch_storage::Storage>,
+    storage_resource: String,
+}
+
+impl std::fmt::Debug for Accounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Accounts")
+            .field("storage_resource", &self.storage_resource)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Accounts {
+    /// A lookup over this informer store and the serviceaccounts resource's storage (and
+    /// its storage resource name, for keys).
+    pub fn new(
+        store: listwatch_client::Store<Object>,
+        storage: Arc<dyn listwatch_storage::Storage>,
+        storage_resource: String,
+    ) -> Self {
+        Self {
+            store,
+            storage,
+            storage_resource,
+        }
+    }
+}
+
+impl listwatch_auth::authn::ServiceAccountLookup for Accounts {
+    fn cached_uid(&self, namespace: &str, name: &str) -> Option<String> {
+        self.store
+            .get_by_name(Some(namespace), name)
+            .map(|o| o.uid().unwrap_or("").to_owned())
+    }
+
+    fn stored_uid<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> listwatch_auth::authn::BoxFuture<'a, Result<Option<String>, String>> {
+        Box::pin(async move {
+            let key = Key::object(&self.storage_resource, Some(namespace), name)
+                .map_err(|e| e.to_string())?;
+            let opts = listwatch_storage::GetOptions {
+                resource_version: None,
+                ignore_not_found: true,
+            };
+            let found = self
+                .storage
+                .get(&key, &opts)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(found.map(|o| o.uid().unwrap_or("").to_owned()))
+        })
+    }
+}
+
+/// The ServiceAccount lookup of token verification (see [`Accounts`]).
 pub fn accounts(
     informers: &Informers,
+    resources: &[Resource],
 ) -> Option<Box<dyn listwatch_auth::authn::ServiceAccountLookup>> {
-    informers
-        .service_accounts
-        .as_ref()
-        .map(|i| Box::new(i.store()) as Box<dyn listwatch_auth::authn::ServiceAccountLookup>)
+    let store = informers.service_accounts.as_ref()?.store();
+    let resource = find(resources, "", "serviceaccounts")?;
+    Some(Box::new(Accounts::new(
+        store,
+        Arc::clone(&resource.storage),
+        resource.info.storage_resource.clone(),
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use listwatch_auth::authn::service_account::verification_keys;
+    use listwatch_auth::authn::{
+        ServiceAccountTokens, TokenAuthenticator, TokenIssuer, TokenRequestSpec,
+    };
+    use listwatch_storage::Storage;
+
+    const ISS: &str = "https://kubernetes.default.svc.cluster.local";
+
+    async fn create(storage: &dyn Storage, name: &str, uid: &str) {
+        let key = Key::object("serviceaccounts", Some("demo"), name).unwrap();
+        let v = serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": "demo", "uid": uid},
+        });
+        storage
+            .create(
+                &key,
+                Object::from_value(v, &Default::default()).unwrap(),
+                None,
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The race of issue 14 over real storage: the informer has not seen the account
+    /// (here: it never sees anything), storage holds it. Before the storage read the token
+    /// was refused (401) although the account existed.
+    #[tokio::test]
+    async fn tokens_of_accounts_the_informer_has_not_seen_are_checked_in_storage() {
+        let storage: Arc<dyn Storage> = Arc::new(listwatch_memstore::MemStore::new());
+        let held_back = listwatch_client::Writer::<Object>::default();
+        let accounts = Accounts::new(
+            held_back.store(),
+            Arc::clone(&storage),
+            "serviceaccounts".into(),
+        );
+        let key = rcgen::KeyPair::generate().unwrap();
+        let issuer =
+            TokenIssuer::from_pem(key.serialize_pem().as_bytes(), ISS, vec![ISS.into()]).unwrap();
+        let tokens = ServiceAccountTokens::new(
+            verification_keys(key.public_key_pem().as_bytes()).unwrap(),
+            vec![ISS.into()],
+            vec![ISS.into()],
+            Box::new(accounts),
+        );
+        create(storage.as_ref(), "builder", "uid-1").await;
+        let (token, _) = issuer
+            .issue("demo", "builder", "uid-1", &TokenRequestSpec::default())
+            .unwrap();
+        let user = tokens
+            .authenticate_token(&token)
+            .resolve()
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(user.name, "system:serviceaccount:demo:builder");
+
+        // Deleted, then re-created under the same name: storage says "another uid".
+        let k = Key::object("serviceaccounts", Some("demo"), "builder").unwrap();
+        storage
+            .delete(&k, None, no_validation(), None)
+            .await
+            .unwrap();
+        let e = tokens
+            .authenticate_token(&token)
+            .resolve()
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("has been deleted"), "{e}");
+        create(storage.as_ref(), "builder", "uid-2").await;
+        let e = tokens
+            .authenticate_token(&token)
+            .resolve()
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("does not match"), "{e}");
+    }
 }

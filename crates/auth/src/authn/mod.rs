@@ -10,7 +10,10 @@
 //! - a credential that is presented but not accepted (an unknown or invalid bearer token, a
 //!   client certificate that does not verify against the client CA) is a 401 — never a
 //!   fallback to anonymous;
-//! - a request without any credential is anonymous when anonymous auth is on, else 401.
+//! - a request without any credential is anonymous when anonymous auth is on, else 401;
+//! - what memory can decide is decided synchronously ([`TokenAnswer::Now`]); an
+//!   authenticator that must read storage first (a ServiceAccount its informer has not
+//!   seen) answers [`TokenAnswer::Later`], a future bounded by its own deadline.
 
 use std::sync::Arc;
 
@@ -23,7 +26,7 @@ pub mod token_file;
 pub mod x509;
 
 pub use service_account::{
-    ServiceAccountLookup, ServiceAccountTokens, TokenIssuer, TokenRequestSpec,
+    BoxFuture, ServiceAccountLookup, ServiceAccountTokens, TokenIssuer, TokenRequestSpec,
 };
 pub use token_file::TokenFile;
 pub use x509::{ClientCa, RequestClientCert};
@@ -60,10 +63,41 @@ pub enum AuthnError {
     Several(Vec<AuthnError>),
 }
 
+/// What a token authenticator answers: `Ok(None)` is not a token it knows (the next one
+/// is asked), `Ok(Some(user))` accepts it, `Err` refuses it (401).
+pub type TokenResult = Result<Option<Arc<UserInfo>>, AuthnError>;
+
+/// A token authenticator's answer: decided from memory, or after a (deadline-bounded) read.
+pub enum TokenAnswer<'a> {
+    /// Decided now.
+    Now(TokenResult),
+    /// Decided once this future resolves (it has its own deadline).
+    Later(BoxFuture<'a, TokenResult>),
+}
+
+impl TokenAnswer<'_> {
+    /// The answer, waiting for it if it is not decided yet.
+    pub async fn resolve(self) -> TokenResult {
+        match self {
+            TokenAnswer::Now(r) => r,
+            TokenAnswer::Later(f) => f.await,
+        }
+    }
+}
+
+impl std::fmt::Debug for TokenAnswer<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenAnswer::Now(r) => f.debug_tuple("Now").field(r).finish(),
+            TokenAnswer::Later(_) => f.write_str("Later(..)"),
+        }
+    }
+}
+
 /// A bearer-token authenticator.
 pub trait TokenAuthenticator: Send + Sync {
-    /// `Ok(None)`: not a token this authenticator knows (the next one is asked).
-    fn authenticate_token(&self, token: &str) -> Result<Option<Arc<UserInfo>>, AuthnError>;
+    /// What this authenticator says of `token`.
+    fn authenticate_token(&self, token: &str) -> TokenAnswer<'_>;
 }
 
 /// The user with `system:authenticated` (shared, not copied, when it already has it).
@@ -104,8 +138,9 @@ impl Authentication {
         self.x509.is_some() || !self.tokens.is_empty()
     }
 
-    /// Authenticates a request.
-    pub fn authenticate(&self, creds: &Credentials<'_>) -> Result<Arc<UserInfo>, AuthnError> {
+    /// Authenticates a request. Resolves without waiting unless a token authenticator
+    /// has to read storage ([`TokenAnswer::Later`]).
+    pub async fn authenticate(&self, creds: &Credentials<'_>) -> Result<Arc<UserInfo>, AuthnError> {
         let mut errors = Vec::new();
         if let (Some(ca), Some(chain)) = (&self.x509, creds.client_certs) {
             match ca.authenticate(chain) {
@@ -117,7 +152,7 @@ impl Authentication {
         if let Some(token) = creds.bearer {
             let mut token_errors = Vec::new();
             for t in &self.tokens {
-                match t.authenticate_token(token) {
+                match t.authenticate_token(token).resolve().await {
                     Ok(Some(user)) => return Ok(authenticated(user)),
                     Ok(None) => {}
                     Err(e) => token_errors.push(e),
@@ -167,13 +202,13 @@ pub fn websocket_bearer_token(protocols: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    struct Fixed(&'static str, Result<Option<Arc<UserInfo>>, AuthnError>);
+    struct Fixed(&'static str, TokenResult);
     impl TokenAuthenticator for Fixed {
-        fn authenticate_token(&self, token: &str) -> Result<Option<Arc<UserInfo>>, AuthnError> {
+        fn authenticate_token(&self, token: &str) -> TokenAnswer<'_> {
             if token == self.0 {
-                self.1.clone()
+                TokenAnswer::Now(self.1.clone())
             } else {
-                Ok(None)
+                TokenAnswer::Now(Ok(None))
             }
         }
     }
@@ -196,8 +231,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn bad_credentials_never_become_anonymous() {
+    #[tokio::test]
+    async fn bad_credentials_never_become_anonymous() {
         let auth = Authentication {
             x509: None,
             tokens: vec![
@@ -216,18 +251,18 @@ mod tests {
             bearer: Some(t),
             client_certs: None,
         };
-        let alice = auth.authenticate(&with("good")).unwrap();
+        let alice = auth.authenticate(&with("good")).await.unwrap();
         assert_eq!(alice.groups, ["dev", "system:authenticated"]);
         assert_eq!(
-            auth.authenticate(&with("bogus")),
+            auth.authenticate(&with("bogus")).await,
             Err(AuthnError::InvalidToken)
         );
         assert!(matches!(
-            auth.authenticate(&with("stale")),
+            auth.authenticate(&with("stale")).await,
             Err(AuthnError::ServiceAccount(_))
         ));
         assert_eq!(
-            auth.authenticate(&Credentials::default()),
+            auth.authenticate(&Credentials::default()).await,
             Ok(Arc::new(UserInfo::anonymous()))
         );
         let closed = Authentication {
@@ -235,7 +270,7 @@ mod tests {
             ..auth
         };
         assert_eq!(
-            closed.authenticate(&Credentials::default()),
+            closed.authenticate(&Credentials::default()).await,
             Err(AuthnError::NoCredentials)
         );
     }

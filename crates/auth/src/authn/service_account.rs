@@ -8,16 +8,27 @@
 //!
 //! Invariants:
 //! - a token is bound to its ServiceAccount's uid: once the account is deleted (or deleted
-//!   and re-created) its tokens are refused on the very next request — the account is
-//!   looked up in an informer store on every request, never cached;
+//!   and re-created) its tokens are refused — the account is looked up on every request,
+//!   never cached here;
+//! - the lookup reads an in-process view first (an informer's store) and, when that view
+//!   does not hold the account or holds another uid, storage itself (upstream's token
+//!   getter: lister first, then a live GET): a token of a just-created account is accepted
+//!   although the informer has not seen the create yet, and a token is refused only once
+//!   storage confirms the account is gone or replaced. Those reads are bounded (at most
+//!   [`MAX_CONCURRENT_READS`] at once) and each has a deadline ([`READ_DEADLINE`]); one
+//!   that does not answer in time refuses the token (401), as upstream does when its GET
+//!   fails;
 //! - the signature is verified once per token; verified claims are cached (bounded) and
 //!   the expiry is checked on every use;
 //! - a JWT from another issuer is not this authenticator's (`Ok(None)`); a JWT claiming
 //!   this issuer that does not verify is an error (401).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use base64::Engine;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -27,7 +38,7 @@ use rustls_pki_types::pem::{PemObject, SectionKind};
 use serde::{Deserialize, Serialize};
 
 use crate::authn::x509::unix_now;
-use crate::authn::{AuthnError, TokenAuthenticator};
+use crate::authn::{AuthnError, TokenAnswer, TokenAuthenticator};
 use crate::user::{ALL_SERVICE_ACCOUNTS, UserInfo, service_account_user};
 
 /// Default lifetime of a requested token (upstream: one hour).
@@ -40,6 +51,12 @@ pub const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
 const CACHE_MAX: usize = 10_000;
 /// Clock skew tolerated on `nbf`/`exp`.
 const LEEWAY_SECONDS: u64 = 60;
+/// How long a token waits for storage to confirm its account (a place among the reads,
+/// then the read) before it is refused.
+pub const READ_DEADLINE: Duration = Duration::from_secs(5);
+/// Most storage reads of accounts in flight at once; further tokens wait for a place
+/// (within [`READ_DEADLINE`]).
+pub const MAX_CONCURRENT_READS: usize = 16;
 
 /// Why a key file is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -51,17 +68,24 @@ pub struct KeyError {
     pub message: String,
 }
 
-/// Finds the uid of a ServiceAccount.
-pub trait ServiceAccountLookup: Send + Sync {
-    /// The uid of `namespace/name`, `None` when it does not exist.
-    fn uid(&self, namespace: &str, name: &str) -> Option<String>;
-}
+/// A boxed, sendable future (a storage read behind a [`ServiceAccountLookup`]).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-impl ServiceAccountLookup for listwatch_client::Store<listwatch_api::Object> {
-    fn uid(&self, namespace: &str, name: &str) -> Option<String> {
-        self.get_by_name(Some(namespace), name)
-            .map(|o| o.uid().unwrap_or("").to_owned())
-    }
+/// Finds the uid of a ServiceAccount: in a fast in-process view first, in storage when that
+/// view misses or disagrees with a token.
+pub trait ServiceAccountLookup: Send + Sync {
+    /// The uid of `namespace/name` in the in-process view (an informer's store), `None`
+    /// when the view does not hold it. The view may lag storage: it is never the last word
+    /// on a refusal.
+    fn cached_uid(&self, namespace: &str, name: &str) -> Option<String>;
+
+    /// The uid of `namespace/name` read from storage (the current state, not a cache):
+    /// `Ok(None)` when it does not exist, `Err` with a message when the read failed.
+    fn stored_uid<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, String>>;
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -245,6 +269,9 @@ pub struct ServiceAccountTokens {
     audiences: Vec<String>,
     accounts: Box<dyn ServiceAccountLookup>,
     cache: RwLock<HashMap<String, Verified, foldhash::fast::RandomState>>,
+    /// Places for storage reads of accounts.
+    reads: tokio::sync::Semaphore,
+    read_deadline: Duration,
 }
 
 impl std::fmt::Debug for ServiceAccountTokens {
@@ -376,7 +403,16 @@ impl ServiceAccountTokens {
             audiences,
             accounts,
             cache: RwLock::new(HashMap::default()),
+            reads: tokio::sync::Semaphore::new(MAX_CONCURRENT_READS),
+            read_deadline: READ_DEADLINE,
         }
+    }
+
+    /// The same verifier with another deadline for storage reads (tests).
+    #[must_use]
+    pub fn with_read_deadline(mut self, deadline: Duration) -> Self {
+        self.read_deadline = deadline;
+        self
     }
 
     fn verify(&self, token: &str) -> Result<Verified, AuthnError> {
@@ -418,22 +454,47 @@ impl ServiceAccountTokens {
         Err(AuthnError::ServiceAccount(last))
     }
 
-    /// Checks a verified token against the clock and the account store.
-    fn check(&self, v: &Verified) -> Result<Arc<UserInfo>, AuthnError> {
+    /// Checks a verified token against the clock and the in-process view of the accounts;
+    /// when that view does not confirm the account, the answer waits for storage.
+    fn check(&self, v: &Verified) -> TokenAnswer<'_> {
         let leeway = i64::try_from(LEEWAY_SECONDS).unwrap_or(0);
         if v.exp.saturating_add(leeway) <= unix_now() {
-            return Err(AuthnError::ServiceAccount("token has expired".into()));
+            return TokenAnswer::Now(Err(AuthnError::ServiceAccount("token has expired".into())));
         }
-        match self.accounts.uid(&v.namespace, &v.name) {
-            None => Err(AuthnError::ServiceAccount(format!(
-                "service account {}/{} has been deleted",
-                v.namespace, v.name
+        match self.accounts.cached_uid(&v.namespace, &v.name) {
+            Some(uid) if uid == v.uid => TokenAnswer::Now(Ok(Some(Arc::clone(&v.user)))),
+            // Not there, or another uid: the view may not have seen a create (or a
+            // re-create) yet. Storage decides.
+            _ => TokenAnswer::Later(Box::pin(self.confirm(v.clone()))),
+        }
+    }
+
+    /// Reads the token's account from storage (bounded, with a deadline) and decides.
+    async fn confirm(&self, v: Verified) -> Result<Option<Arc<UserInfo>>, AuthnError> {
+        let (ns, name) = (v.namespace.as_str(), v.name.as_str());
+        let read = async {
+            let _place = self.reads.acquire().await.map_err(|e| e.to_string())?;
+            self.accounts.stored_uid(ns, name).await
+        };
+        let stored = match tokio::time::timeout(self.read_deadline, read).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {:?}", self.read_deadline)),
+        };
+        match stored {
+            Err(e) => {
+                tracing::warn!(namespace = ns, name, error = %e, "could not read a token's service account");
+                Err(AuthnError::ServiceAccount(format!(
+                    "looking up service account {ns}/{name}: {e}"
+                )))
+            }
+            Ok(None) => Err(AuthnError::ServiceAccount(format!(
+                "service account {ns}/{name} has been deleted"
             ))),
-            Some(uid) if uid != v.uid => Err(AuthnError::ServiceAccount(format!(
+            Ok(Some(uid)) if uid != v.uid => Err(AuthnError::ServiceAccount(format!(
                 "service account UID ({uid}) does not match claim ({})",
                 v.uid
             ))),
-            Some(_) => Ok(Arc::clone(&v.user)),
+            Ok(Some(_)) => Ok(Some(v.user)),
         }
     }
 
@@ -454,25 +515,28 @@ impl ServiceAccountTokens {
 }
 
 impl TokenAuthenticator for ServiceAccountTokens {
-    fn authenticate_token(&self, token: &str) -> Result<Option<Arc<UserInfo>>, AuthnError> {
+    fn authenticate_token(&self, token: &str) -> TokenAnswer<'_> {
         {
             let cache = self
                 .cache
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(v) = cache.get(token) {
-                return self.check(v).map(Some);
+                return self.check(v);
             }
         }
         let Some(iss) = peek_issuer(token) else {
-            return Ok(None);
+            return TokenAnswer::Now(Ok(None));
         };
         if !self.issuers.contains(&iss) {
-            return Ok(None);
+            return TokenAnswer::Now(Ok(None));
         }
-        let v = self.verify(token)?;
+        let v = match self.verify(token) {
+            Ok(v) => v,
+            Err(e) => return TokenAnswer::Now(Err(e)),
+        };
         self.remember(token, &v);
-        self.check(&v).map(Some)
+        self.check(&v)
     }
 }
 
@@ -482,15 +546,86 @@ mod tests {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 
+    type Uids = Arc<Mutex<HashMap<(String, String), String>>>;
+
+    /// An informer view (`cache`) and storage (`stored`) that can disagree, as they do
+    /// while an informer lags. `hang` makes storage reads never answer; `fail` makes them
+    /// fail; `reads` counts them.
     #[derive(Clone, Default)]
-    struct Accounts(Arc<Mutex<HashMap<(String, String), String>>>);
+    struct Accounts {
+        cache: Uids,
+        stored: Uids,
+        hang: Arc<std::sync::atomic::AtomicBool>,
+        fail: Arc<std::sync::atomic::AtomicBool>,
+        reads: Arc<std::sync::atomic::AtomicUsize>,
+        /// Hung reads in flight now, and the most ever at once.
+        in_flight: Arc<Mutex<(usize, usize)>>,
+    }
+
+    /// A hung read, counted while it is in flight.
+    struct InFlight(Arc<Mutex<(usize, usize)>>);
+
+    impl InFlight {
+        fn new(counts: &Arc<Mutex<(usize, usize)>>) -> Self {
+            let mut c = counts.lock().unwrap();
+            c.0 += 1;
+            c.1 = c.1.max(c.0);
+            Self(Arc::clone(counts))
+        }
+    }
+
+    impl Drop for InFlight {
+        fn drop(&mut self) {
+            self.0.lock().unwrap().0 -= 1;
+        }
+    }
+
+    impl Accounts {
+        fn put(&self, ns: &str, name: &str, uid: &str) {
+            for m in [&self.cache, &self.stored] {
+                m.lock()
+                    .unwrap()
+                    .insert((ns.into(), name.into()), uid.into());
+            }
+        }
+    }
+
     impl ServiceAccountLookup for Accounts {
-        fn uid(&self, ns: &str, name: &str) -> Option<String> {
-            self.0
+        fn cached_uid(&self, ns: &str, name: &str) -> Option<String> {
+            self.cache
                 .lock()
                 .unwrap()
                 .get(&(ns.into(), name.into()))
                 .cloned()
+        }
+
+        fn stored_uid<'a>(
+            &'a self,
+            ns: &'a str,
+            name: &'a str,
+        ) -> BoxFuture<'a, Result<Option<String>, String>> {
+            use std::sync::atomic::Ordering::SeqCst;
+            self.reads.fetch_add(1, SeqCst);
+            if self.hang.load(SeqCst) {
+                let guard = InFlight::new(&self.in_flight);
+                return Box::pin(async move {
+                    let _guard = guard;
+                    std::future::pending().await
+                });
+            }
+            if self.fail.load(SeqCst) {
+                return Box::pin(std::future::ready(Err("etcd is down".into())));
+            }
+            let uid = self
+                .stored
+                .lock()
+                .unwrap()
+                .get(&(ns.into(), name.into()))
+                .cloned();
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                Ok(uid)
+            })
         }
     }
 
@@ -513,19 +648,23 @@ mod tests {
         (issuer, tokens, accounts)
     }
 
-    #[test]
-    fn issued_tokens_authenticate_until_the_account_goes() {
+    async fn auth(tokens: &ServiceAccountTokens, token: &str) -> crate::authn::TokenResult {
+        tokens.authenticate_token(token).resolve().await
+    }
+
+    fn decided_now(tokens: &ServiceAccountTokens, token: &str) -> bool {
+        matches!(tokens.authenticate_token(token), TokenAnswer::Now(_))
+    }
+
+    #[tokio::test]
+    async fn issued_tokens_authenticate_until_the_account_goes() {
         let (issuer, tokens, accounts) = setup();
-        accounts
-            .0
-            .lock()
-            .unwrap()
-            .insert(("demo".into(), "builder".into()), "uid-1".into());
+        accounts.put("demo", "builder", "uid-1");
         let (token, exp) = issuer
             .issue("demo", "builder", "uid-1", &TokenRequestSpec::default())
             .unwrap();
         assert!(exp > unix_now() + 3000);
-        let user = tokens.authenticate_token(&token).unwrap().unwrap();
+        let user = auth(&tokens, &token).await.unwrap().unwrap();
         assert_eq!(user.name, "system:serviceaccount:demo:builder");
         assert_eq!(user.uid, "uid-1");
         assert_eq!(
@@ -536,30 +675,104 @@ mod tests {
                 "system:authenticated"
             ]
         );
-        // cached the second time, same answer
-        assert_eq!(tokens.authenticate_token(&token).unwrap().unwrap(), user);
+        // cached the second time, same answer, from memory
+        assert!(decided_now(&tokens, &token));
+        assert_eq!(auth(&tokens, &token).await.unwrap().unwrap(), user);
+        assert_eq!(accounts.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
         // re-created with another uid: refused
-        accounts
-            .0
-            .lock()
-            .unwrap()
-            .insert(("demo".into(), "builder".into()), "uid-2".into());
-        assert!(tokens.authenticate_token(&token).is_err());
-        accounts.0.lock().unwrap().clear();
-        let e = tokens.authenticate_token(&token).unwrap_err();
+        accounts.put("demo", "builder", "uid-2");
+        assert!(auth(&tokens, &token).await.is_err());
+        // deleted everywhere: refused, storage confirming
+        accounts.cache.lock().unwrap().clear();
+        accounts.stored.lock().unwrap().clear();
+        let e = auth(&tokens, &token).await.unwrap_err();
         assert!(e.to_string().contains("deleted"), "{e}");
     }
 
-    #[test]
-    fn foreign_and_forged_tokens() {
+    /// The race of issue 14: `kubectl create serviceaccount` then `kubectl create token`
+    /// then a request with the token, faster than the informer sees the create. Before
+    /// the storage read, the token was refused (401) because only the informer was asked.
+    #[tokio::test]
+    async fn a_token_of_an_account_the_informer_has_not_seen_yet_is_accepted() {
         let (issuer, tokens, accounts) = setup();
         accounts
-            .0
+            .stored
             .lock()
             .unwrap()
-            .insert(("demo".into(), "x".into()), "u".into());
-        assert_eq!(tokens.authenticate_token("not-a-jwt").unwrap(), None);
-        assert_eq!(tokens.authenticate_token("a.b.c").unwrap(), None);
+            .insert(("demo".into(), "fresh".into()), "uid-new".into());
+        let (token, _) = issuer
+            .issue("demo", "fresh", "uid-new", &TokenRequestSpec::default())
+            .unwrap();
+        assert!(
+            !decided_now(&tokens, &token),
+            "the informer misses: storage decides"
+        );
+        let user = auth(&tokens, &token).await.unwrap().unwrap();
+        assert_eq!(user.name, "system:serviceaccount:demo:fresh");
+
+        // Deleted and re-created: the informer still holds the old uid, storage the new one.
+        accounts
+            .cache
+            .lock()
+            .unwrap()
+            .insert(("demo".into(), "fresh".into()), "uid-old".into());
+        assert!(auth(&tokens, &token).await.unwrap().is_some());
+        // ...while a token of the old account is refused once storage says so.
+        let (old, _) = issuer
+            .issue("demo", "fresh", "uid-old", &TokenRequestSpec::default())
+            .unwrap();
+        accounts.cache.lock().unwrap().clear();
+        let e = auth(&tokens, &old).await.unwrap_err();
+        assert!(e.to_string().contains("does not match"), "{e}");
+
+        // Gone from storage too: refused.
+        accounts.stored.lock().unwrap().clear();
+        let e = auth(&tokens, &token).await.unwrap_err();
+        assert!(e.to_string().contains("has been deleted"), "{e}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn storage_that_does_not_answer_refuses_within_the_deadline() {
+        let (issuer, tokens, accounts) = setup();
+        let tokens = tokens.with_read_deadline(Duration::from_millis(200));
+        let (token, _) = issuer
+            .issue("demo", "slow", "u", &TokenRequestSpec::default())
+            .unwrap();
+        accounts
+            .hang
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        // More requests than places: the ones waiting for a place are bounded by the same
+        // deadline.
+        let all =
+            futures::future::join_all((0..MAX_CONCURRENT_READS + 4).map(|_| auth(&tokens, &token)));
+        let started = tokio::time::Instant::now();
+        let answers = all.await;
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(answers.iter().all(|a| {
+            a.as_ref()
+                .is_err_and(|e| e.to_string().contains("no answer within"))
+        }));
+        assert_eq!(
+            *accounts.in_flight.lock().unwrap(),
+            (0, MAX_CONCURRENT_READS),
+            "at most {MAX_CONCURRENT_READS} reads at once, none left behind"
+        );
+        accounts
+            .hang
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        accounts
+            .fail
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let e = auth(&tokens, &token).await.unwrap_err();
+        assert!(e.to_string().contains("etcd is down"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn foreign_and_forged_tokens() {
+        let (issuer, tokens, accounts) = setup();
+        accounts.put("demo", "x", "u");
+        assert_eq!(auth(&tokens, "not-a-jwt").await.unwrap(), None);
+        assert_eq!(auth(&tokens, "a.b.c").await.unwrap(), None);
         // another key, same issuer: a forgery
         let other = rcgen::KeyPair::generate().unwrap();
         let forger =
@@ -567,7 +780,7 @@ mod tests {
         let (forged, _) = forger
             .issue("demo", "x", "u", &TokenRequestSpec::default())
             .unwrap();
-        assert!(tokens.authenticate_token(&forged).is_err());
+        assert!(auth(&tokens, &forged).await.is_err());
         // another issuer: not ours
         let elsewhere = TokenIssuer::from_pem(
             other.serialize_pem().as_bytes(),
@@ -578,14 +791,14 @@ mod tests {
         let (foreign, _) = elsewhere
             .issue("demo", "x", "u", &TokenRequestSpec::default())
             .unwrap();
-        assert_eq!(tokens.authenticate_token(&foreign).unwrap(), None);
+        assert_eq!(auth(&tokens, &foreign).await.unwrap(), None);
         // wrong audience
         let spec = TokenRequestSpec {
             audiences: Some(vec!["vault".into()]),
             ..TokenRequestSpec::default()
         };
         let (vault, _) = issuer.issue("demo", "x", "u", &spec).unwrap();
-        assert!(tokens.authenticate_token(&vault).is_err());
+        assert!(auth(&tokens, &vault).await.is_err());
         // tampered payload
         let (good, _) = issuer
             .issue("demo", "x", "u", &TokenRequestSpec::default())
@@ -599,7 +812,9 @@ mod tests {
             .replace("\"x\"", "\"y\"");
         let evil = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(evil);
         parts[1] = &evil;
-        assert!(tokens.authenticate_token(&parts.join(".")).is_err());
+        assert!(auth(&tokens, &parts.join(".")).await.is_err());
+        // none of these needed storage
+        assert_eq!(accounts.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::authn::{AuthnError, TokenAuthenticator};
+use crate::authn::{TokenAnswer, TokenAuthenticator};
 use crate::user::UserInfo;
 
 /// Why a token file could not be loaded.
@@ -133,14 +133,21 @@ impl TokenFile {
 }
 
 impl TokenAuthenticator for TokenFile {
-    fn authenticate_token(&self, token: &str) -> Result<Option<Arc<UserInfo>>, AuthnError> {
-        Ok(self.tokens.get(token).cloned())
+    fn authenticate_token(&self, token: &str) -> TokenAnswer<'_> {
+        TokenAnswer::Now(Ok(self.tokens.get(token).cloned()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ask(f: &TokenFile, token: &str) -> crate::authn::TokenResult {
+        match f.authenticate_token(token) {
+            TokenAnswer::Now(r) => r,
+            TokenAnswer::Later(_) => panic!("the token file answers from memory"),
+        }
+    }
 
     #[test]
     fn upstream_format() {
@@ -150,16 +157,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!(f.len(), 3);
-        let alice = f.authenticate_token("abc").unwrap().unwrap();
+        let alice = ask(&f, "abc").unwrap().unwrap();
         assert_eq!(alice.name, "alice");
         assert_eq!(alice.uid, "u1");
         assert_eq!(alice.groups, ["dev", "ops", "system:authenticated"]);
-        assert_eq!(f.authenticate_token("def").unwrap().unwrap().name, "bob");
+        assert_eq!(ask(&f, "def").unwrap().unwrap().name, "bob");
         assert_eq!(
-            f.authenticate_token("ghi").unwrap().unwrap().groups,
+            ask(&f, "ghi").unwrap().unwrap().groups,
             ["single", "system:authenticated"]
         );
-        assert_eq!(f.authenticate_token("nope").unwrap(), None);
+        assert_eq!(ask(&f, "nope").unwrap(), None);
     }
 
     #[test]
