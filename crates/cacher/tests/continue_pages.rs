@@ -81,11 +81,11 @@ async fn continue_pages_come_from_the_cache_at_the_tokens_version() {
     assert_eq!(names, want, "the pages are the state at {at}");
 }
 
-/// With a window of 4 events, a token whose version the cache no longer holds is answered by
-/// the backend (the embedded store still has that revision): still the state at the token's
-/// version.
+/// The first page pins the state it read: ten writes later, with a window of 4 events that
+/// no longer reaches back to the token's version, the rest of the walk still comes from the
+/// cache.
 #[tokio::test]
-async fn a_continuation_the_cache_no_longer_holds_goes_to_the_backend() {
+async fn a_pinned_continuation_outlives_the_window() {
     let probe = Probe::new(MemStore::new());
     let config = CacherConfig::new("pods").with_watch_cache(|c| c.with_capacity(4, 4, 4));
     let cacher = Cacher::new(Arc::new(probe.clone()), config);
@@ -104,6 +104,43 @@ async fn a_continuation_the_cache_no_longer_holds_goes_to_the_backend() {
             .resource_version();
     }
     cacher.wait_until_fresh(last).await.unwrap();
+    let lists_before = probe.lists.load(Ordering::SeqCst);
+    let (rest, versions) = walk(&cacher, first.continue_token.clone()).await;
+    assert_eq!(probe.lists.load(Ordering::SeqCst), lists_before);
+    assert_eq!(versions, BTreeSet::from([first.resource_version]));
+    assert_eq!(rest, ["p07", "p08", "p09"]);
+}
+
+/// Regression for the fallback path: with a window of 4 events and one pin at most, a token
+/// whose pin was pushed out by another walk's, and whose version the window no longer
+/// reaches, is answered by the backend (the embedded store still has that revision): still
+/// the state at the token's version.
+#[tokio::test]
+async fn a_continuation_the_cache_no_longer_holds_goes_to_the_backend() {
+    let probe = Probe::new(MemStore::new());
+    let config = CacherConfig::new("pods").with_watch_cache(|c| {
+        c.with_capacity(4, 4, 4)
+            .with_snapshot_limits(1, std::time::Duration::from_secs(600))
+    });
+    let cacher = Cacher::new(Arc::new(probe.clone()), config);
+    cacher.wait_ready().await;
+    let mut last = 0;
+    for i in 0..10 {
+        last = put(&cacher, pod("ns", &format!("p{i:02}"), "n1", 0))
+            .await
+            .resource_version();
+    }
+    cacher.wait_until_fresh(last).await.unwrap();
+    let first = cacher.list(&all(), &page(7, None)).await.unwrap();
+    for i in 10..20 {
+        last = put(&cacher, pod("ns", &format!("p{i:02}"), "n1", 0))
+            .await
+            .resource_version();
+    }
+    cacher.wait_until_fresh(last).await.unwrap();
+    // Another walk's first page takes the only pin.
+    let other = cacher.list(&all(), &page(7, None)).await.unwrap();
+    assert!(other.continue_token.is_some());
     let lists_before = probe.lists.load(Ordering::SeqCst);
     let (rest, versions) = walk(&cacher, first.continue_token.clone()).await;
     assert!(probe.lists.load(Ordering::SeqCst) > lists_before);

@@ -5,8 +5,8 @@
 //! [`WatchCache`] is the single writer. The reflector feeds it: [`WatchCache::replace`] after
 //! each (re)list, [`WatchCache::apply`] for each watch event, [`WatchCache::progress`] for
 //! bookmarks. After every change the writer publishes a new [`CacheView`]: an immutable value
-//! holding the current state (objects + indexes), the event window, the per-event snapshots
-//! and the resource version. Readers ([`WatchCacheReader`], cheap to clone) take the latest
+//! holding the current state (objects + indexes), the event window and the resource version,
+//! plus a handle on the pinned past states (see below). Readers ([`WatchCacheReader`], cheap to clone) take the latest
 //! view and answer everything from it, so one request sees one consistent version even while
 //! the writer moves on: a list and the events after its version come from the same view.
 //!
@@ -33,18 +33,22 @@
 //! the window since that list, else the oldest buffered event's; then `rv < oldest − 1` is
 //! `Expired` with the message `too old resource version: rv (oldest − 1)`.
 //!
-//! # Snapshots
+//! # Past states (snapshots)
 //!
-//! With snapshots on, the state after every event (and after each list) is kept, keyed by
-//! resource version; an Exact list at `rv` reads the newest snapshot at or below `rv`.
-//! Snapshots older than the last event that left the window are dropped, and so are those
-//! made useless by [`WatchCache::compact`]: an Exact read below the compaction revision is
-//! `Expired`, as it is from etcd.
+//! With snapshots on, an Exact list at `rv` and a continue token at `rv` read the state at
+//! `rv`, though the writer keeps no copy per event (see the `snapshots` module): a list that
+//! hands out a continue token pins the state it read (an O(1) clone of the persistent maps,
+//! bounded in number and age); a past state not pinned is rebuilt from the current state or
+//! the nearest pin and the window's events in between, which is possible exactly when every
+//! event after `rv` is still in the window (`rv` at or above the newest evicted event, or
+//! the list's version when none was evicted), and is pinned if its page hands out a token. Below that, and below the
+//! compaction revision ([`WatchCache::compact`]), the read is `Expired`, as it is from etcd.
+//! A relist drops every pin (a new generation); so does a compaction above them.
 //!
 //! # Memory budget
 //!
-//! With a byte budget, after each change the writer evicts the oldest events (and with them
-//! their snapshots) while the accounted bytes (state + window + snapshots, see
+//! With a byte budget, after each change the writer drops pinned states, then evicts the
+//! oldest events, while the accounted bytes (state + window + pinned states, see
 //! [`MemoryUsage`]) exceed it, and lowers the capacity to what is left. The current state is
 //! never dropped; the metrics hook reports the squeeze.
 //!
@@ -55,10 +59,10 @@
 //! [`WatchCacheReader::has_waiters`] is true, so the owner can ask the backend for progress
 //! notifications (upstream: every 100 ms while anyone waits).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use imbl::OrdMap;
 use listwatch_api::{EventType, Object};
 use listwatch_storage::{
     Error, GetOptions, Key, ListOptions, ObjectList, ResourceVersionMatch, Result, WatchEvent,
@@ -69,6 +73,7 @@ use tokio::time::Instant;
 
 use crate::config::{Config, EvictionReason, MemoryUsage};
 use crate::event::{CacheEvent, Events};
+use crate::snapshots::{Base, Pins, rebuild};
 use crate::store::Store;
 use crate::window::{Sizing, Window};
 
@@ -80,10 +85,16 @@ const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to di
     modified, or deleted between the time the first chunk was returned and now may show up in \
     the list.";
 
-/// Bytes one snapshot adds per level of the object map (imbl's B-tree nodes hold 16 entries:
-/// a copied leaf of 16 key/object pairs plus a branch of keys and children; the memory test
-/// measures about 2 060 bytes for the 4 levels of 10 000 objects).
-const SNAPSHOT_BYTES_PER_LEVEL: usize = 512;
+/// Bytes a pinned state keeps per event after it: the writer copies the leaf it changes (up
+/// to 16 key/object handles, imbl's B-tree node) and, the first time, the branches above it
+/// (the memory test measures ~1 100 bytes per change over the first hundred changes spread
+/// over 10 000 objects, ~530 by a thousand, as changes start to share leaves).
+const SNAPSHOT_BYTES_PER_CHANGE: usize = 800;
+
+/// Bytes of a pinned state that shares nothing with the live one any more, per object: a
+/// copy of the maps' nodes (key and object handles plus node overhead), never of the objects
+/// (the memory test measures ~88 bytes per object).
+const SNAPSHOT_BYTES_PER_OBJECT: usize = 96;
 
 /// What writer and readers share.
 struct Shared {
@@ -119,11 +130,9 @@ pub struct CacheView {
     window: Window,
     /// The last list's resource version (0 before any list).
     list_rv: u64,
-    /// The state after each event and after the list, by resource version, without
-    /// indexes; the newest key is `store_rv`. Those below the newest evicted event, and
-    /// those below the one serving the compaction revision, are dropped. Empty when
-    /// snapshots are off.
-    snapshots: OrdMap<u64, Store>,
+    /// Past states pinned by lists (shared by every view and the writer; see the
+    /// `snapshots` module). Never used when snapshots are off.
+    pins: Arc<Pins>,
     /// The backend's compaction revision: Exact reads below it are expired.
     compacted_rv: u64,
     /// Whether a list has been applied; reads before that are `NotReady`.
@@ -143,7 +152,7 @@ impl std::fmt::Debug for CacheView {
             .field("objects", &self.store.len())
             .field("window", &self.window.len())
             .field("capacity", &self.window.capacity())
-            .field("snapshots", &self.snapshots.len())
+            .field("pinned", &self.pins.len())
             .finish_non_exhaustive()
     }
 }
@@ -190,15 +199,24 @@ impl CacheView {
         if !self.initialized {
             return None;
         }
-        let oldest = if self.config.snapshots {
-            self.snapshots
-                .get_min()
-                .map(|(rv, _)| *rv)?
-                .max(self.compacted_rv)
+        Some((self.rebuild_floor().max(self.compacted_rv), self.rv))
+    }
+
+    /// The oldest version whose state can be rebuilt from the current one and the window:
+    /// every event after it is buffered. Without snapshots, the last change's.
+    fn rebuild_floor(&self) -> u64 {
+        if !self.config.snapshots {
+            self.store_rv
+        } else if self.window.evicted() {
+            self.window.last_evicted_rv()
         } else {
-            self.store_rv.max(self.compacted_rv)
-        };
-        Some((oldest, self.rv))
+            self.list_rv
+        }
+    }
+
+    /// How many pinned past states there are (see the module docs).
+    pub fn pinned_snapshots(&self) -> usize {
+        self.pins.len()
     }
 
     /// Accounted memory.
@@ -211,17 +229,27 @@ impl CacheView {
         }
     }
 
-    /// Estimated bytes of the snapshots beyond the current state: each one older than the
-    /// state holds its own copy of one root-to-leaf path of the object map (about
-    /// [`SNAPSHOT_BYTES_PER_LEVEL`] per level, measured by the memory test).
+    /// Estimated bytes of the pinned states beyond the current one: each keeps the nodes the
+    /// writer copied since, about [`SNAPSHOT_BYTES_PER_CHANGE`] per event after it, at most a
+    /// copy of all the maps' nodes ([`SNAPSHOT_BYTES_PER_OBJECT`] per object); both measured
+    /// by the memory test. An upper bound when changes cluster in a few leaves.
     fn snapshot_bytes(&self) -> usize {
-        let mut levels = 1;
-        let mut reach = 16;
-        while reach < self.store.len() {
-            reach = reach.saturating_mul(16);
-            levels += 1;
+        let versions = self.pins.versions();
+        if versions.is_empty() {
+            return 0;
         }
-        self.snapshots.len().saturating_sub(1) * levels * SNAPSHOT_BYTES_PER_LEVEL
+        versions.into_iter().map(|rv| self.pin_bytes(rv)).sum()
+    }
+
+    /// Estimated bytes of a state pinned at `rv` (see [`Self::snapshot_bytes`]).
+    fn pin_bytes(&self, rv: u64) -> usize {
+        let whole = self.store.len().saturating_mul(SNAPSHOT_BYTES_PER_OBJECT);
+        let after = if rv < self.rebuild_floor() {
+            usize::MAX
+        } else {
+            self.window.len() - self.window.position_after(rv).min(self.window.len())
+        };
+        after.saturating_mul(SNAPSHOT_BYTES_PER_CHANGE).min(whole)
     }
 
     /// The oldest resource version a watch may start from (upstream's `oldest − 1`).
@@ -253,11 +281,8 @@ impl CacheView {
         if rv < oldest {
             return Err(Error::too_old(rv, oldest));
         }
-        let events = self.window.events();
-        let start = events
-            .binary_search_by(|e| e.resource_version.cmp(&rv))
-            .map_or_else(|i| i, |i| i + 1);
-        Ok(Events(events.skip(start)))
+        let start = self.window.position_after(rv);
+        Ok(Events(self.window.events().skip(start)))
     }
 
     /// Reads one object. Version `None`/`0`: the current state; `n`: the current state,
@@ -283,14 +308,17 @@ impl CacheView {
     ///   current revision, for a consistent read);
     /// - `0`: the current state, the limit ignored (upstream serves it whole);
     /// - `n` with `NotOlderThan` (or no match): the current state, which must be at least `n`;
-    /// - `n` with `Exact`: the state at `n`, from a snapshot (`Expired` when none is old
-    ///   enough);
+    /// - `n` with `Exact`: the state at `n`, pinned or rebuilt (`Expired` when it can no
+    ///   longer be, see the module docs);
     /// - a continue token: the next page at the token's version, or `Expired` carrying a
     ///   token that continues at the current version when that one is gone.
     ///
+    /// A page that hands out a continue token pins the state it read, so that the next pages
+    /// read it in O(log n + page) (see the module docs).
+    ///
     /// A version above the view's is `TooLargeResourceVersion`. Label and field selectors
     /// filter; exact-match field selectors on indexed fields read only the most selective of
-    /// those indexes (in the current state; snapshots carry no indexes and scan).
+    /// those indexes (pinned and rebuilt states keep the indexes too).
     /// `remaining_item_count` is never set: the cache does not count what follows a page.
     pub fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         self.ensure_initialized()?;
@@ -310,9 +338,10 @@ impl CacheView {
                 .map_err(|_| self.expired_continuation(&start, prefix))?;
             (store, rv, Some(start), opts.page_limit())
         } else {
+            let current = Cow::Borrowed(&self.store);
             match (opts.resource_version, opts.resource_version_match) {
-                (None, _) => (&self.store, self.rv, None, opts.page_limit()),
-                (Some(0), _) => (&self.store, self.rv, None, None),
+                (None, _) => (current, self.rv, None, opts.page_limit()),
+                (Some(0), _) => (current, self.rv, None, None),
                 (Some(rv), _) if rv > self.rv => {
                     return Err(Error::TooLargeResourceVersion {
                         requested: rv,
@@ -322,7 +351,7 @@ impl CacheView {
                 (Some(rv), Some(ResourceVersionMatch::Exact)) => {
                     (self.store_at(rv)?, rv, None, opts.page_limit())
                 }
-                (Some(_), _) => (&self.store, self.rv, None, opts.page_limit()),
+                (Some(_), _) => (current, self.rv, None, opts.page_limit()),
             }
         };
         let limit = limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
@@ -335,7 +364,12 @@ impl CacheView {
             limit,
         );
         let continue_token = match page.more_after {
-            Some(last) => Some(encode_continue(&format!("{last}\0"), prefix, list_rv)?),
+            Some(last) => {
+                let token = encode_continue(&format!("{last}\0"), prefix, list_rv)?;
+                // The next pages read this very state, whatever the writer does meanwhile.
+                self.pin(list_rv, &store);
+                Some(token)
+            }
             None => None,
         };
         Ok(ObjectList {
@@ -346,21 +380,73 @@ impl CacheView {
         })
     }
 
-    /// The state at `rv` (≤ the view's version).
-    fn store_at(&self, rv: u64) -> Result<&Store> {
+    /// The state at `rv` (≤ the view's version): the current one, a pinned one, or one
+    /// rebuilt from the nearest of those through the window, else `Expired`.
+    fn store_at(&self, rv: u64) -> Result<Cow<'_, Store>> {
         if rv < self.compacted_rv {
             return Err(Error::too_old(rv, self.compacted_rv));
         }
         if rv >= self.store_rv {
-            return Ok(&self.store);
+            return Ok(Cow::Borrowed(&self.store));
         }
-        if self.config.snapshots {
-            if let Some((_, s)) = self.snapshots.get_prev(&rv) {
-                return Ok(s);
+        let floor = self.rebuild_floor();
+        if !self.config.snapshots {
+            return Err(Error::too_old(rv, floor.max(self.compacted_rv)));
+        }
+        let now = self.config.clock.now();
+        if let Some(pinned) = self.pins.get(self.generation, rv, now) {
+            return Ok(Cow::Owned(pinned));
+        }
+        if rv < floor {
+            return Err(Error::too_old(rv, floor.max(self.compacted_rv)));
+        }
+        // The base reading the fewest events: the current state or a pin whose version is
+        // also rebuildable (at or above the floor) and known to this view.
+        let target = self.window.position_after(rv);
+        let mut base = Base {
+            rv: self.store_rv,
+            position: self.window.len(),
+            store: self.store.clone(),
+        };
+        for (pinned_rv, store) in self.pins.within(self.generation, floor, self.rv) {
+            let position = self.window.position_after(pinned_rv);
+            if position.abs_diff(target) < base.position.abs_diff(target) {
+                base = Base {
+                    rv: pinned_rv,
+                    position,
+                    store,
+                };
             }
         }
-        let oldest = self.snapshot_range().map_or(self.store_rv, |(o, _)| o);
-        Err(Error::too_old(rv, oldest))
+        tracing::trace!(resource = %self.config.resource, rv, from = base.rv, events = base.position.abs_diff(target), "rebuilding a past state");
+        // Pinned only if the page hands out a continue token (see `list`): Exact lists
+        // without one do not push out the pins of paginated walks.
+        Ok(Cow::Owned(rebuild(
+            &self.config.indexes,
+            base,
+            self.window.events(),
+            target,
+        )))
+    }
+
+    /// Pins `store` as the state at `rv` of this view's generation (when snapshots are on,
+    /// and a byte budget, if any, has room for it: the writer enforces the budget only on
+    /// its next change).
+    fn pin(&self, rv: u64, store: &Store) {
+        let fits = self
+            .config
+            .byte_budget
+            .is_none_or(|budget| self.memory().total() + self.pin_bytes(rv) <= budget);
+        if self.config.snapshots && fits {
+            let now = self.config.clock.now();
+            self.pins.insert(
+                self.generation,
+                rv,
+                store,
+                now,
+                self.config.snapshot_limits(),
+            );
+        }
     }
 
     fn expired_continuation(&self, start: &str, prefix: &str) -> Error {
@@ -600,7 +686,7 @@ impl WatchCache {
             store: Store::new(&config.indexes),
             window: Window::new(config.initial_capacity),
             list_rv: 0,
-            snapshots: OrdMap::new(),
+            pins: Arc::new(Pins::default()),
             compacted_rv: 0,
             initialized: false,
             generation: 0,
@@ -651,12 +737,10 @@ impl WatchCache {
         m.list_rv = rv;
         m.window.reset();
         m.window_bytes = 0;
-        m.snapshots = OrdMap::new();
-        if m.config.snapshots {
-            m.snapshots.insert(rv, m.store.without_indexes());
-        }
         m.initialized = true;
         m.generation += 1;
+        // Before the new generation's view is published: no pin of the old one survives.
+        m.pins.reset(m.generation);
         tracing::debug!(resource = %m.config.resource, objects = m.store.len(), rv, "watch cache replaced");
         self.enforce_budget();
         self.publish();
@@ -698,18 +782,14 @@ impl WatchCache {
             EventType::Deleted => m.store.remove(specs, &key),
             _ => m.store.upsert(specs, Arc::clone(&key), object.clone()),
         };
-        let event = Arc::new(CacheEvent::new(
-            event_type,
-            key,
-            object,
-            prev.or(given_prev),
-            received_at,
-        ));
+        let from_state = prev.is_some();
+        let event = Arc::new(
+            CacheEvent::new(event_type, key, object, prev.or(given_prev), received_at)
+                .with_prev_from_state(from_state),
+        );
         m.rv = rv;
         m.store_rv = rv;
-        if m.config.snapshots {
-            m.snapshots.insert(rv, m.store.without_indexes());
-        }
+        m.pins.expire(received_at, m.config.snapshot_limits());
         m.window_bytes += event.retained_bytes();
         let sizing = Sizing {
             min: m.config.min_capacity,
@@ -746,29 +826,22 @@ impl WatchCache {
     }
 
     /// Records the backend's compaction revision: Exact reads below it are `Expired`, and
-    /// snapshots no read can use any more are dropped.
+    /// the pinned states below it are dropped.
     pub fn compact(&mut self, revision: u64) {
         let m = &mut self.master;
         if revision <= m.compacted_rv {
             return;
         }
         m.compacted_rv = revision;
-        // Keep the newest snapshot at or below the revision: it serves reads at `revision`.
-        if let Some(keep) = m.snapshots.get_prev(&revision).map(|(rv, _)| *rv) {
-            prune_below(&mut m.snapshots, keep);
-        }
+        m.pins.drop_below(revision);
         self.publish();
     }
 
-    /// Drops what only the evicted events kept: their accounted bytes and the snapshots older
-    /// than the newest of them (that one still serves reads up to the next event).
+    /// Drops what only the evicted events kept: their accounted bytes.
     fn forget(&mut self, evicted: &[Arc<CacheEvent>]) {
         let m = &mut self.master;
         for e in evicted {
             m.window_bytes = m.window_bytes.saturating_sub(e.retained_bytes());
-        }
-        if let Some(last) = evicted.last() {
-            prune_below(&mut m.snapshots, last.resource_version);
         }
     }
 
@@ -781,10 +854,14 @@ impl WatchCache {
         };
         let mut evicted = 0;
         while self.master.memory().total() > budget {
+            // Pinned states first (a paginated walk then rebuilds or asks the backend), then
+            // the oldest events, one at a time: the pins' estimate depends on the window.
+            if self.master.pins.drop_one() {
+                continue;
+            }
             let Some(e) = self.master.window.pop_oldest() else {
                 break;
             };
-            // One at a time: each eviction also drops a snapshot, which the total counts.
             self.forget(std::slice::from_ref(&e));
             evicted += 1;
         }
@@ -821,14 +898,6 @@ impl WatchCache {
     }
 }
 
-/// Removes the snapshots below `rv` (one `O(log n)` removal each; eviction removes about one
-/// per event).
-fn prune_below(snapshots: &mut OrdMap<u64, Store>, rv: u64) {
-    while let Some(min) = snapshots.get_min().map(|(k, _)| *k).filter(|k| *k < rv) {
-        snapshots.remove(&min);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -838,7 +907,7 @@ mod tests {
     use listwatch_storage::{Bookmark, SelectionPredicate};
 
     use super::*;
-    use crate::config::{CacheMetrics, Index, ManualClock};
+    use crate::config::{CacheMetrics, DEFAULT_SNAPSHOT_TTL, Index, ManualClock};
 
     fn pod(ns: &str, name: &str, node: &str, rv: u64) -> Object {
         let json = serde_json::json!({
@@ -1126,22 +1195,68 @@ mod tests {
         assert!(third.continue_token.is_none());
     }
 
-    #[test]
-    fn a_continue_token_past_the_snapshots_expires_with_a_fresh_token() {
-        let mut c = cache_at_10();
-        let opts = ListOptions {
+    /// A cache whose clock the test moves, listed at 10 with pods x (ns a) and y (ns b).
+    fn clocked_cache_at_10(limits: Option<(usize, Duration)>) -> (WatchCache, ManualClock) {
+        let clock = ManualClock::new();
+        let mut config = config().with_clock(Arc::new(clock.clone()));
+        if let Some((count, ttl)) = limits {
+            config = config.with_snapshot_limits(count, ttl);
+        }
+        let mut c = WatchCache::new(config);
+        c.replace(vec![pod("a", "x", "n1", 5), pod("b", "y", "n2", 7)], 10)
+            .unwrap();
+        (c, clock)
+    }
+
+    fn one_by_one(token: Option<String>) -> ListOptions {
+        ListOptions {
             limit: Some(1),
+            continue_token: token,
             ..ListOptions::recursive()
-        };
-        let first = c.reader().view().list(&all(), &opts).unwrap();
-        for rv in 11..=40 {
+        }
+    }
+
+    fn added(c: &mut WatchCache, rvs: std::ops::RangeInclusive<u64>) {
+        for rv in rvs {
             c.apply(WatchEvent::Added(pod("b", &format!("p{rv}"), "n1", rv)))
                 .unwrap();
         }
-        let next = ListOptions {
-            continue_token: first.continue_token,
-            ..opts.clone()
-        };
+    }
+
+    #[test]
+    fn a_pinned_state_outlives_the_window_while_it_is_used() {
+        let (mut c, clock) = clocked_cache_at_10(None);
+        let first = c.reader().view().list(&all(), &one_by_one(None)).unwrap();
+        assert_eq!(names(&first), ["x"]);
+        assert_eq!(c.view().pinned_snapshots(), 1, "the token pinned the state");
+        // 30 events: the window (at most 16) no longer reaches back to 10.
+        added(&mut c, 11..=40);
+        let v = c.reader().view();
+        assert!(v.events_since(10).unwrap_err().is_expired());
+        assert!(v.list(&all(), &exact(10)).is_ok(), "pinned at 10");
+        let next = v.list(&all(), &one_by_one(first.continue_token)).unwrap();
+        assert_eq!((names(&next), next.resource_version), (vec!["y"], 10));
+        assert!(next.continue_token.is_none());
+        // Used now, so it lives for another TTL from here.
+        clock.advance(DEFAULT_SNAPSHOT_TTL - Duration::from_secs(1));
+        added(&mut c, 41..=41);
+        assert_eq!(c.view().pinned_snapshots(), 1);
+    }
+
+    /// Regression for the expiry path: a pin unused for its TTL is dropped by the writer, and
+    /// a continuation the window can no longer rebuild is `Expired` with a token that
+    /// continues at the current version (what etcd answers below its compaction), so the
+    /// cacher asks the backend.
+    #[test]
+    fn a_continue_token_past_its_pin_and_the_window_expires_with_a_fresh_token() {
+        let (mut c, clock) = clocked_cache_at_10(None);
+        let opts = one_by_one(None);
+        let first = c.reader().view().list(&all(), &opts).unwrap();
+        added(&mut c, 11..=40);
+        clock.advance(DEFAULT_SNAPSHOT_TTL);
+        added(&mut c, 41..=41);
+        assert_eq!(c.view().pinned_snapshots(), 0, "expired by age");
+        let next = one_by_one(first.continue_token);
         let err = c.reader().view().list(&all(), &next).unwrap_err();
         let Error::Expired {
             continue_token: Some(fresh),
@@ -1153,7 +1268,7 @@ mod tests {
         assert!(message.starts_with("The provided continue parameter is too old"));
         assert_eq!(
             decode_continue(&fresh, "/pods/").unwrap(),
-            ("/pods/a/x\0".to_owned(), 40)
+            ("/pods/a/x\0".to_owned(), 41)
         );
         let resumed = ListOptions {
             continue_token: Some(fresh),
@@ -1164,6 +1279,186 @@ mod tests {
             ["p11"],
             "namespace b, in key order"
         );
+        // An Exact list there too; a watch from 10 the same.
+        let v = c.reader().view();
+        let (floor, _) = v.snapshot_range().unwrap();
+        assert_eq!(
+            v.list(&all(), &exact(10)).unwrap_err().to_string(),
+            format!("too old resource version: 10 ({floor})")
+        );
+        assert!(v.list(&all(), &exact(floor)).is_ok());
+    }
+
+    #[test]
+    fn pins_are_capped_in_number_least_recently_used_first() {
+        let (mut c, clock) = clocked_cache_at_10(Some((2, Duration::from_secs(600))));
+        let mut tokens = Vec::new();
+        for rv in [11, 12, 13] {
+            added(&mut c, rv..=rv);
+            clock.advance(Duration::from_secs(1));
+            let page = c.reader().view().list(&all(), &one_by_one(None)).unwrap();
+            tokens.push((rv, page.continue_token.unwrap()));
+        }
+        assert_eq!(c.view().pinned_snapshots(), 2);
+        added(&mut c, 14..=60);
+        let v = c.reader().view();
+        for (rv, token) in tokens {
+            let got = v.list(&all(), &one_by_one(Some(token)));
+            if rv == 11 {
+                assert!(got.unwrap_err().is_expired(), "the oldest pin went first");
+            } else {
+                assert_eq!(got.unwrap().resource_version, rv);
+            }
+        }
+    }
+
+    /// A relist (readiness Pending, a new generation) drops every pin: a continue token from
+    /// before it is not served from the old generation's state, even where the new one could
+    /// not tell the difference.
+    #[test]
+    fn a_relist_drops_every_pin() {
+        let (mut c, _clock) = clocked_cache_at_10(None);
+        let first = c.reader().view().list(&all(), &one_by_one(None)).unwrap();
+        added(&mut c, 11..=12);
+        let old_view = c.reader().view();
+        c.replace(vec![pod("a", "x", "n1", 5), pod("b", "y", "n2", 7)], 50)
+            .unwrap();
+        assert_eq!(c.view().pinned_snapshots(), 0);
+        assert_eq!(c.view().generation(), old_view.generation() + 1);
+        let next = one_by_one(first.continue_token.clone());
+        let err = c.reader().view().list(&all(), &next).unwrap_err();
+        assert!(err.is_expired(), "{err:?}");
+        // A view of the old generation still held by a reader can serve itself, but what it
+        // pins is never seen by the new generation.
+        assert!(old_view.list(&all(), &exact(11)).is_ok());
+        assert_eq!(c.view().pinned_snapshots(), 0);
+        assert!(c.reader().view().list(&all(), &exact(11)).is_err());
+    }
+
+    #[test]
+    fn compaction_drops_the_pins_below_it() {
+        let (mut c, _clock) = clocked_cache_at_10(None);
+        let first = c.reader().view().list(&all(), &one_by_one(None)).unwrap();
+        added(&mut c, 11..=12);
+        c.compact(11);
+        assert_eq!(c.view().pinned_snapshots(), 0);
+        let err = c
+            .reader()
+            .view()
+            .list(&all(), &one_by_one(first.continue_token))
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                Error::Expired {
+                    continue_token: Some(_),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    /// Past states are rebuilt from the nearest base: back from the current state, or from a
+    /// pin on either side, and every rebuilt state is the replayed history's.
+    #[test]
+    fn rebuilt_states_agree_with_the_history_from_any_base() {
+        let (mut c, _clock) = clocked_cache_at_10(Some((4, Duration::from_secs(600))));
+        // 11..=16: add, modify, delete, re-add, move between nodes.
+        c.apply(WatchEvent::Added(pod("a", "z", "n1", 11))).unwrap();
+        c.apply(WatchEvent::Modified {
+            object: pod("a", "x", "n2", 12),
+            prev: None,
+        })
+        .unwrap();
+        c.apply(WatchEvent::Deleted(pod("b", "y", "n2", 13)))
+            .unwrap();
+        c.apply(WatchEvent::Added(pod("b", "y", "n1", 14))).unwrap();
+        c.apply(WatchEvent::Deleted(pod("a", "z", "n1", 15)))
+            .unwrap();
+        c.apply(WatchEvent::Modified {
+            object: pod("a", "x", "n1", 16),
+            prev: None,
+        })
+        .unwrap();
+        let want = |rv: u64| -> Vec<(&'static str, u64)> {
+            match rv {
+                10 => vec![("x", 5), ("y", 7)],
+                11 => vec![("x", 5), ("z", 11), ("y", 7)],
+                12 => vec![("x", 12), ("z", 11), ("y", 7)],
+                13 => vec![("x", 12), ("z", 11)],
+                14 => vec![("x", 12), ("z", 11), ("y", 14)],
+                15 => vec![("x", 12), ("y", 14)],
+                _ => vec![("x", 16), ("y", 14)],
+            }
+        };
+        let got = |v: &CacheView, rv: u64| -> Vec<(String, u64)> {
+            let l = v.list(&all(), &exact(rv)).unwrap();
+            assert_eq!(l.resource_version, rv);
+            l.items
+                .iter()
+                .map(|o| (o.name().to_owned(), o.resource_version()))
+                .collect()
+        };
+        let by_node = |v: &CacheView, rv: u64| -> Vec<String> {
+            let mut o = exact(rv);
+            o.predicate.field = FieldSelector::equals("spec.nodeName", "n1");
+            let l = v.list(&all(), &o).unwrap();
+            l.items.iter().map(|o| o.name().to_owned()).collect()
+        };
+        // In an order that makes every kind of base the nearest one at some point: the
+        // current state, a newer pin, an older pin. A first page of one object pins each.
+        for rv in [13, 15, 10, 11, 14, 12, 16] {
+            let v = c.reader().view();
+            let mut first = exact(rv);
+            first.limit = Some(1);
+            assert!(v.list(&all(), &first).unwrap().continue_token.is_some());
+            let want: Vec<(String, u64)> =
+                want(rv).into_iter().map(|(n, r)| (n.into(), r)).collect();
+            assert_eq!(got(&v, rv), want, "at {rv}");
+            let want_n1: Vec<String> = want
+                .iter()
+                .filter(|(n, r)| {
+                    matches!(
+                        (n.as_str(), *r),
+                        ("x", 5) | ("x", 16) | ("z", _) | ("y", 14)
+                    )
+                })
+                .map(|(n, _)| n.clone())
+                .collect();
+            assert_eq!(by_node(&v, rv), want_n1, "by node at {rv}");
+        }
+        assert_eq!(c.view().pinned_snapshots(), 4);
+        // A full Exact list pins nothing (it hands out no token).
+        let (mut c, _clock) = clocked_cache_at_10(None);
+        added(&mut c, 11..=12);
+        assert!(c.reader().view().list(&all(), &exact(11)).is_ok());
+        assert_eq!(c.view().pinned_snapshots(), 0);
+    }
+
+    /// Rolling back an event whose previous state the backend supplied (the cache had none)
+    /// removes the key: the cache's own state before it had no object there.
+    #[test]
+    fn rolling_back_restores_the_caches_own_state_not_the_backends_prev() {
+        let (mut c, _clock) = clocked_cache_at_10(None);
+        c.apply(WatchEvent::Modified {
+            object: pod("a", "w", "n1", 11),
+            prev: Some(pod("a", "w", "n1", 3)),
+        })
+        .unwrap();
+        let v = c.reader().view();
+        let events = v.events_since(10).unwrap();
+        assert_eq!(
+            events
+                .get(0)
+                .unwrap()
+                .prev_object
+                .as_ref()
+                .map(Object::resource_version),
+            Some(3),
+            "watchers still get the backend's previous state"
+        );
+        assert_eq!(names(&v.list(&all(), &exact(10)).unwrap()), ["x", "y"]);
     }
 
     #[test]
@@ -1409,37 +1704,46 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_counts_snapshots_too() {
-        let run = |snapshots: bool| {
+    fn the_budget_counts_pinned_states_and_drops_them_before_events() {
+        let run = |pin: bool| {
             let base = cache_at_10().view().memory().state_bytes;
             let budget = base + 4 * 800;
-            let mut c = WatchCache::new(
-                config()
-                    .with_snapshots(snapshots)
-                    .with_byte_budget(Some(budget)),
-            );
+            let mut c = WatchCache::new(config().with_byte_budget(Some(budget)));
             c.replace(vec![pod("a", "x", "n1", 5), pod("b", "y", "n2", 7)], 10)
                 .unwrap();
+            if pin {
+                let page = c.reader().view().list(&all(), &one_by_one(None)).unwrap();
+                assert!(page.continue_token.is_some());
+                assert_eq!(c.view().pinned_snapshots(), 1);
+            }
+            let mut peak_pinned = 0;
             for rv in 11..=40 {
                 c.apply(WatchEvent::Modified {
                     object: pod("a", "x", "n1", rv),
                     prev: None,
                 })
                 .unwrap();
+                peak_pinned = peak_pinned.max(c.view().memory().snapshot_bytes);
+                let v = c.reader().view();
+                assert!(v.memory().total() <= budget, "{:?}", v.memory());
             }
-            let v = c.reader().view();
-            assert!(v.memory().total() <= budget, "{:?}", v.memory());
-            assert_eq!(v.memory().snapshot_bytes > 0, snapshots);
-            if snapshots {
-                let (oldest, _) = v.snapshot_range().unwrap();
-                assert!(oldest >= v.window().get(0).unwrap().resource_version - 1);
-            }
-            v.window().len()
+            (
+                c.view().window().len(),
+                peak_pinned,
+                c.view().pinned_snapshots(),
+            )
         };
-        let (with, without) = (run(true), run(false));
+        let (without, _, _) = run(false);
+        let (with, peak, pinned) = run(true);
+        assert!(peak > 0, "the pin was accounted while it lived");
+        assert_eq!(pinned, 0, "over the budget, the pin went");
         assert!(
-            0 < with && with < without,
-            "{with} events kept with snapshots, {without} without"
+            without < 16,
+            "the budget squeezes the window ({without} events)"
+        );
+        assert_eq!(
+            with, without,
+            "and the window kept what it keeps without a pin"
         );
     }
 

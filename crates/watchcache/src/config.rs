@@ -18,6 +18,12 @@ pub const DEFAULT_MAX_CAPACITY: usize = 100 * 1024;
 /// Upstream `DefaultEventFreshDuration` (bookmark frequency 60 s + 15 s): events younger than
 /// this are "fresh"; a full window of fresh events grows, a full window of stale ones shrinks.
 pub const DEFAULT_EVENT_FRESHNESS: Duration = Duration::from_secs(75);
+/// How many past states lists may pin at once (see [`Config::max_snapshots`]).
+pub const DEFAULT_MAX_SNAPSHOTS: usize = 16;
+/// How long a pinned past state lives after its last use (see [`Config::snapshot_ttl`]):
+/// upstream keeps a past state while its event is in the window, which the resize rule
+/// shrinks once events are older than the freshness age; the same age here.
+pub const DEFAULT_SNAPSHOT_TTL: Duration = DEFAULT_EVENT_FRESHNESS;
 /// Upstream `blockTimeout`: how long a read waits for the cache to reach its resource version
 /// before failing with "Too large resource version".
 pub const DEFAULT_FRESHNESS_TIMEOUT: Duration = Duration::from_secs(3);
@@ -93,7 +99,8 @@ pub struct MemoryUsage {
     /// Serialized bytes of object versions kept alive only by the event window: the previous
     /// states its events carry and the last states of deleted objects.
     pub window_bytes: usize,
-    /// Estimated bytes of the per-event snapshots (the map nodes each one copies).
+    /// Estimated bytes of the pinned past states beyond the current state (the map nodes the
+    /// writer copied since each was pinned).
     pub snapshot_bytes: usize,
     /// The configured budget, if any.
     pub budget: Option<usize>,
@@ -227,10 +234,18 @@ pub struct Config {
     pub freshness_timeout: Duration,
     /// Secondary indexes.
     pub indexes: Vec<Index>,
-    /// Keep a copy-on-write snapshot of the state at every event, so Exact lists and
-    /// continue tokens at past versions are served from the cache (upstream
-    /// `ListFromCacheSnapshot`, on by default). Off: only the current state is served.
+    /// Serve Exact lists and continue tokens at past versions from the cache (upstream
+    /// `ListFromCacheSnapshot`, on by default): from states pinned when a list hands out a
+    /// continue token, or rebuilt from the window (see the crate's `snapshots` module). Off:
+    /// only the current state is served.
     pub snapshots: bool,
+    /// At most this many past states are pinned at once; the least recently used goes
+    /// first. Each costs nothing until the writer changes the state, then at most one copy
+    /// of the maps' nodes (never of the objects).
+    pub max_snapshots: usize,
+    /// A pinned past state unused for this long is dropped (its continue tokens are then
+    /// served by rebuilding from the window, or by the backend).
+    pub snapshot_ttl: Duration,
     /// Accounted bytes (see [`MemoryUsage`]) above which the window is squeezed. The current
     /// state is never dropped, so the budget can still be exceeded by the state alone.
     pub byte_budget: Option<usize>,
@@ -252,6 +267,8 @@ impl Config {
             freshness_timeout: DEFAULT_FRESHNESS_TIMEOUT,
             indexes: Vec::new(),
             snapshots: true,
+            max_snapshots: DEFAULT_MAX_SNAPSHOTS,
+            snapshot_ttl: DEFAULT_SNAPSHOT_TTL,
             byte_budget: None,
             clock: Arc::new(TokioClock),
             metrics: Arc::new(NoMetrics),
@@ -288,11 +305,26 @@ impl Config {
         self
     }
 
-    /// Turns per-event snapshots on or off.
+    /// Turns serving past states (Exact lists, continue tokens) on or off.
     #[must_use]
     pub fn with_snapshots(mut self, on: bool) -> Self {
         self.snapshots = on;
         self
+    }
+
+    /// Sets how many past states may be pinned at once and how long one lives unused.
+    #[must_use]
+    pub fn with_snapshot_limits(mut self, count: usize, ttl: Duration) -> Self {
+        self.max_snapshots = count;
+        self.snapshot_ttl = ttl;
+        self
+    }
+
+    pub(crate) fn snapshot_limits(&self) -> crate::snapshots::Limits {
+        crate::snapshots::Limits {
+            count: self.max_snapshots,
+            ttl: self.snapshot_ttl,
+        }
     }
 
     /// Sets the byte budget.
@@ -328,6 +360,8 @@ impl fmt::Debug for Config {
             .field("freshness_timeout", &self.freshness_timeout)
             .field("indexes", &self.indexes)
             .field("snapshots", &self.snapshots)
+            .field("max_snapshots", &self.max_snapshots)
+            .field("snapshot_ttl", &self.snapshot_ttl)
             .field("byte_budget", &self.byte_budget)
             .finish_non_exhaustive()
     }

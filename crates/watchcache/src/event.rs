@@ -32,6 +32,10 @@ pub struct CacheEvent {
     pub received_at: Instant,
     /// What a consumer derived from this event, held weakly (see [`CacheEvent::attach`]).
     derived: OnceLock<Weak<dyn Any + Send + Sync>>,
+    /// Whether `prev_object` is the cache's own state of the key before this event (false
+    /// when the cache had none and the backend supplied it): rolling the state back to
+    /// before this event restores `prev_object` only then, else removes the key.
+    prev_from_state: bool,
 }
 
 impl PartialEq for CacheEvent {
@@ -65,7 +69,19 @@ impl CacheEvent {
             prev_object,
             received_at,
             derived: OnceLock::new(),
+            prev_from_state: true,
         }
+    }
+
+    /// Marks whether `prev_object` came from the cache's state (see `state_before`).
+    pub(crate) fn with_prev_from_state(mut self, from_state: bool) -> Self {
+        self.prev_from_state = from_state;
+        self
+    }
+
+    /// The cache's state of the key right before this event: `None` when the key was absent.
+    pub(crate) fn state_before(&self) -> Option<&Object> {
+        self.prev_object.as_ref().filter(|_| self.prev_from_state)
     }
 
     /// Attaches what a consumer derived from this event (the dispatcher: the event with its

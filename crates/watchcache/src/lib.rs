@@ -1,5 +1,6 @@
-//! The watch cache of listwatch: the current state of one resource with secondary indexes
-//! and per-version snapshots, plus a bounded, resizable window of recent events.
+//! The watch cache of listwatch: the current state of one resource with secondary indexes,
+//! a bounded, resizable window of recent events, and past states for Exact lists and
+//! continue tokens (pinned on demand or rebuilt from the window, never copied per event).
 //!
 //! It sits between the backend and the clients, inside the cacher: a reflector lists and
 //! watches the backend and feeds the [`WatchCache`] writer (`replace`, `apply`, `progress`);
@@ -9,7 +10,7 @@
 //! Kubernetes' semantics and messages (see `cache` module docs for the rules it keeps).
 //!
 //! Objects are held as [`listwatch_api::Object`]: serialized bytes plus a small parsed view,
-//! shared (never copied) between the state, the window, the snapshots and every reader.
+//! shared (never copied) between the state, the window, the pinned states and every reader.
 //! Errors are [`listwatch_storage::Error`], so the cacher passes them through unchanged.
 //!
 //! This crate depends only on `listwatch-api` and `listwatch-storage`. It must never depend on
@@ -33,7 +34,7 @@
 //!
 //! let view = reader.view();
 //! let pods = Key::collection("pods", None)?;
-//! // The state at 11, from its snapshot, through the spec.nodeName index.
+//! // The state at 11, rebuilt from the current one and the window, through the index.
 //! let mut opts = ListOptions::recursive().at(Some(11), Some(ResourceVersionMatch::Exact));
 //! opts.predicate.field = FieldSelector::equals("spec.nodeName", "n1");
 //! let at_11 = view.list(&pods, &opts)?;
@@ -47,13 +48,14 @@
 mod cache;
 mod config;
 mod event;
+mod snapshots;
 mod store;
 mod window;
 
 pub use cache::{CacheView, WatchCache, WatchCacheReader};
 pub use config::{
     CacheMetrics, Clock, Config, DEFAULT_EVENT_FRESHNESS, DEFAULT_FRESHNESS_TIMEOUT,
-    DEFAULT_MAX_CAPACITY, DEFAULT_MIN_CAPACITY, EvictionReason, Index, IndexFn, ManualClock,
-    MemoryUsage, NoMetrics, TokioClock,
+    DEFAULT_MAX_CAPACITY, DEFAULT_MAX_SNAPSHOTS, DEFAULT_MIN_CAPACITY, DEFAULT_SNAPSHOT_TTL,
+    EvictionReason, Index, IndexFn, ManualClock, MemoryUsage, NoMetrics, TokioClock,
 };
 pub use event::{CacheEvent, Events};

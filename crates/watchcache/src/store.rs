@@ -7,8 +7,8 @@
 //!   touch, O(log n) nodes, when a node is shared);
 //! - `indexes[i]` holds, for every object `o` in `objects`, its key under the value
 //!   `config.indexes[i].value_of(o)`, and nothing else; index sets are ordered by key, so an
-//!   index lookup pages exactly like a key-range scan. A snapshot store has no indexes at
-//!   all (and is never changed), and its lists scan;
+//!   index lookup pages exactly like a key-range scan (pinned and rebuilt past states keep
+//!   their indexes too);
 //! - `bytes` is the sum of [`entry_bytes`] over `objects`.
 
 use std::ops::Bound;
@@ -57,17 +57,6 @@ impl Store {
             objects: OrdMap::new(),
             indexes: vec![OrdMap::new(); indexes.len()],
             bytes: 0,
-        }
-    }
-
-    /// The same version without its indexes, for keeping as a snapshot: a snapshot then
-    /// costs one path copy per event in the object map only. Lists from it scan instead of
-    /// using an index (as upstream's snapshots do).
-    pub(crate) fn without_indexes(&self) -> Self {
-        Self {
-            objects: self.objects.clone(),
-            indexes: Vec::new(),
-            bytes: self.bytes,
         }
     }
 
@@ -160,8 +149,8 @@ impl Store {
             _ => prefix,
         };
         let range = (Bound::Included(lower), Bound::Unbounded);
-        // Snapshots carry no indexes: they scan. Otherwise the smallest key set among the
-        // indexes whose field the selector fixes (an absent value is an empty set).
+        // The smallest key set among the indexes whose field the selector fixes (an absent
+        // value is an empty set).
         let mut indexed: Option<Option<&Keys>> = None;
         if self.indexes.len() == specs.len() {
             for (spec, index) in specs.iter().zip(&self.indexes) {

@@ -6,7 +6,10 @@
 //!   may leave fewer events than `min` (the capacity then stays at `min`);
 //! - `evicted` is true exactly when an event has left the window since the last reset (the
 //!   last relist): then the oldest event a watcher can be served from is the oldest buffered
-//!   one, otherwise the one right after the list.
+//!   one, otherwise the one right after the list;
+//! - `last_evicted_rv` is the resource version of the newest event that left the window since
+//!   the last reset (0 when none did): every event after it is still buffered, so the state at
+//!   any version from it on can be rebuilt from the state and the window.
 //!
 //! Sizing (upstream `resizeCacheLocked`), checked before each push, only when the window is
 //! full: if its oldest event is younger than the freshness age, the capacity doubles (up to
@@ -37,6 +40,8 @@ pub(crate) struct Window {
     capacity: usize,
     /// Whether an event was evicted since the last reset.
     evicted: bool,
+    /// The newest evicted event's resource version since the last reset (0: none).
+    last_evicted_rv: u64,
 }
 
 /// Window bounds and the freshness age, copied from the config.
@@ -53,6 +58,7 @@ impl Window {
             events: imbl::Vector::new(),
             capacity: capacity.max(1),
             evicted: false,
+            last_evicted_rv: 0,
         }
     }
 
@@ -72,6 +78,19 @@ impl Window {
         self.evicted
     }
 
+    /// The newest evicted event's resource version since the last reset (0 when none).
+    pub(crate) fn last_evicted_rv(&self) -> u64 {
+        self.last_evicted_rv
+    }
+
+    /// How many buffered events have a resource version at or below `rv` (the index of the
+    /// first event after `rv`).
+    pub(crate) fn position_after(&self, rv: u64) -> usize {
+        self.events
+            .binary_search_by(|e| e.resource_version.cmp(&rv))
+            .map_or_else(|i| i, |i| i + 1)
+    }
+
     pub(crate) fn oldest(&self) -> Option<&Arc<CacheEvent>> {
         self.events.front()
     }
@@ -80,6 +99,7 @@ impl Window {
     pub(crate) fn reset(&mut self) {
         self.events = imbl::Vector::new();
         self.evicted = false;
+        self.last_evicted_rv = 0;
     }
 
     /// Appends an event received at `now`, resizing and evicting by the rule.
@@ -126,6 +146,7 @@ impl Window {
     pub(crate) fn pop_oldest(&mut self) -> Option<Arc<CacheEvent>> {
         let e = self.events.pop_front()?;
         self.evicted = true;
+        self.last_evicted_rv = e.resource_version;
         Some(e)
     }
 
@@ -180,6 +201,10 @@ mod tests {
         assert_eq!(w.len(), 16);
         assert!(w.evicted());
         assert_eq!(w.oldest().map(|e| e.resource_version), Some(25));
+        assert_eq!(w.last_evicted_rv(), 24);
+        assert_eq!(w.position_after(24), 0);
+        assert_eq!(w.position_after(30), 6);
+        assert_eq!(w.position_after(99), 16);
     }
 
     #[test]
@@ -245,6 +270,7 @@ mod tests {
         let cap = w.capacity();
         w.reset();
         assert!(!w.evicted());
+        assert_eq!(w.last_evicted_rv(), 0);
         assert_eq!(w.len(), 0);
         assert_eq!(w.capacity(), cap);
     }

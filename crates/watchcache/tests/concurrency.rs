@@ -1,5 +1,6 @@
 //! One writer and several reader threads at once: every view a reader takes is one consistent
-//! version, and versions only move forward.
+//! version, versions only move forward, and a paginated walk whose pages come from ever newer
+//! views is still the state at its first page's version (the pinned state).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,7 +33,7 @@ fn readers_racing_the_writer_always_see_whole_versions() {
     let mut cache = WatchCache::new(config);
     cache.replace(Vec::new(), LIST_RV).unwrap();
     let done = Arc::new(AtomicBool::new(false));
-    let start = Arc::new(Barrier::new(4));
+    let start = Arc::new(Barrier::new(5));
     let readers: Vec<_> = (0..3)
         .map(|_| {
             let (reader, done, start) = (cache.reader(), Arc::clone(&done), Arc::clone(&start));
@@ -77,6 +78,44 @@ fn readers_racing_the_writer_always_see_whole_versions() {
             })
         })
         .collect();
+    // A reader walking the list page by page, each page from the latest view while the
+    // writer adds pods: every walk is exactly the pods of its first page's version.
+    let walker = {
+        let (reader, done, start) = (cache.reader(), Arc::clone(&done), Arc::clone(&start));
+        thread::spawn(move || {
+            let all = Key::collection("pods", None).unwrap();
+            let mut walks = 0u64;
+            start.wait();
+            while !done.load(Ordering::Acquire) {
+                let mut opts = ListOptions {
+                    limit: Some(37),
+                    ..ListOptions::recursive()
+                };
+                let mut names = std::collections::BTreeSet::new();
+                let mut at = None;
+                loop {
+                    let page = reader.view().list(&all, &opts).unwrap();
+                    assert_eq!(
+                        *at.get_or_insert(page.resource_version),
+                        page.resource_version
+                    );
+                    for o in &page.items {
+                        assert!(names.insert(o.name().to_owned()), "{} twice", o.name());
+                    }
+                    match page.continue_token {
+                        Some(t) => opts.continue_token = Some(t),
+                        None => break,
+                    }
+                }
+                let n = at.unwrap_or(LIST_RV) - LIST_RV;
+                let want: std::collections::BTreeSet<String> =
+                    (0..n).map(|i| format!("p{i}")).collect();
+                assert_eq!(names, want, "the walk at {at:?}");
+                walks += 1;
+            }
+            walks
+        })
+    };
     start.wait();
     for i in 0..EVENTS {
         cache
@@ -87,5 +126,6 @@ fn readers_racing_the_writer_always_see_whole_versions() {
     for r in readers {
         assert!(r.join().unwrap() > 0, "every reader looked at least once");
     }
+    assert!(walker.join().unwrap() > 0, "the walker finished a walk");
     assert_eq!(cache.view().len(), EVENTS as usize);
 }

@@ -1,4 +1,5 @@
-//! Bytes held per cached object, measured with a counting global allocator (this file is its
+//! Bytes held per cached object (after a list, and through a full window of events), and
+//! what a pinned past state keeps, measured with a counting global allocator (this file is its
 //! own test binary, so the allocator is test-only). The allocator counts every thread, so this
 //! binary holds a single test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -6,7 +7,7 @@
 use std::alloc::System;
 
 use listwatch_api::{Object, SelectableFields};
-use listwatch_storage::WatchEvent;
+use listwatch_storage::{Key, ListOptions, WatchEvent};
 use listwatch_watchcache::{Config, Index, WatchCache};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
 
@@ -160,46 +161,55 @@ fn cached_pods_hold_at_most_one_and_a_half_times_their_json() {
     // The objects stay alive (parsed once, to keep this test quick): from here on the regions
     // measure what a cache adds to them, and `listed` stands for them plus a state.
 
-    // The same pods arriving one event at a time: the window (which grows to hold them all,
-    // all being fresh) and a snapshot per event come on top, sharing the objects. Snapshots
-    // carry no indexes, so each costs one path copy of the object map.
-    let (held, estimated) = watch_all(config(), &objects);
-    let with_snapshots = listed + held - state_only(config(), &objects);
-    let ratio = with_snapshots as f64 / json_bytes as f64;
+    // The same pods arriving one event at a time, through a window kept full (its maximum is
+    // under the number of events): the window shares the objects, and no past state is
+    // copied per event (snapshots on, as by default).
+    let held = watch_all(config().with_capacity(100, 100, WINDOW), &objects);
+    let evented = listed + held - state_only(config(), &objects);
+    let ratio = evented as f64 / json_bytes as f64;
     eprintln!(
-        "watched {PODS} pods with window and snapshots: {with_snapshots} held, ratio {ratio:.3}"
+        "watched {PODS} pods through a full window of {WINDOW}: {evented} held, ratio {ratio:.3}"
     );
     assert!(
         ratio <= 1.5,
-        "held {with_snapshots} bytes for {json_bytes} bytes of JSON (ratio {ratio:.3})"
+        "held {evented} bytes for {json_bytes} bytes of JSON (ratio {ratio:.3})"
+    );
+    let without = listed
+        + watch_all(
+            config()
+                .with_capacity(100, 100, WINDOW)
+                .with_snapshots(false),
+            &objects,
+        )
+        - state_only(config(), &objects);
+    eprintln!("the same with snapshots off: {without} held");
+    assert!(
+        evented <= without + (PODS as isize) * 8,
+        "snapshots cost nothing per event ({evented} vs {without})"
     );
 
-    // Without snapshots, the window costs little on top of the objects it shares.
-    let without = listed + watch_all(config().with_snapshots(false), &objects).0
-        - state_only(config(), &objects);
-    let ratio = without as f64 / json_bytes as f64;
-    eprintln!("watched {PODS} pods with window, no snapshots: {without} held, ratio {ratio:.3}");
-    assert!(
-        ratio <= 1.5,
-        "held {without} bytes for {json_bytes} bytes of JSON (ratio {ratio:.3})"
-    );
-    let measured = (with_snapshots - without) as f64;
-    eprintln!(
-        "snapshots cost {:.0} bytes per event over up to {PODS} objects; the cache estimates {}",
-        measured / PODS as f64,
-        estimated / PODS
-    );
-    // The budget relies on the estimate: it must be of the right size.
-    let off = estimated as f64 / measured;
-    assert!(
-        (0.5..2.0).contains(&off),
-        "estimated {estimated} snapshot bytes, measured {measured}"
-    );
+    // A pinned past state: what it keeps once the writer changes the state under it, against
+    // the cache's estimate (the byte budget relies on it), for a few changes and for changes
+    // all over the state.
+    for changes in [100, 1000, PODS] {
+        let (measured, estimated) = pinned_cost(config(), &objects, changes);
+        eprintln!(
+            "a pin after {changes} changes keeps {measured} bytes; the cache estimates {estimated}"
+        );
+        let off = estimated as f64 / measured as f64;
+        assert!(
+            (0.5..2.0).contains(&off),
+            "estimated {estimated} pinned bytes, measured {measured} after {changes} changes"
+        );
+    }
 }
+
+/// The window's maximum in the memory test: under the number of events, so it fills.
+const WINDOW: usize = 4096;
 
 /// Applies every (already parsed) pod as an `Added` event to a fresh cache; the bytes the
 /// cache then holds beyond the objects.
-fn watch_all(config: Config, objects: &[Object]) -> (isize, usize) {
+fn watch_all(config: Config, objects: &[Object]) -> isize {
     let mut cache = WatchCache::new(config);
     cache.replace(Vec::new(), 1).unwrap();
     let region = Region::new(GLOBAL);
@@ -208,10 +218,56 @@ fn watch_all(config: Config, objects: &[Object]) -> (isize, usize) {
             .apply(WatchEvent::Added(o.with_resource_version(i as u64 + 2)))
             .unwrap();
     }
-    assert_eq!(cache.view().window().len(), PODS);
-    (held_bytes(&region), cache.view().memory().snapshot_bytes)
+    let view = cache.view();
+    assert_eq!(view.window().len(), view.capacity(), "the window is full");
+    assert_eq!(view.memory().snapshot_bytes, 0);
+    held_bytes(&region)
 }
 
+/// Lists `objects`, then changes `changes` of them spread over the key space (the same pods
+/// at new versions, made before measuring) with and without a pin taken before the changes:
+/// the bytes the pin kept, and the cache's estimate of them.
+fn pinned_cost(config: Config, objects: &[Object], changes: usize) -> (isize, usize) {
+    let n = objects.len() as u64;
+    let changed: Vec<Object> = (0..changes)
+        .map(|i| objects[i * 7919 % objects.len()].with_resource_version(n + 2 + i as u64))
+        .collect();
+    let run = |pin: bool| {
+        let mut cache = WatchCache::new(config.clone());
+        cache.replace(objects.to_vec(), n + 1).unwrap();
+        let all = Key::collection("pods", None).unwrap();
+        let region = Region::new(GLOBAL);
+        if pin {
+            let page = cache
+                .view()
+                .list(
+                    &all,
+                    &ListOptions {
+                        limit: Some(1),
+                        ..ListOptions::recursive()
+                    },
+                )
+                .unwrap();
+            assert!(page.continue_token.is_some());
+            assert_eq!(cache.view().pinned_snapshots(), 1);
+        }
+        for o in &changed {
+            cache
+                .apply(WatchEvent::Modified {
+                    object: o.clone(),
+                    prev: None,
+                })
+                .unwrap();
+        }
+        let held = held_bytes(&region);
+        let estimate = cache.view().memory().snapshot_bytes;
+        drop(cache);
+        (held, estimate)
+    };
+    let (without, _) = run(false);
+    let (with, estimate) = run(true);
+    (with - without, estimate)
+}
 /// The bytes a listed state (maps and indexes, no window) adds to already parsed objects.
 fn state_only(config: Config, objects: &[Object]) -> isize {
     let mut cache = WatchCache::new(config);

@@ -1,7 +1,10 @@
 //! Property tests against a naive model: random lists, events, bookmarks, compactions and
 //! clock moves; after each step, for every resource version around the window, the cache
 //! must agree with a plain replay of the history and a plain ring buffer with upstream's
-//! sizing rule.
+//! sizing rule. Paginated walks at random versions (current or Exact) are interleaved with
+//! the writes, compactions and relists: every page served is the replayed state at the
+//! walk's version, and a walk is cut short (`Expired`, with a fresh token) only where the
+//! window can no longer rebuild that state or a relist or compaction dropped it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, VecDeque};
@@ -43,7 +46,43 @@ enum Op {
     Relist {
         gap: u64,
     },
+    /// Starts a paginated walk: of the current state (`back` 0) or Exact at `rv − back`.
+    Walk {
+        back: u64,
+        limit: u8,
+    },
+    /// The next page of one open walk.
+    Step {
+        which: u8,
+    },
 }
+
+/// A paginated walk in progress.
+struct Walk {
+    rv: u64,
+    limit: u64,
+    token: String,
+    /// What the pages gave so far: (key, object version).
+    got: Vec<(String, u64)>,
+    /// The replayed state at `rv` when the walk started.
+    want: Vec<(String, u64)>,
+    /// Relists before the walk started.
+    relists: u64,
+}
+
+thread_local! {
+    /// Which walk branches this thread's cases reached (see `walks_reach_every_branch`).
+    static REACHED: std::cell::RefCell<BTreeMap<&'static str, usize>> = Default::default();
+}
+
+fn reached(branch: &'static str) {
+    REACHED.with(|r| *r.borrow_mut().entry(branch).or_default() += 1);
+}
+
+/// At most this many pins (small, so the count cap is reached), and their TTL (a few Wait
+/// steps reach it).
+const PINS: usize = 3;
+const PIN_TTL: Duration = Duration::from_secs(100);
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -53,6 +92,8 @@ fn op() -> impl Strategy<Value = Op> {
         2 => prop_oneof![Just(0u64), 1..40u64, 70..80u64].prop_map(|secs| Op::Wait { secs }),
         1 => (0..6u64).prop_map(|back| Op::Compact { back }),
         1 => (1..3u64).prop_map(|gap| Op::Relist { gap }),
+        2 => (prop_oneof![Just(0u64), 1..12u64], 1..4u8).prop_map(|(back, limit)| Op::Walk { back, limit }),
+        4 => any::<u8>().prop_map(|which| Op::Step { which }),
     ]
 }
 
@@ -90,6 +131,7 @@ struct Model {
     last_evicted: u64,
     compacted: u64,
     now: Duration,
+    relists: u64,
 }
 
 impl Model {
@@ -148,6 +190,7 @@ fn run(ops: Vec<Op>, snapshots: bool, budget: Option<usize>) -> Result<(), TestC
         .with_index(Index::field("spec.nodeName"))
         .with_snapshots(snapshots)
         .with_byte_budget(budget)
+        .with_snapshot_limits(PINS, PIN_TTL)
         .with_clock(Arc::new(clock.clone()));
     let mut cache = WatchCache::new(config);
     let reader = cache.reader();
@@ -164,7 +207,10 @@ fn run(ops: Vec<Op>, snapshots: bool, budget: Option<usize>) -> Result<(), TestC
         last_evicted: 0,
         compacted: 0,
         now: Duration::ZERO,
+        relists: 0,
     };
+    let mut walks: Vec<Walk> = Vec::new();
+    let mut pages = 0;
     for op in ops {
         match op {
             Op::Put {
@@ -216,15 +262,187 @@ fn run(ops: Vec<Op>, snapshots: bool, budget: Option<usize>) -> Result<(), TestC
                 m.rv = rv;
                 m.window.clear();
                 m.evicted = false;
+                m.relists += 1;
+            }
+            Op::Walk { back, limit } => {
+                let view = reader.view();
+                if let Some(walk) = start_walk(&view, &m, back, limit.into(), snapshots)? {
+                    walks.push(walk);
+                }
+                pages += 1;
+            }
+            Op::Step { which } => {
+                if !walks.is_empty() {
+                    let i = usize::from(which) % walks.len();
+                    if !step_walk(&reader.view(), &m, &mut walks[i], snapshots)? {
+                        walks.swap_remove(i);
+                    }
+                    pages += 1;
+                }
             }
         }
+        prop_assert!(reader.view().pinned_snapshots() <= PINS);
         let view = reader.view();
         if budget.is_some() {
             follow_squeezed_window(&view, &mut m)?;
         }
         check(&view, &m, snapshots)?;
     }
+    // Finish the open walks at the end, as the writer stopped.
+    for mut walk in walks {
+        while step_walk(&reader.view(), &m, &mut walk, snapshots)? {}
+    }
+    let _ = pages;
     check_pagination(&reader.view(), &m)
+}
+
+/// The oldest version whose state the cache must still be able to serve (rebuild) from the
+/// window, by the model: the newest evicted event's, else the list's; without snapshots,
+/// the last change's.
+fn floor(m: &Model, snapshots: bool) -> u64 {
+    match (snapshots, m.evicted) {
+        (true, true) => m.last_evicted,
+        (true, false) => m.list_rv,
+        (false, _) => last_change(m),
+    }
+}
+
+fn keys_and_versions(items: &[Object]) -> Vec<(String, u64)> {
+    items
+        .iter()
+        .map(|o| (key(o), o.resource_version()))
+        .collect()
+}
+
+/// The first page of a walk; the walk when more pages follow.
+fn start_walk(
+    view: &CacheView,
+    m: &Model,
+    back: u64,
+    limit: u64,
+    snapshots: bool,
+) -> Result<Option<Walk>, TestCaseError> {
+    let all = Key::collection("pods", None).unwrap();
+    let mut opts = ListOptions {
+        limit: Some(limit),
+        ..ListOptions::recursive()
+    };
+    let rv = if back == 0 {
+        m.rv
+    } else {
+        let rv = m.rv.saturating_sub(back).max(1);
+        opts = opts.at(Some(rv), Some(ResourceVersionMatch::Exact));
+        rv
+    };
+    match view.list(&all, &opts) {
+        Ok(page) => {
+            prop_assert_eq!(page.resource_version, rv);
+            prop_assert!(page.items.len() as u64 <= limit);
+            if rv < floor(m, snapshots) {
+                reached("first page below the floor (pinned)");
+            } else if back > 0 && rv < last_change(m) {
+                reached("first page rebuilt");
+            }
+            let want = keys_and_versions(&m.state_at(rv).into_values().collect::<Vec<_>>());
+            let got = keys_and_versions(&page.items);
+            prop_assert_eq!(&got[..], &want[..got.len().min(want.len())]);
+            match page.continue_token {
+                Some(token) => Ok(Some(Walk {
+                    rv,
+                    limit,
+                    token,
+                    got,
+                    want,
+                    relists: m.relists,
+                })),
+                None => {
+                    prop_assert_eq!(got, want);
+                    Ok(None)
+                }
+            }
+        }
+        Err(e) => {
+            prop_assert!(e.is_expired(), "{e}");
+            reached("first page expired");
+            prop_assert!(
+                back > 0 && (rv < m.compacted || rv < floor(m, snapshots) || rv < m.list_rv),
+                "expired {rv} (floor {}, compacted {}): {e}",
+                floor(m, snapshots),
+                m.compacted
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// One more page of `walk`; whether more follow. At the end the pages must be the state.
+fn step_walk(
+    view: &CacheView,
+    m: &Model,
+    walk: &mut Walk,
+    snapshots: bool,
+) -> Result<bool, TestCaseError> {
+    let all = Key::collection("pods", None).unwrap();
+    let opts = ListOptions {
+        limit: Some(walk.limit),
+        continue_token: Some(walk.token.clone()),
+        ..ListOptions::recursive()
+    };
+    match view.list(&all, &opts) {
+        Ok(page) => {
+            prop_assert_eq!(page.resource_version, walk.rv);
+            prop_assert!(!page.items.is_empty() && page.items.len() as u64 <= walk.limit);
+            if walk.rv < floor(m, snapshots) {
+                reached("continued below the floor (pinned)");
+            } else if walk.rv < last_change(m) {
+                reached("continued at a past version");
+            }
+            walk.got.extend(keys_and_versions(&page.items));
+            let n = walk.got.len().min(walk.want.len());
+            prop_assert_eq!(
+                &walk.got[..],
+                &walk.want[..n],
+                "pages at {} after a relist? {}",
+                walk.rv,
+                m.relists != walk.relists
+            );
+            match page.continue_token {
+                Some(token) => {
+                    walk.token = token;
+                    Ok(true)
+                }
+                None => {
+                    reached("walk completed");
+                    prop_assert_eq!(&walk.got, &walk.want, "the whole walk at {}", walk.rv);
+                    Ok(false)
+                }
+            }
+        }
+        Err(Error::Expired {
+            continue_token,
+            message,
+        }) => {
+            prop_assert!(continue_token.is_some(), "{message}");
+            reached(if m.relists != walk.relists {
+                "continue expired after a relist"
+            } else if walk.rv < m.compacted {
+                "continue expired below the compaction"
+            } else {
+                "continue expired past its pin and the window"
+            });
+            // Only where the state may be gone: a relist since, a compaction above it, or
+            // the window no longer reaching it (then its pin may have been dropped).
+            prop_assert!(
+                m.relists != walk.relists || walk.rv < m.compacted || walk.rv < floor(m, snapshots),
+                "continue at {} expired (floor {}, compacted {})",
+                walk.rv,
+                floor(m, snapshots),
+                m.compacted
+            );
+            Ok(false)
+        }
+        Err(e) => Err(TestCaseError::fail(format!("continue at {}: {e}", walk.rv))),
+    }
 }
 
 /// Takes the cache's window as the model's after checking it is the tail of the history and
@@ -309,19 +527,18 @@ fn check(view: &CacheView, m: &Model, snapshots: bool) -> Result<(), TestCaseErr
         }
 
         // Exact list: the naive replay, through the index too, or Expired below the snapshots.
-        let floor = match (snapshots, m.evicted) {
-            (true, true) => m.last_evicted,
-            (true, false) => m.list_rv,
-            (false, _) => last_change(m),
-        };
+        let floor = floor(m, snapshots);
         let opts = ListOptions::recursive().at(Some(rv), Some(ResourceVersionMatch::Exact));
         let mut by_node = opts.clone();
         by_node.predicate.field = FieldSelector::equals("spec.nodeName", "n1");
         match view.list(&all, &opts) {
             Ok(list) => {
+                // Below the floor only from a pin, which a relist drops.
+                let lowest = if snapshots { m.list_rv } else { floor };
                 prop_assert!(
-                    rv <= m.rv && rv >= m.compacted && rv >= floor,
-                    "served {rv} (floor {floor})"
+                    rv <= m.rv && rv >= m.compacted && rv >= lowest,
+                    "served {rv} (floor {floor}, list {})",
+                    m.list_rv
                 );
                 let state = m.state_at(rv);
                 let want: Vec<(String, u64)> = state
@@ -402,5 +619,39 @@ proptest! {
         snapshots in any::<bool>(),
     ) {
         run(ops, snapshots, Some(budget))?;
+    }
+}
+
+/// The walks' property test must reach every branch it claims: pages at past versions
+/// rebuilt from the window, pages from pins below the window's reach, and continuations
+/// expired by a relist, by a compaction and by a dropped pin.
+#[test]
+fn walks_reach_every_branch() {
+    use proptest::test_runner::{Config as RunnerConfig, TestRng, TestRunner};
+    let config = RunnerConfig {
+        cases: 512,
+        ..RunnerConfig::default()
+    };
+    let rng = TestRng::deterministic_rng(config.rng_algorithm);
+    let mut runner = TestRunner::new_with_rng(config, rng);
+    runner
+        .run(&prop::collection::vec(op(), 1..60), |ops| {
+            run(ops, true, None)
+        })
+        .unwrap();
+    let reached = REACHED.with(|r| r.borrow().clone());
+    eprintln!("{reached:#?}");
+    for branch in [
+        "first page below the floor (pinned)",
+        "first page rebuilt",
+        "first page expired",
+        "continued below the floor (pinned)",
+        "continued at a past version",
+        "continue expired after a relist",
+        "continue expired below the compaction",
+        "continue expired past its pin and the window",
+        "walk completed",
+    ] {
+        assert!(reached.contains_key(branch), "never reached: {branch}");
     }
 }
