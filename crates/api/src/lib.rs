@@ -7,7 +7,9 @@
 //!   concatenation and never a re-serialization,
 //! - resource versions ([`rv`]),
 //! - label and field selectors with Kubernetes' grammar ([`labels`], [`fields`]),
-//! - watch event framing ([`watch`]).
+//! - watch event framing ([`watch`]),
+//! - what a client cache keys objects by ([`resource`]: [`Resource`], [`ObjectKey`]), for
+//!   dynamic objects, typed structs and (feature `k8s-openapi`) k8s-openapi's types.
 //!
 //! It must never depend on storage, HTTP or async runtimes.
 //!
@@ -28,6 +30,7 @@ pub mod fields;
 pub mod labels;
 pub mod meta;
 mod object;
+pub mod resource;
 pub mod rv;
 pub mod status;
 pub mod text;
@@ -37,5 +40,6 @@ pub use fields::FieldSelector;
 pub use labels::LabelSelector;
 pub use meta::{ListMeta, ObjectMeta, TypeMeta};
 pub use object::{LabelSet, Object, ObjectError, ObjectParts, SelectableFields, wire_encode_count};
+pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
 pub use status::Status;
 pub use watch::{EventType, WatchEvent};

@@ -6,20 +6,25 @@
 //! cargo run -p listwatch-client --example configmap_per_namespace --features rustls   # kubeconfig
 //! ```
 //!
-//! Two informers (namespaces, ConfigMaps) feed one [`Controller`] whose keys are namespace
-//! names; `reconcile` compares the desired ConfigMap with the informer's copy and creates or
-//! replaces it through an [`HttpClient`] that shares the informers' connections. A conflict
-//! (someone changed it meanwhile) is an error: the key is retried with backoff, by which time
-//! the informer has the newer copy. `MESSAGE` sets the message.
+//! Two informers (namespaces, ConfigMaps) of k8s-openapi types feed one [`Controller`] whose
+//! keys are namespace names; `reconcile` compares the desired ConfigMap with the informer's
+//! copy and creates or replaces it through an [`Api`] that shares the informers' connections.
+//! No URL is written by hand: `Api::<ConfigMap>::all` lists and watches
+//! `/api/v1/configmaps`, `Api::<ConfigMap>::namespaced` writes to
+//! `/api/v1/namespaces/{ns}/configmaps`. A conflict (someone changed it meanwhile) is an
+//! error: the key is retried with backoff, by which time the informer has the newer copy.
+//! `MESSAGE` sets the message. Needs the `k8s-openapi` feature.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use listwatch_api::Object;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use listwatch_client::{
-    Action, Controller, HttpClient, HttpConfig, Informer, InformerConfig, ObjectKey, Store,
+    Action, Api, Controller, HttpClient, HttpConfig, Informer, InformerConfig, ObjectKey, Resource,
+    Store,
 };
-use serde_json::{Value, json};
 
 /// The name of the ConfigMap kept in every namespace.
 pub const NAME: &str = "namespace-info";
@@ -27,13 +32,16 @@ pub const NAME: &str = "namespace-info";
 /// The controller's state: the informers' stores and the writing client.
 struct Context {
     client: HttpClient,
-    namespaces: Store<Object>,
-    configmaps: Store<Object>,
+    namespaces: Store<Namespace>,
+    configmaps: Store<ConfigMap>,
     message: String,
 }
 
-fn desired_data(namespace: &str, message: &str) -> Value {
-    json!({ "namespace": namespace, "message": message })
+fn desired_data(namespace: &str, message: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("namespace".to_owned(), namespace.to_owned()),
+        ("message".to_owned(), message.to_owned()),
+    ])
 }
 
 async fn reconcile(ctx: Arc<Context>, key: ObjectKey) -> Result<Action, listwatch_client::Error> {
@@ -42,24 +50,26 @@ async fn reconcile(ctx: Arc<Context>, key: ObjectKey) -> Result<Action, listwatc
         // Gone: its ConfigMaps go with it.
         return Ok(Action::Done);
     };
-    let terminating = namespace
-        .to_value()
-        .ok()
-        .is_some_and(|v| v["metadata"]["deletionTimestamp"].is_string());
-    if terminating {
+    if namespace.metadata.deletion_timestamp.is_some() {
         return Ok(Action::Done);
     }
     let want = desired_data(ns, &ctx.message);
-    let path = format!("/api/v1/namespaces/{ns}/configmaps");
+    let api = Api::<ConfigMap>::namespaced(ctx.client.clone(), ns);
     match ctx.configmaps.get_by_name(Some(ns), NAME) {
         None => {
-            let cm = json!({
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": { "name": NAME, "namespace": ns, "labels": { "app.kubernetes.io/managed-by": "configmap-per-namespace" } },
-                "data": want,
-            });
-            match ctx.client.create(&path, &cm).await {
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(NAME.into()),
+                    labels: Some(BTreeMap::from([(
+                        "app.kubernetes.io/managed-by".to_owned(),
+                        "configmap-per-namespace".to_owned(),
+                    )])),
+                    ..ObjectMeta::default()
+                },
+                data: Some(want),
+                ..ConfigMap::default()
+            };
+            match api.create(&cm).await {
                 // Already there: the informer has not seen it yet; it will requeue us.
                 Err(e) if e.code() == Some(409) => {}
                 r => {
@@ -68,17 +78,14 @@ async fn reconcile(ctx: Arc<Context>, key: ObjectKey) -> Result<Action, listwatc
                 }
             }
         }
-        Some(current) => {
-            let mut cm = current
-                .to_value()
-                .map_err(|e| listwatch_client::Error::Decode(e.to_string()))?;
-            if cm["data"] != want {
-                cm["data"] = want;
-                // The copy's resourceVersion is the precondition: a 409 means it changed.
-                ctx.client.replace(&format!("{path}/{NAME}"), &cm).await?;
-                tracing::info!(namespace = ns, "restored {NAME}");
-            }
+        Some(current) if current.data.as_ref() != Some(&want) => {
+            let mut cm = ConfigMap::clone(&current);
+            cm.data = Some(want);
+            // The copy's resourceVersion is the precondition: a 409 means it changed.
+            api.replace(NAME, &cm).await?;
+            tracing::info!(namespace = ns, "restored {NAME}");
         }
+        Some(_) => {}
     }
     Ok(Action::Done)
 }
@@ -93,20 +100,20 @@ pub async fn run(
 ) -> Result<bool, listwatch_client::Error> {
     let client = HttpClient::new(config)?;
     let namespaces = Informer::spawn(
-        client.lister_watcher("/api/v1/namespaces")?,
+        Api::<Namespace>::cluster(client.clone()),
         InformerConfig::default(),
     );
     let configmaps = Informer::spawn(
-        client.lister_watcher("/api/v1/configmaps")?,
+        Api::<ConfigMap>::all(client.clone()),
         InformerConfig::default(),
     );
     let controller = Controller::default();
     // A namespace's own key; a ConfigMap's namespace when it is ours.
     let _ns = namespaces
-        .add_handler(controller.enqueue(|o: &Object| Some(ObjectKey::new(None, o.name()))));
-    let _cm = configmaps.add_handler(controller.enqueue(|o: &Object| {
-        (o.name() == NAME)
-            .then(|| o.namespace().map(|ns| ObjectKey::new(None, ns)))
+        .add_handler(controller.enqueue(|n: &Namespace| Some(ObjectKey::new(None, n.name()))));
+    let _cm = configmaps.add_handler(controller.enqueue(|cm: &ConfigMap| {
+        (cm.name() == NAME)
+            .then(|| Resource::namespace(cm).map(|ns| ObjectKey::new(None, ns)))
             .flatten()
     }));
     // Reconcile only from complete caches (client-go's WaitForCacheSync).

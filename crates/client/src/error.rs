@@ -44,6 +44,11 @@ pub enum Error {
     /// A streaming list (sendInitialEvents) ended before its initial-events-end bookmark.
     #[error("streaming list ended before its initial-events-end bookmark")]
     StreamingListIncomplete,
+    /// A request could not be built from the caller's arguments: a name or namespace that is
+    /// not a valid path segment, a namespace for a cluster-scoped kind (or none for an object
+    /// of a namespaced one), an object that does not serialize.
+    #[error("invalid request: {0}")]
+    Request(String),
     /// Client configuration (URL, kubeconfig, TLS material) is unusable.
     #[error("invalid client configuration: {0}")]
     Config(String),

@@ -13,7 +13,15 @@
 //! - [`WorkQueue`] and [`Controller`]: client-go's rate-limited de-duplicating work queue and
 //!   a reconcile loop over informers;
 //! - [`HttpListerWatcher`]: the HTTP lister-watcher for any Kubernetes-compatible server
-//!   (hyper; TLS with the `rustls` feature), configured from a URL or a kubeconfig.
+//!   (hyper; TLS with the `rustls` feature), configured from a URL or a kubeconfig;
+//! - [`Api`]: typed access kube-rs style (get, list, watch, create, replace, [`Patch`],
+//!   delete), the path derived from the type ([`ResourceType`]) or an [`ApiResource`]; with
+//!   the `k8s-openapi` feature every k8s-openapi resource type works directly, and an `Api` is
+//!   itself a [`ListerWatcher`] for the reflector and informer.
+//!
+//! Features: `rustls` (https servers), `k8s-openapi` (k8s-openapi's resource types as
+//! [`Resource`]s and [`ResourceType`]s; no Kubernetes version feature of k8s-openapi is
+//! enabled, the final binary picks one).
 //!
 //! It sits at the client end of the pipeline and depends only on `listwatch-api`: it must
 //! never depend on storage, the watch cache or the server crates (the cacher uses it through
@@ -32,22 +40,49 @@
 //! println!("{} pods", pods.len());
 //! # Ok(()) }
 //! ```
+//!
+//! The same with k8s-openapi's `Pod` (feature `k8s-openapi`), no URL written:
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Pod;
+//! use listwatch_client::{Api, HttpClient, HttpConfig, Informer, InformerConfig};
+//!
+//! # async fn demo() -> listwatch_client::Result<()> {
+//! let client = HttpClient::new(HttpConfig::from_default_kubeconfig()?)?;
+//! let pods = Informer::spawn(Api::<Pod>::all(client.clone()), InformerConfig::default());
+//! pods.wait_until_synced().await.ok();
+//! for pod in pods.store().list() {
+//!     let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
+//!     println!("{:?} on {node:?}", pod.metadata.name);
+//! }
+//! let web = Api::<Pod>::namespaced(client, "web");
+//! let p = web.get("frontend-0").await?;
+//! # let _ = p;
+//! # Ok(()) }
+//! ```
 
+mod api_resource;
 mod backoff;
 pub mod controller;
 mod error;
 pub mod http;
 mod informer;
+#[cfg(feature = "k8s-openapi")]
+mod k8s;
 mod lister;
 mod reflector;
 mod resource;
 pub mod store;
 pub mod workqueue;
 
+pub use api_resource::{
+    ApiResource, ClusterScope, ClusterScoped, NamespaceScope, Namespaced, ResourceType, Scope,
+};
 pub use controller::{Action, Controller};
 pub use error::{Error, Result};
 pub use http::{
-    ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpListerWatcher, HttpTyped, Impersonate,
+    Api, ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpListerWatcher, HttpTyped,
+    Impersonate, Patch, PatchParams,
 };
 pub use informer::{
     EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
@@ -57,6 +92,6 @@ pub use lister::{
     ListRequest, ListerWatcher, Page, Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream,
 };
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
-pub use resource::{HasMetadata, ObjectKey, Resource};
+pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
 pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};
 pub use workqueue::{RateLimits, WorkQueue};

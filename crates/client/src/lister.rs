@@ -153,7 +153,7 @@ pub trait ListerWatcher: Send + Sync + 'static {
 /// ```
 /// # use listwatch_client::{HasMetadata, Typed, HttpListerWatcher, HttpConfig};
 /// # #[derive(Clone, serde::Deserialize)] struct MyPod { metadata: listwatch_api::ObjectMeta }
-/// # impl HasMetadata for MyPod { fn metadata(&self) -> &listwatch_api::ObjectMeta { &self.metadata } }
+/// # impl HasMetadata for MyPod { type Metadata = listwatch_api::ObjectMeta; fn metadata(&self) -> &listwatch_api::ObjectMeta { &self.metadata } }
 /// # fn demo() -> listwatch_client::Result<()> {
 /// let config = HttpConfig::new("http://127.0.0.1:8080")?;
 /// let pods = Typed::<_, MyPod>::new(HttpListerWatcher::new(config, "/api/v1/pods")?);

@@ -869,6 +869,7 @@ struct MySpec {
 }
 
 impl listwatch_client::HasMetadata for MyPod {
+    type Metadata = listwatch_api::ObjectMeta;
     fn metadata(&self) -> &listwatch_api::ObjectMeta {
         &self.metadata
     }

@@ -24,6 +24,7 @@ struct Spec {
 }
 
 impl HasMetadata for Pod {
+    type Metadata = ObjectMeta;
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata
     }

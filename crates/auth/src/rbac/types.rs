@@ -200,6 +200,7 @@ impl LabelSelector {
 }
 
 impl HasMetadata for Role {
+    type Metadata = ObjectMeta;
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata
     }
@@ -302,6 +303,7 @@ pub struct RoleBinding {
 }
 
 impl HasMetadata for RoleBinding {
+    type Metadata = ObjectMeta;
     fn metadata(&self) -> &ObjectMeta {
         &self.metadata
     }

@@ -1,6 +1,7 @@
 //! [`HttpClient`]: one connection pool, credentials and deadlines per [`HttpConfig`], shared
-//! by every [`HttpListerWatcher`] made from it, plus the few writes a controller needs (get,
-//! create, replace, delete of JSON objects).
+//! by every [`HttpListerWatcher`] and [`Api`](crate::Api) made from it, plus the few writes a
+//! controller needs (get, create, replace, patch, delete of JSON objects; [`Api`](crate::Api)
+//! makes the same calls for typed objects).
 //!
 //! Invariants: every request has the config's deadline until its response headers; every
 //! body read is bounded (objects by [`MAX_OBJECT_BODY`], lists by the config's
@@ -21,6 +22,9 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
 use super::auth::Auth;
+use serde::Serialize;
+
+use super::patch::{Patch, PatchParams};
 use super::{Connector, HttpConfig, HttpListerWatcher, MAX_ERROR_BODY, connector, decode};
 use crate::error::{Error, Result};
 
@@ -39,6 +43,7 @@ pub(crate) struct Inner {
     headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_list_bytes: usize,
+    default_namespace: Option<String>,
 }
 
 /// A client of one server: a shared connection pool, credentials and deadlines. Cheap to
@@ -86,8 +91,15 @@ impl HttpClient {
                 headers,
                 timeout: config.request_timeout,
                 max_list_bytes: config.max_list_bytes,
+                default_namespace: config.default_namespace,
             }),
         })
+    }
+
+    /// The namespace of the configuration's kubeconfig context or pod, if any
+    /// ([`HttpConfig::default_namespace`]).
+    pub fn default_namespace(&self) -> Option<&str> {
+        self.inner.default_namespace.as_deref()
     }
 
     /// A lister-watcher of the collection at `path` over this client's connections.
@@ -128,6 +140,18 @@ impl HttpClient {
         self.object(Method::PUT, path, Some(object)).await
     }
 
+    /// Patches the object at `path`; the server's copy.
+    pub async fn patch<P: Serialize>(
+        &self,
+        path: &str,
+        patch: &Patch<P>,
+        params: &PatchParams,
+    ) -> Result<Value> {
+        let (query, body) = patch_request(patch, params)?;
+        let bytes = self.call(Method::PATCH, path, &query, Some(body)).await?;
+        decode_object(&bytes)
+    }
+
     /// Deletes the object at `path`; `false` when it was already gone.
     pub async fn delete(&self, path: &str) -> Result<bool> {
         match self.object(Method::DELETE, path, None).await {
@@ -138,18 +162,31 @@ impl HttpClient {
     }
 
     async fn object(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value> {
-        let uri = self.url(path)?;
         let body = match body {
-            Some(v) => Some(Bytes::from(
-                serde_json::to_vec(v).map_err(|e| Error::Decode(e.to_string()))?,
-            )),
+            Some(v) => Some(json_body(v)?),
             None => None,
         };
+        decode_object(&self.call(method, path, "", body).await?)
+    }
+
+    /// One write or read of a single object: `body` (bytes and content type) sent to
+    /// `path?query`, the response body read up to [`MAX_OBJECT_BODY`], all under the request
+    /// timeout. [`Api`](crate::Api) and the JSON calls above share it.
+    pub(crate) async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        query: &str,
+        body: Option<(Bytes, &'static str)>,
+    ) -> Result<Bytes> {
+        let mut uri = self.url(path)?;
+        if !query.is_empty() {
+            uri.push('?');
+            uri.push_str(query);
+        }
         let call = async {
             let res = self.request(method, &uri, body, true, JSON).await?;
-            let bytes = super::read_body(res, MAX_OBJECT_BODY, "object").await?;
-            serde_json::from_slice(&bytes)
-                .map_err(|e| Error::Decode(format!("object response: {e}")))
+            super::read_body(res, MAX_OBJECT_BODY, "object").await
         };
         match self.inner.timeout {
             Some(t) => tokio::time::timeout(t, call)
@@ -165,7 +202,7 @@ impl HttpClient {
         &self,
         method: Method,
         uri: &str,
-        body: Option<Bytes>,
+        body: Option<(Bytes, &'static str)>,
         compressible: bool,
         accept: &'static str,
     ) -> Result<hyper::Response<hyper::body::Incoming>> {
@@ -199,7 +236,7 @@ impl HttpClient {
         &self,
         method: Method,
         uri: &str,
-        body: Option<Bytes>,
+        body: Option<(Bytes, &'static str)>,
         compressible: bool,
         accept: &'static str,
         auth: Option<&HeaderValue>,
@@ -218,15 +255,15 @@ impl HttpClient {
         for (k, v) in &self.inner.headers {
             req = req.header(k, v.clone());
         }
-        if body.is_some() {
-            req = req.header(CONTENT_TYPE, "application/json");
+        if let Some((_, content_type)) = &body {
+            req = req.header(CONTENT_TYPE, *content_type);
         }
         if compressible {
             // As Go's transport does for client-go; kube-apiserver compresses large answers.
             req = req.header(ACCEPT_ENCODING, "gzip");
         }
         let req = req
-            .body(Full::new(body.unwrap_or_default()))
+            .body(Full::new(body.map(|(b, _)| b).unwrap_or_default()))
             .map_err(|e| Error::Config(format!("invalid request {uri:?}: {e}")))?;
         tracing::debug!(%uri, %method, "request");
         let call = self.inner.client.request(req);
@@ -256,4 +293,25 @@ impl HttpClient {
         }
         Err(decode::decode_status(code, &body))
     }
+}
+
+/// A JSON request body.
+pub(crate) fn json_body<T: Serialize + ?Sized>(value: &T) -> Result<(Bytes, &'static str)> {
+    let bytes = serde_json::to_vec(value)
+        .map_err(|e| Error::Request(format!("object does not serialize: {e}")))?;
+    Ok((Bytes::from(bytes), JSON))
+}
+
+fn decode_object(bytes: &[u8]) -> Result<Value> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Decode(format!("object response: {e}")))
+}
+
+/// The query and body of a patch.
+pub(crate) fn patch_request<P: Serialize>(
+    patch: &Patch<P>,
+    params: &PatchParams,
+) -> Result<(String, (Bytes, &'static str))> {
+    let query = params.query(patch)?;
+    let (bytes, _) = json_body(patch.body())?;
+    Ok((query, (bytes, patch.content_type())))
 }

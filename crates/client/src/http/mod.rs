@@ -15,10 +15,12 @@
 //!   the system's roots when none is given; `tls-server-name` and `proxy-url` (HTTP
 //!   `CONNECT`) as client-go.
 
+mod api;
 mod auth;
 mod client;
 mod decode;
 mod kubeconfig;
+mod patch;
 mod proxy;
 mod typed;
 
@@ -34,9 +36,11 @@ use listwatch_api::{Object, SelectableFields};
 
 use crate::error::{Error, Result};
 use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
+pub use api::Api;
 use auth::Auth;
 pub use auth::{ExecCluster, ExecConfig, Impersonate};
 pub use client::{HttpClient, MAX_OBJECT_BODY};
+pub use patch::{Patch, PatchParams};
 pub use typed::HttpTyped;
 
 #[cfg(feature = "rustls")]

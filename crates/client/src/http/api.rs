@@ -1,0 +1,289 @@
+//! [`Api`]: typed access to one kind's collection, kube-rs style, with the path derived from
+//! the type ([`ResourceType`]) or from an [`ApiResource`] value.
+//!
+//! It owns no HTTP code of its own: reads and writes go through [`HttpClient`]'s single-object
+//! call (same deadline, body bound, gzip and 401 refresh), lists and watches through
+//! [`HttpTyped`](super::HttpTyped) (decoded once, straight into `K`), so an `Api` is also a
+//! [`ListerWatcher`] that [`watcher`](crate::watcher), [`Reflector`](crate::Reflector) and
+//! [`Informer`](crate::Informer) take directly.
+//!
+//! Invariants: every path is built by [`ApiResource`] from validated, encoded segments; an
+//! object call on an [`Api::all`] handle of a namespaced kind, or a namespace for a
+//! cluster-scoped kind, is an [`Error::Request`] before anything is sent.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use http::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::client::{json_body, patch_request};
+use super::patch::{Patch, PatchParams};
+use super::{HttpClient, HttpListerWatcher};
+use crate::api_resource::{ApiResource, ClusterScoped, Namespaced, ResourceType};
+use crate::error::{Error, Result};
+use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
+use crate::resource::Resource;
+
+/// Typed access to one kind's objects, in one namespace, in all of them, or cluster-wide.
+///
+/// ```no_run
+/// # async fn demo() -> listwatch_client::Result<()> {
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use listwatch_client::{Api, HttpClient, HttpConfig, Patch, PatchParams};
+///
+/// let client = HttpClient::new(HttpConfig::new("http://127.0.0.1:8080")?)?;
+/// let cms = Api::<ConfigMap>::namespaced(client, "default"); // /api/v1/namespaces/default/configmaps
+/// let mut cm = ConfigMap::default();
+/// cm.metadata.name = Some("settings".into());
+/// let created = cms.create(&cm).await?;
+/// let patch = serde_json::json!({"data": {"mode": "fast"}});
+/// let patched = cms.patch("settings", &Patch::Merge(&patch), &PatchParams::default()).await?;
+/// assert!(cms.delete("settings").await?);
+/// # let _ = (created, patched);
+/// # Ok(()) }
+/// ```
+pub struct Api<K> {
+    client: HttpClient,
+    resource: Arc<ApiResource>,
+    namespace: Option<String>,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Api<K> {
+    fn clone(&self) -> Self {
+        Self {
+            client: self.client.clone(),
+            resource: Arc::clone(&self.resource),
+            namespace: self.namespace.clone(),
+            _k: PhantomData,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Api<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Api")
+            .field("resource", &self.resource)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: ResourceType> Api<K> {
+    /// Every object of `K`: across all namespaces for a namespaced kind (lists and watches;
+    /// object calls need a namespace), the cluster's for a cluster-scoped one (kube-rs's
+    /// `Api::all`).
+    pub fn all(client: HttpClient) -> Self {
+        Self::all_with(client, &ApiResource::of::<K>())
+    }
+
+    /// `K`'s objects in `namespace` (namespaced kinds only; checked at compile time).
+    ///
+    /// ```compile_fail
+    /// # fn demo(client: listwatch_client::HttpClient) {
+    /// use k8s_openapi::api::core::v1::Node;
+    /// // Nodes are cluster-scoped: Api::<Node>::cluster or Api::<Node>::all.
+    /// let nodes = listwatch_client::Api::<Node>::namespaced(client, "ns");
+    /// # }
+    /// ```
+    pub fn namespaced(client: HttpClient, namespace: &str) -> Self
+    where
+        K::Scope: Namespaced,
+    {
+        Self::namespaced_with(client, namespace, &ApiResource::of::<K>())
+    }
+
+    /// `K`'s objects in the configuration's namespace (its kubeconfig context's, or the
+    /// pod's in cluster), `default` when it names none (as kubectl).
+    pub fn default_namespaced(client: HttpClient) -> Self
+    where
+        K::Scope: Namespaced,
+    {
+        let ns = client.default_namespace().unwrap_or("default").to_owned();
+        Self::namespaced(client, &ns)
+    }
+
+    /// `K`'s objects, a cluster-scoped kind (checked at compile time; the same handle as
+    /// [`all`](Self::all)).
+    ///
+    /// ```compile_fail
+    /// # fn demo(client: listwatch_client::HttpClient) {
+    /// use k8s_openapi::api::core::v1::Pod;
+    /// // Pods are namespaced: Api::<Pod>::namespaced or Api::<Pod>::all.
+    /// let pods = listwatch_client::Api::<Pod>::cluster(client);
+    /// # }
+    /// ```
+    pub fn cluster(client: HttpClient) -> Self
+    where
+        K::Scope: ClusterScoped,
+    {
+        Self::all(client)
+    }
+}
+
+impl<K> Api<K> {
+    /// The objects of the kind `resource` describes, across all namespaces or cluster-wide
+    /// (for a `K` with no [`ResourceType`], e.g. a custom resource's serde type).
+    pub fn all_with(client: HttpClient, resource: &ApiResource) -> Self {
+        Self {
+            client,
+            resource: Arc::new(resource.clone()),
+            namespace: None,
+            _k: PhantomData,
+        }
+    }
+
+    /// The objects of the kind `resource` describes in `namespace` (a namespace for a
+    /// cluster-scoped kind makes every call an [`Error::Request`]).
+    pub fn namespaced_with(client: HttpClient, namespace: &str, resource: &ApiResource) -> Self {
+        Self {
+            namespace: Some(namespace.to_owned()),
+            ..Self::all_with(client, resource)
+        }
+    }
+
+    /// The kind.
+    pub fn resource(&self) -> &ApiResource {
+        &self.resource
+    }
+
+    /// The namespace, `None` for all namespaces or a cluster-scoped kind.
+    pub fn namespace(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
+    /// The client.
+    pub fn client(&self) -> &HttpClient {
+        &self.client
+    }
+
+    /// The path of the collection, e.g. `/apis/apps/v1/namespaces/ns/deployments`.
+    pub fn collection_path(&self) -> Result<String> {
+        self.resource.collection_path(self.namespace.as_deref())
+    }
+
+    /// The path of the object `name`.
+    pub fn object_path(&self, name: &str) -> Result<String> {
+        self.resource.object_path(self.namespace.as_deref(), name)
+    }
+
+    /// A dynamic lister-watcher of the same collection, over the same connections: for
+    /// [`metadata_only`](HttpListerWatcher::metadata_only) caches or local field selectors.
+    pub fn lister_watcher(&self) -> Result<HttpListerWatcher> {
+        HttpListerWatcher::with_client(self.client.clone(), &self.collection_path()?)
+    }
+
+    /// The collection objects are created in: a namespaced kind needs the namespace.
+    fn create_path(&self) -> Result<String> {
+        if self.resource.namespaced && self.namespace.is_none() {
+            return Err(Error::Request(format!(
+                "{} is namespaced: create through Api::namespaced, not Api::all",
+                self.resource.kind
+            )));
+        }
+        self.collection_path()
+    }
+}
+
+fn decode<K: DeserializeOwned>(bytes: &[u8]) -> Result<K> {
+    serde_json::from_slice(bytes).map_err(Error::Typed)
+}
+
+impl<K: Resource + DeserializeOwned> Api<K> {
+    /// The object `name`; a 404 is an error (see [`get_opt`](Self::get_opt)).
+    pub async fn get(&self, name: &str) -> Result<K> {
+        let path = self.object_path(name)?;
+        decode(&self.client.call(Method::GET, &path, "", None).await?)
+    }
+
+    /// The object `name`, `None` when the server says 404.
+    pub async fn get_opt(&self, name: &str) -> Result<Option<K>> {
+        match self.get(name).await {
+            Ok(k) => Ok(Some(k)),
+            Err(e) if e.code() == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One page of the collection (follow `continue_token` for the next; the
+    /// [`watcher`](crate::watcher) does the paging, relists and watches for a cache).
+    pub async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
+        ListerWatcher::list(self, request).await
+    }
+
+    /// A watch of the collection.
+    pub async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
+        ListerWatcher::watch(self, request).await
+    }
+
+    /// Patches the object `name`; the server's copy.
+    pub async fn patch<P: Serialize>(
+        &self,
+        name: &str,
+        patch: &Patch<P>,
+        params: &PatchParams,
+    ) -> Result<K> {
+        let path = self.object_path(name)?;
+        let (query, body) = patch_request(patch, params)?;
+        decode(
+            &self
+                .client
+                .call(Method::PATCH, &path, &query, Some(body))
+                .await?,
+        )
+    }
+
+    /// Deletes the object `name`; `false` when it was already gone.
+    pub async fn delete(&self, name: &str) -> Result<bool> {
+        let path = self.object_path(name)?;
+        match self.client.call(Method::DELETE, &path, "", None).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some(404) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl<K: Resource + Serialize + DeserializeOwned> Api<K> {
+    /// Creates `object` (in this handle's namespace); the server's copy.
+    pub async fn create(&self, object: &K) -> Result<K> {
+        let path = self.create_path()?;
+        decode(
+            &self
+                .client
+                .call(Method::POST, &path, "", Some(json_body(object)?))
+                .await?,
+        )
+    }
+
+    /// Replaces the object `name` with `object`, whose `metadata.resourceVersion` is the
+    /// precondition (a 409 Conflict means it changed meanwhile); the server's copy.
+    pub async fn replace(&self, name: &str, object: &K) -> Result<K> {
+        let path = self.object_path(name)?;
+        decode(
+            &self
+                .client
+                .call(Method::PUT, &path, "", Some(json_body(object)?))
+                .await?,
+        )
+    }
+}
+
+/// An `Api` lists and watches its collection, decoding `K` straight from the wire: hand it to
+/// [`watcher`](crate::watcher), [`Reflector`](crate::Reflector) or
+/// [`Informer::spawn`](crate::Informer::spawn).
+#[async_trait]
+impl<K: Resource + DeserializeOwned> ListerWatcher for Api<K> {
+    type Object = K;
+
+    async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
+        self.lister_watcher()?.typed::<K>().list(request).await
+    }
+
+    async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
+        self.lister_watcher()?.typed::<K>().watch(request).await
+    }
+}
