@@ -178,6 +178,12 @@ pub struct Options {
     /// store accepts a default etcd accepts too.
     #[arg(long, default_value_t = listwatch_storage::DEFAULT_MAX_OBJECT_BYTES, value_parser = flags::bytes_limit)]
     pub embedded_max_object_bytes: usize,
+    /// etcd backend: seconds between compactions of etcd's history (upstream's
+    /// `--etcd-compaction-interval`, 5 minutes), coordinated with the other servers through
+    /// `compact_rev_key`; 0: this server never compacts. Either way it reads that key every
+    /// 15 s, so that its watch cache answers 410 below what any server compacted.
+    #[arg(long, default_value_t = 300, value_parser = flags::seconds)]
+    pub etcd_compaction_interval: u64,
     /// etcd backend: the etcd servers' `--max-request-bytes` (default etcd's own, 1.5 MiB);
     /// an object that would not fit a request of this size with its key is refused with 413
     /// before it is sent, instead of etcd's "request is too large".
@@ -295,9 +301,12 @@ impl Backends {
                 config.tls = etcd_tls(opts)?;
                 let client =
                     EtcdClient::new(config).map_err(|e| ServerError::Etcd(e.to_string()))?;
-                // Upstream compacts every 5 minutes, coordinating through this key.
-                let compactor =
-                    Compactor::spawn(client.clone(), Duration::from_secs(300), "compact_rev_key");
+                // Upstream compacts every 5 minutes by default, coordinating through this key.
+                let compactor = Compactor::spawn(
+                    client.clone(),
+                    Duration::from_secs(opts.etcd_compaction_interval),
+                    listwatch_etcd::DEFAULT_COMPACT_KEY,
+                );
                 Ok(Backends::Etcd {
                     client,
                     prefix: opts.etcd_prefix.clone(),

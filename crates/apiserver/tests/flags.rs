@@ -68,6 +68,8 @@ fn every_bad_numeric_flag_is_a_usage_error_naming_the_flag() {
         ("--embedded-retain-bytes", "-1"),
         ("--embedded-max-object-bytes", "-1"),
         ("--etcd-max-request-bytes", "0"),
+        ("--etcd-compaction-interval", "-1"),
+        ("--etcd-compaction-interval", "5m"),
         ("--audit-log-maxsize", "-1"),
         ("--audit-log-maxbackup", "many"),
         ("--bind", "127.0.0.1:99999"),

@@ -9,6 +9,12 @@
 //! happens per interval, and when the winning server dies another takes over within two
 //! intervals.
 //!
+//! Every server also learns the compactions the others make, so that its watch cache answers
+//! 410 below them (`Storage::compacted_revision`): a round it loses reads the revision the
+//! winner wrote to the key, and, whether or not it compacts at all (an interval of zero, as
+//! upstream's `--etcd-compaction-interval=0`), it reads the key every [`OBSERVE_INTERVAL`].
+//! A compaction made without the key (e.g. `etcdctl compact`) is learnt when a watch meets it.
+//!
 //! Invariants: a compaction never removes history younger than one interval (it compacts the
 //! revision seen one round earlier), and the first round after start never compacts.
 
@@ -30,6 +36,10 @@ pub const DEFAULT_COMPACTION_INTERVAL: Duration = Duration::from_secs(5 * 60);
 
 /// Upstream's coordination key.
 pub const DEFAULT_COMPACT_KEY: &str = "compact_rev_key";
+
+/// How often a server reads the coordination key to learn the other servers' compactions
+/// (upstream's cacher reads the compaction revision as often: `compactorPollPeriod`).
+pub const OBSERVE_INTERVAL: Duration = Duration::from_secs(15);
 
 /// One compactor's memory between rounds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -58,24 +68,53 @@ pub struct Compactor {
 }
 
 impl Compactor {
-    /// Starts compacting every `interval`, coordinating through `key`.
+    /// Starts compacting every `interval` (never when it is zero), coordinating through
+    /// `key`, and reading `key` every [`OBSERVE_INTERVAL`] to learn the other servers'
+    /// compactions.
     pub fn spawn(client: EtcdClient, interval: Duration, key: impl Into<String>) -> Self {
+        Self::spawn_observing_every(client, interval, key, OBSERVE_INTERVAL)
+    }
+
+    /// [`Compactor::spawn`] with another observation period (tests).
+    pub fn spawn_observing_every(
+        client: EtcdClient,
+        interval: Duration,
+        key: impl Into<String>,
+        observe: Duration,
+    ) -> Self {
         let key: String = key.into();
         let task = tokio::spawn(async move {
             let mut state = CompactorState::default();
-            let mut ticker =
-                tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let start = tokio::time::Instant::now();
+            // An interval of zero never compacts.
+            let mut rounds = (!interval.is_zero()).then(|| {
+                let mut t = tokio::time::interval_at(start + interval, interval);
+                t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                t
+            });
+            let observe = observe.max(Duration::from_millis(100));
+            let mut looks = tokio::time::interval_at(start + observe, observe);
+            looks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                ticker.tick().await;
-                let (next, outcome) = compact_round(&client, &key, state).await;
-                match outcome {
-                    Ok(outcome) => {
-                        tracing::debug!(?outcome, revision = next.revision, "etcd compaction round")
+                tokio::select! {
+                    () = next_round(rounds.as_mut()) => {
+                        let (next, outcome) = compact_round(&client, &key, state).await;
+                        match outcome {
+                            Ok(outcome) => tracing::debug!(
+                                ?outcome,
+                                revision = next.revision,
+                                "etcd compaction round"
+                            ),
+                            Err(e) => tracing::warn!(error = %e, "etcd compaction round failed"),
+                        }
+                        state = next;
                     }
-                    Err(e) => tracing::warn!(error = %e, "etcd compaction round failed"),
+                    _ = looks.tick() => {
+                        if let Err(e) = observe_compaction(&client, &key).await {
+                            tracing::debug!(error = %e, "reading the compaction key failed");
+                        }
+                    }
                 }
-                state = next;
             }
         });
         Self { task }
@@ -90,6 +129,16 @@ impl Compactor {
 impl Drop for Compactor {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// The next tick of the rounds' timer; never when there is none.
+async fn next_round(rounds: Option<&mut tokio::time::Interval>) {
+    match rounds {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -194,6 +243,31 @@ pub async fn compact_round(
         Err(f) => Err(f.into_error(state.revision)),
     };
     (next, outcome)
+}
+
+/// Reads the coordination key and records the revision the last winning compactor wrote to
+/// it (see [`EtcdClient::compacted_revision`]); returns that revision (0 when there is none).
+/// A value that is not a revision is ignored.
+pub async fn observe_compaction(client: &EtcdClient, key: &str) -> Result<u64> {
+    let req = RangeRequest {
+        key: Bytes::from(key.as_bytes().to_vec()),
+        ..Default::default()
+    };
+    let resp = client
+        .unary("compaction key", true, |ch| {
+            let req = req.clone();
+            async move { kv_client(ch).range(req).await }
+        })
+        .await
+        .map_err(|f| f.into_error(0))?;
+    let revision = resp
+        .kvs
+        .first()
+        .and_then(|kv| std::str::from_utf8(&kv.value).ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    client.note_compacted(revision);
+    Ok(revision)
 }
 
 /// Compacts etcd's history at `revision` right away (tests and tools).

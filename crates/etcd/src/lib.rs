@@ -46,7 +46,7 @@ mod watch;
 
 pub use client::{ConfigError, EtcdClient, EtcdConfig, EtcdTls, MAX_WINDOW, ServerVersion};
 pub use compactor::{
-    Compactor, CompactorState, DEFAULT_COMPACT_KEY, DEFAULT_COMPACTION_INTERVAL, RoundOutcome,
-    compact_now, compact_round,
+    Compactor, CompactorState, DEFAULT_COMPACT_KEY, DEFAULT_COMPACTION_INTERVAL, OBSERVE_INTERVAL,
+    RoundOutcome, compact_now, compact_round, observe_compaction,
 };
 pub use store::EtcdStore;

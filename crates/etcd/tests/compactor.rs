@@ -5,7 +5,7 @@
 
 use listwatch_api::{Object, SelectableFields};
 use listwatch_etcd::testing::EtcdServer;
-use listwatch_etcd::{CompactorState, EtcdStore, RoundOutcome, compact_round};
+use listwatch_etcd::{CompactorState, EtcdStore, RoundOutcome, compact_round, observe_compaction};
 use listwatch_storage::{Key, ListOptions, ResourceVersionMatch, Storage};
 
 fn pod(name: &str) -> Object {
@@ -61,6 +61,12 @@ async fn two_compactors_take_turns_and_compact_the_previous_rounds_revision() {
         (a.compacted_revision(), b.compacted_revision()),
         (seen, seen)
     );
+    // A server that runs no rounds learns it by reading the key (what its compactor does
+    // every OBSERVE_INTERVAL).
+    let c = server.client();
+    assert_eq!(c.compacted_revision(), 0);
+    assert_eq!(observe_compaction(&c, key).await.unwrap(), seen);
+    assert_eq!(c.compacted_revision(), seen);
 
     let all = Key::collection("pods", Some("ns")).unwrap();
     let exact = |rv| ListOptions::recursive().at(Some(rv), Some(ResourceVersionMatch::Exact));
