@@ -35,6 +35,7 @@ use crate::patch::{Patch, PatchLimits, PatchType};
 use crate::path::{self, ApiPath, PathError, Target};
 use crate::query::{IncludeObject, Query};
 use crate::resource::{Resource, ResourceInfo};
+use crate::stream_list::{self, Items};
 use crate::validation::{UpdateError, prepare_create, prepare_update};
 use crate::watch_server::{self, Encoder, WatchState};
 use crate::{Shared, json_response, table};
@@ -392,14 +393,14 @@ async fn limited(
         .seat(wait)
         .await
         .map_err(|_| ApiError::too_many_requests())?;
-    let _inflight = req.shared.metrics.inflight(kind);
+    let inflight = req.shared.metrics.inflight(kind);
     // Past the deadline the handler is dropped: a write already sent to storage may still
     // land, as with upstream's timeout filter.
     let r = tokio::time::timeout_at(deadline, handle(req, verb, bytes))
         .await
         .unwrap_or_else(|_| Err(ApiError::request_timeout()));
-    drop((seat, hold));
-    r
+    // A streamed list is sent on its seat; anything else gives it back now.
+    r.map(|resp| crate::stream_list::hold_until_sent(resp, (seat, hold, inflight)))
 }
 
 async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
@@ -418,37 +419,6 @@ async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
 
 fn object_response(code: StatusCode, obj: &Object) -> Response {
     json_response(code, "application/json", obj.to_json_bytes())
-}
-
-/// A list in the wire shape, concatenating each item's pre-encoded bytes.
-fn encode_list(info: &ResourceInfo, list: &ObjectList) -> Vec<u8> {
-    let mut out = Vec::with_capacity(
-        128 + list.items.iter().map(Object::size).sum::<usize>() + list.items.len() * 32,
-    );
-    out.extend_from_slice(b"{\"kind\":\"");
-    out.extend_from_slice(info.list_kind().as_bytes());
-    out.extend_from_slice(b"\",\"apiVersion\":\"");
-    out.extend_from_slice(info.api_version().as_bytes());
-    out.extend_from_slice(b"\",\"metadata\":{\"resourceVersion\":\"");
-    out.extend_from_slice(list.resource_version.to_string().as_bytes());
-    out.push(b'"');
-    if let Some(c) = &list.continue_token {
-        out.extend_from_slice(b",\"continue\":");
-        out.extend_from_slice(&serde_json::to_vec(c).unwrap_or_else(|_| b"\"\"".to_vec()));
-    }
-    if let Some(n) = list.remaining_item_count {
-        out.extend_from_slice(b",\"remainingItemCount\":");
-        out.extend_from_slice(n.to_string().as_bytes());
-    }
-    out.extend_from_slice(b"},\"items\":[");
-    for (i, o) in list.items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        o.write_json(&mut out);
-    }
-    out.extend_from_slice(b"]}");
-    out
 }
 
 fn table_response(
@@ -515,38 +485,6 @@ fn decoded(obj: &Object) -> ApiResult<Value> {
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
 }
 
-/// A `PartialObjectMetadataList` of a list.
-fn metadata_list(list: &ObjectList) -> ApiResult<Response> {
-    let items = list
-        .items
-        .iter()
-        .map(|o| decoded(o).map(|v| table::partial_metadata(&v)))
-        .collect::<ApiResult<Vec<_>>>()?;
-    let mut meta = Map::new();
-    meta.insert(
-        "resourceVersion".into(),
-        Value::String(list.resource_version.to_string()),
-    );
-    if let Some(c) = &list.continue_token {
-        meta.insert("continue".into(), Value::String(c.clone()));
-    }
-    if let Some(n) = list.remaining_item_count {
-        meta.insert("remainingItemCount".into(), Value::from(n));
-    }
-    let body = serde_json::to_vec(&serde_json::json!({
-        "kind": "PartialObjectMetadataList",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta,
-        "items": items,
-    }))
-    .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(json_response(
-        StatusCode::OK,
-        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-        body,
-    ))
-}
-
 async fn list(req: &Request) -> ApiResult<Response> {
     let fmt = negotiate(&req.headers, Offer::JsonOrTable)?;
     let include = req.query.include_object()?;
@@ -558,22 +496,26 @@ async fn list(req: &Request) -> ApiResult<Response> {
         .list(&key, &lr.opts)
         .await
         .map_err(|e| req.storage_err(&e))?;
-    match fmt {
-        Format::Table { beta } => table_response(
-            req.info(),
-            &list.items,
-            list.resource_version,
-            list.continue_token.as_deref(),
-            include,
-            beta,
-        ),
-        Format::Metadata => metadata_list(&list),
-        _ => Ok(json_response(
-            StatusCode::OK,
-            "application/json",
-            encode_list(req.info(), &list),
-        )),
+    list_response(req, Items::for_format(fmt, include), list)
+}
+
+/// A list's response: whole, or streamed and (for clients that accept it) gzipped.
+fn list_response(req: &Request, items: Items, list: ObjectList) -> ApiResult<Response> {
+    let gzip = crate::compress::accepts_gzip(&req.headers)
+        .then(|| req.shared.gzip.try_take())
+        .flatten();
+    let resp = stream_list::respond(
+        Arc::clone(&req.res.info),
+        items,
+        list,
+        gzip,
+        // The server's response deadline (the request timeout) comes first; this is a backstop.
+        req.shared.config.request_timeout.saturating_mul(2),
+    )?;
+    if resp.headers().contains_key(header::CONTENT_ENCODING) {
+        req.shared.metrics.gzipped("list");
     }
+    Ok(resp)
 }
 
 async fn watch_request(
@@ -628,9 +570,28 @@ async fn watch_request(
         return Ok(watch_server::bounded(ws)
             .on_upgrade(move |socket| watch_server::forward_to_websocket(socket, state)));
     }
-    let mut resp = Body::from_stream(watch_server::body(state)).into_response();
+    // A watch-list's initial events are as large as a list: gzipped for clients that
+    // accept it (upstream compresses no watch; see `compress`).
+    let gzip = (lr.opts.send_initial_events == Some(true)
+        && crate::compress::accepts_gzip(&req.headers))
+    .then(|| shared.gzip.try_take())
+    .flatten();
+    let compressed = gzip.is_some();
+    let mut resp = match gzip {
+        Some(permit) => Body::from_stream(crate::compress::GzipWatch::new(
+            watch_server::body(state),
+            permit,
+        )),
+        None => Body::from_stream(watch_server::body(state)),
+    }
+    .into_response();
     resp.extensions_mut().insert(watch_server::LongRunning);
     let h = resp.headers_mut();
+    if compressed {
+        shared.metrics.gzipped("watch");
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static(format.content_type()),
@@ -1008,9 +969,5 @@ async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     list.items = deleted;
     list.continue_token = None;
     list.remaining_item_count = None;
-    Ok(json_response(
-        StatusCode::OK,
-        "application/json",
-        encode_list(req.info(), &list),
-    ))
+    list_response(req, Items::Json, list)
 }

@@ -5,7 +5,9 @@
 //! whose object frames share the cached encoding, or a websocket), content negotiation
 //! (JSON, server-side printed Tables, aggregated discovery; JSON, YAML and — for the kinds
 //! kubectl's typed `create` sends — protobuf request bodies), discovery and OpenAPI
-//! documents, health endpoints, request limits, deadlines and metrics, and the one mapping of
+//! documents, health endpoints, request limits, deadlines and metrics, list responses streamed
+//! item by item and gzipped for clients that accept it (`stream_list`, [`compress`]), and the
+//! one mapping of
 //! failures to Kubernetes `Status` responses ([`ApiError`]). `docs/endpoints.md` lists the
 //! behaviour and where it differs from upstream.
 //!
@@ -46,6 +48,7 @@ use tokio::sync::watch;
 
 pub mod admission;
 pub mod clock;
+pub mod compress;
 mod discovery;
 mod error;
 mod flowcontrol;
@@ -60,6 +63,7 @@ pub mod query;
 mod recover;
 mod resource;
 pub mod scale;
+mod stream_list;
 pub mod table;
 pub mod validation;
 mod watch_server;
@@ -99,8 +103,13 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Longest a non-watch request may take from its arrival (upstream `--request-timeout`,
     /// 1 minute); a request's own `timeout` parameter can only shorten it. A body not
-    /// received by then is a 408, a response not ready by then a 504.
+    /// received by then is a 408, a response not ready by then a 504. A streamed list must
+    /// also be sent within this time of its start.
     pub request_timeout: Duration,
+    /// Gzip compressors alive at once (large lists and watch-list streams of clients that
+    /// accept gzip); a response that finds none free goes out uncompressed. 0 disables
+    /// compression (upstream: the `APIResponseCompression` feature gate off).
+    pub max_gzip_streams: usize,
 }
 
 impl Default for Config {
@@ -115,6 +124,7 @@ impl Default for Config {
             max_buffered_body_bytes: 256 * 1024 * 1024,
             max_body_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
+            max_gzip_streams: 64,
         }
     }
 }
@@ -140,6 +150,8 @@ pub(crate) struct Shared {
     pub(crate) docs: discovery::Documents,
     /// Validates writes before they are stored.
     pub(crate) admission: Option<Arc<dyn admission::Admission>>,
+    /// Compressors alive at once.
+    pub(crate) gzip: compress::GzipBudget,
 }
 
 impl Shared {
@@ -252,6 +264,7 @@ impl Installer {
         let (waiting_for, _) = watch::channel(None);
         let shared = Arc::new(Shared {
             flow: flowcontrol::FlowControl::new(&self.config, &metrics),
+            gzip: compress::GzipBudget::new(self.config.max_gzip_streams),
             resources: self.resources,
             index,
             namespaces,

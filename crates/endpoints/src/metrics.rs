@@ -22,6 +22,8 @@ pub struct Metrics {
     rejected: Family<Labels, Counter>,
     flow_rejected: Family<Labels, Counter>,
     inqueue: Family<Labels, Gauge>,
+    /// Responses sent gzipped, by kind (`list`, `watch`): counted once per response.
+    gzipped: Family<Labels, Counter>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -46,6 +48,7 @@ impl Metrics {
             rejected: Family::default(),
             flow_rejected: Family::default(),
             inqueue: Family::default(),
+            gzipped: Family::default(),
         };
         registry.register(
             "apiserver_request",
@@ -87,7 +90,19 @@ impl Metrics {
             "Requests waiting for a seat, by priority level",
             m.inqueue.clone(),
         );
+        registry.register(
+            "listwatch_gzip_responses",
+            "Responses sent gzipped, by kind (list, watch)",
+            m.gzipped.clone(),
+        );
         m
+    }
+
+    /// Counts a gzipped response of `kind` (`list` or `watch`).
+    pub(crate) fn gzipped(&self, kind: &'static str) {
+        self.gzipped
+            .get_or_create(&vec![("kind", kind.to_owned())])
+            .inc();
     }
 
     pub(crate) fn observe(&self, verb: &str, resource: &str, code: u16, seconds: Option<f64>) {

@@ -1,0 +1,515 @@
+//! List responses encoded as a stream of items: a list's bytes are produced while they are
+//! sent, a batch at a time, instead of in one buffer of the whole list.
+//!
+//! This module owns the wire shape of list responses — JSON (`<Kind>List`), metadata-only
+//! (`PartialObjectMetadataList`) and server-side printed `Table`s — and when each goes out
+//! whole, streamed, or streamed and gzipped (with [`crate::compress`]).
+//!
+//! How a list is answered ([`respond`]):
+//! - the head and the items are encoded until more than [`GZIP_THRESHOLD`] bytes are
+//!   ready. A list that ends before that goes out as one buffer with its length, exactly as
+//!   a small list always did (and never compressed, as upstream);
+//! - a longer list is streamed: its first bytes at once, then each poll of the body encodes
+//!   the next [`BATCH_BYTES`] of items (and compresses them when the client accepts gzip and
+//!   a compressor is free), so the memory a list holds beyond the objects themselves is one
+//!   batch (plus a compressor), whatever its length. The objects are the list's handles on
+//!   the storage's (or cache's) shared objects: 24 bytes each, no copy of their bytes;
+//! - a streamed list keeps its request's seat, in-flight gauge and body-memory hold until its
+//!   last byte has been handed on (or the client went away): the expensive part of a large
+//!   list is its sending, and upstream holds the seat for it too ([`Streamed`] marks such a
+//!   response for the request layer);
+//! - the server's response deadline cuts a list that is not sent in time, as any response
+//!   (listwatch-apiserver: the request timeout from the response's start). As a backstop
+//!   for a server without one, the body itself ends with an error at twice the request
+//!   timeout from its start; either way the client sees a broken response (no final chunk,
+//!   no gzip trailer), never a shorter valid list. A client that disconnects drops the body,
+//!   which frees everything the list held.
+//!
+//! Not streamed: protobuf list responses do not exist here (the API serves JSON only, a
+//! protobuf `Accept` is a 406), and `deletecollection` answers with what it deleted, streamed
+//! like any list.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use listwatch_api::Object;
+use listwatch_storage::ObjectList;
+use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
+
+use crate::compress::{GZIP_THRESHOLD, Gzip};
+use crate::error::{ApiError, ApiResult};
+use crate::negotiate::Format;
+use crate::query::IncludeObject;
+use crate::resource::ResourceInfo;
+use crate::{clock, table};
+
+/// Uncompressed bytes encoded per poll of a streamed list (upstream batches streamed lists
+/// in 128 KiB buffers too).
+pub(crate) const BATCH_BYTES: usize = 128 * 1024;
+
+/// Response extension of a streamed list: the request layer keeps the request's seat until
+/// the body is done ([`hold_until_sent`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Streamed;
+
+/// How each item is written.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Items {
+    /// The object's own wire JSON.
+    Json,
+    /// Its `PartialObjectMetadata`.
+    Metadata,
+    /// A Table row (cells and the object as `includeObject` says), printed at `now`.
+    Table {
+        include: IncludeObject,
+        beta: bool,
+        now: i64,
+    },
+}
+
+impl Items {
+    /// The items for a negotiated list format.
+    pub(crate) fn for_format(format: Format, include: IncludeObject) -> Self {
+        match format {
+            Format::Table { beta } => Items::Table {
+                include,
+                beta,
+                now: clock::now_unix(),
+            },
+            Format::Metadata => Items::Metadata,
+            Format::Json | Format::DiscoveryV2 => Items::Json,
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Items::Json => "application/json",
+            Items::Metadata => "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            Items::Table { beta, .. } => Format::Table { beta }.content_type(),
+        }
+    }
+}
+
+/// A list being encoded.
+struct Encoding {
+    info: Arc<ResourceInfo>,
+    items: Items,
+    objects: Vec<Object>,
+    /// The next object to encode.
+    next: usize,
+}
+
+impl Encoding {
+    fn head(&self, list: &ObjectList) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(b"{\"kind\":\"");
+        match self.items {
+            Items::Json => {
+                out.extend_from_slice(self.info.list_kind().as_bytes());
+                out.extend_from_slice(b"\",\"apiVersion\":\"");
+                out.extend_from_slice(self.info.api_version().as_bytes());
+            }
+            Items::Metadata => {
+                out.extend_from_slice(
+                    b"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1",
+                );
+            }
+            Items::Table { beta, .. } => {
+                out.extend_from_slice(b"Table\",\"apiVersion\":\"meta.k8s.io/");
+                out.extend_from_slice(if beta { b"v1beta1" } else { b"v1" });
+            }
+        }
+        out.extend_from_slice(b"\",\"metadata\":{\"resourceVersion\":\"");
+        out.extend_from_slice(list.resource_version.to_string().as_bytes());
+        out.push(b'"');
+        if let Some(c) = &list.continue_token {
+            out.extend_from_slice(b",\"continue\":");
+            write_json(&mut out, &Value::String(c.clone()));
+        }
+        // A Table carries no remainingItemCount (ListMeta of a Table upstream has it, but
+        // kubectl does not read it; kept as the whole-buffer Table had it).
+        if let (Some(n), false) = (
+            list.remaining_item_count,
+            matches!(self.items, Items::Table { .. }),
+        ) {
+            out.extend_from_slice(b",\"remainingItemCount\":");
+            out.extend_from_slice(n.to_string().as_bytes());
+        }
+        out.push(b'}');
+        match self.items {
+            Items::Table { .. } => {
+                out.extend_from_slice(b",\"columnDefinitions\":");
+                write_json(
+                    &mut out,
+                    &Value::Array(table::column_definitions(&self.info)),
+                );
+                out.extend_from_slice(b",\"rows\":[");
+            }
+            _ => out.extend_from_slice(b",\"items\":["),
+        }
+        out
+    }
+
+    const TAIL: &'static [u8] = b"]}";
+
+    fn done(&self) -> bool {
+        self.next >= self.objects.len()
+    }
+
+    /// Encodes items into `out` until it holds more than `until` bytes or none are left.
+    fn fill(&mut self, out: &mut Vec<u8>, until: usize) -> ApiResult<()> {
+        while out.len() <= until {
+            let Some(o) = self.objects.get(self.next) else {
+                break;
+            };
+            if self.next > 0 {
+                out.push(b',');
+            }
+            match self.items {
+                Items::Json => o.write_json(out),
+                Items::Metadata => {
+                    let v = decoded(o)?;
+                    write_json(out, &table::partial_metadata(&v));
+                }
+                Items::Table { include, now, .. } => {
+                    let row = table::row(&self.info, o, include, now)
+                        .map_err(|e| ApiError::internal(format!("printing a table failed: {e}")))?;
+                    write_json(out, &row);
+                }
+            }
+            self.next += 1;
+        }
+        Ok(())
+    }
+}
+
+fn decoded(obj: &Object) -> ApiResult<Value> {
+    obj.to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
+}
+
+fn write_json(out: &mut Vec<u8>, v: &Value) {
+    // Writing a Value into a Vec cannot fail.
+    let _ = serde_json::to_writer(out, v);
+}
+
+/// The response to a list: whole when short, else streamed (gzipped when `gzip` holds a
+/// compressor's permit: the client accepts gzip and one is free), cut if not sent within
+/// `deadline` (see the module docs).
+pub(crate) fn respond(
+    info: Arc<ResourceInfo>,
+    items: Items,
+    mut list: ObjectList,
+    gzip: Option<OwnedSemaphorePermit>,
+    deadline: Duration,
+) -> ApiResult<Response> {
+    let content_type = items.content_type();
+    let mut enc = Encoding {
+        info,
+        items,
+        objects: std::mem::take(&mut list.items),
+        next: 0,
+    };
+    let mut first = enc.head(&list);
+    enc.fill(&mut first, GZIP_THRESHOLD)?;
+    if enc.done() {
+        first.extend_from_slice(Encoding::TAIL);
+        let mut resp = (StatusCode::OK, first).into_response();
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        return Ok(resp);
+    }
+    let mut gz = gzip.map(|permit| Gzip::new(Some(permit)));
+    let first = match &mut gz {
+        Some(g) => {
+            g.write(&first)?;
+            g.take()
+        }
+        None => Bytes::from(first),
+    };
+    let compressed = gz.is_some();
+    let body = ListBody {
+        enc,
+        gz,
+        first: Some(first),
+        deadline: Instant::now() + deadline,
+        ended: false,
+    };
+    let mut resp = Body::from_stream(body.into_stream()).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if compressed {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+    resp.extensions_mut().insert(Streamed);
+    Ok(resp)
+}
+
+impl From<crate::compress::GzipError> for ApiError {
+    fn from(e: crate::compress::GzipError) -> Self {
+        ApiError::internal(e.to_string())
+    }
+}
+
+/// A streamed list's body: everything it holds is dropped with it.
+struct ListBody {
+    enc: Encoding,
+    gz: Option<Gzip>,
+    first: Option<Bytes>,
+    deadline: Instant,
+    ended: bool,
+}
+
+impl ListBody {
+    /// The next piece of the body, or an error that cuts it.
+    fn next_piece(&mut self) -> Result<Option<Bytes>, std::io::Error> {
+        if let Some(first) = self.first.take() {
+            return Ok(Some(first));
+        }
+        if self.ended {
+            return Ok(None);
+        }
+        if Instant::now() >= self.deadline {
+            tracing::debug!("a streamed list passed its deadline; cutting it");
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the list was not sent within the request timeout",
+            ));
+        }
+        let mut input = 0usize;
+        loop {
+            let mut buf = Vec::with_capacity(BATCH_BYTES + 16 * 1024);
+            self.enc
+                .fill(&mut buf, BATCH_BYTES)
+                .map_err(|e| std::io::Error::other(e.0.message))?;
+            if self.enc.done() {
+                buf.extend_from_slice(Encoding::TAIL);
+                self.ended = true;
+            }
+            input += buf.len();
+            let Some(gz) = &mut self.gz else {
+                return Ok(Some(Bytes::from(buf)));
+            };
+            gz.write(&buf)?;
+            if self.ended {
+                gz.finish()?;
+                return Ok(Some(gz.take()));
+            }
+            // Hand on what the compressor has produced once there is enough of it, or once
+            // this poll has compressed its share.
+            if gz.ready() >= BATCH_BYTES / 4 || input >= crate::compress::MAX_INPUT_PER_POLL {
+                return Ok(Some(gz.take()));
+            }
+        }
+    }
+
+    fn into_stream(self) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+        futures::stream::unfold(Some(self), |state| async move {
+            let mut body = state?;
+            match body.next_piece() {
+                Ok(Some(b)) => Some((Ok(b), Some(body))),
+                Ok(None) => None,
+                Err(e) => Some((Err(e), None)),
+            }
+        })
+    }
+}
+
+/// Keeps `guards` (the request's seat, gauges and holds) alive until a streamed response's
+/// body is done; other responses are returned as they are (their guards drop as before).
+pub(crate) fn hold_until_sent<G: Send + Sync + 'static>(resp: Response, guards: G) -> Response {
+    if resp.extensions().get::<Streamed>().is_none() {
+        return resp;
+    }
+    resp.map(|body| {
+        use futures::StreamExt;
+        Body::from_stream(body.into_data_stream().map(move |chunk| {
+            let _held = &guards;
+            chunk
+        }))
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+    use listwatch_api::SelectableFields;
+
+    fn objects(n: usize, pad: usize) -> Vec<Object> {
+        (0..n)
+            .map(|i| {
+                let json = format!(
+                    r#"{{"metadata":{{"name":"o{i}","labels":{{"a":"b"}}}},"data":{{"x":"{}"}}}}"#,
+                    "y".repeat(pad)
+                );
+                Object::from_json(json.as_bytes(), &SelectableFields::none())
+                    .unwrap()
+                    .with_resource_version(i as u64 + 1)
+            })
+            .collect()
+    }
+
+    fn list(n: usize, pad: usize) -> ObjectList {
+        ObjectList {
+            items: objects(n, pad),
+            resource_version: 77,
+            continue_token: Some("tok\"en".into()),
+            remaining_item_count: Some(3),
+        }
+    }
+
+    fn info() -> Arc<ResourceInfo> {
+        Arc::new(ResourceInfo::new("", "v1", "configmaps", "ConfigMap"))
+    }
+
+    async fn body_of(resp: Response) -> (Vec<u8>, bool) {
+        let gz = resp.headers().get(header::CONTENT_ENCODING).is_some();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        if gz {
+            use std::io::Read;
+            let mut out = Vec::new();
+            flate2::read::GzDecoder::new(&bytes[..])
+                .read_to_end(&mut out)
+                .unwrap();
+            (out, true)
+        } else {
+            (bytes.to_vec(), false)
+        }
+    }
+
+    #[tokio::test]
+    async fn short_lists_go_out_whole_and_long_ones_streamed_with_the_same_json() {
+        for (n, pad, streamed) in [(0, 0, false), (3, 10, false), (400, 1000, true)] {
+            for gzip in [false, true] {
+                let budget = crate::compress::GzipBudget::new(1);
+                let permit = gzip.then(|| budget.try_take().unwrap());
+                let resp = respond(
+                    info(),
+                    Items::Json,
+                    list(n, pad),
+                    permit,
+                    Duration::from_secs(60),
+                )
+                .unwrap();
+                assert_eq!(resp.extensions().get::<Streamed>().is_some(), streamed);
+                let (body, compressed) = body_of(resp).await;
+                assert_eq!(compressed, streamed && gzip, "gzip only past the threshold");
+                let v: Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(v["kind"], "ConfigMapList");
+                assert_eq!(v["metadata"]["resourceVersion"], "77");
+                assert_eq!(v["metadata"]["continue"], "tok\"en");
+                assert_eq!(v["metadata"]["remainingItemCount"], 3);
+                let items = v["items"].as_array().unwrap();
+                assert_eq!(items.len(), n);
+                for (i, it) in items.iter().enumerate() {
+                    assert_eq!(it["metadata"]["name"], format!("o{i}"));
+                    assert_eq!(it["metadata"]["resourceVersion"], (i + 1).to_string());
+                }
+                drop(budget);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn tables_and_metadata_lists_stream_too() {
+        for items in [
+            Items::Metadata,
+            Items::Table {
+                include: IncludeObject::Metadata,
+                beta: false,
+                now: 0,
+            },
+        ] {
+            let resp =
+                respond(info(), items, list(3000, 10), None, Duration::from_secs(60)).unwrap();
+            assert!(resp.extensions().get::<Streamed>().is_some());
+            let (body, _) = body_of(resp).await;
+            let v: Value = serde_json::from_slice(&body).unwrap();
+            let rows = match items {
+                Items::Metadata => {
+                    assert_eq!(v["kind"], "PartialObjectMetadataList");
+                    &v["items"]
+                }
+                _ => {
+                    assert_eq!(v["kind"], "Table");
+                    assert!(v["columnDefinitions"].as_array().is_some());
+                    &v["rows"]
+                }
+            };
+            assert_eq!(rows.as_array().unwrap().len(), 3000);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_past_its_deadline_ends_with_an_error_not_a_short_list() {
+        let resp = respond(
+            info(),
+            Items::Json,
+            list(2000, 1000),
+            None,
+            Duration::from_millis(50),
+        )
+        .unwrap();
+        let mut body = resp.into_body().into_data_stream();
+        let first = body.next().await.unwrap();
+        assert!(first.is_ok());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut saw_error = false;
+        while let Some(piece) = body.next().await {
+            if piece.is_err() {
+                saw_error = true;
+                break;
+            }
+        }
+        assert!(saw_error, "the body is cut, not ended");
+    }
+
+    #[tokio::test]
+    async fn streamed_lists_hold_their_guards_until_the_body_is_gone() {
+        let guard = Arc::new(());
+        let resp = respond(
+            info(),
+            Items::Json,
+            list(400, 1000),
+            None,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let resp = hold_until_sent(resp, Arc::clone(&guard));
+        assert_eq!(Arc::strong_count(&guard), 2);
+        let mut body = resp.into_body().into_data_stream();
+        let _ = body.next().await;
+        assert_eq!(Arc::strong_count(&guard), 2, "held while streaming");
+        drop(body);
+        assert_eq!(
+            Arc::strong_count(&guard),
+            1,
+            "released when the client goes away"
+        );
+        let small = respond(
+            info(),
+            Items::Json,
+            list(1, 1),
+            None,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let _small = hold_until_sent(small, Arc::clone(&guard));
+        assert_eq!(
+            Arc::strong_count(&guard),
+            1,
+            "a whole response holds nothing"
+        );
+    }
+}
