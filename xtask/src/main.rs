@@ -8,7 +8,7 @@
 //! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
 //! - `ci`    — `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings denied,
 //!   then `test`. This is what `.ci/run` and the GitHub workflow run.
-//! - `bench [SCENARIO..]` — the performance scenarios P1..P11 (docs/benchmarks.md) with the
+//! - `bench [SCENARIO..]` — the performance scenarios P1..P12 (docs/benchmarks.md) with the
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
 //!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead.
@@ -63,7 +63,7 @@ const HELP: &str = "usage: cargo xtask <task>
   e2e [ARGS]       only the end-to-end tests: the apiserver binary driven by kubectl,
                    kube-rs, the Python client and raw HTTP, on both backends
   ci               fmt --check, clippy -D warnings, doc -D warnings, then test
-  bench [SCENARIO..]  run the performance scenarios P1..P11 (all, or the named ones)
+  bench [SCENARIO..]  run the performance scenarios P1..P12 (all, or the named ones)
                    with the load generator; results in docs/bench/
   bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
   fuzz [TARGET] [SECONDS]  run one fuzz target (or each in turn) for SECONDS (default 60)
@@ -272,8 +272,8 @@ fn criterion(names: &[String]) -> Result {
 }
 
 /// Every scenario of the load generator, in the order docs/benchmarks.md lists them.
-const SCENARIOS: [&str; 11] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11",
+const SCENARIOS: [&str; 12] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12",
 ];
 
 /// Builds the apiserver and the load generator (release), then runs each scenario in a

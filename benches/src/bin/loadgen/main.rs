@@ -1,4 +1,4 @@
-//! The load generator behind `cargo xtask bench`: runs the performance scenarios P1..P11 of
+//! The load generator behind `cargo xtask bench`: runs the performance scenarios P1..P12 of
 //! docs/benchmarks.md, each beside its baseline in the same run, and writes the results as
 //! JSON, a Markdown table and an SVG plot per scenario into `docs/bench/`.
 //!
@@ -14,6 +14,7 @@
 mod http;
 mod inproc;
 mod netscen;
+mod p12;
 mod report;
 mod sys;
 
@@ -39,8 +40,8 @@ pub(crate) fn heap_peak() -> usize {
     ALLOC.max_allocated()
 }
 
-const ALL: [&str; 11] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11",
+const ALL: [&str; 12] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12",
 ];
 
 async fn run(id: &str) -> Result<Report, String> {
@@ -56,6 +57,7 @@ async fn run(id: &str) -> Result<Report, String> {
         "P9" => netscen::p9().await,
         "P10" => netscen::p10().await,
         "P11" => inproc::p11().await,
+        "P12" => p12::p12().await,
         other => Err(format!(
             "unknown scenario {other:?} (known: {})",
             ALL.join(" ")
