@@ -40,6 +40,7 @@ use listwatch_watchcache::CacheEvent;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::latency::Stage;
 use crate::metrics::ResourceMetrics;
 use crate::queue::PushError;
 use crate::registry::{CLOSED, DETACHED, Entry, Item, RESET, Registry, next_bookmark, unregister};
@@ -55,6 +56,11 @@ pub(crate) struct Dispatched {
     pub(crate) prev: Option<Object>,
     /// The state before at this event's version, for watchers the change makes leave.
     pub(crate) prev_at_rv: Option<Object>,
+    /// When the backend handed the event to the cacher, and when the dispatcher took it
+    /// up: the starts of the `total` and `watcher_queue` latency stages (`None` for events
+    /// wrapped outside the dispatcher).
+    pub(crate) origin: Option<std::time::Instant>,
+    pub(crate) dispatched_at: Option<std::time::Instant>,
 }
 
 impl Dispatched {
@@ -73,6 +79,8 @@ impl Dispatched {
                     .map(|p| enc(p.with_resource_version(ev.resource_version))),
                 _ => None,
             },
+            origin: None,
+            dispatched_at: None,
         }
     }
 
@@ -122,7 +130,8 @@ impl Dispatched {
 /// Messages to the dispatcher, in resource-version order for those from the feeder.
 #[derive(Debug)]
 pub(crate) enum Incoming {
-    Event(Arc<CacheEvent>),
+    /// An event applied to the cache, and when the backend handed it over (if known).
+    Event(Arc<CacheEvent>, Option<std::time::Instant>),
     /// A bookmark from the backend: progress without an event.
     Progress(u64),
     /// The cache is being relisted: every watcher ends (with "not ready") and no one may
@@ -240,7 +249,7 @@ impl Dispatcher {
         loop {
             tokio::select! {
                 msg = incoming.recv() => match msg {
-                    Some(Incoming::Event(ev)) => self.dispatch(&ev).await,
+                    Some(Incoming::Event(ev, origin)) => self.dispatch(&ev, origin).await,
                     Some(Incoming::Progress(rv)) => self.handled(rv),
                     Some(Incoming::Reset(done)) => {
                         self.close_all(RESET, false);
@@ -351,8 +360,18 @@ impl Dispatcher {
         }
     }
 
-    pub(crate) async fn dispatch(&mut self, ev: &CacheEvent) {
-        let d = Arc::new(Dispatched::new(ev, true));
+    pub(crate) async fn dispatch(&mut self, ev: &CacheEvent, origin: Option<std::time::Instant>) {
+        let taken_up = std::time::Instant::now();
+        let stages = &self.metrics.stages;
+        stages.observe(
+            Stage::CacherQueue,
+            taken_up.saturating_duration_since(ev.received_at),
+        );
+        let d = Arc::new(Dispatched {
+            origin,
+            dispatched_at: Some(taken_up),
+            ..Dispatched::new(ev, true)
+        });
         // Attached before anyone can see it, so that a watcher catching up meanwhile finds it;
         // kept alive by the ring.
         ev.attach(&d);
@@ -379,7 +398,7 @@ impl Dispatcher {
                 continue;
             };
             match e.queue.try_push(Item::Event(Arc::clone(&d), t)) {
-                Ok(()) => {}
+                Ok(()) => stages.observe(Stage::CacheToWatcher, taken_up.elapsed()),
                 // Lossless and free for the others: it catches up from the window by itself.
                 Err(PushError::Full(_)) if self.config.stall_resume => {
                     self.too_slow(&e);
@@ -403,7 +422,10 @@ impl Dispatcher {
                 };
                 budget = budget.saturating_sub(started.elapsed());
                 match sent {
-                    Some(Ok(())) => {}
+                    Some(Ok(())) => self
+                        .metrics
+                        .stages
+                        .observe(Stage::CacheToWatcher, taken_up.elapsed()),
                     Some(Err(_)) => gone.push(e.id),
                     None => self.too_slow(&e),
                 }

@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::dispatch::Incoming;
+use crate::latency::Stage;
 use crate::{Inner, ReadyState, lw};
 
 /// Why one reflector's run ended.
@@ -42,9 +43,11 @@ pub(crate) async fn feed(inner: Arc<Inner>, mut cache: WatchCache, tx: mpsc::Sen
             return;
         }
     };
-    let lw = lw::StorageListerWatcher::new(Arc::clone(&inner.backend), key);
+    let mut lw = lw::StorageListerWatcher::new(Arc::clone(&inner.backend), key);
+    let arrivals = lw::Arrivals::default();
+    lw.arrivals = Some(arrivals.clone());
     let mut stop = inner.stop.subscribe();
-    while let Ended::Resync = run_reflector(&inner, &mut cache, &tx, lw.clone()).await {
+    while let Ended::Resync = run_reflector(&inner, &mut cache, &tx, lw.clone(), &arrivals).await {
         inner.metrics.resyncs.inc();
         // A backend that keeps disagreeing must not make this a hot loop.
         tokio::select! {
@@ -60,6 +63,7 @@ async fn run_reflector(
     cache: &mut WatchCache,
     tx: &mpsc::Sender<Incoming>,
     lw: lw::StorageListerWatcher,
+    arrivals: &lw::Arrivals,
 ) -> Ended {
     let config = listwatch_client::Config::default().page_size(inner.config.list_page_size);
     let mut relists = lw.relists.subscribe();
@@ -169,12 +173,14 @@ async fn run_reflector(
                 } else {
                     WatchEvent::Added(o)
                 };
-                if let Some(ended) = apply(cache, ev, tx, resource).await {
+                let origin = arrivals.take(ev.resource_version().unwrap_or(0));
+                if let Some(ended) = apply(inner, cache, ev, origin, tx).await {
                     return ended;
                 }
             }
             ReflectorEvent::Delete(o) => {
-                if let Some(ended) = apply(cache, WatchEvent::Deleted(o), tx, resource).await {
+                let origin = arrivals.take(o.resource_version());
+                if let Some(ended) = apply(inner, cache, WatchEvent::Deleted(o), origin, tx).await {
                     return ended;
                 }
             }
@@ -204,19 +210,28 @@ async fn begin_relist(inner: &Inner, tx: &mpsc::Sender<Incoming>) -> bool {
 
 /// Applies one event to the cache and queues it for the dispatcher; `Some` when the run ends.
 async fn apply(
+    inner: &Inner,
     cache: &mut WatchCache,
     ev: WatchEvent,
+    origin: Option<std::time::Instant>,
     tx: &mpsc::Sender<Incoming>,
-    resource: &str,
 ) -> Option<Ended> {
+    let resource = inner.config.resource.as_str();
     let rv = ev.resource_version().unwrap_or(0);
     match cache.apply(ev) {
         // The cache's own entry, even if a byte budget already squeezed it out of the window.
-        Ok(Some(ev)) => tx
-            .send(Incoming::Event(ev))
-            .await
-            .is_err()
-            .then_some(Ended::Stop),
+        Ok(Some(ev)) => {
+            if let Some(at) = origin {
+                inner.metrics.stages.observe(
+                    Stage::StorageToCache,
+                    ev.received_at.saturating_duration_since(at),
+                );
+            }
+            tx.send(Incoming::Event(ev, origin))
+                .await
+                .is_err()
+                .then_some(Ended::Stop)
+        }
         Ok(None) => None,
         Err(e) => {
             // Only an object the cache cannot key (no name) gets here: nothing can watch or

@@ -41,6 +41,7 @@
 mod config;
 mod dispatch;
 mod feed;
+pub mod latency;
 mod lw;
 mod metrics;
 mod queue;

@@ -31,6 +31,51 @@ pub struct StorageListerWatcher {
     /// Counts relists as they begin (the reflector asks for a first page), so that the
     /// feeder goes Pending before the first object of the new list arrives.
     pub(crate) relists: Arc<tokio::sync::watch::Sender<u64>>,
+    /// When set, when each object event left the backend's watch stream, by version (the
+    /// start of the dispatch-latency stages; see `Arrivals`).
+    pub(crate) arrivals: Option<Arrivals>,
+}
+
+/// Versions of object events and when the backend handed them over, oldest first, at most
+/// [`Arrivals::CAPACITY`]: written by the watch stream and read by the feeder, which polls
+/// that stream, so the lock is never contended.
+#[derive(Clone, Default)]
+pub(crate) struct Arrivals(
+    Arc<std::sync::Mutex<std::collections::VecDeque<(u64, std::time::Instant)>>>,
+);
+
+impl Arrivals {
+    const CAPACITY: usize = 4096;
+
+    fn record(&self, rv: u64) {
+        let now = std::time::Instant::now();
+        let mut q = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if q.len() >= Self::CAPACITY {
+            q.pop_front();
+        }
+        q.push_back((rv, now));
+    }
+
+    /// When the event at `rv` arrived, forgetting it and anything older.
+    pub(crate) fn take(&self, rv: u64) -> Option<std::time::Instant> {
+        let mut q = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while let Some(&(r, at)) = q.front() {
+            if r > rv {
+                return None;
+            }
+            q.pop_front();
+            if r == rv {
+                return Some(at);
+            }
+        }
+        None
+    }
 }
 
 impl StorageListerWatcher {
@@ -40,6 +85,7 @@ impl StorageListerWatcher {
             backend,
             key,
             relists: Arc::new(tokio::sync::watch::channel(0).0),
+            arrivals: None,
         }
     }
 
@@ -137,6 +183,13 @@ impl ListerWatcher for StorageListerWatcher {
             .watch(&self.key, &opts)
             .await
             .map_err(|e| to_client(&e))?;
+        let arrivals = self.arrivals.clone();
+        let events = events.map(move |ev| {
+            if let (Some(a), Some(o)) = (&arrivals, ev.object()) {
+                a.record(o.resource_version());
+            }
+            ev
+        });
         let events = events.map(move |ev| match ev {
             WatchEvent::Added(o) => Ok(ClientEvent::Added(o)),
             WatchEvent::Modified { object, .. } => Ok(ClientEvent::Modified(object)),

@@ -8,6 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::latency::{StageHistogram, StageLabels, Stages};
+
 /// The label every cacher series carries.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceLabel {
@@ -34,6 +36,7 @@ pub struct CacherMetrics {
     consistent_reads_fallen_back: Family<ResourceLabel, Counter>,
     consistent_reads_refused: Family<ResourceLabel, Counter>,
     continues_from_backend: Family<ResourceLabel, Counter>,
+    dispatch_stages: Family<StageLabels, StageHistogram>,
 }
 
 impl Default for CacherMetrics {
@@ -51,6 +54,7 @@ impl Default for CacherMetrics {
             consistent_reads_fallen_back: Family::default(),
             consistent_reads_refused: Family::default(),
             continues_from_backend: Family::default(),
+            dispatch_stages: Family::default(),
         }
     }
 }
@@ -59,6 +63,11 @@ impl CacherMetrics {
     /// Creates the families and registers them in `registry`.
     pub fn register(registry: &mut Registry) -> Self {
         let m = Self::default();
+        registry.register(
+            "apiserver_watch_events_dispatch_duration_seconds",
+            "Watch event dispatch latency by resource and pipeline stage; 'total' is storage to the watcher's consumer (see listwatch-cacher's latency module)",
+            m.dispatch_stages.clone(),
+        );
         let r = registry.sub_registry_with_prefix("listwatch_cacher");
         r.register(
             "events_dispatched",
@@ -137,6 +146,14 @@ impl CacherMetrics {
                 .clone(),
             consistent_reads_refused: self.consistent_reads_refused.get_or_create(&l).clone(),
             continues_from_backend: self.continues_from_backend.get_or_create(&l).clone(),
+            stages: Stages::new(|stage| {
+                self.dispatch_stages
+                    .get_or_create(&StageLabels {
+                        resource: resource.to_owned(),
+                        stage: stage.as_str(),
+                    })
+                    .clone()
+            }),
         }
     }
 }
@@ -155,4 +172,6 @@ pub(crate) struct ResourceMetrics {
     pub(crate) consistent_reads_fallen_back: Counter,
     pub(crate) consistent_reads_refused: Counter,
     pub(crate) continues_from_backend: Counter,
+    /// Dispatch latency by stage (`latency`).
+    pub(crate) stages: Stages,
 }

@@ -36,6 +36,7 @@ use tokio::time::Instant;
 
 use crate::Inner;
 use crate::dispatch::Dispatched;
+use crate::latency::Stage;
 use crate::queue::Queue;
 use crate::registry::{ACTIVE, CLOSED, DETACHED, Entry, Item, RESET, next_bookmark, unregister};
 
@@ -300,6 +301,15 @@ impl Watcher {
                         continue;
                     }
                     self.last_rv = d.rv;
+                    // Handed to the consumer (the watch server writes it out at once).
+                    let now = std::time::Instant::now();
+                    let stages = &self.inner.metrics.stages;
+                    if let Some(at) = d.dispatched_at {
+                        stages.observe(Stage::WatcherQueue, now.saturating_duration_since(at));
+                    }
+                    if let Some(at) = d.origin {
+                        stages.observe(Stage::Total, now.saturating_duration_since(at));
+                    }
                     return Poll::Ready(Some(d.to_watch_event(t)));
                 }
                 Some(Item::Bookmark(rv)) => {
