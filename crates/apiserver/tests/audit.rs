@@ -1,7 +1,8 @@
 //! The audit log end to end: `--audit-policy-file` levels (`None`, `Request`, `Metadata`)
 //! and `omitStages`, upstream's `responseStatus` of failed requests (status, message,
-//! reason as in the Status sent), and rotation by size with `--audit-log-maxsize` and
-//! `--audit-log-maxbackup`, which prunes only its own backups.
+//! reason as in the Status sent), rotation by size with `--audit-log-maxsize` and
+//! `--audit-log-maxbackup`, which prunes only its own backups, the `Audit-Id` header on
+//! every response, and the object name of creates at `Metadata` level.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -281,4 +282,141 @@ fn request_level_audit_reads_no_body_outside_flow_control() {
         .expect("neither upload was answered while both waited for their bodies");
     assert_eq!(first.as_deref(), Some("HTTP/1.1 429"), "{first:?}");
     drop(open);
+}
+
+/// Upstream's `WithAuditInit`: every response carries `Audit-Id` — the client's `Audit-ID`
+/// when it sent one — whether or not audit is on, 401, 403 and watches included, and the
+/// request's audit events record the same ID. Upstream's `LogRequestObject`: at `Metadata`
+/// level (no body recorded) a create's `objectRef.name` is the name of the object it
+/// writes (for `generateName`, the generated name), a refused create's too.
+#[test]
+fn every_response_has_an_audit_id_and_metadata_level_creates_are_named() {
+    let id_of = |r: &common::Response| -> String {
+        r.header("audit-id")
+            .unwrap_or_else(|| panic!("no Audit-Id on a {}: {:?}", r.status, r.headers))
+            .to_owned()
+    };
+
+    // Audit off, no authentication.
+    let plain = Server::start(&[]);
+    let mut seen = std::collections::HashSet::new();
+    for path in [
+        "/api/v1/namespaces/default/configmaps",
+        "/api/v1/namespaces/default/configmaps/missing",
+        "/healthz",
+        "/api",
+    ] {
+        let id = id_of(&http(&plain.addr, "GET", path, &[], b""));
+        assert_eq!(id.len(), 36, "{path}: {id}");
+        assert!(seen.insert(id), "{path}: a fresh ID per request");
+    }
+    let chosen = http(&plain.addr, "GET", "/api", &[("Audit-ID", "trace-42")], b"");
+    assert_eq!(id_of(&chosen), "trace-42");
+    drop(plain);
+
+    // Audit on (no policy: everything at Metadata), with authentication.
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let log = dir.path().join("audit.log");
+    let server = Server::start(&[
+        "--token-auth-file",
+        tokens.to_str().unwrap(),
+        "--audit-log-path",
+        log.to_str().unwrap(),
+    ]);
+    let root = ("Authorization", "Bearer root-token");
+    let json = ("Content-Type", "application/json");
+    let post = |body: &str| {
+        http(
+            &server.addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[root, json],
+            body.as_bytes(),
+        )
+    };
+    let named = post(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"named"}}"#);
+    assert_eq!(named.status, 201);
+    let generated =
+        post(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"generateName":"gen-"}}"#);
+    assert_eq!(generated.status, 201);
+    let generated_name = generated.json()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(generated_name.starts_with("gen-"), "{generated_name}");
+    let again = post(r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"named"}}"#);
+    assert_eq!(again.status, 409);
+    let unauthorized = http(
+        &server.addr,
+        "GET",
+        "/api/v1/pods",
+        &[("Authorization", "Bearer wrong")],
+        b"",
+    );
+    assert_eq!(unauthorized.status, 401);
+    let forbidden = http(
+        &server.addr,
+        "GET",
+        "/api/v1/namespaces/default/secrets",
+        &[("Authorization", "Bearer alice-token")],
+        b"",
+    );
+    assert_eq!(forbidden.status, 403);
+    let watch = http(
+        &server.addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=1",
+        &[root],
+        b"",
+    );
+    assert_eq!(watch.status, 200);
+    let chosen = http(
+        &server.addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/named",
+        &[root, ("Audit-ID", "trace-43")],
+        b"",
+    );
+    assert_eq!(id_of(&chosen), "trace-43");
+
+    let ids = [
+        &named,
+        &generated,
+        &again,
+        &unauthorized,
+        &forbidden,
+        &watch,
+        &chosen,
+    ]
+    .map(id_of);
+    let events = events_until(&log, |ev| {
+        ids.iter()
+            .all(|id| find(ev, |e| e["auditID"] == id.as_str()).is_some())
+    });
+    let complete = |id: &str| find(&events, |e| e["auditID"] == id).unwrap();
+    for (id, name, code) in [
+        (&ids[0], "named", 201),
+        (&ids[1], generated_name.as_str(), 201),
+        (&ids[2], "named", 409),
+    ] {
+        let e = complete(id);
+        assert_eq!(e["level"], "Metadata");
+        assert_eq!(e["verb"], "create");
+        assert!(e.get("requestObject").is_none(), "Metadata records no body");
+        assert_eq!(e["objectRef"]["name"], name, "{e:#}");
+        assert_eq!(e["objectRef"]["namespace"], "default");
+        assert_eq!(e["responseStatus"]["code"], code);
+    }
+    assert_eq!(complete(&ids[3])["responseStatus"]["code"], 401);
+    assert_eq!(complete(&ids[4])["responseStatus"]["code"], 403);
+    assert_eq!(complete(&ids[5])["verb"], "watch");
+    assert_eq!(complete(&ids[6])["objectRef"]["name"], "named");
+    // Every stage of a request records the same ID.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["stage"] == "RequestReceived" && e["auditID"] == ids[0].as_str())
+    );
 }

@@ -88,6 +88,25 @@ enum Sub {
     Scale,
 }
 
+/// The name of the object a create writes, for the audit filter (upstream's
+/// `LogRequestObject` completes the event's `objectRef` from the decoded object): a filter
+/// inserts an empty slot into the request's extensions and the create handler fills it once
+/// the body is decoded and the name settled (for a `generateName` create, the generated
+/// name) — before admission and storage, so a refused create is named too.
+#[derive(Debug, Clone, Default)]
+pub struct RequestObjectName(Arc<std::sync::OnceLock<String>>);
+
+impl RequestObjectName {
+    /// The name, once the handler has set it.
+    pub fn get(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+
+    fn set(&self, name: &str) {
+        let _ = self.0.set(name.to_owned());
+    }
+}
+
 /// One resource request, resolved.
 struct Request {
     shared: Arc<Shared>,
@@ -645,8 +664,11 @@ async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     let dry_run = req.query.dry_run()?;
     let mut obj = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
     prepare_create(req.info(), &mut obj, req.ns())?;
-    ensure_namespace(req).await?;
     let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
+    if let Some(slot) = req.extensions.get::<RequestObjectName>() {
+        slot.set(&name);
+    }
+    ensure_namespace(req).await?;
     let key = Key::object(&req.info().storage_resource, req.ns(), &name)
         .map_err(|e| req.storage_err(&e))?;
     let v = Value::Object(obj);

@@ -71,6 +71,7 @@ mod watch_server;
 pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 pub use error::{ApiError, ApiResult, FieldError, SentStatus};
 pub use flowcontrol::ClientKey;
+pub use handlers::RequestObjectName;
 pub use metrics::Metrics;
 pub use resource::{
     NameValidation, PrepareFn, Printer, PrinterColumn, Resource, ResourceInfo, ScaleSubresource,

@@ -7,6 +7,11 @@
 //! It also names the request's flow for the endpoints' fair queuing ([`ClientKey`]): the
 //! authenticated user, or the peer address for anonymous and unauthenticated clients.
 //!
+//! Around all of it, as upstream's `WithAuditInit`, every request gets an audit ID — the
+//! client's `Audit-ID` header when it sent a usable one, else a fresh UUID — that every
+//! response carries back as `Audit-Id` (audit on or off, 401 and 403 included) and every
+//! audit event of the request records.
+//!
 //! Invariants: nothing reaches a handler unauthenticated or unauthorized; the verb
 //! authorized is the verb the handlers will serve (a `watch=1` GET is authorized as
 //! `watch`, a named GET with `watch` too); logs inside a request carry its user; the user
@@ -25,9 +30,9 @@ use futures::StreamExt;
 use listwatch_audit::{Event, Level, ObjectRef, ResponseStatus, Stage};
 use listwatch_auth::authn::{bearer_token, websocket_bearer_token};
 use listwatch_auth::{Attributes, Credentials, UserInfo};
-use listwatch_endpoints::ClientKey;
 use listwatch_endpoints::path::{ApiPath, parse};
 use listwatch_endpoints::query::Query;
+use listwatch_endpoints::{ClientKey, RequestObjectName};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use rustls_pki_types::CertificateDer;
@@ -176,6 +181,8 @@ struct AuditCtx {
     agent: String,
     annotations: std::collections::BTreeMap<String, String>,
     request_object: Option<serde_json::Value>,
+    /// Filled by the create handler with the name of the object it writes.
+    created: RequestObjectName,
 }
 
 impl AuditCtx {
@@ -195,12 +202,17 @@ impl AuditCtx {
         e.source_ips = vec![self.source.clone()];
         e.user_agent.clone_from(&self.agent);
         if self.attrs.resource_request {
-            // A create names its object in the body: as upstream's LogRequestObject, the
-            // recorded body (Request level) supplies the name.
+            // A create names its object in the body: as upstream's LogRequestObject (at
+            // Metadata level too), the decoded object supplies the name — the handler
+            // reports it; a recorded body (Request level) is the fallback.
             let name = if self.attrs.name.is_empty() {
-                self.request_object
-                    .as_ref()
-                    .and_then(|o| o["metadata"]["name"].as_str())
+                self.created
+                    .get()
+                    .or_else(|| {
+                        self.request_object
+                            .as_ref()
+                            .and_then(|o| o["metadata"]["name"].as_str())
+                    })
                     .unwrap_or_default()
                     .to_owned()
             } else {
@@ -262,6 +274,29 @@ impl Drop for CompleteOnDrop {
     }
 }
 
+/// The response header carrying the request's audit ID (upstream's `Audit-ID`; header
+/// names are case-insensitive, HTTP/2 sends them lower-case).
+pub const AUDIT_ID_HEADER: &str = "audit-id";
+
+/// Longest client-chosen audit ID kept; a longer one is replaced by a fresh ID (upstream
+/// keeps any length; here every audit line would carry it).
+const MAX_CLIENT_AUDIT_ID: usize = 128;
+
+/// The request's audit ID: the client's `Audit-ID` header when it is short printable ASCII,
+/// else a fresh UUID.
+fn request_audit_id(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get(AUDIT_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| {
+            !v.is_empty()
+                && v.len() <= MAX_CLIENT_AUDIT_ID
+                && v.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .map_or_else(audit_id, str::to_owned)
+}
+
 fn audit_id() -> String {
     let b: [u8; 16] = rand::random();
     format!(
@@ -274,8 +309,19 @@ fn audit_id() -> String {
     )
 }
 
-/// The middleware.
-pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Next) -> Response {
+/// The middleware: the audit ID (upstream's `WithAuditInit`) around authentication, audit
+/// and authorization.
+pub async fn filter(State(sec): State<Arc<Security>>, req: Request, next: Next) -> Response {
+    let id = request_audit_id(req.headers());
+    let mut resp = secure(sec, req, next, &id).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert(AUDIT_ID_HEADER, v);
+    }
+    resp
+}
+
+/// Authentication, audit and authorization of one request with audit ID `id`.
+async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> Response {
     let received = SystemTime::now();
     let attrs = attributes(req.method(), req.uri());
     let peer = req
@@ -316,6 +362,7 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
                         Arc::new(UserInfo::default()),
                         received,
                         peer.as_ref(),
+                        id,
                     );
                     if let Some(ctx) = ctx {
                         ctx.emit(
@@ -341,6 +388,7 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
         Arc::clone(&user),
         received,
         peer.as_ref(),
+        id,
     );
     if let Some(c) = &ctx {
         c.emit(Stage::RequestReceived, None, None);
@@ -378,6 +426,9 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
     } else {
         None
     };
+    if let Some(c) = &ctx {
+        req.extensions_mut().insert(c.created.clone());
+    }
     req.extensions_mut().insert(Identity(Arc::clone(&user)));
     // Fairness keys on who the client is: its user once authenticated, else its address
     // (anonymous and insecure-mode requests share a user name, not an identity).
@@ -415,10 +466,6 @@ pub async fn filter(State(sec): State<Arc<Security>>, mut req: Request, next: Ne
         .get::<listwatch_endpoints::SentStatus>()
         .map(|s| &*s.0);
     ctx.emit(Stage::ResponseComplete, Some(code), sent);
-    let mut resp = resp;
-    if let Ok(v) = HeaderValue::from_str(&ctx.id) {
-        resp.headers_mut().insert("audit-id", v);
-    }
     resp
 }
 
@@ -517,6 +564,7 @@ fn audit_ctx(
     user: Arc<UserInfo>,
     received: SystemTime,
     peer: Option<&Peer>,
+    id: &str,
 ) -> Option<AuditCtx> {
     let (policy, _) = sec.audit.as_ref()?;
     let (level, omit) = policy.level(&user, attrs);
@@ -527,7 +575,7 @@ fn audit_ctx(
         sec: Arc::clone(sec),
         level,
         omit,
-        id: audit_id(),
+        id: id.to_owned(),
         received,
         uri: req
             .uri()
@@ -544,6 +592,7 @@ fn audit_ctx(
             .to_owned(),
         annotations: Default::default(),
         request_object: None,
+        created: RequestObjectName::default(),
     })
 }
 
@@ -680,6 +729,22 @@ mod tests {
             assert_eq!(x.path, p);
             assert_eq!(x.verb, "get");
         }
+    }
+
+    #[test]
+    fn clients_may_choose_a_bounded_audit_id() {
+        let mut h = axum::http::HeaderMap::new();
+        let fresh = request_audit_id(&h);
+        assert_eq!(fresh.len(), 36);
+        assert_ne!(request_audit_id(&h), fresh);
+        h.insert("audit-id", HeaderValue::from_static("trace-42"));
+        assert_eq!(request_audit_id(&h), "trace-42");
+        for unusable in ["", "two words", &"x".repeat(MAX_CLIENT_AUDIT_ID + 1)] {
+            h.insert("audit-id", HeaderValue::from_str(unusable).unwrap());
+            assert_eq!(request_audit_id(&h).len(), 36, "{unusable:?}");
+        }
+        h.insert("audit-id", HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap());
+        assert_eq!(request_audit_id(&h).len(), 36, "not ASCII");
     }
 
     #[test]
