@@ -14,7 +14,10 @@
 mod http;
 mod inproc;
 mod netscen;
+mod p10;
 mod p12;
+mod p2;
+mod p5;
 mod report;
 mod sys;
 
@@ -47,7 +50,7 @@ const ALL: [&str; 12] = [
 async fn run(id: &str) -> Result<Report, String> {
     match id {
         "P1" => inproc::p1().await,
-        "P2" => netscen::p2().await,
+        "P2" => p2::p2().await,
         "P3" => netscen::p3().await,
         "P4" => inproc::p4().await,
         "P5" => inproc::p5().await,
@@ -55,7 +58,7 @@ async fn run(id: &str) -> Result<Report, String> {
         "P7" => inproc::p7().await,
         "P8" => inproc::p8().await,
         "P9" => netscen::p9().await,
-        "P10" => netscen::p10().await,
+        "P10" => p10::p10().await,
         "P11" => inproc::p11().await,
         "P12" => p12::p12().await,
         other => Err(format!(

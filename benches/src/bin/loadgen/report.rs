@@ -108,6 +108,52 @@ pub(crate) fn fmt_num(x: f64) -> String {
     }
 }
 
+/// The median and range of one figure over several rounds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+impl Spread {
+    /// The spread of `v` (NaN figures when `v` is empty); the median of an even count is the
+    /// mean of the middle two.
+    pub(crate) fn of(v: &[f64]) -> Self {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        let median = match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => s[n / 2],
+            _ => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+        };
+        Self {
+            median,
+            min: s.first().copied().unwrap_or(f64::NAN),
+            max: s.last().copied().unwrap_or(f64::NAN),
+            n,
+        }
+    }
+
+    /// `median unit (range min–max, n rounds)`.
+    pub(crate) fn text(&self, unit: &str) -> String {
+        let u = if unit.is_empty() {
+            String::new()
+        } else {
+            format!(" {unit}")
+        };
+        format!(
+            "{}{u} (range {}–{}, {} rounds)",
+            fmt_num(self.median),
+            fmt_num(self.min),
+            fmt_num(self.max),
+            self.n
+        )
+    }
+}
+
 /// A scenario's report.
 pub(crate) struct Report {
     pub id: String,
@@ -348,6 +394,15 @@ mod tests {
                 .met(),
             None
         );
+    }
+
+    #[test]
+    fn a_spread_has_the_median_and_the_range_of_its_rounds() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]);
+        assert_eq!((s.median, s.min, s.max, s.n), (2.0, 1.0, 3.0, 3));
+        assert_eq!(Spread::of(&[4.0, 1.0, 2.0, 3.0]).median, 2.5);
+        assert_eq!(s.text("µs"), "2.00 µs (range 1.00–3.00, 3 rounds)");
+        assert!(Spread::of(&[]).median.is_nan());
     }
 
     #[test]

@@ -26,9 +26,11 @@ pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     cpu_seconds_at(&format!("/proc/{pid}/stat"))
 }
 
-/// CPU seconds of the calling thread.
+/// CPU seconds of the calling thread, to the nanosecond (`CLOCK_THREAD_CPUTIME_ID`; /proc
+/// counts in 10 ms ticks, too coarse for a baseline that runs for a few milliseconds).
 pub(crate) fn thread_cpu_seconds() -> Option<f64> {
-    cpu_seconds_at("/proc/thread-self/stat")
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
 }
 
 fn cpu_seconds_at(path: &str) -> Option<f64> {

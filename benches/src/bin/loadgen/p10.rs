@@ -1,0 +1,579 @@
+//! P10: 1 000 watchers of one prefix, through listwatch over etcd against the same watches
+//! opened directly on etcd, with the same workload and the same connection topology on both
+//! sides.
+//!
+//! The workload is the one Kubernetes puts on etcd: 1 KB objects updated in place, watched
+//! with `prev_kv` (every event carries the previous value too, as the apiserver's own etcd
+//! watch asks for). Both sides get the same writes: plain etcd `Put`s of the same 1 KB JSON
+//! objects, at the same rate, from one writer (under `/registry/pods/p10/` for listwatch,
+//! which reads them through its one etcd watch and fans them out; under `/direct/pods/p10/`
+//! for the direct watchers). Only the watch path differs.
+//!
+//! Two topologies, each side alike:
+//! - separate connections: 1 000 HTTP/1.1 watch connections to listwatch, against 1 000 etcd
+//!   clients, each with its own connection and one gRPC watch stream;
+//! - shared HTTP/2 connections: 1 000 watch streams over 4 h2c (prior knowledge) connections
+//!   to listwatch (its default of 250 streams per connection), against 1 000 gRPC watch
+//!   streams over 4 connections to etcd.
+//!
+//! The figure is delivered events per CPU-second: listwatch's process plus etcd's for the
+//! listwatch side, etcd's alone for the direct side (the clients' CPU counts on neither).
+//! Rounds alternate between the sides, so that other load on the machine hits both alike.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use listwatch_etcd::proto::etcdserverpb::watch_request::RequestUnion;
+use listwatch_etcd::proto::etcdserverpb::{
+    PutRequest, WatchCreateRequest, WatchRequest, kv_client::KvClient, watch_client::WatchClient,
+};
+use tokio::task::JoinHandle;
+use tonic::transport::{Channel, Endpoint};
+
+use crate::http::{Conn, Watch};
+use crate::inproc::bar;
+use crate::report::{Bound, Goal, Metric, Report, Spread};
+use crate::sys::{self, Server};
+
+type Result<T> = std::result::Result<T, String>;
+
+/// Watchers on each side.
+const WATCHERS: usize = 1_000;
+/// Streams per shared connection: listwatch's default cap (upstream's 250).
+const STREAMS_PER_CONN: usize = 250;
+/// Objects updated round-robin (each update replaces one, so every event has a prev_kv).
+const OBJECTS: usize = 100;
+/// Size of each object's JSON.
+const VALUE_BYTES: usize = 1024;
+/// Writes per second, on both sides.
+const RATE: u64 = 100;
+/// Writes per round and side.
+const WRITES: usize = 300;
+/// Rounds per side and topology.
+const ROUNDS: usize = 5;
+
+const NS: &str = "p10";
+
+/// A pod of exactly [`VALUE_BYTES`] of JSON, its annotation `gen` telling versions apart.
+fn value(name: &str, generation: usize) -> Result<Vec<u8>> {
+    let mut v = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": format!("{NS}-{name}-0000-0000-000000000000"),
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+            "labels": {"app": "p10"},
+            "annotations": {"gen": format!("{generation:010}"), "pad": ""}
+        },
+        "spec": {
+            "nodeName": "node-0001",
+            "containers": [{"name": "c", "image": "registry.example/app:1.0"}]
+        },
+        "status": {"phase": "Running"}
+    });
+    let base = serde_json::to_vec(&v).map_err(|e| e.to_string())?.len();
+    v["metadata"]["annotations"]["pad"] = "x".repeat(VALUE_BYTES.saturating_sub(base)).into();
+    serde_json::to_vec(&v).map_err(|e| e.to_string())
+}
+
+/// etcd's end of the range of every key starting with `prefix`.
+fn prefix_end(prefix: &str) -> Bytes {
+    let mut end = prefix.as_bytes().to_vec();
+    if let Some(last) = end.last_mut() {
+        *last += 1;
+    }
+    Bytes::from(end)
+}
+
+/// A connection to etcd of its own (tonic connects one TCP connection per channel), with
+/// flow-control windows as generous as the HTTP/2 client's toward listwatch.
+async fn etcd_channel(endpoint: &str) -> Result<Channel> {
+    let endpoint = Endpoint::from_shared(endpoint.to_owned())
+        .map_err(|e| e.to_string())?
+        .initial_stream_window_size(1 << 20)
+        .initial_connection_window_size(16 << 20)
+        .tcp_nodelay(true)
+        .connect_timeout(Duration::from_secs(10));
+    tokio::time::timeout(Duration::from_secs(10), endpoint.connect())
+        .await
+        .map_err(|_| "no connection to etcd in 10 s".to_owned())?
+        .map_err(|e| format!("connect to etcd: {e}"))
+}
+
+/// Counts what a set of watchers received.
+#[derive(Default)]
+struct Counts {
+    events: AtomicU64,
+    /// Direct side: events that carried their previous value.
+    with_prev: AtomicU64,
+}
+
+/// One gRPC watch stream on `ch` of every key under `prefix`, with prev_kv; counts events.
+async fn etcd_watch(ch: Channel, prefix: &str, counts: Arc<Counts>) -> Result<JoinHandle<()>> {
+    let create = WatchRequest {
+        request_union: Some(RequestUnion::CreateRequest(WatchCreateRequest {
+            key: Bytes::from(prefix.as_bytes().to_vec()),
+            range_end: prefix_end(prefix),
+            prev_kv: true,
+            ..Default::default()
+        })),
+    };
+    // etcd ends a watch stream whose client half-closes it: keep the request side open.
+    let requests = futures::stream::iter([create]).chain(futures::stream::pending());
+    let mut client = WatchClient::new(ch).max_decoding_message_size(64 << 20);
+    let mut stream = tokio::time::timeout(Duration::from_secs(10), client.watch(requests))
+        .await
+        .map_err(|_| "etcd did not open a watch in 10 s".to_owned())?
+        .map_err(|e| format!("etcd watch: {e}"))?
+        .into_inner();
+    match tokio::time::timeout(Duration::from_secs(10), stream.message()).await {
+        Ok(Ok(Some(r))) if r.created => {}
+        other => return Err(format!("etcd watch not created: {other:?}")),
+    }
+    Ok(tokio::spawn(async move {
+        while let Ok(Some(r)) = stream.message().await {
+            let prev = r.events.iter().filter(|e| e.prev_kv.is_some()).count();
+            counts
+                .events
+                .fetch_add(r.events.len() as u64, Ordering::Relaxed);
+            counts.with_prev.fetch_add(prev as u64, Ordering::Relaxed);
+        }
+    }))
+}
+
+/// An HTTP/1.1 watch of its own connection; counts frames.
+async fn http1_watch(addr: SocketAddr, path: &str, counts: Arc<Counts>) -> Result<JoinHandle<()>> {
+    let mut w = tokio::time::timeout(Duration::from_secs(10), Watch::open(addr, path))
+        .await
+        .map_err(|_| format!("no answer to watch {path} in 10 s"))??;
+    Ok(tokio::spawn(async move {
+        while let Ok(n) = w.count().await {
+            counts.events.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }))
+}
+
+/// An h2c connection with prior knowledge; its driver task is the second half.
+async fn h2_connect(addr: SocketAddr) -> Result<(h2::client::SendRequest<Bytes>, JoinHandle<()>)> {
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let (send, conn) = h2::client::Builder::new()
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(16 << 20)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .map_err(|e| format!("h2 handshake: {e}"))?;
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok((send, driver))
+}
+
+/// A watch stream on a shared HTTP/2 connection; counts frames (newlines) as they arrive.
+async fn h2_watch(
+    send: &h2::client::SendRequest<Bytes>,
+    uri: &str,
+    counts: Arc<Counts>,
+) -> Result<JoinHandle<()>> {
+    let mut send = send
+        .clone()
+        .ready()
+        .await
+        .map_err(|e| format!("h2 stream: {e}"))?;
+    let req = http::Request::get(uri)
+        .body(())
+        .map_err(|e| e.to_string())?;
+    let (resp, _) = send
+        .send_request(req, true)
+        .map_err(|e| format!("h2 request: {e}"))?;
+    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
+        .await
+        .map_err(|_| "no h2 watch response in 10 s".to_owned())?
+        .map_err(|e| format!("h2 watch: {e}"))?;
+    if resp.status() != http::StatusCode::OK {
+        return Err(format!("h2 watch: {}", resp.status()));
+    }
+    let mut body = resp.into_body();
+    Ok(tokio::spawn(async move {
+        while let Some(Ok(data)) = body.data().await {
+            let n = data.iter().filter(|b| **b == b'\n').count();
+            let _ = body.flow_control().release_capacity(data.len());
+            counts.events.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }))
+}
+
+/// Writes [`WRITES`] updates under `prefix` at [`RATE`] per second, starting at generation
+/// `first`.
+async fn write_round(kv: &mut KvClient<Channel>, prefix: &str, first: usize) -> Result<()> {
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    for g in first..first + WRITES {
+        tick.tick().await;
+        let name = format!("pod-{:03}", g % OBJECTS);
+        kv.put(PutRequest {
+            key: Bytes::from(format!("{prefix}{name}")),
+            value: Bytes::from(value(&name, g)?),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("put: {e}"))?;
+    }
+    Ok(())
+}
+
+async fn wait_for(counter: &AtomicU64, want: u64, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    while counter.load(Ordering::Relaxed) < want {
+        if Instant::now() > end {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    true
+}
+
+/// One side of one topology: its watchers' counts and how to read its CPU.
+struct Side<'a> {
+    name: &'static str,
+    prefix: String,
+    counts: Arc<Counts>,
+    cpu: Box<dyn Fn() -> (f64, f64) + 'a>,
+    /// Per round: (events, CPU-s of the server, CPU-s of etcd).
+    rounds: Vec<(u64, f64, f64)>,
+}
+
+impl Side<'_> {
+    fn per_cpu(&self) -> Vec<f64> {
+        self.rounds
+            .iter()
+            .map(|(n, s, e)| *n as f64 / (s + e).max(1e-9))
+            .collect()
+    }
+}
+
+/// Runs the rounds of one topology, the sides alternating (and which goes first too).
+async fn rounds(kv: &mut KvClient<Channel>, sides: &mut [Side<'_>; 2], label: &str) -> Result<()> {
+    let pb = bar((2 * ROUNDS) as u64, label);
+    let mut generation = 0usize;
+    for round in 0..ROUNDS {
+        for k in 0..2 {
+            let side = &mut sides[(round + k) % 2];
+            let before = side.counts.events.load(Ordering::Relaxed);
+            let want = before + (WRITES * WATCHERS) as u64;
+            let (s0, e0) = (side.cpu)();
+            write_round(kv, &side.prefix, generation).await?;
+            generation += WRITES;
+            if !wait_for(&side.counts.events, want, Duration::from_secs(120)).await {
+                return Err(format!(
+                    "{label}, {}: {} of {} events after 120 s",
+                    side.name,
+                    side.counts.events.load(Ordering::Relaxed) - before,
+                    want - before
+                ));
+            }
+            let (s1, e1) = (side.cpu)();
+            let got = side.counts.events.load(Ordering::Relaxed) - before;
+            side.rounds.push((got, s1 - s0, e1 - e0));
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
+
+/// Creates the [`OBJECTS`] objects under `prefix` (so that every measured write is an update
+/// with a previous value).
+async fn seed(kv: &mut KvClient<Channel>, prefix: &str) -> Result<()> {
+    for i in 0..OBJECTS {
+        let name = format!("pod-{i:03}");
+        kv.put(PutRequest {
+            key: Bytes::from(format!("{prefix}{name}")),
+            value: Bytes::from(value(&name, 0)?),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("put: {e}"))?;
+    }
+    Ok(())
+}
+
+/// The pods' current resourceVersion in the watched namespace (from a list of one).
+async fn pods_rv(conn: &mut Conn) -> Result<String> {
+    let body = conn
+        .expect(
+            200,
+            "GET",
+            &format!("/api/v1/namespaces/{NS}/pods?limit=1"),
+            "application/json",
+            b"",
+        )
+        .await?;
+    let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| "list without resourceVersion".into())
+}
+
+/// Writes one pod under `prefix` again, then reads the pods' version: etcd's revision is
+/// then that of a pod, which the server's cache reaches at once. (A watch from a version the
+/// cache has not seen waits up to 3 s for it: etcd 3.4 cannot be asked for progress, and a
+/// list on etcd answers with etcd's revision, which a write to the direct side moves on.)
+async fn pods_rv_after_touch(
+    conn: &mut Conn,
+    kv: &mut KvClient<Channel>,
+    prefix: &str,
+) -> Result<String> {
+    let name = "pod-000";
+    kv.put(PutRequest {
+        key: Bytes::from(format!("{prefix}{name}")),
+        value: Bytes::from(value(name, 0)?),
+        ..Default::default()
+    })
+    .await
+    .map_err(|e| format!("put: {e}"))?;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    pods_rv(conn).await
+}
+
+fn abort(tasks: Vec<JoinHandle<()>>) {
+    for t in tasks {
+        t.abort();
+    }
+}
+
+/// The metrics of one topology.
+fn push_topology(r: &mut Report, what: &str, sides: &[Side<'_>; 2], notes: &mut Vec<String>) {
+    let (ours, direct) = (&sides[0], &sides[1]);
+    let o = Spread::of(&ours.per_cpu());
+    let d = Spread::of(&direct.per_cpu());
+    let ratios: Vec<f64> = ours
+        .per_cpu()
+        .iter()
+        .zip(direct.per_cpu())
+        .map(|(a, b)| a / b.max(1e-9))
+        .collect();
+    let ratio = Spread::of(&ratios);
+    r.push(
+        Metric::new(
+            &format!("{what}: delivered events per CPU-second (median of {ROUNDS} rounds)"),
+            "events/CPU-s",
+            o.median,
+        )
+        .baseline(
+            d.median,
+            &format!("the same 1k watches directly on etcd, {what}"),
+        )
+        .goal(Goal::Ratio(Bound::AtLeast(5.0)))
+        .note(format!(
+            "listwatch {}; etcd direct {}; per-round ratio {}",
+            o.text("events/CPU-s"),
+            d.text("events/CPU-s"),
+            ratio.text("")
+        )),
+    );
+    let us = |rounds: &[(u64, f64, f64)], pick: fn(&(u64, f64, f64)) -> f64| {
+        let v: Vec<f64> = rounds
+            .iter()
+            .map(|x| pick(x) / x.0.max(1) as f64 * 1e6)
+            .collect();
+        Spread::of(&v)
+    };
+    let server = us(&ours.rounds, |x| x.1);
+    let etcd_ours = us(&ours.rounds, |x| x.2);
+    let etcd_direct = us(&direct.rounds, |x| x.2);
+    notes.push(format!(
+        "{what}: CPU per delivered event — listwatch server {} + etcd {}; etcd serving the \
+         watches directly {} ({ROUNDS} rounds of {WRITES} writes × {WATCHERS} \
+         watchers); per-round ratio {}. {} of {} direct events carried their previous value.",
+        server.text("µs"),
+        etcd_ours.text("µs"),
+        etcd_direct.text("µs"),
+        ratio.text(""),
+        direct.counts.with_prev.load(Ordering::Relaxed),
+        direct.counts.events.load(Ordering::Relaxed),
+    ));
+}
+
+pub(crate) async fn p10() -> Result<Report> {
+    let limit = sys::raise_nofile();
+    let mut r = Report::new(
+        "P10",
+        "1k watchers of one prefix, 1 KB objects with prev_kv: through listwatch over etcd vs directly on etcd, same topology",
+        &format!(
+            "{RATE} writes/s, {ROUNDS} rounds of {WRITES} writes per side and topology (the issue's 500/s is \
+             more than a 2-core machine running the server, etcd and 2 000 watch clients delivers)"
+        ),
+    );
+    let etcd = listwatch_etcd::testing::EtcdServer::start()
+        .await
+        .map_err(|e| e.to_string())?;
+    let etcd_pid = etcd.pid().ok_or("etcd has no pid")?;
+    let endpoint = etcd.endpoint();
+    let server = Server::start(&[
+        "--storage",
+        "etcd",
+        "--etcd-servers",
+        &endpoint,
+        "--max-watches",
+        "20000",
+        "--max-watches-per-client",
+        "0",
+        "--idle-connection-timeout",
+        "3600",
+    ])?;
+    let etcd_cpu = || sys::cpu_seconds(etcd_pid).unwrap_or(0.0);
+    let ours_prefix = format!("/registry/pods/{NS}/");
+    let direct_prefix = format!("/direct/pods/{NS}/");
+    let mut conn = Conn::open(server.addr).await?;
+    conn.expect(
+        201,
+        "POST",
+        "/api/v1/namespaces",
+        "application/json",
+        format!(r#"{{"metadata":{{"name":"{NS}"}}}}"#).as_bytes(),
+    )
+    .await?;
+    let mut kv = KvClient::new(etcd_channel(&endpoint).await?);
+    seed(&mut kv, &direct_prefix).await?;
+    seed(&mut kv, &ours_prefix).await?;
+    // The server reads what was written straight into etcd as its own pods.
+    let listed = conn
+        .expect(
+            200,
+            "GET",
+            &format!("/api/v1/namespaces/{NS}/pods"),
+            "application/json",
+            b"",
+        )
+        .await?;
+    let items = serde_json::from_slice::<serde_json::Value>(&listed)
+        .ok()
+        .and_then(|v| v["items"].as_array().map(Vec::len))
+        .unwrap_or(0);
+    // The direct side was seeded first: etcd's revision is now that of a pod.
+    let mut rv = pods_rv(&mut conn).await?;
+    eprintln!("  {OBJECTS} pods written on each side; listwatch lists them at {rv}");
+    if items != OBJECTS {
+        return Err(format!(
+            "listwatch lists {items} pods of the {OBJECTS} written under {ours_prefix}"
+        ));
+    }
+    // Each topology's watches start at the pods' current version: no initial ADDED events.
+    let watch_path = |rv: &str| {
+        format!("/api/v1/namespaces/{NS}/pods?watch=1&resourceVersion={rv}&timeoutSeconds=3600")
+    };
+    let mut notes = Vec::new();
+
+    // Topology 1: a connection per watcher on both sides.
+    {
+        let mut sides = [
+            Side {
+                name: "listwatch (HTTP/1.1)",
+                prefix: ours_prefix.clone(),
+                counts: Arc::default(),
+                cpu: Box::new(|| (server.cpu(), etcd_cpu())),
+                rounds: Vec::new(),
+            },
+            Side {
+                name: "etcd direct (a client each)",
+                prefix: direct_prefix.clone(),
+                counts: Arc::default(),
+                cpu: Box::new(|| (0.0, etcd_cpu())),
+                rounds: Vec::new(),
+            },
+        ];
+        let mut tasks = Vec::with_capacity(2 * WATCHERS);
+        let pb = bar(WATCHERS as u64, "opening watches (1)");
+        for _ in 0..WATCHERS {
+            tasks.push(
+                http1_watch(server.addr, &watch_path(&rv), Arc::clone(&sides[0].counts)).await?,
+            );
+            let ch = etcd_channel(&endpoint).await?;
+            tasks.push(etcd_watch(ch, &direct_prefix, Arc::clone(&sides[1].counts)).await?);
+            pb.inc(1);
+        }
+        pb.finish_and_clear();
+        eprintln!("  {WATCHERS} + {WATCHERS} watches open, each on its own connection");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        rounds(&mut kv, &mut sides, "separate connections").await?;
+        abort(tasks);
+        push_topology(&mut r, "separate connections", &sides, &mut notes);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    rv = pods_rv_after_touch(&mut conn, &mut kv, &ours_prefix).await?;
+
+    // Topology 2: 1 000 streams over 4 shared HTTP/2 connections on both sides.
+    {
+        let mut sides = [
+            Side {
+                name: "listwatch (h2c)",
+                prefix: ours_prefix.clone(),
+                counts: Arc::default(),
+                cpu: Box::new(|| (server.cpu(), etcd_cpu())),
+                rounds: Vec::new(),
+            },
+            Side {
+                name: "etcd direct (shared connections)",
+                prefix: direct_prefix.clone(),
+                counts: Arc::default(),
+                cpu: Box::new(|| (0.0, etcd_cpu())),
+                rounds: Vec::new(),
+            },
+        ];
+        let conns = WATCHERS.div_ceil(STREAMS_PER_CONN);
+        let mut tasks = Vec::with_capacity(2 * WATCHERS + 2 * conns);
+        let mut h2 = Vec::with_capacity(conns);
+        let mut grpc = Vec::with_capacity(conns);
+        for _ in 0..conns {
+            let (send, driver) = h2_connect(server.addr).await?;
+            h2.push(send);
+            tasks.push(driver);
+            grpc.push(etcd_channel(&endpoint).await?);
+        }
+        let uri = format!("http://{}{}", server.addr, watch_path(&rv));
+        let pb = bar(WATCHERS as u64, "opening watches (2)");
+        for i in 0..WATCHERS {
+            let c = i / STREAMS_PER_CONN;
+            tasks.push(h2_watch(&h2[c], &uri, Arc::clone(&sides[0].counts)).await?);
+            tasks.push(
+                etcd_watch(
+                    grpc[c].clone(),
+                    &direct_prefix,
+                    Arc::clone(&sides[1].counts),
+                )
+                .await?,
+            );
+            pb.inc(1);
+        }
+        pb.finish_and_clear();
+        eprintln!("  {WATCHERS} + {WATCHERS} watches open on {conns} + {conns} connections");
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        rounds(&mut kv, &mut sides, "shared HTTP/2 connections").await?;
+        abort(tasks);
+        drop(h2);
+        drop(grpc);
+        push_topology(
+            &mut r,
+            &format!("{WATCHERS} streams on {conns} shared HTTP/2 connections"),
+            &sides,
+            &mut notes,
+        );
+    }
+    r.notes.extend(notes);
+    r.notes.push(format!(
+        "Writes: etcd Puts of {OBJECTS} pods of {VALUE_BYTES} B JSON updated round-robin, at {RATE}/s from one \
+         writer, the same on both sides; listwatch's etcd watch and the direct watches both ask for prev_kv. \
+         CPU from /proc (10 ms ticks): the listwatch process and etcd for listwatch, etcd alone for the direct \
+         watches; the watch clients (this load generator) count on neither side. Open-file limit {limit}."
+    ));
+    Ok(r)
+}

@@ -1,0 +1,385 @@
+//! P2: one HTTP watcher of small pods, fed faster than one event at a time, against the
+//! physical limit of the same delivery: a bare tokio task that receives the same pre-encoded
+//! frames from an mpsc and writes them to a TCP socket, at the same event rate, in the same
+//! run.
+//!
+//! Two ways of feeding the watch, each with its own baseline:
+//! - live, saturating writers: [`WRITERS`] connections create pods as fast as the server
+//!   takes them while the watch is open; the server's CPU per delivered event is its CPU with
+//!   the watcher minus its CPU for the same creates without it. The baseline's mpsc is fed
+//!   at the event rate the watch achieved, by a thread that wakes when the next frames are
+//!   due and sends every frame due (events arrive one by one, as from the writers);
+//! - a backlog: a watch opened at a resource version [`M`] events back, so that all of them
+//!   are queued for it at once (from the watch cache's window); the server's CPU until the
+//!   last one arrived, per event ([`BACKLOG_WATCHES`] such watches one after the other). The
+//!   baseline's mpsc holds the same frames before its task starts.
+//!
+//! The baseline task drains what is queued (up to 256 frames) and writes it with one
+//! `write_all`, as a server that coalesces queued events into one write would; its CPU is
+//! that of the one thread its current-thread runtime runs on (`CLOCK_THREAD_CPUTIME_ID`).
+//! The server's CPU comes from /proc in 10 ms ticks, over phases of a second or more.
+
+use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+
+use crate::http::{Conn, Watch};
+use crate::inproc::{bar, list};
+use crate::report::{Bound, Goal, Metric, Report, Spread};
+use crate::sys::{self, Server};
+
+type Result<T> = std::result::Result<T, String>;
+
+const JSON: &str = "application/json";
+/// Creates per phase.
+const M: usize = 20_000;
+/// Concurrent writer connections.
+const WRITERS: usize = 4;
+/// Rounds (each: creates without the watch, the same number with it, then the backlog).
+const ROUNDS: usize = 5;
+/// Watches replaying the backlog per round, one after the other.
+const BACKLOG_WATCHES: usize = 10;
+
+fn small_pod(i: usize) -> String {
+    format!(
+        r#"{{"metadata":{{"name":"p{i}","labels":{{"app":"load"}}}},"spec":{{"nodeName":"n{}","containers":[{{"name":"c","image":"x"}}]}}}}"#,
+        i % 10
+    )
+}
+
+/// Creates pods `first..first + M` over [`WRITERS`] connections at once.
+async fn create_burst(conns: &mut [Conn], path: &str, first: usize) -> Result<()> {
+    let jobs = conns.iter_mut().enumerate().map(|(k, c)| async move {
+        for i in (first + k..first + M).step_by(WRITERS) {
+            c.expect(201, "POST", path, JSON, small_pod(i).as_bytes())
+                .await?;
+        }
+        Ok::<(), String>(())
+    });
+    for r in futures::future::join_all(jobs).await {
+        r?;
+    }
+    Ok(())
+}
+
+async fn list_rv(conn: &mut Conn, path: &str) -> Result<String> {
+    let body = conn
+        .expect(200, "GET", &format!("{path}?limit=1"), JSON, b"")
+        .await?;
+    let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
+    v["metadata"]["resourceVersion"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| "list without resourceVersion".into())
+}
+
+/// A watch whose frames are collected; the counter says how many arrived.
+struct Collector {
+    frames: Arc<Mutex<Vec<Vec<u8>>>>,
+    got: Arc<AtomicU64>,
+    /// Reads that returned frames (frames ÷ reads: how many arrived together).
+    reads: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Collector {
+    async fn open(server: &Server, path: &str) -> Result<Self> {
+        let mut w = Watch::open(server.addr, path).await?;
+        let frames = Arc::new(Mutex::new(Vec::with_capacity(M)));
+        let got = Arc::new(AtomicU64::new(0));
+        let reads = Arc::new(AtomicU64::new(0));
+        let task = {
+            let (frames, got, reads) = (Arc::clone(&frames), Arc::clone(&got), Arc::clone(&reads));
+            tokio::spawn(async move {
+                let mut batch = Vec::new();
+                while w.frames(&mut batch).await.is_ok() {
+                    reads.fetch_add(1, Ordering::Relaxed);
+                    got.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                    if let Ok(mut f) = frames.lock() {
+                        f.append(&mut batch);
+                    }
+                    batch.clear();
+                }
+            })
+        };
+        Ok(Self {
+            frames,
+            got,
+            reads,
+            task,
+        })
+    }
+
+    async fn wait(&self, want: u64, limit: Duration) -> Result<Instant> {
+        let end = Instant::now() + limit;
+        while self.got.load(Ordering::Relaxed) < want {
+            if Instant::now() > end {
+                return Err(format!(
+                    "the watcher got {} of {want} events in {limit:?}",
+                    self.got.load(Ordering::Relaxed)
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok(Instant::now())
+    }
+
+    fn finish(self) -> (Vec<Vec<u8>>, f64) {
+        self.task.abort();
+        let reads = self.reads.load(Ordering::Relaxed).max(1) as f64;
+        let frames = self.frames.lock().map(|f| f.clone()).unwrap_or_default();
+        let per_read = frames.len() as f64 / reads;
+        (frames, per_read)
+    }
+}
+
+/// The frames as the server's HTTP/1.1 body carries them: one chunk each.
+fn chunked(frames: &[Vec<u8>]) -> Vec<bytes::Bytes> {
+    frames
+        .iter()
+        .map(|f| {
+            let mut c = format!("{:x}\r\n", f.len() + 1).into_bytes();
+            c.extend_from_slice(f);
+            c.extend_from_slice(b"\n\r\n");
+            bytes::Bytes::from(c)
+        })
+        .collect()
+}
+
+/// CPU per frame of a bare tokio task (on a current-thread runtime of its own) receiving
+/// `frames` from an mpsc and writing them to a loopback socket, coalescing what is queued.
+/// With `rate`, a feeder thread sends each frame when it is due at that rate; without, the
+/// channel holds every frame before the task starts.
+fn bare_task_cost(frames: &[bytes::Bytes], rate: Option<f64>) -> Result<f64> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let reader = std::thread::spawn(move || {
+        let mut total = 0usize;
+        if let Ok((mut s, _)) = listener.accept() {
+            let mut buf = vec![0u8; 64 * 1024];
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                total += n;
+            }
+        }
+        total
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bytes::Bytes>();
+    let feeder = match rate {
+        None => {
+            for f in frames {
+                tx.send(f.clone()).map_err(|_| "receiver gone".to_owned())?;
+            }
+            drop(tx);
+            None
+        }
+        Some(rate) => {
+            let frames = frames.to_vec();
+            Some(std::thread::spawn(move || {
+                let start = Instant::now();
+                let mut sent = 0usize;
+                while sent < frames.len() {
+                    let due =
+                        ((start.elapsed().as_secs_f64() * rate) as usize + 1).min(frames.len());
+                    for f in frames.get(sent..due).unwrap_or_default() {
+                        if tx.send(f.clone()).is_err() {
+                            return;
+                        }
+                    }
+                    sent = sent.max(due);
+                    let next = start + Duration::from_secs_f64((sent + 1) as f64 / rate);
+                    let now = Instant::now();
+                    if next > now {
+                        std::thread::sleep(next - now);
+                    }
+                }
+            }))
+        }
+    };
+    let n = frames.len();
+    let writer = std::thread::spawn(move || -> Result<f64> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async move {
+            let mut s = tokio::net::TcpStream::connect(addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = s.set_nodelay(true);
+            let cpu0 = sys::thread_cpu_seconds().unwrap_or(0.0);
+            let mut batch = Vec::with_capacity(256);
+            let mut out = Vec::new();
+            while rx.recv_many(&mut batch, 256).await > 0 {
+                out.clear();
+                for f in batch.drain(..) {
+                    out.extend_from_slice(&f);
+                }
+                s.write_all(&out).await.map_err(|e| e.to_string())?;
+            }
+            let cpu = sys::thread_cpu_seconds().unwrap_or(0.0) - cpu0;
+            Ok(cpu / n.max(1) as f64 * 1e6)
+        })
+    });
+    let cost = writer.join().map_err(|_| "writer panicked".to_owned())??;
+    if let Some(f) = feeder {
+        let _ = f.join();
+    }
+    let _ = reader.join();
+    Ok(cost)
+}
+
+pub(crate) async fn p2() -> Result<Report> {
+    let mut r = Report::new(
+        "P2",
+        "HTTP watch, 1 watcher, small pods, fed faster than one at a time",
+        "",
+    );
+    let server = Server::start(&["--storage", "embedded"])?;
+    let mut conn = Conn::open(server.addr).await?;
+    conn.expect(
+        201,
+        "POST",
+        "/api/v1/namespaces",
+        JSON,
+        br#"{"metadata":{"name":"p2"}}"#,
+    )
+    .await?;
+    let path = "/api/v1/namespaces/p2/pods";
+    let mut writers = Vec::with_capacity(WRITERS);
+    for _ in 0..WRITERS {
+        writers.push(Conn::open(server.addr).await?);
+    }
+    let pb = bar((2 * M * ROUNDS) as u64, "creates");
+    let mut next = 0usize;
+    // Per round: live (ours µs/event, baseline µs/event, rate, frames per read, CPU without,
+    // CPU with); backlog (ours, baseline, frames per read).
+    let (mut live, mut live_base, mut rates, mut per_read, mut cpus) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut backlog, mut backlog_base, mut backlog_per_read) =
+        (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        // The creates alone.
+        let cpu0 = server.cpu();
+        create_burst(&mut writers, path, next).await?;
+        next += M;
+        pb.inc(M as u64);
+        let cpu_writes = server.cpu() - cpu0;
+        // As many creates with the watch open.
+        let rv = list_rv(&mut conn, path).await?;
+        let watch =
+            Collector::open(&server, &format!("{path}?watch=1&resourceVersion={rv}")).await?;
+        let cpu0 = server.cpu();
+        let t = Instant::now();
+        create_burst(&mut writers, path, next).await?;
+        next += M;
+        pb.inc(M as u64);
+        let done = watch.wait(M as u64, Duration::from_secs(120)).await?;
+        let cpu_watch = server.cpu() - cpu0;
+        let (frames, reads) = watch.finish();
+        let rate = M as f64 / (done - t).as_secs_f64();
+        live.push((cpu_watch - cpu_writes).max(0.0) / M as f64 * 1e6);
+        rates.push(rate);
+        per_read.push(reads);
+        cpus.push((cpu_writes, cpu_watch));
+        let encoded = chunked(&frames);
+        live_base.push(bare_task_cost(&encoded, Some(rate))?);
+        // The same events again, all queued at once: watches from before them, one after
+        // the other (BACKLOG_WATCHES of them: /proc counts the server's CPU in 10 ms ticks).
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let cpu0 = server.cpu();
+        let mut reads = Vec::new();
+        for _ in 0..BACKLOG_WATCHES {
+            let watch =
+                Collector::open(&server, &format!("{path}?watch=1&resourceVersion={rv}")).await?;
+            watch.wait(M as u64, Duration::from_secs(120)).await?;
+            reads.push(watch.finish().1);
+        }
+        let cpu = server.cpu() - cpu0;
+        backlog.push(cpu / (M * BACKLOG_WATCHES) as f64 * 1e6);
+        backlog_per_read.push(Spread::of(&reads).median);
+        backlog_base.push(bare_task_cost(&encoded, None)?);
+    }
+    pb.finish_and_clear();
+    let ratios = |a: &[f64], b: &[f64]| -> Vec<f64> {
+        a.iter().zip(b).map(|(x, y)| x / y.max(1e-9)).collect()
+    };
+    let (l, lb, lr) = (
+        Spread::of(&live),
+        Spread::of(&live_base),
+        Spread::of(&ratios(&live, &live_base)),
+    );
+    let (b, bb, br) = (
+        Spread::of(&backlog),
+        Spread::of(&backlog_base),
+        Spread::of(&ratios(&backlog, &backlog_base)),
+    );
+    let rate = Spread::of(&rates);
+    r.push(
+        Metric::new(
+            &format!(
+                "live: server CPU per delivered event, {WRITERS} writers creating at once (with watcher − without; median of {ROUNDS})"
+            ),
+            "µs",
+            l.median,
+        )
+        .baseline(
+            lb.median,
+            "bare tokio task: the same frames from an mpsc to a TCP socket at the same event rate",
+        )
+        .goal(Goal::Ratio(Bound::AtMost(2.0)))
+        .note(format!(
+            "ours {}; baseline {}; ratio per round {}",
+            l.text("µs"),
+            lb.text("µs"),
+            lr.text("")
+        )),
+    );
+    r.push(
+        Metric::new(
+            &format!("backlog: server CPU per delivered event, {M} events queued at once (median of {ROUNDS})"),
+            "µs",
+            b.median,
+        )
+        .baseline(
+            bb.median,
+            "bare tokio task: the same frames, all queued in its mpsc, to a TCP socket",
+        )
+        .goal(Goal::Ratio(Bound::AtMost(2.0)))
+        .note(format!(
+            "ours {}; baseline {}; ratio per round {}",
+            b.text("µs"),
+            bb.text("µs"),
+            br.text("")
+        )),
+    );
+    r.push(Metric::new(
+        "live: events/s delivered to the watcher",
+        "events/s",
+        rate.median,
+    ));
+    r.notes.push(format!(
+        "Live, per round: server µs per event {}, baseline {}, ratio {}; events/s {}; frames per client read {}; \
+         server CPU-s for {M} creates without / with the watcher {}. Backlog, per round: server µs per event {}, \
+         baseline {}, ratio {}; frames per client read {}. /proc counts CPU in 10 ms ticks.",
+        list(&live),
+        list(&live_base),
+        list(&ratios(&live, &live_base)),
+        list(&rates),
+        list(&per_read),
+        cpus.iter()
+            .map(|(a, b)| format!("({a:.2}, {b:.2})"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        list(&backlog),
+        list(&backlog_base),
+        list(&ratios(&backlog, &backlog_base)),
+        list(&backlog_per_read),
+    ));
+    Ok(r)
+}
