@@ -34,6 +34,15 @@ const VERBS: [&str; 8] = [
 ];
 const STATUS_VERBS: [&str; 3] = ["get", "patch", "update"];
 
+/// The verbs of a resource: all of them, except that namespaces have no collection delete
+/// (as upstream's namespace registry).
+fn verbs(info: &ResourceInfo) -> Vec<&'static str> {
+    VERBS
+        .into_iter()
+        .filter(|v| !(*v == "deletecollection" && crate::lifecycle::is_namespaces(info)))
+        .collect()
+}
+
 /// Pre-encoded discovery documents.
 #[derive(Debug, Default)]
 pub(crate) struct Documents {
@@ -80,7 +89,7 @@ fn api_resource(info: &ResourceInfo) -> Vec<Value> {
         "singularName": info.singular,
         "namespaced": info.namespaced,
         "kind": info.kind,
-        "verbs": VERBS,
+        "verbs": verbs(info),
         "shortNames": info.short_names,
         "categories": info.categories,
         "storageVersionHash": "",
@@ -115,7 +124,7 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
         "responseKind": kind,
         "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": info.singular,
-        "verbs": VERBS,
+        "verbs": verbs(info),
         "shortNames": info.short_names,
         "categories": info.categories,
     });

@@ -241,6 +241,16 @@ impl FieldError {
         }
     }
 
+    /// A change that a rule forbids (upstream's `field.Forbidden`: the value is not shown).
+    pub fn forbidden(field: &str, detail: impl Into<String>) -> Self {
+        Self {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+
     /// A value that is missing.
     pub fn required(field: &str, detail: impl Into<String>) -> Self {
         Self {
@@ -257,6 +267,9 @@ impl std::fmt::Display for FieldError {
         match (&self.value, self.reason) {
             (Some(v), _) => write!(f, "{}: Invalid value: {v:?}: {}", self.field, self.detail),
             (None, "FieldValueTooLong") => write!(f, "{}: Too long: {}", self.field, self.detail),
+            (None, "FieldValueForbidden") => {
+                write!(f, "{}: Forbidden: {}", self.field, self.detail)
+            }
             (None, _) => write!(f, "{}: Required value: {}", self.field, self.detail),
         }
     }

@@ -713,27 +713,49 @@ async fn read_modify_write(
         let rv = cur.map_or(0, |c| c.resource_version());
         return Ok((out.with_resource_version(rv), created));
     }
-    let mut failure: Option<ApiError> = None;
-    let mut created = false;
-    let result = {
-        let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
-            created = cur.is_none();
-            step(cur).map(Updated::from).map_err(|e| {
-                let placeholder = StorageError::bad_request(e.0.message.clone());
-                failure = Some(e);
-                placeholder
-            })
+    // An update whose result is a deleting object without finalizers removes it instead
+    // (`lifecycle`); if the object changed meanwhile, the update is recomputed.
+    let finalized = crate::lifecycle::FinalizedSlot::default();
+    for _ in 0..crate::lifecycle::MAX_UPDATE_ATTEMPTS {
+        let mut failure: Option<ApiError> = None;
+        let mut created = false;
+        let result = {
+            let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
+                created = cur.is_none();
+                finalized.clear();
+                let out = step(cur).map_err(|e| {
+                    let placeholder = StorageError::bad_request(e.0.message.clone());
+                    failure = Some(e);
+                    placeholder
+                })?;
+                if let Some(cur) = cur
+                    && finalized.check(req.info(), cur, &out)
+                {
+                    return Err(StorageError::bad_request("finalized: removed instead"));
+                }
+                Ok(Updated::from(out))
+            };
+            req.res
+                .storage
+                .guaranteed_update(&key, None, ignore_not_found, &mut update, None)
+                .await
         };
-        req.res
-            .storage
-            .guaranteed_update(&key, None, ignore_not_found, &mut update, None)
-            .await
-    };
-    match (result, failure) {
-        (Ok(o), _) => Ok((o, created)),
-        (Err(_), Some(f)) => Err(f),
-        (Err(e), None) => Err(req.storage_err(&e)),
+        match (result, failure, finalized.take()) {
+            (Ok(o), _, _) => return Ok((o, created)),
+            (Err(_), Some(f), _) => return Err(f),
+            (Err(_), None, Some(f)) => {
+                let storage = req.res.storage.as_ref();
+                if crate::lifecycle::remove_finalized(storage, &key, &f)
+                    .await
+                    .map_err(|e| req.storage_err(&e))?
+                {
+                    return Ok((f.object, false));
+                }
+            }
+            (Err(e), None, None) => return Err(req.storage_err(&e)),
+        }
     }
+    Err(req.storage_err(&key.conflict(MODIFIED)))
 }
 
 fn apply_update(req: &Request, cur: &Object, new: Value) -> ApiResult<Object> {
@@ -741,7 +763,8 @@ fn apply_update(req: &Request, cur: &Object, new: Value) -> ApiResult<Object> {
         .to_value()
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
     match prepare_update(req.info(), &cur_v, new, req.sub == Sub::Status) {
-        Ok(v) => {
+        Ok(mut v) => {
+            crate::lifecycle::check_update(req.info(), &cur_v, &mut v)?;
             req.admit(&v, Some(&cur_v))?;
             to_object(req, v)
         }
@@ -898,33 +921,52 @@ async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
+    let is_namespace = req
+        .shared
+        .namespaces
+        .and_then(|i| req.shared.resources.get(i))
+        .is_some_and(|n| Arc::ptr_eq(&n.info, &req.res.info));
+    if is_namespace {
+        return delete_namespace_now(req, &key, &opts).await;
+    }
+    let done = crate::lifecycle::delete(
+        req.res.storage.as_ref(),
+        req.info(),
+        &key,
+        opts.preconditions.as_ref(),
+        opts.dry_run,
+    )
+    .await
+    .map_err(|e| req.storage_err(&e))?;
+    let (crate::lifecycle::Deletion::Gone(o) | crate::lifecycle::Deletion::Pending(o)) = done;
+    Ok(object_response(StatusCode::OK, &o))
+}
+
+async fn delete_namespace_now(
+    req: &Request,
+    key: &Key,
+    opts: &crate::query::DeleteRequest,
+) -> ApiResult<Response> {
     if opts.dry_run {
         let cur = req
             .res
             .storage
-            .get(&key, &GetOptions::default())
+            .get(key, &GetOptions::default())
             .await
             .map_err(|e| req.storage_err(&e))?
             .ok_or_else(|| req.storage_err(&key.not_found()))?;
         if let Some(p) = &opts.preconditions {
-            p.check(&key, &cur).map_err(|e| req.storage_err(&e))?;
+            p.check(key, &cur).map_err(|e| req.storage_err(&e))?;
         }
         return Ok(object_response(StatusCode::OK, &cur));
     }
     let deleted = req
         .res
         .storage
-        .delete(&key, opts.preconditions.as_ref(), no_validation(), None)
+        .delete(key, opts.preconditions.as_ref(), no_validation(), None)
         .await
         .map_err(|e| req.storage_err(&e))?;
-    if req
-        .shared
-        .namespaces
-        .and_then(|i| req.shared.resources.get(i))
-        .is_some_and(|n| Arc::ptr_eq(&n.info, &req.res.info))
-    {
-        delete_namespace_contents(&req.shared, req.name()).await;
-    }
+    delete_namespace_contents(&req.shared, req.name()).await;
     Ok(object_response(StatusCode::OK, &deleted))
 }
 
@@ -957,6 +999,10 @@ async fn delete_namespace_contents(shared: &Shared, ns: &str) {
 
 async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Json)?;
+    if crate::lifecycle::is_namespaces(req.info()) {
+        // Upstream's namespace registry has no collection delete.
+        return Err(ApiError::method_not_allowed("DELETE"));
+    }
     let opts = req.query.delete_options(bytes)?;
     let lr = req.query.list_options(req.info(), false, None)?;
     let key = req.collection_key()?;
@@ -971,19 +1017,20 @@ async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     }
     let mut deleted = Vec::with_capacity(list.items.len());
     for o in std::mem::take(&mut list.items) {
-        if opts.dry_run {
-            deleted.push(o);
-            continue;
-        }
         let k = Key::object(&req.info().storage_resource, o.namespace(), o.name())
             .map_err(|e| req.storage_err(&e))?;
-        match req
-            .res
-            .storage
-            .delete(&k, opts.preconditions.as_ref(), no_validation(), None)
-            .await
+        match crate::lifecycle::delete(
+            req.res.storage.as_ref(),
+            req.info(),
+            &k,
+            opts.preconditions.as_ref(),
+            opts.dry_run,
+        )
+        .await
         {
-            Ok(d) => deleted.push(d),
+            Ok(crate::lifecycle::Deletion::Gone(d) | crate::lifecycle::Deletion::Pending(d)) => {
+                deleted.push(d);
+            }
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(req.storage_err(&e)),
         }

@@ -53,6 +53,7 @@ mod discovery;
 mod error;
 mod flowcontrol;
 mod handlers;
+mod lifecycle;
 pub mod limits;
 mod metrics;
 pub mod negotiate;
