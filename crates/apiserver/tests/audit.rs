@@ -2,7 +2,8 @@
 //! and `omitStages`, upstream's `responseStatus` of failed requests (status, message,
 //! reason as in the Status sent), rotation by size with `--audit-log-maxsize` and
 //! `--audit-log-maxbackup`, which prunes only its own backups, the `Audit-Id` header on
-//! every response, and the object name of creates at `Metadata` level.
+//! every response, the object name of creates at `Metadata` level, and impersonated
+//! requests audited under their requester.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -418,5 +419,71 @@ fn every_response_has_an_audit_id_and_metadata_level_creates_are_named() {
         events
             .iter()
             .any(|e| e["stage"] == "RequestReceived" && e["auditID"] == ids[0].as_str())
+    );
+}
+
+/// As upstream (its audit filter runs before impersonation): an impersonated request's
+/// event has the requester as `user` and the impersonated user as `impersonatedUser`, and
+/// a refused impersonation is recorded (403) under the requester.
+#[test]
+fn impersonation_is_audited_under_the_requester() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let log = dir.path().join("audit.log");
+    let server = Server::start(&[
+        "--token-auth-file",
+        tokens.to_str().unwrap(),
+        "--audit-log-path",
+        log.to_str().unwrap(),
+    ]);
+    let path = "/api/v1/namespaces/default/secrets";
+    // root acts as alice, who may not list secrets: 403 as alice.
+    let as_alice = http(
+        &server.addr,
+        "GET",
+        path,
+        &[
+            ("Authorization", "Bearer root-token"),
+            ("Impersonate-User", "alice"),
+        ],
+        b"",
+    );
+    assert_eq!(as_alice.status, 403);
+    // alice may not impersonate root.
+    let as_root = http(
+        &server.addr,
+        "GET",
+        path,
+        &[
+            ("Authorization", "Bearer alice-token"),
+            ("Impersonate-User", "root"),
+        ],
+        b"",
+    );
+    assert_eq!(as_root.status, 403);
+    let ids = [&as_alice, &as_root].map(|r| r.header("audit-id").unwrap().to_owned());
+    let events = events_until(&log, |ev| {
+        ids.iter()
+            .all(|id| find(ev, |e| e["auditID"] == id.as_str()).is_some())
+    });
+    let complete = |id: &str| find(&events, |e| e["auditID"] == id).unwrap().clone();
+    let e = complete(&ids[0]);
+    assert_eq!(e["user"]["username"], "root", "{e:#}");
+    assert_eq!(e["impersonatedUser"]["username"], "alice", "{e:#}");
+    assert_eq!(
+        e["responseStatus"]["message"],
+        r#"secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the namespace "default""#
+    );
+    let e = complete(&ids[1]);
+    assert_eq!(e["user"]["username"], "alice", "{e:#}");
+    assert!(e.get("impersonatedUser").is_none(), "{e:#}");
+    assert_eq!(e["responseStatus"]["code"], 403);
+    assert!(
+        e["responseStatus"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"User "alice" cannot impersonate resource "users""#),
+        "{e:#}"
     );
 }

@@ -87,8 +87,11 @@ pub struct Event {
     pub request_uri: String,
     /// The Kubernetes verb (or lower-case HTTP method for non-resource paths).
     pub verb: String,
-    /// Who.
+    /// Who sent the request (the authenticated user, before any impersonation).
     pub user: UserInfo,
+    /// Whom the request impersonated (`Impersonate-User` and friends; `kubectl --as`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impersonated_user: Option<UserInfo>,
     /// The client's address.
     #[serde(rename = "sourceIPs", default, skip_serializing_if = "Vec::is_empty")]
     pub source_ips: Vec<String>,
@@ -125,6 +128,7 @@ impl Event {
             request_uri: String::new(),
             verb: String::new(),
             user: UserInfo::default(),
+            impersonated_user: None,
             source_ips: Vec::new(),
             user_agent: String::new(),
             object_ref: None,

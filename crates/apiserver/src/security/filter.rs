@@ -177,6 +177,8 @@ struct AuditCtx {
     uri: String,
     attrs: Attributes,
     user: Arc<UserInfo>,
+    /// The user the request impersonates, once impersonation was allowed.
+    impersonated: Option<Arc<UserInfo>>,
     source: String,
     agent: String,
     annotations: std::collections::BTreeMap<String, String>,
@@ -199,6 +201,7 @@ impl AuditCtx {
         e.request_uri.clone_from(&self.uri);
         e.verb.clone_from(&self.attrs.verb);
         e.user = UserInfo::clone(&self.user);
+        e.impersonated_user = self.impersonated.as_deref().cloned();
         e.source_ips = vec![self.source.clone()];
         e.user_agent.clone_from(&self.agent);
         if self.attrs.resource_request {
@@ -376,11 +379,8 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
             }
         }
     };
-    let user = match impersonate(&sec, &req, user) {
-        Ok(u) => u,
-        Err(resp) => return *resp,
-    };
-    FilterMetrics::inc(&sec.metrics.users, "username", user.metric_label());
+    // As upstream (WithAudit before WithImpersonation): the event and its policy level are
+    // the requester's, and an impersonation refused is recorded too.
     let mut ctx = audit_ctx(
         &sec,
         &req,
@@ -393,6 +393,26 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
     if let Some(c) = &ctx {
         c.emit(Stage::RequestReceived, None, None);
     }
+    let requester = Arc::clone(&user);
+    let user = match impersonate(&sec, &req, user) {
+        Ok(u) => u,
+        Err(resp) => {
+            if let Some(c) = &ctx {
+                let sent = resp
+                    .extensions()
+                    .get::<listwatch_endpoints::SentStatus>()
+                    .map(|s| &*s.0);
+                c.emit(Stage::ResponseComplete, Some(resp.status().as_u16()), sent);
+            }
+            return *resp;
+        }
+    };
+    if !Arc::ptr_eq(&user, &requester)
+        && let Some(c) = ctx.as_mut()
+    {
+        c.impersonated = Some(Arc::clone(&user));
+    }
+    FilterMetrics::inc(&sec.metrics.users, "username", user.metric_label());
     let decision = sec.authz.authorize(&user, &attrs);
     let allowed = decision.allowed();
     FilterMetrics::inc(
@@ -583,6 +603,7 @@ fn audit_ctx(
             .map_or_else(|| req.uri().path().to_owned(), |p| p.as_str().to_owned()),
         attrs: attrs.clone(),
         user,
+        impersonated: None,
         source: peer.map(|p| p.addr.ip().to_string()).unwrap_or_default(),
         agent: req
             .headers()
