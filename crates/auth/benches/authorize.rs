@@ -27,7 +27,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use listwatch_api::ObjectMeta;
 use listwatch_auth::authn::{
-    ServiceAccountLookup, ServiceAccountTokens, TokenFile, TokenIssuer, TokenRequestSpec,
+    Account, ServiceAccountLookup, ServiceAccountTokens, TokenFile, TokenIssuer, TokenRequestSpec,
     service_account::verification_keys,
 };
 use listwatch_auth::authz::{Chain, PrivilegedGroups};
@@ -131,18 +131,18 @@ fn world() -> World {
 }
 
 /// The informer view of the accounts; every token of the bench is in it, so storage is
-/// never read (the `stored_uid` answer would be a miss).
-struct Accounts(HashMap<(String, String), String>);
+/// never read (the `stored` answer would be a miss).
+struct Accounts(HashMap<(String, String), Account>);
 impl ServiceAccountLookup for Accounts {
-    fn cached_uid(&self, ns: &str, name: &str) -> Option<String> {
+    fn cached(&self, ns: &str, name: &str) -> Option<Account> {
         self.0.get(&(ns.to_owned(), name.to_owned())).cloned()
     }
 
-    fn stored_uid<'a>(
+    fn stored<'a>(
         &'a self,
         _: &'a str,
         _: &'a str,
-    ) -> listwatch_auth::authn::BoxFuture<'a, Result<Option<String>, String>> {
+    ) -> listwatch_auth::authn::BoxFuture<'a, Result<Option<Account>, String>> {
         Box::pin(std::future::ready(Ok(None)))
     }
 }
@@ -161,7 +161,10 @@ fn service_accounts() -> (ServiceAccountTokens, String) {
     let mut accounts = HashMap::new();
     for n in 0..1000 {
         for u in 0..10 {
-            accounts.insert((format!("ns{n}"), format!("sa{u}")), format!("uid-{n}-{u}"));
+            accounts.insert(
+                (format!("ns{n}"), format!("sa{u}")),
+                Account::live(format!("uid-{n}-{u}")),
+            );
         }
     }
     let (sa_token, _) = issuer

@@ -424,18 +424,47 @@ impl Accounts {
     }
 }
 
+/// What token verification needs of a stored ServiceAccount: its uid, and when it is
+/// marked for deletion. Only an object whose JSON names `deletionTimestamp` is parsed (the
+/// informer path stays a map look-up).
+fn account(o: &Object) -> listwatch_auth::authn::Account {
+    const MARK: &[u8] = b"\"deletionTimestamp\"";
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        #[serde(default, rename = "deletionTimestamp")]
+        deletion_timestamp: Option<String>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Marked {
+        metadata: Meta,
+    }
+    let deleted_at = if o.stored_json().windows(MARK.len()).any(|w| w == MARK) {
+        o.deserialize::<Marked>()
+            .ok()
+            .and_then(|m| m.metadata.deletion_timestamp)
+            .and_then(|t| listwatch_endpoints::clock::parse_rfc3339(&t))
+    } else {
+        None
+    };
+    listwatch_auth::authn::Account {
+        uid: o.uid().unwrap_or("").to_owned(),
+        deleted_at,
+    }
+}
+
 impl listwatch_auth::authn::ServiceAccountLookup for Accounts {
-    fn cached_uid(&self, namespace: &str, name: &str) -> Option<String> {
+    fn cached(&self, namespace: &str, name: &str) -> Option<listwatch_auth::authn::Account> {
         self.store
             .get_by_name(Some(namespace), name)
-            .map(|o| o.uid().unwrap_or("").to_owned())
+            .map(|o| account(&o))
     }
 
-    fn stored_uid<'a>(
+    fn stored<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> listwatch_auth::authn::BoxFuture<'a, Result<Option<String>, String>> {
+    ) -> listwatch_auth::authn::BoxFuture<'a, Result<Option<listwatch_auth::authn::Account>, String>>
+    {
         Box::pin(async move {
             let key = Key::object(&self.storage_resource, Some(namespace), name)
                 .map_err(|e| e.to_string())?;
@@ -448,7 +477,7 @@ impl listwatch_auth::authn::ServiceAccountLookup for Accounts {
                 .get(&key, &opts)
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(found.map(|o| o.uid().unwrap_or("").to_owned()))
+            Ok(found.as_ref().map(account))
         })
     }
 }
@@ -479,11 +508,21 @@ mod tests {
     const ISS: &str = "https://kubernetes.default.svc.cluster.local";
 
     async fn create(storage: &dyn Storage, name: &str, uid: &str) {
+        create_marked(storage, name, uid, None).await;
+    }
+
+    /// Creates an account, marked for deletion `deleted_ago` seconds ago if given.
+    async fn create_marked(storage: &dyn Storage, name: &str, uid: &str, deleted_ago: Option<i64>) {
         let key = Key::object("serviceaccounts", Some("demo"), name).unwrap();
-        let v = serde_json::json!({
+        let mut v = serde_json::json!({
             "apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": name, "namespace": "demo", "uid": uid},
+            "metadata": {"name": name, "namespace": "demo", "uid": uid, "finalizers": ["example.com/hold"]},
         });
+        if let Some(ago) = deleted_ago {
+            let at = listwatch_endpoints::clock::now_unix() - ago;
+            v["metadata"]["deletionTimestamp"] =
+                listwatch_endpoints::clock::format_rfc3339(at).into();
+        }
         storage
             .create(
                 &key,
@@ -546,5 +585,22 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.to_string().contains("does not match"), "{e}");
+
+        // Held by a finalizer after a delete: the tokens last the 60 s leeway (upstream).
+        create_marked(storage.as_ref(), "leaving", "uid-3", Some(10)).await;
+        create_marked(storage.as_ref(), "left", "uid-4", Some(120)).await;
+        let (leaving, _) = issuer
+            .issue("demo", "leaving", "uid-3", &TokenRequestSpec::default())
+            .unwrap();
+        let (left, _) = issuer
+            .issue("demo", "left", "uid-4", &TokenRequestSpec::default())
+            .unwrap();
+        assert!(tokens.authenticate_token(&leaving).resolve().await.is_ok());
+        let e = tokens
+            .authenticate_token(&left)
+            .resolve()
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("has been deleted"), "{e}");
     }
 }

@@ -26,7 +26,7 @@ pub mod token_file;
 pub mod x509;
 
 pub use service_account::{
-    BoxFuture, ServiceAccountLookup, ServiceAccountTokens, TokenIssuer, TokenRequestSpec,
+    Account, BoxFuture, ServiceAccountLookup, ServiceAccountTokens, TokenIssuer, TokenRequestSpec,
 };
 pub use token_file::TokenFile;
 pub use x509::{ClientCa, RequestClientCert};

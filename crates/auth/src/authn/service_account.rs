@@ -18,6 +18,9 @@
 //!   [`MAX_CONCURRENT_READS`] at once) and each has a deadline ([`READ_DEADLINE`]); one
 //!   that does not answer in time refuses the token (401), as upstream does when its GET
 //!   fails;
+//! - an account marked for deletion (`metadata.deletionTimestamp`, held by a finalizer)
+//!   stops authenticating its tokens once the mark is older than the clock leeway (60 s),
+//!   as upstream;
 //! - the signature is verified once per token; verified claims are cached (bounded) and
 //!   the expiry is checked on every use;
 //! - a JWT from another issuer is not this authenticator's (`Ok(None)`); a JWT claiming
@@ -71,21 +74,48 @@ pub struct KeyError {
 /// A boxed, sendable future (a storage read behind a [`ServiceAccountLookup`]).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Finds the uid of a ServiceAccount: in a fast in-process view first, in storage when that
-/// view misses or disagrees with a token.
-pub trait ServiceAccountLookup: Send + Sync {
-    /// The uid of `namespace/name` in the in-process view (an informer's store), `None`
-    /// when the view does not hold it. The view may lag storage: it is never the last word
-    /// on a refusal.
-    fn cached_uid(&self, namespace: &str, name: &str) -> Option<String>;
+/// What token verification needs of a ServiceAccount.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Account {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.deletionTimestamp` as Unix seconds, when the account is being deleted.
+    pub deleted_at: Option<i64>,
+}
 
-    /// The uid of `namespace/name` read from storage (the current state, not a cache):
-    /// `Ok(None)` when it does not exist, `Err` with a message when the read failed.
-    fn stored_uid<'a>(
+impl Account {
+    /// An account that is not being deleted.
+    pub fn live(uid: impl Into<String>) -> Self {
+        Self {
+            uid: uid.into(),
+            deleted_at: None,
+        }
+    }
+}
+
+/// Finds a ServiceAccount: in a fast in-process view first, in storage when that view
+/// misses or disagrees with a token.
+pub trait ServiceAccountLookup: Send + Sync {
+    /// `namespace/name` in the in-process view (an informer's store), `None` when the view
+    /// does not hold it. The view may lag storage: it is never the last word on a refusal.
+    fn cached(&self, namespace: &str, name: &str) -> Option<Account>;
+
+    /// `namespace/name` read from storage (the current state, not a cache): `Ok(None)`
+    /// when it does not exist, `Err` with a message when the read failed.
+    fn stored<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
-    ) -> BoxFuture<'a, Result<Option<String>, String>>;
+    ) -> BoxFuture<'a, Result<Option<Account>, String>>;
+}
+
+/// Whether an account marked for deletion no longer authenticates: its mark is older than
+/// the leeway (upstream: `invalidIfDeletedBefore = now - leeway`).
+fn deleted_long_ago(account: &Account, now: i64) -> bool {
+    let leeway = i64::try_from(LEEWAY_SECONDS).unwrap_or(0);
+    account
+        .deleted_at
+        .is_some_and(|t| t < now.saturating_sub(leeway))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -458,11 +488,16 @@ impl ServiceAccountTokens {
     /// when that view does not confirm the account, the answer waits for storage.
     fn check(&self, v: &Verified) -> TokenAnswer<'_> {
         let leeway = i64::try_from(LEEWAY_SECONDS).unwrap_or(0);
-        if v.exp.saturating_add(leeway) <= unix_now() {
+        let now = unix_now();
+        if v.exp.saturating_add(leeway) <= now {
             return TokenAnswer::Now(Err(AuthnError::ServiceAccount("token has expired".into())));
         }
-        match self.accounts.cached_uid(&v.namespace, &v.name) {
-            Some(uid) if uid == v.uid => TokenAnswer::Now(Ok(Some(Arc::clone(&v.user)))),
+        match self.accounts.cached(&v.namespace, &v.name) {
+            // A deletion mark is never removed: the view's word suffices.
+            Some(a) if a.uid == v.uid && deleted_long_ago(&a, now) => {
+                TokenAnswer::Now(Err(deleted(&v.namespace, &v.name)))
+            }
+            Some(a) if a.uid == v.uid => TokenAnswer::Now(Ok(Some(Arc::clone(&v.user)))),
             // Not there, or another uid: the view may not have seen a create (or a
             // re-create) yet. Storage decides.
             _ => TokenAnswer::Later(Box::pin(self.confirm(v.clone()))),
@@ -474,7 +509,7 @@ impl ServiceAccountTokens {
         let (ns, name) = (v.namespace.as_str(), v.name.as_str());
         let read = async {
             let _place = self.reads.acquire().await.map_err(|e| e.to_string())?;
-            self.accounts.stored_uid(ns, name).await
+            self.accounts.stored(ns, name).await
         };
         let stored = match tokio::time::timeout(self.read_deadline, read).await {
             Ok(r) => r,
@@ -487,13 +522,12 @@ impl ServiceAccountTokens {
                     "looking up service account {ns}/{name}: {e}"
                 )))
             }
-            Ok(None) => Err(AuthnError::ServiceAccount(format!(
-                "service account {ns}/{name} has been deleted"
+            Ok(None) => Err(deleted(ns, name)),
+            Ok(Some(a)) if a.uid != v.uid => Err(AuthnError::ServiceAccount(format!(
+                "service account UID ({}) does not match claim ({})",
+                a.uid, v.uid
             ))),
-            Ok(Some(uid)) if uid != v.uid => Err(AuthnError::ServiceAccount(format!(
-                "service account UID ({uid}) does not match claim ({})",
-                v.uid
-            ))),
+            Ok(Some(a)) if deleted_long_ago(&a, unix_now()) => Err(deleted(ns, name)),
             Ok(Some(_)) => Ok(Some(v.user)),
         }
     }
@@ -512,6 +546,12 @@ impl ServiceAccountTokens {
         }
         cache.insert(token.to_owned(), v.clone());
     }
+}
+
+fn deleted(namespace: &str, name: &str) -> AuthnError {
+    AuthnError::ServiceAccount(format!(
+        "service account {namespace}/{name} has been deleted"
+    ))
 }
 
 impl TokenAuthenticator for ServiceAccountTokens {
@@ -546,7 +586,7 @@ mod tests {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 
-    type Uids = Arc<Mutex<HashMap<(String, String), String>>>;
+    type Uids = Arc<Mutex<HashMap<(String, String), Account>>>;
 
     /// An informer view (`cache`) and storage (`stored`) that can disagree, as they do
     /// while an informer lags. `hang` makes storage reads never answer; `fail` makes them
@@ -585,13 +625,13 @@ mod tests {
             for m in [&self.cache, &self.stored] {
                 m.lock()
                     .unwrap()
-                    .insert((ns.into(), name.into()), uid.into());
+                    .insert((ns.into(), name.into()), Account::live(uid));
             }
         }
     }
 
     impl ServiceAccountLookup for Accounts {
-        fn cached_uid(&self, ns: &str, name: &str) -> Option<String> {
+        fn cached(&self, ns: &str, name: &str) -> Option<Account> {
             self.cache
                 .lock()
                 .unwrap()
@@ -599,11 +639,11 @@ mod tests {
                 .cloned()
         }
 
-        fn stored_uid<'a>(
+        fn stored<'a>(
             &'a self,
             ns: &'a str,
             name: &'a str,
-        ) -> BoxFuture<'a, Result<Option<String>, String>> {
+        ) -> BoxFuture<'a, Result<Option<Account>, String>> {
             use std::sync::atomic::Ordering::SeqCst;
             self.reads.fetch_add(1, SeqCst);
             if self.hang.load(SeqCst) {
@@ -699,7 +739,7 @@ mod tests {
             .stored
             .lock()
             .unwrap()
-            .insert(("demo".into(), "fresh".into()), "uid-new".into());
+            .insert(("demo".into(), "fresh".into()), Account::live("uid-new"));
         let (token, _) = issuer
             .issue("demo", "fresh", "uid-new", &TokenRequestSpec::default())
             .unwrap();
@@ -715,7 +755,7 @@ mod tests {
             .cache
             .lock()
             .unwrap()
-            .insert(("demo".into(), "fresh".into()), "uid-old".into());
+            .insert(("demo".into(), "fresh".into()), Account::live("uid-old"));
         assert!(auth(&tokens, &token).await.unwrap().is_some());
         // ...while a token of the old account is refused once storage says so.
         let (old, _) = issuer
@@ -727,6 +767,36 @@ mod tests {
 
         // Gone from storage too: refused.
         accounts.stored.lock().unwrap().clear();
+        let e = auth(&tokens, &token).await.unwrap_err();
+        assert!(e.to_string().contains("has been deleted"), "{e}");
+    }
+
+    /// As upstream: an account held by a finalizer after its delete keeps its tokens for
+    /// the leeway, then refuses them — whether the informer or storage says so.
+    #[tokio::test]
+    async fn an_account_marked_for_deletion_refuses_its_tokens_after_the_leeway() {
+        let (issuer, tokens, accounts) = setup();
+        let (token, _) = issuer
+            .issue("demo", "going", "u", &TokenRequestSpec::default())
+            .unwrap();
+        let marked = |ago: i64| Account {
+            uid: "u".into(),
+            deleted_at: Some(unix_now() - ago),
+        };
+        let key = || ("demo".to_owned(), "going".to_owned());
+        accounts.stored.lock().unwrap().insert(key(), marked(10));
+        accounts.cache.lock().unwrap().insert(key(), marked(10));
+        assert!(
+            auth(&tokens, &token).await.unwrap().is_some(),
+            "within the leeway"
+        );
+        accounts.cache.lock().unwrap().insert(key(), marked(120));
+        assert!(decided_now(&tokens, &token), "the informer's mark suffices");
+        let e = auth(&tokens, &token).await.unwrap_err();
+        assert!(e.to_string().contains("has been deleted"), "{e}");
+        // Storage's mark, the informer not having the account.
+        accounts.cache.lock().unwrap().clear();
+        accounts.stored.lock().unwrap().insert(key(), marked(120));
         let e = auth(&tokens, &token).await.unwrap_err();
         assert!(e.to_string().contains("has been deleted"), "{e}");
     }
