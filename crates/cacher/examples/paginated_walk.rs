@@ -3,7 +3,7 @@
 //! the embedded store itself in the same run.
 //!
 //! ```text
-//! cargo run --release -p listwatch-cacher --example paginated_walk -- [PODS] [ROUNDS]
+//! cargo run --release -p listwatch-cacher --example paginated_walk -- [PODS] [ROUNDS] [WRITES]
 //! ```
 //!
 //! Pods are upstream's benchmark shape: 30 per node, 5 000 nodes, 50 namespaces. Each round
@@ -11,6 +11,11 @@
 //! median and the spread (min..max) of the rounds, in wall-clock time and in this thread's CPU
 //! time (everything runs on one thread, so the CPU time is the walk's cost without the waits
 //! for a core that a shared machine adds), and of a first and a continued page.
+//!
+//! A third set of rounds walks the Cacher while WRITES pods (default 10) are created between
+//! any two pages (each awaited into the cache before the next page): the continued pages then
+//! read the state the first page pinned, while the live state moves on; only the list calls
+//! are timed, and every walk must return exactly the pods that existed at its first page.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::Arc;
@@ -83,6 +88,54 @@ fn summary(mut d: Vec<Duration>) -> String {
     )
 }
 
+/// One walk of the Cacher with `writes` creates between pages; only the list calls count.
+/// Returns (the list calls' wall-clock, their CPU time, first page, continued median, items).
+async fn walk_with_writes(
+    cacher: &Cacher,
+    writes: usize,
+    created: &mut usize,
+) -> (Duration, Duration, Duration, Duration, usize) {
+    let all = Key::collection("pods", None).unwrap();
+    let mut opts = ListOptions {
+        limit: Some(PAGE),
+        ..ListOptions::recursive()
+    };
+    let (mut total, mut cpu, mut items, mut pages) =
+        (Duration::ZERO, Duration::ZERO, 0, Vec::new());
+    loop {
+        let (t, c) = (Instant::now(), thread_cpu());
+        let list = cacher.list(&all, &opts).await.unwrap();
+        let took = t.elapsed();
+        cpu += thread_cpu().saturating_sub(c);
+        total += took;
+        pages.push(took);
+        items += list.items.len();
+        match list.continue_token {
+            Some(token) => opts.continue_token = Some(token),
+            None => break,
+        }
+        let mut last = 0;
+        for _ in 0..writes {
+            let v = serde_json::json!({"kind":"Pod","apiVersion":"v1",
+                "metadata":{"name":format!("new-{created}"),"namespace":"ns-0"},
+                "spec":{"nodeName":"node-0"}});
+            let o = Object::from_value(v, &SelectableFields::new(["spec.nodeName"])).unwrap();
+            let key = Key::object("pods", o.namespace(), o.name()).unwrap();
+            last = cacher
+                .create(&key, o, None)
+                .await
+                .unwrap()
+                .resource_version();
+            *created += 1;
+        }
+        cacher.wait_until_fresh(last).await.unwrap();
+    }
+    let mut rest = pages[1..].to_vec();
+    rest.sort();
+    let continued = rest.get(rest.len() / 2).copied().unwrap_or_default();
+    (total, cpu, pages[0], continued, items)
+}
+
 async fn rounds(name: &str, s: &dyn Storage, n: usize, pods: usize) {
     let (mut totals, mut cpus, mut firsts, mut continued) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -119,4 +172,29 @@ async fn main() {
     println!("{pods} pods, pages of {PAGE}, {n} rounds each");
     rounds("cacher", &cacher, n, pods).await;
     rounds("embedded store", store.as_ref(), n, pods).await;
+    let writes: usize = args.next().map_or(10, |a| a.parse().unwrap());
+    let name = format!("cacher, {writes} creates between pages");
+    let (mut totals, mut cpus, mut firsts, mut continued) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut created = 0;
+    for _ in 0..n {
+        let before = created;
+        let (t, cpu, f, c, items) = walk_with_writes(&cacher, writes, &mut created).await;
+        assert_eq!(
+            items,
+            pods + before,
+            "the walk is the state at its first page"
+        );
+        totals.push(t);
+        cpus.push(cpu);
+        firsts.push(f);
+        continued.push(c);
+    }
+    println!(
+        "{name}: walk (list calls only), wall-clock {}",
+        summary(totals)
+    );
+    println!("{name}: walk (list calls only), CPU time {}", summary(cpus));
+    println!("{name}:   first page {}", summary(firsts));
+    println!("{name}:   continued page {}", summary(continued));
 }
