@@ -167,10 +167,24 @@ pub struct ObjectParts {
 pub struct Object {
     body: Arc<Body>,
     rv: u64,
-    /// When set, the wire bytes at `rv`, computed at most once and shared by every clone
-    /// (see [`Object::with_shared_encoding`]).
-    wire: Option<Arc<OnceLock<Bytes>>>,
+    /// When set, the wire bytes at `rv` and other encodings of it, computed at most once
+    /// and shared by every clone (see [`Object::with_shared_encoding`]).
+    wire: Option<Arc<SharedWire>>,
 }
+
+/// How many other encodings (besides the wire JSON) one shared object keeps.
+const OTHER_ENCODINGS: usize = 4;
+
+/// The encodings shared by the clones of one [`Object::with_shared_encoding`] result.
+#[derive(Default)]
+struct SharedWire {
+    json: OnceLock<Bytes>,
+    /// Other encodings by their caller's key; allocated on first use.
+    others: OnceLock<Box<OtherEncodings>>,
+}
+
+/// Slots of other encodings, each set once to a key and its bytes.
+type OtherEncodings = [OnceLock<(u64, Bytes)>; OTHER_ENCODINGS];
 
 /// Wire encodings performed by [`Object::write_json`] since the process started. Tests use it
 /// to prove that an event fanned out to many watchers is encoded once.
@@ -398,7 +412,7 @@ impl Object {
 
     /// Appends the wire JSON (with `metadata.resourceVersion`) to `out`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
-        if let Some(bytes) = self.wire.as_ref().and_then(|w| w.get()) {
+        if let Some(bytes) = self.wire.as_ref().and_then(|w| w.json.get()) {
             out.extend_from_slice(bytes);
             return;
         }
@@ -428,9 +442,46 @@ impl Object {
             Bytes::from(out)
         };
         match &self.wire {
-            Some(w) => w.get_or_init(encode).clone(),
+            Some(w) => w.json.get_or_init(encode).clone(),
             None => encode(),
         }
+    }
+
+    /// Another encoding of the object at its version (a Table row, its partial metadata…),
+    /// known by `key`: the caller's name for the encoding and everything it depends on (a
+    /// different key for every different output). On a [`Object::with_shared_encoding`]
+    /// result it is kept and shared by every clone, like the wire bytes: `encode` runs for
+    /// the first caller of a key (two racing first callers may both run it; one result is
+    /// kept), up to a few keys per object; otherwise, and on failure, each call encodes.
+    pub fn shared_encoding<E>(
+        &self,
+        key: u64,
+        encode: impl FnOnce(&Object) -> Result<Bytes, E>,
+    ) -> Result<Bytes, E> {
+        let Some(wire) = &self.wire else {
+            return encode(self);
+        };
+        let slots = wire.others.get_or_init(Box::default);
+        for slot in slots.iter() {
+            match slot.get() {
+                Some((k, b)) if *k == key => return Ok(b.clone()),
+                Some(_) => {}
+                None => break,
+            }
+        }
+        let bytes = encode(self)?;
+        for slot in slots.iter() {
+            if slot.set((key, bytes.clone())).is_ok() {
+                break;
+            }
+            // Taken meanwhile: by the same key (share its bytes) or another (next slot).
+            if let Some((k, b)) = slot.get()
+                && *k == key
+            {
+                return Ok(b.clone());
+            }
+        }
+        Ok(bytes)
     }
 }
 
@@ -673,6 +724,44 @@ mod tests {
         assert!(Arc::ptr_eq(&o.body, &p.body));
         assert!(o.same_content(&p));
         assert_ne!(o, p);
+    }
+
+    #[test]
+    fn other_encodings_are_computed_once_per_key_and_shared_by_clones() {
+        let o = pod(r#"{"metadata":{"name":"a"}}"#)
+            .with_resource_version(4)
+            .with_shared_encoding();
+        let runs = std::cell::Cell::new(0);
+        let enc = |tag: &'static str| {
+            let runs = &runs;
+            move |o: &Object| {
+                runs.set(runs.get() + 1);
+                Ok::<_, ()>(Bytes::from(format!("{tag}{}", o.resource_version())))
+            }
+        };
+        let a = o.clone().shared_encoding(1, enc("a")).unwrap();
+        let a2 = o.clone().shared_encoding(1, enc("a")).unwrap();
+        assert_eq!(
+            (&a[..], a.as_ptr()),
+            (&b"a4"[..], a2.as_ptr()),
+            "one encoding, shared"
+        );
+        assert_eq!(runs.get(), 1);
+        // Other keys get their own slots; past the slots, each call encodes.
+        for k in 2..=OTHER_ENCODINGS as u64 {
+            o.shared_encoding(k, enc("b")).unwrap();
+        }
+        assert_eq!(runs.get(), OTHER_ENCODINGS);
+        let x = o.shared_encoding(99, enc("x")).unwrap();
+        let y = o.shared_encoding(99, enc("x")).unwrap();
+        assert_eq!((&x[..], runs.get()), (&b"x4"[..], OTHER_ENCODINGS + 2));
+        assert_eq!(x, y);
+        // Failures are not kept; objects without a shared encoding encode every time.
+        assert_eq!(o.shared_encoding(100, |_| Err::<Bytes, _>("no")), Err("no"));
+        let plain = pod(r#"{"metadata":{"name":"a"}}"#).with_resource_version(4);
+        plain.shared_encoding(1, enc("a")).unwrap();
+        plain.shared_encoding(1, enc("a")).unwrap();
+        assert_eq!(runs.get(), OTHER_ENCODINGS + 4);
     }
 
     #[test]

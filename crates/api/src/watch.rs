@@ -83,21 +83,28 @@ pub fn encode_frame(event_type: EventType, object: &Object) -> Bytes {
     frame(event_type, |out| object.write_json(out), object.size())
 }
 
-/// One object event frame as three chunks (prefix, object, suffix) that a streaming body can
-/// send without copying the object: the prefix and suffix are static and the object chunk is
-/// the object's (possibly shared) wire bytes.
-pub fn frame_chunks(event_type: EventType, object: &Object) -> [Bytes; 3] {
-    let prefix: &'static [u8] = match event_type {
+/// The bytes of a watch frame before its object: `{"type":"<TYPE>","object":`.
+pub fn frame_prefix(event_type: EventType) -> &'static [u8] {
+    match event_type {
         EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
         EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
         EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
         EventType::Bookmark => b"{\"type\":\"BOOKMARK\",\"object\":",
         EventType::Error => b"{\"type\":\"ERROR\",\"object\":",
-    };
+    }
+}
+
+/// The bytes of a watch frame after its object: the closing brace and the newline.
+pub const FRAME_SUFFIX: &[u8] = b"}\n";
+
+/// One object event frame as three chunks (prefix, object, suffix) that a streaming body can
+/// send without copying the object: the prefix and suffix are static and the object chunk is
+/// the object's (possibly shared) wire bytes.
+pub fn frame_chunks(event_type: EventType, object: &Object) -> [Bytes; 3] {
     [
-        Bytes::from_static(prefix),
+        Bytes::from_static(frame_prefix(event_type)),
         object.to_json_bytes(),
-        Bytes::from_static(b"}\n"),
+        Bytes::from_static(FRAME_SUFFIX),
     ]
 }
 

@@ -571,15 +571,14 @@ async fn watch_request(
     };
     let state = WatchState {
         stream,
-        encoder: Encoder {
-            info: Arc::clone(&req.res.info),
-            type_meta: req.info().type_meta(),
+        encoder: Encoder::new(
+            Arc::clone(&req.res.info),
             format,
             include,
-            bookmarks: lr.opts.allow_watch_bookmarks,
-        },
+            lr.opts.allow_watch_bookmarks,
+        ),
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
-        shutdown: shared.shutdown.subscribe(),
+        stop: shared.watch_stop.listen(),
         sent: shared.metrics.watch_events(&req.info().plural),
         _slot: slot,
         _gauge: shared.metrics.watch_started(),
@@ -598,10 +597,10 @@ async fn watch_request(
     let compressed = gzip.is_some();
     let mut resp = match gzip {
         Some(permit) => Body::from_stream(crate::compress::GzipWatch::new(
-            watch_server::body(state),
+            watch_server::byte_stream(state),
             permit,
         )),
-        None => Body::from_stream(watch_server::body(state)),
+        None => watch_server::body(state),
     }
     .into_response();
     resp.extensions_mut().insert(watch_server::LongRunning);

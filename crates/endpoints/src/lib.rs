@@ -64,6 +64,7 @@ pub mod query;
 mod recover;
 mod resource;
 pub mod scale;
+mod stop;
 mod stream_list;
 pub mod table;
 pub mod validation;
@@ -142,8 +143,10 @@ pub(crate) struct Shared {
     pub(crate) config: Config,
     /// Seats, watch slots and body memory, per client.
     pub(crate) flow: flowcontrol::FlowControl,
-    /// Becomes `true` once, at shutdown; watches and new requests observe it.
+    /// Becomes `true` once, at shutdown; new requests observe it.
     pub(crate) shutdown: watch::Sender<bool>,
+    /// Shutdown as open watches observe it (set with `shutdown`).
+    pub(crate) watch_stop: Arc<stop::StopSignal>,
     /// What start-up is still waiting for (e.g. the storage backend to answer); `/readyz`
     /// fails and `/livez` says so while it is set. See [`Api::set_waiting_for`].
     pub(crate) waiting_for: watch::Sender<Option<String>>,
@@ -272,6 +275,7 @@ impl Installer {
             namespaces,
             config: self.config,
             shutdown,
+            watch_stop: Arc::default(),
             waiting_for,
             metrics,
             registry: self.registry,
@@ -315,6 +319,7 @@ impl ShutdownHandle {
     /// Begins shutdown (idempotent).
     pub fn shutdown(&self) {
         self.shared.shutdown.send_replace(true);
+        self.shared.watch_stop.stop();
     }
 
     /// Resolves once shutdown has begun.

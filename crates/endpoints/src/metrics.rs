@@ -1,9 +1,13 @@
 //! Request metrics, registered in the one shared prometheus-client registry.
 //!
 //! Names follow upstream's `apiserver_*` metrics where one exists. Invariant: gauges are
-//! decremented by guards, so a dropped request or watch never leaves them high.
+//! decremented by guards, so a dropped request or watch never leaves them high; what a watch
+//! counts per event goes to a per-thread shard ([`PerCore`]), never to a cache line every
+//! watch of the resource shares.
 
-use prometheus_client::metrics::counter::Counter;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use prometheus_client::metrics::counter::{Atomic, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -18,7 +22,7 @@ pub struct Metrics {
     duration: Family<Labels, Histogram, fn() -> Histogram>,
     inflight: Family<Labels, Gauge>,
     watches: Gauge,
-    watch_events: Family<Labels, Counter>,
+    watch_events: Family<Labels, WatchEvents>,
     rejected: Family<Labels, Counter>,
     flow_rejected: Family<Labels, Counter>,
     inqueue: Family<Labels, Gauge>,
@@ -159,10 +163,60 @@ impl Metrics {
         GaugeGuard(self.watches.clone())
     }
 
-    pub(crate) fn watch_events(&self, resource: &str) -> Counter {
+    pub(crate) fn watch_events(&self, resource: &str) -> WatchEvents {
         self.watch_events
             .get_or_create(&vec![("resource", resource.to_owned())])
             .clone()
+    }
+}
+
+/// Watch events sent, counted per thread (see [`PerCore`]).
+pub(crate) type WatchEvents = Counter<u64, PerCore>;
+
+/// How many shards a [`PerCore`] value has (threads beyond it share them round robin).
+const SHARDS: usize = 16;
+
+/// One shard on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Shard(AtomicU64);
+
+/// A counter's value spread over [`SHARDS`] cache-line-padded shards, each thread adding to
+/// its own (threads are given shards round robin on first use): an increment never touches
+/// a line that every watch of the resource writes, and a read sums the shards. The value
+/// [`Atomic::inc_by`] returns is the shard's, not the counter's.
+#[derive(Debug)]
+pub(crate) struct PerCore([Shard; SHARDS]);
+
+impl Default for PerCore {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| Shard::default()))
+    }
+}
+
+fn shard() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static SHARD: usize = NEXT.fetch_add(1, Ordering::Relaxed) % SHARDS;
+    }
+    SHARD.with(|s| *s)
+}
+
+impl Atomic<u64> for PerCore {
+    fn inc(&self) -> u64 {
+        self.inc_by(1)
+    }
+
+    fn inc_by(&self, v: u64) -> u64 {
+        self.0
+            .get(shard())
+            .map_or(0, |s| s.0.fetch_add(v, Ordering::Relaxed))
+    }
+
+    fn get(&self) -> u64 {
+        self.0
+            .iter()
+            .fold(0u64, |sum, s| sum.wrapping_add(s.0.load(Ordering::Relaxed)))
     }
 }
 
@@ -173,5 +227,36 @@ pub(crate) struct GaugeGuard(Gauge);
 impl Drop for GaugeGuard {
     fn drop(&mut self) {
         self.0.dec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_per_core_counter_sums_what_every_thread_added() {
+        let c = WatchEvents::default();
+        std::thread::scope(|s| {
+            for _ in 0..(SHARDS + 3) {
+                s.spawn(|| {
+                    for _ in 0..1000 {
+                        c.inc();
+                    }
+                    c.inc_by(5);
+                });
+            }
+        });
+        assert_eq!(c.get(), (SHARDS as u64 + 3) * 1005);
+        let mut registry = Registry::default();
+        let m = Metrics::register(&mut registry);
+        m.watch_events("pods").inc_by(7);
+        m.watch_events("pods").inc();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(
+            text.contains("apiserver_watch_events_sent_total{resource=\"pods\"} 8"),
+            "{text}"
+        );
     }
 }

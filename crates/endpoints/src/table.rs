@@ -400,8 +400,7 @@ pub fn watch_frame(
     include: IncludeObject,
     beta: bool,
 ) -> Result<Bytes, serde_json::Error> {
-    let objects: Vec<Object> = obj.into_iter().cloned().collect();
-    let t = table(info, &objects, Some(rv), None, include, beta)?;
+    let t = watch_object(info, obj, rv, include, beta)?;
     let mut out = Vec::with_capacity(t.len() + 32);
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(event_type.as_str().as_bytes());
@@ -409,6 +408,18 @@ pub fn watch_frame(
     out.extend_from_slice(&t);
     out.extend_from_slice(b"}\n");
     Ok(Bytes::from(out))
+}
+
+/// The object of a Table watch frame: a one-row Table at `rv` (a row-less one for bookmarks).
+pub fn watch_object(
+    info: &ResourceInfo,
+    obj: Option<&Object>,
+    rv: u64,
+    include: IncludeObject,
+    beta: bool,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let objects: Vec<Object> = obj.into_iter().cloned().collect();
+    table(info, &objects, Some(rv), None, include, beta)
 }
 
 #[cfg(test)]

@@ -4,36 +4,47 @@
 //! Invariants:
 //! - the response head goes out before the first event (hyper flushes it while the body is
 //!   pending), so clients see `200` at once;
-//! - an object event is sent as three chunks — a static prefix, the object's wire bytes,
-//!   a static suffix ([`frame_chunks`]) — so the object is never copied per watcher: when
-//!   the cacher marked it with a shared encoding, every watcher sends the same bytes;
-//! - chunks already waiting are written together; the connection is flushed whenever the
-//!   storage stream has nothing more ready (hyper flushes when the body is pending);
+//! - an object event's object part is built once per event and format and shared by every
+//!   watcher: the JSON wire bytes by the cacher's shared encoding, Table and metadata-only
+//!   objects by [`listwatch_api::Object::shared_encoding`] under a key naming the format and everything it
+//!   depends on ([`Encoder::new`]); only bookmarks and errors are built per watcher;
+//! - the HTTP body ([`WatchBody`]) hands hyper one buffer per batch: every event already
+//!   waiting (up to [`BATCH_BYTES`]) is copied into it, so that events queued while the
+//!   connection was busy go out in one write; an object larger than [`COPY_MAX`] is not
+//!   copied but sent as its own (shared) buffer after the batch holding its prefix;
+//! - per event nothing shared is written: shutdown is a flag read and a per-watch waker
+//!   ([`StopListener`]), the events-sent counter is added to once per batch on the
+//!   thread's own shard ([`crate::metrics::PerCore`]);
 //! - an `Error` event is sent as one ERROR frame (its Status from the one error mapping),
 //!   then the body ends;
-//! - the body ends cleanly (chunked terminator) at the watch's deadline and on shutdown;
-//!   a client disconnect drops the body, which drops the storage stream and frees the
-//!   watch's slot and gauge.
+//! - the body ends cleanly (chunked terminator, END_STREAM) at the watch's deadline and on
+//!   shutdown; a client disconnect drops the body, which drops the storage stream and frees
+//!   the watch's slot and gauge.
 
+use std::collections::hash_map::RandomState;
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::hash::BuildHasher;
+use std::pin::Pin;
+use std::sync::{Arc, LazyLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use bytes::{Bytes, BytesMut};
 use futures::{Stream, StreamExt};
-use listwatch_api::watch::{EventType, encode_bookmark, encode_error, frame_chunks};
-use listwatch_api::{Object, TypeMeta};
+use http_body::Body as _;
+use listwatch_api::TypeMeta;
+use listwatch_api::watch::{EventType, FRAME_SUFFIX, encode_bookmark, encode_error, frame_prefix};
 use listwatch_storage::{WatchEvent, WatchStream};
-use prometheus_client::metrics::counter::Counter;
 use rand::Rng;
 
 use crate::error::ApiError;
 use crate::flowcontrol::WatchSlot;
-use crate::metrics::GaugeGuard;
+use crate::metrics::{GaugeGuard, WatchEvents};
 use crate::negotiate::Format;
 use crate::query::IncludeObject;
 use crate::resource::ResourceInfo;
+use crate::stop::StopListener;
 use crate::table;
 
 /// Response extension of a long-running response (an HTTP watch stream): it lasts as long
@@ -51,146 +62,166 @@ pub fn watch_timeout(requested: Option<Duration>, min_request_timeout: Duration)
     }
 }
 
-/// One event on the wire: a whole frame, or an object frame in three shared chunks.
+/// A batch stops taking events once it holds this many bytes.
+pub(crate) const BATCH_BYTES: usize = 64 * 1024;
+
+/// Objects up to this size are copied into the batch; larger ones are sent as their own
+/// buffer (shared by every watcher), so that a watcher never holds a copy of a large object.
+pub(crate) const COPY_MAX: usize = 16 * 1024;
+
+/// One event on the wire.
+#[derive(Debug)]
 pub(crate) enum Frame {
-    /// A frame built for this watcher (bookmarks, errors, table rows).
+    /// A frame built for this watcher (bookmarks, errors).
     One(Bytes),
-    /// Prefix, the object's (shared) wire bytes, suffix.
-    Parts([Bytes; 3]),
+    /// An object event: [`frame_prefix`], the object's (shared) bytes, [`FRAME_SUFFIX`].
+    Object(EventType, Bytes),
 }
 
 impl Frame {
-    fn chunks(self) -> impl Iterator<Item = Bytes> {
-        let (one, parts) = match self {
-            Frame::One(b) => (Some(b), None),
-            Frame::Parts(p) => (None, Some(p)),
-        };
-        one.into_iter().chain(parts.into_iter().flatten())
+    fn len(&self) -> usize {
+        match self {
+            Frame::One(b) => b.len(),
+            Frame::Object(t, o) => frame_prefix(*t).len() + o.len() + FRAME_SUFFIX.len(),
+        }
+    }
+
+    fn write_to(&self, out: &mut BytesMut) {
+        match self {
+            Frame::One(b) => out.extend_from_slice(b),
+            Frame::Object(t, o) => {
+                out.extend_from_slice(frame_prefix(*t));
+                out.extend_from_slice(o);
+                out.extend_from_slice(FRAME_SUFFIX);
+            }
+        }
     }
 
     /// The frame as one buffer, without its trailing newline (a websocket message).
-    fn message(self) -> Bytes {
-        let whole = match self {
-            Frame::One(b) => b,
-            Frame::Parts(p) => {
-                let mut m = BytesMut::with_capacity(p.iter().map(Bytes::len).sum());
-                for c in &p {
-                    m.extend_from_slice(c);
-                }
-                m.freeze()
-            }
-        };
-        let end = whole.len() - usize::from(whole.ends_with(b"\n"));
-        whole.slice(..end)
+    fn message(&self) -> Bytes {
+        let mut m = BytesMut::with_capacity(self.len());
+        self.write_to(&mut m);
+        let end = m.len() - usize::from(m.ends_with(b"\n"));
+        m.truncate(end);
+        m.freeze()
     }
+}
+
+/// Keys of shared encodings ([`listwatch_api::Object::shared_encoding`]): hashes with this process's own
+/// random keys, so that no client can choose a resource whose key collides with another's.
+static ENCODING_KEYS: LazyLock<RandomState> = LazyLock::new(RandomState::new);
+
+/// The shared-encoding key of metadata-only (`PartialObjectMetadata`) objects.
+fn metadata_key() -> u64 {
+    ENCODING_KEYS.hash_one("PartialObjectMetadata")
 }
 
 /// How events become bytes for one watcher.
 pub(crate) struct Encoder {
-    pub(crate) info: Arc<ResourceInfo>,
-    pub(crate) type_meta: TypeMeta,
-    pub(crate) format: Format,
-    pub(crate) include: IncludeObject,
+    info: Arc<ResourceInfo>,
+    format: Format,
+    include: IncludeObject,
     /// Whether the client asked for bookmarks (`allowWatchBookmarks=true`).
     pub(crate) bookmarks: bool,
+    /// The shared-encoding key of this watcher's object encoding (Table, metadata).
+    key: u64,
 }
 
 impl Encoder {
-    /// The frame for one event, and whether it is the last (an error).
-    fn encode(&self, ev: &WatchEvent) -> (Frame, bool) {
-        if let Format::Table { beta } = self.format {
-            return self.encode_table(ev, beta);
-        }
-        if self.format == Format::Metadata {
-            return self.encode_metadata(ev);
-        }
-        match ev {
-            WatchEvent::Added(o) => (Frame::Parts(frame_chunks(EventType::Added, o)), false),
-            WatchEvent::Modified { object, .. } => (
-                Frame::Parts(frame_chunks(EventType::Modified, object)),
-                false,
-            ),
-            WatchEvent::Deleted(o) => (Frame::Parts(frame_chunks(EventType::Deleted, o)), false),
-            WatchEvent::Bookmark(b) => (
-                Frame::One(encode_bookmark(
-                    &self.type_meta,
-                    b.resource_version,
-                    b.initial_events_end,
-                )),
-                false,
-            ),
-            WatchEvent::Error(e) => (
-                Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
-                true,
-            ),
+    pub(crate) fn new(
+        info: Arc<ResourceInfo>,
+        format: Format,
+        include: IncludeObject,
+        bookmarks: bool,
+    ) -> Self {
+        let key = match format {
+            Format::Table { beta } => ENCODING_KEYS.hash_one((
+                "Table",
+                beta,
+                format!("{include:?}"),
+                &info.group,
+                &info.version,
+                &info.kind,
+                &info.plural,
+                format!("{:?}", info.printer),
+            )),
+            _ => metadata_key(),
+        };
+        Self {
+            info,
+            format,
+            include,
+            bookmarks,
+            key,
         }
     }
 
-    /// Events whose objects are `PartialObjectMetadata` (metadata informers).
-    fn encode_metadata(&self, ev: &WatchEvent) -> (Frame, bool) {
+    fn error(&self, e: &listwatch_storage::Error) -> (Frame, bool) {
+        (
+            Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
+            true,
+        )
+    }
+
+    /// The frame for one event, and whether it is the last (an error).
+    pub(crate) fn encode(&self, ev: &WatchEvent) -> (Frame, bool) {
         let (ty, obj) = match ev {
             WatchEvent::Added(o) => (EventType::Added, o),
             WatchEvent::Modified { object, .. } => (EventType::Modified, object),
             WatchEvent::Deleted(o) => (EventType::Deleted, o),
-            WatchEvent::Bookmark(b) => {
-                let tm = TypeMeta::new("meta.k8s.io/v1", "PartialObjectMetadata");
-                return (
-                    Frame::One(encode_bookmark(
-                        &tm,
-                        b.resource_version,
-                        b.initial_events_end,
-                    )),
-                    false,
-                );
-            }
-            WatchEvent::Error(e) => {
-                return (
-                    Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
-                    true,
-                );
-            }
+            WatchEvent::Bookmark(b) => return (self.bookmark(b), false),
+            WatchEvent::Error(e) => return self.error(e),
         };
-        let encoded = obj
-            .to_value()
-            .and_then(|v| serde_json::to_vec(&table::partial_metadata(&v)));
-        match encoded {
-            Ok(meta) => {
-                let mut out = Vec::with_capacity(meta.len() + 32);
-                out.extend_from_slice(b"{\"type\":\"");
-                out.extend_from_slice(ty.as_str().as_bytes());
-                out.extend_from_slice(b"\",\"object\":");
-                out.extend_from_slice(&meta);
-                out.extend_from_slice(b"}\n");
-                (Frame::One(Bytes::from(out)), false)
-            }
-            Err(e) => {
-                let err = ApiError::internal(format!("stored object does not decode: {e}"));
-                (Frame::One(encode_error(&err.0)), true)
-            }
+        let object = match self.format {
+            Format::Table { beta } => obj.shared_encoding(self.key, |o| {
+                table::watch_object(
+                    &self.info,
+                    Some(o),
+                    o.resource_version(),
+                    self.include,
+                    beta,
+                )
+                .map(Bytes::from)
+                .map_err(|e| format!("printing a table row failed: {e}"))
+            }),
+            Format::Metadata => obj.shared_encoding(self.key, |o| {
+                o.to_value()
+                    .and_then(|v| serde_json::to_vec(&table::partial_metadata(&v)))
+                    .map(Bytes::from)
+                    .map_err(|e| format!("stored object does not decode: {e}"))
+            }),
+            _ => Ok(obj.to_json_bytes()),
+        };
+        match object {
+            Ok(o) => (Frame::Object(ty, o), false),
+            Err(msg) => (Frame::One(encode_error(&ApiError::internal(msg).0)), true),
         }
     }
 
-    fn encode_table(&self, ev: &WatchEvent, beta: bool) -> (Frame, bool) {
-        let (ty, obj, rv): (EventType, Option<&Object>, u64) = match ev {
-            WatchEvent::Added(o) => (EventType::Added, Some(o), o.resource_version()),
-            WatchEvent::Modified { object, .. } => {
-                (EventType::Modified, Some(object), object.resource_version())
+    fn bookmark(&self, b: &listwatch_storage::Bookmark) -> Frame {
+        let (rv, end) = (b.resource_version, b.initial_events_end);
+        match self.format {
+            Format::Table { beta } => {
+                match table::watch_frame(
+                    &self.info,
+                    EventType::Bookmark,
+                    None,
+                    rv,
+                    self.include,
+                    beta,
+                ) {
+                    Ok(f) => Frame::One(f),
+                    Err(e) => Frame::One(encode_error(
+                        &ApiError::internal(format!("printing a table row failed: {e}")).0,
+                    )),
+                }
             }
-            WatchEvent::Deleted(o) => (EventType::Deleted, Some(o), o.resource_version()),
-            WatchEvent::Bookmark(b) => (EventType::Bookmark, None, b.resource_version),
-            WatchEvent::Error(e) => {
-                return (
-                    Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
-                    true,
-                );
-            }
-        };
-        match table::watch_frame(&self.info, ty, obj, rv, self.include, beta) {
-            Ok(f) => (Frame::One(f), false),
-            Err(e) => {
-                let err = ApiError::internal(format!("printing a table row failed: {e}"));
-                (Frame::One(encode_error(&err.0)), true)
-            }
+            Format::Metadata => Frame::One(encode_bookmark(
+                &TypeMeta::new("meta.k8s.io/v1", "PartialObjectMetadata"),
+                rv,
+                end,
+            )),
+            _ => Frame::One(encode_bookmark(&self.info.type_meta(), rv, end)),
         }
     }
 }
@@ -199,39 +230,146 @@ impl Encoder {
 pub(crate) struct WatchState {
     pub(crate) stream: WatchStream,
     pub(crate) encoder: Encoder,
-    pub(crate) deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
-    pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
-    pub(crate) sent: Counter,
+    pub(crate) deadline: Pin<Box<tokio::time::Sleep>>,
+    pub(crate) stop: StopListener,
+    pub(crate) sent: WatchEvents,
     pub(crate) _slot: WatchSlot,
     pub(crate) _gauge: GaugeGuard,
 }
 
+impl WatchState {
+    /// Whether the watch is over (shutdown, deadline); if not, `cx` is woken when it is.
+    fn poll_over(&mut self, cx: &mut Context<'_>) -> bool {
+        self.stop.poll_stopped(cx) || self.deadline.as_mut().poll(cx).is_ready()
+    }
+
+    /// The next event to send (bookmarks only to clients that asked for them, whatever
+    /// storage sends); `None` when the storage stream ends.
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
+        loop {
+            match std::task::ready!(self.stream.poll_next_unpin(cx)) {
+                Some(WatchEvent::Bookmark(_)) if !self.encoder.bookmarks => {}
+                other => return Poll::Ready(other),
+            }
+        }
+    }
+}
+
 /// The watch's frames, one per event, until the storage stream, the deadline or shutdown
 /// ends it (or an ERROR frame, which is the last).
-pub(crate) fn frames(state: WatchState) -> impl Stream<Item = Frame> + Send {
-    futures::stream::unfold(Some(state), |state| async move {
-        let mut st = state?;
-        let ev = loop {
-            let ev = tokio::select! {
-                biased;
-                _ = st.shutdown.wait_for(|stop| *stop) => return None,
-                () = &mut st.deadline => return None,
-                ev = st.stream.next() => ev?,
-            };
-            // Bookmarks only go to clients that asked for them, whatever storage sends.
-            if st.encoder.bookmarks || !matches!(ev, WatchEvent::Bookmark(_)) {
-                break ev;
-            }
+pub(crate) fn frames(mut state: WatchState) -> impl Stream<Item = Frame> + Send {
+    let mut done = false;
+    futures::stream::poll_fn(move |cx| {
+        if done || state.poll_over(cx) {
+            return Poll::Ready(None);
+        }
+        let Some(ev) = std::task::ready!(state.poll_event(cx)) else {
+            done = true;
+            return Poll::Ready(None);
         };
-        let (frame, last) = st.encoder.encode(&ev);
-        st.sent.inc();
-        Some((frame, if last { None } else { Some(st) }))
+        let (frame, last) = state.encoder.encode(&ev);
+        done = last;
+        state.sent.inc();
+        Poll::Ready(Some(frame))
     })
 }
 
-/// The body stream of a watch response: every frame's chunks, in order.
-pub(crate) fn body(state: WatchState) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
-    frames(state).flat_map(|f| futures::stream::iter(f.chunks().map(Ok)))
+/// The HTTP body of a watch: batches of whole frames (see the module docs).
+pub(crate) struct WatchBody {
+    state: WatchState,
+    /// A large object's bytes, to send after the batch that ends with its prefix.
+    object: Option<Bytes>,
+    /// That object's frame suffix is still to be sent (it starts the next batch).
+    suffix_due: bool,
+    /// No more events: the end (the deadline or shutdown, the storage stream's end, or
+    /// after an ERROR frame).
+    done: bool,
+}
+
+impl WatchBody {
+    pub(crate) fn new(state: WatchState) -> Self {
+        Self {
+            state,
+            object: None,
+            suffix_due: false,
+            done: false,
+        }
+    }
+}
+
+impl http_body::Body for WatchBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        if let Some(object) = this.object.take() {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(object))));
+        }
+        let mut batch = BytesMut::new();
+        if std::mem::take(&mut this.suffix_due) {
+            batch.extend_from_slice(FRAME_SUFFIX);
+        }
+        if !this.done && this.state.poll_over(cx) {
+            this.done = true;
+        }
+        let mut sent = 0;
+        while !this.done && batch.len() < BATCH_BYTES {
+            let Poll::Ready(ev) = this.state.poll_event(cx) else {
+                break;
+            };
+            let Some(ev) = ev else {
+                this.done = true;
+                break;
+            };
+            let (frame, last) = this.state.encoder.encode(&ev);
+            this.done = last;
+            sent += 1;
+            if batch.is_empty() {
+                batch.reserve(frame.len().clamp(512, COPY_MAX));
+            }
+            match frame {
+                Frame::Object(t, object) if object.len() > COPY_MAX => {
+                    batch.extend_from_slice(frame_prefix(t));
+                    this.object = Some(object);
+                    this.suffix_due = true;
+                    break;
+                }
+                frame => frame.write_to(&mut batch),
+            }
+        }
+        if sent > 0 {
+            this.state.sent.inc_by(sent);
+        }
+        if !batch.is_empty() {
+            return Poll::Ready(Some(Ok(http_body::Frame::data(batch.freeze()))));
+        }
+        if this.done {
+            Poll::Ready(None)
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// The body of a watch response.
+pub(crate) fn body(state: WatchState) -> axum::body::Body {
+    axum::body::Body::new(WatchBody::new(state))
+}
+
+/// The same batches as a stream of buffers (for a body that transforms them, e.g. gzip).
+pub(crate) fn byte_stream(
+    state: WatchState,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send {
+    let mut body = WatchBody::new(state);
+    futures::stream::poll_fn(move |cx| {
+        Pin::new(&mut body)
+            .poll_frame(cx)
+            .map(|f| f.map(|f| f.map(|f| f.into_data().unwrap_or_default())))
+    })
 }
 
 /// The largest message (and frame) a watch's websocket accepts from the client. A watch
@@ -287,71 +425,119 @@ pub(crate) async fn forward_to_websocket(mut socket: WebSocket, state: WatchStat
 #[cfg(test)]
 mod tests {
     use super::*;
-    use listwatch_api::SelectableFields;
+    use crate::stop::StopSignal;
+    use listwatch_api::{Object, SelectableFields};
+
+    fn info() -> Arc<ResourceInfo> {
+        Arc::new(ResourceInfo::new("", "v1", "configmaps", "ConfigMap"))
+    }
 
     fn encoder(format: Format) -> Encoder {
-        let info = Arc::new(ResourceInfo::new("", "v1", "configmaps", "ConfigMap"));
-        Encoder {
-            type_meta: info.type_meta(),
-            info,
-            format,
-            include: IncludeObject::Metadata,
-            bookmarks: true,
-        }
+        Encoder::new(info(), format, IncludeObject::Metadata, true)
+    }
+
+    fn object(name: &str, rv: u64, data: usize) -> Object {
+        let v = serde_json::json!({"metadata":{"name":name},"data":{"k":"x".repeat(data)}});
+        Object::from_value(v, &SelectableFields::none())
+            .unwrap()
+            .with_resource_version(rv)
+            .with_shared_encoding()
+    }
+
+    fn whole(f: &Frame) -> serde_json::Value {
+        let mut b = BytesMut::new();
+        f.write_to(&mut b);
+        assert!(b.ends_with(b"}\n"));
+        serde_json::from_slice(&b).unwrap()
     }
 
     #[test]
-    fn object_frames_share_the_objects_wire_bytes_across_watchers() {
-        let o = Object::from_json(br#"{"metadata":{"name":"a"}}"#, &SelectableFields::none())
-            .unwrap()
-            .with_resource_version(5)
-            .with_shared_encoding();
-        let (a, b) = (encoder(Format::Json), encoder(Format::Json));
-        let (Frame::Parts(fa), false) = a.encode(&WatchEvent::Added(o.clone())) else {
-            panic!()
-        };
-        let (Frame::Parts(fb), false) = b.encode(&WatchEvent::Added(o.clone())) else {
-            panic!()
-        };
-        assert_eq!(fa[1].as_ptr(), fb[1].as_ptr(), "one encoding, shared");
-        let whole: Vec<u8> = fa.concat();
-        let ev: serde_json::Value = serde_json::from_slice(&whole).unwrap();
-        assert_eq!(
-            (
-                ev["type"].as_str(),
-                ev["object"]["metadata"]["resourceVersion"].as_str()
-            ),
-            (Some("ADDED"), Some("5"))
+    fn object_frames_share_one_encoding_per_format_across_watchers() {
+        let o = object("a", 5, 1);
+        for format in [
+            Format::Json,
+            Format::Metadata,
+            Format::Table { beta: false },
+            Format::Table { beta: true },
+        ] {
+            let (a, b) = (encoder(format), encoder(format));
+            let (Frame::Object(_, fa), false) = a.encode(&WatchEvent::Added(o.clone())) else {
+                panic!()
+            };
+            let (fb, false) = b.encode(&WatchEvent::Added(o.clone())) else {
+                panic!()
+            };
+            let Frame::Object(_, ob) = &fb else { panic!() };
+            assert_eq!(fa.as_ptr(), ob.as_ptr(), "{format:?}: one encoding, shared");
+            let ev = whole(&fb);
+            assert_eq!(ev["type"], "ADDED", "{format:?}");
+            let obj = &ev["object"];
+            match format {
+                Format::Json => assert_eq!(obj["metadata"]["resourceVersion"], "5"),
+                Format::Metadata => {
+                    assert_eq!(obj["kind"], "PartialObjectMetadata");
+                    assert_eq!(obj["metadata"]["name"], "a");
+                }
+                Format::Table { beta } => {
+                    assert_eq!(obj["kind"], "Table");
+                    let v = if beta {
+                        "meta.k8s.io/v1beta1"
+                    } else {
+                        "meta.k8s.io/v1"
+                    };
+                    assert_eq!(obj["apiVersion"], v);
+                    assert_eq!(obj["metadata"]["resourceVersion"], "5");
+                    assert_eq!(obj["rows"][0]["cells"][0], "a");
+                    assert_eq!(obj["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+                }
+                Format::DiscoveryV2 => unreachable!(),
+            }
+            let msg = fb.message();
+            assert!(!msg.ends_with(b"\n") && msg.ends_with(b"}"));
+        }
+        // Another Table variant (the whole object in rows) is another encoding.
+        let full = Encoder::new(
+            info(),
+            Format::Table { beta: false },
+            IncludeObject::Object,
+            true,
         );
-        assert!(whole.ends_with(b"}\n"));
-        let msg = Frame::Parts(fa).message();
-        assert!(!msg.ends_with(b"\n") && msg.ends_with(b"}"));
+        let (Frame::Object(_, f), _) = full.encode(&WatchEvent::Added(o.clone())) else {
+            panic!()
+        };
+        let v: serde_json::Value = serde_json::from_slice(&f).unwrap();
+        assert_eq!(v["rows"][0]["object"]["data"]["k"], "x");
     }
 
-    /// A watch over `events`; keep the returned sender alive (dropping it is a shutdown).
+    /// A watch over `events`, then (when `then_wait`) a stream that stays open.
     fn state(
         events: Vec<WatchEvent>,
         bookmarks: bool,
-    ) -> (WatchState, tokio::sync::watch::Sender<bool>) {
+        then_wait: bool,
+    ) -> (WatchState, Arc<StopSignal>, WatchEvents) {
         let mut registry = prometheus_client::registry::Registry::default();
         let metrics = crate::metrics::Metrics::register(&mut registry);
-        let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let signal = Arc::new(StopSignal::default());
         let slot = crate::flowcontrol::WatchLimits::new(1, 1, metrics.clone())
             .try_open(&crate::ClientKey::Unidentified)
             .unwrap();
+        let stream = futures::stream::iter(events);
+        let stream: WatchStream = if then_wait {
+            Box::pin(stream.chain(futures::stream::pending()))
+        } else {
+            Box::pin(stream)
+        };
+        let sent = metrics.watch_events("configmaps");
         let st = WatchState {
-            stream: Box::pin(futures::stream::iter(events)),
-            encoder: Encoder {
-                bookmarks,
-                ..encoder(Format::Json)
-            },
+            stream,
+            encoder: Encoder::new(info(), Format::Json, IncludeObject::Metadata, bookmarks),
             deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
-            shutdown,
-            sent: metrics.watch_events("configmaps"),
+            stop: signal.listen(),
+            sent: sent.clone(),
             _slot: slot,
             _gauge: metrics.watch_started(),
         };
-        (st, stop)
+        (st, signal, sent)
     }
 
     fn types(frames: Vec<Frame>) -> Vec<String> {
@@ -366,9 +552,7 @@ mod tests {
 
     #[tokio::test]
     async fn bookmarks_reach_only_clients_that_asked_and_nothing_follows_an_error() {
-        let o = Object::from_json(br#"{"metadata":{"name":"a"}}"#, &SelectableFields::none())
-            .unwrap()
-            .with_resource_version(2);
+        let o = object("a", 2, 1);
         let bookmark = WatchEvent::Bookmark(listwatch_storage::Bookmark {
             resource_version: 3,
             initial_events_end: false,
@@ -379,18 +563,106 @@ mod tests {
             WatchEvent::Error(listwatch_storage::Error::too_old(1, 9)),
             WatchEvent::Deleted(o),
         ];
-        let (st, _stop) = state(events.clone(), true);
+        let (st, _stop, _) = state(events.clone(), true, false);
         let with: Vec<Frame> = frames(st).collect().await;
         assert_eq!(types(with), ["ADDED", "BOOKMARK", "ERROR"]);
-        let (st, _stop) = state(events.clone(), false);
+        let (st, _stop, _) = state(events.clone(), false, false);
         let without: Vec<Frame> = frames(st).collect().await;
         assert_eq!(types(without), ["ADDED", "ERROR"]);
-        let (st, stop) = state(events, true);
-        stop.send_replace(true);
+        let (st, stop, _) = state(events, true, false);
+        stop.stop();
         assert!(
             frames(st).collect::<Vec<_>>().await.is_empty(),
             "shutdown ends the watch"
         );
+    }
+
+    /// Polls `body` until it is pending or ends: its data frames, and whether it ended.
+    fn poll_body(body: &mut WatchBody) -> (Vec<Bytes>, bool) {
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        let mut out = Vec::new();
+        loop {
+            match Pin::new(&mut *body).poll_frame(&mut cx) {
+                Poll::Ready(Some(Ok(f))) => out.push(f.into_data().unwrap()),
+                Poll::Ready(None) => return (out, true),
+                Poll::Pending => return (out, false),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn queued_events_go_out_in_one_buffer_of_whole_frames_and_a_large_object_uncopied() {
+        let small: Vec<Object> = (0..50)
+            .map(|i| object(&format!("s{i}"), 10 + i, 100))
+            .collect();
+        let large = object("large", 100, COPY_MAX + 1);
+        let mut events: Vec<WatchEvent> =
+            small[..40].iter().cloned().map(WatchEvent::Added).collect();
+        events.push(WatchEvent::Modified {
+            object: large.clone(),
+            prev: None,
+        });
+        events.extend(small[40..].iter().cloned().map(WatchEvent::Deleted));
+        let (st, stop, sent) = state(events, false, true);
+        let mut body = WatchBody::new(st);
+        let (bufs, ended) = poll_body(&mut body);
+        assert!(!ended, "the watch stays open");
+        // The 40 queued small events, then the large object's bytes on their own (the very
+        // bytes every watcher shares), then its suffix with the 10 events after it.
+        assert_eq!(
+            bufs.len(),
+            3,
+            "{:?}",
+            bufs.iter().map(Bytes::len).collect::<Vec<_>>()
+        );
+        assert_eq!(bufs[1].as_ptr(), large.to_json_bytes().as_ptr());
+        assert_eq!(bufs[0].iter().filter(|b| **b == b'\n').count(), 40);
+        let all: Vec<u8> = bufs.concat();
+        let frames: Vec<serde_json::Value> = all
+            .split_inclusive(|b| *b == b'\n')
+            .map(|l| serde_json::from_slice(l).unwrap())
+            .collect();
+        let got: Vec<(String, String)> = frames
+            .iter()
+            .map(|f| {
+                (
+                    f["type"].as_str().unwrap().to_owned(),
+                    f["object"]["metadata"]["name"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        let mut want: Vec<(String, String)> = (0..40)
+            .map(|i| ("ADDED".to_owned(), format!("s{i}")))
+            .collect();
+        want.push(("MODIFIED".to_owned(), "large".to_owned()));
+        want.extend((40..50).map(|i| ("DELETED".to_owned(), format!("s{i}"))));
+        assert_eq!(got, want);
+        assert_eq!(sent.get(), 51, "counted once per event");
+        // Shutdown ends the idle watch: the body ends.
+        stop.stop();
+        assert_eq!(poll_body(&mut body), (vec![], true));
+    }
+
+    #[tokio::test]
+    async fn a_batch_stops_at_its_size_and_the_rest_follows() {
+        let n = 3 * BATCH_BYTES / 1000;
+        let events: Vec<WatchEvent> = (0..n)
+            .map(|i| WatchEvent::Added(object(&format!("o{i}"), 1 + i as u64, 1000)))
+            .collect();
+        let (st, _stop, _) = state(events, false, false);
+        let mut body = WatchBody::new(st);
+        let (bufs, ended) = poll_body(&mut body);
+        assert!(ended);
+        assert!(bufs.len() >= 3, "{}", bufs.len());
+        assert!(
+            bufs.iter()
+                .all(|b| b.len() < BATCH_BYTES + COPY_MAX && b.ends_with(b"\n"))
+        );
+        let lines: usize = bufs
+            .iter()
+            .map(|b| b.iter().filter(|c| **c == b'\n').count())
+            .sum();
+        assert_eq!(lines, n);
     }
 
     #[test]
