@@ -422,6 +422,11 @@ async fn accept_failed(e: &std::io::Error, last_warning: &mut Option<tokio::time
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
+/// A request's response, as the connection holds it while it is being made.
+type ResponseFuture = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Response<TrackedBody>, Infallible>> + Send>,
+>;
+
 /// One accepted connection.
 struct Connection {
     peer: SocketAddr,
@@ -466,7 +471,10 @@ impl Connection {
             req.extensions_mut().insert(ConnectInfo(client.clone()));
             req.extensions_mut().insert(key.clone());
             let router = router.clone();
-            async move {
+            // Boxed, so that what the connection (HTTP/1.1) or the stream's task (HTTP/2) keeps
+            // for the request is a pointer, and the router's future is freed as soon as the
+            // response head is ready: a watch streaming its body does not hold it.
+            let respond: ResponseFuture = Box::pin(async move {
                 let resp = match router.oneshot(req.map(Body::new)).await {
                     Ok(r) => r,
                     Err(never) => match never {},
@@ -478,7 +486,8 @@ impl Connection {
                     guard.respond_by(tokio::time::Instant::now() + response_timeout);
                 }
                 Ok::<Response<TrackedBody>, Infallible>(resp.map(|b| TrackedBody::new(b, guard)))
-            }
+            });
+            respond
         });
         let builder = builder(&self.http2, alpn);
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
