@@ -21,10 +21,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Pa
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use listwatch_api::Object;
-use listwatch_storage::{
-    Error as StorageError, GetOptions, Key, ListOptions, ObjectList, Updated, WatchEvent,
-    no_validation,
-};
+use listwatch_storage::{Error as StorageError, GetOptions, Key, ObjectList, Updated, WatchEvent};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
@@ -621,33 +618,6 @@ async fn watch_request(
     Ok(resp)
 }
 
-/// 404 when a namespaced write targets a namespace that does not exist.
-async fn ensure_namespace(req: &Request) -> ApiResult<()> {
-    let (Some(ns), Some(i)) = (req.ns(), req.shared.namespaces) else {
-        return Ok(());
-    };
-    let Some(nsres) = req.shared.resources.get(i) else {
-        return Ok(());
-    };
-    let key =
-        Key::object(&nsres.info.storage_resource, None, ns).map_err(|e| req.storage_err(&e))?;
-    let found = nsres
-        .storage
-        .get(
-            &key,
-            &GetOptions {
-                resource_version: None,
-                ignore_not_found: true,
-            },
-        )
-        .await
-        .map_err(|e| ApiError::storage(&e, &nsres.info))?;
-    match found {
-        Some(_) => Ok(()),
-        None => Err(ApiError::storage(&key.not_found(), &nsres.info)),
-    }
-}
-
 /// The object about to be written, refused (413) when its encoded size is over what the
 /// resource's storage accepts.
 fn to_object(req: &Request, v: Value) -> ApiResult<Object> {
@@ -667,7 +637,7 @@ async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     if let Some(slot) = req.extensions.get::<RequestObjectName>() {
         slot.set(&name);
     }
-    ensure_namespace(req).await?;
+    crate::namespaces::check_open(&req.shared, req.info(), req.ns(), &name).await?;
     let key = Key::object(&req.info().storage_resource, req.ns(), &name)
         .map_err(|e| req.storage_err(&e))?;
     let v = Value::Object(obj);
@@ -682,6 +652,10 @@ async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             .await
             .map_err(|e| req.storage_err(&e))?
     };
+    if !dry_run {
+        crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &stored)
+            .await?;
+    }
     Ok(object_response(StatusCode::CREATED, &stored))
 }
 
@@ -861,7 +835,7 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     };
     let creates = kind == PatchType::Apply && req.sub == Sub::Main;
     if creates {
-        ensure_namespace(req).await?;
+        crate::namespaces::check_open(&req.shared, req.info(), req.ns(), req.name()).await?;
     }
     let key = req.object_key()?;
     let unprocessable = |e: crate::patch::PatchError| e.to_api_error();
@@ -902,6 +876,10 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         }
     })
     .await?;
+    if created && !dry_run {
+        crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &obj)
+            .await?;
+    }
     if req.sub == Sub::Scale {
         return scale_response(req, &obj);
     }
@@ -920,14 +898,6 @@ async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
-    let is_namespace = req
-        .shared
-        .namespaces
-        .and_then(|i| req.shared.resources.get(i))
-        .is_some_and(|n| Arc::ptr_eq(&n.info, &req.res.info));
-    if is_namespace {
-        return delete_namespace_now(req, &key, &opts).await;
-    }
     let done = crate::lifecycle::delete(
         req.res.storage.as_ref(),
         req.info(),
@@ -937,63 +907,11 @@ async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     )
     .await
     .map_err(|e| req.storage_err(&e))?;
+    if crate::lifecycle::is_namespaces(req.info()) && !opts.dry_run {
+        req.shared.namespace_wake.wake();
+    }
     let (crate::lifecycle::Deletion::Gone(o) | crate::lifecycle::Deletion::Pending(o)) = done;
     Ok(object_response(StatusCode::OK, &o))
-}
-
-async fn delete_namespace_now(
-    req: &Request,
-    key: &Key,
-    opts: &crate::query::DeleteRequest,
-) -> ApiResult<Response> {
-    if opts.dry_run {
-        let cur = req
-            .res
-            .storage
-            .get(key, &GetOptions::default())
-            .await
-            .map_err(|e| req.storage_err(&e))?
-            .ok_or_else(|| req.storage_err(&key.not_found()))?;
-        if let Some(p) = &opts.preconditions {
-            p.check(key, &cur).map_err(|e| req.storage_err(&e))?;
-        }
-        return Ok(object_response(StatusCode::OK, &cur));
-    }
-    let deleted = req
-        .res
-        .storage
-        .delete(key, opts.preconditions.as_ref(), no_validation(), None)
-        .await
-        .map_err(|e| req.storage_err(&e))?;
-    delete_namespace_contents(&req.shared, req.name()).await;
-    Ok(object_response(StatusCode::OK, &deleted))
-}
-
-/// What the namespace controller does upstream, done at once: a deleted namespace takes
-/// its objects with it. Failures are logged; the namespace itself is already gone.
-async fn delete_namespace_contents(shared: &Shared, ns: &str) {
-    for r in shared.resources.iter().filter(|r| r.info.namespaced) {
-        let Ok(key) = Key::collection(&r.info.storage_resource, Some(ns)) else {
-            continue;
-        };
-        let list = match r.storage.list(&key, &ListOptions::recursive()).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(resource = %r.info.plural, namespace = ns, error = %e, "listing a deleted namespace's objects failed");
-                continue;
-            }
-        };
-        for o in list.items {
-            let Ok(k) = Key::object(&r.info.storage_resource, Some(ns), o.name()) else {
-                continue;
-            };
-            if let Err(e) = r.storage.delete(&k, None, no_validation(), None).await
-                && !e.is_not_found()
-            {
-                tracing::warn!(key = %k, error = %e, "deleting a deleted namespace's object failed");
-            }
-        }
-    }
 }
 
 async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {

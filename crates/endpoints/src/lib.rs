@@ -56,6 +56,7 @@ mod handlers;
 mod lifecycle;
 pub mod limits;
 mod metrics;
+mod namespaces;
 pub mod negotiate;
 pub mod patch;
 pub mod path;
@@ -157,6 +158,8 @@ pub(crate) struct Shared {
     pub(crate) admission: Option<Arc<dyn admission::Admission>>,
     /// Compressors alive at once.
     pub(crate) gzip: compress::GzipBudget,
+    /// Wakes the namespace controller (a namespace was marked for deletion here).
+    pub(crate) namespace_wake: Arc<namespaces::Wake>,
 }
 
 impl Shared {
@@ -243,7 +246,9 @@ impl Installer {
         &self.resources
     }
 
-    /// Builds the API.
+    /// Builds the API. On a tokio runtime, this also starts the namespace controller (it
+    /// empties terminating namespaces; without a runtime there is none, and a deleted
+    /// namespace stays `Terminating`). It stops when the API is dropped or shuts down.
     pub fn build(mut self) -> Api {
         let metrics = Metrics::register(&mut self.registry);
         let index = self
@@ -281,7 +286,9 @@ impl Installer {
             registry: self.registry,
             docs,
             admission: self.admission,
+            namespace_wake: Arc::default(),
         });
+        namespaces::start(&shared);
         Api { shared }
     }
 }

@@ -236,6 +236,30 @@ pub(crate) async fn delete(
     Err(key.conflict("the object kept changing while it was being deleted; please try again"))
 }
 
+/// On create: a namespace's `spec.finalizers` hold `kubernetes` (appended when missing, as
+/// upstream's namespace strategy), so that only the namespace controller lets it go.
+pub(crate) fn prepare_create(info: &ResourceInfo, obj: &mut Map<String, Value>) {
+    if !is_namespaces(info) {
+        return;
+    }
+    let Some(spec) = obj_entry(obj, "spec") else {
+        return;
+    };
+    let f = spec
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !f.is_array() {
+        *f = Value::Array(Vec::new());
+    }
+    if let Some(a) = f.as_array_mut()
+        && !a
+            .iter()
+            .any(|x| x.as_str() == Some(crate::namespaces::NAMESPACE_FINALIZER))
+    {
+        a.push(Value::String(crate::namespaces::NAMESPACE_FINALIZER.into()));
+    }
+}
+
 /// The rules an update of a stored object must keep (after `prepare_update`): no new
 /// finalizer on an object being deleted (422), and a namespace's `spec.finalizers` kept.
 pub(crate) fn check_update(info: &ResourceInfo, cur: &Value, new: &mut Value) -> ApiResult<()> {

@@ -717,8 +717,16 @@ async fn deletes_check_preconditions_and_namespaces_take_their_objects() {
             .status,
         StatusCode::OK
     );
-    let gone = call(r, "GET", "/api/v1/pods", None, "").await.json();
-    assert_eq!(gone["items"].as_array().unwrap().len(), 0);
+    // The namespace controller empties it in the background (tests/lifecycle.rs).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let gone = call(r, "GET", "/api/v1/pods", None, "").await.json();
+        if gone["items"].as_array().unwrap().is_empty() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{gone}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[tokio::test]

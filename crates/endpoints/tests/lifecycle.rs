@@ -318,3 +318,295 @@ async fn delete_collection_honours_finalizers() {
     assert_eq!(items[0]["metadata"]["name"], "h");
     assert!(items[0]["metadata"]["deletionTimestamp"].is_string());
 }
+
+/// Polls `f` until it is true, for at most 20 s.
+async fn eventually<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !f().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn count(store: &MemStore, resource: &str, ns: &str) -> usize {
+    let key = Key::collection(resource, Some(ns)).unwrap();
+    store
+        .list(&key, &ListOptions::recursive())
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
+/// Before: the DELETE removed the namespace and its objects inside the request, so there
+/// was no Terminating phase, no 403 for creates, and finalizers of its objects were ignored.
+#[tokio::test]
+async fn a_deleted_namespace_terminates_and_the_controller_empties_it() {
+    let t = setup();
+    let r = &t.router;
+    let (s, ns) = call(
+        r,
+        "POST",
+        "/api/v1/namespaces",
+        JSON,
+        r#"{"metadata":{"name":"big"}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(ns["spec"]["finalizers"], json!(["kubernetes"]));
+    for i in 0..120 {
+        let (s, _) = call(
+            r,
+            "POST",
+            "/api/v1/namespaces/big/configmaps",
+            JSON,
+            &json!({"metadata":{"name":format!("cm-{i}")}}).to_string(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    for i in 0..80 {
+        let (s, _) = call(
+            r,
+            "POST",
+            "/apis/example.com/v1/namespaces/big/widgets",
+            JSON,
+            &json!({"metadata":{"name":format!("w-{i}")}}).to_string(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let (s, _) = call(
+        r,
+        "POST",
+        "/api/v1/namespaces/big/configmaps",
+        JSON,
+        r#"{"metadata":{"name":"held","finalizers":["example.com/hold"]}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+
+    let (s, marked) = call(r, "DELETE", "/api/v1/namespaces/big", "", "").await;
+    assert_eq!(s, StatusCode::OK, "{marked}");
+    assert_eq!(marked["status"]["phase"], "Terminating");
+    assert!(marked["metadata"]["deletionTimestamp"].is_string());
+
+    // Creates in it are refused with upstream's message.
+    let (s, e) = call(
+        r,
+        "POST",
+        "/api/v1/namespaces/big/configmaps",
+        JSON,
+        r#"{"metadata":{"name":"late"}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{e}");
+    assert_eq!(
+        e["message"],
+        "configmaps \"late\" is forbidden: unable to create new content in namespace big because it is being terminated"
+    );
+    assert_eq!(e["details"]["causes"][0]["reason"], "NamespaceTerminating");
+
+    // Everything but the held object goes; the held object holds the namespace.
+    eventually("the namespace emptied but for the held object", || async {
+        count(&t.store, "configmaps", "big").await == 1
+            && count(&t.store, "widgets", "big").await == 0
+    })
+    .await;
+    let (s, _) = call(r, "GET", "/api/v1/namespaces/big", "", "").await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, held) = call(r, "GET", "/api/v1/namespaces/big/configmaps/held", "", "").await;
+    assert!(held["metadata"]["deletionTimestamp"].is_string(), "{held}");
+
+    // Its finalizer removed, the object and then the namespace go.
+    let (s, _) = call(
+        r,
+        "PATCH",
+        "/api/v1/namespaces/big/configmaps/held",
+        MERGE,
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    eventually("the namespace gone", || async {
+        call(r, "GET", "/api/v1/namespaces/big", "", "").await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
+    assert_eq!(count(&t.store, "configmaps", "big").await, 0);
+}
+
+/// A store whose creates wait before they write: a create checks its namespace, then the
+/// namespace is deleted and emptied, then the create writes.
+struct SlowCreates(MemStore, Duration);
+
+#[async_trait::async_trait]
+impl Storage for SlowCreates {
+    async fn create(
+        &self,
+        key: &Key,
+        obj: listwatch_api::Object,
+        ttl: Option<Duration>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        tokio::time::sleep(self.1).await;
+        self.0.create(key, obj, ttl).await
+    }
+    async fn get(
+        &self,
+        key: &Key,
+        opts: &listwatch_storage::GetOptions,
+    ) -> listwatch_storage::Result<Option<listwatch_api::Object>> {
+        self.0.get(key, opts).await
+    }
+    async fn list(
+        &self,
+        key: &Key,
+        opts: &ListOptions,
+    ) -> listwatch_storage::Result<listwatch_storage::ObjectList> {
+        self.0.list(key, opts).await
+    }
+    async fn watch(
+        &self,
+        key: &Key,
+        opts: &ListOptions,
+    ) -> listwatch_storage::Result<listwatch_storage::WatchStream> {
+        self.0.watch(key, opts).await
+    }
+    async fn guaranteed_update(
+        &self,
+        key: &Key,
+        preconditions: Option<&listwatch_storage::Preconditions>,
+        ignore_not_found: bool,
+        update: &mut listwatch_storage::UpdateFn<'_>,
+        suggestion: Option<listwatch_api::Object>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        self.0
+            .guaranteed_update(key, preconditions, ignore_not_found, update, suggestion)
+            .await
+    }
+    async fn delete(
+        &self,
+        key: &Key,
+        preconditions: Option<&listwatch_storage::Preconditions>,
+        validate: &listwatch_storage::ValidateDeleteFn<'_>,
+        suggestion: Option<listwatch_api::Object>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        self.0
+            .delete(key, preconditions, validate, suggestion)
+            .await
+    }
+    async fn stats(&self, key: &Key) -> listwatch_storage::Result<listwatch_storage::Stats> {
+        self.0.stats(key).await
+    }
+    async fn request_watch_progress(&self) -> listwatch_storage::Result<()> {
+        self.0.request_watch_progress().await
+    }
+    async fn current_resource_version(&self) -> listwatch_storage::Result<u64> {
+        self.0.current_resource_version().await
+    }
+    async fn readiness(&self) -> listwatch_storage::Result<()> {
+        self.0.readiness().await
+    }
+    fn compacted_revision(&self) -> u64 {
+        self.0.compacted_revision()
+    }
+}
+
+/// Before: a create that checked its namespace before the namespace's deletion and wrote
+/// after it left an orphan (answered 201, object in no namespace). Now it removes what it
+/// wrote and answers 403 or 404; many concurrent creates leave nothing either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creates_racing_a_namespace_delete_leave_no_orphans() {
+    let store = MemStore::new();
+    let plain: Arc<dyn Storage> = Arc::new(store.clone());
+    let slow: Arc<dyn Storage> = Arc::new(SlowCreates(store.clone(), Duration::from_millis(300)));
+    let api = Installer::new(Config::default())
+        .resource(
+            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+                .namespaced(false)
+                .name_validation(NameValidation::Label),
+            plain.clone(),
+        )
+        .resource(ResourceInfo::new("", "v1", "configmaps", "ConfigMap"), slow)
+        .resource(ResourceInfo::new("", "v1", "secrets", "Secret"), plain)
+        .build();
+    let r = api.router();
+    for round in 0..3 {
+        let ns = format!("race-{round}");
+        let (s, _) = call(
+            &r,
+            "POST",
+            "/api/v1/namespaces",
+            JSON,
+            &json!({"metadata":{"name":ns}}).to_string(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED);
+        // Slow creates: checked now, written after the namespace is gone.
+        let mut slow = Vec::new();
+        for i in 0..4 {
+            let (r, ns) = (r.clone(), ns.clone());
+            slow.push(tokio::spawn(async move {
+                call(
+                    &r,
+                    "POST",
+                    &format!("/api/v1/namespaces/{ns}/configmaps"),
+                    JSON,
+                    &json!({"metadata":{"name":format!("slow-{i}")}}).to_string(),
+                )
+                .await
+                .0
+            }));
+        }
+        // Fast creates in a loop until refused.
+        let mut fast = Vec::new();
+        for w in 0..2 {
+            let (r, ns) = (r.clone(), ns.clone());
+            fast.push(tokio::spawn(async move {
+                let mut i = 0;
+                loop {
+                    let (s, _) = call(
+                        &r,
+                        "POST",
+                        &format!("/api/v1/namespaces/{ns}/secrets"),
+                        JSON,
+                        &json!({"metadata":{"name":format!("s-{w}-{i}")}}).to_string(),
+                    )
+                    .await;
+                    if s != StatusCode::CREATED {
+                        return s;
+                    }
+                    i += 1;
+                    // The in-memory store never makes a task wait: let the others run.
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let (s, _) = call(&r, "DELETE", &format!("/api/v1/namespaces/{ns}"), "", "").await;
+        assert_eq!(s, StatusCode::OK);
+        eventually("the namespace gone", || async {
+            call(&r, "GET", &format!("/api/v1/namespaces/{ns}"), "", "")
+                .await
+                .0
+                == StatusCode::NOT_FOUND
+        })
+        .await;
+        for h in slow.into_iter().chain(fast) {
+            let s = h.await.unwrap();
+            assert!(
+                s == StatusCode::FORBIDDEN || s == StatusCode::NOT_FOUND,
+                "a create in a deleted namespace answered {s}"
+            );
+        }
+        assert_eq!(
+            count(&store, "configmaps", &ns).await,
+            0,
+            "orphaned configmaps"
+        );
+        assert_eq!(count(&store, "secrets", &ns).await, 0, "orphaned secrets");
+    }
+}

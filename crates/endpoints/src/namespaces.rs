@@ -1,0 +1,332 @@
+//! Namespace termination: the admission rule for creates in a namespace (exists, and is not
+//! being terminated) and the namespace controller that empties a terminating namespace and
+//! then lets it go, as upstream's `NamespaceLifecycle` admission plugin and namespace
+//! controller do.
+//!
+//! A DELETE of a namespace only marks it (`lifecycle`: `deletionTimestamp`, phase
+//! `Terminating`; its `spec.finalizers` hold `kubernetes` from its creation). The controller
+//! — a background task of the [`Api`](crate::Api), started by `Installer::build` when it runs
+//! on a tokio runtime — finds terminating namespaces (at once for a local DELETE, else by
+//! polling, so a namespace marked by another server is handled too), deletes every object of
+//! every namespaced resource in them (custom ones included; through `lifecycle`, so
+//! finalizers are honoured and such objects hold the namespace until they go), and once a
+//! full pass finds nothing, removes `kubernetes` from `spec.finalizers` and deletes the
+//! namespace (if nothing else holds it).
+//!
+//! Invariant (no orphans): an object of a namespace is never left behind once the namespace
+//! is gone. A create checks the namespace before it writes (404 when missing, 403 Forbidden
+//! `... is forbidden: unable to create new content in namespace X because it is being
+//! terminated`) and reads it again, consistently, after its write: if by then the namespace
+//! is terminating or gone, the create removes what it wrote (in a task of its own, so a
+//! request deadline cannot interrupt it) and answers the same 403 (or 404). Otherwise the
+//! namespace's termination was written after the object, so the controller's passes (which
+//! start after the termination, with consistent lists) see the object. What is not covered:
+//! a server that crashes between a create's write and its removal.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use listwatch_api::Object;
+use listwatch_storage::{
+    Error as StorageError, GetOptions, Key, ListOptions, Preconditions, Updated,
+};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::Shared;
+use crate::error::{ApiError, ApiResult};
+use crate::lifecycle::{self, Deletion, State};
+use crate::resource::{Resource, ResourceInfo};
+
+/// The finalizer the namespace controller owns, in a namespace's `spec.finalizers`.
+pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+/// How often the controller looks for terminating namespaces when nothing told it to.
+const POLL_IDLE: Duration = Duration::from_secs(5);
+/// How soon it looks again while a namespace still has objects (held by finalizers).
+const POLL_BUSY: Duration = Duration::from_secs(1);
+/// Objects listed per page while emptying a namespace.
+const PAGE: u64 = 500;
+/// Passes over a namespace's resources per round before other namespaces get a turn.
+const PASSES_PER_ROUND: usize = 8;
+
+/// Wakes the controller (a local namespace DELETE).
+#[derive(Debug, Default)]
+pub(crate) struct Wake(Notify);
+
+impl Wake {
+    pub(crate) fn wake(&self) {
+        self.0.notify_one();
+    }
+}
+
+fn terminating_message(ns: &str) -> String {
+    format!("unable to create new content in namespace {ns} because it is being terminated")
+}
+
+/// 403 for a create of `name` in the terminating namespace `ns`, as upstream's
+/// `NamespaceLifecycle` (with its `NamespaceTerminating` cause).
+pub(crate) fn terminating(info: &ResourceInfo, name: &str, ns: &str) -> ApiError {
+    let msg = terminating_message(ns);
+    let mut e = ApiError::forbidden(info, name, &msg);
+    let status = (*e.0)
+        .clone()
+        .with_cause("NamespaceTerminating", &msg, "metadata.namespace");
+    e.0 = Box::new(status);
+    e
+}
+
+/// The namespaces resource, when installed.
+fn namespaces(shared: &Shared) -> Option<&Resource> {
+    shared.namespaces.and_then(|i| shared.resources.get(i))
+}
+
+/// Reads namespace `ns` (consistently): `None` when missing.
+async fn read_namespace(shared: &Shared, ns: &str) -> ApiResult<Option<(Resource, Object)>> {
+    let Some(nsres) = namespaces(shared) else {
+        return Ok(None);
+    };
+    let key = Key::object(&nsres.info.storage_resource, None, ns)
+        .map_err(|e| ApiError::storage(&e, &nsres.info))?;
+    let found = nsres
+        .storage
+        .get(
+            &key,
+            &GetOptions {
+                resource_version: None,
+                ignore_not_found: true,
+            },
+        )
+        .await
+        .map_err(|e| ApiError::storage(&e, &nsres.info))?;
+    Ok(found.map(|o| (nsres.clone(), o)))
+}
+
+/// Before a create of `name` (a `info` object) in `ns`: 404 when the namespace is missing,
+/// 403 when it is being terminated. Nothing to check without a namespaces resource.
+pub(crate) async fn check_open(
+    shared: &Shared,
+    info: &ResourceInfo,
+    ns: Option<&str>,
+    name: &str,
+) -> ApiResult<()> {
+    let Some(ns) = ns else {
+        return Ok(());
+    };
+    let Some(nsres) = namespaces(shared) else {
+        return Ok(());
+    };
+    match read_namespace(shared, ns).await? {
+        None => {
+            let key = Key::object(&nsres.info.storage_resource, None, ns)
+                .map_err(|e| ApiError::storage(&e, &nsres.info))?;
+            Err(ApiError::storage(&key.not_found(), &nsres.info))
+        }
+        Some((_, o)) if State::of(&o).deleting => Err(terminating(info, name, ns)),
+        Some(_) => Ok(()),
+    }
+}
+
+/// After a create wrote `created` at `key` in `ns`: if the namespace is by now terminating
+/// or gone, removes the object (in its own task: a request deadline dropping this future
+/// does not stop it) and answers as [`check_open`] would have.
+pub(crate) async fn recheck_after_create(
+    shared: &Shared,
+    res: &Resource,
+    ns: Option<&str>,
+    key: &Key,
+    created: &Object,
+) -> ApiResult<()> {
+    let Some(ns) = ns else {
+        return Ok(());
+    };
+    if namespaces(shared).is_none() {
+        return Ok(());
+    }
+    let verdict = match read_namespace(shared, ns).await {
+        Ok(Some((_, o))) if !State::of(&o).deleting => return Ok(()),
+        Ok(_) => check_open(shared, &res.info, Some(ns), created.name())
+            .await
+            .err()
+            .unwrap_or_else(|| terminating(&res.info, created.name(), ns)),
+        // Cannot tell: remove what was written, to be safe, and say why.
+        Err(e) => e,
+    };
+    let storage = Arc::clone(&res.storage);
+    let key = key.clone();
+    let pre = Preconditions {
+        uid: created.uid().map(str::to_owned),
+        resource_version: None,
+    };
+    let cleanup = tokio::spawn(async move {
+        // The object is ours (uid); a finalizer on it is honoured like any delete's.
+        let info = ResourceInfo::new("", "", "", "");
+        for attempt in 0..5u32 {
+            match lifecycle::delete(storage.as_ref(), &info, &key, Some(&pre), false).await {
+                Ok(_) => return,
+                Err(e) if e.is_not_found() || e.is_conflict() => return,
+                Err(e) => {
+                    tracing::warn!(%key, error = %e, attempt, "removing an object created in a terminating namespace failed");
+                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                }
+            }
+        }
+    });
+    let _ = cleanup.await;
+    Err(verdict)
+}
+
+/// Starts the namespace controller for `shared` on the current tokio runtime, if there is
+/// one and namespaces are served. It stops when the API is dropped or shuts down.
+pub(crate) fn start(shared: &Arc<Shared>) {
+    if shared.namespaces.is_none() {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!("no tokio runtime at build: the namespace controller is not running");
+        return;
+    };
+    let weak = Arc::downgrade(shared);
+    let wake = Arc::clone(&shared.namespace_wake);
+    rt.spawn(run(weak, wake));
+}
+
+async fn run(weak: Weak<Shared>, wake: Arc<Wake>) {
+    loop {
+        let busy = {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            if shared.shutting_down() {
+                return;
+            }
+            round(&shared).await
+        };
+        let wait = if busy { POLL_BUSY } else { POLL_IDLE };
+        let _ = tokio::time::timeout(wait, wake.0.notified()).await;
+    }
+}
+
+/// One round over every terminating namespace; `true` when one is still not gone.
+async fn round(shared: &Shared) -> bool {
+    let Some(nsres) = namespaces(shared) else {
+        return false;
+    };
+    let Ok(key) = Key::collection(&nsres.info.storage_resource, None) else {
+        return false;
+    };
+    let list = match nsres.storage.list(&key, &ListOptions::recursive()).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "namespace controller: listing namespaces failed");
+            return true;
+        }
+    };
+    let mut busy = false;
+    for ns in list.items.iter().filter(|o| State::of(o).deleting) {
+        match terminate(shared, nsres, ns).await {
+            Ok(true) => {}
+            Ok(false) => busy = true,
+            Err(e) => {
+                busy = true;
+                tracing::warn!(namespace = ns.name(), error = %e, "namespace controller: terminating failed");
+            }
+        }
+    }
+    busy
+}
+
+/// Empties `ns` and lets it go; `Ok(true)` when done (or nothing is left to do).
+async fn terminate(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<bool, StorageError> {
+    let name = ns.name();
+    let mut empty = false;
+    for _ in 0..PASSES_PER_ROUND {
+        if shared.shutting_down() {
+            return Ok(false);
+        }
+        let (found, held) = delete_all_content(shared, name).await?;
+        if found == 0 {
+            empty = true;
+            break;
+        }
+        if held == found {
+            // Only objects held by finalizers are left: look again later.
+            return Ok(false);
+        }
+    }
+    if !empty {
+        return Ok(false);
+    }
+    let key = Key::object(&nsres.info.storage_resource, None, name)?;
+    let uid = ns.uid().map(str::to_owned);
+    let pre = Preconditions {
+        uid: uid.clone(),
+        resource_version: None,
+    };
+    let info = &nsres.info;
+    let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
+        let cur = cur.ok_or_else(|| key.not_found())?;
+        let mut v = cur.to_value().map_err(|e| {
+            StorageError::internal(format!("stored namespace does not decode: {e}"))
+        })?;
+        if let Some(f) = v
+            .pointer_mut("/spec/finalizers")
+            .and_then(Value::as_array_mut)
+        {
+            f.retain(|x| x.as_str() != Some(NAMESPACE_FINALIZER));
+        }
+        if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("resourceVersion");
+        }
+        Object::from_value(v, &info.selectable_fields)
+            .map(Updated::from)
+            .map_err(|e| StorageError::internal(e.to_string()))
+    };
+    let updated = match nsres
+        .storage
+        .guaranteed_update(&key, Some(&pre), false, &mut update, None)
+        .await
+    {
+        Ok(o) => o,
+        Err(e) if e.is_not_found() || e.is_conflict() => return Ok(true),
+        Err(e) => return Err(e),
+    };
+    if !State::of(&updated).finalized(true) {
+        // Another finalizer holds it: whoever owns it lets it go.
+        return Ok(true);
+    }
+    match lifecycle::delete(nsres.storage.as_ref(), info, &key, Some(&pre), false).await {
+        Ok(Deletion::Gone(_) | Deletion::Pending(_)) => Ok(true),
+        Err(e) if e.is_not_found() || e.is_conflict() => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// One pass deleting every object of every namespaced resource in `ns`: how many objects it
+/// found, and how many of those stay (held by finalizers).
+async fn delete_all_content(shared: &Shared, ns: &str) -> Result<(usize, usize), StorageError> {
+    let (mut found, mut held) = (0usize, 0usize);
+    for r in shared.resources.iter().filter(|r| r.info.namespaced) {
+        let key = Key::collection(&r.info.storage_resource, Some(ns))?;
+        let mut opts = ListOptions::recursive();
+        opts.limit = Some(PAGE);
+        loop {
+            let page = r.storage.list(&key, &opts).await?;
+            for o in &page.items {
+                found += 1;
+                let k = Key::object(&r.info.storage_resource, Some(ns), o.name())?;
+                match lifecycle::delete(r.storage.as_ref(), &r.info, &k, None, false).await {
+                    Ok(Deletion::Gone(_)) => {}
+                    Ok(Deletion::Pending(_)) => held += 1,
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            match page.continue_token {
+                Some(c) if !page.items.is_empty() => opts.continue_token = Some(c),
+                _ => break,
+            }
+        }
+    }
+    Ok((found, held))
+}
