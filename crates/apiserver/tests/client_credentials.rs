@@ -3,7 +3,8 @@
 //! admin client certificate from a kubeconfig, a `KUBECONFIG` list merged as kubectl
 //! merges it, an exec credential plugin (cached, re-run on 401), a ServiceAccount token file
 //! rotated under a running client, in-cluster configuration, impersonation, `tls-server-name`, a
-//! `proxy-url` tunnel, and the system's root CAs when no CA is given.
+//! `proxy-url` tunnel, a proxy from the environment (`HTTPS_PROXY`, `NO_PROXY`), and the
+//! system's root CAs when no CA is given.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -330,6 +331,12 @@ printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential"
 
 /// A one-shot HTTP CONNECT proxy on loopback; returns its URL and the CONNECT lines seen.
 async fn connect_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
+    connect_proxy_to(None).await
+}
+
+/// An HTTP CONNECT proxy on loopback that connects every tunnel to `upstream` (or else to
+/// the target asked for): it knows where a name the client cannot resolve is.
+async fn connect_proxy_to(upstream: Option<String>) -> (String, Arc<Mutex<Vec<String>>>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -340,6 +347,7 @@ async fn connect_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
                 return;
             };
             let log = Arc::clone(&log);
+            let upstream = upstream.clone();
             tokio::spawn(async move {
                 let mut head = Vec::new();
                 while !head.ends_with(b"\r\n\r\n") {
@@ -352,6 +360,7 @@ async fn connect_proxy() -> (String, Arc<Mutex<Vec<String>>>) {
                 let line = head.lines().next().unwrap().to_owned();
                 let target = line.split_whitespace().nth(1).unwrap().to_owned();
                 log.lock().unwrap().push(line);
+                let target = upstream.unwrap_or(target);
                 let mut upstream = tokio::net::TcpStream::connect(target).await.unwrap();
                 client
                     .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -405,4 +414,97 @@ async fn with_no_ca_the_system_roots_are_trusted() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Without a kubeconfig `proxy-url` the client takes its proxy from the environment as
+/// client-go's transports do (`HTTPS_PROXY`, a value without a scheme being `http://`;
+/// `NO_PROXY`), and a `proxy-url` wins over it. The server is addressed as
+/// `kubernetes.default.svc` (a name in its certificate that is not loopback, which is never
+/// proxied); only the proxy knows where that is. The environment is set for child
+/// processes only, so this process's stays untouched.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs kubectl"]
+async fn the_proxy_comes_from_the_environment_unless_the_kubeconfig_names_one() {
+    if let Ok(url) = std::env::var("LW_ENV_PROXY_URL") {
+        // The child: lists through whatever the environment (and LW_*) say.
+        let ca = std::fs::read(std::env::var("LW_ENV_PROXY_CA").unwrap()).unwrap();
+        let mut config = HttpConfig::new(url)
+            .unwrap()
+            .bearer_token("root-token")
+            .ca_pem(ca);
+        if let Ok(p) = std::env::var("LW_ENV_PROXY_KUBECONFIG_PROXY") {
+            config = config.proxy_url(p);
+        }
+        let result = list(config).await;
+        if std::env::var("LW_ENV_PROXY_EXPECT").unwrap() == "ok" {
+            assert_eq!(result.unwrap(), 1);
+        }
+        return;
+    }
+    let c = Cluster::start();
+    let (proxy, connects) = connect_proxy_to(Some(c.server.addr.clone())).await;
+    let port = c.port().to_owned();
+    let url = format!("https://kubernetes.default.svc:{port}");
+    let ca = c.path("pki/ca.crt");
+    let child = |vars: &[(&str, &str)]| {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "the_proxy_comes_from_the_environment_unless_the_kubeconfig_names_one",
+            "--include-ignored",
+            "--nocapture",
+        ]);
+        for v in [
+            "HTTPS_PROXY",
+            "https_proxy",
+            "HTTP_PROXY",
+            "http_proxy",
+            "NO_PROXY",
+            "no_proxy",
+            "REQUEST_METHOD",
+        ] {
+            cmd.env_remove(v);
+        }
+        cmd.env("LW_ENV_PROXY_URL", &url)
+            .env("LW_ENV_PROXY_CA", &ca);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "{vars:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let tunnels = || connects.lock().unwrap().clone();
+    let expected = format!("CONNECT kubernetes.default.svc:{port} HTTP/1.1");
+
+    // HTTPS_PROXY, here without a scheme (http:// is assumed, as Go does).
+    let authority = proxy.trim_start_matches("http://");
+    child(&[("LW_ENV_PROXY_EXPECT", "ok"), ("HTTPS_PROXY", authority)]);
+    assert_eq!(tunnels(), std::slice::from_ref(&expected));
+    // The lower-case variable, when the upper-case one is empty.
+    child(&[
+        ("LW_ENV_PROXY_EXPECT", "ok"),
+        ("HTTPS_PROXY", ""),
+        ("https_proxy", &proxy),
+    ]);
+    assert_eq!(tunnels().len(), 2);
+    // NO_PROXY naming the server's domain: a direct connection (which cannot find
+    // kubernetes.default.svc here); the proxy sees nothing.
+    child(&[
+        ("LW_ENV_PROXY_EXPECT", "any"),
+        ("HTTPS_PROXY", &proxy),
+        ("NO_PROXY", "example.com,.svc"),
+    ]);
+    assert_eq!(tunnels().len(), 2, "NO_PROXY was not honoured");
+    // A kubeconfig proxy-url wins over the environment's (here a dead port).
+    child(&[
+        ("LW_ENV_PROXY_EXPECT", "ok"),
+        ("HTTPS_PROXY", "http://127.0.0.1:1"),
+        ("LW_ENV_PROXY_KUBECONFIG_PROXY", &proxy),
+    ]);
+    assert_eq!(tunnels(), [expected.clone(), expected.clone(), expected]);
 }

@@ -13,12 +13,15 @@
 //! - configuration from kubeconfig files (a `KUBECONFIG` list merged as kubectl merges it)
 //!   or from inside a pod ([`HttpConfig::in_cluster`]); https trusts the configured CA, or
 //!   the system's roots when none is given; `tls-server-name` and `proxy-url` (HTTP
-//!   `CONNECT`) as client-go.
+//!   `CONNECT`) as client-go, and without a `proxy-url` the environment's `HTTPS_PROXY`,
+//!   `HTTP_PROXY` and `NO_PROXY` as client-go's transports (Go's
+//!   `http.ProxyFromEnvironment`).
 
 mod api;
 mod auth;
 mod client;
 mod decode;
+mod env_proxy;
 mod kubeconfig;
 mod patch;
 mod proxy;
@@ -74,7 +77,10 @@ pub struct HttpConfig {
     pub impersonate: Option<Impersonate>,
     /// The name the server's certificate is checked against instead of the URL's host.
     pub tls_server_name: Option<String>,
-    /// An `http://` proxy every connection tunnels through with `CONNECT`.
+    /// An `http://` proxy every connection tunnels through with `CONNECT`. When unset, the
+    /// proxy comes from the environment as client-go's: `HTTPS_PROXY` (or `HTTP_PROXY` for
+    /// an `http://` server) unless `NO_PROXY` names the server; never for `localhost` or a
+    /// loopback address. Read when the client is built.
     pub proxy_url: Option<String>,
     /// PEM CA bundle that signs the server's certificate (https only).
     pub ca_pem: Option<Vec<u8>>,
@@ -613,7 +619,18 @@ fn proxied(config: &HttpConfig) -> Result<proxy::Connector> {
         tcp,
         proxy: match &config.proxy_url {
             Some(u) => Some(proxy::Proxy::parse(u, config.connect_timeout)?),
-            None => None,
+            None => match config
+                .base_url
+                .parse::<http::Uri>()
+                .ok()
+                .and_then(|server| env_proxy::EnvProxy::from_env().proxy_for(&server))
+            {
+                Some(u) => Some(
+                    proxy::Proxy::parse(&u, config.connect_timeout)
+                        .map_err(|e| Error::Config(format!("from the environment: {e}")))?,
+                ),
+                None => None,
+            },
         },
     })
 }
