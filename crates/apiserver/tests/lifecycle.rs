@@ -1,0 +1,238 @@
+//! Deletion lifecycle with real clients (issue 17 items 3 and 4): `kubectl delete` of an
+//! object with a finalizer waits until a kube-rs client removes it; `kubectl delete
+//! namespace` with 200 objects; a kube-rs watch sees MODIFIED (deletionTimestamp) then
+//! DELETED; raw HTTP for preconditions and dry runs.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Server, http, run_ok};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+async fn client(server: &Server) -> Client {
+    let config = kube::Config::new(server.url.parse().unwrap());
+    Client::try_from(config).unwrap()
+}
+
+async fn namespace(client: &Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata":{"name":name}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs kubectl"]
+async fn kubectl_delete_waits_for_the_finalizer_a_kube_rs_client_removes() {
+    common::require("kubectl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let c = client(&server).await;
+    namespace(&c, "fin").await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "fin");
+    let cm: ConfigMap = serde_json::from_value(
+        json!({"metadata":{"name":"held","finalizers":["example.com/hold"]},"data":{"k":"v"}}),
+    )
+    .unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+
+    let mut events = watcher(cms.clone(), watcher::Config::default()).boxed();
+    loop {
+        let e = tokio::time::timeout(PATIENCE, events.next()).await.unwrap();
+        if matches!(e, Some(Ok(Event::InitDone))) {
+            break;
+        }
+    }
+
+    let mut kubectl = server.kubectl(dir.path());
+    kubectl
+        .args(["delete", "configmap", "held", "-n", "fin", "--timeout=60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = kubectl.spawn().unwrap();
+
+    // Marked, kept, and kubectl still waiting.
+    let marked = loop {
+        let e = tokio::time::timeout(PATIENCE, events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Event::Apply(o) = e
+            && o.metadata.deletion_timestamp.is_some()
+        {
+            break o;
+        }
+    };
+    assert_eq!(marked.finalizers(), ["example.com/hold"]);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(child.try_wait().unwrap().is_none(), "kubectl did not wait");
+    assert!(
+        cms.get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+
+    // The controller's part: remove the finalizer.
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata":{"finalizers":null}})),
+    )
+    .await
+    .unwrap();
+    let deleted = loop {
+        let e = tokio::time::timeout(PATIENCE, events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Event::Delete(o) = e {
+            break o;
+        }
+    };
+    assert_eq!(deleted.name_any(), "held");
+
+    let deadline = Instant::now() + PATIENCE;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "kubectl delete did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let out = child.wait_with_output().unwrap();
+    assert!(status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("configmap \"held\" deleted"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(cms.get_opt("held").await.unwrap().is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs kubectl"]
+async fn kubectl_delete_namespace_with_200_objects_leaves_nothing() {
+    common::require("kubectl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let c = client(&server).await;
+    namespace(&c, "many").await;
+    let pp = PostParams::default();
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "many");
+    let secrets: Api<Secret> = Api::namespaced(c.clone(), "many");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "many");
+    for i in 0..80 {
+        let o = serde_json::from_value(json!({"metadata":{"name":format!("cm-{i}")}})).unwrap();
+        cms.create(&pp, &o).await.unwrap();
+    }
+    for i in 0..70 {
+        let o = serde_json::from_value(json!({"metadata":{"name":format!("s-{i}")}})).unwrap();
+        secrets.create(&pp, &o).await.unwrap();
+    }
+    for i in 0..50 {
+        let o = serde_json::from_value(json!({"metadata":{"name":format!("p-{i}")},
+            "spec":{"containers":[{"name":"c","image":"nginx:1.26"}]}}))
+        .unwrap();
+        pods.create(&pp, &o).await.unwrap();
+    }
+    let k = || server.kubectl(dir.path());
+    let started = Instant::now();
+    let out = run_ok(k().args(["delete", "namespace", "many", "--timeout=60s"]));
+    let took = started.elapsed();
+    assert!(out.contains("namespace \"many\" deleted"), "{out}");
+    let nss: Api<Namespace> = Api::all(c.clone());
+    assert!(nss.get_opt("many").await.unwrap().is_none());
+    let lp = ListParams::default();
+    assert!(cms.list(&lp).await.unwrap().items.is_empty());
+    assert!(secrets.list(&lp).await.unwrap().items.is_empty());
+    assert!(pods.list(&lp).await.unwrap().items.is_empty());
+    eprintln!("kubectl delete namespace with 200 objects took {took:?}");
+}
+
+/// Raw HTTP (what curl sends): preconditions are 409, a dry run writes nothing, and a
+/// create in a terminating namespace is 403.
+#[test]
+fn delete_preconditions_dry_run_and_terminating_namespaces_over_http() {
+    let server = Server::start(&[]);
+    let a = server.addr.as_str();
+    let json = [("Content-Type", "application/json")];
+    let r = http(
+        a,
+        "POST",
+        "/api/v1/namespaces",
+        &json,
+        br#"{"metadata":{"name":"p"}}"#,
+    );
+    assert_eq!(r.status, 201);
+    let cm = br#"{"metadata":{"name":"h","finalizers":["example.com/hold"]}}"#;
+    let r = http(a, "POST", "/api/v1/namespaces/p/configmaps", &json, cm);
+    assert_eq!(r.status, 201);
+    let created = r.json();
+    let url = "/api/v1/namespaces/p/configmaps/h";
+    let r = http(
+        a,
+        "DELETE",
+        url,
+        &json,
+        br#"{"kind":"DeleteOptions","apiVersion":"v1","preconditions":{"uid":"nope"}}"#,
+    );
+    assert_eq!(r.status, 409);
+    let msg = r.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        msg.contains("Precondition failed: UID in precondition: nope"),
+        "{msg}"
+    );
+    let r = http(a, "DELETE", &format!("{url}?dryRun=All"), &[], b"");
+    assert_eq!(r.status, 200);
+    assert!(r.json()["metadata"]["deletionTimestamp"].is_string());
+    let r = http(a, "GET", url, &[], b"");
+    assert!(r.json()["metadata"].get("deletionTimestamp").is_none());
+    let body = json!({"preconditions":{"uid":created["metadata"]["uid"]}}).to_string();
+    let r = http(a, "DELETE", url, &json, body.as_bytes());
+    assert_eq!(r.status, 200);
+    assert!(r.json()["metadata"]["deletionTimestamp"].is_string());
+
+    let r = http(a, "DELETE", "/api/v1/namespaces/p", &[], b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["status"]["phase"], "Terminating");
+    let r = http(
+        a,
+        "POST",
+        "/api/v1/namespaces/p/configmaps",
+        &json,
+        br#"{"metadata":{"name":"late"}}"#,
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(
+        r.json()["message"],
+        "configmaps \"late\" is forbidden: unable to create new content in namespace p because it is being terminated"
+    );
+    // The held object holds the namespace; its finalizer removed, both go.
+    let r = http(
+        a,
+        "PATCH",
+        url,
+        &[("Content-Type", "application/merge-patch+json")],
+        br#"{"metadata":{"finalizers":null}}"#,
+    );
+    assert_eq!(r.status, 200);
+    let deadline = Instant::now() + PATIENCE;
+    while http(a, "GET", "/api/v1/namespaces/p", &[], b"").status != 404 {
+        assert!(Instant::now() < deadline, "the namespace stayed");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
