@@ -49,12 +49,13 @@ pub struct CacherConfig {
 }
 
 impl CacherConfig {
-    /// The configuration for `resource`, with a namespace index and upstream's constants.
+    /// The configuration for `resource`, with upstream's constants and no index: a list of
+    /// one namespace (by path or by a `metadata.namespace` selector) reads that namespace's
+    /// key range, so a namespace index would only duplicate key order.
     pub fn new(resource: impl Into<String>) -> Self {
         let resource = resource.into();
         Self {
-            watch_cache: listwatch_watchcache::Config::new(resource.clone())
-                .with_index(Index::namespace()),
+            watch_cache: listwatch_watchcache::Config::new(resource.clone()),
             resource,
             trigger_field: None,
             stall_resume: true,

@@ -74,6 +74,7 @@ use tokio::time::Instant;
 use crate::config::{Config, EvictionReason, MemoryUsage};
 use crate::event::{CacheEvent, Events};
 use crate::snapshots::{Base, Pins, rebuild};
+use crate::store::NAMESPACE;
 use crate::store::Store;
 use crate::window::{Sizing, Window};
 
@@ -85,14 +86,15 @@ const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to di
     modified, or deleted between the time the first chunk was returned and now may show up in \
     the list.";
 
-/// Bytes a pinned state keeps per event after it: the writer copies the leaf it changes (up
+/// Bytes a pinned state keeps per event after it, per map (the object map, and each index's,
+/// whose members are key/object handles too): the writer copies the leaf it changes (up
 /// to 16 key/object handles, imbl's B-tree node) and, the first time, the branches above it
 /// (the memory test measures ~1 100 bytes per change over the first hundred changes spread
 /// over 10 000 objects, ~530 by a thousand, as changes start to share leaves).
 const SNAPSHOT_BYTES_PER_CHANGE: usize = 800;
 
-/// Bytes of a pinned state that shares nothing with the live one any more, per object: a
-/// copy of the maps' nodes (key and object handles plus node overhead), never of the objects
+/// Bytes of a pinned state that shares nothing with the live one any more, per object and
+/// per map (the object map, and each index's): a copy of the maps' nodes (key and object handles plus node overhead), never of the objects
 /// (the memory test measures ~88 bytes per object).
 const SNAPSHOT_BYTES_PER_OBJECT: usize = 96;
 
@@ -243,13 +245,22 @@ impl CacheView {
 
     /// Estimated bytes of a state pinned at `rv` (see [`Self::snapshot_bytes`]).
     fn pin_bytes(&self, rv: u64) -> usize {
-        let whole = self.store.len().saturating_mul(SNAPSHOT_BYTES_PER_OBJECT);
+        // The object map and one member map per index: each copies its own path.
+        let maps = 1 + self.config.indexes.len();
+        let whole = self
+            .store
+            .len()
+            .saturating_mul(SNAPSHOT_BYTES_PER_OBJECT)
+            .saturating_mul(maps);
         let after = if rv < self.rebuild_floor() {
             usize::MAX
         } else {
             self.window.len() - self.window.position_after(rv).min(self.window.len())
         };
-        after.saturating_mul(SNAPSHOT_BYTES_PER_CHANGE).min(whole)
+        after
+            .saturating_mul(SNAPSHOT_BYTES_PER_CHANGE)
+            .saturating_mul(maps)
+            .min(whole)
     }
 
     /// The oldest resource version a watch may start from (upstream's `oldest − 1`).
@@ -355,9 +366,26 @@ impl CacheView {
             }
         };
         let limit = limit.map(|l| usize::try_from(l).unwrap_or(usize::MAX));
+        // A selector fixing the namespace of a list across namespaces reads that namespace's
+        // key range: the same objects, in the same order (keys are built from the object's
+        // namespace), without a namespace index. An empty namespace is left to the selector
+        // (cluster-scoped objects have it, and their keys have no namespace segment).
+        let narrowed = match opts.predicate.field.exact_match(NAMESPACE) {
+            Some(ns) if !ns.is_empty() && key.is_collection() && key.namespace().is_none() => {
+                Key::collection(key.resource(), Some(ns))
+                    .ok()
+                    .map(|k| (k, ns))
+            }
+            _ => None,
+        };
+        let (scan, namespace) = match &narrowed {
+            Some((k, ns)) => (k.path(), Some(*ns)),
+            None => (prefix, key.namespace()),
+        };
         let page = store.page(
             &self.config.indexes,
-            prefix,
+            scan,
+            namespace,
             !key.is_collection(),
             &opts.predicate,
             start.as_deref(),
@@ -1221,6 +1249,119 @@ mod tests {
         assert_eq!(names(&v.list(&all(), &opts).unwrap()), ["x"]);
         opts.predicate.field = FieldSelector::parse("spec.nodeName=nowhere").unwrap();
         assert!(v.list(&all(), &opts).unwrap().items.is_empty());
+    }
+
+    /// Issue 12 item 9: the node index through modifications that move pods between nodes,
+    /// keep them on their node, delete them, and a relist that replaces everything: each
+    /// list by node returns the current objects at their current versions.
+    #[test]
+    fn indexes_follow_moves_deletes_and_relists() {
+        let mut c = WatchCache::new(config().with_index(Index::namespace()));
+        c.replace(vec![pod("a", "x", "n1", 5), pod("b", "y", "n2", 7)], 10)
+            .unwrap();
+        let by_node = |c: &WatchCache, node: &str| {
+            let mut opts = ListOptions::recursive();
+            opts.predicate.field = FieldSelector::equals("spec.nodeName", node);
+            c.reader()
+                .view()
+                .list(&all(), &opts)
+                .unwrap()
+                .items
+                .iter()
+                .map(|o| (o.name().to_owned(), o.resource_version()))
+                .collect::<Vec<_>>()
+        };
+        let check = |c: &WatchCache| c.view().store.check_indexes(&c.shared.config.indexes);
+        c.apply(WatchEvent::Modified {
+            object: pod("a", "x", "n1", 11),
+            prev: Some(pod("a", "x", "n1", 5)),
+        })
+        .unwrap();
+        check(&c);
+        assert_eq!(by_node(&c, "n1"), [("x".to_owned(), 11)]);
+        c.apply(WatchEvent::Modified {
+            object: pod("a", "x", "n2", 12),
+            prev: Some(pod("a", "x", "n1", 11)),
+        })
+        .unwrap();
+        check(&c);
+        assert!(by_node(&c, "n1").is_empty());
+        assert_eq!(
+            by_node(&c, "n2"),
+            [("x".to_owned(), 12), ("y".to_owned(), 7)]
+        );
+        c.apply(WatchEvent::Deleted(pod("b", "y", "n2", 13)))
+            .unwrap();
+        check(&c);
+        assert_eq!(by_node(&c, "n2"), [("x".to_owned(), 12)]);
+        c.replace(vec![pod("c", "z", "n1", 20), pod("a", "x", "n3", 19)], 30)
+            .unwrap();
+        check(&c);
+        assert_eq!(by_node(&c, "n1"), [("z".to_owned(), 20)]);
+        assert!(by_node(&c, "n2").is_empty());
+        assert_eq!(by_node(&c, "n3"), [("x".to_owned(), 19)]);
+    }
+
+    /// A selector fixing the namespace reads the namespace's key range; the empty namespace
+    /// (cluster-scoped objects) and a namespace that is not a valid key segment are left to
+    /// the selector.
+    #[test]
+    fn a_namespace_selector_narrows_to_the_namespace_range() {
+        let mut c = WatchCache::new(config());
+        c.replace(
+            vec![
+                pod("a", "x", "n1", 5),
+                pod("ab", "w", "n1", 6),
+                pod("b", "y", "n2", 7),
+            ],
+            10,
+        )
+        .unwrap();
+        let v = c.reader().view();
+        let list = |key: &Key, field: &str| {
+            let mut opts = ListOptions::recursive();
+            opts.predicate.field = FieldSelector::parse(field).unwrap();
+            names(&v.list(key, &opts).unwrap())
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(list(&all(), "metadata.namespace=a"), ["x"]);
+        assert_eq!(list(&all(), "metadata.namespace=a,spec.nodeName=n1"), ["x"]);
+        assert_eq!(
+            list(&all(), "metadata.namespace=b,spec.nodeName=n1"),
+            Vec::<String>::new()
+        );
+        assert_eq!(list(&all(), "metadata.namespace!=a"), ["w", "y"]);
+        assert_eq!(list(&all(), "metadata.namespace=a/b"), Vec::<String>::new());
+        let ns_a = Key::collection("pods", Some("a")).unwrap();
+        assert_eq!(list(&ns_a, "metadata.namespace=b"), Vec::<String>::new());
+        // Continue tokens stay those of the key asked for.
+        let mut opts = ListOptions::recursive();
+        opts.limit = Some(1);
+        opts.predicate.field = FieldSelector::parse("metadata.namespace=ab").unwrap();
+        let page = v.list(&all(), &opts).unwrap();
+        assert_eq!(names(&page), ["w"]);
+        assert!(page.continue_token.is_none());
+        // Cluster-scoped objects have the empty namespace: all of them match it.
+        let node = |name: &str| {
+            Object::from_value(
+                serde_json::json!({"metadata": {"name": name}}),
+                &SelectableFields::new(["spec.nodeName"]),
+            )
+            .unwrap()
+            .with_resource_version(3)
+        };
+        let mut nodes =
+            WatchCache::new(Config::new("nodes").with_clock(Arc::new(ManualClock::new())));
+        nodes.replace(vec![node("n1"), node("n2")], 10).unwrap();
+        let v = nodes.reader().view();
+        let every = Key::collection("nodes", None).unwrap();
+        let mut opts = ListOptions::recursive();
+        opts.predicate.field = FieldSelector::parse("metadata.namespace=").unwrap();
+        assert_eq!(names(&v.list(&every, &opts).unwrap()), ["n1", "n2"]);
+        opts.predicate.field = FieldSelector::parse("metadata.namespace=n1").unwrap();
+        assert!(v.list(&every, &opts).unwrap().items.is_empty());
     }
 
     #[test]

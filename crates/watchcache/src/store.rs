@@ -5,36 +5,46 @@
 //! - a [`Store`] value is a version: cloning it costs a few reference-count bumps, and a
 //!   clone never sees later changes made to the original (imbl's maps copy the path they
 //!   touch, O(log n) nodes, when a node is shared);
-//! - `indexes[i]` holds, for every object `o` in `objects`, its key under the value
-//!   `config.indexes[i].value_of(o)`, and nothing else; index sets are ordered by key, so an
-//!   index lookup pages exactly like a key-range scan (pinned and rebuilt past states keep
-//!   their indexes too);
+//! - `indexes[i]` holds, for every object `o` in `objects` at key `k`, the entry `k → o`
+//!   under the value `config.indexes[i].value_of(o)`, and nothing else; an index value with
+//!   no object has no entry. The members of a value are the objects themselves (shared
+//!   `Object` handles, not keys), ordered by key: an indexed list is one lookup of the value
+//!   plus a walk of its members, with no second lookup per item in `objects`, and it pages
+//!   exactly like a key-range scan (pinned and rebuilt past states keep their indexes too);
 //! - `bytes` is the sum of [`entry_bytes`] over `objects`.
+//!
+//! Memory: an index costs, per object, one member entry (its key handle and object handle,
+//! 40 bytes, plus the B-tree's node slack) in the value's map; the objects' bytes are shared,
+//! never copied.
 
 use std::ops::Bound;
 use std::sync::Arc;
 
-use imbl::{OrdMap, OrdSet};
+use imbl::OrdMap;
 use listwatch_api::Object;
+use listwatch_api::fields::FieldOperator;
 use listwatch_storage::SelectionPredicate;
 
 use crate::config::Index;
+
+/// The field path of an object's namespace.
+pub(crate) const NAMESPACE: &str = "metadata.namespace";
 
 /// Accounted bytes of one cached object: its serialized bytes plus its key.
 pub(crate) fn entry_bytes(key: &str, object: &Object) -> usize {
     key.len() + object.size()
 }
 
-/// Objects of one index value, by key.
-type Keys = OrdSet<Arc<str>>;
+/// The objects of one index value, by key.
+type Members = OrdMap<Arc<str>, Object>;
 
 /// One version of the cached state.
 #[derive(Clone, Default)]
 pub(crate) struct Store {
     /// Every object, by storage key path.
     objects: OrdMap<Arc<str>, Object>,
-    /// Parallel to the config's indexes: value → keys.
-    indexes: Vec<OrdMap<Arc<str>, Keys>>,
+    /// Parallel to the config's indexes: value → its objects by key.
+    indexes: Vec<OrdMap<Arc<str>, Members>>,
     /// Accounted bytes of `objects`.
     bytes: usize,
 }
@@ -88,15 +98,22 @@ impl Store {
             let new_value = spec.value_of(&object);
             if let Some(p) = &prev {
                 let old_value = spec.value_of(p);
-                if old_value == new_value {
-                    continue;
+                if old_value != new_value {
+                    remove_member(index, &old_value, &key);
                 }
-                remove_key(index, &old_value, &key);
             }
-            index
-                .entry(new_value.into())
-                .or_default()
-                .insert(Arc::clone(&key));
+            // Also when the value stays: the member is the object, which changed.
+            match index.get_mut(&*new_value) {
+                Some(members) => {
+                    members.insert(Arc::clone(&key), object.clone());
+                }
+                None => {
+                    index.insert(
+                        new_value.into(),
+                        OrdMap::unit(Arc::clone(&key), object.clone()),
+                    );
+                }
+            }
         }
         self.bytes += added;
         if let Some(p) = &prev {
@@ -109,7 +126,7 @@ impl Store {
     pub(crate) fn remove(&mut self, specs: &[Index], key: &str) -> Option<Object> {
         let (key, prev) = self.objects.remove_with_key(key)?;
         for (spec, index) in specs.iter().zip(self.indexes.iter_mut()) {
-            remove_key(index, &spec.value_of(&prev), &key);
+            remove_member(index, &spec.value_of(&prev), &key);
         }
         self.bytes -= entry_bytes(&key, &prev);
         Some(prev)
@@ -117,13 +134,18 @@ impl Store {
 
     /// Objects under `prefix` (a collection path ending in `/`, or one object's path when
     /// `exact`), matching `predicate`, in key order from `start` (inclusive), at most `limit`.
-    /// When the predicate fixes indexed fields, only the keys of the most selective of those
-    /// indexes (the fewest keys under the fixed value) are visited; a fixed value no object
-    /// has answers at once.
+    /// When the predicate fixes indexed fields, only the members of the most selective of
+    /// those indexes (the fewest objects under the fixed value) are visited, those under
+    /// `prefix` only; a fixed value no object has answers at once. `namespace` is the
+    /// namespace every object under `prefix` is in, when the caller narrowed the prefix to one
+    /// for a selector fixing it. When the index and the prefix answer the whole selector, the
+    /// candidates are taken without evaluating it again.
+    #[expect(clippy::too_many_arguments, reason = "one list request, taken apart")]
     pub(crate) fn page(
         &self,
         specs: &[Index],
         prefix: &str,
+        namespace: Option<&str>,
         exact: bool,
         predicate: &SelectionPredicate,
         start: Option<&str>,
@@ -148,43 +170,52 @@ impl Store {
             Some(s) if s > prefix => s,
             _ => prefix,
         };
-        let range = (Bound::Included(lower), Bound::Unbounded);
-        // The smallest key set among the indexes whose field the selector fixes (an absent
+        // The keys under `prefix` end before its successor: the iterators stop there by their
+        // position, without reading each key (the key bytes live apart from the map's nodes,
+        // one cache miss per item).
+        let upper = successor(prefix);
+        let range = (
+            Bound::Included(lower),
+            upper.as_deref().map_or(Bound::Unbounded, Bound::Excluded),
+        );
+        // The smallest member set among the indexes whose field the selector fixes (an absent
         // value is an empty set).
-        let mut indexed: Option<Option<&Keys>> = None;
+        let mut indexed: Option<(&Index, &str, Option<&Members>)> = None;
         if self.indexes.len() == specs.len() {
             for (spec, index) in specs.iter().zip(&self.indexes) {
                 let Some(value) = predicate.field.exact_match(spec.field_path()) else {
                     continue;
                 };
-                let keys = index.get(value);
-                let size = keys.map_or(0, OrdSet::len);
-                if indexed.is_none_or(|best| best.map_or(0, OrdSet::len) > size) {
-                    indexed = Some(keys);
+                let members = index.get(value);
+                let size = members.map_or(0, OrdMap::len);
+                if indexed.is_none_or(|(_, _, best)| best.map_or(0, OrdMap::len) > size) {
+                    indexed = Some((spec, value, members));
                 }
             }
         }
         match indexed {
-            Some(keys) => {
-                let Some(keys) = keys else {
+            Some((spec, value, members)) => {
+                let Some(members) = members else {
                     return Page {
                         items: Vec::new(),
                         more_after: None,
                         visited: 0,
                     };
                 };
-                let candidates = keys
+                // The index agrees with its field (see `IndexFn`).
+                let answered = answered(predicate, namespace, Some((spec.field_path(), value)));
+                let candidates = members
                     .range::<_, str>(range)
-                    .take_while(|k| k.starts_with(prefix))
-                    .filter_map(|k| self.objects.get(&**k).map(|o| (k, o)));
-                collect(candidates, predicate, limit)
+                    .take_while(|(k, _)| upper.is_some() || k.starts_with(prefix));
+                collect(candidates, predicate, answered, limit, members.len())
             }
             None => {
                 let candidates = self
                     .objects
                     .range::<_, str>(range)
-                    .take_while(|(k, _)| k.starts_with(prefix));
-                collect(candidates, predicate, limit)
+                    .take_while(|(k, _)| upper.is_some() || k.starts_with(prefix));
+                let answered = answered(predicate, namespace, None);
+                collect(candidates, predicate, answered, limit, 0)
             }
         }
     }
@@ -199,17 +230,28 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn check_indexes(&self, specs: &[Index]) {
         for (spec, index) in specs.iter().zip(&self.indexes) {
-            let mut expected: std::collections::BTreeMap<Box<str>, Vec<Arc<str>>> =
-                Default::default();
+            // The same objects (the same handles, at the same versions) under each value.
+            type Listing = std::collections::BTreeMap<Box<str>, Vec<(Arc<str>, u64, Vec<u8>)>>;
+            let entry = |k: &Arc<str>, o: &Object| {
+                (
+                    Arc::clone(k),
+                    o.resource_version(),
+                    o.stored_json().to_vec(),
+                )
+            };
+            let mut expected = Listing::default();
             for (k, o) in &self.objects {
                 expected
                     .entry(spec.value_of(o))
                     .or_default()
-                    .push(Arc::clone(k));
+                    .push(entry(k, o));
             }
-            let got: std::collections::BTreeMap<Box<str>, Vec<Arc<str>>> = index
+            let got: Listing = index
                 .iter()
-                .map(|(v, keys)| (Box::<str>::from(&**v), keys.iter().cloned().collect()))
+                .map(|(v, members)| {
+                    let list = members.iter().map(|(k, o)| entry(k, o)).collect();
+                    (Box::<str>::from(&**v), list)
+                })
                 .collect();
             assert_eq!(
                 got,
@@ -221,24 +263,61 @@ impl Store {
     }
 }
 
-fn remove_key(index: &mut OrdMap<Arc<str>, Keys>, value: &str, key: &str) {
-    let now_empty = index.get_mut(value).is_some_and(|keys| {
-        keys.remove(key);
-        keys.is_empty()
+/// The least string above every string starting with `prefix`, when its last character is
+/// ASCII below DEL (as a collection path's `/` is): every key in `[prefix, successor)` starts
+/// with `prefix`.
+fn successor(prefix: &str) -> Option<String> {
+    let last = *prefix.as_bytes().last()?;
+    if last >= 0x7f {
+        return None;
+    }
+    let mut s = prefix.to_owned();
+    s.pop();
+    s.push(char::from(last + 1));
+    Some(s)
+}
+
+fn remove_member(index: &mut OrdMap<Arc<str>, Members>, value: &str, key: &str) {
+    let now_empty = index.get_mut(value).is_some_and(|members| {
+        members.remove(key);
+        members.is_empty()
     });
     if now_empty {
         index.remove(value);
     }
 }
 
+/// Whether every object under a prefix in `namespace` (when set) whose `field` equals
+/// `value` (when set) matches `predicate`: each of its terms is one of those equalities.
+fn answered(
+    predicate: &SelectionPredicate,
+    namespace: Option<&str>,
+    indexed: Option<(&str, &str)>,
+) -> bool {
+    predicate.label.is_empty()
+        && predicate.field.terms().iter().all(|t| {
+            let equality = matches!(
+                t.operator,
+                FieldOperator::Equals | FieldOperator::DoubleEquals
+            );
+            let by_index = indexed.is_some_and(|(f, v)| t.field == f && t.value == v);
+            let by_prefix = namespace.is_some_and(|ns| t.field == NAMESPACE && t.value == ns);
+            equality && (by_index || by_prefix)
+        })
+}
+
+/// Collects a page from `candidates` (in key order); `everything` says that each candidate
+/// matches without evaluating `predicate`; `expected` is how many candidates there may be
+/// at most (0 when unknown), to size the page once.
 fn collect<'a>(
     candidates: impl Iterator<Item = (&'a Arc<str>, &'a Object)>,
     predicate: &SelectionPredicate,
+    everything: bool,
     limit: Option<usize>,
+    expected: usize,
 ) -> Page {
-    let mut items = Vec::new();
+    let mut items = Vec::with_capacity(limit.map_or(expected, |l| expected.min(l)));
     let mut last: Option<&Arc<str>> = None;
-    let everything = predicate.is_empty();
     let mut visited = 0;
     for (k, o) in candidates {
         visited += 1;
@@ -266,6 +345,7 @@ fn collect<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use listwatch_api::labels::Labels;
     use listwatch_api::{FieldSelector, LabelSelector, SelectableFields};
 
     fn pod(ns: &str, name: &str, node: &str, app: &str) -> (Arc<str>, Object) {
@@ -305,7 +385,7 @@ mod tests {
         let (k, o) = pod("b", "q", "n1", "x");
         st.upsert(&s, k, o);
         let both = pred("metadata.namespace=a,spec.nodeName=n1", "");
-        let page = st.page(&s, "/pods/", false, &both, None, None);
+        let page = st.page(&s, "/pods/", None, false, &both, None, None);
         assert_eq!(page.items.len(), 10);
         assert_eq!(
             page.visited, 11,
@@ -313,7 +393,7 @@ mod tests {
         );
         // A value no object has answers without reading anything.
         let none = pred("metadata.namespace=a,spec.nodeName=n99", "");
-        let page = st.page(&s, "/pods/", false, &none, None, None);
+        let page = st.page(&s, "/pods/", None, false, &none, None, None);
         assert!(page.items.is_empty());
         assert_eq!(page.visited, 0);
     }
@@ -337,6 +417,7 @@ mod tests {
         let p = st.page(
             &s,
             "/pods/",
+            None,
             false,
             &pred("spec.nodeName=n2", ""),
             None,
@@ -346,12 +427,159 @@ mod tests {
         let p = st.page(
             &s,
             "/pods/",
+            None,
             false,
             &pred("spec.nodeName=n1", ""),
             None,
             None,
         );
         assert!(p.items.is_empty());
+    }
+
+    fn labels(p: &Page) -> Vec<String> {
+        p.items
+            .iter()
+            .map(|o| o.labels().get_label("app").unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// Issue 12 item 9: an index holds the objects themselves, so an update that keeps the
+    /// indexed value must replace the member too; a list through the index otherwise returns
+    /// the object as it was when it entered that value.
+    #[test]
+    fn index_members_are_the_current_objects() {
+        let s = specs();
+        let mut st = Store::new(&s);
+        let (k, o) = pod("a", "1", "n1", "x");
+        st.upsert(&s, k, o);
+        let (k, o) = pod("a", "1", "n1", "y");
+        st.upsert(&s, k, o);
+        st.check_indexes(&s);
+        let by_node = st.page(
+            &s,
+            "/pods/",
+            None,
+            false,
+            &pred("spec.nodeName=n1", ""),
+            None,
+            None,
+        );
+        assert_eq!(labels(&by_node), ["y"]);
+        // Moved to another node and changed: gone from n1, current under n2.
+        let (k, o) = pod("a", "1", "n2", "z");
+        st.upsert(&s, k, o);
+        st.check_indexes(&s);
+        let n1 = st.page(
+            &s,
+            "/pods/",
+            None,
+            false,
+            &pred("spec.nodeName=n1", ""),
+            None,
+            None,
+        );
+        assert!(n1.items.is_empty());
+        let n2 = st.page(
+            &s,
+            "/pods/",
+            None,
+            false,
+            &pred("spec.nodeName=n2", ""),
+            None,
+            None,
+        );
+        assert_eq!(labels(&n2), ["z"]);
+        // Deleted: gone from every index, and an emptied value has no entry left.
+        st.remove(&s, "/pods/a/1");
+        st.check_indexes(&s);
+        assert!(st.indexes.iter().all(OrdMap::is_empty));
+    }
+
+    /// A list whose selector the index (and the prefix's namespace) answer takes the members
+    /// without evaluating the selector; one with any other term still evaluates it.
+    #[test]
+    fn only_selectors_the_index_answers_skip_evaluation() {
+        let s = specs();
+        let mut st = Store::new(&s);
+        for (k, o) in [
+            pod("a", "1", "n1", "x"),
+            pod("a", "2", "n1", "y"),
+            pod("b", "3", "n1", "x"),
+            pod("b", "4", "n2", "x"),
+        ] {
+            st.upsert(&s, k, o);
+        }
+        let list = |prefix: &str, ns: Option<&str>, field: &str, label: &str| {
+            names(&st.page(&s, prefix, ns, false, &pred(field, label), None, None))
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            list("/pods/", None, "spec.nodeName=n1", ""),
+            ["1", "2", "3"]
+        );
+        assert_eq!(
+            list("/pods/", None, "spec.nodeName==n1", "app=x"),
+            ["1", "3"]
+        );
+        assert_eq!(
+            list("/pods/", None, "spec.nodeName=n1,spec.nodeName=n2", ""),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            list("/pods/", None, "spec.nodeName=n1,metadata.name!=2", ""),
+            ["1", "3"]
+        );
+        // The namespace term is answered only by a prefix narrowed to that namespace.
+        assert_eq!(
+            list("/pods/", None, "spec.nodeName=n1,metadata.namespace=b", ""),
+            ["3"]
+        );
+        assert_eq!(
+            list(
+                "/pods/b/",
+                Some("b"),
+                "spec.nodeName=n1,metadata.namespace=b",
+                ""
+            ),
+            ["3"]
+        );
+        assert_eq!(
+            list("/pods/b/", Some("b"), "metadata.namespace=b", ""),
+            ["3", "4"]
+        );
+        assert_eq!(
+            list("/pods/b/", Some("b"), "metadata.namespace=a", ""),
+            Vec::<String>::new()
+        );
+    }
+
+    /// The namespace's key range bounds an index walk: node ∩ namespace visits only the
+    /// node's members in that namespace.
+    #[test]
+    fn an_index_walk_stays_in_the_prefix() {
+        let s = specs();
+        let mut st = Store::new(&s);
+        for i in 0..50 {
+            let ns = if i < 40 { "a" } else { "b" };
+            let (k, o) = pod(ns, &format!("p{i:02}"), "n1", "x");
+            st.upsert(&s, k, o);
+        }
+        let p = st.page(
+            &s,
+            "/pods/b/",
+            Some("b"),
+            false,
+            &pred("metadata.namespace=b,spec.nodeName=n1", ""),
+            None,
+            None,
+        );
+        assert_eq!(p.items.len(), 10);
+        assert_eq!(
+            p.visited, 10,
+            "walked from the prefix, not the node's 50 members"
+        );
     }
 
     #[test]
@@ -383,12 +611,13 @@ mod tests {
         let (k, o) = pod("ab", "z", "n1", "x");
         st.upsert(&s, k, o);
         let everything = SelectionPredicate::everything();
-        let p = st.page(&s, "/pods/a/", false, &everything, None, Some(2));
+        let p = st.page(&s, "/pods/a/", None, false, &everything, None, Some(2));
         assert_eq!(names(&p), ["p0", "p1"]);
         assert_eq!(p.more_after.as_deref(), Some("/pods/a/p1"));
         let p = st.page(
             &s,
             "/pods/a/",
+            None,
             false,
             &everything,
             Some("/pods/a/p3\0"),
@@ -403,6 +632,7 @@ mod tests {
         let p = st.page(
             &s,
             "/pods/a/",
+            None,
             false,
             &pred("", "app=x"),
             Some("/pods/a/p1\0"),
@@ -414,6 +644,7 @@ mod tests {
         let p = st.page(
             &s,
             "/pods/",
+            None,
             false,
             &pred("spec.nodeName=n1", "app=x"),
             None,
