@@ -8,7 +8,7 @@
 //! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
 //! - `ci`    — `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings denied,
 //!   then `test`. This is what `.ci/run` and the GitHub workflow run.
-//! - `bench [SCENARIO..]` — the performance scenarios P1..P12 (docs/benchmarks.md) with the
+//! - `bench [SCENARIO..]` — the performance scenarios P1..P13 (docs/benchmarks.md) with the
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
 //!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead.
@@ -272,8 +272,8 @@ fn criterion(names: &[String]) -> Result {
 }
 
 /// Every scenario of the load generator, in the order docs/benchmarks.md lists them.
-const SCENARIOS: [&str; 12] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12",
+const SCENARIOS: [&str; 13] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13",
 ];
 
 /// Builds the apiserver and the load generator (release), then runs each scenario in a

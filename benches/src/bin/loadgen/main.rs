@@ -13,12 +13,14 @@
 
 mod http;
 mod inproc;
+mod lists;
 mod netscen;
 mod p10;
 mod p12;
 mod p2;
 mod p5;
 mod report;
+mod slow;
 mod sys;
 
 use std::alloc::System;
@@ -43,8 +45,8 @@ pub(crate) fn heap_peak() -> usize {
     ALLOC.max_allocated()
 }
 
-const ALL: [&str; 12] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12",
+const ALL: [&str; 13] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13",
 ];
 
 async fn run(id: &str) -> Result<Report, String> {
@@ -54,7 +56,8 @@ async fn run(id: &str) -> Result<Report, String> {
         "P3" => netscen::p3().await,
         "P4" => inproc::p4().await,
         "P5" => inproc::p5().await,
-        "P6" => inproc::p6().await,
+        "P6" => lists::p6().await,
+        "P13" => slow::p13().await,
         "P7" => inproc::p7().await,
         "P8" => inproc::p8().await,
         "P9" => netscen::p9().await,
