@@ -199,15 +199,18 @@ impl Watcher {
                 };
                 let list = view.list(&spec.key, &opts)?;
                 inner.metrics.init_events.inc_by(list.items.len() as u64);
-                let replay = self.replay.get_or_insert_default();
-                replay
-                    .pending
-                    .extend(list.items.into_iter().map(WatchEvent::Added));
-                if end_bookmark {
-                    replay.pending.push_back(WatchEvent::Bookmark(Bookmark {
-                        resource_version: self.floor,
-                        initial_events_end: true,
-                    }));
+                // An empty state with nothing after it needs no replay buffer.
+                if !list.items.is_empty() || end_bookmark {
+                    let replay = self.replay.get_or_insert_default();
+                    replay
+                        .pending
+                        .extend(list.items.into_iter().map(WatchEvent::Added));
+                    if end_bookmark {
+                        replay.pending.push_back(WatchEvent::Bookmark(Bookmark {
+                            resource_version: self.floor,
+                            initial_events_end: true,
+                        }));
+                    }
                 }
             }
             Start::Since(rv) => {
