@@ -22,6 +22,7 @@ mod p5;
 mod report;
 mod slow;
 mod sys;
+mod writepath;
 
 use std::alloc::System;
 use std::path::PathBuf;
@@ -64,6 +65,8 @@ async fn run(id: &str) -> Result<Report, String> {
         "P10" => p10::p10().await,
         "P11" => inproc::p11().await,
         "P12" => p12::p12().await,
+        // Not in `ALL`: it needs a baseline build of the server (see `writepath`).
+        "W1" => writepath::w1().await,
         other => Err(format!(
             "unknown scenario {other:?} (known: {})",
             ALL.join(" ")

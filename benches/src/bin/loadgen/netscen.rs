@@ -1,5 +1,8 @@
 //! Scenarios over HTTP against listwatch-apiserver as a child process: P3, P9 (P2 and P10
 //! have modules of their own).
+//!
+//! P9 also measures a baseline build of the server in the same run when
+//! `$LISTWATCH_BASELINE_APISERVER_BIN` names one (e.g. main before a change).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -225,7 +228,7 @@ pub(crate) async fn p9() -> Result<Report> {
     let limit = sys::raise_nofile();
     let mut r = Report::new(
         "P9",
-        "memory per idle HTTP watch, per in-process watcher",
+        "memory per idle watch: HTTP/1.1, HTTP/2 stream, in-process watcher",
         "",
     );
     // In-process: heap held per Cacher watcher (its stream, drained by a task as HTTP does).
@@ -279,7 +282,7 @@ pub(crate) async fn p9() -> Result<Report> {
             "B",
             bare,
         )
-        .goal(Goal::Value(Bound::AtMost(1024.0)))
+        .goal(Goal::Value(Bound::AtMost(512.0)))
         .note(format!(
             "a bare bounded tokio mpsc channel of the same 16-byte item holds {channel:.0} B"
         )),
@@ -297,8 +300,81 @@ pub(crate) async fn p9() -> Result<Report> {
         )
         .note("the tokio task and its future belong to the consumer (the HTTP handler), not to the cacher"),
     );
-    // HTTP: server RSS growth over 10k idle watches.
-    let server = Server::start(&[
+    // HTTP: server RSS growth over 10k idle watches, this build and (when given) a baseline
+    // build of the server, in the same run.
+    let ours = http_memory(&sys::apiserver_bin()?, N).await?;
+    let base = match std::env::var_os("LISTWATCH_BASELINE_APISERVER_BIN") {
+        Some(b) => Some(http_memory(std::path::Path::new(&b), N).await?),
+        None => None,
+    };
+    let with_base = |m: Metric, pick: fn(&HttpMemory) -> f64| match &base {
+        Some(b) => m.baseline(pick(b), "the baseline build of the server, same run"),
+        None => m,
+    };
+    r.push(with_base(
+        Metric::new(
+            "server RSS per idle HTTP/1.1 watch (own connection)",
+            "KiB",
+            ours.h1_watch,
+        )
+        .goal(Goal::Value(Bound::AtMost(8.0)))
+        .note("etcd: 18 KB per watch stream"),
+        |b| b.h1_watch,
+    ));
+    r.push(with_base(
+        Metric::new(
+            "server RSS per extra watch stream on a shared HTTP/2 connection",
+            "KiB",
+            ours.h2_stream,
+        )
+        .goal(Goal::Value(Bound::AtMost(2.0))),
+        |b| b.h2_stream,
+    ));
+    r.push(with_base(
+        Metric::new(
+            "server RSS per HTTP/2 connection with one watch stream, for comparison",
+            "KiB",
+            ours.h2_conn,
+        ),
+        |b| b.h2_conn,
+    ));
+    r.push(with_base(
+        Metric::new(
+            "server RSS per idle keep-alive HTTP/1.1 connection (one GET, no watch), for comparison",
+            "KiB",
+            ours.h1_conn,
+        ),
+        |b| b.h1_conn,
+    ));
+    r.notes.push(format!(
+        "Open-file limit {limit}; {N} HTTP/1.1 watches each on its own connection; {N} HTTP/2 \
+         watch streams, {H2_STREAMS} on each of {} h2c connections (the extra-stream figure is the \
+         growth from the first stream of each connection to all of them, divided by the extra \
+         streams). Baseline: {}.",
+        N / H2_STREAMS,
+        match std::env::var("LISTWATCH_BASELINE_APISERVER_BIN") {
+            Ok(b) => format!("the server built from `{b}`"),
+            Err(_) => "none given (set LISTWATCH_BASELINE_APISERVER_BIN)".to_owned(),
+        }
+    ));
+    Ok(r)
+}
+
+/// Watch streams per HTTP/2 connection in P9 (the server's default cap is 250).
+const H2_STREAMS: usize = 250;
+
+/// Server RSS per idle watch or connection, in KiB.
+struct HttpMemory {
+    h1_watch: f64,
+    h1_conn: f64,
+    h2_stream: f64,
+    h2_conn: f64,
+}
+
+/// P9's HTTP figures for the server at `bin`: `n` idle HTTP/1.1 watches on their own
+/// connections, `n` idle keep-alive connections, `n` watch streams on shared h2c connections.
+async fn http_memory(bin: &std::path::Path, n: usize) -> Result<HttpMemory> {
+    let args = [
         "--storage",
         "embedded",
         "--max-watches",
@@ -309,61 +385,120 @@ pub(crate) async fn p9() -> Result<Report> {
         // Its control connection idles while the watches open.
         "--idle-connection-timeout",
         "3600",
-    ])?;
-    let mut conn = Conn::open(server.addr).await?;
-    create_namespace(&mut conn, "p9").await?;
+    ];
+    let per = |grown: u64, count: usize| grown as f64 / count.max(1) as f64 / 1024.0;
     let path = "/api/v1/namespaces/p9/pods";
-    let rv = list_rv(&mut conn, path).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss0 = server.rss();
-    let pb = bar(N as u64, "opening watches");
-    let mut watches = Vec::with_capacity(N);
-    for _ in 0..N {
-        watches.push(
-            Watch::open(
-                server.addr,
-                &format!("{path}?watch=1&resourceVersion={rv}&timeoutSeconds=3600"),
-            )
-            .await?,
+    // HTTP/1.1 watches.
+    let h1_watch = {
+        let server = Server::start_bin(bin, &args)?;
+        let mut conn = Conn::open(server.addr).await?;
+        create_namespace(&mut conn, "p9").await?;
+        let rv = list_rv(&mut conn, path).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let rss0 = server.rss();
+        let pb = bar(n as u64, "opening HTTP/1.1 watches");
+        let mut watches = Vec::with_capacity(n);
+        for _ in 0..n {
+            watches.push(
+                Watch::open(
+                    server.addr,
+                    &format!("{path}?watch=1&resourceVersion={rv}&timeoutSeconds=3600"),
+                )
+                .await?,
+            );
+            pb.inc(1);
+        }
+        pb.finish_and_clear();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        per(server.rss().saturating_sub(rss0), n)
+    };
+    // Idle keep-alive connections (one GET each), kept open past the default idle timeout.
+    let h1_conn = {
+        let server = Server::start_bin(bin, &args)?;
+        let mut conn = Conn::open(server.addr).await?;
+        conn.expect(200, "GET", "/readyz", JSON, b"").await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let rss0 = server.rss();
+        let pb = bar(n as u64, "opening connections");
+        let mut conns = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut c = Conn::open(server.addr).await?;
+            c.expect(200, "GET", "/readyz", JSON, b"").await?;
+            conns.push(c);
+            pb.inc(1);
+        }
+        pb.finish_and_clear();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        per(server.rss().saturating_sub(rss0), n)
+    };
+    // HTTP/2: one stream on each connection, then the rest.
+    let (h2_conn, h2_stream) = {
+        let server = Server::start_bin(bin, &args)?;
+        let mut conn = Conn::open(server.addr).await?;
+        create_namespace(&mut conn, "p9").await?;
+        let rv = list_rv(&mut conn, path).await?;
+        let uri = format!(
+            "http://{}{path}?watch=1&resourceVersion={rv}&timeoutSeconds=3600",
+            server.addr
         );
-        pb.inc(1);
+        let conns = n / H2_STREAMS;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let rss0 = server.rss();
+        let mut clients = Vec::with_capacity(conns);
+        let mut streams = Vec::with_capacity(n);
+        let pb = bar(n as u64, "opening HTTP/2 watch streams");
+        for _ in 0..conns {
+            let tcp = tokio::net::TcpStream::connect(server.addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (client, driver) = h2::client::handshake(tcp)
+                .await
+                .map_err(|e| e.to_string())?;
+            tokio::spawn(driver);
+            streams.push(h2_watch(&client, &uri).await?);
+            clients.push(client);
+            pb.inc(1);
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let rss1 = server.rss();
+        for client in &clients {
+            for _ in 1..H2_STREAMS {
+                streams.push(h2_watch(client, &uri).await?);
+                pb.inc(1);
+            }
+        }
+        pb.finish_and_clear();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let rss2 = server.rss();
+        (
+            per(rss1.saturating_sub(rss0), conns),
+            per(rss2.saturating_sub(rss1), conns * (H2_STREAMS - 1)),
+        )
+    };
+    Ok(HttpMemory {
+        h1_watch,
+        h1_conn,
+        h2_stream,
+        h2_conn,
+    })
+}
+
+/// Opens a watch stream on an h2c connection; returns its body once the head arrived.
+async fn h2_watch(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    uri: &str,
+) -> Result<h2::RecvStream> {
+    let req = http::Request::get(uri)
+        .body(())
+        .map_err(|e| e.to_string())?;
+    let mut ready = client.clone().ready().await.map_err(|e| e.to_string())?;
+    let (resp, _) = ready.send_request(req, true).map_err(|e| e.to_string())?;
+    let resp = tokio::time::timeout(Duration::from_secs(60), resp)
+        .await
+        .map_err(|_| "no response head within 60 s".to_owned())?
+        .map_err(|e| e.to_string())?;
+    if resp.status() != 200 {
+        return Err(format!("watch stream: status {}", resp.status()));
     }
-    pb.finish_and_clear();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let per = server.rss().saturating_sub(rss0) as f64 / N as f64;
-    r.push(
-        Metric::new("server RSS per idle HTTP watch", "KiB", per / 1024.0)
-            .baseline(18.0, "etcd, 18 KB per watch stream")
-            .goal(Goal::Value(Bound::AtMost(16.0))),
-    );
-    drop(watches);
-    drop(server);
-    // For comparison: a fresh server's RSS per idle keep-alive connection that made one GET:
-    // what a connection costs before any watch (kept open past the default idle timeout).
-    let server = Server::start(&["--storage", "embedded", "--idle-connection-timeout", "3600"])?;
-    let mut conn = Conn::open(server.addr).await?;
-    conn.expect(200, "GET", "/readyz", JSON, b"").await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss0 = server.rss();
-    let pb = bar(N as u64, "opening connections");
-    let mut conns = Vec::with_capacity(N);
-    for _ in 0..N {
-        let mut c = Conn::open(server.addr).await?;
-        c.expect(200, "GET", "/readyz", JSON, b"").await?;
-        conns.push(c);
-        pb.inc(1);
-    }
-    pb.finish_and_clear();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let per_conn = server.rss().saturating_sub(rss0) as f64 / N as f64;
-    drop(conns);
-    r.push(Metric::new(
-        "server RSS per idle keep-alive connection (one GET, no watch), for comparison",
-        "KiB",
-        per_conn / 1024.0,
-    ));
-    r.notes.push(format!(
-        "Open-file limit {limit}; {N} watches each on its own connection."
-    ));
-    Ok(r)
+    Ok(resp.into_body())
 }

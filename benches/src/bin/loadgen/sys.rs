@@ -70,7 +70,7 @@ pub(crate) fn raise_nofile() -> u64 {
 }
 
 /// The listwatch-apiserver binary: $LISTWATCH_APISERVER_BIN, else beside this program.
-fn apiserver_bin() -> Result<PathBuf, String> {
+pub(crate) fn apiserver_bin() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("LISTWATCH_APISERVER_BIN") {
         return Ok(PathBuf::from(p));
     }
@@ -95,8 +95,12 @@ pub(crate) struct Server {
 impl Server {
     /// Starts the server on a free loopback port with `args` and waits until it listens.
     pub(crate) fn start(args: &[&str]) -> Result<Self, String> {
-        let bin = apiserver_bin()?;
-        let mut child = Command::new(&bin)
+        Self::start_bin(&apiserver_bin()?, args)
+    }
+
+    /// As [`Server::start`], with another build of the server (a baseline).
+    pub(crate) fn start_bin(bin: &std::path::Path, args: &[&str]) -> Result<Self, String> {
+        let mut child = Command::new(bin)
             .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
             .args(args)
             .stdout(Stdio::piped())
