@@ -287,6 +287,9 @@ fn stored(data: &[u8], out: &mut Vec<u8>) {
     }
 }
 
+/// Watch bytes gathered before they are compressed together.
+const STAGE_BYTES: usize = 64 * 1024;
+
 /// The annotation of the bookmark that ends a watch-list's initial events.
 const INITIAL_EVENTS_END: &[u8] = b"\"k8s.io/initial-events-end\":\"true\"";
 
@@ -296,6 +299,10 @@ const INITIAL_EVENTS_END: &[u8] = b"\"k8s.io/initial-events-end\":\"true\"";
 pub(crate) struct GzipWatch<S> {
     inner: Pin<Box<S>>,
     gz: Gzip,
+    /// Chunks not compressed yet: a watch's frames come in small pieces (a prefix, the
+    /// object, a suffix), compressed together once [`STAGE_BYTES`] are waiting or the watch
+    /// pauses.
+    stage: Vec<u8>,
     /// Whether the initial-events-end bookmark has been seen.
     initial_done: bool,
     ended: bool,
@@ -309,6 +316,7 @@ where
         Self {
             inner: Box::pin(inner),
             gz: Gzip::new(Some(permit)),
+            stage: Vec::new(),
             initial_done: false,
             ended: false,
         }
@@ -334,17 +342,26 @@ where
                     if !this.initial_done && contains(&chunk, INITIAL_EVENTS_END) {
                         this.initial_done = true;
                     }
-                    this.gz.write(&chunk)?;
+                    this.stage.extend_from_slice(&chunk);
+                    if this.stage.len() >= STAGE_BYTES {
+                        this.gz.write(&this.stage)?;
+                        this.stage.clear();
+                    }
                     if input >= MAX_INPUT_PER_POLL && this.gz.ready() > 0 {
                         return Poll::Ready(Some(Ok(this.gz.take())));
                     }
                 }
                 Poll::Ready(None) => {
                     this.ended = true;
+                    this.gz.write(&this.stage)?;
+                    this.stage = Vec::new();
                     this.gz.finish()?;
                     return Poll::Ready(Some(Ok(this.gz.take())));
                 }
                 Poll::Pending => {
+                    this.gz.write(&this.stage)?;
+                    // An idle watch keeps no staging buffer.
+                    this.stage = Vec::new();
                     this.gz.flush()?;
                     if this.initial_done && this.gz.compressing() {
                         this.gz.stop_compressing()?;
