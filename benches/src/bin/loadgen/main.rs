@@ -115,6 +115,11 @@ fn main() -> std::process::ExitCode {
                     eprintln!("{id}: {e}");
                     failed.push(id.clone());
                 }
+                let missed = r.missed_slos();
+                if !missed.is_empty() {
+                    eprintln!("== {id} missed its SLO: {}", missed.join("; "));
+                    failed.push(id.clone());
+                }
                 eprintln!(
                     "== {id} done in {:.1} s; results in {}/{id}.json",
                     r.seconds,

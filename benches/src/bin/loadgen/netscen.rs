@@ -104,6 +104,38 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// The bound of the bucket holding the 99th percentile of one stage of
+/// `apiserver_watch_events_dispatch_duration_seconds` for `resource`, and the count.
+fn stage_p99(text: &str, resource: &str, stage: &str) -> Option<(f64, u64)> {
+    let mut buckets: Vec<(f64, u64)> = text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_watch_events_dispatch_duration_seconds_bucket{"))
+        .filter(|l| {
+            l.contains(&format!("stage=\"{stage}\""))
+                && l.contains(&format!("resource=\"{resource}\""))
+        })
+        .filter_map(|l| {
+            let le = l.split("le=\"").nth(1)?.split('"').next()?;
+            let le = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().ok()?
+            };
+            Some((le, l.rsplit(' ').next()?.parse().ok()?))
+        })
+        .collect();
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let n = buckets.last()?.1;
+    if n == 0 {
+        return None;
+    }
+    let want = (0.99 * n as f64).ceil() as u64;
+    buckets
+        .iter()
+        .find(|(_, c)| *c >= want)
+        .map(|(b, _)| (*b, n))
+}
+
 /// P3: the kubelet pattern.
 pub(crate) async fn p3() -> Result<Report> {
     const PODS: usize = 150_000;
@@ -200,10 +232,39 @@ pub(crate) async fn p3() -> Result<Report> {
         "ms",
         percentile(&l, 0.5),
     ));
+    // The watch-latency SLO: p99 storage→client ≤ 20 ms over HTTP. Measured from before the
+    // PATCH is sent, so the figure bounds storage→client from above.
     r.push(
-        Metric::new("write→watcher latency p99", "ms", percentile(&l, 0.99))
-            .goal(Goal::Value(Bound::AtMost(20.0))),
+        Metric::new(
+            "write→watcher latency p99 (storage→client SLO; includes the PATCH round trip)",
+            "ms",
+            percentile(&l, 0.99),
+        )
+        .goal(Goal::Value(Bound::AtMost(20.0)))
+        .slo(),
     );
+    // The server's own view: its dispatch-latency histogram, per stage (p99 as the bound of
+    // the bucket it falls in).
+    let text = conn.expect(200, "GET", "/metrics", JSON, b"").await?;
+    let text = String::from_utf8_lossy(&text);
+    for stage in [
+        "total",
+        "storage_to_cache",
+        "cacher_queue",
+        "cache_to_watcher",
+        "watcher_queue",
+    ] {
+        if let Some((bound, n)) = stage_p99(&text, "pods", stage) {
+            r.push(
+                Metric::new(
+                    &format!("server dispatch latency p99 ≤, stage {stage}"),
+                    "ms",
+                    bound * 1e3,
+                )
+                .note(format!("{n} observations; upstream's buckets")),
+            );
+        }
+    }
     r.push(
         Metric::new("server CPU during the writes", "cores", cpu)
             .goal(Goal::Value(Bound::AtMost(0.2))),

@@ -126,9 +126,17 @@ impl Write for Sink {
 }
 
 /// One GET of `path`, read until the body ends (a list) or the initial-events-end bookmark
-/// has been decoded (a watch-list), while a thread samples the server's RSS.
-fn fetch(addr: SocketAddr, pid: u32, path: &str, gzip: bool, watch: bool) -> Result<Run> {
-    let rss0 = sys::rss_bytes(pid).unwrap_or(0);
+/// has been decoded (a watch-list), while a thread samples the server's RSS; the peak is
+/// reported above `rss0`, the server's steady state once loaded (so memory an earlier request
+/// left with the allocator counts against the later ones).
+fn fetch(
+    addr: SocketAddr,
+    pid: u32,
+    rss0: u64,
+    path: &str,
+    gzip: bool,
+    watch: bool,
+) -> Result<Run> {
     let peak = Arc::new(AtomicU64::new(rss0));
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = {
@@ -237,10 +245,11 @@ fn read_body(addr: SocketAddr, path: &str, gzip: bool, watch: bool) -> Result<Ru
         raw.extend_from_slice(&buf[..n]);
     }
     let seconds = t.elapsed().as_secs_f64();
-    let sink = if compressed {
-        inflate.finish().map_err(io)?
-    } else {
-        plain
+    // A list's gzip member is complete (finish checks its trailer); a watch-list goes on.
+    let sink = match (compressed, watch) {
+        (true, false) => &inflate.finish().map_err(io)?,
+        (true, true) => inflate.get_ref(),
+        (false, _) => &plain,
     };
     Ok(Run {
         seconds,
@@ -283,9 +292,11 @@ pub(crate) async fn p12() -> Result<Report> {
             let mut runs = Vec::new();
             for _ in 0..ROUNDS {
                 let path = path.clone();
-                let run = tokio::task::spawn_blocking(move || fetch(addr, pid, &path, gzip, watch))
-                    .await
-                    .map_err(|e| e.to_string())??;
+                let run = tokio::task::spawn_blocking(move || {
+                    fetch(addr, pid, steady, &path, gzip, watch)
+                })
+                .await
+                .map_err(|e| e.to_string())??;
                 if watch && run.frames < PODS as u64 {
                     return Err(format!("{name}: {} frames of {PODS}", run.frames));
                 }

@@ -32,6 +32,9 @@ pub(crate) struct Metric {
     pub baseline: Option<(f64, String)>,
     pub goal: Goal,
     pub note: String,
+    /// The goal is a published SLO: missing it fails the scenario (`cargo xtask bench`
+    /// exits non-zero), after the report is written.
+    pub slo: bool,
 }
 
 impl Metric {
@@ -43,7 +46,14 @@ impl Metric {
             baseline: None,
             goal: Goal::None,
             note: String::new(),
+            slo: false,
         }
+    }
+
+    /// Marks the goal as an SLO (see [`Metric::slo`]).
+    pub(crate) fn slo(mut self) -> Self {
+        self.slo = true;
+        self
     }
 
     pub(crate) fn baseline(mut self, value: f64, what: &str) -> Self {
@@ -85,10 +95,15 @@ impl Metric {
             Bound::AtMost(x) => format!("≤ {}", fmt_num(x)),
             Bound::AtLeast(x) => format!("≥ {}", fmt_num(x)),
         };
-        match self.goal {
+        let text = match self.goal {
             Goal::Ratio(x) => format!("ratio {}", b(x)),
             Goal::Value(x) => format!("{} {}", b(x), self.unit),
             Goal::None => "—".into(),
+        };
+        if self.slo {
+            format!("SLO {text}")
+        } else {
+            text
         }
     }
 }
@@ -177,6 +192,23 @@ impl Report {
         }
     }
 
+    /// The SLO figures that missed their goal.
+    pub(crate) fn missed_slos(&self) -> Vec<String> {
+        self.metrics
+            .iter()
+            .filter(|m| m.slo && m.met() == Some(false))
+            .map(|m| {
+                format!(
+                    "{}: {} {} ({})",
+                    m.name,
+                    fmt_num(m.ours),
+                    m.unit,
+                    m.goal_text()
+                )
+            })
+            .collect()
+    }
+
     pub(crate) fn push(&mut self, m: Metric) {
         eprintln!(
             "  {}: {} {}{}{}",
@@ -212,6 +244,7 @@ impl Report {
                 "ratio": m.ratio(),
                 "goal": m.goal_text(),
                 "goal_met": m.met(),
+                "slo": m.slo,
                 "note": m.note,
             })).collect::<Vec<_>>(),
         })
