@@ -39,6 +39,42 @@ fn pod_key(o: &Object) -> Result<Key> {
     Key::object("pods", o.namespace(), o.name()).map_err(|e| e.to_string())
 }
 
+/// Creates `objects` straight on `store` from `writers` concurrent tasks (objects dealt
+/// round-robin), ticking `pb` once per create.
+pub(crate) async fn create_all<S: Storage + 'static>(
+    store: &Arc<S>,
+    objects: Vec<Object>,
+    writers: usize,
+    pb: &ProgressBar,
+) -> Result<()> {
+    let writers = writers.max(1);
+    let mut batches: Vec<Vec<Object>> = (0..writers).map(|_| Vec::new()).collect();
+    for (i, o) in objects.into_iter().enumerate() {
+        if let Some(b) = batches.get_mut(i % writers) {
+            b.push(o);
+        }
+    }
+    let mut tasks = Vec::new();
+    for batch in batches {
+        let (store, pb) = (Arc::clone(store), pb.clone());
+        tasks.push(tokio::spawn(async move {
+            for o in batch {
+                let key = pod_key(&o)?;
+                store
+                    .create(&key, o, None)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                pb.inc(1);
+            }
+            Ok::<(), String>(())
+        }));
+    }
+    for t in tasks {
+        t.await.map_err(|e| e.to_string())??;
+    }
+    Ok(())
+}
+
 /// `n` realistic pods (~2 KB JSON) over 100 namespaces and 1 000 nodes.
 pub(crate) fn pods(n: usize) -> Vec<Object> {
     let pb = bar(n as u64, "generating pods");
@@ -312,29 +348,7 @@ pub(crate) async fn p7() -> Result<Report> {
     ));
     let objects = pods(N);
     let pb = bar(N as u64, "writing pods to etcd");
-    let mut chunks: Vec<Vec<Object>> = (0..64).map(|_| Vec::new()).collect();
-    for (i, o) in objects.into_iter().enumerate() {
-        chunks[i % 64].push(o);
-    }
-    let mut tasks = Vec::new();
-    for chunk in chunks {
-        let store = Arc::clone(&store);
-        let pb = pb.clone();
-        tasks.push(tokio::spawn(async move {
-            for o in chunk {
-                let key = pod_key(&o)?;
-                store
-                    .create(&key, o, None)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                pb.inc(1);
-            }
-            Ok::<(), String>(())
-        }));
-    }
-    for t in tasks {
-        t.await.map_err(|e| e.to_string())??;
-    }
+    create_all(&store, objects, 64, &pb).await?;
     pb.finish_and_clear();
     let (mut ours, mut base) = (Vec::new(), Vec::new());
     for _ in 0..3 {

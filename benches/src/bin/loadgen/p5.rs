@@ -29,7 +29,7 @@ use listwatch_storage::{
     Error, Key, ListOptions, SelectionPredicate, Storage, Updated, WatchEvent,
 };
 
-use crate::inproc::{bar, list, pods};
+use crate::inproc::{bar, create_all, list, pods};
 use crate::report::{Bound, Goal, Metric, Report, Spread};
 use crate::sys;
 
@@ -50,10 +50,6 @@ const ROUNDS: usize = 3;
 
 fn self_cpu() -> f64 {
     sys::cpu_seconds(std::process::id()).unwrap_or(0.0)
-}
-
-fn pod_key(o: &Object) -> Result<Key> {
-    Key::object("pods", o.namespace(), o.name()).map_err(|e| e.to_string())
 }
 
 /// Sets the annotation `updated-by-benchmark` of the current object to `value`.
@@ -83,30 +79,7 @@ pub(crate) async fn on_etcd(r: &mut Report) -> Result<()> {
     // The pods, created straight on the store by as many writers.
     let objects = pods(PODS);
     let pb = bar(PODS as u64, "creating pods on etcd");
-    let mut batches: Vec<Vec<Object>> = (0..WRITERS).map(|_| Vec::new()).collect();
-    for (i, o) in objects.into_iter().enumerate() {
-        if let Some(b) = batches.get_mut(i % WRITERS) {
-            b.push(o);
-        }
-    }
-    let mut tasks = Vec::new();
-    for batch in batches {
-        let (store, pb) = (Arc::clone(&store), pb.clone());
-        tasks.push(tokio::spawn(async move {
-            for o in batch {
-                let key = pod_key(&o)?;
-                store
-                    .create(&key, o, None)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                pb.inc(1);
-            }
-            Ok::<(), String>(())
-        }));
-    }
-    for t in tasks {
-        t.await.map_err(|e| e.to_string())??;
-    }
+    create_all(&store, objects, WRITERS, &pb).await?;
     pb.finish_and_clear();
     let cacher = Cacher::new(
         store,
