@@ -361,6 +361,11 @@ mod tests {
         vec![Index::field("spec.nodeName"), Index::namespace()]
     }
 
+    /// The first page of all pods whose fields match `field`.
+    fn by_field(st: &Store, s: &[Index], field: &str) -> Page {
+        st.page(s, "/pods/", None, false, &pred(field, ""), None, None)
+    }
+
     fn pred(field: &str, label: &str) -> SelectionPredicate {
         SelectionPredicate {
             label: LabelSelector::parse(label).unwrap(),
@@ -414,25 +419,9 @@ mod tests {
         assert!(st.remove(&s, "/pods/a/1").is_some());
         assert!(st.remove(&s, "/pods/a/1").is_none());
         st.check_indexes(&s);
-        let p = st.page(
-            &s,
-            "/pods/",
-            None,
-            false,
-            &pred("spec.nodeName=n2", ""),
-            None,
-            None,
-        );
+        let p = by_field(&st, &s, "spec.nodeName=n2");
         assert_eq!(names(&p), ["2", "3"]);
-        let p = st.page(
-            &s,
-            "/pods/",
-            None,
-            false,
-            &pred("spec.nodeName=n1", ""),
-            None,
-            None,
-        );
+        let p = by_field(&st, &s, "spec.nodeName=n1");
         assert!(p.items.is_empty());
     }
 
@@ -455,39 +444,15 @@ mod tests {
         let (k, o) = pod("a", "1", "n1", "y");
         st.upsert(&s, k, o);
         st.check_indexes(&s);
-        let by_node = st.page(
-            &s,
-            "/pods/",
-            None,
-            false,
-            &pred("spec.nodeName=n1", ""),
-            None,
-            None,
-        );
+        let by_node = by_field(&st, &s, "spec.nodeName=n1");
         assert_eq!(labels(&by_node), ["y"]);
         // Moved to another node and changed: gone from n1, current under n2.
         let (k, o) = pod("a", "1", "n2", "z");
         st.upsert(&s, k, o);
         st.check_indexes(&s);
-        let n1 = st.page(
-            &s,
-            "/pods/",
-            None,
-            false,
-            &pred("spec.nodeName=n1", ""),
-            None,
-            None,
-        );
+        let n1 = by_field(&st, &s, "spec.nodeName=n1");
         assert!(n1.items.is_empty());
-        let n2 = st.page(
-            &s,
-            "/pods/",
-            None,
-            false,
-            &pred("spec.nodeName=n2", ""),
-            None,
-            None,
-        );
+        let n2 = by_field(&st, &s, "spec.nodeName=n2");
         assert_eq!(labels(&n2), ["z"]);
         // Deleted: gone from every index, and an emptied value has no entry left.
         st.remove(&s, "/pods/a/1");
