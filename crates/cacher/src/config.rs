@@ -44,9 +44,17 @@ pub struct CacherConfig {
     /// with a Retry-After (`false`, upstream's `ConsistentListFromCacheSkipTimeoutFallback`),
     /// so that a lagging cache cannot turn into a storm of lists against the backend.
     pub consistent_read_fallback: bool,
+    /// About how many bytes of recent events' shared encodings are kept for watchers
+    /// catching up from the window (see `recent`; 32 MiB): within it, a replayed event is
+    /// encoded once per format, not once per watcher. Upstream encodes each replayed event
+    /// per watcher.
+    pub replay_encoding_budget: usize,
     /// Where the metrics go.
     pub metrics: CacherMetrics,
 }
+
+/// The default [`CacherConfig::replay_encoding_budget`].
+pub const DEFAULT_REPLAY_ENCODING_BUDGET: usize = 32 << 20;
 
 impl CacherConfig {
     /// The configuration for `resource`, with upstream's constants and no index: a list of
@@ -68,6 +76,7 @@ impl CacherConfig {
             compaction_poll_interval: Duration::from_secs(15),
             consistent_reads_from_cache: true,
             consistent_read_fallback: true,
+            replay_encoding_budget: DEFAULT_REPLAY_ENCODING_BUDGET,
             metrics: CacherMetrics::default(),
         }
     }

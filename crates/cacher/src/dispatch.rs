@@ -5,8 +5,8 @@
 //!
 //! Each event is wrapped once in a [`Dispatched`] whose objects carry a shared lazy encoding,
 //! so every watcher sends the same bytes; the wrapper is attached (weakly) to the window's
-//! event, and the dispatcher keeps the most recent ones alive in a bounded ring of its own, so
-//! that watchers catching up from the window reuse them instead of encoding again. The
+//! event and kept alive in the bounded ring of recent forms (see `recent`), so that watchers
+//! catching up from the window reuse it instead of encoding again. The
 //! dispatcher picks the candidates from the registry's indexes (see `registry`), filters for
 //! each (turning a `Modified` that enters or leaves its selection into `Added`/`Deleted`) and
 //! tries a non-blocking send.
@@ -28,7 +28,6 @@
 //! Invariants: a watcher receives live events in the order the dispatcher handles them, which
 //! is resource-version order; nothing here blocks on a watcher except the budgeted wait.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -43,6 +42,7 @@ use tokio::time::Instant;
 use crate::latency::Stage;
 use crate::metrics::ResourceMetrics;
 use crate::queue::PushError;
+use crate::recent::Recent;
 use crate::registry::{CLOSED, DETACHED, Entry, Item, RESET, Registry, next_bookmark, unregister};
 
 /// One event as every watcher shares it.
@@ -64,19 +64,18 @@ pub(crate) struct Dispatched {
 }
 
 impl Dispatched {
-    /// Wraps a cache event; `shared` gives its objects one shared encoding.
-    pub(crate) fn new(ev: &CacheEvent, shared: bool) -> Self {
-        let enc = |o: Object| if shared { o.with_shared_encoding() } else { o };
+    /// Wraps a cache event, its objects with one shared lazy encoding each.
+    pub(crate) fn new(ev: &CacheEvent) -> Self {
         Self {
             rv: ev.resource_version,
             event_type: ev.event_type,
-            object: enc(ev.object.clone()),
+            object: ev.object.with_shared_encoding(),
             prev: ev.prev_object.clone(),
             prev_at_rv: match ev.event_type {
-                EventType::Modified => ev
-                    .prev_object
-                    .as_ref()
-                    .map(|p| enc(p.with_resource_version(ev.resource_version))),
+                EventType::Modified => ev.prev_object.as_ref().map(|p| {
+                    p.with_resource_version(ev.resource_version)
+                        .with_shared_encoding()
+                }),
                 _ => None,
             },
             origin: None,
@@ -86,21 +85,7 @@ impl Dispatched {
 
     /// What this event is for a watcher with `pred`, if anything.
     pub(crate) fn event_type_for(&self, pred: &SelectionPredicate) -> Option<EventType> {
-        match self.event_type {
-            EventType::Added | EventType::Deleted => {
-                pred.matches(&self.object).then_some(self.event_type)
-            }
-            _ => {
-                let cur = pred.matches(&self.object);
-                let old = self.prev.as_ref().is_some_and(|p| pred.matches(p));
-                match (cur, old) {
-                    (true, true) => Some(EventType::Modified),
-                    (true, false) => Some(EventType::Added),
-                    (false, true) => Some(EventType::Deleted),
-                    (false, false) => None,
-                }
-            }
-        }
+        event_type_for(self.event_type, &self.object, self.prev.as_ref(), pred)
     }
 
     /// The storage event a watcher sends for `event_type` (from [`Self::event_type_for`]).
@@ -124,6 +109,29 @@ impl Dispatched {
     /// The object's namespace and name.
     fn scope(&self) -> (&str, &str) {
         (self.object.namespace().unwrap_or(""), self.object.name())
+    }
+}
+
+/// What an event of `event_type` changing `prev` into `object` is for a watcher with `pred`:
+/// a `Modified` that enters or leaves its selection is `Added` or `Deleted` for it.
+pub(crate) fn event_type_for(
+    event_type: EventType,
+    object: &Object,
+    prev: Option<&Object>,
+    pred: &SelectionPredicate,
+) -> Option<EventType> {
+    match event_type {
+        EventType::Added | EventType::Deleted => pred.matches(object).then_some(event_type),
+        _ => {
+            let cur = pred.matches(object);
+            let old = prev.is_some_and(|p| pred.matches(p));
+            match (cur, old) {
+                (true, true) => Some(EventType::Modified),
+                (true, false) => Some(EventType::Added),
+                (false, true) => Some(EventType::Deleted),
+                (false, false) => None,
+            }
+        }
     }
 }
 
@@ -177,40 +185,13 @@ impl Budget {
     }
 }
 
-/// At most this many recently dispatched events are kept alive for catch-up...
-const RECENT_EVENTS: usize = 1024;
-/// ...and at most this many bytes of their objects.
-const RECENT_BYTES: usize = 64 << 20;
-
-/// Recently dispatched events (the dispatcher's own; no lock), so that their shared
-/// encodings outlive the live fan-out for watchers catching up from the window.
-#[derive(Default)]
-struct Recent {
-    events: VecDeque<Arc<Dispatched>>,
-    bytes: usize,
-}
-
-impl Recent {
-    fn keep(&mut self, d: &Arc<Dispatched>) {
-        self.bytes += d.object.size();
-        self.events.push_back(Arc::clone(d));
-        while self.events.len() > RECENT_EVENTS
-            || (self.bytes > RECENT_BYTES && self.events.len() > 1)
-        {
-            if let Some(old) = self.events.pop_front() {
-                self.bytes -= old.object.size();
-            }
-        }
-    }
-}
-
 pub(crate) struct Dispatcher {
     registry: Arc<Registry>,
     config: DispatchConfig,
     metrics: ResourceMetrics,
     budget: Budget,
     candidates: Vec<Arc<Entry>>,
-    recent: Recent,
+    recent: Arc<Recent>,
     /// Explicit progress requests waiting for the dispatcher to reach their version.
     progress_requests: Vec<u64>,
 }
@@ -220,6 +201,7 @@ impl Dispatcher {
         registry: Arc<Registry>,
         config: DispatchConfig,
         metrics: ResourceMetrics,
+        recent: Arc<Recent>,
     ) -> Self {
         let budget = Budget {
             left: config.max_budget,
@@ -233,7 +215,7 @@ impl Dispatcher {
             metrics,
             budget,
             candidates: Vec::new(),
-            recent: Recent::default(),
+            recent,
             progress_requests: Vec::new(),
         }
     }
@@ -253,7 +235,7 @@ impl Dispatcher {
                     Some(Incoming::Progress(rv)) => self.handled(rv),
                     Some(Incoming::Reset(done)) => {
                         self.close_all(RESET, false);
-                        self.recent = Recent::default();
+                        self.recent.clear();
                         let _ = done.send(());
                     }
                     Some(Incoming::Ready(rv, done)) => {
@@ -370,12 +352,12 @@ impl Dispatcher {
         let d = Arc::new(Dispatched {
             origin,
             dispatched_at: Some(taken_up),
-            ..Dispatched::new(ev, true)
+            ..Dispatched::new(ev)
         });
         // Attached before anyone can see it, so that a watcher catching up meanwhile finds it;
         // kept alive by the ring.
         ev.attach(&d);
-        self.recent.keep(&d);
+        self.recent.keep([Arc::clone(&d)]);
         let triggers: [Option<&str>; 2] = match &self.config.trigger_field {
             // Absent reads as "", as selectors and the cache's indexes read it.
             Some(f) => [

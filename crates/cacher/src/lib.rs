@@ -45,6 +45,7 @@ pub mod latency;
 mod lw;
 mod metrics;
 mod queue;
+mod recent;
 mod registry;
 mod watcher;
 
@@ -61,12 +62,13 @@ use listwatch_watchcache::{WatchCache, WatchCacheReader};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-pub use crate::config::CacherConfig;
+pub use crate::config::{CacherConfig, DEFAULT_REPLAY_ENCODING_BUDGET};
 pub use crate::lw::StorageListerWatcher;
 pub use crate::metrics::{CacherMetrics, ResourceLabel};
 
 use crate::dispatch::{DispatchConfig, Dispatcher, Incoming};
 use crate::metrics::ResourceMetrics;
+use crate::recent::Recent;
 use crate::registry::Registry;
 use crate::watcher::{Spec, Start};
 
@@ -104,6 +106,8 @@ pub(crate) struct Inner {
     stop: watch::Sender<bool>,
     /// To the dispatcher, for explicit progress requests (the feeder holds its own).
     incoming: mpsc::Sender<Incoming>,
+    /// Recent events' dispatched forms, kept for watchers catching up (see `recent`).
+    recent: Arc<Recent>,
 }
 
 impl Inner {
@@ -240,6 +244,7 @@ impl Cacher {
             metrics: config.metrics.for_resource(&config.resource),
             stop,
             incoming: tx.clone(),
+            recent: Arc::new(Recent::new(config.replay_encoding_budget)),
             config,
         });
         let dispatcher = Dispatcher::new(
@@ -252,6 +257,7 @@ impl Cacher {
                 bookmark_frequency: inner.config.bookmark_frequency,
             },
             inner.metrics.clone(),
+            Arc::clone(&inner.recent),
         );
         tokio::spawn(dispatcher.run(rx, inner.stop.subscribe()));
         tokio::spawn(feed::feed(Arc::clone(&inner), cache, tx));

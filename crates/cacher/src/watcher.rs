@@ -15,8 +15,11 @@
 //! The replay keeps only a position: it reads the window from the latest view in chunks of at
 //! most [`CHUNK`] events, so a watcher catching up (or stalled while it does) holds O(1)
 //! memory whatever the backlog, and pins no old version of the window. Events are reused in
-//! the form the dispatcher gave them (their one shared encoding) while the dispatcher keeps
-//! them alive. If the window moves past the cursor, the watch ends with 410 Expired.
+//! the form the dispatcher gave them (their one shared encoding per format) while the ring of
+//! recent forms keeps them (see `recent`); an event whose form has left it gets a new shared
+//! form, attached to the window's event and kept in the ring, so that watchers replaying it
+//! at once or later share that one. If the window moves past the cursor, the watch ends with
+//! 410 Expired.
 //!
 //! A detached (slow) watcher drains its buffer, then attaches again from the last version it
 //! delivered. A watcher ended by a relist of the cache ends with "not ready" (429) once; one
@@ -35,7 +38,7 @@ use listwatch_storage::{
 use tokio::time::Instant;
 
 use crate::Inner;
-use crate::dispatch::Dispatched;
+use crate::dispatch::{Dispatched, event_type_for};
 use crate::latency::Stage;
 use crate::queue::Queue;
 use crate::registry::{ACTIVE, CLOSED, DETACHED, Entry, Item, RESET, next_bookmark, unregister};
@@ -239,6 +242,7 @@ impl Watcher {
         }
         let events = view.events_since(cursor.after)?;
         let mut after = cursor.after;
+        let mut rebuilt = Vec::new();
         for ev in events.iter().take(SCAN) {
             if ev.resource_version > cursor.until || replay.pending.len() >= CHUNK {
                 break;
@@ -247,13 +251,22 @@ impl Watcher {
             if !self.entry.spec.key.contains(&ev.key) {
                 continue;
             }
-            // The dispatched form (and its one encoding) while the dispatcher keeps it.
-            let d = ev
-                .derived::<Dispatched>()
-                .unwrap_or_else(|| Arc::new(Dispatched::new(ev, false)));
-            if let Some(t) = d.event_type_for(&self.entry.spec.predicate) {
-                replay.pending.push_back(d.to_watch_event(t));
-            }
+            let pred = &self.entry.spec.predicate;
+            let Some(t) = event_type_for(ev.event_type, &ev.object, ev.prev_object.as_ref(), pred)
+            else {
+                continue;
+            };
+            // The dispatched form (and its one encoding per format), rebuilt and shared if
+            // it left the ring.
+            let d = ev.derived_or_attach(|| {
+                let d = Arc::new(Dispatched::new(ev));
+                rebuilt.push(Arc::clone(&d));
+                d
+            });
+            replay.pending.push_back(d.to_watch_event(t));
+        }
+        if !rebuilt.is_empty() {
+            self.inner.recent.keep(rebuilt);
         }
         replay.cursor = (after < cursor.until && after > cursor.after).then_some(Cursor {
             after,

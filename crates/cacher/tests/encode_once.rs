@@ -1,21 +1,28 @@
-//! Each event is encoded once however many watchers send it. This file holds a single test
-//! because the encode counter is process-wide.
+//! Each event is encoded once per format however many watchers send it: live, and when
+//! replayed from the window by watches that start from an old version, together or one
+//! after another. This file holds a single test because the encode counter is process-wide.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use listwatch_api::{Object, SelectableFields, wire_encode_count};
 use listwatch_cacher::{Cacher, CacherConfig};
 use listwatch_memstore::MemStore;
-use listwatch_storage::{Key, ListOptions, Storage, WatchEvent};
+use listwatch_storage::{Key, ListOptions, Storage, WatchEvent, WatchStream};
 
 const WATCHERS: usize = 1000;
 const EVENTS: u64 = 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_encode_per_event_with_a_thousand_watchers() {
+async fn one_encode_per_event_and_format_live_and_replayed() {
+    live_fan_out_with_a_thousand_watchers().await;
+    replays_share_one_encoding_per_event_and_format().await;
+}
+
+async fn live_fan_out_with_a_thousand_watchers() {
     let cacher = Cacher::new(Arc::new(MemStore::new()), CacherConfig::new("pods"));
     cacher.wait_ready().await;
     let key = Key::object("pods", Some("ns"), "big").unwrap();
@@ -73,11 +80,6 @@ async fn one_encode_per_event_with_a_thousand_watchers() {
         assert!(t.await.unwrap() > 0);
     }
     assert!(cacher.watcher_count() < WATCHERS, "no watcher was detached");
-    eprintln!(
-        "DEBUG after eager: {} encodes, {} watchers",
-        wire_encode_count() - before,
-        cacher.watcher_count()
-    );
     go.send_replace(true);
     for t in stalled {
         assert!(t.await.unwrap() > 0);
@@ -86,5 +88,78 @@ async fn one_encode_per_event_with_a_thousand_watchers() {
     assert_eq!(
         encodes, EVENTS,
         "{WATCHERS} watchers × {EVENTS} events took {encodes} encodes"
+    );
+}
+
+/// Events written while nobody watches: more than the dispatcher once kept forms for (1 024).
+const BACKLOG: u64 = 3000;
+/// Watches replaying the whole backlog at once, then one after another.
+const TOGETHER: usize = 20;
+const IN_TURN: usize = 3;
+
+/// Encodings of the second format (what the HTTP layer's Table or metadata-only encoders do
+/// through `Object::shared_encoding`).
+static OTHER_FORMAT: AtomicU64 = AtomicU64::new(0);
+const OTHER_FORMAT_KEY: u64 = 7;
+
+/// Reads the whole backlog as the HTTP layer would, in both formats; returns the bytes sent.
+async fn replay(mut w: WatchStream) -> usize {
+    let mut bytes = 0;
+    for _ in 0..BACKLOG {
+        match tokio::time::timeout(Duration::from_secs(60), w.next()).await {
+            Ok(Some(WatchEvent::Added(object))) => {
+                bytes += object.to_json_bytes().len();
+                let other = object.shared_encoding(OTHER_FORMAT_KEY, |o| {
+                    OTHER_FORMAT.fetch_add(1, Ordering::Relaxed);
+                    Ok::<_, ()>(bytes::Bytes::from(o.name().to_owned()))
+                });
+                bytes += other.unwrap().len();
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    bytes
+}
+
+async fn replays_share_one_encoding_per_event_and_format() {
+    let config =
+        CacherConfig::new("configmaps").with_watch_cache(|c| c.with_capacity(4096, 4096, 4096));
+    let cacher = Cacher::new(Arc::new(MemStore::new()), config);
+    cacher.wait_ready().await;
+    let mut start = 0;
+    for i in 0..BACKLOG {
+        let key = Key::object("configmaps", Some("ns"), &format!("cm-{i}")).unwrap();
+        let v = serde_json::json!({"kind":"ConfigMap","metadata":{"name":format!("cm-{i}"),"namespace":"ns"},"data":{"i":i.to_string()}});
+        let o = Object::from_value(v, &SelectableFields::none()).unwrap();
+        let created = cacher.create(&key, o, None).await.unwrap();
+        if i == 0 {
+            start = created.resource_version() - 1;
+        }
+    }
+    let all = Key::collection("configmaps", None).unwrap();
+    let opts = ListOptions {
+        resource_version: Some(start),
+        ..ListOptions::recursive()
+    };
+    let (json_before, other_before) = (wire_encode_count(), OTHER_FORMAT.load(Ordering::Relaxed));
+    let mut together = Vec::new();
+    for _ in 0..TOGETHER {
+        let w = cacher.watch(&all, &opts).await.unwrap();
+        together.push(tokio::spawn(replay(w)));
+    }
+    for t in together {
+        assert!(t.await.unwrap() > 0);
+    }
+    for _ in 0..IN_TURN {
+        let w = cacher.watch(&all, &opts).await.unwrap();
+        assert!(replay(w).await > 0);
+    }
+    let json = wire_encode_count() - json_before;
+    let other = OTHER_FORMAT.load(Ordering::Relaxed) - other_before;
+    let watches = TOGETHER + IN_TURN;
+    assert_eq!(
+        (json, other),
+        (BACKLOG, BACKLOG),
+        "{watches} watches replaying {BACKLOG} events took {json} JSON and {other} other encodings"
     );
 }

@@ -4,18 +4,20 @@
 //! every reader and every watcher, so whatever is derived from it (e.g. its encoded frame) can
 //! be computed once by its consumer and shared; `object` carries the event's resource version,
 //! `prev_object` its own older one. What a consumer derived can be attached to the event
-//! ([`CacheEvent::attach`]), held weakly: the window never keeps it alive, so the cache's
-//! memory does not grow by it, and whoever holds it strongly decides how long it is shared.
+//! ([`CacheEvent::attach`], [`CacheEvent::derived_or_attach`]), held weakly: the window never
+//! keeps it alive, so the cache's memory does not grow by it, and whoever holds it strongly
+//! decides how long it is shared. Once it is gone, the next consumer derives it again and
+//! attaches that; consumers racing to derive it get one value.
 
 use std::any::Any;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Instant;
 
 use listwatch_api::{EventType, Object};
 use listwatch_storage::WatchEvent;
 
 /// One change of the cached resource, as the window keeps it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CacheEvent {
     /// `Added`, `Modified` or `Deleted` (never a bookmark or an error).
     pub event_type: EventType,
@@ -30,12 +32,34 @@ pub struct CacheEvent {
     pub resource_version: u64,
     /// When the cache received it (for latency metrics and the resize rule).
     pub received_at: Instant,
-    /// What a consumer derived from this event, held weakly (see [`CacheEvent::attach`]).
-    derived: OnceLock<Weak<dyn Any + Send + Sync>>,
+    /// What a consumer derived from this event, held weakly (see [`CacheEvent::attach`]);
+    /// a dangling `Weak` when there is none. Locked only to read or replace the pointer.
+    derived: Mutex<Weak<dyn Any + Send + Sync>>,
     /// Whether `prev_object` is the cache's own state of the key before this event (false
     /// when the cache had none and the backend supplied it): rolling the state back to
     /// before this event restores `prev_object` only then, else removes the key.
     prev_from_state: bool,
+}
+
+impl Clone for CacheEvent {
+    /// A copy of the change, sharing what was derived from it while that lives.
+    fn clone(&self) -> Self {
+        Self {
+            event_type: self.event_type,
+            key: Arc::clone(&self.key),
+            object: self.object.clone(),
+            prev_object: self.prev_object.clone(),
+            resource_version: self.resource_version,
+            received_at: self.received_at,
+            derived: Mutex::new(self.derived_weak()),
+            prev_from_state: self.prev_from_state,
+        }
+    }
+}
+
+/// No value derived (a dangling pointer; allocates nothing).
+fn nothing() -> Weak<dyn Any + Send + Sync> {
+    Weak::<()>::new()
 }
 
 impl PartialEq for CacheEvent {
@@ -68,7 +92,7 @@ impl CacheEvent {
             object,
             prev_object,
             received_at,
-            derived: OnceLock::new(),
+            derived: Mutex::new(nothing()),
             prev_from_state: true,
         }
     }
@@ -87,15 +111,36 @@ impl CacheEvent {
     /// Attaches what a consumer derived from this event (the dispatcher: the event with its
     /// one shared wire encoding), so that later readers of the window (watchers catching up)
     /// reuse it instead of deriving it again. Held weakly: it is available while someone
-    /// holds `value`. Only the first attachment counts; returns whether this one did.
-    pub fn attach<T: Any + Send + Sync>(&self, value: &Arc<T>) -> bool {
+    /// holds `value`. Replaces what was attached before.
+    pub fn attach<T: Any + Send + Sync>(&self, value: &Arc<T>) {
         let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(value) as _;
-        self.derived.set(weak).is_ok()
+        *self.derived.lock().unwrap_or_else(PoisonError::into_inner) = weak;
     }
 
-    /// What was attached with [`CacheEvent::attach`], if it is a `T` and still alive.
+    /// What was attached, if it is a `T` and still alive.
     pub fn derived<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
-        self.derived.get()?.upgrade()?.downcast::<T>().ok()
+        self.derived_weak().upgrade()?.downcast::<T>().ok()
+    }
+
+    /// What was attached if it is a `T` and still alive; otherwise `make`'s value, attached.
+    /// Callers racing here get the same value (`make` runs under the event's lock, so it
+    /// should be cheap: build a lazy form, not the bytes).
+    pub fn derived_or_attach<T: Any + Send + Sync>(&self, make: impl FnOnce() -> Arc<T>) -> Arc<T> {
+        let mut slot = self.derived.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(v) = slot.upgrade().and_then(|v| v.downcast::<T>().ok()) {
+            return v;
+        }
+        let v = make();
+        let weak: Weak<dyn Any + Send + Sync> = Arc::downgrade(&v) as _;
+        *slot = weak;
+        v
+    }
+
+    fn derived_weak(&self) -> Weak<dyn Any + Send + Sync> {
+        self.derived
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The event as a storage watch event (objects are shared, not copied).
@@ -162,5 +207,39 @@ impl Events {
     /// Copies the `Arc`s into a `Vec`.
     pub fn to_vec(&self) -> Vec<Arc<CacheEvent>> {
         self.0.iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use listwatch_api::SelectableFields;
+
+    fn event() -> CacheEvent {
+        let v = serde_json::json!({"metadata":{"name":"a","resourceVersion":"3"}});
+        let o = Object::from_value(v, &SelectableFields::none()).unwrap();
+        CacheEvent::new(EventType::Added, "/x/a".into(), o, None, Instant::now())
+    }
+
+    #[test]
+    fn what_was_derived_is_shared_while_alive_then_derived_again() {
+        let ev = event();
+        assert!(ev.derived::<u32>().is_none());
+        let a = ev.derived_or_attach(|| Arc::new(1u32));
+        // Alive: every caller (and a clone of the event) gets the same value.
+        let b = ev.derived_or_attach(|| Arc::new(2u32));
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(Arc::ptr_eq(&ev.clone().derived::<u32>().unwrap(), &a));
+        drop((a, b));
+        // Gone: the next consumer derives it again, and that one is attached.
+        assert!(ev.derived::<u32>().is_none());
+        let c = ev.derived_or_attach(|| Arc::new(3u32));
+        assert_eq!(*c, 3);
+        assert_eq!(ev.derived::<u32>().as_deref(), Some(&3));
+        // Attaching replaces.
+        let d = Arc::new(4u32);
+        ev.attach(&d);
+        assert_eq!(ev.derived::<u32>().as_deref(), Some(&4));
     }
 }
