@@ -379,8 +379,8 @@ impl Dispatcher {
             let Some(t) = d.event_type_for(&e.spec.predicate) else {
                 continue;
             };
-            match e.queue.try_push(Item::Event(Arc::clone(&d), t)) {
-                Ok(()) => stages.observe(Stage::CacheToWatcher, taken_up.elapsed()),
+            match e.queue.try_push(Item::event(Arc::clone(&d), t, taken_up)) {
+                Ok(()) => {}
                 // Lossless and free for the others: it catches up from the window by itself.
                 Err(PushError::Full(_)) if self.config.stall_resume => {
                     self.too_slow(&e);
@@ -399,15 +399,17 @@ impl Dispatcher {
                     None
                 } else {
                     let mut slot = Some(item);
-                    let push = std::future::poll_fn(|cx| e.queue.poll_push(&mut slot, cx));
+                    let push = std::future::poll_fn(|cx| {
+                        if let Some(item) = slot.as_mut() {
+                            item.restamp(taken_up);
+                        }
+                        e.queue.poll_push(&mut slot, cx)
+                    });
                     tokio::time::timeout(budget, push).await.ok()
                 };
                 budget = budget.saturating_sub(started.elapsed());
                 match sent {
-                    Some(Ok(())) => self
-                        .metrics
-                        .stages
-                        .observe(Stage::CacheToWatcher, taken_up.elapsed()),
+                    Some(Ok(())) => {}
                     Some(Err(_)) => gone.push(e.id),
                     None => self.too_slow(&e),
                 }

@@ -7,7 +7,9 @@
 //!   watcher → the event is applied to the watch cache (the reflector and the feeder);
 //! - `cacher_queue`: applied to the cache → the dispatcher takes it up (the incoming queue);
 //! - `cache_to_watcher`: the dispatcher takes it up → it is in this watcher's buffer (the
-//!   fan-out loop, and a blocked watcher's wait when stall-and-resume is off);
+//!   fan-out loop, and a blocked watcher's wait when stall-and-resume is off); stamped on the
+//!   buffered item and observed when the watcher delivers it, so an event the watcher's start
+//!   already covered (pushed while it registered, then dropped) is not counted;
 //! - `watcher_queue`: the dispatcher takes it up → this watcher's consumer (the HTTP watch
 //!   server, which writes it to the connection at once) takes it from the buffer;
 //! - `total`: the backend hands it over → the watcher's consumer takes it: the storage →

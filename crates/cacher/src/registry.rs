@@ -45,8 +45,34 @@ use crate::watcher::Spec;
 /// What a watcher's buffer carries.
 #[derive(Debug)]
 pub(crate) enum Item {
-    Event(Arc<Dispatched>, EventType),
+    /// An event, its type for this watcher, and how long after the dispatcher took it up it
+    /// entered this buffer ([`Item::pushed_after`]): the `cache_to_watcher` stage, observed by
+    /// the watcher only if it delivers the event (one its start already covered is dropped).
+    Event(Arc<Dispatched>, EventType, u32),
     Bookmark(u64),
+}
+
+impl Item {
+    /// A live event taken up by the dispatcher at `taken_up`, stamped as pushed now.
+    pub(crate) fn event(d: Arc<Dispatched>, t: EventType, taken_up: std::time::Instant) -> Self {
+        Item::Event(d, t, Self::micros_since(taken_up))
+    }
+
+    /// Restamps an event that waited for room in a full buffer (the blocked path).
+    pub(crate) fn restamp(&mut self, taken_up: std::time::Instant) {
+        if let Item::Event(_, _, at) = self {
+            *at = Self::micros_since(taken_up);
+        }
+    }
+
+    fn micros_since(taken_up: std::time::Instant) -> u32 {
+        u32::try_from(taken_up.elapsed().as_micros()).unwrap_or(u32::MAX)
+    }
+
+    /// The `cache_to_watcher` time recorded with an event.
+    pub(crate) fn pushed_after(micros: u32) -> std::time::Duration {
+        std::time::Duration::from_micros(u64::from(micros))
+    }
 }
 
 pub(crate) const ACTIVE: u8 = 0;

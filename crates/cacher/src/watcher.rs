@@ -312,7 +312,9 @@ impl Watcher {
             }
             let item = std::task::ready!(self.entry.queue.poll_pop(cx));
             match item {
-                Some(Item::Event(d, t)) => {
+                Some(Item::Event(d, t, pushed_after)) => {
+                    // Covered by the state or replay this watch started with: not a delivery,
+                    // so no stage observes it.
                     if d.rv <= self.floor {
                         continue;
                     }
@@ -320,6 +322,7 @@ impl Watcher {
                     // Handed to the consumer (the watch server writes it out at once).
                     let now = std::time::Instant::now();
                     let stages = &self.inner.metrics.stages;
+                    stages.observe(Stage::CacheToWatcher, Item::pushed_after(pushed_after));
                     if let Some(at) = d.dispatched_at {
                         stages.observe(Stage::WatcherQueue, now.saturating_duration_since(at));
                     }

@@ -108,3 +108,47 @@ async fn each_live_delivery_is_observed_at_every_stage_and_replays_are_not() {
     }
     assert!(text.contains("le=\"0.0001\""), "upstream's buckets: {text}");
 }
+
+/// Regression (CI at 967b881): a watch that starts from the version a create just returned can
+/// register before the dispatcher has taken that event up; the dispatcher then pushes it and
+/// the watcher drops it as covered by its start. It used to count as a `cache_to_watcher`
+/// delivery, so that stage counted more deliveries than `total`. Many rounds make the race
+/// likely; every stage must count exactly the events delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_a_watch_start_covers_are_not_counted_as_deliveries() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = CacherMetrics::register(&mut registry);
+    let cacher = Cacher::new(
+        Arc::new(MemStore::new()),
+        CacherConfig::new("pods").with_metrics(metrics),
+    );
+    cacher.wait_ready().await;
+    let all = Key::collection("pods", None).unwrap();
+    let create = |i: u64| {
+        let name = format!("p{i}");
+        let v = serde_json::json!({"kind":"Pod","metadata":{"name":name,"namespace":"ns"}});
+        let obj = Object::from_value(v, &SelectableFields::none()).unwrap();
+        let key = Key::object("pods", Some("ns"), &name).unwrap();
+        let cacher = &cacher;
+        async move { cacher.create(&key, obj, None).await.unwrap() }
+    };
+    const ROUNDS: u64 = 200;
+    for round in 0..ROUNDS {
+        let created = create(2 * round).await;
+        let opts = ListOptions {
+            resource_version: Some(created.resource_version()),
+            ..ListOptions::recursive()
+        };
+        let mut w = cacher.watch(&all, &opts).await.unwrap();
+        let next_one = create(2 * round + 1).await;
+        match next(&mut w).await {
+            WatchEvent::Added(o) => assert_eq!(o.resource_version(), next_one.resource_version()),
+            other => panic!("round {round}: {other:?}"),
+        }
+    }
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    for stage in ["cache_to_watcher", "watcher_queue", "total"] {
+        assert_eq!(count(&text, stage), ROUNDS, "{stage}: {text}");
+    }
+}
