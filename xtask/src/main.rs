@@ -248,7 +248,10 @@ fn ci(extra: &[String]) -> Result {
     doc.args(["doc", "--workspace", "--no-deps", "--locked"]);
     doc.env("RUSTDOCFLAGS", "-D warnings");
     run(doc)?;
-    test(extra)
+    // Every test binary runs even after one fails, so one CI run reports every failure.
+    let mut all = vec!["--no-fail-fast".to_string()];
+    all.extend_from_slice(extra);
+    test(&all)
 }
 
 fn bench(args: &[String]) -> Result {
