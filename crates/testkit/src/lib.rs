@@ -1,0 +1,10 @@
+//! Test-only helpers shared by the workspace's tests (a dev-dependency, never shipped).
+//!
+//! - [`Balancer`]: a round-robin TCP load balancer in front of several servers (replicas of
+//!   listwatch-apiserver), the kind of thing a cluster puts in front of its kube-apiservers,
+//!   that a test can tell to stop sending new connections to a backend ([`Balancer::drain`]) or
+//!   to kill it outright, resetting every connection it carries ([`Balancer::kill`]).
+
+mod balancer;
+
+pub use balancer::Balancer;
