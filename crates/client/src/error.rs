@@ -20,7 +20,10 @@ pub enum Error {
     /// The server answered with a `Status` failure (HTTP error body or watch `ERROR` event).
     #[error("api error {}: {} ({})", .0.code, .0.message, .0.reason)]
     Api(Box<Status>),
-    /// The server could not be reached (refused, reset, DNS): retried with backoff.
+    /// The server could not be reached or its connection failed before a response: refused,
+    /// reset, closed, TLS handshake, DNS, no response headers within the request timeout.
+    /// A client with several servers has tried each once; the reflector retries with backoff
+    /// (a watch from its last version, no relist).
     #[error("connection failed: {0}")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// An HTTP-level failure other than a refused connection.

@@ -146,6 +146,12 @@ pub trait ListerWatcher: Send + Sync + 'static {
     /// Opens a watch. Errors before the first byte (e.g. 410, 429, refused) are returned
     /// here; errors later arrive on the stream.
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<Self::Object>>;
+
+    /// Called by the reflector when the last watch opened here delivered nothing, not even a
+    /// bookmark, past its idle deadline: the connection under it is taken as dead. An
+    /// implementation with several servers moves off that watch's server (the HTTP one
+    /// does); the default does nothing.
+    fn watch_idle(&self) {}
 }
 
 /// A lister-watcher of `K` over one of dynamic [`Object`]s: each object is decoded with serde.
@@ -193,6 +199,10 @@ where
             resource_version: page.resource_version,
             continue_token: page.continue_token,
         })
+    }
+
+    fn watch_idle(&self) {
+        self.inner.watch_idle();
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {

@@ -13,6 +13,7 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 
 use async_trait::async_trait;
 use http::Method;
@@ -49,6 +50,8 @@ pub struct Api<K> {
     client: HttpClient,
     resource: Arc<ApiResource>,
     namespace: Option<String>,
+    /// The server of this handle's last watch (see [`HttpListerWatcher`]'s).
+    watch_server: Arc<AtomicUsize>,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -58,6 +61,7 @@ impl<K> Clone for Api<K> {
             client: self.client.clone(),
             resource: Arc::clone(&self.resource),
             namespace: self.namespace.clone(),
+            watch_server: Arc::clone(&self.watch_server),
             _k: PhantomData,
         }
     }
@@ -132,6 +136,7 @@ impl<K> Api<K> {
             client,
             resource: Arc::new(resource.clone()),
             namespace: None,
+            watch_server: Arc::new(AtomicUsize::new(usize::MAX)),
             _k: PhantomData,
         }
     }
@@ -174,6 +179,14 @@ impl<K> Api<K> {
     /// [`metadata_only`](HttpListerWatcher::metadata_only) caches or local field selectors.
     pub fn lister_watcher(&self) -> Result<HttpListerWatcher> {
         HttpListerWatcher::with_client(self.client.clone(), &self.collection_path()?)
+    }
+
+    /// [`lister_watcher`](Self::lister_watcher) remembering its watches' server in this
+    /// handle, so that [`ListerWatcher::watch_idle`] blames the right one.
+    fn tracked_lister_watcher(&self) -> Result<HttpListerWatcher> {
+        Ok(self
+            .lister_watcher()?
+            .with_watch_server(Arc::clone(&self.watch_server)))
     }
 
     /// The collection objects are created in: a namespaced kind needs the namespace.
@@ -284,6 +297,15 @@ impl<K: Resource + DeserializeOwned> ListerWatcher for Api<K> {
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
-        self.lister_watcher()?.typed::<K>().watch(request).await
+        self.tracked_lister_watcher()?
+            .typed::<K>()
+            .watch(request)
+            .await
+    }
+
+    fn watch_idle(&self) {
+        if let Ok(lw) = self.tracked_lister_watcher() {
+            lw.typed::<K>().watch_idle();
+        }
     }
 }

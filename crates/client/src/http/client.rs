@@ -6,7 +6,11 @@
 //! Invariants: every request has the config's deadline until its response headers; every
 //! body read is bounded (objects by [`MAX_OBJECT_BODY`], lists by the config's
 //! `max_list_bytes`, errors cut at 64 KiB); a 401 with a refreshable credential is retried
-//! once with a fresh one.
+//! once with a fresh one. With several servers ([`HttpConfig::failover_urls`]) a request
+//! goes to the current one; a connection failure moves the client to the next
+//! ([`Servers`]), and the request is sent there too when that cannot repeat a write: a GET
+//! after any connection failure, any method when the request never left (refused, TLS),
+//! each server at most once per request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +26,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
 use super::auth::Auth;
+use super::servers::Servers;
 use serde::Serialize;
 
 use super::patch::{Patch, PatchParams};
@@ -37,7 +42,7 @@ pub(crate) const JSON: &str = "application/json";
 
 pub(crate) struct Inner {
     client: Client<Connector, Full<Bytes>>,
-    pub(crate) base_url: String,
+    pub(crate) servers: Servers,
     auth: Auth,
     /// Impersonation headers.
     headers: Vec<(HeaderName, HeaderValue)>,
@@ -57,7 +62,7 @@ pub struct HttpClient {
 impl std::fmt::Debug for HttpClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpClient")
-            .field("base_url", &self.inner.base_url)
+            .field("servers", &self.inner.servers.all())
             .finish_non_exhaustive()
     }
 }
@@ -65,7 +70,8 @@ impl std::fmt::Debug for HttpClient {
 impl HttpClient {
     /// A client for `config` (validates its credentials and TLS material).
     pub fn new(config: HttpConfig) -> Result<Self> {
-        let https = config.base_url.starts_with("https://");
+        let urls = config.server_urls()?;
+        let https = urls.iter().any(|u| u.starts_with("https://"));
         let connector = connector(&config, https)?;
         let mut builder = Client::builder(TokioExecutor::new());
         builder
@@ -86,7 +92,8 @@ impl HttpClient {
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
-                base_url: config.base_url,
+                servers: Servers::new(urls)
+                    .ok_or_else(|| Error::Config("no server url".into()))?,
                 auth,
                 headers,
                 timeout: config.request_timeout,
@@ -107,17 +114,26 @@ impl HttpClient {
         HttpListerWatcher::with_client(self.clone(), path)
     }
 
-    /// The full URL of `path` (a path from the server root).
-    pub(crate) fn url(&self, path: &str) -> Result<String> {
+    /// `path` (a path from the server root) checked to make a valid URL on every server, with
+    /// one leading and no trailing `/`.
+    pub(crate) fn path(&self, path: &str) -> Result<String> {
         let path = if path.starts_with('/') {
-            path.to_owned()
+            path.trim_end_matches('/').to_owned()
         } else {
-            format!("/{path}")
+            format!("/{}", path.trim_end_matches('/'))
         };
-        let url = format!("{}{}", self.inner.base_url, path.trim_end_matches('/'));
-        url.parse::<Uri>()
-            .map_err(|e| Error::Config(format!("invalid url {url:?}: {e}")))?;
-        Ok(url)
+        for base in self.inner.servers.all() {
+            let url = format!("{base}{path}");
+            url.parse::<Uri>()
+                .map_err(|e| Error::Config(format!("invalid url {url:?}: {e}")))?;
+        }
+        Ok(path)
+    }
+
+    /// The base URL requests go to now (it changes on a connection failure when the client has
+    /// several servers).
+    pub fn current_server(&self) -> &str {
+        self.inner.servers.current().1
     }
 
     /// The object at `path`, or `None` when the server says 404.
@@ -179,13 +195,13 @@ impl HttpClient {
         query: &str,
         body: Option<(Bytes, &'static str)>,
     ) -> Result<Bytes> {
-        let mut uri = self.url(path)?;
+        let mut uri = self.path(path)?;
         if !query.is_empty() {
             uri.push('?');
             uri.push_str(query);
         }
         let call = async {
-            let res = self.request(method, &uri, body, true, JSON).await?;
+            let (res, _) = self.request(method, &uri, body, true, JSON).await?;
             super::read_body(res, MAX_OBJECT_BODY, "object").await
         };
         match self.inner.timeout {
@@ -196,16 +212,53 @@ impl HttpClient {
         }
     }
 
-    /// Sends a request; a 401 with a refreshable credential (token file, exec plugin) is
-    /// sent once more with a fresh one. Non-2xx answers are errors.
+    /// Sends a request for `path_and_query` to the current server, moving on to the next
+    /// on a connection failure (see the module doc); returns the response and the index of
+    /// the server that gave it. A 401 with a refreshable credential (token file, exec plugin)
+    /// is sent once more with a fresh one. Non-2xx answers are errors.
     pub(crate) async fn request(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<(Bytes, &'static str)>,
+        compressible: bool,
+        accept: &'static str,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, usize)> {
+        let servers = &self.inner.servers;
+        let mut tries = servers.len();
+        loop {
+            let (server, base) = servers.current();
+            let uri = format!("{base}{path_and_query}");
+            match self
+                .request_authenticated(method.clone(), &uri, body.clone(), compressible, accept)
+                .await
+            {
+                Ok(res) => return Ok((res, server)),
+                Err(e) => {
+                    let Some(sent) = e.connection_failure() else {
+                        return Err(e.into_error());
+                    };
+                    servers.failed(server);
+                    tries -= 1;
+                    // A write that may have reached the server is not sent twice.
+                    let repeatable = !sent || method == Method::GET;
+                    if tries == 0 || !repeatable {
+                        return Err(e.into_error());
+                    }
+                    tracing::debug!(%uri, error = %e, "trying the next server");
+                }
+            }
+        }
+    }
+
+    async fn request_authenticated(
         &self,
         method: Method,
         uri: &str,
         body: Option<(Bytes, &'static str)>,
         compressible: bool,
         accept: &'static str,
-    ) -> Result<hyper::Response<hyper::body::Incoming>> {
+    ) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
         let auth = &self.inner.auth;
         let sent = auth.header().await?;
         match self
@@ -219,10 +272,10 @@ impl HttpClient {
             )
             .await
         {
-            Err(e) if e.code() == Some(401) && auth.rejected(sent.as_ref()).await => {
+            Err(Failure::Other(e)) if e.code() == Some(401) && auth.rejected(sent.as_ref()).await => {
                 let fresh = auth.header().await?;
                 if fresh == sent {
-                    return Err(e);
+                    return Err(Failure::Other(e));
                 }
                 tracing::debug!(%uri, "401, retrying with a refreshed credential");
                 self.request_once(method, uri, body, compressible, accept, fresh.as_ref())
@@ -240,7 +293,7 @@ impl HttpClient {
         compressible: bool,
         accept: &'static str,
         auth: Option<&HeaderValue>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>> {
+    ) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
         let mut req = Request::builder()
             .method(method.clone())
             .uri(uri)
@@ -268,16 +321,16 @@ impl HttpClient {
         tracing::debug!(%uri, %method, "request");
         let call = self.inner.client.request(req);
         let res = match self.inner.timeout {
-            Some(t) => tokio::time::timeout(t, call)
-                .await
-                .map_err(|_| Error::Http(format!("no response within {t:?}").into()))?,
+            Some(t) => tokio::time::timeout(t, call).await.map_err(|_| Failure::Sent(
+                format!("no response headers from {uri} within {t:?}").into(),
+            ))?,
             None => call.await,
         };
         let res = res.map_err(|e| {
             if e.is_connect() {
-                Error::Connect(Box::new(e))
+                Failure::NotSent(Box::new(e))
             } else {
-                Error::Http(Box::new(e))
+                Failure::Sent(Box::new(e))
             }
         })?;
         if res.status().is_success() {
@@ -291,7 +344,54 @@ impl HttpClient {
             // A cut gzip body does not inflate; the code then speaks alone.
             body = super::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
         }
-        Err(decode::decode_status(code, &body))
+        Err(Failure::Other(decode::decode_status(code, &body)))
+    }
+}
+
+/// How one request to one server failed.
+#[derive(Debug)]
+enum Failure {
+    /// No connection: refused, unreachable, TLS handshake failed. The request never left.
+    NotSent(Box<dyn std::error::Error + Send + Sync>),
+    /// The connection failed after the request may have been sent: reset, closed before the
+    /// response, no response headers within the deadline.
+    Sent(Box<dyn std::error::Error + Send + Sync>),
+    /// Anything else (an answer of the server, a bad request).
+    Other(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Other(e)
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::NotSent(e) | Failure::Sent(e) => e.fmt(f),
+            Failure::Other(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Failure {
+    /// For a connection failure, whether the request may have reached the server.
+    fn connection_failure(&self) -> Option<bool> {
+        match self {
+            Failure::NotSent(_) => Some(false),
+            Failure::Sent(_) => Some(true),
+            Failure::Other(_) => None,
+        }
+    }
+
+    /// The caller's error: a connection failure is [`Error::Connect`], which the reflector
+    /// retries with backoff (re-watching from its last version, no relist).
+    fn into_error(self) -> Error {
+        match self {
+            Failure::NotSent(e) | Failure::Sent(e) => Error::Connect(e),
+            Failure::Other(e) => e,
+        }
     }
 }
 

@@ -18,6 +18,22 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::lister::{Page, WatchEvent};
 
+/// A watch response body and what to do if its connection is cut mid-stream (tell the client
+/// that its server failed, so the next watch goes to another).
+pub(crate) struct WatchBody {
+    body: Incoming,
+    on_cut: Option<Box<dyn FnOnce() + Send>>,
+}
+
+impl WatchBody {
+    pub(crate) fn new(body: Incoming, on_cut: Box<dyn FnOnce() + Send>) -> Self {
+        Self {
+            body,
+            on_cut: Some(on_cut),
+        }
+    }
+}
+
 /// The largest watch frame accepted (objects are limited to a few MiB upstream).
 pub(crate) const MAX_FRAME: usize = 16 << 20;
 
@@ -196,7 +212,7 @@ impl FrameBuffer {
 /// Decodes a watch response body into events, incrementally. The stream ends after an
 /// `ERROR` event, a decoding or transport error, or the body's end.
 pub(crate) fn watch_events(
-    body: Incoming,
+    body: WatchBody,
     fields: SelectableFields,
 ) -> impl Stream<Item = Result<WatchEvent<Object>>> + Send {
     watch_events_with(body, move |v| {
@@ -206,7 +222,7 @@ pub(crate) fn watch_events(
 
 /// [`watch_events`] with the objects decoded by `object`.
 pub(crate) fn watch_events_with<K, F>(
-    body: Incoming,
+    body: WatchBody,
     object: F,
 ) -> impl Stream<Item = Result<WatchEvent<K>>> + Send
 where
@@ -214,7 +230,7 @@ where
     F: Fn(Value) -> Result<K> + Send,
 {
     struct S<F> {
-        body: Incoming,
+        body: WatchBody,
         frames: FrameBuffer,
         object: F,
         done: bool,
@@ -242,7 +258,7 @@ where
                     return Some((Err(e), s));
                 }
             }
-            match s.body.frame().await {
+            match s.body.body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(mut data) = frame.into_data() {
                         while data.has_remaining() {
@@ -254,7 +270,11 @@ where
                     }
                 }
                 Some(Err(e)) => {
+                    // The connection was cut mid-stream (reset, closed, h2 ping unanswered).
                     s.done = true;
+                    if let Some(cut) = s.body.on_cut.take() {
+                        cut();
+                    }
                     return Some((Err(Error::Http(Box::new(e))), s));
                 }
                 None => {

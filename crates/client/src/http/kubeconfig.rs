@@ -10,7 +10,10 @@
 //!   `tokenFile`, an `exec` command with a path separator) are resolved relative to the
 //!   directory of the file that holds the stanza;
 //! - a user stanza with a mechanism this client does not implement (`auth-provider`) is an
-//!   error, never an anonymous client.
+//!   error, never an anonymous client;
+//! - a cluster names one `server`, as upstream's; further servers of the same cluster (for
+//!   failover) come from the cluster extension [`FAILOVER_EXTENSION`], which kubectl and
+//!   client-go ignore, at most 64 of them; other extensions are not read.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -65,6 +68,57 @@ struct Cluster {
     tls_server_name: Option<String>,
     #[serde(default)]
     proxy_url: Option<String>,
+    /// Named extensions (client-go keeps them opaque; minikube and others put their own
+    /// data here, and kubectl ignores what it does not know).
+    #[serde(default)]
+    extensions: Vec<NamedExtension>,
+}
+
+/// A cluster's `extensions` item.
+#[derive(Debug, Clone, Deserialize)]
+struct NamedExtension {
+    name: String,
+    #[serde(default)]
+    extension: serde_yaml::Value,
+}
+
+/// The cluster extension listing further servers of the cluster, tried after `server` when a
+/// connection fails: `{name: listwatch.dev/failover-servers, extension: {servers: [url, ..]}}`.
+/// kubectl and client-go ignore it and use `server` alone.
+pub(crate) const FAILOVER_EXTENSION: &str = "listwatch.dev/failover-servers";
+
+/// The most servers read from the failover extension.
+const MAX_FAILOVER_SERVERS: usize = 64;
+
+impl Cluster {
+    /// The failover extension's servers, in order.
+    fn failover_servers(&self) -> Result<Vec<String>> {
+        let Some(ext) = self.extensions.iter().find(|e| e.name == FAILOVER_EXTENSION) else {
+            return Ok(Vec::new());
+        };
+        let servers = ext
+            .extension
+            .get("servers")
+            .and_then(serde_yaml::Value::as_sequence)
+            .ok_or_else(|| {
+                cfg_err(format!(
+                    "extension {FAILOVER_EXTENSION} needs `servers`, a list of URLs"
+                ))
+            })?;
+        if servers.len() > MAX_FAILOVER_SERVERS {
+            return Err(cfg_err(format!(
+                "extension {FAILOVER_EXTENSION}: more than {MAX_FAILOVER_SERVERS} servers"
+            )));
+        }
+        servers
+            .iter()
+            .map(|v| {
+                v.as_str().map(str::to_owned).ok_or_else(|| {
+                    cfg_err(format!("extension {FAILOVER_EXTENSION}: a server is not a string"))
+                })
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -132,6 +186,8 @@ struct EnvVar {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Resolved {
     pub(crate) server: String,
+    /// Further servers from the cluster's [`FAILOVER_EXTENSION`].
+    pub(crate) failover_servers: Vec<String>,
     pub(crate) namespace: Option<String>,
     pub(crate) token: Option<String>,
     pub(crate) token_file: Option<PathBuf>,
@@ -299,6 +355,7 @@ impl Merged {
         };
         Ok(Resolved {
             server: cluster.server.clone(),
+            failover_servers: cluster.failover_servers()?,
             namespace: ctx.namespace.clone().filter(|n| !n.is_empty()),
             token: user.token.clone().filter(|t| !t.is_empty()),
             token_file: user
@@ -424,6 +481,45 @@ users:
         assert_eq!(r.ca_pem.as_deref(), Some(&b"FILE-CA"[..]));
         // The token file is read per request (rotation), not at load.
         assert_eq!(r.token_file, Some(dir.path().join("token")));
+    }
+
+    #[test]
+    fn failover_servers_come_from_the_cluster_extension_and_others_are_ignored() {
+        let yaml = KUBECONFIG.replace(
+            "certificate-authority-data: Q0EtUEVN",
+            "certificate-authority-data: Q0EtUEVN
+    extensions:
+    - name: cluster_info
+      extension: {provider: minikube.sigs.k8s.io, version: v1.33.0}
+    - name: listwatch.dev/failover-servers
+      extension:
+        servers: [https://127.0.0.2:6443, https://127.0.0.3:6443]",
+        );
+        let r = resolve_current(&yaml, Path::new("/")).unwrap();
+        assert_eq!(r.server, "https://127.0.0.1:6443");
+        assert_eq!(
+            r.failover_servers,
+            ["https://127.0.0.2:6443", "https://127.0.0.3:6443"]
+        );
+        // Without the extension: the one server, as upstream.
+        let plain = resolve_current(KUBECONFIG, Path::new("/")).unwrap();
+        assert!(plain.failover_servers.is_empty());
+        let bad = KUBECONFIG.replace(
+            "certificate-authority-data: Q0EtUEVN",
+            "certificate-authority-data: Q0EtUEVN
+    extensions: [{name: listwatch.dev/failover-servers, extension: {servers: [1]}}]",
+        );
+        assert!(resolve_current(&bad, Path::new("/")).is_err());
+        let many: Vec<String> = (0..65).map(|i| format!("http://h{i}")).collect();
+        let too_many = KUBECONFIG.replace(
+            "certificate-authority-data: Q0EtUEVN",
+            &format!(
+                "certificate-authority-data: Q0EtUEVN
+    extensions: [{{name: listwatch.dev/failover-servers, extension: {{servers: [{}]}}}}]",
+                many.join(", ")
+            ),
+        );
+        assert!(resolve_current(&too_many, Path::new("/")).is_err());
     }
 
     #[test]

@@ -15,7 +15,10 @@
 //!   the system's roots when none is given; `tls-server-name` and `proxy-url` (HTTP
 //!   `CONNECT`) as client-go, and without a `proxy-url` the environment's `HTTPS_PROXY`,
 //!   `HTTP_PROXY` and `NO_PROXY` as client-go's transports (Go's
-//!   `http.ProxyFromEnvironment`).
+//!   `http.ProxyFromEnvironment`);
+//! - several servers of one cluster ([`HttpConfig::failover_urls`], or a kubeconfig cluster's
+//!   `listwatch.dev/failover-servers` extension): a connection failure moves the client to
+//!   the next and the reflector's watch resumes there from its last version (`servers.rs`).
 
 mod api;
 mod auth;
@@ -25,9 +28,12 @@ mod env_proxy;
 mod kubeconfig;
 mod patch;
 mod proxy;
+mod servers;
 mod typed;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -62,6 +68,12 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 pub struct HttpConfig {
     /// `http(s)://host:port`, optionally with a path prefix.
     pub base_url: String,
+    /// Further servers of the same cluster (replicas over one etcd), tried in this order
+    /// after `base_url` when a connection fails: refused, reset, TLS handshake, no response
+    /// headers within `request_timeout`, a watch cut mid-stream or idle past the reflector's
+    /// deadline. Credentials, trust and `tls_server_name` apply to all of them. Empty by
+    /// default (one server, as client-go).
+    pub failover_urls: Vec<String>,
     /// Sent as `Authorization: Bearer ..`.
     pub bearer_token: Option<String>,
     /// A file holding the bearer token, read again every 50 s and after a 401, so a rotated
@@ -113,6 +125,7 @@ impl Default for HttpConfig {
     fn default() -> Self {
         Self {
             base_url: String::new(),
+            failover_urls: Vec::new(),
             bearer_token: None,
             bearer_token_file: None,
             basic_auth: None,
@@ -137,6 +150,7 @@ impl std::fmt::Debug for HttpConfig {
         // Never print credentials.
         f.debug_struct("HttpConfig")
             .field("base_url", &self.base_url)
+            .field("failover_urls", &self.failover_urls)
             .field(
                 "bearer_token",
                 &self.bearer_token.as_ref().map(|_| "<redacted>"),
@@ -162,22 +176,44 @@ impl std::fmt::Debug for HttpConfig {
 impl HttpConfig {
     /// A configuration for `base_url` with no credentials.
     pub fn new(base_url: impl Into<String>) -> Result<Self> {
-        let base_url = base_url.into().trim_end_matches('/').to_owned();
-        let uri: Uri = base_url
-            .parse()
-            .map_err(|e| Error::Config(format!("invalid base url {base_url:?}: {e}")))?;
-        match uri.scheme_str() {
-            Some("http" | "https") => {}
-            _ => {
-                return Err(Error::Config(format!(
-                    "base url {base_url:?} must be http:// or https://"
-                )));
-            }
-        }
         Ok(Self {
-            base_url,
+            base_url: checked_base_url(base_url.into())?,
             ..Self::default()
         })
+    }
+
+    /// A configuration for several servers of one cluster: the first is `base_url`, the
+    /// rest are [`failover_urls`](Self::failover_urls).
+    pub fn with_servers<S: Into<String>>(urls: impl IntoIterator<Item = S>) -> Result<Self> {
+        let mut urls = urls.into_iter();
+        let first = urls
+            .next()
+            .ok_or_else(|| Error::Config("no server url".into()))?;
+        Self::new(first)?.failover_urls(urls)
+    }
+
+    /// Sets the further servers tried after `base_url` on a connection failure.
+    pub fn failover_urls<S: Into<String>>(
+        mut self,
+        urls: impl IntoIterator<Item = S>,
+    ) -> Result<Self> {
+        self.failover_urls = urls
+            .into_iter()
+            .map(|u| checked_base_url(u.into()))
+            .collect::<Result<_>>()?;
+        Ok(self)
+    }
+
+    /// `base_url` then `failover_urls`, each checked, without duplicates.
+    pub(crate) fn server_urls(&self) -> Result<Vec<String>> {
+        let mut urls: Vec<String> = Vec::with_capacity(1 + self.failover_urls.len());
+        for u in std::iter::once(&self.base_url).chain(&self.failover_urls) {
+            let u = checked_base_url(u.clone())?;
+            if !urls.contains(&u) {
+                urls.push(u);
+            }
+        }
+        Ok(urls)
     }
 
     /// Sets the bearer token.
@@ -292,7 +328,7 @@ impl HttpConfig {
     }
 
     fn from_resolved(r: kubeconfig::Resolved) -> Result<Self> {
-        let mut config = Self::new(r.server)?;
+        let mut config = Self::new(r.server)?.failover_urls(r.failover_servers)?;
         config.bearer_token = r.token;
         config.bearer_token_file = r.token_file;
         config.basic_auth = r.basic;
@@ -394,17 +430,20 @@ const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;
 #[derive(Clone)]
 pub struct HttpListerWatcher {
     client: HttpClient,
-    /// Base URL + collection path, without a query.
-    url: String,
+    /// The collection path from the server root, without a query.
+    path: String,
     fields: SelectableFields,
     /// Lists and watches ask for `PartialObjectMetadata` (see [`Self::metadata_only`]).
     metadata_only: bool,
+    /// The server the last watch was opened on, blamed when the reflector finds that watch
+    /// idle past its deadline ([`ListerWatcher::watch_idle`]); `usize::MAX` before any.
+    watch_server: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for HttpListerWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpListerWatcher")
-            .field("url", &self.url)
+            .field("path", &self.path)
             .finish_non_exhaustive()
     }
 }
@@ -419,12 +458,13 @@ impl HttpListerWatcher {
 
     /// A lister-watcher of the collection at `path` over `client`'s connections.
     pub fn with_client(client: HttpClient, path: &str) -> Result<Self> {
-        let url = client.url(path)?;
+        let path = client.path(path)?;
         Ok(Self {
             client,
-            url,
+            path,
             fields: SelectableFields::none(),
             metadata_only: false,
+            watch_server: Arc::new(AtomicUsize::new(usize::MAX)),
         })
     }
 
@@ -448,11 +488,18 @@ impl HttpListerWatcher {
         self
     }
 
-    async fn get(&self, query: String) -> Result<hyper::Response<hyper::body::Incoming>> {
+    /// Remembers its watches' server in `cell` (shared with an [`Api`] handle).
+    pub(crate) fn with_watch_server(mut self, cell: Arc<AtomicUsize>) -> Self {
+        self.watch_server = cell;
+        self
+    }
+
+    /// A GET of the collection; the response and the index of the server that gave it.
+    async fn get(&self, query: String) -> Result<(hyper::Response<hyper::body::Incoming>, usize)> {
         let uri = if query.is_empty() {
-            self.url.clone()
+            self.path.clone()
         } else {
-            format!("{}?{}", self.url, query)
+            format!("{}?{}", self.path, query)
         };
         // Watches are never compressed (kube-apiserver does not, and frames must arrive as
         // they are sent); lists may be.
@@ -591,7 +638,7 @@ impl ListerWatcher for HttpListerWatcher {
 
     async fn list(&self, request: &ListRequest) -> Result<Page<Object>> {
         let list = async {
-            let res = self.get(list_query(request)).await?;
+            let (res, _) = self.get(list_query(request)).await?;
             let body = read_body(res, self.client.inner.max_list_bytes, "list").await?;
             decode::decode_list(&body, &self.fields)
         };
@@ -605,8 +652,49 @@ impl ListerWatcher for HttpListerWatcher {
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<Object>> {
-        let res = self.get(watch_query(request)).await?;
-        Ok(decode::watch_events(res.into_body(), self.fields.clone()).boxed())
+        let body = self.open_watch(request).await?;
+        Ok(decode::watch_events(body, self.fields.clone()).boxed())
+    }
+
+    fn watch_idle(&self) {
+        self.blame_watch_server();
+    }
+}
+
+impl HttpListerWatcher {
+    /// Opens a watch; its body reports a cut connection as a failure of its server.
+    async fn open_watch(&self, request: &WatchRequest) -> Result<decode::WatchBody> {
+        let (res, server) = self.get(watch_query(request)).await?;
+        self.watch_server.store(server, Ordering::Release);
+        let servers = self.client.clone();
+        Ok(decode::WatchBody::new(
+            res.into_body(),
+            Box::new(move || {
+                servers.inner.servers.failed(server);
+            }),
+        ))
+    }
+
+    /// The last watch's connection is taken as dead: the client moves off its server.
+    fn blame_watch_server(&self) {
+        let server = self.watch_server.load(Ordering::Acquire);
+        if server != usize::MAX {
+            self.client.inner.servers.failed(server);
+        }
+    }
+}
+
+/// A base URL checked to be `http(s)://..`, without a trailing `/`.
+fn checked_base_url(base_url: String) -> Result<String> {
+    let base_url = base_url.trim_end_matches('/').to_owned();
+    let uri: Uri = base_url
+        .parse()
+        .map_err(|e| Error::Config(format!("invalid base url {base_url:?}: {e}")))?;
+    match uri.scheme_str() {
+        Some("http" | "https") => Ok(base_url),
+        _ => Err(Error::Config(format!(
+            "base url {base_url:?} must be http:// or https://"
+        ))),
     }
 }
 
@@ -619,12 +707,7 @@ fn proxied(config: &HttpConfig) -> Result<proxy::Connector> {
         tcp,
         proxy: match &config.proxy_url {
             Some(u) => Some(proxy::Proxy::parse(u, config.connect_timeout)?),
-            None => match config
-                .base_url
-                .parse::<http::Uri>()
-                .ok()
-                .and_then(|server| env_proxy::EnvProxy::from_env().proxy_for(&server))
-            {
+            None => match env_proxy_for(config)? {
                 Some(u) => Some(
                     proxy::Proxy::parse(&u, config.connect_timeout)
                         .map_err(|e| Error::Config(format!("from the environment: {e}")))?,
@@ -633,6 +716,30 @@ fn proxied(config: &HttpConfig) -> Result<proxy::Connector> {
             },
         },
     })
+}
+
+/// The proxy the environment names for the config's servers; every server must get the same
+/// answer (one connector serves them all).
+fn env_proxy_for(config: &HttpConfig) -> Result<Option<String>> {
+    let env = env_proxy::EnvProxy::from_env();
+    let mut answer: Option<Option<String>> = None;
+    for url in config.server_urls()? {
+        let this = url
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|server| env.proxy_for(&server));
+        match &answer {
+            None => answer = Some(this),
+            Some(first) if *first == this => {}
+            Some(_) => {
+                return Err(Error::Config(format!(
+                    "the environment's HTTPS_PROXY/HTTP_PROXY/NO_PROXY proxy some servers and \
+                     not others ({url}); set proxy-url or make NO_PROXY name all or none"
+                )));
+            }
+        }
+    }
+    Ok(answer.flatten())
 }
 
 fn tcp_connector(config: &HttpConfig) -> HttpConnector {

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
-use super::{HttpListerWatcher, decode, list_query, read_body, watch_query};
+use super::{HttpListerWatcher, decode, list_query, read_body};
 use crate::error::{Error, Result};
 use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
 use crate::resource::Resource;
@@ -54,7 +54,7 @@ impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
     async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
         let lw = &self.inner;
         let list = async {
-            let res = lw.get(list_query(request)).await?;
+            let (res, _) = lw.get(list_query(request)).await?;
             let body = read_body(res, lw.client.inner.max_list_bytes, "list").await?;
             decode::decode_list_typed(&body)
         };
@@ -67,10 +67,14 @@ impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
-        let res = self.inner.get(watch_query(request)).await?;
-        Ok(decode::watch_events_with(res.into_body(), |v| {
-            serde_json::from_value(v).map_err(Error::Typed)
-        })
-        .boxed())
+        let body = self.inner.open_watch(request).await?;
+        Ok(
+            decode::watch_events_with(body, |v| serde_json::from_value(v).map_err(Error::Typed))
+                .boxed(),
+        )
+    }
+
+    fn watch_idle(&self) {
+        self.inner.blame_watch_server();
     }
 }

@@ -215,6 +215,7 @@ impl<L: ListerWatcher> Machine<L> {
                             "streaming list idle past its deadline, falling back to list"
                         );
                         self.fallback_to_list = true;
+                        self.lw.watch_idle();
                         return Err(Error::WatchIdle(idle.limit));
                     }
                     Some(Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)))) => {
@@ -288,6 +289,7 @@ impl<L: ListerWatcher> Machine<L> {
                         // timeout: the connection is dead. Re-watch, like a dropped one.
                         drop(stream);
                         tracing::warn!(idle = ?idle.limit, "watch idle past its deadline, re-watching");
+                        self.lw.watch_idle();
                         self.after_watch_end(started, events);
                         return Err(Error::WatchIdle(idle.limit));
                     }
