@@ -77,7 +77,9 @@ async fn listwatch_client_resumes_its_watch_on_another_replica_when_one_is_kille
     namespace(&r0, "lw");
     configmap(&r0, "lw", "c0");
     let client = HttpClient::new(HttpConfig::with_servers([&r0.url, &r1.url]).unwrap()).unwrap();
-    let lw = client.lister_watcher("/api/v1/namespaces/lw/configmaps").unwrap();
+    let lw = client
+        .lister_watcher("/api/v1/namespaces/lw/configmaps")
+        .unwrap();
     let log: Arc<Mutex<Vec<String>>> = Arc::default();
     let l = Arc::clone(&log);
     let task = tokio::spawn(watcher(lw, Config::default()).for_each(move |e| {
@@ -202,7 +204,10 @@ async fn python_watch_through_the_balancer_resumes_on_the_other_replica() {
     configmap(&r0, "py", "c0");
     let lb = Balancer::start(&[addr(&r0), addr(&r1)]).await.unwrap();
     lb.drain(1);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/replica_failover.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/python/replica_failover.py"
+    );
     let mut child = Command::new(python())
         .args([script, &lb.url(), "3"])
         .stdin(Stdio::piped())

@@ -92,7 +92,11 @@ async fn a_killed_replica_moves_the_watch_to_the_next_from_its_last_version() {
     until(false, || api.watches().len() == 1).await;
     let p1 = api.put("p1");
     until(false, || applied(&log, "p1", p1)).await;
-    assert_eq!(b.connections(), [0], "everything on the first server so far");
+    assert_eq!(
+        b.connections(),
+        [0],
+        "everything on the first server so far"
+    );
 
     // Replica A dies: its open watch is reset, new connections to it fail.
     a.kill(0);
@@ -158,7 +162,10 @@ async fn with_every_replica_down_the_reflector_backs_off_and_resumes_on_the_firs
         Some(p1.to_string())
     );
     assert_eq!(
-        events(&log).iter().filter(|e| e.starts_with("Apply")).count(),
+        events(&log)
+            .iter()
+            .filter(|e| e.starts_with("Apply"))
+            .count(),
         2,
         "{:?}",
         events(&log)
@@ -186,7 +193,11 @@ async fn a_watch_idle_past_its_deadline_blames_its_server_and_resumes_on_the_nex
     silent.drop_open_connections_silently();
     let p2 = api.put("p2");
     until(true, || applied(&log, "p2", p2)).await;
-    assert_eq!(b.connections(), [1], "the re-watch went to the other server");
+    assert_eq!(
+        b.connections(),
+        [1],
+        "the re-watch went to the other server"
+    );
     assert_eq!(client.current_server(), b.url());
     assert_eq!(api.lists().len(), 1, "no relist");
     assert_eq!(
@@ -194,7 +205,10 @@ async fn a_watch_idle_past_its_deadline_blames_its_server_and_resumes_on_the_nex
         Some(p1.to_string())
     );
     assert_eq!(
-        events(&log).iter().filter(|e| e.starts_with("Apply")).count(),
+        events(&log)
+            .iter()
+            .filter(|e| e.starts_with("Apply"))
+            .count(),
         2
     );
 }

@@ -147,7 +147,9 @@ async fn accept_loop(listener: TcpListener, state: Arc<Mutex<State>>, stop: watc
 }
 
 /// The up backends in turn from the round-robin position (which advances by one).
-fn candidates(state: &Mutex<State>) -> Vec<(usize, SocketAddr, watch::Receiver<u64>, Arc<AtomicU64>)> {
+fn candidates(
+    state: &Mutex<State>,
+) -> Vec<(usize, SocketAddr, watch::Receiver<u64>, Arc<AtomicU64>)> {
     let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
     let n = s.backends.len();
     let start = s.next;
@@ -190,7 +192,12 @@ async fn forward(inbound: TcpStream, state: Arc<Mutex<State>>, mut stop: watch::
         let up = async {
             let mut buf = vec![0u8; 16 << 10];
             while let Ok(n) = ri.read(&mut buf).await {
-                if n == 0 || wo.write_all(buf.get(..n).unwrap_or_default()).await.is_err() {
+                if n == 0
+                    || wo
+                        .write_all(buf.get(..n).unwrap_or_default())
+                        .await
+                        .is_err()
+                {
                     break;
                 }
             }
@@ -199,7 +206,12 @@ async fn forward(inbound: TcpStream, state: Arc<Mutex<State>>, mut stop: watch::
         let down = async {
             let mut buf = vec![0u8; 16 << 10];
             while let Ok(n) = ro.read(&mut buf).await {
-                if n == 0 || wi.write_all(buf.get(..n).unwrap_or_default()).await.is_err() {
+                if n == 0
+                    || wi
+                        .write_all(buf.get(..n).unwrap_or_default())
+                        .await
+                        .is_err()
+                {
                     break;
                 }
             }
@@ -265,7 +277,9 @@ mod tests {
 
     #[tokio::test]
     async fn connections_go_round_robin_and_a_kill_resets_the_open_ones() {
-        let b = Balancer::start(&[echo().await, echo().await]).await.unwrap();
+        let b = Balancer::start(&[echo().await, echo().await])
+            .await
+            .unwrap();
         let mut c1 = TcpStream::connect(b.addr()).await.unwrap();
         let mut c2 = TcpStream::connect(b.addr()).await.unwrap();
         roundtrip(&mut c1).await.unwrap();

@@ -92,8 +92,7 @@ impl HttpClient {
         Ok(Self {
             inner: Arc::new(Inner {
                 client,
-                servers: Servers::new(urls)
-                    .ok_or_else(|| Error::Config("no server url".into()))?,
+                servers: Servers::new(urls).ok_or_else(|| Error::Config("no server url".into()))?,
                 auth,
                 headers,
                 timeout: config.request_timeout,
@@ -272,7 +271,9 @@ impl HttpClient {
             )
             .await
         {
-            Err(Failure::Other(e)) if e.code() == Some(401) && auth.rejected(sent.as_ref()).await => {
+            Err(Failure::Other(e))
+                if e.code() == Some(401) && auth.rejected(sent.as_ref()).await =>
+            {
                 let fresh = auth.header().await?;
                 if fresh == sent {
                     return Err(Failure::Other(e));
@@ -321,9 +322,9 @@ impl HttpClient {
         tracing::debug!(%uri, %method, "request");
         let call = self.inner.client.request(req);
         let res = match self.inner.timeout {
-            Some(t) => tokio::time::timeout(t, call).await.map_err(|_| Failure::Sent(
-                format!("no response headers from {uri} within {t:?}").into(),
-            ))?,
+            Some(t) => tokio::time::timeout(t, call).await.map_err(|_| {
+                Failure::Sent(format!("no response headers from {uri} within {t:?}").into())
+            })?,
             None => call.await,
         };
         let res = res.map_err(|e| {

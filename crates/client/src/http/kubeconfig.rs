@@ -93,7 +93,11 @@ const MAX_FAILOVER_SERVERS: usize = 64;
 impl Cluster {
     /// The failover extension's servers, in order.
     fn failover_servers(&self) -> Result<Vec<String>> {
-        let Some(ext) = self.extensions.iter().find(|e| e.name == FAILOVER_EXTENSION) else {
+        let Some(ext) = self
+            .extensions
+            .iter()
+            .find(|e| e.name == FAILOVER_EXTENSION)
+        else {
             return Ok(Vec::new());
         };
         let servers = ext
@@ -114,7 +118,9 @@ impl Cluster {
             .iter()
             .map(|v| {
                 v.as_str().map(str::to_owned).ok_or_else(|| {
-                    cfg_err(format!("extension {FAILOVER_EXTENSION}: a server is not a string"))
+                    cfg_err(format!(
+                        "extension {FAILOVER_EXTENSION}: a server is not a string"
+                    ))
                 })
             })
             .collect()

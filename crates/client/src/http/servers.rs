@@ -81,7 +81,12 @@ mod tests {
     use super::*;
 
     fn three() -> Servers {
-        Servers::new(vec!["http://a".into(), "http://b".into(), "http://c".into()]).unwrap()
+        Servers::new(vec![
+            "http://a".into(),
+            "http://b".into(),
+            "http://c".into(),
+        ])
+        .unwrap()
     }
 
     #[test]
