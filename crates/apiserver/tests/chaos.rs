@@ -578,10 +578,10 @@ async fn replicas_etcd_and_watchers_survive_kills_and_rolls_with_nothing_lost_or
             }
             let relisted = seen.iter().filter(|s| s.lock().unwrap().relisted).count();
             let line = format!(
-                "{what}: writes recovered in {:.0?}, every watcher (but the relisted) in \
-                 {:.0?}; {relisted} relisted so far",
-                acked - at,
-                at.elapsed()
+                "{what}: writes recovered in {} ms, every watcher (but the relisted) in {} ms; \
+                 {relisted} relisted so far",
+                (acked - at).as_millis(),
+                at.elapsed().as_millis()
             );
             eprintln!("{line}");
             recoveries.lock().unwrap().push(line);
