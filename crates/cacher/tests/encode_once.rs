@@ -150,16 +150,31 @@ async fn replays_share_one_encoding_per_event_and_format() {
     for t in together {
         assert!(t.await.unwrap() > 0);
     }
+    let json = wire_encode_count() - json_before;
+    let other = OTHER_FORMAT.load(Ordering::Relaxed) - other_before;
+    // JSON is encoded under a once-cell: exactly once per event. Other formats are lock-free
+    // (`Object::shared_encoding`): watches that read an event at the same instant may both
+    // encode it and one result is kept (CI saw 3 001 for 3 000 once, under load 19), so the
+    // concurrent phase is bounded, not exact; without sharing it took 12 431.
+    assert_eq!(
+        json, BACKLOG,
+        "{TOGETHER} concurrent replays took {json} JSON encodings"
+    );
+    assert!(
+        (BACKLOG..BACKLOG + BACKLOG / 10).contains(&other),
+        "{TOGETHER} concurrent replays took {other} other encodings"
+    );
+    // Replays one after another race with no one: they share everything, exactly.
+    let (json_before, other_before) = (wire_encode_count(), OTHER_FORMAT.load(Ordering::Relaxed));
     for _ in 0..IN_TURN {
         let w = cacher.watch(&all, &opts).await.unwrap();
         assert!(replay(w).await > 0);
     }
     let json = wire_encode_count() - json_before;
     let other = OTHER_FORMAT.load(Ordering::Relaxed) - other_before;
-    let watches = TOGETHER + IN_TURN;
     assert_eq!(
         (json, other),
-        (BACKLOG, BACKLOG),
-        "{watches} watches replaying {BACKLOG} events took {json} JSON and {other} other encodings"
+        (0, 0),
+        "{IN_TURN} later replays of {BACKLOG} events took {json} JSON and {other} other encodings"
     );
 }
