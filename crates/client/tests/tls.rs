@@ -440,3 +440,29 @@ async fn on_http2_an_unanswered_ping_ends_a_silent_watch_on_a_dead_connection() 
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[tokio::test]
+#[ignore = "needs openssl"]
+async fn a_tls_handshake_failure_moves_the_client_to_the_next_server() {
+    use listwatch_client::HttpClient;
+    // Two servers of "one cluster": the first presents a certificate of another CA (a
+    // replica with the wrong certificate, or an impostor), the second the right one.
+    let good = make_certs("failover-good");
+    let bad = make_certs("failover-bad");
+    let (bad_url, good_url) = (serve_tls(&bad, None), serve_tls(&good, None));
+    let ca = std::fs::read(good.join("ca.pem")).unwrap();
+    let config = HttpConfig::with_servers([&bad_url, &good_url])
+        .unwrap()
+        .ca_pem(ca);
+    let client = HttpClient::new(config).unwrap();
+    let page = client
+        .lister_watcher("/api/v1/pods")
+        .unwrap()
+        .list(&ListRequest::default())
+        .await
+        .unwrap();
+    assert_eq!(page.items[0].name(), "secure");
+    assert_eq!(client.current_server(), good_url);
+    std::fs::remove_dir_all(&good).ok();
+    std::fs::remove_dir_all(&bad).ok();
+}
