@@ -228,3 +228,34 @@ async fn a_refused_get_goes_to_the_next_server_at_once() {
     assert!(got.is_some());
     assert_eq!(client.current_server(), b.url());
 }
+
+#[tokio::test]
+async fn a_server_that_never_answers_is_left_for_the_next_within_the_request_timeout() {
+    let api = FakeApi::start(10).await;
+    api.put("p0");
+    // Accepts connections and reads nothing, answers nothing (a hung replica).
+    let hung = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hung_url = format!("http://{}", hung.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut conns = Vec::new();
+        while let Ok((c, _)) = hung.accept().await {
+            conns.push(c);
+        }
+    });
+    let b = Balancer::start(&[api.addr]).await.unwrap();
+    let config = HttpConfig::with_servers([hung_url, b.url()])
+        .unwrap()
+        .request_timeout(Duration::from_millis(300));
+    let client = HttpClient::new(config).unwrap();
+    // The object call and the list each get their headers deadline per server: the hung
+    // one is abandoned at its deadline and the next answers.
+    assert!(
+        client
+            .get("/api/v1/namespaces/ns/pods/p0")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(client.current_server(), b.url());
+    held.abort();
+}

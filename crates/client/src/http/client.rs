@@ -185,8 +185,8 @@ impl HttpClient {
     }
 
     /// One write or read of a single object: `body` (bytes and content type) sent to
-    /// `path?query`, the response body read up to [`MAX_OBJECT_BODY`], all under the request
-    /// timeout. [`Api`](crate::Api) and the JSON calls above share it.
+    /// `path?query`, the response body read up to [`MAX_OBJECT_BODY`]; the response headers
+    /// under the request timeout on each server tried, then the body under it. [`Api`](crate::Api) and the JSON calls above share it.
     pub(crate) async fn call(
         &self,
         method: Method,
@@ -199,16 +199,15 @@ impl HttpClient {
             uri.push('?');
             uri.push_str(query);
         }
-        let call = async {
-            let (res, _) = self.request(method, &uri, body, true, JSON).await?;
-            super::read_body(res, MAX_OBJECT_BODY, "object").await
-        };
-        match self.inner.timeout {
-            Some(t) => tokio::time::timeout(t, call)
-                .await
-                .map_err(|_| Error::Http(format!("no complete response within {t:?}").into()))?,
-            None => call.await,
-        }
+        // The headers under the deadline per server tried (so that a hung server is left for
+        // the next), then the body under it.
+        let (res, _) = self.request(method, &uri, body, true, JSON).await?;
+        super::within(
+            self.inner.timeout,
+            "object",
+            super::read_body(res, MAX_OBJECT_BODY, "object"),
+        )
+        .await
     }
 
     /// Sends a request for `path_and_query` to the current server, moving on to the next

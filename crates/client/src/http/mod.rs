@@ -100,8 +100,9 @@ pub struct HttpConfig {
     pub client_identity_pem: Option<(Vec<u8>, Vec<u8>)>,
     /// The kubeconfig context's namespace, when read from one.
     pub default_namespace: Option<String>,
-    /// Deadline of a whole list (headers and body), and of opening a watch (until the
-    /// response headers); `None` waits as long as the server takes. Default 60 s, the
+    /// Deadline of the response headers of every request on each server tried (a server
+    /// that misses it counts as failed and a GET goes to the next), then of reading a list's
+    /// or an object's body; `None` waits as long as the server takes. Default 60 s, the
     /// apiserver's own `--request-timeout` for lists. A watch's body is bounded by the
     /// reflector's idle deadline instead ([`Config::watch_idle_margin`](crate::Config)).
     pub request_timeout: Option<Duration>,
@@ -515,6 +516,20 @@ impl HttpListerWatcher {
     }
 }
 
+/// `fut` within `timeout` (`None`: no deadline); past it, an [`Error::Http`] naming `what`.
+async fn within<T>(
+    timeout: Option<Duration>,
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match timeout {
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .map_err(|_| Error::Http(format!("{what} not complete within {t:?}").into()))?,
+        None => fut.await,
+    }
+}
+
 /// Reads a whole body of at most `limit` bytes; a longer one is an error.
 /// A gzip-encoded answer (`Content-Encoding: gzip`) is decompressed, also to at most
 /// `limit` bytes: a small body that inflates past it is the same error.
@@ -637,18 +652,16 @@ impl ListerWatcher for HttpListerWatcher {
     type Object = Object;
 
     async fn list(&self, request: &ListRequest) -> Result<Page<Object>> {
-        let list = async {
-            let (res, _) = self.get(list_query(request)).await?;
-            let body = read_body(res, self.client.inner.max_list_bytes, "list").await?;
-            decode::decode_list(&body, &self.fields)
-        };
-        // The whole list (headers and body) is under the request timeout.
-        match self.client.inner.timeout {
-            Some(t) => tokio::time::timeout(t, list)
-                .await
-                .map_err(|_| Error::Http(format!("list not complete within {t:?}").into()))?,
-            None => list.await,
-        }
+        // The headers under the request timeout on each server tried, then the body under it.
+        let (res, _) = self.get(list_query(request)).await?;
+        let inner = &self.client.inner;
+        let body = within(
+            inner.timeout,
+            "list",
+            read_body(res, inner.max_list_bytes, "list"),
+        )
+        .await?;
+        decode::decode_list(&body, &self.fields)
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<Object>> {

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
-use super::{HttpListerWatcher, decode, list_query, read_body};
+use super::{HttpListerWatcher, decode, list_query, read_body, within};
 use crate::error::{Error, Result};
 use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
 use crate::resource::Resource;
@@ -53,17 +53,15 @@ impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
 
     async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
         let lw = &self.inner;
-        let list = async {
-            let (res, _) = lw.get(list_query(request)).await?;
-            let body = read_body(res, lw.client.inner.max_list_bytes, "list").await?;
-            decode::decode_list_typed(&body)
-        };
-        match lw.client.inner.timeout {
-            Some(t) => tokio::time::timeout(t, list)
-                .await
-                .map_err(|_| Error::Http(format!("list not complete within {t:?}").into()))?,
-            None => list.await,
-        }
+        let (res, _) = lw.get(list_query(request)).await?;
+        let inner = &lw.client.inner;
+        let body = within(
+            inner.timeout,
+            "list",
+            read_body(res, inner.max_list_bytes, "list"),
+        )
+        .await?;
+        decode::decode_list_typed(&body)
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
