@@ -160,6 +160,9 @@ pub(crate) struct Shared {
     pub(crate) gzip: compress::GzipBudget,
     /// Wakes the namespace controller (a namespace was marked for deletion here).
     pub(crate) namespace_wake: Arc<namespaces::Wake>,
+    /// Set when the server is about to shut down: `/readyz` fails (so load balancers take
+    /// it out) while requests are still served. See [`ShutdownHandle::drain`].
+    pub(crate) draining: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -181,6 +184,8 @@ pub struct Installer {
     resources: Vec<Resource>,
     registry: Registry,
     admission: Option<Arc<dyn admission::Admission>>,
+    /// Whether `build` starts the namespace controller itself.
+    namespace_controller: bool,
 }
 
 impl std::fmt::Debug for Installer {
@@ -199,7 +204,17 @@ impl Installer {
             resources: Vec::new(),
             registry: Registry::default(),
             admission: None,
+            namespace_controller: true,
         }
+    }
+
+    /// `build` does not start the namespace controller: the embedder runs
+    /// [`Api::namespace_controller`] where it wants it (e.g. on one replica of several, under
+    /// a leader election).
+    #[must_use]
+    pub fn without_namespace_controller(mut self) -> Self {
+        self.namespace_controller = false;
+        self
     }
 
     /// Installs the admission hook every create and update passes before it is stored.
@@ -248,7 +263,8 @@ impl Installer {
 
     /// Builds the API. On a tokio runtime, this also starts the namespace controller (it
     /// empties terminating namespaces; without a runtime there is none, and a deleted
-    /// namespace stays `Terminating`). It stops when the API is dropped or shuts down.
+    /// namespace stays `Terminating`), unless [`without_namespace_controller`](Self::without_namespace_controller)
+    /// was asked for. It stops when the API is dropped or shuts down.
     pub fn build(mut self) -> Api {
         let metrics = Metrics::register(&mut self.registry);
         let index = self
@@ -287,8 +303,11 @@ impl Installer {
             docs,
             admission: self.admission,
             namespace_wake: Arc::default(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         });
-        namespaces::start(&shared);
+        if self.namespace_controller {
+            namespaces::start(&shared);
+        }
         Api { shared }
     }
 }
@@ -323,6 +342,16 @@ impl std::fmt::Debug for ShutdownHandle {
 }
 
 impl ShutdownHandle {
+    /// Announces a coming shutdown: from now on `/readyz` fails with "shutting down", so
+    /// that load balancers stop sending new requests, while everything is still served
+    /// normally (upstream's `--shutdown-delay-duration`). [`shutdown`](Self::shutdown)
+    /// follows. Idempotent.
+    pub fn drain(&self) {
+        self.shared
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Begins shutdown (idempotent).
     pub fn shutdown(&self) {
         self.shared.shutdown.send_replace(true);
@@ -380,6 +409,14 @@ impl Api {
         check_ready(&self.shared).await
     }
 
+    /// The namespace controller as a future, for an API built
+    /// [`without_namespace_controller`](Installer::without_namespace_controller): it empties
+    /// terminating namespaces until dropped, or until the API shuts down or is dropped. At
+    /// most one should run per storage (several would only repeat each other's deletes).
+    pub fn namespace_controller(&self) -> impl Future<Output = ()> + Send + 'static {
+        namespaces::controller(&self.shared)
+    }
+
     /// Records what start-up is still waiting for (`None`: nothing). While set, `/readyz`
     /// fails with it and `/livez` still answers 200 (the process is alive and keeps trying,
     /// so a supervisor must not restart it) but says what it waits for.
@@ -389,7 +426,7 @@ impl Api {
 }
 
 async fn check_ready(shared: &Shared) -> Result<(), String> {
-    if shared.shutting_down() {
+    if shared.shutting_down() || shared.draining.load(std::sync::atomic::Ordering::Relaxed) {
         return Err("shutting down".into());
     }
     if let Some(reason) = shared.waiting_for.borrow().as_ref() {

@@ -186,9 +186,21 @@ pub(crate) fn start(shared: &Arc<Shared>) {
         tracing::warn!("no tokio runtime at build: the namespace controller is not running");
         return;
     };
+    rt.spawn(controller(shared));
+}
+
+/// The namespace controller of `shared` as a future, for an embedder that decides where and
+/// when it runs (under a leader election: `Installer::without_namespace_controller`).
+/// Dropping it stops it at its next step; it also ends when the API is dropped or shuts down.
+pub(crate) fn controller(shared: &Arc<Shared>) -> impl Future<Output = ()> + Send + 'static {
     let weak = Arc::downgrade(shared);
     let wake = Arc::clone(&shared.namespace_wake);
-    rt.spawn(run(weak, wake));
+    let served = shared.namespaces.is_some();
+    async move {
+        if served {
+            run(weak, wake).await;
+        }
+    }
 }
 
 async fn run(weak: Weak<Shared>, wake: Arc<Wake>) {
