@@ -12,6 +12,9 @@
 //! - [`Informer`]: one reflector shared by many subscribers and [`EventHandler`]s, with resync;
 //! - [`WorkQueue`] and [`Controller`]: client-go's rate-limited de-duplicating work queue and
 //!   a reconcile loop over informers;
+//! - [`leaderelection`]: client-go's leader election on a `coordination.k8s.io/v1` Lease
+//!   ([`LeaderElector`], over [`HttpLeaseLock`] or any [`LeaseLock`]), so that one of several
+//!   processes runs the work it guards;
 //! - [`HttpListerWatcher`]: the HTTP lister-watcher for any Kubernetes-compatible server
 //!   (hyper; TLS with the `rustls` feature), configured from a URL or a kubeconfig;
 //! - [`Api`]: typed access kube-rs style (get, list, watch, create, replace, [`Patch`],
@@ -69,6 +72,7 @@ pub mod http;
 mod informer;
 #[cfg(feature = "k8s-openapi")]
 mod k8s;
+pub mod leaderelection;
 mod lister;
 mod reflector;
 mod resource;
@@ -87,6 +91,9 @@ pub use http::{
 pub use informer::{
     EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
     dispatch,
+};
+pub use leaderelection::{
+    HttpLeaseLock, LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState,
 };
 pub use lister::{
     ListRequest, ListerWatcher, Page, Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream,
