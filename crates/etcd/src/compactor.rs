@@ -270,6 +270,24 @@ pub async fn observe_compaction(client: &EtcdClient, key: &str) -> Result<u64> {
     Ok(revision)
 }
 
+/// The coordination key's version — the protocol's logical compaction time, i.e. how many
+/// rounds any server won (0 when the key does not exist). For tools and tests; compactors
+/// keep their own.
+pub async fn compaction_time(client: &EtcdClient, key: &str) -> Result<i64> {
+    let req = RangeRequest {
+        key: Bytes::from(key.as_bytes().to_vec()),
+        ..Default::default()
+    };
+    let resp = client
+        .unary("compaction key", true, |ch| {
+            let req = req.clone();
+            async move { kv_client(ch).range(req).await }
+        })
+        .await
+        .map_err(|f| f.into_error(0))?;
+    Ok(resp.kvs.first().map_or(0, |kv| kv.version))
+}
+
 /// Compacts etcd's history at `revision` right away (tests and tools).
 pub async fn compact_now(client: &EtcdClient, revision: u64) -> Result<()> {
     let req = CompactionRequest {

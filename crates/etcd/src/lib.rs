@@ -47,6 +47,6 @@ mod watch;
 pub use client::{ConfigError, EtcdClient, EtcdConfig, EtcdTls, MAX_WINDOW, ServerVersion};
 pub use compactor::{
     Compactor, CompactorState, DEFAULT_COMPACT_KEY, DEFAULT_COMPACTION_INTERVAL, OBSERVE_INTERVAL,
-    RoundOutcome, compact_now, compact_round, observe_compaction,
+    RoundOutcome, compact_now, compact_round, compaction_time, observe_compaction,
 };
 pub use store::EtcdStore;
