@@ -36,6 +36,7 @@ pub mod custom;
 pub mod flags;
 pub mod security;
 pub mod serve;
+pub mod singletons;
 pub mod tls;
 
 /// The storage backend.
@@ -106,6 +107,36 @@ pub struct Options {
     /// Seconds to let requests finish after SIGTERM/SIGINT before exiting.
     #[arg(long, default_value_t = 10, value_parser = flags::seconds)]
     pub shutdown_grace_period: u64,
+    /// Seconds between SIGTERM/SIGINT and the start of the shutdown, during which `/readyz`
+    /// fails while every request is still served, so that load balancers take this replica
+    /// out before it refuses anything (upstream's `--shutdown-delay-duration`; 0: none).
+    #[arg(long, default_value_t = 0, value_parser = flags::seconds)]
+    pub shutdown_delay_duration: u64,
+    /// With `--storage etcd`: run the background controllers (the namespace controller) on
+    /// one replica at a time, elected through a coordination.k8s.io Lease (upstream's
+    /// `--leader-elect`). `false`: this server runs them whatever the others do.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Seconds a leader's lease lasts after its last renewal; a replica waits this long
+    /// after the last change it saw before taking a lease over.
+    #[arg(long, default_value_t = 15, value_parser = flags::positive_seconds)]
+    pub leader_elect_lease_duration: u64,
+    /// Seconds a leader keeps leading without a successful renewal; must be below the lease
+    /// duration.
+    #[arg(long, default_value_t = 10, value_parser = flags::positive_seconds)]
+    pub leader_elect_renew_deadline: u64,
+    /// Seconds between a leader's renewals and a candidate's tries (candidates add jitter).
+    #[arg(long, default_value_t = 2, value_parser = flags::positive_seconds)]
+    pub leader_elect_retry_period: u64,
+    /// The Lease the replicas elect through: its namespace.
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+    /// The Lease the replicas elect through: its name.
+    #[arg(long, default_value = "listwatch-controllers")]
+    pub leader_elect_resource_name: String,
+    /// This replica's identity in the Lease (default: the host name and a random suffix).
+    #[arg(long)]
+    pub leader_elect_identity: Option<String>,
     /// Non-mutating requests served at once (0: no limit, as upstream).
     #[arg(long, default_value_t = 400, value_parser = flags::limit)]
     pub max_requests_inflight: usize,
@@ -228,6 +259,9 @@ pub enum ServerError {
     /// The embedded store's `--data-dir` cannot be used.
     #[error("embedded store: {0}")]
     EmbeddedStore(#[from] listwatch_memstore::OpenError),
+    /// The leader election flags break its invariants.
+    #[error("leader election: {0}")]
+    LeaderElection(String),
     /// Bootstrapping the default namespaces failed.
     #[error("creating namespace {name}: {source}")]
     Bootstrap {
@@ -466,6 +500,7 @@ async fn bootstrap_until_done(api: &listwatch_endpoints::Api) -> Result<(), Serv
 /// Builds the API for the options (exposed for tests and embedding): one storage per
 /// resource, wrapped in a [`Cacher`] unless `--watch-cache=false`.
 pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Running), ServerError> {
+    let election = election_options(opts)?;
     let backends = Backends::open(opts)?;
     // Consistent lists are served from the caches only where the backend's progress
     // notifications can be requested reliably: etcd before 3.4.31/3.5.13 answers them early
@@ -496,6 +531,10 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         ..Config::default()
     };
     let mut installer = Installer::new(config);
+    // The singletons run from `Running` (under a leader election on etcd), not from the
+    // installer.
+    installer = installer.without_namespace_controller();
+    let election_status = singletons::register_metrics(installer.registry_mut());
     let cacher_metrics = CacherMetrics::register(installer.registry_mut());
     if let Backends::Embedded(store) = &backends {
         store.register_metrics(installer.registry_mut());
@@ -540,6 +579,27 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         .as_ref()
         .and_then(|i| i.spawn_reconciler(api.resources()))
         .unzip();
+    let mut work = singletons::Singletons::default();
+    let ns_api = api.clone();
+    work.add(
+        "namespace-controller",
+        Box::new(move || Box::pin(ns_api.namespace_controller())),
+    );
+    let elect_on = match (&backends, election) {
+        (Backends::Etcd { .. }, Some(e)) => {
+            let leases = api
+                .resources()
+                .iter()
+                .find(|r| r.info.group == "coordination.k8s.io" && r.info.plural == "leases")
+                .ok_or_else(|| {
+                    ServerError::LeaderElection("the leases resource is not served".into())
+                })?;
+            Some((e, leases))
+        }
+        _ => None,
+    };
+    let singletons =
+        singletons::start(work, elect_on, election_status).map_err(ServerError::LeaderElection)?;
     Ok((
         api,
         Running {
@@ -550,8 +610,35 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
             _reconciler: reconciler.map(AbortOnDrop),
             rbac_in_force,
             conn_metrics,
+            singletons,
         },
     ))
+}
+
+/// The leader election of `--leader-elect*` (validated), or `None` when it is off.
+fn election_options(opts: &Options) -> Result<Option<singletons::ElectionOptions>, ServerError> {
+    if !opts.leader_elect {
+        return Ok(None);
+    }
+    let secs = Duration::from_secs;
+    let config = listwatch_client::LeaderElectionConfig {
+        identity: opts
+            .leader_elect_identity
+            .clone()
+            .unwrap_or_else(listwatch_client::leaderelection::default_identity),
+        lease_duration: secs(opts.leader_elect_lease_duration),
+        renew_deadline: secs(opts.leader_elect_renew_deadline),
+        retry_period: secs(opts.leader_elect_retry_period),
+        release_on_cancel: true,
+    };
+    config
+        .validate()
+        .map_err(|e| ServerError::LeaderElection(e.to_string()))?;
+    Ok(Some(singletons::ElectionOptions {
+        config,
+        namespace: opts.leader_elect_resource_namespace.clone(),
+        name: opts.leader_elect_resource_name.clone(),
+    }))
 }
 
 /// Aborts a task when dropped.
@@ -587,6 +674,8 @@ pub struct Running {
     /// Turns true once the bootstrap RBAC policy is in the authorizer's stores.
     rbac_in_force: Option<tokio::sync::watch::Receiver<bool>>,
     conn_metrics: serve::ConnMetrics,
+    /// The singletons (or the election that runs them); stopped when dropped.
+    singletons: singletons::Running,
 }
 
 impl std::fmt::Debug for Running {
@@ -739,11 +828,32 @@ pub async fn run(
             () = terminate_signal() => {}
         }
     }
+    if announced && opts.shutdown_delay_duration > 0 {
+        // /readyz fails from now on; everything else is served as before until the delay
+        // is over, so that load balancers stop sending requests before any is refused.
+        tracing::info!(
+            delay_seconds = opts.shutdown_delay_duration,
+            "shutdown requested: /readyz fails, still serving until the delay is over"
+        );
+        shutdown.drain();
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(opts.shutdown_delay_duration)) => {}
+            // A second signal skips the rest of the delay.
+            () = terminate_signal() => {}
+        }
+    }
     tracing::info!(
         grace_seconds = opts.shutdown_grace_period,
         "shutting down: ending watches, refusing new requests"
     );
     shutdown.shutdown();
+    let mut running = running;
+    // The singletons stop first and the lease is released, so another replica takes over
+    // at its next try rather than a lease duration later.
+    running
+        .singletons
+        .stop(Duration::from_secs(opts.leader_elect_renew_deadline))
+        .await;
     match tokio::time::timeout(Duration::from_secs(opts.shutdown_grace_period), &mut server).await {
         Ok(_) => tracing::info!("stopped"),
         Err(_) => {
