@@ -2,6 +2,8 @@
 //! client, and kubectl.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod replicas;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -85,12 +87,18 @@ impl Server {
     }
 
     /// Sends SIGTERM and waits for the exit; returns whether it exited successfully.
-    pub fn terminate(mut self) -> bool {
+    pub fn terminate(self) -> bool {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status()
             .unwrap();
         assert!(status.success());
+        self.wait_exit()
+    }
+
+    /// Waits (at most [`PATIENCE`]) for the process to exit; returns whether it exited
+    /// successfully.
+    pub fn wait_exit(mut self) -> bool {
         let (tx, rx) = mpsc::channel();
         let mut child = std::mem::replace(&mut self.child, Command::new("true").spawn().unwrap());
         std::thread::spawn(move || {
