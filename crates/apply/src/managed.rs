@@ -1,0 +1,433 @@
+//! `metadata.managedFields`: who owns which fields, read from and written to an object as
+//! upstream encodes it (one entry per manager, operation, API version for updates, and
+//! subresource; field sets in FieldsV1).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::path::Path;
+use crate::set::{FieldSet, FieldsLimits};
+
+/// How a manager came to own its fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    /// Server-side apply.
+    Apply,
+    /// Any other write (create, update, non-apply patch).
+    Update,
+}
+
+impl Operation {
+    /// The name managedFields uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Apply => "Apply",
+            Operation::Update => "Update",
+        }
+    }
+}
+
+/// A manager as upstream identifies it (`BuildManagerIdentifier`): name, operation,
+/// subresource, and for updates the API version (an applier is one manager whatever
+/// version it applies with).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ManagerId {
+    /// The `fieldManager` (or what stands for it).
+    pub manager: String,
+    /// Apply or Update.
+    pub operation: Operation,
+    /// The group/version of an Update; empty for Apply.
+    pub api_version: String,
+    /// `""`, `status`, `scale`.
+    pub subresource: String,
+}
+
+impl ManagerId {
+    /// The identity of `manager` doing `operation` at `api_version` on `subresource`.
+    pub fn new(manager: &str, operation: Operation, api_version: &str, subresource: &str) -> Self {
+        ManagerId {
+            manager: manager.to_owned(),
+            operation,
+            api_version: match operation {
+                Operation::Apply => String::new(),
+                Operation::Update => api_version.to_owned(),
+            },
+            subresource: subresource.to_owned(),
+        }
+    }
+
+    /// How upstream names it in conflict messages (`printManager`):
+    /// `"m"`, `"m" with subresource "status"`, `"m" using v1`.
+    pub fn describe(&self) -> String {
+        let mut s = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            s.push_str(&format!(" with subresource {:?}", self.subresource));
+        }
+        if self.operation == Operation::Update {
+            s.push_str(&format!(" using {}", self.api_version));
+        }
+        s
+    }
+}
+
+/// The fields one manager owns, and the version it owns them at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionedSet {
+    /// The owned paths.
+    pub set: FieldSet,
+    /// The group/version the paths are in.
+    pub api_version: String,
+    /// Whether an apply made them (as opposed to an update).
+    pub applied: bool,
+}
+
+/// Every manager's fields.
+pub type Managers = BTreeMap<ManagerId, VersionedSet>;
+
+/// An object's managedFields, decoded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Managed {
+    /// Fields by manager.
+    pub fields: Managers,
+    /// When each manager last changed the object (RFC 3339), if known.
+    pub times: BTreeMap<ManagerId, String>,
+}
+
+/// Why managedFields could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManagedFieldsError {
+    /// Not a list of objects.
+    #[error("managedFields must be a list of objects")]
+    Shape,
+    /// More entries than the limit.
+    #[error("managedFields holds more than {0} entries")]
+    TooMany(usize),
+    /// An entry upstream would refuse.
+    #[error("managed fields entry {index}: {reason}")]
+    Entry {
+        /// Position in the list.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// At most this many managedFields entries are read (upstream keeps at most ten update
+/// managers plus one per applier; the object size bounds the rest).
+pub const MAX_ENTRIES: usize = 1_000;
+
+/// The name upstream gives the bucket old update managers are merged into.
+pub const ANCIENT_CHANGES: &str = "ancient-changes";
+
+/// At most this many Update entries are kept (upstream's `DefaultMaxUpdateManagers`).
+pub const MAX_UPDATE_MANAGERS: usize = 10;
+
+impl Managed {
+    /// Reads `metadata.managedFields` (absent or null: no managers). Entries are checked
+    /// as upstream's `DecodeManagedFields` checks them; a later entry for the same manager
+    /// replaces an earlier one.
+    pub fn decode(
+        entries: Option<&Value>,
+        limits: FieldsLimits,
+    ) -> Result<Self, ManagedFieldsError> {
+        let entries = match entries {
+            None | Some(Value::Null) => return Ok(Managed::default()),
+            Some(Value::Array(a)) => a,
+            Some(_) => return Err(ManagedFieldsError::Shape),
+        };
+        if entries.len() > MAX_ENTRIES {
+            return Err(ManagedFieldsError::TooMany(MAX_ENTRIES));
+        }
+        let mut out = Managed::default();
+        for (index, e) in entries.iter().enumerate() {
+            let bad = |reason: &str| ManagedFieldsError::Entry {
+                index,
+                reason: reason.to_owned(),
+            };
+            let Value::Object(e) = e else {
+                return Err(ManagedFieldsError::Shape);
+            };
+            let text = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
+            let operation = match text("operation") {
+                "Apply" => Operation::Apply,
+                "Update" => Operation::Update,
+                _ => return Err(bad("operation must be `Apply` or `Update`")),
+            };
+            let api_version = text("apiVersion");
+            if api_version.is_empty() {
+                return Err(bad("apiVersion must not be empty"));
+            }
+            match text("fieldsType") {
+                "FieldsV1" => {}
+                "" => return Err(bad("missing fieldsType")),
+                other => return Err(bad(&format!("invalid fieldsType {other:?}"))),
+            }
+            let set = match e.get("fieldsV1") {
+                None | Some(Value::Null) => FieldSet::new(),
+                Some(v) => FieldSet::from_fields_v1(v, limits).map_err(|e| bad(&e.to_string()))?,
+            };
+            let id = ManagerId::new(text("manager"), operation, api_version, text("subresource"));
+            match e.get("time").and_then(Value::as_str) {
+                Some(t) => out.times.insert(id.clone(), t.to_owned()),
+                None => out.times.remove(&id),
+            };
+            out.fields.insert(
+                id,
+                VersionedSet {
+                    set,
+                    api_version: api_version.to_owned(),
+                    applied: operation == Operation::Apply,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// The managedFields list, in upstream's order (operation, time, manager, version,
+    /// subresource); managers owning nothing are left out.
+    pub fn encode(&self) -> Vec<Value> {
+        let mut entries: Vec<(&ManagerId, &VersionedSet, Option<&String>)> = self
+            .fields
+            .iter()
+            .filter(|(_, vs)| !vs.set.is_empty())
+            .map(|(id, vs)| (id, vs, self.times.get(id)))
+            .collect();
+        entries.sort_by(|a, b| {
+            (
+                a.0.operation,
+                a.2,
+                &a.0.manager,
+                &a.1.api_version,
+                &a.0.subresource,
+            )
+                .cmp(&(
+                    b.0.operation,
+                    b.2,
+                    &b.0.manager,
+                    &b.1.api_version,
+                    &b.0.subresource,
+                ))
+        });
+        entries
+            .into_iter()
+            .map(|(id, vs, time)| {
+                let mut m = Map::new();
+                if !id.manager.is_empty() {
+                    m.insert("manager".into(), Value::String(id.manager.clone()));
+                }
+                m.insert(
+                    "operation".into(),
+                    Value::String(id.operation.as_str().into()),
+                );
+                m.insert("apiVersion".into(), Value::String(vs.api_version.clone()));
+                if let Some(t) = time {
+                    m.insert("time".into(), Value::String(t.clone()));
+                }
+                m.insert("fieldsType".into(), Value::String("FieldsV1".into()));
+                m.insert("fieldsV1".into(), vs.set.to_fields_v1());
+                if !id.subresource.is_empty() {
+                    m.insert("subresource".into(), Value::String(id.subresource.clone()));
+                }
+                Value::Object(m)
+            })
+            .collect()
+    }
+
+    /// Keeps at most [`MAX_UPDATE_MANAGERS`] Update entries: the oldest are merged, per
+    /// API version, into an [`ANCIENT_CHANGES`] entry (upstream's `capManagersManager`).
+    pub fn cap_update_managers(&mut self) {
+        let mut updaters: Vec<ManagerId> = self
+            .fields
+            .iter()
+            .filter(|(_, vs)| !vs.applied)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if updaters.len() <= MAX_UPDATE_MANAGERS {
+            return;
+        }
+        // Oldest first; entries without a time count as oldest.
+        updaters.sort_by(|a, b| self.times.get(a).cmp(&self.times.get(b)));
+        let mut count = updaters.len();
+        let mut first_by_version: BTreeMap<String, ManagerId> = BTreeMap::new();
+        for id in updaters {
+            if count <= MAX_UPDATE_MANAGERS {
+                break;
+            }
+            let Some(vs) = self.fields.get(&id).cloned() else {
+                continue;
+            };
+            let bucket = ManagerId::new(ANCIENT_CHANGES, Operation::Update, &vs.api_version, "");
+            let Some(first) = first_by_version.get(&vs.api_version).cloned() else {
+                first_by_version.insert(vs.api_version.clone(), id);
+                continue;
+            };
+            if !self.fields.contains_key(&bucket)
+                && let Some(s) = self.fields.remove(&first)
+            {
+                self.times.remove(&first);
+                self.fields.insert(bucket.clone(), s);
+            }
+            if let Some(b) = self.fields.get_mut(&bucket) {
+                b.set.union_with(&vs.set);
+            }
+            self.fields.remove(&id);
+            match self.times.remove(&id) {
+                Some(t) => self.times.insert(bucket, t),
+                None => self.times.remove(&bucket),
+            };
+            count -= 1;
+        }
+    }
+}
+
+/// Fields another manager owns that an apply would change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflicts(pub Vec<(ManagerId, Path)>);
+
+impl Conflicts {
+    /// Upstream's message: `Apply failed with 1 conflict: conflict with "m": .a`, or
+    /// per manager (sorted) a list of its paths.
+    pub fn message(&self) -> String {
+        if let [(m, p)] = self.0.as_slice() {
+            return format!(
+                "Apply failed with 1 conflict: conflict with {}: {p}",
+                m.describe()
+            );
+        }
+        let mut by: BTreeMap<String, Vec<&Path>> = BTreeMap::new();
+        for (m, p) in &self.0 {
+            by.entry(m.describe()).or_default().push(p);
+        }
+        let mut lines = Vec::new();
+        for (m, paths) in by {
+            lines.push(format!("conflicts with {m}:"));
+            lines.extend(paths.iter().map(|p| format!("- {p}")));
+        }
+        format!(
+            "Apply failed with {} conflicts: {}",
+            self.0.len(),
+            lines.join("\n")
+        )
+    }
+
+    /// One `(message, field)` per conflict, for the Status causes of type
+    /// `FieldManagerConflict`.
+    pub fn causes(&self) -> Vec<(String, String)> {
+        self.0
+            .iter()
+            .map(|(m, p)| (format!("conflict with {}", m.describe()), p.to_string()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const LIMITS: FieldsLimits = FieldsLimits {
+        max_depth: 100,
+        max_entries: 10_000,
+    };
+
+    #[test]
+    fn entries_round_trip_in_upstream_order() {
+        let entries = json!([
+            {"manager":"b","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:02Z",
+             "fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:b":{}}}},
+            {"manager":"a","operation":"Update","apiVersion":"v1","time":"2026-01-01T00:00:01Z",
+             "fieldsType":"FieldsV1","fieldsV1":{"f:data":{"f:a":{}}},"subresource":"status"},
+            {"manager":"z","operation":"Apply","apiVersion":"v1","time":"2026-01-01T00:00:09Z",
+             "fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:z":{}}}}
+        ]);
+        let m = Managed::decode(Some(&entries), LIMITS).unwrap();
+        let out = Value::Array(m.encode());
+        let names: Vec<&str> = out
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["z", "a", "b"]);
+        assert_eq!(out[0], entries[2]);
+        assert_eq!(out[1], entries[1]);
+    }
+
+    #[test]
+    fn bad_entries_are_refused_as_upstream_refuses_them() {
+        for e in [
+            json!([{"manager":"a","operation":"Patch","apiVersion":"v1","fieldsType":"FieldsV1"}]),
+            json!([{"manager":"a","operation":"Apply","fieldsType":"FieldsV1"}]),
+            json!([{"manager":"a","operation":"Apply","apiVersion":"v1"}]),
+            json!([{"manager":"a","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV2"}]),
+            json!([{"manager":"a","operation":"Apply","apiVersion":"v1","fieldsType":"FieldsV1","fieldsV1":{"q:1":{}}}]),
+            json!({"manager":"a"}),
+            json!([1]),
+        ] {
+            assert!(Managed::decode(Some(&e), LIMITS).is_err(), "{e}");
+        }
+        let many = Value::Array(vec![json!({}); MAX_ENTRIES + 1]);
+        assert_eq!(
+            Managed::decode(Some(&many), LIMITS),
+            Err(ManagedFieldsError::TooMany(MAX_ENTRIES))
+        );
+    }
+
+    #[test]
+    fn conflict_messages_are_upstreams() {
+        let a = ManagerId::new("kubectl", Operation::Apply, "v1", "");
+        let u = ManagerId::new("ctl", Operation::Update, "apps/v1", "status");
+        let one = Conflicts(vec![(a.clone(), Path::fields(&["data", "k"]))]);
+        assert_eq!(
+            one.message(),
+            r#"Apply failed with 1 conflict: conflict with "kubectl": .data.k"#
+        );
+        let two = Conflicts(vec![
+            (u.clone(), Path::fields(&["spec", "replicas"])),
+            (a, Path::fields(&["data", "k"])),
+            (u, Path::fields(&["spec", "paused"])),
+        ]);
+        assert_eq!(
+            two.message(),
+            "Apply failed with 3 conflicts: conflicts with \"ctl\" with subresource \"status\" using apps/v1:\n\
+             - .spec.replicas\n- .spec.paused\nconflicts with \"kubectl\":\n- .data.k"
+        );
+        assert_eq!(
+            two.causes()[0],
+            (
+                "conflict with \"ctl\" with subresource \"status\" using apps/v1".to_owned(),
+                ".spec.replicas".to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn update_managers_are_capped_into_ancient_changes() {
+        let mut m = Managed::default();
+        for i in 0..13 {
+            let id = ManagerId::new(&format!("m{i:02}"), Operation::Update, "v1", "");
+            let mut set = FieldSet::new();
+            set.insert(&Path::fields(&["data", &format!("k{i}")]).0);
+            m.fields.insert(
+                id.clone(),
+                VersionedSet {
+                    set,
+                    api_version: "v1".into(),
+                    applied: false,
+                },
+            );
+            m.times.insert(id, format!("2026-01-01T00:00:{i:02}Z"));
+        }
+        m.cap_update_managers();
+        assert_eq!(m.fields.len(), MAX_UPDATE_MANAGERS);
+        let bucket = ManagerId::new(ANCIENT_CHANGES, Operation::Update, "v1", "");
+        assert_eq!(m.fields[&bucket].set.len(), 4);
+        assert_eq!(m.times[&bucket], "2026-01-01T00:00:03Z");
+        assert!(
+            !m.fields
+                .keys()
+                .any(|id| id.manager == "m00" || id.manager == "m03")
+        );
+    }
+}
