@@ -8,7 +8,8 @@
 //! - [`value`]: the walks over JSON values (field set, compare, merge, remove);
 //! - [`update`]: who owns what after an update or an apply, and the conflicts;
 //! - [`managed`]: `metadata.managedFields`, decoded and encoded as upstream does;
-//! - [`fieldmanager`]: one write's field manager, as the API server calls it.
+//! - [`fieldmanager`]: one write's field manager, as the API server calls it;
+//! - [`schema`]: [`TypeInfo`] read from a kind's OpenAPI schema (`listwatch-schema`).
 //!
 //! Invariants:
 //! - everything here is pure: no I/O, no clock (the caller passes the time), no global
@@ -25,6 +26,7 @@
 pub mod fieldmanager;
 pub mod managed;
 pub mod path;
+pub mod schema;
 pub mod set;
 pub mod types;
 pub mod update;
@@ -33,5 +35,6 @@ pub mod value;
 pub use fieldmanager::{ApplyError, Scope};
 pub use managed::{Conflicts, Managed, ManagerId, Operation};
 pub use path::{Path, PathElement};
+pub use schema::SchemaTypes;
 pub use set::{FieldSet, FieldsLimits};
 pub use types::{ListType, MapType, TypeInfo, Untyped};
