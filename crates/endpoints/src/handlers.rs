@@ -22,10 +22,11 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use listwatch_api::Object;
 use listwatch_storage::{Error as StorageError, GetOptions, Key, ObjectList, Updated, WatchEvent};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ApiResult};
+use crate::fieldmanager::FieldManager;
 use crate::flowcontrol::{ClientKey, WatchSlot, queue_wait_limit};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::patch::{Patch, PatchLimits, PatchType};
@@ -155,6 +156,29 @@ impl Request {
             old,
             extensions: &self.extensions,
         })
+    }
+
+    /// The subresource, as managedFields name it.
+    fn subresource(&self) -> &'static str {
+        match self.sub {
+            Sub::Main => "",
+            Sub::Status => "status",
+            Sub::Scale => "scale",
+        }
+    }
+
+    /// Field ownership for writes through this request's endpoint.
+    fn field_manager(&self) -> FieldManager<'_> {
+        FieldManager::new(self.info(), self.subresource())
+    }
+
+    /// The manager a non-apply write is recorded under.
+    fn update_manager(&self) -> String {
+        let ua = self
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok());
+        crate::fieldmanager::update_manager(self.query.get("fieldManager"), ua)
     }
 
     fn collection_key(&self) -> ApiResult<Key> {
@@ -640,7 +664,9 @@ async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     crate::namespaces::check_open(&req.shared, req.info(), req.ns(), &name).await?;
     let key = Key::object(&req.info().storage_resource, req.ns(), &name)
         .map_err(|e| req.storage_err(&e))?;
-    let v = Value::Object(obj);
+    let mut v = Value::Object(obj);
+    req.field_manager()
+        .update(None, &mut v, &req.update_manager());
     req.admit(&v, None)?;
     let object = to_object(req, v)?;
     let stored = if dry_run {
@@ -731,12 +757,38 @@ async fn read_modify_write(
     Err(req.storage_err(&key.conflict(MODIFIED)))
 }
 
-fn apply_update(req: &Request, cur: &Object, new: Value) -> ApiResult<Object> {
+/// Validates and completes an update of `cur` to `new`; `manager` records it as an
+/// Update in managedFields (`None`: an apply already recorded it).
+fn apply_update(
+    req: &Request,
+    cur: &Object,
+    new: Value,
+    manager: Option<&str>,
+) -> ApiResult<Object> {
     let cur_v = cur
         .to_value()
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    // An apply's managedFields are its own (a `/status` update keeps the stored metadata).
+    let applied_fields = match manager {
+        None => new
+            .get("metadata")
+            .and_then(|m| m.get("managedFields"))
+            .cloned(),
+        Some(_) => None,
+    };
     match prepare_update(req.info(), &cur_v, new, req.sub == Sub::Status) {
         Ok(mut v) => {
+            match (manager, applied_fields) {
+                (Some(manager), _) => req.field_manager().update(Some(&cur_v), &mut v, manager),
+                (None, fields) => {
+                    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                        match fields {
+                            Some(f) => meta.insert("managedFields".into(), f),
+                            None => meta.remove("managedFields"),
+                        };
+                    }
+                }
+            }
             crate::lifecycle::check_update(req.info(), &cur_v, &mut v)?;
             req.admit(&v, Some(&cur_v))?;
             to_object(req, v)
@@ -755,12 +807,13 @@ async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     let dry_run = req.query.dry_run()?;
     let new = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
     let key = req.object_key()?;
+    let manager = req.update_manager();
     let (obj, _) = read_modify_write(req, false, dry_run, |cur| match cur {
         None => Err(req.storage_err(&key.not_found())),
         Some(cur) if req.sub == Sub::Scale => {
-            apply_scale_update(req, cur, |_| Ok(Value::Object(new.clone())))
+            apply_scale_update(req, cur, &manager, |_| Ok(Value::Object(new.clone())))
         }
-        Some(cur) => apply_update(req, cur, Value::Object(new.clone())),
+        Some(cur) => apply_update(req, cur, Value::Object(new.clone()), Some(&manager)),
     })
     .await?;
     if req.sub == Sub::Scale {
@@ -789,6 +842,7 @@ fn scale_response(req: &Request, obj: &Object) -> ApiResult<Response> {
 fn apply_scale_update(
     req: &Request,
     cur: &Object,
+    manager: &str,
     new_scale: impl FnOnce(&Value) -> ApiResult<Value>,
 ) -> ApiResult<Object> {
     let spec = req
@@ -801,7 +855,7 @@ fn apply_scale_update(
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
     let wanted = new_scale(&crate::scale::to_scale(spec, &cur_v))?;
     match crate::scale::apply_scale(req.info(), spec, &cur_v, &wanted) {
-        Ok(v) => apply_update(req, cur, v),
+        Ok(v) => apply_update(req, cur, v, Some(manager)),
         Err(crate::scale::ScaleError::Api(e)) => Err(e),
         Err(crate::scale::ScaleError::Conflict) => {
             let key = req.object_key()?;
@@ -839,12 +893,13 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     }
     let key = req.object_key()?;
     let unprocessable = |e: crate::patch::PatchError| e.to_api_error();
-    let (obj, created) = read_modify_write(req, creates, dry_run, |cur| match cur {
-        None if creates => {
-            let v = patch
-                .apply(&Value::Object(Map::new()), limits)
-                .map_err(unprocessable)?;
-            let Value::Object(mut m) = v else {
+    let fm = req.field_manager();
+    let force = req.query.bool("force")?.unwrap_or(false);
+    let applier = req.query.get("fieldManager").unwrap_or("");
+    let updater = req.update_manager();
+    let (obj, created) = read_modify_write(req, creates, dry_run, |cur| match (cur, &patch) {
+        (None, Patch::Apply(config)) if creates => {
+            let Value::Object(mut m) = fm.apply(None, config, applier, force)? else {
                 return Err(ApiError::bad_request("patch must be an object"));
             };
             let body_name = m
@@ -863,16 +918,26 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             req.admit(&v, None)?;
             to_object(req, v)
         }
-        None => Err(req.storage_err(&key.not_found())),
-        Some(cur) if req.sub == Sub::Scale => apply_scale_update(req, cur, |scale| {
-            patch.apply(scale, limits).map_err(unprocessable)
-        }),
-        Some(cur) => {
+        (None, _) => Err(req.storage_err(&key.not_found())),
+        (Some(cur), _) if req.sub == Sub::Scale => {
+            apply_scale_update(req, cur, &updater, |scale| {
+                patch.apply(scale, limits).map_err(unprocessable)
+            })
+        }
+        (Some(cur), patch) => {
             let cur_v = cur
                 .to_value()
                 .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-            let patched = patch.apply(&cur_v, limits).map_err(unprocessable)?;
-            apply_update(req, cur, patched)
+            match patch {
+                Patch::Apply(config) => {
+                    let applied = fm.apply(Some(&cur_v), config, applier, force)?;
+                    apply_update(req, cur, applied, None)
+                }
+                _ => {
+                    let patched = patch.apply(&cur_v, limits).map_err(unprocessable)?;
+                    apply_update(req, cur, patched, Some(&updater))
+                }
+            }
         }
     })
     .await?;

@@ -51,6 +51,7 @@ pub mod clock;
 pub mod compress;
 mod discovery;
 mod error;
+mod fieldmanager;
 mod flowcontrol;
 mod handlers;
 mod lifecycle;

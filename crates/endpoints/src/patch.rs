@@ -9,9 +9,10 @@
 //! lists. Directives: `$patch` (`replace`, `delete`, `merge`), `$setElementOrder/<list>`,
 //! `$retainKeys`, `$deleteFromPrimitiveList/<list>`.
 //!
-//! Server-side apply (`application/apply-patch+yaml`) is served as a strategic merge of the
-//! applied configuration: field ownership and conflicts are not tracked (documented
-//! difference from upstream).
+//! Server-side apply bodies (`application/apply-patch+yaml`) are parsed here
+//! ([`Patch::Apply`]); the apply itself, with field ownership and conflicts, is
+//! [`crate::fieldmanager`]'s (`listwatch-apply`). Only an apply to `/scale` is still
+//! served as a merge of the Scale (documented difference from upstream).
 //!
 //! Limits (see [`crate::limits`]): a JSON patch has at most 10 000 operations, its `copy`
 //! operations copy at most [`PatchLimits::max_copy_bytes`] together (charged before each
@@ -130,8 +131,10 @@ pub enum Patch {
     Json(json_patch::Patch),
     /// RFC 7386 document.
     Merge(Value),
-    /// Strategic merge document (also server-side apply).
+    /// Strategic merge document.
     Strategic(Value),
+    /// Server-side apply configuration (an object).
+    Apply(Value),
 }
 
 impl Patch {
@@ -176,7 +179,7 @@ impl Patch {
                         "an apply configuration must be an object".into(),
                     ));
                 }
-                Ok(Patch::Strategic(v))
+                Ok(Patch::Apply(v))
             }
         }
     }
@@ -188,7 +191,8 @@ impl Patch {
         match self {
             Patch::Json(p) => apply_json_patch(&mut doc, p, limits)?,
             Patch::Merge(p) => json_patch::merge(&mut doc, p),
-            Patch::Strategic(p) => strategic_merge(&mut doc, p, &mut Vec::new())?,
+            // An apply reaches here only for `/scale` (see the module doc).
+            Patch::Strategic(p) | Patch::Apply(p) => strategic_merge(&mut doc, p, &mut Vec::new())?,
         }
         if limits::depth(&doc) > limits::MAX_DEPTH {
             return Err(DecodeError::TooDeep {

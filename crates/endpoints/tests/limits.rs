@@ -317,7 +317,9 @@ async fn objects_over_the_storage_limit_are_413_before_anything_is_written() {
         StatusCode::NOT_FOUND
     );
     // Apply creating it.
-    let body = json!({"metadata":{"name":"big"},"data":{"k":big}}).to_string();
+    let body =
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big"},"data":{"k":big}})
+            .to_string();
     let msg = send(
         &r,
         "PATCH",
@@ -352,7 +354,9 @@ async fn objects_over_the_storage_limit_are_413_before_anything_is_written() {
             .status(413, "RequestEntityTooLarge");
         assert!(too_large_object(&msg), "{ct}: {msg}");
     }
-    let body = json!({"metadata":{"name":"c"},"data":{"k":big}}).to_string();
+    let body =
+        json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":big}})
+            .to_string();
     let msg = send(&r, "PATCH", &format!("{CM}/c?fieldManager=m"), APPLY, body)
         .await
         .status(413, "RequestEntityTooLarge");
