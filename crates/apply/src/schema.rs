@@ -2,33 +2,54 @@
 //! how its lists and maps merge; what it does not declare merges as upstream's deduced
 //! type does (lists atomic, objects granular maps).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+
 use listwatch_schema::{Catalog, Node, Shape};
 use serde_json::Value;
 
 use crate::types::{ListType, MapType, TypeInfo};
 
-/// The types of one kind in a catalog.
+/// The types of one kind in a catalog. Nodes are remembered by path, so a walk over an
+/// object looks each path up once (the cache holds at most one entry per distinct path
+/// asked about: make one per request).
 pub struct SchemaTypes<'a> {
-    catalog: &'a Catalog,
-    group: &'a str,
-    version: &'a str,
-    kind: &'a str,
+    /// The kind's schema, looked up once (`None`: the catalog does not know the kind).
+    root: Option<Node<'a>>,
+    cache: RefCell<HashMap<String, Option<Node<'a>>>>,
+}
+
+/// An unambiguous key of a path (each name length-prefixed).
+fn key(path: &[&str]) -> String {
+    let mut k = String::with_capacity(path.iter().map(|p| p.len() + 4).sum());
+    for p in path {
+        k.push_str(&p.len().to_string());
+        k.push(':');
+        k.push_str(p);
+    }
+    k
 }
 
 impl<'a> SchemaTypes<'a> {
     /// The types of `group/version kind`.
-    pub fn new(catalog: &'a Catalog, group: &'a str, version: &'a str, kind: &'a str) -> Self {
+    pub fn new(catalog: &'a Catalog, group: &str, version: &str, kind: &str) -> Self {
         Self {
-            catalog,
-            group,
-            version,
-            kind,
+            root: catalog.kind(group, version, kind),
+            cache: RefCell::new(HashMap::new()),
         }
     }
 
     fn node(&self, path: &[&str]) -> Option<Node<'a>> {
-        self.catalog
-            .lookup(self.group, self.version, self.kind, path)
+        let Some((last, parent)) = path.split_last() else {
+            return self.root;
+        };
+        let k = key(path);
+        if let Some(n) = self.cache.borrow().get(&k) {
+            return *n;
+        }
+        let n = self.node(parent).and_then(|p| p.field(last));
+        self.cache.borrow_mut().insert(k, n);
+        n
     }
 
     /// The node of the object at `path`: a list's items, else the node itself.

@@ -67,7 +67,15 @@ impl FieldSet {
             [last] => {
                 self.members.insert(last.clone());
             }
-            [first, rest @ ..] => self.children.entry(first.clone()).or_default().insert(rest),
+            // Cloning the step only when the subtree is new (inserts are the hot path).
+            [first, rest @ ..] => match self.children.get_mut(first) {
+                Some(c) => c.insert(rest),
+                None => {
+                    let mut c = FieldSet::new();
+                    c.insert(rest);
+                    self.children.insert(first.clone(), c);
+                }
+            },
         }
     }
 
@@ -142,7 +150,12 @@ impl FieldSet {
     pub fn union_with(&mut self, other: &FieldSet) {
         self.members.extend(other.members.iter().cloned());
         for (pe, c) in &other.children {
-            self.children.entry(pe.clone()).or_default().union_with(c);
+            match self.children.get_mut(pe) {
+                Some(mine) => mine.union_with(c),
+                None => {
+                    self.children.insert(pe.clone(), c.clone());
+                }
+            }
         }
     }
 

@@ -321,19 +321,14 @@ fn compare_at<'a>(
     }
 }
 
-/// Items grouped by step, in order of first appearance.
+/// Items grouped by step.
 fn group<'a, 'p>(
     pes: &'p [PathElement],
     items: &'a [Value],
-    order: &mut Vec<&'p PathElement>,
 ) -> BTreeMap<&'p PathElement, Vec<&'a Value>> {
     let mut m: BTreeMap<&PathElement, Vec<&Value>> = BTreeMap::new();
     for (pe, item) in pes.iter().zip(items) {
-        let slot = m.entry(pe).or_default();
-        if slot.is_empty() && !order.contains(&pe) {
-            order.push(pe);
-        }
-        slot.push(item);
+        m.entry(pe).or_default().push(item);
     }
     m
 }
@@ -346,9 +341,11 @@ fn compare_items<'a>(
     path: &mut Vec<PathElement>,
     c: &mut Comparison,
 ) {
-    let mut order = Vec::new();
-    let lg = group(lp, li, &mut order);
-    let rg = group(rp, ri, &mut order);
+    let lg = group(lp, li);
+    let rg = group(rp, ri);
+    // Every step once, in order of first appearance (the live list's, then new ones).
+    let mut seen: BTreeSet<&PathElement> = BTreeSet::new();
+    let order: Vec<&PathElement> = lp.iter().chain(rp).filter(|pe| seen.insert(pe)).collect();
     for pe in order {
         let ll = lg.get(pe).map_or(&[][..], Vec::as_slice);
         let rl = rg.get(pe).map_or(&[][..], Vec::as_slice);

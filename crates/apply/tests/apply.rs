@@ -396,3 +396,42 @@ fn reset_fields_are_not_owned_and_no_op_applies_keep_the_time() {
     let again = later.apply(Some(&a), &c, "alice", false).unwrap();
     assert_eq!(again, a);
 }
+
+#[test]
+fn large_and_deep_configurations_are_handled_without_quadratic_work_or_deep_stacks() {
+    // 100 000 set items and 100 000 map-list items, live and applied in reverse order:
+    // every walk groups items through ordered maps (a linear scan per item would make this
+    // one take hours).
+    let s = scope(&PodTypes, "2026-12-01T10:00:00Z");
+    let n = 10_000;
+    let fins: Vec<Value> = (0..n).map(|i| json!(format!("f/{i}"))).collect();
+    let containers: Vec<Value> = (0..n).map(|i| json!({"name": format!("c{i}")})).collect();
+    let obj = |fins: &[Value], containers: &[Value]| {
+        json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","finalizers":fins},
+            "spec":{"containers":containers}})
+    };
+    let mut live = obj(&fins, &containers);
+    s.update(None, &mut live, "maker");
+    let rev = |v: &[Value]| v.iter().rev().cloned().collect::<Vec<_>>();
+    let out = s
+        .apply(
+            Some(&live),
+            &obj(&rev(&fins), &rev(&containers)),
+            "alice",
+            false,
+        )
+        .unwrap();
+    assert_eq!(out["metadata"]["finalizers"].as_array().unwrap().len(), n);
+    assert_eq!(out["spec"]["containers"][0]["name"], format!("c{}", n - 1));
+
+    // A configuration nested 90 levels deep (the server refuses bodies past 100).
+    let mut deep = json!("leaf");
+    for _ in 0..90 {
+        deep = json!({ "x": deep });
+    }
+    let mut c = cm(json!({}));
+    c["spec"] = deep;
+    let a = s.apply(None, &c, "alice", false).unwrap();
+    let b = s.apply(Some(&a), &cm(json!({})), "alice", false).unwrap();
+    assert!(b.get("spec").is_none(), "dropped, nobody else owns it");
+}
