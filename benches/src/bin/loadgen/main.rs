@@ -17,6 +17,7 @@ mod lists;
 mod netscen;
 mod p10;
 mod p12;
+mod p14;
 mod p2;
 mod p5;
 mod report;
@@ -46,8 +47,8 @@ pub(crate) fn heap_peak() -> usize {
     ALLOC.max_allocated()
 }
 
-const ALL: [&str; 13] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13",
+const ALL: [&str; 14] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14",
 ];
 
 async fn run(id: &str) -> Result<Report, String> {
@@ -59,6 +60,7 @@ async fn run(id: &str) -> Result<Report, String> {
         "P5" => inproc::p5().await,
         "P6" => lists::p6().await,
         "P13" => slow::p13().await,
+        "P14" => p14::p14().await,
         "P7" => inproc::p7().await,
         "P8" => inproc::p8().await,
         "P9" => netscen::p9().await,

@@ -36,7 +36,7 @@ async fn create_namespace(conn: &mut Conn, ns: &str) -> Result<()> {
 }
 
 /// The collection's current resourceVersion (from a list of one).
-async fn list_rv(conn: &mut Conn, path: &str) -> Result<String> {
+pub(crate) async fn list_rv(conn: &mut Conn, path: &str) -> Result<String> {
     let body = conn
         .expect(200, "GET", &format!("{path}?limit=1"), JSON, b"")
         .await?;
@@ -63,7 +63,12 @@ fn pod_body(i: usize, nodes: usize) -> Result<Vec<u8>> {
 }
 
 /// Creates `n` pods over `conns` connections.
-async fn create_pods(addr: SocketAddr, n: usize, nodes: usize, conns: usize) -> Result<()> {
+pub(crate) async fn create_pods(
+    addr: SocketAddr,
+    n: usize,
+    nodes: usize,
+    conns: usize,
+) -> Result<()> {
     let mut c = Conn::open(addr).await?;
     for ns in 0..10 {
         create_namespace(&mut c, &format!("ns-{ns:02}")).await?;
@@ -96,7 +101,7 @@ async fn create_pods(addr: SocketAddr, n: usize, nodes: usize, conns: usize) -> 
     Ok(())
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
