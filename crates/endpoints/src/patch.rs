@@ -11,7 +11,7 @@
 //!
 //! Server-side apply bodies (`application/apply-patch+yaml`) are parsed here
 //! ([`Patch::Apply`]); the apply itself, with field ownership and conflicts, is
-//! [`crate::fieldmanager`]'s (`listwatch-apply`). Only an apply to `/scale` is still
+//! the `fieldmanager` module's (`listwatch-apply`). Only an apply to `/scale` is still
 //! served as a merge of the Scale (documented difference from upstream).
 //!
 //! Limits (see [`crate::limits`]): a JSON patch has at most 10 000 operations, its `copy`
