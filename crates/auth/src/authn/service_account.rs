@@ -25,6 +25,9 @@
 //!   the expiry is checked on every use;
 //! - a JWT from another issuer is not this authenticator's (`Ok(None)`); a JWT claiming
 //!   this issuer that does not verify is an error (401).
+//!
+//! Reading key files and turning PEM keys into verification keys is the private `keys`
+//! submodule; the tests are in `service_account/tests.rs`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -35,14 +38,16 @@ use std::time::Duration;
 
 use base64::Engine;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
-use ring::signature::KeyPair;
-use rustls_pki_types::PrivateKeyDer;
-use rustls_pki_types::pem::{PemObject, SectionKind};
 use serde::{Deserialize, Serialize};
 
 use crate::authn::x509::unix_now;
 use crate::authn::{AuthnError, TokenAnswer, TokenAuthenticator};
 use crate::user::{ALL_SERVICE_ACCOUNTS, UserInfo, service_account_user};
+
+mod keys;
+
+use keys::read;
+pub use keys::{KeyError, verification_keys};
 
 /// Default lifetime of a requested token (upstream: one hour).
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
@@ -60,16 +65,6 @@ pub const READ_DEADLINE: Duration = Duration::from_secs(5);
 /// Most storage reads of accounts in flight at once; further tokens wait for a place
 /// (within [`READ_DEADLINE`]).
 pub const MAX_CONCURRENT_READS: usize = 16;
-
-/// Why a key file is unusable.
-#[derive(Debug, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct KeyError {
-    /// The file.
-    pub path: String,
-    /// Why.
-    pub message: String,
-}
 
 /// A boxed, sendable future (a storage read behind a [`ServiceAccountLookup`]).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -156,13 +151,6 @@ pub struct TokenRequestSpec {
     /// An object the token is bound to (not supported here).
     #[serde(default)]
     pub bound_object_ref: Option<serde_json::Value>,
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, KeyError> {
-    std::fs::read(path).map_err(|e| KeyError {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })
 }
 
 /// Signs ServiceAccount tokens.
@@ -310,78 +298,6 @@ impl std::fmt::Debug for ServiceAccountTokens {
             .field("keys", &self.keys.len())
             .field("issuers", &self.issuers)
             .finish_non_exhaustive()
-    }
-}
-
-/// The public verification keys in PEM data: public keys (`PUBLIC KEY`), and the public
-/// halves of private keys (PKCS#8 ECDSA P-256 or RSA, PKCS#1 RSA).
-pub fn verification_keys(pem: &[u8]) -> Result<Vec<(DecodingKey, Algorithm)>, String> {
-    let mut out = Vec::new();
-    for section in <(SectionKind, Vec<u8>) as PemObject>::pem_slice_iter(pem) {
-        let (kind, der) = section.map_err(|e| e.to_string())?;
-        match kind {
-            SectionKind::PublicKey => {
-                out.push(spki_key(&der)?);
-            }
-            SectionKind::PrivateKey | SectionKind::RsaPrivateKey | SectionKind::EcPrivateKey => {
-                let key = PrivateKeyDer::from_pem(kind, der)
-                    .ok_or_else(|| "unreadable private key".to_owned())?;
-                out.push(public_of_private(&key)?);
-            }
-            _ => {}
-        }
-    }
-    if out.is_empty() {
-        return Err("no public or private key found".into());
-    }
-    Ok(out)
-}
-
-/// The verification key of a DER `SubjectPublicKeyInfo` (RSA or ECDSA P-256).
-fn spki_key(der: &[u8]) -> Result<(DecodingKey, Algorithm), String> {
-    use x509_parser::prelude::FromDer;
-    let (_, spki) = x509_parser::x509::SubjectPublicKeyInfo::from_der(der)
-        .map_err(|e| format!("bad public key: {e}"))?;
-    let bits = spki.subject_public_key.data.as_ref();
-    match spki.algorithm.algorithm.to_id_string().as_str() {
-        // rsaEncryption: the bit string is a PKCS#1 RSAPublicKey
-        "1.2.840.113549.1.1.1" => Ok((DecodingKey::from_rsa_der(bits), Algorithm::RS256)),
-        // id-ecPublicKey: the bit string is the point
-        "1.2.840.10045.2.1" => Ok((DecodingKey::from_ec_der(bits), Algorithm::ES256)),
-        other => Err(format!("unsupported public key algorithm {other}")),
-    }
-}
-
-fn public_of_private(key: &PrivateKeyDer<'_>) -> Result<(DecodingKey, Algorithm), String> {
-    let rng = ring::rand::SystemRandom::new();
-    match key {
-        PrivateKeyDer::Pkcs8(k) => {
-            if let Ok(ec) = ring::signature::EcdsaKeyPair::from_pkcs8(
-                &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
-                k.secret_pkcs8_der(),
-                &rng,
-            ) {
-                return Ok((
-                    DecodingKey::from_ec_der(ec.public_key().as_ref()),
-                    Algorithm::ES256,
-                ));
-            }
-            let rsa = ring::signature::RsaKeyPair::from_pkcs8(k.secret_pkcs8_der())
-                .map_err(|e| format!("not an ECDSA P-256 or RSA key: {e}"))?;
-            Ok((
-                DecodingKey::from_rsa_der(rsa.public().as_ref()),
-                Algorithm::RS256,
-            ))
-        }
-        PrivateKeyDer::Pkcs1(k) => {
-            let rsa = ring::signature::RsaKeyPair::from_der(k.secret_pkcs1_der())
-                .map_err(|e| format!("bad RSA key: {e}"))?;
-            Ok((
-                DecodingKey::from_rsa_der(rsa.public().as_ref()),
-                Algorithm::RS256,
-            ))
-        }
-        _ => Err("EC keys must be in PKCS#8 form (\"BEGIN PRIVATE KEY\")".into()),
     }
 }
 
@@ -581,329 +497,4 @@ impl TokenAuthenticator for ServiceAccountTokens {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashMap;
-    use std::sync::{Arc, Mutex};
-
-    type Uids = Arc<Mutex<HashMap<(String, String), Account>>>;
-
-    /// An informer view (`cache`) and storage (`stored`) that can disagree, as they do
-    /// while an informer lags. `hang` makes storage reads never answer; `fail` makes them
-    /// fail; `reads` counts them.
-    #[derive(Clone, Default)]
-    struct Accounts {
-        cache: Uids,
-        stored: Uids,
-        hang: Arc<std::sync::atomic::AtomicBool>,
-        fail: Arc<std::sync::atomic::AtomicBool>,
-        reads: Arc<std::sync::atomic::AtomicUsize>,
-        /// Hung reads in flight now, and the most ever at once.
-        in_flight: Arc<Mutex<(usize, usize)>>,
-    }
-
-    /// A hung read, counted while it is in flight.
-    struct InFlight(Arc<Mutex<(usize, usize)>>);
-
-    impl InFlight {
-        fn new(counts: &Arc<Mutex<(usize, usize)>>) -> Self {
-            let mut c = counts.lock().unwrap();
-            c.0 += 1;
-            c.1 = c.1.max(c.0);
-            Self(Arc::clone(counts))
-        }
-    }
-
-    impl Drop for InFlight {
-        fn drop(&mut self) {
-            self.0.lock().unwrap().0 -= 1;
-        }
-    }
-
-    impl Accounts {
-        fn put(&self, ns: &str, name: &str, uid: &str) {
-            for m in [&self.cache, &self.stored] {
-                m.lock()
-                    .unwrap()
-                    .insert((ns.into(), name.into()), Account::live(uid));
-            }
-        }
-    }
-
-    impl ServiceAccountLookup for Accounts {
-        fn cached(&self, ns: &str, name: &str) -> Option<Account> {
-            self.cache
-                .lock()
-                .unwrap()
-                .get(&(ns.into(), name.into()))
-                .cloned()
-        }
-
-        fn stored<'a>(
-            &'a self,
-            ns: &'a str,
-            name: &'a str,
-        ) -> BoxFuture<'a, Result<Option<Account>, String>> {
-            use std::sync::atomic::Ordering::SeqCst;
-            self.reads.fetch_add(1, SeqCst);
-            if self.hang.load(SeqCst) {
-                let guard = InFlight::new(&self.in_flight);
-                return Box::pin(async move {
-                    let _guard = guard;
-                    std::future::pending().await
-                });
-            }
-            if self.fail.load(SeqCst) {
-                return Box::pin(std::future::ready(Err("etcd is down".into())));
-            }
-            let uid = self
-                .stored
-                .lock()
-                .unwrap()
-                .get(&(ns.into(), name.into()))
-                .cloned();
-            Box::pin(async move {
-                tokio::task::yield_now().await;
-                Ok(uid)
-            })
-        }
-    }
-
-    const ISS: &str = "https://kubernetes.default.svc.cluster.local";
-
-    fn setup() -> (TokenIssuer, ServiceAccountTokens, Accounts) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let issuer =
-            TokenIssuer::from_pem(key.serialize_pem().as_bytes(), ISS, vec![ISS.into()]).unwrap();
-        let accounts = Accounts::default();
-        let keys = verification_keys(key.public_key_pem().as_bytes()).unwrap();
-        let from_private = verification_keys(key.serialize_pem().as_bytes()).unwrap();
-        assert_eq!(from_private.len(), 1);
-        let tokens = ServiceAccountTokens::new(
-            keys,
-            vec![ISS.into()],
-            vec![ISS.into()],
-            Box::new(accounts.clone()),
-        );
-        (issuer, tokens, accounts)
-    }
-
-    async fn auth(tokens: &ServiceAccountTokens, token: &str) -> crate::authn::TokenResult {
-        tokens.authenticate_token(token).resolve().await
-    }
-
-    fn decided_now(tokens: &ServiceAccountTokens, token: &str) -> bool {
-        matches!(tokens.authenticate_token(token), TokenAnswer::Now(_))
-    }
-
-    #[tokio::test]
-    async fn issued_tokens_authenticate_until_the_account_goes() {
-        let (issuer, tokens, accounts) = setup();
-        accounts.put("demo", "builder", "uid-1");
-        let (token, exp) = issuer
-            .issue("demo", "builder", "uid-1", &TokenRequestSpec::default())
-            .unwrap();
-        assert!(exp > unix_now() + 3000);
-        let user = auth(&tokens, &token).await.unwrap().unwrap();
-        assert_eq!(user.name, "system:serviceaccount:demo:builder");
-        assert_eq!(user.uid, "uid-1");
-        assert_eq!(
-            user.groups,
-            [
-                "system:serviceaccounts",
-                "system:serviceaccounts:demo",
-                "system:authenticated"
-            ]
-        );
-        // cached the second time, same answer, from memory
-        assert!(decided_now(&tokens, &token));
-        assert_eq!(auth(&tokens, &token).await.unwrap().unwrap(), user);
-        assert_eq!(accounts.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
-        // re-created with another uid: refused
-        accounts.put("demo", "builder", "uid-2");
-        assert!(auth(&tokens, &token).await.is_err());
-        // deleted everywhere: refused, storage confirming
-        accounts.cache.lock().unwrap().clear();
-        accounts.stored.lock().unwrap().clear();
-        let e = auth(&tokens, &token).await.unwrap_err();
-        assert!(e.to_string().contains("deleted"), "{e}");
-    }
-
-    /// The race of issue 14: `kubectl create serviceaccount` then `kubectl create token`
-    /// then a request with the token, faster than the informer sees the create. Before
-    /// the storage read, the token was refused (401) because only the informer was asked.
-    #[tokio::test]
-    async fn a_token_of_an_account_the_informer_has_not_seen_yet_is_accepted() {
-        let (issuer, tokens, accounts) = setup();
-        accounts
-            .stored
-            .lock()
-            .unwrap()
-            .insert(("demo".into(), "fresh".into()), Account::live("uid-new"));
-        let (token, _) = issuer
-            .issue("demo", "fresh", "uid-new", &TokenRequestSpec::default())
-            .unwrap();
-        assert!(
-            !decided_now(&tokens, &token),
-            "the informer misses: storage decides"
-        );
-        let user = auth(&tokens, &token).await.unwrap().unwrap();
-        assert_eq!(user.name, "system:serviceaccount:demo:fresh");
-
-        // Deleted and re-created: the informer still holds the old uid, storage the new one.
-        accounts
-            .cache
-            .lock()
-            .unwrap()
-            .insert(("demo".into(), "fresh".into()), Account::live("uid-old"));
-        assert!(auth(&tokens, &token).await.unwrap().is_some());
-        // ...while a token of the old account is refused once storage says so.
-        let (old, _) = issuer
-            .issue("demo", "fresh", "uid-old", &TokenRequestSpec::default())
-            .unwrap();
-        accounts.cache.lock().unwrap().clear();
-        let e = auth(&tokens, &old).await.unwrap_err();
-        assert!(e.to_string().contains("does not match"), "{e}");
-
-        // Gone from storage too: refused.
-        accounts.stored.lock().unwrap().clear();
-        let e = auth(&tokens, &token).await.unwrap_err();
-        assert!(e.to_string().contains("has been deleted"), "{e}");
-    }
-
-    /// As upstream: an account held by a finalizer after its delete keeps its tokens for
-    /// the leeway, then refuses them — whether the informer or storage says so.
-    #[tokio::test]
-    async fn an_account_marked_for_deletion_refuses_its_tokens_after_the_leeway() {
-        let (issuer, tokens, accounts) = setup();
-        let (token, _) = issuer
-            .issue("demo", "going", "u", &TokenRequestSpec::default())
-            .unwrap();
-        let marked = |ago: i64| Account {
-            uid: "u".into(),
-            deleted_at: Some(unix_now() - ago),
-        };
-        let key = || ("demo".to_owned(), "going".to_owned());
-        accounts.stored.lock().unwrap().insert(key(), marked(10));
-        accounts.cache.lock().unwrap().insert(key(), marked(10));
-        assert!(
-            auth(&tokens, &token).await.unwrap().is_some(),
-            "within the leeway"
-        );
-        accounts.cache.lock().unwrap().insert(key(), marked(120));
-        assert!(decided_now(&tokens, &token), "the informer's mark suffices");
-        let e = auth(&tokens, &token).await.unwrap_err();
-        assert!(e.to_string().contains("has been deleted"), "{e}");
-        // Storage's mark, the informer not having the account.
-        accounts.cache.lock().unwrap().clear();
-        accounts.stored.lock().unwrap().insert(key(), marked(120));
-        let e = auth(&tokens, &token).await.unwrap_err();
-        assert!(e.to_string().contains("has been deleted"), "{e}");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn storage_that_does_not_answer_refuses_within_the_deadline() {
-        let (issuer, tokens, accounts) = setup();
-        let tokens = tokens.with_read_deadline(Duration::from_millis(200));
-        let (token, _) = issuer
-            .issue("demo", "slow", "u", &TokenRequestSpec::default())
-            .unwrap();
-        accounts
-            .hang
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        // More requests than places: the ones waiting for a place are bounded by the same
-        // deadline.
-        let all =
-            futures::future::join_all((0..MAX_CONCURRENT_READS + 4).map(|_| auth(&tokens, &token)));
-        let started = tokio::time::Instant::now();
-        let answers = all.await;
-        assert!(started.elapsed() < Duration::from_secs(1));
-        assert!(answers.iter().all(|a| {
-            a.as_ref()
-                .is_err_and(|e| e.to_string().contains("no answer within"))
-        }));
-        assert_eq!(
-            *accounts.in_flight.lock().unwrap(),
-            (0, MAX_CONCURRENT_READS),
-            "at most {MAX_CONCURRENT_READS} reads at once, none left behind"
-        );
-        accounts
-            .hang
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-        accounts
-            .fail
-            .store(true, std::sync::atomic::Ordering::SeqCst);
-        let e = auth(&tokens, &token).await.unwrap_err();
-        assert!(e.to_string().contains("etcd is down"), "{e}");
-    }
-
-    #[tokio::test]
-    async fn foreign_and_forged_tokens() {
-        let (issuer, tokens, accounts) = setup();
-        accounts.put("demo", "x", "u");
-        assert_eq!(auth(&tokens, "not-a-jwt").await.unwrap(), None);
-        assert_eq!(auth(&tokens, "a.b.c").await.unwrap(), None);
-        // another key, same issuer: a forgery
-        let other = rcgen::KeyPair::generate().unwrap();
-        let forger =
-            TokenIssuer::from_pem(other.serialize_pem().as_bytes(), ISS, vec![ISS.into()]).unwrap();
-        let (forged, _) = forger
-            .issue("demo", "x", "u", &TokenRequestSpec::default())
-            .unwrap();
-        assert!(auth(&tokens, &forged).await.is_err());
-        // another issuer: not ours
-        let elsewhere = TokenIssuer::from_pem(
-            other.serialize_pem().as_bytes(),
-            "https://other",
-            vec!["https://other".into()],
-        )
-        .unwrap();
-        let (foreign, _) = elsewhere
-            .issue("demo", "x", "u", &TokenRequestSpec::default())
-            .unwrap();
-        assert_eq!(auth(&tokens, &foreign).await.unwrap(), None);
-        // wrong audience
-        let spec = TokenRequestSpec {
-            audiences: Some(vec!["vault".into()]),
-            ..TokenRequestSpec::default()
-        };
-        let (vault, _) = issuer.issue("demo", "x", "u", &spec).unwrap();
-        assert!(auth(&tokens, &vault).await.is_err());
-        // tampered payload
-        let (good, _) = issuer
-            .issue("demo", "x", "u", &TokenRequestSpec::default())
-            .unwrap();
-        let mut parts: Vec<&str> = good.split('.').collect();
-        let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(parts[1])
-            .unwrap();
-        let evil = String::from_utf8(payload)
-            .unwrap()
-            .replace("\"x\"", "\"y\"");
-        let evil = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(evil);
-        parts[1] = &evil;
-        assert!(auth(&tokens, &parts.join(".")).await.is_err());
-        // none of these needed storage
-        assert_eq!(accounts.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
-    }
-
-    #[test]
-    fn token_request_validation() {
-        let (issuer, _, _) = setup();
-        let short = TokenRequestSpec {
-            expiration_seconds: Some(60),
-            ..TokenRequestSpec::default()
-        };
-        assert!(
-            issuer
-                .issue("a", "b", "c", &short)
-                .unwrap_err()
-                .contains("10 minutes")
-        );
-        let bound = TokenRequestSpec {
-            bound_object_ref: Some(serde_json::json!({"kind": "Pod", "name": "p"})),
-            ..TokenRequestSpec::default()
-        };
-        assert!(issuer.issue("a", "b", "c", &bound).is_err());
-    }
-}
+mod tests;
