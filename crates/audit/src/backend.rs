@@ -1,11 +1,17 @@
 //! The log backend (`--audit-log-path`, `--audit-log-maxsize`, `--audit-log-maxbackup`):
-//! events are encoded on the caller's thread, queued (bounded), and written by one thread,
-//! one line each; the file is rotated by size, keeping at most the configured number of
-//! old files.
+//! events are encoded on the caller's thread, queued, and written by one thread, one line
+//! each; the file is rotated by size, keeping at most the configured number of old files.
+//!
+//! The queue is bounded twice: by events ([`LogConfig::queue`], upstream's 10 000) and by
+//! the bytes of their encoded lines ([`LogConfig::queue_bytes`]), since a `Request`-level
+//! event carries a body of up to 3 MiB and 10 000 of them would be ~30 GB. An event that
+//! does not fit either bound is dropped and counted, never waited for.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 
@@ -20,7 +26,8 @@ use crate::event::Event;
 pub struct AuditMetrics {
     /// `apiserver_audit_event_total`: events handed to the backend.
     pub events: Counter,
-    /// `apiserver_audit_error_total{plugin="log"}`: events lost (queue full, write failed).
+    /// `apiserver_audit_error_total{plugin="log"}`: events lost (queue full by count or by
+    /// bytes, write failed).
     pub errors: Family<Vec<(String, String)>, Counter>,
 }
 
@@ -35,7 +42,7 @@ impl AuditMetrics {
         );
         registry.register(
             "apiserver_audit_error",
-            "Counter of audit events that failed to be audited properly (dropped when the queue was full, or not written)",
+            "Counter of audit events that failed to be audited properly (dropped when the queue was full of events or bytes, or not written)",
             m.errors.clone(),
         );
         m
@@ -59,23 +66,69 @@ pub struct LogConfig {
     pub max_backups: usize,
     /// Events queued before new ones are dropped.
     pub queue: usize,
+    /// Bytes of encoded events queued before new ones are dropped: an event whose line
+    /// would take the queue past it is dropped (at least 1; an event larger than this is
+    /// never written).
+    pub queue_bytes: usize,
 }
 
+/// The default [`LogConfig::queue_bytes`]: 64 MiB, room for about 20 events carrying
+/// the largest recorded body (3 MiB) or tens of thousands of `Metadata` events.
+pub const DEFAULT_QUEUE_BYTES: usize = 64 * 1024 * 1024;
+
 impl LogConfig {
-    /// Upstream's defaults: no rotation, a queue of 10 000 events.
+    /// Upstream's defaults (no rotation, a queue of 10 000 events) and a byte bound of
+    /// [`DEFAULT_QUEUE_BYTES`].
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self {
             path: path.into(),
             max_size_bytes: 0,
             max_backups: 0,
             queue: 10_000,
+            queue_bytes: DEFAULT_QUEUE_BYTES,
         }
+    }
+}
+
+/// The bytes of the queued lines, against their bound; taken by [`LogBackend::log`] before
+/// a line is queued, given back by the writer once the line is written (or the queue
+/// refused it).
+#[derive(Debug)]
+struct ByteBudget {
+    queued: AtomicUsize,
+    max: usize,
+}
+
+impl ByteBudget {
+    fn new(max: usize) -> Self {
+        Self {
+            queued: AtomicUsize::new(0),
+            max: max.max(1),
+        }
+    }
+
+    /// Takes `n` bytes if they fit; `false` (nothing taken) when they would exceed the bound.
+    fn take(&self, n: usize) -> bool {
+        self.queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                q.checked_add(n).filter(|&t| t <= self.max)
+            })
+            .is_ok()
+    }
+
+    fn give_back(&self, n: usize) {
+        let _ = self
+            .queued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |q| {
+                Some(q.saturating_sub(n))
+            });
     }
 }
 
 /// A running log backend. Dropping it writes what is queued and stops the writer.
 pub struct LogBackend {
     tx: Option<SyncSender<Vec<u8>>>,
+    budget: Arc<ByteBudget>,
     metrics: AuditMetrics,
     writer: Option<JoinHandle<()>>,
 }
@@ -91,18 +144,22 @@ impl LogBackend {
     pub fn start(config: LogConfig, metrics: AuditMetrics) -> std::io::Result<Self> {
         let out = Output::open(&config.path)?;
         let (tx, rx) = sync_channel(config.queue.max(1));
+        let budget = Arc::new(ByteBudget::new(config.queue_bytes));
         let m = metrics.clone();
+        let b = Arc::clone(&budget);
         let writer = std::thread::Builder::new()
             .name("audit-log".into())
-            .spawn(move || write_loop(rx, out, &config, &m))?;
+            .spawn(move || write_loop(rx, out, &config, &m, &b))?;
         Ok(Self {
             tx: Some(tx),
+            budget,
             metrics,
             writer: Some(writer),
         })
     }
 
-    /// Queues an event; never blocks (a full queue drops it and counts the drop).
+    /// Queues an event; never blocks (a queue full of events or of bytes drops it and
+    /// counts the drop).
     pub fn log(&self, event: &Event) {
         self.metrics.events.inc();
         let Ok(mut line) = serde_json::to_vec(event) else {
@@ -110,9 +167,15 @@ impl LogBackend {
             return;
         };
         line.push(b'\n');
+        let size = line.len();
+        if !self.budget.take(size) {
+            self.metrics.error();
+            return;
+        }
         match self.tx.as_ref().map(|tx| tx.try_send(line)) {
             Some(Ok(())) => {}
             Some(Err(TrySendError::Full(_) | TrySendError::Disconnected(_))) | None => {
+                self.budget.give_back(size);
                 self.metrics.error();
             }
         }
@@ -255,7 +318,13 @@ fn rotate(out: &mut Output, config: &LogConfig) -> std::io::Result<()> {
     Ok(())
 }
 
-fn write_loop(rx: Receiver<Vec<u8>>, mut out: Output, config: &LogConfig, m: &AuditMetrics) {
+fn write_loop(
+    rx: Receiver<Vec<u8>>,
+    mut out: Output,
+    config: &LogConfig,
+    m: &AuditMetrics,
+    budget: &ByteBudget,
+) {
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
         while let Some(line) = next.take() {
@@ -271,6 +340,9 @@ fn write_loop(rx: Receiver<Vec<u8>>, mut out: Output, config: &LogConfig, m: &Au
                 tracing::warn!(error = %e, "writing the audit log failed");
                 m.error();
             }
+            // Out of the queue (possibly still in the file's buffer, which is bounded).
+            budget.give_back(line.len());
+            drop(line);
             next = rx.try_recv().ok();
         }
         if let Err(e) = out.flush() {
@@ -393,5 +465,80 @@ mod tests {
             .get();
         assert_eq!(written + dropped, 10_000);
         assert!(dropped > 0, "nothing was dropped");
+    }
+
+    fn dropped(metrics: &AuditMetrics) -> u64 {
+        metrics
+            .errors
+            .get_or_create(&vec![("plugin".to_owned(), "log".to_owned())])
+            .get()
+    }
+
+    /// The lines of `path` once it holds `n` of them (the writer is a thread).
+    fn lines_once(path: &Path, n: usize) -> Vec<serde_json::Value> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            if text.lines().count() >= n {
+                return text
+                    .lines()
+                    .map(|l| serde_json::from_str(l).unwrap())
+                    .collect();
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never wrote {n} lines"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn events_beyond_the_byte_budget_are_dropped_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        let small = serde_json::to_vec(&event(0)).unwrap().len() + 1;
+        let mut config = LogConfig::new(&path);
+        // Room for one small event at a time, whatever the event count allows.
+        config.queue_bytes = small + 16;
+        let metrics = AuditMetrics::default();
+        let backend = LogBackend::start(config, metrics.clone()).unwrap();
+        // A Request-level event with a large body never fits, even in an empty queue.
+        let mut big = event(1);
+        big.request_object = Some(serde_json::json!({"data": "x".repeat(64 * 1024)}));
+        backend.log(&big);
+        assert_eq!(
+            dropped(&metrics),
+            1,
+            "the large event is dropped and counted"
+        );
+        // The budget is given back once a line is written: small events, one after the
+        // other, all get through.
+        for i in 0..5 {
+            backend.log(&event(10 + i));
+            let lines = lines_once(&path, i + 1);
+            assert_eq!(lines[i]["auditID"], format!("id-{}", 10 + i));
+        }
+        drop(backend);
+        assert_eq!(dropped(&metrics), 1);
+        assert_eq!(metrics.events.get(), 6);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 5);
+        assert!(!text.contains("xxxx"), "the large event was written");
+    }
+
+    #[test]
+    fn the_byte_budget_counts_exactly() {
+        let b = ByteBudget::new(100);
+        assert!(b.take(60));
+        assert!(!b.take(41), "60 + 41 is over 100");
+        assert!(b.take(40));
+        assert!(!b.take(1));
+        b.give_back(60);
+        assert!(b.take(60));
+        assert!(!b.take(usize::MAX), "no overflow");
+        b.give_back(usize::MAX);
+        assert!(b.take(100));
+        assert!(!ByteBudget::new(0).take(2), "a budget is at least 1 byte");
     }
 }

@@ -75,7 +75,8 @@ pub struct Event {
     pub kind: String,
     /// `audit.k8s.io/v1`.
     pub api_version: String,
-    /// The level the policy gave.
+    /// The level the event is recorded at: the policy's, with `RequestResponse` recorded
+    /// as `Request` ([`Level::applied`]).
     pub level: String,
     /// Unique per request; the same in every stage's event.
     #[serde(rename = "auditID")]
@@ -117,12 +118,13 @@ pub struct Event {
 }
 
 impl Event {
-    /// An event at `level` and `stage`, with the other fields empty.
+    /// An event at `level` (as [`Level::applied`]) and `stage`, with the other fields
+    /// empty.
     pub fn new(level: Level, audit_id: &str, stage: Stage, received: SystemTime) -> Self {
         Self {
             kind: "Event".into(),
             api_version: "audit.k8s.io/v1".into(),
-            level: level.as_str().into(),
+            level: level.applied().as_str().into(),
             audit_id: audit_id.into(),
             stage,
             request_uri: String::new(),
@@ -187,5 +189,21 @@ mod tests {
         assert_eq!(v["responseStatus"]["code"], 200);
         assert_eq!(v["responseStatus"]["metadata"], serde_json::json!({}));
         assert_eq!(v["requestReceivedTimestamp"], "2023-11-14T22:13:20.123456Z");
+    }
+
+    #[test]
+    fn request_response_is_recorded_as_the_request_level_it_gets() {
+        // No response body is recorded, so the event must not claim RequestResponse.
+        let t = SystemTime::now();
+        let e = Event::new(Level::RequestResponse, "id", Stage::ResponseComplete, t);
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["level"], "Request");
+        assert!(v.get("responseObject").is_none());
+        for l in [Level::None, Level::Metadata, Level::Request] {
+            assert_eq!(
+                Event::new(l, "id", Stage::ResponseComplete, t).level,
+                l.as_str()
+            );
+        }
     }
 }

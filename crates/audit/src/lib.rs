@@ -4,9 +4,11 @@
 //! writes one JSON event per line and rotates by size.
 //!
 //! Invariants:
-//! - recording never blocks request handling: events go through a bounded queue to a writer
-//!   thread; when the queue is full the event is dropped and counted
+//! - recording never blocks request handling: events go through a queue bounded by events
+//!   and by bytes to a writer thread; an event that does not fit is dropped and counted
 //!   (`apiserver_audit_error_total{plugin="log"}`), never waited for;
+//! - an event records the level actually applied: `RequestResponse` is recorded as
+//!   `Request` (no response bodies are recorded);
 //! - every event written is one complete line of JSON;
 //! - a rule's level applies to the first matching rule only; no match is `None` (nothing
 //!   recorded), as upstream's policy checker.
@@ -37,6 +39,6 @@ mod backend;
 mod event;
 mod policy;
 
-pub use backend::{AuditMetrics, LogBackend, LogConfig};
+pub use backend::{AuditMetrics, DEFAULT_QUEUE_BYTES, LogBackend, LogConfig};
 pub use event::{Event, ObjectRef, ResponseStatus, Stage, timestamp};
 pub use policy::{Level, Policy, PolicyError};

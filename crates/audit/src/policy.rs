@@ -18,11 +18,22 @@ pub enum Level {
     Metadata,
     /// Metadata and the request body.
     Request,
-    /// Upstream also records the response body; here it is recorded as `Request`.
+    /// Upstream also records the response body; this server does not, and records such a
+    /// request at `Request` level (its events say `"level": "Request"`, see
+    /// [`Level::applied`]).
     RequestResponse,
 }
 
 impl Level {
+    /// The level an event is actually recorded at: `RequestResponse` is recorded as
+    /// `Request` (no response bodies here), every other level as itself.
+    pub fn applied(self) -> Self {
+        match self {
+            Level::RequestResponse => Level::Request,
+            other => other,
+        }
+    }
+
     /// Upstream's spelling.
     pub fn as_str(self) -> &'static str {
         match self {
