@@ -101,6 +101,11 @@ pub struct SecurityOptions {
     /// `DIR/admin.kubeconfig`, and serve TLS with client certificates, tokens and RBAC.
     #[arg(long)]
     pub pki_dir: Option<PathBuf>,
+    /// With `--pki-dir`: more names for the serving certificate (DNS names, `*.` wildcards
+    /// or IP addresses; comma-separated, repeatable), e.g. a load balancer's. k3s'
+    /// `--tls-san`, kubeadm's `--apiserver-cert-extra-sans`.
+    #[arg(long, value_delimiter = ',', value_parser = pki::parse_san, requires = "pki_dir")]
+    pub tls_san: Vec<String>,
 }
 
 /// Why the security setup refused to start.

@@ -3,17 +3,36 @@
 //! signing key, created in `DIR` on first start and reused afterwards, and
 //! `DIR/admin.kubeconfig`, written once the server knows its address.
 //!
-//! Invariants: private keys are written with mode 0600; the set is generated whole (if any
-//! file is missing, all are made anew, so a CA never signs with a key it does not match);
-//! the serving certificate names `localhost`, `127.0.0.1`, `::1` and the bind address.
+//! Invariants:
+//! - private keys (and the kubeconfig, which holds the admin key) are mode 0600 after every
+//!   write, whatever mode an earlier file had; a directory this creates is mode 0700;
+//! - without a usable CA (`ca.crt` and `ca.key`) everything is made anew, so no certificate
+//!   is left signed by a CA that is gone; with one, the CA is kept and only what is missing
+//!   or unfit is made again with it: the serving certificate when it does not name every
+//!   wanted name ([`ServingNames`]: the fixed names, the host name, the bind address or,
+//!   for a wildcard bind, the interface addresses, and `--tls-san`), no longer chains to the
+//!   CA, or expires within [`RENEW_BEFORE_DAYS`]; the admin certificate in the same cases
+//!   (but names); the ServiceAccount key pair when half of it is missing. So an existing
+//!   `admin.kubeconfig` keeps working across a change of bind address or names;
+//! - a key is written before its certificate, so an interrupted regeneration is redone at
+//!   the next start.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64::Engine;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+
+mod names;
+
+pub use names::{
+    MAX_INTERFACE_ADDRESSES, SERVICE_NAMES, ServingNames, hostname, interface_addresses, parse_san,
 };
 
 /// The files of the setup.
@@ -23,20 +42,15 @@ pub struct Pki {
     pub dir: PathBuf,
 }
 
-const FILES: [&str; 8] = [
-    "ca.crt",
-    "ca.key",
-    "server.crt",
-    "server.key",
-    "admin.crt",
-    "admin.key",
-    "service-account.key",
-    "service-account.pub",
-];
-
 /// The admin user of the generated client certificate.
 pub const ADMIN_USER: &str = "kubernetes-admin";
 
+/// A serving or admin certificate that expires within this many days is made anew at start
+/// (they are made for 365 days; the CA for 3650).
+pub const RENEW_BEFORE_DAYS: u64 = 30;
+
+/// Writes `data`; a secret ends up mode 0600 even when the file existed with another mode
+/// (the mode of `open` only applies to a file it creates).
 fn write(path: &Path, data: &[u8], secret: bool) -> std::io::Result<()> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
@@ -45,9 +59,17 @@ fn write(path: &Path, data: &[u8], secret: bool) -> std::io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         opts.mode(0o600);
     }
+    let mut f = opts.open(path)?;
+    #[cfg(unix)]
+    if secret {
+        use std::os::unix::fs::PermissionsExt;
+        // Before the data goes in, so the secret is never readable by others.
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
     #[cfg(not(unix))]
     let _ = secret;
-    std::io::Write::write_all(&mut opts.open(path)?, data)
+    std::io::Write::write_all(&mut f, data)?;
+    f.sync_all()
 }
 
 fn err(e: impl std::fmt::Display) -> std::io::Error {
@@ -60,122 +82,265 @@ fn validity(p: &mut CertificateParams, days: i64) {
     p.not_after = now + time::Duration::days(days);
 }
 
+fn new_ca() -> std::io::Result<(String, Issuer<'static, KeyPair>)> {
+    let ca_key = KeyPair::generate().map_err(err)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+    ca.distinguished_name = DistinguishedName::new();
+    ca.distinguished_name
+        .push(DnType::CommonName, "listwatch-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    validity(&mut ca, 3650);
+    let ca_cert = ca.self_signed(&ca_key).map_err(err)?;
+    Ok((ca_cert.pem(), Issuer::new(ca, ca_key)))
+}
+
+/// `(certificate PEM, key PEM)` of a serving certificate for `names`.
+fn serving_cert(
+    names: &ServingNames,
+    issuer: &Issuer<'_, KeyPair>,
+) -> std::io::Result<(String, String)> {
+    let key = KeyPair::generate().map_err(err)?;
+    let mut p = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name
+        .push(DnType::CommonName, "listwatch-apiserver");
+    for d in &names.dns {
+        p.subject_alt_names
+            .push(SanType::DnsName(d.as_str().try_into().map_err(err)?));
+    }
+    p.subject_alt_names
+        .extend(names.ips.iter().copied().map(SanType::IpAddress));
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    validity(&mut p, 365);
+    let cert = p.signed_by(&key, issuer).map_err(err)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// `(certificate PEM, key PEM)` of the admin client certificate.
+fn admin_cert(issuer: &Issuer<'_, KeyPair>) -> std::io::Result<(String, String)> {
+    let key = KeyPair::generate().map_err(err)?;
+    let mut p = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+    p.distinguished_name = DistinguishedName::new();
+    p.distinguished_name.push(DnType::CommonName, ADMIN_USER);
+    p.distinguished_name.push(
+        DnType::OrganizationName,
+        listwatch_auth::user::SYSTEM_MASTERS,
+    );
+    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    validity(&mut p, 365);
+    let cert = p.signed_by(&key, issuer).map_err(err)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// The moment a kept certificate must still be valid at.
+fn renewal_horizon() -> UnixTime {
+    let now = UnixTime::now().as_secs();
+    UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+        now.saturating_add(RENEW_BEFORE_DAYS * 24 * 3600),
+    ))
+}
+
+fn roots(ca_pem: &[u8]) -> Result<Arc<rustls::RootCertStore>, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem) {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(Arc::new(roots))
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn first_cert(pem: &[u8]) -> Result<CertificateDer<'static>, String> {
+    CertificateDer::from_pem_slice(pem).map_err(|e| e.to_string())
+}
+
+/// Why the serving certificate `cert_pem` cannot be kept: it does not chain to the CA
+/// (through the renewal horizon), or lacks one of `names`. `None` when it fits.
+fn serving_unfit(cert_pem: &[u8], ca_pem: &[u8], names: &ServingNames) -> Option<String> {
+    use rustls::client::danger::ServerCertVerifier;
+    let check = || -> Result<Vec<String>, String> {
+        let verifier =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(roots(ca_pem)?, provider())
+                .build()
+                .map_err(|e| e.to_string())?;
+        let cert = first_cert(cert_pem)?;
+        let when = renewal_horizon();
+        let wanted = names
+            .dns
+            .iter()
+            .map(|d| (d.clone(), ServerName::try_from(d.clone()).ok()))
+            .chain(
+                names
+                    .ips
+                    .iter()
+                    .map(|ip| (ip.to_string(), Some(ServerName::IpAddress((*ip).into())))),
+            );
+        let mut missing = Vec::new();
+        for (label, name) in wanted {
+            // A wildcard name is checked as one name it covers.
+            let name = match label.strip_prefix("*.") {
+                Some(rest) => ServerName::try_from(format!("listwatch-check.{rest}")).ok(),
+                None => name,
+            };
+            let Some(name) = name else {
+                return Err(format!("{label} is not a server name"));
+            };
+            match verifier.verify_server_cert(&cert, &[], &name, &[], when) {
+                Ok(_) => {}
+                Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. },
+                )) => missing.push(label),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(missing)
+    };
+    match check() {
+        Ok(missing) if missing.is_empty() => None,
+        Ok(missing) => Some(format!("it does not name {}", missing.join(", "))),
+        Err(e) => Some(e),
+    }
+}
+
+/// Why the admin certificate cannot be kept (does not chain to the CA through the renewal
+/// horizon), `None` when it fits.
+fn admin_unfit(cert_pem: &[u8], ca_pem: &[u8]) -> Option<String> {
+    let check = || -> Result<(), String> {
+        let verifier =
+            rustls::server::WebPkiClientVerifier::builder_with_provider(roots(ca_pem)?, provider())
+                .build()
+                .map_err(|e| e.to_string())?;
+        verifier
+            .verify_client_cert(&first_cert(cert_pem)?, &[], renewal_horizon())
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    check().err()
+}
+
 impl Pki {
     /// A path in the directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
-    /// Creates the files unless they all exist.
-    pub fn ensure(dir: &Path, bind: SocketAddr) -> std::io::Result<Self> {
+    fn exists(&self, names: &[&str]) -> bool {
+        names.iter().all(|f| self.path(f).exists())
+    }
+
+    fn read(&self, name: &str) -> std::io::Result<Vec<u8>> {
+        std::fs::read(self.path(name))
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{name}: {e}")))
+    }
+
+    fn write_pair(&self, cert: &str, key: &str, pem: &(String, String)) -> std::io::Result<()> {
+        write(&self.path(key), pem.1.as_bytes(), true)?;
+        write(&self.path(cert), pem.0.as_bytes(), false)
+    }
+
+    /// Creates what is missing or unfit (see the module's invariants) for a server bound to
+    /// `bind` with the extra serving names `extra_sans` (`--tls-san`, each a [`parse_san`]
+    /// result).
+    pub fn ensure(dir: &Path, bind: SocketAddr, extra_sans: &[String]) -> std::io::Result<Self> {
         let pki = Self {
             dir: dir.to_owned(),
         };
-        if FILES.iter().all(|f| pki.path(f).exists()) {
-            tracing::info!(dir = %dir.display(), "reusing the certificates and keys of --pki-dir");
-            return Ok(pki);
+        if !dir.exists() {
+            let mut b = std::fs::DirBuilder::new();
+            b.recursive(true);
+            #[cfg(unix)]
+            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+            b.create(dir)?;
         }
-        std::fs::create_dir_all(dir)?;
-        let ca_key = KeyPair::generate().map_err(err)?;
-        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-        ca.distinguished_name = DistinguishedName::new();
-        ca.distinguished_name
-            .push(DnType::CommonName, "listwatch-ca");
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        validity(&mut ca, 3650);
-        let ca_cert = ca.self_signed(&ca_key).map_err(err)?;
-        let issuer = Issuer::new(ca, ca_key);
-
-        let server_key = KeyPair::generate().map_err(err)?;
-        let mut server = CertificateParams::new(vec!["localhost".to_owned()]).map_err(err)?;
-        server.distinguished_name = DistinguishedName::new();
-        server
-            .distinguished_name
-            .push(DnType::CommonName, "listwatch-apiserver");
-        let mut ips: Vec<IpAddr> = vec![
-            IpAddr::from([127, 0, 0, 1]),
-            IpAddr::from(std::net::Ipv6Addr::LOCALHOST),
-        ];
-        if !bind.ip().is_unspecified() && !ips.contains(&bind.ip()) {
-            ips.push(bind.ip());
-        }
-        server
-            .subject_alt_names
-            .extend(ips.into_iter().map(SanType::IpAddress));
-        for name in ["kubernetes", "kubernetes.default", "kubernetes.default.svc"] {
-            if let Ok(n) = name.try_into() {
-                server.subject_alt_names.push(SanType::DnsName(n));
+        let names = ServingNames::wanted(bind, extra_sans);
+        let mut made = Vec::new();
+        let (ca_pem, issuer) = if pki.exists(&["ca.crt", "ca.key"]) {
+            let ca_pem = pki.read("ca.crt")?;
+            let key = String::from_utf8_lossy(&pki.read("ca.key")?).into_owned();
+            let key = KeyPair::from_pem(&key).map_err(|e| err(format!("ca.key: {e}")))?;
+            let issuer = Issuer::from_ca_cert_pem(&String::from_utf8_lossy(&ca_pem), key)
+                .map_err(|e| err(format!("ca.crt: {e}")))?;
+            (ca_pem, issuer)
+        } else {
+            let (pem, issuer) = new_ca()?;
+            write(
+                &pki.path("ca.key"),
+                issuer.key().serialize_pem().as_bytes(),
+                true,
+            )?;
+            write(&pki.path("ca.crt"), pem.as_bytes(), false)?;
+            made.push("CA".to_owned());
+            // Everything the old CA signed goes with it.
+            for f in ["server.crt", "admin.crt"] {
+                match std::fs::remove_file(pki.path(f)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
             }
+            (pem.into_bytes(), issuer)
+        };
+
+        let serving_reason = if pki.exists(&["server.crt", "server.key"]) {
+            serving_unfit(&pki.read("server.crt")?, &ca_pem, &names)
+        } else {
+            Some("missing".to_owned())
+        };
+        if let Some(reason) = serving_reason {
+            let pem = serving_cert(&names, &issuer)?;
+            // A CA key that does not belong to ca.crt signs certificates nobody can verify.
+            if let Some(e) = serving_unfit(pem.0.as_bytes(), &ca_pem, &names) {
+                return Err(err(format!(
+                    "a serving certificate signed with ca.key does not verify against ca.crt \
+                     ({e}): do they belong together? Remove ca.crt and ca.key to make a new CA \
+                     (clients must then trust the new ca.crt)"
+                )));
+            }
+            pki.write_pair("server.crt", "server.key", &pem)?;
+            made.push(format!("serving certificate ({reason})"));
         }
-        server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        validity(&mut server, 365);
-        let server_cert = server.signed_by(&server_key, &issuer).map_err(err)?;
-
-        let admin_key = KeyPair::generate().map_err(err)?;
-        let mut admin = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
-        admin.distinguished_name = DistinguishedName::new();
-        admin
-            .distinguished_name
-            .push(DnType::CommonName, ADMIN_USER);
-        admin.distinguished_name.push(
-            DnType::OrganizationName,
-            listwatch_auth::user::SYSTEM_MASTERS,
-        );
-        admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        validity(&mut admin, 365);
-        let admin_cert = admin.signed_by(&admin_key, &issuer).map_err(err)?;
-
-        let sa_key = KeyPair::generate().map_err(err)?;
-
-        write(&pki.path("ca.crt"), ca_cert.pem().as_bytes(), false)?;
-        write(
-            &pki.path("ca.key"),
-            issuer.key().serialize_pem().as_bytes(),
-            true,
-        )?;
-        write(&pki.path("server.crt"), server_cert.pem().as_bytes(), false)?;
-        write(
-            &pki.path("server.key"),
-            server_key.serialize_pem().as_bytes(),
-            true,
-        )?;
-        write(&pki.path("admin.crt"), admin_cert.pem().as_bytes(), false)?;
-        write(
-            &pki.path("admin.key"),
-            admin_key.serialize_pem().as_bytes(),
-            true,
-        )?;
-        write(
-            &pki.path("service-account.key"),
-            sa_key.serialize_pem().as_bytes(),
-            true,
-        )?;
-        write(
-            &pki.path("service-account.pub"),
-            sa_key.public_key_pem().as_bytes(),
-            false,
-        )?;
-        tracing::info!(dir = %dir.display(), "created a CA, serving and admin certificates and a ServiceAccount key");
+        let admin_reason = if pki.exists(&["admin.crt", "admin.key"]) {
+            admin_unfit(&pki.read("admin.crt")?, &ca_pem)
+        } else {
+            Some("missing".to_owned())
+        };
+        if let Some(reason) = admin_reason {
+            pki.write_pair("admin.crt", "admin.key", &admin_cert(&issuer)?)?;
+            made.push(format!("admin certificate ({reason})"));
+        }
+        if !pki.exists(&["service-account.key", "service-account.pub"]) {
+            let sa_key = KeyPair::generate().map_err(err)?;
+            let pem = (sa_key.public_key_pem(), sa_key.serialize_pem());
+            pki.write_pair("service-account.pub", "service-account.key", &pem)?;
+            made.push("ServiceAccount key".to_owned());
+        }
+        if made.is_empty() {
+            tracing::info!(dir = %dir.display(), "reusing the certificates and keys of --pki-dir");
+        } else {
+            tracing::info!(dir = %dir.display(), made = %made.join("; "),
+                dns = ?names.dns, ips = ?names.ips, "--pki-dir: created");
+        }
         Ok(pki)
     }
 
     /// Writes `admin.kubeconfig` for a server at `addr` and returns its path.
     pub fn write_kubeconfig(&self, addr: SocketAddr) -> std::io::Result<PathBuf> {
         let b64 = |name: &str| -> std::io::Result<String> {
-            Ok(base64::engine::general_purpose::STANDARD.encode(std::fs::read(self.path(name))?))
-        };
-        let host = if addr.ip().is_unspecified() {
-            SocketAddr::new(IpAddr::from([127, 0, 0, 1]), addr.port())
-        } else {
-            addr
+            Ok(base64::engine::general_purpose::STANDARD.encode(self.read(name)?))
         };
         let config = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: listwatch\n  cluster:\n    server: https://{host}\n    certificate-authority-data: {}\nusers:\n- name: {ADMIN_USER}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: listwatch\n  context:\n    cluster: listwatch\n    user: {ADMIN_USER}\ncurrent-context: listwatch\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: listwatch\n  cluster:\n    server: https://{}\n    certificate-authority-data: {}\nusers:\n- name: {ADMIN_USER}\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: listwatch\n  context:\n    cluster: listwatch\n    user: {ADMIN_USER}\ncurrent-context: listwatch\n",
+            dialable(addr),
             b64("ca.crt")?,
             b64("admin.crt")?,
             b64("admin.key")?,
@@ -186,11 +351,25 @@ impl Pki {
     }
 }
 
+/// The address a client on this machine dials for a server bound to `addr`: loopback for
+/// a wildcard bind (`0.0.0.0` → `127.0.0.1`, `::` → `::1`).
+pub fn dialable(addr: SocketAddr) -> SocketAddr {
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::from([127, 0, 0, 1]), addr.port())
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::new(IpAddr::from(std::net::Ipv6Addr::LOCALHOST), addr.port())
+        }
+        _ => addr,
+    }
+}
+
 /// Applies `--pki-dir`: creates or reuses the files and turns on what they serve (TLS,
 /// client certificates, ServiceAccount tokens, RBAC) where the flags do not already say
 /// otherwise.
 pub fn apply(opts: &mut crate::Options, dir: &Path) -> Result<Pki, crate::ServerError> {
-    let pki = Pki::ensure(dir, opts.bind).map_err(|e| {
+    let pki = Pki::ensure(dir, opts.bind, &opts.security.tls_san).map_err(|e| {
         crate::security::SecurityError::File(format!("--pki-dir {}: {e}", dir.display()))
     })?;
     if opts.tls_cert_file.is_none() {
@@ -211,34 +390,4 @@ pub fn apply(opts: &mut crate::Options, dir: &Path) -> Result<Pki, crate::Server
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generates_once_and_the_admin_certificate_verifies() {
-        let dir = tempfile::tempdir().unwrap();
-        let bind: SocketAddr = "127.0.0.1:6443".parse().unwrap();
-        let pki = Pki::ensure(dir.path(), bind).unwrap();
-        let ca = std::fs::read(pki.path("ca.crt")).unwrap();
-        Pki::ensure(dir.path(), bind).unwrap();
-        assert_eq!(std::fs::read(pki.path("ca.crt")).unwrap(), ca, "reused");
-        let ca = listwatch_auth::authn::ClientCa::load(&pki.path("ca.crt")).unwrap();
-        use rustls_pki_types::pem::PemObject;
-        let admin = rustls_pki_types::CertificateDer::from_pem_file(pki.path("admin.crt")).unwrap();
-        let user = ca.authenticate(&[admin]).unwrap().unwrap();
-        assert_eq!(user.name, ADMIN_USER);
-        assert!(user.in_group("system:masters"));
-        let kc = pki.write_kubeconfig(bind).unwrap();
-        let text = std::fs::read_to_string(kc).unwrap();
-        assert!(text.contains("server: https://127.0.0.1:6443"));
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(pki.path("admin.key"))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o077, 0);
-        }
-    }
-}
+mod tests;
