@@ -1,8 +1,10 @@
 //! `listwatch-apiserver`: a Kubernetes-compatible API server over listwatch's storage.
 //!
-//! Prints the address it listens on and a kubectl command to paste, then serves until
-//! SIGTERM or SIGINT. See `--help` for the flags.
+//! Prints the address it listens on and a kubectl command to paste (true for the security
+//! flags given: `security::hint`), then serves until SIGTERM or SIGINT. See `--help` for
+//! the flags.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -40,15 +42,24 @@ fn main() -> ExitCode {
     };
     let storage = opts.storage;
     let scheme = opts.scheme();
-    // With TLS, kubectl needs to trust the certificate, and a token so that it does not
-    // prompt for a password (the server does not authenticate: any token will do).
-    let trust = match &opts.tls_cert_file {
-        Some(cert) => format!(" --certificate-authority {} --token unused", cert.display()),
-        None => String::new(),
-    };
+    // The flags as given: what the hint says follows them, not what --pki-dir fills in.
+    let given = opts.clone();
     let result = runtime.block_on(run(opts, |addr| {
-        println!("listwatch-apiserver listening on {scheme}://{addr} (storage: {storage:?})");
-        println!("try: kubectl --server {scheme}://{addr}{trust} get pods -A -w");
+        // Not println!: a closed stdout (`listwatch-apiserver | head -1`, a supervisor that
+        // stopped reading) must not panic the server.
+        let mut out = std::io::stdout().lock();
+        let mut lines = vec![format!(
+            "listwatch-apiserver listening on {scheme}://{addr} (storage: {storage:?})"
+        )];
+        lines.extend(listwatch_apiserver::security::hint::start_hint(
+            &given, addr,
+        ));
+        for line in lines {
+            if writeln!(out, "{line}").is_err() {
+                break;
+            }
+        }
+        let _ = out.flush();
     }));
     match result {
         Ok(()) => ExitCode::SUCCESS,

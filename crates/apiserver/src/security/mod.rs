@@ -5,7 +5,8 @@
 //! Submodules: [`filter`] (the request filter: attributes → authentication → audit →
 //! authorization), [`rbac`] (the RBAC resources' informers, bootstrap reconciliation,
 //! aggregation and the escalation admission), [`reviews`] (the review APIs and the
-//! TokenRequest subresource), [`pki`] (the one-flag secure setup, `--pki-dir`).
+//! TokenRequest subresource), [`pki`] (the one-flag secure setup, `--pki-dir`), [`hint`]
+//! (the kubectl command printed at start).
 //!
 //! Invariants:
 //! - with no authenticator configured the server serves only loopback addresses (every
@@ -27,6 +28,7 @@ use listwatch_auth::authz::{AlwaysAllow, AlwaysDeny, Chain, PrivilegedGroups};
 use listwatch_auth::{Authentication, Authorizer, UserInfo};
 
 pub mod filter;
+pub mod hint;
 pub mod pki;
 pub mod rbac;
 pub mod reviews;

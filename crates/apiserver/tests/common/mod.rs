@@ -41,13 +41,39 @@ impl Server {
 
     /// Starts the binary listening on `bind` (e.g. the address of a server that stopped).
     pub fn start_at(bind: &str, extra: &[&str]) -> Self {
+        Self::spawn(bind, extra, None)
+    }
+
+    /// Starts the binary listening on `bind` and keeps what it prints: the stdout lines
+    /// after the first (the start-up hint) and every stderr line (also copied to the test's
+    /// stderr).
+    pub fn start_logged(bind: &str, extra: &[&str]) -> (Self, Logs) {
+        let logs = Logs::default();
+        (Self::spawn(bind, extra, Some(logs.clone())), logs)
+    }
+
+    fn spawn(bind: &str, extra: &[&str], logs: Option<Logs>) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
             .args(["--bind", bind, "--log-level", "warn"])
             .args(extra)
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(if logs.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
             .spawn()
             .expect("start listwatch-apiserver");
+        if let (Some(logs), Some(stderr)) = (&logs, child.stderr.take()) {
+            let lines = std::sync::Arc::clone(&logs.stderr);
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    eprintln!("{line}");
+                    lines.lock().unwrap().push(line);
+                }
+            });
+        }
         let stdout = child.stdout.take().unwrap();
         // Owned from here on, so that a failed start below still kills the process.
         let mut server = Self {
@@ -67,6 +93,13 @@ impl Server {
         let first = rx
             .recv_timeout(PATIENCE)
             .expect("the server prints its address");
+        if let Some(logs) = logs {
+            std::thread::spawn(move || {
+                while let Ok(line) = rx.recv() {
+                    logs.stdout.lock().unwrap().push(line);
+                }
+            });
+        }
         server.url = first
             .split_whitespace()
             .find(|w| w.starts_with("http://") || w.starts_with("https://"))
@@ -122,6 +155,44 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// What a server of [`Server::start_logged`] printed so far.
+#[derive(Clone, Default)]
+pub struct Logs {
+    stdout: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Logs {
+    /// The stderr lines so far.
+    pub fn stderr(&self) -> Vec<String> {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The stdout lines after the first, once there are at least `n` (within [`PATIENCE`]).
+    pub fn stdout(&self, n: usize) -> Vec<String> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let lines = self.stdout.lock().unwrap().clone();
+            if lines.len() >= n {
+                return lines;
+            }
+            assert!(Instant::now() < deadline, "only {lines:?} on stdout");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The `try: COMMAND` hint the server prints at start, split into its words (the
+    /// program first).
+    pub fn hint(&self) -> Vec<String> {
+        let lines = self.stdout(1);
+        let hint = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("try: "))
+            .unwrap_or_else(|| panic!("no hint in {lines:?}"));
+        hint.split_whitespace().map(str::to_owned).collect()
     }
 }
 
