@@ -3,8 +3,12 @@
 //! - [`Balancer`]: a round-robin TCP load balancer in front of several servers (replicas of
 //!   listwatch-apiserver), the kind of thing a cluster puts in front of its kube-apiservers,
 //!   that a test can tell to stop sending new connections to a backend ([`Balancer::drain`]) or
-//!   to kill it outright, resetting every connection it carries ([`Balancer::kill`]).
+//!   to kill it outright, resetting every connection it carries ([`Balancer::kill`]), and that
+//!   can check its backends' `/readyz` as such a balancer does ([`Balancer::with_health_check`],
+//!   [`HealthCheck`]).
 
 mod balancer;
+pub mod health;
 
-pub use balancer::Balancer;
+pub use balancer::{Balancer, RotationChange};
+pub use health::HealthCheck;
