@@ -31,6 +31,9 @@ pub struct Server {
     pub addr: String,
     /// `http://127.0.0.1:PORT`.
     pub url: String,
+    /// Its stdout lines, when started with [`Server::spawn_at`] (the first is the
+    /// announcement of its address once it serves).
+    lines: Option<mpsc::Receiver<String>>,
 }
 
 impl Server {
@@ -80,6 +83,7 @@ impl Server {
             child,
             addr: String::new(),
             url: String::new(),
+            lines: None,
         };
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
@@ -114,6 +118,59 @@ impl Server {
         server
     }
 
+    /// Starts the binary listening on `bind` (a fixed address) and returns at once, without
+    /// waiting for it to serve (it listens at once, with `/readyz` failing until it is
+    /// ready): for tests that watch the start from outside, as a load balancer does.
+    pub fn spawn_at(bind: &str, extra: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
+            .args(["--bind", bind, "--log-level", "warn"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start listwatch-apiserver");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            addr: bind.to_owned(),
+            url: format!("http://{bind}"),
+            lines: Some(rx),
+        }
+    }
+
+    /// Waits (at most [`PATIENCE`]) for a server started with [`Server::spawn_at`] to
+    /// announce that it serves; returns the announcement.
+    pub fn wait_announced(&self) -> String {
+        self.lines
+            .as_ref()
+            .expect("started with spawn_at")
+            .recv_timeout(PATIENCE)
+            .expect("the server announces its address")
+    }
+
+    /// Whether the process has exited (and how).
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Sends SIGTERM without waiting.
+    pub fn sigterm(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -121,11 +178,7 @@ impl Server {
 
     /// Sends SIGTERM and waits for the exit; returns whether it exited successfully.
     pub fn terminate(self) -> bool {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
+        self.sigterm();
         self.wait_exit()
     }
 
