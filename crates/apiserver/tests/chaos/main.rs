@@ -42,7 +42,7 @@
 //!
 //! Seeded: the seed is printed; `LISTWATCH_CHAOS_SEED=N` runs that seed again. Recovery
 //! times are printed per fault. Bounded: every wait has a deadline, and the whole test
-//! [`DEADLINE`] (about a minute and a half of wall time on two cores in a debug build).
+//! [`DEADLINE`] (about 50 s of wall time on two loaded cores in a debug build).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../common/mod.rs"]
@@ -345,18 +345,12 @@ async fn chaos(seed: u64, step: Step) {
         seed,
     ));
     let mut recoveries: Vec<String> = Vec::new();
-    // From a fault: the first write acknowledged after it, and every watcher having every
-    // event up to that write.
+    // From a fault: the first write sent after it acknowledged, and every watcher having
+    // every event up to that write.
     let recover = async |what: String, at: Instant| -> String {
         let deadline = Instant::now() + PATIENCE;
         let (k, acked) = loop {
-            let found = {
-                let t = truth.lock().unwrap();
-                t.writes
-                    .iter()
-                    .position(|(_, when)| *when > at)
-                    .map(|k| (k, t.writes[k].1))
-            };
+            let found = truth.lock().unwrap().first_sent_after(at);
             if let Some(found) = found {
                 break found;
             }

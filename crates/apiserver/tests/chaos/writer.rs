@@ -30,7 +30,10 @@ const WRITE_EVERY: Duration = Duration::from_millis(20);
 /// The writer's view: what landed, in order, with the time each write was acknowledged.
 #[derive(Default)]
 pub(crate) struct Truth {
-    pub(crate) writes: Vec<(Write, Instant)>,
+    /// What landed, in order, with when it was sent (`None` for a write found to have
+    /// landed late: sent before some writes recorded ahead of it) and when the writer
+    /// learnt that it landed.
+    pub(crate) writes: Vec<(Write, Option<Instant>, Instant)>,
     /// The writer's model of the store: each object's app, seq and resource version.
     pub(crate) model: BTreeMap<Key, (u8, u64, u64)>,
     /// Writes whose outcome was unknown and found not to have landed, by key: a later
@@ -47,7 +50,15 @@ pub(crate) struct Truth {
 impl Truth {
     /// The writes that landed so far, in order.
     pub(crate) fn landed(&self) -> Vec<Write> {
-        self.writes.iter().map(|(w, _)| w.clone()).collect()
+        self.writes.iter().map(|(w, _, _)| w.clone()).collect()
+    }
+
+    /// The first write sent after `at` that landed: its index and when it was acknowledged.
+    pub(crate) fn first_sent_after(&self, at: Instant) -> Option<(usize, Instant)> {
+        self.writes
+            .iter()
+            .position(|(_, sent, _)| sent.is_some_and(|s| s > at))
+            .map(|k| (k, self.writes[k].2))
     }
 }
 
@@ -86,7 +97,13 @@ async fn read(client: &HttpClient, key: Key) -> Option<Value> {
     }
 }
 
-fn record(truth: &Mutex<Truth>, key: Key, after: Option<Obj>, rv: Option<u64>) {
+fn record(
+    truth: &Mutex<Truth>,
+    key: Key,
+    after: Option<Obj>,
+    rv: Option<u64>,
+    sent: Option<Instant>,
+) {
     let mut t = truth.lock().unwrap();
     match (after, rv) {
         (Some((app, seq)), Some(rv)) => {
@@ -96,7 +113,8 @@ fn record(truth: &Mutex<Truth>, key: Key, after: Option<Obj>, rv: Option<u64>) {
             t.model.remove(&key);
         }
     }
-    t.writes.push((Write { key, after, rv }, Instant::now()));
+    t.writes
+        .push((Write { key, after, rv }, sent, Instant::now()));
 }
 
 /// Sets the model of `key` from the server's state, appending a write found to have landed
@@ -121,7 +139,7 @@ async fn reconcile(client: &HttpClient, truth: &Mutex<Truth>, key: Key) {
         pending.remove(i);
         t.late += 1;
     }
-    record(truth, key, want, now.map(|(_, _, rv)| rv));
+    record(truth, key, want, now.map(|(_, _, rv)| rv), None);
 }
 
 /// Writes at a steady rate until `stop`; every outcome resolved before the next write.
@@ -139,6 +157,7 @@ pub(crate) async fn writer(
         pace.tick().await;
         let key = (rng.random_range(0..NAMESPACES), rng.random_range(0..NAMES));
         seq += 1;
+        let sent = Instant::now();
         let current = truth.lock().unwrap().model.get(&key).copied();
         let (ns, name) = key;
         let body = |app: u8, rv: Option<u64>| {
@@ -177,7 +196,7 @@ pub(crate) async fn writer(
             }
         };
         match result {
-            Ok(rv) => record(&truth, key, after, rv),
+            Ok(rv) => record(&truth, key, after, rv, Some(sent)),
             Err(e) if matches!(e.code(), Some(404 | 409)) => {
                 // The model is behind: an earlier unresolved write landed late. This one did
                 // not land.
@@ -194,7 +213,7 @@ pub(crate) async fn writer(
                 };
                 truth.lock().unwrap().ambiguous += 1;
                 if landed {
-                    record(&truth, key, after, now.as_ref().and_then(rv_of));
+                    record(&truth, key, after, now.as_ref().and_then(rv_of), Some(sent));
                 } else {
                     {
                         let mut t = truth.lock().unwrap();
