@@ -337,6 +337,7 @@ async fn chaos(seed: u64, step: Step) {
     );
 
     let truth: Arc<Mutex<Truth>> = Arc::default();
+    truth.lock().unwrap().step = step.clone();
     let stop = Arc::new(AtomicBool::new(false));
     let writing = tokio::spawn(writer(
         writes_client.clone(),
@@ -619,4 +620,5 @@ async fn chaos(seed: u64, step: Step) {
         "  watcher errors by step and kind: {:?}",
         tally.lock().unwrap()
     );
+    eprintln!("  writer errors by step and kind: {:?}", t.errors);
 }

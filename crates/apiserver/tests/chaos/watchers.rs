@@ -92,7 +92,7 @@ pub(crate) fn parse_list(items: &[listwatch_api::Object]) -> BTreeMap<Key, u64> 
 /// Errors the watchers received, by test step and kind.
 pub(crate) type ErrorTally = Arc<Mutex<BTreeMap<(String, String), u64>>>;
 
-fn kind(e: &listwatch_client::Error) -> String {
+pub(crate) fn kind(e: &listwatch_client::Error) -> String {
     use listwatch_client::Error as E;
     match e {
         E::Api(s) => format!("{} {}", s.code, s.reason),

@@ -45,9 +45,21 @@ pub(crate) struct Truth {
     pub(crate) late: u64,
     /// Writes refused (404/409: the model was behind a late landing).
     pub(crate) failed: u64,
+    /// What the test is doing (set by it), to tally errors by.
+    pub(crate) step: crate::Step,
+    /// The writer's errors (`write: …` and, resolving a write, `read: …`), by step and kind.
+    pub(crate) errors: BTreeMap<(String, String), u64>,
 }
 
 impl Truth {
+    fn tally(&mut self, what: &str, e: &listwatch_client::Error) {
+        let key = (
+            self.step.get(),
+            format!("{what}: {}", crate::watchers::kind(e)),
+        );
+        *self.errors.entry(key).or_default() += 1;
+    }
+
     /// The writes that landed so far, in order.
     pub(crate) fn landed(&self) -> Vec<Write> {
         self.writes.iter().map(|(w, _, _)| w.clone()).collect()
@@ -84,12 +96,13 @@ pub(crate) fn seq_and_app(v: &Value) -> (u64, u8) {
 }
 
 /// A consistent GET of `key`, retried (each try fails over) until it answers.
-async fn read(client: &HttpClient, key: Key) -> Option<Value> {
+async fn read(client: &HttpClient, truth: &Mutex<Truth>, key: Key) -> Option<Value> {
     let deadline = Instant::now() + PATIENCE;
     loop {
         match client.get(&object_path(key)).await {
             Ok(v) => return v,
             Err(e) => {
+                truth.lock().unwrap().tally("read", &e);
                 assert!(Instant::now() < deadline, "cannot read {key:?}: {e}");
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -120,7 +133,7 @@ fn record(
 /// Sets the model of `key` from the server's state, appending a write found to have landed
 /// late; panics when the state matches no write the writer made.
 async fn reconcile(client: &HttpClient, truth: &Mutex<Truth>, key: Key) {
-    let now = read(client, key).await;
+    let now = read(client, truth, key).await;
     let now = now.as_ref().map(|v| {
         let (seq, app) = seq_and_app(v);
         (app, seq, rv_of(v).unwrap())
@@ -195,6 +208,9 @@ pub(crate) async fn writer(
                 (None, r.map(|_| None))
             }
         };
+        if let Err(e) = &result {
+            truth.lock().unwrap().tally("write", e);
+        }
         match result {
             Ok(rv) => record(&truth, key, after, rv, Some(sent)),
             Err(e) if matches!(e.code(), Some(404 | 409)) => {
@@ -205,7 +221,7 @@ pub(crate) async fn writer(
             }
             Err(e) => {
                 // Unknown outcome: the object says.
-                let now = read(&client, key).await;
+                let now = read(&client, &truth, key).await;
                 let landed = match (&now, after) {
                     (Some(v), Some((_, s))) => seq_and_app(v).0 == s,
                     (None, None) => true,
