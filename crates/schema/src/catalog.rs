@@ -140,7 +140,8 @@ impl Catalog {
     /// `schema.openAPIV3Schema`), or, without one, a schema that keeps every field
     /// (`x-kubernetes-preserve-unknown-fields`). As upstream publishes CRDs: the definition
     /// is named `<reversed group>.<version>.<Kind>`, `metadata` refers to `ObjectMeta`,
-    /// `apiVersion`/`kind` are described, and it carries its group-version-kind.
+    /// `apiVersion`/`kind` are described, and it carries its group-version-kind; a
+    /// `<Kind>List` definition (items of the kind, `ListMeta`) is added alongside.
     pub fn add_custom(
         &mut self,
         group: &str,
@@ -149,12 +150,16 @@ impl Catalog {
         declared: Option<&Value>,
     ) -> Result<(), SchemaError> {
         let key: GvkKey = (group.into(), version.into(), kind.into());
-        if self.custom_kinds.contains_key(&key) || BUILTIN_DEFS.kinds.contains_key(&key) {
-            return Err(SchemaError::Duplicate {
-                group: group.into(),
-                version: version.into(),
-                kind: kind.into(),
-            });
+        let list_kind = format!("{kind}List");
+        let list_key: GvkKey = (group.into(), version.into(), list_kind.clone());
+        for (k, shown) in [(&key, kind), (&list_key, list_kind.as_str())] {
+            if self.custom_kinds.contains_key(k) || BUILTIN_DEFS.kinds.contains_key(k) {
+                return Err(SchemaError::Duplicate {
+                    group: group.into(),
+                    version: version.into(),
+                    kind: shown.into(),
+                });
+            }
         }
         let mut def = match declared {
             None => json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
@@ -193,8 +198,12 @@ impl Catalog {
             );
         }
         let name = custom_name(group, version, kind);
+        let list_name = custom_name(group, version, &list_kind);
+        let list = list_definition(pod, group, version, kind, &name);
         self.custom_defs.insert(name.clone(), def);
         self.custom_kinds.insert(key, name);
+        self.custom_defs.insert(list_name.clone(), list);
+        self.custom_kinds.insert(list_key, list_name);
         Ok(())
     }
 
@@ -264,6 +273,40 @@ impl Catalog {
         }
         out.into_iter().collect()
     }
+}
+
+/// The `<Kind>List` definition of a custom kind, as upstream's CRD OpenAPI builder makes it.
+fn list_definition(
+    pod: Option<&Value>,
+    group: &str,
+    version: &str,
+    kind: &str,
+    item_name: &str,
+) -> Value {
+    let described = |field: &str| {
+        pod.and_then(|p| p.get(field))
+            .cloned()
+            .unwrap_or_else(|| json!({"type": "string"}))
+    };
+    json!({
+        "description": format!("{kind}List is a list of {kind}"),
+        "type": "object",
+        "required": ["items"],
+        "properties": {
+            "apiVersion": described("apiVersion"),
+            "kind": described("kind"),
+            "items": {
+                "description": format!("List of {}. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md", kind.to_ascii_lowercase()),
+                "type": "array",
+                "items": {"$ref": format!("{COMPONENTS_PREFIX}{item_name}")},
+            },
+            "metadata": {
+                "allOf": [{"$ref": format!("{COMPONENTS_PREFIX}io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta")}],
+                "description": "Standard list metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+            },
+        },
+        "x-kubernetes-group-version-kind": [{"group": group, "version": version, "kind": format!("{kind}List")}],
+    })
 }
 
 /// Upstream's definition name of a custom kind: the group's labels reversed, then version
@@ -402,6 +445,18 @@ mod tests {
         );
         let comps = c.components(&["com.example.v1.Widget"]);
         assert!(comps.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"));
+        let list = c.definition("com.example.v1.WidgetList").unwrap();
+        assert_eq!(
+            c.definition_name("example.com", "v1", "WidgetList"),
+            Some("com.example.v1.WidgetList")
+        );
+        assert_eq!(
+            list["properties"]["items"]["items"]["$ref"],
+            "#/components/schemas/com.example.v1.Widget"
+        );
+        let comps = c.components(&["com.example.v1.WidgetList"]);
+        assert!(comps.contains_key("com.example.v1.Widget"));
+        assert!(comps.contains_key("io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta"));
         let g = c.definition("com.example.v1.Gadget").unwrap();
         assert_eq!(g["x-kubernetes-preserve-unknown-fields"], true);
         assert!(matches!(
@@ -411,6 +466,11 @@ mod tests {
         assert!(matches!(
             c.add_custom("", "v1", "Pod", None),
             Err(SchemaError::Duplicate { .. })
+        ));
+        // A kind named like another's list is refused too.
+        assert!(matches!(
+            c.add_custom("example.com", "v1", "WidgetList", None),
+            Err(SchemaError::Duplicate { kind, .. }) if kind == "WidgetList"
         ));
         let with_ref = json!({"type": "object", "properties": {"a": {"$ref": "#/x"}}});
         assert!(matches!(

@@ -61,8 +61,13 @@ pub struct PatchStrategy {
     /// `merge`: lists are merged (by the merge key, or as a union of scalars) instead of
     /// replaced.
     pub merge: bool,
-    /// `retainKeys`: a `$retainKeys` directive clears the fields it does not list.
+    /// `retainKeys`: the field accepts a `$retainKeys` directive, which clears the fields
+    /// it does not list (kubectl sends one for such fields; strategic merge honours the
+    /// directive wherever it appears, as upstream).
     pub retain_keys: bool,
+    /// `replace`: an object is replaced whole instead of merged (e.g. a
+    /// PodDisruptionBudget's `selector`).
+    pub replace: bool,
 }
 
 /// One position in a schema: a field's declaration (its own extensions, e.g. a list's
@@ -159,8 +164,8 @@ impl<'a> Node<'a> {
         self.ext("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
     }
 
-    /// Strategic merge's patch strategy (default: neither merge nor retainKeys, i.e.
-    /// lists are replaced).
+    /// Strategic merge's patch strategy (default: none of them, i.e. lists are replaced
+    /// and objects merged).
     pub fn patch_strategy(&self) -> PatchStrategy {
         let mut out = PatchStrategy::default();
         if let Some(s) = self
@@ -171,6 +176,7 @@ impl<'a> Node<'a> {
                 match part {
                     "merge" => out.merge = true,
                     "retainKeys" => out.retain_keys = true,
+                    "replace" => out.replace = true,
                     _ => {}
                 }
             }
@@ -299,7 +305,8 @@ mod tests {
             vols.patch_strategy(),
             PatchStrategy {
                 merge: true,
-                retain_keys: true
+                retain_keys: true,
+                replace: false
             }
         );
         assert_eq!(
@@ -311,6 +318,11 @@ mod tests {
             Shape::Untyped
         );
         let cat = Catalog::new();
+        let pdb = cat
+            .lookup("policy", "v1", "PodDisruptionBudget", &["spec", "selector"])
+            .unwrap();
+        assert!(pdb.patch_strategy().replace);
+        assert!(!pod(&["spec"]).patch_strategy().replace);
         assert!(cat.lookup("", "v1", "Pod", &["spec", "nope"]).is_none());
         let taints = cat.lookup("", "v1", "Node", &["spec", "taints"]).unwrap();
         assert_eq!(taints.list_type(), ListType::Atomic);
