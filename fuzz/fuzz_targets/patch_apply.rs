@@ -1,6 +1,7 @@
 //! Every patch type (`Patch::parse` then `Patch::apply`, as the PATCH handler does) applied
-//! to a fixed Deployment. The first byte picks the type (json, merge, strategic, apply);
-//! the rest is the body.
+//! to a fixed Deployment, with the Deployment's real schema (strategic merge reads its
+//! patch strategies and merge keys). The first byte picks the type (json, merge,
+//! strategic, apply); the rest is the body.
 //!
 //! Checked beyond "no panic": the patched object nests at most `MAX_DEPTH` levels, and its
 //! encoded size is at most the original's + what the body carries (8 × its size, or the
@@ -15,6 +16,7 @@ use std::sync::OnceLock;
 use libfuzzer_sys::fuzz_target;
 use listwatch_endpoints::limits::{self, MAX_DEPTH, MAX_JSON_PATCH_OPERATIONS};
 use listwatch_endpoints::patch::{Patch, PatchError, PatchLimits, PatchType};
+use listwatch_schema::Catalog;
 use serde_json::{Value, json};
 
 const MAX_COPY_BYTES: usize = 64 * 1024;
@@ -81,7 +83,9 @@ fuzz_target!(|input: &[u8]| {
         max_copy_bytes: MAX_COPY_BYTES,
     };
     let (doc, doc_len) = original();
-    let Ok(patched) = patch.apply(doc, limits) else {
+    let catalog = Catalog::builtin();
+    let schema = catalog.kind("apps", "v1", "Deployment");
+    let Ok(patched) = patch.apply(doc, schema, limits) else {
         return;
     };
     assert!(limits::depth(&patched) <= MAX_DEPTH, "too deep");
@@ -96,7 +100,7 @@ fuzz_target!(|input: &[u8]| {
         body.len()
     );
     if let Patch::Merge(_) = &patch {
-        match patch.apply(&patched, limits) {
+        match patch.apply(&patched, schema, limits) {
             Ok(twice) => assert_eq!(twice, patched, "a merge patch is idempotent"),
             Err(e) => panic!("a merge patch applies once but not twice: {e}"),
         }

@@ -25,6 +25,29 @@ pub fn format_rfc3339(unix: i64) -> String {
     )
 }
 
+/// `Sun, 29 Nov 2026 08:36:13 GMT` (an HTTP date, RFC 9110's IMF-fixdate) for a Unix time.
+pub fn format_http_date(unix: i64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let weekday = DAYS
+        .get(usize::try_from(days.rem_euclid(7)).unwrap_or(0))
+        .unwrap_or(&"Thu");
+    let month = MONTHS
+        .get(usize::try_from(m - 1).unwrap_or(0))
+        .unwrap_or(&"Jan");
+    format!(
+        "{weekday}, {d:02} {month} {y:04} {:02}:{:02}:{:02} GMT",
+        secs / 3600,
+        (secs % 3600) / 60,
+        secs % 60
+    )
+}
+
 /// Parses `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)` into Unix seconds.
 pub fn parse_rfc3339(s: &str) -> Option<i64> {
     let b = s.as_bytes();
@@ -148,6 +171,19 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn formats_http_dates() {
+        assert_eq!(format_http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(
+            format_http_date(1_795_941_373),
+            "Sun, 29 Nov 2026 08:36:13 GMT"
+        );
+        assert_eq!(
+            format_http_date(951_782_400),
+            "Tue, 29 Feb 2000 00:00:00 GMT"
+        );
+    }
 
     #[test]
     fn formats_known_instants() {

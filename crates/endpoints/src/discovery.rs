@@ -1,14 +1,10 @@
 //! Discovery documents: `/api`, `/api/v1`, `/apis`, `/apis/{group}`,
-//! `/apis/{group}/{version}`, aggregated discovery (v2), `/version`, and the OpenAPI v3
-//! index with one document per group-version.
+//! `/apis/{group}/{version}`, aggregated discovery (v2) and `/version` (the OpenAPI v3
+//! documents are the `openapi` module's).
 //!
 //! Every document is built once, when the router is built, and served as shared bytes.
-//! The OpenAPI documents describe paths and operations (with the `fieldValidation`
-//! parameter, so kubectl leaves validation to the server) and one permissive schema per
-//! kind (`x-kubernetes-preserve-unknown-fields`); they are not full schemas.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
 
 use bytes::Bytes;
 use serde_json::{Value, json};
@@ -55,9 +51,6 @@ pub(crate) struct Documents {
     /// group → APIGroup.
     pub(crate) group_docs: HashMap<String, Bytes>,
     pub(crate) version: Bytes,
-    pub(crate) openapi_index: Bytes,
-    /// `api/v1` or `apis/{group}/{version}` → OpenAPI v3 document.
-    pub(crate) openapi: HashMap<String, Bytes>,
 }
 
 fn bytes(v: &Value) -> Bytes {
@@ -160,110 +153,12 @@ fn aggregated_list(groups: &BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>>)
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
 }
 
-fn openapi_doc(group: &str, version: &str, infos: &[&ResourceInfo]) -> Value {
-    let prefix = if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    };
-    let param = |name: &str, in_: &str| json!({"name": name, "in": in_, "schema": {"type": "string"}, "uniqueItems": true});
-    let write_params = json!([
-        param("dryRun", "query"),
-        param("fieldManager", "query"),
-        param("fieldValidation", "query")
-    ]);
-    let mut paths = serde_json::Map::new();
-    let mut schemas = serde_json::Map::new();
-    for info in infos {
-        let schema_name = schema_name(info);
-        let reference = json!({"$ref": format!("#/components/schemas/{schema_name}")});
-        let ok = json!({"200": {"description": "OK", "content": {"application/json": {"schema": reference}}}});
-        let gvk = json!({"group": info.group, "version": info.version, "kind": info.kind});
-        let (coll, item) = if info.namespaced {
-            (
-                format!("{prefix}/namespaces/{{namespace}}/{}", info.plural),
-                format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", info.plural),
-            )
-        } else {
-            (
-                format!("{prefix}/{}", info.plural),
-                format!("{prefix}/{}/{{name}}", info.plural),
-            )
-        };
-        let op = |id: &str, action: &str| {
-            json!({"operationId": id, "parameters": write_params, "responses": ok,
-                   "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk})
-        };
-        paths.insert(
-            coll,
-            json!({
-                "get": {"operationId": format!("list{}", info.kind), "responses": ok,
-                        "x-kubernetes-action": "list", "x-kubernetes-group-version-kind": gvk},
-                "post": op(&format!("create{}", info.kind), "post"),
-            }),
-        );
-        paths.insert(
-            item.clone(),
-            json!({
-                "get": {"operationId": format!("read{}", info.kind), "responses": ok,
-                        "x-kubernetes-action": "get", "x-kubernetes-group-version-kind": gvk},
-                "put": op(&format!("replace{}", info.kind), "put"),
-                "patch": op(&format!("patch{}", info.kind), "patch"),
-                "delete": op(&format!("delete{}", info.kind), "delete"),
-            }),
-        );
-        if info.status_subresource {
-            paths.insert(
-                format!("{item}/status"),
-                json!({
-                    "put": op(&format!("replace{}Status", info.kind), "put"),
-                    "patch": op(&format!("patch{}Status", info.kind), "patch"),
-                }),
-            );
-        }
-        schemas.insert(schema_name, json!({
-            "type": "object",
-            "description": format!("{} ({}), served by listwatch; fields are not validated beyond metadata.", info.kind, gv_string(group, version)),
-            "properties": {
-                "apiVersion": {"type": "string"},
-                "kind": {"type": "string"},
-                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-            },
-            "x-kubernetes-preserve-unknown-fields": true,
-            "x-kubernetes-group-version-kind": [gvk],
-        }));
-    }
-    json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": KUBE_GIT_VERSION},
-        "paths": paths,
-        "components": {"schemas": schemas},
-    })
-}
-
-fn schema_name(info: &ResourceInfo) -> String {
-    let group = if info.group.is_empty() {
-        "core".to_owned()
-    } else {
-        info.group.clone()
-    };
-    format!("listwatch.{group}.{}.{}", info.version, info.kind)
-}
-
-fn short_hash(b: &[u8]) -> String {
-    // Only a cache key for clients: any stable digest of the document will do.
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    b.hash(&mut h);
-    format!("{:016X}", h.finish())
-}
-
 /// Builds every document for a set of resources.
 pub(crate) fn build(resources: &[Resource]) -> Documents {
     let gvs = by_group_version(resources);
     let mut docs = Documents::default();
     let mut core: BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>> = BTreeMap::new();
     let mut groups: BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>> = BTreeMap::new();
-    let mut openapi_paths = serde_json::Map::new();
     let mut core_versions = Vec::new();
     for ((group, version), infos) in &gvs {
         let list = json!({
@@ -274,17 +169,6 @@ pub(crate) fn build(resources: &[Resource]) -> Documents {
         });
         docs.resource_lists
             .insert((group.clone(), version.clone()), bytes(&list));
-        let key = if group.is_empty() {
-            format!("api/{version}")
-        } else {
-            format!("apis/{group}/{version}")
-        };
-        let doc = bytes(&openapi_doc(group, version, infos));
-        openapi_paths.insert(
-            key.clone(),
-            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", short_hash(&doc))}),
-        );
-        docs.openapi.insert(key, doc);
         if group.is_empty() {
             core_versions.push(version.clone());
             core.entry(String::new())
@@ -329,7 +213,6 @@ pub(crate) fn build(resources: &[Resource]) -> Documents {
         "compiler": "rustc",
         "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
     }));
-    docs.openapi_index = bytes(&json!({"paths": openapi_paths}));
     docs
 }
 
@@ -366,13 +249,6 @@ mod tests {
         assert_eq!(
             agg["items"][0]["versions"][0]["resources"][0]["shortNames"][0],
             "po"
-        );
-        let idx: Value = serde_json::from_slice(&docs.openapi_index).unwrap();
-        assert!(
-            idx["paths"]["apis/apps/v1"]["serverRelativeURL"]
-                .as_str()
-                .unwrap()
-                .contains("?hash=")
         );
         let ver: Value = serde_json::from_slice(&docs.version).unwrap();
         assert_eq!(

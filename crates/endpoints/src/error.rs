@@ -117,6 +117,19 @@ impl ApiError {
         ))
     }
 
+    /// 415 for a PATCH whose Content-Type is not one of the resource's patch types, in
+    /// upstream's words (`negotiation.NewUnsupportedMediaTypeError`).
+    pub fn unsupported_patch_type(accepted: &[&str]) -> Self {
+        Self::from_status(Status::failure(
+            415,
+            reason::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: {}",
+                accepted.join(", ")
+            ),
+        ))
+    }
+
     /// 413 for a body over the limit, in upstream's words.
     pub fn too_large(limit: usize) -> Self {
         Self::too_large_message(&format!("limit is {limit}"))

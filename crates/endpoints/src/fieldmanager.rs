@@ -6,7 +6,8 @@
 //! - every write that stores an object records its manager in `metadata.managedFields`:
 //!   creates, updates and non-apply patches as an `Update` (upstream's `UpdateNoErrors`:
 //!   never failing the write), server-side applies as an `Apply`;
-//! - list and map semantics come from the kind's schema (the built-in catalog); the reset
+//! - list and map semantics come from the kind's schema (the server's catalog: built-in
+//!   definitions and custom resources' declared schemas); the reset
 //!   fields of the endpoint (`status` on a resource with a status subresource, everything
 //!   but `status` on `/status`) are never owned through it;
 //! - a conflict is a 409 Conflict Status with upstream's message and one
@@ -58,12 +59,12 @@ pub(crate) struct FieldManager<'a> {
     info: &'a ResourceInfo,
     subresource: &'a str,
     api_version: String,
-    catalog: std::sync::Arc<Catalog>,
+    catalog: &'a Catalog,
     now: String,
 }
 
 impl<'a> FieldManager<'a> {
-    pub(crate) fn new(info: &'a ResourceInfo, subresource: &'a str) -> Self {
+    pub(crate) fn new(info: &'a ResourceInfo, subresource: &'a str, catalog: &'a Catalog) -> Self {
         let api_version = if info.group.is_empty() {
             info.version.clone()
         } else {
@@ -73,14 +74,14 @@ impl<'a> FieldManager<'a> {
             info,
             subresource,
             api_version,
-            catalog: Catalog::builtin(),
+            catalog,
             now: crate::clock::format_rfc3339(crate::clock::now_unix()),
         }
     }
 
     fn with_scope<T>(&self, f: impl FnOnce(&Scope<'_>) -> T) -> T {
         let info = self.info;
-        let types = SchemaTypes::new(&self.catalog, &info.group, &info.version, &info.kind);
+        let types = SchemaTypes::new(self.catalog, &info.group, &info.version, &info.kind);
         let mut ignored = FieldSet::new();
         match self.subresource {
             "status" => {

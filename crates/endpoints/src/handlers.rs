@@ -169,7 +169,7 @@ impl Request {
 
     /// Field ownership for writes through this request's endpoint.
     fn field_manager(&self) -> FieldManager<'_> {
-        FieldManager::new(self.info(), self.subresource())
+        FieldManager::new(self.info(), self.subresource(), &self.shared.catalog)
     }
 
     /// The manager a non-apply write is recorded under.
@@ -869,8 +869,10 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let ct = crate::limits::content_type(&req.headers);
+    let accepted = PatchType::accepted(req.info().custom_resource);
     let kind = PatchType::from_content_type(ct)
-        .ok_or_else(|| ApiError::unsupported_media_type(ct, PatchType::SUPPORTED))?;
+        .filter(|k| !(req.info().custom_resource && *k == PatchType::StrategicMerge))
+        .ok_or_else(|| ApiError::unsupported_patch_type(accepted))?;
     if kind == PatchType::Apply {
         req.query.bool("force")?;
         if req.query.get("fieldManager").is_none_or(str::is_empty) {
@@ -920,8 +922,9 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         }
         (None, _) => Err(req.storage_err(&key.not_found())),
         (Some(cur), _) if req.sub == Sub::Scale => {
+            let schema = req.shared.catalog.kind("autoscaling", "v1", "Scale");
             apply_scale_update(req, cur, &updater, |scale| {
-                patch.apply(scale, limits).map_err(unprocessable)
+                patch.apply(scale, schema, limits).map_err(unprocessable)
             })
         }
         (Some(cur), patch) => {
@@ -934,7 +937,12 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                     apply_update(req, cur, applied, None)
                 }
                 _ => {
-                    let patched = patch.apply(&cur_v, limits).map_err(unprocessable)?;
+                    let info = req.info();
+                    let schema = req
+                        .shared
+                        .catalog
+                        .kind(&info.group, &info.version, &info.kind);
+                    let patched = patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
                     apply_update(req, cur, patched, Some(&updater))
                 }
             }

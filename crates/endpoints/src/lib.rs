@@ -40,7 +40,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use prometheus_client::registry::Registry;
@@ -59,6 +59,7 @@ pub mod limits;
 mod metrics;
 mod namespaces;
 pub mod negotiate;
+mod openapi;
 pub mod patch;
 pub mod path;
 pub mod protobuf;
@@ -67,6 +68,7 @@ mod recover;
 mod resource;
 pub mod scale;
 mod stop;
+mod strategic;
 mod stream_list;
 pub mod table;
 pub mod validation;
@@ -155,6 +157,11 @@ pub(crate) struct Shared {
     pub(crate) metrics: Metrics,
     pub(crate) registry: Registry,
     pub(crate) docs: discovery::Documents,
+    /// The OpenAPI v3 index and documents.
+    pub(crate) openapi: openapi::Documents,
+    /// The schemas of the served kinds (built-in definitions and custom resources'),
+    /// built once: the field manager, strategic merge and the OpenAPI documents read them.
+    pub(crate) catalog: Arc<listwatch_schema::Catalog>,
     /// Validates writes before they are stored.
     pub(crate) admission: Option<Arc<dyn admission::Admission>>,
     /// Compressors alive at once.
@@ -287,6 +294,8 @@ impl Installer {
             .get(&(String::new(), "v1".to_owned(), "namespaces".to_owned()))
             .copied();
         let docs = discovery::build(&self.resources);
+        let catalog = Arc::new(openapi::catalog(&self.resources));
+        let openapi = openapi::build(&self.resources, &catalog);
         let (shutdown, _) = watch::channel(false);
         let (waiting_for, _) = watch::channel(None);
         let shared = Arc::new(Shared {
@@ -302,6 +311,8 @@ impl Installer {
             metrics,
             registry: self.registry,
             docs,
+            openapi,
+            catalog,
             admission: self.admission,
             namespace_wake: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
@@ -380,8 +391,8 @@ impl Api {
             .route("/livez", get(livez))
             .route("/readyz", get(readyz))
             .route("/metrics", get(metrics_text))
-            .route("/openapi/v3", get(openapi_index))
-            .route("/openapi/v3/{*path}", get(openapi_doc))
+            .route("/openapi/v3", get(openapi::index))
+            .route("/openapi/v3/{*path}", get(openapi::group_version))
             .route("/api", any(handlers::serve))
             .route("/api/{*rest}", any(handlers::serve))
             .route("/apis", any(handlers::serve))
@@ -502,24 +513,5 @@ async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {
             resp
         }
         Err(e) => ApiError::internal(format!("encoding metrics failed: {e}")).into_response(),
-    }
-}
-
-async fn openapi_index(State(s): State<Arc<Shared>>) -> Response {
-    json_response(
-        StatusCode::OK,
-        "application/json",
-        s.docs.openapi_index.clone(),
-    )
-}
-
-async fn openapi_doc(State(s): State<Arc<Shared>>, uri: Uri) -> Response {
-    let key = uri
-        .path()
-        .trim_start_matches("/openapi/v3/")
-        .trim_end_matches('/');
-    match s.docs.openapi.get(key) {
-        Some(doc) => json_response(StatusCode::OK, "application/json", doc.clone()),
-        None => ApiError::path_not_found().into_response(),
     }
 }

@@ -1,13 +1,11 @@
 //! PATCH bodies: JSON patch (RFC 6902), JSON merge patch (RFC 7386), strategic merge patch
 //! (Kubernetes' list-aware merge, as `kubectl apply` sends it), and server-side apply bodies.
 //!
-//! Strategic merge uses the merge keys of the built-in types, chosen by field name (and, for
-//! `ports`, by whether the list sits inside a container): `containers`, `initContainers`,
-//! `ephemeralContainers`, `env`, `volumes`, `imagePullSecrets` and the like by `name`,
-//! container `ports` by `containerPort`, service `ports` by `port`, `volumeMounts` by
-//! `mountPath`. Lists without a merge key are replaced whole, as upstream does for atomic
-//! lists. Directives: `$patch` (`replace`, `delete`, `merge`), `$setElementOrder/<list>`,
-//! `$retainKeys`, `$deleteFromPrimitiveList/<list>`.
+//! Strategic merge reads each field's patch strategy and merge key from the kind's schema
+//! (the `x-kubernetes-patch-*` extensions, upstream's Go struct tags), walking the schema
+//! alongside the object; its semantics and directives are the private `strategic`
+//! module's. Custom resources have no strategic merge (415, as upstream): the handler
+//! refuses it before a patch is parsed.
 //!
 //! Server-side apply bodies (`application/apply-patch+yaml`) are parsed here
 //! ([`Patch::Apply`]); the apply itself, with field ownership and conflicts, is
@@ -23,7 +21,8 @@
 //! Invariant: a patch never fails half-applied — every function works on the caller's copy
 //! and the caller discards it on error.
 
-use serde_json::{Map, Value};
+use listwatch_schema::Node;
+use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::limits::{self, DecodeError};
@@ -42,9 +41,25 @@ pub enum PatchType {
 }
 
 impl PatchType {
-    /// Every accepted Content-Type, for 415 messages.
-    pub const SUPPORTED: &'static str = "application/json-patch+json, application/merge-patch+json, \
-         application/strategic-merge-patch+json, application/apply-patch+yaml";
+    /// The patch types a resource accepts, as upstream lists them in a 415: every type
+    /// for a built-in resource, no strategic merge for a custom resource (upstream's CRD
+    /// handler has no Go struct to read patch strategies from).
+    pub fn accepted(custom_resource: bool) -> &'static [&'static str] {
+        if custom_resource {
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/apply-patch+yaml",
+            ]
+        } else {
+            &[
+                "application/json-patch+json",
+                "application/merge-patch+json",
+                "application/strategic-merge-patch+json",
+                "application/apply-patch+yaml",
+            ]
+        }
+    }
 
     /// The patch type of a Content-Type (parameters ignored).
     pub fn from_content_type(ct: &str) -> Option<Self> {
@@ -96,9 +111,10 @@ pub enum PatchError {
     /// A JSON patch operation failed (missing path, failed test).
     #[error("json patch failed: {0}")]
     JsonPatch(String),
-    /// A strategic-merge directive or shape is wrong.
-    #[error("invalid strategic merge patch: {0}")]
-    Strategic(String),
+    /// A strategic merge patch that cannot be applied (a malformed directive, a list item
+    /// without its merge key, ...), in upstream's words.
+    #[error(transparent)]
+    Strategic(#[from] crate::strategic::StrategicError),
 }
 
 impl PatchError {
@@ -109,6 +125,9 @@ impl PatchError {
             PatchError::Body(_) => ApiError::bad_request(self.to_string()),
             PatchError::TooManyOperations { .. } => ApiError::too_large_message(&self.to_string()),
             PatchError::Limit(e) => e.clone().into_api_error("patch"),
+            PatchError::Strategic(crate::strategic::StrategicError::BadFormat(m)) => {
+                ApiError::bad_request(*m)
+            }
             PatchError::CopyTooLarge { .. }
             | PatchError::JsonPatch(_)
             | PatchError::Strategic(_) => ApiError::unprocessable(self.to_string()),
@@ -185,15 +204,29 @@ impl Patch {
     }
 
     /// Applies the patch to a copy of `original`, within `limits`; the result nests at
-    /// most [`limits::MAX_DEPTH`] levels.
-    pub fn apply(&self, original: &Value, limits: PatchLimits) -> Result<Value, PatchError> {
-        let mut doc = original.clone();
-        match self {
-            Patch::Json(p) => apply_json_patch(&mut doc, p, limits)?,
-            Patch::Merge(p) => json_patch::merge(&mut doc, p),
+    /// most [`limits::MAX_DEPTH`] levels. `schema` is the schema of `original`'s kind
+    /// (e.g. `Catalog::kind`): strategic merge reads list semantics from it; `None`
+    /// merges untyped (objects key by key, every list replaced).
+    pub fn apply(
+        &self,
+        original: &Value,
+        schema: Option<Node<'_>>,
+        limits: PatchLimits,
+    ) -> Result<Value, PatchError> {
+        let doc = match self {
+            Patch::Json(p) => {
+                let mut doc = original.clone();
+                apply_json_patch(&mut doc, p, limits)?;
+                doc
+            }
+            Patch::Merge(p) => {
+                let mut doc = original.clone();
+                json_patch::merge(&mut doc, p);
+                doc
+            }
             // An apply reaches here only for `/scale` (see the module doc).
-            Patch::Strategic(p) | Patch::Apply(p) => strategic_merge(&mut doc, p, &mut Vec::new())?,
-        }
+            Patch::Strategic(p) | Patch::Apply(p) => crate::strategic::apply(original, p, schema)?,
+        };
         if limits::depth(&doc) > limits::MAX_DEPTH {
             return Err(DecodeError::TooDeep {
                 limit: limits::MAX_DEPTH,
@@ -265,253 +298,6 @@ fn apply_json_patch(
     Ok(())
 }
 
-/// The merge key of list `field` at `path` (the field names from the root), if it merges.
-fn merge_key(path: &[String], field: &str) -> Option<&'static str> {
-    match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "env"
-        | "volumes"
-        | "imagePullSecrets"
-        | "resourceClaims" => Some("name"),
-        "readinessGates" => Some("conditionType"),
-        "ports" => {
-            let in_container = path.iter().any(|p| {
-                matches!(
-                    p.as_str(),
-                    "containers" | "initContainers" | "ephemeralContainers"
-                )
-            });
-            Some(if in_container {
-                "containerPort"
-            } else {
-                "port"
-            })
-        }
-        "volumeMounts" => Some("mountPath"),
-        "volumeDevices" => Some("devicePath"),
-        "hostAliases" => Some("ip"),
-        "ownerReferences" => Some("uid"),
-        "conditions" | "addresses" => Some("type"),
-        "taints" => Some("key"),
-        _ => None,
-    }
-}
-
-/// Lists of scalars whose patch strategy is `merge` (union rather than replace).
-fn merges_primitives(field: &str) -> bool {
-    field == "finalizers"
-}
-
-fn strategic_merge(
-    doc: &mut Value,
-    patch: &Value,
-    path: &mut Vec<String>,
-) -> Result<(), PatchError> {
-    let Value::Object(pmap) = patch else {
-        *doc = patch.clone();
-        return Ok(());
-    };
-    if pmap.get("$patch").and_then(Value::as_str) == Some("replace") {
-        *doc = Value::Object(strip_directives(pmap));
-        return Ok(());
-    }
-    if !doc.is_object() {
-        *doc = Value::Object(Map::new());
-    }
-    let Value::Object(dmap) = doc else {
-        return Err(PatchError::Strategic("unreachable: not an object".into()));
-    };
-    let mut orders: Vec<(&str, &Vec<Value>)> = Vec::new();
-    let mut retain: Option<Vec<String>> = None;
-    for (k, v) in pmap {
-        if let Some(list) = k.strip_prefix("$setElementOrder/") {
-            let Value::Array(order) = v else {
-                return Err(PatchError::Strategic(format!("{k} must be a list")));
-            };
-            orders.push((list, order));
-            continue;
-        }
-        if let Some(list) = k.strip_prefix("$deleteFromPrimitiveList/") {
-            let Value::Array(gone) = v else {
-                return Err(PatchError::Strategic(format!("{k} must be a list")));
-            };
-            if let Some(Value::Array(items)) = dmap.get_mut(list) {
-                items.retain(|i| !gone.contains(i));
-            }
-            continue;
-        }
-        if k == "$retainKeys" {
-            let Value::Array(keys) = v else {
-                return Err(PatchError::Strategic("$retainKeys must be a list".into()));
-            };
-            retain = Some(
-                keys.iter()
-                    .filter_map(|k| k.as_str().map(str::to_owned))
-                    .collect(),
-            );
-            continue;
-        }
-        if k == "$patch" {
-            match v.as_str() {
-                Some("merge") => continue,
-                Some("delete") => {
-                    dmap.clear();
-                    continue;
-                }
-                other => return Err(PatchError::Strategic(format!("unknown $patch {other:?}"))),
-            }
-        }
-        if k.starts_with('$') {
-            continue;
-        }
-        match v {
-            Value::Null => {
-                dmap.remove(k);
-            }
-            Value::Object(pm) if pm.get("$patch").and_then(Value::as_str) == Some("delete") => {
-                dmap.remove(k);
-            }
-            Value::Object(_) => {
-                let slot = dmap
-                    .entry(k.clone())
-                    .or_insert_with(|| Value::Object(Map::new()));
-                path.push(k.clone());
-                let r = strategic_merge(slot, v, path);
-                path.pop();
-                r?;
-            }
-            Value::Array(items) => {
-                let merged = match (merge_key(path, k), dmap.get(k)) {
-                    (Some(key), Some(Value::Array(current))) => {
-                        path.push(k.clone());
-                        let r = merge_list(current, items, key, path);
-                        path.pop();
-                        r?
-                    }
-                    (None, Some(Value::Array(current))) if merges_primitives(k) => {
-                        let mut out = current.clone();
-                        for i in items {
-                            if !out.contains(i) {
-                                out.push(i.clone());
-                            }
-                        }
-                        out
-                    }
-                    _ => items
-                        .iter()
-                        .filter(|i| !is_delete_directive(i))
-                        .map(strip_value_directives)
-                        .collect(),
-                };
-                dmap.insert(k.clone(), Value::Array(merged));
-            }
-            scalar => {
-                dmap.insert(k.clone(), scalar.clone());
-            }
-        }
-    }
-    for (list, order) in orders {
-        if let (Some(key), Some(Value::Array(items))) = (merge_key(path, list), dmap.get_mut(list))
-        {
-            reorder(items, order, key);
-        } else if let Some(Value::Array(items)) = dmap.get_mut(list) {
-            reorder_primitives(items, order);
-        }
-    }
-    if let Some(keep) = retain {
-        dmap.retain(|k, _| keep.iter().any(|r| r == k));
-    }
-    Ok(())
-}
-
-fn is_delete_directive(v: &Value) -> bool {
-    v.get("$patch").and_then(Value::as_str) == Some("delete")
-}
-
-fn strip_directives(m: &Map<String, Value>) -> Map<String, Value> {
-    m.iter()
-        .filter(|(k, _)| !k.starts_with('$'))
-        .map(|(k, v)| (k.clone(), strip_value_directives(v)))
-        .collect()
-}
-
-fn strip_value_directives(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(strip_directives(m)),
-        other => other.clone(),
-    }
-}
-
-fn merge_list(
-    current: &[Value],
-    patch: &[Value],
-    key: &str,
-    path: &mut Vec<String>,
-) -> Result<Vec<Value>, PatchError> {
-    if patch
-        .iter()
-        .any(|p| p.get("$patch").and_then(Value::as_str) == Some("replace"))
-    {
-        return Ok(patch
-            .iter()
-            .filter(|p| p.get("$patch").is_none())
-            .map(strip_value_directives)
-            .collect());
-    }
-    let mut out: Vec<Value> = current.to_vec();
-    for p in patch {
-        let Some(kv) = p.get(key) else {
-            // No merge key: upstream rejects; appending keeps the data and is harmless.
-            if !p.is_object() {
-                return Err(PatchError::Strategic(format!(
-                    "list items must be objects with {key:?}"
-                )));
-            }
-            out.push(strip_value_directives(p));
-            continue;
-        };
-        let pos = out.iter().position(|c| c.get(key) == Some(kv));
-        if is_delete_directive(p) {
-            if let Some(i) = pos {
-                out.remove(i);
-            }
-            continue;
-        }
-        match pos {
-            Some(i) => strategic_merge(&mut out[i], p, path)?,
-            None => out.push(strip_value_directives(p)),
-        }
-    }
-    Ok(out)
-}
-
-/// Orders `items` as `order` lists their keys; items not listed keep their relative order
-/// after the listed ones.
-fn reorder(items: &mut Vec<Value>, order: &[Value], key: &str) {
-    let mut listed = Vec::with_capacity(items.len());
-    for o in order {
-        let Some(kv) = o.get(key) else { continue };
-        if let Some(i) = items.iter().position(|it| it.get(key) == Some(kv)) {
-            listed.push(items.remove(i));
-        }
-    }
-    listed.append(items);
-    *items = listed;
-}
-
-fn reorder_primitives(items: &mut Vec<Value>, order: &[Value]) {
-    let mut listed = Vec::with_capacity(items.len());
-    for o in order {
-        if let Some(i) = items.iter().position(|it| it == o) {
-            listed.push(items.remove(i));
-        }
-    }
-    listed.append(items);
-    *items = listed;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,8 +307,16 @@ mod tests {
         max_copy_bytes: 3 * 1024 * 1024,
     };
 
+    /// A strategic merge on an object of core/v1 `kind`, with its real schema.
+    fn smp_kind(kind: &str, doc: Value, patch: Value) -> Value {
+        let catalog = listwatch_schema::Catalog::builtin();
+        Patch::Strategic(patch)
+            .apply(&doc, catalog.kind("", "v1", kind), LIMITS)
+            .unwrap()
+    }
+
     fn smp(doc: Value, patch: Value) -> Value {
-        Patch::Strategic(patch).apply(&doc, LIMITS).unwrap()
+        smp_kind("Pod", doc, patch)
     }
 
     #[test]
@@ -562,7 +356,7 @@ mod tests {
         let doc = json!({"spec":{"ports":[{"port":80,"name":"http"}],"tolerations":[{"key":"a"}]}});
         let patch =
             json!({"spec":{"ports":[{"port":443,"name":"https"}],"tolerations":[{"key":"b"}]}});
-        let out = smp(doc, patch);
+        let out = smp_kind("Service", doc, patch);
         assert_eq!(out["spec"]["ports"].as_array().unwrap().len(), 2);
         assert_eq!(out["spec"]["tolerations"], json!([{"key":"b"}]));
     }
@@ -573,9 +367,11 @@ mod tests {
             json!({"spec":{"selector":{"a":"1","b":"2"}},"metadata":{"finalizers":["x","y"]}});
         let patch = json!({"spec":{"selector":{"$patch":"replace","c":"3"}},
             "metadata":{"$deleteFromPrimitiveList/finalizers":["x"],"finalizers":["z"]}});
-        let out = smp(doc, patch);
+        let out = smp_kind("Service", doc, patch);
         assert_eq!(out["spec"]["selector"], json!({"c":"3"}));
-        assert_eq!(out["metadata"]["finalizers"], json!(["y", "z"]));
+        // Upstream's order: the patch's new value before the live ones (kubectl sends a
+        // `$setElementOrder` when the order matters).
+        assert_eq!(out["metadata"]["finalizers"], json!(["z", "y"]));
     }
 
     #[test]
@@ -587,17 +383,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            jp.apply(&doc, LIMITS).unwrap()["metadata"]["labels"]["b"],
+            jp.apply(&doc, None, LIMITS).unwrap()["metadata"]["labels"]["b"],
             "2"
         );
         let bad = Patch::parse(PatchType::Json, br#"[{"op":"remove","path":"/nope"}]"#).unwrap();
-        assert!(bad.apply(&doc, LIMITS).is_err());
+        assert!(bad.apply(&doc, None, LIMITS).is_err());
         let mp = Patch::parse(
             PatchType::Merge,
             br#"{"spec":{"x":[3]},"metadata":{"labels":{"a":null}}}"#,
         )
         .unwrap();
-        let out = mp.apply(&doc, LIMITS).unwrap();
+        let out = mp.apply(&doc, None, LIMITS).unwrap();
         assert_eq!(out["spec"]["x"], json!([3]));
         assert_eq!(out["metadata"]["labels"], json!({}));
         assert!(Patch::parse(PatchType::Merge, b"[1]").is_err());
@@ -606,7 +402,9 @@ mod tests {
     #[test]
     fn apply_bodies_may_be_yaml() {
         let p = Patch::parse(PatchType::Apply, b"metadata:\n  labels:\n    app: web\n").unwrap();
-        let out = p.apply(&json!({"metadata":{"name":"a"}}), LIMITS).unwrap();
+        let out = p
+            .apply(&json!({"metadata":{"name":"a"}}), None, LIMITS)
+            .unwrap();
         assert_eq!(out["metadata"], json!({"name":"a","labels":{"app":"web"}}));
         assert_eq!(
             PatchType::from_content_type("application/apply-patch+yaml; charset=utf-8"),
@@ -639,7 +437,7 @@ mod tests {
         let limits = PatchLimits {
             max_copy_bytes: 1024 * 1024,
         };
-        let e = p.apply(&doc, limits).unwrap_err();
+        let e = p.apply(&doc, None, limits).unwrap_err();
         let PatchError::CopyTooLarge { accumulated, limit } = e else {
             panic!("{e}")
         };
@@ -652,11 +450,14 @@ mod tests {
             br#"[{"op":"copy","from":"/x","path":"/y"}]"#,
         )
         .unwrap();
-        assert_eq!(one.apply(&doc, limits).unwrap()["y"], doc["x"]);
+        assert_eq!(one.apply(&doc, None, limits).unwrap()["y"], doc["x"]);
     }
 
     fn e_code(p: &Patch, doc: &Value, limits: PatchLimits) -> u16 {
-        p.apply(doc, limits).unwrap_err().to_api_error().code()
+        p.apply(doc, None, limits)
+            .unwrap_err()
+            .to_api_error()
+            .code()
     }
 
     #[test]
@@ -671,7 +472,7 @@ mod tests {
             deep(60)
         );
         let p = Patch::parse(PatchType::Json, ops.as_bytes()).unwrap();
-        let e = p.apply(&json!({}), LIMITS).unwrap_err();
+        let e = p.apply(&json!({}), None, LIMITS).unwrap_err();
         assert!(
             matches!(e, PatchError::Limit(DecodeError::TooDeep { .. })),
             "{e}"
@@ -691,7 +492,7 @@ mod tests {
         let p = Patch::parse(PatchType::Json, format!("[{}]", moves.join(",")).as_bytes());
         let p = p.unwrap();
         assert!(matches!(
-            p.apply(&json!({}), LIMITS),
+            p.apply(&json!({}), None, LIMITS),
             Err(PatchError::Limit(DecodeError::TooDeep { .. }))
         ));
     }
@@ -717,19 +518,36 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Naive model of a keyed list merge: existing items keep their place and take the
-        /// patch's fields; new keys are appended in patch order.
+        /// Naive model of a keyed list merge (upstream's order, by linear scans): items take
+        /// the patch's fields; the patch's keys come in the patch's order, each current
+        /// item the patch does not name goes before the first patch item that follows it
+        /// in the current list (so a new key goes before the current items after it).
         #[test]
         fn keyed_list_merge_agrees_with_a_naive_model(
             current in proptest::collection::btree_map(0u8..8, 0u8..4, 0..6),
             patch in proptest::collection::vec((0u8..8, 4u8..8), 0..6),
         ) {
             let current: Vec<(u8, u8)> = current.into_iter().collect();
-            let mut model = current.clone();
-            for (n, v) in &patch {
-                match model.iter_mut().find(|(m, _)| m == n) {
-                    Some(slot) => slot.1 = *v,
-                    None => model.push((*n, *v)),
+            let mut keys: Vec<u8> = Vec::new();
+            for (n, _) in &patch {
+                if !keys.contains(n) {
+                    keys.push(*n);
+                }
+            }
+            let value = |n: u8| patch.iter().rev().find(|(m, _)| *m == n).map(|(_, v)| *v);
+            let pos = |n: u8| current.iter().position(|(m, _)| *m == n);
+            let server: Vec<(u8, u8)> = current.iter().filter(|(n, _)| !keys.contains(n)).copied().collect();
+            let (mut i, mut j, mut model) = (0, 0, Vec::new());
+            while i < server.len() || j < keys.len() {
+                let left = j == keys.len()
+                    || (i < server.len()
+                        && matches!((pos(server[i].0), pos(keys[j])), (Some(a), Some(b)) if a < b));
+                if left {
+                    model.push(server[i]);
+                    i += 1;
+                } else {
+                    model.push((keys[j], value(keys[j]).unwrap_or_default()));
+                    j += 1;
                 }
             }
             let out = smp(json!({"spec":{"containers": named(&current)}}), json!({"spec":{"containers": named(&patch)}}));
@@ -740,7 +558,7 @@ mod tests {
         fn arbitrary_patches_never_panic(doc in "[ -~]{0,40}", patch in "[ -~]{0,40}") {
             for kind in [PatchType::Json, PatchType::Merge, PatchType::StrategicMerge, PatchType::Apply] {
                 if let (Ok(p), Ok(d)) = (Patch::parse(kind, patch.as_bytes()), serde_json::from_str::<Value>(&doc)) {
-                    let _ = p.apply(&d, LIMITS);
+                    let _ = p.apply(&d, None, LIMITS);
                 }
             }
         }

@@ -142,6 +142,17 @@ pub struct ResourceInfo {
     pub storage_resource: String,
     /// Defaulting applied on create.
     pub prepare_for_create: Option<PrepareFn>,
+    /// Whether a PUT of a missing object creates it (upstream's per-resource
+    /// `AllowCreateOnUpdate`: e.g. events, endpoints, leases, the RBAC kinds; not pods,
+    /// namespaces or custom resources). Off by default.
+    pub allow_create_on_update: bool,
+    /// A custom resource (served as upstream serves a CRD's): strategic merge is refused
+    /// (415) and its schema is [`custom_schema`](Self::custom_schema) rather than a
+    /// built-in definition.
+    pub custom_resource: bool,
+    /// A custom resource's declared `openAPIV3Schema` (`None`: every field is kept,
+    /// `x-kubernetes-preserve-unknown-fields`).
+    pub custom_schema: Option<Arc<Value>>,
 }
 
 impl ResourceInfo {
@@ -164,6 +175,9 @@ impl ResourceInfo {
             name_validation: NameValidation::Subdomain,
             storage_resource: plural.into(),
             prepare_for_create: None,
+            allow_create_on_update: false,
+            custom_resource: false,
+            custom_schema: None,
         }
     }
 
@@ -251,6 +265,24 @@ impl ResourceInfo {
     #[must_use]
     pub fn prepare_for_create(mut self, f: PrepareFn) -> Self {
         self.prepare_for_create = Some(f);
+        self
+    }
+
+    /// Lets a PUT of a missing object create it (upstream's `AllowCreateOnUpdate`).
+    #[must_use]
+    pub fn allow_create_on_update(mut self, on: bool) -> Self {
+        self.allow_create_on_update = on;
+        self
+    }
+
+    /// Marks a custom resource, with its declared `openAPIV3Schema` (`None`: keep every
+    /// field). The installer adds it to the schema catalog; a schema the catalog refuses
+    /// (see `listwatch_schema::Catalog::add_custom`) is logged and replaced by one that
+    /// keeps every field — check it first with `Catalog::add_custom` to refuse it instead.
+    #[must_use]
+    pub fn custom_resource(mut self, schema: Option<Value>) -> Self {
+        self.custom_resource = true;
+        self.custom_schema = schema.map(Arc::new);
         self
     }
 
