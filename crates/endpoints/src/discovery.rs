@@ -153,6 +153,34 @@ fn aggregated_list(groups: &BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>>)
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
 }
 
+/// `GOOS/GOARCH` as Go names them (upstream's `/version` reports `runtime.GOOS` and
+/// `runtime.GOARCH`): `linux/amd64` on x86_64, `linux/arm64` on aarch64, and so on, from
+/// Rust's names for the target.
+fn go_platform(os: &str, arch: &str) -> String {
+    let os = match os {
+        "macos" => "darwin",
+        "ios" => "ios",
+        other => other,
+    };
+    let arch = match arch {
+        "x86_64" => "amd64",
+        "x86" => "386",
+        "aarch64" => "arm64",
+        "arm" => "arm",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
+        "powerpc64" => "ppc64",
+        "powerpc" => "ppc",
+        "s390x" => "s390x",
+        "riscv64" => "riscv64",
+        "loongarch64" => "loong64",
+        "mips" if cfg!(target_endian = "little") => "mipsle",
+        "mips64" if cfg!(target_endian = "little") => "mips64le",
+        "wasm32" => "wasm",
+        other => other,
+    };
+    format!("{os}/{arch}")
+}
+
 /// Builds every document for a set of resources.
 pub(crate) fn build(resources: &[Resource]) -> Documents {
     let gvs = by_group_version(resources);
@@ -211,7 +239,7 @@ pub(crate) fn build(resources: &[Resource]) -> Documents {
         "buildDate": "1970-01-01T00:00:00Z",
         "goVersion": concat!("listwatch ", env!("CARGO_PKG_VERSION")),
         "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+        "platform": go_platform(std::env::consts::OS, std::env::consts::ARCH),
     }));
     docs
 }
@@ -251,6 +279,20 @@ mod tests {
             "po"
         );
         let ver: Value = serde_json::from_slice(&docs.version).unwrap();
+        assert_eq!(
+            ver["platform"],
+            go_platform(std::env::consts::OS, std::env::consts::ARCH)
+        );
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        assert_eq!(ver["platform"], "linux/amd64");
+        #[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+        assert_eq!(ver["platform"], "linux/arm64");
+        assert_eq!(go_platform("linux", "x86_64"), "linux/amd64");
+        assert_eq!(go_platform("linux", "aarch64"), "linux/arm64");
+        assert_eq!(go_platform("macos", "aarch64"), "darwin/arm64");
+        assert_eq!(go_platform("windows", "x86"), "windows/386");
+        assert_eq!(go_platform("linux", "s390x"), "linux/s390x");
+        assert_eq!(go_platform("freebsd", "riscv64"), "freebsd/riscv64");
         assert_eq!(
             (ver["major"].as_str(), ver["minor"].as_str()),
             (Some("1"), Some("32"))

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use listwatch_api::Object;
 use listwatch_storage::{Error as StorageError, GetOptions, Key, ObjectList, Updated, WatchEvent};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use crate::error::{ApiError, ApiResult};
@@ -92,16 +92,23 @@ enum Sub {
 /// the body is decoded and the name settled (for a `generateName` create, the generated
 /// name) — before admission and storage, so a refused create is named too.
 #[derive(Debug, Clone, Default)]
-pub struct RequestObjectName(Arc<std::sync::OnceLock<String>>);
+pub struct RequestObjectName(Arc<std::sync::Mutex<Option<String>>>);
 
 impl RequestObjectName {
-    /// The name, once the handler has set it.
-    pub fn get(&self) -> Option<&str> {
-        self.0.get().map(String::as_str)
+    /// The name, once the handler has set it (a `generateName` create that retried on a
+    /// name collision: the last name tried).
+    pub fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     fn set(&self, name: &str) {
-        let _ = self.0.set(name.to_owned());
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(name.to_owned());
     }
 }
 
@@ -383,6 +390,9 @@ async fn resource_request(
             }
             let unread_body = e.code() == 408;
             let mut resp = e.into_response();
+            if crate::yaml::wanted(&req.headers, Offer::Object) {
+                resp = crate::yaml::from_json(resp).await;
+            }
             if unread_body {
                 // The rest of the body may still come: this connection cannot be reused.
                 resp.headers_mut()
@@ -444,6 +454,19 @@ async fn limited(
 }
 
 async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
+    let resp = handle_verb(req, verb, body).await?;
+    let offer = match verb {
+        Verb::Get | Verb::List => Offer::JsonOrTable,
+        _ => Offer::Object,
+    };
+    Ok(if crate::yaml::wanted(&req.headers, offer) {
+        crate::yaml::from_json(resp).await
+    } else {
+        resp
+    })
+}
+
+async fn handle_verb(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
     match verb {
         Verb::Get => get(req).await,
         Verb::List => list(req).await,
@@ -541,6 +564,9 @@ async fn list(req: &Request) -> ApiResult<Response> {
 
 /// A list's response: whole, or streamed and (for clients that accept it) gzipped.
 fn list_response(req: &Request, items: Items, list: ObjectList) -> ApiResult<Response> {
+    if matches!(items, Items::Json) && crate::yaml::wanted(&req.headers, Offer::JsonOrTable) {
+        return crate::yaml::list(&req.res.info, list);
+    }
     let gzip = crate::compress::accepts_gzip(&req.headers)
         .then(|| req.shared.gzip.try_take())
         .flatten();
@@ -564,6 +590,13 @@ async fn watch_request(
     slot: WatchSlot,
 ) -> ApiResult<Response> {
     let format = negotiate(&req.headers, Offer::JsonOrTable)?;
+    if format == Format::Yaml {
+        // Upstream has no YAML stream serializer.
+        return Err(ApiError::not_acceptable(
+            "application/yaml",
+            "application/json, application/json;as=Table;v=v1;g=meta.k8s.io",
+        ));
+    }
     let include = req.query.include_object()?;
     let mut lr = req
         .query
@@ -651,38 +684,135 @@ fn to_object(req: &Request, v: Value) -> ApiResult<Object> {
     Ok(obj)
 }
 
+/// How many names a `generateName` create tries before it gives up (upstream's
+/// `maxNameGenerationCreateAttempts`).
+const MAX_NAME_GENERATION_CREATE_ATTEMPTS: usize = 8;
+
 async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Json)?;
+    negotiate(&req.headers, Offer::Object)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
-    let mut obj = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
-    prepare_create(req.info(), &mut obj, req.ns())?;
-    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
-    if let Some(slot) = req.extensions.get::<RequestObjectName>() {
-        slot.set(&name);
-    }
-    crate::namespaces::check_open(&req.shared, req.info(), req.ns(), &name).await?;
-    let key = Key::object(&req.info().storage_resource, req.ns(), &name)
-        .map_err(|e| req.storage_err(&e))?;
-    let mut v = Value::Object(obj);
-    req.field_manager()
-        .update(None, &mut v, &req.update_manager());
-    req.admit(&v, None)?;
-    let object = to_object(req, v)?;
-    let stored = if dry_run {
-        object
+    let decoded = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
+    // A generated name that is taken is retried with another, as upstream's store does.
+    let generates = decoded.get("metadata").is_some_and(|m| {
+        m.get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+            && m.get("generateName")
+                .and_then(Value::as_str)
+                .is_some_and(|g| !g.is_empty())
+    });
+    let attempts = if generates {
+        MAX_NAME_GENERATION_CREATE_ATTEMPTS
     } else {
-        req.res
-            .storage
-            .create(&key, object, None)
-            .await
-            .map_err(|e| req.storage_err(&e))?
+        1
     };
-    if !dry_run {
-        crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &stored)
-            .await?;
+    let mut checked_namespace = false;
+    let mut name = String::new();
+    for _ in 0..attempts {
+        let mut obj = decoded.clone();
+        prepare_create(req.info(), &mut obj, req.ns())?;
+        name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
+        if let Some(slot) = req.extensions.get::<RequestObjectName>() {
+            slot.set(&name);
+        }
+        if !checked_namespace {
+            crate::namespaces::check_open(&req.shared, req.info(), req.ns(), &name).await?;
+            checked_namespace = true;
+        }
+        let key = Key::object(&req.info().storage_resource, req.ns(), &name)
+            .map_err(|e| req.storage_err(&e))?;
+        let mut v = Value::Object(obj);
+        req.field_manager()
+            .update(None, &mut v, &req.update_manager());
+        req.admit(&v, None)?;
+        let object = to_object(req, v)?;
+        let written = if dry_run {
+            // Upstream's dry run reads the key: an existing name is AlreadyExists.
+            let existing = req
+                .res
+                .storage
+                .get(
+                    &key,
+                    &GetOptions {
+                        resource_version: None,
+                        ignore_not_found: true,
+                    },
+                )
+                .await
+                .map_err(|e| req.storage_err(&e))?;
+            match existing {
+                Some(_) => Err(key.already_exists()),
+                None => Ok(object),
+            }
+        } else {
+            req.res.storage.create(&key, object, None).await
+        };
+        let stored = match written {
+            Ok(o) => o,
+            Err(StorageError::AlreadyExists { .. }) if generates => continue,
+            Err(e) => return Err(req.storage_err(&e)),
+        };
+        if !dry_run {
+            crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &stored)
+                .await?;
+        }
+        return Ok(object_response(StatusCode::CREATED, &stored));
     }
-    Ok(object_response(StatusCode::CREATED, &stored))
+    Err(generate_name_conflict(req.info(), &name))
+}
+
+/// Upstream's `NewGenerateNameConflict`: every generated name was taken.
+fn generate_name_conflict(info: &ResourceInfo, name: &str) -> ApiError {
+    ApiError::from_status(
+        listwatch_api::Status::failure(
+            409,
+            listwatch_api::status::reason::ALREADY_EXISTS,
+            format!(
+                "{} \"{name}\" already exists, the server was not able to generate a unique name for the object",
+                info.qualified_resource()
+            ),
+        )
+        .with_target(&info.group, &info.plural, name)
+        .with_retry_after(1),
+    )
+}
+
+/// A PUT of a missing object where the resource allows it (upstream's create-on-update):
+/// the body becomes a create, validated and admitted as a POST's.
+fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> ApiResult<Object> {
+    let mut obj = body.clone();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        // Upstream's update carries the body's uid as a precondition: nothing has it.
+        if let Some(uid) = meta
+            .get("uid")
+            .and_then(Value::as_str)
+            .filter(|u| !u.is_empty())
+        {
+            let key = req.object_key()?;
+            return Err(req.storage_err(&key.conflict(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: "
+            ))));
+        }
+        // A create through an update ignores the body's resourceVersion.
+        meta.remove("resourceVersion");
+    }
+    let body_name = obj
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if body_name != req.name() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({})",
+            req.name()
+        )));
+    }
+    prepare_create(req.info(), &mut obj, req.ns())?;
+    let mut v = Value::Object(obj);
+    req.field_manager().update(None, &mut v, manager);
+    req.admit(&v, None)?;
+    to_object(req, v)
 }
 
 /// Runs a read-modify-write whose update step may fail with a request error: such an
@@ -802,24 +932,56 @@ fn apply_update(
 }
 
 async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Json)?;
+    negotiate(&req.headers, Offer::Object)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let new = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
     let key = req.object_key()?;
     let manager = req.update_manager();
-    let (obj, _) = read_modify_write(req, false, dry_run, |cur| match cur {
-        None => Err(req.storage_err(&key.not_found())),
-        Some(cur) if req.sub == Sub::Scale => {
-            apply_scale_update(req, cur, &manager, |_| Ok(Value::Object(new.clone())))
+    let creates = req.sub == Sub::Main && req.info().allow_create_on_update;
+    // A create checks its namespace first; an update does not, so the check runs (and the
+    // write is retried) only once the object turns out to be missing.
+    let wants_namespace_check = std::sync::atomic::AtomicBool::new(false);
+    let mut namespace_checked = false;
+    let (obj, created) = loop {
+        let checked = namespace_checked;
+        let result = read_modify_write(req, creates, dry_run, |cur| match cur {
+            None if creates && !checked => {
+                wants_namespace_check.store(true, std::sync::atomic::Ordering::Relaxed);
+                Err(ApiError::internal(
+                    "the namespace is checked before a create",
+                ))
+            }
+            None if creates => create_on_update(req, &new, &manager),
+            None => Err(req.storage_err(&key.not_found())),
+            Some(cur) if req.sub == Sub::Scale => {
+                apply_scale_update(req, cur, &manager, |_| Ok(Value::Object(new.clone())))
+            }
+            Some(cur) => apply_update(req, cur, Value::Object(new.clone()), Some(&manager)),
+        })
+        .await;
+        if !checked && wants_namespace_check.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            crate::namespaces::check_open(&req.shared, req.info(), req.ns(), req.name()).await?;
+            namespace_checked = true;
+            continue;
         }
-        Some(cur) => apply_update(req, cur, Value::Object(new.clone()), Some(&manager)),
-    })
-    .await?;
+        break result?;
+    };
+    if created && !dry_run {
+        crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &obj)
+            .await?;
+    }
     if req.sub == Sub::Scale {
         return scale_response(req, &obj);
     }
-    Ok(object_response(StatusCode::OK, &obj))
+    Ok(object_response(
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        &obj,
+    ))
 }
 
 /// The Scale view of an object, as the response of a `/scale` request.
@@ -865,7 +1027,7 @@ fn apply_scale_update(
 }
 
 async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Json)?;
+    negotiate(&req.headers, Offer::Object)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let ct = crate::limits::content_type(&req.headers);
@@ -967,7 +1129,7 @@ async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
 }
 
 async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Json)?;
+    negotiate(&req.headers, Offer::Object)?;
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
@@ -988,7 +1150,7 @@ async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
 }
 
 async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Json)?;
+    negotiate(&req.headers, Offer::Object)?;
     if crate::lifecycle::is_namespaces(req.info()) {
         // Upstream's namespace registry has no collection delete.
         return Err(ApiError::method_not_allowed("DELETE"));

@@ -73,6 +73,7 @@ mod stream_list;
 pub mod table;
 pub mod validation;
 mod watch_server;
+mod yaml;
 
 pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 pub use error::{ApiError, ApiResult, FieldError, SentStatus};

@@ -1,7 +1,9 @@
 //! Content negotiation: which representation an `Accept` header asks for.
 //!
 //! JSON is the default (kube-rs sends no `Accept`). A request may also ask for the server-side
-//! printed `Table` (kubectl `get`) or for aggregated discovery (`APIGroupDiscoveryList` v2).
+//! printed `Table` (kubectl `get`), for aggregated discovery (`APIGroupDiscoveryList` v2), or
+//! for YAML (`application/yaml`: objects, lists and errors of resource requests; not
+//! watches, which upstream cannot stream as YAML either).
 //! Media ranges are tried in the client's order, highest `q` first; a range this server
 //! cannot produce is skipped; when none remains the answer is 406.
 
@@ -25,6 +27,8 @@ pub enum Format {
     /// `meta.k8s.io/v1` `PartialObjectMetadata` (objects, watch events) or
     /// `PartialObjectMetadataList` (lists): metadata only, as metadata informers ask.
     Metadata,
+    /// `application/yaml`: the JSON representation, as YAML (the `yaml` module).
+    Yaml,
 }
 
 impl Format {
@@ -38,6 +42,7 @@ impl Format {
             Format::DiscoveryV2 => {
                 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
             }
+            Format::Yaml => "application/yaml",
         }
     }
 }
@@ -45,9 +50,12 @@ impl Format {
 /// What an endpoint can produce besides JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Offer {
-    /// JSON only.
+    /// JSON only (discovery documents).
     Json,
-    /// JSON, Table or metadata only (object reads, lists, watches).
+    /// JSON or YAML (writes and their errors).
+    Object,
+    /// JSON, YAML, Table or metadata only (object reads, lists, watches; a watch refuses
+    /// YAML).
     JsonOrTable,
     /// JSON or aggregated discovery (`/api`, `/apis`).
     JsonOrDiscovery,
@@ -88,7 +96,10 @@ pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
 fn supported(offer: Offer) -> &'static str {
     match offer {
         Offer::Json => "application/json",
-        Offer::JsonOrTable => "application/json, application/json;as=Table;v=v1;g=meta.k8s.io",
+        Offer::Object => "application/json, application/yaml",
+        Offer::JsonOrTable => {
+            "application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io"
+        }
         Offer::JsonOrDiscovery => {
             "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
         }
@@ -98,6 +109,12 @@ fn supported(offer: Offer) -> &'static str {
 fn match_range(range: &str, offer: Offer) -> Option<Format> {
     let mut parts = range.split(';');
     let essence = parts.next()?.trim().to_ascii_lowercase();
+    if essence == "application/yaml" {
+        // Plain YAML only (no `as=`: tables and metadata are JSON here).
+        let plain = parts.all(|p| !p.trim_start().starts_with("as="));
+        return (plain && matches!(offer, Offer::Object | Offer::JsonOrTable))
+            .then_some(Format::Yaml);
+    }
     if !matches!(
         essence.as_str(),
         "application/json" | "application/*" | "*/*"
@@ -190,6 +207,46 @@ mod tests {
     }
 
     #[test]
+    fn yaml_is_served_for_resources_not_discovery() {
+        assert_eq!(
+            pick(Some("application/yaml"), Offer::Object).unwrap(),
+            Format::Yaml
+        );
+        assert_eq!(
+            pick(
+                Some("application/yaml, application/json"),
+                Offer::JsonOrTable
+            )
+            .unwrap(),
+            Format::Yaml
+        );
+        assert_eq!(
+            pick(
+                Some("application/json;q=0.5, application/yaml"),
+                Offer::Object
+            )
+            .unwrap(),
+            Format::Yaml
+        );
+        assert_eq!(
+            pick(Some("application/yaml"), Offer::Json)
+                .unwrap_err()
+                .code(),
+            406
+        );
+        assert_eq!(
+            pick(
+                Some("application/yaml;as=Table;v=v1;g=meta.k8s.io"),
+                Offer::JsonOrTable
+            )
+            .unwrap_err()
+            .code(),
+            406
+        );
+        assert_eq!(pick(Some("*/*"), Offer::Object).unwrap(), Format::Json);
+    }
+
+    #[test]
     fn unservable_accepts_are_406() {
         for a in [
             "application/vnd.kubernetes.protobuf",
@@ -215,7 +272,7 @@ mod tests {
             if let Ok(v) = a.parse() {
                 let mut h = HeaderMap::new();
                 h.insert(ACCEPT, v);
-                for offer in [Offer::Json, Offer::JsonOrTable, Offer::JsonOrDiscovery] {
+                for offer in [Offer::Json, Offer::Object, Offer::JsonOrTable, Offer::JsonOrDiscovery] {
                     if let Err(e) = negotiate(&h, offer) {
                         proptest::prop_assert_eq!(e.code(), 406);
                     }

@@ -83,7 +83,7 @@ impl Items {
                 now: clock::now_unix(),
             },
             Format::Metadata => Items::Metadata,
-            Format::Json | Format::DiscoveryV2 => Items::Json,
+            Format::Json | Format::DiscoveryV2 | Format::Yaml => Items::Json,
         }
     }
 

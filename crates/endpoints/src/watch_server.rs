@@ -490,7 +490,7 @@ mod tests {
                     assert_eq!(obj["rows"][0]["cells"][0], "a");
                     assert_eq!(obj["rows"][0]["object"]["kind"], "PartialObjectMetadata");
                 }
-                Format::DiscoveryV2 => unreachable!(),
+                Format::DiscoveryV2 | Format::Yaml => unreachable!(),
             }
             let msg = fb.message();
             assert!(!msg.ends_with(b"\n") && msg.ends_with(b"}"));

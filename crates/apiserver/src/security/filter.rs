@@ -215,9 +215,9 @@ impl AuditCtx {
                         self.request_object
                             .as_ref()
                             .and_then(|o| o["metadata"]["name"].as_str())
+                            .map(str::to_owned)
                     })
                     .unwrap_or_default()
-                    .to_owned()
             } else {
                 self.attrs.name.clone()
             };
