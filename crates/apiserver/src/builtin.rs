@@ -72,9 +72,13 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
     ResourceInfo::new("rbac.authorization.k8s.io", "v1", plural, kind)
         .namespaced(namespaced)
         .name_validation(NameValidation::PathSegment)
+        .allow_create_on_update(true)
 }
 
-/// Every built-in resource, namespaces first.
+/// Every built-in resource, namespaces first. A PUT of a missing object creates it where
+/// upstream's strategy allows create-on-update: services, endpoints, events, leases and
+/// the RBAC kinds (not namespaces, nodes, pods, config maps, secrets, service accounts or
+/// deployments).
 pub fn resources() -> Vec<ResourceInfo> {
     let col = PrinterColumn::new;
     vec![
@@ -133,14 +137,17 @@ pub fn resources() -> Vec<ResourceInfo> {
                 col("Cluster-IP", "string", ".spec.clusterIP"),
                 col("Selector", "string", ".spec.selector").wide(),
             ]))
+            .allow_create_on_update(true)
             .prepare_for_create(prepare_service),
         ResourceInfo::new("", "v1", "endpoints", "Endpoints")
             .short_names(["ep"])
-            .singular("endpoints"),
+            .singular("endpoints")
+            .allow_create_on_update(true),
         ResourceInfo::new("", "v1", "events", "Event")
             .short_names(["ev"])
             .selectable_fields(EVENT_FIELDS)
             .name_validation(NameValidation::PathSegment)
+            .allow_create_on_update(true)
             .printer(Printer::Columns(vec![
                 col("Type", "string", ".type"),
                 col("Reason", "string", ".reason"),
@@ -148,9 +155,13 @@ pub fn resources() -> Vec<ResourceInfo> {
                 col("Message", "string", ".message"),
             ])),
         ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount").short_names(["sa"]),
-        ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease").printer(
-            Printer::Columns(vec![col("Holder", "string", ".spec.holderIdentity")]),
-        ),
+        ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease")
+            .allow_create_on_update(true)
+            .printer(Printer::Columns(vec![col(
+                "Holder",
+                "string",
+                ".spec.holderIdentity",
+            )])),
         rbac("roles", "Role", true),
         rbac("rolebindings", "RoleBinding", true),
         rbac("clusterroles", "ClusterRole", false),
@@ -176,6 +187,28 @@ mod tests {
         assert!(pods.selectable_fields.supports("spec.nodeName"));
         assert!(pods.selectable_fields.supports("status.phase"));
         assert_eq!(all[0].plural, "namespaces");
+    }
+
+    #[test]
+    fn create_on_update_follows_upstreams_strategies() {
+        let allowed: Vec<String> = resources()
+            .into_iter()
+            .filter(|r| r.allow_create_on_update)
+            .map(|r| r.qualified_resource())
+            .collect();
+        assert_eq!(
+            allowed,
+            [
+                "services",
+                "endpoints",
+                "events",
+                "leases.coordination.k8s.io",
+                "roles.rbac.authorization.k8s.io",
+                "rolebindings.rbac.authorization.k8s.io",
+                "clusterroles.rbac.authorization.k8s.io",
+                "clusterrolebindings.rbac.authorization.k8s.io",
+            ]
+        );
     }
 
     #[test]

@@ -15,10 +15,22 @@
 //!   statusSubresource: true
 //!   printerColumns:
 //!   - {name: Color, type: string, jsonPath: .spec.color}
+//!   openAPIV3Schema:           # optional, as a CRD version's schema.openAPIV3Schema
+//!     type: object
+//!     properties:
+//!       spec:
+//!         type: object
+//!         properties:
+//!           color: {type: string, description: The widget's colour.}
 //! ```
 //!
-//! Invariant: every declared resource is checked (names, group, trigger field) before the
-//! server starts; a bad file stops startup with a message naming the entry.
+//! Each entry is served as upstream serves a CRD's resource: its schema (the declared one,
+//! else one that keeps every field) in the OpenAPI documents and for server-side apply,
+//! strategic merge refused (415), no create on PUT.
+//!
+//! Invariant: every declared resource is checked (names, group, trigger field, schema:
+//! structural — no `$ref` — and not clashing with a built-in kind) before the server
+//! starts; a bad file stops startup with a message naming the entry.
 
 use listwatch_endpoints::{Printer, PrinterColumn, ResourceInfo};
 use serde::Deserialize;
@@ -83,6 +95,8 @@ struct Entry {
     status_subresource: bool,
     #[serde(default)]
     printer_columns: Vec<Column>,
+    #[serde(rename = "openAPIV3Schema")]
+    open_api_v3_schema: Option<serde_json::Value>,
 }
 
 fn yes() -> bool {
@@ -118,10 +132,22 @@ pub fn parse(text: &str, path: &str) -> Result<Vec<ResourceInfo>, ResourcesFileE
         path: path.into(),
         source,
     })?;
+    // The schemas as the server's catalog will take them: checked here, so that a bad one
+    // stops startup naming its entry.
+    let mut catalog = listwatch_schema::Catalog::new();
     file.resources
         .into_iter()
         .enumerate()
-        .map(|(index, e)| entry(index, e))
+        .map(|(index, e)| {
+            catalog
+                .add_custom(&e.group, &e.version, &e.kind, e.open_api_v3_schema.as_ref())
+                .map_err(|err| ResourcesFileError::Invalid {
+                    index,
+                    kind: e.kind.clone(),
+                    message: err.to_string(),
+                })?;
+            entry(index, e)
+        })
         .collect()
 }
 
@@ -182,6 +208,7 @@ fn entry(index: usize, e: Entry) -> Result<ResourceInfo, ResourcesFileError> {
         )));
     }
     let mut info = ResourceInfo::new(&e.group, &e.version, &plural, &e.kind)
+        .custom_resource(e.open_api_v3_schema)
         .singular(&singular)
         .namespaced(e.namespaced)
         .short_names(e.short_names)
@@ -231,6 +258,22 @@ mod tests {
     }
 
     #[test]
+    fn entries_are_custom_resources_with_their_declared_schema() {
+        let text = "resources:\n- group: example.com\n  version: v1\n  kind: Widget\n  openAPIV3Schema:\n    \
+                    type: object\n    properties:\n      spec:\n        type: object\n        properties:\n          \
+                    color: {type: string}\n- group: example.com\n  version: v1\n  kind: Blob\n";
+        let r = parse(text, "f").unwrap();
+        assert!(r[0].custom_resource && r[1].custom_resource);
+        assert!(!r[0].allow_create_on_update);
+        let schema = r[0].custom_schema.as_deref().unwrap();
+        assert_eq!(
+            schema["properties"]["spec"]["properties"]["color"]["type"],
+            "string"
+        );
+        assert!(r[1].custom_schema.is_none());
+    }
+
+    #[test]
     fn rejects_bad_entries_naming_them() {
         for (text, needle) in [
             ("resources:\n- {group: '', version: v1, kind: A}\n", "group"),
@@ -249,6 +292,18 @@ mod tests {
             (
                 "resources:\n- {group: a.b, version: v1, kind: A, colour: red}\n",
                 "colour",
+            ),
+            (
+                "resources:\n- {group: a.b, version: v1, kind: A, openAPIV3Schema: {type: object, properties: {x: {$ref: '#/y'}}}}\n",
+                "$ref",
+            ),
+            (
+                "resources:\n- {group: a.b, version: v1, kind: A}\n- {group: a.b, version: v1, kind: A}\n",
+                "declared twice",
+            ),
+            (
+                "resources:\n- {group: rbac.authorization.k8s.io, version: v1, kind: Role}\n",
+                "declared twice",
             ),
         ] {
             let e = parse(text, "f").unwrap_err().to_string();

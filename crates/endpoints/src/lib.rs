@@ -3,9 +3,10 @@
 //! This crate owns the HTTP face of the pipeline: per-resource handlers (GET, LIST, WATCH,
 //! POST, PUT, PATCH, DELETE, `/status`, `/scale`), the watch server (chunked JSON stream
 //! whose object frames share the cached encoding, or a websocket), content negotiation
-//! (JSON, server-side printed Tables, aggregated discovery; JSON, YAML and — for the kinds
-//! kubectl's typed `create` sends — protobuf request bodies), discovery and OpenAPI
-//! documents, health endpoints, request limits, deadlines and metrics, list responses streamed
+//! (JSON, YAML, server-side printed Tables, aggregated discovery; JSON, YAML and — for the
+//! kinds kubectl's typed `create` sends — protobuf request bodies), discovery and OpenAPI
+//! documents (from one schema catalog per API, which the field manager and strategic merge
+//! read too), health endpoints, request limits, deadlines and metrics, list responses streamed
 //! item by item and gzipped for clients that accept it (`stream_list`, [`compress`]), and the
 //! one mapping of
 //! failures to Kubernetes `Status` responses ([`ApiError`]). `docs/endpoints.md` lists the
@@ -14,8 +15,9 @@
 //! It sits above the storage interface: every resource is served from an
 //! `Arc<dyn Storage>`, which may be a backend itself or a cacher over one — the installer
 //! cannot tell, so a cache slots in per resource without changing anything here. It
-//! depends only on `listwatch-api` and `listwatch-storage`; it must never depend on a
-//! particular backend (memstore, etcd) or on the cacher.
+//! depends only on `listwatch-api`, `listwatch-storage`, `listwatch-apply` and
+//! `listwatch-schema`; it must never depend on a particular backend (memstore, etcd) or on
+//! the cacher.
 //!
 //! ```no_run
 //! use std::sync::Arc;
