@@ -1108,6 +1108,76 @@ mod tests {
         assert_eq!(out, json!({"a": {"b": 1, "c": 2, "l": [3]}}));
     }
 
+    /// JSON made of the names strategic merge cares about, directives included.
+    fn arb_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        const KEYS: &[&str] = &[
+            "spec",
+            "metadata",
+            "containers",
+            "name",
+            "image",
+            "env",
+            "value",
+            "ports",
+            "containerPort",
+            "protocol",
+            "finalizers",
+            "volumes",
+            "emptyDir",
+            "configMap",
+            "tolerations",
+            "key",
+            "$patch",
+            "$retainKeys",
+            "$setElementOrder/containers",
+            "$setElementOrder/finalizers",
+            "$deleteFromPrimitiveList/finalizers",
+            "$setElementOrder",
+            "$deleteFromPrimitiveList",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (0i64..4).prop_map(Value::from),
+            prop::sample::select(vec!["a", "b", "delete", "replace", "merge", "name", "c0"])
+                .prop_map(|s| Value::String(s.into())),
+        ];
+        leaf.prop_recursive(6, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(prop::sample::select(KEYS.to_vec()), inner, 0..6)
+                    .prop_map(|m| Value::Object(
+                        m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                    )),
+            ]
+        })
+    }
+
+    fn len(v: &Value) -> usize {
+        serde_json::to_vec(v).map(|b| b.len()).unwrap_or(0)
+    }
+
+    proptest::proptest! {
+        /// Hostile shapes (directives anywhere, wrong types, keyless items) on the Pod
+        /// schema: no panic, and the result never carries more than the object and the
+        /// patch together.
+        #[test]
+        fn arbitrary_strategic_patches_never_panic_nor_amplify(
+            doc in arb_value(),
+            patch in arb_value(),
+        ) {
+            let doc = json!({"spec": doc.clone(), "metadata": doc});
+            let patch = json!({"spec": patch.clone(), "metadata": patch});
+            if let Ok(out) = apply(&doc, &patch, CATALOG.kind("", "v1", "Pod")) {
+                proptest::prop_assert!(len(&out) <= len(&doc) + len(&patch), "{out}");
+            }
+            if let Ok(out) = apply(&doc, &patch, None) {
+                proptest::prop_assert!(len(&out) <= len(&doc) + len(&patch), "{out}");
+            }
+        }
+    }
+
     #[test]
     fn huge_lists_merge_in_linear_time() {
         // Items are found through hash maps: quadratic lookups would make this run for
