@@ -26,11 +26,14 @@
 //!
 //! Each entry is served as upstream serves a CRD's resource: its schema (the declared one,
 //! else one that keeps every field) in the OpenAPI documents and for server-side apply,
-//! strategic merge refused (415), no create on PUT.
+//! strategic merge refused (415), no create on PUT. An entry naming a kind upstream defines
+//! (e.g. `networking.k8s.io/v1` `Ingress`, not built into the server) is served as that
+//! built-in kind instead, with upstream's schema and strategic merge (it may not declare
+//! `openAPIV3Schema`).
 //!
 //! Invariant: every declared resource is checked (names, group, trigger field, schema:
-//! structural — no `$ref` — and not clashing with a built-in kind) before the server
-//! starts; a bad file stops startup with a message naming the entry.
+//! structural — no `$ref` — nesting, not declared twice) before the server starts; a bad
+//! file stops startup with a message naming the entry.
 
 use listwatch_endpoints::{Printer, PrinterColumn, ResourceInfo};
 use serde::Deserialize;
@@ -139,14 +142,29 @@ pub fn parse(text: &str, path: &str) -> Result<Vec<ResourceInfo>, ResourcesFileE
         .into_iter()
         .enumerate()
         .map(|(index, e)| {
-            catalog
-                .add_custom(&e.group, &e.version, &e.kind, e.open_api_v3_schema.as_ref())
-                .map_err(|err| ResourcesFileError::Invalid {
-                    index,
-                    kind: e.kind.clone(),
-                    message: err.to_string(),
-                })?;
-            entry(index, e)
+            let invalid = |message: String| ResourcesFileError::Invalid {
+                index,
+                kind: e.kind.clone(),
+                message,
+            };
+            // A kind upstream defines (e.g. networking.k8s.io/v1 Ingress, which the server
+            // does not build in) is served as the built-in it is, with upstream's schema.
+            let builtin = listwatch_schema::Catalog::builtin()
+                .kind(&e.group, &e.version, &e.kind)
+                .is_some();
+            if builtin {
+                if e.open_api_v3_schema.is_some() {
+                    return Err(invalid(format!(
+                        "{}/{} {} is a built-in kind: its schema is upstream's (no openAPIV3Schema)",
+                        e.group, e.version, e.kind
+                    )));
+                }
+            } else {
+                catalog
+                    .add_custom(&e.group, &e.version, &e.kind, e.open_api_v3_schema.as_ref())
+                    .map_err(|err| invalid(err.to_string()))?;
+            }
+            entry(index, e, !builtin)
         })
         .collect()
 }
@@ -161,7 +179,7 @@ pub fn load(path: &std::path::Path) -> Result<Vec<ResourceInfo>, ResourcesFileEr
     parse(&text, &shown)
 }
 
-fn entry(index: usize, e: Entry) -> Result<ResourceInfo, ResourcesFileError> {
+fn entry(index: usize, e: Entry, custom: bool) -> Result<ResourceInfo, ResourcesFileError> {
     let invalid = |message: String| ResourcesFileError::Invalid {
         index,
         kind: e.kind.clone(),
@@ -208,7 +226,6 @@ fn entry(index: usize, e: Entry) -> Result<ResourceInfo, ResourcesFileError> {
         )));
     }
     let mut info = ResourceInfo::new(&e.group, &e.version, &plural, &e.kind)
-        .custom_resource(e.open_api_v3_schema)
         .singular(&singular)
         .namespaced(e.namespaced)
         .short_names(e.short_names)
@@ -216,6 +233,9 @@ fn entry(index: usize, e: Entry) -> Result<ResourceInfo, ResourcesFileError> {
         .selectable_fields(e.selectable_fields)
         .status_subresource(e.status_subresource)
         .storage_resource(&format!("{plural}.{}", e.group));
+    if custom {
+        info = info.custom_resource(e.open_api_v3_schema);
+    }
     if let Some(t) = &e.trigger_field {
         info = info.trigger_field(t);
     }
@@ -271,6 +291,13 @@ mod tests {
             "string"
         );
         assert!(r[1].custom_schema.is_none());
+        // A kind upstream defines is served as the built-in it is.
+        let ingress = parse(
+            "resources:\n- {group: networking.k8s.io, version: v1, kind: Ingress, plural: ingresses}\n",
+            "f",
+        )
+        .unwrap();
+        assert!(!ingress[0].custom_resource);
     }
 
     #[test]
@@ -302,8 +329,8 @@ mod tests {
                 "declared twice",
             ),
             (
-                "resources:\n- {group: rbac.authorization.k8s.io, version: v1, kind: Role}\n",
-                "declared twice",
+                "resources:\n- {group: networking.k8s.io, version: v1, kind: Ingress, openAPIV3Schema: {type: object}}\n",
+                "is a built-in kind",
             ),
         ] {
             let e = parse(text, "f").unwrap_err().to_string();
