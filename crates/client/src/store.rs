@@ -28,6 +28,16 @@
 //!
 //! Index functions are fixed when the writer is built; each maps an object to the values it
 //! is indexed under. Index entries are kept in step with the objects under the same lock.
+//!
+//! # No caller code under the write lock
+//!
+//! Index functions are the caller's code and may panic. The writer computes every index value
+//! a change needs (the new object's, the replaced or removed object's) *before* it takes the
+//! write lock, reading the current objects under a read lock first: the writer is the only
+//! one that changes the state, so what it read is still there when it writes. Under the write
+//! lock only map operations run. A panicking index function therefore unwinds before
+//! anything changed: readers keep the whole previous state (a relist is never half applied),
+//! and the lock is not poisoned.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -121,8 +131,9 @@ struct Entry<K> {
 
 struct State<K> {
     objects: HashMap<ObjectKey, Entry<K>>,
-    /// index name → value → keys; kept equal to what the index functions give for `objects`.
-    indices: HashMap<String, HashMap<String, HashSet<ObjectKey>>>,
+    /// One per index function, in [`Shared::indexers`]' order: value → keys; kept equal to
+    /// what the index functions give for `objects`.
+    indices: Vec<HashMap<String, HashSet<ObjectKey>>>,
     /// The resource version of the last completed sync or applied event.
     resource_version: u64,
 }
@@ -136,12 +147,17 @@ struct Shared<K> {
 
 impl<K> Shared<K> {
     fn read(&self) -> RwLockReadGuard<'_, State<K>> {
-        // Only a caller's index function can panic under the write lock (map inserts and
-        // removes do not). The map is then still consistent; that one object's index entries
-        // may be incomplete until its next change. Readers carry on rather than fail.
+        // Nothing that can panic runs under the write lock: index values are computed before
+        // it is taken (see the module doc), and map inserts and removes do not panic (an
+        // allocation failure aborts). So the lock is never poisoned with a half-made change;
+        // should it be poisoned anyway, readers carry on rather than fail.
         self.state
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+    /// Where the index `name` is in `indexers` and `State::indices`.
+    fn index_position(&self, name: &str) -> Option<usize> {
+        self.indexers.iter().position(|(n, _)| n == name)
     }
     fn write(&self) -> RwLockWriteGuard<'_, State<K>> {
         self.state
@@ -204,10 +220,7 @@ impl<K: Resource> Default for Writer<K> {
 impl<K: Resource> Writer<K> {
     /// A writer with the given index functions (name, function).
     pub fn new(indexers: Vec<(String, IndexFn<K>)>) -> Self {
-        let indices = indexers
-            .iter()
-            .map(|(n, _)| (n.clone(), HashMap::new()))
-            .collect();
+        let indices = indexers.iter().map(|_| HashMap::new()).collect();
         let (synced, _) = watch::channel(false);
         Self {
             shared: Arc::new(Shared {
@@ -254,22 +267,33 @@ impl<K: Resource> Writer<K> {
             Event::InitDone { resource_version } => self.commit(resource_version, out),
             Event::Apply(obj) => {
                 let rv = obj.resource_version();
+                let indexers = &self.shared.indexers;
+                let obj = Arc::new(obj);
+                let key = obj.key();
+                // Index values first, outside the write lock (see the module doc).
+                let new = index_values(indexers, &obj);
+                let old = self.current(&key).map(|o| index_values(indexers, &o));
                 let mut s = self.shared.write();
                 let gen_ = self.generation;
-                if let Some(d) = upsert(&mut s, &self.shared.indexers, Arc::new(obj), gen_, false) {
+                if let Some(d) = upsert(&mut s, key, obj, new, old, gen_, false) {
                     out.push(d);
                 }
                 s.resource_version = s.resource_version.max(rv);
             }
             Event::Delete(obj) => {
                 let rv = obj.resource_version();
+                let key = obj.key();
+                let old = self
+                    .current(&key)
+                    .map(|o| index_values(&self.shared.indexers, &o));
                 let mut s = self.shared.write();
-                if let Some(old) = remove(&mut s, &self.shared.indexers, &obj.key()) {
-                    drop(old);
-                    out.push(Delta::Deleted {
-                        object: Arc::new(obj),
-                        final_state_unknown: false,
-                    });
+                if let Some(values) = old {
+                    if remove(&mut s, &key, &values).is_some() {
+                        out.push(Delta::Deleted {
+                            object: Arc::new(obj),
+                            final_state_unknown: false,
+                        });
+                    }
                 }
                 s.resource_version = s.resource_version.max(rv);
             }
@@ -311,20 +335,48 @@ impl<K: Resource> Writer<K> {
         };
         let indexers = &self.shared.indexers;
         let first = !*self.synced.borrow();
+        // Everything the change needs from the caller's index functions, before the write
+        // lock: the staged objects' values and those of the live objects they replace or
+        // that vanished (see the module doc). The live objects are read under a read lock;
+        // only this writer changes them, so they are the same under the write lock.
+        let (replaced, gone) = {
+            let s = self.shared.read();
+            let replaced: Vec<Option<Arc<K>>> = staged
+                .keys()
+                .map(|k| s.objects.get(k).map(|e| Arc::clone(&e.object)))
+                .collect();
+            let gone: Vec<(ObjectKey, Arc<K>)> = s
+                .objects
+                .iter()
+                .filter(|(k, e)| e.generation < generation && !staged.contains_key(*k))
+                .map(|(k, e)| (k.clone(), Arc::clone(&e.object)))
+                .collect();
+            (replaced, gone)
+        };
+        let upserts: Vec<_> = staged
+            .into_iter()
+            .zip(replaced)
+            .map(|((key, obj), old)| {
+                let new = index_values(indexers, &obj);
+                let old = old.map(|o| index_values(indexers, &o));
+                (key, obj, new, old)
+            })
+            .collect();
+        let removals: Vec<_> = gone
+            .into_iter()
+            .map(|(key, old)| {
+                let values = index_values(indexers, &old);
+                (key, values)
+            })
+            .collect();
         let mut s = self.shared.write();
-        for (_, obj) in staged {
-            if let Some(d) = upsert(&mut s, indexers, obj, generation, first) {
+        for (key, obj, new, old) in upserts {
+            if let Some(d) = upsert(&mut s, key, obj, new, old, generation, first) {
                 out.push(d);
             }
         }
-        let gone: Vec<ObjectKey> = s
-            .objects
-            .iter()
-            .filter(|(_, e)| e.generation < generation)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for key in gone {
-            if let Some(object) = remove(&mut s, indexers, &key) {
+        for (key, values) in removals {
+            if let Some(object) = remove(&mut s, &key, &values) {
                 out.push(Delta::Deleted {
                     object,
                     final_state_unknown: true,
@@ -336,88 +388,86 @@ impl<K: Resource> Writer<K> {
         self.synced.send_replace(true);
     }
 
+    /// The live object at `key` (read lock only; the writer is the only one changing it).
+    fn current(&self, key: &ObjectKey) -> Option<Arc<K>> {
+        self.shared
+            .read()
+            .objects
+            .get(key)
+            .map(|e| Arc::clone(&e.object))
+    }
+
     /// The resource version the store reflects.
     pub fn resource_version(&self) -> u64 {
         self.shared.read().resource_version
     }
 }
 
-/// Inserts or replaces; returns the delta (`Added`, or `Updated` with the old object).
-fn upsert<K: Resource>(
+/// The values `obj` is indexed under, one list per index function in their order. Runs the
+/// caller's code: never called under the write lock.
+fn index_values<K>(indexers: &[(String, IndexFn<K>)], obj: &K) -> Vec<Vec<String>> {
+    indexers.iter().map(|(_, f)| f(obj)).collect()
+}
+
+/// Inserts or replaces, with the index values computed beforehand (`new` for `obj`, `old` for
+/// the object it replaces, `None` when there is none); returns the delta (`Added`, or
+/// `Updated` with the old object). Map operations only: nothing here can panic.
+fn upsert<K>(
     s: &mut State<K>,
-    indexers: &[(String, IndexFn<K>)],
+    key: ObjectKey,
     obj: Arc<K>,
+    new: Vec<Vec<String>>,
+    old: Option<Vec<Vec<String>>>,
     generation: u64,
     in_initial_list: bool,
 ) -> Option<Delta<K>> {
-    let key = obj.key();
-    index_add(s, indexers, &key, &obj);
-    match s.objects.insert(
+    let indices = &mut s.indices;
+    let previous = s.objects.insert(
         key.clone(),
         Entry {
             object: Arc::clone(&obj),
             generation,
         },
-    ) {
+    );
+    for (i, index) in indices.iter_mut().enumerate() {
+        let now = new.get(i).map(Vec::as_slice).unwrap_or_default();
+        if previous.is_some() {
+            let before = old
+                .as_ref()
+                .and_then(|o| o.get(i))
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            for v in before {
+                if !now.contains(v) {
+                    drop_from_index(index, v, &key);
+                }
+            }
+        }
+        for v in now {
+            index.entry(v.clone()).or_default().insert(key.clone());
+        }
+    }
+    match previous {
         None => Some(Delta::Added {
             object: obj,
             in_initial_list,
         }),
-        Some(old) => {
-            index_remove_stale(s, indexers, &key, &old.object, &obj);
-            Some(Delta::Updated {
-                old: old.object,
-                new: obj,
-            })
-        }
+        Some(old) => Some(Delta::Updated {
+            old: old.object,
+            new: obj,
+        }),
     }
 }
 
-fn remove<K: Resource>(
-    s: &mut State<K>,
-    indexers: &[(String, IndexFn<K>)],
-    key: &ObjectKey,
-) -> Option<Arc<K>> {
+/// Removes `key` and its index entries (`values`, computed beforehand). Map operations only.
+fn remove<K>(s: &mut State<K>, key: &ObjectKey, values: &[Vec<String>]) -> Option<Arc<K>> {
     let old = s.objects.remove(key)?;
-    for (name, f) in indexers {
-        let Some(index) = s.indices.get_mut(name) else {
-            continue;
-        };
-        for v in f(&old.object) {
-            drop_from_index(index, &v, key);
+    for (i, index) in s.indices.iter_mut().enumerate() {
+        for v in values.get(i).map(Vec::as_slice).unwrap_or_default() {
+            drop_from_index(index, v, key);
         }
     }
     Some(old.object)
-}
-
-fn index_add<K>(s: &mut State<K>, indexers: &[(String, IndexFn<K>)], key: &ObjectKey, obj: &K) {
-    for (name, f) in indexers {
-        let index = s.indices.entry(name.clone()).or_default();
-        for v in f(obj) {
-            index.entry(v).or_default().insert(key.clone());
-        }
-    }
-}
-
-/// Removes index entries the old object had and the new one does not.
-fn index_remove_stale<K>(
-    s: &mut State<K>,
-    indexers: &[(String, IndexFn<K>)],
-    key: &ObjectKey,
-    old: &K,
-    new: &K,
-) {
-    for (name, f) in indexers {
-        let Some(index) = s.indices.get_mut(name) else {
-            continue;
-        };
-        let now = f(new);
-        for v in f(old) {
-            if !now.contains(&v) {
-                drop_from_index(index, &v, key);
-            }
-        }
-    }
 }
 
 fn drop_from_index(index: &mut HashMap<String, HashSet<ObjectKey>>, value: &str, key: &ObjectKey) {
@@ -487,8 +537,9 @@ impl<K: Resource> Store<K> {
 
     /// Objects whose index `name` has `value`; `None` when there is no such index.
     pub fn by_index(&self, name: &str, value: &str) -> Option<Vec<Arc<K>>> {
+        let i = self.shared.index_position(name)?;
         let s = self.shared.read();
-        let index = s.indices.get(name)?;
+        let index = s.indices.get(i)?;
         Some(
             index
                 .get(value)
@@ -504,10 +555,11 @@ impl<K: Resource> Store<K> {
 
     /// The values index `name` currently holds.
     pub fn index_values(&self, name: &str) -> Option<Vec<String>> {
+        let i = self.shared.index_position(name)?;
         self.shared
             .read()
             .indices
-            .get(name)
+            .get(i)
             .map(|i| i.keys().cloned().collect())
     }
 
@@ -687,6 +739,115 @@ mod tests {
         assert_eq!(r.resource_version(), 9);
         assert!(r.is_empty());
         assert!(r.index_values("node").unwrap().is_empty());
+    }
+
+    /// (name, resource version) of every object, sorted.
+    type Objects = Vec<(String, u64)>;
+    /// Each node index value with the names under it, sorted.
+    type NodeIndex = Vec<(String, Vec<String>)>;
+
+    /// What readers see: the objects and the node index.
+    fn seen(r: &Store<Object>) -> (Objects, NodeIndex) {
+        let mut objects: Vec<(String, u64)> = r
+            .list()
+            .iter()
+            .map(|o| (o.name().to_owned(), o.resource_version()))
+            .collect();
+        objects.sort();
+        let mut values = r.index_values("node").unwrap();
+        values.sort();
+        let index = values
+            .into_iter()
+            .map(|v| {
+                let mut names: Vec<String> = r
+                    .by_index("node", &v)
+                    .unwrap()
+                    .iter()
+                    .map(|o| o.name().to_owned())
+                    .collect();
+                names.sort();
+                (v, names)
+            })
+            .collect();
+        (objects, index)
+    }
+
+    #[test]
+    fn a_panicking_index_function_changes_nothing_readers_see() {
+        use std::panic::{AssertUnwindSafe, catch_unwind};
+        use std::sync::atomic::{AtomicBool, Ordering};
+
+        let armed = Arc::new(AtomicBool::new(false));
+        let node = node_index().1;
+        let index: IndexFn<Object> = {
+            let armed = Arc::clone(&armed);
+            Arc::new(move |o: &Object| {
+                assert!(
+                    !(armed.load(Ordering::SeqCst) && o.name() == "doomed"),
+                    "index function panics on doomed"
+                );
+                node(o)
+            })
+        };
+        let mut w = Writer::new(vec![("node".into(), index)]);
+        let r = w.store();
+        w.apply(Event::Init);
+        for o in [
+            obj("ns", "a", 1, "n1"),
+            obj("ns", "b", 2, "n1"),
+            obj("ns", "doomed", 3, "n2"),
+        ] {
+            w.apply(Event::InitApply(o));
+        }
+        w.apply(Event::InitDone {
+            resource_version: 3,
+        });
+        let before = seen(&r);
+        assert_eq!(before.0.len(), 3);
+
+        // A relist that changes a, adds c and drops doomed, whose index values are needed to
+        // remove it: the function panics on it, after a and c would have been applied.
+        armed.store(true, Ordering::SeqCst);
+        w.apply(Event::Init);
+        w.apply(Event::InitApply(obj("ns", "a", 5, "n3")));
+        w.apply(Event::InitApply(obj("ns", "b", 2, "n1")));
+        w.apply(Event::InitApply(obj("ns", "c", 6, "n1")));
+        let commit = catch_unwind(AssertUnwindSafe(|| {
+            w.apply(Event::InitDone {
+                resource_version: 6,
+            })
+        }));
+        assert!(commit.is_err(), "the index function panicked");
+        assert_eq!(seen(&r), before, "no half-applied relist is visible");
+        assert_eq!(r.resource_version(), 3);
+        assert!(
+            !w.shared.state.is_poisoned(),
+            "no panic under the write lock"
+        );
+
+        // A watch update and a delete of doomed: the same, nothing changes.
+        for event in [
+            Event::Apply(obj("ns", "doomed", 7, "n4")),
+            Event::Delete(obj("ns", "doomed", 8, "n2")),
+        ] {
+            assert!(catch_unwind(AssertUnwindSafe(|| w.apply(event))).is_err());
+            assert_eq!(seen(&r), before);
+            assert!(!w.shared.state.is_poisoned());
+        }
+
+        // Once the function behaves, the writer carries on from the state readers saw.
+        armed.store(false, Ordering::SeqCst);
+        assert!(matches!(
+            &w.apply(Event::Apply(obj("ns", "doomed", 9, "n4")))[..],
+            [Delta::Updated { .. }]
+        ));
+        assert_eq!(
+            seen(&r).1,
+            [
+                ("n1".to_owned(), vec!["a".to_owned(), "b".to_owned()]),
+                ("n4".to_owned(), vec!["doomed".to_owned()]),
+            ]
+        );
     }
 
     #[tokio::test]
