@@ -29,8 +29,9 @@ use super::auth::Auth;
 use super::servers::Servers;
 use serde::Serialize;
 
+use super::connector::connector;
 use super::patch::{Patch, PatchParams};
-use super::{Connector, HttpConfig, HttpListerWatcher, MAX_ERROR_BODY, connector, decode};
+use super::{Connector, HttpConfig, HttpListerWatcher, MAX_ERROR_BODY, body, decode};
 use crate::error::{Error, Result};
 
 /// The largest single-object response read (kube-apiserver's objects are at most 1.5 MiB in
@@ -202,10 +203,10 @@ impl HttpClient {
         // The headers under the deadline per server tried (so that a hung server is left for
         // the next), then the body under it.
         let (res, _) = self.request(method, &uri, body, true, JSON).await?;
-        super::within(
+        body::within(
             self.inner.timeout,
             "object",
-            super::read_body(res, MAX_OBJECT_BODY, "object"),
+            body::read_body(res, MAX_OBJECT_BODY, "object"),
         )
         .await
     }
@@ -337,12 +338,12 @@ impl HttpClient {
             return Ok(res);
         }
         let code = res.status().as_u16();
-        let gzip = super::is_gzip(&res);
+        let gzip = body::is_gzip(&res);
         // An error body is only read for its Status; a longer one is cut, not refused.
-        let mut body = super::read_prefix(res.into_body(), MAX_ERROR_BODY).await?;
+        let mut body = body::read_prefix(res.into_body(), MAX_ERROR_BODY).await?;
         if gzip {
             // A cut gzip body does not inflate; the code then speaks alone.
-            body = super::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
+            body = body::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
         }
         Err(Failure::Other(decode::decode_status(code, &body)))
     }

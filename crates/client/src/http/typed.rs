@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
-use super::{HttpListerWatcher, decode, list_query, read_body, within};
+use super::body::{read_body, within};
+use super::{HttpListerWatcher, decode, list_query};
 use crate::error::{Error, Result};
 use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
 use crate::resource::Resource;

@@ -1,0 +1,249 @@
+//! [`HttpListerWatcher`]: the [`ListerWatcher`] of one collection over an [`HttpClient`]:
+//! one page per list call, watches decoded frame by frame as the chunks arrive.
+//!
+//! Invariants: a list's body is read under the client's request deadline and its size bound;
+//! a watch's body is bounded per frame and by the reflector's idle deadline; a watch cut
+//! mid-stream, or found idle past its deadline, counts as a failure of the server it was
+//! opened on (so the next one goes to another server).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use futures::StreamExt;
+use http::Method;
+use listwatch_api::{Object, SelectableFields};
+
+use super::body::{read_body, within};
+use super::{HttpClient, HttpConfig, client, decode};
+use crate::error::Result;
+use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
+
+/// `Accept` of a metadata-only list (upstream's metadata client asks for exactly this kind).
+const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+/// `Accept` of a metadata-only watch: each event's object is a `PartialObjectMetadata`.
+const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+
+/// A [`ListerWatcher`] of dynamic [`Object`]s over HTTP. Wrap it in
+/// [`Typed`](crate::Typed) for a serde type.
+#[derive(Clone)]
+pub struct HttpListerWatcher {
+    pub(crate) client: HttpClient,
+    /// The collection path from the server root, without a query.
+    path: String,
+    fields: SelectableFields,
+    /// Lists and watches ask for `PartialObjectMetadata` (see [`Self::metadata_only`]).
+    metadata_only: bool,
+    /// The server the last watch was opened on, blamed when the reflector finds that watch
+    /// idle past its deadline ([`ListerWatcher::watch_idle`]); `usize::MAX` before any.
+    watch_server: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for HttpListerWatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpListerWatcher")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpListerWatcher {
+    /// A lister-watcher of the collection at `path`, e.g. `/api/v1/pods` or
+    /// `/apis/apps/v1/namespaces/ns/deployments`, with a connection pool of its own; make
+    /// several from one [`HttpClient`] to share one.
+    pub fn new(config: HttpConfig, path: &str) -> Result<Self> {
+        Self::with_client(HttpClient::new(config)?, path)
+    }
+
+    /// A lister-watcher of the collection at `path` over `client`'s connections.
+    pub fn with_client(client: HttpClient, path: &str) -> Result<Self> {
+        let path = client.path(path)?;
+        Ok(Self {
+            client,
+            path,
+            fields: SelectableFields::none(),
+            metadata_only: false,
+            watch_server: Arc::new(AtomicUsize::new(usize::MAX)),
+        })
+    }
+
+    /// Declares the resource's selectable fields, so stored objects can be matched against
+    /// field selectors locally (e.g. `spec.nodeName` for pods).
+    #[must_use]
+    pub fn with_selectable_fields(mut self, fields: SelectableFields) -> Self {
+        self.fields = fields;
+        self
+    }
+
+    /// Lists and watches of metadata only, as client-go's metadata informers and kube-rs's
+    /// `metadata_watcher`: the server answers `meta.k8s.io/v1` `PartialObjectMetadataList`
+    /// and `PartialObjectMetadata` (apiVersion, kind and metadata; no spec or status), so a
+    /// cache of a large collection holds and decodes a fraction of it. Labels, annotations,
+    /// owner references and finalizers are all there; a field selector is still applied by
+    /// the server, but fields outside `metadata` cannot be matched locally.
+    #[must_use]
+    pub fn metadata_only(mut self) -> Self {
+        self.metadata_only = true;
+        self
+    }
+
+    /// Remembers its watches' server in `cell` (shared with an [`Api`] handle).
+    pub(crate) fn with_watch_server(mut self, cell: Arc<AtomicUsize>) -> Self {
+        self.watch_server = cell;
+        self
+    }
+
+    /// A GET of the collection; the response and the index of the server that gave it.
+    pub(crate) async fn get(
+        &self,
+        query: String,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, usize)> {
+        let uri = if query.is_empty() {
+            self.path.clone()
+        } else {
+            format!("{}?{}", self.path, query)
+        };
+        // Watches are never compressed (kube-apiserver does not, and frames must arrive as
+        // they are sent); lists may be.
+        let compressible = !query.starts_with("watch=");
+        let accept = match (self.metadata_only, compressible) {
+            (false, _) => client::JSON,
+            (true, true) => METADATA_LIST,
+            (true, false) => METADATA,
+        };
+        self.client
+            .request(Method::GET, &uri, None, compressible, accept)
+            .await
+    }
+}
+
+fn query(pairs: &[(&str, Option<String>)]) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    for (k, v) in pairs {
+        if let Some(v) = v {
+            q.append_pair(k, v);
+        }
+    }
+    q.finish()
+}
+
+fn selector(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// The query of a list request (exposed for tests of the wire shape).
+pub(crate) fn list_query(r: &ListRequest) -> String {
+    query(&[
+        ("labelSelector", selector(r.label_selector.to_string())),
+        ("fieldSelector", selector(r.field_selector.to_string())),
+        ("limit", r.limit.filter(|l| *l > 0).map(|l| l.to_string())),
+        ("continue", r.continue_token.clone()),
+        ("resourceVersion", r.resource_version.map(|v| v.to_string())),
+        (
+            "resourceVersionMatch",
+            r.resource_version_match.map(|m| m.as_str().to_owned()),
+        ),
+    ])
+}
+
+/// The query of a watch request.
+pub(crate) fn watch_query(r: &WatchRequest) -> String {
+    query(&[
+        ("watch", Some("1".into())),
+        ("labelSelector", selector(r.label_selector.to_string())),
+        ("fieldSelector", selector(r.field_selector.to_string())),
+        ("resourceVersion", r.resource_version.map(|v| v.to_string())),
+        (
+            "resourceVersionMatch",
+            r.resource_version_match.map(|m| m.as_str().to_owned()),
+        ),
+        (
+            "allowWatchBookmarks",
+            r.allow_bookmarks.then(|| "true".into()),
+        ),
+        (
+            "sendInitialEvents",
+            r.send_initial_events.then(|| "true".into()),
+        ),
+        ("timeoutSeconds", r.timeout_seconds.map(|t| t.to_string())),
+    ])
+}
+
+#[async_trait::async_trait]
+impl ListerWatcher for HttpListerWatcher {
+    type Object = Object;
+
+    async fn list(&self, request: &ListRequest) -> Result<Page<Object>> {
+        // The headers under the request timeout on each server tried, then the body under it.
+        let (res, _) = self.get(list_query(request)).await?;
+        let inner = &self.client.inner;
+        let body = within(
+            inner.timeout,
+            "list",
+            read_body(res, inner.max_list_bytes, "list"),
+        )
+        .await?;
+        decode::decode_list(&body, &self.fields)
+    }
+
+    async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<Object>> {
+        let body = self.open_watch(request).await?;
+        Ok(decode::watch_events(body, self.fields.clone()).boxed())
+    }
+
+    fn watch_idle(&self) {
+        self.blame_watch_server();
+    }
+}
+
+impl HttpListerWatcher {
+    /// Opens a watch; its body reports a cut connection as a failure of its server.
+    pub(crate) async fn open_watch(&self, request: &WatchRequest) -> Result<decode::WatchBody> {
+        let (res, server) = self.get(watch_query(request)).await?;
+        self.watch_server.store(server, Ordering::Release);
+        let servers = self.client.clone();
+        Ok(decode::WatchBody::new(
+            res.into_body(),
+            Box::new(move || {
+                servers.inner.servers.failed(server);
+            }),
+        ))
+    }
+
+    /// The last watch's connection is taken as dead: the client moves off its server.
+    pub(crate) fn blame_watch_server(&self) {
+        let server = self.watch_server.load(Ordering::Acquire);
+        if server != usize::MAX {
+            self.client.inner.servers.failed(server);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use listwatch_api::LabelSelector;
+
+    #[test]
+    fn list_and_watch_queries_use_the_kubernetes_parameter_names() {
+        let l = ListRequest {
+            resource_version: Some(0),
+            limit: Some(500),
+            label_selector: LabelSelector::parse("app=web").unwrap(),
+            ..Default::default()
+        };
+        assert_eq!(
+            list_query(&l),
+            "labelSelector=app%3Dweb&limit=500&resourceVersion=0"
+        );
+        let w = WatchRequest {
+            resource_version: Some(12),
+            allow_bookmarks: true,
+            timeout_seconds: Some(301),
+            ..Default::default()
+        };
+        assert_eq!(
+            watch_query(&w),
+            "watch=1&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=301"
+        );
+    }
+}
