@@ -96,7 +96,8 @@ pub use leaderelection::{
     HttpLeaseLock, LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState,
 };
 pub use lister::{
-    ListRequest, ListerWatcher, Page, Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream,
+    ListRequest, ListerWatcher, Page, PageEnd, PageItem, PageStream, Typed, VersionMatch,
+    WatchEvent, WatchRequest, WatchStream, collect_page, page_stream,
 };
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};

@@ -7,6 +7,12 @@
 //! Contract an implementation keeps:
 //! - `list` returns one page; its `resource_version` is the version the list reflects and
 //!   `continue_token` is set when more pages remain;
+//! - `list_stream` returns the same page one object at a time ([`PageStream`]): the objects,
+//!   then exactly one [`PageItem::End`] with the version and token, or an `Err` after which
+//!   the stream ends. The reflector lists through it, so that an implementation that decodes
+//!   objects as their bytes arrive (the HTTP ones) lets the store drop each unchanged copy
+//!   before the next is decoded, instead of holding the whole page; the default collects
+//!   [`list`](ListerWatcher::list);
 //! - `watch` returns a stream of events in resource-version order; a server `ERROR` event is
 //!   an `Err(Error::Api(..))` item, after which the stream ends;
 //! - resource versions follow the wire: `None` is "unset" (`""`, a consistent read) and
@@ -90,6 +96,63 @@ pub struct Page<K> {
     pub continue_token: Option<String>,
 }
 
+/// One item of a page listed object by object ([`ListerWatcher::list_stream`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PageItem<K> {
+    /// The next object of the page.
+    Object(K),
+    /// The page is complete: the last item of a [`PageStream`].
+    End(PageEnd),
+}
+
+/// What a page says about itself, known once it has been read (a server may send it after
+/// the objects).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PageEnd {
+    /// The version the list reflects.
+    pub resource_version: u64,
+    /// Token of the next page; `None` on the last.
+    pub continue_token: Option<String>,
+}
+
+/// A page listed object by object: objects, then [`PageItem::End`]; dropping it abandons the
+/// list.
+pub type PageStream<K> = BoxStream<'static, Result<PageItem<K>>>;
+
+/// A [`PageStream`] over a page already in memory.
+pub fn page_stream<K: Send + 'static>(page: Page<K>) -> PageStream<K> {
+    let end = PageEnd {
+        resource_version: page.resource_version,
+        continue_token: page.continue_token,
+    };
+    futures::stream::iter(
+        page.items
+            .into_iter()
+            .map(|o| Ok(PageItem::Object(o)))
+            .chain(std::iter::once(Ok(PageItem::End(end)))),
+    )
+    .boxed()
+}
+
+/// Reads a whole [`PageStream`] into a [`Page`]; a stream that ends without its
+/// [`PageItem::End`] is an error.
+pub async fn collect_page<K>(mut stream: PageStream<K>) -> Result<Page<K>> {
+    let mut items = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item? {
+            PageItem::Object(o) => items.push(o),
+            PageItem::End(end) => {
+                return Ok(Page {
+                    items,
+                    resource_version: end.resource_version,
+                    continue_token: end.continue_token,
+                });
+            }
+        }
+    }
+    Err(Error::Decode("list ended before its end".into()))
+}
+
 /// One decoded watch event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchEvent<K> {
@@ -142,6 +205,15 @@ pub trait ListerWatcher: Send + Sync + 'static {
 
     /// Lists one page.
     async fn list(&self, request: &ListRequest) -> Result<Page<Self::Object>>;
+
+    /// Lists one page object by object (see [`PageStream`]); errors of the request itself
+    /// (410, 429, refused) are returned here, later ones (a cut body, an undecodable object)
+    /// on the stream. The default collects [`list`](Self::list) first; an implementation
+    /// that can decode as the bytes arrive should override it (the reflector lists through
+    /// this, and a relist's peak memory depends on it).
+    async fn list_stream(&self, request: &ListRequest) -> Result<PageStream<Self::Object>> {
+        Ok(page_stream(self.list(request).await?))
+    }
 
     /// Opens a watch. Errors before the first byte (e.g. 410, 429, refused) are returned
     /// here; errors later arrive on the stream.
@@ -199,6 +271,18 @@ where
             resource_version: page.resource_version,
             continue_token: page.continue_token,
         })
+    }
+
+    async fn list_stream(&self, request: &ListRequest) -> Result<PageStream<K>> {
+        let items = self.inner.list_stream(request).await?;
+        Ok(items
+            .and_then(|item| {
+                futures::future::ready(match item {
+                    PageItem::Object(o) => decode(o).map(PageItem::Object),
+                    PageItem::End(end) => Ok(PageItem::End(end)),
+                })
+            })
+            .boxed())
     }
 
     fn watch_idle(&self) {

@@ -335,6 +335,34 @@ impl<K: Resource> Writer<K> {
         };
         let indexers = &self.shared.indexers;
         let first = !*self.synced.borrow();
+        if indexers.is_empty() {
+            // No caller code to keep out of the lock: apply the staged objects and drop the
+            // vanished keys in one pass, with no list of them beside the store.
+            let mut s = self.shared.write();
+            for (key, obj) in staged {
+                if let Some(d) = upsert(&mut s, key, obj, Vec::new(), None, generation, first) {
+                    out.push(d);
+                }
+            }
+            let gone: Vec<ObjectKey> = s
+                .objects
+                .iter()
+                .filter(|(_, e)| e.generation < generation)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in gone {
+                if let Some(object) = remove(&mut s, &key, &[]) {
+                    out.push(Delta::Deleted {
+                        object,
+                        final_state_unknown: true,
+                    });
+                }
+            }
+            s.resource_version = resource_version;
+            drop(s);
+            self.synced.send_replace(true);
+            return;
+        }
         // Everything the change needs from the caller's index functions, before the write
         // lock: the staged objects' values and those of the live objects they replace or
         // that vanished (see the module doc). The live objects are read under a read lock;

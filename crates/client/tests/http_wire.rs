@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use listwatch_client::{
-    Config, HttpConfig, HttpListerWatcher, ListRequest, ListerWatcher, WatchEvent, WatchRequest,
-    Writer, reflector, watcher,
+    Config, Event, HttpConfig, HttpListerWatcher, ListRequest, ListerWatcher, WatchEvent,
+    WatchRequest, Writer, reflector, watcher,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -25,6 +25,8 @@ enum Reply {
     Hang,
     /// Headers with this code, then a chunked body of garbage that never ends.
     Endless(u16),
+    /// A 200 list whose `items` never end: `{"items":[` then `{"a":1},` forever.
+    EndlessList,
     /// A complete response with this code and `content-encoding: gzip`, body compressed.
     Gzip(u16, Vec<u8>),
 }
@@ -74,6 +76,18 @@ async fn serve(route: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (String
                             return;
                         }
                         let chunk = format!("{:x}\r\n{}\r\n", 4096, "x".repeat(4096));
+                        while sock.write_all(chunk.as_bytes()).await.is_ok() {}
+                    }
+                    Reply::EndlessList => {
+                        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                        let open = "a\r\n{\"items\":[\r\n";
+                        if sock.write_all(head.as_bytes()).await.is_err()
+                            || sock.write_all(open.as_bytes()).await.is_err()
+                        {
+                            return;
+                        }
+                        let items = "{\"a\":1},".repeat(512);
+                        let chunk = format!("{:x}\r\n{items}\r\n", items.len());
                         while sock.write_all(chunk.as_bytes()).await.is_ok() {}
                     }
                     Reply::Hang => {
@@ -387,8 +401,10 @@ async fn endless_bodies_are_bounded_errors_not_hangs() {
             Reply::Endless(200)
         } else if target.contains("limit=") {
             Reply::Endless(500)
-        } else {
+        } else if target.contains("garbage") {
             Reply::Endless(200)
+        } else {
+            Reply::EndlessList
         }
     })
     .await;
@@ -403,14 +419,39 @@ async fn endless_bodies_are_bounded_errors_not_hangs() {
         .expect("an endless error body is read only up to its limit")
         .unwrap_err();
     assert_eq!(e.code(), Some(500));
-    // A list: refused at max_list_bytes.
+    // A list whose items never end: refused at max_list_bytes, streamed or collected.
     let small = HttpConfig::new(&url).unwrap().max_list_bytes(1 << 20);
-    let lw = HttpListerWatcher::new(small, "/api/v1/pods").unwrap();
+    let lw = HttpListerWatcher::new(small.clone(), "/api/v1/pods").unwrap();
     let e = tokio::time::timeout(Duration::from_secs(60), lw.list(&ListRequest::default()))
         .await
         .expect("an endless list body is refused at its limit")
         .unwrap_err();
-    assert!(e.to_string().contains("larger than"), "{e}");
+    assert!(e.to_string().contains("larger than 1048576"), "{e}");
+    let mut items = lw.list_stream(&ListRequest::default()).await.unwrap();
+    let mut objects = 0;
+    let e = loop {
+        match tokio::time::timeout(Duration::from_secs(60), items.next())
+            .await
+            .expect("an endless list body is refused at its limit")
+        {
+            Some(Ok(_)) => objects += 1,
+            Some(Err(e)) => break e,
+            None => panic!("an endless list does not end"),
+        }
+    };
+    assert!(e.to_string().contains("larger than 1048576"), "{e}");
+    assert!(
+        objects > 1000,
+        "the items before the bound came out: {objects}"
+    );
+    assert!(
+        items.next().await.is_none(),
+        "the stream ends after its error"
+    );
+    // Garbage that never ends: refused at its first byte.
+    let garbage = HttpListerWatcher::new(small, "/garbage").unwrap();
+    let e = garbage.list(&ListRequest::default()).await.unwrap_err();
+    assert!(e.to_string().contains("not a JSON object"), "{e}");
     // A watch: one frame never ends; refused at the frame limit.
     let mut w = lw.watch(&WatchRequest::default()).await.unwrap();
     let e = tokio::time::timeout(Duration::from_secs(60), w.next())
@@ -432,11 +473,19 @@ async fn a_list_without_a_resource_version_is_an_error_not_version_zero() {
     .await;
     let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
     let mut events = std::pin::pin!(watcher(lw, Config::default()));
-    let first = tokio::time::timeout(Duration::from_secs(30), events.next())
-        .await
-        .unwrap()
-        .unwrap();
-    let e = first.unwrap_err();
+    // The page streams in (`Init`, its objects), and its end carries no version: an error,
+    // never an `InitDone` at version 0.
+    let e = loop {
+        let next = tokio::time::timeout(Duration::from_secs(30), events.next())
+            .await
+            .unwrap()
+            .unwrap();
+        match next {
+            Ok(Event::Init) => {}
+            Ok(other) => panic!("no relist completes at version 0: {other:?}"),
+            Err(e) => break e,
+        }
+    };
     assert!(e.to_string().contains("resourceVersion"), "{e}");
     assert!(
         seen.lock().unwrap().iter().all(|h| !h.contains("watch=")),
@@ -627,4 +676,55 @@ async fn gzip_answers_are_inflated_within_the_body_limit_and_watches_ask_for_non
             .iter()
             .all(|h| !h.to_lowercase().contains("accept-encoding"))
     );
+}
+
+/// Lists through `lw` from a server that holds the rest of the body until `gate` opens:
+/// the first object must come out of the first chunk alone (a whole-body read would wait
+/// forever), then the second, then the page's end.
+async fn streams_items_as_they_arrive<L: ListerWatcher>(lw: L, gate: &Notify) {
+    use listwatch_client::{PageEnd, PageItem, Resource};
+    let mut items = lw.list_stream(&ListRequest::default()).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(30), items.next())
+        .await
+        .expect("the first item before the rest of the body")
+        .unwrap()
+        .unwrap();
+    assert!(matches!(&first, PageItem::Object(o) if o.name() == "a"));
+    gate.notify_one();
+    let second = items.next().await.unwrap().unwrap();
+    assert!(matches!(&second, PageItem::Object(o) if o.name() == "b"));
+    let end = items.next().await.unwrap().unwrap();
+    assert!(matches!(
+        &end,
+        PageItem::End(PageEnd {
+            resource_version: 9,
+            continue_token: None
+        })
+    ));
+    assert!(items.next().await.is_none());
+}
+
+#[tokio::test]
+async fn list_items_come_out_as_their_bytes_arrive_on_every_http_lister_watcher() {
+    use k8s_openapi::api::core::v1::Pod;
+    use listwatch_client::{Api, HttpClient, Typed};
+    let gate = Arc::new(Notify::new());
+    let chunks = vec![
+        format!(
+            r#"{{"kind":"PodList","apiVersion":"v1","metadata":{{"resourceVersion":"9"}},"items":[{},"#,
+            pod("a", 1)
+        ),
+        format!("{}]}}", pod("b", 2)),
+    ];
+    let (url, _) = serve({
+        let gate = Arc::clone(&gate);
+        move |_| Reply::Chunked(chunks.clone(), Arc::clone(&gate))
+    })
+    .await;
+    let client = HttpClient::new(HttpConfig::new(&url).unwrap()).unwrap();
+    let dynamic = client.lister_watcher("/api/v1/pods").unwrap();
+    streams_items_as_they_arrive(dynamic.clone(), &gate).await;
+    streams_items_as_they_arrive(dynamic.clone().typed::<Pod>(), &gate).await;
+    streams_items_as_they_arrive(Typed::<_, Pod>::new(dynamic), &gate).await;
+    streams_items_as_they_arrive(Api::<Pod>::all(client), &gate).await;
 }

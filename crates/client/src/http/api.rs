@@ -25,7 +25,7 @@ use super::patch::{Patch, PatchParams};
 use super::{HttpClient, HttpListerWatcher};
 use crate::api_resource::{ApiResource, ClusterScoped, Namespaced, ResourceType};
 use crate::error::{Error, Result};
-use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
+use crate::lister::{ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream};
 use crate::resource::Resource;
 
 /// Typed access to one kind's objects, in one namespace, in all of them, or cluster-wide.
@@ -294,6 +294,13 @@ impl<K: Resource + DeserializeOwned> ListerWatcher for Api<K> {
 
     async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
         self.lister_watcher()?.typed::<K>().list(request).await
+    }
+
+    async fn list_stream(&self, request: &ListRequest) -> Result<PageStream<K>> {
+        self.lister_watcher()?
+            .typed::<K>()
+            .list_stream(request)
+            .await
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {

@@ -1,4 +1,4 @@
-//! Wire decoding: list bodies, watch frames and Status bodies.
+//! Wire decoding: watch frames and Status bodies (list bodies: `list_body`).
 //!
 //! The watch body is decoded incrementally: bytes accumulate only until a frame's newline
 //! (the apiserver's JSON encoder ends every frame with one), so memory holds at most one
@@ -10,13 +10,12 @@ use futures::Stream;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use listwatch_api::watch::INITIAL_EVENTS_END_ANNOTATION;
-use listwatch_api::{EventType, ListMeta, Object, SelectableFields, Status};
+use listwatch_api::{EventType, Object, SelectableFields, Status};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::lister::{Page, WatchEvent};
+use crate::lister::WatchEvent;
 
 /// A watch response body and what to do if its connection is cut mid-stream (tell the client
 /// that its server failed, so the next watch goes to another).
@@ -38,41 +37,10 @@ impl WatchBody {
 pub(crate) const MAX_FRAME: usize = 16 << 20;
 
 #[derive(Deserialize)]
-struct WireList {
-    #[serde(default)]
-    metadata: ListMeta,
-    #[serde(default)]
-    items: Option<Vec<Value>>,
-}
-
-#[derive(Deserialize)]
 struct WireEvent {
     #[serde(rename = "type")]
     event_type: EventType,
     object: Value,
-}
-
-/// Decodes a list body into a page.
-pub(crate) fn decode_list(body: &[u8], fields: &SelectableFields) -> Result<Page<Object>> {
-    let list: WireList =
-        serde_json::from_slice(body).map_err(|e| Error::Decode(format!("list: {e}")))?;
-    let resource_version = match list.metadata.resource_version.as_deref() {
-        Some(rv) => listwatch_api::rv::parse(rv).map_err(|e| Error::Decode(e.to_string()))?,
-        None => 0,
-    };
-    let items = list
-        .items
-        .unwrap_or_default()
-        .into_iter()
-        .map(|v| {
-            Object::from_value(v, fields).map_err(|e| Error::Decode(format!("list item: {e}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Page {
-        items,
-        resource_version,
-        continue_token: list.metadata.continue_token.filter(|t| !t.is_empty()),
-    })
 }
 
 /// Turns a failed response into an error: its Status body, or one made from the code.
@@ -100,29 +68,6 @@ pub(crate) fn decode_status(code: u16, body: &[u8]) -> Error {
         .trim()
         .to_owned();
     Error::api(Status::failure(code, reason, text))
-}
-
-/// Decodes a list body straight into `K`s: one parse, no intermediate form.
-pub(crate) fn decode_list_typed<K: DeserializeOwned>(body: &[u8]) -> Result<Page<K>> {
-    #[derive(Deserialize)]
-    #[serde(bound = "K: DeserializeOwned")]
-    struct TypedList<K> {
-        #[serde(default)]
-        metadata: ListMeta,
-        #[serde(default)]
-        items: Option<Vec<K>>,
-    }
-    let list: TypedList<K> =
-        serde_json::from_slice(body).map_err(|e| Error::Decode(format!("list: {e}")))?;
-    let resource_version = match list.metadata.resource_version.as_deref() {
-        Some(rv) => listwatch_api::rv::parse(rv).map_err(|e| Error::Decode(e.to_string()))?,
-        None => 0,
-    };
-    Ok(Page {
-        items: list.items.unwrap_or_default(),
-        resource_version,
-        continue_token: list.metadata.continue_token.filter(|t| !t.is_empty()),
-    })
 }
 
 /// Decodes one watch frame (without its newline).
@@ -339,29 +284,6 @@ mod tests {
         let mut fb = FrameBuffer::default();
         fb.push(&vec![b' '; MAX_FRAME + 1]);
         assert!(fb.next_frame().is_err());
-    }
-
-    #[test]
-    fn lists_decode_version_continue_and_items() {
-        let body = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"12","continue":"tok"},
-            "items":[{"metadata":{"name":"a","namespace":"n","resourceVersion":"5"}}]}"#;
-        let p = decode_list(body, &SelectableFields::none()).unwrap();
-        assert_eq!(
-            (
-                p.resource_version,
-                p.continue_token.as_deref(),
-                p.items.len()
-            ),
-            (12, Some("tok"), 1)
-        );
-        assert_eq!(p.items[0].resource_version(), 5);
-        let empty = decode_list(
-            br#"{"metadata":{"resourceVersion":"3","continue":""},"items":null}"#,
-            &SelectableFields::none(),
-        )
-        .unwrap();
-        assert_eq!((empty.items.len(), empty.continue_token), (0, None));
-        assert!(decode_list(b"nope", &SelectableFields::none()).is_err());
     }
 
     #[test]

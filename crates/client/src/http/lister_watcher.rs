@@ -13,10 +13,11 @@ use futures::StreamExt;
 use http::Method;
 use listwatch_api::{Object, SelectableFields};
 
-use super::body::{read_body, within};
-use super::{HttpClient, HttpConfig, client, decode};
-use crate::error::Result;
-use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
+use super::{HttpClient, HttpConfig, client, decode, list_body};
+use crate::error::{Error, Result};
+use crate::lister::{
+    ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream, collect_page,
+};
 
 /// `Accept` of a metadata-only list (upstream's metadata client asks for exactly this kind).
 const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
@@ -173,16 +174,15 @@ impl ListerWatcher for HttpListerWatcher {
     type Object = Object;
 
     async fn list(&self, request: &ListRequest) -> Result<Page<Object>> {
-        // The headers under the request timeout on each server tried, then the body under it.
-        let (res, _) = self.get(list_query(request)).await?;
-        let inner = &self.client.inner;
-        let body = within(
-            inner.timeout,
-            "list",
-            read_body(res, inner.max_list_bytes, "list"),
-        )
-        .await?;
-        decode::decode_list(&body, &self.fields)
+        collect_page(self.list_stream(request).await?).await
+    }
+
+    async fn list_stream(&self, request: &ListRequest) -> Result<PageStream<Object>> {
+        let fields = self.fields.clone();
+        self.list_items(request, move |item| {
+            Object::from_json(item, &fields).map_err(|e| Error::Decode(format!("list item: {e}")))
+        })
+        .await
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<Object>> {
@@ -196,6 +196,28 @@ impl ListerWatcher for HttpListerWatcher {
 }
 
 impl HttpListerWatcher {
+    /// Lists one page, each object decoded by `decode` as soon as its bytes are complete: the
+    /// headers under the request timeout on each server tried, then the body under it
+    /// (`list_body`).
+    pub(crate) async fn list_items<K, F>(
+        &self,
+        request: &ListRequest,
+        decode: F,
+    ) -> Result<PageStream<K>>
+    where
+        K: Send + 'static,
+        F: Fn(&[u8]) -> Result<K> + Send + 'static,
+    {
+        let (res, _) = self.get(list_query(request)).await?;
+        let inner = &self.client.inner;
+        Ok(list_body::page_stream(
+            res,
+            inner.max_list_bytes,
+            inner.timeout,
+            decode,
+        ))
+    }
+
     /// Opens a watch; its body reports a cut connection as a failure of its server.
     pub(crate) async fn open_watch(&self, request: &WatchRequest) -> Result<decode::WatchBody> {
         let (res, server) = self.get(watch_query(request)).await?;

@@ -24,7 +24,8 @@
 //! Modules: `config` ([`HttpConfig`] and its sources), `client` ([`HttpClient`]: the pool,
 //! credentials, failover and single-object calls), `lister_watcher` ([`HttpListerWatcher`]),
 //! `typed` and `api` (typed access), `connector` (TCP, proxy, TLS), `body` (bounded body
-//! reads), `decode` (lists, watch frames, Status), `auth`, `kubeconfig`, `proxy`,
+//! reads), `list_body` (list bodies decoded item by item as they arrive), `decode` (watch
+//! frames, Status), `auth`, `kubeconfig`, `proxy`,
 //! `env_proxy`, `servers`, `patch`.
 
 mod api;
@@ -36,6 +37,7 @@ mod connector;
 mod decode;
 mod env_proxy;
 mod kubeconfig;
+mod list_body;
 mod lister_watcher;
 mod patch;
 mod proxy;
@@ -47,7 +49,6 @@ pub use auth::{ExecCluster, ExecConfig, Impersonate};
 pub use client::{HttpClient, MAX_OBJECT_BODY};
 pub use config::HttpConfig;
 pub use lister_watcher::HttpListerWatcher;
-pub(crate) use lister_watcher::list_query;
 pub use patch::{Patch, PatchParams};
 pub use typed::HttpTyped;
 

@@ -1,7 +1,7 @@
 //! [`HttpTyped`]: a lister-watcher of a serde type decoded straight from the wire.
 //!
-//! A list body is parsed once, straight into `Vec<K>`; a watch frame once into a JSON tree,
-//! then into `K`. ([`Typed`](crate::Typed) over an [`HttpListerWatcher`] goes through
+//! A list body is parsed object by object as it arrives, each straight into `K`; a watch
+//! frame once into a JSON tree, then into `K`. ([`Typed`](crate::Typed) over an [`HttpListerWatcher`] goes through
 //! [`Object`](listwatch_api::Object): a JSON tree, the object's bytes, then `K`.)
 
 use std::marker::PhantomData;
@@ -10,10 +10,11 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
-use super::body::{read_body, within};
-use super::{HttpListerWatcher, decode, list_query};
+use super::{HttpListerWatcher, decode};
 use crate::error::{Error, Result};
-use crate::lister::{ListRequest, ListerWatcher, Page, WatchRequest, WatchStream};
+use crate::lister::{
+    ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream, collect_page,
+};
 use crate::resource::Resource;
 
 /// A [`ListerWatcher`] of `K` over HTTP, decoding `K` from the wire with serde (see
@@ -39,7 +40,7 @@ impl<K> std::fmt::Debug for HttpTyped<K> {
 }
 
 impl HttpListerWatcher {
-    /// This collection as `K`s decoded straight from the wire (lists parsed once).
+    /// This collection as `K`s decoded straight from the wire (each list item parsed once).
     pub fn typed<K: Resource + DeserializeOwned>(self) -> HttpTyped<K> {
         HttpTyped {
             inner: self,
@@ -53,16 +54,15 @@ impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
     type Object = K;
 
     async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
-        let lw = &self.inner;
-        let (res, _) = lw.get(list_query(request)).await?;
-        let inner = &lw.client.inner;
-        let body = within(
-            inner.timeout,
-            "list",
-            read_body(res, inner.max_list_bytes, "list"),
-        )
-        .await?;
-        decode::decode_list_typed(&body)
+        collect_page(self.list_stream(request).await?).await
+    }
+
+    async fn list_stream(&self, request: &ListRequest) -> Result<PageStream<K>> {
+        self.inner
+            .list_items(request, |item| {
+                serde_json::from_slice(item).map_err(Error::Typed)
+            })
+            .await
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {

@@ -1,6 +1,8 @@
 //! The reflector's state machine: one [`Machine::step`] per yielded item.
 //!
-//! Invariants: the machine holds at most one list page or one watch stream; every wait in it
+//! Invariants: the machine holds at most one list page stream (objects come out of it one at
+//! a time, so with a lister-watcher that decodes as the bytes arrive no page is ever whole in
+//! memory) or one watch stream; every wait in it
 //! (a list, a watch's next event, a backoff) has a deadline, the list's from the lister-
 //! watcher, the watch's from [`IdleDeadline`]; `last_rv` only moves forward except through a
 //! completed relist.
@@ -17,7 +19,8 @@ use super::config::{Config, DEFAULT_PAGE_SIZE};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::lister::{
-    ListRequest, ListerWatcher, Page, VersionMatch, WatchEvent, WatchRequest, WatchStream,
+    ListRequest, ListerWatcher, PageItem, PageStream, VersionMatch, WatchEvent, WatchRequest,
+    WatchStream,
 };
 use crate::resource::Resource;
 
@@ -29,10 +32,11 @@ use crate::resource::Resource;
 ///   `""`; a streaming list refused with 410/504-too-large retries at once at `""`, with
 ///   429/refused after a backoff; other list failures → `Backoff { then: Empty }`, other
 ///   streaming failures → a plain list.
-/// - `Listing` → emits `InitApply` per pending object, fetches the next page, and finally
-///   emits `InitDone` → `Listed`; a 410 on a continuation page → one unpaginated list at
-///   the version asked (client-go's pager fallback; at `""` if that is gone too), which
-///   restarts the relist with `Init`.
+/// - `Listing` → emits `InitApply` per object as the page stream yields it; at the page's
+///   end fetches the next page, and after the last emits `InitDone` → `Listed`; a page
+///   without a resource version, or a stream failing mid-page, → `Backoff { then: Empty }`;
+///   a 410 on a continuation page → one unpaginated list at the version asked (client-go's
+///   pager fallback; at `""` if that is gone too), which restarts the relist with `Init`.
 /// - `StreamingList` → `InitApply` per ADDED; the initial-events-end bookmark emits
 ///   `InitDone` → `Watching` on the same stream; an in-stream error follows the rules of a
 ///   refused one; any other failure → `Empty` with a plain list.
@@ -45,11 +49,12 @@ use crate::resource::Resource;
 pub(super) enum State<K> {
     Empty,
     Listing {
-        pending: std::vec::IntoIter<K>,
-        continue_token: Option<String>,
-        list_rv: u64,
+        items: PageStream<K>,
         /// The version the relist asked for (what the pager falls back to).
         asked: Option<u64>,
+        /// This is the first page of a list at RV "0": a continue token at its end means the
+        /// server has no watch cache for the resource (client-go's `paginatedResult`).
+        probe: bool,
     },
     StreamingList {
         stream: WatchStream<K>,
@@ -175,37 +180,60 @@ impl<L: ListerWatcher> Machine<L> {
                     return self.first_page(rv).await;
                 }
                 State::Listing {
-                    mut pending,
-                    continue_token,
-                    list_rv,
+                    mut items,
                     asked,
-                } => {
-                    if let Some(obj) = pending.next() {
+                    probe,
+                } => match items.next().await {
+                    Some(Ok(PageItem::Object(obj))) => {
                         self.state = State::Listing {
-                            pending,
-                            continue_token,
-                            list_rv,
+                            items,
                             asked,
+                            probe,
                         };
                         return Ok(Event::InitApply(obj));
                     }
-                    match continue_token {
-                        Some(token) => {
-                            if let Some(item) = self.next_page(token, asked).await {
-                                return item;
+                    Some(Ok(PageItem::End(end))) => {
+                        drop(items);
+                        if end.resource_version == 0 {
+                            // A missing version would make the watch start at "0" and replay
+                            // history.
+                            self.back_off(State::Empty, None);
+                            return Err(Error::Decode(
+                                "list without metadata.resourceVersion".into(),
+                            ));
+                        }
+                        if probe && end.continue_token.is_some() {
+                            self.paginated_result = true;
+                        }
+                        match end.continue_token {
+                            Some(token) => {
+                                if let Some(item) = self.next_page(token, asked).await {
+                                    return item;
+                                }
+                            }
+                            None => {
+                                self.last_rv = Some(end.resource_version);
+                                self.rv_unavailable = false;
+                                self.fallback_to_list = false;
+                                self.state = State::Listed;
+                                return Ok(Event::InitDone {
+                                    resource_version: end.resource_version,
+                                });
                             }
                         }
-                        None => {
-                            self.last_rv = Some(list_rv);
-                            self.rv_unavailable = false;
-                            self.fallback_to_list = false;
-                            self.state = State::Listed;
-                            return Ok(Event::InitDone {
-                                resource_version: list_rv,
-                            });
-                        }
                     }
-                }
+                    Some(Err(e)) => {
+                        // A body cut or undecodable mid-page: the relist starts over after a
+                        // backoff (the store keeps its state until a relist completes).
+                        drop(items);
+                        self.back_off(State::Empty, e.retry_after());
+                        return Err(e);
+                    }
+                    None => {
+                        self.back_off(State::Empty, None);
+                        return Err(Error::Decode("list ended before its end".into()));
+                    }
+                },
                 State::StreamingList {
                     mut stream,
                     mut idle,
@@ -501,21 +529,13 @@ impl<L: ListerWatcher> Machine<L> {
         server.saturating_add(self.config.watch_idle_margin)
     }
 
-    /// Sets up `Listing` from a fetched page.
-    fn listing(&mut self, page: Page<L::Object>, asked: Option<u64>) -> Result<()> {
-        if page.resource_version == 0 {
-            // A missing version would make the watch start at "0" and replay history.
-            return Err(Error::Decode(
-                "list without metadata.resourceVersion".into(),
-            ));
-        }
+    /// Sets up `Listing` over a page stream.
+    fn listing(&mut self, items: PageStream<L::Object>, asked: Option<u64>, probe: bool) {
         self.state = State::Listing {
-            pending: page.items.into_iter(),
-            continue_token: page.continue_token,
-            list_rv: page.resource_version,
+            items,
             asked,
+            probe,
         };
-        Ok(())
     }
 
     /// Lists the first page at `rv`; on 410 / too-large retries at once at `""`.
@@ -523,15 +543,13 @@ impl<L: ListerWatcher> Machine<L> {
         let mut rv = rv;
         loop {
             let limit = self.limit(rv);
-            match self.lw.list(&self.list_request(rv, limit, None)).await {
-                Ok(page) => {
-                    if rv == Some(0) && page.continue_token.is_some() {
-                        self.paginated_result = true;
-                    }
-                    if let Err(e) = self.listing(page, rv) {
-                        self.back_off(State::Empty, None);
-                        return Err(e);
-                    }
+            match self
+                .lw
+                .list_stream(&self.list_request(rv, limit, None))
+                .await
+            {
+                Ok(items) => {
+                    self.listing(items, rv, rv == Some(0));
                     return Ok(Event::Init);
                 }
                 Err(e) if (e.is_expired() || e.is_too_large_resource_version()) && rv.is_some() => {
@@ -556,16 +574,13 @@ impl<L: ListerWatcher> Machine<L> {
         let limit = self.limit(asked);
         match self
             .lw
-            .list(&self.list_request(None, limit, Some(token)))
+            .list_stream(&self.list_request(None, limit, Some(token)))
             .await
         {
-            Ok(page) => match self.listing(page, asked) {
-                Ok(()) => None,
-                Err(e) => {
-                    self.back_off(State::Empty, None);
-                    Some(Err(e))
-                }
-            },
+            Ok(items) => {
+                self.listing(items, asked, false);
+                None
+            }
             Err(e) if e.is_expired() => {
                 // The snapshot behind the token was compacted away, as happens when a full
                 // walk takes longer than the compaction window: client-go's pager
@@ -573,14 +588,15 @@ impl<L: ListerWatcher> Machine<L> {
                 // the relist asked for, which restarts this relist; if that version is gone
                 // too, the reflector lists at "" as after any expired list.
                 tracing::debug!(error = %e, "continuation expired, one unpaginated list");
-                match self.lw.list(&self.list_request(asked, None, None)).await {
-                    Ok(page) => match self.listing(page, asked) {
-                        Ok(()) => Some(Ok(Event::Init)),
-                        Err(e) => {
-                            self.back_off(State::Empty, None);
-                            Some(Err(e))
-                        }
-                    },
+                match self
+                    .lw
+                    .list_stream(&self.list_request(asked, None, None))
+                    .await
+                {
+                    Ok(items) => {
+                        self.listing(items, asked, false);
+                        Some(Ok(Event::Init))
+                    }
                     Err(e)
                         if (e.is_expired() || e.is_too_large_resource_version())
                             && asked.is_some() =>

@@ -3,6 +3,8 @@
 //! own counting global allocator (its maximum is process-wide) and passes it in.
 #![allow(dead_code)]
 
+pub(crate) mod http;
+
 use std::alloc::System;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
