@@ -1,7 +1,8 @@
 //! listwatch-client's typed access (`Api<K>`, feature `k8s-openapi`) against the built server:
 //! CRUD of k8s-openapi types with paths derived from the type (checked against the server
 //! with raw HTTP), and a reflector and an informer of `Pod` (core, namespaced), `Deployment`
-//! (apps/v1) and `ClusterRole` (cluster-scoped) following creates, updates and deletes.
+//! (apps/v1) and `ClusterRole` (cluster-scoped) following creates, updates and deletes, and a
+//! metadata-only reflector and informer of `PartialObjectMetadata<Pod>`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -19,8 +20,8 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use listwatch_client::{
     Api, ApiResource, Config, Error, EventHandler, HttpClient, HttpConfig, Informer,
-    InformerConfig, ListRequest, Patch, PatchParams, Resource, ResourceType, Store, Writer,
-    reflector, watcher,
+    InformerConfig, ListRequest, PartialObjectMetadata, Patch, PatchParams, Resource, ResourceType,
+    Store, Writer, reflector, watcher,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -361,19 +362,21 @@ async fn converges<K: Resource>(what: &str, store: &Store<K>, want: &BTreeMap<St
 }
 
 /// A reflector and an informer over `read` (typed, no URL written) follow a create, an update
-/// and a delete made through `write`; the stored objects are `K`s with their typed fields.
-async fn reflector_and_informer_follow<K>(
-    read: Api<K>,
-    write: Api<K>,
-    make: impl Fn(&str) -> K,
-    check: impl Fn(&K),
+/// and a delete made through `write`; the stored objects are `R`s with their typed fields
+/// (`R` is `W`, or its metadata-only form), checked by `check` in both stores.
+async fn reflector_and_informer_follow<R, W>(
+    read: Api<R>,
+    write: Api<W>,
+    make: impl Fn(&str) -> W,
+    check: impl Fn(&R),
 ) where
-    K: ResourceType + Serialize + DeserializeOwned + Debug,
+    R: ResourceType + DeserializeOwned + Debug,
+    W: ResourceType + Serialize + DeserializeOwned + Debug,
 {
     let pre = write.create(&make("t-pre")).await.unwrap();
 
     let writer = Writer::default();
-    let store: Store<K> = writer.store();
+    let store: Store<R> = writer.store();
     let driver = tokio::spawn(
         reflector(
             writer,
@@ -411,6 +414,7 @@ async fn reflector_and_informer_follow<K>(
     converges("the informer's store", &informer.store(), &want).await;
     let stored = store.get(&updated.key()).unwrap();
     check(&stored);
+    check(&informer.store().get(&updated.key()).unwrap());
 
     let events = [
         "listed t-pre",
@@ -482,4 +486,67 @@ async fn reflector_and_informer_of_cluster_roles() {
         },
     )
     .await;
+}
+
+/// A metadata-only informer and reflector (`PartialObjectMetadata<Pod>`): the server sends
+/// `PartialObjectMetadata` (no spec or status) on the list, the watch and a get; labels and
+/// versions follow the writes made through a full `Api<Pod>`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflector_and_informer_of_pod_metadata() {
+    let (server, client) = start().await;
+    let check = |p: &PartialObjectMetadata<Pod>| {
+        // What the server sent: the metadata form, nothing of the pod's body.
+        assert_eq!(
+            (p.api_version.as_str(), p.kind.as_str()),
+            ("meta.k8s.io/v1", "PartialObjectMetadata"),
+            "{p:?}"
+        );
+        assert_eq!(p.metadata.labels, labels(&[("round", "1")]));
+        assert_eq!(p.metadata.namespace.as_deref(), Some("t"));
+        let wire = serde_json::to_value(p).unwrap();
+        assert!(wire.get("spec").is_none() && wire.get("status").is_none());
+    };
+    reflector_and_informer_follow(
+        Api::<PartialObjectMetadata<Pod>>::namespaced(client.clone(), "t"),
+        Api::<Pod>::namespaced(client.clone(), "t"),
+        pod,
+        check,
+    )
+    .await;
+    // The same through a full handle's `metadata()`, on a get and a list, and what the server
+    // answers that Accept with on the wire (no spec).
+    let pods = Api::<Pod>::namespaced(client, "t");
+    let meta = pods.metadata();
+    let got = meta.get("t-new").await.unwrap();
+    check(&got);
+    let page = meta.list(&ListRequest::default()).await.unwrap();
+    assert!(page.items.iter().any(|p| p.name() == "t-new"));
+    page.items
+        .iter()
+        .for_each(|p| assert_eq!(p.kind, "PartialObjectMetadata"));
+    assert!(
+        pods.get("t-new").await.unwrap().spec.is_some(),
+        "the pod has a spec"
+    );
+    let (addr, path) = (
+        server.addr.clone(),
+        "/api/v1/namespaces/t/pods/t-new".to_owned(),
+    );
+    let raw = tokio::task::spawn_blocking(move || {
+        http(
+            &addr,
+            "GET",
+            &path,
+            &[(
+                "Accept",
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            )],
+            b"",
+        )
+    })
+    .await
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&raw.body).unwrap();
+    assert_eq!(v["kind"], "PartialObjectMetadata");
+    assert!(v.get("spec").is_none(), "{v}");
 }

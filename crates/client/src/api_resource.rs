@@ -97,6 +97,11 @@ pub trait ResourceType: Resource {
     const KIND: &'static str;
     /// The resource's plural name, its URL path segment, e.g. `pods`.
     const PLURAL: &'static str;
+    /// Whether `Self` is the server's metadata-only form of the kind: then an
+    /// [`Api`](crate::Api) of it asks for `PartialObjectMetadata` on its reads (gets, lists,
+    /// watches). `false` unless overridden; [`PartialObjectMetadata`](crate::PartialObjectMetadata)
+    /// sets it.
+    const METADATA_ONLY: bool = false;
 }
 
 /// A kind's place on the server, as a value: what [`Api`](crate::Api) carries, and what a

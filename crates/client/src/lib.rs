@@ -20,7 +20,9 @@
 //! - [`Api`]: typed access kube-rs style (get, list, watch, create, replace, [`Patch`],
 //!   delete), the path derived from the type ([`ResourceType`]) or an [`ApiResource`]; with
 //!   the `k8s-openapi` feature every k8s-openapi resource type works directly, and an `Api` is
-//!   itself a [`ListerWatcher`] for the reflector and informer.
+//!   itself a [`ListerWatcher`] for the reflector and informer;
+//! - [`PartialObjectMetadata`]: a kind's metadata-only form, for `Api`s, reflectors and
+//!   informers that need names, labels and owners but not the objects' bodies.
 //!
 //! Features: `rustls` (https servers), `k8s-openapi` (k8s-openapi's resource types as
 //! [`Resource`]s and [`ResourceType`]s; no Kubernetes version feature of k8s-openapi is
@@ -74,6 +76,7 @@ mod informer;
 mod k8s;
 pub mod leaderelection;
 mod lister;
+mod metadata;
 mod reflector;
 mod resource;
 pub mod store;
@@ -98,6 +101,9 @@ pub use leaderelection::{
 pub use lister::{
     ListRequest, ListerWatcher, Page, PageEnd, PageItem, PageStream, Typed, VersionMatch,
     WatchEvent, WatchRequest, WatchStream, collect_page, page_stream,
+};
+pub use metadata::{
+    PARTIAL_OBJECT_METADATA_API_VERSION, PARTIAL_OBJECT_METADATA_KIND, PartialObjectMetadata,
 };
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};

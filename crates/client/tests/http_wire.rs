@@ -728,3 +728,73 @@ async fn list_items_come_out_as_their_bytes_arrive_on_every_http_lister_watcher(
     streams_items_as_they_arrive(Typed::<_, Pod>::new(dynamic), &gate).await;
     streams_items_as_they_arrive(Api::<Pod>::all(client), &gate).await;
 }
+
+#[tokio::test]
+async fn a_metadata_only_api_asks_for_partial_object_metadata_on_every_read() {
+    use k8s_openapi::api::core::v1::Pod;
+    use listwatch_client::{Api, HttpClient, PartialObjectMetadata, Resource};
+    let meta = |name: &str, rv: u64| {
+        format!(
+            r#"{{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}","labels":{{"app":"web"}}}}}}"#
+        )
+    };
+    let (url, seen) = serve(move |target| {
+        if target.contains("watch=") {
+            Reply::Chunked(
+                vec![format!(r#"{{"type":"ADDED","object":{}}}"#, meta("w", 8)) + "\n"],
+                Arc::new(Notify::new()),
+            )
+        } else if target.ends_with("/pods/a") {
+            Reply::Full(200, meta("a", 3))
+        } else {
+            Reply::Full(
+                200,
+                format!(
+                    r#"{{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{{"resourceVersion":"7"}},"items":[{}]}}"#,
+                    meta("a", 3)
+                ),
+            )
+        }
+    })
+    .await;
+    let client = HttpClient::new(HttpConfig::new(&url).unwrap()).unwrap();
+    // Through the type, and through a full handle's `metadata()`: the same requests.
+    let by_type = Api::<PartialObjectMetadata<Pod>>::namespaced(client.clone(), "ns");
+    let by_handle = Api::<Pod>::namespaced(client, "ns").metadata();
+    for api in [by_type, by_handle] {
+        assert!(api.is_metadata_only());
+        let a = api.get("a").await.unwrap();
+        assert_eq!((a.kind.as_str(), a.name()), ("PartialObjectMetadata", "a"));
+        assert_eq!(a.metadata.labels.as_ref().unwrap()["app"], "web");
+        let page = api.list(&ListRequest::default()).await.unwrap();
+        assert_eq!(
+            (page.resource_version, page.items[0].resource_version()),
+            (7, 3)
+        );
+        let mut events = api.watch(&WatchRequest::default()).await.unwrap();
+        assert!(matches!(
+            events.next().await.unwrap().unwrap(),
+            WatchEvent::Added(o) if o.name() == "w" && o.resource_version() == 8
+        ));
+        // Whole-object writes are refused before anything is sent.
+        let e = api
+            .create(&PartialObjectMetadata::new(Default::default()))
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("metadata-only"), "{e}");
+    }
+    let heads = seen.lock().unwrap().clone();
+    assert_eq!(heads.len(), 6, "{heads:?}");
+    for head in &heads {
+        let accept = head
+            .lines()
+            .find_map(|l| l.strip_prefix("accept: "))
+            .unwrap_or_default();
+        let want = if head.contains("watch=") || head.contains("/pods/a ") {
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+        } else {
+            "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+        };
+        assert_eq!(accept, want, "{head}");
+    }
+}

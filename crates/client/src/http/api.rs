@@ -7,6 +7,10 @@
 //! [`ListerWatcher`] that [`watcher`](crate::watcher), [`Reflector`](crate::Reflector) and
 //! [`Informer`](crate::Informer) take directly.
 //!
+//! A handle of [`PartialObjectMetadata<K>`](crate::PartialObjectMetadata) (or one made by
+//! [`Api::metadata`]) reads the metadata-only form: gets and watches ask for
+//! `PartialObjectMetadata`, lists for `PartialObjectMetadataList`.
+//!
 //! Invariants: every path is built by [`ApiResource`] from validated, encoded segments; an
 //! object call on an [`Api::all`] handle of a namespaced kind, or a namespace for a
 //! cluster-scoped kind, is an [`Error::Request`] before anything is sent.
@@ -20,13 +24,15 @@ use http::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::client::{json_body, patch_request};
+use super::client::{JSON, json_body, patch_request};
+use super::lister_watcher::METADATA;
 use super::patch::{Patch, PatchParams};
 use super::{HttpClient, HttpListerWatcher};
 use crate::api_resource::{ApiResource, ClusterScoped, Namespaced, ResourceType};
 use crate::error::{Error, Result};
 use crate::lister::{ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream};
-use crate::resource::Resource;
+use crate::metadata::PartialObjectMetadata;
+use crate::resource::{HasMetadata, Resource};
 
 /// Typed access to one kind's objects, in one namespace, in all of them, or cluster-wide.
 ///
@@ -52,6 +58,9 @@ pub struct Api<K> {
     namespace: Option<String>,
     /// The server of this handle's last watch (see [`HttpListerWatcher`]'s).
     watch_server: Arc<AtomicUsize>,
+    /// Reads ask for `PartialObjectMetadata` ([`ResourceType::METADATA_ONLY`], or
+    /// [`Api::metadata`]).
+    metadata_only: bool,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -62,6 +71,7 @@ impl<K> Clone for Api<K> {
             resource: Arc::clone(&self.resource),
             namespace: self.namespace.clone(),
             watch_server: Arc::clone(&self.watch_server),
+            metadata_only: self.metadata_only,
             _k: PhantomData,
         }
     }
@@ -81,7 +91,10 @@ impl<K: ResourceType> Api<K> {
     /// object calls need a namespace), the cluster's for a cluster-scoped one (kube-rs's
     /// `Api::all`).
     pub fn all(client: HttpClient) -> Self {
-        Self::all_with(client, &ApiResource::of::<K>())
+        Self {
+            metadata_only: K::METADATA_ONLY,
+            ..Self::all_with(client, &ApiResource::of::<K>())
+        }
     }
 
     /// `K`'s objects in `namespace` (namespaced kinds only; checked at compile time).
@@ -97,7 +110,10 @@ impl<K: ResourceType> Api<K> {
     where
         K::Scope: Namespaced,
     {
-        Self::namespaced_with(client, namespace, &ApiResource::of::<K>())
+        Self {
+            metadata_only: K::METADATA_ONLY,
+            ..Self::namespaced_with(client, namespace, &ApiResource::of::<K>())
+        }
     }
 
     /// `K`'s objects in the configuration's namespace (its kubeconfig context's, or the
@@ -137,6 +153,7 @@ impl<K> Api<K> {
             resource: Arc::new(resource.clone()),
             namespace: None,
             watch_server: Arc::new(AtomicUsize::new(usize::MAX)),
+            metadata_only: false,
             _k: PhantomData,
         }
     }
@@ -153,6 +170,32 @@ impl<K> Api<K> {
     /// The kind.
     pub fn resource(&self) -> &ApiResource {
         &self.resource
+    }
+
+    /// The same collection in metadata-only form (kube-rs's `list_metadata`,
+    /// `watch_metadata`, `get_metadata` and `metadata_watcher` in one handle): gets, lists
+    /// and watches ask the server for `PartialObjectMetadata`, so a reflector or informer
+    /// over the result caches names, labels, annotations, owners and finalizers without the
+    /// objects' bodies. Patches and deletes work as on `self` (a patch's answer is decoded
+    /// into the metadata form); creates and replaces are refused (they would need the whole
+    /// object).
+    pub fn metadata(&self) -> Api<PartialObjectMetadata<K>>
+    where
+        K: HasMetadata,
+    {
+        Api {
+            client: self.client.clone(),
+            resource: Arc::clone(&self.resource),
+            namespace: self.namespace.clone(),
+            watch_server: Arc::new(AtomicUsize::new(usize::MAX)),
+            metadata_only: true,
+            _k: PhantomData,
+        }
+    }
+
+    /// Whether reads ask for `PartialObjectMetadata` (see [`metadata`](Self::metadata)).
+    pub fn is_metadata_only(&self) -> bool {
+        self.metadata_only
     }
 
     /// The namespace, `None` for all namespaces or a cluster-scoped kind.
@@ -178,7 +221,12 @@ impl<K> Api<K> {
     /// A dynamic lister-watcher of the same collection, over the same connections: for
     /// [`metadata_only`](HttpListerWatcher::metadata_only) caches or local field selectors.
     pub fn lister_watcher(&self) -> Result<HttpListerWatcher> {
-        HttpListerWatcher::with_client(self.client.clone(), &self.collection_path()?)
+        let lw = HttpListerWatcher::with_client(self.client.clone(), &self.collection_path()?)?;
+        Ok(if self.metadata_only {
+            lw.metadata_only()
+        } else {
+            lw
+        })
     }
 
     /// [`lister_watcher`](Self::lister_watcher) remembering its watches' server in this
@@ -191,6 +239,7 @@ impl<K> Api<K> {
 
     /// The collection objects are created in: a namespaced kind needs the namespace.
     fn create_path(&self) -> Result<String> {
+        self.refuse_metadata_only("create")?;
         if self.resource.namespaced && self.namespace.is_none() {
             return Err(Error::Request(format!(
                 "{} is namespaced: create through Api::namespaced, not Api::all",
@@ -198,6 +247,19 @@ impl<K> Api<K> {
             )));
         }
         self.collection_path()
+    }
+}
+
+impl<K> Api<K> {
+    /// Writes of whole objects make no sense in metadata-only form.
+    fn refuse_metadata_only(&self, what: &str) -> Result<()> {
+        if self.metadata_only {
+            return Err(Error::Request(format!(
+                "a metadata-only Api cannot {what} {} objects (it would need the whole object)",
+                self.resource.kind
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -209,7 +271,13 @@ impl<K: Resource + DeserializeOwned> Api<K> {
     /// The object `name`; a 404 is an error (see [`get_opt`](Self::get_opt)).
     pub async fn get(&self, name: &str) -> Result<K> {
         let path = self.object_path(name)?;
-        decode(&self.client.call(Method::GET, &path, "", None).await?)
+        let accept = if self.metadata_only { METADATA } else { JSON };
+        decode(
+            &self
+                .client
+                .call_accepting(Method::GET, &path, "", None, accept)
+                .await?,
+        )
     }
 
     /// The object `name`, `None` when the server says 404.
@@ -275,6 +343,7 @@ impl<K: Resource + Serialize + DeserializeOwned> Api<K> {
     /// Replaces the object `name` with `object`, whose `metadata.resourceVersion` is the
     /// precondition (a 409 Conflict means it changed meanwhile); the server's copy.
     pub async fn replace(&self, name: &str, object: &K) -> Result<K> {
+        self.refuse_metadata_only("replace")?;
         let path = self.object_path(name)?;
         decode(
             &self

@@ -195,6 +195,18 @@ impl HttpClient {
         query: &str,
         body: Option<(Bytes, &'static str)>,
     ) -> Result<Bytes> {
+        self.call_accepting(method, path, query, body, JSON).await
+    }
+
+    /// [`call`](Self::call) asking for `accept` (e.g. a metadata-only object).
+    pub(crate) async fn call_accepting(
+        &self,
+        method: Method,
+        path: &str,
+        query: &str,
+        body: Option<(Bytes, &'static str)>,
+        accept: &'static str,
+    ) -> Result<Bytes> {
         let mut uri = self.path(path)?;
         if !query.is_empty() {
             uri.push('?');
@@ -202,7 +214,7 @@ impl HttpClient {
         }
         // The headers under the deadline per server tried (so that a hung server is left for
         // the next), then the body under it.
-        let (res, _) = self.request(method, &uri, body, true, JSON).await?;
+        let (res, _) = self.request(method, &uri, body, true, accept).await?;
         body::within(
             self.inner.timeout,
             "object",

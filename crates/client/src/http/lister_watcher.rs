@@ -20,9 +20,10 @@ use crate::lister::{
 };
 
 /// `Accept` of a metadata-only list (upstream's metadata client asks for exactly this kind).
-const METADATA_LIST: &str = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
-/// `Accept` of a metadata-only watch: each event's object is a `PartialObjectMetadata`.
-const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+pub(crate) const METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
+/// `Accept` of a metadata-only watch or object: each object is a `PartialObjectMetadata`.
+pub(crate) const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
 
 /// A [`ListerWatcher`] of dynamic [`Object`]s over HTTP. Wrap it in
 /// [`Typed`](crate::Typed) for a serde type.
