@@ -3,8 +3,10 @@
 //! admin client certificate from a kubeconfig, a `KUBECONFIG` list merged as kubectl
 //! merges it, an exec credential plugin (cached, re-run on 401), a ServiceAccount token file
 //! rotated under a running client, in-cluster configuration, impersonation, `tls-server-name`, a
-//! `proxy-url` tunnel, a proxy from the environment (`HTTPS_PROXY`, `NO_PROXY`), and the
-//! system's root CAs when no CA is given.
+//! `proxy-url` tunnel, a proxy from the environment (`HTTPS_PROXY`, `NO_PROXY`), the
+//! system's root CAs when no CA is given, exec plugins returning client certificates (v1)
+//! and tokens (v1beta1), and `$KUBECONFIG` and the in-cluster variables read from the
+//! environment.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -507,4 +509,269 @@ async fn the_proxy_comes_from_the_environment_unless_the_kubeconfig_names_one() 
         ("LW_ENV_PROXY_KUBECONFIG_PROXY", &proxy),
     ]);
     assert_eq!(tunnels(), [expected.clone(), expected.clone(), expected]);
+}
+
+/// A client certificate for `user` in `system:masters`, signed by the cluster's CA (the
+/// `--pki-dir` CA key): (certificate PEM, key PEM).
+fn client_cert(c: &Cluster, user: &str) -> (String, String) {
+    use rcgen::{
+        CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, Issuer, KeyPair,
+    };
+    let ca_key =
+        KeyPair::from_pem(&std::fs::read_to_string(c.path("pki/ca.key")).unwrap()).unwrap();
+    // The issuer as `--pki-dir` made the CA: its subject, and key identifiers derived from
+    // its key the same way.
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name = DistinguishedName::new();
+    ca.distinguished_name
+        .push(DnType::CommonName, "listwatch-ca");
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.distinguished_name = DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, user);
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params.signed_by(&key, &issuer).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+/// Waits until the audit log holds `n` completed requests to `path_part` by users starting
+/// with `prefix`; returns those users in order (one per request: the `ResponseComplete`
+/// event).
+async fn audited(c: &Cluster, path_part: &str, prefix: &str, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let audit = std::fs::read_to_string(c.path("audit.log")).unwrap_or_default();
+        let users: Vec<String> = audit
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| {
+                e["stage"] == "ResponseComplete"
+                    && e["requestURI"]
+                        .as_str()
+                        .is_some_and(|u| u.contains(path_part))
+            })
+            .filter_map(|e| e["user"]["username"].as_str().map(str::to_owned))
+            .filter(|u| u.starts_with(prefix))
+            .collect();
+        if users.len() >= n || Instant::now() >= deadline {
+            return users;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// Exec plugins against the TLS apiserver: one that returns client certificates (v1), the
+/// first already expired, so the second run's certificate replaces it — the client presents
+/// each in turn (its connector rebuilt) and caches the second; and a v1beta1 plugin that
+/// returns a token and is told the cluster (`provideClusterInfo`).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs kubectl"]
+async fn exec_plugins_return_client_certificates_and_v1beta1_tokens() {
+    let c = Cluster::start();
+    let url = c.server.url.clone();
+    for (n, user) in [(1, "exec-one"), (2, "exec-two")] {
+        let (cert, key) = client_cert(&c, user);
+        let expiry = if n == 1 {
+            "2000-01-01T00:00:00Z"
+        } else {
+            "2999-01-01T00:00:00Z"
+        };
+        let cred = serde_json::json!({
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "kind": "ExecCredential",
+            "status": {
+                "clientCertificateData": cert,
+                "clientKeyData": key,
+                "expirationTimestamp": expiry,
+            },
+        });
+        std::fs::write(c.path(&format!("cred{n}.json")), cred.to_string()).unwrap();
+    }
+    let runs = c.path("cert-runs");
+    let plugin = script(
+        c.dir.path(),
+        "cert-plugin.sh",
+        &format!(
+            r#"echo x >> {runs}; n=$(wc -l < {runs} | tr -d ' ')
+if [ "$n" -gt 2 ]; then n=2; fi
+cat {dir}/cred$n.json"#,
+            runs = runs.display(),
+            dir = c.dir.path().display()
+        ),
+    );
+    let exec = |command: &Path, api_version: &str, mode: Option<&str>| ExecConfig {
+        command: command.to_string_lossy().into_owned(),
+        args: vec![],
+        env: vec![],
+        api_version: api_version.into(),
+        interactive_mode: mode.map(str::to_owned),
+        cluster: None,
+    };
+    let config = HttpConfig::new(&url).unwrap().ca_pem(c.ca()).exec(exec(
+        &plugin,
+        "client.authentication.k8s.io/v1",
+        Some("Never"),
+    ));
+    let lw = HttpListerWatcher::new(config, PODS).unwrap();
+    for _ in 0..4 {
+        assert_eq!(
+            lw.list(&ListRequest::default()).await.unwrap().items.len(),
+            1
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&runs).unwrap().lines().count(),
+        2,
+        "run once per certificate: the second is cached until it expires"
+    );
+    assert_eq!(
+        audited(&c, PODS, "exec-", 4).await,
+        ["exec-one", "exec-two", "exec-two", "exec-two"],
+        "each certificate was presented, the new one on new connections"
+    );
+
+    // v1beta1: no interactiveMode needed; KUBERNETES_EXEC_INFO names the version and the
+    // cluster.
+    let info = c.path("exec-info");
+    let plugin = script(
+        c.dir.path(),
+        "beta-plugin.sh",
+        &format!(
+            r#"printf '%s' "$KUBERNETES_EXEC_INFO" > {info}
+echo '{{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{{"token":"root-token"}}}}'"#,
+            info = info.display()
+        ),
+    );
+    let mut beta = exec(&plugin, "client.authentication.k8s.io/v1beta1", None);
+    beta.cluster = Some(listwatch_client::ExecCluster {
+        server: url.clone(),
+        ca_pem: Some(c.ca()),
+        tls_server_name: None,
+        proxy_url: None,
+    });
+    let config = HttpConfig::new(&url).unwrap().ca_pem(c.ca()).exec(beta);
+    assert_eq!(list(config).await.unwrap(), 1);
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&info).unwrap()).unwrap();
+    assert_eq!(info["apiVersion"], "client.authentication.k8s.io/v1beta1");
+    assert_eq!(info["kind"], "ExecCredential");
+    assert_eq!(info["spec"]["cluster"]["server"], url.as_str());
+    assert_eq!(audited(&c, PODS, "root", 1).await, ["root"]);
+}
+
+/// What the environment configures, read in child processes (this process's environment
+/// stays untouched): `$KUBECONFIG` as a list (a missing file, the user and context in one,
+/// the cluster in another) by `from_default_kubeconfig`, and `KUBERNETES_SERVICE_HOST` /
+/// `_PORT` by `in_cluster_with_dir` and `in_cluster`.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "needs kubectl"]
+async fn kubeconfig_and_in_cluster_settings_come_from_the_environment() {
+    if let Ok(what) = std::env::var("LW_ENV_CHILD") {
+        match what.as_str() {
+            "kubeconfig" => {
+                let config = HttpConfig::from_default_kubeconfig().unwrap();
+                assert_eq!(config.default_namespace.as_deref(), Some("lw"));
+                assert_eq!(list(config).await.unwrap(), 1);
+            }
+            "in-cluster" => {
+                let sa = PathBuf::from(std::env::var("LW_SA_DIR").unwrap());
+                let config = HttpConfig::in_cluster_with_dir(&sa).unwrap();
+                let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap();
+                assert_eq!(config.base_url, format!("https://127.0.0.1:{port}"));
+                assert_eq!(config.default_namespace.as_deref(), Some("lw"));
+                assert_eq!(list(config).await.unwrap(), 1);
+                // The standard mount: the environment was read (no "not in a cluster"),
+                // then its token file is looked for there.
+                match HttpConfig::in_cluster() {
+                    Ok(c) => assert_eq!(c.base_url, format!("https://127.0.0.1:{port}")),
+                    Err(e) => assert!(
+                        e.to_string()
+                            .contains(listwatch_client::http::SERVICE_ACCOUNT_DIR),
+                        "{e}"
+                    ),
+                }
+            }
+            "no-cluster" => {
+                let sa = PathBuf::from(std::env::var("LW_SA_DIR").unwrap());
+                let e = HttpConfig::in_cluster_with_dir(&sa).unwrap_err();
+                assert!(e.to_string().contains("not in a cluster"), "{e}");
+            }
+            other => panic!("unknown child {other}"),
+        }
+        return;
+    }
+    let c = Cluster::start();
+    let dir = c.path("env");
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    std::fs::write(
+        dir.join("user.yaml"),
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u, namespace: lw}\nusers:\n- name: u\n  user: {token: root-token}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("cluster.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: k\n  cluster: {{server: \"{}\", certificate-authority: ../pki/ca.crt}}\n",
+            c.server.url
+        ),
+    )
+    .unwrap();
+    let sa = c.path("sa-env");
+    std::fs::create_dir_all(&sa).unwrap();
+    std::fs::write(sa.join("token"), "root-token").unwrap();
+    std::fs::copy(c.path("pki/ca.crt"), sa.join("ca.crt")).unwrap();
+    std::fs::write(sa.join("namespace"), "lw\n").unwrap();
+    let list_path = std::env::join_paths([
+        dir.join("missing.yaml"),
+        dir.join("user.yaml"),
+        dir.join("cluster.yaml"),
+    ])
+    .unwrap();
+    let child = |what: &str, vars: &[(&str, &std::ffi::OsStr)]| {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args([
+            "--exact",
+            "kubeconfig_and_in_cluster_settings_come_from_the_environment",
+            "--include-ignored",
+            "--nocapture",
+        ]);
+        for v in [
+            "KUBECONFIG",
+            "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT",
+            "HTTPS_PROXY",
+            "https_proxy",
+            "NO_PROXY",
+            "no_proxy",
+        ] {
+            cmd.env_remove(v);
+        }
+        cmd.env("LW_ENV_CHILD", what)
+            .env("LW_SA_DIR", &sa)
+            .env("HOME", dir.join("home"));
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "{what}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    child("kubeconfig", &[("KUBECONFIG", list_path.as_os_str())]);
+    let port = std::ffi::OsString::from(c.port());
+    child(
+        "in-cluster",
+        &[
+            ("KUBERNETES_SERVICE_HOST", "127.0.0.1".as_ref()),
+            ("KUBERNETES_SERVICE_PORT", port.as_os_str()),
+        ],
+    );
+    child("no-cluster", &[]);
 }

@@ -1,5 +1,6 @@
 //! Request credentials: a fixed bearer token or basic auth, a token file re-read on rotation,
-//! an exec credential plugin (`client.authentication.k8s.io/v1`), and impersonation headers.
+//! an exec credential plugin (`client.authentication.k8s.io/v1` and `v1beta1`: a token, a
+//! client certificate, or both), and impersonation headers.
 //!
 //! Invariants:
 //! - [`Auth::header`] never waits without a deadline: a token file is one small bounded
@@ -9,12 +10,15 @@
 //!   request re-reads the file or re-runs the plugin (client-go's `ResetTokenOlderThan` and
 //!   exec authenticator's refresh on 401);
 //! - an exec credential is cached until its `expirationTimestamp` (forever without one, as
-//!   client-go), and one plugin run is shared by concurrent requests;
+//!   client-go), and one plugin run is shared by concurrent requests; a client certificate
+//!   it returns is part of the [`Credential`], and the client presents it on its connections
+//!   (rebuilding its connector when it changes, `client.rs`);
 //! - credentials are never logged or printed by `Debug`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use base64::Engine;
@@ -133,6 +137,39 @@ impl Impersonate {
     }
 }
 
+/// A client certificate chain and its private key (PEM), as an exec plugin returns them.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct ClientIdentity {
+    pub(crate) cert_pem: Vec<u8>,
+    pub(crate) key_pem: Vec<u8>,
+}
+
+impl std::fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The key is a secret.
+        f.debug_struct("ClientIdentity")
+            .field("cert_pem", &self.cert_pem.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one request authenticates with: an `Authorization` value, a client certificate, or
+/// both (an exec plugin may return both, as client-go allows).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Credential {
+    pub(crate) authorization: Option<HeaderValue>,
+    pub(crate) identity: Option<Arc<ClientIdentity>>,
+}
+
+impl Credential {
+    fn header(v: HeaderValue) -> Self {
+        Self {
+            authorization: Some(v),
+            identity: None,
+        }
+    }
+}
+
 /// How requests authenticate.
 pub(crate) enum Auth {
     None,
@@ -142,12 +179,12 @@ pub(crate) enum Auth {
     File {
         path: PathBuf,
         period: Duration,
-        cached: Mutex<Option<(HeaderValue, tokio::time::Instant)>>,
+        cached: Mutex<Option<(Credential, tokio::time::Instant)>>,
     },
-    /// A bearer token from an exec plugin.
+    /// A bearer token and/or a client certificate from an exec plugin, until its expiry.
     Exec {
         config: ExecConfig,
-        cached: Mutex<Option<(HeaderValue, Option<SystemTime>)>>,
+        cached: Mutex<Option<(Credential, Option<SystemTime>)>>,
     },
 }
 
@@ -208,11 +245,11 @@ impl Auth {
         })
     }
 
-    /// The `Authorization` value for the next request.
-    pub(crate) async fn header(&self) -> Result<Option<HeaderValue>> {
+    /// The credential of the next request.
+    pub(crate) async fn credential(&self) -> Result<Credential> {
         match self {
-            Auth::None => Ok(None),
-            Auth::Fixed(v) => Ok(Some(v.clone())),
+            Auth::None => Ok(Credential::default()),
+            Auth::Fixed(v) => Ok(Credential::header(v.clone())),
             Auth::File {
                 path,
                 period,
@@ -221,33 +258,39 @@ impl Auth {
                 let mut c = cached.lock().await;
                 if let Some((v, at)) = &*c {
                     if at.elapsed() < *period {
-                        return Ok(Some(v.clone()));
+                        return Ok(v.clone());
                     }
                 }
                 let token = read_token_file(path).await?;
-                let v = Self::bearer(&token)?;
+                let v = Credential::header(Self::bearer(&token)?);
                 *c = Some((v.clone(), tokio::time::Instant::now()));
-                Ok(Some(v))
+                Ok(v)
             }
             Auth::Exec { config, cached } => {
                 // Held across the run: concurrent requests share one plugin run.
                 let mut c = cached.lock().await;
                 if let Some((v, expiry)) = &*c {
                     if expiry.is_none_or(|e| SystemTime::now() < e) {
-                        return Ok(Some(v.clone()));
+                        return Ok(v.clone());
                     }
                 }
-                let (token, expiry) = run_exec(config).await?;
-                let v = Self::bearer(&token)?;
-                *c = Some((v.clone(), expiry));
-                Ok(Some(v))
+                let out = run_exec(config).await?;
+                let v = Credential {
+                    authorization: match &out.token {
+                        Some(t) => Some(Self::bearer(t)?),
+                        None => None,
+                    },
+                    identity: out.identity.map(Arc::new),
+                };
+                *c = Some((v.clone(), out.expiry));
+                Ok(v)
             }
         }
     }
 
     /// The server refused `sent` (401): drop it so the next request gets a fresh one.
     /// Returns whether a fresh credential may differ (worth one retry).
-    pub(crate) async fn rejected(&self, sent: Option<&HeaderValue>) -> bool {
+    pub(crate) async fn rejected(&self, sent: &Credential) -> bool {
         let cached = match self {
             Auth::None | Auth::Fixed(_) => return false,
             Auth::File { cached, .. } => {
@@ -264,8 +307,8 @@ impl Auth {
     }
 }
 
-fn drop_if_sent<T>(c: &mut Option<(HeaderValue, T)>, sent: Option<&HeaderValue>) -> bool {
-    if c.as_ref().is_some_and(|(v, _)| Some(v) == sent) {
+fn drop_if_sent<T>(c: &mut Option<(Credential, T)>, sent: &Credential) -> bool {
+    if c.as_ref().is_some_and(|(v, _)| v == sent) {
         *c = None;
         return true;
     }
@@ -311,6 +354,15 @@ struct ExecStatus {
     expiration_timestamp: Option<String>,
     #[serde(default)]
     client_certificate_data: Option<String>,
+    #[serde(default)]
+    client_key_data: Option<String>,
+}
+
+/// What an exec plugin returned.
+struct ExecOutput {
+    token: Option<String>,
+    identity: Option<ClientIdentity>,
+    expiry: Option<SystemTime>,
 }
 
 fn exec_input(config: &ExecConfig) -> String {
@@ -336,8 +388,8 @@ fn exec_input(config: &ExecConfig) -> String {
     .to_string()
 }
 
-/// Runs the plugin; its token and expiry.
-async fn run_exec(config: &ExecConfig) -> Result<(String, Option<SystemTime>)> {
+/// Runs the plugin; its token and/or client certificate, and their expiry.
+async fn run_exec(config: &ExecConfig) -> Result<ExecOutput> {
     let err = |m: String| Error::Config(format!("exec plugin {:?}: {m}", config.command));
     let mut child = tokio::process::Command::new(&config.command)
         .args(&config.args)
@@ -415,18 +467,24 @@ async fn run_exec(config: &ExecConfig) -> Result<(String, Option<SystemTime>)> {
     let status = cred
         .status
         .ok_or_else(|| err("output has no status".into()))?;
-    let token = match (
-        status.token.filter(|t| !t.is_empty()),
-        status.client_certificate_data,
+    // client-go's exec authenticator: a token, a certificate and key (PEM, not base64), or
+    // both; a certificate without its key (or a key without its certificate) is an error.
+    let token = status.token.filter(|t| !t.is_empty());
+    let identity = match (
+        status.client_certificate_data.filter(|c| !c.is_empty()),
+        status.client_key_data.filter(|k| !k.is_empty()),
     ) {
-        (Some(t), _) => t,
-        (None, Some(_)) => {
+        (Some(cert), Some(key)) => Some(checked_identity(cert, key).map_err(err)?),
+        (None, None) => None,
+        _ => {
             return Err(err(
-                "returned a client certificate; only token credentials are supported".into(),
+                "returned only a client certificate or only its key, not both".into(),
             ));
         }
-        (None, None) => return Err(err("returned neither a token nor a certificate".into())),
     };
+    if token.is_none() && identity.is_none() {
+        return Err(err("returned neither a token nor a certificate".into()));
+    }
     let expiry = match status.expiration_timestamp.filter(|t| !t.is_empty()) {
         Some(t) => {
             let at =
@@ -436,12 +494,51 @@ async fn run_exec(config: &ExecConfig) -> Result<(String, Option<SystemTime>)> {
         }
         None => None,
     };
-    Ok((token, expiry))
+    Ok(ExecOutput {
+        token,
+        identity,
+        expiry,
+    })
+}
+
+/// A certificate chain and key as PEM blocks of the kinds TLS needs (checked here so that a
+/// plugin's garbage is an error naming the plugin, not a failed handshake later).
+fn checked_identity(cert: String, key: String) -> std::result::Result<ClientIdentity, String> {
+    let blocks = |pem: &str| -> Vec<String> {
+        pem.lines()
+            .filter_map(|l| l.trim().strip_prefix("-----BEGIN "))
+            .filter_map(|l| l.strip_suffix("-----"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let certs = blocks(&cert);
+    if certs.is_empty() || certs.iter().any(|b| b != "CERTIFICATE") {
+        return Err("clientCertificateData is not a PEM certificate chain".into());
+    }
+    match blocks(&key).as_slice() {
+        [k] if k == "PRIVATE KEY" || k == "EC PRIVATE KEY" || k == "RSA PRIVATE KEY" => {}
+        _ => return Err("clientKeyData is not one PEM private key".into()),
+    }
+    Ok(ClientIdentity {
+        cert_pem: cert.into_bytes(),
+        key_pem: key.into_bytes(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Auth {
+        /// The `Authorization` value of the next request.
+        async fn header(&self) -> Result<Option<HeaderValue>> {
+            Ok(self.credential().await?.authorization)
+        }
+    }
+
+    fn sent(h: &HeaderValue) -> Credential {
+        Credential::header(h.clone())
+    }
 
     fn script(dir: &std::path::Path, body: &str) -> String {
         use std::os::unix::fs::PermissionsExt;
@@ -488,9 +585,9 @@ printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential"
         }
         assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 2);
         // A 401 drops it; a stale 401 (for an older credential) does not.
-        assert!(auth.rejected(Some(&h1)).await);
+        assert!(auth.rejected(&sent(&h1)).await);
         assert_eq!(auth.header().await.unwrap().unwrap(), h2);
-        assert!(auth.rejected(Some(&h2)).await);
+        assert!(auth.rejected(&sent(&h2)).await);
         assert_eq!(
             auth.header().await.unwrap().unwrap().to_str().unwrap(),
             "Bearer t3"
@@ -515,7 +612,23 @@ printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential"
             ),
             (
                 r#"echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"x","clientKeyData":"y"}}'"#,
-                "only token credentials",
+                "not a PEM certificate chain",
+            ),
+            (
+                r#"echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"-----BEGIN CERTIFICATE-----\\nAA==\\n-----END CERTIFICATE-----\\n"}}'"#,
+                "not both",
+            ),
+            (
+                r#"echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientKeyData":"k"}}'"#,
+                "not both",
+            ),
+            (
+                r#"echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"clientCertificateData":"-----BEGIN CERTIFICATE-----\\nAA==\\n-----END CERTIFICATE-----\\n","clientKeyData":"-----BEGIN CERTIFICATE-----\\nAA==\\n-----END CERTIFICATE-----\\n"}}'"#,
+                "not one PEM private key",
+            ),
+            (
+                r#"echo '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{}}'"#,
+                "neither a token nor a certificate",
             ),
             ("head -c 2000000 /dev/zero", "larger than"),
         ] {
@@ -536,6 +649,49 @@ printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential"
         assert!(Auth::exec(missing).is_err());
     }
 
+    #[tokio::test]
+    async fn an_exec_certificate_is_part_of_the_credential_cached_until_it_expires() {
+        let dir = tempfile::tempdir().unwrap();
+        let count = dir.path().join("count");
+        // Run 1: certificate "one", already expired; run 2: certificate "two" and a token,
+        // far in the future. v1beta1, which needs no interactiveMode.
+        let body = format!(
+            r#"echo x >> {c}; n=$(wc -l < {c} | tr -d ' ')
+if [ "$n" = 1 ]; then exp=2000-01-01T00:00:00Z; tok=; else exp=2999-01-01T00:00:00Z; tok=t2; fi
+printf '{{"apiVersion":"client.authentication.k8s.io/v1beta1","kind":"ExecCredential","status":{{"token":"%s","clientCertificateData":"-----BEGIN CERTIFICATE-----\\n%s\\n-----END CERTIFICATE-----\\n","clientKeyData":"-----BEGIN PRIVATE KEY-----\\nk%s\\n-----END PRIVATE KEY-----\\n","expirationTimestamp":"%s"}}}}' "$tok" "$n" "$n" "$exp""#,
+            c = count.display()
+        );
+        let mut config = exec(script(dir.path(), &body));
+        config.api_version = EXEC_V1BETA1.into();
+        config.interactive_mode = None;
+        let auth = Auth::exec(config).unwrap();
+        let one = auth.credential().await.unwrap();
+        assert_eq!(one.authorization, None, "no token in run 1");
+        let id = one.identity.as_ref().unwrap();
+        assert!(String::from_utf8_lossy(&id.cert_pem).contains("\n1\n"));
+        assert!(String::from_utf8_lossy(&id.key_pem).contains("k1"));
+        assert!(
+            !format!("{id:?}").contains("k1"),
+            "the key is never printed"
+        );
+        let two = auth.credential().await.unwrap();
+        assert_ne!(two, one, "expired: the plugin ran again");
+        assert_eq!(
+            two.authorization.as_ref().unwrap().to_str().unwrap(),
+            "Bearer t2"
+        );
+        assert!(
+            String::from_utf8_lossy(&two.identity.as_ref().unwrap().cert_pem).contains("\n2\n")
+        );
+        for _ in 0..3 {
+            assert_eq!(auth.credential().await.unwrap(), two, "cached");
+        }
+        assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 2);
+        // A 401 drops it, certificate and all.
+        assert!(auth.rejected(&two).await);
+        assert_ne!(auth.credential().await.unwrap(), two);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_token_file_is_re_read_after_its_period_and_after_a_401() {
         let dir = tempfile::tempdir().unwrap();
@@ -550,7 +706,7 @@ printf '{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential"
         let two = auth.header().await.unwrap().unwrap();
         assert_eq!(two.to_str().unwrap(), "Bearer two", "rotated");
         std::fs::write(&path, "three").unwrap();
-        assert!(auth.rejected(Some(&two)).await);
+        assert!(auth.rejected(&sent(&two)).await);
         assert_eq!(
             auth.header().await.unwrap().unwrap().to_str().unwrap(),
             "Bearer three"

@@ -25,7 +25,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
 
-use super::auth::Auth;
+use super::auth::{Auth, ClientIdentity, Credential};
 use super::servers::Servers;
 use serde::Serialize;
 
@@ -41,8 +41,19 @@ pub const MAX_OBJECT_BODY: usize = 16 << 20;
 /// The `Accept` of every request but metadata-only lists and watches.
 pub(crate) const JSON: &str = "application/json";
 
-pub(crate) struct Inner {
+/// The hyper client (connection pool and connector) and the client certificate its
+/// connector presents.
+struct Transport {
     client: Client<Connector, Full<Bytes>>,
+    identity: Option<Arc<ClientIdentity>>,
+}
+
+pub(crate) struct Inner {
+    /// Replaced when an exec plugin's client certificate changes (see [`HttpClient::new`]).
+    transport: std::sync::RwLock<Arc<Transport>>,
+    /// What the transport is built from (to rebuild it with another client certificate).
+    config: HttpConfig,
+    https: bool,
     pub(crate) servers: Servers,
     auth: Auth,
     /// Impersonation headers.
@@ -70,21 +81,17 @@ impl std::fmt::Debug for HttpClient {
 
 impl HttpClient {
     /// A client for `config` (validates its credentials and TLS material).
+    ///
+    /// An exec plugin may return a client certificate (with or without a token): the client
+    /// then presents it, building a new connector and pool when the certificate changes (on
+    /// expiry or after a 401, when the plugin runs again), so new connections carry the new
+    /// certificate; connections already open finish on the old one. A certificate in the
+    /// configuration itself takes precedence over the plugin's (client-go: static
+    /// certificate data wins over the exec callback).
     pub fn new(config: HttpConfig) -> Result<Self> {
         let urls = config.server_urls()?;
         let https = urls.iter().any(|u| u.starts_with("https://"));
-        let connector = connector(&config, https)?;
-        let mut builder = Client::builder(TokioExecutor::new());
-        builder
-            .timer(TokioTimer::new())
-            .pool_timer(TokioTimer::new());
-        if let Some(ping) = config.http2_ping {
-            builder
-                .http2_keep_alive_interval(ping)
-                .http2_keep_alive_timeout(ping / 2)
-                .http2_keep_alive_while_idle(true);
-        }
-        let client = builder.build(connector);
+        let client = build_client(&config, https)?;
         let auth = config.auth()?;
         let headers = match &config.impersonate {
             Some(i) => i.headers()?,
@@ -92,15 +99,60 @@ impl HttpClient {
         };
         Ok(Self {
             inner: Arc::new(Inner {
-                client,
+                transport: std::sync::RwLock::new(Arc::new(Transport {
+                    client,
+                    identity: None,
+                })),
                 servers: Servers::new(urls).ok_or_else(|| Error::Config("no server url".into()))?,
                 auth,
                 headers,
                 timeout: config.request_timeout,
                 max_list_bytes: config.max_list_bytes,
-                default_namespace: config.default_namespace,
+                default_namespace: config.default_namespace.clone(),
+                https,
+                config,
             }),
         })
+    }
+
+    /// The hyper client that presents `identity` (an exec plugin's certificate; `None`: the
+    /// configuration's own, if any), rebuilt when it is not the current one's.
+    fn transport_for(
+        &self,
+        identity: Option<&Arc<ClientIdentity>>,
+    ) -> Result<Client<Connector, Full<Bytes>>> {
+        let inner = &self.inner;
+        let wanted = if inner.config.client_identity_pem.is_some() {
+            // The configuration's certificate wins (see `new`).
+            None
+        } else {
+            identity
+        };
+        {
+            let t = inner
+                .transport
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if t.identity.as_ref() == wanted {
+                return Ok(t.client.clone());
+            }
+        }
+        let mut config = inner.config.clone();
+        if let Some(id) = wanted {
+            config.client_identity_pem = Some((id.cert_pem.clone(), id.key_pem.clone()));
+        }
+        let client = build_client(&config, inner.https)
+            .map_err(|e| Error::Config(format!("the exec plugin's client certificate: {e}")))?;
+        tracing::debug!("client certificate changed: new connections present the new one");
+        let mut t = inner
+            .transport
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *t = Arc::new(Transport {
+            client: client.clone(),
+            identity: wanted.cloned(),
+        });
+        Ok(client)
     }
 
     /// The namespace of the configuration's kubeconfig context or pod, if any
@@ -271,7 +323,7 @@ impl HttpClient {
         accept: &'static str,
     ) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
         let auth = &self.inner.auth;
-        let sent = auth.header().await?;
+        let sent = auth.credential().await?;
         match self
             .request_once(
                 method.clone(),
@@ -279,19 +331,17 @@ impl HttpClient {
                 body.clone(),
                 compressible,
                 accept,
-                sent.as_ref(),
+                &sent,
             )
             .await
         {
-            Err(Failure::Other(e))
-                if e.code() == Some(401) && auth.rejected(sent.as_ref()).await =>
-            {
-                let fresh = auth.header().await?;
+            Err(Failure::Other(e)) if e.code() == Some(401) && auth.rejected(&sent).await => {
+                let fresh = auth.credential().await?;
                 if fresh == sent {
                     return Err(Failure::Other(e));
                 }
                 tracing::debug!(%uri, "401, retrying with a refreshed credential");
-                self.request_once(method, uri, body, compressible, accept, fresh.as_ref())
+                self.request_once(method, uri, body, compressible, accept, &fresh)
                     .await
             }
             other => other,
@@ -305,8 +355,9 @@ impl HttpClient {
         body: Option<(Bytes, &'static str)>,
         compressible: bool,
         accept: &'static str,
-        auth: Option<&HeaderValue>,
+        credential: &Credential,
     ) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
+        let client = self.transport_for(credential.identity.as_ref())?;
         let mut req = Request::builder()
             .method(method.clone())
             .uri(uri)
@@ -315,7 +366,7 @@ impl HttpClient {
                 USER_AGENT,
                 concat!("listwatch-client/", env!("CARGO_PKG_VERSION")),
             );
-        if let Some(auth) = auth {
+        if let Some(auth) = &credential.authorization {
             req = req.header(AUTHORIZATION, auth.clone());
         }
         for (k, v) in &self.inner.headers {
@@ -332,7 +383,7 @@ impl HttpClient {
             .body(Full::new(body.map(|(b, _)| b).unwrap_or_default()))
             .map_err(|e| Error::Config(format!("invalid request {uri:?}: {e}")))?;
         tracing::debug!(%uri, %method, "request");
-        let call = self.inner.client.request(req);
+        let call = client.request(req);
         let res = match self.inner.timeout {
             Some(t) => tokio::time::timeout(t, call).await.map_err(|_| {
                 Failure::Sent(format!("no response headers from {uri} within {t:?}").into())
@@ -359,6 +410,23 @@ impl HttpClient {
         }
         Err(Failure::Other(decode::decode_status(code, &body)))
     }
+}
+
+/// The hyper client of `config`: its connector (TCP, proxy, TLS with the configuration's
+/// client certificate) and pool, HTTP/2 pings as configured.
+fn build_client(config: &HttpConfig, https: bool) -> Result<Client<Connector, Full<Bytes>>> {
+    let connector = connector(config, https)?;
+    let mut builder = Client::builder(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .pool_timer(TokioTimer::new());
+    if let Some(ping) = config.http2_ping {
+        builder
+            .http2_keep_alive_interval(ping)
+            .http2_keep_alive_timeout(ping / 2)
+            .http2_keep_alive_while_idle(true);
+    }
+    Ok(builder.build(connector))
 }
 
 /// How one request to one server failed.

@@ -36,7 +36,8 @@ pub struct HttpConfig {
     /// Basic auth user and password (not with a token).
     pub basic_auth: Option<(String, String)>,
     /// An exec credential plugin, used when no token or token file is set: run on the
-    /// first request, its token cached until its expiry, run again after a 401.
+    /// first request, its token and/or client certificate cached until their expiry, run
+    /// again after a 401 (a new certificate is presented on new connections).
     pub exec: Option<ExecConfig>,
     /// Impersonation headers sent with every request.
     pub impersonate: Option<Impersonate>,
@@ -310,9 +311,16 @@ impl HttpConfig {
     /// ServiceAccount token (re-read on rotation), CA and namespace from
     /// [`SERVICE_ACCOUNT_DIR`].
     pub fn in_cluster() -> Result<Self> {
+        Self::in_cluster_with_dir(Path::new(SERVICE_ACCOUNT_DIR))
+    }
+
+    /// [`in_cluster`](Self::in_cluster) with the credentials mounted in `dir` instead of
+    /// [`SERVICE_ACCOUNT_DIR`]; the server still comes from `KUBERNETES_SERVICE_HOST` and
+    /// `KUBERNETES_SERVICE_PORT`.
+    pub fn in_cluster_with_dir(dir: &Path) -> Result<Self> {
         let host = std::env::var("KUBERNETES_SERVICE_HOST").unwrap_or_default();
         let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_default();
-        Self::in_cluster_from(&host, &port, Path::new(SERVICE_ACCOUNT_DIR))
+        Self::in_cluster_from(&host, &port, dir)
     }
 
     /// [`in_cluster`](Self::in_cluster) with the service address and the mount directory
