@@ -1,6 +1,8 @@
-//! The harness both relist-memory test binaries share: a lister-watcher that generates every
-//! page afresh (as a network decode would) and one measured relist. Each binary declares its
-//! own counting global allocator (its maximum is process-wide) and passes it in.
+//! The harness the relist-memory test binaries share: a lister-watcher that generates every
+//! page afresh (as a network decode would) and one measured relist, pages of 50
+//! (`relist_memory.rs`, `relist_memory_worst.rs`); and in `http.rs` the default path over
+//! loopback HTTP (`relist_memory_default.rs`, `relist_memory_default_worst.rs`). Each binary
+//! declares its own counting global allocator (its maximum is process-wide) and passes it in.
 #![allow(dead_code)]
 
 pub(crate) mod http;
