@@ -1,7 +1,10 @@
 //! The built-in resources: a small core of Kubernetes' own, with the selectable fields,
 //! short names and printer columns upstream gives them.
 
-use listwatch_endpoints::{NameValidation, Printer, PrinterColumn, ResourceInfo, ScaleSubresource};
+use listwatch_endpoints::{
+    GcPolicy, GracefulDeletion, NameValidation, Printer, PrinterColumn, ResourceInfo,
+    ScaleSubresource,
+};
 use serde_json::{Value, json};
 
 /// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`, less
@@ -120,6 +123,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .trigger_field("spec.nodeName")
             .status_subresource(true)
             .printer(Printer::Pod)
+            .graceful_deletion(GracefulDeletion::Pod)
             .prepare_for_create(prepare_pod),
         ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
         ResourceInfo::new("", "v1", "secrets", "Secret")
@@ -148,6 +152,8 @@ pub fn resources() -> Vec<ResourceInfo> {
             .selectable_fields(EVENT_FIELDS)
             .name_validation(NameValidation::PathSegment)
             .allow_create_on_update(true)
+            // Upstream: events take no part in garbage collection.
+            .gc_policy(GcPolicy::Unsupported)
             .printer(Printer::Columns(vec![
                 col("Type", "string", ".type"),
                 col("Reason", "string", ".reason"),

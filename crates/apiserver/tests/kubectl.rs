@@ -17,6 +17,9 @@ metadata:
     app: web
 spec:
   nodeName: n1
+  # Scheduled, so deleted gracefully; a short grace lets a namespace deletion end soon (its
+  # controller deletes pods whose grace period is over, as their kubelet would).
+  terminationGracePeriodSeconds: 1
   containers:
   - name: nginx
     image: nginx:1.26
@@ -145,9 +148,18 @@ fn kubectl_creates_applies_gets_labels_and_deletes() {
     ]));
     assert!(bad.contains("field label not supported"), "{bad}");
 
-    assert!(
-        run_ok(k().args(["delete", "pod", "web", "-n", "e2e"])).contains("pod \"web\" deleted")
-    );
+    // A scheduled pod (spec.nodeName) is deleted gracefully and, without a kubelet to end
+    // its grace period, stays: `--force --grace-period=0` is what removes it at once.
+    let out = run_ok(k().args([
+        "delete",
+        "pod",
+        "web",
+        "-n",
+        "e2e",
+        "--force",
+        "--grace-period=0",
+    ]));
+    assert!(out.contains("pod \"web\" force deleted"), "{out}");
     let gone = run_err(k().args(["get", "pod", "web", "-n", "e2e"]));
     assert!(
         gone.contains("NotFound") || gone.contains("not found"),
@@ -181,7 +193,16 @@ fn kubectl_get_watch_sees_added_modified_deleted_and_ends_with_the_server() {
     std::fs::write(&pod_file, POD.replace("name: web", "name: second")).unwrap();
     run_ok(k().arg("apply").arg("-f").arg(&pod_file));
     expect_line(&rx, &["ADDED", "second"], &mut seen);
-    run_ok(k().args(["delete", "pod", "second", "-n", "e2e"]));
+    // Scheduled: graceful unless forced (see above). Watchers see the mark, then the removal.
+    run_ok(k().args([
+        "delete",
+        "pod",
+        "second",
+        "-n",
+        "e2e",
+        "--force",
+        "--grace-period=0",
+    ]));
     expect_line(&rx, &["DELETED", "second"], &mut seen);
 
     // kubectl does not re-watch: when the server ends the watch (here by shutting down

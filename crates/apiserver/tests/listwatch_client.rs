@@ -155,7 +155,8 @@ async fn reflector_mirrors_writes(config: Config) {
         call(
             &server.addr,
             "DELETE",
-            format!("/api/v1/namespaces/lw/pods/pre{i}"),
+            // Scheduled pods: grace 0 removes them at once (a kubelet's DELETE upstream).
+            format!("/api/v1/namespaces/lw/pods/pre{i}?gracePeriodSeconds=0"),
             &[],
             String::new(),
         )
@@ -226,7 +227,8 @@ async fn informer_handlers_see_a_node_scoped_selection_change() {
     call(
         &server.addr,
         "DELETE",
-        "/api/v1/namespaces/lw/pods/new-n1".into(),
+        // A scheduled pod: grace 0 removes it at once (after the write that marks it).
+        "/api/v1/namespaces/lw/pods/new-n1?gracePeriodSeconds=0".into(),
         &[],
         String::new(),
     )
@@ -236,6 +238,7 @@ async fn informer_handlers_see_a_node_scoped_selection_change() {
         "listed on-n1",
         "added new-n1",
         "updated on-n1",
+        "updated new-n1",
         "deleted new-n1",
     ];
     let mut got = Vec::new();

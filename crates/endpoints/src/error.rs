@@ -67,6 +67,17 @@ impl ApiError {
         Self::from_status(status)
     }
 
+    /// 422 Invalid for request options (`DeleteOptions`), as upstream's
+    /// `NewInvalid(meta.k8s.io/kind, "", errs)`: `DeleteOptions.meta.k8s.io "" is invalid: ...`.
+    pub fn invalid_options(kind: &str, causes: &[FieldError]) -> Self {
+        let info = ResourceInfo::new("meta.k8s.io", "v1", "", &format!("{kind}.meta.k8s.io"));
+        let mut e = Self::invalid(&info, "", causes);
+        if let Some(d) = e.0.details.as_mut() {
+            d.kind = kind.to_owned();
+        }
+        e
+    }
+
     /// 422 for a request that is well-formed but cannot be applied (a failing JSON patch
     /// `test`, a patch that does not fit the object), as upstream answers patch failures.
     pub fn unprocessable(message: impl Into<String>) -> Self {
@@ -264,6 +275,21 @@ impl FieldError {
         }
     }
 
+    /// A value outside a fixed set (upstream's `field.NotSupported`).
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let list = supported
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Self {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            value: Some(value.into()),
+            detail: format!("supported values: {list}"),
+        }
+    }
+
     /// A value that is missing.
     pub fn required(field: &str, detail: impl Into<String>) -> Self {
         Self {
@@ -278,6 +304,13 @@ impl FieldError {
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match (&self.value, self.reason) {
+            (Some(v), "FieldValueNotSupported") => {
+                write!(
+                    f,
+                    "{}: Unsupported value: {v:?}: {}",
+                    self.field, self.detail
+                )
+            }
             (Some(v), _) => write!(f, "{}: Invalid value: {v:?}: {}", self.field, self.detail),
             (None, "FieldValueTooLong") => write!(f, "{}: Too long: {}", self.field, self.detail),
             (None, "FieldValueForbidden") => {

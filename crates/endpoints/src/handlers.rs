@@ -1133,20 +1133,21 @@ async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
-    let done = crate::lifecycle::delete(
-        req.res.storage.as_ref(),
-        req.info(),
-        &key,
-        opts.preconditions.as_ref(),
-        opts.dry_run,
-    )
-    .await
-    .map_err(|e| req.storage_err(&e))?;
+    let done = crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &key, &opts)
+        .await
+        .map_err(|e| req.storage_err(&e))?;
     if crate::lifecycle::is_namespaces(req.info()) && !opts.dry_run {
         req.shared.namespace_wake.wake();
     }
+    // Upstream: 202 only for an object kept after a DELETE with `orphanDependents: false`.
+    let code = match &done {
+        crate::lifecycle::Deletion::Pending(_) if opts.orphan_dependents == Some(false) => {
+            StatusCode::ACCEPTED
+        }
+        _ => StatusCode::OK,
+    };
     let (crate::lifecycle::Deletion::Gone(o) | crate::lifecycle::Deletion::Pending(o)) = done;
-    Ok(object_response(StatusCode::OK, &o))
+    Ok(object_response(code, &o))
 }
 
 async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
@@ -1171,15 +1172,7 @@ async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     for o in std::mem::take(&mut list.items) {
         let k = Key::object(&req.info().storage_resource, o.namespace(), o.name())
             .map_err(|e| req.storage_err(&e))?;
-        match crate::lifecycle::delete(
-            req.res.storage.as_ref(),
-            req.info(),
-            &k,
-            opts.preconditions.as_ref(),
-            opts.dry_run,
-        )
-        .await
-        {
+        match crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &k, &opts).await {
             Ok(crate::lifecycle::Deletion::Gone(d) | crate::lifecycle::Deletion::Pending(d)) => {
                 deleted.push(d);
             }

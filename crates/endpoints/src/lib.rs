@@ -83,7 +83,8 @@ pub use flowcontrol::ClientKey;
 pub use handlers::RequestObjectName;
 pub use metrics::Metrics;
 pub use resource::{
-    NameValidation, PrepareFn, Printer, PrinterColumn, Resource, ResourceInfo, ScaleSubresource,
+    GcPolicy, GracefulDeletion, NameValidation, PrepareFn, Printer, PrinterColumn, Resource,
+    ResourceInfo, ScaleSubresource,
 };
 pub use watch_server::{LongRunning, watch_timeout};
 

@@ -11,7 +11,9 @@
 //! every namespaced resource in them (custom ones included; through `lifecycle`, so
 //! finalizers are honoured and such objects hold the namespace until they go), and once a
 //! full pass finds nothing, removes `kubernetes` from `spec.finalizers` and deletes the
-//! namespace (if nothing else holds it).
+//! namespace (if nothing else holds it). Pods are deleted gracefully, as upstream's
+//! controller deletes them; one whose grace period is over is deleted with grace 0 (what its
+//! kubelet would do), so a namespace with scheduled pods goes once their grace periods end.
 //!
 //! Invariant (no orphans): an object of a namespace is never left behind once the namespace
 //! is gone. A create checks the namespace before it writes (404 when missing, 403 Forbidden
@@ -36,6 +38,7 @@ use tokio::sync::Notify;
 use crate::Shared;
 use crate::error::{ApiError, ApiResult};
 use crate::lifecycle::{self, Deletion, State};
+use crate::query::DeleteRequest;
 use crate::resource::{Resource, ResourceInfo};
 
 /// The finalizer the namespace controller owns, in a namespace's `spec.finalizers`.
@@ -162,7 +165,11 @@ pub(crate) async fn recheck_after_create(
         // The object is ours (uid); a finalizer on it is honoured like any delete's.
         let info = ResourceInfo::new("", "", "", "");
         for attempt in 0..5u32 {
-            match lifecycle::delete(storage.as_ref(), &info, &key, Some(&pre), false).await {
+            let opts = DeleteRequest {
+                preconditions: Some(pre.clone()),
+                ..DeleteRequest::default()
+            };
+            match lifecycle::delete(storage.as_ref(), &info, &key, &opts).await {
                 Ok(_) => return,
                 Err(e) if e.is_not_found() || e.is_conflict() => return,
                 Err(e) => {
@@ -307,15 +314,39 @@ async fn terminate(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<boo
         // Another finalizer holds it: whoever owns it lets it go.
         return Ok(true);
     }
-    match lifecycle::delete(nsres.storage.as_ref(), info, &key, Some(&pre), false).await {
+    let opts = DeleteRequest {
+        preconditions: Some(pre),
+        ..DeleteRequest::default()
+    };
+    match lifecycle::delete(nsres.storage.as_ref(), info, &key, &opts).await {
         Ok(Deletion::Gone(_) | Deletion::Pending(_)) => Ok(true),
         Err(e) if e.is_not_found() || e.is_conflict() => Ok(true),
         Err(e) => Err(e),
     }
 }
 
+/// Whether `o` is in a grace period (a pod being deleted gracefully) that is over.
+fn grace_over(o: &Object) -> bool {
+    let state = State::of(o);
+    if !state.grace_pending {
+        return false;
+    }
+    o.to_value()
+        .ok()
+        .and_then(|v| {
+            v.pointer("/metadata/deletionTimestamp")
+                .and_then(Value::as_str)
+                .and_then(crate::clock::parse_rfc3339)
+        })
+        .is_some_and(|t| t <= crate::clock::now_unix())
+}
+
 /// One pass deleting every object of every namespaced resource in `ns`: how many objects it
-/// found, and how many of those stay (held by finalizers).
+/// found, and how many of those stay (held by finalizers, or in a grace period). A pod whose
+/// grace period is over is deleted with grace 0, as its kubelet would once its containers
+/// are stopped: upstream a kubelet (or, for a pod on a node that is gone, the pod garbage
+/// collector) ends every graceful deletion; here nothing else would, and the namespace
+/// would never go.
 async fn delete_all_content(shared: &Shared, ns: &str) -> Result<(usize, usize), StorageError> {
     let (mut found, mut held) = (0usize, 0usize);
     for r in shared.resources.iter().filter(|r| r.info.namespaced) {
@@ -327,8 +358,27 @@ async fn delete_all_content(shared: &Shared, ns: &str) -> Result<(usize, usize),
             for o in &page.items {
                 found += 1;
                 let k = Key::object(&r.info.storage_resource, Some(ns), o.name())?;
-                match lifecycle::delete(r.storage.as_ref(), &r.info, &k, None, false).await {
+                match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &DeleteRequest::default())
+                    .await
+                {
                     Ok(Deletion::Gone(_)) => {}
+                    Ok(Deletion::Pending(o)) if grace_over(&o) => {
+                        // What a kubelet does once the grace period is over.
+                        let now = DeleteRequest {
+                            grace_period_seconds: Some(0),
+                            preconditions: Some(Preconditions {
+                                uid: o.uid().map(str::to_owned),
+                                resource_version: None,
+                            }),
+                            ..DeleteRequest::default()
+                        };
+                        match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &now).await {
+                            Ok(Deletion::Gone(_)) => {}
+                            Ok(Deletion::Pending(_)) => held += 1,
+                            Err(e) if e.is_not_found() || e.is_conflict() => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
                     Ok(Deletion::Pending(_)) => held += 1,
                     Err(e) if e.is_not_found() => {}
                     Err(e) => return Err(e),

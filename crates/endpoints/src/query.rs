@@ -14,7 +14,7 @@ use listwatch_api::fields::{FieldOperator, FieldTerm};
 use listwatch_api::{FieldSelector, LabelSelector, rv};
 use listwatch_storage::{ListOptions, Preconditions, ResourceVersionMatch, SelectionPredicate};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, FieldError};
 use crate::resource::ResourceInfo;
 
 /// The decoded query string.
@@ -238,48 +238,70 @@ impl Query {
         Ok(ListRequest { opts, timeout })
     }
 
-    /// Preconditions and options of a delete, from the `DeleteOptions` body and the query.
+    /// The options of a delete: the `DeleteOptions` body when there is one, else the query
+    /// (upstream reads the query only for a request without a body), then upstream's
+    /// `ValidateDeleteOptions` (422). A malformed parameter or body is a 400.
     pub fn delete_options(&self, body: &[u8]) -> ApiResult<DeleteRequest> {
-        let mut dry_run = self.dry_run()?;
-        let mut preconditions = None;
-        if let Some(g) = self.get("gracePeriodSeconds").filter(|g| !g.is_empty()) {
-            g.parse::<i64>().map_err(|_| {
-                ApiError::bad_request(format!(
-                    "invalid value {g:?} for parameter \"gracePeriodSeconds\""
-                ))
-            })?;
-        }
-        check_propagation(self.get("propagationPolicy"))?;
-        self.bool("orphanDependents")?;
-        if !body.iter().all(u8::is_ascii_whitespace) {
+        let mut d = DeleteRequest::default();
+        let propagation;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            d.dry_run = self.dry_run()?;
+            if let Some(g) = self.get("gracePeriodSeconds").filter(|g| !g.is_empty()) {
+                d.grace_period_seconds = Some(g.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "invalid value {g:?} for parameter \"gracePeriodSeconds\""
+                    ))
+                })?);
+            }
+            propagation = self.get("propagationPolicy").map(str::to_owned);
+            d.orphan_dependents = self.bool("orphanDependents")?;
+        } else {
             let v = crate::limits::decode_json(body).map_err(|e| match e {
                 crate::limits::DecodeError::Syntax(e) => {
                     ApiError::bad_request(format!("invalid DeleteOptions: {e}"))
                 }
                 other => other.into_api_error("JSON"),
             })?;
-            if !v.is_object() {
+            let Some(m) = v.as_object() else {
                 return Err(ApiError::bad_request(
                     "invalid DeleteOptions: must be an object",
                 ));
-            }
-            if let Some(p) = v.get("preconditions").filter(|p| !p.is_null()) {
-                let uid = p.get("uid").and_then(|u| u.as_str()).map(str::to_owned);
-                let resource_version = match p.get("resourceVersion").and_then(|r| r.as_str()) {
+            };
+            let wrong = |field: &str, want: &str| {
+                ApiError::bad_request(format!("invalid DeleteOptions: {field}: expected {want}"))
+            };
+            let present = |k: &str| m.get(k).filter(|x| !x.is_null());
+            if let Some(p) = present("preconditions") {
+                let p = p
+                    .as_object()
+                    .ok_or_else(|| wrong("preconditions", "an object"))?;
+                let uid = match p.get("uid").filter(|u| !u.is_null()) {
+                    None => None,
+                    Some(u) => Some(
+                        u.as_str()
+                            .ok_or_else(|| wrong("preconditions.uid", "a string"))?
+                            .to_owned(),
+                    ),
+                };
+                let resource_version = match p.get("resourceVersion").filter(|r| !r.is_null()) {
                     None => None,
                     Some(r) => {
+                        let r = r
+                            .as_str()
+                            .ok_or_else(|| wrong("preconditions.resourceVersion", "a string"))?;
                         Some(rv::parse(r).map_err(|e| ApiError::bad_request(e.to_string()))?)
                     }
                 };
-                preconditions = Some(Preconditions {
+                d.preconditions = Some(Preconditions {
                     uid,
                     resource_version,
                 });
             }
-            if let Some(d) = v.get("dryRun").and_then(|d| d.as_array()) {
-                for x in d {
+            if let Some(dr) = present("dryRun") {
+                let dr = dr.as_array().ok_or_else(|| wrong("dryRun", "an array"))?;
+                for x in dr {
                     match x.as_str() {
-                        Some("All") => dry_run = true,
+                        Some("All") => d.dry_run = true,
                         _ => {
                             return Err(ApiError::bad_request(format!(
                                 "dryRun: Unsupported value: {x}"
@@ -288,12 +310,50 @@ impl Query {
                     }
                 }
             }
-            check_propagation(v.get("propagationPolicy").and_then(|p| p.as_str()))?;
+            if let Some(g) = present("gracePeriodSeconds") {
+                d.grace_period_seconds = Some(
+                    g.as_i64()
+                        .ok_or_else(|| wrong("gracePeriodSeconds", "an integer"))?,
+                );
+            }
+            if let Some(o) = present("orphanDependents") {
+                d.orphan_dependents = Some(
+                    o.as_bool()
+                        .ok_or_else(|| wrong("orphanDependents", "a boolean"))?,
+                );
+            }
+            propagation = match present("propagationPolicy") {
+                None => None,
+                Some(p) => Some(
+                    p.as_str()
+                        .ok_or_else(|| wrong("propagationPolicy", "a string"))?
+                        .to_owned(),
+                ),
+            };
         }
-        Ok(DeleteRequest {
-            preconditions,
-            dry_run,
-        })
+        let mut errs = Vec::new();
+        if let (Some(p), Some(_)) = (&propagation, d.orphan_dependents) {
+            errs.push(FieldError::invalid(
+                "propagationPolicy",
+                p,
+                "orphanDependents and deletionPropagation cannot be both set",
+            ));
+        }
+        match propagation.as_deref() {
+            None => {}
+            Some("Orphan") => d.propagation = Some(Propagation::Orphan),
+            Some("Background") => d.propagation = Some(Propagation::Background),
+            Some("Foreground") => d.propagation = Some(Propagation::Foreground),
+            Some(other) => errs.push(FieldError::not_supported(
+                "propagationPolicy",
+                other,
+                &["Foreground", "Background", "Orphan", "nil"],
+            )),
+        }
+        if !errs.is_empty() {
+            return Err(ApiError::invalid_options("DeleteOptions", &errs));
+        }
+        Ok(d)
     }
 }
 
@@ -333,15 +393,6 @@ pub fn parse_go_duration(s: &str) -> Option<Duration> {
         total += value * seconds;
     }
     Duration::try_from_secs_f64(total).ok()
-}
-
-fn check_propagation(p: Option<&str>) -> ApiResult<()> {
-    match p {
-        None | Some("" | "Orphan" | "Background" | "Foreground") => Ok(()),
-        Some(v) => Err(ApiError::bad_request(format!(
-            "propagationPolicy: Unsupported value: {v:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
-        ))),
-    }
 }
 
 /// Upstream's watch-specific rules (`ValidateListOptions` with `isWatchListFeatureEnabled`).
@@ -386,13 +437,32 @@ pub struct ListRequest {
     pub timeout: Option<Duration>,
 }
 
-/// Validated delete options.
-#[derive(Debug, Clone, Default)]
+/// Validated delete options (`DeleteOptions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DeleteRequest {
     /// UID / resource version the object must have.
     pub preconditions: Option<Preconditions>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// `gracePeriodSeconds`, as given (a negative value is taken as 1 when deleting).
+    pub grace_period_seconds: Option<i64>,
+    /// `propagationPolicy`.
+    pub propagation: Option<Propagation>,
+    /// `orphanDependents` (deprecated; never set together with `propagation`).
+    pub orphan_dependents: Option<bool>,
+}
+
+/// A DELETE's `propagationPolicy`: what happens to the object's dependents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Propagation {
+    /// Dependents lose their owner reference (the `orphan` finalizer holds the owner until
+    /// the garbage collector has done it).
+    Orphan,
+    /// The owner goes at once; the garbage collector deletes the dependents afterwards.
+    Background,
+    /// The owner stays (the `foregroundDeletion` finalizer) until the garbage collector has
+    /// deleted the dependents that block it.
+    Foreground,
 }
 
 /// What a Table row's `object` holds.
@@ -548,11 +618,54 @@ mod tests {
                 .is_err()
         );
         assert!(q.delete_options(br#"{"dryRun":["All"]}"#).unwrap().dry_run);
-        assert!(
-            Query::parse(Some("propagationPolicy=Sideways"))
-                .delete_options(b"")
-                .is_err()
+        let e = Query::parse(Some("propagationPolicy=Sideways"))
+            .delete_options(b"")
+            .unwrap_err();
+        assert_eq!(e.code(), 422);
+        assert_eq!(
+            e.0.message,
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Sideways\": supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
         );
+        let e = q
+            .delete_options(br#"{"orphanDependents":true,"propagationPolicy":"Foreground"}"#)
+            .unwrap_err();
+        assert_eq!(
+            e.0.message,
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"Foreground\": orphanDependents and deletionPropagation cannot be both set"
+        );
+        assert_eq!(e.0.details.as_ref().unwrap().kind, "DeleteOptions");
+        assert_eq!(e.0.details.as_ref().unwrap().group, "meta.k8s.io");
+        // Options from the query without a body, from the body alone with one.
+        let q = Query::parse(Some(
+            "gracePeriodSeconds=5&propagationPolicy=Orphan&dryRun=All",
+        ));
+        let d = q.delete_options(b"").unwrap();
+        assert_eq!(
+            (d.grace_period_seconds, d.propagation, d.dry_run),
+            (Some(5), Some(Propagation::Orphan), true)
+        );
+        let d = q
+            .delete_options(br#"{"gracePeriodSeconds":0,"propagationPolicy":"Foreground"}"#)
+            .unwrap();
+        assert_eq!(
+            (d.grace_period_seconds, d.propagation, d.dry_run),
+            (Some(0), Some(Propagation::Foreground), false)
+        );
+        let d = Query::parse(Some("orphanDependents=false"))
+            .delete_options(b"")
+            .unwrap();
+        assert_eq!(d.orphan_dependents, Some(false));
+        for bad in [
+            &br#"{"gracePeriodSeconds":"5"}"#[..],
+            br#"{"gracePeriodSeconds":1.5}"#,
+            br#"{"orphanDependents":"yes"}"#,
+            br#"{"propagationPolicy":7}"#,
+            br#"{"preconditions":[]}"#,
+            br#"{"preconditions":{"uid":5}}"#,
+            br#"{"dryRun":"All"}"#,
+        ] {
+            assert_eq!(q.delete_options(bad).unwrap_err().code(), 400, "{bad:?}");
+        }
         assert!(
             Query::parse(Some("dryRun=Some"))
                 .delete_options(b"")
@@ -576,7 +689,7 @@ mod tests {
                 }
             }
             if let Err(e) = q.delete_options(b"") {
-                proptest::prop_assert_eq!(e.code(), 400);
+                proptest::prop_assert!(e.code() == 400 || e.code() == 422, "{}", e.code());
             }
         }
     }

@@ -106,6 +106,34 @@ impl ScaleSubresource {
 /// A defaulting hook, run on an object's JSON before it is created.
 pub type PrepareFn = fn(&mut Value);
 
+/// Whether a DELETE may leave an object for a grace period (upstream's
+/// `RESTGracefulDeleteStrategy`); see `docs/endpoints.md`, Object lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GracefulDeletion {
+    /// Deleted at once (unless finalizers hold it): most resources.
+    #[default]
+    None,
+    /// Pods' `CheckGracefulDelete`: a scheduled pod that has not terminated stays for the
+    /// grace period (the DELETE's `gracePeriodSeconds`, else its
+    /// `spec.terminationGracePeriodSeconds`, else 30), until a DELETE with grace 0.
+    Pod,
+}
+
+/// What a DELETE without a propagation policy does with dependents (upstream's
+/// `GarbageCollectionDeleteStrategy.DefaultGarbageCollectionPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GcPolicy {
+    /// Dependents are deleted in the background (the default, and every `apps/v1` kind).
+    #[default]
+    DeleteDependents,
+    /// Dependents are orphaned (upstream's legacy rule for `v1` ReplicationControllers,
+    /// `batch/v1` Jobs and the `extensions/v1beta1`, `apps/v1beta1/2` workload kinds).
+    OrphanDependents,
+    /// The resource takes no part in garbage collection: a DELETE never sets the `orphan`
+    /// or `foregroundDeletion` finalizers (and drops them if present), as for events.
+    Unsupported,
+}
+
 /// Everything the installer needs to serve one resource.
 #[derive(Debug, Clone)]
 pub struct ResourceInfo {
@@ -153,6 +181,10 @@ pub struct ResourceInfo {
     /// A custom resource's declared `openAPIV3Schema` (`None`: every field is kept,
     /// `x-kubernetes-preserve-unknown-fields`).
     pub custom_schema: Option<Arc<Value>>,
+    /// Whether a DELETE may keep objects for a grace period.
+    pub graceful_deletion: GracefulDeletion,
+    /// What a DELETE without a propagation policy does with dependents.
+    pub gc_policy: GcPolicy,
 }
 
 impl ResourceInfo {
@@ -178,6 +210,8 @@ impl ResourceInfo {
             allow_create_on_update: false,
             custom_resource: false,
             custom_schema: None,
+            graceful_deletion: GracefulDeletion::None,
+            gc_policy: GcPolicy::DeleteDependents,
         }
     }
 
@@ -283,6 +317,20 @@ impl ResourceInfo {
     pub fn custom_resource(mut self, schema: Option<Value>) -> Self {
         self.custom_resource = true;
         self.custom_schema = schema.map(Arc::new);
+        self
+    }
+
+    /// Sets the graceful deletion strategy.
+    #[must_use]
+    pub fn graceful_deletion(mut self, g: GracefulDeletion) -> Self {
+        self.graceful_deletion = g;
+        self
+    }
+
+    /// Sets the default garbage collection policy of a DELETE.
+    #[must_use]
+    pub fn gc_policy(mut self, p: GcPolicy) -> Self {
+        self.gc_policy = p;
         self
     }
 

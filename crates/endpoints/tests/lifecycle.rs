@@ -1,5 +1,6 @@
 //! Deletion lifecycle through the router (issue 17 items 3 and 4): finalizers hold a deleted
-//! object, the update removing the last one removes it, preconditions and dry runs.
+//! object, the update removing the last one removes it, preconditions and dry runs, pods'
+//! grace periods, and the garbage collector's finalizers from propagation policies.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use futures::StreamExt;
-use listwatch_endpoints::{Api, Config, Installer, NameValidation, ResourceInfo};
+use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, NameValidation, ResourceInfo};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, Storage, WatchEvent};
 use serde_json::{Value, json};
@@ -35,6 +36,12 @@ fn setup() -> T {
         )
         .resource(
             ResourceInfo::new("", "v1", "configmaps", "ConfigMap"),
+            s.clone(),
+        )
+        .resource(
+            ResourceInfo::new("", "v1", "pods", "Pod")
+                .status_subresource(true)
+                .graceful_deletion(GracefulDeletion::Pod),
             s.clone(),
         )
         .resource(
@@ -609,4 +616,414 @@ async fn creates_racing_a_namespace_delete_leave_no_orphans() {
         );
         assert_eq!(count(&store, "secrets", &ns).await, 0, "orphaned secrets");
     }
+}
+
+const PODS: &str = "/api/v1/namespaces/ns1/pods";
+
+/// Collects the next `n` object events of `watch` as (type, object).
+async fn events(
+    watch: &mut listwatch_storage::WatchStream,
+    n: usize,
+) -> Vec<(&'static str, Value)> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let ev = tokio::time::timeout(Duration::from_secs(5), watch.next())
+            .await
+            .expect("watch event")
+            .expect("watch open");
+        match ev {
+            WatchEvent::Added(o) => out.push(("ADDED", o.to_value().unwrap())),
+            WatchEvent::Modified { object, .. } => {
+                out.push(("MODIFIED", object.to_value().unwrap()));
+            }
+            WatchEvent::Deleted(o) => out.push(("DELETED", o.to_value().unwrap())),
+            WatchEvent::Bookmark(_) => {}
+            WatchEvent::Error(e) => panic!("{e}"),
+        }
+    }
+    out
+}
+
+async fn watch_from_now(t: &T, resource: &str) -> listwatch_storage::WatchStream {
+    let rv = t.store.current_resource_version().await.unwrap();
+    t.store
+        .watch(
+            &Key::collection(resource, Some("ns1")).unwrap(),
+            &ListOptions::recursive().at(Some(rv), None),
+        )
+        .await
+        .unwrap()
+}
+
+/// Before: `gracePeriodSeconds` was ignored and every pod went at once. Now a scheduled pod
+/// stays for its grace period until a DELETE of grace 0 (a kubelet's, upstream), a longer
+/// grace never lengthens it, a shorter one shortens it, and an unscheduled pod goes at once
+/// (written with its deletionTimestamp first: MODIFIED then DELETED, as upstream).
+#[tokio::test]
+async fn pods_are_deleted_gracefully_as_upstream() {
+    let t = setup();
+    let r = &t.router;
+    setup_ns(r).await;
+    let mut watch = watch_from_now(&t, "pods").await;
+    let pod = json!({"metadata":{"name":"web"},"spec":{"nodeName":"node-1","terminationGracePeriodSeconds":45,"containers":[{"name":"c","image":"nginx"}]},"status":{"phase":"Running"}});
+    let (s, created) = call(r, "POST", PODS, JSON, &pod.to_string()).await;
+    assert_eq!(s, StatusCode::CREATED, "{created}");
+    let url = format!("{PODS}/web");
+    let before = listwatch_endpoints::clock::now_unix();
+    let (s, marked) = call(r, "DELETE", &url, "", "").await;
+    assert_eq!(s, StatusCode::OK, "{marked}");
+    assert_eq!(marked["metadata"]["deletionGracePeriodSeconds"], 45);
+    let ts = listwatch_endpoints::clock::parse_rfc3339(
+        marked["metadata"]["deletionTimestamp"].as_str().unwrap(),
+    )
+    .unwrap();
+    let after = listwatch_endpoints::clock::now_unix();
+    assert!(ts >= before + 45 && ts <= after + 45, "{marked}");
+    assert_eq!(marked["metadata"]["generation"], 2);
+    // Still there; an update without finalizers does not remove it (grace pending).
+    let (s, _) = call(
+        r,
+        "PATCH",
+        &url,
+        MERGE,
+        r#"{"metadata":{"labels":{"a":"b"}}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(call(r, "GET", &url, "", "").await.0, StatusCode::OK);
+    // A longer grace (query) changes nothing; a shorter one (body) moves the deadline.
+    let (s, same) = call(
+        r,
+        "DELETE",
+        &format!("{url}?gracePeriodSeconds=100"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(same["metadata"]["deletionGracePeriodSeconds"], 45);
+    assert_eq!(
+        same["metadata"]["deletionTimestamp"],
+        marked["metadata"]["deletionTimestamp"]
+    );
+    let (s, shorter) = call(r, "DELETE", &url, JSON, r#"{"gracePeriodSeconds":5}"#).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(shorter["metadata"]["deletionGracePeriodSeconds"], 5);
+    assert_eq!(
+        shorter["metadata"]["deletionTimestamp"],
+        listwatch_endpoints::clock::format_rfc3339(ts - 40)
+    );
+    // Grace 0 (what a kubelet sends when the containers are gone): removed.
+    let (s, gone) = call(r, "DELETE", &url, JSON, r#"{"gracePeriodSeconds":0}"#).await;
+    assert_eq!(s, StatusCode::OK, "{gone}");
+    assert_eq!(gone["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(call(r, "GET", &url, "", "").await.0, StatusCode::NOT_FOUND);
+    let seen = events(&mut watch, 6).await;
+    let kinds: Vec<&str> = seen.iter().map(|(k, _)| *k).collect();
+    assert_eq!(
+        kinds,
+        [
+            "ADDED", "MODIFIED", "MODIFIED", "MODIFIED", "MODIFIED", "DELETED"
+        ]
+    );
+
+    // Unscheduled: written with grace 0, then removed, whatever grace was asked.
+    let (s, _) = call(
+        r,
+        "POST",
+        PODS,
+        JSON,
+        r#"{"metadata":{"name":"pending"},"spec":{"terminationGracePeriodSeconds":45}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, v) = call(
+        r,
+        "DELETE",
+        &format!("{PODS}/pending?gracePeriodSeconds=60"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(
+        call(r, "GET", &format!("{PODS}/pending"), "", "").await.0,
+        StatusCode::NOT_FOUND
+    );
+    let seen = events(&mut watch, 3).await;
+    let kinds: Vec<&str> = seen.iter().map(|(k, _)| *k).collect();
+    assert_eq!(kinds, ["ADDED", "MODIFIED", "DELETED"]);
+    assert!(seen[1].1["metadata"]["deletionTimestamp"].is_string());
+
+    // Other resources ignore a grace period.
+    let (s, _) = call(r, "POST", CM, JSON, r#"{"metadata":{"name":"c"}}"#).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/c?gracePeriodSeconds=30"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        call(r, "GET", &format!("{CM}/c"), "", "").await.0,
+        StatusCode::NOT_FOUND
+    );
+}
+
+/// Before: removing the last finalizer of a deleting pod removed it even in its grace
+/// period. Now (upstream's `shouldDeleteDuringUpdate`) only once the grace is 0.
+#[tokio::test]
+async fn a_pod_in_its_grace_period_outlives_its_last_finalizer() {
+    let t = setup();
+    let r = &t.router;
+    setup_ns(r).await;
+    let pod =
+        json!({"metadata":{"name":"f","finalizers":["example.com/hold"]},"spec":{"nodeName":"n"}});
+    assert_eq!(
+        call(r, "POST", PODS, JSON, &pod.to_string()).await.0,
+        StatusCode::CREATED
+    );
+    let url = format!("{PODS}/f");
+    let (_, v) = call(r, "DELETE", &url, "", "").await;
+    assert_eq!(v["metadata"]["deletionGracePeriodSeconds"], 30);
+    let (s, _) = call(
+        r,
+        "PATCH",
+        &url,
+        MERGE,
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, still) = call(r, "GET", &url, "", "").await;
+    assert_eq!(s, StatusCode::OK, "removed during its grace period");
+    assert!(still["metadata"].get("finalizers").is_none());
+    let (s, _) = call(r, "DELETE", &format!("{url}?gracePeriodSeconds=0"), "", "").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(call(r, "GET", &url, "", "").await.0, StatusCode::NOT_FOUND);
+
+    // With a finalizer left, grace 0 marks it (deletionGracePeriodSeconds 0); then the
+    // update removing the finalizer removes it.
+    assert_eq!(
+        call(r, "POST", PODS, JSON, &pod.to_string()).await.0,
+        StatusCode::CREATED
+    );
+    let (_, v) = call(r, "DELETE", &format!("{url}?gracePeriodSeconds=0"), "", "").await;
+    assert_eq!(v["metadata"]["deletionGracePeriodSeconds"], 0);
+    assert_eq!(call(r, "GET", &url, "", "").await.0, StatusCode::OK);
+    let (s, _) = call(
+        r,
+        "PATCH",
+        &url,
+        MERGE,
+        r#"{"metadata":{"finalizers":null}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(call(r, "GET", &url, "", "").await.0, StatusCode::NOT_FOUND);
+}
+
+/// Before: `propagationPolicy` and `orphanDependents` were validated and ignored. Now they set
+/// the garbage collector's finalizers as upstream (the object is then held until the
+/// collector removes them), in the query or the body, on single and collection deletes;
+/// dry runs add nothing; conflicting or unknown policies are 422.
+#[tokio::test]
+async fn propagation_policies_set_the_garbage_collector_finalizers() {
+    let t = setup();
+    let r = &t.router;
+    setup_ns(r).await;
+    for name in ["o", "f", "b", "d", "x"] {
+        let (s, _) = call(
+            r,
+            "POST",
+            CM,
+            JSON,
+            &json!({"metadata":{"name":name}}).to_string(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let get = |name: &str| {
+        let url = format!("{CM}/{name}");
+        async move { call(r, "GET", &url, "", "").await }
+    };
+    // Dry run: the answer shows the finalizer, storage has none.
+    let (s, v) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/o?dryRun=All&propagationPolicy=Orphan"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["metadata"]["finalizers"], json!(["orphan"]));
+    let (_, cur) = get("o").await;
+    assert!(cur["metadata"].get("finalizers").is_none(), "{cur}");
+    assert!(cur["metadata"].get("deletionTimestamp").is_none());
+
+    let (s, v) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/o?propagationPolicy=Orphan"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["metadata"]["finalizers"], json!(["orphan"]));
+    assert!(v["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(get("o").await.0, StatusCode::OK);
+
+    let (s, v) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/f"),
+        JSON,
+        r#"{"kind":"DeleteOptions","apiVersion":"v1","propagationPolicy":"Foreground"}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    // A later DELETE with another policy replaces the collector's finalizer.
+    let (_, v) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/f"),
+        JSON,
+        r#"{"propagationPolicy":"Orphan"}"#,
+    )
+    .await;
+    assert_eq!(v["metadata"]["finalizers"], json!(["orphan"]));
+
+    // Background (the default) removes at once; orphanDependents=true orphans.
+    let (s, _) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/b?propagationPolicy=Background"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(get("b").await.0, StatusCode::NOT_FOUND);
+    let (s, v) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/d?orphanDependents=true"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["metadata"]["finalizers"], json!(["orphan"]));
+    // orphanDependents=false drops it; nothing holds the object then: removed, 200.
+    let (s, _) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/d"),
+        JSON,
+        r#"{"orphanDependents":false}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        get("d").await.0,
+        StatusCode::NOT_FOUND,
+        "nothing held it any more"
+    );
+    // orphanDependents=false on an object another finalizer holds: 202 Accepted, as
+    // upstream (the only case it answers 202).
+    create_held(r, "h").await;
+    let (s, v) = call(
+        r,
+        "DELETE",
+        &format!("{CM}/h"),
+        JSON,
+        r#"{"orphanDependents":false}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    assert_eq!(v["metadata"]["finalizers"], json!(["example.com/hold"]));
+
+    // 422 for conflicting or unknown policies; nothing changes.
+    for (q, body) in [
+        ("?propagationPolicy=Sideways", ""),
+        (
+            "",
+            r#"{"propagationPolicy":"Orphan","orphanDependents":true}"#,
+        ),
+    ] {
+        let (s, e) = call(r, "DELETE", &format!("{CM}/x{q}"), JSON, body).await;
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+        assert_eq!(e["reason"], "Invalid");
+        assert_eq!(e["details"]["kind"], "DeleteOptions");
+    }
+    assert!(
+        get("x").await.1["metadata"]
+            .get("deletionTimestamp")
+            .is_none()
+    );
+
+    // Collection delete: every object gets the finalizer; a dry run adds none.
+    let (s, list) = call(
+        r,
+        "DELETE",
+        &format!("{CM}?propagationPolicy=Orphan&dryRun=All"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(list["items"].as_array().unwrap().iter().all(|i| {
+        i["metadata"]["finalizers"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("orphan"))
+    }));
+    assert!(get("x").await.1["metadata"].get("finalizers").is_none());
+    let (s, _) = call(
+        r,
+        "DELETE",
+        CM,
+        JSON,
+        r#"{"propagationPolicy":"Foreground"}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, x) = get("x").await;
+    assert_eq!(x["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    assert!(x["metadata"]["deletionTimestamp"].is_string());
+}
+
+/// Before: a scheduled pod in a deleted namespace was deleted gracefully and, with no kubelet
+/// to end its grace period, held the namespace forever. Now the namespace controller deletes
+/// it with grace 0 once its grace period is over, and the namespace goes.
+#[tokio::test]
+async fn a_namespace_with_a_scheduled_pod_goes_once_the_grace_period_is_over() {
+    let t = setup();
+    let r = &t.router;
+    setup_ns(r).await;
+    let pod =
+        json!({"metadata":{"name":"p"},"spec":{"nodeName":"n1","terminationGracePeriodSeconds":1}});
+    assert_eq!(
+        call(r, "POST", PODS, JSON, &pod.to_string()).await.0,
+        StatusCode::CREATED
+    );
+    let (s, _) = call(r, "DELETE", "/api/v1/namespaces/ns1", "", "").await;
+    assert_eq!(s, StatusCode::OK);
+    eventually("the pod marked with its grace period", || async {
+        let (_, p) = call(r, "GET", &format!("{PODS}/p"), "", "").await;
+        p["metadata"]["deletionGracePeriodSeconds"] == 1
+    })
+    .await;
+    eventually("the namespace gone", || async {
+        call(r, "GET", "/api/v1/namespaces/ns1", "", "").await.0 == StatusCode::NOT_FOUND
+    })
+    .await;
+    assert_eq!(count(&t.store, "pods", "ns1").await, 0);
 }

@@ -1,28 +1,37 @@
-//! Object deletion lifecycle, as upstream's generic registry store does it: finalizers hold
-//! a deleted object, `metadata.deletionTimestamp` marks it, and the update that removes its
-//! last finalizer removes it from storage. Namespaces add their own hold: a deleted
-//! namespace turns `Terminating` and stays until the namespace controller
-//! has emptied it and removed the `kubernetes` finalizer from
-//! `spec.finalizers`.
+//! Object deletion lifecycle, as upstream's generic registry store does it: grace periods
+//! (pods), finalizers that hold a deleted object, the garbage collector's `orphan` and
+//! `foregroundDeletion` finalizers from a DELETE's propagation policy, and the update that
+//! removes the last finalizer removing the object from storage. Namespaces add their own
+//! hold: a deleted namespace turns `Terminating` and stays until the namespace controller
+//! has emptied it and removed the `kubernetes` finalizer from `spec.finalizers`.
 //!
 //! This module owns every decision about *whether* a DELETE or an update removes an object;
-//! the handlers only route requests here. Invariants:
-//! - an object with finalizers (or a namespace that is not finalized) is never removed from
-//!   storage: a DELETE marks it (deletionTimestamp, and for other resources than namespaces
-//!   `deletionGracePeriodSeconds: 0` and a generation bump, as upstream's `markAsDeleting`)
-//!   and returns it; the removal itself is conditional on the object still being free of
-//!   finalizers (checked by storage on the object it removes), so a finalizer added
-//!   concurrently is never skipped;
-//! - a deletionTimestamp once set never changes or goes away (updates keep it; see
-//!   `validation::prepare_update`), and no finalizer can be added while it is set (422, as
-//!   upstream's `ValidateNoNewFinalizers`);
-//! - an update whose result is deleting and free of finalizers removes the object instead
-//!   of writing it, on condition that the object is still the one the update was computed
-//!   from (uid and resourceVersion preconditions; on a conflict the update is recomputed);
+//! the handlers only route requests here. What one DELETE does to one object is [`plan`]'s
+//! pure function; [`delete`] carries it out. Invariants:
+//! - an object that a DELETE must keep (finalizers after the DELETE's own, a pending grace
+//!   period, a namespace that is not finalized) is never removed by it: it is written marked
+//!   (see [`plan`]) and returned; a removal is always conditional on the state it removes
+//!   (checked by storage on that very state, or by uid and resourceVersion of what the
+//!   DELETE wrote), so a finalizer added concurrently is never skipped;
+//! - a deletionTimestamp once set never goes away, and only a DELETE moves it (earlier, by
+//!   shortening a pod's grace period); updates keep it and `deletionGracePeriodSeconds`
+//!   (see `validation::prepare_update`), and no finalizer can be added while it is set (422,
+//!   as upstream's `ValidateNoNewFinalizers`);
+//! - an update whose result is deleting, free of finalizers and not in a grace period
+//!   (`deletionGracePeriodSeconds` 0 or unset, upstream's `shouldDeleteDuringUpdate`)
+//!   removes the object instead of writing it, on condition that the object is still the one
+//!   the update was computed from (uid and resourceVersion preconditions; on a conflict the
+//!   update is recomputed);
 //! - preconditions (uid, resourceVersion) of a DELETE are checked on every write it makes
 //!   (409 Conflict); `dryRun=All` writes nothing and answers what would have happened;
 //! - a namespace's `spec.finalizers` only shrink through the namespace controller: updates
 //!   keep them (upstream changes them only through `/finalize`).
+//!
+//! Nothing here ends a grace period: upstream a kubelet finishes a pod's graceful deletion
+//! with a DELETE of grace 0; without one, a client must (or the pod stays, as on a cluster
+//! whose node is gone).
+
+mod plan;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,7 +43,16 @@ use serde_json::{Map, Value};
 
 use crate::clock;
 use crate::error::{ApiError, ApiResult, FieldError};
+use crate::query::DeleteRequest;
 use crate::resource::ResourceInfo;
+
+pub(crate) use plan::Plan;
+
+/// The garbage collector's finalizer that orphans an object's dependents.
+pub(crate) const FINALIZER_ORPHAN: &str = "orphan";
+/// The garbage collector's finalizer that holds an object until its blocking dependents
+/// are gone.
+pub(crate) const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 
 /// How often a DELETE or an update-that-deletes recomputes after losing a race to another
 /// writer before it answers 409.
@@ -57,6 +75,8 @@ struct Head {
 struct HeadMeta {
     #[serde(default, rename = "deletionTimestamp")]
     deletion_timestamp: Option<Value>,
+    #[serde(default, rename = "deletionGracePeriodSeconds")]
+    deletion_grace_period_seconds: Option<Value>,
     #[serde(default)]
     finalizers: Option<Vec<Value>>,
 }
@@ -76,6 +96,8 @@ pub(crate) struct State {
     pub(crate) finalizers: bool,
     /// `spec.finalizers` is not empty (namespaces).
     pub(crate) spec_finalizers: bool,
+    /// `metadata.deletionGracePeriodSeconds` is above 0: a graceful deletion is pending.
+    pub(crate) grace_pending: bool,
 }
 
 impl State {
@@ -89,18 +111,20 @@ impl State {
                 .spec
                 .and_then(|s| s.finalizers)
                 .is_some_and(|f| !f.is_empty()),
+            grace_pending: h
+                .metadata
+                .deletion_grace_period_seconds
+                .and_then(|g| g.as_i64())
+                .is_some_and(|g| g != 0),
         }
     }
 
-    /// Whether a DELETE must keep the object (mark it) rather than remove it.
-    fn held(self, namespace: bool) -> bool {
-        self.finalizers || (namespace && (!self.deleting || self.spec_finalizers))
-    }
-
     /// Whether the object is being deleted and nothing holds it any more: it must not be
-    /// written again but removed.
+    /// written again but removed (upstream's `shouldDeleteDuringUpdate`: no finalizers left,
+    /// and no grace period pending).
     pub(crate) fn finalized(self, namespace: bool) -> bool {
-        self.deleting && !self.finalizers && !(namespace && self.spec_finalizers)
+        let held = self.finalizers || self.grace_pending || (namespace && self.spec_finalizers);
+        self.deleting && !held
     }
 }
 
@@ -113,38 +137,6 @@ pub(crate) enum Deletion {
     Pending(Object),
 }
 
-/// Marks `v` as being deleted at `now` (RFC 3339), as upstream's `markAsDeleting` (and,
-/// for namespaces, the namespace registry's first DELETE: phase `Terminating`).
-fn mark(info: &ResourceInfo, v: &mut Value, now: &str) {
-    let Some(obj) = v.as_object_mut() else {
-        return;
-    };
-    let namespace = is_namespaces(info);
-    if namespace && let Some(status) = obj_entry(obj, "status") {
-        status.insert("phase".into(), Value::String("Terminating".into()));
-    }
-    let Some(meta) = obj_entry(obj, "metadata") else {
-        return;
-    };
-    if namespace {
-        if meta.get("deletionTimestamp").is_none_or(Value::is_null) {
-            meta.insert("deletionTimestamp".into(), Value::String(now.into()));
-        }
-        return;
-    }
-    if meta.get("deletionTimestamp").is_none_or(Value::is_null) {
-        if let Some(g) = meta
-            .get("generation")
-            .and_then(Value::as_i64)
-            .filter(|g| *g > 0)
-        {
-            meta.insert("generation".into(), Value::from(g.saturating_add(1)));
-        }
-        meta.insert("deletionTimestamp".into(), Value::String(now.into()));
-    }
-    meta.insert("deletionGracePeriodSeconds".into(), Value::from(0));
-}
-
 /// The map at `obj[k]`, made an empty map when missing or not a map (`None` never happens).
 fn obj_entry<'a>(obj: &'a mut Map<String, Value>, k: &str) -> Option<&'a mut Map<String, Value>> {
     if !obj.get(k).is_some_and(Value::is_object) {
@@ -153,35 +145,34 @@ fn obj_entry<'a>(obj: &'a mut Map<String, Value>, k: &str) -> Option<&'a mut Map
     obj.get_mut(k).and_then(Value::as_object_mut)
 }
 
-/// `cur` marked as being deleted, re-encoded, or `None` when marking changes nothing.
-fn marked(info: &ResourceInfo, cur: &Object) -> Result<Option<Object>, StorageError> {
-    let mut v = cur
-        .to_value()
-        .map_err(|e| StorageError::internal(format!("stored object does not decode: {e}")))?;
-    let before = v.clone();
-    mark(info, &mut v, &clock::format_rfc3339(clock::now_unix()));
-    if v == before {
-        return Ok(None);
-    }
+/// `v` as the object to write at `key`: without its resourceVersion, encoded.
+fn encode(info: &ResourceInfo, mut v: Value) -> Result<Object, StorageError> {
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
     Object::from_value(v, &info.selectable_fields)
-        .map(Some)
         .map_err(|e| StorageError::internal(format!("marked object does not encode: {e}")))
 }
 
-/// Deletes the object at `key` as upstream's registry does: removed at once when nothing
-/// holds it, else marked (and kept) — see the module invariants.
+/// The plan of a DELETE with `opts` of the stored object `o`, now.
+fn plan_of(info: &ResourceInfo, o: &Object, opts: &DeleteRequest) -> Result<Plan, StorageError> {
+    let v = o
+        .to_value()
+        .map_err(|e| StorageError::internal(format!("stored object does not decode: {e}")))?;
+    Ok(plan::plan(info, &v, opts, clock::now_unix()))
+}
+
+/// Deletes the object at `key` as upstream's registry does (see [`plan`]): removed at once
+/// when nothing needs writing first; else written as the plan says, then removed (grace 0,
+/// no finalizers) or kept — see the module invariants.
 pub(crate) async fn delete(
     storage: &dyn Storage,
     info: &ResourceInfo,
     key: &Key,
-    preconditions: Option<&Preconditions>,
-    dry_run: bool,
+    opts: &DeleteRequest,
 ) -> Result<Deletion, StorageError> {
-    let ns = is_namespaces(info);
-    if dry_run {
+    let preconditions = opts.preconditions.as_ref();
+    if opts.dry_run {
         let cur = storage
             .get(key, &GetOptions::default())
             .await?
@@ -189,47 +180,86 @@ pub(crate) async fn delete(
         if let Some(p) = preconditions {
             p.check(key, &cur)?;
         }
-        if !State::of(&cur).held(ns) {
-            return Ok(Deletion::Gone(cur));
-        }
         let rv = cur.resource_version();
-        return Ok(Deletion::Pending(
-            marked(info, &cur)?.map_or(cur, |m| m.with_resource_version(rv)),
-        ));
+        return Ok(match plan_of(info, &cur, opts)? {
+            Plan::Remove => Deletion::Gone(cur),
+            Plan::Pending => Deletion::Pending(cur),
+            Plan::Write {
+                object,
+                then_remove,
+            } => {
+                let o = encode(info, object)?.with_resource_version(rv);
+                if then_remove {
+                    Deletion::Gone(o)
+                } else {
+                    Deletion::Pending(o)
+                }
+            }
+        });
     }
     for _ in 0..MAX_ATTEMPTS {
-        // Remove, on condition that nothing holds the object (checked by storage on the
+        // Remove, on condition that nothing needs writing first (checked by storage on the
         // very state it removes).
         let held = AtomicBool::new(false);
-        let validate = |o: &Object| {
-            if State::of(o).held(ns) {
+        let validate = |o: &Object| match plan_of(info, o, opts)? {
+            Plan::Remove => Ok(()),
+            _ => {
                 held.store(true, Ordering::Relaxed);
-                return Err(key.conflict("the object is held by finalizers"));
+                Err(key.conflict("the object is held"))
             }
-            Ok(())
         };
         match storage.delete(key, preconditions, &validate, None).await {
             Ok(o) => return Ok(Deletion::Gone(o)),
             Err(_) if held.load(Ordering::Relaxed) => {}
             Err(e) => return Err(e),
         }
-        // Held: mark it, on condition that it is still held.
+        // Held: write what the plan says, on condition that it still says so.
         let freed = AtomicBool::new(false);
+        let then_remove = AtomicBool::new(false);
         let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
             freed.store(false, Ordering::Relaxed);
+            then_remove.store(false, Ordering::Relaxed);
             let cur = cur.ok_or_else(|| key.not_found())?;
-            if !State::of(cur).held(ns) {
-                freed.store(true, Ordering::Relaxed);
-                return Err(key.conflict("the object is no longer held"));
+            match plan_of(info, cur, opts)? {
+                Plan::Remove => {
+                    freed.store(true, Ordering::Relaxed);
+                    Err(key.conflict("the object is no longer held"))
+                }
+                // Unchanged: storage writes nothing.
+                Plan::Pending => Ok(cur.clone().into()),
+                Plan::Write {
+                    object,
+                    then_remove: remove,
+                } => {
+                    then_remove.store(remove, Ordering::Relaxed);
+                    Ok(encode(info, object)?.into())
+                }
             }
-            Ok(marked(info, cur)?.unwrap_or_else(|| cur.clone()).into())
         };
-        match storage
+        let written = match storage
             .guaranteed_update(key, preconditions, false, &mut update, None)
             .await
         {
-            Ok(o) => return Ok(Deletion::Pending(o)),
-            Err(_) if freed.load(Ordering::Relaxed) => {}
+            Ok(o) => o,
+            Err(_) if freed.load(Ordering::Relaxed) => continue,
+            Err(e) => return Err(e),
+        };
+        if !then_remove.load(Ordering::Relaxed) {
+            return Ok(Deletion::Pending(written));
+        }
+        // Grace 0 and no finalizers: remove what was just written, if it is still that.
+        let exact = Preconditions {
+            uid: written.uid().map(str::to_owned),
+            resource_version: Some(written.resource_version()),
+        };
+        match storage
+            .delete(key, Some(&exact), listwatch_storage::no_validation(), None)
+            .await
+        {
+            Ok(o) => return Ok(Deletion::Gone(o)),
+            // Another writer removed it first (upstream tolerates the race the same way).
+            Err(e) if e.is_not_found() => return Ok(Deletion::Gone(written)),
+            Err(e) if e.is_conflict() => {}
             Err(e) => return Err(e),
         }
     }
@@ -408,40 +438,26 @@ mod tests {
     }
 
     #[test]
-    fn marking_sets_the_timestamp_once_and_bumps_generation_once() {
-        let mut v = json!({"metadata":{"name":"a","generation":3,"finalizers":["x/y"]}});
-        mark(&cm(), &mut v, "2026-01-01T00:00:00Z");
-        assert_eq!(v["metadata"]["deletionTimestamp"], "2026-01-01T00:00:00Z");
-        assert_eq!(v["metadata"]["deletionGracePeriodSeconds"], 0);
-        assert_eq!(v["metadata"]["generation"], 4);
-        mark(&cm(), &mut v, "2027-01-01T00:00:00Z");
-        assert_eq!(v["metadata"]["deletionTimestamp"], "2026-01-01T00:00:00Z");
-        assert_eq!(v["metadata"]["generation"], 4);
-
-        let mut n = json!({"metadata":{"name":"n"},"spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}});
-        mark(&ns(), &mut n, "2026-01-01T00:00:00Z");
-        assert_eq!(n["status"]["phase"], "Terminating");
-        assert!(n["metadata"].get("deletionGracePeriodSeconds").is_none());
-    }
-
-    #[test]
-    fn held_and_finalized_follow_finalizers_and_namespace_rules() {
-        let s = |deleting, finalizers, spec_finalizers| State {
+    fn finalized_follows_finalizers_grace_and_namespace_rules() {
+        let s = |deleting, finalizers, spec_finalizers, grace_pending| State {
             deleting,
             finalizers,
             spec_finalizers,
+            grace_pending,
         };
-        assert!(!s(false, false, false).held(false));
-        assert!(s(false, true, false).held(false));
-        // A namespace's first DELETE always marks it.
-        assert!(s(false, false, false).held(true));
-        assert!(s(true, false, true).held(true));
-        assert!(!s(true, false, false).held(true));
-        assert!(s(true, false, false).finalized(false));
-        assert!(!s(true, true, false).finalized(false));
-        assert!(!s(true, false, true).finalized(true));
-        assert!(s(true, false, true).finalized(false));
-        assert!(!s(false, false, false).finalized(false));
+        assert!(s(true, false, false, false).finalized(false));
+        assert!(!s(true, true, false, false).finalized(false));
+        assert!(!s(true, false, true, false).finalized(true));
+        assert!(s(true, false, true, false).finalized(false));
+        assert!(!s(false, false, false, false).finalized(false));
+        // A pod in its grace period stays until a DELETE of grace 0.
+        assert!(!s(true, false, false, true).finalized(false));
+        let pod = Object::from_value(
+            json!({"metadata":{"name":"p","deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":30}}),
+            &listwatch_api::SelectableFields::none(),
+        )
+        .unwrap();
+        assert!(State::of(&pod).grace_pending);
     }
 
     #[test]
