@@ -1,0 +1,511 @@
+//! The garbage collector over the endpoints' router and an in-memory store (issue 17 items 3
+//! and 6): background deletion of dependents whose owners are gone (uid-checked), orphaning,
+//! foreground deletion with `blockOwnerDeletion`, chains and cycles, custom resources, dry
+//! runs, and a collector cut off mid-way and restarted.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, NameValidation, ResourceInfo};
+use listwatch_gc::GarbageCollector;
+use listwatch_memstore::MemStore;
+use listwatch_storage::Storage;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+struct T {
+    api: Api,
+    r: Router,
+    gc: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for T {
+    fn drop(&mut self) {
+        if let Some(gc) = self.gc.take() {
+            gc.abort();
+        }
+    }
+}
+
+fn api() -> Api {
+    let s: Arc<dyn Storage> = Arc::new(MemStore::new());
+    Installer::new(Config::default())
+        .resource(
+            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+                .namespaced(false)
+                .name_validation(NameValidation::Label),
+            s.clone(),
+        )
+        .resource(
+            ResourceInfo::new("", "v1", "configmaps", "ConfigMap"),
+            s.clone(),
+        )
+        .resource(
+            ResourceInfo::new("", "v1", "pods", "Pod").graceful_deletion(GracefulDeletion::Pod),
+            s.clone(),
+        )
+        .resource(
+            ResourceInfo::new("", "v1", "nodes", "Node").namespaced(false),
+            s.clone(),
+        )
+        .resource(
+            ResourceInfo::new("apps", "v1", "deployments", "Deployment"),
+            s.clone(),
+        )
+        .resource(
+            ResourceInfo::new("example.com", "v1", "widgets", "Widget"),
+            s,
+        )
+        .build()
+}
+
+/// The API with a running collector and namespace `ns1`.
+async fn setup() -> T {
+    let api = api();
+    let r = api.router();
+    let gc = tokio::spawn(GarbageCollector::new(&api).run());
+    let t = T {
+        api,
+        r,
+        gc: Some(gc),
+    };
+    let (s, _) = t
+        .call(
+            "POST",
+            "/api/v1/namespaces",
+            r#"{"metadata":{"name":"ns1"}}"#,
+        )
+        .await;
+    assert_eq!(s, StatusCode::CREATED);
+    t
+}
+
+const CM: &str = "/api/v1/namespaces/ns1/configmaps";
+const PODS: &str = "/api/v1/namespaces/ns1/pods";
+const DEPLOY: &str = "/apis/apps/v1/namespaces/ns1/deployments";
+const WIDGETS: &str = "/apis/example.com/v1/namespaces/ns1/widgets";
+
+impl T {
+    async fn call(&self, method: &str, uri: &str, body: &str) -> (StatusCode, Value) {
+        let ct = if method == "PATCH" {
+            "application/merge-patch+json"
+        } else {
+            "application/json"
+        };
+        let resp = self
+            .r
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .method(method)
+                    .uri(uri)
+                    .header("content-type", ct)
+                    .body(Body::from(body.to_owned()))
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        let status = resp.status();
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        (
+            status,
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        )
+    }
+
+    async fn create(&self, collection: &str, obj: Value) -> Value {
+        let (s, v) = self.call("POST", collection, &obj.to_string()).await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+        v
+    }
+
+    async fn exists(&self, url: &str) -> bool {
+        match self.call("GET", url, "").await.0 {
+            StatusCode::OK => true,
+            StatusCode::NOT_FOUND => false,
+            s => panic!("GET {url}: {s}"),
+        }
+    }
+
+    async fn get(&self, url: &str) -> Value {
+        let (s, v) = self.call("GET", url, "").await;
+        assert_eq!(s, StatusCode::OK, "{url}: {v}");
+        v
+    }
+}
+
+/// An owner reference to `owner` (as created), blocking or not.
+fn owner_ref(owner: &Value, block: bool) -> Value {
+    json!({
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "blockOwnerDeletion": block,
+    })
+}
+
+fn owned(name: &str, refs: &[Value]) -> Value {
+    json!({"metadata": {"name": name, "ownerReferences": refs}})
+}
+
+fn deployment(name: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"replicas": 1}})
+}
+
+/// Polls `f` until true, for at most 30 s (only a hang reaches that).
+async fn eventually<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !f().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until `url` is gone (404).
+async fn gone(t: &T, url: &str) {
+    eventually(&format!("{url} collected"), || async move {
+        !t.exists(url).await
+    })
+    .await;
+}
+
+/// Waits until the collector has acted on an event given after everything before this call:
+/// a sentinel owner is deleted and its dependent must go. Afterwards, what the collector was
+/// going to do with earlier configmap events is done (it handles one resource's events in
+/// order), so "still there" means "kept".
+async fn barrier(t: &T, tag: &str) {
+    let owner = t
+        .create(CM, json!({"metadata": {"name": format!("sentinel-{tag}")}}))
+        .await;
+    let dep = format!("sentinel-dep-{tag}");
+    t.create(CM, owned(&dep, &[owner_ref(&owner, false)])).await;
+    let (s, _) = t.call("DELETE", &format!("{CM}/sentinel-{tag}"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    gone(t, &format!("{CM}/{dep}")).await;
+}
+
+/// Before (no collector): deleting a Deployment left everything it owned. Now a background
+/// delete (the default) removes its dependents of every kind — built-in, custom — whose
+/// owners are all gone; a dependent with another live owner only loses the reference.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_deletion_collects_dependents_of_every_kind() {
+    let t = setup().await;
+    let d = t.create(DEPLOY, deployment("web")).await;
+    let keeper = t.create(CM, json!({"metadata": {"name": "keeper"}})).await;
+    let r = owner_ref(&d, true);
+    t.create(CM, owned("cm-a", std::slice::from_ref(&r))).await;
+    t.create(PODS, owned("pod-a", std::slice::from_ref(&r)))
+        .await;
+    t.create(WIDGETS, owned("w-a", std::slice::from_ref(&r)))
+        .await;
+    t.create(CM, owned("shared", &[r.clone(), owner_ref(&keeper, false)]))
+        .await;
+    let (s, _) = t.call("DELETE", &format!("{DEPLOY}/web"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{CM}/cm-a")).await;
+    gone(&t, &format!("{PODS}/pod-a")).await;
+    gone(&t, &format!("{WIDGETS}/w-a")).await;
+    eventually("the reference to the deleted owner removed", || async {
+        let v = t.get(&format!("{CM}/shared")).await;
+        v["metadata"]["ownerReferences"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1 && a[0]["name"] == "keeper")
+    })
+    .await;
+}
+
+/// uid-checked: an owner of the right name but another uid is absent (the dependent goes),
+/// and an owner recreated under the same name does not keep its predecessor's dependents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_with_the_same_name_and_another_uid_counts_as_absent() {
+    let t = setup().await;
+    let d = t.create(DEPLOY, deployment("web")).await;
+    let mut wrong = owner_ref(&d, false);
+    wrong["uid"] = json!("00000000-0000-0000-0000-000000000000");
+    t.create(CM, owned("stale", &[wrong])).await;
+    t.create(CM, owned("fresh", &[owner_ref(&d, false)])).await;
+    gone(&t, &format!("{CM}/stale")).await;
+    barrier(&t, "uid").await;
+    assert!(
+        t.exists(&format!("{CM}/fresh")).await,
+        "a solid owner keeps it"
+    );
+
+    // Recreated: the old dependents go although a Deployment "web" exists again.
+    let (s, _) = t
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/web?propagationPolicy=Orphan"),
+            "",
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{DEPLOY}/web")).await;
+    let v = t.get(&format!("{CM}/fresh")).await;
+    assert!(
+        v["metadata"].get("ownerReferences").is_none(),
+        "orphaned: {v}"
+    );
+    let d2 = t.create(DEPLOY, deployment("web")).await;
+    assert_ne!(d2["metadata"]["uid"], d["metadata"]["uid"]);
+    t.create(CM, owned("of-the-first", &[owner_ref(&d, false)]))
+        .await;
+    gone(&t, &format!("{CM}/of-the-first")).await;
+}
+
+/// Orphan: the owner is held by the `orphan` finalizer until every dependent has lost its
+/// reference to it (other references stay), then goes; the dependents stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_deletion_removes_the_references_then_the_owner() {
+    let t = setup().await;
+    let d = t.create(DEPLOY, deployment("web")).await;
+    let other = t.create(CM, json!({"metadata": {"name": "other"}})).await;
+    for i in 0..20 {
+        t.create(CM, owned(&format!("cm-{i}"), &[owner_ref(&d, true)]))
+            .await;
+    }
+    t.create(
+        PODS,
+        owned("pod", &[owner_ref(&d, true), owner_ref(&other, false)]),
+    )
+    .await;
+    let (s, v) = t
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/web"),
+            r#"{"propagationPolicy":"Orphan"}"#,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["metadata"]["finalizers"], json!(["orphan"]));
+    gone(&t, &format!("{DEPLOY}/web")).await;
+    for i in 0..20 {
+        let v = t.get(&format!("{CM}/cm-{i}")).await;
+        assert!(v["metadata"].get("ownerReferences").is_none(), "{v}");
+    }
+    let pod = t.get(&format!("{PODS}/pod")).await;
+    assert_eq!(
+        pod["metadata"]["ownerReferences"],
+        json!([owner_ref(&other, false)])
+    );
+    // The deprecated orphanDependents=true does the same.
+    let d = t.create(DEPLOY, deployment("old")).await;
+    t.create(CM, owned("dep-old", &[owner_ref(&d, false)]))
+        .await;
+    let (s, _) = t
+        .call("DELETE", &format!("{DEPLOY}/old?orphanDependents=true"), "")
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{DEPLOY}/old")).await;
+    assert!(t.exists(&format!("{CM}/dep-old")).await);
+}
+
+/// Foreground: the owner stays (`foregroundDeletion`) while a dependent with
+/// `blockOwnerDeletion` exists; non-blocking dependents are deleted too but do not hold it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_deletion_waits_for_blocking_dependents_only() {
+    let t = setup().await;
+    let d = t.create(DEPLOY, deployment("web")).await;
+    // Both held by a finalizer of their own, so they stay (marked) after the collector's
+    // DELETE: the blocking one holds the owner, the other does not.
+    for (name, block) in [("blocking", true), ("loose", false)] {
+        t.create(
+            CM,
+            json!({"metadata": {"name": name, "finalizers": ["example.com/hold"],
+                "ownerReferences": [owner_ref(&d, block)]}}),
+        )
+        .await;
+    }
+    t.create(CM, owned("plain", &[owner_ref(&d, true)])).await;
+    let (s, v) = t
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/web"),
+            r#"{"propagationPolicy":"Foreground"}"#,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["metadata"]["finalizers"], json!(["foregroundDeletion"]));
+    gone(&t, &format!("{CM}/plain")).await;
+    for name in ["blocking", "loose"] {
+        let t = &t;
+        eventually(&format!("{name} marked for deletion"), || async move {
+            t.get(&format!("{CM}/{name}")).await["metadata"]["deletionTimestamp"].is_string()
+        })
+        .await;
+    }
+    barrier(&t, "fg").await;
+    let owner = t.get(&format!("{DEPLOY}/web")).await;
+    assert_eq!(
+        owner["metadata"]["finalizers"],
+        json!(["foregroundDeletion"])
+    );
+
+    // The blocking dependent released: it goes, then the owner.
+    let (s, _) = t
+        .call(
+            "PATCH",
+            &format!("{CM}/blocking"),
+            r#"{"metadata":{"finalizers":null}}"#,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{CM}/blocking")).await;
+    gone(&t, &format!("{DEPLOY}/web")).await;
+    assert!(
+        t.exists(&format!("{CM}/loose")).await,
+        "held by its own finalizer"
+    );
+}
+
+/// A foreground deletion goes down a chain (owner → middle → leaf, all blocking): the
+/// middle is deleted in the foreground since it has dependents, and everything goes
+/// bottom-up. A cycle of blocking references (a ↔ b) does not hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreground_chains_unwind_and_cycles_do_not_hang() {
+    let t = setup().await;
+    let d = t.create(DEPLOY, deployment("top")).await;
+    let mid = t
+        .create(WIDGETS, owned("mid", &[owner_ref(&d, true)]))
+        .await;
+    let leaf = t
+        .create(PODS, owned("leaf", &[owner_ref(&mid, true)]))
+        .await;
+    t.create(CM, owned("leaf-cm", &[owner_ref(&leaf, true)]))
+        .await;
+    let (s, _) = t
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/top?propagationPolicy=Foreground"),
+            "",
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{DEPLOY}/top")).await;
+    for url in [
+        format!("{WIDGETS}/mid"),
+        format!("{PODS}/leaf"),
+        format!("{CM}/leaf-cm"),
+    ] {
+        assert!(!t.exists(&url).await, "{url} outlived its owner");
+    }
+
+    let a = t.create(CM, json!({"metadata": {"name": "a"}})).await;
+    let b = t.create(CM, owned("b", &[owner_ref(&a, true)])).await;
+    let (s, v) = t
+        .call(
+            "PATCH",
+            &format!("{CM}/a"),
+            &json!({"metadata": {"ownerReferences": [owner_ref(&b, true)]}}).to_string(),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _) = t
+        .call(
+            "DELETE",
+            &format!("{CM}/a?propagationPolicy=Foreground"),
+            "",
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{CM}/a")).await;
+    gone(&t, &format!("{CM}/b")).await;
+}
+
+/// A dry-run DELETE adds no finalizer and deletes nothing: the collector has nothing to do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_deletes_start_no_collection() {
+    let t = setup().await;
+    let d = t.create(DEPLOY, deployment("web")).await;
+    t.create(CM, owned("dep", &[owner_ref(&d, true)])).await;
+    for policy in ["Foreground", "Orphan", "Background"] {
+        let (s, v) = t
+            .call(
+                "DELETE",
+                &format!("{DEPLOY}/web?dryRun=All&propagationPolicy={policy}"),
+                "",
+            )
+            .await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+    }
+    barrier(&t, "dry").await;
+    let owner = t.get(&format!("{DEPLOY}/web")).await;
+    assert!(owner["metadata"].get("finalizers").is_none(), "{owner}");
+    assert!(owner["metadata"].get("deletionTimestamp").is_none());
+    let dep = t.get(&format!("{CM}/dep")).await;
+    assert_eq!(
+        dep["metadata"]["ownerReferences"][0]["uid"],
+        d["metadata"]["uid"]
+    );
+}
+
+/// References the collector cannot act on: a kind no resource serves (retried, the object
+/// stays), and a cluster-scoped object naming a namespaced owner (left alone, as upstream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_kinds_and_invalid_scopes_leave_the_object() {
+    let t = setup().await;
+    t.create(
+        CM,
+        owned(
+            "unknown",
+            &[json!({"apiVersion": "nowhere.io/v1", "kind": "Ghost", "name": "g", "uid": "u-g"})],
+        ),
+    )
+    .await;
+    t.create(
+        "/api/v1/nodes",
+        owned(
+            "n1",
+            &[json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u-c"})],
+        ),
+    )
+    .await;
+    barrier(&t, "unknown").await;
+    assert!(t.exists(&format!("{CM}/unknown")).await);
+    assert!(t.exists("/api/v1/nodes/n1").await);
+}
+
+/// A collector stopped at any point (a lost leader election drops its future) and started
+/// again finishes the job: every step is conditional and redone safely.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_cut_off_and_restarted_finishes_the_job() {
+    let mut t = setup().await;
+    let d = t.create(DEPLOY, deployment("web")).await;
+    for i in 0..50 {
+        t.create(CM, owned(&format!("cm-{i}"), &[owner_ref(&d, true)]))
+            .await;
+    }
+    let (s, _) = t
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/web?propagationPolicy=Foreground"),
+            "",
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    // Cut it off as soon as it has started working on the dependents.
+    eventually("some dependents collected", || async {
+        let (_, l) = t.call("GET", CM, "").await;
+        l["items"].as_array().is_some_and(|a| a.len() < 50)
+    })
+    .await;
+    if let Some(gc) = t.gc.take() {
+        gc.abort();
+        let _ = gc.await;
+    }
+    t.gc = Some(tokio::spawn(GarbageCollector::new(&t.api).run()));
+    gone(&t, &format!("{DEPLOY}/web")).await;
+    let (_, l) = t.call("GET", CM, "").await;
+    assert_eq!(l["items"].as_array().map(Vec::len), Some(0), "{l}");
+}
