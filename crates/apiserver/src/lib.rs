@@ -112,11 +112,18 @@ pub struct Options {
     /// out before it refuses anything (upstream's `--shutdown-delay-duration`; 0: none).
     #[arg(long, default_value_t = 0, value_parser = flags::seconds)]
     pub shutdown_delay_duration: u64,
-    /// With `--storage etcd`: run the background controllers (the namespace controller) on
-    /// one replica at a time, elected through a coordination.k8s.io Lease (upstream's
-    /// `--leader-elect`). `false`: this server runs them whatever the others do.
+    /// With `--storage etcd`: run the background controllers (the namespace controller, the
+    /// garbage collector) on one replica at a time, elected through a coordination.k8s.io
+    /// Lease (upstream's `--leader-elect`). `false`: this server runs them whatever the
+    /// others do.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
+    /// Run the garbage collector (upstream kube-controller-manager's
+    /// `--enable-garbage-collector`): dependents of deleted owners are deleted, and
+    /// foreground and orphan deletions complete. `false`: objects deleted with
+    /// `propagationPolicy` Foreground or Orphan stay, held by their finalizers.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_garbage_collector: bool,
     /// Seconds a leader's lease lasts after its last renewal; a replica waits this long
     /// after the last change it saw before taking a lease over.
     #[arg(long, default_value_t = 15, value_parser = flags::positive_seconds)]
@@ -585,6 +592,13 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         "namespace-controller",
         Box::new(move || Box::pin(ns_api.namespace_controller())),
     );
+    if opts.enable_garbage_collector {
+        let gc_api = api.clone();
+        work.add(
+            "garbage-collector",
+            Box::new(move || Box::pin(listwatch_gc::GarbageCollector::new(&gc_api).run())),
+        );
+    }
     let elect_on = match (&backends, election) {
         (Backends::Etcd { .. }, Some(e)) => {
             let leases = api

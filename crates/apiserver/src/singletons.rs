@@ -1,6 +1,7 @@
 //! Singletons: the background controllers that must run once across every replica of the
-//! server over one storage — today the namespace controller (`listwatch-endpoints`), and
-//! whatever is added to [`Singletons`] (e.g. a garbage collector).
+//! server over one storage — the namespace controller (`listwatch-endpoints`) and the garbage
+//! collector (`listwatch-gc`, unless `--enable-garbage-collector=false`), and whatever else is
+//! added to [`Singletons`].
 //!
 //! With `--storage etcd` several replicas may share the storage, so the singletons run under
 //! a leader election (`--leader-elect`, on by default): client-go's protocol, as implemented
@@ -21,7 +22,10 @@
 //!
 //! What the singletons must tolerate: a run cut at any await point (a lost lease or
 //! shutdown drops the future) and a successor redoing its last steps; both hold for the
-//! namespace controller, whose every step is an idempotent, conditional storage write.
+//! namespace controller, whose every step is an idempotent, conditional storage write, and
+//! for the garbage collector, whose every write is a request with a uid precondition or a
+//! resourceVersion-conditional patch, decided on fresh reads (a successor starts from its
+//! own informers' full lists).
 
 use std::future::Future;
 use std::pin::Pin;

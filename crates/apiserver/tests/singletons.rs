@@ -4,10 +4,10 @@
 //!   protocol on `compact_rev_key`), and the survivor keeps compacting when one dies;
 //! - replicas starting at once create the default namespaces and the bootstrap RBAC policy
 //!   without errors, and neither they nor a replica joining later rewrite any of it;
-//! - the namespace controller runs on one replica, the holder of the Lease
-//!   `kube-system/listwatch-controllers`; when it is killed with SIGKILL another takes the
-//!   Lease over and runs it, and when that one is stopped with SIGTERM it releases the Lease
-//!   for the next. The takeover times are printed (`--nocapture`).
+//! - the namespace controller and the garbage collector run on one replica, the holder of
+//!   the Lease `kube-system/listwatch-controllers`; when it is killed with SIGKILL another
+//!   takes the Lease over and runs them, and when that one is stopped with SIGTERM it
+//!   releases the Lease for the next. The takeover times are printed (`--nocapture`).
 //!
 //! Needs Debian's `etcd-server` and kubectl; `cargo xtask test` runs these ignored tests.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -281,6 +281,27 @@ fn namespace_is_cleaned_up(via: &str, name: &str) {
     }
 }
 
+/// Deletes through `via` a ConfigMap that owns another (created through `via` too) and waits
+/// until the garbage collector (on whichever replica leads) has deleted the dependent.
+fn garbage_is_collected(via: &str, tag: &str) {
+    let path = "/api/v1/namespaces/default/configmaps";
+    let owner = json!({"metadata":{"name":format!("owner-{tag}")}}).to_string();
+    let r = http(via, "POST", path, &[JSON], owner.as_bytes());
+    assert_eq!(r.status, 201);
+    let uid = r.json()["metadata"]["uid"].as_str().unwrap().to_owned();
+    let dep = json!({"metadata":{"name":format!("dep-{tag}"),"ownerReferences":[
+        {"apiVersion":"v1","kind":"ConfigMap","name":format!("owner-{tag}"),"uid":uid}]}})
+    .to_string();
+    assert_eq!(http(via, "POST", path, &[JSON], dep.as_bytes()).status, 201);
+    let r = http(via, "DELETE", &format!("{path}/owner-{tag}"), &[], b"");
+    assert_eq!(r.status, 200);
+    let deadline = Instant::now() + PATIENCE;
+    while http(via, "GET", &format!("{path}/dep-{tag}"), &[], b"").status != 404 {
+        assert!(Instant::now() < deadline, "dep-{tag} never collected");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs etcd and kubectl"]
 async fn one_replica_runs_the_namespace_controller_and_another_takes_over() {
@@ -302,6 +323,7 @@ async fn one_replica_runs_the_namespace_controller_and_another_takes_over() {
         assert!(held["spec"]["acquireTime"].is_string() && held["spec"]["renewTime"].is_string());
         // The controller runs (on the leader) for a namespace deleted through another replica.
         namespace_is_cleaned_up(&other_addr, "doomed-1");
+        garbage_is_collected(&other_addr, "1");
 
         // kill -9 the leader: another takes the lease over.
         let killed = Instant::now();
@@ -314,6 +336,7 @@ async fn one_replica_runs_the_namespace_controller_and_another_takes_over() {
         println!("takeover after kill -9 of the leader: {:.1} s (lease duration 15 s, renew deadline 10 s, retry period 2 s)", takeover.as_secs_f64());
         let third = (0..3).find(|i| *i != first && *i != second).unwrap();
         namespace_is_cleaned_up(&replicas.replica(third).addr.clone(), "doomed-2");
+        garbage_is_collected(&replicas.replica(third).addr.clone(), "2");
 
         // SIGTERM the new leader: it releases the lease, the last replica takes it at its next try.
         let stopping = replicas.servers[second].take().unwrap();
@@ -324,6 +347,7 @@ async fn one_replica_runs_the_namespace_controller_and_another_takes_over() {
         println!("takeover after SIGTERM of the leader (lease released): {:.1} s", stopped.elapsed().as_secs_f64());
         assert_eq!(lease(&replicas.replica(third).addr)["spec"]["leaseTransitions"], 2);
         namespace_is_cleaned_up(&replicas.replica(third).addr.clone(), "doomed-3");
+        garbage_is_collected(&replicas.replica(third).addr.clone(), "3");
         replicas
     })
     .await
