@@ -242,9 +242,20 @@ pub struct FieldError {
     pub value: Option<String>,
     /// What is wrong.
     pub detail: String,
+    /// `value` is shown as it is (already rendered, e.g. Go's `[]string{"a"}`), not quoted.
+    pub raw: bool,
 }
 
 impl FieldError {
+    /// A value that breaks a rule, shown as given (`shown`: a rendering such as Go's
+    /// `[]string{"a", "b"}` or a JSON number), not quoted.
+    pub fn invalid_raw(field: &str, shown: &str, detail: impl Into<String>) -> Self {
+        Self {
+            raw: true,
+            ..Self::invalid(field, shown, detail)
+        }
+    }
+
     /// A value that breaks a rule.
     pub fn invalid(field: &str, value: &str, detail: impl Into<String>) -> Self {
         Self {
@@ -252,6 +263,7 @@ impl FieldError {
             field: field.into(),
             value: Some(value.into()),
             detail: detail.into(),
+            raw: false,
         }
     }
 
@@ -262,6 +274,7 @@ impl FieldError {
             field: field.into(),
             value: None,
             detail: format!("must have at most {max_bytes} bytes"),
+            raw: false,
         }
     }
 
@@ -272,6 +285,7 @@ impl FieldError {
             field: field.into(),
             value: None,
             detail: detail.into(),
+            raw: false,
         }
     }
 
@@ -287,6 +301,7 @@ impl FieldError {
             field: field.into(),
             value: Some(value.into()),
             detail: format!("supported values: {list}"),
+            raw: false,
         }
     }
 
@@ -297,6 +312,7 @@ impl FieldError {
             field: field.into(),
             value: None,
             detail: detail.into(),
+            raw: false,
         }
     }
 }
@@ -310,6 +326,9 @@ impl std::fmt::Display for FieldError {
                     "{}: Unsupported value: {v:?}: {}",
                     self.field, self.detail
                 )
+            }
+            (Some(v), _) if self.raw => {
+                write!(f, "{}: Invalid value: {v}: {}", self.field, self.detail)
             }
             (Some(v), _) => write!(f, "{}: Invalid value: {v:?}: {}", self.field, self.detail),
             (None, "FieldValueTooLong") => write!(f, "{}: Too long: {}", self.field, self.detail),

@@ -62,6 +62,7 @@ mod metrics;
 mod namespaces;
 pub mod negotiate;
 mod openapi;
+mod ownership;
 pub mod patch;
 pub mod path;
 pub mod protobuf;

@@ -188,7 +188,8 @@ pub fn check_namespace(
 }
 
 /// Validates the metadata of an object about to be written: name, namespace, labels,
-/// annotation keys. Returns every problem at once, as upstream's 422 does.
+/// annotation keys, owner references and finalizers (`ownership`). Returns every problem at
+/// once, as upstream's 422 does.
 pub fn validate_meta(info: &ResourceInfo, meta: &Map<String, Value>) -> ApiResult<()> {
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
     let mut errs = Vec::new();
@@ -216,6 +217,7 @@ pub fn validate_meta(info: &ResourceInfo, meta: &Map<String, Value>) -> ApiResul
     }
     validate_labels(meta.get("labels"), &mut errs);
     validate_annotations(meta.get("annotations"), &mut errs);
+    crate::ownership::validate(meta, &mut errs);
     if errs.is_empty() {
         Ok(())
     } else {

@@ -1027,3 +1027,53 @@ async fn a_namespace_with_a_scheduled_pod_goes_once_the_grace_period_is_over() {
     .await;
     assert_eq!(count(&t.store, "pods", "ns1").await, 0);
 }
+
+/// Before: any `ownerReferences` and `finalizers` were stored, so the collector could meet
+/// references without a uid. Now creates and updates are validated as upstream's
+/// `ValidateOwnerReferences` / `ValidateFinalizers` (422).
+#[tokio::test]
+async fn owner_references_and_finalizers_are_validated_on_writes() {
+    let t = setup();
+    let r = &t.router;
+    setup_ns(r).await;
+    let (s, e) = call(
+        r,
+        "POST",
+        CM,
+        JSON,
+        r#"{"metadata":{"name":"a","ownerReferences":[{"apiVersion":"v1","kind":"ConfigMap","name":"o"}]}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert_eq!(
+        e["message"],
+        "ConfigMap \"a\" is invalid: metadata.ownerReferences.uid: Invalid value: \"\": uid must not be empty"
+    );
+    let (s, e) = call(
+        r,
+        "POST",
+        CM,
+        JSON,
+        r#"{"metadata":{"name":"a","finalizers":["orphan","foregroundDeletion"]}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("finalizer orphan and foregroundDeletion cannot be both set"),
+        "{e}"
+    );
+    let (s, _) = call(r, "POST", CM, JSON, r#"{"metadata":{"name":"a"}}"#).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, e) = call(
+        r,
+        "PATCH",
+        &format!("{CM}/a"),
+        MERGE,
+        r#"{"metadata":{"ownerReferences":[{"apiVersion":"v1","kind":"Event","name":"e","uid":"u"}]}}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+}

@@ -294,6 +294,7 @@ fn mark_namespace(v: &mut Value, now: i64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy;
     use serde_json::json;
 
     const NOW: i64 = 1_800_000_000;
@@ -529,5 +530,75 @@ mod tests {
             .unwrap()
             .remove("finalizers");
         assert_eq!(plan(&ns, &done, &opts(None, None, None), NOW), Plan::Remove);
+    }
+
+    fn ts_of(v: &Value) -> Option<i64> {
+        v.pointer("/metadata/deletionTimestamp")
+            .and_then(Value::as_str)
+            .and_then(clock::parse_rfc3339)
+    }
+
+    proptest::proptest! {
+        /// Whatever the stored object and the options: no panic; a write keeps the identity,
+        /// has a readable deletionTimestamp no later than one it had, never both collector
+        /// finalizers, and removes only objects without finalizers.
+        #[test]
+        fn plans_never_panic_and_keep_the_deletion_rules(
+            pod in proptest::bool::ANY,
+            ts in proptest::option::of(proptest::prop_oneof![
+                (0i64..4_000_000_000).prop_map(|t| json!(clock::format_rfc3339(t))),
+                proptest::strategy::Just(json!("garbage")),
+                proptest::strategy::Just(json!(7)),
+            ]),
+            grace in proptest::option::of(proptest::prop_oneof![
+                proptest::num::i64::ANY.prop_map(Value::from),
+                proptest::strategy::Just(json!("30")),
+            ]),
+            fins in proptest::collection::vec(proptest::prop_oneof![
+                proptest::strategy::Just(json!("orphan")),
+                proptest::strategy::Just(json!("foregroundDeletion")),
+                proptest::strategy::Just(json!("a.io/x")),
+                proptest::strategy::Just(json!(5)),
+            ], 0..4),
+            node in proptest::option::of("[a-zé]{0,3}"),
+            phase in proptest::option::of(proptest::prop_oneof![
+                proptest::strategy::Just("Running"), proptest::strategy::Just("Succeeded")]),
+            term in proptest::option::of(proptest::num::i64::ANY),
+            opt_grace in proptest::option::of(proptest::num::i64::ANY),
+            policy in 0u8..4,
+            orphan in proptest::option::of(proptest::bool::ANY),
+            now in 0i64..4_000_000_000,
+        ) {
+            use proptest::prelude::*;
+            let mut meta = json!({"name": "x", "uid": "u", "generation": 1, "finalizers": fins});
+            if let Some(t) = ts { meta["deletionTimestamp"] = t; }
+            if let Some(g) = grace { meta["deletionGracePeriodSeconds"] = g; }
+            let cur = json!({"metadata": meta,
+                "spec": {"nodeName": node, "terminationGracePeriodSeconds": term},
+                "status": {"phase": phase}});
+            let info = if pod { pods() } else { cm() };
+            let propagation = [None, Some(Propagation::Orphan), Some(Propagation::Background),
+                Some(Propagation::Foreground)][usize::from(policy)];
+            let o = DeleteRequest {
+                grace_period_seconds: opt_grace,
+                propagation: if orphan.is_some() { None } else { propagation },
+                orphan_dependents: orphan,
+                ..DeleteRequest::default()
+            };
+            if let Plan::Write { object, then_remove } = plan(&info, &cur, &o, now) {
+                prop_assert_eq!(&object["metadata"]["name"], "x");
+                prop_assert_eq!(&object["metadata"]["uid"], "u");
+                let new_ts = ts_of(&object);
+                prop_assert!(new_ts.is_some(), "{}", object);
+                if let (Some(old), Some(new)) = (ts_of(&cur), new_ts) {
+                    prop_assert!(new <= old, "moved later: {} -> {}", old, new);
+                }
+                let f = object["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
+                prop_assert!(!(f.contains(&json!("orphan")) && f.contains(&json!("foregroundDeletion"))));
+                if then_remove {
+                    prop_assert!(f.is_empty(), "{}", object);
+                }
+            }
+        }
     }
 }
