@@ -1077,3 +1077,39 @@ async fn owner_references_and_finalizers_are_validated_on_writes() {
     .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
 }
+
+/// Before: a JSON patch `test` of a missing `/metadata/finalizers` against null failed (422),
+/// so kube-rs's finalizer helper could never add a first finalizer. Upstream's json-patch
+/// takes a missing member as null; kube-rs's exact patches now add, then remove, the finalizer
+/// (the removal of the last one, on a deleting object, removes it).
+#[tokio::test]
+async fn kube_rs_finalizer_helper_patches_add_and_remove_the_first_finalizer() {
+    let t = setup();
+    let r = &t.router;
+    setup_ns(r).await;
+    let (s, _) = call(r, "POST", CM, JSON, r#"{"metadata":{"name":"k"}}"#).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let url = format!("{CM}/k");
+    let add = r#"[{"op":"test","path":"/metadata/finalizers","value":null},{"op":"add","path":"/metadata/finalizers","value":["example.com/k"]}]"#;
+    let (s, v) = call(r, "PATCH", &url, "application/json-patch+json", add).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["metadata"]["finalizers"], json!(["example.com/k"]));
+    // Now present: the same test fails (the helper retries from a fresh read).
+    let (s, _) = call(r, "PATCH", &url, "application/json-patch+json", add).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    // A missing parent is still a failure, as upstream.
+    let (s, _) = call(
+        r,
+        "PATCH",
+        &url,
+        "application/json-patch+json",
+        r#"[{"op":"test","path":"/nothing/here","value":null}]"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    call(r, "DELETE", &url, "", "").await;
+    let remove = r#"[{"op":"test","path":"/metadata/finalizers/0","value":"example.com/k"},{"op":"remove","path":"/metadata/finalizers/0"}]"#;
+    let (s, v) = call(r, "PATCH", &url, "application/json-patch+json", remove).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(call(r, "GET", &url, "", "").await.0, StatusCode::NOT_FOUND);
+}
