@@ -1,5 +1,6 @@
 //! Deletion lifecycle with real clients (issue 17 items 3 and 4): `kubectl delete` of an
-//! object with a finalizer waits until a kube-rs client removes it; `kubectl delete
+//! object with a finalizer waits until a kube-rs controller (kube::runtime's finalizer
+//! helper) removes it; `kubectl delete
 //! namespace` with 200 objects; a kube-rs watch sees MODIFIED (deletionTimestamp) then
 //! DELETED; raw HTTP for preconditions and dry runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::{PATIENCE, Server, http, run_ok};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::runtime::watcher::{self, Event, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::json;
@@ -30,20 +31,60 @@ async fn namespace(client: &Client, name: &str) {
         .unwrap();
 }
 
+/// The cleanup step of the kube-rs controller below fails until the test opens the gate.
+#[derive(Debug, thiserror::Error)]
+#[error("the test has not let the finalizer go yet")]
+struct NotYet;
+
+/// The finalizer is kube-rs's own: a `kube::runtime::Controller` whose reconciler uses
+/// `kube::runtime::finalizer`, which adds it (a JSON patch with a `test` operation) and, once
+/// the object is being deleted and its cleanup succeeds, removes it (another JSON patch).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs kubectl"]
-async fn kubectl_delete_waits_for_the_finalizer_a_kube_rs_client_removes() {
+async fn kubectl_delete_waits_for_the_finalizer_a_kube_rs_controller_removes() {
+    use kube::runtime::controller::{Action, Controller};
+    use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+
     common::require("kubectl");
     let server = Server::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let c = client(&server).await;
     namespace(&c, "fin").await;
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "fin");
-    let cm: ConfigMap = serde_json::from_value(
-        json!({"metadata":{"name":"held","finalizers":["example.com/hold"]},"data":{"k":"v"}}),
-    )
-    .unwrap();
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata":{"name":"held"},"data":{"k":"v"}})).unwrap();
     cms.create(&PostParams::default(), &cm).await.unwrap();
+
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let ctx = std::sync::Arc::new((cms.clone(), gate));
+    let controller = tokio::spawn(
+        Controller::new(cms.clone(), watcher::Config::default())
+            .run(
+                |cm, ctx: std::sync::Arc<(Api<ConfigMap>, tokio::sync::watch::Receiver<bool>)>| async move {
+                    let let_go = *ctx.1.borrow();
+                    finalizer(&ctx.0, "example.com/hold", cm, |e| async move {
+                        match e {
+                            Finalizer::Apply(_) => Ok(Action::await_change()),
+                            Finalizer::Cleanup(_) if let_go => Ok(Action::await_change()),
+                            Finalizer::Cleanup(_) => Err(NotYet),
+                        }
+                    })
+                    .await
+                },
+                |_, _, _| Action::requeue(Duration::from_millis(100)),
+                ctx,
+            )
+            .for_each(|_| async {}),
+    );
+    // The controller adds its finalizer.
+    let deadline = Instant::now() + PATIENCE;
+    while cms.get("held").await.unwrap().finalizers() != ["example.com/hold"] {
+        assert!(
+            Instant::now() < deadline,
+            "the controller never added its finalizer"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let mut events = watcher(cms.clone(), watcher::Config::default()).boxed();
     loop {
@@ -60,7 +101,7 @@ async fn kubectl_delete_waits_for_the_finalizer_a_kube_rs_client_removes() {
         .stderr(Stdio::piped());
     let mut child = kubectl.spawn().unwrap();
 
-    // Marked, kept, and kubectl still waiting.
+    // Marked, kept (the controller's cleanup keeps failing), and kubectl still waiting.
     let marked = loop {
         let e = tokio::time::timeout(PATIENCE, events.next())
             .await
@@ -85,14 +126,8 @@ async fn kubectl_delete_waits_for_the_finalizer_a_kube_rs_client_removes() {
             .is_some()
     );
 
-    // The controller's part: remove the finalizer.
-    cms.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata":{"finalizers":null}})),
-    )
-    .await
-    .unwrap();
+    // Let the cleanup succeed: kube-rs removes its finalizer, the update removes the object.
+    open.send_replace(true);
     let deleted = loop {
         let e = tokio::time::timeout(PATIENCE, events.next())
             .await
@@ -121,6 +156,7 @@ async fn kubectl_delete_waits_for_the_finalizer_a_kube_rs_client_removes() {
         String::from_utf8_lossy(&out.stdout)
     );
     assert!(cms.get_opt("held").await.unwrap().is_none());
+    controller.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
