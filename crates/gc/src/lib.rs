@@ -181,6 +181,7 @@ impl GarbageCollector {
             calls: Calls::new(self.api.router()),
             queues: queues.clone(),
             absent: Mutex::new(worker::AbsentOwners::default()),
+            orphaned: Mutex::new(worker::AbsentOwners::default()),
         });
         tracing::info!(
             resources = w.graph.catalog.len(),

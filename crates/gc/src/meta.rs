@@ -152,15 +152,57 @@ impl HasMetadata for Meta {
 
 impl<'de> Deserialize<'de> for Meta {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        /// Only `metadata` is decoded into a value; everything else is skipped unread.
+        /// Only what the collector keeps is decoded; everything else (the spec, the status,
+        /// `managedFields`, labels, annotations) is skipped unread. Each kept member is a
+        /// `Value`, so a member of the wrong type makes it absent, not the object undecodable.
         #[derive(Deserialize)]
         struct Outer {
             #[serde(default)]
-            metadata: Value,
+            metadata: Option<Inner>,
         }
-        let o = Outer::deserialize(d)?;
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct Inner {
+            #[serde(default)]
+            name: Option<Value>,
+            #[serde(default)]
+            namespace: Option<Value>,
+            #[serde(default)]
+            uid: Option<Value>,
+            #[serde(default)]
+            resource_version: Option<Value>,
+            #[serde(default)]
+            deletion_timestamp: Option<serde::de::IgnoredAny>,
+            #[serde(default)]
+            finalizers: Option<Value>,
+            #[serde(default)]
+            owner_references: Option<Value>,
+        }
+        let m = Outer::deserialize(d)?.metadata.unwrap_or_default();
+        let s = |v: Option<Value>| match v {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
         Ok(Self {
-            metadata: Fields::from_metadata(&o.metadata),
+            metadata: Fields {
+                name: s(m.name),
+                namespace: s(m.namespace).filter(|n| !n.is_empty()),
+                uid: s(m.uid),
+                resource_version: s(m.resource_version),
+                deleting: m.deletion_timestamp.is_some(),
+                finalizers: m
+                    .finalizers
+                    .as_ref()
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                owner_references: OwnerRef::all(m.owner_references.as_ref()),
+            },
         })
     }
 }
@@ -198,5 +240,15 @@ mod tests {
         assert!(junk.metadata.owner_references.is_empty());
         let none: Meta = serde_json::from_value(json!({"kind": "X"})).unwrap();
         assert_eq!(none, Meta::default());
+        let odd: Meta = serde_json::from_value(json!({"metadata": {"name": 5, "uid": ["u"],
+            "deletionTimestamp": null, "managedFields": [{"huge": true}]}}))
+        .unwrap();
+        assert_eq!(
+            odd,
+            Meta::default(),
+            "a null deletionTimestamp is no deletion"
+        );
+        let null_meta: Meta = serde_json::from_value(json!({"metadata": null})).unwrap();
+        assert_eq!(null_meta, Meta::default());
     }
 }

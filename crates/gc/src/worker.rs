@@ -20,7 +20,12 @@
 //! removed from every cached dependent, then loses the finalizer.
 //!
 //! Absent owners are remembered (by namespace and uid, at most [`ABSENT_CAPACITY`]), so that
-//! a thousand dependents of one deleted owner cost one read of it.
+//! a thousand dependents of one deleted owner cost one read of it. So are owners that were
+//! deleted with orphaning (same bound): a dependent the caches had not seen yet when its
+//! owner was orphaning (created just before) would otherwise be found later with an absent
+//! owner and deleted; a reference to such an owner is removed instead, and does not count
+//! against the object. (Upstream's collector has that window; a restarted collector, or one
+//! that has forgotten the owner, has it too.)
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -32,10 +37,11 @@ use crate::calls::{Calls, Policy};
 use crate::graph::{Graph, Item, Queues};
 use crate::meta::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Fields, OwnerRef};
 
-/// How many absent owners are remembered.
+/// How many absent owners (and, separately, orphaned owners) are remembered.
 pub(crate) const ABSENT_CAPACITY: usize = 1024;
 
-/// Owners known to be absent, by (namespace, uid): bounded, oldest forgotten first.
+/// Owners known by (namespace, uid) — absent ones, or ones deleted with orphaning: bounded,
+/// oldest forgotten first.
 #[derive(Debug, Default)]
 pub(crate) struct AbsentOwners {
     set: HashSet<(Option<Arc<str>>, Arc<str>)>,
@@ -66,6 +72,8 @@ enum Owner {
     Solid,
     Dangling,
     Waiting,
+    /// Absent, and deleted with orphaning: the reference goes, the object stays.
+    Orphaned,
 }
 
 /// The shared state of the workers.
@@ -74,6 +82,7 @@ pub(crate) struct Workers {
     pub(crate) calls: Calls,
     pub(crate) queues: Queues,
     pub(crate) absent: Mutex<AbsentOwners>,
+    pub(crate) orphaned: Mutex<AbsentOwners>,
 }
 
 /// The live object an item names, as its metadata and JSON; `None` when it is gone or
@@ -119,7 +128,8 @@ impl Workers {
         if m.owner_references.is_empty() {
             return Ok(());
         }
-        let (mut solid, mut dangling, mut waiting) = (0usize, Vec::new(), Vec::new());
+        let (mut solid, mut dangling, mut waiting, mut orphaned) =
+            (0usize, Vec::new(), Vec::new(), Vec::new());
         for r in &m.owner_references {
             match self.classify(item, r).await? {
                 None => {
@@ -131,14 +141,16 @@ impl Workers {
                 Some(Owner::Solid) => solid += 1,
                 Some(Owner::Dangling) => dangling.push(r.uid.clone()),
                 Some(Owner::Waiting) => waiting.push(r.uid.clone()),
+                Some(Owner::Orphaned) => orphaned.push(r.uid.clone()),
             }
         }
         let res = self.resource(item.res)?;
-        if solid > 0 {
-            if dangling.is_empty() && waiting.is_empty() {
+        if solid > 0 || (dangling.is_empty() && waiting.is_empty()) {
+            dangling.extend(waiting);
+            dangling.extend(orphaned);
+            if dangling.is_empty() {
                 return Ok(());
             }
-            dangling.extend(waiting);
             tracing::debug!(item = %item.name, owners = ?dangling, "garbage collector: removing references to absent or deleting owners");
             return self
                 .calls
@@ -192,33 +204,28 @@ impl Workers {
             return Ok(None);
         }
         let ns = item.ns().filter(|_| res.info.namespaced);
-        if self.absent_has(ns, &r.uid) {
-            return Ok(Some(Owner::Dangling));
+        let absent = if remembered(&self.orphaned, ns, &r.uid) {
+            Owner::Orphaned
+        } else {
+            Owner::Dangling
+        };
+        if remembered(&self.absent, ns, &r.uid) {
+            return Ok(Some(absent));
         }
         let Some(v) = self.calls.get(res, ns, &r.name).await? else {
-            self.absent_add(ns, &r.uid);
-            return Ok(Some(Owner::Dangling));
+            remember(&self.absent, ns, &r.uid);
+            return Ok(Some(absent));
         };
         let owner = Fields::from_metadata(v.get("metadata").unwrap_or(&Value::Null));
         if owner.uid.as_deref() != Some(r.uid.as_str()) {
-            self.absent_add(ns, &r.uid);
-            return Ok(Some(Owner::Dangling));
+            remember(&self.absent, ns, &r.uid);
+            return Ok(Some(absent));
         }
         Ok(Some(if owner.deleting_dependents() {
             Owner::Waiting
         } else {
             Owner::Solid
         }))
-    }
-
-    fn absent_has(&self, ns: Option<&str>, uid: &str) -> bool {
-        self.absent.lock().is_ok_and(|a| a.contains(ns, uid))
-    }
-
-    fn absent_add(&self, ns: Option<&str>, uid: &str) {
-        if let Ok(mut a) = self.absent.lock() {
-            a.insert(ns, uid);
-        }
     }
 
     /// An object deleted in the foreground: its finalizer goes once nothing blocks it.
@@ -258,6 +265,11 @@ impl Workers {
         if !live.meta.orphaning() {
             return Ok(());
         }
+        // Dependents the caches have not seen yet are orphaned when they show up.
+        let owner_ns = item
+            .ns()
+            .filter(|_| self.resource(item.res).is_ok_and(|r| r.info.namespaced));
+        remember(&self.orphaned, owner_ns, &item.uid);
         let owners = [item.uid.to_string()];
         for (d, _) in self.graph.dependents(&item.uid) {
             let res = self.resource(d.res)?;
@@ -270,6 +282,16 @@ impl Workers {
         self.calls
             .remove_finalizer(res, item.ns(), &item.name, &item.uid, FINALIZER_ORPHAN)
             .await
+    }
+}
+
+fn remembered(set: &Mutex<AbsentOwners>, ns: Option<&str>, uid: &str) -> bool {
+    set.lock().is_ok_and(|a| a.contains(ns, uid))
+}
+
+fn remember(set: &Mutex<AbsentOwners>, ns: Option<&str>, uid: &str) {
+    if let Ok(mut a) = set.lock() {
+        a.insert(ns, uid);
     }
 }
 

@@ -33,6 +33,11 @@ impl Drop for T {
 
 fn api() -> Api {
     let s: Arc<dyn Storage> = Arc::new(MemStore::new());
+    api_over(s.clone(), s)
+}
+
+/// The API over `s`, with widgets served by `widgets` (the same store, possibly slower).
+fn api_over(s: Arc<dyn Storage>, widgets: Arc<dyn Storage>) -> Api {
     Installer::new(Config::default())
         .resource(
             ResourceInfo::new("", "v1", "namespaces", "Namespace")
@@ -58,14 +63,17 @@ fn api() -> Api {
         )
         .resource(
             ResourceInfo::new("example.com", "v1", "widgets", "Widget"),
-            s,
+            widgets,
         )
         .build()
 }
 
 /// The API with a running collector and namespace `ns1`.
 async fn setup() -> T {
-    let api = api();
+    setup_on(api()).await
+}
+
+async fn setup_on(api: Api) -> T {
     let r = api.router();
     let gc = tokio::spawn(GarbageCollector::new(&api).run());
     let t = T {
@@ -242,26 +250,20 @@ async fn an_owner_with_the_same_name_and_another_uid_counts_as_absent() {
         "a solid owner keeps it"
     );
 
-    // Recreated: the old dependents go although a Deployment "web" exists again.
-    let (s, _) = t
-        .call(
-            "DELETE",
-            &format!("{DEPLOY}/web?propagationPolicy=Orphan"),
-            "",
-        )
-        .await;
+    // Recreated: a dependent of the first one goes although a Deployment "again" exists
+    // again (another uid).
+    let first = t.create(DEPLOY, deployment("again")).await;
+    let (s, _) = t.call("DELETE", &format!("{DEPLOY}/again"), "").await;
     assert_eq!(s, StatusCode::OK);
-    gone(&t, &format!("{DEPLOY}/web")).await;
-    let v = t.get(&format!("{CM}/fresh")).await;
-    assert!(
-        v["metadata"].get("ownerReferences").is_none(),
-        "orphaned: {v}"
-    );
-    let d2 = t.create(DEPLOY, deployment("web")).await;
-    assert_ne!(d2["metadata"]["uid"], d["metadata"]["uid"]);
-    t.create(CM, owned("of-the-first", &[owner_ref(&d, false)]))
+    let second = t.create(DEPLOY, deployment("again")).await;
+    assert_ne!(second["metadata"]["uid"], first["metadata"]["uid"]);
+    t.create(CM, owned("of-the-first", &[owner_ref(&first, false)]))
+        .await;
+    t.create(CM, owned("of-the-second", &[owner_ref(&second, false)]))
         .await;
     gone(&t, &format!("{CM}/of-the-first")).await;
+    barrier(&t, "recreated").await;
+    assert!(t.exists(&format!("{CM}/of-the-second")).await);
 }
 
 /// Orphan: the owner is held by the `orphan` finalizer until every dependent has lost its
@@ -508,4 +510,117 @@ async fn a_collector_cut_off_and_restarted_finishes_the_job() {
     gone(&t, &format!("{DEPLOY}/web")).await;
     let (_, l) = t.call("GET", CM, "").await;
     assert_eq!(l["items"].as_array().map(Vec::len), Some(0), "{l}");
+}
+
+/// A store whose watch events arrive late: the collector's informer of a resource served
+/// by it lags behind the others.
+struct SlowWatch(MemStore, Duration);
+
+#[async_trait::async_trait]
+impl Storage for SlowWatch {
+    async fn create(
+        &self,
+        key: &listwatch_storage::Key,
+        obj: listwatch_api::Object,
+        ttl: Option<Duration>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        self.0.create(key, obj, ttl).await
+    }
+    async fn get(
+        &self,
+        key: &listwatch_storage::Key,
+        opts: &listwatch_storage::GetOptions,
+    ) -> listwatch_storage::Result<Option<listwatch_api::Object>> {
+        self.0.get(key, opts).await
+    }
+    async fn list(
+        &self,
+        key: &listwatch_storage::Key,
+        opts: &listwatch_storage::ListOptions,
+    ) -> listwatch_storage::Result<listwatch_storage::ObjectList> {
+        self.0.list(key, opts).await
+    }
+    async fn watch(
+        &self,
+        key: &listwatch_storage::Key,
+        opts: &listwatch_storage::ListOptions,
+    ) -> listwatch_storage::Result<listwatch_storage::WatchStream> {
+        use futures::StreamExt;
+        let delay = self.1;
+        let events = self.0.watch(key, opts).await?;
+        Ok(Box::pin(events.then(move |e| async move {
+            tokio::time::sleep(delay).await;
+            e
+        })))
+    }
+    async fn guaranteed_update(
+        &self,
+        key: &listwatch_storage::Key,
+        preconditions: Option<&listwatch_storage::Preconditions>,
+        ignore_not_found: bool,
+        update: &mut listwatch_storage::UpdateFn<'_>,
+        suggestion: Option<listwatch_api::Object>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        self.0
+            .guaranteed_update(key, preconditions, ignore_not_found, update, suggestion)
+            .await
+    }
+    async fn delete(
+        &self,
+        key: &listwatch_storage::Key,
+        preconditions: Option<&listwatch_storage::Preconditions>,
+        validate: &listwatch_storage::ValidateDeleteFn<'_>,
+        suggestion: Option<listwatch_api::Object>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        self.0
+            .delete(key, preconditions, validate, suggestion)
+            .await
+    }
+    async fn stats(
+        &self,
+        key: &listwatch_storage::Key,
+    ) -> listwatch_storage::Result<listwatch_storage::Stats> {
+        self.0.stats(key).await
+    }
+    async fn request_watch_progress(&self) -> listwatch_storage::Result<()> {
+        self.0.request_watch_progress().await
+    }
+    async fn current_resource_version(&self) -> listwatch_storage::Result<u64> {
+        self.0.current_resource_version().await
+    }
+    async fn readiness(&self) -> listwatch_storage::Result<()> {
+        self.0.readiness().await
+    }
+    fn compacted_revision(&self) -> u64 {
+        self.0.compacted_revision()
+    }
+}
+
+/// Before: a dependent created just before its owner's orphaning DELETE, and not yet seen by
+/// the collector's (lagging) informer, was found later with its owner gone and deleted. Now
+/// the collector remembers owners it orphaned for: the late dependent loses its reference
+/// and stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_seen_after_its_owner_was_orphaned_is_orphaned_too() {
+    let store = MemStore::new();
+    let widgets: Arc<dyn Storage> = Arc::new(SlowWatch(store.clone(), Duration::from_secs(2)));
+    let t = setup_on(api_over(Arc::new(store), widgets)).await;
+    let d = t.create(DEPLOY, deployment("web")).await;
+    t.create(WIDGETS, owned("late", &[owner_ref(&d, true)]))
+        .await;
+    let (s, _) = t
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/web?propagationPolicy=Orphan"),
+            "",
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{DEPLOY}/web")).await;
+    eventually("the late dependent orphaned", || async {
+        t.get(&format!("{WIDGETS}/late")).await["metadata"]
+            .get("ownerReferences")
+            .is_none()
+    })
+    .await;
 }
