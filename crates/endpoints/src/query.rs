@@ -479,6 +479,7 @@ pub enum IncludeObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     fn pods() -> ResourceInfo {
         ResourceInfo::new("", "v1", "pods", "Pod").selectable_fields(["spec.nodeName"])
@@ -690,6 +691,33 @@ mod tests {
             }
             if let Err(e) = q.delete_options(b"") {
                 proptest::prop_assert!(e.code() == 400 || e.code() == 422, "{}", e.code());
+            }
+        }
+
+        #[test]
+        fn arbitrary_delete_option_bodies_are_accepted_or_refused(
+            grace in proptest::option::of(proptest::prop_oneof![
+                proptest::num::i64::ANY.prop_map(serde_json::Value::from),
+                proptest::num::f64::ANY.prop_map(|f| serde_json::json!(f)),
+                "\\PC{0,6}".prop_map(serde_json::Value::from),
+            ]),
+            policy in proptest::option::of("\\PC{0,12}"),
+            orphan in proptest::option::of(proptest::bool::ANY),
+            junk in "\\PC{0,40}",
+        ) {
+            let mut v = serde_json::json!({"kind": "DeleteOptions"});
+            if let Some(g) = grace { v["gracePeriodSeconds"] = g; }
+            if let Some(p) = &policy { v["propagationPolicy"] = serde_json::json!(p); }
+            if let Some(o) = orphan { v["orphanDependents"] = serde_json::json!(o); }
+            let q = Query::parse(None);
+            match q.delete_options(v.to_string().as_bytes()) {
+                Ok(d) => {
+                    proptest::prop_assert!(d.propagation.is_none() || d.orphan_dependents.is_none());
+                }
+                Err(e) => proptest::prop_assert!(e.code() == 400 || e.code() == 422),
+            }
+            if let Err(e) = q.delete_options(junk.as_bytes()) {
+                proptest::prop_assert!(e.code() == 400 || e.code() == 413 || e.code() == 422, "{}", e.code());
             }
         }
     }
