@@ -3,14 +3,14 @@
 //! controller needs (get, create, replace, patch, delete of JSON objects; [`Api`](crate::Api)
 //! makes the same calls for typed objects).
 //!
-//! Invariants: every request has the config's deadline until its response headers; every
-//! body read is bounded (objects by [`MAX_OBJECT_BODY`], lists by the config's
-//! `max_list_bytes`, errors cut at 64 KiB); a 401 with a refreshable credential is retried
-//! once with a fresh one. With several servers ([`HttpConfig::failover_urls`]) a request
-//! goes to the current one; a connection failure moves the client to the next
-//! ([`Servers`]), and the request is sent there too when that cannot repeat a write: a GET
-//! after any connection failure, any method when the request never left (refused, TLS),
-//! each server at most once per request.
+//! Invariants: every request has the config's deadline until its response headers, and an
+//! error's body until the same instant; every body read is bounded (objects by
+//! [`MAX_OBJECT_BODY`], lists by the config's `max_list_bytes`, errors cut at 64 KiB); a
+//! 401 with a refreshable credential is retried once with a fresh one. With several servers
+//! ([`HttpConfig::failover_urls`]) a request goes to the current one; a connection failure
+//! moves the client to the next ([`Servers`]), and the request is sent there too when that
+//! cannot repeat a write: a GET after any connection failure, any method when the request
+//! never left (refused, TLS), each server at most once per request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +24,7 @@ use http_body_util::Full;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::auth::{Auth, ClientIdentity, Credential};
 use super::servers::Servers;
@@ -383,9 +384,14 @@ impl HttpClient {
             .body(Full::new(body.map(|(b, _)| b).unwrap_or_default()))
             .map_err(|e| Error::Config(format!("invalid request {uri:?}: {e}")))?;
         tracing::debug!(%uri, %method, "request");
+        // The headers, and an error's body, are due within the request timeout.
+        let due = self
+            .inner
+            .timeout
+            .and_then(|t| Some((t, Instant::now().checked_add(t)?)));
         let call = client.request(req);
-        let res = match self.inner.timeout {
-            Some(t) => tokio::time::timeout(t, call).await.map_err(|_| {
+        let res = match due {
+            Some((t, due)) => tokio::time::timeout_at(due, call).await.map_err(|_| {
                 Failure::Sent(format!("no response headers from {uri} within {t:?}").into())
             })?,
             None => call.await,
@@ -402,8 +408,19 @@ impl HttpClient {
         }
         let code = res.status().as_u16();
         let gzip = body::is_gzip(&res);
-        // An error body is only read for its Status; a longer one is cut, not refused.
-        let mut body = body::read_prefix(res.into_body(), MAX_ERROR_BODY).await?;
+        // An error body is only read for its Status, within the headers' deadline; a longer
+        // one is cut, not refused.
+        let read = body::read_prefix(res.into_body(), MAX_ERROR_BODY);
+        let mut body = match due {
+            Some((_, due)) => tokio::time::timeout_at(due, read)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::Http(
+                        format!("the {code} answer's body from {uri} not complete in time").into(),
+                    ))
+                })?,
+            None => read.await?,
+        };
         if gzip {
             // A cut gzip body does not inflate; the code then speaks alone.
             body = body::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
