@@ -11,6 +11,10 @@
 //! moves the client to the next ([`Servers`]), and the request is sent there too when that
 //! cannot repeat a write: a GET after any connection failure, any method when the request
 //! never left (refused, TLS), each server at most once per request.
+//!
+//! A refusal with `Retry-After` (429 or 5xx) is sent again after the wait, every verb with
+//! its body, at most `max_retries` times and within the request timeout (`retry.rs`); with
+//! several servers the refusing one counts as failed and the retry goes to the next.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +31,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::auth::{Auth, ClientIdentity, Credential};
+use super::retry::{self, Retries};
 use super::servers::Servers;
 use serde::Serialize;
 
@@ -61,6 +66,7 @@ pub(crate) struct Inner {
     headers: Vec<(HeaderName, HeaderValue)>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_list_bytes: usize,
+    max_retries: u32,
     default_namespace: Option<String>,
 }
 
@@ -109,6 +115,7 @@ impl HttpClient {
                 headers,
                 timeout: config.request_timeout,
                 max_list_bytes: config.max_list_bytes,
+                max_retries: config.max_retries,
                 default_namespace: config.default_namespace.clone(),
                 https,
                 config,
@@ -279,7 +286,9 @@ impl HttpClient {
     /// Sends a request for `path_and_query` to the current server, moving on to the next
     /// on a connection failure (see the module doc); returns the response and the index of
     /// the server that gave it. A 401 with a refreshable credential (token file, exec plugin)
-    /// is sent once more with a fresh one. Non-2xx answers are errors.
+    /// is sent once more with a fresh one; a refusal with `Retry-After` is sent again after
+    /// the wait (`retry.rs`), on the next server when there are several. Non-2xx answers are
+    /// errors.
     pub(crate) async fn request(
         &self,
         method: Method,
@@ -288,26 +297,89 @@ impl HttpClient {
         compressible: bool,
         accept: &'static str,
     ) -> Result<(hyper::Response<hyper::body::Incoming>, usize)> {
+        let mut retries = Retries::new(self.inner.max_retries, self.inner.timeout);
+        loop {
+            let attempt = self
+                .request_servers(
+                    &method,
+                    path_and_query,
+                    &body,
+                    compressible,
+                    accept,
+                    retries.attempt_deadline(),
+                )
+                .await;
+            match attempt {
+                Ok(answer) => return Ok(answer),
+                Err(Attempt::Refused {
+                    error,
+                    wait,
+                    server,
+                }) => {
+                    if !retries.take(wait) {
+                        tracing::debug!(
+                            path = path_and_query, %method, %error,
+                            "refused with Retry-After: no retry left within the deadline"
+                        );
+                        return Err(error);
+                    }
+                    self.inner.servers.refused(server);
+                    tracing::debug!(
+                        path = path_and_query, %method, %error, ?wait,
+                        "refused with Retry-After: sending again after the wait"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                Err(Attempt::Failed(error)) => return Err(error),
+            }
+        }
+    }
+
+    /// One attempt: the current server, then the next ones on connection failures that
+    /// cannot repeat a write, each at most once. After a retry (`deadline` set) a server
+    /// whose headers do not come by the request's deadline is not blamed, and no other is
+    /// tried.
+    async fn request_servers(
+        &self,
+        method: &Method,
+        path_and_query: &str,
+        body: &Option<(Bytes, &'static str)>,
+        compressible: bool,
+        accept: &'static str,
+        deadline: Option<Instant>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, usize), Attempt> {
         let servers = &self.inner.servers;
         let mut tries = servers.len();
         loop {
             let (server, base) = servers.current();
             let uri = format!("{base}{path_and_query}");
-            match self
-                .request_authenticated(method.clone(), &uri, body.clone(), compressible, accept)
-                .await
-            {
+            let sent = Sent {
+                method: method.clone(),
+                uri: &uri,
+                body: body.clone(),
+                compressible,
+                accept,
+                deadline,
+            };
+            match self.request_authenticated(sent).await {
                 Ok(res) => return Ok((res, server)),
+                Err(Failure::Refused(error, wait)) => {
+                    return Err(Attempt::Refused {
+                        error,
+                        wait,
+                        server,
+                    });
+                }
                 Err(e) => {
                     let Some(sent) = e.connection_failure() else {
-                        return Err(e.into_error());
+                        return Err(Attempt::Failed(e.into_error()));
                     };
                     servers.failed(server);
                     tries -= 1;
                     // A write that may have reached the server is not sent twice.
-                    let repeatable = !sent || method == Method::GET;
+                    let repeatable = !sent || *method == Method::GET;
                     if tries == 0 || !repeatable {
-                        return Err(e.into_error());
+                        return Err(Attempt::Failed(e.into_error()));
                     }
                     tracing::debug!(%uri, error = %e, "trying the next server");
                 }
@@ -317,33 +389,18 @@ impl HttpClient {
 
     async fn request_authenticated(
         &self,
-        method: Method,
-        uri: &str,
-        body: Option<(Bytes, &'static str)>,
-        compressible: bool,
-        accept: &'static str,
+        req: Sent<'_>,
     ) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
         let auth = &self.inner.auth;
         let sent = auth.credential().await?;
-        match self
-            .request_once(
-                method.clone(),
-                uri,
-                body.clone(),
-                compressible,
-                accept,
-                &sent,
-            )
-            .await
-        {
+        match self.request_once(req.clone(), &sent).await {
             Err(Failure::Other(e)) if e.code() == Some(401) && auth.rejected(&sent).await => {
                 let fresh = auth.credential().await?;
                 if fresh == sent {
                     return Err(Failure::Other(e));
                 }
-                tracing::debug!(%uri, "401, retrying with a refreshed credential");
-                self.request_once(method, uri, body, compressible, accept, &fresh)
-                    .await
+                tracing::debug!(uri = req.uri, "401, retrying with a refreshed credential");
+                self.request_once(req, &fresh).await
             }
             other => other,
         }
@@ -351,13 +408,17 @@ impl HttpClient {
 
     async fn request_once(
         &self,
-        method: Method,
-        uri: &str,
-        body: Option<(Bytes, &'static str)>,
-        compressible: bool,
-        accept: &'static str,
+        sent: Sent<'_>,
         credential: &Credential,
     ) -> Result<hyper::Response<hyper::body::Incoming>, Failure> {
+        let Sent {
+            method,
+            uri,
+            body,
+            compressible,
+            accept,
+            deadline,
+        } = sent;
         let client = self.transport_for(credential.identity.as_ref())?;
         let mut req = Request::builder()
             .method(method.clone())
@@ -384,15 +445,24 @@ impl HttpClient {
             .body(Full::new(body.map(|(b, _)| b).unwrap_or_default()))
             .map_err(|e| Error::Config(format!("invalid request {uri:?}: {e}")))?;
         tracing::debug!(%uri, %method, "request");
-        // The headers, and an error's body, are due within the request timeout.
-        let due = self
-            .inner
-            .timeout
-            .and_then(|t| Some((t, Instant::now().checked_add(t)?)));
+        // The headers are due within the request timeout, or by the request's deadline after
+        // a retry if that comes first (then missing it is not this server's failure).
+        let start = Instant::now();
+        let own = self.inner.timeout.and_then(|t| start.checked_add(t));
+        let (due, cut_short) = match (own, deadline) {
+            (Some(own), Some(d)) if d < own => (Some(d), true),
+            (own, _) => (own, false),
+        };
         let call = client.request(req);
         let res = match due {
-            Some((t, due)) => tokio::time::timeout_at(due, call).await.map_err(|_| {
-                Failure::Sent(format!("no response headers from {uri} within {t:?}").into())
+            Some(due) => tokio::time::timeout_at(due, call).await.map_err(|_| {
+                let waited = due.saturating_duration_since(start);
+                let e = format!("no response headers from {uri} within {waited:?}");
+                if cut_short {
+                    Failure::Deadline(format!("{e}, the rest of the request's deadline").into())
+                } else {
+                    Failure::Sent(e.into())
+                }
             })?,
             None => call.await,
         };
@@ -407,25 +477,80 @@ impl HttpClient {
             return Ok(res);
         }
         let code = res.status().as_u16();
+        let wait = retry::refusal_wait(code, res.headers());
+        let hint = retry::retry_after_seconds(res.headers());
         let gzip = body::is_gzip(&res);
         // An error body is only read for its Status, within the headers' deadline; a longer
         // one is cut, not refused.
         let read = body::read_prefix(res.into_body(), MAX_ERROR_BODY);
-        let mut body = match due {
-            Some((_, due)) => tokio::time::timeout_at(due, read)
+        let read = match due {
+            Some(due) => tokio::time::timeout_at(due, read)
                 .await
                 .unwrap_or_else(|_| {
                     Err(Error::Http(
                         format!("the {code} answer's body from {uri} not complete in time").into(),
                     ))
-                })?,
-            None => read.await?,
+                }),
+            None => read.await,
         };
-        if gzip {
-            // A cut gzip body does not inflate; the code then speaks alone.
-            body = body::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
+        let error = match read {
+            Ok(mut body) => {
+                if gzip {
+                    // A cut gzip body does not inflate; the code then speaks alone.
+                    body = body::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
+                }
+                decode::decode_status(code, &body)
+            }
+            // A refusal is retried on its code and header alone (client-go discards its
+            // body); if it is the last, the code speaks for it.
+            Err(e) if wait.is_some() => {
+                decode::decode_status(code, format!("(unreadable body: {e})").as_bytes())
+            }
+            Err(e) => return Err(Failure::Other(e)),
+        };
+        let error = with_retry_hint(error, hint);
+        Err(match wait {
+            Some(wait) => Failure::Refused(error, wait),
+            None => Failure::Other(error),
+        })
+    }
+}
+
+/// What one request to one server sends (borrowed from the request it is an attempt of).
+#[derive(Clone)]
+struct Sent<'a> {
+    method: Method,
+    uri: &'a str,
+    body: Option<(Bytes, &'static str)>,
+    compressible: bool,
+    accept: &'static str,
+    /// The request's deadline, after a retry (see [`Retries::attempt_deadline`]).
+    deadline: Option<Instant>,
+}
+
+/// How one attempt (a request to the current server, then to the next ones after connection
+/// failures) ended without a success.
+enum Attempt {
+    /// Server `server` refused and asked to be asked again after `wait`.
+    Refused {
+        error: Error,
+        wait: Duration,
+        server: usize,
+    },
+    /// Anything else: the caller's error.
+    Failed(Error),
+}
+
+/// An error whose Status has no retry hint takes the answer's `Retry-After` (client-go
+/// puts the header's value in the errors it builds from answers that are not a Status;
+/// kube-apiserver sends the two together), so [`Error::retry_after`] tells a caller what
+/// the server asked for once the retries are spent.
+fn with_retry_hint(error: Error, seconds: Option<i64>) -> Error {
+    match (error, seconds) {
+        (Error::Api(status), Some(s)) if s > 0 && status.retry_after() == 0 => {
+            Error::api((*status).with_retry_after(u32::try_from(s).unwrap_or(u32::MAX)))
         }
-        Err(Failure::Other(decode::decode_status(code, &body)))
+        (error, _) => error,
     }
 }
 
@@ -454,6 +579,13 @@ enum Failure {
     /// The connection failed after the request may have been sent: reset, closed before the
     /// response, no response headers within the deadline.
     Sent(Box<dyn std::error::Error + Send + Sync>),
+    /// The headers did not come by the request's deadline, which was shorter than the
+    /// request timeout (an attempt after a retry): not the server's failure, and no time is
+    /// left for another.
+    Deadline(Box<dyn std::error::Error + Send + Sync>),
+    /// The server refused and asked to be asked again after this long (429 or 5xx with a
+    /// `Retry-After`, `retry.rs`).
+    Refused(Error, Duration),
     /// Anything else (an answer of the server, a bad request).
     Other(Error),
 }
@@ -467,8 +599,8 @@ impl From<Error> for Failure {
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Failure::NotSent(e) | Failure::Sent(e) => e.fmt(f),
-            Failure::Other(e) => e.fmt(f),
+            Failure::NotSent(e) | Failure::Sent(e) | Failure::Deadline(e) => e.fmt(f),
+            Failure::Refused(e, _) | Failure::Other(e) => e.fmt(f),
         }
     }
 }
@@ -479,16 +611,17 @@ impl Failure {
         match self {
             Failure::NotSent(_) => Some(false),
             Failure::Sent(_) => Some(true),
-            Failure::Other(_) => None,
+            Failure::Deadline(_) | Failure::Refused(..) | Failure::Other(_) => None,
         }
     }
 
-    /// The caller's error: a connection failure is [`Error::Connect`], which the reflector
-    /// retries with backoff (re-watching from its last version, no relist).
+    /// The caller's error: a connection failure (or headers missing the deadline) is
+    /// [`Error::Connect`], which the reflector retries with backoff (re-watching from its
+    /// last version, no relist).
     fn into_error(self) -> Error {
         match self {
-            Failure::NotSent(e) | Failure::Sent(e) => Error::Connect(e),
-            Failure::Other(e) => e,
+            Failure::NotSent(e) | Failure::Sent(e) | Failure::Deadline(e) => Error::Connect(e),
+            Failure::Refused(e, _) | Failure::Other(e) => e,
         }
     }
 }

@@ -74,6 +74,12 @@ pub struct HttpConfig {
     /// an unbounded allocation. Error bodies are read up to 64 KiB and watch frames up to
     /// 16 MiB.
     pub max_list_bytes: usize,
+    /// How many times a refused request is sent again: an answer `429`, or `5xx`, with a
+    /// `Retry-After` of whole seconds is retried after that wait (at most 30 s), within
+    /// `request_timeout` of the request's start, on the next server when there are several
+    /// (every verb, the body re-sent; see `http/retry.rs`). Default 10, client-go's
+    /// `maxRetries`; 0 returns every refusal at once.
+    pub max_retries: u32,
 }
 
 impl Default for HttpConfig {
@@ -96,6 +102,7 @@ impl Default for HttpConfig {
             tcp_keepalive: Some(Duration::from_secs(30)),
             http2_ping: Some(Duration::from_secs(30)),
             max_list_bytes: 1 << 30,
+            max_retries: super::retry::DEFAULT_MAX_RETRIES,
         }
     }
 }
@@ -124,6 +131,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("tcp_keepalive", &self.tcp_keepalive)
             .field("http2_ping", &self.http2_ping)
             .field("max_list_bytes", &self.max_list_bytes)
+            .field("max_retries", &self.max_retries)
             .finish()
     }
 }
@@ -210,6 +218,14 @@ impl HttpConfig {
     #[must_use]
     pub fn max_list_bytes(mut self, n: usize) -> Self {
         self.max_list_bytes = n;
+        self
+    }
+
+    /// Sets how many times a refused request (429 or 5xx with `Retry-After`) is sent again
+    /// (0: never).
+    #[must_use]
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.max_retries = n;
         self
     }
 

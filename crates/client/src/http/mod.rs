@@ -7,6 +7,11 @@
 //! - a non-2xx answer becomes [`Error::Api`](crate::Error::Api) with the server's `Status` (or one built from
 //!   the HTTP code when the body is not a Status); a refused connection is
 //!   [`Error::Connect`](crate::Error::Connect), which the reflector retries with backoff;
+//! - a refusal that asks to be retried (a 429 or 5xx with `Retry-After`: a draining replica,
+//!   a watch cache not ready, an overloaded server) is sent again after the wait, as
+//!   client-go's rest client does: every verb with its body, at most
+//!   [`max_retries`](HttpConfig#structfield.max_retries) (10) times, each wait at most 30 s,
+//!   all within the request timeout (`retry.rs`);
 //! - credentials ([`HttpConfig`]): a bearer token, a token file re-read on rotation, basic
 //!   auth, an exec credential plugin, client certificates, impersonation; a 401 drops a
 //!   refreshable credential and the request is sent once more with a fresh one;
@@ -18,15 +23,15 @@
 //!   `http.ProxyFromEnvironment`);
 //! - several servers of one cluster ([`HttpConfig::failover_urls`], or a kubeconfig cluster's
 //!   `listwatch.dev/failover-servers` extension): a connection failure moves the client to
-//!   the next and the reflector's watch resumes there from its last version (`servers.rs`).
-
+//!   the next and the reflector's watch resumes there from its last version, and a refusal
+//!   with `Retry-After` sends its retry there (`servers.rs`).
 //!
 //! Modules: `config` ([`HttpConfig`] and its sources), `client` ([`HttpClient`]: the pool,
 //! credentials, failover and single-object calls), `lister_watcher` ([`HttpListerWatcher`]),
 //! `typed` and `api` (typed access), `connector` (TCP, proxy, TLS), `body` (bounded body
 //! reads), `list_body` (list bodies decoded item by item as they arrive), `decode` (watch
 //! frames, Status), `auth`, `kubeconfig`, `proxy`,
-//! `env_proxy`, `servers`, `patch`.
+//! `env_proxy`, `servers`, `retry`, `patch`.
 
 mod api;
 mod auth;
@@ -41,6 +46,7 @@ mod list_body;
 mod lister_watcher;
 mod patch;
 mod proxy;
+mod retry;
 mod servers;
 mod typed;
 

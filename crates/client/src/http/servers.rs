@@ -5,9 +5,9 @@
 //! followed by `failover_urls`). Every request goes to the current one; a connection failure
 //! there (refused, reset, TLS handshake, no response headers within the request timeout, a
 //! watch body cut mid-stream, a watch idle past the reflector's deadline) moves the client to
-//! the next, round the list. Resource versions are etcd revisions shared by every replica, so
-//! a watch resumes on the next server from the last version it saw, like a re-watch on the
-//! same one.
+//! the next, round the list, and so does a refusal with `Retry-After` (see below). Resource
+//! versions are etcd revisions shared by every replica, so a watch resumes on the next
+//! server from the last version it saw, like a re-watch on the same one.
 //!
 //! Invariants:
 //! - the list is never empty and is fixed when the client is built;
@@ -15,7 +15,12 @@
 //!   requests failing together on one server move the client once, not once each;
 //! - failover never waits: a request that finds every server down returns
 //!   [`Error::Connect`](crate::Error::Connect) and its caller (the reflector) backs off before
-//!   the next round.
+//!   the next round;
+//! - a refusal with `Retry-After` (429 or 5xx: a draining replica's 503, a replica whose
+//!   cache is not ready) also moves the client on, since what it reports is that replica's
+//!   own state while the others share its data; the request waits the server's `Retry-After`
+//!   first, as client-go would before its retry (`retry.rs`), so a refusal from every replica
+//!   (an overloaded etcd behind them all) costs them no more requests than client-go's.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -57,6 +62,17 @@ impl Servers {
     /// Reports a connection failure on server `i`: the client moves to the next one unless it
     /// already moved away from `i`. Returns whether this call moved it.
     pub(crate) fn failed(&self, i: usize) -> bool {
+        self.move_from(i, "connection failure, moving to the next server")
+    }
+
+    /// Reports that server `i` refused a request with a `Retry-After` (draining, its cache
+    /// not ready, overloaded): like [`failed`](Self::failed), the client moves to the next
+    /// one, where the request is sent again after the wait.
+    pub(crate) fn refused(&self, i: usize) -> bool {
+        self.move_from(i, "refused with Retry-After, moving to the next server")
+    }
+
+    fn move_from(&self, i: usize, why: &'static str) -> bool {
         if self.urls.len() < 2 {
             return false;
         }
@@ -69,7 +85,7 @@ impl Servers {
             tracing::warn!(
                 from = self.urls.get(i).map_or("", String::as_str),
                 to = self.urls.get(next).map_or("", String::as_str),
-                "connection failure, moving to the next server"
+                "{why}"
             );
         }
         moved

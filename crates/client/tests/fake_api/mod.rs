@@ -27,6 +27,9 @@ pub enum Misbehave {
     StallMidFrame,
     /// Answer with this status code and a Status body.
     Status(u16),
+    /// Answer with this status code, a `Retry-After` header of this value and a Status body
+    /// (a draining replica's `503`, a cache's `429`).
+    Refuse(u16, &'static str),
 }
 
 /// One request the server saw.
@@ -169,12 +172,19 @@ impl FakeApi {
                 s.list_faults.pop_front()
             }
         };
-        if let Some(Misbehave::Status(code)) = fault {
+        let refusal = match &fault {
+            Some(Misbehave::Status(code)) => Some((*code, String::new())),
+            Some(Misbehave::Refuse(code, after)) => {
+                Some((*code, format!("retry-after: {after}\r\n")))
+            }
+            _ => None,
+        };
+        if let Some((code, extra)) = refusal {
             let body = format!(
                 r#"{{"kind":"Status","apiVersion":"v1","status":"Failure","message":"scripted","reason":"InternalError","code":{code}}}"#
             );
             let resp = format!(
-                "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\n{extra}content-length: {}\r\nconnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = sock.write_all(resp.as_bytes()).await;
