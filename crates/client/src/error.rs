@@ -18,6 +18,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The server answered with a `Status` failure (HTTP error body or watch `ERROR` event).
+    /// A refusal that asks to be retried (429 or 5xx with `Retry-After`) only gets here once
+    /// the HTTP client's retries are spent
+    /// ([`HttpConfig::max_retries`](crate::HttpConfig#structfield.max_retries)).
     #[error("api error {}: {} ({})", .0.code, .0.message, .0.reason)]
     Api(Box<Status>),
     /// The server could not be reached or its connection failed before a response: refused,
