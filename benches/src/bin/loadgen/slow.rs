@@ -113,14 +113,19 @@ async fn phase(server: &Server, conn: &mut Conn, stalled: usize, first: usize) -
     }
     let cpu = server.cpu() - cpu0;
     let mut latencies = Vec::with_capacity(HEALTHY * PHASE);
+    // Each reader is awaited (to the same deadline), not polled with `is_finished`: a reader
+    // that has counted itself done may not have returned yet when the loop above sees the
+    // count, and taking it for a stuck one failed the scenario for nothing.
     for r in readers {
-        if r.is_finished() {
-            latencies.extend(r.await.map_err(|e| e.to_string())??);
-        } else {
-            r.abort();
-            return Err(format!(
-                "a healthy watcher did not receive all {PHASE} events within 30 s (stalled: {stalled})"
-            ));
+        let abort = r.abort_handle();
+        match tokio::time::timeout_at(deadline.into(), r).await {
+            Ok(joined) => latencies.extend(joined.map_err(|e| e.to_string())??),
+            Err(_) => {
+                abort.abort();
+                return Err(format!(
+                    "a healthy watcher did not receive all {PHASE} events within 30 s (stalled: {stalled})"
+                ));
+            }
         }
     }
     drop(idle);
