@@ -24,6 +24,12 @@
 //!   within [`ServeConfig::response_timeout`] of its start;
 //! - TCP keep-alive on every connection ([`TCP_KEEPALIVE_IDLE`]), as upstream's listener,
 //!   so that half-open connections (the peer vanished) fail and free their slots;
+//! - the kernel holds at most [`TCP_NOTSENT_LOWAT`] unsent bytes per connection: a peer that
+//!   stops reading stops the server's writes once its receive window and that much are
+//!   queued (and the cacher then detaches its watch), instead of after the send buffer has
+//!   grown to `tcp_wmem`'s maximum (4 MiB by default) — megabytes copied per stalled watch
+//!   for nothing, which the healthy watchers paid for in CPU. Bytes in flight are not
+//!   limited, so a fast peer far away is not slowed;
 //! - the request head is bounded by hyper: at most 100 header fields and its read buffer
 //!   (about 400 KiB), else 431; on HTTP/2 the decoded header list by
 //!   [`HTTP2_MAX_HEADER_LIST_BYTES`] (the same size);
@@ -334,6 +340,9 @@ pub async fn serve(
         if let Err(e) = keep_alive(&stream) {
             tracing::debug!(%peer, error = %e, "cannot set TCP keep-alive");
         }
+        if let Err(e) = socket2::SockRef::from(&stream).set_tcp_notsent_lowat(TCP_NOTSENT_LOWAT) {
+            tracing::debug!(%peer, error = %e, "cannot bound the unsent bytes");
+        }
         let task = Connection {
             peer,
             router: router.clone(),
@@ -384,6 +393,11 @@ pub async fn serve(
     all_closed.closed().await;
     Ok(())
 }
+
+/// Unsent bytes the kernel may hold for one connection (`TCP_NOTSENT_LOWAT`): a socket is
+/// writable again once fewer than half of them wait. Two watch batches (the watch server's
+/// 64 KiB), so that a batch can be written while the previous one is still being sent.
+pub const TCP_NOTSENT_LOWAT: u32 = 128 * 1024;
 
 /// Silence before the first TCP keep-alive probe: upstream's listener's 3 minutes.
 pub const TCP_KEEPALIVE_IDLE: Duration = Duration::from_secs(180);

@@ -227,3 +227,66 @@ fn stalled_watchers_cost_healthy_ones_nothing_over_http() {
         assert_eq!(read_events(&mut s, WRITES), written);
     }
 }
+
+/// The bytes the kernel holds in the send queue of the server's end of the connection from
+/// `client_port` to `server_port` (`tx_queue` of /proc/net/tcp: unsent plus unacknowledged).
+fn server_send_queue(server_port: u16, client_port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let port = |addr: &str| u16::from_str_radix(addr.rsplit(':').next().unwrap(), 16).unwrap();
+    table
+        .lines()
+        .skip(1)
+        .find_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            (port(f[1]) == server_port && port(f[2]) == client_port).then(|| {
+                let tx = f[4].split(':').next().unwrap();
+                u64::from_str_radix(tx, 16).unwrap()
+            })
+        })
+        .expect("the server's end of the watch connection in /proc/net/tcp")
+}
+
+/// A watcher that never reads costs the server a bounded send queue: once its socket is full
+/// the server stops writing to it (and the cacher detaches the watch), instead of letting
+/// the kernel queue megabytes for it (the send buffer grows up to `tcp_wmem`'s maximum,
+/// 4 MiB by default, when nothing bounds the unsent bytes). Each such megabyte is copied in
+/// for nothing and is CPU taken from the healthy watchers (P13). The watcher still gets every
+/// event, in order, once it reads again.
+#[test]
+fn a_watcher_that_never_reads_holds_a_bounded_send_queue() {
+    const WRITES: usize = 120;
+    let server = Server::start(&[]);
+    let a = server.addr.clone();
+    let server_port: u16 = a.rsplit(':').next().unwrap().parse().unwrap();
+    post(
+        &a,
+        "/api/v1/namespaces",
+        &json!({"metadata":{"name":"e2e"}}),
+    );
+    let pods = "/api/v1/namespaces/e2e/pods";
+    let rv = rv_of(&http(&a, "GET", pods, &[], b"").json());
+    let path = format!("{pods}?watch=1&resourceVersion={rv}&timeoutSeconds=300");
+    let (mut stalled, status) = common::open_stream(&a, &path);
+    assert_eq!(status, 200);
+    let client_port = stalled.local_addr().unwrap().port();
+    // 120 pods of ~48 KB: 5.8 MB for a watch that reads nothing.
+    let filler = "x".repeat(48 << 10);
+    let mut written = Vec::new();
+    let mut most = 0;
+    for i in 0..WRITES {
+        let pod = json!({"metadata":{"name":format!("p{i}"),"annotations":{"filler":filler}},
+            "spec":{"containers":[{"name":"c","image":"x"}]}});
+        written.push(rv_of(&post(&a, pods, &pod).json()));
+        most = most.max(server_send_queue(server_port, client_port));
+    }
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        most = most.max(server_send_queue(server_port, client_port));
+    }
+    eprintln!("largest send queue of the stalled watch: {most} bytes");
+    assert!(
+        most <= 1 << 20,
+        "the server queued {most} bytes for a watcher that reads nothing"
+    );
+    assert_eq!(read_events(&mut stalled, WRITES), written);
+}
