@@ -1,0 +1,505 @@
+//! Request handling: routing a parsed path to a verb, limits, and the per-verb handlers.
+//!
+//! Invariants:
+//! - every request passes flow control ([`crate::flowcontrol`]) before it touches storage:
+//!   a watch takes a watch slot; any other request is admitted to its client's flow, has
+//!   its body read (within its deadline: 408 past it), then takes a read-only or mutating
+//!   seat; a refusal is a 429 and nothing else happens;
+//! - bodies are read with a hard cap (413 beyond it) and into the body-memory budget before
+//!   anything is parsed;
+//! - writes go to the resource's storage only (never a cache), and `dryRun=All` writes
+//!   nothing at all;
+//! - handlers return `ApiResult<Response>`; errors become responses in one place
+//!   ([`ApiError`]'s `IntoResponse`).
+//!
+//! This module routes and limits; the verbs live in its submodules: `read` (get, list,
+//! watch), `write` (create, update, patch, and the read-modify-write they share) and
+//! `delete` (delete, deletecollection). The helpers every verb uses (the resolved
+//! [`Request`], the object and `/scale` responses) stay here.
+
+mod delete;
+mod read;
+mod write;
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{FromRequestParts, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use listwatch_api::Object;
+use listwatch_storage::{Error as StorageError, Key};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use crate::error::{ApiError, ApiResult};
+use crate::fieldmanager::FieldManager;
+use crate::flowcontrol::{ClientKey, queue_wait_limit};
+use crate::negotiate::{Format, Offer, negotiate};
+use crate::path::{self, ApiPath, PathError, Target};
+use crate::query::Query;
+use crate::resource::{Resource, ResourceInfo};
+use crate::{Shared, json_response};
+
+use self::delete::{delete, delete_collection};
+use self::read::{get, list, watch_request};
+use self::write::{create, patch, update};
+
+/// The verb of a resource request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verb {
+    Get,
+    List,
+    Watch,
+    Create,
+    Update,
+    Patch,
+    Delete,
+    DeleteCollection,
+}
+
+impl Verb {
+    fn metric_name(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::List => "LIST",
+            Verb::Watch => "WATCH",
+            Verb::Create => "POST",
+            Verb::Update => "PUT",
+            Verb::Patch => "PATCH",
+            Verb::Delete => "DELETE",
+            Verb::DeleteCollection => "DELETECOLLECTION",
+        }
+    }
+
+    /// Whether the verb reads a request body.
+    fn has_body(self) -> bool {
+        !matches!(self, Verb::Get | Verb::List | Verb::Watch)
+    }
+}
+
+/// Which part of an object a request addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sub {
+    /// The object itself.
+    Main,
+    /// `/status`: writes change only the status.
+    Status,
+    /// `/scale`: an `autoscaling/v1` Scale view of the replica count.
+    Scale,
+}
+
+/// The name of the object a create writes, for the audit filter (upstream's
+/// `LogRequestObject` completes the event's `objectRef` from the decoded object): a filter
+/// inserts an empty slot into the request's extensions and the create handler fills it once
+/// the body is decoded and the name settled (for a `generateName` create, the generated
+/// name) — before admission and storage, so a refused create is named too.
+#[derive(Debug, Clone, Default)]
+pub struct RequestObjectName(Arc<std::sync::Mutex<Option<String>>>);
+
+impl RequestObjectName {
+    /// The name, once the handler has set it (a `generateName` create that retried on a
+    /// name collision: the last name tried).
+    pub fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, name: &str) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(name.to_owned());
+    }
+}
+
+/// One resource request, resolved.
+struct Request {
+    shared: Arc<Shared>,
+    res: Resource,
+    target: Target,
+    query: Query,
+    headers: HeaderMap,
+    sub: Sub,
+    /// The request's extensions (the server's filters put the user there).
+    extensions: axum::http::Extensions,
+}
+
+impl Request {
+    fn info(&self) -> &ResourceInfo {
+        &self.res.info
+    }
+
+    fn ns(&self) -> Option<&str> {
+        self.target.namespace.as_deref()
+    }
+
+    fn name(&self) -> &str {
+        self.target.name.as_deref().unwrap_or("")
+    }
+
+    fn storage_err(&self, e: &StorageError) -> ApiError {
+        ApiError::storage(e, &self.res.info)
+    }
+
+    fn object_key(&self) -> ApiResult<Key> {
+        Key::object(&self.info().storage_resource, self.ns(), self.name())
+            .map_err(|e| self.storage_err(&e))
+    }
+
+    /// Runs the admission hook, if one is installed, on the object about to be stored.
+    fn admit(&self, object: &Value, old: Option<&Value>) -> ApiResult<()> {
+        let Some(hook) = &self.shared.admission else {
+            return Ok(());
+        };
+        hook.validate(&crate::admission::AdmissionRequest {
+            operation: if old.is_some() {
+                crate::admission::Operation::Update
+            } else {
+                crate::admission::Operation::Create
+            },
+            info: self.info(),
+            namespace: self.ns(),
+            object,
+            old,
+            extensions: &self.extensions,
+        })
+    }
+
+    /// The subresource, as managedFields name it.
+    fn subresource(&self) -> &'static str {
+        match self.sub {
+            Sub::Main => "",
+            Sub::Status => "status",
+            Sub::Scale => "scale",
+        }
+    }
+
+    /// Field ownership for writes through this request's endpoint.
+    fn field_manager(&self) -> FieldManager<'_> {
+        FieldManager::new(self.info(), self.subresource(), &self.shared.catalog)
+    }
+
+    /// The manager a non-apply write is recorded under.
+    fn update_manager(&self) -> String {
+        let ua = self
+            .headers
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok());
+        crate::fieldmanager::update_manager(self.query.get("fieldManager"), ua)
+    }
+
+    fn collection_key(&self) -> ApiResult<Key> {
+        Key::collection(&self.info().storage_resource, self.ns()).map_err(|e| self.storage_err(&e))
+    }
+}
+
+/// Entry point for everything under `/api` and `/apis`.
+pub(crate) async fn serve(
+    State(shared): State<Arc<Shared>>,
+    req: axum::extract::Request,
+) -> Response {
+    if shared.shutting_down() {
+        return ApiError::shutting_down().into_response();
+    }
+    let (mut parts, body) = req.into_parts();
+    match path::parse(parts.uri.path()) {
+        Err(PathError::NotFound) => ApiError::path_not_found().into_response(),
+        Err(PathError::Malformed(m)) => ApiError::bad_request(m).into_response(),
+        Ok(ApiPath::Resource(t)) => {
+            let ws = if wants_websocket(&parts.headers) {
+                match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+                    Ok(ws) => Some(ws),
+                    Err(rejection) => {
+                        return ApiError::bad_request(format!(
+                            "websocket upgrade failed: {}",
+                            rejection.body_text()
+                        ))
+                        .into_response();
+                    }
+                }
+            } else {
+                None
+            };
+            resource_request(shared, parts, t, body, ws).await
+        }
+        Ok(p) => discovery_request(&shared, &parts.method, p, &parts.headers)
+            .unwrap_or_else(IntoResponse::into_response),
+    }
+}
+
+fn wants_websocket(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+fn discovery_request(
+    shared: &Shared,
+    method: &Method,
+    p: ApiPath,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    // Upstream serves `/apis` and `/apis/{group}` with method-agnostic handlers (HEAD is
+    // a GET without the body) and the rest through go-restful GET routes (HEAD is 405).
+    let head_allowed = matches!(p, ApiPath::Groups | ApiPath::Group(_));
+    if method != Method::GET && !(head_allowed && method == Method::HEAD) {
+        return Err(ApiError::method_not_allowed(method.as_str()));
+    }
+    let docs = &shared.docs;
+    let (fmt, body) = match p {
+        ApiPath::CoreVersions => match negotiate(headers, Offer::JsonOrDiscovery)? {
+            Format::DiscoveryV2 => (Format::DiscoveryV2, docs.core_aggregated.clone()),
+            _ => (Format::Json, docs.core_versions.clone()),
+        },
+        ApiPath::Groups => match negotiate(headers, Offer::JsonOrDiscovery)? {
+            Format::DiscoveryV2 => (Format::DiscoveryV2, docs.groups_aggregated.clone()),
+            _ => (Format::Json, docs.groups.clone()),
+        },
+        ApiPath::Group(g) => {
+            let fmt = negotiate(headers, Offer::Json)?;
+            (
+                fmt,
+                docs.group_docs
+                    .get(&g)
+                    .cloned()
+                    .ok_or_else(ApiError::path_not_found)?,
+            )
+        }
+        ApiPath::Resources { group, version } => {
+            let fmt = negotiate(headers, Offer::Json)?;
+            (
+                fmt,
+                docs.resource_lists
+                    .get(&(group, version))
+                    .cloned()
+                    .ok_or_else(ApiError::path_not_found)?,
+            )
+        }
+        ApiPath::Resource(_) => return Err(ApiError::path_not_found()),
+    };
+    Ok(json_response(StatusCode::OK, fmt.content_type(), body))
+}
+
+/// Picks the verb for a method on a target, or the error upstream would give.
+fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> ApiResult<Verb> {
+    let not_allowed = || Err(ApiError::method_not_allowed(method.as_str()));
+    if t.namespace.is_some() && !info.namespaced {
+        return Err(ApiError::path_not_found());
+    }
+    if info.namespaced && t.namespace.is_none() && t.name.is_some() {
+        return Err(ApiError::path_not_found());
+    }
+    if let Some(sub) = &t.subresource {
+        let known = match sub.as_str() {
+            "status" => info.status_subresource,
+            "scale" => info.scale.is_some(),
+            _ => false,
+        };
+        if !known || t.legacy_watch {
+            return Err(ApiError::path_not_found());
+        }
+        return match *method {
+            Method::GET => Ok(Verb::Get),
+            Method::PUT => Ok(Verb::Update),
+            Method::PATCH => Ok(Verb::Patch),
+            _ => not_allowed(),
+        };
+    }
+    if t.legacy_watch {
+        return if *method == Method::GET {
+            Ok(Verb::Watch)
+        } else {
+            not_allowed()
+        };
+    }
+    let cluster_wide = info.namespaced && t.namespace.is_none();
+    match (t.name.is_some(), method.clone()) {
+        (false, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::List }),
+        (false, Method::POST) if !cluster_wide => Ok(Verb::Create),
+        (false, Method::DELETE) if !cluster_wide => Ok(Verb::DeleteCollection),
+        (true, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::Get }),
+        (true, Method::PUT) => Ok(Verb::Update),
+        (true, Method::PATCH) => Ok(Verb::Patch),
+        (true, Method::DELETE) => Ok(Verb::Delete),
+        _ => not_allowed(),
+    }
+}
+
+async fn resource_request(
+    shared: Arc<Shared>,
+    parts: Parts,
+    target: Target,
+    body: Body,
+    ws: Option<WebSocketUpgrade>,
+) -> Response {
+    let started = Instant::now();
+    let client = parts
+        .extensions
+        .get::<ClientKey>()
+        .cloned()
+        .unwrap_or(ClientKey::Unidentified);
+    let (method, headers, extensions) = (parts.method, parts.headers, parts.extensions);
+    let query = Query::parse(parts.uri.query());
+    let Some(res) = shared
+        .resource(&target.group, &target.version, &target.resource)
+        .cloned()
+    else {
+        return ApiError::path_not_found().into_response();
+    };
+    let watch = match query.is_watch() {
+        Ok(w) => w,
+        Err(e) => return e.into_response(),
+    };
+    let verb = match verb_for(&method, &target, &res.info, watch) {
+        Ok(v) => v,
+        Err(e) => return e.into_response(),
+    };
+    if let Some(Err(m)) = target.name.as_deref().map(path::check_name) {
+        return ApiError::bad_request(m).into_response();
+    }
+    let metrics = shared.metrics.clone();
+    let plural = res.info.plural.clone();
+    let sub = match target.subresource.as_deref() {
+        None => Sub::Main,
+        Some("scale") => Sub::Scale,
+        Some(_) => Sub::Status,
+    };
+    let req = Request {
+        shared,
+        res,
+        target,
+        query,
+        headers,
+        sub,
+        extensions,
+    };
+    let result = if verb == Verb::Watch {
+        match req.shared.flow.watches.try_open(&client) {
+            Ok(slot) => watch_request(&req, ws, slot).await,
+            Err(_) => Err(ApiError::too_many_requests()),
+        }
+    } else {
+        limited(&req, verb, &client, body, started).await
+    };
+    let resp = match result {
+        Ok(r) => r,
+        Err(e) => {
+            if e.code() >= 500 {
+                tracing::warn!(verb = verb.metric_name(), resource = %plural, code = e.code(), message = %e.0.message, "request failed");
+            }
+            let unread_body = e.code() == 408;
+            let mut resp = e.into_response();
+            if crate::yaml::wanted(&req.headers, Offer::Object) {
+                resp = crate::yaml::from_json(resp).await;
+            }
+            if unread_body {
+                // The rest of the body may still come: this connection cannot be reused.
+                resp.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            resp
+        }
+    };
+    let code = resp.status().as_u16();
+    let seconds = (verb != Verb::Watch).then(|| started.elapsed().as_secs_f64());
+    tracing::debug!(verb = verb.metric_name(), resource = %plural, code, seconds, "request");
+    metrics.observe(verb.metric_name(), &plural, code, seconds);
+    resp
+}
+
+/// A non-watch request through flow control: admitted to its client's flow, its body read
+/// within the deadline, then served on a seat until the deadline (both counted from the
+/// request's arrival).
+async fn limited(
+    req: &Request,
+    verb: Verb,
+    client: &ClientKey,
+    body: Body,
+    started: Instant,
+) -> ApiResult<Response> {
+    let (kind, level) = if verb.has_body() {
+        ("mutating", &req.shared.flow.mutating)
+    } else {
+        ("readOnly", &req.shared.flow.read_only)
+    };
+    let allowed = req.query.timeout(req.shared.config.request_timeout)?;
+    let deadline = started + allowed;
+    let ticket = level
+        .admit(client)
+        .map_err(|_| ApiError::too_many_requests())?;
+    let mut hold = req.shared.flow.bodies.hold();
+    let bytes = if verb.has_body() {
+        let limit = req.shared.config.max_body_bytes;
+        let read = crate::limits::read_body(&req.headers, body, limit, &mut hold);
+        tokio::time::timeout_at(deadline, read)
+            .await
+            .map_err(|_| ApiError::body_timeout(allowed))??
+    } else {
+        Bytes::new()
+    };
+    let wait = queue_wait_limit(allowed).min(deadline.saturating_duration_since(Instant::now()));
+    let seat = ticket
+        .seat(wait)
+        .await
+        .map_err(|_| ApiError::too_many_requests())?;
+    let inflight = req.shared.metrics.inflight(kind);
+    // Past the deadline the handler is dropped: a write already sent to storage may still
+    // land, as with upstream's timeout filter.
+    let r = tokio::time::timeout_at(deadline, handle(req, verb, bytes))
+        .await
+        .unwrap_or_else(|_| Err(ApiError::request_timeout()));
+    // A streamed list is sent on its seat; anything else gives it back now.
+    r.map(|resp| crate::stream_list::hold_until_sent(resp, (seat, hold, inflight)))
+}
+
+async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
+    let resp = handle_verb(req, verb, body).await?;
+    let offer = match verb {
+        Verb::Get | Verb::List => Offer::JsonOrTable,
+        _ => Offer::Object,
+    };
+    Ok(if crate::yaml::wanted(&req.headers, offer) {
+        crate::yaml::from_json(resp).await
+    } else {
+        resp
+    })
+}
+
+async fn handle_verb(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
+    match verb {
+        Verb::Get => get(req).await,
+        Verb::List => list(req).await,
+        Verb::Create => create(req, &body).await,
+        Verb::Update => update(req, &body).await,
+        Verb::Patch => patch(req, &body).await,
+        Verb::Delete => delete(req, &body).await,
+        Verb::DeleteCollection => delete_collection(req, &body).await,
+        // Watches take a watch slot instead (`resource_request`).
+        Verb::Watch => Err(ApiError::internal("a watch was routed as a request")),
+    }
+}
+
+fn object_response(code: StatusCode, obj: &Object) -> Response {
+    json_response(code, "application/json", obj.to_json_bytes())
+}
+
+/// The Scale view of an object, as the response of a `/scale` request.
+fn scale_response(req: &Request, obj: &Object) -> ApiResult<Response> {
+    let spec = req
+        .info()
+        .scale
+        .as_ref()
+        .ok_or_else(ApiError::path_not_found)?;
+    let v = obj
+        .to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    let body = serde_json::to_vec(&crate::scale::to_scale(spec, &v))
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(json_response(StatusCode::OK, "application/json", body))
+}

@@ -1,0 +1,462 @@
+//! The write verbs: create, update (PUT) and patch, through the main resource, `/status`
+//! or `/scale`.
+//!
+//! Invariants: writes go to the resource's storage only (never a cache); `dryRun=All`
+//! writes nothing; every object stored is validated, has its managedFields recorded and
+//! passes admission first; an update or patch is a read-modify-write that storage retries
+//! on conflict, and whose request errors are returned as they are.
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use listwatch_api::Object;
+use listwatch_storage::{Error as StorageError, GetOptions, Key, Updated};
+use serde_json::{Map, Value};
+
+use super::{Request, RequestObjectName, Sub, object_response, scale_response};
+use crate::error::{ApiError, ApiResult};
+use crate::negotiate::{Offer, negotiate};
+use crate::patch::{Patch, PatchLimits, PatchType};
+use crate::resource::ResourceInfo;
+use crate::validation::{UpdateError, prepare_create, prepare_update};
+
+/// Upstream's message for an optimistic-concurrency failure.
+const MODIFIED: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// The object about to be written, refused (413) when its encoded size is over what the
+/// resource's storage accepts.
+fn to_object(req: &Request, v: Value) -> ApiResult<Object> {
+    let obj = Object::from_value(v, &req.info().selectable_fields)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    crate::limits::check_object_size(&obj, req.res.storage.as_ref())?;
+    Ok(obj)
+}
+
+/// How many names a `generateName` create tries before it gives up (upstream's
+/// `maxNameGenerationCreateAttempts`).
+const MAX_NAME_GENERATION_CREATE_ATTEMPTS: usize = 8;
+
+pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
+    negotiate(&req.headers, Offer::Object)?;
+    req.query.validate_write()?;
+    let dry_run = req.query.dry_run()?;
+    let decoded = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
+    // A generated name that is taken is retried with another, as upstream's store does.
+    let generates = decoded.get("metadata").is_some_and(|m| {
+        m.get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+            && m.get("generateName")
+                .and_then(Value::as_str)
+                .is_some_and(|g| !g.is_empty())
+    });
+    let attempts = if generates {
+        MAX_NAME_GENERATION_CREATE_ATTEMPTS
+    } else {
+        1
+    };
+    let mut checked_namespace = false;
+    let mut name = String::new();
+    for _ in 0..attempts {
+        let mut obj = decoded.clone();
+        prepare_create(req.info(), &mut obj, req.ns())?;
+        name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
+        if let Some(slot) = req.extensions.get::<RequestObjectName>() {
+            slot.set(&name);
+        }
+        if !checked_namespace {
+            crate::namespaces::check_open(&req.shared, req.info(), req.ns(), &name).await?;
+            checked_namespace = true;
+        }
+        let key = Key::object(&req.info().storage_resource, req.ns(), &name)
+            .map_err(|e| req.storage_err(&e))?;
+        let mut v = Value::Object(obj);
+        req.field_manager()
+            .update(None, &mut v, &req.update_manager());
+        req.admit(&v, None)?;
+        let object = to_object(req, v)?;
+        let written = if dry_run {
+            // Upstream's dry run reads the key: an existing name is AlreadyExists.
+            let existing = req
+                .res
+                .storage
+                .get(
+                    &key,
+                    &GetOptions {
+                        resource_version: None,
+                        ignore_not_found: true,
+                    },
+                )
+                .await
+                .map_err(|e| req.storage_err(&e))?;
+            match existing {
+                Some(_) => Err(key.already_exists()),
+                None => Ok(object),
+            }
+        } else {
+            req.res.storage.create(&key, object, None).await
+        };
+        let stored = match written {
+            Ok(o) => o,
+            Err(StorageError::AlreadyExists { .. }) if generates => continue,
+            Err(e) => return Err(req.storage_err(&e)),
+        };
+        if !dry_run {
+            crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &stored)
+                .await?;
+        }
+        return Ok(object_response(StatusCode::CREATED, &stored));
+    }
+    Err(generate_name_conflict(req.info(), &name))
+}
+
+/// Upstream's `NewGenerateNameConflict`: every generated name was taken.
+fn generate_name_conflict(info: &ResourceInfo, name: &str) -> ApiError {
+    ApiError::from_status(
+        listwatch_api::Status::failure(
+            409,
+            listwatch_api::status::reason::ALREADY_EXISTS,
+            format!(
+                "{} \"{name}\" already exists, the server was not able to generate a unique name for the object",
+                info.qualified_resource()
+            ),
+        )
+        .with_target(&info.group, &info.plural, name)
+        .with_retry_after(1),
+    )
+}
+
+/// A PUT of a missing object where the resource allows it (upstream's create-on-update):
+/// the body becomes a create, validated and admitted as a POST's.
+fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> ApiResult<Object> {
+    let mut obj = body.clone();
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        // Upstream's update carries the body's uid as a precondition: nothing has it.
+        if let Some(uid) = meta
+            .get("uid")
+            .and_then(Value::as_str)
+            .filter(|u| !u.is_empty())
+        {
+            let key = req.object_key()?;
+            return Err(req.storage_err(&key.conflict(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: "
+            ))));
+        }
+        // A create through an update ignores the body's resourceVersion.
+        meta.remove("resourceVersion");
+    }
+    let body_name = obj
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if body_name != req.name() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body_name}) does not match the name on the URL ({})",
+            req.name()
+        )));
+    }
+    prepare_create(req.info(), &mut obj, req.ns())?;
+    let mut v = Value::Object(obj);
+    req.field_manager().update(None, &mut v, manager);
+    req.admit(&v, None)?;
+    to_object(req, v)
+}
+
+/// Runs a read-modify-write whose update step may fail with a request error: such an
+/// error is kept aside (storage only sees a placeholder) and returned as is.
+async fn read_modify_write(
+    req: &Request,
+    ignore_not_found: bool,
+    dry_run: bool,
+    mut step: impl FnMut(Option<&Object>) -> ApiResult<Object> + Send,
+) -> ApiResult<(Object, bool)> {
+    let key = req.object_key()?;
+    if dry_run {
+        let cur = req
+            .res
+            .storage
+            .get(
+                &key,
+                &GetOptions {
+                    resource_version: None,
+                    ignore_not_found,
+                },
+            )
+            .await
+            .map_err(|e| req.storage_err(&e))?;
+        let created = cur.is_none();
+        let out = step(cur.as_ref())?;
+        let rv = cur.map_or(0, |c| c.resource_version());
+        return Ok((out.with_resource_version(rv), created));
+    }
+    // An update whose result is a deleting object without finalizers removes it instead
+    // (`lifecycle`); if the object changed meanwhile, the update is recomputed.
+    let finalized = crate::lifecycle::FinalizedSlot::default();
+    for _ in 0..crate::lifecycle::MAX_UPDATE_ATTEMPTS {
+        let mut failure: Option<ApiError> = None;
+        let mut created = false;
+        let result = {
+            let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
+                created = cur.is_none();
+                finalized.clear();
+                let out = step(cur).map_err(|e| {
+                    let placeholder = StorageError::bad_request(e.0.message.clone());
+                    failure = Some(e);
+                    placeholder
+                })?;
+                if let Some(cur) = cur
+                    && finalized.check(req.info(), cur, &out)
+                {
+                    return Err(StorageError::bad_request("finalized: removed instead"));
+                }
+                Ok(Updated::from(out))
+            };
+            req.res
+                .storage
+                .guaranteed_update(&key, None, ignore_not_found, &mut update, None)
+                .await
+        };
+        match (result, failure, finalized.take()) {
+            (Ok(o), _, _) => return Ok((o, created)),
+            (Err(_), Some(f), _) => return Err(f),
+            (Err(_), None, Some(f)) => {
+                let storage = req.res.storage.as_ref();
+                if crate::lifecycle::remove_finalized(storage, &key, &f)
+                    .await
+                    .map_err(|e| req.storage_err(&e))?
+                {
+                    return Ok((f.object, false));
+                }
+            }
+            (Err(e), None, None) => return Err(req.storage_err(&e)),
+        }
+    }
+    Err(req.storage_err(&key.conflict(MODIFIED)))
+}
+
+/// Validates and completes an update of `cur` to `new`; `manager` records it as an
+/// Update in managedFields (`None`: an apply already recorded it).
+fn apply_update(
+    req: &Request,
+    cur: &Object,
+    new: Value,
+    manager: Option<&str>,
+) -> ApiResult<Object> {
+    let cur_v = cur
+        .to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    // An apply's managedFields are its own (a `/status` update keeps the stored metadata).
+    let applied_fields = match manager {
+        None => new
+            .get("metadata")
+            .and_then(|m| m.get("managedFields"))
+            .cloned(),
+        Some(_) => None,
+    };
+    match prepare_update(req.info(), &cur_v, new, req.sub == Sub::Status) {
+        Ok(mut v) => {
+            match (manager, applied_fields) {
+                (Some(manager), _) => req.field_manager().update(Some(&cur_v), &mut v, manager),
+                (None, fields) => {
+                    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                        match fields {
+                            Some(f) => meta.insert("managedFields".into(), f),
+                            None => meta.remove("managedFields"),
+                        };
+                    }
+                }
+            }
+            crate::lifecycle::check_update(req.info(), &cur_v, &mut v)?;
+            req.admit(&v, Some(&cur_v))?;
+            to_object(req, v)
+        }
+        Err(UpdateError::Api(e)) => Err(e),
+        Err(UpdateError::Conflict) => {
+            let key = req.object_key()?;
+            Err(req.storage_err(&key.conflict(MODIFIED)))
+        }
+    }
+}
+
+pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
+    negotiate(&req.headers, Offer::Object)?;
+    req.query.validate_write()?;
+    let dry_run = req.query.dry_run()?;
+    let new = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
+    let key = req.object_key()?;
+    let manager = req.update_manager();
+    let creates = req.sub == Sub::Main && req.info().allow_create_on_update;
+    // A create checks its namespace first; an update does not, so the check runs (and the
+    // write is retried) only once the object turns out to be missing.
+    let wants_namespace_check = std::sync::atomic::AtomicBool::new(false);
+    let mut namespace_checked = false;
+    let (obj, created) = loop {
+        let checked = namespace_checked;
+        let result = read_modify_write(req, creates, dry_run, |cur| match cur {
+            None if creates && !checked => {
+                wants_namespace_check.store(true, std::sync::atomic::Ordering::Relaxed);
+                Err(ApiError::internal(
+                    "the namespace is checked before a create",
+                ))
+            }
+            None if creates => create_on_update(req, &new, &manager),
+            None => Err(req.storage_err(&key.not_found())),
+            Some(cur) if req.sub == Sub::Scale => {
+                apply_scale_update(req, cur, &manager, |_| Ok(Value::Object(new.clone())))
+            }
+            Some(cur) => apply_update(req, cur, Value::Object(new.clone()), Some(&manager)),
+        })
+        .await;
+        if !checked && wants_namespace_check.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            crate::namespaces::check_open(&req.shared, req.info(), req.ns(), req.name()).await?;
+            namespace_checked = true;
+            continue;
+        }
+        break result?;
+    };
+    if created && !dry_run {
+        crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &obj)
+            .await?;
+    }
+    if req.sub == Sub::Scale {
+        return scale_response(req, &obj);
+    }
+    Ok(object_response(
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        &obj,
+    ))
+}
+
+/// A write through `/scale`: `new_scale` turns the current Scale into the wanted one (the
+/// body of a PUT, or the current Scale patched); only the replica count changes.
+fn apply_scale_update(
+    req: &Request,
+    cur: &Object,
+    manager: &str,
+    new_scale: impl FnOnce(&Value) -> ApiResult<Value>,
+) -> ApiResult<Object> {
+    let spec = req
+        .info()
+        .scale
+        .as_ref()
+        .ok_or_else(ApiError::path_not_found)?;
+    let cur_v = cur
+        .to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    let wanted = new_scale(&crate::scale::to_scale(spec, &cur_v))?;
+    match crate::scale::apply_scale(req.info(), spec, &cur_v, &wanted) {
+        Ok(v) => apply_update(req, cur, v, Some(manager)),
+        Err(crate::scale::ScaleError::Api(e)) => Err(e),
+        Err(crate::scale::ScaleError::Conflict) => {
+            let key = req.object_key()?;
+            Err(req.storage_err(&key.conflict(MODIFIED)))
+        }
+    }
+}
+
+pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
+    negotiate(&req.headers, Offer::Object)?;
+    req.query.validate_write()?;
+    let dry_run = req.query.dry_run()?;
+    let ct = crate::limits::content_type(&req.headers);
+    let accepted = PatchType::accepted(req.info().custom_resource);
+    let kind = PatchType::from_content_type(ct)
+        .filter(|k| !(req.info().custom_resource && *k == PatchType::StrategicMerge))
+        .ok_or_else(|| ApiError::unsupported_patch_type(accepted))?;
+    if kind == PatchType::Apply {
+        req.query.bool("force")?;
+        if req.query.get("fieldManager").is_none_or(str::is_empty) {
+            return Err(ApiError::bad_request(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+            ));
+        }
+    } else if req.query.get("force").is_some() {
+        return Err(ApiError::bad_request(
+            "force: Forbidden: may not be specified for non-apply patch",
+        ));
+    }
+    let patch = Patch::parse(kind, bytes).map_err(|e| e.to_api_error())?;
+    let limits = PatchLimits {
+        max_copy_bytes: req.shared.config.max_body_bytes,
+    };
+    let creates = kind == PatchType::Apply && req.sub == Sub::Main;
+    if creates {
+        crate::namespaces::check_open(&req.shared, req.info(), req.ns(), req.name()).await?;
+    }
+    let key = req.object_key()?;
+    let unprocessable = |e: crate::patch::PatchError| e.to_api_error();
+    let fm = req.field_manager();
+    let force = req.query.bool("force")?.unwrap_or(false);
+    let applier = req.query.get("fieldManager").unwrap_or("");
+    let updater = req.update_manager();
+    let (obj, created) = read_modify_write(req, creates, dry_run, |cur| match (cur, &patch) {
+        (None, Patch::Apply(config)) if creates => {
+            let Value::Object(mut m) = fm.apply(None, config, applier, force)? else {
+                return Err(ApiError::bad_request("patch must be an object"));
+            };
+            let body_name = m
+                .get("metadata")
+                .and_then(|md| md.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if body_name != req.name() {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({body_name}) does not match the name on the URL ({})",
+                    req.name()
+                )));
+            }
+            prepare_create(req.info(), &mut m, req.ns())?;
+            let v = Value::Object(m);
+            req.admit(&v, None)?;
+            to_object(req, v)
+        }
+        (None, _) => Err(req.storage_err(&key.not_found())),
+        (Some(cur), _) if req.sub == Sub::Scale => {
+            let schema = req.shared.catalog.kind("autoscaling", "v1", "Scale");
+            apply_scale_update(req, cur, &updater, |scale| {
+                patch.apply(scale, schema, limits).map_err(unprocessable)
+            })
+        }
+        (Some(cur), patch) => {
+            let cur_v = cur
+                .to_value()
+                .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+            match patch {
+                Patch::Apply(config) => {
+                    let applied = fm.apply(Some(&cur_v), config, applier, force)?;
+                    apply_update(req, cur, applied, None)
+                }
+                _ => {
+                    let info = req.info();
+                    let schema = req
+                        .shared
+                        .catalog
+                        .kind(&info.group, &info.version, &info.kind);
+                    let patched = patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
+                    apply_update(req, cur, patched, Some(&updater))
+                }
+            }
+        }
+    })
+    .await?;
+    if created && !dry_run {
+        crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &obj)
+            .await?;
+    }
+    if req.sub == Sub::Scale {
+        return scale_response(req, &obj);
+    }
+    Ok(object_response(
+        if created {
+            StatusCode::CREATED
+        } else {
+            StatusCode::OK
+        },
+        &obj,
+    ))
+}
