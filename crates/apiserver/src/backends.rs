@@ -1,0 +1,134 @@
+//! The storage backends: the embedded store (in memory, or durable in `--data-dir`) or an
+//! etcd cluster (with its compactor), and one `Arc<dyn Storage>` per resource over it.
+//!
+//! Invariants: every resource gets its own storage value, so that a per-resource cache can
+//! wrap it; on etcd, every resource's store shares one client and writes under
+//! `--etcd-prefix`; the embedded store's history is bounded by default (1/16 of the
+//! machine's memory).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use listwatch_endpoints::ResourceInfo;
+use listwatch_etcd::{Compactor, EtcdClient, EtcdConfig, EtcdStore};
+use listwatch_memstore::{MemStore, MemStoreConfig};
+use listwatch_storage::Storage;
+
+use crate::{Backend, Options, ServerError};
+
+/// Storage for each resource, by backend. Every resource gets its own `Arc<dyn Storage>`
+/// so a per-resource cache can wrap it.
+pub(crate) enum Backends {
+    Embedded(MemStore),
+    Etcd {
+        client: EtcdClient,
+        prefix: String,
+        max_request_bytes: usize,
+        _compactor: Compactor,
+    },
+}
+
+impl Backends {
+    pub(crate) fn open(opts: &Options) -> Result<Self, ServerError> {
+        match opts.storage {
+            Backend::Embedded => {
+                let config = MemStoreConfig {
+                    retain_revisions: opts.embedded_retain_revisions,
+                    retain_window: Duration::from_secs(opts.embedded_retain_window),
+                    retain_bytes: opts
+                        .embedded_retain_bytes
+                        .unwrap_or_else(default_retain_bytes),
+                    // A short history is also looked at often, so it stays short.
+                    compaction_check_every: opts.embedded_retain_revisions.clamp(1, 1024),
+                    max_object_bytes: (opts.embedded_max_object_bytes > 0)
+                        .then_some(opts.embedded_max_object_bytes),
+                    ..MemStoreConfig::default()
+                };
+                let store = match &opts.data_dir {
+                    Some(dir) => MemStore::open(dir, config)?,
+                    None => {
+                        let store = MemStore::with_config(config);
+                        tracing::info!(
+                            revision = store.current_revision(),
+                            "embedded store in memory only: data is lost when the server \
+                             stops (use --data-dir to keep it)"
+                        );
+                        store
+                    }
+                };
+                Ok(Backends::Embedded(store))
+            }
+            Backend::Etcd => {
+                let mut config = EtcdConfig::new(opts.etcd_servers.iter().cloned());
+                config.tls = etcd_tls(opts)?;
+                let client =
+                    EtcdClient::new(config).map_err(|e| ServerError::Etcd(e.to_string()))?;
+                // Upstream compacts every 5 minutes by default, coordinating through this key.
+                let compactor = Compactor::spawn(
+                    client.clone(),
+                    Duration::from_secs(opts.etcd_compaction_interval),
+                    listwatch_etcd::DEFAULT_COMPACT_KEY,
+                );
+                Ok(Backends::Etcd {
+                    client,
+                    prefix: opts.etcd_prefix.clone(),
+                    max_request_bytes: opts.etcd_max_request_bytes,
+                    _compactor: compactor,
+                })
+            }
+        }
+    }
+
+    pub(crate) fn storage_for(&self, info: &ResourceInfo) -> Arc<dyn Storage> {
+        match self {
+            Backends::Embedded(m) => Arc::new(m.clone()),
+            Backends::Etcd {
+                client,
+                prefix,
+                max_request_bytes,
+                ..
+            } => Arc::new(
+                EtcdStore::new(
+                    client.clone(),
+                    prefix.clone(),
+                    info.selectable_fields.clone(),
+                )
+                .with_max_request_bytes(*max_request_bytes),
+            ),
+        }
+    }
+}
+
+/// The embedded store's default history bound: 1/16 of the machine's memory (1 GiB if
+/// unknown), so the history of a busy server cannot take the machine's memory.
+fn default_retain_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024 / 16)
+        })
+        .unwrap_or(1 << 30)
+}
+
+/// The etcd client TLS of `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`.
+fn etcd_tls(opts: &Options) -> Result<Option<listwatch_etcd::EtcdTls>, ServerError> {
+    let read = |p: &PathBuf| {
+        std::fs::read(p).map_err(|e| ServerError::Etcd(format!("reading {}: {e}", p.display())))
+    };
+    let Some(ca) = &opts.etcd_cafile else {
+        if opts.etcd_certfile.is_some() {
+            return Err(ServerError::Etcd(
+                "--etcd-certfile needs --etcd-cafile".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    Ok(Some(listwatch_etcd::EtcdTls {
+        ca_pem: read(ca)?,
+        cert_pem: opts.etcd_certfile.as_ref().map(read).transpose()?,
+        key_pem: opts.etcd_keyfile.as_ref().map(read).transpose()?,
+    }))
+}

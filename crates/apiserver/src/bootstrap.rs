@@ -1,0 +1,101 @@
+//! The namespaces upstream's control plane creates at start (`default`, `kube-system`,
+//! `kube-public`, `kube-node-lease`), created once the storage answers.
+//!
+//! Invariants: an existing namespace is left as it is; failures that pass by themselves
+//! (the storage unreachable, slow or shedding load) are retried with a bounded exponential
+//! backoff while the server already listens (`/readyz` failing with the reason); any other
+//! failure is returned.
+
+use std::time::Duration;
+
+use listwatch_api::Object;
+use listwatch_storage::Key;
+use serde_json::json;
+
+use crate::ServerError;
+
+/// Creates the namespaces upstream's control plane creates at start, unless they exist:
+/// `default` (its bootstrap controller), `kube-system`, `kube-public` and `kube-node-lease`
+/// (its system-namespaces controller).
+async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), ServerError> {
+    let Some(ns) = api
+        .resources()
+        .iter()
+        .find(|r| r.info.group.is_empty() && r.info.plural == "namespaces")
+    else {
+        return Ok(());
+    };
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        let bootstrap = |source| ServerError::Bootstrap {
+            name: name.to_owned(),
+            source,
+        };
+        let key = Key::object(&ns.info.storage_resource, None, name).map_err(bootstrap)?;
+        let mut obj = json!({"metadata": {"name": name}});
+        let Some(map) = obj.as_object_mut() else {
+            continue;
+        };
+        listwatch_endpoints::validation::prepare_create(&ns.info, map, None)
+            .map_err(|e| bootstrap(listwatch_storage::Error::internal(e.to_string())))?;
+        let object = Object::from_value(obj, &ns.info.selectable_fields)
+            .map_err(|e| bootstrap(listwatch_storage::Error::internal(e.to_string())))?;
+        match ns.storage.create(&key, object, None).await {
+            Ok(_) => tracing::info!(namespace = name, "created"),
+            Err(listwatch_storage::Error::AlreadyExists { .. }) => {}
+            Err(e) => return Err(bootstrap(e)),
+        }
+    }
+    Ok(())
+}
+
+/// The first and the longest wait between two attempts of [`bootstrap_until_done`].
+const BOOTSTRAP_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(5));
+
+/// Storage failures that pass by themselves: the backend not reachable yet (etcd starting
+/// after the server, a member without a leader), slow or shedding load.
+fn passes(e: &listwatch_storage::Error) -> bool {
+    use listwatch_storage::Error as E;
+    matches!(
+        e,
+        E::Unreachable { .. } | E::Timeout { .. } | E::NotReady { .. } | E::TooManyRequests { .. }
+    )
+}
+
+/// Creates the built-in namespaces, retrying with exponential backoff (100 ms doubling to
+/// 5 s) for as long as the storage fails in a way that passes (upstream's apiserver also
+/// keeps retrying etcd instead of exiting). Meanwhile the server already listens: `/readyz`
+/// fails and `/livez` answers 200, both with the reason. Any other failure is returned.
+pub(crate) async fn bootstrap_until_done(
+    api: &listwatch_endpoints::Api,
+) -> Result<(), ServerError> {
+    let (mut delay, max) = BOOTSTRAP_BACKOFF;
+    let mut attempts = 0u64;
+    loop {
+        match bootstrap_namespaces(api).await {
+            Ok(()) => {
+                if attempts > 0 {
+                    tracing::info!(attempts, "the storage answers: default namespaces in place");
+                }
+                api.set_waiting_for(None);
+                return Ok(());
+            }
+            Err(ServerError::Bootstrap { name, source }) if passes(&source) => {
+                attempts += 1;
+                let reason = format!("the storage: creating namespace {name}: {source}");
+                // Every attempt at first, then every tenth: a long outage must not flood
+                // the log.
+                if attempts <= 3 || attempts.is_multiple_of(10) {
+                    tracing::warn!(attempts, retry_in = ?delay, %reason, "waiting for the storage");
+                }
+                api.set_waiting_for(Some(reason));
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(max);
+            }
+            Err(e) => {
+                api.set_waiting_for(Some(e.to_string()));
+                return Err(e);
+            }
+        }
+    }
+}
