@@ -354,6 +354,10 @@ pub async fn serve(
         };
         let handshaker = handshaker.clone();
         let conn_rx = conn_rx.clone();
+        // The task's own future stays small: each branch's state (the TLS handshake, the
+        // connection over TLS or plaintext) is boxed at its own size, so that a plaintext
+        // connection does not carry room for the TLS states (a union of all of them, 8 KiB
+        // unboxed, fully written when the task is spawned).
         tokio::spawn(async move {
             let _open = GaugeGuard::new(&task.metrics.open);
             let _slot = permit;
@@ -364,11 +368,11 @@ pub async fn serve(
                         addr: peer,
                         certs: None,
                     };
-                    task.serve(stream, peer, None).await;
+                    Box::pin(task.serve(stream, peer, None)).await;
                 }
                 Some(h) => {
                     let tls = tokio::select! {
-                        tls = h.accept(stream, peer) => tls,
+                        tls = Box::pin(h.accept(stream, peer)) => tls,
                         () = task.shutdown.wait() => None,
                     };
                     if let Some(tls) = tls {
@@ -381,7 +385,7 @@ pub async fn serve(
                             .filter(|c| !c.is_empty())
                             .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
                         let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-                        task.serve(tls, Peer { addr: peer, certs }, alpn.as_deref())
+                        Box::pin(task.serve(tls, Peer { addr: peer, certs }, alpn.as_deref()))
                             .await;
                     }
                 }

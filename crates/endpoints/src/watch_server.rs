@@ -11,7 +11,10 @@
 //! - the HTTP body ([`WatchBody`]) hands hyper one buffer per batch: every event already
 //!   waiting (up to [`BATCH_BYTES`]) is copied into it, so that events queued while the
 //!   connection was busy go out in one write; an object larger than [`COPY_MAX`] is not
-//!   copied but sent as its own (shared) buffer after the batch holding its prefix;
+//!   copied but sent as its own (shared) buffer after the batch holding its prefix. A wire
+//!   JSON object is copied from its shared encoding without a reference taken per event
+//!   ([`listwatch_api::Object::with_json`]); the batch's allocation is reused once hyper has
+//!   written the previous batch, and an idle watch (nothing to send) holds none;
 //! - per event nothing shared is written: shutdown is a flag read and a per-watch waker
 //!   ([`StopListener`]), the events-sent counter is added to once per batch on the
 //!   thread's own shard ([`crate::metrics::PerCore`]);
@@ -198,6 +201,21 @@ impl Encoder {
         }
     }
 
+    /// For an object event whose object goes out as its wire JSON (not a Table or metadata
+    /// encoding): its frame's type and the object, so that the body copies the (shared) wire
+    /// bytes straight into its batch; `None` for anything else ([`Encoder::encode`]).
+    fn wire<'a>(&self, ev: &'a WatchEvent) -> Option<(EventType, &'a listwatch_api::Object)> {
+        if matches!(self.format, Format::Table { .. } | Format::Metadata) {
+            return None;
+        }
+        match ev {
+            WatchEvent::Added(o) => Some((EventType::Added, o)),
+            WatchEvent::Modified { object, .. } => Some((EventType::Modified, object)),
+            WatchEvent::Deleted(o) => Some((EventType::Deleted, o)),
+            WatchEvent::Bookmark(_) | WatchEvent::Error(_) => None,
+        }
+    }
+
     fn bookmark(&self, b: &listwatch_storage::Bookmark) -> Frame {
         let (rv, end) = (b.resource_version, b.initial_events_end);
         match self.format {
@@ -277,6 +295,9 @@ pub(crate) fn frames(mut state: WatchState) -> impl Stream<Item = Frame> + Send 
 /// The HTTP body of a watch: batches of whole frames (see the module docs).
 pub(crate) struct WatchBody {
     state: WatchState,
+    /// The batch being built. Its allocation is reused for the next batch once hyper has
+    /// written and dropped the previous one, and released when the watch goes idle.
+    buf: BytesMut,
     /// A large object's bytes, to send after the batch that ends with its prefix.
     object: Option<Bytes>,
     /// That object's frame suffix is still to be sent (it starts the next batch).
@@ -290,9 +311,55 @@ impl WatchBody {
     pub(crate) fn new(state: WatchState) -> Self {
         Self {
             state,
+            buf: BytesMut::new(),
             object: None,
             suffix_due: false,
             done: false,
+        }
+    }
+
+    /// Appends one event's frame to the batch; false when the event's object is too large
+    /// to copy: then the batch ends with its prefix and the object goes out on its own.
+    fn push(&mut self, ev: &WatchEvent) -> bool {
+        let batch = &mut self.buf;
+        if let Some((t, object)) = self.state.encoder.wire(ev) {
+            // The shared wire bytes, copied without taking a reference to them.
+            let copied = object.with_json(|json| {
+                if json.len() > COPY_MAX {
+                    return false;
+                }
+                let prefix = frame_prefix(t);
+                if batch.is_empty() {
+                    batch.reserve((prefix.len() + json.len() + FRAME_SUFFIX.len()).max(512));
+                }
+                batch.extend_from_slice(prefix);
+                batch.extend_from_slice(json);
+                batch.extend_from_slice(FRAME_SUFFIX);
+                true
+            });
+            if !copied {
+                batch.extend_from_slice(frame_prefix(t));
+                self.object = Some(object.to_json_bytes());
+                self.suffix_due = true;
+            }
+            return copied;
+        }
+        let (frame, last) = self.state.encoder.encode(ev);
+        self.done = last;
+        if batch.is_empty() {
+            batch.reserve(frame.len().clamp(512, COPY_MAX));
+        }
+        match frame {
+            Frame::Object(t, object) if object.len() > COPY_MAX => {
+                batch.extend_from_slice(frame_prefix(t));
+                self.object = Some(object);
+                self.suffix_due = true;
+                false
+            }
+            frame => {
+                frame.write_to(batch);
+                true
+            }
         }
     }
 }
@@ -309,15 +376,14 @@ impl http_body::Body for WatchBody {
         if let Some(object) = this.object.take() {
             return Poll::Ready(Some(Ok(http_body::Frame::data(object))));
         }
-        let mut batch = BytesMut::new();
         if std::mem::take(&mut this.suffix_due) {
-            batch.extend_from_slice(FRAME_SUFFIX);
+            this.buf.extend_from_slice(FRAME_SUFFIX);
         }
         if !this.done && this.state.poll_over(cx) {
             this.done = true;
         }
         let mut sent = 0;
-        while !this.done && batch.len() < BATCH_BYTES {
+        while !this.done && this.buf.len() < BATCH_BYTES {
             let Poll::Ready(ev) = this.state.poll_event(cx) else {
                 break;
             };
@@ -325,28 +391,20 @@ impl http_body::Body for WatchBody {
                 this.done = true;
                 break;
             };
-            let (frame, last) = this.state.encoder.encode(&ev);
-            this.done = last;
             sent += 1;
-            if batch.is_empty() {
-                batch.reserve(frame.len().clamp(512, COPY_MAX));
-            }
-            match frame {
-                Frame::Object(t, object) if object.len() > COPY_MAX => {
-                    batch.extend_from_slice(frame_prefix(t));
-                    this.object = Some(object);
-                    this.suffix_due = true;
-                    break;
-                }
-                frame => frame.write_to(&mut batch),
+            if !this.push(&ev) {
+                break;
             }
         }
         if sent > 0 {
             this.state.sent.inc_by(sent);
         }
-        if !batch.is_empty() {
-            return Poll::Ready(Some(Ok(http_body::Frame::data(batch.freeze()))));
+        if !this.buf.is_empty() {
+            let batch = this.buf.split().freeze();
+            return Poll::Ready(Some(Ok(http_body::Frame::data(batch))));
         }
+        // Nothing to send: an idle watch keeps no buffer.
+        this.buf = BytesMut::new();
         if this.done {
             Poll::Ready(None)
         } else {
@@ -663,6 +721,40 @@ mod tests {
             .map(|b| b.iter().filter(|c| **c == b'\n').count())
             .sum();
         assert_eq!(lines, n);
+    }
+
+    #[tokio::test]
+    async fn a_streaming_watch_reuses_its_batch_allocation_and_an_idle_one_holds_none() {
+        let n = 3 * BATCH_BYTES / 1000;
+        let events: Vec<WatchEvent> = (0..n)
+            .map(|i| WatchEvent::Added(object(&format!("o{i}"), 1 + i as u64, 1000)))
+            .collect();
+        let (st, _stop, _) = state(events, false, true);
+        let mut body = WatchBody::new(st);
+        let mut cx = Context::from_waker(futures::task::noop_waker_ref());
+        let mut next = |body: &mut WatchBody| match Pin::new(body).poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(f))) => Some(f.into_data().unwrap()),
+            Poll::Ready(_) => panic!("the watch ended"),
+            Poll::Pending => None,
+        };
+        let first = next(&mut body).unwrap();
+        let at = first.as_ptr();
+        let mut lines = first.iter().filter(|b| **b == b'\n').count();
+        // Written (hyper dropped it): the next batch is built in the same allocation.
+        drop(first);
+        let second = next(&mut body).unwrap();
+        assert_eq!(second.as_ptr(), at, "the batch allocation is reused");
+        lines += second.iter().filter(|b| **b == b'\n').count();
+        // Still queued (hyper holds it): the next batch gets an allocation of its own.
+        let third = next(&mut body).unwrap();
+        assert_ne!(third.as_ptr(), second.as_ptr());
+        lines += third.iter().filter(|b| **b == b'\n').count();
+        while let Some(b) = next(&mut body) {
+            lines += b.iter().filter(|b| **b == b'\n').count();
+        }
+        assert_eq!(lines, n, "every frame once");
+        // Idle: nothing queued, no buffer kept.
+        assert_eq!(body.buf.capacity(), 0);
     }
 
     #[test]

@@ -168,45 +168,59 @@ impl CacheEvent {
     }
 }
 
-/// A run of consecutive window events, oldest first, sharing the window's storage (taking it
-/// costs O(log n), never a copy of the events).
+/// A run of consecutive window events, oldest first, sharing the window's storage: a view
+/// of the window from a position (taking it costs a clone of the window's root, never a copy
+/// of events or of the chunks they sit in, as splitting the window would).
 #[derive(Debug, Clone, Default)]
-pub struct Events(pub(crate) imbl::Vector<Arc<CacheEvent>>);
+pub struct Events {
+    all: imbl::Vector<Arc<CacheEvent>>,
+    start: usize,
+}
 
 impl Events {
+    /// The events of `all` from index `start` on.
+    pub(crate) fn new(all: imbl::Vector<Arc<CacheEvent>>, start: usize) -> Self {
+        let start = start.min(all.len());
+        Self { all, start }
+    }
+
     /// Number of events.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.all.len() - self.start
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 
     /// The events, oldest first.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Arc<CacheEvent>> + ExactSizeIterator {
-        self.0.iter()
+        self.all.focus().narrow(self.start..).into_iter()
     }
 
     /// The event at `i` (0 is the oldest).
     pub fn get(&self, i: usize) -> Option<&Arc<CacheEvent>> {
-        self.0.get(i)
+        self.all.get(self.start.checked_add(i)?)
     }
 
     /// The oldest event.
     pub fn first(&self) -> Option<&Arc<CacheEvent>> {
-        self.0.front()
+        self.get(0)
     }
 
     /// The newest event.
     pub fn last(&self) -> Option<&Arc<CacheEvent>> {
-        self.0.back()
+        if self.is_empty() {
+            None
+        } else {
+            self.all.back()
+        }
     }
 
     /// Copies the `Arc`s into a `Vec`.
     pub fn to_vec(&self) -> Vec<Arc<CacheEvent>> {
-        self.0.iter().cloned().collect()
+        self.iter().cloned().collect()
     }
 }
 
@@ -220,6 +234,47 @@ mod tests {
         let v = serde_json::json!({"metadata":{"name":"a","resourceVersion":"3"}});
         let o = Object::from_value(v, &SelectableFields::none()).unwrap();
         CacheEvent::new(EventType::Added, "/x/a".into(), o, None, Instant::now())
+    }
+
+    fn at(rv: u64) -> Arc<CacheEvent> {
+        let v = serde_json::json!({"metadata":{"name":"a"}});
+        let o = Object::from_value(v, &SelectableFields::none())
+            .unwrap()
+            .with_resource_version(rv);
+        Arc::new(CacheEvent::new(
+            EventType::Added,
+            "/x/a".into(),
+            o,
+            None,
+            Instant::now(),
+        ))
+    }
+
+    #[test]
+    fn events_from_a_position_read_the_window_from_there_without_copying_it() {
+        // Larger than one chunk of the persistent vector, so that a split would copy one.
+        let all: imbl::Vector<Arc<CacheEvent>> = (1..=200).map(at).collect();
+        for start in [0, 1, 63, 64, 65, 150, 199, 200, 300] {
+            let e = Events::new(all.clone(), start);
+            let want: Vec<u64> = (1..=200u64).skip(start).collect();
+            let got: Vec<u64> = e.iter().map(|ev| ev.resource_version).collect();
+            assert_eq!(got, want, "from {start}");
+            assert_eq!(e.len(), want.len());
+            assert_eq!(e.is_empty(), want.is_empty());
+            assert_eq!(
+                e.first().map(|ev| ev.resource_version),
+                want.first().copied()
+            );
+            assert_eq!(e.last().map(|ev| ev.resource_version), want.last().copied());
+            assert_eq!(e.get(1).map(|ev| ev.resource_version), want.get(1).copied());
+            let back: Vec<u64> = e.iter().rev().map(|ev| ev.resource_version).collect();
+            assert_eq!(back, want.iter().rev().copied().collect::<Vec<_>>());
+        }
+        // The events are the window's own: no reference taken per event.
+        assert_eq!(Arc::strong_count(&all[100]), 1);
+        let e = Events::new(all.clone(), 100);
+        assert_eq!(Arc::strong_count(&all[100]), 1);
+        assert!(Arc::ptr_eq(e.first().unwrap(), &all[100]));
     }
 
     #[test]

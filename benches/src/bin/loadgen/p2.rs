@@ -18,6 +18,10 @@
 //! `write_all`, as a server that coalesces queued events into one write would; its CPU is
 //! that of the one thread its current-thread runtime runs on (`CLOCK_THREAD_CPUTIME_ID`).
 //! The server's CPU comes from /proc in 10 ms ticks, over phases of a second or more.
+//!
+//! With `$LISTWATCH_BASELINE_APISERVER_BIN` (another build of the server, e.g. main before a
+//! change), the backlog is also measured on that build in the same run: both servers get the
+//! same creates, then rounds alternate [`BACKLOG_WATCHES`] backlog watches on each.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -234,6 +238,90 @@ fn bare_task_cost(frames: &[bytes::Bytes], rate: Option<f64>) -> Result<f64> {
     Ok(cost)
 }
 
+/// Server CPU per event of [`BACKLOG_WATCHES`] watches, one after the other, each replaying
+/// the `M` events after `rv`; and the median number of frames per client read.
+async fn backlog_round(server: &Server, path: &str, rv: &str) -> Result<(f64, f64)> {
+    let cpu0 = server.cpu();
+    let mut reads = Vec::new();
+    for _ in 0..BACKLOG_WATCHES {
+        let watch =
+            Collector::open(server, &format!("{path}?watch=1&resourceVersion={rv}")).await?;
+        watch.wait(M as u64, Duration::from_secs(120)).await?;
+        reads.push(watch.finish().1);
+    }
+    let cpu = server.cpu() - cpu0;
+    Ok((
+        cpu / (M * BACKLOG_WATCHES) as f64 * 1e6,
+        Spread::of(&reads).median,
+    ))
+}
+
+/// A server from `bin` with namespace p2 and `M` pods created after the version returned.
+async fn backlog_server(bin: &std::path::Path, path: &str) -> Result<(Server, String)> {
+    let server = Server::start_bin(bin, &["--storage", "embedded"])?;
+    let mut conn = Conn::open(server.addr).await?;
+    conn.expect(
+        201,
+        "POST",
+        "/api/v1/namespaces",
+        JSON,
+        br#"{"metadata":{"name":"p2"}}"#,
+    )
+    .await?;
+    let rv = list_rv(&mut conn, path).await?;
+    let mut writers = Vec::with_capacity(WRITERS);
+    for _ in 0..WRITERS {
+        writers.push(Conn::open(server.addr).await?);
+    }
+    create_burst(&mut writers, path, 0).await?;
+    Ok((server, rv))
+}
+
+/// The backlog on this build and on the build at `base`, in the same run: per round, ours
+/// then the baseline's (or the other way round, alternating).
+async fn backlog_vs_build(r: &mut Report, base: &std::path::Path) -> Result<()> {
+    let path = "/api/v1/namespaces/p2/pods";
+    let (ours, ours_rv) = backlog_server(&sys::apiserver_bin()?, path).await?;
+    let (theirs, theirs_rv) = backlog_server(base, path).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        if round % 2 == 0 {
+            a.push(backlog_round(&ours, path, &ours_rv).await?.0);
+            b.push(backlog_round(&theirs, path, &theirs_rv).await?.0);
+        } else {
+            b.push(backlog_round(&theirs, path, &theirs_rv).await?.0);
+            a.push(backlog_round(&ours, path, &ours_rv).await?.0);
+        }
+    }
+    let ratios: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x / y.max(1e-9)).collect();
+    let (sa, sb, sr) = (Spread::of(&a), Spread::of(&b), Spread::of(&ratios));
+    r.push(
+        Metric::new(
+            &format!(
+                "backlog, this build vs the baseline build: server CPU per delivered event, {M} events queued at once (median of {ROUNDS})"
+            ),
+            "µs",
+            sa.median,
+        )
+        .baseline(sb.median, "the baseline build of the server, same run")
+        .note(format!(
+            "ours {}; baseline build {}; ratio per round {}",
+            sa.text("µs"),
+            sb.text("µs"),
+            sr.text("")
+        )),
+    );
+    r.notes.push(format!(
+        "Backlog against the baseline build ({}), per round: this build µs per event {}, baseline build {}, ratio {}.",
+        base.display(),
+        list(&a),
+        list(&b),
+        list(&ratios),
+    ));
+    Ok(())
+}
+
 pub(crate) async fn p2() -> Result<Report> {
     let mut r = Report::new(
         "P2",
@@ -292,20 +380,13 @@ pub(crate) async fn p2() -> Result<Report> {
         // The same events again, all queued at once: watches from before them, one after
         // the other (BACKLOG_WATCHES of them: /proc counts the server's CPU in 10 ms ticks).
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let cpu0 = server.cpu();
-        let mut reads = Vec::new();
-        for _ in 0..BACKLOG_WATCHES {
-            let watch =
-                Collector::open(&server, &format!("{path}?watch=1&resourceVersion={rv}")).await?;
-            watch.wait(M as u64, Duration::from_secs(120)).await?;
-            reads.push(watch.finish().1);
-        }
-        let cpu = server.cpu() - cpu0;
-        backlog.push(cpu / (M * BACKLOG_WATCHES) as f64 * 1e6);
-        backlog_per_read.push(Spread::of(&reads).median);
+        let (cpu, reads) = backlog_round(&server, path, &rv).await?;
+        backlog.push(cpu);
+        backlog_per_read.push(reads);
         backlog_base.push(bare_task_cost(&encoded, None)?);
     }
     pb.finish_and_clear();
+    drop(server);
     let ratios = |a: &[f64], b: &[f64]| -> Vec<f64> {
         a.iter().zip(b).map(|(x, y)| x / y.max(1e-9)).collect()
     };
@@ -381,5 +462,8 @@ pub(crate) async fn p2() -> Result<Report> {
         list(&ratios(&backlog, &backlog_base)),
         list(&backlog_per_read),
     ));
+    if let Some(base) = std::env::var_os("LISTWATCH_BASELINE_APISERVER_BIN") {
+        backlog_vs_build(&mut r, std::path::Path::new(&base)).await?;
+    }
     Ok(r)
 }

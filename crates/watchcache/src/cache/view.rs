@@ -118,7 +118,7 @@ impl CacheView {
 
     /// Every buffered event, oldest first.
     pub fn window(&self) -> Events {
-        Events(self.window.events().clone())
+        Events::new(self.window.events().clone(), 0)
     }
 
     /// Resource versions an Exact list can be served at, as `(oldest, newest)`.
@@ -218,7 +218,7 @@ impl CacheView {
             return Err(Error::too_old(rv, oldest));
         }
         let start = self.window.position_after(rv);
-        Ok(Events(self.window.events().skip(start)))
+        Ok(Events::new(self.window.events().clone(), start))
     }
 
     /// Reads one object. Version `None`/`0`: the current state; `n`: the current state,
