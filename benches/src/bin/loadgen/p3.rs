@@ -14,6 +14,10 @@
 //! cannot exist here, whatever source addresses the client spreads them over. Kubelets speak
 //! HTTP/2 to the apiserver anyway; here they share connections, 250 streams each.
 //!
+//! With `$LISTWATCH_BASELINE_APISERVER_BIN` (another build of the server, e.g. main before a
+//! change) the first size also runs on a server of that build, set up beside ours, the
+//! rounds alternating between the two; its latency and CPU figures are the baseline of ours.
+//!
 //! Figures per size: write→watcher latency p50 and p99 (median and range over the rounds),
 //! server CPU during the writes and while idle with the watches open, server RSS before and
 //! after opening the watches (and per watch), the server's dispatch-latency histogram per
@@ -21,6 +25,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -75,6 +80,8 @@ impl Size {
 /// What one size measured.
 struct Run {
     size: Size,
+    /// Measured on the baseline build.
+    baseline: bool,
     p50: Vec<f64>,
     p99: Vec<f64>,
     /// Writes seen by their node's watcher, per round (of `RATE * SECS`).
@@ -273,24 +280,38 @@ const STAGES: [&str; 5] = [
     "watcher_queue",
 ];
 
-/// One size on a fresh server: pods, watches, then [`ROUNDS`] rounds of writes.
-async fn run(size: Size) -> Result<Run> {
+/// One size's server with its pods and open watches.
+struct Setup {
+    server: Server,
+    conn: Conn,
+    clock: Arc<Clock>,
+    tasks: Vec<JoinHandle<()>>,
+    h2_conns: Vec<h2::client::SendRequest<Bytes>>,
+    run: Run,
+    started: Instant,
+}
+
+/// A fresh server (the build at `bin`) with the pods and one watch per node.
+async fn setup(size: Size, bin: &Path, baseline: bool) -> Result<Setup> {
     let started = Instant::now();
     let load0 = load1();
     let nodes = size.watchers;
     let max_watches = (nodes + 10_000).to_string();
-    let server = Server::start(&[
-        "--storage",
-        "embedded",
-        "--max-watches",
-        &max_watches,
-        // One load generator stands for thousands of clients.
-        "--max-watches-per-client",
-        "0",
-        // Its control connection idles while the watches open.
-        "--idle-connection-timeout",
-        "3600",
-    ])?;
+    let server = Server::start_bin(
+        bin,
+        &[
+            "--storage",
+            "embedded",
+            "--max-watches",
+            &max_watches,
+            // One load generator stands for thousands of clients.
+            "--max-watches-per-client",
+            "0",
+            // Its control connection idles while the watches open.
+            "--idle-connection-timeout",
+            "3600",
+        ],
+    )?;
     create_pods(server.addr, PODS, nodes, 4).await?;
     let mut conn = Conn::open(server.addr).await?;
     let rv = list_rv(&mut conn, "/api/v1/pods").await?;
@@ -309,40 +330,55 @@ async fn run(size: Size) -> Result<Run> {
     let idle0 = server.cpu();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let cpu_idle = (server.cpu() - idle0) / 5.0;
+    Ok(Setup {
+        server,
+        conn,
+        clock,
+        tasks,
+        h2_conns,
+        run: Run {
+            size,
+            baseline,
+            p50: Vec::new(),
+            p99: Vec::new(),
+            seen: Vec::new(),
+            cpu_writes: Vec::new(),
+            cpu_idle,
+            rss_before,
+            rss_after,
+            rss_end: 0,
+            stages: Vec::new(),
+            load: vec![load0],
+            seconds: 0.0,
+        },
+        started,
+    })
+}
 
+/// One round of writes at [`RATE`] for [`SECS`]; its figures go into `s.run`.
+async fn round(s: &mut Setup, round: usize) -> Result<()> {
+    if let Ok(mut l) = s.clock.lat.lock() {
+        l.clear();
+    }
     let total = RATE * SECS;
-    let mut out = Run {
-        size,
-        p50: Vec::new(),
-        p99: Vec::new(),
-        seen: Vec::new(),
-        cpu_writes: Vec::new(),
-        cpu_idle,
-        rss_before,
-        rss_after,
-        rss_end: 0,
-        stages: Vec::new(),
-        load: vec![load0],
-        seconds: 0.0,
-    };
-    for round in 0..ROUNDS {
-        if let Ok(mut l) = clock.lat.lock() {
-            l.clear();
+    let pb = bar(
+        total,
+        &format!("{}: writes, round {round}", s.run.size.label()),
+    );
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    let cpu0 = s.server.cpu();
+    let t = Instant::now();
+    for j in 0..total as usize {
+        tick.tick().await;
+        // Another pod each round, so that every round writes fresh versions.
+        let i = (j * 7_919 + round * 13) % PODS;
+        let name = format!("pod-{i:06}");
+        if let Ok(mut sent) = s.clock.sent.lock() {
+            sent.insert(name.clone(), Instant::now());
         }
-        let pb = bar(total, &format!("{}: writes, round {round}", size.label()));
-        let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
-        let cpu0 = server.cpu();
-        let t = Instant::now();
-        for j in 0..total as usize {
-            tick.tick().await;
-            // Another pod each round, so that every round writes fresh versions.
-            let i = (j * 7_919 + round * 13) % PODS;
-            let name = format!("pod-{i:06}");
-            if let Ok(mut s) = clock.sent.lock() {
-                s.insert(name.clone(), Instant::now());
-            }
-            let body = format!(r#"{{"metadata":{{"labels":{{"bench":"r{round}w{j}"}}}}}}"#);
-            conn.expect(
+        let body = format!(r#"{{"metadata":{{"labels":{{"bench":"r{round}w{j}"}}}}}}"#);
+        s.conn
+            .expect(
                 200,
                 "PATCH",
                 &format!("/api/v1/namespaces/ns-{:02}/pods/{name}", i % 10),
@@ -350,35 +386,58 @@ async fn run(size: Size) -> Result<Run> {
                 body.as_bytes(),
             )
             .await?;
-            pb.inc(1);
-        }
-        let wall = t.elapsed().as_secs_f64();
-        out.cpu_writes.push((server.cpu() - cpu0) / wall);
-        pb.finish_and_clear();
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let mut l = clock.lat.lock().map(|l| l.clone()).unwrap_or_default();
-        l.sort_by(f64::total_cmp);
-        out.p50.push(percentile(&l, 0.5));
-        out.p99.push(percentile(&l, 0.99));
-        out.seen.push(l.len());
-        out.load.push(load1());
+        pb.inc(1);
     }
-    // The server's own view: its dispatch-latency histogram, per stage.
-    let text = conn
+    let wall = t.elapsed().as_secs_f64();
+    s.run.cpu_writes.push((s.server.cpu() - cpu0) / wall);
+    pb.finish_and_clear();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut l = s.clock.lat.lock().map(|l| l.clone()).unwrap_or_default();
+    l.sort_by(f64::total_cmp);
+    s.run.p50.push(percentile(&l, 0.5));
+    s.run.p99.push(percentile(&l, 0.99));
+    s.run.seen.push(l.len());
+    s.run.load.push(load1());
+    Ok(())
+}
+
+/// The server's dispatch-latency histogram and final RSS; stops the watches and the server.
+async fn finish(mut s: Setup) -> Result<Run> {
+    let text = s
+        .conn
         .expect(200, "GET", "/metrics", "text/plain", b"")
         .await?;
     let text = String::from_utf8_lossy(&text);
     for stage in STAGES {
         if let Some((bound, n)) = stage_p99(&text, "pods", stage) {
-            out.stages.push((stage, bound, n));
+            s.run.stages.push((stage, bound, n));
         }
     }
-    out.rss_end = server.rss();
-    for t in tasks {
+    s.run.rss_end = s.server.rss();
+    for t in s.tasks {
         t.abort();
     }
-    drop(h2_conns);
-    out.seconds = started.elapsed().as_secs_f64();
+    drop(s.h2_conns);
+    s.run.seconds = s.started.elapsed().as_secs_f64();
+    Ok(s.run)
+}
+
+/// One size on a fresh server per build (`builds`: the path, and whether it is the
+/// baseline), [`ROUNDS`] rounds of writes alternating between them.
+async fn run(size: Size, builds: &[(&Path, bool)]) -> Result<Vec<Run>> {
+    let mut setups = Vec::with_capacity(builds.len());
+    for (bin, baseline) in builds {
+        setups.push(setup(size, bin, *baseline).await?);
+    }
+    for r in 0..ROUNDS {
+        for s in &mut setups {
+            round(s, r).await?;
+        }
+    }
+    let mut out = Vec::with_capacity(setups.len());
+    for s in setups {
+        out.push(finish(s).await?);
+    }
     Ok(out)
 }
 
@@ -410,19 +469,42 @@ pub(crate) async fn p3() -> Result<Report> {
         "100 writes/s for 20 s (2 000 writes) per round, 3 rounds per size, each size on a fresh server; \
          the watcher count is scaled (5k → 50k), the pods are not (150k: 3 per node at 50k)",
     );
+    let ours = sys::apiserver_bin()?;
+    let baseline = std::env::var_os("LISTWATCH_BASELINE_APISERVER_BIN").map(PathBuf::from);
     let mut runs = Vec::new();
-    for size in SIZES {
+    let mut base = None;
+    for (i, size) in SIZES.into_iter().enumerate() {
         eprintln!("P3: {}", size.label());
-        runs.push(run(size).await?);
+        // The baseline build at the first size (the SLO's), its rounds alternating with ours.
+        let mut builds = vec![(ours.as_path(), false)];
+        if let (0, Some(b)) = (i, &baseline) {
+            eprintln!("P3: and the baseline build {}", b.display());
+            builds.push((b.as_path(), true));
+        }
+        for x in run(size, &builds).await? {
+            if x.baseline {
+                base = Some(x);
+            } else {
+                runs.push(x);
+            }
+        }
     }
+    let with_base = |m: Metric, x: &Run, pick: fn(&Run) -> f64| match &base {
+        Some(b) if b.size.watchers == x.size.watchers && b.size.transport == x.size.transport => {
+            m.baseline(pick(b), "the baseline build of the server, same run")
+        }
+        _ => m,
+    };
     let mib = |b: u64| b as f64 / f64::from(1 << 20);
     for x in &runs {
         let l = x.size.label();
         let (p50, p99) = (Spread::of(&x.p50), Spread::of(&x.p99));
-        r.push(
+        r.push(with_base(
             Metric::new(&format!("{l}: write→watcher latency p50"), "ms", p50.median)
                 .note(p50.text("ms")),
-        );
+            x,
+            |b| Spread::of(&b.p50).median,
+        ));
         let mut m = Metric::new(
             &format!("{l}: write→watcher latency p99 (includes the PATCH round trip)"),
             "ms",
@@ -436,7 +518,7 @@ pub(crate) async fn p3() -> Result<Report> {
             // bounds storage→client from above.
             m = m.slo_at(Bound::AtMost(20.0));
         }
-        r.push(m);
+        r.push(with_base(m, x, |b| Spread::of(&b.p99).median));
         let cpu = Spread::of(&x.cpu_writes);
         let mut m = Metric::new(
             &format!("{l}: server CPU during the writes"),
@@ -447,7 +529,7 @@ pub(crate) async fn p3() -> Result<Report> {
         if x.size.watchers == 5_000 && x.size.transport == Transport::Http1 {
             m = m.goal(Goal::Value(Bound::AtMost(0.2)));
         }
-        r.push(m);
+        r.push(with_base(m, x, |b| Spread::of(&b.cpu_writes).median));
         r.push(Metric::new(
             &format!("{l}: server CPU idle with the watches open"),
             "cores",
@@ -489,11 +571,13 @@ pub(crate) async fn p3() -> Result<Report> {
     }
     let per_size: Vec<String> = runs
         .iter()
+        .chain(base.iter())
         .map(|x| {
             format!(
-                "{}: {:?} of {} writes seen per round; load average (1 min) at the start and \
+                "{}{}: {:?} of {} writes seen per round; load average (1 min) at the start and \
                  after each round {}; {:.0} s",
                 x.size.label(),
+                if x.baseline { " (baseline build)" } else { "" },
                 x.seen,
                 RATE * SECS,
                 x.load
