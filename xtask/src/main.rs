@@ -159,18 +159,25 @@ fn ensure_kubectl() -> Result<PathBuf> {
     })
 }
 
-/// Makes sure the Python `kubernetes` client is importable (end-to-end tests drive it).
+/// Makes sure the Python `kubernetes` client is importable (end-to-end tests drive it), and
+/// what its HTTP/2 test needs beside it: urllib3's experimental `urllib3.http2` (2.3 and
+/// later) and the `h2` package it runs on (4.x, the only major version urllib3 accepts).
 fn ensure_python_client() -> Result<PathBuf> {
+    const MODULES: &str = "import kubernetes, h2, urllib3.http2";
+    const PACKAGES: [&str; 3] = ["kubernetes", "h2>=4,<5", "urllib3>=2.3"];
     let python = which("python3").ok_or("python3 is not installed")?;
     let has = |py: &Path| {
         Command::new(py)
-            .args(["-c", "import kubernetes"])
+            .args(["-c", MODULES])
             .output()
             .map(|o| o.status.success())
             .unwrap_or(false)
     };
     if !has(&python) {
-        eprintln!("installing the Python kubernetes client");
+        eprintln!(
+            "installing the Python kubernetes client and HTTP/2 support ({})",
+            PACKAGES.join(" ")
+        );
         let mut pip = Command::new(&python);
         pip.args([
             "-m",
@@ -178,11 +185,13 @@ fn ensure_python_client() -> Result<PathBuf> {
             "install",
             "--quiet",
             "--disable-pip-version-check",
-            "kubernetes",
         ]);
+        pip.args(PACKAGES);
         run(pip)?;
         if !has(&python) {
-            return Err("pip installed kubernetes but python3 cannot import it".into());
+            return Err(format!(
+                "pip installed {PACKAGES:?} but python3 cannot `{MODULES}`"
+            ));
         }
     }
     Ok(python)

@@ -13,76 +13,25 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use common::metrics::{CONNECTIONS, H1_REQUESTS, H2_REQUESTS, WATCHES, sum_of, tls_metrics};
 use common::{PATIENCE, Server};
 use futures::StreamExt;
 use listwatch_client::{Config, HttpClient, HttpConfig, Store, Writer, reflector, watcher};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::json;
 
-const H2_REQUESTS: &str = "apiserver_requests_by_protocol_total{protocol=\"HTTP/2\"}";
-const H1_REQUESTS: &str = "apiserver_requests_by_protocol_total{protocol=\"HTTP/1.1\"}";
-const WATCHES: &str = "apiserver_longrunning_requests";
-const CONNECTIONS: &str = "apiserver_open_connections ";
 const WATCHERS: usize = 3;
 
 /// The `/metrics` reads made so far.
 static READS: AtomicUsize = AtomicUsize::new(0);
 
-/// `/metrics` over its own TLS connection, HTTP/1.1 (no ALPN), as the generated admin.
+/// `/metrics` over its own HTTP/1.1 TLS connection, as the generated admin; counted.
 fn metrics(addr: &str, pki: &Path) -> String {
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_file_iter(pki.join("ca.crt")).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let certs = CertificateDer::pem_file_iter(pki.join("admin.crt"))
-        .unwrap()
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_file(pki.join("admin.key")).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_client_auth_cert(certs, key)
-    .unwrap();
-    assert!(
-        config.alpn_protocols.is_empty(),
-        "the reader stays HTTP/1.1"
-    );
-    let ip: std::net::IpAddr = addr.rsplit_once(':').unwrap().0.parse().unwrap();
-    let conn = rustls::ClientConnection::new(Arc::new(config), ServerName::from(ip)).unwrap();
-    let tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut tls = rustls::StreamOwned::new(conn, tcp);
-    write!(
-        tls,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
     READS.fetch_add(1, Ordering::SeqCst);
-    let mut out = Vec::new();
-    // A close without close_notify is fine here: the response is what was read.
-    let _ = tls.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    text
-}
-
-fn sum_of(text: &str, series: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(series))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    tls_metrics(addr, pki)
 }
 
 /// The metrics, read on a blocking thread.

@@ -19,6 +19,7 @@ mod p10;
 mod p12;
 mod p14;
 mod p2;
+mod p3;
 mod p5;
 mod report;
 mod slow;
@@ -55,7 +56,7 @@ async fn run(id: &str) -> Result<Report, String> {
     match id {
         "P1" => inproc::p1().await,
         "P2" => p2::p2().await,
-        "P3" => netscen::p3().await,
+        "P3" => p3::p3().await,
         "P4" => inproc::p4().await,
         "P5" => inproc::p5().await,
         "P6" => lists::p6().await,

@@ -160,7 +160,9 @@ async fn http1_watch(addr: SocketAddr, path: &str, counts: Arc<Counts>) -> Resul
 }
 
 /// An h2c connection with prior knowledge; its driver task is the second half.
-async fn h2_connect(addr: SocketAddr) -> Result<(h2::client::SendRequest<Bytes>, JoinHandle<()>)> {
+pub(crate) async fn h2_connect(
+    addr: SocketAddr,
+) -> Result<(h2::client::SendRequest<Bytes>, JoinHandle<()>)> {
     let tcp = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| format!("connect {addr}: {e}"))?;

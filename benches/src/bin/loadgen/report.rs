@@ -7,12 +7,22 @@ use plotters::prelude::*;
 use serde_json::json;
 
 /// Which way a goal points.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Bound {
     /// The measured quantity must be at most the bound.
     AtMost(f64),
     /// ...at least the bound.
     AtLeast(f64),
+}
+
+impl Bound {
+    /// Whether `v` is within the bound.
+    pub(crate) fn holds(self, v: f64) -> bool {
+        match self {
+            Bound::AtMost(x) => v <= x,
+            Bound::AtLeast(x) => v >= x,
+        }
+    }
 }
 
 /// What a goal constrains: the ratio to the baseline, or the value itself.
@@ -32,9 +42,10 @@ pub(crate) struct Metric {
     pub baseline: Option<(f64, String)>,
     pub goal: Goal,
     pub note: String,
-    /// The goal is a published SLO: missing it fails the scenario (`cargo xtask bench`
-    /// exits non-zero), after the report is written.
-    pub slo: bool,
+    /// A published SLO of this figure: missing it fails the scenario (`cargo xtask bench`
+    /// exits non-zero), after the report is written. It may be looser than the goal (a goal
+    /// is judged in the report, an SLO also fails the run).
+    pub slo: Option<Bound>,
 }
 
 impl Metric {
@@ -46,14 +57,19 @@ impl Metric {
             baseline: None,
             goal: Goal::None,
             note: String::new(),
-            slo: false,
+            slo: None,
         }
     }
 
-    /// Marks the goal as an SLO (see [`Metric::slo`]).
-    pub(crate) fn slo(mut self) -> Self {
-        self.slo = true;
+    /// Adds an SLO on the value, apart from the goal (see [`Metric::slo`]).
+    pub(crate) fn slo_at(mut self, bound: Bound) -> Self {
+        self.slo = Some(bound);
         self
+    }
+
+    /// Whether the value meets its SLO (`None` without one).
+    pub(crate) fn slo_met(&self) -> Option<bool> {
+        self.slo.map(|b| b.holds(self.ours))
     }
 
     pub(crate) fn baseline(mut self, value: f64, what: &str) -> Self {
@@ -79,13 +95,9 @@ impl Metric {
     }
 
     pub(crate) fn met(&self) -> Option<bool> {
-        let check = |v: f64, b: Bound| match b {
-            Bound::AtMost(x) => v <= x,
-            Bound::AtLeast(x) => v >= x,
-        };
         match self.goal {
-            Goal::Ratio(b) => self.ratio().map(|r| check(r, b)),
-            Goal::Value(b) => Some(check(self.ours, b)),
+            Goal::Ratio(b) => self.ratio().map(|r| b.holds(r)),
+            Goal::Value(b) => Some(b.holds(self.ours)),
             Goal::None => None,
         }
     }
@@ -100,10 +112,11 @@ impl Metric {
             Goal::Value(x) => format!("{} {}", b(x), self.unit),
             Goal::None => "—".into(),
         };
-        if self.slo {
-            format!("SLO {text}")
-        } else {
-            text
+        match (self.slo, self.goal) {
+            (None, _) => text,
+            (Some(s), Goal::Value(g)) if s == g => format!("SLO {text}"),
+            (Some(s), Goal::None) => format!("SLO {} {}", b(s), self.unit),
+            (Some(s), _) => format!("{text}; SLO {} {}", b(s), self.unit),
         }
     }
 }
@@ -196,7 +209,7 @@ impl Report {
     pub(crate) fn missed_slos(&self) -> Vec<String> {
         self.metrics
             .iter()
-            .filter(|m| m.slo && m.met() == Some(false))
+            .filter(|m| m.slo_met() == Some(false))
             .map(|m| {
                 format!(
                     "{}: {} {} ({})",
@@ -244,7 +257,8 @@ impl Report {
                 "ratio": m.ratio(),
                 "goal": m.goal_text(),
                 "goal_met": m.met(),
-                "slo": m.slo,
+                "slo": m.slo.is_some(),
+                "slo_met": m.slo_met(),
                 "note": m.note,
             })).collect::<Vec<_>>(),
         })
@@ -427,6 +441,36 @@ mod tests {
                 .met(),
             None
         );
+    }
+
+    #[test]
+    fn an_slo_apart_from_the_goal_is_judged_on_its_own() {
+        // p99 3 ms: misses a 2 ms goal, meets a 20 ms SLO; the run does not fail.
+        let m = Metric::new("p99", "ms", 3.0)
+            .goal(Goal::Value(Bound::AtMost(2.0)))
+            .slo_at(Bound::AtMost(20.0));
+        assert_eq!((m.met(), m.slo_met()), (Some(false), Some(true)));
+        assert_eq!(m.goal_text(), "≤ 2.00 ms; SLO ≤ 20.0 ms");
+        let mut r = Report::new("P0", "t", "");
+        r.push(m);
+        assert!(r.missed_slos().is_empty());
+        // 25 ms misses both, and fails the run.
+        r.push(
+            Metric::new("p99", "ms", 25.0)
+                .goal(Goal::Value(Bound::AtMost(2.0)))
+                .slo_at(Bound::AtMost(20.0)),
+        );
+        assert_eq!(r.missed_slos().len(), 1);
+        // An SLO equal to the goal is shown once.
+        let same = Metric::new("p99", "ms", 25.0)
+            .goal(Goal::Value(Bound::AtMost(20.0)))
+            .slo_at(Bound::AtMost(20.0));
+        assert_eq!(
+            (same.slo_met(), same.goal_text().as_str()),
+            (Some(false), "SLO ≤ 20.0 ms")
+        );
+        // No SLO: never a failed run.
+        assert_eq!(Metric::new("x", "ms", 1e9).slo_met(), None);
     }
 
     #[test]

@@ -89,7 +89,10 @@ impl ClientCa {
             let anchor = webpki::anchor_from_trusted_cert(c)
                 .map_err(|e| format!("not a usable CA certificate: {e}"))?
                 .to_owned();
-            subjects.push(DistinguishedName::from(anchor.subject.to_vec()));
+            // The TLS hint is the DER Name, SEQUENCE and all; the anchor keeps only its
+            // contents (OpenSSL's clients refuse a CertificateRequest naming the bare
+            // contents, Go's do not parse it).
+            subjects.push(DistinguishedName::in_sequence(anchor.subject.as_ref()));
             anchors.push(anchor);
         }
         Ok(Self {
@@ -298,6 +301,25 @@ mod tests {
         // cached: same answer
         assert_eq!(ca.authenticate(&[cert]).unwrap().unwrap(), user);
         assert_eq!(ca.authenticate(&[]).unwrap(), None);
+    }
+
+    #[test]
+    fn the_hinted_subjects_are_the_cas_der_names() {
+        // The certificate_authorities of a CertificateRequest are DER `Name`s: OpenSSL
+        // (Python's ssl, curl) fails the handshake on anything else.
+        let (a, _) = ca("test-ca");
+        let (b, _) = ca("other-ca");
+        let ca = ClientCa::from_der(vec![a.clone(), b.clone()]).unwrap();
+        let names: Vec<Vec<u8>> = [a, b]
+            .iter()
+            .map(|c| {
+                let (_, cert) = x509_parser::parse_x509_certificate(c).unwrap();
+                cert.tbs_certificate.subject.as_raw().to_vec()
+            })
+            .collect();
+        let hints: Vec<&[u8]> = ca.subjects().iter().map(|d| d.as_ref()).collect();
+        assert_eq!(hints, [&names[0][..], &names[1][..]]);
+        assert_eq!(RequestClientCert::new(&ca).root_hint_subjects().len(), 2);
     }
 
     #[test]

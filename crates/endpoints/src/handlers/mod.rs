@@ -489,6 +489,12 @@ fn object_response(code: StatusCode, obj: &Object) -> Response {
     json_response(code, "application/json", obj.to_json_bytes())
 }
 
+/// The stored object as JSON (500 if it does not decode, which only a bug can cause).
+pub(super) fn decoded(obj: &Object) -> ApiResult<Value> {
+    obj.to_value()
+        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
+}
+
 /// The Scale view of an object, as the response of a `/scale` request.
 fn scale_response(req: &Request, obj: &Object) -> ApiResult<Response> {
     let spec = req
@@ -496,9 +502,7 @@ fn scale_response(req: &Request, obj: &Object) -> ApiResult<Response> {
         .scale
         .as_ref()
         .ok_or_else(ApiError::path_not_found)?;
-    let v = obj
-        .to_value()
-        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    let v = decoded(obj)?;
     let body = serde_json::to_vec(&crate::scale::to_scale(spec, &v))
         .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(json_response(StatusCode::OK, "application/json", body))

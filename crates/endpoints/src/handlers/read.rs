@@ -13,9 +13,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use listwatch_api::Object;
 use listwatch_storage::{Error as StorageError, GetOptions, ObjectList, WatchEvent};
-use serde_json::Value;
 
-use super::{Request, Sub, object_response, scale_response};
+use super::{Request, Sub, decoded, object_response, scale_response};
 use crate::error::{ApiError, ApiResult};
 use crate::flowcontrol::WatchSlot;
 use crate::negotiate::{Format, Offer, negotiate};
@@ -81,12 +80,6 @@ pub(super) async fn get(req: &Request) -> ApiResult<Response> {
         }
         _ => Ok(object_response(StatusCode::OK, &obj)),
     }
-}
-
-/// The stored object as JSON (500 if it does not decode, which only a bug can cause).
-fn decoded(obj: &Object) -> ApiResult<Value> {
-    obj.to_value()
-        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
 }
 
 pub(super) async fn list(req: &Request) -> ApiResult<Response> {

@@ -12,7 +12,7 @@ use listwatch_api::Object;
 use listwatch_storage::{Error as StorageError, GetOptions, Key, Updated};
 use serde_json::{Map, Value};
 
-use super::{Request, RequestObjectName, Sub, object_response, scale_response};
+use super::{Request, RequestObjectName, Sub, decoded, object_response, scale_response};
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{Offer, negotiate};
 use crate::patch::{Patch, PatchLimits, PatchType};
@@ -235,17 +235,16 @@ async fn read_modify_write(
     Err(req.storage_err(&key.conflict(MODIFIED)))
 }
 
-/// Validates and completes an update of `cur` to `new`; `manager` records it as an
-/// Update in managedFields (`None`: an apply already recorded it).
+/// Validates and completes an update of the stored object to `new`; `manager` records it
+/// as an Update in managedFields (`None`: an apply already recorded it). `cur_v` is the
+/// stored object as decoded once per write by the caller (`decoded`): the patch, the
+/// field manager, the update checks and admission all read that one value.
 fn apply_update(
     req: &Request,
-    cur: &Object,
+    cur_v: &Value,
     new: Value,
     manager: Option<&str>,
 ) -> ApiResult<Object> {
-    let cur_v = cur
-        .to_value()
-        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
     // An apply's managedFields are its own (a `/status` update keeps the stored metadata).
     let applied_fields = match manager {
         None => new
@@ -254,10 +253,10 @@ fn apply_update(
             .cloned(),
         Some(_) => None,
     };
-    match prepare_update(req.info(), &cur_v, new, req.sub == Sub::Status) {
+    match prepare_update(req.info(), cur_v, new, req.sub == Sub::Status) {
         Ok(mut v) => {
             match (manager, applied_fields) {
-                (Some(manager), _) => req.field_manager().update(Some(&cur_v), &mut v, manager),
+                (Some(manager), _) => req.field_manager().update(Some(cur_v), &mut v, manager),
                 (None, fields) => {
                     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
                         match fields {
@@ -267,8 +266,8 @@ fn apply_update(
                     }
                 }
             }
-            crate::lifecycle::check_update(req.info(), &cur_v, &mut v)?;
-            req.admit(&v, Some(&cur_v))?;
+            crate::lifecycle::check_update(req.info(), cur_v, &mut v)?;
+            req.admit(&v, Some(cur_v))?;
             to_object(req, v)
         }
         Err(UpdateError::Api(e)) => Err(e),
@@ -305,7 +304,12 @@ pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             Some(cur) if req.sub == Sub::Scale => {
                 apply_scale_update(req, cur, &manager, |_| Ok(Value::Object(new.clone())))
             }
-            Some(cur) => apply_update(req, cur, Value::Object(new.clone()), Some(&manager)),
+            Some(cur) => apply_update(
+                req,
+                &decoded(cur)?,
+                Value::Object(new.clone()),
+                Some(&manager),
+            ),
         })
         .await;
         if !checked && wants_namespace_check.swap(false, std::sync::atomic::Ordering::Relaxed) {
@@ -345,12 +349,10 @@ fn apply_scale_update(
         .scale
         .as_ref()
         .ok_or_else(ApiError::path_not_found)?;
-    let cur_v = cur
-        .to_value()
-        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+    let cur_v = decoded(cur)?;
     let wanted = new_scale(&crate::scale::to_scale(spec, &cur_v))?;
     match crate::scale::apply_scale(req.info(), spec, &cur_v, &wanted) {
-        Ok(v) => apply_update(req, cur, v, Some(manager)),
+        Ok(v) => apply_update(req, &cur_v, v, Some(manager)),
         Err(crate::scale::ScaleError::Api(e)) => Err(e),
         Err(crate::scale::ScaleError::Conflict) => {
             let key = req.object_key()?;
@@ -423,13 +425,11 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             })
         }
         (Some(cur), patch) => {
-            let cur_v = cur
-                .to_value()
-                .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+            let cur_v = decoded(cur)?;
             match patch {
                 Patch::Apply(config) => {
                     let applied = fm.apply(Some(&cur_v), config, applier, force)?;
-                    apply_update(req, cur, applied, None)
+                    apply_update(req, &cur_v, applied, None)
                 }
                 _ => {
                     let info = req.info();
@@ -438,7 +438,7 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                         .catalog
                         .kind(&info.group, &info.version, &info.kind);
                     let patched = patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
-                    apply_update(req, cur, patched, Some(&updater))
+                    apply_update(req, &cur_v, patched, Some(&updater))
                 }
             }
         }
