@@ -13,8 +13,9 @@
 //! single newest form; the ring is in resource-version order and the oldest event's form
 //! leaves first (so a replay that rebuilds forms of events older than the ring's cannot
 //! evict the newer forms it and later replays are about to reuse: with a full budget those
-//! rebuilt forms are simply not kept); a relist of the cache empties the ring. Nothing here encodes: the bytes are built by whoever sends the event first. The
-//! lock is held to push or pop pointers only.
+//! rebuilt forms are simply not kept); a relist of the cache empties the ring. Nothing here
+//! encodes: the bytes are built by whoever sends the event first. The lock is held to push
+//! or pop pointers only.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
