@@ -212,6 +212,23 @@ impl EtcdClusterBuilder {
     /// Starts `n` members and waits until each is healthy.
     pub async fn start(self, n: usize) -> Result<EtcdCluster, TestingError> {
         let binary = resolve_binary(None)?;
+        let mut last = None;
+        // A free port can be taken by someone else (another test's etcd or server) between
+        // probing and a member binding it, which fails that member's start: start the whole
+        // cluster again on fresh ports, as `EtcdServerBuilder::start` does for one server.
+        for _ in 0..3 {
+            match self.try_start(&binary, n).await {
+                Ok(cluster) => return Ok(cluster),
+                // The members started so far are killed as `cluster` drops inside.
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or(TestingError::NotHealthy {
+            log_tail: String::new(),
+        }))
+    }
+
+    async fn try_start(&self, binary: &str, n: usize) -> Result<EtcdCluster, TestingError> {
         let ports = free_ports(2 * n)?;
         let mut peer_proxies = Vec::with_capacity(n);
         for p in ports.chunks(2) {
@@ -231,7 +248,7 @@ impl EtcdClusterBuilder {
                 break;
             };
             let mut m = EtcdServer::new(
-                binary.clone(),
+                binary.to_owned(),
                 temp_dir()?,
                 name,
                 (client, peer, proxy.addr().port()),
