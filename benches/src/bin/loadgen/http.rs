@@ -2,6 +2,7 @@
 //! watches read as a chunked body split into newline-delimited frames.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
@@ -107,6 +108,50 @@ impl Conn {
     }
 }
 
+/// A refused watch: the status line, the Status message and the Retry-After seconds.
+struct Refused {
+    head: String,
+    message: String,
+    retry_after: Option<u64>,
+}
+
+impl Refused {
+    /// Reads what the refusal's body holds within a second (at most 64 KiB) for its message.
+    async fn read(w: &mut Watch, head: &str, body_start: usize) -> Self {
+        let retry_after = head
+            .lines()
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case("retry-after"))
+            .and_then(|(_, v)| v.trim().parse().ok());
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            while w.raw.len() < body_start + 64 * 1024 && !w.raw[body_start..].contains(&b'}') {
+                if w.fill().await.is_err() {
+                    break;
+                }
+            }
+        })
+        .await;
+        let body = w.raw.get(body_start..).unwrap_or_default();
+        let text = String::from_utf8_lossy(body);
+        let message = text
+            .find('{')
+            .and_then(|i| {
+                // A chunked body has its framing after the object: read the first value only.
+                serde_json::Deserializer::from_str(text.get(i..)?)
+                    .into_iter::<serde_json::Value>()
+                    .next()?
+                    .ok()
+            })
+            .and_then(|v| v["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| text.chars().take(200).collect());
+        Self {
+            head: head.lines().next().unwrap_or("").to_owned(),
+            message,
+            retry_after,
+        }
+    }
+}
+
 /// A watch: a chunked response read frame by frame.
 pub(crate) struct Watch {
     stream: TcpStream,
@@ -120,8 +165,30 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Opens `GET path` (a `watch=1` URL) and reads the response head.
+    /// Opens `GET path` (a `watch=1` URL) and reads the response head. A 429 with
+    /// Retry-After is waited out and the watch opened again (at most 10 times, each wait at
+    /// most 10 s), as client-go's reflector does; every such retry is printed with the
+    /// refusal's message, and any other refusal fails with it.
     pub(crate) async fn open(addr: SocketAddr, path: &str) -> Result<Self> {
+        let mut attempt = 0;
+        loop {
+            match Self::open_once(addr, path).await? {
+                Ok(w) => return Ok(w),
+                Err(Refused {
+                    head,
+                    message,
+                    retry_after: Some(wait),
+                }) if attempt < 10 => {
+                    attempt += 1;
+                    eprintln!("watch {path}: {head} ({message}); retry {attempt} after {wait} s");
+                    tokio::time::sleep(Duration::from_secs(wait.min(10))).await;
+                }
+                Err(r) => return Err(format!("watch {path}: {} ({})", r.head, r.message)),
+            }
+        }
+    }
+
+    async fn open_once(addr: SocketAddr, path: &str) -> Result<std::result::Result<Self, Refused>> {
         let mut stream = TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connect {addr}: {e}"))?;
@@ -141,13 +208,10 @@ impl Watch {
             if let Some(end) = w.raw.windows(4).position(|x| x == b"\r\n\r\n") {
                 let head = String::from_utf8_lossy(&w.raw[..end]).into_owned();
                 if !head.starts_with("HTTP/1.1 200") {
-                    return Err(format!(
-                        "watch {path}: {}",
-                        head.lines().next().unwrap_or("")
-                    ));
+                    return Ok(Err(Refused::read(&mut w, &head, end + 4).await));
                 }
                 w.pos = end + 4;
-                return Ok(w);
+                return Ok(Ok(w));
             }
             w.fill().await?;
         }
