@@ -307,6 +307,57 @@ impl Watch {
     }
 }
 
+/// Opens a watch stream on an h2c connection and returns its body once a 200 head arrived
+/// within `deadline` (any other status is an error).
+pub(crate) async fn h2_open_watch(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    uri: &str,
+    deadline: Duration,
+) -> Result<h2::RecvStream> {
+    let req = http::Request::get(uri)
+        .body(())
+        .map_err(|e| e.to_string())?;
+    let mut ready = client
+        .clone()
+        .ready()
+        .await
+        .map_err(|e| format!("h2 stream: {e}"))?;
+    let (resp, _) = ready
+        .send_request(req, true)
+        .map_err(|e| format!("h2 request: {e}"))?;
+    let resp = tokio::time::timeout(deadline, resp)
+        .await
+        .map_err(|_| format!("no h2 watch response within {deadline:?}"))?
+        .map_err(|e| format!("h2 watch: {e}"))?;
+    if resp.status() != http::StatusCode::OK {
+        return Err(format!("h2 watch: status {}", resp.status()));
+    }
+    Ok(resp.into_body())
+}
+
+/// An h2c connection with prior knowledge; its driver task is the second half.
+pub(crate) async fn h2_connect(
+    addr: SocketAddr,
+) -> Result<(
+    h2::client::SendRequest<bytes::Bytes>,
+    tokio::task::JoinHandle<()>,
+)> {
+    let tcp = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect {addr}: {e}"))?;
+    let _ = tcp.set_nodelay(true);
+    let (send, conn) = h2::client::Builder::new()
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(16 << 20)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .map_err(|e| format!("h2 handshake: {e}"))?;
+    let driver = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok((send, driver))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use listwatch_cacher::{Cacher, CacherConfig};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, Storage, WatchEvent};
 
-use crate::http::{Conn, Watch};
+use crate::http::{Conn, Watch, h2_open_watch};
 use crate::inproc::bar;
 use crate::report::{Bound, Goal, Metric, Report};
 use crate::sys::{self, Server};
@@ -341,7 +341,7 @@ async fn http_memory(bin: &std::path::Path, n: usize) -> Result<HttpMemory> {
                 .await
                 .map_err(|e| e.to_string())?;
             tokio::spawn(driver);
-            streams.push(h2_watch(&client, &uri).await?);
+            streams.push(h2_open_watch(&client, &uri, Duration::from_secs(60)).await?);
             clients.push(client);
             pb.inc(1);
         }
@@ -349,7 +349,7 @@ async fn http_memory(bin: &std::path::Path, n: usize) -> Result<HttpMemory> {
         let rss1 = server.rss();
         for client in &clients {
             for _ in 1..H2_STREAMS {
-                streams.push(h2_watch(client, &uri).await?);
+                streams.push(h2_open_watch(client, &uri, Duration::from_secs(60)).await?);
                 pb.inc(1);
             }
         }
@@ -367,24 +367,4 @@ async fn http_memory(bin: &std::path::Path, n: usize) -> Result<HttpMemory> {
         h2_stream,
         h2_conn,
     })
-}
-
-/// Opens a watch stream on an h2c connection; returns its body once the head arrived.
-async fn h2_watch(
-    client: &h2::client::SendRequest<bytes::Bytes>,
-    uri: &str,
-) -> Result<h2::RecvStream> {
-    let req = http::Request::get(uri)
-        .body(())
-        .map_err(|e| e.to_string())?;
-    let mut ready = client.clone().ready().await.map_err(|e| e.to_string())?;
-    let (resp, _) = ready.send_request(req, true).map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(Duration::from_secs(60), resp)
-        .await
-        .map_err(|_| "no response head within 60 s".to_owned())?
-        .map_err(|e| e.to_string())?;
-    if resp.status() != 200 {
-        return Err(format!("watch stream: status {}", resp.status()));
-    }
-    Ok(resp.into_body())
 }

@@ -34,7 +34,7 @@ use listwatch_etcd::proto::etcdserverpb::{
 use tokio::task::JoinHandle;
 use tonic::transport::{Channel, Endpoint};
 
-use crate::http::{Conn, Watch};
+use crate::http::{Conn, Watch, h2_connect, h2_open_watch};
 use crate::inproc::bar;
 use crate::report::{Bound, Goal, Metric, Report, Spread};
 use crate::sys::{self, Server};
@@ -159,51 +159,13 @@ async fn http1_watch(addr: SocketAddr, path: &str, counts: Arc<Counts>) -> Resul
     }))
 }
 
-/// An h2c connection with prior knowledge; its driver task is the second half.
-pub(crate) async fn h2_connect(
-    addr: SocketAddr,
-) -> Result<(h2::client::SendRequest<Bytes>, JoinHandle<()>)> {
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    let _ = tcp.set_nodelay(true);
-    let (send, conn) = h2::client::Builder::new()
-        .initial_window_size(1 << 20)
-        .initial_connection_window_size(16 << 20)
-        .handshake::<_, Bytes>(tcp)
-        .await
-        .map_err(|e| format!("h2 handshake: {e}"))?;
-    let driver = tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok((send, driver))
-}
-
 /// A watch stream on a shared HTTP/2 connection; counts frames (newlines) as they arrive.
 async fn h2_watch(
     send: &h2::client::SendRequest<Bytes>,
     uri: &str,
     counts: Arc<Counts>,
 ) -> Result<JoinHandle<()>> {
-    let mut send = send
-        .clone()
-        .ready()
-        .await
-        .map_err(|e| format!("h2 stream: {e}"))?;
-    let req = http::Request::get(uri)
-        .body(())
-        .map_err(|e| e.to_string())?;
-    let (resp, _) = send
-        .send_request(req, true)
-        .map_err(|e| format!("h2 request: {e}"))?;
-    let resp = tokio::time::timeout(Duration::from_secs(10), resp)
-        .await
-        .map_err(|_| "no h2 watch response in 10 s".to_owned())?
-        .map_err(|e| format!("h2 watch: {e}"))?;
-    if resp.status() != http::StatusCode::OK {
-        return Err(format!("h2 watch: {}", resp.status()));
-    }
-    let mut body = resp.into_body();
+    let mut body = h2_open_watch(send, uri, Duration::from_secs(10)).await?;
     Ok(tokio::spawn(async move {
         while let Some(Ok(data)) = body.data().await {
             let n = data.iter().filter(|b| **b == b'\n').count();

@@ -32,10 +32,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-use crate::http::{Conn, Watch};
+use crate::http::{Conn, Watch, h2_connect, h2_open_watch};
 use crate::inproc::bar;
 use crate::netscen::{create_pods, list_rv, percentile};
-use crate::p10::h2_connect;
 use crate::report::{Bound, Goal, Metric, Report, Spread};
 use crate::sys::{self, Server};
 
@@ -168,25 +167,7 @@ async fn h2_watch(
     uri: &str,
     clock: Arc<Clock>,
 ) -> Result<JoinHandle<()>> {
-    let mut send = send
-        .clone()
-        .ready()
-        .await
-        .map_err(|e| format!("h2 stream: {e}"))?;
-    let req = http::Request::get(uri)
-        .body(())
-        .map_err(|e| e.to_string())?;
-    let (resp, _) = send
-        .send_request(req, true)
-        .map_err(|e| format!("h2 request: {e}"))?;
-    let resp = tokio::time::timeout(Duration::from_secs(60), resp)
-        .await
-        .map_err(|_| "no h2 watch response in 60 s".to_owned())?
-        .map_err(|e| format!("h2 watch: {e}"))?;
-    if resp.status() != http::StatusCode::OK {
-        return Err(format!("h2 watch: {}", resp.status()));
-    }
-    let mut body = resp.into_body();
+    let mut body = h2_open_watch(send, uri, Duration::from_secs(60)).await?;
     Ok(tokio::spawn(async move {
         let mut partial: Vec<u8> = Vec::new();
         while let Some(Ok(data)) = body.data().await {
