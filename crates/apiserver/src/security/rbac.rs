@@ -191,6 +191,26 @@ async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<()> {
 
 /// Replaces the stored object's fields with those of `value` (keeping server-set metadata).
 async fn update(res: &Resource, name: &str, value: Value) -> listwatch_storage::Result<()> {
+    update_fields(res, name, value, false).await
+}
+
+/// Sets the stored object's fields to those of `value`: every field the bootstrap policy
+/// owns, or (`aggregation`) only `rules`, and only while the stored object still has the
+/// `aggregationRule` the rules were gathered for — the informer's copy may be stale, and a
+/// stale copy must neither bring back a selector an administrator removed nor hand its
+/// rules to a role that no longer aggregates (a conflict instead; the next pass recomputes).
+async fn update_fields(
+    res: &Resource,
+    name: &str,
+    value: Value,
+    aggregation: bool,
+) -> listwatch_storage::Result<()> {
+    let selectors = |v: &Value| {
+        serde_json::from_value::<Role>(v.clone())
+            .ok()
+            .map(|r| r.aggregation_rule)
+    };
+    let gathered_for = selectors(&value);
     let key = Key::object(&res.info.storage_resource, None, name)?;
     let info = Arc::clone(&res.info);
     let mut step = |cur: Option<&Object>| -> listwatch_storage::Result<listwatch_storage::Updated> {
@@ -198,6 +218,19 @@ async fn update(res: &Resource, name: &str, value: Value) -> listwatch_storage::
         let mut v = cur
             .to_value()
             .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
+        if aggregation {
+            if gathered_for.is_none() || selectors(&v) != gathered_for {
+                return Err(key.conflict(
+                    "the aggregationRule changed since the rules were gathered".to_owned(),
+                ));
+            }
+            if let Some(x) = value.get("rules") {
+                v["rules"] = x.clone();
+            }
+            return Object::from_value(v, &info.selectable_fields)
+                .map(Into::into)
+                .map_err(|e| listwatch_storage::Error::internal(e.to_string()));
+        }
         for field in ["rules", "aggregationRule", "subjects", "roleRef"] {
             if let Some(x) = value.get(field) {
                 v[field] = x.clone();
@@ -280,15 +313,13 @@ async fn reconcile(
         )
         .await;
     }
-    let all = roles.list();
-    for role in &all {
-        if let Some(rules) = rbac::aggregated_rules(role, &all) {
-            let name = role.metadata.name.clone().unwrap_or_default();
-            let mut new = Role::clone(role);
-            new.rules = rules;
-            write(roles_res, &name, Reconcile::Update(new)).await;
-            in_force = false;
+    for new in rbac::aggregation_pass(&roles.list()) {
+        let name = new.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::to_value(&new).unwrap_or(Value::Null);
+        if let Err(e) = update_fields(roles_res, &name, value, true).await {
+            tracing::warn!(name, error = %e, "aggregating a ClusterRole failed");
         }
+        in_force = false;
     }
     in_force
 }
@@ -359,7 +390,18 @@ impl Admission for RbacAdmission {
                 if let (Some(sec), Some(user)) = (sec, user)
                     && sec.rbac.is_some()
                 {
-                    rbac::check_role_write(sec.authz.as_ref(), &user, ns, name, &role.rules)
+                    // The stored version counts (a ClusterRole that aggregated before the
+                    // write needs full authority too); it parsed when it was stored, so a
+                    // failure here is refused rather than guessed at.
+                    let old = match req.old {
+                        Some(old) => {
+                            Some(serde_json::from_value::<Role>(old.clone()).map_err(|e| {
+                                ApiError::internal(format!("the stored {}: {e}", req.info.kind))
+                            })?)
+                        }
+                        None => None,
+                    };
+                    rbac::check_role_object(sec.authz.as_ref(), &user, ns, &role, old.as_ref())
                         .map_err(|e| forbidden(&req.info.plural, name, &e.0))?;
                 }
             }

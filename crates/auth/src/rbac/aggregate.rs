@@ -1,6 +1,10 @@
 //! ClusterRole aggregation (upstream's clusterrole-aggregation controller): a ClusterRole
 //! with an `aggregationRule` holds the union of the rules of every other ClusterRole whose
 //! labels match one of its selectors, in name order, each rule once.
+//!
+//! Who may *write* an aggregation rule is not this module's business: a selector needs
+//! full authority (`escalation`), and a member's labels and rules are checked like any
+//! role write, so what a pass gathers was written by somebody allowed to grant it.
 
 use std::sync::Arc;
 
@@ -29,6 +33,29 @@ pub fn aggregated_rules(role: &Role, all: &[Arc<Role>]) -> Option<Vec<PolicyRule
         }
     }
     (rules != role.rules).then_some(rules)
+}
+
+/// One pass of the aggregation reconciler over every ClusterRole: each aggregating role
+/// whose rules change, with its new rules, in name order. Each role is computed from the
+/// roles as already updated by this pass, not from the snapshot alone, so two aggregates
+/// that select each other settle (after one more pass) instead of swapping their rules
+/// on every pass forever.
+pub fn aggregation_pass(all: &[Arc<Role>]) -> Vec<Role> {
+    let mut view = all.to_vec();
+    view.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut changed = Vec::new();
+    for i in 0..view.len() {
+        let Some(role) = view.get(i) else { break };
+        if let Some(rules) = aggregated_rules(role, &view) {
+            let mut new = Role::clone(role);
+            new.rules = rules;
+            if let Some(slot) = view.get_mut(i) {
+                *slot = Arc::new(new.clone());
+            }
+            changed.push(new);
+        }
+    }
+    changed
 }
 
 #[cfg(test)]
@@ -74,5 +101,50 @@ mod tests {
         assert_eq!(aggregated_rules(&admin, &all), None);
         let plain = crate::rbac::testing::role(None, "plain", vec![]);
         assert_eq!(aggregated_rules(&plain, &all), None);
+    }
+
+    /// Two aggregates selecting each other: computed from one snapshot they would swap
+    /// their rules on every pass (and the reconciler write forever); a pass that sees
+    /// its own updates settles.
+    #[test]
+    fn aggregates_that_select_each_other_settle() {
+        let selecting = |name: &str, label: &str, selects: &str, rule: &str| {
+            let mut r = (*labelled(
+                name,
+                label,
+                vec![PolicyRule::resources(["get"], [""], [rule])],
+            ))
+            .clone();
+            r.aggregation_rule = Some(AggregationRule {
+                cluster_role_selectors: vec![LabelSelector {
+                    match_labels: [(selects.to_owned(), "true".to_owned())]
+                        .into_iter()
+                        .collect(),
+                    ..LabelSelector::default()
+                }],
+            });
+            Arc::new(r)
+        };
+        let mut all = vec![
+            selecting("a", "is-a", "is-b", "pods"),
+            selecting("b", "is-b", "is-a", "secrets"),
+        ];
+        let mut passes = 0;
+        loop {
+            let changed = aggregation_pass(&all);
+            if changed.is_empty() {
+                break;
+            }
+            for new in changed {
+                let at = all
+                    .iter()
+                    .position(|r| r.metadata.name == new.metadata.name)
+                    .unwrap();
+                all[at] = Arc::new(new);
+            }
+            passes += 1;
+            assert!(passes < 3, "never settles: {all:?}");
+        }
+        assert_eq!(all[0].rules, all[1].rules);
     }
 }

@@ -4,12 +4,19 @@
 //! - writing a Role/ClusterRole is allowed to `system:masters`, to a user allowed the
 //!   `escalate` verb on it, or when the user's own rules (in the role's namespace) cover
 //!   every rule of the role;
+//! - writing a ClusterRole whose new **or stored** version has an `aggregationRule` (with at
+//!   least one selector) additionally needs full authority, `*` on everything and on every
+//!   non-resource URL, unless the user is `system:masters` or may `escalate` it: a selector
+//!   gathers the rules of any ClusterRole, so it grants what no single rule names
+//!   (upstream's `clusterrole/policybased` storage). Changing a *member's* labels is an
+//!   ordinary role write: the member's rules must be held, so aggregation only ever
+//!   gathers rules somebody allowed to grant them wrote;
 //! - writing a RoleBinding/ClusterRoleBinding is allowed to `system:masters`, to a user
 //!   allowed the `bind` verb on the referenced role, or when the user's own rules cover the
 //!   referenced role's rules.
 
 use crate::authz::{Attributes, Authorizer};
-use crate::rbac::{GROUP, PolicyRule, Rbac, RoleRef, rules};
+use crate::rbac::{GROUP, PolicyRule, Rbac, Role, RoleRef, rules};
 use crate::user::{SYSTEM_MASTERS, UserInfo};
 
 /// A refused write: the 403 message (upstream's wording) without the resource prefix.
@@ -56,14 +63,39 @@ fn confirm_no_escalation(
     }
 }
 
+/// Upstream's `fullAuthority`: what a user must hold to write an aggregating ClusterRole.
+pub fn full_authority() -> Vec<PolicyRule> {
+    vec![
+        PolicyRule::resources(["*"], ["*"], ["*"]),
+        PolicyRule::non_resource(["*"], ["*"]),
+    ]
+}
+
+/// The refusal of an aggregating ClusterRole write by a user without full authority
+/// (upstream's message).
+pub const AGGREGATION_NEEDS_FULL_AUTHORITY: &str =
+    "must have cluster-admin privileges to use the aggregationRule";
+
+/// Whether a ClusterRole counts as aggregating for the write check: an `aggregationRule`
+/// with at least one selector (upstream's `hasAggregationRule`; no selector gathers
+/// nothing).
+pub fn has_aggregation_rule(role: &Role) -> bool {
+    role.aggregation_rule
+        .as_ref()
+        .is_some_and(|a| !a.cluster_role_selectors.is_empty())
+}
+
 /// Checks a create or update of a Role (`namespace` set) or ClusterRole (`namespace`
-/// empty) named `name` holding `wanted`.
+/// empty) named `name` holding `wanted`. `aggregating`: the new or the stored version
+/// of the ClusterRole has an aggregation rule ([`has_aggregation_rule`]); such a write
+/// needs full authority besides the rules.
 pub fn check_role_write(
     authz: &dyn Authorizer,
     user: &UserInfo,
     namespace: &str,
     name: &str,
     wanted: &[PolicyRule],
+    aggregating: bool,
 ) -> Result<(), EscalationError> {
     if user.in_group(SYSTEM_MASTERS) {
         return Ok(());
@@ -77,7 +109,28 @@ pub fn check_role_write(
     if authz.authorize(user, &escalate).allowed() {
         return Ok(());
     }
-    confirm_no_escalation(authz, user, namespace, wanted)
+    confirm_no_escalation(authz, user, namespace, wanted)?;
+    if aggregating && confirm_no_escalation(authz, user, namespace, &full_authority()).is_err() {
+        return Err(EscalationError(AGGREGATION_NEEDS_FULL_AUTHORITY.to_owned()));
+    }
+    Ok(())
+}
+
+/// Checks a create (`old` `None`) or update of the Role (`namespace` set) or ClusterRole
+/// (`namespace` empty) object `new`, as it will be stored; `old` is the stored version on
+/// update. The admission hook's check: the rules must be held, and a ClusterRole whose
+/// new or old version aggregates needs full authority ([`check_role_write`]).
+pub fn check_role_object(
+    authz: &dyn Authorizer,
+    user: &UserInfo,
+    namespace: &str,
+    new: &Role,
+    old: Option<&Role>,
+) -> Result<(), EscalationError> {
+    let name = new.metadata.name.as_deref().unwrap_or("");
+    let aggregating = namespace.is_empty()
+        && (has_aggregation_rule(new) || old.is_some_and(has_aggregation_rule));
+    check_role_write(authz, user, namespace, name, &new.rules, aggregating)
 }
 
 /// Checks a create or update of a RoleBinding (`namespace` set) or ClusterRoleBinding
@@ -141,9 +194,26 @@ mod tests {
         )));
         let rbac = f.rbac();
         let alice = UserInfo::new("alice", ["system:authenticated"]);
-        assert!(check_role_write(&rbac, &alice, "demo", "r", std::slice::from_ref(&pods)).is_ok());
-        let err = check_role_write(&rbac, &alice, "demo", "r", std::slice::from_ref(&secrets))
-            .unwrap_err();
+        assert!(
+            check_role_write(
+                &rbac,
+                &alice,
+                "demo",
+                "r",
+                std::slice::from_ref(&pods),
+                false
+            )
+            .is_ok()
+        );
+        let err = check_role_write(
+            &rbac,
+            &alice,
+            "demo",
+            "r",
+            std::slice::from_ref(&secrets),
+            false,
+        )
+        .unwrap_err();
         assert_eq!(
             err.0,
             "user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\"]}"
@@ -170,9 +240,17 @@ mod tests {
         );
         // not in another namespace, and not cluster-wide
         assert!(
-            check_role_write(&rbac, &alice, "other", "r", std::slice::from_ref(&pods)).is_err()
+            check_role_write(
+                &rbac,
+                &alice,
+                "other",
+                "r",
+                std::slice::from_ref(&pods),
+                false
+            )
+            .is_err()
         );
-        assert!(check_role_write(&rbac, &alice, "", "r", &[pods]).is_err());
+        assert!(check_role_write(&rbac, &alice, "", "r", &[pods], false).is_err());
         // the bind verb on the role lets a user bind it without holding it
         f.roles.apply(Event::Apply(Role {
             rules: vec![
@@ -199,6 +277,6 @@ mod tests {
             .is_ok()
         );
         let root = UserInfo::new("root", [SYSTEM_MASTERS]);
-        assert!(check_role_write(&rbac, &root, "", "x", &[secrets]).is_ok());
+        assert!(check_role_write(&rbac, &root, "", "x", &[secrets], false).is_ok());
     }
 }

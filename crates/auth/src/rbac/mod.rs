@@ -31,8 +31,11 @@ mod validate;
 #[cfg(test)]
 mod reference;
 
-pub use aggregate::aggregated_rules;
-pub use escalation::{EscalationError, check_binding_write, check_role_write};
+pub use aggregate::{aggregated_rules, aggregation_pass};
+pub use escalation::{
+    AGGREGATION_NEEDS_FULL_AUTHORITY, EscalationError, check_binding_write, check_role_object,
+    check_role_write, full_authority, has_aggregation_rule,
+};
 pub use types::{
     AggregationRule, GROUP, LabelSelector, LabelSelectorRequirement, PolicyRule, Role, RoleBinding,
     RoleRef, Subject,
