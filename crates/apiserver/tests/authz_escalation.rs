@@ -2,7 +2,8 @@
 //! `--authorization-mode RBAC` (issue 23): an `aggregationRule` needs full authority on
 //! every write path (POST, PUT, PUT-create, every PATCH type, server-side apply, dry run),
 //! for the new and for the stored version; a member role's labels only move rules its
-//! writer holds; `escalate` and `system:masters` may do either.
+//! writer holds; `escalate` and `system:masters` may do either. And `AlwaysAllow`
+//! anywhere in the authorization modes turns anonymous requests off.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -509,5 +510,23 @@ fn labelling_a_member_of_an_aggregate_needs_the_members_rules() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let r = c.json(l, "GET", "/api/v1/secrets", &Value::Null);
+    assert_eq!(r.status, 403, "{}", r.json());
+}
+
+/// Issue 23 item 4: `AlwaysAllow` anywhere in `--authorization-mode` turns anonymous
+/// requests off (upstream's `ApplyAuthorization`); before, `RBAC,AlwaysAllow` let every
+/// anonymous client list Secrets.
+#[test]
+fn always_allow_anywhere_in_the_modes_turns_anonymous_off() {
+    for modes in ["RBAC,AlwaysAllow", "AlwaysDeny,RBAC,AlwaysAllow"] {
+        let c = Cluster::start(&["--authorization-mode", modes]);
+        let r = c.json(None, "GET", "/api/v1/secrets", &Value::Null);
+        assert_eq!(r.status, 401, "{modes}: anonymous got {}", r.json());
+        let r = c.json(Some("root-token"), "GET", "/api/v1/secrets", &Value::Null);
+        assert_eq!(r.status, 200, "{modes}: {}", r.json());
+    }
+    // Anonymous stays on without AlwaysAllow (and is then only what RBAC grants it).
+    let c = Cluster::start(&["--authorization-mode", "RBAC"]);
+    let r = c.json(None, "GET", "/api/v1/secrets", &Value::Null);
     assert_eq!(r.status, 403, "{}", r.json());
 }

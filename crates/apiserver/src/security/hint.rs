@@ -94,8 +94,10 @@ pub fn start_hint(opts: &Options, addr: SocketAddr) -> Vec<String> {
     } else {
         ""
     };
-    let anonymous =
-        s.anonymous_auth && s.authorization_mode.first() != Some(&AuthorizationMode::AlwaysAllow);
+    let anonymous = s.anonymous_auth
+        && !s
+            .authorization_mode
+            .contains(&AuthorizationMode::AlwaysAllow);
     let without = if anonymous {
         "a request without a credential is system:anonymous"
     } else {

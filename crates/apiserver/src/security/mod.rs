@@ -75,7 +75,7 @@ pub struct SecurityOptions {
     #[arg(long, value_delimiter = ',')]
     pub api_audiences: Vec<String>,
     /// Serve requests without credentials as `system:anonymous` (upstream default true;
-    /// turned off with `AlwaysAllow`, as upstream).
+    /// turned off when `AlwaysAllow` is one of the authorization modes, as upstream).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
     /// Authorizers, in order: `AlwaysAllow`, `AlwaysDeny`, `RBAC` (comma-separated).
@@ -297,7 +297,10 @@ impl SecurityOptions {
         } else {
             self.authorization_mode.clone()
         };
-        if modes.first() == Some(&AuthorizationMode::AlwaysAllow) && authn.anonymous {
+        // Upstream's `ApplyAuthorization`: AlwaysAllow anywhere in the chain (e.g.
+        // `RBAC,AlwaysAllow`, where it allows whatever RBAC has no opinion on) would
+        // otherwise allow anonymous requests everything.
+        if modes.contains(&AuthorizationMode::AlwaysAllow) && authn.anonymous {
             tracing::warn!(
                 "anonymous requests are not allowed with the AlwaysAllow authorizer: --anonymous-auth is turned off"
             );
