@@ -146,3 +146,50 @@ fn the_embedded_object_limit_is_a_flag_and_zero_lifts_it() {
     let r = http(&server.addr, "POST", cms, &ct, &configmap("big", 2 << 20));
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
 }
+
+/// Issue 23 item 7: etcd TLS flags with a plain `http://` endpoint are refused at start
+/// with a message naming the endpoint; before, the TLS settings were ignored for it and
+/// every object went to etcd in clear.
+#[test]
+fn etcd_tls_flags_with_a_plain_http_endpoint_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&key).unwrap();
+    let (ca_file, key_file) = (dir.path().join("ca.crt"), dir.path().join("client.key"));
+    std::fs::write(&ca_file, ca.pem()).unwrap();
+    std::fs::write(&key_file, key.serialize_pem()).unwrap();
+    let (ca_file, key_file) = (ca_file.to_str().unwrap(), key_file.to_str().unwrap());
+    let cases: &[&[&str]] = &[
+        &[
+            "--etcd-servers",
+            "http://127.0.0.1:1",
+            "--etcd-cafile",
+            ca_file,
+        ],
+        &[
+            "--etcd-servers",
+            "https://127.0.0.1:1,http://127.0.0.1:2",
+            "--etcd-cafile",
+            ca_file,
+            "--etcd-certfile",
+            ca_file,
+            "--etcd-keyfile",
+            key_file,
+        ],
+        // The default endpoint is plain http.
+        &["--etcd-cafile", ca_file],
+    ];
+    for extra in cases {
+        let mut args = vec!["--storage", "etcd"];
+        args.extend_from_slice(extra);
+        let (code, stderr) = exit_of(&args);
+        assert!(code.is_some_and(|c| c != 0), "{args:?}: {code:?} {stderr}");
+        assert!(
+            stderr.contains("is plain http but etcd TLS is configured")
+                && stderr.contains("use https://"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

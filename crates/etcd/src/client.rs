@@ -30,7 +30,8 @@ use crate::proto::etcdserverpb::{RangeRequest, StatusRequest, StatusResponse};
 /// How to reach etcd.
 #[derive(Debug, Clone)]
 pub struct EtcdConfig {
-    /// Client URLs, e.g. `http://127.0.0.1:2379` (a bare `host:port` gets `http://`).
+    /// Client URLs, e.g. `http://127.0.0.1:2379` (a bare `host:port` gets `https://` when
+    /// [`tls`](Self::tls) is set, `http://` otherwise; `http://` with `tls` set is refused).
     pub endpoints: Vec<String>,
     /// Longest wait for a TCP/HTTP2 connection to come up.
     pub dial_timeout: Duration,
@@ -42,7 +43,8 @@ pub struct EtcdConfig {
     pub request_timeout: Duration,
     /// Longest wait for the readiness probe.
     pub health_timeout: Duration,
-    /// TLS for `https://` endpoints (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`).
+    /// TLS for `https://` endpoints (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`);
+    /// when set, every endpoint must be https.
     pub tls: Option<EtcdTls>,
     /// HTTP/2 flow-control window of one stream (a watch or a request): how much of its data
     /// may be in flight unread.
@@ -179,6 +181,15 @@ pub enum ConfigError {
         /// The endpoint as given.
         endpoint: String,
     },
+    /// An `http://` endpoint although TLS settings were given: the settings would not
+    /// apply to it and its traffic (every object, Secrets included) would go in clear.
+    #[error(
+        "etcd endpoint {endpoint:?} is plain http but etcd TLS is configured (--etcd-cafile, --etcd-certfile, --etcd-keyfile): use https://"
+    )]
+    PlainWithTls {
+        /// The endpoint as given.
+        endpoint: String,
+    },
     /// An endpoint is not a valid URL.
     #[error("invalid etcd endpoint {endpoint:?}")]
     InvalidEndpoint {
@@ -267,12 +278,20 @@ impl EtcdClient {
         }
         let mut channels = Vec::with_capacity(config.endpoints.len());
         for ep in &config.endpoints {
-            let url = if ep.contains("://") {
-                ep.clone()
-            } else {
-                format!("http://{ep}")
+            // A bare `host:port` is https when TLS is configured (etcd's client uses
+            // the credentials it has for a scheme-less endpoint), http otherwise; an
+            // explicit `http://` with TLS configured is refused, never silently plain.
+            let url = match (ep.contains("://"), config.tls.is_some()) {
+                (true, _) => ep.clone(),
+                (false, true) => format!("https://{ep}"),
+                (false, false) => format!("http://{ep}"),
             };
             let https = url.starts_with("https://");
+            if !https && config.tls.is_some() {
+                return Err(ConfigError::PlainWithTls {
+                    endpoint: ep.clone(),
+                });
+            }
             let endpoint = Endpoint::from_shared(url)
                 .map_err(|source| ConfigError::InvalidEndpoint {
                     endpoint: ep.clone(),

@@ -1,6 +1,7 @@
 //! etcd over TLS with client-certificate authentication (`--client-cert-auth`): the client
 //! with the CA and a client certificate reads and writes; without its certificate, or
-//! trusting another CA, it cannot; an `https://` endpoint without TLS settings is refused.
+//! trusting another CA, it cannot; an `https://` endpoint without TLS settings is refused,
+//! and so is an `http://` endpoint with them (a bare `host:port` is https then).
 //! Certificates are made with rcgen; etcd is Debian's, as in every etcd test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -141,7 +142,7 @@ async fn client_certificates_reach_a_tls_etcd() {
         cert_pem: Some(client.cert.clone().into_bytes()),
         key_pem: Some(client.key.clone().into_bytes()),
     };
-    let s = store(EtcdClient::new(config(Some(good))).unwrap());
+    let s = store(EtcdClient::new(config(Some(good.clone()))).unwrap());
     let key = Key::object("configmaps", Some("demo"), "tls").unwrap();
     let obj = Object::from_value(
         serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tls", "namespace": "demo"}}),
@@ -161,6 +162,28 @@ async fn client_certificates_reach_a_tls_etcd() {
     }
     let got = s.get(&key, &GetOptions::default()).await.unwrap().unwrap();
     assert_eq!(got.name(), "tls");
+
+    // A bare host:port is https when TLS is configured; an http:// URL with TLS settings
+    // is refused (issue 23: they would not apply to it, and objects would go in clear).
+    let mut bare = EtcdConfig::new([format!("127.0.0.1:{port}")])
+        .request_timeout(Duration::from_secs(5))
+        .dial_timeout(Duration::from_secs(2));
+    bare.tls = Some(good.clone());
+    let s2 = store(EtcdClient::new(bare).unwrap());
+    assert_eq!(
+        s2.get(&key, &GetOptions::default())
+            .await
+            .unwrap()
+            .unwrap()
+            .name(),
+        "tls"
+    );
+    let mut plain = EtcdConfig::new([format!("http://127.0.0.1:{port}")]);
+    plain.tls = Some(good);
+    assert!(matches!(
+        EtcdClient::new(plain),
+        Err(listwatch_etcd::ConfigError::PlainWithTls { .. })
+    ));
 
     // Without a client certificate etcd refuses the connection.
     let anonymous = EtcdTls {

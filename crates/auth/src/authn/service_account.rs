@@ -37,6 +37,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use base64::Engine;
+use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
@@ -57,7 +58,7 @@ pub const MIN_EXPIRATION_SECONDS: i64 = 600;
 pub const MAX_EXPIRATION_SECONDS: i64 = 1 << 32;
 /// Most verified tokens kept.
 const CACHE_MAX: usize = 10_000;
-/// Clock skew tolerated on `nbf`/`exp`.
+/// Clock skew tolerated on `nbf`, `exp` and `iat` (upstream: go-jose's default leeway).
 const LEEWAY_SECONDS: u64 = 60;
 /// How long a token waits for storage to confirm its account (a place among the reads,
 /// then the read) before it is refused.
@@ -373,6 +374,14 @@ impl ServiceAccountTokens {
             match jsonwebtoken::decode::<Claims>(token, key, &v) {
                 Ok(data) => {
                     let c = data.claims;
+                    // jsonwebtoken checks `exp` and `nbf` with the leeway; upstream (go-jose's
+                    // `Validate`) also refuses a token issued more than the leeway ahead.
+                    let leeway = i64::try_from(LEEWAY_SECONDS).unwrap_or(0);
+                    if c.iat > unix_now().saturating_add(leeway) {
+                        return Err(AuthnError::ServiceAccount(
+                            "service account token is issued in the future".into(),
+                        ));
+                    }
                     let ns = c.kubernetes.namespace;
                     let mut user = UserInfo::new(
                         service_account_user(&ns, &c.kubernetes.serviceaccount.name),
@@ -394,7 +403,15 @@ impl ServiceAccountTokens {
                         user: Arc::new(user.with_authenticated_group()),
                     });
                 }
-                Err(e) => last = e.to_string(),
+                Err(e) => {
+                    last = match e.kind() {
+                        ErrorKind::ExpiredSignature => "service account token has expired".into(),
+                        ErrorKind::ImmatureSignature => {
+                            "service account token is not valid yet".into()
+                        }
+                        _ => e.to_string(),
+                    }
+                }
             }
         }
         Err(AuthnError::ServiceAccount(last))
@@ -405,8 +422,11 @@ impl ServiceAccountTokens {
     fn check(&self, v: &Verified) -> TokenAnswer<'_> {
         let leeway = i64::try_from(LEEWAY_SECONDS).unwrap_or(0);
         let now = unix_now();
-        if v.exp.saturating_add(leeway) <= now {
-            return TokenAnswer::Now(Err(AuthnError::ServiceAccount("token has expired".into())));
+        // Expired once `now - leeway` is past `exp` (upstream, go-jose's `Validate`).
+        if v.exp.saturating_add(leeway) < now {
+            return TokenAnswer::Now(Err(AuthnError::ServiceAccount(
+                "service account token has expired".into(),
+            )));
         }
         match self.accounts.cached(&v.namespace, &v.name) {
             // A deletion mark is never removed: the view's word suffices.

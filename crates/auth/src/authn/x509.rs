@@ -168,10 +168,14 @@ fn identity(der: &[u8]) -> Result<(Option<UserInfo>, i64), AuthnError> {
     let (_, cert) = x509_parser::parse_x509_certificate(der)
         .map_err(|e| AuthnError::Certificate(format!("parsing certificate: {e}")))?;
     let subject = cert.subject();
+    // Upstream reads Go's `Subject.CommonName`, which `FillFromRDNSequence` sets to the
+    // *last* string-valued CN attribute of the subject: a subject with several CNs is the
+    // user its last one names, here too (an approver that reads the first CN and this
+    // server must not see different users).
     let cn = subject
         .iter_common_name()
-        .next()
-        .and_then(|a| a.as_str().ok())
+        .filter_map(|a| a.as_str().ok())
+        .last()
         .unwrap_or("");
     let groups = subject
         .iter_organization()
@@ -301,6 +305,38 @@ mod tests {
         // cached: same answer
         assert_eq!(ca.authenticate(&[cert]).unwrap().unwrap(), user);
         assert_eq!(ca.authenticate(&[]).unwrap(), None);
+    }
+
+    /// Issue 23 item 7: with several CN attributes the last one is the user (Go's
+    /// `pkix.Name.CommonName`, which upstream's x509 authenticator reads).
+    #[test]
+    fn the_last_common_name_is_the_user() {
+        let (ca_der, issuer) = ca("test-ca");
+        let ca = ClientCa::from_der(vec![ca_der]).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name = Dn::new();
+        p.distinguished_name.push(DnType::CommonName, "first");
+        // rcgen keeps one value per attribute type: the second CN under the same OID as a
+        // custom type.
+        p.distinguished_name
+            .push(DnType::CustomDnType(vec![2, 5, 4, 3]), "last");
+        p.distinguished_name.push(DnType::OrganizationName, "dev");
+        p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = p.signed_by(&key, &issuer).unwrap().der().clone();
+        let (_, parsed) = x509_parser::parse_x509_certificate(&cert).unwrap();
+        let cns: Vec<_> = parsed
+            .subject()
+            .iter_common_name()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(
+            cns,
+            ["first", "last"],
+            "the certificate has both CNs, in order"
+        );
+        let user = ca.authenticate(&[cert]).unwrap().unwrap();
+        assert_eq!(user.name, "last");
     }
 
     #[test]

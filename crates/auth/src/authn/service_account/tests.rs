@@ -306,6 +306,53 @@ async fn foreign_and_forged_tokens() {
     assert_eq!(accounts.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
+/// Issue 23 item 7: the time claims as upstream's (go-jose `Validate`, 60 s leeway): `iat`
+/// more than the leeway ahead is refused ("issued in the future"; jsonwebtoken does not
+/// check `iat`), `nbf` likewise, `exp` only once more than the leeway behind; a time claim
+/// of the wrong JSON type never counts as absent (CVE-2026-25537).
+#[tokio::test]
+async fn time_claims_are_checked_with_upstreams_leeway() {
+    let (issuer, tokens, accounts) = setup();
+    accounts.put("demo", "x", "u");
+    let now = crate::authn::x509::unix_now();
+    let signed = |edit: &dyn Fn(&mut Claims)| {
+        let mut c = issuer.claims("demo", "x", "u", vec![ISS.into()], 3600, now);
+        edit(&mut c);
+        issuer.sign(&c).unwrap()
+    };
+    let refused = |t: String| {
+        let tokens = &tokens;
+        async move { auth(tokens, &t).await.unwrap_err().to_string() }
+    };
+    let e = refused(signed(&|c| c.iat = now + 3600)).await;
+    assert!(e.contains("issued in the future"), "{e}");
+    let e = refused(signed(&|c| c.nbf = now + 3600)).await;
+    assert!(e.contains("not valid yet"), "{e}");
+    let e = refused(signed(&|c| c.exp = now - 120)).await;
+    assert!(e.contains("has expired"), "{e}");
+    // Within the leeway: accepted.
+    for edit in [
+        &(|c: &mut Claims| c.iat = now + 30) as &dyn Fn(&mut Claims),
+        &|c: &mut Claims| c.nbf = now + 30,
+        &|c: &mut Claims| c.exp = now - 30,
+    ] {
+        let user = auth(&tokens, &signed(edit)).await.unwrap().unwrap();
+        assert_eq!(user.name, "system:serviceaccount:demo:x");
+    }
+    // A time claim as a string is a malformed token, not a missing claim.
+    for claim in ["nbf", "exp", "iat"] {
+        let mut c =
+            serde_json::to_value(issuer.claims("demo", "x", "u", vec![ISS.into()], 3600, now))
+                .unwrap();
+        c[claim] = serde_json::json!((now + 99_999).to_string());
+        let t = jsonwebtoken::encode(&Header::new(issuer.algorithm), &c, &issuer.key).unwrap();
+        assert!(
+            auth(&tokens, &t).await.is_err(),
+            "{claim} as a string was accepted"
+        );
+    }
+}
+
 #[test]
 fn token_request_validation() {
     let (issuer, _, _) = setup();
