@@ -29,6 +29,8 @@ mod types;
 mod validate;
 
 #[cfg(test)]
+mod escalation_props;
+#[cfg(test)]
 mod reference;
 
 pub use aggregate::{aggregated_rules, aggregation_pass};
