@@ -357,22 +357,29 @@ fn an_aggregation_rule_needs_full_authority_on_every_write_path() {
 
     // The stored version counts too: an aggregate written by an administrator may not be
     // changed (its selector removed, its rules replaced) by a user without full authority,
-    // even to rules the user holds.
+    // even to rules the user holds (none here).
     c.root(
         "POST",
         CR,
         &cluster_role("team-agg", json!([]), None, Some(defaults.clone())),
     );
     let team = format!("{CR}/team-agg");
+    // Once aggregated, so that emptying its rules is a change (a write that changes
+    // nothing is allowed, as upstream).
+    let start = Instant::now();
+    while c.get(&team)["rules"].as_array().is_none_or(Vec::is_empty) {
+        assert!(start.elapsed() < PATIENCE, "team-agg never aggregated");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     for (what, body) in [
         (
             "removing the selector",
-            json!({"aggregationRule": null}).to_string(),
+            json!({"aggregationRule": null, "rules": []}).to_string(),
         ),
         ("emptying the rules", json!({"rules": []}).to_string()),
         (
             "an empty selector list",
-            json!({"aggregationRule": {"clusterRoleSelectors": []}}).to_string(),
+            json!({"aggregationRule": {"clusterRoleSelectors": []}, "rules": []}).to_string(),
         ),
     ] {
         let r = c.req(m, "PATCH", &team, "application/merge-patch+json", &body);
@@ -529,4 +536,53 @@ fn always_allow_anywhere_in_the_modes_turns_anonymous_off() {
     let c = Cluster::start(&["--authorization-mode", "RBAC"]);
     let r = c.json(None, "GET", "/api/v1/secrets", &Value::Null);
     assert_eq!(r.status, 403, "{}", r.json());
+}
+
+/// Upstream's `IsOnlyMutatingGCFields`: an update of only `ownerReferences`/`finalizers`
+/// is not checked for escalation, so a user who may delete and patch an administrator's
+/// aggregating ClusterRole can finish deleting it (remove its finalizer) without full
+/// authority; a patch that also changes anything else is still checked.
+#[test]
+fn only_the_garbage_collectors_fields_need_no_escalation_check() {
+    let c = Cluster::start(&["--authorization-mode", "RBAC"]);
+    c.grant(
+        "role-writer",
+        "mallory",
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+                "verbs": ["get", "list", "patch", "delete"]}]),
+    );
+    c.until_allowed("mallory-token", CR);
+    let mut held = cluster_role(
+        "held",
+        json!([]),
+        None,
+        Some(json!({"clusterRoleSelectors": [{"matchLabels": {"example.com/x": "true"}}]})),
+    );
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    c.root("POST", CR, &held);
+    let path = format!("{CR}/held");
+    let m = Some("mallory-token");
+    let r = c.req(m, "DELETE", &path, "application/json", "");
+    assert!(r.status == 200 || r.status == 202, "{}", r.json());
+    assert!(c.get(&path)["metadata"]["deletionTimestamp"].is_string());
+    // A label with the finalizer: checked, refused.
+    let r = c.req(
+        m,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        &json!({"metadata": {"finalizers": null, "labels": {"a": "b"}}}).to_string(),
+    );
+    assert_refused(&r, "finalizer and label", AGG_MESSAGE);
+    // The finalizer alone: allowed, and the role is gone.
+    let r = c.req(
+        m,
+        "PATCH",
+        &path,
+        "application/merge-patch+json",
+        &json!({"metadata": {"finalizers": null}}).to_string(),
+    );
+    assert_eq!(r.status, 200, "{}", r.json());
+    let r = c.json(Some("root-token"), "GET", &path, &Value::Null);
+    assert_eq!(r.status, 404, "{}", r.json());
 }
