@@ -172,21 +172,64 @@ fn identity(der: &[u8]) -> Result<(Option<UserInfo>, i64), AuthnError> {
     // *last* string-valued CN attribute of the subject: a subject with several CNs is the
     // user its last one names, here too (an approver that reads the first CN and this
     // server must not see different users).
-    let cn = subject
-        .iter_common_name()
-        .filter_map(|a| a.as_str().ok())
-        .last()
-        .unwrap_or("");
-    let groups = subject
-        .iter_organization()
-        .filter_map(|a| a.as_str().ok())
-        .map(str::to_owned)
-        .collect::<Vec<_>>();
+    let mut cn = String::new();
+    for attr in subject.iter_common_name() {
+        if let Some(value) = go_string(attr)? {
+            cn = value;
+        }
+    }
+    let cn = cn.as_str();
+    // O values likewise (every string-valued one, in order).
+    let mut groups = Vec::new();
+    for attr in subject.iter_organization() {
+        groups.extend(go_string(attr)?);
+    }
     let not_after = cert.validity().not_after.timestamp();
     if cn.is_empty() {
         return Ok((None, not_after));
     }
     Ok((Some(UserInfo::new(cn, groups)), not_after))
+}
+
+/// An attribute value as Go's `encoding/asn1` reads it into an `interface{}`: the string
+/// types (UTF8, Printable, Numeric, IA5, T61, BMP) are strings, anything else is not
+/// (`None`, skipped as Go skips it). A T61 value that is not UTF-8 or a BMP value that is
+/// not UTF-16 is refused: Go would keep raw bytes or fail the certificate, and a lossy
+/// decoding could make two certificates one user.
+fn go_string(
+    attr: &x509_parser::x509::AttributeTypeAndValue<'_>,
+) -> Result<Option<String>, AuthnError> {
+    use x509_parser::der_parser::asn1_rs::Tag;
+    let bad = || AuthnError::Certificate("a subject CN that is not a readable string".into());
+    let value = attr.attr_value();
+    let data = value.data;
+    match value.tag() {
+        Tag::Utf8String
+        | Tag::PrintableString
+        | Tag::NumericString
+        | Tag::Ia5String
+        | Tag::T61String => std::str::from_utf8(data)
+            .map(|s| Some(s.to_owned()))
+            .map_err(|_| bad()),
+        Tag::BmpString => {
+            // UCS-2 big-endian; Go strips one trailing NUL.
+            if data.len() % 2 != 0 {
+                return Err(bad());
+            }
+            let mut units: Vec<u16> = data
+                .chunks_exact(2)
+                .filter_map(|c| match c {
+                    [a, b] => Some(u16::from_be_bytes([*a, *b])),
+                    _ => None,
+                })
+                .collect();
+            if units.last() == Some(&0) {
+                units.pop();
+            }
+            String::from_utf16(&units).map(Some).map_err(|_| bad())
+        }
+        _ => Ok(None),
+    }
 }
 
 /// A rustls client-certificate verifier that requests a certificate, checks the client's
@@ -337,6 +380,40 @@ mod tests {
         );
         let user = ca.authenticate(&[cert]).unwrap().unwrap();
         assert_eq!(user.name, "last");
+    }
+
+    /// CN and O values in the string types Go reads besides UTF8/Printable (BMP, T61)
+    /// count as upstream's; a BMP value that is not UTF-16 refuses the certificate.
+    #[test]
+    fn bmp_and_teletex_names_count_as_in_go() {
+        use rcgen::DnValue;
+        use rcgen::string::{BmpString, TeletexString};
+        let (ca_der, issuer) = ca("test-ca");
+        let ca = ClientCa::from_der(vec![ca_der]).unwrap();
+        let cert = |values: Vec<(DnType, DnValue)>| {
+            let key = KeyPair::generate().unwrap();
+            let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+            p.distinguished_name = Dn::new();
+            for (t, v) in values {
+                p.distinguished_name.push(t, v);
+            }
+            p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+            p.signed_by(&key, &issuer).unwrap().der().clone()
+        };
+        let c = cert(vec![
+            (DnType::CommonName, DnValue::Utf8String("alice".into())),
+            (
+                DnType::CustomDnType(vec![2, 5, 4, 3]),
+                DnValue::BmpString(BmpString::try_from("röot").unwrap()),
+            ),
+            (
+                DnType::OrganizationName,
+                DnValue::TeletexString(TeletexString::try_from("dev").unwrap()),
+            ),
+        ]);
+        let user = ca.authenticate(&[c]).unwrap().unwrap();
+        assert_eq!(user.name, "röot");
+        assert_eq!(user.groups, ["dev", "system:authenticated"]);
     }
 
     #[test]
