@@ -49,6 +49,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 pub mod admission;
+pub mod authorize;
 pub mod clock;
 pub mod compress;
 mod discovery;
@@ -169,6 +170,9 @@ pub(crate) struct Shared {
     pub(crate) catalog: Arc<listwatch_schema::Catalog>,
     /// Validates writes before they are stored.
     pub(crate) admission: Option<Arc<dyn admission::Admission>>,
+    /// Answers the authorization questions handlers ask (the `create` check of a write
+    /// that creates).
+    pub(crate) authorizer: Option<Arc<dyn authorize::Authorize>>,
     /// Compressors alive at once.
     pub(crate) gzip: compress::GzipBudget,
     /// Wakes the namespace controller (a namespace was marked for deletion here).
@@ -197,6 +201,7 @@ pub struct Installer {
     resources: Vec<Resource>,
     registry: Registry,
     admission: Option<Arc<dyn admission::Admission>>,
+    authorizer: Option<Arc<dyn authorize::Authorize>>,
     /// Whether `build` starts the namespace controller itself.
     namespace_controller: bool,
 }
@@ -217,6 +222,7 @@ impl Installer {
             resources: Vec::new(),
             registry: Registry::default(),
             admission: None,
+            authorizer: None,
             namespace_controller: true,
         }
     }
@@ -234,6 +240,15 @@ impl Installer {
     #[must_use]
     pub fn admission(mut self, hook: Arc<dyn admission::Admission>) -> Self {
         self.admission = Some(hook);
+        self
+    }
+
+    /// Installs the authorizer handlers ask when a request turns out to need more than the
+    /// server's filter authorized: a PUT or server-side apply that creates its object must
+    /// also be allowed to `create` it ([`authorize`]).
+    #[must_use]
+    pub fn authorizer(mut self, hook: Arc<dyn authorize::Authorize>) -> Self {
+        self.authorizer = Some(hook);
         self
     }
 
@@ -319,6 +334,7 @@ impl Installer {
             openapi,
             catalog,
             admission: self.admission,
+            authorizer: self.authorizer,
             namespace_wake: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
         });

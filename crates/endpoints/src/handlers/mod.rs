@@ -125,6 +125,8 @@ struct Request {
     query: Query,
     headers: HeaderMap,
     sub: Sub,
+    /// The request's path, as received.
+    path: String,
     /// The request's extensions (the server's filters put the user there).
     extensions: axum::http::Extensions,
 }
@@ -166,6 +168,24 @@ impl Request {
             namespace: self.ns(),
             object,
             old,
+            extensions: &self.extensions,
+        })
+    }
+
+    /// Asks the installed authorizer, if any, whether the user may `create` the object this
+    /// write is about to create (upstream's `withAuthorization`: the filter authorized a
+    /// PUT as `update` and an apply as `patch`, neither of which implies `create`).
+    fn authorize_create(&self) -> ApiResult<()> {
+        let Some(hook) = &self.shared.authorizer else {
+            return Ok(());
+        };
+        hook.authorize(&crate::authorize::AuthorizationRequest {
+            verb: crate::authorize::CREATE,
+            info: self.info(),
+            subresource: self.subresource(),
+            namespace: self.ns(),
+            name: self.name(),
+            path: &self.path,
             extensions: &self.extensions,
         })
     }
@@ -346,6 +366,7 @@ async fn resource_request(
         .unwrap_or(ClientKey::Unidentified);
     let (method, headers, extensions) = (parts.method, parts.headers, parts.extensions);
     let query = Query::parse(parts.uri.query());
+    let path = parts.uri.path().to_owned();
     let Some(res) = shared
         .resource(&target.group, &target.version, &target.resource)
         .cloned()
@@ -377,6 +398,7 @@ async fn resource_request(
         query,
         headers,
         sub,
+        path,
         extensions,
     };
     let result = if verb == Verb::Watch {
