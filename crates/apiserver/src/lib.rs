@@ -31,6 +31,7 @@ mod conn;
 pub mod custom;
 pub mod flags;
 mod options;
+pub mod routes;
 pub mod security;
 pub mod serve;
 pub mod singletons;

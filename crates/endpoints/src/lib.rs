@@ -402,18 +402,50 @@ impl ShutdownHandle {
     }
 }
 
+/// A route outside `/api` and `/apis`: its path (axum's syntax) and its handlers.
+type NonResourceRoute = (
+    &'static str,
+    fn() -> axum::routing::MethodRouter<Arc<Shared>>,
+);
+
+/// Every route [`Api::router`] serves outside `/api` and `/apis` (one table, so that
+/// [`non_resource_paths`] cannot miss one).
+const NON_RESOURCE_ROUTES: &[NonResourceRoute] = &[
+    // A go-restful GET route upstream: HEAD is 405 there (axum would answer it).
+    ("/version", || get(version).head(head_not_allowed)),
+    ("/healthz", || get(healthz)),
+    ("/livez", || get(livez)),
+    ("/readyz", || get(readyz)),
+    ("/metrics", || get(metrics_text)),
+    ("/openapi/v3", || get(openapi::index)),
+    ("/openapi/v3/{*path}", || get(openapi::group_version)),
+];
+
+/// The paths [`Api::router`] serves outside `/api` and `/apis`, in axum's syntax
+/// (`{*path}`: any tail): `/version`, the health checks, `/metrics`, OpenAPI v3. Requests
+/// to them are non-resource requests to an authorizer.
+pub fn non_resource_paths() -> impl Iterator<Item = &'static str> {
+    NON_RESOURCE_ROUTES.iter().map(|(path, _)| *path)
+}
+
+/// The discovery documents served under `/api` and `/apis` (GET): non-resource requests
+/// to an authorizer, as upstream's `RequestInfoFactory` has it.
+pub const DISCOVERY_PATHS: &[&str] = &[
+    "/api",
+    "/api/{version}",
+    "/apis",
+    "/apis/{group}",
+    "/apis/{group}/{version}",
+];
+
 impl Api {
     /// The axum router serving every endpoint.
     pub fn router(&self) -> Router {
-        Router::new()
-            // A go-restful GET route upstream: HEAD is 405 there (axum would answer it).
-            .route("/version", get(version).head(head_not_allowed))
-            .route("/healthz", get(healthz))
-            .route("/livez", get(livez))
-            .route("/readyz", get(readyz))
-            .route("/metrics", get(metrics_text))
-            .route("/openapi/v3", get(openapi::index))
-            .route("/openapi/v3/{*path}", get(openapi::group_version))
+        let mut router = Router::new();
+        for (path, handlers) in NON_RESOURCE_ROUTES {
+            router = router.route(path, handlers());
+        }
+        router
             .route("/api", any(handlers::serve))
             .route("/api/{*rest}", any(handlers::serve))
             .route("/apis", any(handlers::serve))

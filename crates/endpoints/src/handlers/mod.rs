@@ -316,11 +316,7 @@ fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> Ap
         return Err(ApiError::path_not_found());
     }
     if let Some(sub) = &t.subresource {
-        let known = match sub.as_str() {
-            "status" => info.status_subresource,
-            "scale" => info.scale.is_some(),
-            _ => false,
-        };
+        let known = info.subresources().contains(&sub.as_str());
         if !known || t.legacy_watch {
             return Err(ApiError::path_not_found());
         }
@@ -343,7 +339,9 @@ fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> Ap
         (false, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::List }),
         (false, Method::POST) if !cluster_wide => Ok(Verb::Create),
         (false, Method::DELETE) if !cluster_wide => Ok(Verb::DeleteCollection),
-        (true, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::Get }),
+        // Upstream serves a named GET as a get whatever its `watch` parameter says (a single
+        // object is watched by a field selector, or through `/watch/`).
+        (true, Method::GET) => Ok(Verb::Get),
         (true, Method::PUT) => Ok(Verb::Update),
         (true, Method::PATCH) => Ok(Verb::Patch),
         (true, Method::DELETE) => Ok(Verb::Delete),
