@@ -21,6 +21,8 @@ pub(crate) enum Perm {
         /// `plural` or `plural/subresource`.
         resource: String,
         scope: Scope,
+        /// `resourceNames` (empty: every name).
+        names: Vec<String>,
     },
     NonResource {
         verb: String,
@@ -137,13 +139,14 @@ impl Perm {
                     group,
                     resource,
                     scope,
+                    names,
                 },
                 Attr::Resource {
                     verb: v,
                     group: g,
                     resource: r,
                     namespace,
-                    ..
+                    name,
                 },
             ) => {
                 verb == v
@@ -153,6 +156,8 @@ impl Perm {
                         Scope::Cluster => true,
                         Scope::Ns(ns) => namespace == ns,
                     }
+                    // Upstream: resourceNames match only requests that name one of them.
+                    && (names.is_empty() || names.contains(name))
             }
             (Perm::NonResource { verb, path }, Attr::NonResource { verb: v, path: p }) => {
                 verb == v && path == p
@@ -168,7 +173,8 @@ impl Perm {
                 group,
                 resource,
                 scope,
-            } => format!("{verb} {resource}.{group} in {scope:?}"),
+                names,
+            } => format!("{verb} {resource}.{group} in {scope:?} names {names:?}"),
             Perm::NonResource { verb, path } => format!("{verb} {path}"),
             Perm::Nothing => "nothing".into(),
             Perm::Anonymous => "anonymous".into(),
@@ -200,11 +206,19 @@ pub(crate) const VERBS: &[&str] = &[
     "deletecollection",
 ];
 pub(crate) const SUB_VERBS: &[&str] = &["get", "update", "patch"];
+/// The verbs given by `resourceNames` too.
+pub(crate) const NAMED_VERBS: &[&str] = &["get", "watch", "create", "update", "patch", "delete"];
 
 pub(crate) fn users(routes: &[Route]) -> Vec<User> {
     let mut out = Vec::new();
-    let mut add = |perm: Perm, home: Option<ResourceInfo>| {
+    // `resourceNames` are given as suffixes of the user's name (`a` is `<user>-a`).
+    let mut add = |mut perm: Perm, home: Option<ResourceInfo>| {
         let name = format!("m{}", out.len());
+        if let Perm::Resource { names, .. } = &mut perm {
+            for n in names.iter_mut() {
+                *n = format!("{name}-{n}");
+            }
+        }
         out.push(User { name, perm, home });
     };
     let scopes = |info: &ResourceInfo| {
@@ -229,6 +243,7 @@ pub(crate) fn users(routes: &[Route]) -> Vec<User> {
                                 group: info.group.clone(),
                                 resource: info.plural.clone(),
                                 scope: scope.clone(),
+                                names: Vec::new(),
                             },
                             Some(info.clone()),
                         );
@@ -244,6 +259,7 @@ pub(crate) fn users(routes: &[Route]) -> Vec<User> {
                                 group: info.group.clone(),
                                 resource: format!("{}/{sub}", info.plural),
                                 scope: scope.clone(),
+                                names: Vec::new(),
                             },
                             Some(info.clone()),
                         );
@@ -277,6 +293,7 @@ pub(crate) fn users(routes: &[Route]) -> Vec<User> {
                                     group: group.clone(),
                                     resource: resource.clone(),
                                     scope,
+                                    names: Vec::new(),
                                 },
                                 None,
                             );
@@ -285,6 +302,34 @@ pub(crate) fn users(routes: &[Route]) -> Vec<User> {
                 }
             }
             Route::NonResource(_) => {}
+        }
+    }
+    // One verb restricted by `resourceNames` to the user's own objects `a` (read and
+    // written), `d` (deleted) and the names its PUT and apply would create.
+    let resources: Vec<ResourceInfo> = routes
+        .iter()
+        .filter_map(|r| match r {
+            Route::Resource(info) => Some(info.clone()),
+            _ => None,
+        })
+        .collect();
+    for info in &resources {
+        let scope = if info.namespaced {
+            Scope::Ns(NS)
+        } else {
+            Scope::Cluster
+        };
+        for verb in NAMED_VERBS {
+            add(
+                Perm::Resource {
+                    verb: (*verb).into(),
+                    group: info.group.clone(),
+                    resource: info.plural.clone(),
+                    scope: scope.clone(),
+                    names: ["a", "d", "putc", "applyc"].map(String::from).to_vec(),
+                },
+                Some(info.clone()),
+            );
         }
     }
     for (resource, scope) in [
@@ -299,6 +344,7 @@ pub(crate) fn users(routes: &[Route]) -> Vec<User> {
                 group: String::new(),
                 resource: resource.into(),
                 scope,
+                names: Vec::new(),
             },
             None,
         );
