@@ -413,3 +413,36 @@ fn one_permission_allows_exactly_what_upstream_allows() {
             .join("\n")
     );
 }
+
+// The matrix refuses what it has no rule for: a new route must come with its expectations.
+
+#[test]
+#[should_panic(expected = "no rule for the non-resource route")]
+fn a_non_resource_route_without_a_rule_fails_the_matrix() {
+    route_cases(&Route::NonResource("/debug/{*path}"));
+}
+
+#[test]
+#[should_panic(expected = "no rule for the security route")]
+fn a_security_route_without_a_rule_fails_the_matrix() {
+    route_cases(&Route::Security(
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+    ));
+}
+
+#[test]
+#[should_panic(expected = "no rule for subresource pods/eviction")]
+fn a_subresource_without_a_rule_fails_the_matrix() {
+    let pods = listwatch_apiserver::builtin::resources()
+        .into_iter()
+        .find(|r| r.plural == "pods")
+        .unwrap();
+    subresource_body(&pods, "eviction", "x", Some(NS), "owner");
+}
+
+#[test]
+#[should_panic(expected = "no object rule for resource widgets")]
+fn a_resource_without_a_rule_fails_the_matrix() {
+    let widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget");
+    resource_cases(&widgets, "m0");
+}
