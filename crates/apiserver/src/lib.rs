@@ -31,6 +31,7 @@ mod conn;
 pub mod custom;
 pub mod flags;
 mod options;
+pub mod routes;
 pub mod security;
 pub mod serve;
 pub mod singletons;
@@ -167,6 +168,9 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     let admission = Arc::new(security::rbac::RbacAdmission(std::sync::OnceLock::new()));
     let _ = admission.0.set(Arc::clone(&security));
     installer = installer.admission(admission);
+    let handler_authz = Arc::new(security::handler_authz::HandlerAuthorizer::default());
+    let _ = handler_authz.0.set(Arc::clone(&security));
+    installer = installer.authorizer(handler_authz);
     let api = installer.build();
     let (reconciler, rbac_in_force) = informers
         .as_ref()

@@ -49,6 +49,7 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
 pub mod admission;
+pub mod authorize;
 pub mod clock;
 pub mod compress;
 mod discovery;
@@ -169,6 +170,9 @@ pub(crate) struct Shared {
     pub(crate) catalog: Arc<listwatch_schema::Catalog>,
     /// Validates writes before they are stored.
     pub(crate) admission: Option<Arc<dyn admission::Admission>>,
+    /// Answers the authorization questions handlers ask (the `create` check of a write
+    /// that creates).
+    pub(crate) authorizer: Option<Arc<dyn authorize::Authorize>>,
     /// Compressors alive at once.
     pub(crate) gzip: compress::GzipBudget,
     /// Wakes the namespace controller (a namespace was marked for deletion here).
@@ -197,6 +201,7 @@ pub struct Installer {
     resources: Vec<Resource>,
     registry: Registry,
     admission: Option<Arc<dyn admission::Admission>>,
+    authorizer: Option<Arc<dyn authorize::Authorize>>,
     /// Whether `build` starts the namespace controller itself.
     namespace_controller: bool,
 }
@@ -217,6 +222,7 @@ impl Installer {
             resources: Vec::new(),
             registry: Registry::default(),
             admission: None,
+            authorizer: None,
             namespace_controller: true,
         }
     }
@@ -234,6 +240,15 @@ impl Installer {
     #[must_use]
     pub fn admission(mut self, hook: Arc<dyn admission::Admission>) -> Self {
         self.admission = Some(hook);
+        self
+    }
+
+    /// Installs the authorizer handlers ask when a request turns out to need more than the
+    /// server's filter authorized: a PUT or server-side apply that creates its object must
+    /// also be allowed to `create` it ([`authorize`]).
+    #[must_use]
+    pub fn authorizer(mut self, hook: Arc<dyn authorize::Authorize>) -> Self {
+        self.authorizer = Some(hook);
         self
     }
 
@@ -319,6 +334,7 @@ impl Installer {
             openapi,
             catalog,
             admission: self.admission,
+            authorizer: self.authorizer,
             namespace_wake: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
         });
@@ -386,18 +402,50 @@ impl ShutdownHandle {
     }
 }
 
+/// A route outside `/api` and `/apis`: its path (axum's syntax) and its handlers.
+type NonResourceRoute = (
+    &'static str,
+    fn() -> axum::routing::MethodRouter<Arc<Shared>>,
+);
+
+/// Every route [`Api::router`] serves outside `/api` and `/apis` (one table, so that
+/// [`non_resource_paths`] cannot miss one).
+const NON_RESOURCE_ROUTES: &[NonResourceRoute] = &[
+    // A go-restful GET route upstream: HEAD is 405 there (axum would answer it).
+    ("/version", || get(version).head(head_not_allowed)),
+    ("/healthz", || get(healthz)),
+    ("/livez", || get(livez)),
+    ("/readyz", || get(readyz)),
+    ("/metrics", || get(metrics_text)),
+    ("/openapi/v3", || get(openapi::index)),
+    ("/openapi/v3/{*path}", || get(openapi::group_version)),
+];
+
+/// The paths [`Api::router`] serves outside `/api` and `/apis`, in axum's syntax
+/// (`{*path}`: any tail): `/version`, the health checks, `/metrics`, OpenAPI v3. Requests
+/// to them are non-resource requests to an authorizer.
+pub fn non_resource_paths() -> impl Iterator<Item = &'static str> {
+    NON_RESOURCE_ROUTES.iter().map(|(path, _)| *path)
+}
+
+/// The discovery documents served under `/api` and `/apis` (GET): non-resource requests
+/// to an authorizer, as upstream's `RequestInfoFactory` has it.
+pub const DISCOVERY_PATHS: &[&str] = &[
+    "/api",
+    "/api/{version}",
+    "/apis",
+    "/apis/{group}",
+    "/apis/{group}/{version}",
+];
+
 impl Api {
     /// The axum router serving every endpoint.
     pub fn router(&self) -> Router {
-        Router::new()
-            // A go-restful GET route upstream: HEAD is 405 there (axum would answer it).
-            .route("/version", get(version).head(head_not_allowed))
-            .route("/healthz", get(healthz))
-            .route("/livez", get(livez))
-            .route("/readyz", get(readyz))
-            .route("/metrics", get(metrics_text))
-            .route("/openapi/v3", get(openapi::index))
-            .route("/openapi/v3/{*path}", get(openapi::group_version))
+        let mut router = Router::new();
+        for (path, handlers) in NON_RESOURCE_ROUTES {
+            router = router.route(path, handlers());
+        }
+        router
             .route("/api", any(handlers::serve))
             .route("/api/{*rest}", any(handlers::serve))
             .route("/apis", any(handlers::serve))

@@ -353,6 +353,19 @@ impl ResourceInfo {
         format!("{}List", self.kind)
     }
 
+    /// The subresources the endpoints serve for this resource (`status`, `scale`): the
+    /// only ones a request may name, and what discovery lists.
+    pub fn subresources(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.status_subresource {
+            out.push("status");
+        }
+        if self.scale.is_some() {
+            out.push("scale");
+        }
+        out
+    }
+
     /// `plural` or `plural.group`, as kubectl and errors name the resource.
     pub fn qualified_resource(&self) -> String {
         if self.group.is_empty() {

@@ -13,9 +13,9 @@
 //! audit event of the request records.
 //!
 //! Invariants: nothing reaches a handler unauthenticated or unauthorized; the verb
-//! authorized is the verb the handlers will serve (a `watch=1` GET is authorized as
-//! `watch`, a named GET with `watch` too); logs inside a request carry its user; the user
-//! metric's label comes from a fixed set.
+//! authorized is the verb the handlers will serve (a `watch=1` GET of a collection is
+//! authorized as `watch`; a named GET with `watch=1` is a `get`, as upstream); logs
+//! inside a request carry its user; the user metric's label comes from a fixed set.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -112,8 +112,11 @@ pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
     let query = Query::parse(uri.query());
     // A malformed watch flag is a 400 in the handler; authorizing it as a watch is the
     // stricter reading.
-    let watch = t.legacy_watch || query.is_watch().unwrap_or(true);
     let named = t.name.is_some();
+    // Upstream's RequestInfoFactory: only a collection GET becomes a watch by its query (a
+    // named GET with `watch` is a get, served as one); `/watch/` paths are watches, named
+    // or not.
+    let watch = t.legacy_watch || (!named && query.is_watch().unwrap_or(true));
     let verb = match *method {
         Method::GET | Method::HEAD if t.subresource.is_some() => "get".to_owned(),
         Method::GET | Method::HEAD if watch => "watch".to_owned(),
@@ -695,8 +698,10 @@ mod tests {
         );
         assert_eq!(
             a(Method::GET, "/api/v1/namespaces/demo/pods/p?watch=1").verb,
-            "watch"
+            "get"
         );
+        let x = a(Method::GET, "/api/v1/watch/namespaces/demo/pods/p");
+        assert_eq!((x.verb.as_str(), x.name.as_str()), ("watch", "p"));
         assert_eq!(
             a(Method::GET, "/api/v1/watch/namespaces/demo/pods").verb,
             "watch"

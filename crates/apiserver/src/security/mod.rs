@@ -3,8 +3,9 @@
 //! request path.
 //!
 //! Submodules: [`filter`] (the request filter: attributes → authentication → audit →
-//! authorization), [`rbac`] (the RBAC resources' informers, bootstrap reconciliation,
-//! aggregation and the escalation admission), [`reviews`] (the review APIs and the
+//! authorization), [`handler_authz`] (what the handlers ask the authorizer themselves: the
+//! `create` check of a PUT or apply that creates), [`rbac`] (the RBAC resources'
+//! informers, bootstrap reconciliation, aggregation and the escalation admission), [`reviews`] (the review APIs and the
 //! TokenRequest subresource), [`pki`] (the one-flag secure setup, `--pki-dir`), [`hint`]
 //! (the kubectl command printed at start).
 //!
@@ -28,6 +29,7 @@ use listwatch_auth::authz::{AlwaysAllow, AlwaysDeny, Chain, PrivilegedGroups};
 use listwatch_auth::{Authentication, Authorizer, UserInfo};
 
 pub mod filter;
+pub mod handler_authz;
 pub mod hint;
 pub mod pki;
 pub mod rbac;

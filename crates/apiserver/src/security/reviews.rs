@@ -162,31 +162,53 @@ async fn token(
     answer(result)
 }
 
+/// A route of this module: its path (axum's syntax) and its handler.
+type ReviewRoute = (&'static str, fn() -> axum::routing::MethodRouter<Ctx>);
+
+/// Every route of this module (one table, so that [`paths`] cannot miss one): each a
+/// POST-only virtual resource, authorized by the filter as `create` on it.
+const ROUTES: &[ReviewRoute] = &[
+    (
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        || post(ssar),
+    ),
+    (
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        || post(ssrr),
+    ),
+    ("/apis/authorization.k8s.io/v1/subjectaccessreviews", || {
+        post(sar)
+    }),
+    (
+        "/apis/authorization.k8s.io/v1/namespaces/{ns}/localsubjectaccessreviews",
+        || post(lsar),
+    ),
+    ("/apis/authentication.k8s.io/v1/selfsubjectreviews", || {
+        post(ssr)
+    }),
+    (
+        "/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
+        || post(token),
+    ),
+];
+
+/// The paths this module serves (axum's syntax: `{ns}`, `{name}` are path segments).
+pub fn paths() -> impl Iterator<Item = &'static str> {
+    ROUTES.iter().map(|(path, _)| *path)
+}
+
 /// The routes, to merge with the API's router (inside the filter).
 pub fn router(sec: Arc<Security>, resources: &[Resource]) -> Router {
     let service_accounts = resources
         .iter()
         .find(|r| r.info.group.is_empty() && r.info.plural == "serviceaccounts")
         .cloned();
-    let authz = "/apis/authorization.k8s.io/v1";
-    Router::new()
-        .route(&format!("{authz}/selfsubjectaccessreviews"), post(ssar))
-        .route(&format!("{authz}/selfsubjectrulesreviews"), post(ssrr))
-        .route(&format!("{authz}/subjectaccessreviews"), post(sar))
-        .route(
-            &format!("{authz}/namespaces/{{ns}}/localsubjectaccessreviews"),
-            post(lsar),
-        )
-        .route(
-            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
-            post(ssr),
-        )
-        .route(
-            "/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
-            post(token),
-        )
-        .with_state(Ctx {
-            sec,
-            service_accounts,
-        })
+    let mut router = Router::new();
+    for (path, handler) in ROUTES {
+        router = router.route(path, handler());
+    }
+    router.with_state(Ctx {
+        sec,
+        service_accounts,
+    })
 }

@@ -125,6 +125,8 @@ struct Request {
     query: Query,
     headers: HeaderMap,
     sub: Sub,
+    /// The request's path, as received.
+    path: String,
     /// The request's extensions (the server's filters put the user there).
     extensions: axum::http::Extensions,
 }
@@ -166,6 +168,24 @@ impl Request {
             namespace: self.ns(),
             object,
             old,
+            extensions: &self.extensions,
+        })
+    }
+
+    /// Asks the installed authorizer, if any, whether the user may `create` the object this
+    /// write is about to create (upstream's `withAuthorization`: the filter authorized a
+    /// PUT as `update` and an apply as `patch`, neither of which implies `create`).
+    fn authorize_create(&self) -> ApiResult<()> {
+        let Some(hook) = &self.shared.authorizer else {
+            return Ok(());
+        };
+        hook.authorize(&crate::authorize::AuthorizationRequest {
+            verb: crate::authorize::CREATE,
+            info: self.info(),
+            subresource: self.subresource(),
+            namespace: self.ns(),
+            name: self.name(),
+            path: &self.path,
             extensions: &self.extensions,
         })
     }
@@ -296,11 +316,7 @@ fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> Ap
         return Err(ApiError::path_not_found());
     }
     if let Some(sub) = &t.subresource {
-        let known = match sub.as_str() {
-            "status" => info.status_subresource,
-            "scale" => info.scale.is_some(),
-            _ => false,
-        };
+        let known = info.subresources().contains(&sub.as_str());
         if !known || t.legacy_watch {
             return Err(ApiError::path_not_found());
         }
@@ -323,7 +339,9 @@ fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> Ap
         (false, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::List }),
         (false, Method::POST) if !cluster_wide => Ok(Verb::Create),
         (false, Method::DELETE) if !cluster_wide => Ok(Verb::DeleteCollection),
-        (true, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::Get }),
+        // Upstream serves a named GET as a get whatever its `watch` parameter says (a single
+        // object is watched by a field selector, or through `/watch/`).
+        (true, Method::GET) => Ok(Verb::Get),
         (true, Method::PUT) => Ok(Verb::Update),
         (true, Method::PATCH) => Ok(Verb::Patch),
         (true, Method::DELETE) => Ok(Verb::Delete),
@@ -346,6 +364,7 @@ async fn resource_request(
         .unwrap_or(ClientKey::Unidentified);
     let (method, headers, extensions) = (parts.method, parts.headers, parts.extensions);
     let query = Query::parse(parts.uri.query());
+    let path = parts.uri.path().to_owned();
     let Some(res) = shared
         .resource(&target.group, &target.version, &target.resource)
         .cloned()
@@ -377,6 +396,7 @@ async fn resource_request(
         query,
         headers,
         sub,
+        path,
         extensions,
     };
     let result = if verb == Verb::Watch {

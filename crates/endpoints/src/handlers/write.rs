@@ -3,8 +3,9 @@
 //!
 //! Invariants: writes go to the resource's storage only (never a cache); `dryRun=All`
 //! writes nothing; every object stored is validated, has its managedFields recorded and
-//! passes admission first; an update or patch is a read-modify-write that storage retries
-//! on conflict, and whose request errors are returned as they are.
+//! passes admission first; a PUT or apply that creates its object is authorized for
+//! `create` first ([`crate::authorize`]); an update or patch is a read-modify-write that
+//! storage retries on conflict, and whose request errors are returned as they are.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -127,7 +128,7 @@ fn generate_name_conflict(info: &ResourceInfo, name: &str) -> ApiError {
 }
 
 /// A PUT of a missing object where the resource allows it (upstream's create-on-update):
-/// the body becomes a create, validated and admitted as a POST's.
+/// the body becomes a create, validated, authorized for `create` and admitted as a POST's.
 fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> ApiResult<Object> {
     let mut obj = body.clone();
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -157,6 +158,9 @@ fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> 
         )));
     }
     prepare_create(req.info(), &mut obj, req.ns())?;
+    // As upstream, after the create's own validation and before admission: `update` was
+    // authorized, a create needs `create` too.
+    req.authorize_create()?;
     let mut v = Value::Object(obj);
     req.field_manager().update(None, &mut v, manager);
     req.admit(&v, None)?;
@@ -413,6 +417,8 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                 )));
             }
             prepare_create(req.info(), &mut m, req.ns())?;
+            // `patch` was authorized; an apply that creates needs `create` too.
+            req.authorize_create()?;
             let v = Value::Object(m);
             req.admit(&v, None)?;
             to_object(req, v)
