@@ -489,92 +489,29 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
     resp
 }
 
-/// Upstream's impersonation (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`,
-/// `Impersonate-Extra-*`; `kubectl --as`): each requested attribute needs the `impersonate`
-/// verb on it, and the request then runs as the impersonated user.
+/// Upstream's impersonation ([`super::impersonation`]): the requester unchanged without
+/// impersonation headers, else the impersonated user once every `impersonate` check passed;
+/// headers that cannot be used are a 400, a refused check a 403.
 fn impersonate(
     sec: &Security,
     req: &Request,
     user: Arc<UserInfo>,
 ) -> Result<Arc<UserInfo>, Box<Response>> {
-    let h = req.headers();
-    let values = |name: &str| -> Vec<String> {
-        h.get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .collect()
-    };
-    let target = values("impersonate-user").into_iter().next();
-    let groups = values("impersonate-group");
-    let uid = values("impersonate-uid").into_iter().next();
-    let extras: Vec<(String, String)> = h
-        .iter()
-        .filter_map(|(k, v)| {
-            let key = k.as_str().strip_prefix("impersonate-extra-")?;
-            Some((key.to_owned(), v.to_str().ok()?.to_owned()))
-        })
-        .collect();
-    let Some(target) = target else {
-        if groups.is_empty() && uid.is_none() && extras.is_empty() {
-            return Ok(user);
-        }
-        return Err(Box::new(
-            listwatch_endpoints::ApiError::bad_request(
-                "requested impersonation of groups, uid or extra without impersonating a user",
-            )
-            .into_response(),
-        ));
-    };
-    let mut checks: Vec<Attributes> = Vec::new();
-    match listwatch_auth::user::split_service_account(&target) {
-        Some((ns, name)) => {
-            checks.push(Attributes::resource("impersonate", "", "serviceaccounts", ns).named(name));
-        }
-        None => checks.push(Attributes::resource("impersonate", "", "users", "").named(&target)),
-    }
-    for g in &groups {
-        checks.push(Attributes::resource("impersonate", "", "groups", "").named(g));
-    }
-    if let Some(u) = &uid {
-        checks.push(
-            Attributes::resource("impersonate", "authentication.k8s.io", "uids", "").named(u),
-        );
-    }
-    for (k, v) in &extras {
-        checks.push(
-            Attributes::resource("impersonate", "authentication.k8s.io", "userextras", "")
-                .with_subresource(k)
-                .named(v),
-        );
-    }
-    for a in &checks {
-        let d = sec.authz.authorize(&user, a);
-        if !d.allowed() {
-            let status = listwatch_auth::authz::forbidden_status(&user, a, d.reason());
+    let want = match super::impersonation::requested(req.headers()) {
+        Ok(None) => return Ok(user),
+        Ok(Some(w)) => w,
+        Err(e) => {
             return Err(Box::new(
-                listwatch_endpoints::ApiError::from_status(status).into_response(),
+                listwatch_endpoints::ApiError::bad_request(e.0).into_response(),
             ));
         }
+    };
+    match super::impersonation::impersonate(sec.authz.as_ref(), &user, want) {
+        Ok(u) => Ok(Arc::new(u)),
+        Err(status) => Err(Box::new(
+            listwatch_endpoints::ApiError::from_status(*status).into_response(),
+        )),
     }
-    let mut as_user = UserInfo::new(target.clone(), groups);
-    as_user.uid = uid.unwrap_or_default();
-    for (k, v) in extras {
-        as_user.extra.entry(k).or_default().push(v);
-    }
-    if let Some((ns, _)) = listwatch_auth::user::split_service_account(&target) {
-        as_user
-            .groups
-            .push(listwatch_auth::user::ALL_SERVICE_ACCOUNTS.to_owned());
-        as_user.groups.push(format!(
-            "{}:{ns}",
-            listwatch_auth::user::ALL_SERVICE_ACCOUNTS
-        ));
-    }
-    if target != listwatch_auth::user::ANONYMOUS {
-        as_user = as_user.with_authenticated_group();
-    }
-    Ok(Arc::new(as_user))
 }
 
 fn audit_ctx(

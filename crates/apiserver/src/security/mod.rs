@@ -3,7 +3,7 @@
 //! request path.
 //!
 //! Submodules: [`filter`] (the request filter: attributes → authentication → audit →
-//! authorization), [`rbac`] (the RBAC resources' informers, bootstrap reconciliation,
+//! authorization), [`impersonation`] (the `Impersonate-*` headers), [`rbac`] (the RBAC resources' informers, bootstrap reconciliation,
 //! aggregation and the escalation admission), [`reviews`] (the review APIs and the
 //! TokenRequest subresource), [`pki`] (the one-flag secure setup, `--pki-dir`), [`hint`]
 //! (the kubectl command printed at start).
@@ -29,6 +29,7 @@ use listwatch_auth::{Authentication, Authorizer, UserInfo};
 
 pub mod filter;
 pub mod hint;
+pub mod impersonation;
 pub mod pki;
 pub mod rbac;
 pub mod reviews;
