@@ -87,11 +87,25 @@ fn start() -> (Server, tempfile::TempDir) {
         binding,
     );
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
-    // The binding is in force once the RBAC informers have it.
+    // Anonymous callers may ask who they are, so that an impersonated `system:anonymous`
+    // shows its groups.
+    let anonymous_whoami = br#"{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{"name":"anonymous-whoami"},
+        "roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"system:basic-user"},
+        "subjects":[{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"system:unauthenticated"}]}"#;
+    let r = http(
+        &server.addr,
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        &root,
+        anonymous_whoami,
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    // The bindings are in force once the RBAC informers have them.
     let deadline = Instant::now() + PATIENCE;
     loop {
         let r = as_proxy(&server, &[("Impersonate-User", b"someone")]);
-        if r.status == 201 {
+        let anonymous = raw(&server.addr, "POST", WHOAMI, &[], REVIEW);
+        if r.status == 201 && anonymous.status == 201 {
             break;
         }
         assert!(
@@ -199,4 +213,102 @@ fn unusable_impersonation_headers_fail_the_request() {
     );
     // Without impersonation the proxy is itself.
     assert_eq!(who(&server, &[])["username"], "proxy");
+}
+
+/// Issue 23 item 7, each as upstream's `WithImpersonation`: an impersonated ServiceAccount
+/// with explicit groups gets exactly those (no `system:serviceaccounts*`), an empty
+/// `Impersonate-User` is a 400 (never the proxy), `system:anonymous` is in
+/// `system:unauthenticated` (not `system:authenticated`), groups, uid or extra without a
+/// user are a 400, and a name that is not a valid ServiceAccount name is a plain user.
+#[test]
+fn impersonated_groups_follow_upstream() {
+    let (server, _dir) = start();
+    let sa = b"system:serviceaccount:demo:bot".as_slice();
+    let u = who(&server, &[("Impersonate-User", sa)]);
+    assert_eq!(
+        u["groups"],
+        serde_json::json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:demo",
+            "system:authenticated"
+        ])
+    );
+    let u = who(
+        &server,
+        &[("Impersonate-User", sa), ("Impersonate-Group", b"dev")],
+    );
+    assert_eq!(u["username"], "system:serviceaccount:demo:bot");
+    assert_eq!(
+        u["groups"],
+        serde_json::json!(["dev", "system:authenticated"])
+    );
+    let u = who(&server, &[("Impersonate-User", b"system:anonymous")]);
+    assert_eq!(u["groups"], serde_json::json!(["system:unauthenticated"]));
+    let u = who(
+        &server,
+        &[
+            ("Impersonate-User", b"bob"),
+            ("Impersonate-Group", b"system:unauthenticated"),
+        ],
+    );
+    assert_eq!(u["groups"], serde_json::json!(["system:unauthenticated"]));
+    let u = who(
+        &server,
+        &[("Impersonate-User", b"bob"), ("Impersonate-Uid", b"u-7")],
+    );
+    assert_eq!(
+        (u["username"].as_str(), u["uid"].as_str()),
+        (Some("bob"), Some("u-7"))
+    );
+    // Upper case is no valid namespace: a plain user, as upstream's SplitUsername decides.
+    let u = who(
+        &server,
+        &[("Impersonate-User", b"system:serviceaccount:Demo:bot")],
+    );
+    assert_eq!(u["groups"], serde_json::json!(["system:authenticated"]));
+    refused(
+        &server,
+        &[("Impersonate-User", b"")],
+        "Impersonate-User header is empty",
+    );
+    refused(
+        &server,
+        &[
+            ("Impersonate-User", b""),
+            ("Impersonate-Group", b"system:masters"),
+        ],
+        "Impersonate-User header is empty",
+    );
+    for h in [
+        ("Impersonate-Group", b"dev".as_slice()),
+        ("Impersonate-Uid", b"u-1"),
+        ("Impersonate-Extra-scopes", b"view"),
+    ] {
+        refused(&server, &[h], "without impersonating a user");
+    }
+    // A refused check is upstream's 403 and runs nothing as anyone.
+    let root = [("Authorization", "Bearer root-token")];
+    let r = http(
+        &server.addr,
+        "POST",
+        WHOAMI,
+        &[
+            root[0],
+            ("Impersonate-User", "x"),
+            ("Content-Type", "application/json"),
+        ],
+        REVIEW,
+    );
+    assert_eq!(r.status, 201, "system:masters may impersonate");
+    let r = raw(
+        &server.addr,
+        "GET",
+        "/api/v1/namespaces/default/secrets",
+        &[
+            ("Authorization", b"Bearer proxy-token"),
+            ("Impersonate-User", b"bob"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 403, "bob may not list secrets");
 }

@@ -10,12 +10,15 @@
 //! | --- | --- |
 //! | no impersonation header | the requester, unchanged |
 //! | a value that is not UTF-8 (a header carries raw bytes, as Go's `net/http` keeps them) | 400 — *stricter*: upstream keeps the bytes; a Rust string cannot, and dropping the header would run the request as the requester |
+//! | `Impersonate-User` present but empty | 400 — *stricter*: upstream treats an empty value as absent and runs the request as the requester |
 //! | `Impersonate-User` or `Impersonate-Uid` sent twice | 400 — *stricter*: upstream takes the first, so a value a proxy appends after the client's would be ignored |
 //! | groups, uid or extra without a user | 400 `requested … without impersonating a user` |
-//! | `system:serviceaccount:<ns>:<name>` | checked as `impersonate` on `serviceaccounts` `<name>` in `<ns>`; other names as `users` |
-//! | a ServiceAccount | groups `system:serviceaccounts`, `system:serviceaccounts:<ns>` added |
+//! | `system:serviceaccount:<ns>:<name>` (valid namespace and name) | checked as `impersonate` on `serviceaccounts` `<name>` in `<ns>`; other names as `users` |
+//! | a ServiceAccount with no `Impersonate-Group` | groups `system:serviceaccounts`, `system:serviceaccounts:<ns>` |
+//! | a ServiceAccount with `Impersonate-Group` | exactly the groups asked for (no ServiceAccount groups) |
 //! | each group, uid, extra value | its own `impersonate` check (`groups`; `uids` and `userextras/<key>` in `authentication.k8s.io`) |
 //! | `Impersonate-Extra-<key>` | the key lower-cased and percent-decoded (a malformed escape is kept as sent) |
+//! | user `system:anonymous` | `system:unauthenticated` added unless asked for |
 //! | any other user | `system:authenticated` added unless `system:authenticated` or `system:unauthenticated` is among its groups |
 //! | an empty `Impersonate-Uid` | no uid, as upstream |
 //!
@@ -116,6 +119,9 @@ pub fn requested(h: &HeaderMap) -> Result<Option<Requested>, BadHeaders> {
         extra.push((key, text("Impersonate-Extra-*", v)?));
     }
     match user {
+        Some(u) if u.is_empty() => Err(BadHeaders(
+            "the Impersonate-User header is empty: name the user to impersonate".into(),
+        )),
         Some(user) => Ok(Some(Requested {
             user,
             uid,
@@ -149,7 +155,10 @@ fn describe(uid: &str, groups: &[String], extra: &[(String, String)]) -> String 
 /// `serviceaccount.SplitUsername`: a valid namespace (DNS-1123 label) and a valid account
 /// name (DNS-1123 subdomain); anything else is a plain user name.
 fn service_account(user: &str) -> Option<(&str, &str)> {
-    listwatch_auth::user::split_service_account(user)
+    let (ns, name) = listwatch_auth::user::split_service_account(user)?;
+    let valid = listwatch_endpoints::validation::validate_dns_label(ns).is_ok()
+        && listwatch_api::labels::validate_dns_subdomain(name).is_ok();
+    valid.then_some((ns, name))
 }
 
 /// Checks every `impersonate` the request needs against `requester` and returns the user
@@ -194,15 +203,20 @@ pub fn impersonate(
         }
     }
     let mut groups = want.groups;
-    if let Some((ns, _)) = sa {
-        groups.push(ALL_SERVICE_ACCOUNTS.to_owned());
-        groups.push(format!("{ALL_SERVICE_ACCOUNTS}:{ns}"));
+    if groups.is_empty()
+        && let Some((ns, _)) = sa
+    {
+        groups = vec![
+            ALL_SERVICE_ACCOUNTS.to_owned(),
+            format!("{ALL_SERVICE_ACCOUNTS}:{ns}"),
+        ];
     }
     let has = |g: &str, groups: &[String]| groups.iter().any(|x| x == g);
-    if want.user != ANONYMOUS
-        && !has(ALL_AUTHENTICATED, &groups)
-        && !has(ALL_UNAUTHENTICATED, &groups)
-    {
+    if want.user == ANONYMOUS {
+        if !has(ALL_UNAUTHENTICATED, &groups) {
+            groups.push(ALL_UNAUTHENTICATED.to_owned());
+        }
+    } else if !has(ALL_AUTHENTICATED, &groups) && !has(ALL_UNAUTHENTICATED, &groups) {
         groups.push(ALL_AUTHENTICATED.to_owned());
     }
     let mut user = UserInfo::new(want.user, groups);
@@ -258,6 +272,11 @@ mod tests {
     fn unusable_user_headers_are_refused() {
         assert_eq!(requested(&headers(&[])).unwrap(), None);
         for pairs in [
+            vec![("Impersonate-User", b"".as_slice())],
+            vec![
+                ("Impersonate-User", b"".as_slice()),
+                ("Impersonate-Group", b"g"),
+            ],
             vec![
                 ("Impersonate-User", b"a".as_slice()),
                 ("Impersonate-User", b"b"),
@@ -270,6 +289,34 @@ mod tests {
         }
         let e = requested(&headers(&[("Impersonate-Group", b"dev")])).unwrap_err();
         assert!(e.0.contains("without impersonating a user"), "{e}");
+    }
+
+    #[test]
+    fn groups_follow_upstream() {
+        let sa = as_user(&[("Impersonate-User", b"system:serviceaccount:demo:bot")]);
+        assert_eq!(
+            sa.groups,
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:demo",
+                ALL_AUTHENTICATED
+            ]
+        );
+        let sa = as_user(&[
+            ("Impersonate-User", b"system:serviceaccount:demo:bot"),
+            ("Impersonate-Group", b"dev"),
+        ]);
+        assert_eq!(sa.groups, ["dev", ALL_AUTHENTICATED]);
+        let anon = as_user(&[("Impersonate-User", b"system:anonymous")]);
+        assert_eq!(anon.groups, [ALL_UNAUTHENTICATED]);
+        let unauth = as_user(&[
+            ("Impersonate-User", b"bob"),
+            ("Impersonate-Group", b"system:unauthenticated"),
+        ]);
+        assert_eq!(unauth.groups, [ALL_UNAUTHENTICATED]);
+        // Not a valid ServiceAccount name: a plain user, no ServiceAccount groups.
+        let odd = as_user(&[("Impersonate-User", b"system:serviceaccount:Demo:bot")]);
+        assert_eq!(odd.groups, [ALL_AUTHENTICATED]);
     }
 
     #[test]
