@@ -101,13 +101,17 @@ fn method_verb(m: &Method) -> String {
 pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
     let path = uri.path();
     let Ok(ApiPath::Resource(t)) = parse(path) else {
-        // Discovery documents and everything outside /api and /apis are paths.
+        // Discovery documents and everything outside /api and /apis are paths, matched on
+        // the decoded path as upstream's RequestInfo (Go's `URL.Path`): `/%6detrics` is
+        // `/metrics`, `/healthz%2F..` is `/healthz/..`. A path that does not decode is
+        // authorized as sent; no route serves it (400 or 404).
         let verb = if *method == Method::HEAD {
             "get".to_owned()
         } else {
             method_verb(method)
         };
-        return Attributes::non_resource(&verb, path);
+        let decoded = listwatch_endpoints::path::decode(path);
+        return Attributes::non_resource(&verb, decoded.as_deref().unwrap_or(path));
     };
     let query = Query::parse(uri.query());
     // A malformed watch flag is a 400 in the handler; authorizing it as a watch is the
@@ -686,6 +690,21 @@ mod tests {
             assert!(!x.resource_request, "{p}");
             assert_eq!(x.path, p);
             assert_eq!(x.verb, "get");
+        }
+    }
+
+    #[test]
+    fn non_resource_paths_are_decoded() {
+        for (sent, seen) in [
+            ("/%6detrics", "/metrics"),
+            ("/healthz%2F..", "/healthz/.."),
+            ("/%61pis/apps/v1", "/apis/apps/v1"),
+            ("/readyz%2Fstorage", "/readyz/storage"),
+            ("/bad%zz", "/bad%zz"),
+        ] {
+            let x = a(Method::GET, sent);
+            assert!(!x.resource_request, "{sent}");
+            assert_eq!(x.path, seen, "{sent}");
         }
     }
 
