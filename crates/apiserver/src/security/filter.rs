@@ -51,6 +51,8 @@ pub struct Identity(pub Arc<UserInfo>);
 pub struct Peer {
     /// The client's address.
     pub addr: SocketAddr,
+    /// The address the connection was accepted on (the server's end), when known.
+    pub local: Option<SocketAddr>,
     /// Its TLS client certificates, end entity first.
     pub certs: Option<Arc<Vec<CertificateDer<'static>>>>,
 }
@@ -336,7 +338,29 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         .get::<ConnectInfo<Peer>>()
         .map(|c| c.0.clone());
     let user = match &sec.mode {
-        Mode::Insecure => Arc::clone(&sec.superuser),
+        Mode::Insecure => {
+            // Nothing authenticates: keep web pages out (DNS rebinding, cross-site
+            // websockets and POSTs), before anything else runs.
+            let local = peer.as_ref().and_then(|p| p.local);
+            if let Err(message) = super::local_only::check(req.headers(), req.uri(), local) {
+                tracing::debug!(peer = ?peer.as_ref().map(|p| p.addr), %message, "refused a request from outside the machine's own origins");
+                let status = listwatch_api::status::Status::failure(403, "Forbidden", message);
+                let ctx = audit_ctx(
+                    &sec,
+                    &req,
+                    &attrs,
+                    Arc::clone(&sec.superuser),
+                    received,
+                    peer.as_ref(),
+                    id,
+                );
+                if let Some(ctx) = ctx {
+                    ctx.emit(Stage::ResponseComplete, Some(403), Some(&status));
+                }
+                return listwatch_endpoints::ApiError::from_status(status).into_response();
+            }
+            Arc::clone(&sec.superuser)
+        }
         Mode::Secure { authn } => {
             let headers = req.headers();
             let ws_token = headers

@@ -3,7 +3,8 @@
 //! request path.
 //!
 //! Submodules: [`filter`] (the request filter: attributes → authentication → audit →
-//! authorization), [`impersonation`] (the `Impersonate-*` headers), [`rbac`] (the RBAC resources' informers, bootstrap reconciliation,
+//! authorization), [`impersonation`] (the `Impersonate-*` headers), [`local_only`] (the
+//! unauthenticated mode's Host and Origin checks), [`rbac`] (the RBAC resources' informers, bootstrap reconciliation,
 //! aggregation and the escalation admission), [`reviews`] (the review APIs and the
 //! TokenRequest subresource), [`pki`] (the one-flag secure setup, `--pki-dir`), [`hint`]
 //! (the kubectl command printed at start).
@@ -12,7 +13,8 @@
 //! - with no authenticator configured the server serves only loopback addresses (every
 //!   client is then `system:unsecured` in `system:masters`, as upstream's old insecure
 //!   port), unless `--insecure-allow-unauthenticated` says otherwise; any other address
-//!   needs TLS and an authenticator;
+//!   needs TLS and an authenticator; in that mode only requests addressed to a local host
+//!   name and from no foreign web origin are served ([`local_only`]);
 //! - every request under authentication passes the filter before any handler: a bad
 //!   credential is a 401, a denied request a 403, and neither reaches storage;
 //! - `docs/security.md` describes every flag here and its upstream counterpart.
@@ -30,6 +32,7 @@ use listwatch_auth::{Authentication, Authorizer, UserInfo};
 pub mod filter;
 pub mod hint;
 pub mod impersonation;
+pub mod local_only;
 pub mod pki;
 pub mod rbac;
 pub mod reviews;
