@@ -244,9 +244,11 @@ impl AuditCtx {
         Some(e)
     }
 
-    fn emit(&self, stage: Stage, code: Option<u16>, sent: Option<&listwatch_api::Status>) {
+    /// Records the event; while the log's queue is full this waits as the backend's mode
+    /// says (upstream's blocking log backend by default).
+    async fn emit(&self, stage: Stage, code: Option<u16>, sent: Option<&listwatch_api::Status>) {
         if let (Some(e), Some((_, backend))) = (self.event(stage, code, sent), &self.sec.audit) {
-            backend.log(&e);
+            backend.log(&e).await;
         }
     }
 }
@@ -279,7 +281,26 @@ struct CompleteOnDrop(AuditCtx, u16);
 
 impl Drop for CompleteOnDrop {
     fn drop(&mut self) {
-        self.0.emit(Stage::ResponseComplete, Some(self.1), None);
+        let Some(e) = self.0.event(Stage::ResponseComplete, Some(self.1), None) else {
+            return;
+        };
+        let sec = Arc::clone(&self.0.sec);
+        // A drop cannot wait: a task records the event as any other (waiting for room in
+        // the log's queue as the mode says); outside a runtime it is queued or dropped.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if let Some((_, backend)) = &sec.audit {
+                        backend.log(&e).await;
+                    }
+                });
+            }
+            Err(_) => {
+                if let Some((_, backend)) = &sec.audit {
+                    backend.log_nowait(&e);
+                }
+            }
+        }
     }
 }
 
@@ -355,7 +376,8 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
                     id,
                 );
                 if let Some(ctx) = ctx {
-                    ctx.emit(Stage::ResponseComplete, Some(403), Some(&status));
+                    ctx.emit(Stage::ResponseComplete, Some(403), Some(&status))
+                        .await;
                 }
                 return listwatch_endpoints::ApiError::from_status(status).into_response();
             }
@@ -400,7 +422,8 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
                             Stage::ResponseComplete,
                             Some(401),
                             Some(&unauthorized_status()),
-                        );
+                        )
+                        .await;
                     }
                     return unauthorized();
                 }
@@ -419,7 +442,7 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         id,
     );
     if let Some(c) = &ctx {
-        c.emit(Stage::RequestReceived, None, None);
+        c.emit(Stage::RequestReceived, None, None).await;
     }
     let requester = Arc::clone(&user);
     let user = match impersonate(&sec, &req, user) {
@@ -430,7 +453,8 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
                     .extensions()
                     .get::<listwatch_endpoints::SentStatus>()
                     .map(|s| &*s.0);
-                c.emit(Stage::ResponseComplete, Some(resp.status().as_u16()), sent);
+                c.emit(Stage::ResponseComplete, Some(resp.status().as_u16()), sent)
+                    .await;
             }
             return *resp;
         }
@@ -463,12 +487,13 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         let status = listwatch_auth::authz::forbidden_status(&user, &attrs, decision.reason());
         tracing::debug!(user = %user.name, message = %status.message, "forbidden");
         if let Some(c) = &ctx {
-            c.emit(Stage::ResponseComplete, Some(403), Some(&status));
+            c.emit(Stage::ResponseComplete, Some(403), Some(&status))
+                .await;
         }
         return listwatch_endpoints::ApiError::from_status(status).into_response();
     }
     let captured = if ctx.as_ref().is_some_and(|c| c.level >= Level::Request) {
-        let (r, captured) = tee_body(req);
+        let (r, captured) = super::audit_body::tee_body(req);
         req = r;
         Some(captured)
     } else {
@@ -500,7 +525,7 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         ctx.request_object = c.object();
     }
     if attrs.verb == "watch" && resp.status() == StatusCode::OK {
-        ctx.emit(Stage::ResponseStarted, Some(code), None);
+        ctx.emit(Stage::ResponseStarted, Some(code), None).await;
         let (parts, body) = resp.into_parts();
         let guard = CompleteOnDrop(ctx, code);
         let stream = body.into_data_stream().map(move |chunk| {
@@ -513,7 +538,7 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         .extensions()
         .get::<listwatch_endpoints::SentStatus>()
         .map(|s| &*s.0);
-    ctx.emit(Stage::ResponseComplete, Some(code), sent);
+    ctx.emit(Stage::ResponseComplete, Some(code), sent).await;
     resp
 }
 
@@ -580,59 +605,6 @@ fn audit_ctx(
         request_object: None,
         created: RequestObjectName::default(),
     })
-}
-
-/// The copy of a request body a `Request`-level audit event records: up to upstream's
-/// 3 MiB, `None` past it.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Option<Vec<u8>>>>);
-
-impl Captured {
-    const LIMIT: usize = 3 * 1024 * 1024;
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn push(&self, chunk: &[u8]) {
-        let mut g = self.lock();
-        let over = g
-            .as_ref()
-            .is_some_and(|b| b.len().saturating_add(chunk.len()) > Self::LIMIT);
-        if over {
-            *g = None;
-        } else if let Some(b) = g.as_mut() {
-            b.extend_from_slice(chunk);
-        }
-    }
-
-    /// The body as JSON, when it was read whole, fits and parses.
-    fn object(&self) -> Option<serde_json::Value> {
-        let body = self.lock().take()?;
-        serde_json::from_slice(&body).ok()
-    }
-}
-
-/// Copies the body for a `Request`-level audit event as the handler reads it. The filter
-/// never reads a body itself: the endpoints' flow control (per-client queue places, body
-/// memory budget, deadlines) governs every body read, audited or not, and the copy grows
-/// only as fast as the handler admits bytes.
-fn tee_body(req: Request) -> (Request, Captured) {
-    let captured = Captured(Arc::new(std::sync::Mutex::new(Some(Vec::new()))));
-    let copy = captured.clone();
-    let (parts, body) = req.into_parts();
-    let stream = body.into_data_stream().map(move |chunk| {
-        if let Ok(bytes) = &chunk {
-            copy.push(bytes);
-        }
-        chunk
-    });
-    (
-        Request::from_parts(parts, Body::from_stream(stream)),
-        captured,
-    )
 }
 
 #[cfg(test)]

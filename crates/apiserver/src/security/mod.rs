@@ -3,7 +3,7 @@
 //! request path.
 //!
 //! Submodules: [`filter`] (the request filter: attributes → authentication → audit →
-//! authorization), [`impersonation`] (the `Impersonate-*` headers), [`local_only`] (the
+//! authorization), [`audit_body`] (the request body a `Request`-level event records), [`impersonation`] (the `Impersonate-*` headers), [`local_only`] (the
 //! unauthenticated mode's Host and Origin checks), [`rbac`] (the RBAC resources' informers, bootstrap reconciliation,
 //! aggregation and the escalation admission), [`reviews`] (the review APIs and the
 //! TokenRequest subresource), [`pki`] (the one-flag secure setup, `--pki-dir`), [`hint`]
@@ -29,6 +29,7 @@ use listwatch_auth::authn::{ClientCa, ServiceAccountTokens, TokenFile, TokenIssu
 use listwatch_auth::authz::{AlwaysAllow, AlwaysDeny, Chain, PrivilegedGroups};
 use listwatch_auth::{Authentication, Authorizer, UserInfo};
 
+pub mod audit_body;
 pub mod filter;
 pub mod hint;
 pub mod impersonation;
@@ -52,6 +53,19 @@ pub enum AuthorizationMode {
     /// `rbac.authorization.k8s.io/v1`.
     #[value(name = "RBAC")]
     Rbac,
+}
+
+/// `--audit-log-mode` (upstream's names): what the audit log does while its queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum AuditLogMode {
+    /// The request waits for room (at most 30 s, then the event is dropped and counted),
+    /// as upstream's default blocking log backend.
+    #[default]
+    #[value(name = "blocking")]
+    Blocking,
+    /// The event is dropped and counted at once.
+    #[value(name = "batch")]
+    Batch,
 }
 
 /// Authentication, authorization and audit flags (upstream's names).
@@ -102,6 +116,11 @@ pub struct SecurityOptions {
     /// Rotated audit logs to keep (0: all).
     #[arg(long, default_value_t = 0)]
     pub audit_log_maxbackup: usize,
+    /// While the audit log's queue is full: `blocking` (the request waits for room, at most
+    /// 30 s, then its event is dropped and counted; upstream's default) or `batch` (the
+    /// event is dropped and counted at once).
+    #[arg(long, value_enum, default_value = "blocking")]
+    pub audit_log_mode: AuditLogMode,
     /// One-flag secure setup: create (first run) or reuse a CA, a serving certificate, an
     /// admin client certificate and a ServiceAccount key in this directory, write
     /// `DIR/admin.kubeconfig`, and serve TLS with client certificates, tokens and RBAC.
@@ -228,6 +247,10 @@ impl SecurityOptions {
                 let mut config = LogConfig::new(path);
                 config.max_size_bytes = self.audit_log_maxsize.saturating_mul(1024 * 1024);
                 config.max_backups = self.audit_log_maxbackup;
+                config.mode = match self.audit_log_mode {
+                    AuditLogMode::Blocking => listwatch_audit::Mode::Blocking,
+                    AuditLogMode::Batch => listwatch_audit::Mode::Batch,
+                };
                 let backend = LogBackend::start(config, AuditMetrics::register(registry))
                     .map_err(|e| file_err(format!("audit log {}: {e}", path.display())))?;
                 Some((policy, backend))
