@@ -282,6 +282,7 @@ fn impersonated_groups_follow_upstream() {
     for h in [
         ("Impersonate-Group", b"dev".as_slice()),
         ("Impersonate-Uid", b"u-1"),
+        ("Impersonate-Uid", b""),
         ("Impersonate-Extra-scopes", b"view"),
     ] {
         refused(&server, &[h], "without impersonating a user");

@@ -20,7 +20,8 @@
 //! | `Impersonate-Extra-<key>` | the key lower-cased and percent-decoded (a malformed escape is kept as sent) |
 //! | user `system:anonymous` | `system:unauthenticated` added unless asked for |
 //! | any other user | `system:authenticated` added unless `system:authenticated` or `system:unauthenticated` is among its groups |
-//! | an empty `Impersonate-Uid` | no uid, as upstream |
+//! | an empty `Impersonate-Uid` with a user | no uid, as upstream |
+//! | an `Impersonate-Uid` header, even empty, without a user | 400 — *stricter*: upstream ignores an empty one and runs the request as the requester |
 //!
 //! Invariant: a request carrying an impersonation header runs either as the user the
 //! headers name, after every check passed, or not at all (400 or 403); never as its
@@ -99,7 +100,9 @@ fn unescape_key(key: &str) -> Option<String> {
 /// they cannot be used.
 pub fn requested(h: &HeaderMap) -> Result<Option<Requested>, BadHeaders> {
     let user = single(h, USER, "Impersonate-User")?;
-    let uid = single(h, UID, "Impersonate-Uid")?.unwrap_or_default();
+    let uid_header = single(h, UID, "Impersonate-Uid")?;
+    let uid_sent = uid_header.is_some();
+    let uid = uid_header.unwrap_or_default();
     let groups = h
         .get_all(GROUP)
         .iter()
@@ -128,20 +131,20 @@ pub fn requested(h: &HeaderMap) -> Result<Option<Requested>, BadHeaders> {
             groups,
             extra,
         })),
-        None if groups.is_empty() && uid.is_empty() && extra.is_empty() => Ok(None),
+        None if groups.is_empty() && !uid_sent && extra.is_empty() => Ok(None),
         None => Err(BadHeaders(format!(
             "requested {} without impersonating a user",
-            describe(&uid, &groups, &extra)
+            describe(uid_sent.then_some(uid.as_str()), &groups, &extra)
         ))),
     }
 }
 
-fn describe(uid: &str, groups: &[String], extra: &[(String, String)]) -> String {
+fn describe(uid: Option<&str>, groups: &[String], extra: &[(String, String)]) -> String {
     let mut parts = Vec::new();
     if !groups.is_empty() {
         parts.push(format!("groups {groups:?}"));
     }
-    if !uid.is_empty() {
+    if let Some(uid) = uid {
         parts.push(format!("uid {uid:?}"));
     }
     if !extra.is_empty() {
@@ -283,6 +286,7 @@ mod tests {
             ],
             vec![("Impersonate-Group", b"g".as_slice())],
             vec![("Impersonate-Uid", b"1".as_slice())],
+            vec![("Impersonate-Uid", b"".as_slice())],
             vec![("Impersonate-Extra-scopes", b"x".as_slice())],
         ] {
             assert!(requested(&headers(&pairs)).is_err(), "{pairs:?}");
