@@ -336,6 +336,7 @@ pub async fn serve(
                 }
             },
         };
+        let local = stream.local_addr().ok();
         let _ = stream.set_nodelay(true);
         if let Err(e) = keep_alive(&stream) {
             tracing::debug!(%peer, error = %e, "cannot set TCP keep-alive");
@@ -366,6 +367,7 @@ pub async fn serve(
                 None => {
                     let peer = Peer {
                         addr: peer,
+                        local,
                         certs: None,
                     };
                     Box::pin(task.serve(stream, peer, None)).await;
@@ -385,8 +387,16 @@ pub async fn serve(
                             .filter(|c| !c.is_empty())
                             .map(|c| Arc::new(c.iter().map(|d| d.clone().into_owned()).collect()));
                         let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
-                        Box::pin(task.serve(tls, Peer { addr: peer, certs }, alpn.as_deref()))
-                            .await;
+                        Box::pin(task.serve(
+                            tls,
+                            Peer {
+                                addr: peer,
+                                local,
+                                certs,
+                            },
+                            alpn.as_deref(),
+                        ))
+                        .await;
                     }
                 }
             }
@@ -574,7 +584,7 @@ mod tests {
         let mut s = socket.connect(addr).await.unwrap();
         let local = s.local_addr().unwrap();
         // A keep-alive request: the connection stays open after the answer.
-        s.write_all(b"GET /who HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.write_all(b"GET /who HTTP/1.1\r\nHost: localhost\r\n\r\n")
             .await
             .unwrap();
         let mut buf = vec![0u8; 4096];

@@ -243,7 +243,7 @@ fn a_watch_list_is_gzipped_and_each_burst_is_decodable_as_it_arrives() {
     s.set_read_timeout(Some(PATIENCE)).unwrap();
     write!(
         s,
-        "GET /api/v1/namespaces/{NS}/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=60 HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n"
+        "GET /api/v1/namespaces/{NS}/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=60 HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip\r\n\r\n"
     )
     .unwrap();
     let mut decoder = flate2::write::GzDecoder::new(Vec::new());
@@ -285,7 +285,7 @@ fn a_streamed_list_whose_client_goes_away_frees_its_seat_and_buffers() {
     let inflight = "apiserver_current_inflight_requests{request_kind=\"readOnly\"}";
     let mut s = TcpStream::connect(&server.addr).unwrap();
     s.set_read_timeout(Some(PATIENCE)).unwrap();
-    s.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
     let mut head = [0u8; 4096];
     let n = s.read(&mut head).unwrap();

@@ -118,7 +118,7 @@ fn status_of(raw: &[u8]) -> u16 {
 fn a_head_sent_slowly_is_cut_at_the_read_header_timeout_while_others_are_served() {
     let server = Server::start(&["--read-header-timeout", "2"]);
     let mut slow = connect_from("127.0.0.2", &server.addr);
-    slow.write_all(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    slow.write_all(b"GET /api/v1/namespaces HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
         .unwrap();
     let writer = trickle(&slow, b'a', Duration::from_millis(200));
     // Meanwhile another client is served.
@@ -144,7 +144,7 @@ fn connections_past_the_cap_are_closed_at_once_and_silent_ones_at_the_header_tim
         .collect();
     // One more is accepted and closed without an answer, though it asks a question.
     let mut extra = connect_from("127.0.0.3", &server.addr);
-    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n");
     assert!(read_until_closed(&mut extra).is_empty());
     // The silent ones are closed at the read-header timeout, without an answer...
     for s in &mut silent {
@@ -177,7 +177,7 @@ fn an_idle_keep_alive_connection_is_closed_and_a_quiet_watch_is_not() {
     assert_eq!(code, 200);
     // A keep-alive connection answered once, then left idle, is closed by the server.
     let mut idle = connect_from("127.0.0.2", &server.addr);
-    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
     let answered = read_until_closed(&mut idle);
     assert_eq!(status_of(&answered), 200);
@@ -209,7 +209,7 @@ fn a_slow_body_holds_no_seat_and_is_answered_408_at_its_deadline() {
     ]);
     let mut slow = connect_from("127.0.0.2", &server.addr);
     slow.write_all(
-        b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\
+        b"POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n\
           Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"metadata\":",
     )
     .unwrap();
@@ -229,7 +229,7 @@ fn a_slow_body_holds_no_seat_and_is_answered_408_at_its_deadline() {
 /// A watch request from the loopback address `local`: the connection and the status code.
 fn open_watch_from(local: &str, addr: &str, path: &str) -> (TcpStream, u16) {
     let mut s = connect_from(local, addr);
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
@@ -306,7 +306,7 @@ fn a_client_flooding_seats_and_watches_gets_429s_while_another_lists_watches_and
                     let mut s = connect_from("127.0.0.2", &addr);
                     write!(
                         s,
-                        "GET {slow} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                        "GET {slow} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
                     )
                     .unwrap();
                     let _ = tx.send(status_of(&read_until_closed(&mut s)));
@@ -357,7 +357,7 @@ fn a_client_over_its_watch_cap_gets_429_while_another_lists_and_watches() {
     let path = "/api/v1/namespaces/default/configmaps?watch=1&timeoutSeconds=120";
     let open_from = |local: &str| {
         let mut s = connect_from(local, &server.addr);
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
         let mut head = Vec::new();
         let mut byte = [0u8; 1];
         while !head.ends_with(b"\r\n\r\n") {
@@ -399,7 +399,7 @@ fn a_client_that_stops_reading_is_cut_at_the_write_stall_timeout() {
         create_configmap(&server.addr, &format!("big-{i}"), &value);
     }
     let mut s = connect_with("127.0.0.2", &server.addr, Some(4096));
-    s.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
     // We read nothing: the server's write stalls, and it gives up.
     wait_for_metric(
@@ -440,7 +440,7 @@ fn accepted_connections_have_tcp_keep_alive_so_half_open_ones_are_found() {
     // if its client vanished without a FIN, only TCP keep-alive would ever notice.
     let mut quiet = connect_from("127.0.0.2", &server.addr);
     quiet
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
     let mut buf = [0u8; 1024];
     let n = quiet.read(&mut buf).unwrap();
@@ -486,7 +486,7 @@ fn a_client_reading_a_response_slowly_is_cut_at_its_deadline_and_a_watch_is_not(
     );
     assert_eq!(code, 200);
     let mut s = connect_with("127.0.0.2", &server.addr, Some(4096));
-    s.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.write_all(b"GET /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .unwrap();
     // The client keeps reading, 4 KiB every 50 ms: the writes never stall, they just never
     // finish. Once told to stop it reads what is left at full speed.

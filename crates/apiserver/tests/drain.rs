@@ -54,9 +54,15 @@ fn readyz_fails_first_then_requests_and_watches_end() {
     };
     assert_eq!(not_ready.status, 500);
     assert!(
-        String::from_utf8_lossy(&not_ready.body).contains("shutting down"),
+        String::from_utf8_lossy(&not_ready.body).contains("[-]shutdown failed: reason withheld"),
         "{:?}",
         String::from_utf8_lossy(&not_ready.body)
+    );
+    // The reason is the check's own path's (upstream's per-check endpoints).
+    let why = http(&addr, "GET", "/readyz/shutdown", &[], b"");
+    assert_eq!(
+        (why.status, String::from_utf8_lossy(&why.body).as_ref()),
+        (500, "internal server error: shutting down")
     );
     // Still serving: reads, writes (seen by the open watch) and new watches.
     let livez = http(&addr, "GET", "/livez", &[], b"");

@@ -256,8 +256,8 @@ fn free_port() -> u16 {
 
 /// Started before etcd, as a service manager starting both at once may do: the server must
 /// not exit ("creating namespace default: storage backend unreachable" did, before). It
-/// listens at once, /readyz fails and /livez answers 200, both saying what start-up waits
-/// for, and it keeps retrying with backoff; once etcd is up it becomes ready and serves.
+/// listens at once, /readyz fails (/readyz/start-up says what start-up waits for) and
+/// /livez answers 200, and it keeps retrying with backoff; once etcd is up it becomes ready and serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs etcd"]
 async fn a_server_started_before_etcd_waits_for_it_and_becomes_ready() {
@@ -284,19 +284,23 @@ async fn a_server_started_before_etcd_waits_for_it_and_becomes_ready() {
         // Several backoff rounds (100 ms, 200 ms, ... ) pass without etcd.
         std::thread::sleep(Duration::from_secs(3));
         let ready = http(&addr, "GET", "/readyz", &[], b"");
-        let why = String::from_utf8_lossy(&ready.body).into_owned();
-        eprintln!("/readyz without etcd: {} {why}", ready.status);
-        assert_ne!(ready.status, 200, "{why}");
+        let lines = String::from_utf8_lossy(&ready.body).into_owned();
+        eprintln!("/readyz without etcd: {} {lines}", ready.status);
+        assert_ne!(ready.status, 200, "{lines}");
+        assert!(
+            lines.contains("[-]start-up failed: reason withheld"),
+            "{lines}"
+        );
+        // The reason is on the check's own path.
+        let check = http(&addr, "GET", "/readyz/start-up", &[], b"");
+        let why = String::from_utf8_lossy(&check.body).into_owned();
+        assert_eq!(check.status, 500, "{why}");
         assert!(why.contains("creating namespace default"), "{why}");
         assert!(why.contains("unreachable"), "{why}");
         let live = http(&addr, "GET", "/livez", &[], b"");
         let why = String::from_utf8_lossy(&live.body).into_owned();
         eprintln!("/livez without etcd: {} {why}", live.status);
         assert_eq!(live.status, 200, "{why}");
-        assert!(
-            why.contains("not ready") && why.contains("unreachable"),
-            "{why}"
-        );
     })
     .await
     .unwrap();

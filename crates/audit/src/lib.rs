@@ -4,9 +4,11 @@
 //! writes one JSON event per line and rotates by size.
 //!
 //! Invariants:
-//! - recording never blocks request handling: events go through a queue bounded by events
-//!   and by bytes to a writer thread; an event that does not fit is dropped and counted
-//!   (`apiserver_audit_error_total{plugin="log"}`), never waited for;
+//! - events go through a queue bounded by events and by bytes to a writer thread; while it
+//!   is full a request waits for room, at most a bounded time, as upstream's blocking log
+//!   backend ([`Mode::Blocking`], the default), or its event is dropped at once
+//!   ([`Mode::Batch`]); a dropped event is counted (`apiserver_audit_error_total{plugin="log"}`);
+//! - the log file is created `0600` (its directory `0700`);
 //! - an event records the level actually applied: `RequestResponse` is recorded as
 //!   `Request` (no response bodies are recorded);
 //! - every event written is one complete line of JSON;
@@ -39,6 +41,8 @@ mod backend;
 mod event;
 mod policy;
 
-pub use backend::{AuditMetrics, DEFAULT_QUEUE_BYTES, LogBackend, LogConfig};
+pub use backend::{
+    AuditMetrics, DEFAULT_BLOCK_WAIT, DEFAULT_QUEUE_BYTES, LogBackend, LogConfig, Mode,
+};
 pub use event::{Event, ObjectRef, ResponseStatus, Stage, timestamp};
 pub use policy::{Level, Policy, PolicyError};

@@ -57,6 +57,7 @@ mod error;
 mod fieldmanager;
 mod flowcontrol;
 mod handlers;
+mod health;
 mod lifecycle;
 pub mod limits;
 mod metrics;
@@ -158,7 +159,7 @@ pub(crate) struct Shared {
     /// Shutdown as open watches observe it (set with `shutdown`).
     pub(crate) watch_stop: Arc<stop::StopSignal>,
     /// What start-up is still waiting for (e.g. the storage backend to answer); `/readyz`
-    /// fails and `/livez` says so while it is set. See [`Api::set_waiting_for`].
+    /// fails (its `start-up` check) while it is set. See [`Api::set_waiting_for`].
     pub(crate) waiting_for: watch::Sender<Option<String>>,
     pub(crate) metrics: Metrics,
     pub(crate) registry: Registry,
@@ -375,7 +376,7 @@ impl std::fmt::Debug for ShutdownHandle {
 }
 
 impl ShutdownHandle {
-    /// Announces a coming shutdown: from now on `/readyz` fails with "shutting down", so
+    /// Announces a coming shutdown: from now on `/readyz` fails (its `shutdown` check), so
     /// that load balancers stop sending new requests, while everything is still served
     /// normally (upstream's `--shutdown-delay-duration`). [`shutdown`](Self::shutdown)
     /// follows. Idempotent.
@@ -413,9 +414,12 @@ type NonResourceRoute = (
 const NON_RESOURCE_ROUTES: &[NonResourceRoute] = &[
     // A go-restful GET route upstream: HEAD is 405 there (axum would answer it).
     ("/version", || get(version).head(head_not_allowed)),
-    ("/healthz", || get(healthz)),
-    ("/livez", || get(livez)),
-    ("/readyz", || get(readyz)),
+    ("/healthz", || get(health::healthz)),
+    ("/healthz/{check}", || get(health::healthz_check)),
+    ("/livez", || get(health::livez)),
+    ("/livez/{check}", || get(health::livez_check)),
+    ("/readyz", || get(health::readyz)),
+    ("/readyz/{check}", || get(health::readyz_check)),
     ("/metrics", || get(metrics_text)),
     ("/openapi/v3", || get(openapi::index)),
     ("/openapi/v3/{*path}", || get(openapi::group_version)),
@@ -483,8 +487,9 @@ impl Api {
     }
 
     /// Records what start-up is still waiting for (`None`: nothing). While set, `/readyz`
-    /// fails with it and `/livez` still answers 200 (the process is alive and keeps trying,
-    /// so a supervisor must not restart it) but says what it waits for.
+    /// fails (`/readyz/start-up` says why, to callers allowed that path) and `/livez` still
+    /// answers 200 (the process is alive and keeps trying, so a supervisor must not restart
+    /// it).
     pub fn set_waiting_for(&self, reason: Option<String>) {
         self.shared.waiting_for.send_replace(reason);
     }
@@ -522,34 +527,6 @@ async fn version(State(s): State<Arc<Shared>>) -> Response {
 
 async fn head_not_allowed() -> Response {
     ApiError::method_not_allowed("HEAD").into_response()
-}
-
-async fn healthz() -> &'static str {
-    "ok"
-}
-
-/// Alive: always 200 (a server waiting for its storage is alive and retrying; restarting
-/// it would not help), with what start-up still waits for, if anything.
-async fn livez(State(s): State<Arc<Shared>>) -> Response {
-    match s.waiting_for.borrow().as_ref() {
-        None => (StatusCode::OK, "ok").into_response(),
-        Some(reason) => (
-            StatusCode::OK,
-            format!("ok: alive, not ready: start-up is waiting: {reason}"),
-        )
-            .into_response(),
-    }
-}
-
-async fn readyz(State(s): State<Arc<Shared>>) -> Response {
-    match check_ready(&s).await {
-        Ok(()) => (StatusCode::OK, "ok").into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("readyz check failed: {e}"),
-        )
-            .into_response(),
-    }
 }
 
 async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {

@@ -613,6 +613,20 @@ pub fn decode(body: &[u8], kind: &str) -> Result<Map<String, Value>, ProtobufErr
     Ok(obj)
 }
 
+/// Decodes a protobuf request body of the kind its envelope names (`typeMeta.kind`), for a
+/// reader that does not know the resource (the audit log records bodies as JSON).
+pub fn decode_enveloped(body: &[u8]) -> Result<Map<String, Value>, ProtobufError> {
+    let inner = body.strip_prefix(MAGIC).ok_or(ProtobufError::NoEnvelope)?;
+    let unknown = decode_message(inner, UNKNOWN)?;
+    let kind = unknown
+        .get("typeMeta")
+        .and_then(|t| t.get("kind"))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    decode(body, &kind)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -638,6 +652,7 @@ mod tests {
         assert_eq!(obj["metadata"]["labels"]["team"], "a");
         assert_eq!(obj["kind"], "Namespace");
         assert_eq!(obj["apiVersion"], "v1");
+        assert_eq!(decode_enveloped(&body).unwrap(), obj);
     }
 
     #[test]

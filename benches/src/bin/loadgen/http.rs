@@ -34,7 +34,7 @@ impl Conn {
         body: &[u8],
     ) -> Result<(u16, Vec<u8>)> {
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
             body.len()
         );
         let mut req = head.into_bytes();
@@ -193,7 +193,7 @@ impl Watch {
             .await
             .map_err(|e| format!("connect {addr}: {e}"))?;
         stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n").as_bytes())
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
             .await
             .map_err(|e| format!("watch {path}: {e}"))?;
         let mut w = Self {

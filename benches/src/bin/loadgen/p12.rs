@@ -169,7 +169,7 @@ fn read_body(addr: SocketAddr, path: &str, gzip: bool, watch: bool) -> Result<Ru
     } else {
         ""
     };
-    write!(s, "GET {path} HTTP/1.1\r\nHost: bench\r\n{accept}\r\n").map_err(io)?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n{accept}\r\n").map_err(io)?;
     let mut raw: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut buf = vec![0u8; 1 << 20];
     // The head.

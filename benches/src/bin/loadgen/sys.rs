@@ -151,8 +151,9 @@ impl Server {
         for _ in 0..600 {
             if let Ok(mut s) = std::net::TcpStream::connect(self.addr) {
                 use std::io::{Read, Write};
-                let _ =
-                    s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+                let _ = s.write_all(
+                    b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+                );
                 let mut buf = String::new();
                 let _ = s.read_to_string(&mut buf);
                 if buf.starts_with("HTTP/1.1 200") {

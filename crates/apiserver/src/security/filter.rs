@@ -51,6 +51,8 @@ pub struct Identity(pub Arc<UserInfo>);
 pub struct Peer {
     /// The client's address.
     pub addr: SocketAddr,
+    /// The address the connection was accepted on (the server's end), when known.
+    pub local: Option<SocketAddr>,
     /// Its TLS client certificates, end entity first.
     pub certs: Option<Arc<Vec<CertificateDer<'static>>>>,
 }
@@ -101,13 +103,17 @@ fn method_verb(m: &Method) -> String {
 pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
     let path = uri.path();
     let Ok(ApiPath::Resource(t)) = parse(path) else {
-        // Discovery documents and everything outside /api and /apis are paths.
+        // Discovery documents and everything outside /api and /apis are paths, matched on
+        // the decoded path as upstream's RequestInfo (Go's `URL.Path`): `/%6detrics` is
+        // `/metrics`, `/healthz%2F..` is `/healthz/..`. A path that does not decode is
+        // authorized as sent; no route serves it (400 or 404).
         let verb = if *method == Method::HEAD {
             "get".to_owned()
         } else {
             method_verb(method)
         };
-        return Attributes::non_resource(&verb, path);
+        let decoded = listwatch_endpoints::path::decode(path);
+        return Attributes::non_resource(&verb, decoded.as_deref().unwrap_or(path));
     };
     let query = Query::parse(uri.query());
     // A malformed watch flag is a 400 in the handler; authorizing it as a watch is the
@@ -241,9 +247,11 @@ impl AuditCtx {
         Some(e)
     }
 
-    fn emit(&self, stage: Stage, code: Option<u16>, sent: Option<&listwatch_api::Status>) {
+    /// Records the event; while the log's queue is full this waits as the backend's mode
+    /// says (upstream's blocking log backend by default).
+    async fn emit(&self, stage: Stage, code: Option<u16>, sent: Option<&listwatch_api::Status>) {
         if let (Some(e), Some((_, backend))) = (self.event(stage, code, sent), &self.sec.audit) {
-            backend.log(&e);
+            backend.log(&e).await;
         }
     }
 }
@@ -276,7 +284,26 @@ struct CompleteOnDrop(AuditCtx, u16);
 
 impl Drop for CompleteOnDrop {
     fn drop(&mut self) {
-        self.0.emit(Stage::ResponseComplete, Some(self.1), None);
+        let Some(e) = self.0.event(Stage::ResponseComplete, Some(self.1), None) else {
+            return;
+        };
+        let sec = Arc::clone(&self.0.sec);
+        // A drop cannot wait: a task records the event as any other (waiting for room in
+        // the log's queue as the mode says); outside a runtime it is queued or dropped.
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if let Some((_, backend)) = &sec.audit {
+                        backend.log(&e).await;
+                    }
+                });
+            }
+            Err(_) => {
+                if let Some((_, backend)) = &sec.audit {
+                    backend.log_nowait(&e);
+                }
+            }
+        }
     }
 }
 
@@ -335,7 +362,30 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         .get::<ConnectInfo<Peer>>()
         .map(|c| c.0.clone());
     let user = match &sec.mode {
-        Mode::Insecure => Arc::clone(&sec.superuser),
+        Mode::Insecure => {
+            // Nothing authenticates: keep web pages out (DNS rebinding, cross-site
+            // websockets and POSTs), before anything else runs.
+            let local = peer.as_ref().and_then(|p| p.local);
+            if let Err(message) = super::local_only::check(req.headers(), req.uri(), local) {
+                tracing::debug!(peer = ?peer.as_ref().map(|p| p.addr), %message, "refused a request from outside the machine's own origins");
+                let status = listwatch_api::status::Status::failure(403, "Forbidden", message);
+                let ctx = audit_ctx(
+                    &sec,
+                    &req,
+                    &attrs,
+                    Arc::clone(&sec.superuser),
+                    received,
+                    peer.as_ref(),
+                    id,
+                );
+                if let Some(ctx) = ctx {
+                    ctx.emit(Stage::ResponseComplete, Some(403), Some(&status))
+                        .await;
+                }
+                return listwatch_endpoints::ApiError::from_status(status).into_response();
+            }
+            Arc::clone(&sec.superuser)
+        }
         Mode::Secure { authn } => {
             let headers = req.headers();
             let ws_token = headers
@@ -375,7 +425,8 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
                             Stage::ResponseComplete,
                             Some(401),
                             Some(&unauthorized_status()),
-                        );
+                        )
+                        .await;
                     }
                     return unauthorized();
                 }
@@ -394,7 +445,7 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         id,
     );
     if let Some(c) = &ctx {
-        c.emit(Stage::RequestReceived, None, None);
+        c.emit(Stage::RequestReceived, None, None).await;
     }
     let requester = Arc::clone(&user);
     let user = match impersonate(&sec, &req, user) {
@@ -405,7 +456,8 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
                     .extensions()
                     .get::<listwatch_endpoints::SentStatus>()
                     .map(|s| &*s.0);
-                c.emit(Stage::ResponseComplete, Some(resp.status().as_u16()), sent);
+                c.emit(Stage::ResponseComplete, Some(resp.status().as_u16()), sent)
+                    .await;
             }
             return *resp;
         }
@@ -438,12 +490,13 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         let status = listwatch_auth::authz::forbidden_status(&user, &attrs, decision.reason());
         tracing::debug!(user = %user.name, message = %status.message, "forbidden");
         if let Some(c) = &ctx {
-            c.emit(Stage::ResponseComplete, Some(403), Some(&status));
+            c.emit(Stage::ResponseComplete, Some(403), Some(&status))
+                .await;
         }
         return listwatch_endpoints::ApiError::from_status(status).into_response();
     }
     let captured = if ctx.as_ref().is_some_and(|c| c.level >= Level::Request) {
-        let (r, captured) = tee_body(req);
+        let (r, captured) = super::audit_body::tee_body(req);
         req = r;
         Some(captured)
     } else {
@@ -475,7 +528,7 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         ctx.request_object = c.object();
     }
     if attrs.verb == "watch" && resp.status() == StatusCode::OK {
-        ctx.emit(Stage::ResponseStarted, Some(code), None);
+        ctx.emit(Stage::ResponseStarted, Some(code), None).await;
         let (parts, body) = resp.into_parts();
         let guard = CompleteOnDrop(ctx, code);
         let stream = body.into_data_stream().map(move |chunk| {
@@ -488,96 +541,33 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         .extensions()
         .get::<listwatch_endpoints::SentStatus>()
         .map(|s| &*s.0);
-    ctx.emit(Stage::ResponseComplete, Some(code), sent);
+    ctx.emit(Stage::ResponseComplete, Some(code), sent).await;
     resp
 }
 
-/// Upstream's impersonation (`Impersonate-User`, `Impersonate-Group`, `Impersonate-Uid`,
-/// `Impersonate-Extra-*`; `kubectl --as`): each requested attribute needs the `impersonate`
-/// verb on it, and the request then runs as the impersonated user.
+/// Upstream's impersonation ([`super::impersonation`]): the requester unchanged without
+/// impersonation headers, else the impersonated user once every `impersonate` check passed;
+/// headers that cannot be used are a 400, a refused check a 403.
 fn impersonate(
     sec: &Security,
     req: &Request,
     user: Arc<UserInfo>,
 ) -> Result<Arc<UserInfo>, Box<Response>> {
-    let h = req.headers();
-    let values = |name: &str| -> Vec<String> {
-        h.get_all(name)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .collect()
-    };
-    let target = values("impersonate-user").into_iter().next();
-    let groups = values("impersonate-group");
-    let uid = values("impersonate-uid").into_iter().next();
-    let extras: Vec<(String, String)> = h
-        .iter()
-        .filter_map(|(k, v)| {
-            let key = k.as_str().strip_prefix("impersonate-extra-")?;
-            Some((key.to_owned(), v.to_str().ok()?.to_owned()))
-        })
-        .collect();
-    let Some(target) = target else {
-        if groups.is_empty() && uid.is_none() && extras.is_empty() {
-            return Ok(user);
-        }
-        return Err(Box::new(
-            listwatch_endpoints::ApiError::bad_request(
-                "requested impersonation of groups, uid or extra without impersonating a user",
-            )
-            .into_response(),
-        ));
-    };
-    let mut checks: Vec<Attributes> = Vec::new();
-    match listwatch_auth::user::split_service_account(&target) {
-        Some((ns, name)) => {
-            checks.push(Attributes::resource("impersonate", "", "serviceaccounts", ns).named(name));
-        }
-        None => checks.push(Attributes::resource("impersonate", "", "users", "").named(&target)),
-    }
-    for g in &groups {
-        checks.push(Attributes::resource("impersonate", "", "groups", "").named(g));
-    }
-    if let Some(u) = &uid {
-        checks.push(
-            Attributes::resource("impersonate", "authentication.k8s.io", "uids", "").named(u),
-        );
-    }
-    for (k, v) in &extras {
-        checks.push(
-            Attributes::resource("impersonate", "authentication.k8s.io", "userextras", "")
-                .with_subresource(k)
-                .named(v),
-        );
-    }
-    for a in &checks {
-        let d = sec.authz.authorize(&user, a);
-        if !d.allowed() {
-            let status = listwatch_auth::authz::forbidden_status(&user, a, d.reason());
+    let want = match super::impersonation::requested(req.headers()) {
+        Ok(None) => return Ok(user),
+        Ok(Some(w)) => w,
+        Err(e) => {
             return Err(Box::new(
-                listwatch_endpoints::ApiError::from_status(status).into_response(),
+                listwatch_endpoints::ApiError::bad_request(e.0).into_response(),
             ));
         }
+    };
+    match super::impersonation::impersonate(sec.authz.as_ref(), &user, want) {
+        Ok(u) => Ok(Arc::new(u)),
+        Err(status) => Err(Box::new(
+            listwatch_endpoints::ApiError::from_status(*status).into_response(),
+        )),
     }
-    let mut as_user = UserInfo::new(target.clone(), groups);
-    as_user.uid = uid.unwrap_or_default();
-    for (k, v) in extras {
-        as_user.extra.entry(k).or_default().push(v);
-    }
-    if let Some((ns, _)) = listwatch_auth::user::split_service_account(&target) {
-        as_user
-            .groups
-            .push(listwatch_auth::user::ALL_SERVICE_ACCOUNTS.to_owned());
-        as_user.groups.push(format!(
-            "{}:{ns}",
-            listwatch_auth::user::ALL_SERVICE_ACCOUNTS
-        ));
-    }
-    if target != listwatch_auth::user::ANONYMOUS {
-        as_user = as_user.with_authenticated_group();
-    }
-    Ok(Arc::new(as_user))
 }
 
 fn audit_ctx(
@@ -618,59 +608,6 @@ fn audit_ctx(
         request_object: None,
         created: RequestObjectName::default(),
     })
-}
-
-/// The copy of a request body a `Request`-level audit event records: up to upstream's
-/// 3 MiB, `None` past it.
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Option<Vec<u8>>>>);
-
-impl Captured {
-    const LIMIT: usize = 3 * 1024 * 1024;
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
-        self.0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn push(&self, chunk: &[u8]) {
-        let mut g = self.lock();
-        let over = g
-            .as_ref()
-            .is_some_and(|b| b.len().saturating_add(chunk.len()) > Self::LIMIT);
-        if over {
-            *g = None;
-        } else if let Some(b) = g.as_mut() {
-            b.extend_from_slice(chunk);
-        }
-    }
-
-    /// The body as JSON, when it was read whole, fits and parses.
-    fn object(&self) -> Option<serde_json::Value> {
-        let body = self.lock().take()?;
-        serde_json::from_slice(&body).ok()
-    }
-}
-
-/// Copies the body for a `Request`-level audit event as the handler reads it. The filter
-/// never reads a body itself: the endpoints' flow control (per-client queue places, body
-/// memory budget, deadlines) governs every body read, audited or not, and the copy grows
-/// only as fast as the handler admits bytes.
-fn tee_body(req: Request) -> (Request, Captured) {
-    let captured = Captured(Arc::new(std::sync::Mutex::new(Some(Vec::new()))));
-    let copy = captured.clone();
-    let (parts, body) = req.into_parts();
-    let stream = body.into_data_stream().map(move |chunk| {
-        if let Ok(bytes) = &chunk {
-            copy.push(bytes);
-        }
-        chunk
-    });
-    (
-        Request::from_parts(parts, Body::from_stream(stream)),
-        captured,
-    )
 }
 
 #[cfg(test)]
@@ -754,6 +691,21 @@ mod tests {
             assert!(!x.resource_request, "{p}");
             assert_eq!(x.path, p);
             assert_eq!(x.verb, "get");
+        }
+    }
+
+    #[test]
+    fn non_resource_paths_are_decoded() {
+        for (sent, seen) in [
+            ("/%6detrics", "/metrics"),
+            ("/healthz%2F..", "/healthz/.."),
+            ("/%61pis/apps/v1", "/apis/apps/v1"),
+            ("/readyz%2Fstorage", "/readyz/storage"),
+            ("/bad%zz", "/bad%zz"),
+        ] {
+            let x = a(Method::GET, sent);
+            assert!(!x.resource_request, "{sent}");
+            assert_eq!(x.path, seen, "{sent}");
         }
     }
 

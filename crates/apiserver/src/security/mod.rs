@@ -3,9 +3,12 @@
 //! request path.
 //!
 //! Submodules: [`filter`] (the request filter: attributes → authentication → audit →
-//! authorization), [`handler_authz`] (what the handlers ask the authorizer themselves: the
-//! `create` check of a PUT or apply that creates), [`rbac`] (the RBAC resources'
-//! informers, bootstrap reconciliation, aggregation and the escalation admission), [`reviews`] (the review APIs and the
+//! authorization), [`audit_body`] (the request body a `Request`-level event records),
+//! [`handler_authz`] (what the handlers ask the authorizer themselves: the `create` check of
+//! a PUT or apply that creates), [`impersonation`] (the `Impersonate-*` headers),
+//! [`local_only`] (the unauthenticated mode's Host and Origin checks), [`rbac`] (the RBAC
+//! resources' informers, bootstrap reconciliation, aggregation and the escalation
+//! admission), [`reviews`] (the review APIs and the
 //! TokenRequest subresource), [`pki`] (the one-flag secure setup, `--pki-dir`), [`hint`]
 //! (the kubectl command printed at start).
 //!
@@ -13,7 +16,8 @@
 //! - with no authenticator configured the server serves only loopback addresses (every
 //!   client is then `system:unsecured` in `system:masters`, as upstream's old insecure
 //!   port), unless `--insecure-allow-unauthenticated` says otherwise; any other address
-//!   needs TLS and an authenticator;
+//!   needs TLS and an authenticator; in that mode only requests addressed to a local host
+//!   name and from no foreign web origin are served ([`local_only`]);
 //! - every request under authentication passes the filter before any handler: a bad
 //!   credential is a 401, a denied request a 403, and neither reaches storage;
 //! - `docs/security.md` describes every flag here and its upstream counterpart.
@@ -28,9 +32,12 @@ use listwatch_auth::authn::{ClientCa, ServiceAccountTokens, TokenFile, TokenIssu
 use listwatch_auth::authz::{AlwaysAllow, AlwaysDeny, Chain, PrivilegedGroups};
 use listwatch_auth::{Authentication, Authorizer, UserInfo};
 
+pub mod audit_body;
 pub mod filter;
 pub mod handler_authz;
 pub mod hint;
+pub mod impersonation;
+pub mod local_only;
 pub mod pki;
 pub mod rbac;
 pub mod reviews;
@@ -50,6 +57,19 @@ pub enum AuthorizationMode {
     /// `rbac.authorization.k8s.io/v1`.
     #[value(name = "RBAC")]
     Rbac,
+}
+
+/// `--audit-log-mode` (upstream's names): what the audit log does while its queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum AuditLogMode {
+    /// The request waits for room (at most 30 s, then the event is dropped and counted),
+    /// as upstream's default blocking log backend.
+    #[default]
+    #[value(name = "blocking")]
+    Blocking,
+    /// The event is dropped and counted at once.
+    #[value(name = "batch")]
+    Batch,
 }
 
 /// Authentication, authorization and audit flags (upstream's names).
@@ -100,6 +120,11 @@ pub struct SecurityOptions {
     /// Rotated audit logs to keep (0: all).
     #[arg(long, default_value_t = 0)]
     pub audit_log_maxbackup: usize,
+    /// While the audit log's queue is full: `blocking` (the request waits for room, at most
+    /// 30 s, then its event is dropped and counted; upstream's default) or `batch` (the
+    /// event is dropped and counted at once).
+    #[arg(long, value_enum, default_value = "blocking")]
+    pub audit_log_mode: AuditLogMode,
     /// One-flag secure setup: create (first run) or reuse a CA, a serving certificate, an
     /// admin client certificate and a ServiceAccount key in this directory, write
     /// `DIR/admin.kubeconfig`, and serve TLS with client certificates, tokens and RBAC.
@@ -226,6 +251,10 @@ impl SecurityOptions {
                 let mut config = LogConfig::new(path);
                 config.max_size_bytes = self.audit_log_maxsize.saturating_mul(1024 * 1024);
                 config.max_backups = self.audit_log_maxbackup;
+                config.mode = match self.audit_log_mode {
+                    AuditLogMode::Blocking => listwatch_audit::Mode::Blocking,
+                    AuditLogMode::Batch => listwatch_audit::Mode::Batch,
+                };
                 let backend = LogBackend::start(config, AuditMetrics::register(registry))
                     .map_err(|e| file_err(format!("audit log {}: {e}", path.display())))?;
                 Some((policy, backend))

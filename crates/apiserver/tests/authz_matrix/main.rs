@@ -69,10 +69,6 @@ const SECRETS_ROLE: &str = "matrix-secrets";
 /// Cases known to fail until another helper's fix is merged: (case label substring, the
 /// issue item). Once the item is merged, its entry goes: the case must then pass.
 const KNOWN: &[(&str, &str)] = &[
-    (
-        "impersonate a non-ASCII user",
-        "issue 23 item 3: impersonation header not dropped",
-    ),
 ];
 
 fn grant(addr: &str, u: &User) {

@@ -465,13 +465,13 @@ async fn chaos(seed: u64, step: Step) {
         });
         let at = Instant::now();
         replicas[i].as_ref().unwrap().sigterm();
-        // "`/readyz` fails at once (`readyz check failed: shutting down`) while
+        // "`/readyz` fails at once (`[-]shutdown failed: reason withheld`) while
         // *everything* is still served".
         let deadline = Instant::now() + PATIENCE;
         loop {
             match get(&binds[i], "/readyz").await {
                 Ok((200, _)) => {}
-                Ok((500, body)) if body.contains("shutting down") => break,
+                Ok((500, body)) if body.contains("[-]shutdown failed") => break,
                 other => panic!("replica {i}'s /readyz after SIGTERM: {other:?}"),
             }
             assert!(
