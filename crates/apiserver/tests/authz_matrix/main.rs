@@ -68,8 +68,7 @@ const SECRETS_ROLE: &str = "matrix-secrets";
 
 /// Cases known to fail until another helper's fix is merged: (case label substring, the
 /// issue item). Once the item is merged, its entry goes: the case must then pass.
-const KNOWN: &[(&str, &str)] = &[
-];
+const KNOWN: &[(&str, &str)] = &[];
 
 fn grant(addr: &str, u: &User) {
     let rbac = "/apis/rbac.authorization.k8s.io/v1";
