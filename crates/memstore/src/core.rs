@@ -233,14 +233,21 @@ impl Core {
                 Err((actual, st.newest(key).map_or(0, |v| v.mod_rev)))
             } else {
                 let mut seq = self.lock_seq()?;
-                seq.applied += 1;
-                let rev = seq.applied;
+                let rev = seq.applied + 1;
                 if self.logged {
+                    let mark = seq.pending.buf.len();
                     match &value {
                         Some(o) => codec::put(&mut seq.pending.buf, rev, key, o, ttl),
                         None => codec::delete(&mut seq.pending.buf, rev, key),
                     }
+                    // A record recovery would reject is never written.
+                    let len = seq.pending.buf.len() - mark;
+                    if len > codec::MAX_PAYLOAD + codec::HEADER {
+                        seq.pending.buf.truncate(mark);
+                        return Err(Error::object_too_large(len, codec::MAX_PAYLOAD));
+                    }
                 }
+                seq.applied = rev;
                 let (bytes, stored_key) = st.apply(rev, key, value, ttl);
                 seq.ledger.push_back(Ledger {
                     rev,
