@@ -199,6 +199,36 @@ fn every_kill_9_then_a_power_cut_recovers() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A compaction readers saw is never undone by a crash: once `compact` returned (and reads
+/// below it are Expired), its record is on disk.
+#[test]
+fn a_compaction_is_durable_before_it_takes_effect() {
+    let rt = rt();
+    let mut rng = Rng::new(8);
+    for round in 0..20 {
+        let fs = SimFs::default();
+        let store = fuzzing::open(&fs, &fuzzing::dir()).unwrap_or_else(|e| panic!("{e}"));
+        let mut history = History {
+            start: store.current_revision(),
+            ..History::default()
+        };
+        rt.block_on(fuzzing::workload(&store, &fs, round, 1, 5, &mut history))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let at = store.current_revision();
+        store.compact(at).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(store.compacted_revision(), at);
+        // A power cut right now: only what was synced survives.
+        let image = fs.crash(fs.ops(), Keep::Synced, &mut rng);
+        let again = fuzzing::open(&SimFs::from_image(image), &fuzzing::dir())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            again.compacted_revision() >= at,
+            "round {round}: compacted at {at} before the crash, at {} after it",
+            again.compacted_revision()
+        );
+    }
+}
+
 /// Writes until a fault stops the store; returns the history, the file system, and the
 /// error readiness reports (`None`: the fault hit no write of the log).
 fn faulted(fault: Fault) -> (SimFs, History, Option<String>) {

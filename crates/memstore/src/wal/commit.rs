@@ -231,6 +231,9 @@ pub(crate) fn run(core: Arc<Core>, mut writer: Writer) {
         if batch.last_rev > 0 {
             core.publish(batch.last_rev);
         }
+        if batch.compact > 0 {
+            core.compaction_durable(batch.compact);
+        }
         for (part, key) in &batch.wakes {
             part.wake(key, batch.last_rev);
         }
