@@ -344,7 +344,7 @@ fn scenarios(names: &[String]) -> Result {
 }
 
 /// The targets of fuzz/ (its Cargo.toml `[[bin]]`s), in the order `fuzz` runs them.
-const FUZZ_TARGETS: [&str; 11] = [
+const FUZZ_TARGETS: [&str; 12] = [
     "label_selector",
     "field_selector",
     "resource_version",
@@ -356,6 +356,7 @@ const FUZZ_TARGETS: [&str; 11] = [
     "patch_apply",
     "create_prepare",
     "watch_request",
+    "wal_recover",
 ];
 
 /// Runs `cargo +nightly fuzz run` for one target or every target, each for a bounded time.

@@ -311,7 +311,8 @@ fn rv_of(ev: &serde_json::Value) -> u64 {
 fn kill_9_during_writes_loses_no_acknowledged_write() {
     const WRITERS: usize = 8;
     let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().to_str().unwrap().to_owned();
+    // A directory the server creates (0700): it refuses one others may read.
+    let data_dir = dir.path().join("data").to_str().unwrap().to_owned();
     let flags = ["--data-dir", data_dir.as_str()];
     let server = Server::start(&flags);
     let addr = server.addr.clone();

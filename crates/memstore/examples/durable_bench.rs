@@ -70,6 +70,14 @@ fn pods(tag: &str, per_writer: usize) -> Vec<Vec<(Key, Object)>> {
         .collect()
 }
 
+/// A temporary directory only its owner may use (a data directory must be).
+fn private_tempdir(base: &Path) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir_in(base).unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
 /// Creates the pods from 25 tasks at once; returns creates/s.
 async fn create_all(store: &MemStore, pods: Vec<Vec<(Key, Object)>>) -> f64 {
     let n: usize = pods.iter().map(Vec::len).sum();
@@ -348,7 +356,7 @@ async fn writes(base: &Path, rounds: usize, per_writer: usize, record: usize) {
     let (mut naive, mut naive_batch) = (Vec::new(), Vec::new());
     let mut memory = Vec::new();
     for r in 0..rounds {
-        let dir = tempfile::tempdir_in(base).unwrap();
+        let dir = private_tempdir(base);
         for (coalesce, rates, batches) in [
             (true, &mut bare, &mut bare_batch),
             (false, &mut naive, &mut naive_batch),
@@ -417,7 +425,7 @@ async fn writes(base: &Path, rounds: usize, per_writer: usize, record: usize) {
 
 async fn restarts(base: &Path, rounds: usize) {
     // 150k pods: fill, then restart from the log; then from a snapshot.
-    let dir = tempfile::tempdir_in(base).unwrap();
+    let dir = private_tempdir(base);
     {
         let store = MemStore::open(dir.path(), MemStoreConfig::default()).unwrap();
         let rate = create_all(&store, pods("p", 6000)).await;

@@ -1,7 +1,8 @@
 //! The on-disk record format shared by the write-ahead log and snapshots.
 //!
 //! A frame is `len: u32 LE | crc: u32 LE | payload (len bytes)`, the CRC-32 covering the
-//! length bytes and the payload. A zero length ends the data of a (zero-preallocated) segment.
+//! length bytes and the payload. In the log, frames are grouped in batches (`wal::batch`),
+//! whose header gives where they end; a snapshot is a sequence of frames closed by an `end`.
 //! Payloads:
 //!
 //! | kind | fields after `kind: u8, rev: u64` |
@@ -10,8 +11,9 @@
 //! | 6 put | `key: str32, ttl_ms: u64, splice: u32, flags: u8, name: str32, [namespace: str32], [uid: str32], labels: u32 count × (str32, str32), fields: u16 count × (str16, u8 present, [str32]), json: bytes32` |
 //! | 2 delete | `key: str32` |
 //! | 3 compact | — (`rev` is the compaction revision) |
-//! | 4 start | — (`rev` is the revision of the empty store the log starts from) |
+//! | 4 start | — (log format 1 only: the revision of the empty store the log starts from) |
 //! | 5 end | `count: u64` (a snapshot's last frame: how many puts precede it) |
+//! | 7 open | `epoch: u64` (`rev`: the revision the store starts at; written by every start) |
 //!
 //! `strN`/`bytesN` are a little-endian length of N bits followed by the bytes. Decoding is
 //! bounded by the frame: every length is checked against what remains.
@@ -38,6 +40,7 @@ pub(crate) const COMPACT: u8 = 3;
 pub(crate) const START: u8 = 4;
 pub(crate) const END: u8 = 5;
 pub(crate) const PUT_PARTS: u8 = 6;
+pub(crate) const OPEN: u8 = 7;
 
 /// A decoded record.
 #[derive(Debug)]
@@ -55,11 +58,14 @@ pub(crate) enum Record {
     Compact {
         rev: u64,
     },
-    Start {
-        rev: u64,
-    },
+    /// Log format 1's first record (never written now; refused in the log).
+    Start,
     End {
         count: u64,
+    },
+    /// A start of the store at revision `rev` (the first one: the empty store's revision).
+    Open {
+        rev: u64,
     },
     /// A put or delete at `rev` that recovery does not need (a snapshot holds its effect),
     /// left undecoded.
@@ -151,6 +157,16 @@ pub(crate) fn bare(out: &mut Vec<u8>, kind: u8, rev: u64) {
     });
 }
 
+/// Appends the record a start of the store writes first: its revision and a random epoch
+/// (which makes the log's checksum chain after it unpredictable from any earlier run).
+pub(crate) fn open(out: &mut Vec<u8>, rev: u64, epoch: u64) {
+    frame(out, |p| {
+        p.push(OPEN);
+        p.extend_from_slice(&rev.to_le_bytes());
+        p.extend_from_slice(&epoch.to_le_bytes());
+    });
+}
+
 /// Appends a delete of `key` at `rev`.
 pub(crate) fn delete(out: &mut Vec<u8>, rev: u64, key: &str) {
     frame(out, |p| {
@@ -178,8 +194,8 @@ pub(crate) enum Frame<'a> {
     Valid { payload: &'a [u8], next: usize },
     /// A frame that runs past the end of the data.
     Truncated,
-    /// A frame whose length or checksum is wrong; `span` is where it claims to lie.
-    Corrupt { span: std::ops::Range<usize> },
+    /// A frame whose length or checksum is wrong.
+    Corrupt,
 }
 
 /// Reads the frame at `at`.
@@ -197,9 +213,7 @@ pub(crate) fn read_frame(data: &[u8], at: usize) -> Frame<'_> {
         return Frame::End;
     }
     if len > MAX_PAYLOAD {
-        return Frame::Corrupt {
-            span: at..data.len().min(at + HEADER + 512),
-        };
+        return Frame::Corrupt;
     }
     let Some(payload) = data.get(at + HEADER..at + HEADER + len) else {
         return Frame::Truncated;
@@ -208,37 +222,12 @@ pub(crate) fn read_frame(data: &[u8], at: usize) -> Frame<'_> {
     h.update(&header[..4]);
     h.update(payload);
     if h.finalize() != crc {
-        return Frame::Corrupt {
-            span: at..at + HEADER + len,
-        };
+        return Frame::Corrupt;
     }
     Frame::Valid {
         payload,
         next: at + HEADER + len,
     }
-}
-
-/// Whether a frame failing its checksum at `span` of the last segment is a torn write (a batch
-/// cut short by a crash, never acknowledged) rather than damage to acknowledged data:
-/// - it contains a whole, sector-aligned, all-zero 512-byte sector (a sector never written), as
-///   etcd's WAL decides; or
-/// - its last byte is zero: the file is preallocated with zeros and no record that carries
-///   data ends in a zero byte (puts end with their JSON, deletes with their key), so its end
-///   was never written.
-pub(crate) fn is_torn(data: &[u8], span: std::ops::Range<usize>) -> bool {
-    const SECTOR: usize = 512;
-    let end = span.end.min(data.len());
-    if end > span.start && data.get(end - 1) == Some(&0) {
-        return true;
-    }
-    let mut s = span.start.div_ceil(SECTOR) * SECTOR;
-    while s + SECTOR <= end {
-        if data[s..s + SECTOR].iter().all(|b| *b == 0) {
-            return true;
-        }
-        s += SECTOR;
-    }
-    false
 }
 
 struct Cursor<'a>(&'a [u8]);
@@ -393,8 +382,12 @@ pub(crate) fn decode(
             key: c.str32()?.to_owned(),
         },
         COMPACT => Record::Compact { rev },
-        START => Record::Start { rev },
+        START => Record::Start,
         END => Record::End { count: c.u64()? },
+        OPEN => {
+            c.u64()?;
+            Record::Open { rev }
+        }
         k => return Err(format!("unknown record kind {k}")),
     })
 }
@@ -496,10 +489,10 @@ mod tests {
         assert!(matches!(read_frame(&buf[..whole - 1], 0), Frame::Truncated));
         let mut flipped = buf.clone();
         flipped[whole - 3] ^= 1;
-        assert!(matches!(read_frame(&flipped, 0), Frame::Corrupt { .. }));
+        assert!(matches!(read_frame(&flipped, 0), Frame::Corrupt));
         let mut huge = buf.clone();
         huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(matches!(read_frame(&huge, 0), Frame::Corrupt { .. }));
+        assert!(matches!(read_frame(&huge, 0), Frame::Corrupt));
         // Hostile payloads: lengths beyond the frame never panic.
         for cut in 0..whole - HEADER {
             let _ = decode(&buf[HEADER..HEADER + cut], 0, &mut FieldsCache::default());

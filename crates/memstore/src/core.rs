@@ -11,6 +11,9 @@
 //!    in durable mode it becomes visible when the log thread has written and `fdatasync`ed the
 //!    batch holding it (group commit), and only then is it acknowledged.
 //!
+//! Compaction in durable mode takes effect (readers get `Expired` below it) only once its
+//! record is on disk, so a crash never brings back history a reader was told is gone.
+//!
 //! Invariants: revisions are allocated and applied under `seq`, so when `visible` is `v` every
 //! revision `<= v` is applied in its partition; readers read at `visible` and never see a
 //! write that is not durable; the log holds records in revision order, so what survives a
@@ -46,6 +49,8 @@ struct Ledger {
 pub(crate) struct Pending {
     pub(crate) buf: Vec<u8>,
     pub(crate) last_rev: u64,
+    /// The newest compaction revision among its records (0: none).
+    pub(crate) compact: u64,
     pub(crate) writes: u64,
     pub(crate) wakes: Vec<(Arc<Partition>, Arc<str>)>,
 }
@@ -101,6 +106,10 @@ pub(crate) struct Core {
     pub(crate) metrics: Metrics,
     /// The durable log's files (durable mode).
     pub(crate) log: Option<Arc<crate::wal::Log>>,
+    /// The newest compaction revision whose record is on disk (durable mode).
+    compact_durable: Mutex<u64>,
+    /// Wakes compactions waiting for their record to be on disk.
+    compact_cv: Condvar,
 }
 
 fn poisoned() -> Error {
@@ -141,6 +150,8 @@ impl Core {
             logged: log.is_some(),
             metrics,
             log,
+            compact_durable: Mutex::new(0),
+            compact_cv: Condvar::new(),
         }
     }
 
@@ -233,14 +244,21 @@ impl Core {
                 Err((actual, st.newest(key).map_or(0, |v| v.mod_rev)))
             } else {
                 let mut seq = self.lock_seq()?;
-                seq.applied += 1;
-                let rev = seq.applied;
+                let rev = seq.applied + 1;
                 if self.logged {
+                    let mark = seq.pending.buf.len();
                     match &value {
                         Some(o) => codec::put(&mut seq.pending.buf, rev, key, o, ttl),
                         None => codec::delete(&mut seq.pending.buf, rev, key),
                     }
+                    // A record recovery would reject is never written.
+                    let len = seq.pending.buf.len() - mark;
+                    if len > codec::MAX_PAYLOAD + codec::HEADER {
+                        seq.pending.buf.truncate(mark);
+                        return Err(Error::object_too_large(len, codec::MAX_PAYLOAD));
+                    }
                 }
+                seq.applied = rev;
                 let (bytes, stored_key) = st.apply(rev, key, value, ttl);
                 seq.ledger.push_back(Ledger {
                     rev,
@@ -312,10 +330,30 @@ impl Core {
     pub(crate) fn fail(&self, why: String) {
         tracing::error!(error = %why, "embedded store log failed: refusing writes from now on");
         self.durable.send_modify(|d| d.failed = Some(why.into()));
+        self.compact_cv.notify_all();
     }
 
     /// Compacts history below `at` (at most the visible revision).
     pub(crate) fn compact(&self, at: u64) -> Result<()> {
+        if self.logged {
+            // Durable first: a compaction readers saw must never be undone by a crash.
+            {
+                let mut seq = self.lock_seq()?;
+                let visible = self.visible();
+                if at > visible {
+                    return Err(Error::bad_request(format!(
+                        "cannot compact at revision {at}: the current revision is {visible}"
+                    )));
+                }
+                if at <= self.compacted() {
+                    return Ok(());
+                }
+                codec::bare(&mut seq.pending.buf, codec::COMPACT, at);
+                seq.pending.compact = seq.pending.compact.max(at);
+                self.pending_cv.notify_one();
+            }
+            self.wait_compaction_durable(at)?;
+        }
         {
             let mut seq = self.lock_seq()?;
             let visible = self.visible();
@@ -339,10 +377,6 @@ impl Core {
                 .history_revisions
                 .set(gauge(seq.ledger.len() as u64));
             self.metrics.compacted.set(gauge(at));
-            if self.logged {
-                codec::bare(&mut seq.pending.buf, codec::COMPACT, at);
-                self.pending_cv.notify_one();
-            }
         }
         for part in self.partitions()? {
             part.state.write().map_err(|_| poisoned())?.compact(at);
@@ -351,6 +385,38 @@ impl Core {
             log.after_compaction(self, at);
         }
         Ok(())
+    }
+
+    /// Waits (blocking: one `fdatasync`) until the log thread has synced a compact record at
+    /// `at` or later; errors if the log failed first.
+    fn wait_compaction_durable(&self, at: u64) -> Result<()> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut done = self.compact_durable.lock().map_err(|_| poisoned())?;
+        while *done < at {
+            if let Some(e) = self.failure() {
+                return Err(e);
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(Error::internal(
+                    "memstore: the compaction was not made durable within 60 s",
+                ));
+            }
+            done = self
+                .compact_cv
+                .wait_timeout(done, left.min(Duration::from_millis(100)))
+                .map_err(|_| poisoned())?
+                .0;
+        }
+        Ok(())
+    }
+
+    /// Called by the log thread once a compact record at `at` is on disk.
+    pub(crate) fn compaction_durable(&self, at: u64) {
+        if let Ok(mut done) = self.compact_durable.lock() {
+            *done = (*done).max(at);
+        }
+        self.compact_cv.notify_all();
     }
 
     /// Applies the retention policy when it is due: keep at least `retain_revisions` and

@@ -17,7 +17,8 @@
 //! start is `Expired`. A client resuming from a version of an earlier history is told to relist
 //! instead of silently following a different one.
 //!
-//! Durability ([`MemStore::open`]): every write is appended to a write-ahead log and
+//! Durability ([`MemStore::open`]; on-disk format and crash behaviour: docs/storage.md):
+//! every write is appended to a write-ahead log and
 //! acknowledged only once `fdatasync` returned (group commit: one sync for all writes queued
 //! meanwhile); readers and watchers never see a write before it is durable, so a crash loses
 //! only unacknowledged writes and no revision anyone saw is ever reused. Snapshots bound the
@@ -51,6 +52,11 @@
 
 mod codec;
 mod core;
+#[cfg(test)]
+mod crashtest;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod part;
 mod storage;
 #[cfg(test)]
@@ -206,12 +212,22 @@ impl MemStore {
     /// starts empty (at the wall-clock revision) if it holds nothing. Fails, naming the file
     /// and offset, on damage a crash cannot cause; a torn last write is dropped with a warning.
     pub fn open(dir: &Path, config: MemStoreConfig) -> std::result::Result<Self, OpenError> {
+        Self::open_with(dir, config, Arc::new(wal::vfs::RealFs))
+    }
+
+    /// [`MemStore::open`] through the file layer `fs` (tests record or fail its operations).
+    pub(crate) fn open_with(
+        dir: &Path,
+        config: MemStoreConfig,
+        fs: Arc<dyn wal::vfs::Vfs>,
+    ) -> std::result::Result<Self, OpenError> {
         let started = std::time::Instant::now();
         let initial = config
             .initial_revision
             .unwrap_or_else(wall_clock_revision)
             .max(1);
         let rec = wal::Log::open(
+            fs,
             dir,
             config.segment_bytes.max(4096),
             config.snapshot_min_log_bytes,
@@ -268,6 +284,11 @@ impl MemStore {
             })?;
         if let Ok(mut t) = store.life.log_thread.lock() {
             *t = Some(thread);
+        }
+        // Keys recovered with a TTL expire without waiting for a write to start the reaper
+        // (which needs a runtime: opened outside one, the first write starts it).
+        if tokio::runtime::Handle::try_current().is_ok() {
+            store.ensure_reaper();
         }
         tracing::info!(
             dir = %dir.display(),

@@ -81,6 +81,10 @@ impl Harness for DurableHarness {
 
     async fn new_store(&self) -> Durable {
         let dir = tempfile::tempdir().unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        }
         let config = MemStoreConfig {
             segment_bytes: 1 << 20,
             ..MemStoreConfig::default()

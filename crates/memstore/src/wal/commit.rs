@@ -5,25 +5,26 @@
 //! covers it returned; a batch is written only after the previous one is synced; a failed
 //! write or sync fails the store, which refuses writes from then on.
 
-use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{Log, Sealed, Writer, prepare_segment, segment_name, sync_dir};
+use super::vfs::VFile;
+use super::{Log, Sealed, Writer, batch, prepare_segment, segment_name};
 use crate::core::Core;
 
 impl Writer {
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
-        file: File,
+        file: Box<dyn VFile>,
         path: PathBuf,
         index: u64,
         offset: u64,
         last_rev: u64,
-        log: &Log,
+        chain: u32,
+        log: &Arc<Log>,
     ) -> Self {
         let mut w = Self {
             file,
@@ -31,45 +32,55 @@ impl Writer {
             index,
             offset,
             last_rev,
+            chain,
+            out: Vec::new(),
             next: None,
         };
         w.prepare_next(log);
         w
     }
 
-    fn prepare_next(&mut self, log: &Log) {
+    fn prepare_next(&mut self, log: &Arc<Log>) {
+        // Not the `Log` itself: holding it would hold the directory's lock past the store.
+        let fs = Arc::clone(&log.fs);
         let dir = log.dir.clone();
-        let index = self.index + 1;
         let bytes = log.segment_bytes;
+        let index = self.index + 1;
         self.next = std::thread::Builder::new()
             .name("memstore-segment".into())
-            .spawn(move || prepare_segment(&dir, index, bytes))
+            .spawn(move || prepare_segment(&*fs, &dir, index, bytes, &[]))
             .ok();
     }
 
-    /// Writes one batch and makes it durable.
-    fn write(&mut self, buf: &[u8], last_rev: u64, log: &Log) -> io::Result<()> {
-        if self.offset > 0 && self.offset + buf.len() as u64 > log.segment_bytes {
+    /// Writes `body` (frames) as one batch and makes it durable.
+    pub(super) fn write(&mut self, body: &[u8], last_rev: u64, log: &Arc<Log>) -> io::Result<()> {
+        let len = batch::padded(batch::HEADER + body.len()) as u64;
+        if self.offset > 0 && self.offset + len > log.segment_bytes {
             self.roll(log)?;
         }
-        self.file.write_all_at(buf, self.offset)?;
+        let hcrc = batch::encode(&mut self.out, body, self.index, self.offset, self.chain);
+        self.file.write_at(&self.out, self.offset)?;
         self.file.sync_data()?;
-        self.offset += buf.len() as u64;
+        self.chain = hcrc;
+        self.offset += len;
         self.last_rev = self.last_rev.max(last_rev);
+        if self.out.capacity() > 4 << 20 {
+            self.out = Vec::new();
+        }
         Ok(())
     }
 
-    fn roll(&mut self, log: &Log) -> io::Result<()> {
+    fn roll(&mut self, log: &Arc<Log>) -> io::Result<()> {
         let index = self.index + 1;
         let tmp = match self.next.take().map(JoinHandle::join) {
             Some(Ok(Ok(tmp))) => tmp,
             Some(Ok(Err(e))) => return Err(e),
-            _ => prepare_segment(&log.dir, index, log.segment_bytes)?,
+            _ => prepare_segment(&*log.fs, &log.dir, index, log.segment_bytes, &[])?,
         };
         let path = log.dir.join(segment_name(index));
-        fs::rename(&tmp, &path)?;
-        sync_dir(&log.dir)?;
-        let file = OpenOptions::new().read(true).write(true).open(&path)?;
+        log.fs.rename(&tmp, &path)?;
+        log.fs.sync_dir(&log.dir)?;
+        let file = log.fs.open(&path)?;
         let old = std::mem::replace(&mut self.path, path);
         if let Ok(mut sealed) = log.sealed.lock() {
             sealed.push(Sealed {
@@ -147,9 +158,32 @@ impl Coalesce {
     }
 }
 
+/// Fails the store if the log thread ends without being told to stop (a panic, a poisoned
+/// lock): writers then fail at once instead of waiting forever, and readiness says why.
+struct Exit<'a> {
+    core: &'a Core,
+    clean: bool,
+}
+
+impl Drop for Exit<'_> {
+    fn drop(&mut self) {
+        if !self.clean {
+            self.core
+                .fail("the log thread ended unexpectedly".to_owned());
+        }
+    }
+}
+
 /// The log thread: group commit until the store stops.
 pub(crate) fn run(core: Arc<Core>, mut writer: Writer) {
-    let Some(log) = core.log.clone() else { return };
+    let mut exit = Exit {
+        core: &core,
+        clean: false,
+    };
+    let Some(log) = core.log.clone() else {
+        exit.clean = true;
+        return;
+    };
     let mut next = Coalesce::default();
     loop {
         let batch = {
@@ -172,14 +206,20 @@ pub(crate) fn run(core: Arc<Core>, mut writer: Writer) {
                 };
             }
             if seq.pending.buf.is_empty() {
+                exit.clean = true;
                 return;
             }
             next.waited(seq.pending.writes);
             std::mem::take(&mut seq.pending)
         };
         let started = std::time::Instant::now();
+        let (index, offset) = (writer.index, writer.offset);
         if let Err(e) = writer.write(&batch.buf, batch.last_rev, &log) {
-            core.fail(format!("{}: {e}", writer.path.display()));
+            let why = format!("{}: {e}", writer.path.display());
+            // Whatever the page cache still holds of this batch must never be served.
+            log.mark_failed(index, offset, &why);
+            core.fail(why);
+            exit.clean = true;
             return;
         }
         let sync = started.elapsed();
@@ -190,6 +230,9 @@ pub(crate) fn run(core: Arc<Core>, mut writer: Writer) {
         core.metrics.log_bytes.inc_by(batch.buf.len() as u64);
         if batch.last_rev > 0 {
             core.publish(batch.last_rev);
+        }
+        if batch.compact > 0 {
+            core.compaction_durable(batch.compact);
         }
         for (part, key) in &batch.wakes {
             part.wake(key, batch.last_rev);

@@ -1,78 +1,304 @@
-//! Opening a data directory: locking it, reading the newest snapshot and every log segment,
-//! and checking that the history they hold is whole.
+//! Opening a data directory: checking its permissions, locking it, reading the newest
+//! snapshot and every log segment, checking that the history they hold is whole, and making
+//! what was read durable before anything is served.
 //!
-//! Invariants: a torn write at the end of the last segment (a batch whose `fdatasync` never
-//! returned, so never acknowledged) is dropped and zeroed on disk, with a warning; any other
-//! damage (a bad checksum elsewhere, a gap in the revisions, a missing start) refuses to
-//! start, naming the file and offset. Records are framed first, then decoded in parallel.
+//! Invariants: a torn last batch (in flight at a crash, never acknowledged: see the `wal`
+//! module docs for exactly when damage counts as one) is copied aside, zeroed on disk and
+//! synced before anything is appended; so is the tail a failed-sync marker names. Any other
+//! damage refuses to start, naming the file and offset, and changes nothing on disk. Every
+//! start appends an `OPEN` batch and syncs it before returning. Records are framed first,
+//! then decoded in parallel.
 
-use std::fs::{self, File, OpenOptions};
-use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use super::snapshot::read_snapshot;
+use super::vfs::Vfs;
 use super::{
-    Log, OpenError, Recovered, Sealed, Writer, io_err, prepare_segment, segment_name, sync_dir,
+    FAILED, Log, OpenError, Recovered, Sealed, Writer, batch, epoch, io_err, prepare_segment,
+    segment_name,
 };
 use crate::codec::{self, Frame, Record};
+
+/// What is at an offset of a segment.
+enum Step {
+    /// An intact batch continuing the chain: its `hcrc`, its body, where the next begins.
+    Batch {
+        hcrc: u32,
+        body: std::ops::Range<usize>,
+        next: usize,
+    },
+    /// Only zeros from here on.
+    End,
+    /// Not an intact batch; what a torn write there would have to end before.
+    Damage { message: String, window: Window },
+}
+
+/// How far a torn batch at the damage could reach.
+enum Window {
+    /// Its header is not readable: anywhere, as long as no intact header follows.
+    Unknown,
+    /// Its header is intact: nothing but zeros may follow this offset.
+    Until(usize),
+    /// Not a torn write whatever follows.
+    NotTorn,
+}
+
+fn step(data: &[u8], at: usize, index: u64, chain: Option<u32>) -> Step {
+    let zero_header = data
+        .get(at..at + batch::HEADER)
+        .is_none_or(|h| h.iter().all(|b| *b == 0));
+    if zero_header {
+        return if data.get(at..).is_none_or(|r| r.iter().all(|b| *b == 0)) {
+            Step::End
+        } else {
+            Step::Damage {
+                message: "non-zero bytes where no batch header is".into(),
+                window: Window::Unknown,
+            }
+        };
+    }
+    let Some(h) = batch::header(data, at, index) else {
+        return Step::Damage {
+            message: "a batch header is damaged".into(),
+            window: Window::Unknown,
+        };
+    };
+    if chain.is_some_and(|c| c != h.prev) {
+        return Step::Damage {
+            message: "the batch does not continue the log (the checksum it chains to is not \
+                      the previous batch's): a stale or misplaced batch"
+                .into(),
+            window: Window::NotTorn,
+        };
+    }
+    let (Some(end), Some(body_end)) = (
+        batch::end(at, &h),
+        usize::try_from(h.body_len)
+            .ok()
+            .and_then(|n| n.checked_add(at + batch::HEADER)),
+    ) else {
+        return Step::Damage {
+            message: "the batch's length is impossible".into(),
+            window: Window::NotTorn,
+        };
+    };
+    if body_end > data.len() {
+        return Step::Damage {
+            message: "the batch runs past the end of the file".into(),
+            window: Window::Until(data.len()),
+        };
+    }
+    if batch::body(data, at, &h).is_none() {
+        return Step::Damage {
+            message: "the batch's checksum fails".into(),
+            window: Window::Until(end),
+        };
+    }
+    let start = at + batch::HEADER;
+    Step::Batch {
+        hcrc: h.hcrc,
+        body: start..start + (h.body_len as usize),
+        next: end,
+    }
+}
+
+/// The frames of an intact batch's body, as payload ranges of `data`.
+fn frames(data: &[u8], body: std::ops::Range<usize>) -> Result<Vec<std::ops::Range<usize>>, usize> {
+    let Some(bytes) = data.get(body.clone()) else {
+        return Err(body.start);
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        match codec::read_frame(bytes, at) {
+            Frame::Valid { payload, next } => {
+                let start = body.start + at + codec::HEADER;
+                out.push(start..start + payload.len());
+                at = next;
+            }
+            _ => return Err(body.start + at),
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `data` starts like a segment of log format 1 (a bare frame, no batch header).
+fn format_one(data: &[u8]) -> bool {
+    data.get(..4).is_some_and(|m| m != batch::MAGIC)
+        && matches!(codec::read_frame(data, 0), Frame::Valid { .. })
+}
+
+/// A failed-sync marker's name: the segment and offset from which the log was never
+/// acknowledged.
+fn parse_marker(name: &str) -> Option<(u64, u64)> {
+    let rest = name.strip_prefix(FAILED)?.strip_prefix('-')?;
+    let (index, offset) = rest.split_once('-')?;
+    Some((index.parse().ok()?, offset.parse().ok()?))
+}
+
+/// Whether a marker naming offset `x` of segment `s` was already honoured: the segment is
+/// gone (a snapshot removed it since), or the first batch at or after that place is an open
+/// batch (a start's: the log thread never writes one).
+fn honoured(fs: &dyn Vfs, dir: &Path, s: u64, x: u64) -> bool {
+    let first_is_open = |index: u64, at: usize| {
+        // Only the batch's start: an open batch is small (and the file may be anything).
+        let mut buf = Vec::new();
+        let max = at.saturating_add(batch::HEADER + 64);
+        if fs
+            .read_prefix(&dir.join(segment_name(index)), max, &mut buf)
+            .is_err()
+        {
+            return false;
+        }
+        batch::header(&buf, at, index)
+            .and_then(|h| batch::body(&buf, at, &h))
+            .and_then(|body| body.get(codec::HEADER))
+            == Some(&codec::OPEN)
+    };
+    // A segment a snapshot removed since: a start honoured the marker long ago.
+    if fs.mode(&dir.join(segment_name(s))).ok().flatten().is_none() {
+        return true;
+    }
+    match usize::try_from(x) {
+        Ok(at) => first_is_open(s, at) || first_is_open(s + 1, 0),
+        Err(_) => false,
+    }
+}
+
+/// Removes the failed-sync markers once what they name is dropped and the start is durable.
+fn remove_markers(fs: &dyn Vfs, markers: &[((u64, u64), PathBuf)]) -> Result<(), OpenError> {
+    if markers.is_empty() {
+        return Ok(());
+    }
+    // No directory sync: a marker whose removal a crash loses is recognised as honoured
+    // (see `honoured`) and removed again.
+    for (_, m) in markers {
+        fs.remove(m).map_err(io_err(m))?;
+    }
+    Ok(())
+}
+
+/// One segment as read: its path, its index, where its data ends, its newest revision.
+struct Seg {
+    path: PathBuf,
+    index: u64,
+    end: usize,
+    last_rev: u64,
+}
 
 impl Log {
     /// Opens (or creates) the data directory and reads everything in it.
     pub(crate) fn open(
+        fs: Arc<dyn Vfs>,
         dir: &Path,
         segment_bytes: u64,
         snapshot_min_log_bytes: u64,
         initial_rev: u64,
     ) -> Result<Recovered, OpenError> {
-        fs::create_dir_all(dir).map_err(io_err(dir))?;
-        let lock_path = dir.join("LOCK");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err(&lock_path))?;
-        if rustix::fs::flock(&lock, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+        match fs.mode(dir).map_err(io_err(dir))? {
+            None => fs.create_dir(dir).map_err(io_err(dir))?,
+            Some(mode) if mode & 0o077 != 0 => {
+                return Err(OpenError::Permissions {
+                    path: dir.to_owned(),
+                    mode,
+                });
+            }
+            Some(_) => {}
+        }
+        // The directory's entry, and those of any parent this start or a previous one (killed
+        // before they were durable) created, are durable only once each parent is synced:
+        // sync every parent, at every start.
+        let mut at = dir.parent();
+        while let Some(parent) = at {
+            let p = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            match fs.sync_dir(p) {
+                Ok(()) => {}
+                // A parent this user may not read: not one a start created.
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {}
+                Err(e) => return Err(io_err(p)(e)),
+            }
+            at = parent.parent().filter(|_| !parent.as_os_str().is_empty());
+        }
+        let Some(lock) = fs.lock(dir).map_err(io_err(dir))? else {
             return Err(OpenError::Locked {
                 path: dir.to_owned(),
             });
-        }
+        };
         let mut segments = Vec::new();
         let mut snapshots = Vec::new();
-        for entry in fs::read_dir(dir).map_err(io_err(dir))? {
-            let entry = entry.map_err(io_err(dir))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        let mut markers = Vec::new();
+        for name in fs.list(dir).map_err(io_err(dir))? {
+            let path = dir.join(&name);
             if name.ends_with(".tmp") {
                 // An unfinished segment or snapshot: never part of the store.
-                let _ = fs::remove_file(entry.path());
+                let _ = fs.remove(&path);
+            } else if name.starts_with(FAILED) {
+                let Some(at) = parse_marker(&name) else {
+                    return Err(OpenError::Corrupt {
+                        path,
+                        offset: 0,
+                        message: "an unreadable failed-sync marker (its name should be \
+                                  FAILED-SEGMENT-OFFSET)"
+                            .into(),
+                    });
+                };
+                markers.push((at, path));
             } else if let Some(i) = name
                 .strip_suffix(".wal")
                 .and_then(|n| n.parse::<u64>().ok())
             {
-                segments.push((i, entry.path()));
+                segments.push((i, path));
             } else if let Some(r) = name
                 .strip_prefix("snapshot-")
                 .and_then(|n| n.strip_suffix(".snap"))
                 .and_then(|n| n.parse::<u64>().ok())
             {
-                snapshots.push((r, entry.path()));
+                snapshots.push((r, path));
             }
         }
         segments.sort();
         snapshots.sort();
+        markers.sort();
+        // A marker whose removal a crash lost names a place where the start that honoured
+        // it appended its open batch (or a segment removed since): honouring it again would
+        // drop acknowledged writes. The earliest other one counts.
+        let live = markers
+            .iter()
+            .find(|((s, x), _)| !honoured(&*fs, dir, *s, *x));
+        if markers.first().map(|m| &m.0) != live.map(|m| &m.0) {
+            tracing::info!(
+                "embedded store: a failed-sync marker was already honoured; removing it"
+            );
+        }
+        let limit = live.map(|(at, path)| {
+            let mut why = Vec::new();
+            let _ = fs.read(path, &mut why);
+            tracing::warn!(
+                segment = at.0,
+                offset = at.1,
+                cause = %String::from_utf8_lossy(&why).trim(),
+                "embedded store: a write or sync of the log failed before the last stop; \
+                 dropping the log from there (it was never acknowledged)"
+            );
+            *at
+        });
         let fresh = segments.is_empty() && snapshots.is_empty();
         let (snap_rev, snapshot, snap_bytes) = match snapshots.last() {
             Some((rev, path)) => {
-                let (objects, bytes) = read_snapshot(path, *rev)?;
+                let (objects, bytes) = read_snapshot(&*fs, path, *rev)?;
                 (Some(*rev), objects, bytes)
             }
             None => (None, Vec::new(), 0),
         };
         let log = Arc::new(Log {
             dir: dir.to_owned(),
+            fs: Arc::clone(&fs),
             segment_bytes,
             snapshot_min_log_bytes,
             sealed: Mutex::new(Vec::new()),
@@ -81,21 +307,20 @@ impl Log {
             _lock: lock,
         });
         if fresh {
-            // An empty directory: a store at `initial_rev`, whose first record says so.
-            let tmp = prepare_segment(dir, 0, segment_bytes).map_err(io_err(dir))?;
+            // An empty directory: a store at `initial_rev`. Its first segment is complete
+            // (zero-filled, its `OPEN` batch written and synced) before it gets its name, so
+            // a crash at any point of a first start leaves a directory that opens.
+            let mut body = Vec::new();
+            codec::open(&mut body, initial_rev, epoch());
+            let mut first = Vec::new();
+            let chain = batch::encode(&mut first, &body, 0, 0, 0);
+            let tmp = prepare_segment(&*fs, dir, 0, segment_bytes, &first).map_err(io_err(dir))?;
             let path = dir.join(segment_name(0));
-            fs::rename(&tmp, &path).map_err(io_err(&path))?;
-            sync_dir(dir).map_err(io_err(dir))?;
-            let file = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .map_err(io_err(&path))?;
-            let mut buf = Vec::new();
-            codec::bare(&mut buf, codec::START, initial_rev);
-            file.write_all_at(&buf, 0).map_err(io_err(&path))?;
-            file.sync_data().map_err(io_err(&path))?;
-            let writer = Writer::new(file, path, 0, buf.len() as u64, initial_rev, &log);
+            fs.rename(&tmp, &path).map_err(io_err(&path))?;
+            fs.sync_dir(dir).map_err(io_err(dir))?;
+            remove_markers(&*fs, &markers)?;
+            let file = fs.open(&path).map_err(io_err(&path))?;
+            let writer = Writer::new(file, path, 0, first.len() as u64, initial_rev, chain, &log);
             return Ok(Recovered {
                 log,
                 writer,
@@ -106,57 +331,120 @@ impl Log {
                 fresh: true,
             });
         }
-        let Some((last_index, _)) = segments.last().cloned() else {
+        // Segments a failed sync's marker names as never acknowledged.
+        let (segments, dropped): (Vec<_>, Vec<_>) = segments
+            .into_iter()
+            .partition(|(i, _)| limit.is_none_or(|(s, _)| *i <= s));
+        // A snapshot's clean-up unlinks the segments it covers; after a crash any subset of
+        // those unlinks may have reached the disk. Segments before the last gap are covered
+        // (the replay checks that the rest continues from the snapshot): they go too.
+        let mut dropped = dropped;
+        let mut segments = segments;
+        if snap_rev.is_some() {
+            let last_gap = segments
+                .windows(2)
+                .rposition(|w| w[0].0 + 1 != w[1].0)
+                .map(|i| i + 1);
+            if let Some(g) = last_gap {
+                dropped.extend(segments.drain(..g));
+            }
+        }
+        if segments.is_empty() {
             return Err(OpenError::Corrupt {
                 path: dir.to_owned(),
                 offset: 0,
                 message: "a snapshot without any log segment after it".into(),
             });
-        };
+        }
+        let last_index = segments.last().map_or(0, |(i, _)| *i);
         // Segment by segment, in one reused buffer (a restart reads the whole log: fresh
-        // buffers for all of it cost as much in page faults as the reading): frames first
-        // (cheap), then decode them in parallel, then check the revisions follow.
+        // buffers for all of it cost as much in page faults as the reading): batches first
+        // (cheap), then decode their records in parallel, then check the revisions follow.
         let mut buf = Vec::new();
-        let mut segs: Vec<(PathBuf, u64, usize, u64)> = Vec::with_capacity(segments.len());
-        let mut tail = None;
+        let mut segs: Vec<Seg> = Vec::with_capacity(segments.len());
         let mut records = Vec::new();
         let mut rev = snap_rev;
         let mut compacted = snap_rev.unwrap_or(0);
+        let mut chain: Option<u32> = None;
+        let mut prev_index: Option<u64> = None;
+        let mut torn: Option<String> = None;
+        let mut last_nonzero = 0;
         for (index, path) in &segments {
-            buf.clear();
-            File::open(path)
-                .and_then(|mut f| io::Read::read_to_end(&mut f, &mut buf))
-                .map_err(io_err(path))?;
-            let data = &buf;
+            if prev_index.is_some_and(|p| p + 1 != *index) {
+                return Err(OpenError::Corrupt {
+                    path: path.clone(),
+                    offset: 0,
+                    message: format!(
+                        "segment {} is missing before it",
+                        prev_index.map_or(0, |p| p + 1)
+                    ),
+                });
+            }
+            prev_index = Some(*index);
+            fs.read(path, &mut buf).map_err(io_err(path))?;
+            if format_one(&buf) {
+                return Err(OpenError::OldFormat { path: path.clone() });
+            }
             let last = *index == last_index;
+            if last {
+                last_nonzero = buf.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+            }
+            let cut = match limit {
+                Some((s, off)) if s == *index => usize::try_from(off).unwrap_or(usize::MAX),
+                _ => usize::MAX,
+            };
+            let data = &buf[..buf.len().min(cut)];
             let mut payloads: Vec<std::ops::Range<usize>> = Vec::new();
             let mut at = 0;
             loop {
-                match codec::read_frame(data, at) {
-                    Frame::End => break,
-                    Frame::Valid { payload, next } => {
-                        let start = at + codec::HEADER;
-                        payloads.push(start..start + payload.len());
+                match step(data, at, *index, chain) {
+                    Step::End => break,
+                    Step::Batch { hcrc, body, next } => {
+                        let found = frames(data, body).map_err(|off| OpenError::Corrupt {
+                            path: path.clone(),
+                            offset: off as u64,
+                            message: "a record of an intact batch does not parse".into(),
+                        })?;
+                        payloads.extend(found);
+                        chain = Some(hcrc);
                         at = next;
                     }
-                    Frame::Truncated if last => {
-                        tail = Some((path.clone(), at, data.len()));
-                        break;
-                    }
-                    Frame::Corrupt { span } if last && codec::is_torn(data, span.clone()) => {
-                        tail = Some((path.clone(), at, data.len()));
-                        break;
-                    }
-                    Frame::Truncated | Frame::Corrupt { .. } => {
-                        return Err(OpenError::Corrupt {
-                            path: path.clone(),
-                            offset: at as u64,
-                            message: if last {
-                                "a record fails its checksum and is not a torn write".into()
-                            } else {
-                                "a record in a sealed segment fails its checksum".into()
-                            },
-                        });
+                    Step::Damage { message, window } => {
+                        let after = match window {
+                            Window::NotTorn => Some(String::new()),
+                            Window::Until(end) => data
+                                .get(end..)
+                                .and_then(|r| r.iter().position(|b| *b != 0))
+                                .map(|p| {
+                                    format!(
+                                        "; data follows at byte {} (after that batch's end), so \
+                                         it was acknowledged",
+                                        end + p
+                                    )
+                                }),
+                            Window::Unknown => batch::next_header(data, at + 1, *index).map(|y| {
+                                format!(
+                                    "; an intact batch follows at byte {y}, so it was acknowledged"
+                                )
+                            }),
+                        };
+                        match after {
+                            None if last => {
+                                torn = Some(message);
+                                break;
+                            }
+                            after => {
+                                return Err(OpenError::Corrupt {
+                                    path: path.clone(),
+                                    offset: at as u64,
+                                    message: format!(
+                                        "{message}{}{}",
+                                        after.unwrap_or_default(),
+                                        if last { "" } else { " (in a sealed segment)" }
+                                    ),
+                                });
+                            }
+                        }
                     }
                 }
             }
@@ -171,15 +459,16 @@ impl Log {
                 };
                 let rec = rec.map_err(corrupt)?;
                 match &rec {
-                    Record::Start { rev: r } => match rev {
+                    Record::Open { rev: r } => match rev {
                         None => {
                             rev = Some(*r);
                             compacted = *r;
                         }
-                        Some(_) if snap_rev.is_some() => {}
+                        Some(_) if snap_rev.is_some_and(|s| *r <= s) => {}
+                        Some(cur) if cur == *r => {}
                         Some(cur) => {
                             return Err(corrupt(format!(
-                                "a second start record at revision {cur}"
+                                "a start at revision {r} follows revision {cur}: history has a gap"
                             )));
                         }
                     },
@@ -210,12 +499,17 @@ impl Log {
                     Record::Compact { rev: r } => {
                         compacted = compacted.max(*r);
                     }
-                    Record::End { .. } => {
-                        return Err(corrupt("a snapshot frame in the log".into()));
+                    Record::Start | Record::End { .. } => {
+                        return Err(corrupt("a record that does not belong in the log".into()));
                     }
                 }
             }
-            segs.push((path.clone(), data.len() as u64, at, seg_last_rev));
+            segs.push(Seg {
+                path: path.clone(),
+                index: *index,
+                end: at,
+                last_rev: seg_last_rev,
+            });
         }
         drop(buf);
         let Some(rev) = rev else {
@@ -234,44 +528,79 @@ impl Log {
                 });
             }
         }
-        // Drop a torn tail: zero it on disk so appends never sit before stale bytes.
-        let Some((last_path, _, last_end, last_rev)) = segs.pop() else {
+        let Some(tail) = segs.pop() else {
             return Err(OpenError::Corrupt {
                 path: dir.to_owned(),
                 offset: 0,
                 message: "no segment".into(),
             });
         };
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&last_path)
-            .map_err(io_err(&last_path))?;
-        if let Some((path, at, len)) = tail {
-            tracing::warn!(
-                file = %path.display(),
-                offset = at,
-                dropped_bytes = len - at,
-                "embedded store log ends in a torn write (a crash during an unacknowledged \
-                 commit): dropping it"
-            );
-            let zeros = vec![0u8; len - at];
-            file.write_all_at(&zeros, at as u64)
-                .map_err(io_err(&path))?;
-            file.sync_data().map_err(io_err(&path))?;
+        let file = fs.open(&tail.path).map_err(io_err(&tail.path))?;
+        // Whatever follows the end of the log (a torn batch, or what a failed sync's marker
+        // names) is copied aside, then zeroed and synced before anything is appended: bytes
+        // left behind could otherwise come back once the log grows past them.
+        if last_nonzero > tail.end {
+            if let Some(why) = &torn {
+                tracing::warn!(
+                    file = %tail.path.display(),
+                    offset = tail.end,
+                    dropped_bytes = last_nonzero - tail.end,
+                    damage = %why,
+                    "embedded store log ends in a torn write (a crash during an unacknowledged \
+                     commit): dropping it"
+                );
+            }
+            let mut bytes = Vec::new();
+            fs.read(&tail.path, &mut bytes)
+                .map_err(io_err(&tail.path))?;
+            let dropped = bytes.get(tail.end..last_nonzero).unwrap_or_default();
+            let aside = dir.join(format!("torn-{:016}-{}.bin", tail.index, tail.end));
+            fs.create(&aside)
+                .and_then(|f| {
+                    f.write_at(dropped, 0)?;
+                    f.sync_data()
+                })
+                .map_err(io_err(&aside))?;
+            let zeros = vec![0u8; last_nonzero - tail.end];
+            file.write_at(&zeros, tail.end as u64)
+                .map_err(io_err(&tail.path))?;
         }
+        // What was replayed may be only in the page cache (a batch written before a kill -9,
+        // never synced): it is made durable — and the zeros after it — before anything is
+        // appended after it (in this segment or the next), and before anything is served.
+        file.sync_data().map_err(io_err(&tail.path))?;
+        for (_, path) in &dropped {
+            fs.remove(path).map_err(io_err(path))?;
+        }
+        // Renames and unlinks the replay relied on (or just made) are durable from here.
+        fs.sync_dir(dir).map_err(io_err(dir))?;
         let sealed = segs
             .into_iter()
-            .map(|(path, bytes, _, last_rev)| Sealed {
-                path,
-                bytes,
-                last_rev,
+            .map(|s| Sealed {
+                path: s.path,
+                bytes: s.end as u64,
+                last_rev: s.last_rev,
             })
             .collect();
         if let Ok(mut s) = log.sealed.lock() {
             *s = sealed;
         }
-        let writer = Writer::new(file, last_path, last_index, last_end as u64, last_rev, &log);
+        let mut writer = Writer::new(
+            file,
+            tail.path,
+            tail.index,
+            tail.end as u64,
+            tail.last_rev,
+            chain.unwrap_or(0),
+            &log,
+        );
+        // The start's own batch: its sync also makes durable whatever this start replayed
+        // from the page cache (a batch written before a kill -9 but never synced).
+        let mut body = Vec::new();
+        codec::open(&mut body, rev, epoch());
+        let at = writer.path.clone();
+        writer.write(&body, 0, &log).map_err(io_err(&at))?;
+        remove_markers(&*fs, &markers)?;
         Ok(Recovered {
             log,
             writer,

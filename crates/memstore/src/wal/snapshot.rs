@@ -6,8 +6,7 @@
 //! a time (by a thread of its own, from `Arc` clones of the state); a snapshot whose magic,
 //! revision, records or closing count is wrong refuses to start.
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -16,7 +15,8 @@ use std::time::Duration;
 use listwatch_api::Object;
 
 use super::recover::decode_all;
-use super::{Log, OpenError, SNAPSHOT_MAGIC, SnapshotEntry, io_err, snapshot_name, sync_dir};
+use super::vfs::{VFile, Vfs};
+use super::{Log, OpenError, SNAPSHOT_MAGIC, SnapshotEntry, io_err, snapshot_name};
 use crate::codec::{self, Frame, Record};
 use crate::core::Core;
 
@@ -86,55 +86,87 @@ impl Log {
         objects: &[(Arc<str>, Object, Option<Duration>)],
     ) -> io::Result<u64> {
         let name = snapshot_name(rev);
-        let tmp = self.dir.join(format!("{name}.tmp"));
+        let tmp = self.dir.join(super::tmp_name(&name));
         let path = self.dir.join(&name);
-        let file = File::create(&tmp)?;
-        let mut out = io::BufWriter::with_capacity(1 << 20, file);
-        let mut buf = Vec::with_capacity(1 << 16);
-        buf.extend_from_slice(SNAPSHOT_MAGIC);
-        buf.extend_from_slice(&rev.to_le_bytes());
-        let mut bytes = 0u64;
-        for (k, o, ttl) in objects {
-            codec::put(&mut buf, o.resource_version(), k, o, *ttl);
-            if buf.len() >= 1 << 16 {
-                out.write_all(&buf)?;
-                bytes += buf.len() as u64;
-                buf.clear();
+        let written = self
+            .write_snapshot_file(&tmp, rev, objects)
+            .and_then(|bytes| {
+                self.fs.rename(&tmp, &path)?;
+                self.fs.sync_dir(&self.dir)?;
+                Ok(bytes)
+            });
+        let bytes = match written {
+            Ok(b) => b,
+            Err(e) => {
+                // A failed snapshot leaves nothing behind (a start would remove it anyway).
+                let _ = self.fs.remove(&tmp);
+                return Err(e);
             }
-        }
-        codec::end(&mut buf, objects.len() as u64);
-        out.write_all(&buf)?;
-        bytes += buf.len() as u64;
-        let file = out.into_inner().map_err(|e| e.into_error())?;
-        file.sync_all()?;
-        fs::rename(&tmp, &path)?;
-        sync_dir(&self.dir)?;
-        // The snapshot is durable: older snapshots and the segments it covers can go.
-        if let Ok(rd) = fs::read_dir(&self.dir) {
-            for e in rd.flatten() {
-                let n = e.file_name().to_string_lossy().into_owned();
+        };
+        // The snapshot is durable: older snapshots and the segments it covers can go. Which
+        // ones is decided under the lock; the unlinks happen after it (the log thread takes
+        // it to roll a segment).
+        let mut obsolete = Vec::new();
+        if let Ok(names) = self.fs.list(&self.dir) {
+            for n in names {
                 if n.starts_with("snapshot-") && n.ends_with(".snap") && n != name {
-                    let _ = fs::remove_file(e.path());
+                    obsolete.push(self.dir.join(n));
                 }
             }
         }
         if let Ok(mut sealed) = self.sealed.lock() {
             sealed.retain(|s| {
                 if s.last_rev <= rev {
-                    let _ = fs::remove_file(&s.path);
+                    obsolete.push(s.path.clone());
                     false
                 } else {
                     true
                 }
             });
         }
-        sync_dir(&self.dir)?;
+        // No directory sync: an unlink a crash loses brings back a covered segment or an
+        // older snapshot, which the next start ignores and removes again.
+        for p in &obsolete {
+            let _ = self.fs.remove(p);
+        }
+        Ok(bytes)
+    }
+
+    /// Writes the snapshot file at `tmp` and syncs it; returns its size.
+    fn write_snapshot_file(
+        &self,
+        tmp: &Path,
+        rev: u64,
+        objects: &[(Arc<str>, Object, Option<Duration>)],
+    ) -> io::Result<u64> {
+        let file: Box<dyn VFile> = self.fs.create(tmp)?;
+        let mut buf = Vec::with_capacity(1 << 16);
+        buf.extend_from_slice(SNAPSHOT_MAGIC);
+        buf.extend_from_slice(&rev.to_le_bytes());
+        let mut bytes = 0u64;
+        for (k, o, ttl) in objects {
+            codec::put(&mut buf, o.resource_version(), k, o, *ttl);
+            if buf.len() >= 1 << 20 {
+                file.write_at(&buf, bytes)?;
+                bytes += buf.len() as u64;
+                buf.clear();
+            }
+        }
+        codec::end(&mut buf, objects.len() as u64);
+        file.write_at(&buf, bytes)?;
+        bytes += buf.len() as u64;
+        file.sync_data()?;
         Ok(bytes)
     }
 }
 
-pub(super) fn read_snapshot(path: &Path, rev: u64) -> Result<(Vec<SnapshotEntry>, u64), OpenError> {
-    let data = fs::read(path).map_err(io_err(path))?;
+pub(super) fn read_snapshot(
+    fs: &dyn Vfs,
+    path: &Path,
+    rev: u64,
+) -> Result<(Vec<SnapshotEntry>, u64), OpenError> {
+    let mut data = Vec::new();
+    fs.read(path, &mut data).map_err(io_err(path))?;
     let corrupt = |offset: usize, message: String| OpenError::Corrupt {
         path: path.to_owned(),
         offset: offset as u64,
