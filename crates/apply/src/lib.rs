@@ -37,4 +37,4 @@ pub use managed::{Conflicts, Managed, ManagerId, Operation};
 pub use path::{Path, PathElement};
 pub use schema::SchemaTypes;
 pub use set::{FieldSet, FieldsLimits};
-pub use types::{ListType, MapType, TypeInfo, Untyped};
+pub use types::{ListType, MapType, TypeAt, TypeInfo, Untyped, type_at};

@@ -98,23 +98,29 @@ impl FieldSet {
         self.children.get(pe)
     }
 
-    /// The subtrees, by step.
-    pub(crate) fn children(&self) -> impl Iterator<Item = (&PathElement, &FieldSet)> {
-        self.children.iter()
-    }
-
     /// Makes `pe` a member at this level.
     pub(crate) fn insert_member(&mut self, pe: PathElement) {
         self.members.insert(pe);
     }
 
-    /// Puts `child` (not empty) under one step, replacing what was there.
-    pub(crate) fn replace_child(&mut self, pe: PathElement, child: FieldSet) {
+    /// Adds the paths of `child` under one step (nothing if it is empty): a walk that builds
+    /// a set level by level moves each subtree in once instead of inserting every path
+    /// from the root (which costs the path's depth per path).
+    pub(crate) fn add_child(&mut self, pe: PathElement, child: FieldSet) {
         if child.is_empty() {
-            self.children.remove(&pe);
-        } else {
-            self.children.insert(pe, child);
+            return;
         }
+        match self.children.get_mut(&pe) {
+            Some(mine) => mine.union_with(&child),
+            None => {
+                self.children.insert(pe, child);
+            }
+        }
+    }
+
+    /// Takes the subtrees out (the members stay).
+    pub(crate) fn take_children(&mut self) -> BTreeMap<PathElement, FieldSet> {
+        std::mem::take(&mut self.children)
     }
 
     /// Every path in the set, in order (a member before the paths under it).

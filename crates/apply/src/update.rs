@@ -144,20 +144,20 @@ impl Updater<'_> {
     /// `addBackDanglingItems`).
     fn prune(&self, merged: &Value, managers: &Managers, last: &FieldSet) -> Value {
         let t = self.types;
-        let named = |s: &FieldSet| value::ensure_named_fields_are_members(t, s);
-        let last = named(last);
+        let named = |s: FieldSet| value::ensure_named_fields_are_members(t, s);
+        let last = named(last.clone());
         let pruned = value::remove_items(t, merged, &last);
         // Add back what any manager (the applier's new set included) owns.
         let mut owned = FieldSet::new();
         for vs in managers.values() {
             owned.union_with(&vs.set);
         }
-        let merged_set = named(&value::to_field_set(t, merged));
-        let pruned_set = named(&value::to_field_set(t, &pruned));
-        let keep = pruned_set.union(&named(&owned));
+        let merged_set = named(value::to_field_set(t, merged));
+        let pruned_set = named(value::to_field_set(t, &pruned));
+        let keep = pruned_set.union(&named(owned));
         let pruned = value::remove_items(t, merged, &merged_set.difference(&keep));
         // Add back what the applier never owned (fields nobody owns stay).
-        let pruned_set = named(&value::to_field_set(t, &pruned));
+        let pruned_set = named(value::to_field_set(t, &pruned));
         let gone = merged_set.difference(&pruned_set).intersection(&last);
         value::remove_items(t, merged, &gone)
     }
