@@ -257,3 +257,47 @@ fn json_patch_work_is_bounded() {
     assert_eq!(code, 200, "{v}");
     assert_eq!(v["x"].as_array().unwrap().len(), n - 1);
 }
+
+/// Issue 24, YAML output: block YAML indents every line by its depth, so an object nested
+/// 90 levels over a 300 000-item list (0.6 MB of JSON) printed ~100× its size, and a list of
+/// such objects was built whole in memory. A document whose block form passes 8 × its JSON
+/// + 64 KiB is written in flow style (valid YAML, about its JSON size), and lists stream.
+#[test]
+fn yaml_output_is_bounded_by_the_json() {
+    let s = Server::start(&[]);
+    let mut x = json!(vec![0; 300_000]);
+    for _ in 0..90 {
+        x = json!({ "k": x });
+    }
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deepyaml"},
+        "x": x});
+    let (code, v) = send(&s, "POST", CM, "application/json", &json_body(&cm));
+    assert_eq!(code, 201, "{v}");
+    let json_len = http(&s.addr, "GET", &format!("{CM}/deepyaml"), &[], b"")
+        .body
+        .len();
+    let bound = 8 * json_len + 64 * 1024;
+    let pid = s.pid();
+    let hwm0 = proc_kib(pid, "VmHWM:");
+    for path in [format!("{CM}/deepyaml"), CM.to_owned()] {
+        let r = http(
+            &s.addr,
+            "GET",
+            &path,
+            &[("Accept", "application/yaml")],
+            b"",
+        );
+        assert_eq!(r.status, 200, "{path}");
+        assert_eq!(r.header("content-type"), Some("application/yaml"));
+        let text = String::from_utf8(r.body).unwrap();
+        eprintln!(
+            "{path}: {} bytes of YAML for {json_len} of JSON",
+            text.len()
+        );
+        assert!(text.len() < bound, "{path}: {} bytes", text.len());
+        assert!(text.contains("name: deepyaml"), "{path}");
+    }
+    let grown = proc_kib(pid, "VmHWM:").saturating_sub(hwm0);
+    eprintln!("YAML reads: peak grew {grown} KiB");
+    assert!(grown < 64 * 1024, "the server grew by {grown} KiB");
+}
