@@ -34,6 +34,7 @@ mod options;
 pub mod security;
 pub mod serve;
 pub mod singletons;
+mod strategy;
 pub mod tls;
 
 use crate::backends::Backends;

@@ -424,3 +424,104 @@ fn integers_from_requests_never_overflow() {
     let r = http(&s.addr, "GET", "/healthz", &[], b"");
     assert_eq!(r.status, 200);
 }
+
+/// Issue 24, status on create: a pod could be created `Running` and `Ready` with a forged
+/// `podIP` by anyone allowed to create pods (not `pods/status`), and every Table of its
+/// namespace then printed what it said; deployments and services likewise. As upstream's
+/// strategies, a create resets the status: pods to `{phase: Pending, qosClass}`,
+/// deployments to `{}`, services to `{loadBalancer: {}}`, namespaces to `Active`, whether
+/// created by POST, by server-side apply or by a PUT that creates; nodes keep theirs.
+#[test]
+fn create_cannot_set_status() {
+    let s = Server::start(&[]);
+    let forged = json!({"phase": "Running", "podIP": "10.9.9.9",
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0,
+                               "state": {"running": {}}}]});
+    let limits = json!({"limits": {"cpu": "1", "memory": "64Mi"}});
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": limits}]},
+            "status": forged})
+    };
+    let (code, v) = send(
+        &s,
+        "POST",
+        PODS,
+        "application/json",
+        &json_body(&pod("posted")),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(
+        v["status"],
+        json!({"phase": "Pending", "qosClass": "Guaranteed"})
+    );
+    let (code, v) = send(
+        &s,
+        "PATCH",
+        &format!("{PODS}/applied?fieldManager=m"),
+        "application/apply-patch+yaml",
+        &json_body(&pod("applied")),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(
+        v["status"],
+        json!({"phase": "Pending", "qosClass": "Guaranteed"})
+    );
+    let cells = table_cells(&s, "posted");
+    assert_eq!(cells[1], json!("0/1"), "{cells:?}");
+    assert_eq!(cells[2], json!("Pending"), "{cells:?}");
+
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"a": "b"}},
+                 "template": {"metadata": {"labels": {"a": "b"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}},
+        "status": {"replicas": 3, "readyReplicas": 3, "availableReplicas": 3}});
+    let (code, v) = send(
+        &s,
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        "application/json",
+        &json_body(&deploy),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["status"], json!({}));
+
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "svc"},
+        "spec": {"ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "6.6.6.6"}]}}});
+    let (code, v) = send(
+        &s,
+        "PUT",
+        "/api/v1/namespaces/default/services/svc",
+        "application/json",
+        &json_body(&svc),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["status"], json!({"loadBalancer": {}}));
+
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "nsx"},
+        "status": {"phase": "Terminating"}});
+    let (code, v) = send(
+        &s,
+        "POST",
+        "/api/v1/namespaces",
+        "application/json",
+        &json_body(&ns),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["status"], json!({"phase": "Active"}));
+
+    // Upstream: "Nodes allow *all* fields, including status, to be set on create".
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let (code, v) = send(
+        &s,
+        "POST",
+        "/api/v1/nodes",
+        "application/json",
+        &json_body(&node),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(v["status"]["conditions"][0]["type"], "Ready");
+}
