@@ -658,3 +658,60 @@ fn namespace_controller_work_is_not_driven_by_deletes() {
         assert_eq!(r.json()["status"]["phase"], "Terminating");
     }
 }
+
+/// Found attacking the field manager (issue 24): a conflicting apply listed every conflict
+/// as a full path in its message and again in its causes, as upstream does, so a 160 KB
+/// apply over 3 000 leaves under 96 levels of 1 000-character keys was answered with a
+/// 578 MB 409 (1.7 GiB of peak memory, 19 s of CPU). Conflicts are now listed within
+/// 256 KiB of text (at least one; `- ... and N more` for the rest) and counted in full.
+#[test]
+fn apply_conflicts_are_reported_within_a_bound() {
+    let s = Server::start(&[]);
+    let leaves = |tag: &str| {
+        let mut v = Value::Object(
+            (0..3_000)
+                .map(|i| (format!("l{i}"), json!({ "a": tag })))
+                .collect(),
+        );
+        for d in 0..96 {
+            let mut m = serde_json::Map::new();
+            m.insert(format!("k{d}{}", "x".repeat(1_000)), v);
+            v = Value::Object(m);
+        }
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned"}, "x": v})
+    };
+    let path = format!("{CM}/owned?fieldManager=");
+    let (code, v) = send(
+        &s,
+        "PATCH",
+        &format!("{path}first"),
+        "application/apply-patch+yaml",
+        &json_body(&leaves("1")),
+    );
+    assert_eq!(code, 201, "{v}");
+    let pid = s.pid();
+    let hwm0 = proc_kib(pid, "VmHWM:");
+    let r = http(
+        &s.addr,
+        "PATCH",
+        &format!("{path}second"),
+        &[("Content-Type", "application/apply-patch+yaml")],
+        &json_body(&leaves("2")),
+    );
+    assert_eq!(r.status, 409);
+    let grown = proc_kib(pid, "VmHWM:").saturating_sub(hwm0);
+    eprintln!(
+        "conflict answer: {} bytes, peak grew {grown} KiB",
+        r.body.len()
+    );
+    assert!(r.body.len() < 1024 * 1024, "{} bytes", r.body.len());
+    let v = r.json();
+    let m = v["message"].as_str().unwrap();
+    assert!(
+        m.starts_with("Apply failed with 3000 conflicts: "),
+        "{}",
+        &m[..80]
+    );
+    assert!(m.contains("more"), "not every conflict is listed");
+    assert!(grown < 100 * 1024, "the server grew by {grown} KiB");
+}

@@ -130,6 +130,31 @@ impl FieldSet {
         out
     }
 
+    /// Calls `f` with every path in the order of [`FieldSet::paths`] until it returns
+    /// `false`; only the path being visited is built (no path is cloned unless `f` does).
+    pub fn visit_paths(&self, f: &mut dyn FnMut(&[PathElement]) -> bool) {
+        self.visit(&mut Vec::new(), f);
+    }
+
+    fn visit(
+        &self,
+        prefix: &mut Vec<PathElement>,
+        f: &mut dyn FnMut(&[PathElement]) -> bool,
+    ) -> bool {
+        let steps: BTreeSet<&PathElement> =
+            self.members.iter().chain(self.children.keys()).collect();
+        for pe in steps {
+            prefix.push(pe.clone());
+            let go_on = (!self.members.contains(pe) || f(prefix))
+                && self.children.get(pe).is_none_or(|c| c.visit(prefix, f));
+            prefix.pop();
+            if !go_on {
+                return false;
+            }
+        }
+        true
+    }
+
     fn collect(&self, prefix: &mut Vec<PathElement>, out: &mut Vec<Path>) {
         let steps: BTreeSet<&PathElement> =
             self.members.iter().chain(self.children.keys()).collect();

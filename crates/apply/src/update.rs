@@ -10,6 +10,18 @@
 use serde_json::Value;
 
 use crate::managed::{Conflicts, ManagerId, Managers, VersionedSet};
+
+/// The fields of each other manager an apply would change (as sets: listing them as paths
+/// is [`Conflicts::from_sets`]'s, within its bound).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictSets(pub Vec<(ManagerId, FieldSet)>);
+
+impl ConflictSets {
+    /// The conflicts as an apply answers them.
+    pub fn report(&self) -> Conflicts {
+        Conflicts::from_sets(&self.0)
+    }
+}
 use crate::set::FieldSet;
 use crate::types::TypeInfo;
 use crate::value::{self, Comparison};
@@ -33,7 +45,7 @@ impl Updater<'_> {
         managers: &mut Managers,
         workflow: &ManagerId,
         force: bool,
-    ) -> Result<Comparison, Conflicts> {
+    ) -> Result<Comparison, ConflictSets> {
         let mut c = value::compare(self.types, old, new);
         c.exclude(&self.ignored);
         let changed = c.modified.union(&c.added);
@@ -48,12 +60,7 @@ impl Updater<'_> {
             }
         }
         if !force && !conflicts.is_empty() {
-            return Err(Conflicts(
-                conflicts
-                    .iter()
-                    .flat_map(|(id, s)| s.paths().into_iter().map(move |p| (id.clone(), p)))
-                    .collect(),
-            ));
+            return Err(ConflictSets(conflicts));
         }
         for (id, taken) in &conflicts {
             if let Some(vs) = managers.get_mut(id) {
@@ -117,7 +124,7 @@ impl Updater<'_> {
         managers: &mut Managers,
         manager: &ManagerId,
         force: bool,
-    ) -> Result<Value, Conflicts> {
+    ) -> Result<Value, ConflictSets> {
         let mut next = managers.clone();
         let merged = value::merge(self.types, live, config);
         let last = next.get(manager).map(|vs| vs.set.clone());
