@@ -1,11 +1,13 @@
 //! The built-in resources: a small core of Kubernetes' own, with the selectable fields,
 //! short names and printer columns upstream gives them.
 
+use crate::strategy::{
+    prepare_deployment, prepare_namespace, prepare_pod, prepare_secret, prepare_service,
+};
 use listwatch_endpoints::{
     GcPolicy, GracefulDeletion, NameValidation, Printer, PrinterColumn, ResourceInfo,
     ScaleSubresource,
 };
-use serde_json::{Value, json};
 
 /// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`, less
 /// `spec.hostNetwork` and `status.podIPs`).
@@ -34,40 +36,6 @@ pub const EVENT_FIELDS: [&str; 11] = [
     "source.component",
     "type",
 ];
-
-fn set_default(obj: &mut Value, path: &[&str], value: Value) {
-    let mut cur = obj;
-    for seg in &path[..path.len() - 1] {
-        if !cur.get(*seg).is_some_and(Value::is_object) {
-            cur[*seg] = json!({});
-        }
-        cur = &mut cur[*seg];
-    }
-    let last = path[path.len() - 1];
-    if cur.get(last).is_none_or(Value::is_null) {
-        cur[last] = value;
-    }
-}
-
-fn prepare_namespace(obj: &mut Value) {
-    set_default(obj, &["spec", "finalizers"], json!(["kubernetes"]));
-    obj["status"] = json!({"phase": "Active"});
-}
-
-fn prepare_pod(obj: &mut Value) {
-    set_default(obj, &["spec", "restartPolicy"], json!("Always"));
-    set_default(obj, &["spec", "schedulerName"], json!("default-scheduler"));
-    set_default(obj, &["spec", "serviceAccountName"], json!("default"));
-    set_default(obj, &["status", "phase"], json!("Pending"));
-}
-
-fn prepare_service(obj: &mut Value) {
-    set_default(obj, &["spec", "type"], json!("ClusterIP"));
-}
-
-fn prepare_secret(obj: &mut Value) {
-    set_default(obj, &["type"], json!("Opaque"));
-}
 
 /// An `rbac.authorization.k8s.io/v1` resource (served through the same cacher pipeline as
 /// every other; the RBAC authorizer reads them through in-process informers).
@@ -177,7 +145,8 @@ pub fn resources() -> Vec<ResourceInfo> {
             .categories(["all"])
             .status_subresource(true)
             .scale(ScaleSubresource::replicas().label_selector("spec.selector"))
-            .printer(Printer::Deployment),
+            .printer(Printer::Deployment)
+            .prepare_for_create(prepare_deployment),
     ]
 }
 
@@ -215,17 +184,5 @@ mod tests {
                 "clusterrolebindings.rbac.authorization.k8s.io",
             ]
         );
-    }
-
-    #[test]
-    fn defaults_fill_only_what_is_missing() {
-        let mut pod = json!({"spec":{"restartPolicy":"Never"}});
-        prepare_pod(&mut pod);
-        assert_eq!(pod["spec"]["restartPolicy"], "Never");
-        assert_eq!(pod["spec"]["schedulerName"], "default-scheduler");
-        assert_eq!(pod["status"]["phase"], "Pending");
-        let mut ns = json!({"metadata":{"name":"a"}});
-        prepare_namespace(&mut ns);
-        assert_eq!(ns["status"]["phase"], "Active");
     }
 }

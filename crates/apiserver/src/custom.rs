@@ -235,6 +235,10 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<ResourceInfo, Resources
         .storage_resource(&format!("{plural}.{}", e.group));
     if custom {
         info = info.custom_resource(e.open_api_v3_schema);
+        if e.status_subresource {
+            // Upstream's custom resource strategy: a create cannot set the status.
+            info = info.prepare_for_create(crate::strategy::drop_status);
+        }
     }
     if let Some(t) = &e.trigger_field {
         info = info.trigger_field(t);

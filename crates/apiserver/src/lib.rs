@@ -35,6 +35,7 @@ pub mod routes;
 pub mod security;
 pub mod serve;
 pub mod singletons;
+mod strategy;
 pub mod tls;
 
 use crate::backends::Backends;

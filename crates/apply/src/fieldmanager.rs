@@ -271,20 +271,24 @@ impl Scope<'_> {
                     // Upgrading from client-side apply: conflicts on fields the last-applied
                     // annotation set, and the live object still has, are forced.
                     let allowed = self.last_applied_fields(&live_v);
-                    let remaining: Vec<(ManagerId, Path)> = conflicts
+                    let remaining: Vec<(ManagerId, FieldSet)> = conflicts
                         .0
                         .into_iter()
-                        .filter(|(_, p)| !allowed.as_ref().is_some_and(|a| a.has(&p.0)))
+                        .map(|(m, s)| match &allowed {
+                            Some(a) => (m, s.difference(a)),
+                            None => (m, s),
+                        })
+                        .filter(|(_, s)| !s.is_empty())
                         .collect();
                     if !remaining.is_empty() {
-                        return Err(ApplyError::Conflicts(Conflicts(remaining)));
+                        return Err(ApplyError::Conflicts(Conflicts::from_sets(&remaining)));
                     }
                     fields = managed.fields.clone();
                     updater
                         .apply(&live_v, config, self.api_version, &mut fields, &id, true)
-                        .map_err(ApplyError::Conflicts)?
+                        .map_err(|c| ApplyError::Conflicts(c.report()))?
                 }
-                Err(conflicts) => return Err(ApplyError::Conflicts(conflicts)),
+                Err(conflicts) => return Err(ApplyError::Conflicts(conflicts.report())),
             };
         managed.fields = fields;
         if manager == KUBECTL {

@@ -33,8 +33,9 @@ pub mod update;
 pub mod value;
 
 pub use fieldmanager::{ApplyError, Scope};
-pub use managed::{Conflicts, Managed, ManagerId, Operation};
+pub use managed::{Conflicts, MAX_CONFLICT_REPORT_BYTES, Managed, ManagerId, Operation};
 pub use path::{Path, PathElement};
 pub use schema::SchemaTypes;
 pub use set::{FieldSet, FieldsLimits};
-pub use types::{ListType, MapType, TypeInfo, Untyped};
+pub use types::{ListType, MapType, TypeAt, TypeInfo, Untyped, type_at};
+pub use update::ConflictSets;

@@ -281,15 +281,55 @@ impl Managed {
     }
 }
 
-/// Fields another manager owns that an apply would change.
+/// The text of the conflicts one answer lists together, at most (each path once in the
+/// message and once in the causes): past it the rest are counted, not listed. Upstream
+/// lists every conflict, so a small apply over many deep fields with long names answered
+/// with a message thousands of times its size (a 160 KB apply: a 578 MB 409).
+pub const MAX_CONFLICT_REPORT_BYTES: usize = 256 * 1024;
+
+/// Fields another manager owns that an apply would change: the first ones as paths (in
+/// order, by manager, within [`MAX_CONFLICT_REPORT_BYTES`] of text, always at least one),
+/// and how many there are in all.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Conflicts(pub Vec<(ManagerId, Path)>);
+pub struct Conflicts(pub Vec<(ManagerId, Path)>, pub usize);
 
 impl Conflicts {
+    /// The conflicts of `sets` (each manager's conflicting fields), listed within the
+    /// bound. Costs the size of the sets plus the bound, whatever their paths' lengths.
+    pub fn from_sets(sets: &[(ManagerId, FieldSet)]) -> Self {
+        let total = sets.iter().map(|(_, s)| s.len()).sum();
+        let mut listed = Vec::new();
+        let mut budget = MAX_CONFLICT_REPORT_BYTES;
+        for (id, set) in sets {
+            set.visit_paths(&mut |p| {
+                let len: usize = p.iter().map(|pe| pe.to_string().len() + 1).sum();
+                if !listed.is_empty() && len > budget {
+                    budget = 0;
+                    return false;
+                }
+                budget = budget.saturating_sub(len);
+                listed.push((id.clone(), Path(p.to_vec())));
+                true
+            });
+            if budget == 0 {
+                break;
+            }
+        }
+        Conflicts(listed, total)
+    }
+
+    /// How many conflicts there are (listed or not).
+    pub fn total(&self) -> usize {
+        self.1.max(self.0.len())
+    }
+
     /// Upstream's message: `Apply failed with 1 conflict: conflict with "m": .a`, or
-    /// per manager (sorted) a list of its paths.
+    /// per manager (sorted) a list of its paths; then `- ... and N more` when not every
+    /// conflict is listed.
     pub fn message(&self) -> String {
-        if let [(m, p)] = self.0.as_slice() {
+        if let [(m, p)] = self.0.as_slice()
+            && self.total() == 1
+        {
             return format!(
                 "Apply failed with 1 conflict: conflict with {}: {p}",
                 m.describe()
@@ -304,9 +344,13 @@ impl Conflicts {
             lines.push(format!("conflicts with {m}:"));
             lines.extend(paths.iter().map(|p| format!("- {p}")));
         }
+        let unlisted = self.total() - self.0.len();
+        if unlisted > 0 {
+            lines.push(format!("- ... and {unlisted} more"));
+        }
         format!(
             "Apply failed with {} conflicts: {}",
-            self.0.len(),
+            self.total(),
             lines.join("\n")
         )
     }
@@ -378,16 +422,19 @@ mod tests {
     fn conflict_messages_are_upstreams() {
         let a = ManagerId::new("kubectl", Operation::Apply, "v1", "");
         let u = ManagerId::new("ctl", Operation::Update, "apps/v1", "status");
-        let one = Conflicts(vec![(a.clone(), Path::fields(&["data", "k"]))]);
+        let one = Conflicts(vec![(a.clone(), Path::fields(&["data", "k"]))], 1);
         assert_eq!(
             one.message(),
             r#"Apply failed with 1 conflict: conflict with "kubectl": .data.k"#
         );
-        let two = Conflicts(vec![
-            (u.clone(), Path::fields(&["spec", "replicas"])),
-            (a, Path::fields(&["data", "k"])),
-            (u, Path::fields(&["spec", "paused"])),
-        ]);
+        let two = Conflicts(
+            vec![
+                (u.clone(), Path::fields(&["spec", "replicas"])),
+                (a, Path::fields(&["data", "k"])),
+                (u.clone(), Path::fields(&["spec", "paused"])),
+            ],
+            3,
+        );
         assert_eq!(
             two.message(),
             "Apply failed with 3 conflicts: conflicts with \"ctl\" with subresource \"status\" using apps/v1:\n\
@@ -400,6 +447,33 @@ mod tests {
                 ".spec.replicas".to_owned()
             )
         );
+    }
+
+    #[test]
+    fn conflicts_are_listed_within_their_bound() {
+        let u = ManagerId::new("ctl", Operation::Update, "v1", "");
+        let long = "k".repeat(100_000);
+        let mut set = FieldSet::new();
+        for i in 0..50 {
+            set.insert(&Path::fields(&["data", &long, &format!("f{i}")]).0);
+        }
+        let c = Conflicts::from_sets(&[(u.clone(), set)]);
+        assert_eq!(c.total(), 50);
+        // 100 kB a path: two fit in 256 KiB.
+        assert_eq!(c.0.len(), 2);
+        let m = c.message();
+        assert!(
+            m.starts_with("Apply failed with 50 conflicts: "),
+            "{}",
+            &m[..60]
+        );
+        assert!(m.ends_with("- ... and 48 more"));
+        assert!(m.len() < MAX_CONFLICT_REPORT_BYTES + 1024);
+        // One path longer than the bound is still listed.
+        let mut one = FieldSet::new();
+        one.insert(&Path::fields(&[&"x".repeat(300_000)]).0);
+        let c = Conflicts::from_sets(&[(u, one)]);
+        assert_eq!((c.0.len(), c.total()), (1, 1));
     }
 
     #[test]

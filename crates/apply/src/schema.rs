@@ -8,53 +8,66 @@ use std::collections::HashMap;
 use listwatch_schema::{Catalog, Node, Shape};
 use serde_json::Value;
 
-use crate::types::{ListType, MapType, TypeInfo};
+use crate::types::{ListType, MapType, TypeAt, TypeInfo};
 
-/// The types of one kind in a catalog. Nodes are remembered by path, so a walk over an
-/// object looks each path up once (the cache holds at most one entry per distinct path
-/// asked about: make one per request).
+/// The types of one kind in a catalog, walked node by node: a [`TypeAt`] is an index into
+/// the schema nodes met so far, each remembered once by its place in the catalog (at most
+/// one entry per declaration of the catalog, whatever the objects walked: make one per
+/// request or share it).
 pub struct SchemaTypes<'a> {
-    /// The kind's schema, looked up once (`None`: the catalog does not know the kind).
-    root: Option<Node<'a>>,
-    cache: RefCell<HashMap<String, Option<Node<'a>>>>,
+    nodes: RefCell<Nodes<'a>>,
 }
 
-/// An unambiguous key of a path (each name length-prefixed).
-fn key(path: &[&str]) -> String {
-    let mut k = String::with_capacity(path.iter().map(|p| p.len() + 4).sum());
-    for p in path {
-        k.push_str(&p.len().to_string());
-        k.push(':');
-        k.push_str(p);
+/// The schema nodes handed out; index 0 is "the schema knows nothing here".
+struct Nodes<'a> {
+    list: Vec<Option<Node<'a>>>,
+    /// A node's index by its identity in the catalog (the addresses of its declaration and
+    /// of the type it resolves to).
+    index: HashMap<(usize, usize), u32>,
+}
+
+impl<'a> Nodes<'a> {
+    fn intern(&mut self, n: Option<Node<'a>>) -> TypeAt {
+        let Some(node) = n else {
+            return TypeAt(0);
+        };
+        let id = node.identity();
+        if let Some(i) = self.index.get(&id) {
+            return TypeAt(*i);
+        }
+        // Bounded by the catalog's declarations; past u32 (never), "unknown".
+        let Ok(i) = u32::try_from(self.list.len()) else {
+            return TypeAt(0);
+        };
+        self.list.push(Some(node));
+        self.index.insert(id, i);
+        TypeAt(i)
     }
-    k
 }
 
 impl<'a> SchemaTypes<'a> {
     /// The types of `group/version kind`.
     pub fn new(catalog: &'a Catalog, group: &str, version: &str, kind: &str) -> Self {
-        Self {
-            root: catalog.kind(group, version, kind),
-            cache: RefCell::new(HashMap::new()),
-        }
-    }
-
-    fn node(&self, path: &[&str]) -> Option<Node<'a>> {
-        let Some((last, parent)) = path.split_last() else {
-            return self.root;
+        let mut nodes = Nodes {
+            list: vec![None],
+            index: HashMap::new(),
         };
-        let k = key(path);
-        if let Some(n) = self.cache.borrow().get(&k) {
-            return *n;
+        // The root is index 1 (or 0 when the catalog does not know the kind).
+        let root = nodes.intern(catalog.kind(group, version, kind));
+        debug_assert!(root.0 <= 1);
+        Self {
+            nodes: RefCell::new(nodes),
         }
-        let n = self.node(parent).and_then(|p| p.field(last));
-        self.cache.borrow_mut().insert(k, n);
-        n
     }
 
-    /// The node of the object at `path`: a list's items, else the node itself.
-    fn object(&self, path: &[&str]) -> Option<Node<'a>> {
-        let n = self.node(path)?;
+    fn node(&self, at: TypeAt) -> Option<Node<'a>> {
+        let i = usize::try_from(at.0).ok()?;
+        self.nodes.borrow().list.get(i).copied().flatten()
+    }
+
+    /// The node of the objects at `at`: a list's items, else the node itself.
+    fn object(&self, at: TypeAt) -> Option<Node<'a>> {
+        let n = self.node(at)?;
         match n.shape() {
             Shape::List => n.items(),
             _ => Some(n),
@@ -63,8 +76,21 @@ impl<'a> SchemaTypes<'a> {
 }
 
 impl TypeInfo for SchemaTypes<'_> {
-    fn list_type(&self, path: &[&str]) -> ListType {
-        match self.node(path) {
+    fn root(&self) -> TypeAt {
+        if self.nodes.borrow().list.len() > 1 {
+            TypeAt(1)
+        } else {
+            TypeAt(0)
+        }
+    }
+
+    fn field(&self, at: TypeAt, name: &str) -> TypeAt {
+        let n = self.node(at).and_then(|p| p.field(name));
+        self.nodes.borrow_mut().intern(n)
+    }
+
+    fn list_type(&self, at: TypeAt) -> ListType {
+        match self.node(at) {
             Some(n) if n.shape() == Shape::List => match n.list_type() {
                 listwatch_schema::ListType::Atomic => ListType::Atomic,
                 listwatch_schema::ListType::Set => ListType::Set,
@@ -76,8 +102,8 @@ impl TypeInfo for SchemaTypes<'_> {
         }
     }
 
-    fn map_type(&self, path: &[&str]) -> MapType {
-        let Some(n) = self.object(path) else {
+    fn map_type(&self, at: TypeAt) -> MapType {
+        let Some(n) = self.object(at) else {
             return MapType::Granular;
         };
         let atomic = n.map_type() == listwatch_schema::MapType::Atomic;
@@ -91,9 +117,9 @@ impl TypeInfo for SchemaTypes<'_> {
     /// The key field's declared default; else `TCP` for `protocol`, the one defaulted
     /// list-map key of the built-in kinds (container, service and endpoint ports: upstream's
     /// schemas declare `default: TCP`, the vendored definitions leave defaults out).
-    fn key_default(&self, path: &[&str], key: &str) -> Option<Value> {
+    fn key_default(&self, at: TypeAt, key: &str) -> Option<Value> {
         let declared = self
-            .object(path)
+            .object(at)
             .and_then(|items| items.field(key))
             .and_then(|f| f.declaration().get("default").cloned());
         declared.or_else(|| (key == "protocol").then(|| Value::String("TCP".into())))
@@ -103,33 +129,52 @@ impl TypeInfo for SchemaTypes<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::type_at;
 
     #[test]
     fn builtin_kinds_merge_as_their_schemas_say() {
         let catalog = Catalog::builtin();
         let pod = SchemaTypes::new(&catalog, "", "v1", "Pod");
         assert_eq!(
-            pod.list_type(&["spec", "containers"]),
+            pod.list_type(type_at(&pod, &["spec", "containers"])),
             ListType::Map(vec!["name".into()])
         );
         assert_eq!(
-            pod.list_type(&["spec", "containers", "ports"]),
+            pod.list_type(type_at(&pod, &["spec", "containers", "ports"])),
             ListType::Map(vec!["containerPort".into(), "protocol".into()])
         );
-        assert_eq!(pod.list_type(&["spec", "tolerations"]), ListType::Atomic);
-        assert_eq!(pod.list_type(&["metadata", "finalizers"]), ListType::Set);
-        assert_eq!(pod.map_type(&[]), MapType::Struct);
-        assert_eq!(pod.map_type(&["spec", "containers"]), MapType::Struct);
-        assert_eq!(pod.map_type(&["metadata", "labels"]), MapType::Granular);
         assert_eq!(
-            pod.key_default(&["spec", "containers", "ports"], "protocol"),
+            pod.list_type(type_at(&pod, &["spec", "tolerations"])),
+            ListType::Atomic
+        );
+        assert_eq!(
+            pod.list_type(type_at(&pod, &["metadata", "finalizers"])),
+            ListType::Set
+        );
+        assert_eq!(pod.map_type(type_at(&pod, &[])), MapType::Struct);
+        assert_eq!(
+            pod.map_type(type_at(&pod, &["spec", "containers"])),
+            MapType::Struct
+        );
+        assert_eq!(
+            pod.map_type(type_at(&pod, &["metadata", "labels"])),
+            MapType::Granular
+        );
+        assert_eq!(
+            pod.key_default(type_at(&pod, &["spec", "containers", "ports"]), "protocol"),
             Some(Value::String("TCP".into()))
         );
         let deploy = SchemaTypes::new(&catalog, "apps", "v1", "Deployment");
-        assert_eq!(deploy.map_type(&["spec", "selector"]), MapType::Atomic);
+        assert_eq!(
+            deploy.map_type(type_at(&deploy, &["spec", "selector"])),
+            MapType::Atomic
+        );
         // A kind the catalog does not know: deduced.
         let cr = SchemaTypes::new(&catalog, "example.com", "v1", "Widget");
-        assert_eq!(cr.map_type(&["spec"]), MapType::Granular);
-        assert_eq!(cr.list_type(&["spec", "items"]), ListType::Atomic);
+        assert_eq!(cr.map_type(type_at(&cr, &["spec"])), MapType::Granular);
+        assert_eq!(
+            cr.list_type(type_at(&cr, &["spec", "items"])),
+            ListType::Atomic
+        );
     }
 }

@@ -98,23 +98,29 @@ impl FieldSet {
         self.children.get(pe)
     }
 
-    /// The subtrees, by step.
-    pub(crate) fn children(&self) -> impl Iterator<Item = (&PathElement, &FieldSet)> {
-        self.children.iter()
-    }
-
     /// Makes `pe` a member at this level.
     pub(crate) fn insert_member(&mut self, pe: PathElement) {
         self.members.insert(pe);
     }
 
-    /// Puts `child` (not empty) under one step, replacing what was there.
-    pub(crate) fn replace_child(&mut self, pe: PathElement, child: FieldSet) {
+    /// Adds the paths of `child` under one step (nothing if it is empty): a walk that builds
+    /// a set level by level moves each subtree in once instead of inserting every path
+    /// from the root (which costs the path's depth per path).
+    pub(crate) fn add_child(&mut self, pe: PathElement, child: FieldSet) {
         if child.is_empty() {
-            self.children.remove(&pe);
-        } else {
-            self.children.insert(pe, child);
+            return;
         }
+        match self.children.get_mut(&pe) {
+            Some(mine) => mine.union_with(&child),
+            None => {
+                self.children.insert(pe, child);
+            }
+        }
+    }
+
+    /// Takes the subtrees out (the members stay).
+    pub(crate) fn take_children(&mut self) -> BTreeMap<PathElement, FieldSet> {
+        std::mem::take(&mut self.children)
     }
 
     /// Every path in the set, in order (a member before the paths under it).
@@ -122,6 +128,31 @@ impl FieldSet {
         let mut out = Vec::new();
         self.collect(&mut Vec::new(), &mut out);
         out
+    }
+
+    /// Calls `f` with every path in the order of [`FieldSet::paths`] until it returns
+    /// `false`; only the path being visited is built (no path is cloned unless `f` does).
+    pub fn visit_paths(&self, f: &mut dyn FnMut(&[PathElement]) -> bool) {
+        self.visit(&mut Vec::new(), f);
+    }
+
+    fn visit(
+        &self,
+        prefix: &mut Vec<PathElement>,
+        f: &mut dyn FnMut(&[PathElement]) -> bool,
+    ) -> bool {
+        let steps: BTreeSet<&PathElement> =
+            self.members.iter().chain(self.children.keys()).collect();
+        for pe in steps {
+            prefix.push(pe.clone());
+            let go_on = (!self.members.contains(pe) || f(prefix))
+                && self.children.get(pe).is_none_or(|c| c.visit(prefix, f));
+            prefix.pop();
+            if !go_on {
+                return false;
+            }
+        }
+        true
     }
 
     fn collect(&self, prefix: &mut Vec<PathElement>, out: &mut Vec<Path>) {

@@ -1,11 +1,21 @@
 //! What the merge needs to know of a type: how its lists and maps merge. A schema (the
-//! `listwatch-schema` catalog, through an adapter in the server) answers by field path;
+//! `listwatch-schema` catalog, through [`crate::SchemaTypes`]) answers;
 //! [`Untyped`] answers as upstream does for a type without a schema.
 //!
-//! Paths here are schema paths: field names from the root, list items stepped through
-//! (`["spec", "containers", "ports"]` is the ports list of every container).
+//! A walk over a value carries a [`TypeAt`] beside it: the type of the value it is at,
+//! stepped into with [`TypeInfo::field`] as the walk steps into a field. List items share
+//! their list's position (`spec.containers` then `ports` is the ports list of every
+//! container), as upstream's schema paths step through lists. Nothing is keyed by the
+//! path walked, so a walk costs the same per node whatever the node's depth or the length
+//! of the names above it.
 
 use serde_json::Value;
+
+/// Where a walk is in a type: a handle given out by a [`TypeInfo`] ([`TypeInfo::root`],
+/// [`TypeInfo::field`]) and understood by that one alone. Copy and small, so a walk keeps
+/// one per level instead of the path it took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TypeAt(pub u32);
 
 /// How a list merges (`x-kubernetes-list-type`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,20 +41,36 @@ pub enum MapType {
     Atomic,
 }
 
-/// List and map semantics by schema path.
+/// List and map semantics, walked alongside a value.
 pub trait TypeInfo {
-    /// The list at `path`.
-    fn list_type(&self, path: &[&str]) -> ListType;
+    /// The type of the whole object.
+    fn root(&self) -> TypeAt {
+        TypeAt(0)
+    }
 
-    /// The object at `path` (the root is `[]`).
-    fn map_type(&self, path: &[&str]) -> MapType;
+    /// The type of field `name` of a value of type `at` (of its items', if `at` is a
+    /// list). Must not grow with the names asked about: an implementation that remembers
+    /// positions keys them by the schema's own nodes, never by what a caller sent.
+    fn field(&self, at: TypeAt, name: &str) -> TypeAt;
 
-    /// The default of key field `key` of the items of the map-list at `path`, used when
-    /// an item leaves it out (upstream: `protocol` of container and service ports).
-    fn key_default(&self, path: &[&str], key: &str) -> Option<Value> {
-        let _ = (path, key);
+    /// A list of type `at`.
+    fn list_type(&self, at: TypeAt) -> ListType;
+
+    /// An object of type `at` (a list's items, if `at` is a list).
+    fn map_type(&self, at: TypeAt) -> MapType;
+
+    /// The default of key field `key` of the items of the map-list of type `at`, used
+    /// when an item leaves it out (upstream: `protocol` of container and service ports).
+    fn key_default(&self, at: TypeAt, key: &str) -> Option<Value> {
+        let _ = (at, key);
         None
     }
+}
+
+/// The type at a path of field names from the root (list items stepped through).
+pub fn type_at(types: &dyn TypeInfo, path: &[&str]) -> TypeAt {
+    path.iter()
+        .fold(types.root(), |at, name| types.field(at, name))
 }
 
 /// No schema: lists are atomic and objects are structs, as upstream treats a field its
@@ -53,11 +79,15 @@ pub trait TypeInfo {
 pub struct Untyped;
 
 impl TypeInfo for Untyped {
-    fn list_type(&self, _path: &[&str]) -> ListType {
+    fn field(&self, at: TypeAt, _name: &str) -> TypeAt {
+        at
+    }
+
+    fn list_type(&self, _at: TypeAt) -> ListType {
         ListType::Atomic
     }
 
-    fn map_type(&self, _path: &[&str]) -> MapType {
+    fn map_type(&self, _at: TypeAt) -> MapType {
         MapType::Struct
     }
 }

@@ -10,6 +10,18 @@
 use serde_json::Value;
 
 use crate::managed::{Conflicts, ManagerId, Managers, VersionedSet};
+
+/// The fields of each other manager an apply would change (as sets: listing them as paths
+/// is [`Conflicts::from_sets`]'s, within its bound).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictSets(pub Vec<(ManagerId, FieldSet)>);
+
+impl ConflictSets {
+    /// The conflicts as an apply answers them.
+    pub fn report(&self) -> Conflicts {
+        Conflicts::from_sets(&self.0)
+    }
+}
 use crate::set::FieldSet;
 use crate::types::TypeInfo;
 use crate::value::{self, Comparison};
@@ -33,7 +45,7 @@ impl Updater<'_> {
         managers: &mut Managers,
         workflow: &ManagerId,
         force: bool,
-    ) -> Result<Comparison, Conflicts> {
+    ) -> Result<Comparison, ConflictSets> {
         let mut c = value::compare(self.types, old, new);
         c.exclude(&self.ignored);
         let changed = c.modified.union(&c.added);
@@ -48,12 +60,7 @@ impl Updater<'_> {
             }
         }
         if !force && !conflicts.is_empty() {
-            return Err(Conflicts(
-                conflicts
-                    .iter()
-                    .flat_map(|(id, s)| s.paths().into_iter().map(move |p| (id.clone(), p)))
-                    .collect(),
-            ));
+            return Err(ConflictSets(conflicts));
         }
         for (id, taken) in &conflicts {
             if let Some(vs) = managers.get_mut(id) {
@@ -117,7 +124,7 @@ impl Updater<'_> {
         managers: &mut Managers,
         manager: &ManagerId,
         force: bool,
-    ) -> Result<Value, Conflicts> {
+    ) -> Result<Value, ConflictSets> {
         let mut next = managers.clone();
         let merged = value::merge(self.types, live, config);
         let last = next.get(manager).map(|vs| vs.set.clone());
@@ -144,20 +151,20 @@ impl Updater<'_> {
     /// `addBackDanglingItems`).
     fn prune(&self, merged: &Value, managers: &Managers, last: &FieldSet) -> Value {
         let t = self.types;
-        let named = |s: &FieldSet| value::ensure_named_fields_are_members(t, s);
-        let last = named(last);
+        let named = |s: FieldSet| value::ensure_named_fields_are_members(t, s);
+        let last = named(last.clone());
         let pruned = value::remove_items(t, merged, &last);
         // Add back what any manager (the applier's new set included) owns.
         let mut owned = FieldSet::new();
         for vs in managers.values() {
             owned.union_with(&vs.set);
         }
-        let merged_set = named(&value::to_field_set(t, merged));
-        let pruned_set = named(&value::to_field_set(t, &pruned));
-        let keep = pruned_set.union(&named(&owned));
+        let merged_set = named(value::to_field_set(t, merged));
+        let pruned_set = named(value::to_field_set(t, &pruned));
+        let keep = pruned_set.union(&named(owned));
         let pruned = value::remove_items(t, merged, &merged_set.difference(&keep));
         // Add back what the applier never owned (fields nobody owns stay).
-        let pruned_set = named(&value::to_field_set(t, &pruned));
+        let pruned_set = named(value::to_field_set(t, &pruned));
         let gone = merged_set.difference(&pruned_set).intersection(&last);
         value::remove_items(t, merged, &gone)
     }

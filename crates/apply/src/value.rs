@@ -9,7 +9,10 @@
 //! in an apply configuration ([`validate_config`]), so no walk fails half-way.
 //!
 //! Every walk recurses once per nesting level: callers bound the depth of what they pass
-//! (the server decodes bodies and stored objects within its depth limit).
+//! (the server decodes bodies and stored objects within its depth limit). Every walk costs
+//! O(size of the values and sets it is given): the type is walked alongside the value (a
+//! [`TypeAt`] per level, never the path), and field sets are built level by level (a
+//! subtree is moved into its parent once, not each path inserted from the root).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -17,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::path::{Path, PathElement};
 use crate::set::FieldSet;
-use crate::types::{ListType, MapType, TypeInfo};
+use crate::types::{ListType, MapType, TypeAt, TypeInfo};
 
 /// What changed from one value to another (upstream's `typed.Comparison`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -60,7 +63,7 @@ fn shape(v: &Value) -> Shape {
 /// The key step of a map-list item, or why it has none.
 fn item_key(
     types: &dyn TypeInfo,
-    sp: &[&str],
+    at: TypeAt,
     keys: &[String],
     item: &Value,
 ) -> Result<PathElement, String> {
@@ -73,7 +76,7 @@ fn item_key(
             Some(v) => {
                 fields.insert(k.clone(), v.clone());
             }
-            None => match types.key_default(sp, k) {
+            None => match types.key_default(at, k) {
                 Some(d) => {
                     fields.insert(k.clone(), d);
                 }
@@ -88,10 +91,10 @@ fn item_key(
     Ok(PathElement::key(fields))
 }
 
-/// The step of every item of the list at `sp`, or `None` when the list is atomic (by its
+/// The step of every item of a list of type `at`, or `None` when the list is atomic (by its
 /// type, or because an item cannot be identified).
-fn elements(types: &dyn TypeInfo, sp: &[&str], items: &[Value]) -> Option<Vec<PathElement>> {
-    match types.list_type(sp) {
+fn elements(types: &dyn TypeInfo, at: TypeAt, items: &[Value]) -> Option<Vec<PathElement>> {
+    match types.list_type(at) {
         ListType::Atomic => None,
         ListType::Set => items
             .iter()
@@ -100,7 +103,7 @@ fn elements(types: &dyn TypeInfo, sp: &[&str], items: &[Value]) -> Option<Vec<Pa
         ListType::Map(keys) if keys.is_empty() => None,
         ListType::Map(keys) => items
             .iter()
-            .map(|i| item_key(types, sp, &keys, i).ok())
+            .map(|i| item_key(types, at, &keys, i).ok())
             .collect(),
     }
 }
@@ -109,32 +112,31 @@ fn elements(types: &dyn TypeInfo, sp: &[&str], items: &[Value]) -> Option<Vec<Pa
 /// without its keys or a set item that is not a scalar (upstream: "failed to create typed
 /// patch object"), or two items with the same key (upstream: "duplicate entries for key").
 pub fn validate_config(types: &dyn TypeInfo, config: &Value) -> Result<(), String> {
-    validate(types, config, &mut Vec::new(), &mut Vec::new())
+    validate(types, config, types.root(), &mut Vec::new())
 }
 
-fn validate<'a>(
+/// `path` is the walk's path for error messages; a field step is only spelled out there.
+fn validate(
     types: &dyn TypeInfo,
-    v: &'a Value,
-    sp: &mut Vec<&'a str>,
+    v: &Value,
+    at: TypeAt,
     path: &mut Vec<PathElement>,
 ) -> Result<(), String> {
     match v {
         Value::Object(m) => {
-            if types.map_type(sp) == MapType::Atomic {
+            if types.map_type(at) == MapType::Atomic {
                 return Ok(());
             }
             for (k, val) in m {
-                sp.push(k);
                 path.push(PathElement::Field(k.clone()));
-                let r = validate(types, val, sp, path);
-                sp.pop();
+                let r = validate(types, val, types.field(at, k), path);
                 path.pop();
                 r?;
             }
             Ok(())
         }
         Value::Array(items) => {
-            let lt = types.list_type(sp);
+            let lt = types.list_type(at);
             let mut seen = BTreeSet::new();
             for (i, item) in items.iter().enumerate() {
                 let pe = match &lt {
@@ -145,7 +147,7 @@ fn validate<'a>(
                             .to_owned(),
                     ),
                     ListType::Set => Ok(PathElement::value(item)),
-                    ListType::Map(keys) => item_key(types, sp, keys, item),
+                    ListType::Map(keys) => item_key(types, at, keys, item),
                 }
                 .map_err(|e| format!("{}: element {i}: {e}", Path(path.clone())))?;
                 if !seen.insert(pe.clone()) {
@@ -155,7 +157,7 @@ fn validate<'a>(
                     ));
                 }
                 path.push(pe);
-                let r = validate(types, item, sp, path);
+                let r = validate(types, item, at, path);
                 path.pop();
                 r?;
             }
@@ -170,71 +172,61 @@ fn validate<'a>(
 /// atomic lists and maps as one leaf. Items that appear twice are owned whole.
 pub fn to_field_set(types: &dyn TypeInfo, v: &Value) -> FieldSet {
     let mut set = FieldSet::new();
-    field_set(types, v, &mut Vec::new(), &mut Vec::new(), &mut set);
+    field_set(types, v, types.root(), &mut set);
     set
 }
 
-fn field_set<'a>(
-    types: &dyn TypeInfo,
-    v: &'a Value,
-    sp: &mut Vec<&'a str>,
-    path: &mut Vec<PathElement>,
-    set: &mut FieldSet,
-) {
+/// Adds the paths under `v` to `out` (the set under `v`'s path); true when `v`'s own path
+/// is a member (its parent records it).
+fn field_set(types: &dyn TypeInfo, v: &Value, at: TypeAt, out: &mut FieldSet) -> bool {
     match v {
         Value::Object(m) => {
-            let mt = types.map_type(sp);
+            let mt = types.map_type(at);
             if mt == MapType::Atomic {
-                set.insert(path);
-                return;
+                return true;
             }
             for (k, val) in m {
-                sp.push(k);
-                path.push(PathElement::Field(k.clone()));
-                field_set(types, val, sp, path, set);
-                if val.is_null()
+                let pe = PathElement::Field(k.clone());
+                let mut sub = FieldSet::new();
+                let own = field_set(types, val, types.field(at, k), &mut sub);
+                if own
+                    || val.is_null()
                     || val.as_object().is_some_and(Map::is_empty)
                     || mt == MapType::Granular
                 {
-                    set.insert(path);
+                    out.insert_member(pe.clone());
                 }
-                sp.pop();
-                path.pop();
+                out.add_child(pe, sub);
             }
+            false
         }
         Value::Array(items) => {
-            let Some(pes) = elements(types, sp, items) else {
-                set.insert(path);
-                return;
+            let Some(pes) = elements(types, at, items) else {
+                return true;
             };
             let mut count: BTreeMap<&PathElement, usize> = BTreeMap::new();
             for pe in &pes {
                 *count.entry(pe).or_default() += 1;
             }
             for (pe, item) in pes.iter().zip(items) {
-                path.push(pe.clone());
+                let mut sub = FieldSet::new();
                 if count.get(pe).copied().unwrap_or(0) < 2 {
-                    field_set(types, item, sp, path, set);
+                    field_set(types, item, at, &mut sub);
                 }
-                set.insert(path);
-                path.pop();
+                out.insert_member(pe.clone());
+                out.add_child(pe.clone(), sub);
             }
+            false
         }
-        _ => set.insert(path),
+        _ => true,
     }
 }
 
 /// What changed from `old` to `new` (upstream's `Compare`).
 pub fn compare(types: &dyn TypeInfo, old: &Value, new: &Value) -> Comparison {
     let mut c = Comparison::default();
-    compare_at(
-        types,
-        Some(old),
-        Some(new),
-        &mut Vec::new(),
-        &mut Vec::new(),
-        &mut c,
-    );
+    // The root path is never a member.
+    let _ = compare_at(types, Some(old), Some(new), types.root(), &mut c);
     c
 }
 
@@ -246,16 +238,46 @@ fn is_empty_container(v: &Value) -> bool {
     }
 }
 
-fn compare_at<'a>(
+/// Which set of a comparison a path itself is a member of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Own {
+    None,
+    Added,
+    Modified,
+    Removed,
+}
+
+impl Comparison {
+    /// Makes a child step a member of the set `own` names.
+    fn mark(&mut self, pe: &PathElement, own: Own) {
+        match own {
+            Own::None => {}
+            Own::Added => self.added.insert_member(pe.clone()),
+            Own::Modified => self.modified.insert_member(pe.clone()),
+            Own::Removed => self.removed.insert_member(pe.clone()),
+        }
+    }
+
+    /// Records a child step: its own membership and the paths under it.
+    fn add_child(&mut self, pe: PathElement, own: Own, sub: Comparison) {
+        self.mark(&pe, own);
+        self.added.add_child(pe.clone(), sub.added);
+        self.modified.add_child(pe.clone(), sub.modified);
+        self.removed.add_child(pe, sub.removed);
+    }
+}
+
+/// Adds to `c` (the comparison under this path) what changed under it; returns what
+/// this path itself is.
+fn compare_at(
     types: &dyn TypeInfo,
-    l: Option<&'a Value>,
-    r: Option<&'a Value>,
-    sp: &mut Vec<&'a str>,
-    path: &mut Vec<PathElement>,
+    l: Option<&Value>,
+    r: Option<&Value>,
+    at: TypeAt,
     c: &mut Comparison,
-) {
+) -> Own {
     let node = match (l, r) {
-        (None, None) => return,
+        (None, None) => return Own::None,
         (Some(a), Some(b)) if shape(a) != shape(b) => Shape::Scalar,
         (Some(a), _) | (None, Some(a)) => shape(a),
     };
@@ -263,12 +285,12 @@ fn compare_at<'a>(
     let mut lists = None;
     let leaf = match node {
         Shape::Scalar => true,
-        Shape::Object => both_empty || types.map_type(sp) == MapType::Atomic,
+        Shape::Object => both_empty || types.map_type(at) == MapType::Atomic,
         Shape::List => {
-            let items = |v: Option<&'a Value>| -> Option<Vec<PathElement>> {
+            let items = |v: Option<&Value>| -> Option<Vec<PathElement>> {
                 match v {
                     None => Some(Vec::new()),
-                    Some(v) => elements(types, sp, v.as_array().map_or(&[], Vec::as_slice)),
+                    Some(v) => elements(types, at, v.as_array().map_or(&[], Vec::as_slice)),
                 }
             };
             if both_empty {
@@ -285,39 +307,38 @@ fn compare_at<'a>(
         }
     };
     if leaf {
-        match (l, r) {
-            (None, Some(_)) => c.added.insert(path),
-            (Some(_), None) => c.removed.insert(path),
-            (Some(a), Some(b)) if a != b => c.modified.insert(path),
-            _ => {}
-        }
-        return;
+        return match (l, r) {
+            (None, Some(_)) => Own::Added,
+            (Some(_), None) => Own::Removed,
+            (Some(a), Some(b)) if a != b => Own::Modified,
+            _ => Own::None,
+        };
     }
     match (node, lists) {
         (Shape::Object, _) => {
             let lm = l.and_then(Value::as_object);
             let rm = r.and_then(Value::as_object);
-            let keys: BTreeSet<&'a String> = lm.into_iter().chain(rm).flat_map(Map::keys).collect();
+            let keys: BTreeSet<&String> = lm.into_iter().chain(rm).flat_map(Map::keys).collect();
             for k in keys {
-                sp.push(k);
-                path.push(PathElement::Field(k.clone()));
                 let (lv, rv) = (lm.and_then(|m| m.get(k)), rm.and_then(|m| m.get(k)));
-                compare_at(types, lv, rv, sp, path, c);
-                sp.pop();
-                path.pop();
+                let mut sub = Comparison::default();
+                let own = compare_at(types, lv, rv, types.field(at, k), &mut sub);
+                c.add_child(PathElement::Field(k.clone()), own, sub);
             }
         }
         (Shape::List, Some((lp, rp))) => {
             let li = l.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
             let ri = r.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-            compare_items(types, (&lp, li), (&rp, ri), sp, path, c);
+            compare_items(types, (&lp, li), (&rp, ri), at, c);
         }
         _ => {}
     }
     if l.is_none() {
-        c.added.insert(path);
+        Own::Added
     } else if r.is_none() {
-        c.removed.insert(path);
+        Own::Removed
+    } else {
+        Own::None
     }
 }
 
@@ -333,12 +354,11 @@ fn group<'a, 'p>(
     m
 }
 
-fn compare_items<'a>(
+fn compare_items(
     types: &dyn TypeInfo,
-    (lp, li): (&[PathElement], &'a [Value]),
-    (rp, ri): (&[PathElement], &'a [Value]),
-    sp: &mut Vec<&'a str>,
-    path: &mut Vec<PathElement>,
+    (lp, li): (&[PathElement], &[Value]),
+    (rp, ri): (&[PathElement], &[Value]),
+    at: TypeAt,
     c: &mut Comparison,
 ) {
     let lg = group(lp, li);
@@ -349,31 +369,39 @@ fn compare_items<'a>(
     for pe in order {
         let ll = lg.get(pe).map_or(&[][..], Vec::as_slice);
         let rl = rg.get(pe).map_or(&[][..], Vec::as_slice);
-        path.push(pe.clone());
-        match (ll.len(), rl.len()) {
-            (0, 0) => {}
-            (0 | 1, 0 | 1) => {
-                compare_at(types, ll.first().copied(), rl.first().copied(), sp, path, c)
-            }
+        let mut sub = Comparison::default();
+        let own = match (ll.len(), rl.len()) {
+            (0, 0) => Own::None,
+            (0 | 1, 0 | 1) => compare_at(
+                types,
+                ll.first().copied(),
+                rl.first().copied(),
+                at,
+                &mut sub,
+            ),
             (2.., 2..) => {
                 if ll != rl {
-                    c.modified.insert(path);
+                    Own::Modified
+                } else {
+                    Own::None
                 }
             }
             (2.., _) => {
                 if let Some(r) = rl.first() {
-                    compare_at(types, None, Some(r), sp, path, c);
+                    let inner = compare_at(types, None, Some(r), at, &mut sub);
+                    c.mark(pe, inner);
                 }
-                c.removed.insert(path);
+                Own::Removed
             }
             (_, 2..) => {
                 if let Some(l) = ll.first() {
-                    compare_at(types, Some(l), None, sp, path, c);
+                    let inner = compare_at(types, Some(l), None, at, &mut sub);
+                    c.mark(pe, inner);
                 }
-                c.added.insert(path);
+                Own::Added
             }
-        }
-        path.pop();
+        };
+        c.add_child(pe.clone(), own, sub);
     }
 }
 
@@ -382,7 +410,7 @@ fn compare_items<'a>(
 /// items it does not name kept in place), atomic lists and scalars replaced. A null in the
 /// configuration removes the field (it is still owned: [`to_field_set`] counts it).
 pub fn merge(types: &dyn TypeInfo, live: &Value, config: &Value) -> Value {
-    merge_at(types, Some(live), Some(config), &mut Vec::new())
+    merge_at(types, Some(live), Some(config), types.root())
         .unwrap_or_else(|| Value::Object(Map::new()))
 }
 
@@ -400,11 +428,11 @@ fn without_nulls(v: &Value) -> Value {
     }
 }
 
-fn merge_at<'a>(
+fn merge_at(
     types: &dyn TypeInfo,
-    l: Option<&'a Value>,
-    r: Option<&'a Value>,
-    sp: &mut Vec<&'a str>,
+    l: Option<&Value>,
+    r: Option<&Value>,
+    at: TypeAt,
 ) -> Option<Value> {
     let (l, r) = match (l, r) {
         (_, Some(Value::Null)) | (None, None) => return None,
@@ -414,23 +442,21 @@ fn merge_at<'a>(
     };
     match (l, r) {
         (Value::Object(lm), Value::Object(rm))
-            if !(lm.is_empty() && rm.is_empty()) && types.map_type(sp) != MapType::Atomic =>
+            if !(lm.is_empty() && rm.is_empty()) && types.map_type(at) != MapType::Atomic =>
         {
-            let keys: BTreeSet<&'a String> = lm.keys().chain(rm.keys()).collect();
+            let keys: BTreeSet<&String> = lm.keys().chain(rm.keys()).collect();
             let mut out = Map::new();
             for k in keys {
-                sp.push(k);
-                if let Some(v) = merge_at(types, lm.get(k), rm.get(k), sp) {
+                if let Some(v) = merge_at(types, lm.get(k), rm.get(k), types.field(at, k)) {
                     out.insert(k.clone(), v);
                 }
-                sp.pop();
             }
             Some(Value::Object(out))
         }
         (Value::Array(li), Value::Array(ri)) if !(li.is_empty() && ri.is_empty()) => {
-            match (elements(types, sp, li), elements(types, sp, ri)) {
+            match (elements(types, at, li), elements(types, at, ri)) {
                 (Some(lp), Some(rp)) => {
-                    Some(Value::Array(merge_items(types, (&lp, li), (&rp, ri), sp)))
+                    Some(Value::Array(merge_items(types, (&lp, li), (&rp, ri), at)))
                 }
                 _ => Some(without_nulls(r)),
             }
@@ -445,7 +471,7 @@ fn merge_items<'a>(
     types: &dyn TypeInfo,
     (lp, li): (&[PathElement], &'a [Value]),
     (rp, ri): (&[PathElement], &'a [Value]),
-    sp: &mut Vec<&'a str>,
+    at: TypeAt,
 ) -> Vec<Value> {
     // A live item whose key appears twice is not merged into (upstream keeps `nil`).
     let mut live: BTreeMap<&PathElement, Option<&'a Value>> = BTreeMap::new();
@@ -468,7 +494,7 @@ fn merge_items<'a>(
             if pe == rpe {
                 merged.insert(pe);
                 let l = live.get(pe).copied().flatten();
-                out.extend(merge_at(types, l, applied.get(pe).copied(), sp));
+                out.extend(merge_at(types, l, applied.get(pe).copied(), at));
                 i += 1;
                 j += 1;
                 next_shared = shared.pop_front();
@@ -481,7 +507,7 @@ fn merge_items<'a>(
         }
         if let Some(pe) = lp.get(i) {
             if !applied.contains_key(pe) {
-                out.extend(merge_at(types, li.get(i), None, sp));
+                out.extend(merge_at(types, li.get(i), None, at));
                 i += 1;
                 continue;
             } else if merged.contains(pe) {
@@ -491,7 +517,7 @@ fn merge_items<'a>(
         if let Some(pe) = rp.get(j) {
             merged.insert(pe);
             let l = live.get(pe).copied().flatten();
-            out.extend(merge_at(types, l, applied.get(pe).copied(), sp));
+            out.extend(merge_at(types, l, applied.get(pe).copied(), at));
             j += 1;
             if next_shared == Some(pe) {
                 next_shared = shared.pop_front();
@@ -507,17 +533,12 @@ pub fn remove_items(types: &dyn TypeInfo, v: &Value, set: &FieldSet) -> Value {
     if set.is_empty() {
         return v.clone();
     }
-    remove_at(types, v, set, &mut Vec::new()).unwrap_or_else(|| Value::Object(Map::new()))
+    remove_at(types, v, set, types.root()).unwrap_or_else(|| Value::Object(Map::new()))
 }
 
-fn remove_at<'a>(
-    types: &dyn TypeInfo,
-    v: &'a Value,
-    set: &FieldSet,
-    sp: &mut Vec<&'a str>,
-) -> Option<Value> {
+fn remove_at(types: &dyn TypeInfo, v: &Value, set: &FieldSet, at: TypeAt) -> Option<Value> {
     match v {
-        Value::Object(m) if !m.is_empty() && types.map_type(sp) != MapType::Atomic => {
+        Value::Object(m) if !m.is_empty() && types.map_type(at) != MapType::Atomic => {
             let mut out = Map::new();
             for (k, val) in m {
                 let pe = PathElement::Field(k.clone());
@@ -526,11 +547,9 @@ fn remove_at<'a>(
                 }
                 match set.child(&pe) {
                     Some(sub) => {
-                        sp.push(k);
-                        if let Some(x) = remove_at(types, val, sub, sp) {
+                        if let Some(x) = remove_at(types, val, sub, types.field(at, k)) {
                             out.insert(k.clone(), x);
                         }
-                        sp.pop();
                     }
                     None => {
                         out.insert(k.clone(), val.clone());
@@ -540,7 +559,7 @@ fn remove_at<'a>(
             (!out.is_empty()).then_some(Value::Object(out))
         }
         Value::Array(items) if !items.is_empty() => {
-            let Some(pes) = elements(types, sp, items) else {
+            let Some(pes) = elements(types, at, items) else {
                 return Some(v.clone());
             };
             let mut out = Vec::with_capacity(items.len());
@@ -549,7 +568,7 @@ fn remove_at<'a>(
                     continue;
                 }
                 match set.child(pe) {
-                    Some(sub) => out.extend(remove_at(types, item, sub, sp)),
+                    Some(sub) => out.extend(remove_at(types, item, sub, at)),
                     None => out.push(item.clone()),
                 }
             }
@@ -560,33 +579,26 @@ fn remove_at<'a>(
 }
 
 /// `set` with every struct field that has paths under it made a member too (upstream's
-/// `EnsureNamedFieldsAreMembers`), so that removing it removes the field.
-pub fn ensure_named_fields_are_members(types: &dyn TypeInfo, set: &FieldSet) -> FieldSet {
-    ensure_at(types, set, &mut Vec::new())
+/// `EnsureNamedFieldsAreMembers`), so that removing it removes the field. Takes the set
+/// and changes it in place (each level visited once, nothing copied).
+pub fn ensure_named_fields_are_members(types: &dyn TypeInfo, set: FieldSet) -> FieldSet {
+    ensure_at(types, set, types.root())
 }
 
-fn ensure_at<'a>(types: &dyn TypeInfo, set: &'a FieldSet, sp: &mut Vec<&'a str>) -> FieldSet {
-    let mut out = set.clone();
-    let is_struct = types.map_type(sp) == MapType::Struct;
-    let mut rebuilt = Vec::new();
-    for (pe, child) in set.children() {
-        let named = match pe {
-            PathElement::Field(n) => Some(n.as_str()),
-            _ => None,
-        };
-        if let Some(n) = named {
-            if is_struct {
-                out.insert_member(pe.clone());
+fn ensure_at(types: &dyn TypeInfo, mut set: FieldSet, at: TypeAt) -> FieldSet {
+    let is_struct = types.map_type(at) == MapType::Struct;
+    for (pe, child) in set.take_children() {
+        let child_at = match &pe {
+            PathElement::Field(n) => {
+                if is_struct {
+                    set.insert_member(pe.clone());
+                }
+                types.field(at, n)
             }
-            sp.push(n);
-        }
-        rebuilt.push((pe.clone(), ensure_at(types, child, sp)));
-        if named.is_some() {
-            sp.pop();
-        }
+            _ => at,
+        };
+        let child = ensure_at(types, child, child_at);
+        set.add_child(pe, child);
     }
-    for (pe, child) in rebuilt {
-        out.replace_child(pe, child);
-    }
-    out
+    set
 }

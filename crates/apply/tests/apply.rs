@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use listwatch_apply::{
-    ApplyError, FieldSet, FieldsLimits, ListType, MapType, Scope, TypeInfo, Untyped,
+    ApplyError, FieldSet, FieldsLimits, ListType, MapType, Scope, TypeAt, TypeInfo, Untyped,
 };
 use serde_json::{Value, json};
 
@@ -11,8 +11,14 @@ use serde_json::{Value, json};
 struct PodTypes;
 
 impl TypeInfo for PodTypes {
-    fn list_type(&self, path: &[&str]) -> ListType {
-        match path {
+    fn field(&self, at: TypeAt, name: &str) -> TypeAt {
+        by_path_field(at, name)
+    }
+
+    fn list_type(&self, at: TypeAt) -> ListType {
+        let path = by_path(at);
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        match path.as_slice() {
             ["spec", "containers"] => ListType::Map(vec!["name".into()]),
             ["spec", "containers", "ports"] => {
                 ListType::Map(vec!["containerPort".into(), "protocol".into()])
@@ -22,17 +28,44 @@ impl TypeInfo for PodTypes {
         }
     }
 
-    fn map_type(&self, path: &[&str]) -> MapType {
-        match path {
+    fn map_type(&self, at: TypeAt) -> MapType {
+        let path = by_path(at);
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        match path.as_slice() {
             ["metadata", "labels" | "annotations"] | ["data"] => MapType::Granular,
             ["spec", "selector"] => MapType::Atomic,
             _ => MapType::Struct,
         }
     }
 
-    fn key_default(&self, _path: &[&str], key: &str) -> Option<Value> {
+    fn key_default(&self, _at: TypeAt, key: &str) -> Option<Value> {
         (key == "protocol").then(|| json!("TCP"))
     }
+}
+
+// Test types by schema path: a position is an index into the paths asked about (a test's
+// few paths; the server's `SchemaTypes` walks schema nodes instead).
+thread_local! {
+    static PATHS: std::cell::RefCell<Vec<Vec<String>>> = std::cell::RefCell::new(vec![Vec::new()]);
+}
+
+fn by_path(at: TypeAt) -> Vec<String> {
+    PATHS.with(|p| p.borrow().get(at.0 as usize).cloned().unwrap_or_default())
+}
+
+fn by_path_field(at: TypeAt, name: &str) -> TypeAt {
+    let mut p = by_path(at);
+    p.push(name.to_owned());
+    PATHS.with(|paths| {
+        let mut paths = paths.borrow_mut();
+        match paths.iter().position(|q| *q == p) {
+            Some(i) => TypeAt(i as u32),
+            None => {
+                paths.push(p);
+                TypeAt((paths.len() - 1) as u32)
+            }
+        }
+    })
 }
 
 const LIMITS: FieldsLimits = FieldsLimits {

@@ -25,7 +25,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use listwatch_apply::{
-    ApplyError, FieldSet, FieldsLimits, ListType, Managed, MapType, Operation, Scope, TypeInfo,
+    ApplyError, FieldSet, FieldsLimits, ListType, Managed, MapType, Operation, Scope, TypeAt,
+    TypeInfo,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRng, TestRunner};
@@ -34,19 +35,52 @@ use serde_json::{Map, Value, json};
 struct Types;
 
 impl TypeInfo for Types {
-    fn list_type(&self, path: &[&str]) -> ListType {
-        match path {
+    fn field(&self, at: TypeAt, name: &str) -> TypeAt {
+        by_path_field(at, name)
+    }
+
+    fn list_type(&self, at: TypeAt) -> ListType {
+        let path = by_path(at);
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        match path.as_slice() {
             ["tags"] => ListType::Set,
             _ => ListType::Atomic,
         }
     }
 
-    fn map_type(&self, path: &[&str]) -> MapType {
-        match path {
+    fn map_type(&self, at: TypeAt) -> MapType {
+        let path = by_path(at);
+        let path: Vec<&str> = path.iter().map(String::as_str).collect();
+        match path.as_slice() {
             ["data"] => MapType::Granular,
             _ => MapType::Struct,
         }
     }
+}
+
+// Test types by schema path: a position is an index into the paths asked about (a test's
+// few paths; the server's `SchemaTypes` walks schema nodes instead).
+thread_local! {
+    static PATHS: std::cell::RefCell<Vec<Vec<String>>> = std::cell::RefCell::new(vec![Vec::new()]);
+}
+
+fn by_path(at: TypeAt) -> Vec<String> {
+    PATHS.with(|p| p.borrow().get(at.0 as usize).cloned().unwrap_or_default())
+}
+
+fn by_path_field(at: TypeAt, name: &str) -> TypeAt {
+    let mut p = by_path(at);
+    p.push(name.to_owned());
+    PATHS.with(|paths| {
+        let mut paths = paths.borrow_mut();
+        match paths.iter().position(|q| *q == p) {
+            Some(i) => TypeAt(i as u32),
+            None => {
+                paths.push(p);
+                TypeAt((paths.len() - 1) as u32)
+            }
+        }
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -7,6 +7,7 @@
 //! | request body | 3 MiB ([`Config::max_body_bytes`](crate::Config)) | `MaxRequestBodyBytes`, 3 MiB | 413 `Request entity too large: limit is N` |
 //! | JSON patch operations | [`MAX_JSON_PATCH_OPERATIONS`] = 10 000 | `maxJSONPatchOperations` | 413 `Request entity too large: The allowed maximum operations in a JSON patch is 10000, got N` |
 //! | bytes copied by a JSON patch's `copy` operations, together | the request body limit | `JSONPatchMaxCopyBytes` (3 MiB, json-patch's `AccumulatedCopySizeLimit`) | 422 with json-patch's message |
+//! | array elements shifted by a JSON patch's adds, removes and moves, together (a run of identical removes is one drain) | [`MAX_JSON_PATCH_SHIFTS`] = 10 000 000 | none (json-patch shifts the slice per operation) | 422 `Unable to complete the patch, its operations shift N array elements, exceeding the limit M` |
 //! | nesting depth of a decoded body or a patched object | [`MAX_DEPTH`] = 100 | none that bites (Go's decoder stops at 10 000) | 400 |
 //! | JSON a YAML body may expand to (anchors and aliases) | [`YAML_EXPANSION_FACTOR`] × its size + [`YAML_EXPANSION_FLOOR`] | go-yaml's "excessive aliasing" ratio | 413 |
 //! | an object's encoded size when written (create, update, every patch, apply, `/status`, `/scale`, dry runs too) | the storage's [`Storage::max_object_bytes`]: 1.5 MiB on the embedded store, etcd's request limit less 4 KiB on etcd | etcd's `--max-request-bytes`, 1.5 MiB (upstream answers etcd's refusal with a 500) | 413 `Request entity too large: the object is N bytes, more than the storage limit of M bytes`, before anything is written |
@@ -46,6 +47,12 @@ use listwatch_storage::{Error, Storage};
 
 /// Upstream's `maxJSONPatchOperations`.
 pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// Array elements the adds, removes and moves of one JSON patch may shift together (an
+/// insert or removal at index i of an n-element list shifts n − i). Upstream's json-patch
+/// has no such bound (10 000 `remove /x/0` on a long list is O(operations × length)); the
+/// bound keeps one patch's work within a fixed multiple of a large list's size.
+pub const MAX_JSON_PATCH_SHIFTS: usize = 10_000_000;
 
 /// How deeply objects and arrays may nest in a decoded body or a patched object.
 pub const MAX_DEPTH: usize = 100;

@@ -11,7 +11,10 @@
 //! every namespaced resource in them (custom ones included; through `lifecycle`, so
 //! finalizers are honoured and such objects hold the namespace until they go), and once a
 //! full pass finds nothing, removes `kubernetes` from `spec.finalizers` and deletes the
-//! namespace (if nothing else holds it). Pods are deleted gracefully, as upstream's
+//! namespace (if nothing else holds it). A namespace whose content is still held is looked at
+//! again after a backoff (1 s doubling to 8 s, per namespace), not at every wake, and one it
+//! has finalized that other finalizers hold is left to them: a stream of cheap DELETEs of
+//! held namespaces costs a list of namespaces per wake, not a pass over their content. Pods are deleted gracefully, as upstream's
 //! controller deletes them; one whose grace period is over is deleted with grace 0 (what its
 //! kubelet would do), so a namespace with scheduled pods goes once their grace periods end.
 //!
@@ -25,8 +28,9 @@
 //! start after the termination, with consistent lists) see the object. What is not covered:
 //! a server that crashes between a create's write and its removal.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use listwatch_api::Object;
 use listwatch_storage::{
@@ -211,6 +215,7 @@ pub(crate) fn controller(shared: &Arc<Shared>) -> impl Future<Output = ()> + Sen
 }
 
 async fn run(weak: Weak<Shared>, wake: Arc<Wake>) {
+    let mut backoff = Backoff::default();
     loop {
         let busy = {
             let Some(shared) = weak.upgrade() else {
@@ -219,15 +224,54 @@ async fn run(weak: Weak<Shared>, wake: Arc<Wake>) {
             if shared.shutting_down() {
                 return;
             }
-            round(&shared).await
+            round(&shared, &mut backoff).await
         };
         let wait = if busy { POLL_BUSY } else { POLL_IDLE };
         let _ = tokio::time::timeout(wait, wake.0.notified()).await;
     }
 }
 
-/// One round over every terminating namespace; `true` when one is still not gone.
-async fn round(shared: &Shared) -> bool {
+/// When the controller looks again at a namespace whose content is held (by finalizers or
+/// grace periods): after 1 s, then twice as long each time up to [`BACKOFF_MAX`], whatever
+/// wakes it in between (a DELETE of the namespace, of another one). Keyed by the
+/// namespace's uid; entries of namespaces no longer terminating are dropped each round, so
+/// it holds at most one per terminating namespace.
+#[derive(Debug, Default)]
+struct Backoff(HashMap<String, (Instant, Duration)>);
+
+/// The longest wait between two passes over a held namespace (upstream's controller
+/// requeues such a namespace after an estimate of a few seconds; its rate limiter backs
+/// off failures exponentially).
+const BACKOFF_MAX: Duration = Duration::from_secs(8);
+
+impl Backoff {
+    fn due(&self, uid: &str, now: Instant) -> bool {
+        self.0.get(uid).is_none_or(|(next, _)| *next <= now)
+    }
+
+    fn held(&mut self, uid: &str, now: Instant) {
+        let delay = self
+            .0
+            .get(uid)
+            .map_or(POLL_BUSY, |(_, d)| (*d * 2).min(BACKOFF_MAX));
+        self.0.insert(uid.to_owned(), (now + delay, delay));
+    }
+}
+
+/// Whether the namespace's `spec.finalizers` still holds the controller's finalizer.
+fn holds_namespace_finalizer(ns: &Object) -> bool {
+    ns.to_value().ok().is_some_and(|v| {
+        v.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(NAMESPACE_FINALIZER)))
+    })
+}
+
+/// One round over every terminating namespace; `true` when one is still not gone. A
+/// namespace the controller has finalized (its finalizer gone) but that others still hold
+/// is left to them, as upstream's controller returns for a `finalized` namespace; one whose
+/// content is held waits for its [`Backoff`].
+async fn round(shared: &Shared, backoff: &mut Backoff) -> bool {
     let Some(nsres) = namespaces(shared) else {
         return false;
     };
@@ -242,12 +286,37 @@ async fn round(shared: &Shared) -> bool {
         }
     };
     let mut busy = false;
-    for ns in list.items.iter().filter(|o| State::of(o).deleting) {
+    let now = Instant::now();
+    let terminating: Vec<&Object> = list
+        .items
+        .iter()
+        .filter(|o| State::of(o).deleting)
+        .collect();
+    let uid_of = |o: &Object| o.uid().unwrap_or(o.name()).to_owned();
+    let live: HashSet<String> = terminating.iter().map(|o| uid_of(o)).collect();
+    backoff.0.retain(|uid, _| live.contains(uid));
+    for ns in terminating {
+        let state = State::of(ns);
+        if !holds_namespace_finalizer(ns) && (state.finalizers || state.spec_finalizers) {
+            // Finalized by this controller; whoever holds it lets it go.
+            continue;
+        }
+        let uid = uid_of(ns);
+        if !backoff.due(&uid, now) {
+            busy = true;
+            continue;
+        }
         match terminate(shared, nsres, ns).await {
-            Ok(true) => {}
-            Ok(false) => busy = true,
+            Ok(true) => {
+                backoff.0.remove(&uid);
+            }
+            Ok(false) => {
+                busy = true;
+                backoff.held(&uid, Instant::now());
+            }
             Err(e) => {
                 busy = true;
+                backoff.held(&uid, Instant::now());
                 tracing::warn!(namespace = ns.name(), error = %e, "namespace controller: terminating failed");
             }
         }
@@ -348,6 +417,7 @@ fn grace_over(o: &Object) -> bool {
 /// collector) ends every graceful deletion; here nothing else would, and the namespace
 /// would never go.
 async fn delete_all_content(shared: &Shared, ns: &str) -> Result<(usize, usize), StorageError> {
+    shared.metrics.namespace_pass();
     let (mut found, mut held) = (0usize, 0usize);
     for r in shared.resources.iter().filter(|r| r.info.namespaced) {
         let key = Key::collection(&r.info.storage_resource, Some(ns))?;

@@ -14,7 +14,9 @@
 //!
 //! Limits (see [`crate::limits`]): a JSON patch has at most 10 000 operations, its `copy`
 //! operations copy at most [`PatchLimits::max_copy_bytes`] together (charged before each
-//! copy), bodies and results nest at most [`limits::MAX_DEPTH`] levels, and apply bodies in
+//! copy), its adds and removes shift at most [`limits::MAX_JSON_PATCH_SHIFTS`] array
+//! elements together (charged before each operation; a run of identical removes is one
+//! drain, so removing k items from the front of a list costs one shift of the rest), bodies and results nest at most [`limits::MAX_DEPTH`] levels, and apply bodies in
 //! YAML expand at most linearly. The patched object's encoded size is checked by the caller
 //! against the storage's object limit before it is written.
 //!
@@ -108,6 +110,17 @@ pub enum PatchError {
         /// The limit.
         limit: usize,
     },
+    /// The operations of a JSON patch together shift more array elements than
+    /// [`limits::MAX_JSON_PATCH_SHIFTS`] (charged before each operation runs).
+    #[error(
+        "Unable to complete the patch, its operations shift {shifted} array elements, exceeding the limit {limit}"
+    )]
+    TooMuchWork {
+        /// Elements shifted so far, this operation included.
+        shifted: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A JSON patch operation failed (missing path, failed test).
     #[error("json patch failed: {0}")]
     JsonPatch(String),
@@ -129,6 +142,7 @@ impl PatchError {
                 ApiError::bad_request(*m)
             }
             PatchError::CopyTooLarge { .. }
+            | PatchError::TooMuchWork { .. }
             | PatchError::JsonPatch(_)
             | PatchError::Strategic(_) => ApiError::unprocessable(self.to_string()),
         }
@@ -248,10 +262,57 @@ fn tokens(p: &str) -> usize {
     p.bytes().filter(|b| *b == b'/').count()
 }
 
-/// Applies RFC 6902 operations one at a time (the caller's copy is thrown away on error,
-/// so nothing needs undoing), charging `copy` operations to the copy budget before they
-/// copy and refusing any operation that could take the document past
-/// [`INTERMEDIATE_DEPTH`].
+/// The array an operation's `path` points into, and the index it names (`-`: the end).
+fn array_slot<'d>(doc: &'d Value, path: &str) -> Option<(&'d Vec<Value>, usize)> {
+    let (parent, last) = path.rsplit_once('/')?;
+    let Value::Array(a) = doc.pointer(parent)? else {
+        return None;
+    };
+    let canonical = !last.is_empty()
+        && last.bytes().all(|b| b.is_ascii_digit())
+        && (last == "0" || !last.starts_with('0'));
+    let i = if last == "-" {
+        a.len()
+    } else if canonical {
+        last.parse::<usize>().ok()?
+    } else {
+        return None;
+    };
+    Some((a, i))
+}
+
+/// Array elements an add (`adding`) or remove at `path` moves: those after the index (an
+/// insert or removal in the middle of a `Vec` shifts the rest).
+fn shifts(doc: &Value, path: &str, adding: bool) -> usize {
+    match array_slot(doc, path) {
+        Some((a, i)) if adding => a.len().saturating_sub(i),
+        Some((a, i)) => a.len().saturating_sub(i.saturating_add(1)),
+        None => 0,
+    }
+}
+
+/// How many operations from `ops[0]` are the same `remove` of an array element that the
+/// array has enough elements for (`(1, _)` for anything else): such a run is one drain.
+fn remove_run(doc: &Value, ops: &[json_patch::PatchOperation]) -> usize {
+    use json_patch::PatchOperation as Op;
+    let Some(Op::Remove(first)) = ops.first() else {
+        return 1;
+    };
+    let path = first.path.as_str();
+    let run = ops
+        .iter()
+        .take_while(|op| matches!(op, Op::Remove(r) if r.path.as_str() == path))
+        .count();
+    match array_slot(doc, path) {
+        Some((a, i)) if i.saturating_add(run) <= a.len() => run,
+        _ => 1,
+    }
+}
+
+/// Applies RFC 6902 operations in order (the caller's copy is thrown away on error, so
+/// nothing needs undoing), charging `copy` operations to the copy budget before they
+/// copy, adds and removes to the shift budget before they shift, and refusing any
+/// operation that could take the document past [`INTERMEDIATE_DEPTH`].
 fn apply_json_patch(
     doc: &mut Value,
     ops: &[json_patch::PatchOperation],
@@ -260,7 +321,43 @@ fn apply_json_patch(
     use json_patch::PatchOperation as Op;
     let mut bound = limits::depth(doc);
     let mut copied = 0usize;
-    for op in ops {
+    let mut shifted = 0usize;
+    let mut rest = ops;
+    while let Some(op) = rest.first() {
+        // A run of identical removes (`remove /x/0` k times): one drain of k elements.
+        let run = remove_run(doc, rest);
+        if run > 1 {
+            let path = match op {
+                Op::Remove(r) => r.path.as_str(),
+                _ => "",
+            };
+            shifted = shifted.saturating_add(shifts(doc, path, false).saturating_sub(run - 1));
+            charge_shifts(shifted)?;
+            // `remove_run` found the array and its index (canonical, in range).
+            if let Some((a_len, i)) = array_slot(doc, path).map(|(a, i)| (a.len(), i))
+                && let Some(end) = i.checked_add(run).filter(|e| *e <= a_len)
+                && let Some((parent, _)) = path.rsplit_once('/')
+                && let Some(Value::Array(a)) = doc.pointer_mut(parent)
+            {
+                a.drain(i..end);
+            }
+            rest = rest.get(run..).unwrap_or(&[]);
+            continue;
+        }
+        rest = rest.get(1..).unwrap_or(&[]);
+        let moved = match op {
+            Op::Add(o) => shifts(doc, o.path.as_str(), true),
+            Op::Remove(o) => shifts(doc, o.path.as_str(), false),
+            Op::Move(o) => shifts(doc, o.from.as_str(), false).saturating_add(shifts(
+                doc,
+                o.path.as_str(),
+                true,
+            )),
+            Op::Copy(o) => shifts(doc, o.path.as_str(), true),
+            Op::Replace(_) | Op::Test(_) => 0,
+        };
+        shifted = shifted.saturating_add(moved);
+        charge_shifts(shifted)?;
         let reach = match op {
             Op::Add(o) => tokens(o.path.as_str()) + limits::depth(&o.value),
             Op::Replace(o) => tokens(o.path.as_str()) + limits::depth(&o.value),
@@ -306,6 +403,17 @@ fn apply_json_patch(
         }
         json_patch::patch_unsafe(doc, std::slice::from_ref(op))
             .map_err(|e| PatchError::JsonPatch(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// Refuses a patch once its operations have shifted more than the limit.
+fn charge_shifts(shifted: usize) -> Result<(), PatchError> {
+    if shifted > limits::MAX_JSON_PATCH_SHIFTS {
+        return Err(PatchError::TooMuchWork {
+            shifted,
+            limit: limits::MAX_JSON_PATCH_SHIFTS,
+        });
     }
     Ok(())
 }
@@ -409,6 +517,73 @@ mod tests {
         assert_eq!(out["spec"]["x"], json!([3]));
         assert_eq!(out["metadata"]["labels"], json!({}));
         assert!(Patch::parse(PatchType::Merge, b"[1]").is_err());
+    }
+
+    fn json_patch(doc: &Value, ops: Value) -> Result<Value, PatchError> {
+        let p = Patch::parse(PatchType::Json, &serde_json::to_vec(&ops).unwrap()).unwrap();
+        p.apply(doc, None, LIMITS)
+    }
+
+    #[test]
+    fn a_run_of_identical_removes_is_one_drain_with_the_same_result() {
+        let doc = json!({"x": (0..10).collect::<Vec<i32>>(), "o": {"a": 1}});
+        let ops: Vec<Value> = (0..4)
+            .map(|_| json!({"op": "remove", "path": "/x/2"}))
+            .collect();
+        let out = json_patch(&doc, Value::Array(ops)).unwrap();
+        assert_eq!(out["x"], json!([0, 1, 6, 7, 8, 9]));
+        // Past the end: the operation that runs out fails, as one by one.
+        let ops: Vec<Value> = (0..9)
+            .map(|_| json!({"op": "remove", "path": "/x/2"}))
+            .collect();
+        assert!(matches!(
+            json_patch(&doc, Value::Array(ops)),
+            Err(PatchError::JsonPatch(_))
+        ));
+        // A non-canonical index is json-patch's to refuse, not a drain.
+        let ops = json!([{"op": "remove", "path": "/x/01"}, {"op": "remove", "path": "/x/01"}]);
+        assert!(matches!(
+            json_patch(&doc, ops),
+            Err(PatchError::JsonPatch(_))
+        ));
+        // Removes of object members are not drained.
+        let ops = json!([{"op": "remove", "path": "/o/a"}, {"op": "remove", "path": "/o/a"}]);
+        assert!(matches!(
+            json_patch(&doc, ops),
+            Err(PatchError::JsonPatch(_))
+        ));
+    }
+
+    #[test]
+    fn shifting_array_elements_is_budgeted() {
+        let n = 1_000_000;
+        let doc = json!({"x": vec![0; n]});
+        let ops: Vec<Value> = (0..20)
+            .map(|i| json!({"op": "remove", "path": format!("/x/{}", i % 2)}))
+            .collect();
+        match json_patch(&doc, Value::Array(ops)) {
+            Err(e @ PatchError::TooMuchWork { .. }) => {
+                assert_eq!(e.to_api_error().code(), 422);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Adds at the end and removes of the last element shift nothing.
+        let ops: Vec<Value> = (0..10_000)
+            .map(|i| {
+                if i % 2 == 0 {
+                    json!({"op": "add", "path": "/x/-", "value": 1})
+                } else {
+                    json!({"op": "remove", "path": format!("/x/{n}")})
+                }
+            })
+            .collect();
+        assert_eq!(
+            json_patch(&doc, Value::Array(ops)).unwrap()["x"]
+                .as_array()
+                .unwrap()
+                .len(),
+            n
+        );
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! READINESS GATES for `-o wide`); every other resource prints NAME, its printer columns,
 //! AGE. Invariant: every row has exactly one cell per column definition, in order.
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 use listwatch_api::Object;
 use listwatch_api::watch::EventType;
@@ -231,7 +233,9 @@ fn pod_cells(pod: &Value, name: String, age: String) -> Vec<Value> {
     }
     if let Some(statuses) = status["containerStatuses"].as_array() {
         for cs in statuses.iter().rev() {
-            restarts += cs["restartCount"].as_i64().unwrap_or(0);
+            // Saturating: a stored count is whatever a client wrote (upstream sums int32s
+            // in an int, which cannot overflow).
+            restarts = restarts.saturating_add(cs["restartCount"].as_i64().unwrap_or(0));
             let state = &cs["state"];
             if let Some(r) = state["waiting"]["reason"]
                 .as_str()
@@ -266,14 +270,19 @@ fn pod_cells(pod: &Value, name: String, age: String) -> Vec<Value> {
             .map_or_else(none, |s| Value::String(s.into()))
     };
     let gates = spec["readinessGates"].as_array().map_or_else(none, |g| {
-        let conds = status["conditions"].as_array();
+        // The first condition of each type decides, as upstream's printer's inner loop
+        // breaks on it; indexed once, so the column costs O(gates + conditions).
+        let mut by_type: HashMap<&str, &Value> = HashMap::new();
+        for c in status["conditions"].as_array().into_iter().flatten() {
+            by_type
+                .entry(c["type"].as_str().unwrap_or(""))
+                .or_insert(&c["status"]);
+        }
         let ok = g
             .iter()
             .filter(|gate| {
-                conds.is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == gate["conditionType"] && c["status"] == "True")
-                })
+                let t = gate["conditionType"].as_str().unwrap_or("");
+                by_type.get(t).is_some_and(|s| *s == "True")
             })
             .count();
         Value::String(format!("{ok}/{}", g.len()))

@@ -15,6 +15,9 @@ use crate::resource::{NameValidation, ResourceInfo};
 
 const LABEL_MAX: usize = 63;
 
+/// The longest name of a resource whose names are path segments (RBAC kinds, events).
+pub const PATH_SEGMENT_MAX: usize = 253;
+
 /// Checks a DNS-1123 label: ≤ 63 of `[a-z0-9-]`, alphanumeric at both ends.
 pub fn validate_dns_label(v: &str) -> Result<(), String> {
     let b = v.as_bytes();
@@ -48,7 +51,14 @@ pub fn validate_name(rule: NameValidation, name: &str) -> Result<(), String> {
             Ok(())
         }
         NameValidation::PathSegment => {
-            if name == "." || name == ".." || name.contains(['/', '%']) {
+            // Upstream (`IsValidPathSegmentName`) has no length limit of its own, only its
+            // 1 MiB request head; here a name must stay addressable in a request line
+            // (64 KiB), so it is held to a DNS subdomain's 253 characters.
+            if name.len() > PATH_SEGMENT_MAX {
+                Err(format!(
+                    "must be no more than {PATH_SEGMENT_MAX} characters"
+                ))
+            } else if name == "." || name == ".." || name.contains(['/', '%']) {
                 Err("may not be '.' or '..' and may not contain '/' or '%'".into())
             } else {
                 Ok(())

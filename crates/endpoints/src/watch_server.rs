@@ -56,11 +56,17 @@ use crate::table;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LongRunning;
 
-/// Upstream's watch timeout: `timeoutSeconds` when given, else the minimum request timeout
-/// times a random factor in [1, 2), so that watches do not all expire together.
+/// The longest watch timeout honoured: upstream multiplies `timeoutSeconds` into a Go
+/// `time.Duration`, whose largest value is 9 223 372 036 s (larger values overflow there);
+/// here a larger request is capped to it, so no deadline arithmetic can overflow.
+pub(crate) const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(9_223_372_036);
+
+/// Upstream's watch timeout: `timeoutSeconds` when given (at most [`MAX_WATCH_TIMEOUT`]),
+/// else the minimum request timeout times a random factor in [1, 2), so that watches do not
+/// all expire together.
 pub fn watch_timeout(requested: Option<Duration>, min_request_timeout: Duration) -> Duration {
     match requested {
-        Some(t) => t,
+        Some(t) => t.min(MAX_WATCH_TIMEOUT),
         None => min_request_timeout.mul_f64(1.0 + rand::rng().random::<f64>()),
     }
 }

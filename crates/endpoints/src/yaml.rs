@@ -7,14 +7,24 @@
 //! are not (upstream has no YAML stream serializer: 406), nor are Tables, metadata-only
 //! objects or discovery documents (406 for `application/yaml` alone).
 //!
-//! Bounds: a list is written item by item (each item decoded and encoded on its own, so
-//! the whole list is never a JSON tree in memory) and, like upstream's, whole rather than
-//! streamed; any other response is an object at most the storage's object size, a Scale or
-//! a Status, converted from its JSON bytes, refused (500) past [`MAX_CONVERTED_BYTES`].
+//! Bounds (issue 24: block YAML indents every line by its depth, so an object nested 90
+//! levels with a long list at the bottom printed ~100× its JSON):
+//! - every document (an object, or one item of a list) is encoded into a writer that counts
+//!   its bytes and stops at [`YAML_OUTPUT_FACTOR`] × the document's JSON size +
+//!   [`YAML_OUTPUT_FLOOR`]; a document whose block form is larger is written again in flow
+//!   style (`{a: [1, 2]}`, YAML's JSON-like form, about its JSON size), still valid YAML
+//!   that decodes to the same value. Upstream (`sigs.k8s.io/yaml`) always writes block
+//!   style, without a bound; real objects stay far under the factor and print as upstream.
+//! - a list is streamed item by item (each item decoded and encoded when the connection
+//!   takes it, so neither the whole list's YAML nor its JSON tree is ever in memory); an
+//!   item that cannot be encoded ends the body early (the status line has gone by then);
+//! - any other response is an object at most the storage's object size, a Scale or a
+//!   Status, converted from its JSON bytes, refused (500) past [`MAX_CONVERTED_BYTES`].
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use listwatch_storage::ObjectList;
 use serde_json::{Value, json};
 
@@ -34,8 +44,96 @@ pub(crate) fn wanted(headers: &HeaderMap, offer: Offer) -> bool {
     matches!(negotiate(headers, offer), Ok(Format::Yaml))
 }
 
+/// A document's block YAML may be at most this many times its JSON size …
+pub(crate) const YAML_OUTPUT_FACTOR: usize = 8;
+
+/// … plus this many bytes; past that it is written in flow style.
+pub(crate) const YAML_OUTPUT_FLOOR: usize = 64 * 1024;
+
+/// A `fmt::Write` that refuses to grow past its cap (the encoder stops at the first
+/// refused write, so nothing past the cap is built).
+struct Capped {
+    out: String,
+    cap: usize,
+    over: bool,
+}
+
+impl std::fmt::Write for Capped {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.out.len().saturating_add(s.len()) > self.cap {
+            self.over = true;
+            return Err(std::fmt::Error);
+        }
+        self.out.push_str(s);
+        Ok(())
+    }
+}
+
+/// `v` in flow style at every level (scalars as the block encoder writes them).
+struct Flow<'a>(&'a Value);
+
+impl serde::Serialize for Flow<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        struct Items<'a>(&'a [Value]);
+        impl serde::Serialize for Items<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut seq = s.serialize_seq(Some(self.0.len()))?;
+                for v in self.0 {
+                    seq.serialize_element(&Flow(v))?;
+                }
+                seq.end()
+            }
+        }
+        struct Entries<'a>(&'a serde_json::Map<String, Value>);
+        impl serde::Serialize for Entries<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut map = s.serialize_map(Some(self.0.len()))?;
+                for (k, v) in self.0 {
+                    map.serialize_entry(k, &Flow(v))?;
+                }
+                map.end()
+            }
+        }
+        match self.0 {
+            Value::Array(a) => serde_saphyr::FlowSeq(Items(a)).serialize(s),
+            Value::Object(m) => serde_saphyr::FlowMap(Entries(m)).serialize(s),
+            other => other.serialize(s),
+        }
+    }
+}
+
+/// `v` as YAML, `json_len` its JSON size: block style as upstream, unless that passes
+/// [`YAML_OUTPUT_FACTOR`] × `json_len` + [`YAML_OUTPUT_FLOOR`] bytes; then flow style.
+fn encode_sized(v: &Value, json_len: usize) -> ApiResult<String> {
+    let cap = json_len
+        .saturating_mul(YAML_OUTPUT_FACTOR)
+        .saturating_add(YAML_OUTPUT_FLOOR);
+    let mut w = Capped {
+        out: String::new(),
+        cap,
+        over: false,
+    };
+    match serde_saphyr::to_fmt_writer(&mut w, v) {
+        Ok(()) => return Ok(w.out),
+        Err(_) if w.over => {}
+        Err(e) => return Err(ApiError::internal(format!("encoding YAML: {e}"))),
+    }
+    drop(w);
+    tracing::debug!(
+        json_len,
+        cap,
+        "block YAML past its bound: the document is written in flow style"
+    );
+    let mut out = String::new();
+    serde_saphyr::to_fmt_writer(&mut out, &Flow(v))
+        .map_err(|e| ApiError::internal(format!("encoding YAML: {e}")))?;
+    Ok(out)
+}
+
+/// A small document (a list's head or tail).
 fn encode(v: &Value) -> ApiResult<String> {
-    serde_saphyr::to_string(v).map_err(|e| ApiError::internal(format!("encoding YAML: {e}")))
+    encode_sized(v, 0)
 }
 
 /// A JSON response (`Content-Type: application/json`) as YAML, with its status and other
@@ -52,7 +150,7 @@ pub(crate) async fn from_json(resp: Response) -> Response {
     let converted = match axum::body::to_bytes(body, MAX_CONVERTED_BYTES).await {
         Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
             .map_err(|e| ApiError::internal(format!("a response is not JSON: {e}")))
-            .and_then(|v| encode(&v)),
+            .and_then(|v| encode_sized(&v, bytes.len())),
         Err(e) => Err(ApiError::internal(format!(
             "a response too large to convert to YAML: {e}"
         ))),
@@ -70,7 +168,7 @@ pub(crate) async fn from_json(resp: Response) -> Response {
 }
 
 /// A list as YAML: `apiVersion`, `items` (each item's YAML under `- `), `kind` and
-/// `metadata`, in that (sorted) order.
+/// `metadata`, in that (sorted) order; streamed, one item encoded at a time.
 pub(crate) fn list(info: &ResourceInfo, list: ObjectList) -> ApiResult<Response> {
     let mut meta = serde_json::Map::new();
     meta.insert(
@@ -83,27 +181,31 @@ pub(crate) fn list(info: &ResourceInfo, list: ObjectList) -> ApiResult<Response>
     if let Some(n) = list.remaining_item_count {
         meta.insert("remainingItemCount".into(), Value::from(n));
     }
-    let mut out = encode(&json!({"apiVersion": info.api_version()}))?;
-    if list.items.is_empty() {
-        out.push_str("items: []\n");
+    let mut head = encode(&json!({"apiVersion": info.api_version()}))?;
+    head.push_str(if list.items.is_empty() {
+        "items: []\n"
     } else {
-        out.push_str("items:\n");
-    }
-    for obj in &list.items {
+        "items:\n"
+    });
+    let tail = encode(&json!({"kind": info.list_kind(), "metadata": Value::Object(meta)}))?;
+    let items = list.items.into_iter().map(|obj| {
         let v = obj
             .to_value()
-            .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
-        let item = encode(&v)?;
+            .map_err(|e| std::io::Error::other(format!("stored object does not decode: {e}")))?;
+        let item =
+            encode_sized(&v, obj.size()).map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mut out = String::with_capacity(item.len() + item.len() / 8 + 4);
         for (i, line) in item.lines().enumerate() {
             out.push_str(if i == 0 { "- " } else { "  " });
             out.push_str(line);
             out.push('\n');
         }
-    }
-    out.push_str(&encode(
-        &json!({"kind": info.list_kind(), "metadata": Value::Object(meta)}),
-    )?);
-    let mut resp = out.into_response();
+        Ok::<_, std::io::Error>(Bytes::from(out))
+    });
+    let chunks = std::iter::once(Ok(Bytes::from(head)))
+        .chain(items)
+        .chain(std::iter::once(Ok(Bytes::from(tail))));
+    let mut resp = Body::from_stream(futures::stream::iter(chunks)).into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
     Ok(resp)
@@ -116,6 +218,30 @@ mod tests {
 
     fn decode(text: &str) -> Value {
         serde_saphyr::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn deep_documents_fall_back_to_flow_style_within_the_bound() {
+        let mut v = json!({"list": vec![0; 40_000], "s": "a: b\nc", "e": {}, "n": null});
+        // 50 levels (the test's YAML reader stops at 64); block style would indent each
+        // of the 40 000 items by 100 spaces.
+        for _ in 0..50 {
+            v = json!({ "k": v });
+        }
+        let json_len = serde_json::to_vec(&v).unwrap().len();
+        let text = encode_sized(&v, json_len).unwrap();
+        assert!(
+            text.len() < 2 * json_len + 1024,
+            "{} bytes of YAML for {json_len} of JSON",
+            text.len()
+        );
+        assert_eq!(decode(&text), v);
+        // A shallow document stays in block style, as upstream writes it.
+        let small = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+        assert_eq!(
+            encode_sized(&small, 40).unwrap(),
+            "data:\n  k: v\nmetadata:\n  name: a\n"
+        );
     }
 
     #[tokio::test]

@@ -222,6 +222,16 @@ impl<'a> Node<'a> {
         self.ext("description").and_then(Value::as_str)
     }
 
+    /// This node's identity in its catalog (where its declaration and its resolved type
+    /// are): two nodes of one catalog with the same identity are the same node, so a walker
+    /// can remember nodes by it, at most one entry per declaration.
+    pub fn identity(&self) -> (usize, usize) {
+        (
+            std::ptr::from_ref(self.site) as usize,
+            std::ptr::from_ref(self.ty) as usize,
+        )
+    }
+
     /// The declaration's schema as served (with its `allOf`/`$ref`), e.g. to embed.
     pub fn declaration(&self) -> &'a Value {
         self.site

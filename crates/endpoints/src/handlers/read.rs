@@ -146,7 +146,11 @@ pub(super) async fn watch_request(
     // The storage learns when the watch will end, so that a cache can send a bookmark just
     // before (upstream: 2 s), and the client resumes from a recent resourceVersion.
     let timeout = watch_server::watch_timeout(lr.timeout, shared.config.min_request_timeout);
-    let deadline = tokio::time::Instant::now() + timeout;
+    let now = tokio::time::Instant::now();
+    // `watch_timeout` caps the request; a clock that far along would still not overflow.
+    let deadline = now
+        .checked_add(timeout)
+        .unwrap_or_else(|| now + std::time::Duration::from_secs(86_400));
     lr.opts.deadline = Some(deadline.into_std());
     let stream = match req.res.storage.watch(&key, &lr.opts).await {
         Ok(s) => s,
