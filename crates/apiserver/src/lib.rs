@@ -255,7 +255,7 @@ impl Drop for AbortOnDrop {
 pub fn router(api: &listwatch_endpoints::Api, running: &Running) -> axum::Router {
     let sec = Arc::clone(&running.security);
     axum::Router::new()
-        .merge(security::reviews::router(Arc::clone(&sec), api.resources()))
+        .merge(security::reviews::router(Arc::clone(&sec), api))
         .merge(api.router())
         .layer(axum::middleware::from_fn_with_state(
             sec,

@@ -1,0 +1,228 @@
+//! The adversarial suite, part two (issue 24): attacks on what a request may hold rather
+//! than on what it parses — bodies trickled or declared and never sent, review and token
+//! routes, connections and watch slots from few addresses, huge selectors, an embedded
+//! store filled to its quota — each answered with a bounded count, status or memory while
+//! a well-behaved client on another address is served.
+//!
+//! Clients are told apart by their loopback source address (127.0.0.x). Deadlines are short
+//! flags so that the suite takes seconds; the assertions are about what happens (codes,
+//! counts, peak memory), never about how long it took.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Server, http, parse_response};
+use serde_json::json;
+
+const CM: &str = "/api/v1/namespaces/default/configmaps";
+const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
+const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
+const TOKEN: &str = "/api/v1/namespaces/default/serviceaccounts/default/token";
+
+/// A connection to `addr` from the loopback address `local`.
+fn connect_from(local: &str, addr: &str) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stream = rt
+        .block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(format!("{local}:0").parse().unwrap())?;
+            socket.connect(addr.parse().unwrap()).await
+        })
+        .unwrap();
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream.set_nodelay(true).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    stream
+}
+
+/// Reads until the server closes the connection (or resets it); panics after [`PATIENCE`].
+fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
+                return got;
+            }
+            Err(e) => panic!("the connection is still open after {PATIENCE:?} ({e})"),
+        }
+    }
+}
+
+/// The status code of a raw answer, `None` when the connection closed without one.
+fn code_of(raw: &[u8]) -> Option<u16> {
+    raw.windows(4)
+        .any(|w| w == b"\r\n\r\n")
+        .then(|| parse_response(raw).status)
+}
+
+/// `VmRSS` or `VmHWM` of `/proc/PID/status`, in KiB.
+fn proc_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// A metric's value (the first sample whose line starts with `series`), 0 if absent.
+fn metric(addr: &str, series: &str) -> f64 {
+    let r = http(addr, "GET", "/metrics", &[], b"");
+    String::from_utf8_lossy(&r.body)
+        .lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A POST from `local` with a chunked body sent one byte per chunk, `chunks` of them
+/// `pause` apart, then nothing (the body never ends); the answer's code once the server
+/// closes the connection (`None`: closed without one).
+fn trickle_chunked(
+    local: &'static str,
+    addr: &str,
+    path: &'static str,
+    chunks: usize,
+    pause: Duration,
+) -> JoinHandle<Option<u16>> {
+    let addr = addr.to_owned();
+    std::thread::spawn(move || {
+        let mut s = connect_from(local, &addr);
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Transfer-Encoding: chunked\r\n\r\n"
+        )
+        .unwrap();
+        let mut w = s.try_clone().unwrap();
+        let writer = std::thread::spawn(move || {
+            for _ in 0..chunks {
+                if w.write_all(b"1\r\n \r\n").is_err() {
+                    return;
+                }
+                std::thread::sleep(pause);
+            }
+        });
+        let got = read_to_close(&mut s);
+        writer.join().unwrap();
+        code_of(&got)
+    })
+}
+
+/// Item 1 and 2 of issue 24: the review and token routes read their bodies through flow
+/// control, within the request deadline, into the body budget, copied as they arrive. 40
+/// connections trickling one-byte chunks (before: no deadline, every chunk pinning a read
+/// buffer: 1.4 GB in 25 s) are answered 408 and closed, holding little memory; a flow's
+/// 51st waiting review is 429 (its queue); a body over the limit is 413; the good client's
+/// reviews still work.
+#[test]
+fn review_and_token_routes_read_bodies_within_the_deadline_budget_and_flow_control() {
+    let server = Server::start(&["--request-timeout", "6"]);
+    let addr = server.addr.clone();
+    let pid = server.pid();
+    let ok = http(
+        &addr,
+        "POST",
+        SSAR,
+        &[("Content-Type", "application/json")],
+        json!({"spec": {"resourceAttributes": {"verb": "get", "resource": "pods"}}})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!(ok.status, 201, "a review: {:?}", ok.json());
+    let idle = proc_kib(pid, "VmRSS:");
+
+    // 40 connections, 1 500 one-byte chunks each (~2 ms apart), on every route kind.
+    let routes = [SSAR, SAR, TOKEN, CM];
+    let trickles: Vec<_> = (0..40)
+        .map(|i| {
+            trickle_chunked(
+                "127.0.0.2",
+                &addr,
+                routes[i % routes.len()],
+                1_500,
+                Duration::from_millis(2),
+            )
+        })
+        .collect();
+    let codes: Vec<Option<u16>> = trickles.into_iter().map(|t| t.join().unwrap()).collect();
+    let peak = proc_kib(pid, "VmHWM:");
+    eprintln!(
+        "hostile_cost: 40 trickled bodies answered {codes:?}; RSS idle {idle} KiB, peak {peak} KiB"
+    );
+    assert!(
+        codes.iter().all(|c| *c == Some(408)),
+        "every trickled body is answered 408 at the request deadline: {codes:?}"
+    );
+    assert!(
+        peak.saturating_sub(idle) < 64 * 1024,
+        "40 trickled bodies grew the server by {} KiB",
+        peak.saturating_sub(idle)
+    );
+
+    // A flow's waiting requests are bounded: of 60 reviews whose bodies never complete, 50
+    // wait (and end 408 at the deadline) and 10 are refused at once (429). (Without an
+    // authenticator every client is the same user, so these are one flow.)
+    let slow: Vec<JoinHandle<Option<u16>>> = (0..60)
+        .map(|i| {
+            let addr = addr.clone();
+            let path = if i % 2 == 0 { SSAR } else { SAR };
+            std::thread::spawn(move || {
+                let mut s = connect_from("127.0.0.3", &addr);
+                write!(
+                    s,
+                    "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+                     Content-Length: 100\r\n\r\n{{"
+                )
+                .unwrap();
+                code_of(&read_to_close(&mut s))
+            })
+        })
+        .collect();
+    let mut codes: Vec<Option<u16>> = slow.into_iter().map(|h| h.join().unwrap()).collect();
+    codes.sort_unstable();
+    let count = |c: u16| codes.iter().filter(|x| **x == Some(c)).count();
+    assert_eq!(
+        (count(408), count(429)),
+        (50, 10),
+        "60 slow reviews of one flow: 50 wait and time out, 10 are refused: {codes:?}"
+    );
+    let ok = http(
+        &addr,
+        "POST",
+        SSAR,
+        &[("Content-Type", "application/json")],
+        br#"{"spec":{"resourceAttributes":{"verb":"list","resource":"pods"}}}"#,
+    );
+    assert_eq!(ok.status, 201, "a review after the slow ones");
+
+    // Over the body limit (3 MiB): 413 from the declared length.
+    let big = vec![b' '; 4 * 1024 * 1024];
+    let r = http(
+        &addr,
+        "POST",
+        SSAR,
+        &[("Content-Type", "application/json")],
+        &big,
+    );
+    assert_eq!(r.status, 413, "a 4 MiB review");
+    assert!(
+        metric(
+            &addr,
+            "apiserver_request_total{verb=\"POST\",resource=\"selfsubjectaccessreviews\",code=\"408\"}"
+        ) >= 1.0
+    );
+}
