@@ -226,3 +226,69 @@ fn review_and_token_routes_read_bodies_within_the_deadline_budget_and_flow_contr
         ) >= 1.0
     );
 }
+
+/// Item 3 of issue 24: the body budget is charged as bytes arrive. 80 POSTs from two
+/// addresses each declare 3 MiB and send nothing — 240 MiB declared against a 16 MiB
+/// budget (before: the first five reserved it all and everyone else's writes got 429 until
+/// their deadline). The good client's writes are served; the idle ones end 408.
+#[test]
+fn declared_lengths_reserve_nothing_of_the_body_budget() {
+    let server = Server::start(&[
+        "--request-timeout",
+        "5",
+        "--max-buffered-request-bytes",
+        "16777216",
+    ]);
+    let addr = server.addr.clone();
+    let idle: Vec<JoinHandle<Option<u16>>> = (0..80)
+        .map(|i| {
+            let addr = addr.clone();
+            let local = if i % 2 == 0 { "127.0.0.2" } else { "127.0.0.3" };
+            std::thread::spawn(move || {
+                let mut s = connect_from(local, &addr);
+                write!(
+                    s,
+                    "POST {CM} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+                     Content-Length: 3145728\r\n\r\n{{"
+                )
+                .unwrap();
+                code_of(&read_to_close(&mut s))
+            })
+        })
+        .collect();
+    // Each address's connections are served in the order they were accepted: once a later
+    // request of the same address is answered, the server has read the idle POSTs' heads
+    // too (and, before this fix, reserved their declared lengths).
+    for local in ["127.0.0.2", "127.0.0.3"] {
+        let mut s = connect_from(local, &addr);
+        write!(
+            s,
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        assert_eq!(code_of(&read_to_close(&mut s)), Some(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // Bodies of 1.4 MB: more than a reservation of 5 × 3 MiB would leave of 16 MiB.
+    for i in 0..3 {
+        let body = json!({"metadata": {"name": format!("good-{i}")}, "data": {"k": "v".repeat(1_400_000)}});
+        let r = http(
+            &addr,
+            "POST",
+            CM,
+            &[("Content-Type", "application/json")],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(
+            r.status,
+            201,
+            "the good client's create while 240 MiB are declared: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    let codes: Vec<Option<u16>> = idle.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(
+        codes.iter().all(|c| *c == Some(408)),
+        "the idle POSTs wait for their bodies and end 408, none is refused for the budget: {codes:?}"
+    );
+}
