@@ -292,3 +292,117 @@ fn declared_lengths_reserve_nothing_of_the_body_budget() {
         "the idle POSTs wait for their bodies and end 408, none is refused for the budget: {codes:?}"
     );
 }
+
+/// Starts the binary through `sh` with its soft open-file limit lowered to `soft`; the child
+/// and its address.
+fn start_with_soft_nofile(soft: u64, extra: &[&str]) -> (Child, String) {
+    let bin = env!("CARGO_BIN_EXE_listwatch-apiserver");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -Sn {soft} && exec \"$0\" \"$@\""))
+        .arg(bin)
+        .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    std::thread::spawn(move || {
+        let mut sink = String::new();
+        while out.read_line(&mut sink).unwrap_or(0) > 0 {
+            sink.clear();
+        }
+    });
+    let addr = first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("http://"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_owned();
+    (child, addr)
+}
+
+/// The soft and hard "Max open files" of a process.
+fn nofile(pid: u32) -> (String, String) {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
+    let v: Vec<&str> = line.split_whitespace().collect();
+    (v[3].to_owned(), v[4].to_owned())
+}
+
+/// Item 4 of issue 24: the soft open-file limit is raised to the hard one at start (a
+/// server started with a soft limit of 256 serves 400 watches from one address and still
+/// answers), and one address may hold at most `--max-connections-per-client` connections
+/// while another is served.
+#[test]
+fn the_open_file_limit_is_raised_and_connections_are_capped_per_client() {
+    let (mut child, addr) = start_with_soft_nofile(256, &[]);
+    let (soft, hard) = nofile(child.id());
+    assert_eq!(
+        soft, hard,
+        "the soft open-file limit is raised to the hard one"
+    );
+    let watch = format!("{CM}?watch=1&timeoutSeconds=600");
+    let held: Vec<TcpStream> = (0..400)
+        .map(|_| {
+            let mut s = connect_from("127.0.0.2", &addr);
+            write!(s, "GET {watch} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    // Each watch answers its head (the server accepted and served all 400).
+    for mut s in held.iter() {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(
+                s.read(&mut byte).unwrap(),
+                1,
+                "a watch closed before its head"
+            );
+            head.push(byte[0]);
+        }
+        assert!(head.starts_with(b"HTTP/1.1 200"));
+    }
+    assert_eq!(http(&addr, "GET", "/healthz", &[], b"").status, 200);
+    drop(held);
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let server = Server::start(&["--max-connections-per-client", "5"]);
+    let addr = server.addr.clone();
+    let silent: Vec<TcpStream> = (0..5).map(|_| connect_from("127.0.0.2", &addr)).collect();
+    // The sixth of the same address is closed without an answer, though it asks.
+    let mut extra = connect_from("127.0.0.2", &addr);
+    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert!(
+        read_to_close(&mut extra).is_empty(),
+        "the sixth connection of 127.0.0.2"
+    );
+    // Another address is served.
+    let mut other = connect_from("127.0.0.3", &addr);
+    write!(
+        other,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    assert_eq!(code_of(&read_to_close(&mut other)), Some(200));
+    assert!(metric(&addr, "apiserver_rejected_client_connections_total") >= 1.0);
+    // A closed connection gives its slot back.
+    drop(silent);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let mut s = connect_from("127.0.0.2", &addr);
+        let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        if code_of(&read_to_close(&mut s)) == Some(200) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "slots never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
