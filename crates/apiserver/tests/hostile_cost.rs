@@ -406,3 +406,54 @@ fn the_open_file_limit_is_raised_and_connections_are_capped_per_client() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Opens watches from `local` until one is refused; the open ones and the refusal's head.
+fn open_watches_until_refused(local: &str, addr: &str) -> (Vec<TcpStream>, String) {
+    let watch = format!("{CM}?watch=1&timeoutSeconds=600");
+    let mut held = Vec::new();
+    loop {
+        let mut s = connect_from(local, addr);
+        write!(s, "GET {watch} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(s.read(&mut byte).unwrap(), 1);
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head).into_owned();
+        if head.starts_with("HTTP/1.1 200") {
+            held.push(s);
+            assert!(held.len() <= 1_000, "never refused");
+        } else {
+            return (held, head);
+        }
+    }
+}
+
+/// Item 5 of issue 24: watch slots are shared fairly under pressure. Four addresses open
+/// watches until refused (before: the first took every slot); a fifth still opens one, and
+/// the refusals are 429 with Retry-After, as upstream's max-in-flight answers.
+#[test]
+fn watch_slots_stay_available_to_a_client_with_few_when_others_hold_many() {
+    let server = Server::start(&["--max-watches", "40", "--max-watches-per-client", "40"]);
+    let addr = server.addr.clone();
+    let mut kept = Vec::new();
+    let mut counts = Vec::new();
+    for local in ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"] {
+        let (held, refusal) = open_watches_until_refused(local, &addr);
+        assert!(refusal.starts_with("HTTP/1.1 429"), "{refusal}");
+        assert!(
+            refusal.to_ascii_lowercase().contains("retry-after: 1"),
+            "{refusal}"
+        );
+        counts.push(held.len());
+        kept.push(held);
+    }
+    eprintln!("hostile_cost: watches per address before refusal: {counts:?}");
+    assert!(counts[0] < 40, "one address took every slot: {counts:?}");
+    let (good, _) = open_watches_until_refused("127.0.0.1", &addr);
+    assert!(
+        !good.is_empty(),
+        "the good client opened no watch: {counts:?}"
+    );
+}
