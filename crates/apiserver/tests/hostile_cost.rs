@@ -457,3 +457,48 @@ fn watch_slots_stay_available_to_a_client_with_few_when_others_hold_many() {
         "the good client opened no watch: {counts:?}"
     );
 }
+
+/// Item 6 of issue 24: selectors are capped at 100 requirements (400 past it, for lists
+/// and watches), so no request makes every object or event cost thousands of comparisons.
+#[test]
+fn selectors_past_the_requirement_cap_are_refused() {
+    let server = Server::start(&[]);
+    let addr = server.addr.clone();
+    let selector = |n: usize| {
+        (0..n)
+            .map(|i| format!("k{i}%21%3Dv"))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let r = http(
+        &addr,
+        "GET",
+        &format!("{CM}?labelSelector={}", selector(100)),
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 200, "100 requirements");
+    for path in [
+        format!("{CM}?labelSelector={}", selector(101)),
+        format!("{CM}?watch=1&labelSelector={}", selector(5_000)),
+    ] {
+        let r = http(&addr, "GET", &path, &[], b"");
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+        let message = r.json()["message"].as_str().unwrap_or("").to_owned();
+        assert!(
+            message.contains("labelSelector: too many requirements"),
+            "{message}"
+        );
+    }
+    let fields: Vec<String> = (0..101)
+        .map(|i| format!("metadata.name%21%3Dn{i}"))
+        .collect();
+    let r = http(
+        &addr,
+        "GET",
+        &format!("{CM}?fieldSelector={}", fields.join(",")),
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+}
