@@ -202,6 +202,13 @@ pub struct Options {
     /// store accepts a default etcd accepts too.
     #[arg(long, default_value_t = listwatch_storage::DEFAULT_MAX_OBJECT_BYTES, value_parser = flags::bytes_limit)]
     pub embedded_max_object_bytes: usize,
+    /// Embedded store: the most bytes of live objects (keys and their JSON) it holds, as
+    /// etcd's `--quota-backend-bytes`: a write past it is refused with etcd's "mvcc: database
+    /// space exceeded" (429, Retry-After 10) and raises the NOSPACE alarm (`/readyz` fails
+    /// with it; reads and deletes are served). Default: etcd's default quota, 2 GiB, at
+    /// most 1/8 of the machine's memory; 0: no quota.
+    #[arg(long, value_parser = flags::count)]
+    pub embedded_quota_bytes: Option<u64>,
     /// etcd backend: seconds between compactions of etcd's history (upstream's
     /// `--etcd-compaction-interval`, 5 minutes), coordinated with the other servers through
     /// `compact_rev_key`; 0: this server never compacts. Either way it reads that key every

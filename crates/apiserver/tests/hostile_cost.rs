@@ -502,3 +502,57 @@ fn selectors_past_the_requirement_cap_are_refused() {
     );
     assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
 }
+
+/// Item 7 of issue 24: the embedded store's live-bytes quota answers like etcd's NOSPACE:
+/// writes past it are 429 with etcd's message and Retry-After, `/readyz` fails with the
+/// alarm, reads and deletes are served, and the alarm clears once deletes free space.
+#[test]
+fn the_embedded_quota_refuses_writes_keeps_reads_and_deletes_and_raises_an_alarm() {
+    let server = Server::start(&["--embedded-quota-bytes", "2097152"]);
+    let addr = server.addr.clone();
+    let ct = [("Content-Type", "application/json")];
+    let mut created = Vec::new();
+    let refused = loop {
+        let name = format!("fill-{}", created.len());
+        let body = json!({"metadata": {"name": name}, "data": {"k": "x".repeat(200_000)}});
+        let r = http(&addr, "POST", CM, &ct, body.to_string().as_bytes());
+        if r.status != 201 {
+            break r;
+        }
+        created.push(name);
+        assert!(
+            created.len() < 50,
+            "2 MiB of quota took 50 objects of 200 KB"
+        );
+    };
+    assert_eq!(
+        refused.status,
+        429,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    assert!(refused.header("retry-after").is_some());
+    let message = refused.json()["message"].as_str().unwrap_or("").to_owned();
+    assert!(
+        message.contains("mvcc: database space exceeded"),
+        "{message}"
+    );
+    assert!(!created.is_empty());
+    // The alarm: /readyz fails with it; small writes are refused too while it is raised.
+    let ready = http(&addr, "GET", "/readyz", &[], b"");
+    assert_eq!(ready.status, 500);
+    assert!(String::from_utf8_lossy(&ready.body).contains("NOSPACE"));
+    let small = json!({"metadata": {"name": "small"}}).to_string();
+    assert_eq!(http(&addr, "POST", CM, &ct, small.as_bytes()).status, 429);
+    // Reads and deletes are served.
+    assert_eq!(http(&addr, "GET", CM, &[], b"").status, 200);
+    let first = format!("{CM}/{}", created[0]);
+    assert_eq!(http(&addr, "GET", &first, &[], b"").status, 200);
+    for name in &created {
+        let r = http(&addr, "DELETE", &format!("{CM}/{name}"), &[], b"");
+        assert_eq!(r.status, 200, "delete {name}");
+    }
+    // Space freed: the alarm clears and writes are served again.
+    assert_eq!(http(&addr, "GET", "/readyz", &[], b"").status, 200);
+    assert_eq!(http(&addr, "POST", CM, &ct, small.as_bytes()).status, 201);
+}
