@@ -22,7 +22,7 @@
 //! - a body is read with a hard cap before anything parses it, and a declared
 //!   `Content-Length` over the cap is refused before the body is read;
 //! - a body's buffer is charged to the body-memory budget as its bytes arrive (at most
-//!   twice what arrived, or 4 KiB), never for a declared length ahead of the data;
+//!   twice what arrived), never for a declared length ahead of the data;
 //! - decoding never builds more than its budget: YAML alias expansion is counted as it
 //!   happens and stops at the budget, so the decoded size is linear in the input size;
 //! - nothing recursive (clone, compare, drop, serialize, strategic merge) ever sees a value
@@ -95,8 +95,8 @@ impl DecodeError {
 /// before reading anything, and by counting while reading otherwise. The buffer grows as
 /// bytes arrive, and every byte of buffer is taken from the body-memory budget through
 /// `hold` (429 when spent) before it is allocated: nothing is reserved for a declared length
-/// that has not arrived, so a client that declares 3 MiB and sends one byte holds one byte's
-/// worth of buffer, not 3 MiB of the budget. Chunks are copied out of the connection's
+/// that has not arrived, so a client that declares 3 MiB and sends one byte holds one byte
+/// of buffer, not 3 MiB of the budget. Chunks are copied out of the connection's
 /// buffers as they arrive, so a body trickled in tiny chunks holds its bytes, not a buffer
 /// per chunk.
 pub(crate) async fn read_body(
@@ -135,12 +135,11 @@ pub(crate) async fn read_body(
 }
 
 /// The capacity a body buffer of capacity `cap` grows to when it must hold `needed` bytes:
-/// doubling (at least 4 KiB), but never past `most` (what the body may need at all) unless
-/// `needed` itself is larger. Always at least `needed`, so growth is amortised linear and
-/// the buffer is at most twice what has arrived (or 4 KiB).
+/// doubling, but never past `most` (what the body may need at all) unless `needed` itself
+/// is larger. Always at least `needed`, so growth is amortised linear and the buffer is at
+/// most twice what has arrived.
 fn body_capacity(cap: usize, needed: usize, most: usize) -> usize {
-    const FIRST: usize = 4 * 1024;
-    cap.saturating_mul(2).max(FIRST).min(most).max(needed)
+    cap.saturating_mul(2).min(most).max(needed)
 }
 
 /// Media types accepted for object bodies.
@@ -599,10 +598,12 @@ mod tests {
     #[test]
     fn a_body_buffer_grows_with_what_arrived_not_with_what_was_declared() {
         let most = 3 * 1024 * 1024;
-        // One byte of a declared 3 MiB: 4 KiB.
-        assert_eq!(body_capacity(0, 1, most), 4096);
+        // One byte of a declared 3 MiB: one byte.
+        assert_eq!(body_capacity(0, 1, most), 1);
+        assert_eq!(body_capacity(0, 37, most), 37);
         // Doubling, capped by the declared length, always room for what arrived.
         assert_eq!(body_capacity(4096, 4097, most), 8192);
+        assert_eq!(body_capacity(1, 2, most), 2);
         assert_eq!(
             body_capacity(2 * 1024 * 1024, 2 * 1024 * 1024 + 1, most),
             most
