@@ -601,6 +601,8 @@ pub(crate) fn fair_share_threshold(total: usize) -> usize {
 /// client alone can take at most about half of the slots past the threshold; each client
 /// that comes later, at most about half of what is still free, so the last slots always go
 /// to clients with the fewest watches (max-min fairness, approximately, without queues).
+/// Like the per-client cap, the share applies only with a per-client limit set (a
+/// `per_client` of 0 says one client may stand for many, as a load generator does).
 pub(crate) struct WatchLimits {
     total: usize,
     per_client: usize,
@@ -633,6 +635,7 @@ impl WatchLimits {
         } else if self.per_client > 0 && mine >= self.per_client {
             Some(Rejection::ClientConcurrencyLimit)
         } else if self.total > 0
+            && self.per_client > 0
             && c.open >= fair_share_threshold(self.total)
             && mine > self.total - c.open
         {

@@ -203,6 +203,12 @@ fn past_half_of_the_slots_a_client_holds_at_most_what_is_still_free() {
         Some(Rejection::FairShare)
     );
     assert!(limits.try_open(&client(50)).is_ok());
+    // Without a per-client limit one client may take every slot.
+    let unlimited = WatchLimits::new(10, 0, metrics());
+    let all: Vec<_> = (0..10)
+        .map(|_| unlimited.try_open(&client(1)).unwrap())
+        .collect();
+    assert_eq!(all.len(), 10);
 }
 
 #[test]
