@@ -4,7 +4,8 @@
 //! Invariants: every resource gets its own storage value, so that a per-resource cache can
 //! wrap it; on etcd, every resource's store shares one client and writes under
 //! `--etcd-prefix`; the embedded store's history is bounded by default (1/16 of the
-//! machine's memory).
+//! machine's memory), and so are its live objects (a quota of 2 GiB, at most 1/8 of the
+//! machine's memory, answered as etcd's NOSPACE).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -43,6 +44,11 @@ impl Backends {
                     compaction_check_every: opts.embedded_retain_revisions.clamp(1, 1024),
                     max_object_bytes: (opts.embedded_max_object_bytes > 0)
                         .then_some(opts.embedded_max_object_bytes),
+                    quota_bytes: match opts.embedded_quota_bytes {
+                        None => Some(default_quota_bytes()),
+                        Some(0) => None,
+                        Some(n) => Some(n),
+                    },
                     ..MemStoreConfig::default()
                 };
                 let store = match &opts.data_dir {
@@ -103,14 +109,28 @@ impl Backends {
 /// The embedded store's default history bound: 1/16 of the machine's memory (1 GiB if
 /// unknown), so the history of a busy server cannot take the machine's memory.
 fn default_retain_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib * 1024 / 16)
-        })
-        .unwrap_or(1 << 30)
+    memory_bytes().map_or(1 << 30, |m| m / 16)
+}
+
+/// etcd's default `--quota-backend-bytes`.
+const ETCD_DEFAULT_QUOTA_BYTES: u64 = 2 << 30;
+
+/// The embedded store's default live-bytes quota: etcd's default (2 GiB), at most 1/8 of the
+/// machine's memory — every live byte is also held by the watch cache and its encodings, so
+/// live data of an eighth of the memory is what the process can afford beside its history
+/// (1/16) and request buffers.
+fn default_quota_bytes() -> u64 {
+    memory_bytes().map_or(ETCD_DEFAULT_QUOTA_BYTES, |m| {
+        (m / 8).min(ETCD_DEFAULT_QUOTA_BYTES)
+    })
+}
+
+/// The machine's memory (`MemTotal` of `/proc/meminfo`), if known.
+fn memory_bytes() -> Option<u64> {
+    let m = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
 }
 
 /// The etcd client TLS of `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`.

@@ -28,6 +28,7 @@ mod backends;
 mod bootstrap;
 pub mod builtin;
 mod conn;
+mod conn_limit;
 pub mod custom;
 pub mod flags;
 mod options;
@@ -40,7 +41,7 @@ pub mod tls;
 
 use crate::backends::Backends;
 use crate::bootstrap::bootstrap_until_done;
-pub use crate::options::{Backend, LogFormat, Options};
+pub use crate::options::{Backend, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, LogFormat, Options};
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -260,7 +261,7 @@ impl Drop for AbortOnDrop {
 pub fn router(api: &listwatch_endpoints::Api, running: &Running) -> axum::Router {
     let sec = Arc::clone(&running.security);
     axum::Router::new()
-        .merge(security::reviews::router(Arc::clone(&sec), api.resources()))
+        .merge(security::reviews::router(Arc::clone(&sec), api))
         .merge(api.router())
         .layer(axum::middleware::from_fn_with_state(
             sec,
@@ -320,6 +321,8 @@ pub async fn run(
     mut opts: Options,
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServerError> {
+    // Before anything opens a file: the store, the listener, every connection.
+    let files = conn_limit::raise_open_file_limit();
     let pki = match opts.security.pki_dir.clone() {
         Some(dir) => Some(security::pki::apply(&mut opts, &dir)?),
         None => None,
@@ -338,7 +341,7 @@ pub async fn run(
     let addr = listener.local_addr().map_err(io)?;
     let shutdown = api.shutdown_handle();
     let serve_config = opts.serve_config()?;
-    warn_if_files_run_out(serve_config.max_connections);
+    warn_if_files_run_out(serve_config.max_connections, files.soft);
     let mut server = tokio::spawn(serve::serve(
         listener,
         router(&api, &running),
@@ -437,23 +440,13 @@ pub async fn run(
     Ok(())
 }
 
-/// Warns when the connection cap does not fit the open-file limit: accepts would fail
-/// (and wait) before the cap is reached. Linux only (reads `/proc/self/limits`).
-fn warn_if_files_run_out(max_connections: usize) {
-    let soft_limit = std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|limits| {
-            limits
-                .lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3))
-                .and_then(|n| n.parse::<usize>().ok())
-        });
+/// Warns when the connection cap does not fit the open-file limit (`soft`, after raising
+/// it; `None`: unlimited): accepts would fail (and wait) before the cap is reached.
+fn warn_if_files_run_out(max_connections: usize, soft: Option<u64>) {
     // Room for the store, etcd connections, logs and the listener.
-    const RESERVE: usize = 256;
-    if let Some(files) = soft_limit
-        && (max_connections == 0 || max_connections.saturating_add(RESERVE) > files)
-    {
+    const RESERVE: u64 = 256;
+    let Some(files) = soft else { return };
+    if max_connections == 0 || (max_connections as u64).saturating_add(RESERVE) > files {
         tracing::warn!(
             max_connections,
             open_file_limit = files,

@@ -14,6 +14,12 @@ use clap::{Parser, ValueEnum};
 
 use crate::{ServerError, flags, security, serve, tls};
 
+/// `--max-connections-per-client`'s default: the default per-client watch cap (1 000, each
+/// an HTTP/1.1 connection at worst) plus room for that client's requests (its 2 × 50 queue
+/// places and more), and a tenth of the default `--max-connections`, so that one address
+/// cannot take the server's connections (or its file descriptors) from the others.
+pub const DEFAULT_MAX_CONNECTIONS_PER_CLIENT: usize = 1_200;
+
 /// The storage backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
@@ -143,6 +149,11 @@ pub struct Options {
     /// (0: no limit). Keep it above --max-watches (an HTTP/1.1 watch is a connection).
     #[arg(long, default_value_t = 12_000, value_parser = flags::limit)]
     pub max_connections: usize,
+    /// Connections open at once from one remote IP address; one more is accepted and closed
+    /// (0: no limit; upstream has none). Keep it above --max-watches-per-client for clients
+    /// that watch over HTTP/1.1 (a watch is a connection there).
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS_PER_CLIENT, value_parser = flags::limit)]
+    pub max_connections_per_client: usize,
     /// Seconds a connection has for its first request head, and a later head from its
     /// first byte (Go's ReadHeaderTimeout, which upstream sets to 32 s).
     #[arg(long, default_value_t = 32, value_parser = flags::positive_seconds)]
@@ -191,6 +202,13 @@ pub struct Options {
     /// store accepts a default etcd accepts too.
     #[arg(long, default_value_t = listwatch_storage::DEFAULT_MAX_OBJECT_BYTES, value_parser = flags::bytes_limit)]
     pub embedded_max_object_bytes: usize,
+    /// Embedded store: the most bytes of live objects (keys and their JSON) it holds, as
+    /// etcd's `--quota-backend-bytes`: a write past it is refused with etcd's "mvcc: database
+    /// space exceeded" (429, Retry-After 10) and raises the NOSPACE alarm (`/readyz` fails
+    /// with it; reads and deletes are served). Default: etcd's default quota, 2 GiB, at
+    /// most 1/8 of the machine's memory; 0: no quota.
+    #[arg(long, value_parser = flags::count)]
+    pub embedded_quota_bytes: Option<u64>,
     /// etcd backend: seconds between compactions of etcd's history (upstream's
     /// `--etcd-compaction-interval`, 5 minutes), coordinated with the other servers through
     /// `compact_rev_key`; 0: this server never compacts. Either way it reads that key every
@@ -243,6 +261,7 @@ impl Options {
         };
         Ok(serve::ServeConfig {
             max_connections: self.max_connections,
+            max_connections_per_client: self.max_connections_per_client,
             read_header_timeout: secs(self.read_header_timeout),
             idle_timeout: secs(self.idle_connection_timeout),
             write_stall_timeout: secs(self.write_stall_timeout),

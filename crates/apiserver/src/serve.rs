@@ -91,6 +91,8 @@ use crate::tls::Handshaker;
 pub struct ServeConfig {
     /// Connections open at once (0: no limit).
     pub max_connections: usize,
+    /// Connections open at once from one remote IP address (0: no limit).
+    pub max_connections_per_client: usize,
     /// The first request's head must arrive within this of the connection's start, a later
     /// head within this of its first byte.
     pub read_header_timeout: Duration,
@@ -194,6 +196,7 @@ pub struct TlsSettings {
 pub struct ConnMetrics {
     open: Gauge,
     rejected: Counter,
+    rejected_per_client: Counter,
     timeouts: Family<Vec<(&'static str, &'static str)>, Counter>,
     pub(crate) handshakes: Gauge,
     pub(crate) handshakes_waiting: Gauge,
@@ -217,6 +220,7 @@ impl ConnMetrics {
         let m = Self {
             open: Gauge::default(),
             rejected: Counter::default(),
+            rejected_per_client: Counter::default(),
             timeouts: Family::default(),
             handshakes: Gauge::default(),
             handshakes_waiting: Gauge::default(),
@@ -238,6 +242,11 @@ impl ConnMetrics {
             "apiserver_rejected_connections",
             "Connections closed at once for the connection limit",
             m.rejected.clone(),
+        );
+        registry.register(
+            "apiserver_rejected_client_connections",
+            "Connections closed at once for the per-client connection limit (also counted in apiserver_rejected_connections)",
+            m.rejected_per_client.clone(),
         );
         registry.register(
             "apiserver_connection_timeouts",
@@ -309,6 +318,7 @@ pub async fn serve(
         write_stall: config.write_stall_timeout,
     };
     let response_timeout = config.response_timeout;
+    let per_client = crate::conn_limit::PerClient::new(config.max_connections_per_client);
     // Every connection task holds a receiver; `closed()` resolves when the last ends.
     let (all_closed, conn_rx) = watch::channel(());
     let mut last_warning: Option<tokio::time::Instant> = None;
@@ -336,6 +346,13 @@ pub async fn serve(
                 }
             },
         };
+        let Some(client_slot) = per_client.open(peer.ip()) else {
+            metrics.rejected.inc();
+            metrics.rejected_per_client.inc();
+            tracing::debug!(%peer, "the client's connection limit reached: closing a new connection");
+            drop(stream);
+            continue;
+        };
         let local = stream.local_addr().ok();
         let _ = stream.set_nodelay(true);
         if let Err(e) = keep_alive(&stream) {
@@ -362,6 +379,7 @@ pub async fn serve(
         tokio::spawn(async move {
             let _open = GaugeGuard::new(&task.metrics.open);
             let _slot = permit;
+            let _client_slot = client_slot;
             let _alive = conn_rx;
             match handshaker {
                 None => {
@@ -552,6 +570,7 @@ mod tests {
     fn config() -> ServeConfig {
         ServeConfig {
             max_connections: 8,
+            max_connections_per_client: 0,
             read_header_timeout: Duration::from_secs(60),
             idle_timeout: Duration::from_secs(60),
             write_stall_timeout: Duration::from_secs(60),

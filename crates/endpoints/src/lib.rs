@@ -77,6 +77,7 @@ mod strategic;
 mod stream_list;
 pub mod table;
 pub mod validation;
+mod virtual_create;
 mod watch_server;
 mod yaml;
 

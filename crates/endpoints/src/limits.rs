@@ -22,6 +22,8 @@
 //! Invariants:
 //! - a body is read with a hard cap before anything parses it, and a declared
 //!   `Content-Length` over the cap is refused before the body is read;
+//! - a body's buffer is charged to the body-memory budget as its bytes arrive (at most
+//!   twice what arrived), never for a declared length ahead of the data;
 //! - decoding never builds more than its budget: YAML alias expansion is counted as it
 //!   happens and stops at the budget, so the decoded size is linear in the input size;
 //! - nothing recursive (clone, compare, drop, serialize, strategic merge) ever sees a value
@@ -97,9 +99,13 @@ impl DecodeError {
 }
 
 /// Reads a body, refusing more than `limit` bytes (413) — by its declared `Content-Length`
-/// before reading anything, and by counting while reading otherwise. The bytes it holds
-/// (its allocation, then what arrives beyond it) are taken from the body-memory budget
-/// through `hold` (429 when spent).
+/// before reading anything, and by counting while reading otherwise. The buffer grows as
+/// bytes arrive, and every byte of buffer is taken from the body-memory budget through
+/// `hold` (429 when spent) before it is allocated: nothing is reserved for a declared length
+/// that has not arrived, so a client that declares 3 MiB and sends one byte holds one byte
+/// of buffer, not 3 MiB of the budget. Chunks are copied out of the connection's
+/// buffers as they arrive, so a body trickled in tiny chunks holds its bytes, not a buffer
+/// per chunk.
 pub(crate) async fn read_body(
     headers: &HeaderMap,
     body: Body,
@@ -113,25 +119,34 @@ pub(crate) async fn read_body(
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(ApiError::too_large(limit));
     }
-    let capacity = declared.map_or(0, |n| usize::try_from(n).unwrap_or(0).min(limit));
-    let over_budget = |_| ApiError::too_many_requests();
-    hold.take(capacity).map_err(over_budget)?;
-    let mut out = Vec::with_capacity(capacity);
+    // The most the buffer can need: the declared length, else the limit.
+    let most = declared.map_or(limit, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+    let mut out: Vec<u8> = Vec::new();
     let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk
             .map_err(|e| ApiError::bad_request(format!("reading the request body failed: {e}")))?;
-        if out.len().saturating_add(chunk.len()) > limit {
+        let needed = out.len().saturating_add(chunk.len());
+        if needed > limit {
             return Err(ApiError::too_large(limit));
         }
-        let beyond = out
-            .len()
-            .saturating_add(chunk.len())
-            .saturating_sub(capacity.max(out.len()));
-        hold.take(beyond).map_err(over_budget)?;
+        if needed > out.capacity() {
+            let grown = body_capacity(out.capacity(), needed, most);
+            hold.take(grown - out.capacity())
+                .map_err(|_| ApiError::too_many_requests())?;
+            out.reserve_exact(grown - out.len());
+        }
         out.extend_from_slice(&chunk);
     }
     Ok(Bytes::from(out))
+}
+
+/// The capacity a body buffer of capacity `cap` grows to when it must hold `needed` bytes:
+/// doubling, but never past `most` (what the body may need at all) unless `needed` itself
+/// is larger. Always at least `needed`, so growth is amortised linear and the buffer is at
+/// most twice what has arrived.
+fn body_capacity(cap: usize, needed: usize, most: usize) -> usize {
+    cap.saturating_mul(2).min(most).max(needed)
 }
 
 /// Media types accepted for object bodies.
@@ -585,6 +600,23 @@ mod tests {
             decode_yaml(y.as_bytes()),
             Err(DecodeError::TooLarge { .. })
         ));
+    }
+
+    #[test]
+    fn a_body_buffer_grows_with_what_arrived_not_with_what_was_declared() {
+        let most = 3 * 1024 * 1024;
+        // One byte of a declared 3 MiB: one byte.
+        assert_eq!(body_capacity(0, 1, most), 1);
+        assert_eq!(body_capacity(0, 37, most), 37);
+        // Doubling, capped by the declared length, always room for what arrived.
+        assert_eq!(body_capacity(4096, 4097, most), 8192);
+        assert_eq!(body_capacity(1, 2, most), 2);
+        assert_eq!(
+            body_capacity(2 * 1024 * 1024, 2 * 1024 * 1024 + 1, most),
+            most
+        );
+        assert_eq!(body_capacity(4096, 5000, 4500), 5000);
+        assert_eq!(body_capacity(0, 10, 3), 10);
     }
 
     #[test]

@@ -173,10 +173,12 @@ impl Query {
             None => LabelSelector::everything(),
             Some(s) => LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
         };
+        check_selector_size("labelSelector", label.requirements().len())?;
         let mut field = match self.get("fieldSelector") {
             None => FieldSelector::everything(),
             Some(s) => FieldSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
         };
+        check_selector_size("fieldSelector", field.terms().len())?;
         for f in field.fields() {
             if !info.selectable_fields.supports(f) {
                 return Err(ApiError::bad_request(format!(
@@ -474,6 +476,27 @@ pub enum IncludeObject {
     Metadata,
     /// The whole object.
     Object,
+}
+
+/// Most requirements a label selector, and most terms a field selector, may have.
+///
+/// Every object a list reads, and every event of every watch, is tested against each of
+/// them — in a watch's case on the cacher's one dispatcher task, which every watcher of the
+/// resource waits for — so their number bounds the CPU a single request can demand per
+/// object. Upstream has no count (its only bound is the request line, 1 MiB with Go's
+/// `MaxHeaderBytes`); selectors that real clients send (matchLabels of a workload, kubectl
+/// `-l`) have a handful. 100 leaves a wide margin for those and keeps the worst watch to
+/// 100 comparisons per event.
+pub const MAX_SELECTOR_REQUIREMENTS: usize = 100;
+
+/// 400 when a selector has more than [`MAX_SELECTOR_REQUIREMENTS`] requirements.
+fn check_selector_size(param: &str, n: usize) -> ApiResult<()> {
+    if n > MAX_SELECTOR_REQUIREMENTS {
+        return Err(ApiError::bad_request(format!(
+            "{param}: too many requirements: {n}, at most {MAX_SELECTOR_REQUIREMENTS} are allowed"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

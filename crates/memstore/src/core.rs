@@ -61,6 +61,8 @@ pub(crate) struct Seq {
     pub(crate) applied: u64,
     ledger: VecDeque<Ledger>,
     history_bytes: u64,
+    /// Bytes of live objects: each live key's length and its object's size.
+    live_bytes: u64,
     writes_since_policy: u64,
     /// Durable mode only.
     pub(crate) pending: Pending,
@@ -80,6 +82,9 @@ pub(crate) struct Durable {
 pub(crate) struct Metrics {
     pub(crate) history_bytes: Gauge,
     pub(crate) history_revisions: Gauge,
+    pub(crate) live_bytes: Gauge,
+    pub(crate) quota_bytes: Gauge,
+    pub(crate) nospace: Gauge,
     pub(crate) retain_bytes: Gauge,
     pub(crate) revision: Gauge,
     pub(crate) compacted: Gauge,
@@ -101,6 +106,9 @@ pub(crate) struct Core {
     durable: watch::Sender<Durable>,
     pub(crate) progress: watch::Sender<u64>,
     compacting: AtomicBool,
+    /// The NOSPACE alarm: raised when a write is refused for the quota, cleared once the
+    /// live bytes are back under [`crate::QUOTA_CLEAR_PERCENT`] % of it.
+    nospace: AtomicBool,
     /// Whether writes go to a log (set once at open).
     pub(crate) logged: bool,
     pub(crate) metrics: Metrics,
@@ -124,6 +132,9 @@ impl Core {
     ) -> Self {
         let metrics = Metrics::default();
         metrics.retain_bytes.set(gauge(config.retain_bytes));
+        metrics
+            .quota_bytes
+            .set(gauge(config.quota_bytes.unwrap_or(0)));
         metrics.revision.set(gauge(start));
         metrics.compacted.set(gauge(start));
         Self {
@@ -133,6 +144,7 @@ impl Core {
                 applied: start,
                 ledger: VecDeque::new(),
                 history_bytes: 0,
+                live_bytes: 0,
                 writes_since_policy: 0,
                 pending: Pending::default(),
                 stop: false,
@@ -147,6 +159,7 @@ impl Core {
             .0,
             progress: watch::channel(0).0,
             compacting: AtomicBool::new(false),
+            nospace: AtomicBool::new(false),
             logged: log.is_some(),
             metrics,
             log,
@@ -243,7 +256,13 @@ impl Core {
             if actual != expected {
                 Err((actual, st.newest(key).map_or(0, |v| v.mod_rev)))
             } else {
+                let old_live = st
+                    .newest(key)
+                    .and_then(|v| v.value.as_ref())
+                    .map_or(0, |v| live_size(key, v));
+                let new_live = value.as_ref().map_or(0, |v| live_size(key, v));
                 let mut seq = self.lock_seq()?;
+                self.check_quota(&seq, old_live, new_live)?;
                 let rev = seq.applied + 1;
                 if self.logged {
                     let mark = seq.pending.buf.len();
@@ -258,6 +277,8 @@ impl Core {
                         return Err(Error::object_too_large(len, codec::MAX_PAYLOAD));
                     }
                 }
+                seq.live_bytes = (seq.live_bytes + new_live).saturating_sub(old_live);
+                self.live_bytes_changed(seq.live_bytes);
                 seq.applied = rev;
                 let (bytes, stored_key) = st.apply(rev, key, value, ttl);
                 seq.ledger.push_back(Ledger {
@@ -298,6 +319,81 @@ impl Core {
         }
         self.maybe_compact()?;
         Ok(Ok(rev))
+    }
+
+    /// Refuses a write that would take the live bytes from `old` to `new` for this key when
+    /// it adds bytes past the quota, or adds any while the NOSPACE alarm is raised (etcd's
+    /// limited mode: reads and deletes only; here writes that do not grow are served too).
+    fn check_quota(&self, seq: &Seq, old: u64, new: u64) -> Result<()> {
+        let Some(quota) = self.config.quota_bytes else {
+            return Ok(());
+        };
+        if new <= old {
+            return Ok(());
+        }
+        let after = (seq.live_bytes + new).saturating_sub(old);
+        let alarm = self.nospace.load(Ordering::Acquire);
+        if after <= quota && !alarm {
+            return Ok(());
+        }
+        if !alarm {
+            self.nospace.store(true, Ordering::Release);
+            self.metrics.nospace.set(1);
+            tracing::warn!(
+                live_bytes = seq.live_bytes,
+                quota_bytes = quota,
+                "embedded store: alarm NOSPACE raised: writes that add data are refused until \
+                 deletes bring the live objects under {}% of the quota (--embedded-quota-bytes)",
+                crate::QUOTA_CLEAR_PERCENT
+            );
+        }
+        Err(Error::TooManyRequests {
+            message: format!(
+                "etcdserver: mvcc: database space exceeded (the embedded store holds {} bytes of \
+                 objects; its quota is {quota} bytes)",
+                seq.live_bytes
+            ),
+            retry_after_seconds: NOSPACE_RETRY_AFTER_SECONDS,
+        })
+    }
+
+    /// Publishes the live bytes and clears the NOSPACE alarm once they are low enough.
+    fn live_bytes_changed(&self, live: u64) {
+        self.metrics.live_bytes.set(gauge(live));
+        if let Some(quota) = self.config.quota_bytes
+            && self.nospace.load(Ordering::Acquire)
+            && live <= quota / 100 * crate::QUOTA_CLEAR_PERCENT
+        {
+            self.nospace.store(false, Ordering::Release);
+            self.metrics.nospace.set(0);
+            tracing::info!(
+                live_bytes = live,
+                quota_bytes = quota,
+                "embedded store: alarm NOSPACE cleared"
+            );
+        }
+    }
+
+    /// The NOSPACE alarm, as readiness reports it.
+    pub(crate) fn nospace(&self) -> Option<Error> {
+        if !self.nospace.load(Ordering::Acquire) {
+            return None;
+        }
+        let quota = self.config.quota_bytes.unwrap_or(0);
+        Some(Error::NotReady {
+            message: format!(
+                "embedded store: alarm NOSPACE: its objects ({} bytes) reached the quota of \
+                 {quota} bytes (--embedded-quota-bytes); writes that add data are refused, \
+                 reads and deletes are served",
+                self.live_bytes()
+            ),
+            retry_after_seconds: NOSPACE_RETRY_AFTER_SECONDS,
+        })
+    }
+
+    /// Bytes of live objects.
+    pub(crate) fn live_bytes(&self) -> u64 {
+        self.seq.lock().map(|s| s.live_bytes).unwrap_or(0)
     }
 
     /// Waits until revision `rev` is visible (durable); errors if the log failed first.
@@ -535,6 +631,15 @@ impl Core {
             seq.ledger.push_back(Ledger { rev, at, bytes });
             seq.history_bytes += bytes;
         }
+        seq.live_bytes = states
+            .values()
+            .flat_map(|st| st.keys.iter())
+            .filter_map(|(k, versions)| {
+                let v = versions.last()?.value.as_ref()?;
+                Some(live_size(k, v))
+            })
+            .sum();
+        self.live_bytes_changed(seq.live_bytes);
         drop(states);
         let rev = seq.applied;
         self.visible.store(rev, Ordering::Release);
@@ -577,6 +682,15 @@ impl Core {
         }
         self.pending_cv.notify_all();
     }
+}
+
+/// Seconds a write refused for the quota is told to wait: etcd's NOSPACE needs deletes (an
+/// operator), as the etcd backend answers it.
+const NOSPACE_RETRY_AFTER_SECONDS: u32 = 10;
+
+/// What a live key and its object count against the quota.
+fn live_size(key: &str, obj: &Object) -> u64 {
+    (key.len() + obj.size()) as u64
 }
 
 pub(crate) fn gauge(v: u64) -> i64 {

@@ -106,6 +106,14 @@ pub struct MemStoreConfig {
     /// [`listwatch_storage::DEFAULT_MAX_OBJECT_BYTES`], so that what this store accepts etcd
     /// accepts too. `None`: no limit.
     pub max_object_bytes: Option<usize>,
+    /// The most bytes of live objects (each key and its object's JSON) the store holds, like
+    /// etcd's `--quota-backend-bytes`: a write that would take it past this is refused with
+    /// etcd's "mvcc: database space exceeded" (`TooManyRequests`, retry after 10 s) and
+    /// raises the NOSPACE alarm, which [`Storage::readiness`](listwatch_storage::Storage)
+    /// reports; while it is raised, every write that adds bytes is refused, and reads,
+    /// deletes and writes that shrink an object are served. It clears once deletes bring
+    /// the live bytes to at most [`QUOTA_CLEAR_PERCENT`] % of the quota. `None`: no quota.
+    pub quota_bytes: Option<u64>,
     /// The revision an empty store starts at; `None`: the wall clock in microseconds since
     /// the Unix epoch (never below what an earlier store handed out).
     pub initial_revision: Option<u64>,
@@ -129,12 +137,16 @@ impl Default for MemStoreConfig {
             compaction_check_every: 1024,
             watch_channel_capacity: 128,
             max_object_bytes: Some(listwatch_storage::DEFAULT_MAX_OBJECT_BYTES),
+            quota_bytes: None,
             initial_revision: None,
             segment_bytes: 64 << 20,
             snapshot_min_log_bytes: 64 << 20,
         }
     }
 }
+
+/// The NOSPACE alarm clears once live bytes are at most this percentage of the quota.
+pub const QUOTA_CLEAR_PERCENT: u64 = 90;
 
 /// Microseconds since the Unix epoch (at least 1).
 fn wall_clock_revision() -> u64 {
@@ -345,6 +357,12 @@ impl MemStore {
         self.core().history_bytes()
     }
 
+    /// Bytes of live objects held (keys and objects' JSON): what
+    /// [`MemStoreConfig::quota_bytes`] bounds.
+    pub fn live_bytes(&self) -> u64 {
+        self.core().live_bytes()
+    }
+
     /// Registers the store's metrics (`listwatch_memstore_*`: history bytes and revisions, the
     /// byte bound, current and compacted revision, compactions forced by the byte bound, and
     /// in durable mode log syncs, synced writes and bytes) in `registry`.
@@ -367,6 +385,21 @@ impl MemStore {
             m.retain_bytes.clone(),
         );
         r.register("revision", "The current revision", m.revision.clone());
+        r.register(
+            "live_bytes",
+            "Bytes of live objects (keys and objects' JSON), what the quota bounds",
+            m.live_bytes.clone(),
+        );
+        r.register(
+            "quota_bytes",
+            "The live-bytes quota (0: none)",
+            m.quota_bytes.clone(),
+        );
+        r.register(
+            "nospace_alarm",
+            "1 while the NOSPACE alarm is raised (writes that add bytes are refused)",
+            m.nospace.clone(),
+        );
         r.register(
             "compacted_revision",
             "The compaction revision",

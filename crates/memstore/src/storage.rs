@@ -401,7 +401,7 @@ impl Storage for MemStore {
     }
 
     async fn readiness(&self) -> Result<()> {
-        match self.core().failure() {
+        match self.core().failure().or_else(|| self.core().nospace()) {
             Some(e) => Err(e),
             None => Ok(()),
         }

@@ -125,3 +125,68 @@ async fn writes_to_one_resource_do_not_wait_for_readers_of_another() {
     let _ = holder.join();
     assert!(wrote.is_ok(), "a lease write waited for a pod reader");
 }
+
+fn padded(name: &str, bytes: usize) -> Object {
+    let v = serde_json::json!({"metadata": {"name": name, "namespace": "ns"}, "pad": "x".repeat(bytes)});
+    Object::from_value(v, &SelectableFields::none()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The live-bytes quota: a write past it is etcd's NOSPACE and raises the alarm; while it is
+/// raised writes that add bytes are refused, reads, deletes and shrinking writes are not;
+/// deletes clear it. A durable store counts what it recovers.
+#[tokio::test]
+async fn the_quota_refuses_growth_raises_and_clears_the_alarm_and_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = crate::MemStoreConfig {
+        quota_bytes: Some(10_000),
+        ..crate::MemStoreConfig::default()
+    };
+    let store = MemStore::open(dir.path(), config.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let key = |n: &str| Key::object("pods", Some("ns"), n).unwrap_or_else(|e| panic!("{e}"));
+    let mut kept = Vec::new();
+    let refused = loop {
+        let name = format!("p{}", kept.len());
+        match store.create(&key(&name), padded(&name, 2_000), None).await {
+            Ok(o) => kept.push((name, o)),
+            Err(e) => break e,
+        }
+        assert!(kept.len() < 10, "never refused");
+    };
+    assert_eq!(kept.len(), 4, "four objects of ~2 KB fit in 10 000 bytes");
+    assert!(
+        matches!(&refused, listwatch_storage::Error::TooManyRequests { message, retry_after_seconds: 10 }
+            if message.contains("mvcc: database space exceeded")),
+        "{refused:?}"
+    );
+    let live = store.live_bytes();
+    assert!(live <= 10_000 && live > 8_000, "{live}");
+    // The alarm: readiness says NOSPACE, a small create is refused too.
+    let not_ready = store.readiness().await.map(|()| String::new());
+    assert!(
+        matches!(&not_ready, Err(listwatch_storage::Error::NotReady { message, .. }) if message.contains("NOSPACE")),
+        "{not_ready:?}"
+    );
+    assert!(
+        store
+            .create(&key("small"), obj("small"), None)
+            .await
+            .is_err()
+    );
+    // Reads and deletes are served; a delete that brings live bytes under 90 % clears it.
+    let (first, _) = &kept[0];
+    assert!(store.get(&key(first), &Default::default()).await.is_ok());
+    store
+        .delete(&key(first), None, listwatch_storage::no_validation(), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(store.readiness().await.is_ok());
+    store
+        .create(&key("small"), obj("small"), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // A restart counts the recovered objects.
+    let before = store.live_bytes();
+    drop(store);
+    let store = MemStore::open(dir.path(), config).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(store.live_bytes(), before);
+}

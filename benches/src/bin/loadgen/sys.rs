@@ -98,10 +98,18 @@ impl Server {
         Self::start_bin(&apiserver_bin()?, args)
     }
 
-    /// As [`Server::start`], with another build of the server (a baseline).
+    /// As [`Server::start`], with another build of the server (a baseline). One load
+    /// generator stands for thousands of clients from one address: a build with a
+    /// per-address connection cap (`--max-connections-per-client`) runs without it.
     pub(crate) fn start_bin(bin: &std::path::Path, args: &[&str]) -> Result<Self, String> {
+        let uncapped: &[&str] = if has_flag(bin, "--max-connections-per-client") {
+            &["--max-connections-per-client", "0"]
+        } else {
+            &[]
+        };
         let mut child = Command::new(bin)
             .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
+            .args(uncapped)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -183,4 +191,12 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether the server build at `bin` lists `flag` in its `--help`.
+fn has_flag(bin: &std::path::Path, flag: &str) -> bool {
+    Command::new(bin)
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(flag))
 }

@@ -1,19 +1,21 @@
 //! The review APIs and the TokenRequest subresource as routes: thin HTTP wrappers around
 //! `listwatch_auth::review` and the token issuer. Each is a create-only virtual resource
 //! (nothing is stored); the filter has already authenticated and authorized the request
-//! (`create` on the review resource, `create` on `serviceaccounts/token`).
+//! (`create` on the review resource, `create` on `serviceaccounts/token`). Each request goes
+//! through the API's flow control as any create does ([`Api::virtual_create`]): admitted to
+//! its client's flow, its body read within the request-body cap, the body-memory budget and
+//! the request deadline, then served on a mutating seat.
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use listwatch_auth::authn::TokenRequestSpec;
 use listwatch_auth::review::{self, ReviewError};
-use listwatch_endpoints::{ApiError, Resource};
+use listwatch_endpoints::{Api, ApiError, Resource};
 use listwatch_storage::{GetOptions, Key};
 use serde_json::{Value, json};
 
@@ -23,6 +25,8 @@ use super::filter::Identity;
 #[derive(Clone)]
 struct Ctx {
     sec: Arc<Security>,
+    /// The API whose flow control every review and token request goes through.
+    api: Api,
     service_accounts: Option<Resource>,
 }
 
@@ -54,9 +58,7 @@ fn body(headers: &HeaderMap, bytes: &[u8], kind: &str) -> Result<Value, ApiError
             .map(Value::Object)
             .map_err(|e| ApiError::bad_request(e.to_string()));
     }
-    serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::bad_request(format!("the body of the request is not valid JSON: {e}"))
-    })
+    listwatch_endpoints::limits::decode_json(bytes).map_err(|e| e.into_api_error("JSON"))
 }
 
 fn review_err(e: ReviewError) -> ApiError {
@@ -66,100 +68,136 @@ fn review_err(e: ReviewError) -> ApiError {
     }
 }
 
-fn answer(r: Result<Value, ApiError>) -> Response {
-    match r {
-        Ok(v) => created(&v),
-        Err(e) => e.into_response(),
-    }
+async fn ssar(State(c): State<Ctx>, req: Request) -> Response {
+    c.api
+        .virtual_create("selfsubjectaccessreviews", req, |parts, b| async move {
+            let id = identity(&parts)?;
+            let v = body(&parts.headers, &b, "SelfSubjectAccessReview")?;
+            review::self_subject_access_review(c.sec.authz.as_ref(), &id.0, v)
+                .map_err(review_err)
+                .map(|v| created(&v))
+        })
+        .await
 }
 
-async fn ssar(
-    State(c): State<Ctx>,
-    Extension(id): Extension<Identity>,
-    h: HeaderMap,
-    b: Bytes,
-) -> Response {
-    answer(body(&h, &b, "SelfSubjectAccessReview").and_then(|v| {
-        review::self_subject_access_review(c.sec.authz.as_ref(), &id.0, v).map_err(review_err)
-    }))
+async fn ssrr(State(c): State<Ctx>, req: Request) -> Response {
+    c.api
+        .virtual_create("selfsubjectrulesreviews", req, |parts, b| async move {
+            let id = identity(&parts)?;
+            let v = body(&parts.headers, &b, "SelfSubjectRulesReview")?;
+            review::self_subject_rules_review(c.sec.authz.as_ref(), &id.0, v)
+                .map_err(review_err)
+                .map(|v| created(&v))
+        })
+        .await
 }
 
-async fn ssrr(
-    State(c): State<Ctx>,
-    Extension(id): Extension<Identity>,
-    h: HeaderMap,
-    b: Bytes,
-) -> Response {
-    answer(body(&h, &b, "SelfSubjectRulesReview").and_then(|v| {
-        review::self_subject_rules_review(c.sec.authz.as_ref(), &id.0, v).map_err(review_err)
-    }))
+async fn sar(State(c): State<Ctx>, req: Request) -> Response {
+    c.api
+        .virtual_create("subjectaccessreviews", req, |parts, b| async move {
+            let v = body(&parts.headers, &b, "SubjectAccessReview")?;
+            review::subject_access_review(c.sec.authz.as_ref(), v, None)
+                .map_err(review_err)
+                .map(|v| created(&v))
+        })
+        .await
 }
 
-async fn sar(State(c): State<Ctx>, h: HeaderMap, b: Bytes) -> Response {
-    answer(body(&h, &b, "SubjectAccessReview").and_then(|v| {
-        review::subject_access_review(c.sec.authz.as_ref(), v, None).map_err(review_err)
-    }))
+async fn lsar(State(c): State<Ctx>, Path(ns): Path<String>, req: Request) -> Response {
+    c.api
+        .virtual_create("localsubjectaccessreviews", req, |parts, b| async move {
+            let v = body(&parts.headers, &b, "LocalSubjectAccessReview")?;
+            review::subject_access_review(c.sec.authz.as_ref(), v, Some(&ns))
+                .map_err(review_err)
+                .map(|v| created(&v))
+        })
+        .await
 }
 
-async fn lsar(State(c): State<Ctx>, Path(ns): Path<String>, h: HeaderMap, b: Bytes) -> Response {
-    answer(body(&h, &b, "LocalSubjectAccessReview").and_then(|v| {
-        review::subject_access_review(c.sec.authz.as_ref(), v, Some(&ns)).map_err(review_err)
-    }))
+async fn ssr(State(c): State<Ctx>, req: Request) -> Response {
+    c.api
+        .virtual_create("selfsubjectreviews", req, |parts, b| async move {
+            let id = identity(&parts)?;
+            let v = body(&parts.headers, &b, "SelfSubjectReview")?;
+            review::self_subject_review(&id.0, v)
+                .map_err(review_err)
+                .map(|v| created(&v))
+        })
+        .await
 }
 
-async fn ssr(Extension(id): Extension<Identity>, h: HeaderMap, b: Bytes) -> Response {
-    let v = body(&h, &b, "SelfSubjectReview");
-    answer(v.and_then(|v| review::self_subject_review(&id.0, v).map_err(review_err)))
+/// The authenticated user the filter put on the request.
+fn identity(parts: &Parts) -> Result<Identity, ApiError> {
+    parts
+        .extensions
+        .get::<Identity>()
+        .cloned()
+        .ok_or_else(|| ApiError::internal("the request carries no user"))
 }
 
 async fn token(
     State(c): State<Ctx>,
     Path((ns, name)): Path<(String, String)>,
-    h: HeaderMap,
-    b: Bytes,
+    req: Request,
 ) -> Response {
-    let result = async {
-        let (Some(issuer), Some(sa)) = (&c.sec.issuer, &c.service_accounts) else {
-            return Err(ApiError::from_status(listwatch_api::status::Status::failure(
+    let api = c.api.clone();
+    api.virtual_create("serviceaccounts", req, |parts, b| async move {
+        issue_token(&c, &ns, &name, &parts.headers, &b)
+            .await
+            .map(|v| created(&v))
+    })
+    .await
+}
+
+async fn issue_token(
+    c: &Ctx,
+    ns: &str,
+    name: &str,
+    h: &HeaderMap,
+    b: &[u8],
+) -> Result<Value, ApiError> {
+    let (Some(issuer), Some(sa)) = (&c.sec.issuer, &c.service_accounts) else {
+        return Err(ApiError::from_status(
+            listwatch_api::status::Status::failure(
                 404,
                 "NotFound",
                 "the server could not find the requested resource (TokenRequest needs --service-account-signing-key-file)",
-            )));
-        };
-        let v = body(&h, &b, "TokenRequest")?;
-        let spec: TokenRequestSpec = match v.get("spec") {
-            Some(s) if !s.is_null() => serde_json::from_value(s.clone())
-                .map_err(|e| ApiError::bad_request(format!("spec: {e}")))?,
-            _ => TokenRequestSpec::default(),
-        };
-        let key = Key::object(&sa.info.storage_resource, Some(&ns), &name)
-            .map_err(|e| ApiError::storage(&e, &sa.info))?;
-        let account = sa
-            .storage
-            .get(&key, &GetOptions::default())
-            .await
-            .map_err(|e| ApiError::storage(&e, &sa.info))?
-            .ok_or_else(|| ApiError::storage(&key.not_found(), &sa.info))?;
-        let uid = account.uid().unwrap_or("").to_owned();
-        let (token, exp) = issuer
-            .issue(&ns, &name, &uid, &spec)
-            .map_err(|m| ApiError::unprocessable(format!("TokenRequest.authentication.k8s.io {name:?} is invalid: {m}")))?;
-        let expiration = listwatch_endpoints::clock::format_rfc3339(exp);
-        let audiences = spec.audiences.clone().unwrap_or_default();
-        Ok(json!({
-            "kind": "TokenRequest",
-            "apiVersion": "authentication.k8s.io/v1",
-            "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
-            "spec": {
-                "audiences": audiences,
-                "expirationSeconds": spec.expiration_seconds.unwrap_or(listwatch_auth::authn::service_account::DEFAULT_EXPIRATION_SECONDS),
-                "boundObjectRef": null,
-            },
-            "status": {"token": token, "expirationTimestamp": expiration},
-        }))
-    }
-    .await;
-    answer(result)
+            ),
+        ));
+    };
+    let v = body(h, b, "TokenRequest")?;
+    let spec: TokenRequestSpec = match v.get("spec") {
+        Some(s) if !s.is_null() => serde_json::from_value(s.clone())
+            .map_err(|e| ApiError::bad_request(format!("spec: {e}")))?,
+        _ => TokenRequestSpec::default(),
+    };
+    let key = Key::object(&sa.info.storage_resource, Some(ns), name)
+        .map_err(|e| ApiError::storage(&e, &sa.info))?;
+    let account = sa
+        .storage
+        .get(&key, &GetOptions::default())
+        .await
+        .map_err(|e| ApiError::storage(&e, &sa.info))?
+        .ok_or_else(|| ApiError::storage(&key.not_found(), &sa.info))?;
+    let uid = account.uid().unwrap_or("").to_owned();
+    let (token, exp) = issuer.issue(ns, name, &uid, &spec).map_err(|m| {
+        ApiError::unprocessable(format!(
+            "TokenRequest.authentication.k8s.io {name:?} is invalid: {m}"
+        ))
+    })?;
+    let expiration = listwatch_endpoints::clock::format_rfc3339(exp);
+    let audiences = spec.audiences.clone().unwrap_or_default();
+    Ok(json!({
+        "kind": "TokenRequest",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
+        "spec": {
+            "audiences": audiences,
+            "expirationSeconds": spec.expiration_seconds.unwrap_or(listwatch_auth::authn::service_account::DEFAULT_EXPIRATION_SECONDS),
+            "boundObjectRef": null,
+        },
+        "status": {"token": token, "expirationTimestamp": expiration},
+    }))
 }
 
 /// A route of this module: its path (axum's syntax) and its handler.
@@ -198,8 +236,9 @@ pub fn paths() -> impl Iterator<Item = &'static str> {
 }
 
 /// The routes, to merge with the API's router (inside the filter).
-pub fn router(sec: Arc<Security>, resources: &[Resource]) -> Router {
-    let service_accounts = resources
+pub fn router(sec: Arc<Security>, api: &Api) -> Router {
+    let service_accounts = api
+        .resources()
         .iter()
         .find(|r| r.info.group.is_empty() && r.info.plural == "serviceaccounts")
         .cloned();
@@ -209,6 +248,7 @@ pub fn router(sec: Arc<Security>, resources: &[Resource]) -> Router {
     }
     router.with_state(Ctx {
         sec,
+        api: api.clone(),
         service_accounts,
     })
 }

@@ -19,7 +19,9 @@
 //!   the longest (otherwise the longest queue's newest request is dropped to make room), and
 //!   when the wait runs out.
 //! - **Watches** (`--max-watches`, `--max-watches-per-client`): a watch holds its slot for its
-//!   whole life, so it is never queued: over either limit it gets 429 at once.
+//!   whole life, so it is never queued: over either limit it gets 429 at once. Once half of
+//!   the slots are taken, a client holding more watches than there are free slots gets 429
+//!   too ([`WatchLimits`]): a few clients cannot take every slot between them.
 //! - **Body memory** ([`Config::max_buffered_body_bytes`](crate::Config)): bytes of request
 //!   bodies in memory — being read, queued or being served. Bodies are read before a seat is
 //!   taken, so this bounds what many concurrent uploads can make the server hold; a chunk
@@ -108,6 +110,8 @@ pub(crate) enum Rejection {
     ConcurrencyLimit,
     /// The client has all the watches it may open.
     ClientConcurrencyLimit,
+    /// Most watch slots are taken and the client holds more than its share of them.
+    FairShare,
     /// Request bodies in memory reached their budget.
     BodyMemory,
 }
@@ -119,6 +123,7 @@ impl Rejection {
             Rejection::TimeOut => "time-out",
             Rejection::ConcurrencyLimit => "concurrency-limit",
             Rejection::ClientConcurrencyLimit => "client-concurrency-limit",
+            Rejection::FairShare => "client-fair-share",
             Rejection::BodyMemory => "body-memory",
         }
     }
@@ -584,7 +589,20 @@ struct WatchCount {
     by_client: HashMap<ClientKey, usize>,
 }
 
-/// Open watches, in total and per client (0: no limit).
+/// Open watches from which a client's share of the slots is limited: half of them.
+pub(crate) fn fair_share_threshold(total: usize) -> usize {
+    total / 2
+}
+
+/// Open watches, in total and per client (0: no limit). Under pressure — once
+/// [`fair_share_threshold`] of the slots are taken — a client may open another watch only
+/// while it holds no more watches than there are free slots: a client holding many is
+/// refused long before the pool is spent, and one holding few still finds a slot. One
+/// client alone can take at most about half of the slots past the threshold; each client
+/// that comes later, at most about half of what is still free, so the last slots always go
+/// to clients with the fewest watches (max-min fairness, approximately, without queues).
+/// Like the per-client cap, the share applies only with a per-client limit set (a
+/// `per_client` of 0 says one client may stand for many, as a load generator does).
 pub(crate) struct WatchLimits {
     total: usize,
     per_client: usize,
@@ -616,6 +634,12 @@ impl WatchLimits {
             Some(Rejection::ConcurrencyLimit)
         } else if self.per_client > 0 && mine >= self.per_client {
             Some(Rejection::ClientConcurrencyLimit)
+        } else if self.total > 0
+            && self.per_client > 0
+            && c.open >= fair_share_threshold(self.total)
+            && mine > self.total - c.open
+        {
+            Some(Rejection::FairShare)
         } else {
             None
         };

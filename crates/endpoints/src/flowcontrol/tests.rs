@@ -160,6 +160,58 @@ fn watch_slots_are_capped_per_client_and_in_total() {
 }
 
 #[test]
+fn past_half_of_the_slots_a_client_holds_at_most_what_is_still_free() {
+    let limits = WatchLimits::new(100, 100, metrics());
+    let open_all = |key: &ClientKey| {
+        let mut held = Vec::new();
+        let why = loop {
+            match limits.try_open(key) {
+                Ok(s) => held.push(s),
+                Err(why) => break why,
+            }
+        };
+        (held, why)
+    };
+    // The first client opens freely to 50, then while it holds no more than the free
+    // slots: 51 (50 free at 50 open; at 51, 49 free).
+    let (a, why) = open_all(&client(1));
+    assert_eq!((a.len(), why), (51, Rejection::FairShare));
+    // The next one: m ≤ 49 − m, so 25; then 13, 6, 3, 2 — each still gets a slot.
+    let (b, _) = open_all(&client(2));
+    assert_eq!(b.len(), 25);
+    let mut got = vec![a.len(), b.len()];
+    let mut kept = vec![a, b];
+    for i in 3..20 {
+        let (h, _) = open_all(&client(i));
+        got.push(h.len());
+        kept.push(h);
+        if lock(&limits.count).open == 100 {
+            break;
+        }
+    }
+    assert_eq!(got, vec![51, 25, 13, 6, 3, 2]);
+    assert_eq!(lock(&limits.count).open, 100);
+    // A client at the top of the pool is refused as the pool's cap says.
+    assert_eq!(
+        limits.try_open(&client(99)).err(),
+        Some(Rejection::ConcurrencyLimit)
+    );
+    // Slots freed by the big holder go to others first: it holds more than is free.
+    kept[0].truncate(41);
+    assert_eq!(
+        limits.try_open(&client(1)).err(),
+        Some(Rejection::FairShare)
+    );
+    assert!(limits.try_open(&client(50)).is_ok());
+    // Without a per-client limit one client may take every slot.
+    let unlimited = WatchLimits::new(10, 0, metrics());
+    let all: Vec<_> = (0..10)
+        .map(|_| unlimited.try_open(&client(1)).unwrap())
+        .collect();
+    assert_eq!(all.len(), 10);
+}
+
+#[test]
 fn body_bytes_are_held_until_the_hold_drops() {
     let budget = BodyBudget::new(100);
     let mut a = budget.hold();

@@ -443,39 +443,75 @@ async fn limited(
     body: Body,
     started: Instant,
 ) -> ApiResult<Response> {
-    let (kind, level) = if verb.has_body() {
-        ("mutating", &req.shared.flow.mutating)
-    } else {
-        ("readOnly", &req.shared.flow.read_only)
+    let admission = Admission {
+        shared: &req.shared,
+        headers: &req.headers,
+        query: &req.query,
+        client,
+        body: verb.has_body().then_some(body),
+        started,
     };
-    let allowed = req.query.timeout(req.shared.config.request_timeout)?;
-    let deadline = started + allowed;
-    let ticket = level
-        .admit(client)
-        .map_err(|_| ApiError::too_many_requests())?;
-    let mut hold = req.shared.flow.bodies.hold();
-    let bytes = if verb.has_body() {
-        let limit = req.shared.config.max_body_bytes;
-        let read = crate::limits::read_body(&req.headers, body, limit, &mut hold);
-        tokio::time::timeout_at(deadline, read)
+    admission.serve(|bytes| handle(req, verb, bytes)).await
+}
+
+/// What flow control needs to know of a non-watch request.
+pub(crate) struct Admission<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) headers: &'a HeaderMap,
+    pub(crate) query: &'a Query,
+    pub(crate) client: &'a ClientKey,
+    /// The body to read (a mutating request), or `None` (a read-only one).
+    pub(crate) body: Option<Body>,
+    /// When the request arrived: its deadline counts from here.
+    pub(crate) started: Instant,
+}
+
+impl Admission<'_> {
+    /// Admits the request to its client's flow, reads its body within the deadline and the
+    /// body budget, takes a seat, and runs `serve` on it until the deadline (every write
+    /// of this API, and the embedder's create-only virtual resources, pass here).
+    pub(crate) async fn serve<F, Fut>(self, serve: F) -> ApiResult<Response>
+    where
+        F: FnOnce(Bytes) -> Fut,
+        Fut: Future<Output = ApiResult<Response>>,
+    {
+        let shared = self.shared;
+        let (kind, level) = if self.body.is_some() {
+            ("mutating", &shared.flow.mutating)
+        } else {
+            ("readOnly", &shared.flow.read_only)
+        };
+        let allowed = self.query.timeout(shared.config.request_timeout)?;
+        let deadline = self.started + allowed;
+        let ticket = level
+            .admit(self.client)
+            .map_err(|_| ApiError::too_many_requests())?;
+        let mut hold = shared.flow.bodies.hold();
+        let bytes = match self.body {
+            Some(body) => {
+                let limit = shared.config.max_body_bytes;
+                let read = crate::limits::read_body(self.headers, body, limit, &mut hold);
+                tokio::time::timeout_at(deadline, read)
+                    .await
+                    .map_err(|_| ApiError::body_timeout(allowed))??
+            }
+            None => Bytes::new(),
+        };
+        let wait =
+            queue_wait_limit(allowed).min(deadline.saturating_duration_since(Instant::now()));
+        let seat = ticket
+            .seat(wait)
             .await
-            .map_err(|_| ApiError::body_timeout(allowed))??
-    } else {
-        Bytes::new()
-    };
-    let wait = queue_wait_limit(allowed).min(deadline.saturating_duration_since(Instant::now()));
-    let seat = ticket
-        .seat(wait)
-        .await
-        .map_err(|_| ApiError::too_many_requests())?;
-    let inflight = req.shared.metrics.inflight(kind);
-    // Past the deadline the handler is dropped: a write already sent to storage may still
-    // land, as with upstream's timeout filter.
-    let r = tokio::time::timeout_at(deadline, handle(req, verb, bytes))
-        .await
-        .unwrap_or_else(|_| Err(ApiError::request_timeout()));
-    // A streamed list is sent on its seat; anything else gives it back now.
-    r.map(|resp| crate::stream_list::hold_until_sent(resp, (seat, hold, inflight)))
+            .map_err(|_| ApiError::too_many_requests())?;
+        let inflight = shared.metrics.inflight(kind);
+        // Past the deadline the handler is dropped: a write already sent to storage may
+        // still land, as with upstream's timeout filter.
+        let r = tokio::time::timeout_at(deadline, serve(bytes))
+            .await
+            .unwrap_or_else(|_| Err(ApiError::request_timeout()));
+        // A streamed list is sent on its seat; anything else gives it back now.
+        r.map(|resp| crate::stream_list::hold_until_sent(resp, (seat, hold, inflight)))
+    }
 }
 
 async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
