@@ -136,7 +136,11 @@ fn padded(name: &str, bytes: usize) -> Object {
 /// deletes clear it. A durable store counts what it recovers.
 #[tokio::test]
 async fn the_quota_refuses_growth_raises_and_clears_the_alarm_and_survives_a_restart() {
+    use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // A data directory others may read is refused at open.
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .unwrap_or_else(|e| panic!("{e}"));
     let config = crate::MemStoreConfig {
         quota_bytes: Some(10_000),
         ..crate::MemStoreConfig::default()
