@@ -153,9 +153,6 @@ impl Watcher {
     /// sets up what it replays.
     fn attach(&mut self, start: Start, again: bool) -> Result<()> {
         let inner = Arc::clone(&self.inner);
-        if let Start::Since(rv) = start {
-            inner.check_compacted(rv)?;
-        }
         if again {
             let spec = self.entry.spec.clone();
             let capacity = inner.watcher_buffer(spec.trigger.is_some());
@@ -217,8 +214,13 @@ impl Watcher {
                 }
             }
             Start::Since(rv) => {
-                // Checked now, so that a version out of the window fails the watch itself.
-                view.events_since(rv)?;
+                // Checked now, so that a version out of the window fails the watch itself
+                // (the window alone decides, as upstream; the backend's compaction does not).
+                // A version the cache has not reached yet is accepted: every event after it
+                // comes live, and the floor skips the ones up to it.
+                if rv <= view.resource_version() {
+                    view.events_since(rv)?;
+                }
                 // Replay only what the dispatcher already passed us by; later events (even
                 // those the view holds) come live, sharing the dispatcher's encoding.
                 self.floor = dispatched.max(rv);
