@@ -450,10 +450,15 @@ async fn limited(
         .map_err(|_| ApiError::too_many_requests())?;
     let inflight = req.shared.metrics.inflight(kind);
     // Past the deadline the handler is dropped: a write already sent to storage may still
-    // land, as with upstream's timeout filter.
+    // land, as with upstream's timeout filter, so a write's 504 is not marked retryable.
     let r = tokio::time::timeout_at(deadline, handle(req, verb, bytes))
         .await
-        .unwrap_or_else(|_| Err(ApiError::request_timeout()));
+        .unwrap_or_else(|_| {
+            Err(ApiError::request_timeout(matches!(
+                verb,
+                Verb::Get | Verb::List | Verb::Watch
+            )))
+        });
     // A streamed list is sent on its seat; anything else gives it back now.
     r.map(|resp| crate::stream_list::hold_until_sent(resp, (seat, hold, inflight)))
 }
