@@ -371,6 +371,36 @@ fn run(before: Vec<Op>, specs: Vec<WatcherSpec>, after: Vec<Op>) -> Result<(), S
             writes.extend(apply(&cacher, op).await);
         }
         let start_rv = cacher.current_resource_version().await.unwrap();
+        // The window's rule at a watch's start, on the small window: a watch from the first
+        // write needs every later write; it is refused exactly when they no longer fit.
+        if let Some(first) = writes.first() {
+            cacher
+                .wait_until_fresh(start_rv)
+                .await
+                .map_err(|e| e.to_string())?;
+            let all = Key::collection("pods", None).unwrap();
+            let from = ListOptions {
+                resource_version: Some(first.rv),
+                ..ListOptions::recursive()
+            };
+            let later = writes.len() - 1;
+            match cacher.watch(&all, &from).await {
+                Err(e) if e.is_expired() && later > WINDOW => hit(&REACHED.expired_at_start),
+                Err(e) => {
+                    return Err(format!(
+                        "watch from {} ({later} writes after): {e}",
+                        first.rv
+                    ));
+                }
+                Ok(_) if later > WINDOW => {
+                    return Err(format!(
+                        "watch from {}: {later} writes after it, accepted",
+                        first.rv
+                    ));
+                }
+                Ok(_) => {}
+            }
+        }
         let mut watchers = Vec::new();
         for spec in &specs {
             let key = match spec.namespace {
