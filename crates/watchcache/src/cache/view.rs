@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use listwatch_api::Object;
 use listwatch_storage::{
-    Error, GetOptions, Key, ListOptions, ObjectList, ResourceVersionMatch, Result, decode_continue,
-    encode_continue,
+    Error, GetOptions, Key, ListOptions, ObjectList, ResourceVersionMatch, Result,
+    SelectionPredicate, decode_continue, encode_continue,
 };
 
 use crate::config::{Config, MemoryUsage};
@@ -331,6 +331,45 @@ impl CacheView {
             continue_token,
             remaining_item_count: None,
         })
+    }
+
+    /// One chunk of this view's state as a watch's initial events: the objects under `key`
+    /// matching `predicate`, in key order, from the key `start` on (inclusive; `None`: from
+    /// the beginning), at most `limit`; with the key the next chunk starts from when more may
+    /// follow. Reads this view's state in place — no pin, nothing copied but the chunk — so a
+    /// watcher holding the view and a position replays any state in O(chunk) memory.
+    pub fn state_chunk(
+        &self,
+        key: &Key,
+        predicate: &SelectionPredicate,
+        start: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Object>, Option<String>)> {
+        self.ensure_initialized()?;
+        self.check_key(key)?;
+        // As in `list`: a selector fixing the namespace reads that namespace's key range.
+        let narrowed = match predicate.field.exact_match(NAMESPACE) {
+            Some(ns) if !ns.is_empty() && key.is_collection() && key.namespace().is_none() => {
+                Key::collection(key.resource(), Some(ns))
+                    .ok()
+                    .map(|k| (k, ns))
+            }
+            _ => None,
+        };
+        let (scan, namespace) = match &narrowed {
+            Some((k, ns)) => (k.path(), Some(*ns)),
+            None => (key.path(), key.namespace()),
+        };
+        let page = self.store.page(
+            &self.config.indexes,
+            scan,
+            namespace,
+            !key.is_collection(),
+            predicate,
+            start,
+            Some(limit.max(1)),
+        );
+        Ok((page.items, page.more_after.map(|last| format!("{last}\0"))))
     }
 
     /// The state at `rv` (≤ the view's version): the current one, a pinned one, or one
