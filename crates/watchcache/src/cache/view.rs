@@ -159,16 +159,26 @@ impl CacheView {
     /// Estimated bytes of the pinned states beyond the current one: each keeps the nodes the
     /// writer copied since, about [`SNAPSHOT_BYTES_PER_CHANGE`] per event after it, at most a
     /// copy of all the maps' nodes ([`SNAPSHOT_BYTES_PER_OBJECT`] per object); both measured
-    /// by the memory test. An upper bound when changes cluster in a few leaves.
+    /// by the memory test. An upper bound when changes cluster in a few leaves. A pin some of
+    /// whose later events have left the window also owns the bodies those events replaced or
+    /// deleted (the window no longer holds them): it is charged its own objects' bytes, an
+    /// upper bound on those (what it still shares with the live state is counted twice).
     pub(super) fn snapshot_bytes(&self) -> usize {
         let versions = self.pins.versions();
         if versions.is_empty() {
             return 0;
         }
-        versions.into_iter().map(|rv| self.pin_bytes(rv)).sum()
+        let floor = self.rebuild_floor();
+        versions
+            .into_iter()
+            .map(|(rv, objects)| {
+                let bodies = if rv < floor { objects } else { 0 };
+                self.pin_bytes(rv).saturating_add(bodies)
+            })
+            .sum()
     }
 
-    /// Estimated bytes of a state pinned at `rv` (see [`Self::snapshot_bytes`]).
+    /// Estimated bytes of the nodes of a state pinned at `rv` (see [`Self::snapshot_bytes`]).
     pub(super) fn pin_bytes(&self, rv: u64) -> usize {
         // The object map and one member map per index: each copies its own path.
         let maps = 1 + self.config.indexes.len();
