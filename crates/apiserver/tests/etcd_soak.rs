@@ -239,7 +239,7 @@ fn soak(addr: &str, secs: u64) {
                     name.clone(),
                     post(&addr, &busy_path, &secret(&name)),
                 ));
-                if i >= 2 && i % 3 == 0 {
+                if i >= 2 && i.is_multiple_of(3) {
                     let old = format!("b{}", i - 2);
                     let at = delete(&addr, &format!("{busy_path}/{old}"));
                     acked.push(("DELETED".to_owned(), old, at));
