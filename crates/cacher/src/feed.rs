@@ -6,6 +6,11 @@
 //! (they get "not ready", 429, once) before the first object of the new list arrives; the
 //! cache is replaced and the cacher Ready again (a new generation) once the list is complete.
 //!
+//! The backend's watch is opened once and kept until it fails (no timeout, no idle deadline),
+//! as upstream's cacher does. When it fails while the cache is ready, every watcher ends (as
+//! in a relist, below) and a new reflector relists: clients then reconnect, possibly to
+//! another server whose backend still works, instead of waiting on a silent stream.
+//!
 //! An event at or below the version the cache already holds cannot be placed: the backend's
 //! stream and the cache disagree. It is never dropped silently: the feeder starts a new
 //! reflector, which relists, so watchers are told (as above) and the state is rebuilt.
@@ -24,6 +29,9 @@ use tokio::time::Instant;
 use crate::dispatch::Incoming;
 use crate::latency::Stage;
 use crate::{Inner, ReadyState, lw};
+
+/// The reflector's idle margin: effectively none (ten years), see `run_reflector`.
+const NO_IDLE_DEADLINE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
 /// Why one reflector's run ended.
 enum Ended {
@@ -48,7 +56,6 @@ pub(crate) async fn feed(inner: Arc<Inner>, mut cache: WatchCache, tx: mpsc::Sen
     lw.arrivals = Some(arrivals.clone());
     let mut stop = inner.stop.subscribe();
     while let Ended::Resync = run_reflector(&inner, &mut cache, &tx, lw.clone(), &arrivals).await {
-        inner.metrics.resyncs.inc();
         // A backend that keeps disagreeing must not make this a hot loop.
         tokio::select! {
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
@@ -65,7 +72,11 @@ async fn run_reflector(
     lw: lw::StorageListerWatcher,
     arrivals: &lw::Arrivals,
 ) -> Ended {
-    let config = listwatch_client::Config::default().page_size(inner.config.list_page_size);
+    // The storage watch never times out (see `lw`) and a dead backend connection ends it with
+    // an error, so no idle deadline: a quiet resource may see no event for hours.
+    let config = listwatch_client::Config::default()
+        .page_size(inner.config.list_page_size)
+        .watch_idle_margin(NO_IDLE_DEADLINE);
     let mut relists = lw.relists.subscribe();
     // The relists begun up to the last one whose objects started arriving.
     let mut seen = *relists.borrow_and_update();
@@ -105,6 +116,18 @@ async fn run_reflector(
         };
         let ev = match item {
             Ok(ev) => ev,
+            Err(e) if inner.ready_state() == ReadyState::Ready => {
+                // The storage watch failed (e.g. etcd lost its quorum: "no leader"). As
+                // upstream's startCaching → terminateAllWatchers: every watcher ends now (429,
+                // so clients come back, perhaps through another server), and the cache
+                // relists; until the relist succeeds the resource is Pending.
+                tracing::warn!(resource, error = %e, "the cacher's storage watch failed; ending every watcher and relisting");
+                inner.metrics.storage_watch_failures.inc();
+                if !begin_relist(inner, tx).await {
+                    return Ended::Stop;
+                }
+                return Ended::Resync;
+            }
             Err(e) => {
                 tracing::warn!(resource, error = %e, "cacher reflector error");
                 continue;
@@ -123,6 +146,7 @@ async fn run_reflector(
             ReflectorEvent::InitDone { resource_version } => {
                 if let Err(e) = cache.replace(std::mem::take(&mut relist), resource_version) {
                     tracing::error!(resource, error = %e, "cannot replace the watch cache");
+                    inner.metrics.resyncs.inc();
                     return Ended::Resync;
                 }
                 let (done, ready) = tokio::sync::oneshot::channel();
@@ -146,6 +170,7 @@ async fn run_reflector(
                     cache_rv = cache.view().resource_version(),
                     "the backend sent an event the cache is already past; relisting"
                 );
+                inner.metrics.resyncs.inc();
                 return Ended::Resync;
             }
             ReflectorEvent::Apply(o) => {
@@ -203,6 +228,7 @@ async fn begin_relist(inner: &Inner, tx: &mpsc::Sender<Incoming>) -> bool {
         return true;
     }
     tracing::info!(resource = %inner.config.resource, "watch cache relisting");
+    inner.metrics.relists.inc();
     inner.set_ready(ReadyState::Pending);
     let (done, reset) = tokio::sync::oneshot::channel();
     tx.send(Incoming::Reset(done)).await.is_ok() && reset.await.is_ok()

@@ -127,9 +127,11 @@ impl Inner {
         size.min(max)
     }
 
-    /// `Expired` when the backend's history below `rv` is compacted away: reads and watches
-    /// at such a version fail as they would on the backend, even where the cache still
-    /// holds what they ask for.
+    /// `Expired` when the backend's history below `rv` is compacted away: Exact reads at
+    /// such a version fail as they would on the backend, even where the cache still holds
+    /// what they ask for. Never consulted for watches, which the window alone judges (as
+    /// upstream): a watch from the version a list at RV=0 handed out must be accepted
+    /// however long ago the resource last changed.
     fn check_compacted(&self, rv: u64) -> Result<()> {
         let compacted = self.backend.compacted_revision();
         if rv < compacted {
@@ -137,6 +139,32 @@ impl Inner {
         } else {
             Ok(())
         }
+    }
+
+    /// Whether a read at `rv` (Exact, or a continuation) goes to the backend at once because
+    /// the cache has not reached `rv` and could only wait for it (upstream's
+    /// `shouldDelegateExactRV`): without progress notifications that can be requested
+    /// (consistent reads from the cache off), a quiet resource's cache may not move for
+    /// minutes, so waiting would run into the freshness timeout every time.
+    fn delegate_behind(&self, rv: u64) -> bool {
+        !self.config.consistent_reads_from_cache && rv > self.reader.resource_version()
+    }
+
+    /// The reader's `wait_until_fresh`, counted in the metrics when it has to wait.
+    async fn wait_fresh(
+        &self,
+        rv: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Arc<listwatch_watchcache::CacheView>> {
+        if rv <= self.reader.resource_version() {
+            return self.reader.wait_until_fresh(rv, deadline).await;
+        }
+        self.metrics.freshness_waits.inc();
+        let r = self.reader.wait_until_fresh(rv, deadline).await;
+        if let Err(Error::TooLargeResourceVersion { .. }) = &r {
+            self.metrics.freshness_timeouts.inc();
+        }
+        r
     }
 
     fn ready_state(&self) -> ReadyState {
@@ -195,7 +223,7 @@ impl Inner {
         self.metrics
             .cache_lag
             .set(i64::try_from(lag).unwrap_or(i64::MAX));
-        self.reader.wait_until_fresh(rv, None).await
+        self.wait_fresh(rv, None).await
     }
 }
 
@@ -374,9 +402,16 @@ impl Cacher {
             // The backend says what a continuation below its compaction gets.
             return inner.backend.list(key, opts).await;
         }
-        let view = match inner.reader.wait_until_fresh(rv, None).await {
+        if inner.delegate_behind(rv) {
+            inner.metrics.continues_from_backend.inc();
+            return inner.backend.list(key, opts).await;
+        }
+        let view = match inner.wait_fresh(rv, None).await {
             Ok(view) => view,
-            Err(_) => return inner.backend.list(key, opts).await,
+            Err(_) => {
+                inner.metrics.continues_from_backend.inc();
+                return inner.backend.list(key, opts).await;
+            }
         };
         match view.list(key, opts) {
             Err(Error::Expired { .. }) => {
@@ -406,7 +441,7 @@ impl Storage for Cacher {
             return inner.backend.get(key, opts).await;
         }
         let rv = opts.resource_version.unwrap_or(0);
-        let view = inner.reader.wait_until_fresh(rv, None).await?;
+        let view = inner.wait_fresh(rv, None).await?;
         view.get(key, opts)
     }
 
@@ -436,19 +471,26 @@ impl Storage for Cacher {
             (Some(rv), m @ (Some(ResourceVersionMatch::Exact) | None))
                 if m.is_some() || (rv > 0 && opts.page_limit().is_some()) =>
             {
+                if inner.delegate_behind(rv) {
+                    inner.metrics.exact_reads_from_backend.inc();
+                    return inner.backend.list(key, opts).await;
+                }
                 inner.check_compacted(rv)?;
-                let view = inner.reader.wait_until_fresh(rv, None).await?;
+                let view = inner.wait_fresh(rv, None).await?;
                 let exact = ListOptions {
                     resource_version_match: Some(ResourceVersionMatch::Exact),
                     ..opts.clone()
                 };
                 match view.list(key, &exact) {
-                    Err(Error::Expired { .. }) => inner.backend.list(key, opts).await,
+                    Err(Error::Expired { .. }) => {
+                        inner.metrics.exact_reads_from_backend.inc();
+                        inner.backend.list(key, opts).await
+                    }
                     other => other,
                 }
             }
             (Some(rv), _) => {
-                let view = inner.reader.wait_until_fresh(rv, None).await?;
+                let view = inner.wait_fresh(rv, None).await?;
                 view.list(key, opts)
             }
         }
@@ -466,7 +508,7 @@ impl Storage for Cacher {
                         inner.wait_consistent().await?;
                     }
                     Some(n) => {
-                        inner.reader.wait_until_fresh(n, None).await?;
+                        inner.wait_fresh(n, None).await?;
                     }
                 }
                 Start::State {
@@ -477,10 +519,9 @@ impl Storage for Cacher {
                 end_bookmark: false,
             },
             (Some(false), None | Some(0)) => Start::Since(inner.reader.resource_version()),
-            (_, Some(n)) => {
-                inner.reader.wait_until_fresh(n, None).await?;
-                Start::Since(n)
-            }
+            // As upstream: no wait for a version the cache has not reached (a consistent list
+            // read from the backend hands those out); the watch skips what it already has.
+            (_, Some(n)) => Start::Since(n),
         };
         let spec = Spec {
             key: key.clone(),
@@ -540,7 +581,7 @@ impl Storage for Cacher {
         let inner = &self.inner;
         let rv = inner.backend.current_resource_version().await?;
         inner.backend.request_watch_progress().await?;
-        inner.reader.wait_until_fresh(rv, None).await?;
+        inner.wait_fresh(rv, None).await?;
         inner
             .incoming
             .send(Incoming::NotifyProgress(rv))

@@ -3,12 +3,12 @@
 //!
 //! It translates client requests into storage options and storage events into client events
 //! one to one, except that a list always reads the latest state, whatever version it asks
-//! for (as upstream's cacher lister-watcher); storage errors become the `Status` the wire
+//! for, and a watch never ends by a timeout (both as upstream's cacher lister-watcher: one
+//! storage watch per resource until it fails); storage errors become the `Status` the wire
 //! would carry, so the reflector's recovery rules (relist on 410, back off on 429) apply
 //! unchanged.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -203,15 +203,11 @@ impl ListerWatcher for StorageListerWatcher {
             // when it lists, not here.
             WatchEvent::Error(e) => Err(to_client(&e)),
         });
-        // A storage watch has no server-side timeout; honour the reflector's so that it
-        // re-watches now and then, as it would against a real server.
-        let events = match request.timeout_seconds {
-            Some(secs) => {
-                let deadline = tokio::time::sleep(Duration::from_secs(secs));
-                events.take_until(deadline).boxed()
-            }
-            None => events.boxed(),
-        };
-        Ok(events)
+        // The reflector's timeout is ignored, as upstream's cacher lister-watcher does: one
+        // storage watch per resource until it fails. Re-opening it now and then would
+        // re-watch a quiet resource from a version the backend may have compacted since (410,
+        // a relist, every watcher of the resource ended with 429).
+        let _ = request.timeout_seconds;
+        Ok(events.boxed())
     }
 }

@@ -36,6 +36,11 @@ pub struct CacherMetrics {
     consistent_reads_fallen_back: Family<ResourceLabel, Counter>,
     consistent_reads_refused: Family<ResourceLabel, Counter>,
     continues_from_backend: Family<ResourceLabel, Counter>,
+    exact_reads_from_backend: Family<ResourceLabel, Counter>,
+    relists: Family<ResourceLabel, Counter>,
+    storage_watch_failures: Family<ResourceLabel, Counter>,
+    freshness_waits: Family<ResourceLabel, Counter>,
+    freshness_timeouts: Family<ResourceLabel, Counter>,
     dispatch_stages: Family<StageLabels, StageHistogram>,
 }
 
@@ -54,6 +59,11 @@ impl Default for CacherMetrics {
             consistent_reads_fallen_back: Family::default(),
             consistent_reads_refused: Family::default(),
             continues_from_backend: Family::default(),
+            exact_reads_from_backend: Family::default(),
+            relists: Family::default(),
+            storage_watch_failures: Family::default(),
+            freshness_waits: Family::default(),
+            freshness_timeouts: Family::default(),
             dispatch_stages: Family::default(),
         }
     }
@@ -121,8 +131,33 @@ impl CacherMetrics {
         );
         r.register(
             "continues_from_backend",
-            "Continued lists read from the backend because the cache no longer held their version",
+            "Continued lists read from the backend: the cache had not reached their version and could not be asked for progress, or no longer held it",
             m.continues_from_backend.clone(),
+        );
+        r.register(
+            "exact_reads_from_backend",
+            "Exact lists (and lists at a version with a limit) read from the backend: the cache had not reached their version and could not be asked for progress, or no longer held it",
+            m.exact_reads_from_backend.clone(),
+        );
+        r.register(
+            "relists",
+            "Relists of the backend after the first list: each ended every watcher of the resource (429 'storage is (re)initializing')",
+            m.relists.clone(),
+        );
+        r.register(
+            "storage_watch_failures",
+            "Failures of the cacher's own watch of the backend (each ends every watcher of the resource and relists, as upstream's terminateAllWatchers)",
+            m.storage_watch_failures.clone(),
+        );
+        r.register(
+            "freshness_waits",
+            "Reads and watches that waited for the cache to reach a version it had not seen yet",
+            m.freshness_waits.clone(),
+        );
+        r.register(
+            "freshness_timeouts",
+            "Waits for the cache to reach a version that ran out of time (the freshness timeout, 3 s)",
+            m.freshness_timeouts.clone(),
         );
         m
     }
@@ -146,6 +181,11 @@ impl CacherMetrics {
                 .clone(),
             consistent_reads_refused: self.consistent_reads_refused.get_or_create(&l).clone(),
             continues_from_backend: self.continues_from_backend.get_or_create(&l).clone(),
+            exact_reads_from_backend: self.exact_reads_from_backend.get_or_create(&l).clone(),
+            relists: self.relists.get_or_create(&l).clone(),
+            storage_watch_failures: self.storage_watch_failures.get_or_create(&l).clone(),
+            freshness_waits: self.freshness_waits.get_or_create(&l).clone(),
+            freshness_timeouts: self.freshness_timeouts.get_or_create(&l).clone(),
             stages: Stages::new(|stage| {
                 self.dispatch_stages
                     .get_or_create(&StageLabels {
@@ -172,6 +212,11 @@ pub(crate) struct ResourceMetrics {
     pub(crate) consistent_reads_fallen_back: Counter,
     pub(crate) consistent_reads_refused: Counter,
     pub(crate) continues_from_backend: Counter,
+    pub(crate) exact_reads_from_backend: Counter,
+    pub(crate) relists: Counter,
+    pub(crate) storage_watch_failures: Counter,
+    pub(crate) freshness_waits: Counter,
+    pub(crate) freshness_timeouts: Counter,
     /// Dispatch latency by stage (`latency`).
     pub(crate) stages: Stages,
 }

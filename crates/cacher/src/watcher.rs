@@ -6,7 +6,8 @@
 //! feeder applies an event to the cache before queuing it). So:
 //! - a watch from a version replays the window's events up to `S` and takes the rest live;
 //! - a watch with initial state sends the state of a view at `V ≥ S` and skips live events at
-//!   or below `V`, which the state already contains.
+//!   or below `V`, which the state already contains. The state is read through a cursor on
+//!   that view, [`CHUNK`] objects at a time as the consumer reads, never materialised whole.
 //!
 //! Each change is thus delivered exactly once, with no gap and in order.
 //!
@@ -33,7 +34,7 @@ use std::task::{Context, Poll};
 
 use futures::Stream;
 use listwatch_storage::{
-    Bookmark, Error, Key, ListOptions, Result, SelectionPredicate, WatchEvent, WatchStream,
+    Bookmark, Error, Key, Result, SelectionPredicate, WatchEvent, WatchStream,
 };
 use tokio::time::Instant;
 
@@ -82,11 +83,22 @@ struct Cursor {
 
 /// One watch's stream: a plain struct polled in place (no boxed future per watch), holding
 /// its registration while attached.
+/// What is left of a watch's initial state: the view it is read from (held, so the state
+/// stays that version's whatever the writer does; persistent maps share all but what
+/// changed since) and the key the next chunk starts at.
+struct StateCursor {
+    view: Arc<listwatch_watchcache::CacheView>,
+    next: String,
+    end_bookmark: bool,
+}
+
 /// What a watcher sends before its live events.
 #[derive(Default)]
 struct Replay {
-    /// Events to send before anything else: the initial state, or a chunk of the window.
+    /// Events to send before anything else: a chunk of the initial state, or of the window.
     pending: VecDeque<WatchEvent>,
+    /// What is left of the initial state to send.
+    state: Option<StateCursor>,
     /// What is left of the window to replay.
     cursor: Option<Cursor>,
 }
@@ -153,9 +165,6 @@ impl Watcher {
     /// sets up what it replays.
     fn attach(&mut self, start: Start, again: bool) -> Result<()> {
         let inner = Arc::clone(&self.inner);
-        if let Start::Since(rv) = start {
-            inner.check_compacted(rv)?;
-        }
         if again {
             let spec = self.entry.spec.clone();
             let capacity = inner.watcher_buffer(spec.trigger.is_some());
@@ -193,32 +202,23 @@ impl Watcher {
         match start {
             Start::State { end_bookmark } => {
                 self.floor = view.resource_version();
-                let spec = &self.entry.spec;
-                let opts = ListOptions {
-                    resource_version: Some(0),
-                    predicate: spec.predicate.clone(),
-                    recursive: spec.key.is_collection(),
-                    ..ListOptions::default()
-                };
-                let list = view.list(&spec.key, &opts)?;
-                inner.metrics.init_events.inc_by(list.items.len() as u64);
-                // An empty state with nothing after it needs no replay buffer.
-                if !list.items.is_empty() || end_bookmark {
-                    let replay = self.replay.get_or_insert_default();
-                    replay
-                        .pending
-                        .extend(list.items.into_iter().map(WatchEvent::Added));
-                    if end_bookmark {
-                        replay.pending.push_back(WatchEvent::Bookmark(Bookmark {
-                            resource_version: self.floor,
-                            initial_events_end: true,
-                        }));
-                    }
+                // The first chunk now (so that a bad key fails the watch itself, and an empty
+                // state with nothing after it needs no replay buffer); the rest through a
+                // cursor on this view, a chunk at a time as the consumer reads.
+                let mut replay = Replay::default();
+                self.read_state(&mut replay, &view, None, end_bookmark)?;
+                if !replay.pending.is_empty() || replay.state.is_some() {
+                    self.replay = Some(Box::new(replay));
                 }
             }
             Start::Since(rv) => {
-                // Checked now, so that a version out of the window fails the watch itself.
-                view.events_since(rv)?;
+                // Checked now, so that a version out of the window fails the watch itself
+                // (the window alone decides, as upstream; the backend's compaction does not).
+                // A version the cache has not reached yet is accepted: every event after it
+                // comes live, and the floor skips the ones up to it.
+                if rv <= view.resource_version() {
+                    view.events_since(rv)?;
+                }
                 // Replay only what the dispatcher already passed us by; later events (even
                 // those the view holds) come live, sharing the dispatcher's encoding.
                 self.floor = dispatched.max(rv);
@@ -231,6 +231,40 @@ impl Watcher {
             }
         }
         self.last_rv = self.last_rv.max(self.floor);
+        Ok(())
+    }
+
+    /// Reads the next chunk of the initial state (from the key `start`) of `view` into
+    /// `replay`, leaving a cursor when more may follow, else the end bookmark if asked for.
+    fn read_state(
+        &self,
+        replay: &mut Replay,
+        view: &Arc<listwatch_watchcache::CacheView>,
+        start: Option<&str>,
+        end_bookmark: bool,
+    ) -> Result<()> {
+        let spec = &self.entry.spec;
+        let (items, next) = view.state_chunk(&spec.key, &spec.predicate, start, CHUNK)?;
+        self.inner.metrics.init_events.inc_by(items.len() as u64);
+        replay
+            .pending
+            .extend(items.into_iter().map(WatchEvent::Added));
+        replay.state = match next {
+            Some(next) => Some(StateCursor {
+                view: Arc::clone(view),
+                next,
+                end_bookmark,
+            }),
+            None => {
+                if end_bookmark {
+                    replay.pending.push_back(WatchEvent::Bookmark(Bookmark {
+                        resource_version: self.floor,
+                        initial_events_end: true,
+                    }));
+                }
+                None
+            }
+        };
         Ok(())
     }
 
@@ -290,13 +324,29 @@ impl Watcher {
                         self.last_rv = self.last_rv.max(rv);
                     }
                     // Once sent, the replay's buffer goes: an idle watcher keeps none.
-                    if !replay.pending.is_empty() || replay.cursor.is_some() {
+                    if !replay.pending.is_empty()
+                        || replay.cursor.is_some()
+                        || replay.state.is_some()
+                    {
                         self.replay = Some(replay);
                     }
                     return Poll::Ready(Some(ev));
                 }
                 if self.done {
                     return Poll::Ready(None);
+                }
+                if let Some(state) = replay.state.take() {
+                    if let Err(e) = self.read_state(
+                        &mut replay,
+                        &state.view,
+                        Some(&state.next),
+                        state.end_bookmark,
+                    ) {
+                        self.done = true;
+                        return Poll::Ready(Some(WatchEvent::Error(e)));
+                    }
+                    self.replay = Some(replay);
+                    continue;
                 }
                 if let Some(cursor) = replay.cursor.take() {
                     if let Err(e) = self.refill(&mut replay, cursor) {

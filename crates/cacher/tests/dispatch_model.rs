@@ -1,7 +1,14 @@
 //! Property test: random watchers (selectors, scopes, start versions, stalled consumers) over
 //! random writes; every watcher receives exactly the ground truth derived from the backend's
 //! history (each change once, in order, with ADDED/DELETED for entering/leaving its
-//! selection), or a prefix of it followed by 410 Expired.
+//! selection), or — only a stalled watcher, whose consumer reads nothing until every write
+//! is done — a prefix of it followed by 410 Expired.
+//!
+//! Eager watchers (drained while the writes happen) watch a second cacher over the same
+//! backend whose window holds every write of a run: even when one is detached for being
+//! slower than the dispatcher, it resumes within the window, so a 410 there is a bug and
+//! fails the model (before issue 26 every watcher could end with "prefix then 410", so a
+//! spurious 410 to a watcher that kept up passed).
 //!
 //! The cacher runs as the apiserver configures it for pods (the `spec.nodeName` trigger on),
 //! pods have a node, an empty node or none at all, and the window is small enough for the
@@ -352,13 +359,48 @@ fn run(before: Vec<Op>, specs: Vec<WatcherSpec>, after: Vec<Op>) -> Result<(), S
             .with_watch_cache(|c| c.with_capacity(8, 8, WINDOW));
         // Small budget so that stalled consumers are detached quickly.
         config.max_dispatch_budget = Duration::from_millis(2);
-        let cacher = Cacher::new(Arc::new(backend), config);
+        let backend = Arc::new(backend);
+        let cacher = Cacher::new(backend.clone(), config.clone());
         cacher.wait_ready().await;
+        // For the eager watchers: the same, with a window no run fills.
+        config.watch_cache = config.watch_cache.with_capacity(4096, 4096, 4096);
+        let roomy = Cacher::new(backend, config);
+        roomy.wait_ready().await;
         let mut writes = Vec::new();
         for op in &before {
             writes.extend(apply(&cacher, op).await);
         }
         let start_rv = cacher.current_resource_version().await.unwrap();
+        // The window's rule at a watch's start, on the small window: a watch from the first
+        // write needs every later write; it is refused exactly when they no longer fit.
+        if let Some(first) = writes.first() {
+            cacher
+                .wait_until_fresh(start_rv)
+                .await
+                .map_err(|e| e.to_string())?;
+            let all = Key::collection("pods", None).unwrap();
+            let from = ListOptions {
+                resource_version: Some(first.rv),
+                ..ListOptions::recursive()
+            };
+            let later = writes.len() - 1;
+            match cacher.watch(&all, &from).await {
+                Err(e) if e.is_expired() && later > WINDOW => hit(&REACHED.expired_at_start),
+                Err(e) => {
+                    return Err(format!(
+                        "watch from {} ({later} writes after): {e}",
+                        first.rv
+                    ));
+                }
+                Ok(_) if later > WINDOW => {
+                    return Err(format!(
+                        "watch from {}: {later} writes after it, accepted",
+                        first.rv
+                    ));
+                }
+                Ok(_) => {}
+            }
+        }
         let mut watchers = Vec::new();
         for spec in &specs {
             let key = match spec.namespace {
@@ -382,9 +424,10 @@ fn run(before: Vec<Op>, specs: Vec<WatcherSpec>, after: Vec<Op>) -> Result<(), S
                     opts.allow_watch_bookmarks = true;
                 }
             }
-            match cacher.watch(&key, &opts).await {
+            let on = if spec.stalled { &cacher } else { &roomy };
+            match on.watch(&key, &opts).await {
                 Ok(w) => watchers.push((spec.clone(), from, w)),
-                Err(e) if e.is_expired() => {
+                Err(e) if e.is_expired() && spec.stalled => {
                     // Only a start older than the window may be refused.
                     let oldest = writes.len().saturating_sub(WINDOW);
                     if from.is_none() || writes.get(oldest).is_some_and(|w| Some(w.rv) > from) {
@@ -457,6 +500,11 @@ async fn check(
     };
     let want = expected_after(spec, writes, after);
     let (got, _, expired) = read(w, Some(want.len())).await;
+    if expired && !spec.stalled {
+        return Err(format!(
+            "{spec:?}: a watcher that kept up got 410 after {got:?}\n want {want:?}"
+        ));
+    }
     if expired {
         if got.len() >= want.len() || !want.starts_with(&got) {
             return Err(format!(
@@ -478,7 +526,7 @@ async fn check(
     if let Ok(Some(extra)) = tokio::time::timeout(Duration::from_millis(50), w.next()).await {
         match extra {
             WatchEvent::Bookmark(_) => {}
-            WatchEvent::Error(e) if e.is_expired() => {
+            WatchEvent::Error(e) if e.is_expired() && spec.stalled => {
                 hit(&REACHED.expired_after_complete);
             }
             _ => return Err(format!("{spec:?}: unexpected extra event {extra:?}")),

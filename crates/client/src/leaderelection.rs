@@ -31,6 +31,9 @@
 //!   cover: a request the old leader sent before its deadline and that the server applies
 //!   after it (as with client-go).
 //! - **A leader that sees another holder stops at once**, without waiting for its deadline.
+//! - **Identities must be unique**: a record naming this candidate's identity that this
+//!   candidate did not write (another process given the same identity) counts as another
+//!   holder's, logged as an error; client-go would let both lead.
 //! - **Bounded waits**: every lock call is bounded by the renew deadline (while leading) or
 //!   by the retry period plus the renew deadline (while a candidate), and shutdown
 //!   interrupts any of them.
@@ -328,6 +331,9 @@ pub struct LeaderElector<L> {
     config: LeaderElectionConfig,
     /// The record last seen (or written) and when it was first seen.
     observed: Option<(LeaseState, Instant)>,
+    /// The resource version of this candidate's last successful write of the Lease: a record
+    /// naming this identity at another version was written by someone else.
+    written: Option<String>,
     leading: watch::Sender<bool>,
 }
 
@@ -349,6 +355,7 @@ impl<L: LeaseLock> LeaderElector<L> {
             lock,
             config,
             observed: None,
+            written: None,
             leading: watch::channel(false).0,
         })
     }
@@ -466,6 +473,7 @@ impl<L: LeaseLock> LeaderElector<L> {
         };
         let Some(current) = self.lock.get().await? else {
             let written = self.lock.create(&fresh).await?;
+            self.written = Some(written.resource_version.clone());
             self.observed = Some((written, Instant::now()));
             return Ok(Try::Holds);
         };
@@ -483,6 +491,25 @@ impl<L: LeaseLock> LeaderElector<L> {
         if !old.holder_identity.is_empty() && old.holder_identity != self.config.identity && valid {
             return Ok(Try::HeldBy(old.holder_identity.clone()));
         }
+        if old.holder_identity == self.config.identity
+            && valid
+            && self.written.as_deref() != Some(current.resource_version.as_str())
+        {
+            // Our identity, but not our write: another candidate was given the same identity
+            // (client-go would let both lead). Treated as another holder: this one waits until
+            // that lease expires (so a restarted process with a fixed identity waits one lease
+            // duration before it takes over its old lease).
+            tracing::error!(
+                lease = %self.lock.describe(),
+                identity = %self.config.identity,
+                "leader election: another candidate holds the lease under this same identity; \
+                 every candidate's identity (--leader-elect-identity) must be unique"
+            );
+            return Ok(Try::HeldBy(format!(
+                "another candidate with the same identity {}",
+                self.config.identity
+            )));
+        }
         let mut next = fresh;
         if old.holder_identity == self.config.identity {
             next.acquire_time.clone_from(&old.acquire_time);
@@ -491,6 +518,7 @@ impl<L: LeaseLock> LeaderElector<L> {
             next.lease_transitions = old.lease_transitions.saturating_add(1);
         }
         let written = self.lock.update(&next, &current.resource_version).await?;
+        self.written = Some(written.resource_version.clone());
         self.observed = Some((written, Instant::now()));
         Ok(Try::Holds)
     }

@@ -184,16 +184,22 @@ impl ApiError {
         )
     }
 
-    /// 504 when a request ran past its deadline (`timeout` or the server's limit).
-    pub fn request_timeout() -> Self {
-        Self::from_status(
-            Status::failure(
-                504,
-                reason::TIMEOUT,
-                "request did not complete within the allowed duration",
-            )
-            .with_retry_after(1),
-        )
+    /// 504 when a request ran past its deadline (`timeout` or the server's limit). A read
+    /// (`retryable`) carries `Retry-After: 1`; a write does not: it may already have been
+    /// applied (the handler is dropped, not what it sent to storage), and clients (client-go,
+    /// listwatch-client) resend any verb on that header — a `generateName` create would make
+    /// a second object. Upstream's timeout filter sends no Retry-After at all.
+    pub fn request_timeout(retryable: bool) -> Self {
+        let status = Status::failure(
+            504,
+            reason::TIMEOUT,
+            "request did not complete within the allowed duration",
+        );
+        Self::from_status(if retryable {
+            status.with_retry_after(1)
+        } else {
+            status
+        })
     }
 
     /// 408 when a request's body did not arrive within its deadline (`allowed`).

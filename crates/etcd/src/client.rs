@@ -26,6 +26,7 @@ use tonic::{Code, Status};
 use crate::proto::etcdserverpb::kv_client::KvClient;
 use crate::proto::etcdserverpb::maintenance_client::MaintenanceClient;
 use crate::proto::etcdserverpb::{RangeRequest, StatusRequest, StatusResponse};
+use tonic::metadata::MetadataValue;
 
 /// How to reach etcd.
 #[derive(Debug, Clone)]
@@ -416,10 +417,13 @@ impl EtcdClient {
             };
             tracing::debug!(endpoint = %name, request = what, error = %msg, "etcd endpoint unreachable");
             self.rotate_from(idx);
-            last = Some(Failure::Unreachable(format!("{name}: {msg}")));
-            if !idempotent {
-                break;
+            if !idempotent && !surely_not_applied(&msg) {
+                // The write went out and may have been applied: neither retried here nor
+                // marked retryable for the client (no Retry-After).
+                return Err(Failure::Indeterminate(format!("{name}: {msg}")));
             }
+            // A read, or a write that surely did not happen: the next member may serve it.
+            last = Some(Failure::Unreachable(format!("{name}: {msg}")));
         }
         Err(last.unwrap_or_else(|| Failure::Unreachable("no etcd endpoint".into())))
     }
@@ -507,7 +511,7 @@ impl EtcdClient {
             self.inner.config.health_timeout,
             |ch| {
                 let probe = probe.clone();
-                async move { KvClient::new(ch).range(probe).await }
+                async move { KvClient::new(ch).range(require_leader(probe)).await }
             },
         )
         .await
@@ -552,12 +556,47 @@ impl EtcdClient {
     }
 }
 
+/// The gRPC metadata that makes etcd refuse work on a member that has no leader (clientv3's
+/// `WithRequireLeader`: key `hasleader`, value `true`).
+pub(crate) const REQUIRE_LEADER_KEY: &str = "hasleader";
+
+/// `msg` as a request carrying require-leader: a member cut off from its quorum answers
+/// `Unavailable: etcdserver: no leader` at once (etcd's unary interceptor checks it before
+/// the request does anything) instead of waiting out its own request timeout, so the client
+/// moves to the next member at once — for writes too, since such a request surely did not
+/// happen.
+pub(crate) fn require_leader<T>(msg: T) -> tonic::Request<T> {
+    let mut request = tonic::Request::new(msg);
+    request
+        .metadata_mut()
+        .insert(REQUIRE_LEADER_KEY, MetadataValue::from_static("true"));
+    request
+}
+
+/// Whether a failed call surely never reached etcd's state machine: the connection could not
+/// be made, or etcd refused it up front for want of a leader (require-leader). Anything else
+/// that fails a write (etcd's "request timed out", "leader changed", a deadline, a reset
+/// stream after the request went out) leaves its outcome unknown.
+pub(crate) fn surely_not_applied(message: &str) -> bool {
+    const MARKERS: [&str; 5] = [
+        "tcp connect error",
+        "Connection refused",
+        "error trying to connect",
+        "dns error",
+        "etcdserver: no leader",
+    ];
+    MARKERS.iter().any(|m| message.contains(m))
+}
+
 /// A failed etcd request, classified before it becomes a storage error (the caller knows the
 /// key and revisions the message needs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Failure {
     /// Connection refused, reset, timed out, no leader: try again later.
     Unreachable(String),
+    /// A write was sent and failed in a way that leaves its outcome unknown (etcd's "request
+    /// timed out", "leader changed", a deadline, a connection lost after sending).
+    Indeterminate(String),
     /// The requested revision was compacted; etcd's compaction revision when known.
     Compacted,
     /// The requested revision is newer than etcd's current one.
@@ -613,6 +652,11 @@ impl Failure {
     pub(crate) fn into_error(self, rev: u64) -> Error {
         match self {
             Failure::Unreachable(message) => Error::Unreachable { message },
+            Failure::Indeterminate(m) => Error::Timeout {
+                message: format!(
+                    "the outcome of the write is unknown (it may or may not have been applied): etcd: {m}"
+                ),
+            },
             Failure::Compacted => Error::Expired {
                 message: format!("too old resource version: {rev} (compacted)"),
                 continue_token: None,
@@ -685,6 +729,28 @@ mod tests {
             Error::Unreachable { .. }
         ));
         assert!(Failure::Compacted.into_error(5).is_expired());
+    }
+
+    #[test]
+    fn only_writes_that_surely_did_not_happen_are_retryable() {
+        for not_sent in [
+            "Unavailable: etcdserver: no leader",
+            "Unavailable: error trying to connect: tcp connect error: Connection refused (os error 111)",
+        ] {
+            assert!(surely_not_applied(not_sent), "{not_sent}");
+        }
+        for unknown in [
+            "Unavailable: etcdserver: request timed out",
+            "Unavailable: etcdserver: leader changed",
+            "etcd txn to http://127.0.0.1:1 did not answer within 1s",
+            "Unknown: transport error: connection reset",
+        ] {
+            assert!(!surely_not_applied(unknown), "{unknown}");
+        }
+        let status = Failure::Indeterminate("x".into()).into_error(0).to_status();
+        assert_eq!((status.code, status.retry_after()), (504, 0));
+        let status = Failure::Unreachable("x".into()).into_error(0).to_status();
+        assert_eq!((status.code, status.retry_after()), (500, 2));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use listwatch_storage::{Error, Result};
 use tokio::task::JoinHandle;
 
-use crate::client::EtcdClient;
+use crate::client::{EtcdClient, require_leader};
 use crate::proto::etcdserverpb::{
     CompactionRequest, Compare, PutRequest, RangeRequest, RequestOp, TxnRequest, compare,
     request_op, response_op,
@@ -182,7 +182,7 @@ pub async fn compact_round(
     let resp = match client
         .unary("compaction txn", false, |ch| {
             let txn = txn.clone();
-            async move { kv_client(ch).txn(txn).await }
+            async move { kv_client(ch).txn(require_leader(txn)).await }
         })
         .await
     {
@@ -231,7 +231,7 @@ pub async fn compact_round(
     };
     let compacted = client
         .unary("compact", false, |ch| async move {
-            kv_client(ch).compact(req).await
+            kv_client(ch).compact(require_leader(req)).await
         })
         .await;
     let outcome = match compacted {
@@ -256,7 +256,7 @@ pub async fn observe_compaction(client: &EtcdClient, key: &str) -> Result<u64> {
     let resp = client
         .unary("compaction key", true, |ch| {
             let req = req.clone();
-            async move { kv_client(ch).range(req).await }
+            async move { kv_client(ch).range(require_leader(req)).await }
         })
         .await
         .map_err(|f| f.into_error(0))?;
@@ -281,7 +281,7 @@ pub async fn compaction_time(client: &EtcdClient, key: &str) -> Result<i64> {
     let resp = client
         .unary("compaction key", true, |ch| {
             let req = req.clone();
-            async move { kv_client(ch).range(req).await }
+            async move { kv_client(ch).range(require_leader(req)).await }
         })
         .await
         .map_err(|f| f.into_error(0))?;
@@ -296,7 +296,7 @@ pub async fn compact_now(client: &EtcdClient, revision: u64) -> Result<()> {
     };
     match client
         .unary("compact", false, |ch| async move {
-            kv_client(ch).compact(req).await
+            kv_client(ch).compact(require_leader(req)).await
         })
         .await
     {

@@ -28,7 +28,7 @@ use listwatch_storage::{
 };
 use tonic::transport::Channel;
 
-use crate::client::{EtcdClient, Failure};
+use crate::client::{EtcdClient, Failure, require_leader};
 use crate::progress::ProgressHub;
 use crate::proto::etcdserverpb::kv_client::KvClient;
 use crate::proto::etcdserverpb::lease_client::LeaseClient;
@@ -178,7 +178,7 @@ impl EtcdStore {
         self.client
             .unary("range", true, |ch| {
                 let req = req.clone();
-                async move { kv_client(ch).range(req).await }
+                async move { kv_client(ch).range(require_leader(req)).await }
             })
             .await
     }
@@ -187,7 +187,7 @@ impl EtcdStore {
         self.client
             .unary("txn", false, |ch| {
                 let req = req.clone();
-                async move { kv_client(ch).txn(req).await }
+                async move { kv_client(ch).txn(require_leader(req)).await }
             })
             .await
             .map_err(|f| f.into_error(0))
@@ -231,7 +231,7 @@ impl EtcdStore {
         let resp = self
             .client
             .unary("lease grant", false, |ch| async move {
-                LeaseClient::new(ch).lease_grant(req).await
+                LeaseClient::new(ch).lease_grant(require_leader(req)).await
             })
             .await
             .map_err(|f| f.into_error(0))?;
@@ -252,7 +252,7 @@ impl EtcdStore {
         let res = self
             .client
             .unary("lease revoke", false, |ch| async move {
-                LeaseClient::new(ch).lease_revoke(req).await
+                LeaseClient::new(ch).lease_revoke(require_leader(req)).await
             })
             .await;
         if let Err(e) = res {

@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::metadata::MetadataValue;
 
-use crate::client::Failure;
+use crate::client::{Failure, REQUIRE_LEADER_KEY};
 use crate::progress::ProgressGuard;
 use crate::proto::etcdserverpb::watch_client::WatchClient;
 use crate::proto::etcdserverpb::{
@@ -51,10 +51,6 @@ const OUT_BUFFER: usize = 100;
 
 /// The watch id etcd puts on answers to progress requests (broadcast to the stream).
 const PROGRESS_REQUEST_ID: i64 = -1;
-
-/// The gRPC metadata that makes etcd end a stream when its member has no leader
-/// (clientv3's `WithRequireLeader`: key `hasleader`, value `true`).
-const REQUIRE_LEADER_KEY: &str = "hasleader";
 
 /// Hands `events` to the consumer in order. An event it does not take within `stall` makes
 /// the rest (that one included) come back as the backlog: the caller gives up its etcd

@@ -51,6 +51,32 @@ where
     }
 }
 
+/// Creates `name`, retrying while the cluster is unreachable. A create whose outcome is
+/// unknown (`Timeout`: its answer was lost, e.g. to an election) is resolved as a client
+/// must: retried, and an `AlreadyExists` then means the first attempt landed — the object
+/// is read back.
+async fn create(store: &EtcdStore, name: &str) -> Object {
+    let k = key(name);
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let mut ambiguous = false;
+    loop {
+        match store.create(&k, pod(name), None).await {
+            Ok(o) => return o,
+            Err(Error::AlreadyExists { .. }) if ambiguous => {
+                let get = GetOptions::default();
+                return eventually(|| store.get(&k, &get)).await.unwrap();
+            }
+            Err(Error::Timeout { .. }) if tokio::time::Instant::now() < deadline => {
+                ambiguous = true;
+            }
+            Err(Error::Unreachable { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("expected success or Unreachable, got {e:?}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs etcd"]
 async fn a_cluster_survives_a_member_and_fails_fast_without_quorum() {
@@ -78,8 +104,8 @@ async fn a_cluster_survives_a_member_and_fails_fast_without_quorum() {
         Some(WatchEvent::Error(Error::Unreachable { .. })) => {}
         other => panic!("expected the watch to end with Unreachable, got {other:?}"),
     }
-    let (key_a, key_b, get_opts) = (key("a"), key("b"), GetOptions::default());
-    let b = eventually(|| store.create(&key_b, pod("b"), None)).await;
+    let (key_a, get_opts) = (key("a"), GetOptions::default());
+    let b = create(&store, "b").await;
     let got = eventually(|| store.get(&key_a, &get_opts)).await;
     assert_eq!(got, Some(a.clone()));
     // A new watch from the old revision replays what the lost one missed.
@@ -177,8 +203,7 @@ async fn a_watch_on_a_member_cut_off_from_its_quorum_ends_and_resumes_on_the_maj
 
     let cut = Instant::now();
     cluster.isolate(0).await.unwrap();
-    let (key_c, key_d) = (key("c"), key("d"));
-    let c = eventually(|| majority.create(&key_c, pod("c"), None)).await;
+    let c = create(&majority, "c").await;
     ends_unreachable(&mut w, cut).await;
 
     // Resumed from the last delivered revision, on another member: c is there, and so is
@@ -186,7 +211,7 @@ async fn a_watch_on_a_member_cut_off_from_its_quorum_ends_and_resumes_on_the_maj
     let (all, from_b) = (collection(), after(b.resource_version()));
     let mut w = eventually(|| store.watch(&all, &from_b)).await;
     assert_eq!(next(&mut w).await, Some(WatchEvent::Added(c)));
-    let d = eventually(|| majority.create(&key_d, pod("d"), None)).await;
+    let d = create(&majority, "d").await;
     assert_eq!(next(&mut w).await, Some(WatchEvent::Added(d)));
     cluster.heal();
 }
@@ -223,8 +248,7 @@ async fn quorum_loss_ends_a_live_watch_and_it_resumes_when_quorum_returns() {
     let member_up = restarting.elapsed();
     let (all, from_b) = (collection(), after(b.resource_version()));
     let mut w = eventually(|| store.watch(&all, &from_b)).await;
-    let key_c = key("c");
-    let c = eventually(|| store.create(&key_c, pod("c"), None)).await;
+    let c = create(&store, "c").await;
     let writable = restarting.elapsed();
     assert_eq!(next(&mut w).await, Some(WatchEvent::Added(c.clone())));
     eprintln!(
@@ -236,4 +260,49 @@ async fn quorum_loss_ends_a_live_watch_and_it_resumes_when_quorum_returns() {
     let everything = ListOptions::recursive();
     let list = eventually(|| store.list(&all, &everything)).await;
     assert_eq!(list.items, vec![a, b, c]);
+}
+
+/// Every request carries require-leader (`hasleader`), not only watches: once the member the
+/// client talks to is cut off from its quorum and knows no leader, etcd refuses a write there
+/// up front ("no leader": surely not applied), so the client sends it to the next member at
+/// once and it succeeds; reads likewise go on to the next member instead of waiting out the
+/// request timeout. Without it the write reached the leaderless member's raft, which dropped
+/// it ("raft proposal dropped", a 500), and reads waited for the request timeout first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_write_to_a_member_cut_off_from_its_quorum_goes_to_another_member() {
+    let mut cluster = EtcdCluster::start(3).await.unwrap();
+    let template = cluster.config();
+    let store = store_on(cluster.endpoints(), &template);
+    let a = store.create(&key("a"), pod("a"), None).await.unwrap();
+    cluster.isolate(0).await.unwrap();
+    let cut = Instant::now();
+    // Until the cut-off member gives up on its leader (an election timeout or two).
+    let deadline = Instant::now() + BOUND;
+    loop {
+        let status = cluster.member(0).unwrap().status().await.unwrap();
+        if status.leader == 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "member 0 never lost its leader");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let leaderless = cut.elapsed();
+    let started = Instant::now();
+    let b = tokio::time::timeout(BOUND, store.create(&key("b"), pod("b"), None))
+        .await
+        .expect("the write hung")
+        .expect("the write should have gone to another member");
+    let write = started.elapsed();
+    let started = Instant::now();
+    let list = tokio::time::timeout(BOUND, store.list(&collection(), &ListOptions::recursive()))
+        .await
+        .expect("the read hung")
+        .unwrap();
+    assert_eq!(list.items, vec![a, b]);
+    eprintln!(
+        "member 0 had no leader {leaderless:?} after the cut; the write took {write:?}, the read {:?}",
+        started.elapsed()
+    );
+    cluster.heal();
 }

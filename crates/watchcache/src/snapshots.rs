@@ -8,7 +8,9 @@
 //!   (current or rebuilt) is pinned under `(generation, resource version)`: an O(1)
 //!   clone of the persistent maps. A pin shares every node with the live state until the
 //!   writer changes it; from then on it keeps the nodes the writer replaced (at most one copy
-//!   of the maps' inner nodes, never of the objects, which are shared). Pins are bounded in
+//!   of the maps' inner nodes) and the bodies of the objects replaced or deleted since, which
+//!   the window's events also hold (their previous states) until they leave the window; past
+//!   that, the pin alone owns them and is charged for them (`CacheView::pin_bytes`). Pins are bounded in
 //!   number (`Config::max_snapshots`, the least recently used goes first) and in age
 //!   (`Config::snapshot_ttl` since last use), are dropped by a relist (a new generation), by a
 //!   compaction above them, and first when the cache is over its byte budget.
@@ -211,12 +213,17 @@ impl Pins {
         dropped
     }
 
-    /// The pinned versions, oldest first (for memory estimates).
-    pub(crate) fn versions(&self) -> Vec<u64> {
+    /// The pinned versions, oldest first, with the accounted bytes of each pinned state's
+    /// objects (for memory estimates).
+    pub(crate) fn versions(&self) -> Vec<(u64, usize)> {
         if self.len() == 0 {
             return Vec::new();
         }
-        self.lock().by_rv.keys().copied().collect()
+        self.lock()
+            .by_rv
+            .iter()
+            .map(|(rv, p)| (*rv, p.store.bytes()))
+            .collect()
     }
 }
 

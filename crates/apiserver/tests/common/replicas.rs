@@ -8,8 +8,19 @@ use listwatch_etcd::testing::EtcdCluster;
 
 use super::Server;
 
-/// etcd's `--experimental-watch-progress-notify-interval` in these clusters.
+/// etcd's `--experimental-watch-progress-notify-interval` when a test asks for it (the chaos
+/// test follows docs/deployment.md's optional recommendation).
 pub const PROGRESS_NOTIFY_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The progress interval of [`Replicas::start`]'s cluster: etcd's default (none: nothing
+/// requires it, issue 26), or `$LISTWATCH_ETCD_PROGRESS_NOTIFY_MS` milliseconds, to run the
+/// same tests with periodic progress notifications.
+pub fn progress_notify_interval() -> Option<Duration> {
+    std::env::var("LISTWATCH_ETCD_PROGRESS_NOTIFY_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .map(Duration::from_millis)
+}
 
 /// A three-member etcd cluster and the replicas started over it.
 pub struct Replicas {
@@ -21,18 +32,16 @@ pub struct Replicas {
 
 impl Replicas {
     /// Starts a three-member etcd cluster and `n` replicas on it, all at once (concurrent
-    /// start-ups), each with `extra` flags. The members send watch progress every second, as
-    /// docs/deployment.md asks of etcd before 3.4.31 (whose requested progress cannot be
-    /// trusted): a replica's cache of a resource nobody writes learns etcd's revision from
-    /// them, so a watch from a version another replica handed out (a consistent list's, etcd's
-    /// current revision) starts within the cache's 3 s freshness wait instead of failing
-    /// with 504 "Too large resource version".
+    /// start-ups), each with `extra` flags. The members run etcd's default flags (no periodic
+    /// watch progress) unless [`progress_notify_interval`] says otherwise: a watch from a
+    /// version another replica handed out (a consistent list's, etcd's current revision)
+    /// is accepted at once either way.
     pub async fn start(n: usize, extra: &[&str]) -> Self {
-        let etcd = EtcdCluster::builder()
-            .progress_notify_interval(PROGRESS_NOTIFY_INTERVAL)
-            .start(3)
-            .await
-            .expect("a three-member etcd cluster");
+        let mut builder = EtcdCluster::builder();
+        if let Some(every) = progress_notify_interval() {
+            builder = builder.progress_notify_interval(every);
+        }
+        let etcd = builder.start(3).await.expect("a three-member etcd cluster");
         let mut replicas = Self {
             servers: Vec::new(),
             etcd,

@@ -190,6 +190,23 @@ async fn one_of_two_candidates_leads_and_renews() {
     assert!(*shared.writes.lock().unwrap() >= 25);
 }
 
+/// Two candidates given the same identity (a misconfiguration): the second sees a record
+/// naming its identity that it did not write, treats it as another holder's, and never
+/// leads while the first renews. Before, it took the record for its own and both led.
+#[tokio::test(start_paused = true)]
+async fn two_candidates_with_the_same_identity_never_both_lead() {
+    let shared = Arc::new(Shared::default());
+    let log: Log = Arc::default();
+    let mut a = candidate(&shared, "same", &log);
+    until_leading(&mut a).await;
+    let b = candidate(&shared, "same", &log);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(*a.leading.borrow());
+    assert!(!*b.leading.borrow());
+    let starts = starts_without_overlap(&log);
+    assert_eq!(starts.len(), 1, "{starts:?}");
+}
+
 /// The leader is cut off from the Lease (its calls hang): it stops its work at its renew
 /// deadline, and the other candidate starts only after that, once the record it saw has
 /// been unchanged for the lease duration.

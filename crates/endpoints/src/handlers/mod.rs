@@ -476,6 +476,8 @@ impl Admission<'_> {
         Fut: Future<Output = ApiResult<Response>>,
     {
         let shared = self.shared;
+        // Only a read may be sent again after a timeout: a write's outcome is unknown.
+        let read_only = self.body.is_none();
         let (kind, level) = if self.body.is_some() {
             ("mutating", &shared.flow.mutating)
         } else {
@@ -505,10 +507,11 @@ impl Admission<'_> {
             .map_err(|_| ApiError::too_many_requests())?;
         let inflight = shared.metrics.inflight(kind);
         // Past the deadline the handler is dropped: a write already sent to storage may
-        // still land, as with upstream's timeout filter.
+        // still land, as with upstream's timeout filter, so a write's 504 is not marked
+        // retryable.
         let r = tokio::time::timeout_at(deadline, serve(bytes))
             .await
-            .unwrap_or_else(|_| Err(ApiError::request_timeout()));
+            .unwrap_or_else(|_| Err(ApiError::request_timeout(read_only)));
         // A streamed list is sent on its seat; anything else gives it back now.
         r.map(|resp| crate::stream_list::hold_until_sent(resp, (seat, hold, inflight)))
     }

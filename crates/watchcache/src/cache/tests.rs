@@ -668,3 +668,61 @@ fn a_budget_that_fits_keeps_the_window() {
     assert_eq!(v.window().len(), 4);
     assert!(v.memory().window_bytes > 4 * pod("a", "x", "n1", 1).size());
 }
+
+/// A pin whose later events have left the window is the only owner of the bodies those
+/// events replaced: it is charged for them (issue 26 item 4). Before, a pin was charged for
+/// the maps' nodes only (about 96 B per object), so a paginated walk's pin could keep a
+/// whole old state of large objects alive that no budget saw.
+#[test]
+fn a_pin_past_the_window_is_charged_for_the_bodies_it_alone_keeps() {
+    let big = |name: &str, fill: char, rv: u64| {
+        let json = serde_json::json!({
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "a"},
+            "spec": {"nodeName": "n1", "blob": fill.to_string().repeat(10_000)},
+        });
+        Object::from_value(json, &SelectableFields::new(["spec.nodeName"]))
+            .unwrap()
+            .with_resource_version(rv)
+    };
+    let mut c = WatchCache::new(config());
+    let names: Vec<String> = (0..20).map(|i| format!("p{i:02}")).collect();
+    c.replace(names.iter().map(|n| big(n, 'a', 5)).collect(), 10)
+        .unwrap();
+    // A walk's first page pins the state at 10.
+    let page = c
+        .view()
+        .list(
+            &all(),
+            &ListOptions {
+                limit: Some(2),
+                ..ListOptions::recursive()
+            },
+        )
+        .unwrap();
+    assert!(page.continue_token.is_some());
+    assert_eq!(c.view().pinned_snapshots(), 1);
+    // Every object replaced by a new body; the window (16 events at most) lets the first
+    // replacements go, so the pin alone keeps their old bodies.
+    let mut rv = 10;
+    for n in &names {
+        rv += 1;
+        c.apply(WatchEvent::Modified {
+            object: big(n, 'b', rv),
+            prev: None,
+        })
+        .unwrap();
+    }
+    let view = c.view();
+    assert!(
+        view.rebuild_floor() > 10,
+        "the window let events after the pin go"
+    );
+    assert_eq!(view.pinned_snapshots(), 1);
+    let snapshot = view.memory().snapshot_bytes;
+    // At least the 4 old bodies no window event holds any more (the real figure).
+    assert!(
+        snapshot >= 4 * 10_000,
+        "the pin is charged {snapshot} B while it alone keeps 4 × 10 kB of old bodies"
+    );
+}

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use listwatch_api::Object;
 use listwatch_storage::{
-    Error, GetOptions, Key, ListOptions, ObjectList, ResourceVersionMatch, Result, decode_continue,
-    encode_continue,
+    Error, GetOptions, Key, ListOptions, ObjectList, ResourceVersionMatch, Result,
+    SelectionPredicate, decode_continue, encode_continue,
 };
 
 use crate::config::{Config, MemoryUsage};
@@ -159,16 +159,26 @@ impl CacheView {
     /// Estimated bytes of the pinned states beyond the current one: each keeps the nodes the
     /// writer copied since, about [`SNAPSHOT_BYTES_PER_CHANGE`] per event after it, at most a
     /// copy of all the maps' nodes ([`SNAPSHOT_BYTES_PER_OBJECT`] per object); both measured
-    /// by the memory test. An upper bound when changes cluster in a few leaves.
+    /// by the memory test. An upper bound when changes cluster in a few leaves. A pin some of
+    /// whose later events have left the window also owns the bodies those events replaced or
+    /// deleted (the window no longer holds them): it is charged its own objects' bytes, an
+    /// upper bound on those (what it still shares with the live state is counted twice).
     pub(super) fn snapshot_bytes(&self) -> usize {
         let versions = self.pins.versions();
         if versions.is_empty() {
             return 0;
         }
-        versions.into_iter().map(|rv| self.pin_bytes(rv)).sum()
+        let floor = self.rebuild_floor();
+        versions
+            .into_iter()
+            .map(|(rv, objects)| {
+                let bodies = if rv < floor { objects } else { 0 };
+                self.pin_bytes(rv).saturating_add(bodies)
+            })
+            .sum()
     }
 
-    /// Estimated bytes of a state pinned at `rv` (see [`Self::snapshot_bytes`]).
+    /// Estimated bytes of the nodes of a state pinned at `rv` (see [`Self::snapshot_bytes`]).
     pub(super) fn pin_bytes(&self, rv: u64) -> usize {
         // The object map and one member map per index: each copies its own path.
         let maps = 1 + self.config.indexes.len();
@@ -331,6 +341,45 @@ impl CacheView {
             continue_token,
             remaining_item_count: None,
         })
+    }
+
+    /// One chunk of this view's state as a watch's initial events: the objects under `key`
+    /// matching `predicate`, in key order, from the key `start` on (inclusive; `None`: from
+    /// the beginning), at most `limit`; with the key the next chunk starts from when more may
+    /// follow. Reads this view's state in place — no pin, nothing copied but the chunk — so a
+    /// watcher holding the view and a position replays any state in O(chunk) memory.
+    pub fn state_chunk(
+        &self,
+        key: &Key,
+        predicate: &SelectionPredicate,
+        start: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<Object>, Option<String>)> {
+        self.ensure_initialized()?;
+        self.check_key(key)?;
+        // As in `list`: a selector fixing the namespace reads that namespace's key range.
+        let narrowed = match predicate.field.exact_match(NAMESPACE) {
+            Some(ns) if !ns.is_empty() && key.is_collection() && key.namespace().is_none() => {
+                Key::collection(key.resource(), Some(ns))
+                    .ok()
+                    .map(|k| (k, ns))
+            }
+            _ => None,
+        };
+        let (scan, namespace) = match &narrowed {
+            Some((k, ns)) => (k.path(), Some(*ns)),
+            None => (key.path(), key.namespace()),
+        };
+        let page = self.store.page(
+            &self.config.indexes,
+            scan,
+            namespace,
+            !key.is_collection(),
+            predicate,
+            start,
+            Some(limit.max(1)),
+        );
+        Ok((page.items, page.more_after.map(|last| format!("{last}\0"))))
     }
 
     /// The state at `rv` (≤ the view's version): the current one, a pinned one, or one
