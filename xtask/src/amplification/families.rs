@@ -207,7 +207,7 @@ pub fn all() -> Vec<Family> {
         },
         Family {
             name: "create-deep-json",
-            what: "POST Blob, JSON, N/4 levels × 1000-byte keys",
+            what: "POST Blob, JSON, N levels × 1000-byte keys",
             watches: "field manager path cache (item 1, critical)",
             base: DEEP_LEVELS,
             ok: &[201],

@@ -265,7 +265,7 @@ mod tests {
             cpu: 0.0,
             mem: 10 << 20,
         };
-        assert!(judge(&[small.clone()], &b).passed());
+        assert!(judge(std::slice::from_ref(&small), &b).passed());
         let big = Point {
             mem: 17 << 20,
             ..small
