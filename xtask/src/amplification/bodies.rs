@@ -53,6 +53,18 @@ pub fn deep(depth: u64, leaves: u64, keylen: usize) -> String {
     s
 }
 
+/// A chain of `depth` levels of `keylen`-byte keys with `leaves` small objects at its end.
+pub fn chain_leaves(depth: u64, keylen: usize, leaves: u64) -> String {
+    let bottom: Vec<String> = (0..leaves)
+        .map(|i| format!("\"l{i}\":{{\"a\":1}}"))
+        .collect();
+    let mut s = format!("{{{}}}", bottom.join(","));
+    for d in 0..depth {
+        s = format!("{{{}:{s}}}", q(&long_key(d, 0, keylen)));
+    }
+    s
+}
+
 /// The same nesting as [`deep`] as a YAML block (two spaces per level).
 pub fn deep_yaml(depth: u64, leaves: u64, keylen: usize, indent: usize) -> String {
     let mut out = String::new();

@@ -51,9 +51,14 @@ const APPLY: &str = "application/apply-patch+yaml";
 
 /// Levels of the deep families at 1× (6, 24, 96: inside the 100-level limit with the two
 /// levels above `spec`), leaves per level, and key length.
-const DEEP_LEVELS: u64 = 6;
+pub const DEEP_LEVELS: u64 = 6;
 const DEEP_LEAVES: u64 = 4;
 const DEEP_KEY: usize = 1000;
+/// Leaves per level of the narrow deep families (short keys: indentation dominates YAML).
+const NARROW_LEAVES: u64 = 64;
+/// The chain above the leaves of the `*-chain-leaves` families: 96 levels of 1 000-byte keys (YAML keys stop at 1 024).
+const CHAIN_LEVELS: u64 = 96;
+const CHAIN_KEY: usize = 1000;
 
 fn req(method: &'static str, path: String, ct: &'static str, body: impl Into<Vec<u8>>) -> Req {
     Req {
@@ -82,8 +87,8 @@ fn none(_: u64) -> Setup {
 /// A small ConfigMap `amp-target` (JSON patch, merge patch, PUT and managedFields targets).
 fn target_cm(_: u64) -> Setup {
     vec![req(
-        "PUT",
-        format!("{NS}/configmaps/amp-target"),
+        "POST",
+        format!("{NS}/configmaps"),
         JSON,
         bodies::configmap("amp-target", 2, ""),
     )]
@@ -100,6 +105,19 @@ fn stored_deep_blob(n: u64) -> Setup {
         BLOBS.to_owned(),
         JSON,
         bodies::blob(&format!("amp-deep-{n}"), &deep_spec(n)),
+    )]
+}
+
+/// A Blob of `n` levels of 64 short keys each, stored as `amp-narrow-N`.
+fn stored_narrow_blob(n: u64) -> Setup {
+    vec![req(
+        "POST",
+        BLOBS.to_owned(),
+        JSON,
+        bodies::blob(
+            &format!("amp-narrow-{n}"),
+            &bodies::deep(n, NARROW_LEAVES, 4),
+        ),
     )]
 }
 
@@ -234,6 +252,44 @@ pub fn all() -> Vec<Family> {
                     format!("{BLOBS}?{DRY}"),
                     YAML,
                     bodies::blob_yaml(&format!("amp-cdy-{n}"), n, DEEP_LEAVES, DEEP_KEY),
+                )
+            },
+        },
+        Family {
+            name: "create-chain-leaves",
+            what: "POST Blob, JSON, N small objects under a chain of 96 levels × 1000-byte keys",
+            watches: "field manager path cache: leaves × path length (item 1, critical)",
+            base: 16,
+            ok: &[201],
+            setup: none,
+            request: |n| {
+                req(
+                    "POST",
+                    format!("{BLOBS}?{DRY}"),
+                    JSON,
+                    bodies::blob(
+                        &format!("amp-cl-{n}"),
+                        &bodies::chain_leaves(CHAIN_LEVELS, CHAIN_KEY, n),
+                    ),
+                )
+            },
+        },
+        Family {
+            name: "apply-chain-leaves",
+            what: "PATCH apply (JSON), Blob of N small objects under 96 levels × 1000-byte keys",
+            watches: "field manager path cache (item 1, critical)",
+            base: 16,
+            ok: &[200, 201],
+            setup: none,
+            request: |n| {
+                req(
+                    "PATCH",
+                    format!("{BLOBS}/amp-acl-{n}?{APPLY_Q}"),
+                    APPLY,
+                    bodies::blob(
+                        &format!("amp-acl-{n}"),
+                        &bodies::chain_leaves(CHAIN_LEVELS, CHAIN_KEY, n),
+                    ),
                 )
             },
         },
@@ -503,6 +559,24 @@ pub fn all() -> Vec<Family> {
             ok: &[200],
             setup: stored_deep_blob,
             request: |n| get(format!("{BLOBS}/amp-deep-{n}"), YAML),
+        },
+        Family {
+            name: "get-narrow-deep-json",
+            what: "GET Blob of N levels × 64 short keys, Accept JSON",
+            watches: "baseline of the YAML family",
+            base: DEEP_LEVELS,
+            ok: &[200],
+            setup: stored_narrow_blob,
+            request: |n| get(format!("{BLOBS}/amp-narrow-{n}"), JSON),
+        },
+        Family {
+            name: "get-narrow-deep-yaml",
+            what: "GET Blob of N levels × 64 short keys, Accept YAML",
+            watches: "YAML output indents every element (item 5)",
+            base: DEEP_LEVELS,
+            ok: &[200],
+            setup: stored_narrow_blob,
+            request: |n| get(format!("{BLOBS}/amp-narrow-{n}"), YAML),
         },
         Family {
             name: "get-deep-protobuf",

@@ -205,6 +205,8 @@ fn send_ok(conn: &mut Conn, r: &Req, ok: &[u16]) -> Result<(u16, Vec<u8>), Strin
 /// Most requests in one round, and the wall time after which a round stops repeating.
 const ROUND_REQUESTS: usize = 100;
 const ROUND_TIME: Duration = Duration::from_millis(300);
+/// A /proc CPU tick (USER_HZ is 100 on every Linux this runs on).
+const TICK: f64 = 0.01;
 
 fn measure_family(
     server: &Server,
@@ -215,7 +217,11 @@ fn measure_family(
     budgets: &Budgets,
 ) -> Outcome {
     // The deep families are bounded by the 100-level nesting limit: --scale leaves them be.
-    let scale = if family.base <= 8 { 1 } else { o.scale };
+    let scale = if family.base == families::DEEP_LEVELS {
+        1
+    } else {
+        o.scale
+    };
     let ns: Vec<u64> = o.factors.iter().map(|f| family.base * scale * f).collect();
     let mut points = Vec::new();
     let mut codes = Vec::new();
@@ -276,6 +282,7 @@ fn measure_point(
         (grew, code, body.len() as u64)
     };
     let (mut cpus, mut mems) = (Vec::new(), vec![mem_first.0]);
+    let mut resolution = 0.0f64;
     for _ in 0..rounds {
         server.reset_peak()?;
         let rss = server.vm("VmRSS")?;
@@ -291,10 +298,11 @@ fn measure_point(
                 break;
             }
         }
-        // /proc's counters move in ticks: let the last one land.
         let wall = t0.elapsed().as_secs_f64();
         let used = (server.cpu()? - c0 - idle * wall).max(0.0);
         cpus.push(used / reps as f64);
+        // /proc counts in ticks: one tick over this round's requests is what it can resolve.
+        resolution = resolution.max(TICK / reps as f64);
     }
     let point = Point {
         factor: 0,
@@ -302,6 +310,7 @@ fn measure_point(
         response_bytes: mem_first.2,
         cpu: median(cpus),
         mem: mems.into_iter().max().unwrap_or(0),
+        cpu_resolution: resolution,
     };
     Ok((point, mem_first.1))
 }
@@ -488,8 +497,8 @@ fn json(
                 .zip(&oc.codes)
                 .map(|((p, n), code)| {
                     format!(
-                        "{{\"factor\": {}, \"n\": {n}, \"status\": {code}, \"input_bytes\": {}, \"cpu_s\": {:.6}, \"peak_rss_growth_bytes\": {}, \"response_bytes\": {}}}",
-                        p.factor, p.bytes, p.cpu, p.mem, p.response_bytes
+                        "{{\"factor\": {}, \"n\": {n}, \"status\": {code}, \"input_bytes\": {}, \"cpu_s\": {:.6}, \"cpu_resolution_s\": {:.6}, \"peak_rss_growth_bytes\": {}, \"response_bytes\": {}}}",
+                        p.factor, p.bytes, p.cpu, p.cpu_resolution, p.mem, p.response_bytes
                     )
                 })
                 .collect();

@@ -21,6 +21,9 @@ pub struct Point {
     pub cpu: f64,
     /// Server peak RSS growth during one request, bytes.
     pub mem: u64,
+    /// The smallest CPU difference per request the measurement resolves (one /proc tick over
+    /// the requests of a round); growth below 3 × this is noise.
+    pub cpu_resolution: f64,
 }
 
 /// The stated budgets and tolerances; [`Budgets::DEFAULT`] is what docs/endpoints.md states.
@@ -94,7 +97,10 @@ pub fn judge(points: &[Point], b: &Budgets) -> Verdict {
     if let [.., p, q] = points {
         let (sa, sb) = (p.bytes as f64, q.bytes as f64);
         let ratio = sb / sa.max(1.0);
-        cpu_excess = excess(sa, p.cpu, sb, q.cpu, b.cpu_noise);
+        let cpu_noise = b
+            .cpu_noise
+            .max(3.0 * q.cpu_resolution.max(p.cpu_resolution));
+        cpu_excess = excess(sa, p.cpu, sb, q.cpu, cpu_noise);
         mem_excess = excess(sa, p.mem as f64, sb, q.mem as f64, b.mem_noise as f64);
         bytes_excess = excess(
             sa,
@@ -180,6 +186,7 @@ mod tests {
                 response_bytes: 0,
                 cpu: cost(f as f64),
                 mem: (cost(f as f64) * 1e8) as u64,
+                cpu_resolution: 0.0001,
             })
             .collect()
     }
@@ -220,6 +227,7 @@ mod tests {
                 response_bytes: 0,
                 cpu: 0.0001,
                 mem: 0,
+                cpu_resolution: 0.0,
             },
             Point {
                 factor: 16,
@@ -227,6 +235,7 @@ mod tests {
                 response_bytes: 0,
                 cpu: 0.002,
                 mem: 0,
+                cpu_resolution: 0.0,
             },
         ];
         let v = judge(&pts, &Budgets::DEFAULT);
@@ -249,6 +258,18 @@ mod tests {
     }
 
     #[test]
+    fn a_coarse_measurement_gets_no_growth_verdict() {
+        // One request a round (a 1 s watch): 0 then 10 ms is one /proc tick, not growth.
+        let mut pts = series(|f| if f >= 16.0 { 0.010 } else { 0.0 });
+        for p in &mut pts {
+            p.cpu_resolution = 0.010;
+        }
+        let v = judge(&pts, &Budgets::DEFAULT);
+        assert!(v.passed(), "{v:?}");
+        assert_eq!(v.cpu_excess, None);
+    }
+
+    #[test]
     fn one_request_over_the_cpu_budget_fails() {
         let v = judge(&series(|f| 0.004 * f), &Budgets::DEFAULT);
         assert_eq!(v.failures.len(), 1, "{v:?}");
@@ -264,6 +285,7 @@ mod tests {
             response_bytes: 0,
             cpu: 0.0,
             mem: 10 << 20,
+            cpu_resolution: 0.0,
         };
         assert!(judge(std::slice::from_ref(&small), &b).passed());
         let big = Point {
@@ -277,6 +299,7 @@ mod tests {
             response_bytes: 0,
             cpu: 0.0,
             mem: 30 << 20,
+            cpu_resolution: 0.0,
         };
         assert!(judge(&[large_body], &b).passed());
     }
