@@ -472,9 +472,18 @@ fn json(
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let commit = command_out("git", &["rev-parse", "HEAD"], root);
+    // Dirty: the sources the measurement depends on (the server's and the harness's).
     let dirty = !command_out(
         "git",
-        &["status", "--porcelain", "--untracked-files=no"],
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            "crates",
+            "xtask",
+            "Cargo.lock",
+        ],
         root,
     )
     .is_empty();
