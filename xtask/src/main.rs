@@ -12,10 +12,16 @@
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
 //!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead.
+//! - `amplification [..]` — the amplification harness (issue 24): size-scaled families of
+//!   legal-but-nasty requests against the release apiserver, failing on a family whose server
+//!   CPU, peak memory or response grows faster than its input, or on a request over budget
+//!   (docs/endpoints.md, "Amplification harness"; [`amplification`]).
 //! - `fuzz [TARGET] [SECONDS]` — `cargo +nightly fuzz run` on one fuzz target of fuzz/, or
 //!   on each in turn, for SECONDS (default 60) each (docs/fuzzing.md).
 //!
 //! Kept light on purpose: std only, no async runtime.
+
+mod amplification;
 
 use std::env;
 use std::ffi::OsStr;
@@ -39,6 +45,7 @@ fn main() -> ExitCode {
         "bench" => bench(rest),
         "provision" => provision().map(|_| ()),
         "fuzz" => fuzz(rest),
+        "amplification" => amplification(rest),
         "help" | "--help" | "-h" => {
             eprintln!("{}", HELP);
             Ok(())
@@ -68,6 +75,11 @@ const HELP: &str = "usage: cargo xtask <task>
   bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
   fuzz [TARGET] [SECONDS]  run one fuzz target (or each in turn) for SECONDS (default 60)
                    with `cargo +nightly fuzz`; see docs/fuzzing.md
+  amplification [--bin PATH] [--factors 1,4,16] [--scale K] [--rounds R] [--only SUBSTR]
+                   [--out FILE]  the amplification harness: size-scaled nasty requests
+                   against the release apiserver (built first unless --bin); fails on
+                   super-linear CPU, memory or response growth or a request over budget;
+                   results in docs/bench/amplification.json (docs/endpoints.md)
   provision        only install/check etcd and the Python kubernetes client";
 
 fn root() -> PathBuf {
@@ -341,6 +353,25 @@ fn scenarios(names: &[String]) -> Result {
     } else {
         Err(format!("scenarios failed: {}", failed.join(" ")))
     }
+}
+
+/// Builds the release apiserver (unless `--bin` names one) and runs the harness.
+fn amplification(args: &[String]) -> Result {
+    if !args.iter().any(|a| a == "--bin") {
+        let mut build = cargo();
+        build.args([
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "listwatch-apiserver",
+            "--bin",
+            "listwatch-apiserver",
+        ]);
+        run(build)?;
+    }
+    let bin = target_dir().join("release").join("listwatch-apiserver");
+    amplification::run(args, &root(), bin)
 }
 
 /// The targets of fuzz/ (its Cargo.toml `[[bin]]`s), in the order `fuzz` runs them.
