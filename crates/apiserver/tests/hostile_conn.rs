@@ -379,7 +379,8 @@ fn the_open_file_limit_is_raised_and_connections_are_capped_per_client() {
     let silent: Vec<TcpStream> = (0..5).map(|_| connect_from("127.0.0.2", &addr)).collect();
     // The sixth of the same address is closed without an answer, though it asks.
     let mut extra = connect_from("127.0.0.2", &addr);
-    let _ = extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let _ =
+        extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     assert!(
         read_to_close(&mut extra).is_empty(),
         "the sixth connection of 127.0.0.2"
@@ -398,7 +399,8 @@ fn the_open_file_limit_is_raised_and_connections_are_capped_per_client() {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let mut s = connect_from("127.0.0.2", &addr);
-        let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        let _ =
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
         if code_of(&read_to_close(&mut s)) == Some(200) {
             break;
         }
