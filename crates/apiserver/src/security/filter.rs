@@ -32,7 +32,7 @@ use listwatch_auth::authn::{bearer_token, websocket_bearer_token};
 use listwatch_auth::{Attributes, Credentials, UserInfo};
 use listwatch_endpoints::path::{ApiPath, parse};
 use listwatch_endpoints::query::Query;
-use listwatch_endpoints::{ClientKey, RequestObjectName};
+use listwatch_endpoints::{ClientKey, RequestObject, RequestObjectName};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use rustls_pki_types::CertificateDer;
@@ -498,7 +498,9 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
     let captured = if ctx.as_ref().is_some_and(|c| c.level >= Level::Request) {
         let (r, captured) = super::audit_body::tee_body(req);
         req = r;
-        Some(captured)
+        let decoded = RequestObject::default();
+        req.extensions_mut().insert(decoded.clone());
+        Some((captured, decoded))
     } else {
         None
     };
@@ -524,8 +526,19 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
     let Some(mut ctx) = ctx else {
         return resp;
     };
-    if let Some(c) = captured {
-        ctx.request_object = c.object();
+    if let Some((c, decoded)) = captured {
+        // What the handler decoded, as upstream records it; the filter's own reading only
+        // for a handler that records nothing (TokenRequest).
+        let had_body = c.had_body();
+        ctx.request_object = decoded.take().or_else(|| c.object());
+        let write = matches!(attrs.verb.as_str(), "create" | "update" | "patch");
+        if ctx.request_object.is_none() && had_body && write && resp.status().is_success() {
+            // Never a silent gap: a successful write whose body is not in the event says so.
+            ctx.annotations.insert(
+                super::audit_body::NOT_RECORDED.into(),
+                "the request body could not be decoded for the audit log".into(),
+            );
+        }
     }
     if attrs.verb == "watch" && resp.status() == StatusCode::OK {
         ctx.emit(Stage::ResponseStarted, Some(code), None).await;
