@@ -17,7 +17,8 @@ const TOKENS: &str = "root-token,root,uid-root,system:masters\n\
 mallory-token,mallory,uid-mallory\n\
 pat-token,pat,uid-pat\n\
 erin-token,erin,uid-erin\n\
-lisa-token,lisa,uid-lisa\n";
+lisa-token,lisa,uid-lisa\n\
+eve-token,eve,uid-eve\n";
 
 const CR: &str = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
 const CRB: &str = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
@@ -585,4 +586,57 @@ fn only_the_garbage_collectors_fields_need_no_escalation_check() {
     assert_eq!(r.status, 200, "{}", r.json());
     let r = c.json(Some("root-token"), "GET", &path, &Value::Null);
     assert_eq!(r.status, 404, "{}", r.json());
+}
+
+/// Red-team finding F2 (issue 23): the bootstrap reconciler, finding `cluster-admin`'s
+/// binding pointing at another role, recreated it with the stored binding's subjects kept —
+/// so whoever could delete and create ClusterRoleBindings could recreate `cluster-admin`
+/// bound to `system:basic-user` with themselves as subject and become a cluster admin once
+/// the reconciler put the role reference back. As upstream's `computeReconciledRoleBinding`:
+/// a binding whose roleRef differs is reset completely, and the recreate is a clean create.
+#[test]
+fn a_recreated_bootstrap_binding_keeps_none_of_the_impostors_subjects() {
+    let c = Cluster::start(&[]);
+    c.grant(
+        "crb-writer",
+        "mallory",
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"],
+                "verbs": ["create", "delete", "get"]}]),
+    );
+    let path = format!("{CRB}/cluster-admin");
+    c.until_allowed("mallory-token", &path);
+    let impostor = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "cluster-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:basic-user"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "eve"}],
+    });
+    // The reconciler recreates the deleted binding at once; race it until the impostor lands.
+    let start = Instant::now();
+    loop {
+        let d = c.req(Some("mallory-token"), "DELETE", &path, "application/json", "");
+        assert!(d.status == 200 || d.status == 404, "{} {}", d.status, d.json());
+        let r = c.json(Some("mallory-token"), "POST", CRB, &impostor);
+        if r.status == 201 {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "{} {}", r.status, r.json());
+    }
+    // The reconciler puts the role reference back.
+    let start = Instant::now();
+    let fixed = loop {
+        let r = c.json(Some("root-token"), "GET", &path, &Value::Null);
+        if r.status == 200 && r.json()["roleRef"]["name"] == "cluster-admin" {
+            break r.json();
+        }
+        assert!(start.elapsed() < PATIENCE, "never reconciled: {} {}", r.status, r.json());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(
+        fixed["subjects"],
+        json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]),
+        "exactly the bootstrap subjects: {fixed:#}"
+    );
+    let r = c.json(Some("eve-token"), "GET", "/api/v1/secrets", &Value::Null);
+    assert_eq!(r.status, 403, "eve: {}", r.json());
 }
