@@ -640,3 +640,41 @@ fn a_recreated_bootstrap_binding_keeps_none_of_the_impostors_subjects() {
     let r = c.json(Some("eve-token"), "GET", "/api/v1/secrets", &Value::Null);
     assert_eq!(r.status, 403, "eve: {}", r.json());
 }
+
+/// Red-team finding F3 (issue 23): `escalate` limited by `resourceNames` was checked
+/// against the object's name, so it let a POST create role `foo` with rules its author does
+/// not hold. As upstream's `RoleEscalationAuthorized`, which reads the request URL's name:
+/// it covers a PUT of `foo` (the URL names it) and never a POST (whose URL names none).
+#[test]
+fn escalate_limited_by_resource_names_covers_no_create() {
+    let c = Cluster::start(&[]);
+    c.grant(
+        "role-writer",
+        "pat",
+        json!([
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+             "verbs": ["create", "update", "get"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+             "verbs": ["escalate"], "resourceNames": ["foo"]},
+        ]),
+    );
+    c.until_allowed("pat-token", &format!("{CR}/role-writer"));
+    let all = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
+    let r = c.json(Some("pat-token"), "POST", CR, &cluster_role("foo", all.clone(), None, None));
+    assert_refused(&r, "POST of foo with escalate named foo", "not currently held");
+    let r = c.json(Some("root-token"), "GET", &format!("{CR}/foo"), &Value::Null);
+    assert_eq!(r.status, 404, "nothing written: {}", r.json());
+    // A PUT names foo in its URL: the named escalate covers it.
+    c.root(
+        "POST",
+        CR,
+        &cluster_role("foo", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]), None, None),
+    );
+    let r = c.json(
+        Some("pat-token"),
+        "PUT",
+        &format!("{CR}/foo"),
+        &cluster_role("foo", all, None, None),
+    );
+    assert_eq!(r.status, 200, "PUT of foo: {}", r.json());
+}

@@ -445,7 +445,14 @@ impl Admission for RbacAdmission {
                         }
                         None => None,
                     };
-                    rbac::check_role_object(sec.authz.as_ref(), &user, ns, &role, old.as_ref())
+                    rbac::check_role_object(
+                        sec.authz.as_ref(),
+                        &user,
+                        ns,
+                        req.name.unwrap_or(""),
+                        &role,
+                        old.as_ref(),
+                    )
                         .map_err(|e| forbidden(&req.info.plural, name, &e.0))?;
                 }
             }

@@ -200,6 +200,7 @@ impl Request {
             },
             info: self.info(),
             namespace: self.ns(),
+            name: self.target.name.as_deref(),
             object,
             old,
             extensions: &self.extensions,
