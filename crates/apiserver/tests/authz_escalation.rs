@@ -678,3 +678,48 @@ fn escalate_limited_by_resource_names_covers_no_create() {
     );
     assert_eq!(r.status, 200, "PUT of foo: {}", r.json());
 }
+
+/// Red-team finding F4 (issue 23): a list or watch of namespaces whose field selector named
+/// `dev` was authorized in namespace `dev`, so a RoleBinding there let it stream every
+/// change to that Namespace object. As upstream's RequestInfoFactory: the selector names
+/// the request but a collection of namespaces stays cluster-wide (needs cluster-wide
+/// rights), and a legacy `/watch/` collection is never named by its selector.
+#[test]
+fn a_field_selector_does_not_put_a_namespace_list_in_that_namespace() {
+    let c = Cluster::start(&[]);
+    c.root(
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev"}}),
+    );
+    c.root(
+        "POST",
+        CR,
+        &cluster_role(
+            "ns-reader",
+            json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}]),
+            None,
+            None,
+        ),
+    );
+    c.root(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/dev/rolebindings",
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "ns-reader", "namespace": "dev"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ns-reader"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "lisa"}],
+        }),
+    );
+    // Named in the path, the namespace is its own: the RoleBinding in dev covers it.
+    c.until_allowed("lisa-token", "/api/v1/namespaces/dev");
+    for path in [
+        "/api/v1/namespaces?fieldSelector=metadata.name%3Ddev&watch=1&timeoutSeconds=1",
+        "/api/v1/namespaces?fieldSelector=metadata.name%3Ddev",
+        "/api/v1/watch/namespaces?fieldSelector=metadata.name%3Ddev&timeoutSeconds=1",
+    ] {
+        let r = c.json(Some("lisa-token"), "GET", path, &Value::Null);
+        assert_eq!(r.status, 403, "{path}: {}", String::from_utf8_lossy(&r.body));
+    }
+}

@@ -136,23 +136,21 @@ pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
         ref other => method_verb(other),
     };
     let mut name = t.name.clone().unwrap_or_default();
-    if name.is_empty()
-        && (verb == "list" || verb == "watch")
-        && let Some(n) = query
-            .get("fieldSelector")
-            .and_then(|s| listwatch_api::FieldSelector::parse(s).ok())
-            .and_then(|s| s.exact_match("metadata.name").map(str::to_owned))
-        && !n.is_empty()
-        && !n.contains('/')
-        && n != "."
-        && n != ".."
-    {
-        name = n;
-    }
     let mut namespace = t.namespace.clone().unwrap_or_default();
     if t.group.is_empty() && t.resource == "namespaces" && namespace.is_empty() {
-        // upstream: a namespace object is in its own namespace
+        // Upstream: a namespace named in the path is in its own namespace. A collection
+        // request stays cluster-wide whatever its field selector names.
         namespace.clone_from(&name);
+    }
+    // Upstream's RequestInfoFactory names a collection list or watch by its field selector
+    // (not a legacy `/watch/` one: its verb is settled by the path) — when every list
+    // option decodes, and the name is a valid path segment.
+    if name.is_empty()
+        && !t.legacy_watch
+        && (verb == "list" || verb == "watch")
+        && let Some(n) = selector_name(&query)
+    {
+        name = n;
     }
     Attributes {
         verb,
@@ -165,6 +163,29 @@ pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
         name,
         path: path.to_owned(),
     }
+}
+
+/// The name a collection request's `fieldSelector` requires (`metadata.name=<n>`), as
+/// upstream's RequestInfoFactory takes it: only when the query decodes as list options
+/// (selectors parse, integer options are integers; a boolean option never fails upstream)
+/// and `<n>` is a valid path segment name (not `.` or `..`, no `/` or `%`).
+fn selector_name(query: &Query) -> Option<String> {
+    if let Some(l) = query.get("labelSelector")
+        && listwatch_api::LabelSelector::parse(l).is_err()
+    {
+        return None;
+    }
+    for int in ["timeoutSeconds", "limit"] {
+        if let Some(v) = query.get(int)
+            && v.parse::<i64>().is_err()
+        {
+            return None;
+        }
+    }
+    let selector = listwatch_api::FieldSelector::parse(query.get("fieldSelector")?).ok()?;
+    let n = selector.exact_match("metadata.name")?;
+    let valid = !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']);
+    valid.then(|| n.to_owned())
 }
 
 /// Upstream's 401 Status.
