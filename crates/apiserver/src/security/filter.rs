@@ -188,6 +188,18 @@ fn selector_name(query: &Query) -> Option<String> {
     valid.then(|| n.to_owned())
 }
 
+/// The bearer token of an `Authorization` header's bytes, as upstream reads it (Go
+/// compares bytes): a UTF-8 value by [`bearer_token`]; a value that is not UTF-8 but whose
+/// scheme is `Bearer` is a token that can match none, reported as `(None, true)` so that it
+/// fails authentication (401) instead of being dropped. Any other value is no token.
+fn authorization_bearer(value: &[u8]) -> (Option<String>, bool) {
+    if let Ok(text) = std::str::from_utf8(value) {
+        return (bearer_token(text).map(str::to_owned), false);
+    }
+    let text = String::from_utf8_lossy(value);
+    (None, bearer_token(&text).is_some())
+}
+
 /// Upstream's 401 Status.
 fn unauthorized_status() -> listwatch_api::Status {
     listwatch_api::status::Status::failure(401, "Unauthorized", "Unauthorized")
@@ -413,18 +425,26 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
                 .get(header::SEC_WEBSOCKET_PROTOCOL)
                 .and_then(|v| v.to_str().ok())
                 .and_then(websocket_bearer_token);
-            let bearer = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(bearer_token)
-                .map(str::to_owned)
-                .or(ws_token);
+            let (bearer, undecodable) = match headers.get(header::AUTHORIZATION) {
+                None => (None, false),
+                Some(v) => authorization_bearer(v.as_bytes()),
+            };
+            let bearer = bearer.or(ws_token);
             let certs = peer.as_ref().and_then(|p| p.certs.clone());
             let creds = Credentials {
                 bearer: bearer.as_deref(),
                 client_certs: certs.as_ref().map(|c| c.as_slice()),
             };
-            match authn.authenticate(&creds).await {
+            let result = match authn.authenticate(&creds).await {
+                // A bearer token that is not text matches no token: it fails like any
+                // token no authenticator accepts (a client certificate still counts), never
+                // falling back to anonymous.
+                Ok(u) if undecodable && u.name == listwatch_auth::user::ANONYMOUS => {
+                    Err(listwatch_auth::authn::AuthnError::InvalidToken)
+                }
+                other => other,
+            };
+            match result {
                 Ok(u) => {
                     FilterMetrics::inc(&sec.metrics.attempts, "result", "success");
                     u
