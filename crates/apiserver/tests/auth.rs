@@ -867,3 +867,27 @@ fn a_bearer_token_that_is_not_ascii_is_refused_not_anonymous() {
     // No bearer scheme is no token, as upstream: anonymous (allowed /version).
     assert!(raw_version_status(addr, b"Basic \xe9").contains(" 200 "));
 }
+
+/// Red-team finding F6 (issue 23): a token in `Sec-WebSocket-Protocol` was read on any
+/// request. As upstream's websocket protocol authenticator: only on a websocket upgrade
+/// request; elsewhere the header carries no credentials (the request is anonymous).
+#[test]
+fn a_websocket_protocol_token_counts_only_on_websocket_requests() {
+    use base64::Engine;
+    let c = Cluster::start_http();
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("root-token");
+    let protocol = format!("base64url.bearer.authorization.k8s.io.{token}, base64.binary.k8s.io");
+    let r = common::http(
+        &c.server.addr,
+        "GET",
+        "/api/v1/namespaces/default/secrets",
+        &[("Sec-WebSocket-Protocol", &protocol), ("Accept", "application/json")],
+        b"",
+    );
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("system:anonymous"),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+}

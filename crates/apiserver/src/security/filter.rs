@@ -200,6 +200,22 @@ fn authorization_bearer(value: &[u8]) -> (Option<String>, bool) {
     (None, bearer_token(&text).is_some())
 }
 
+/// Whether a request asks for a websocket upgrade, as upstream's `IsWebSocketRequest`:
+/// `Upgrade: websocket` and `upgrade` among the `Connection` header's tokens.
+fn is_websocket_request(headers: &axum::http::HeaderMap) -> bool {
+    let websocket = headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"));
+    websocket
+        && headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
 /// Upstream's 401 Status.
 fn unauthorized_status() -> listwatch_api::Status {
     listwatch_api::status::Status::failure(401, "Unauthorized", "Unauthorized")
@@ -421,8 +437,10 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         }
         Mode::Secure { authn } => {
             let headers = req.headers();
+            // Upstream's websocket protocol authenticator reads only websocket requests.
             let ws_token = headers
                 .get(header::SEC_WEBSOCKET_PROTOCOL)
+                .filter(|_| is_websocket_request(headers))
                 .and_then(|v| v.to_str().ok())
                 .and_then(websocket_bearer_token);
             let (bearer, undecodable) = match headers.get(header::AUTHORIZATION) {
