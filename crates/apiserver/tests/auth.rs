@@ -827,7 +827,9 @@ fn raw_version_status(addr: &str, authorization: &[u8]) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(PATIENCE)).unwrap();
-    let mut req = b"GET /version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: ".to_vec();
+    let mut req =
+        b"GET /version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: "
+            .to_vec();
     req.extend_from_slice(authorization);
     req.extend_from_slice(b"\r\n\r\n");
     s.write_all(&req).unwrap();
@@ -881,7 +883,10 @@ fn a_websocket_protocol_token_counts_only_on_websocket_requests() {
         &c.server.addr,
         "GET",
         "/api/v1/namespaces/default/secrets",
-        &[("Sec-WebSocket-Protocol", &protocol), ("Accept", "application/json")],
+        &[
+            ("Sec-WebSocket-Protocol", &protocol),
+            ("Accept", "application/json"),
+        ],
         b"",
     );
     assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));

@@ -614,8 +614,19 @@ fn a_recreated_bootstrap_binding_keeps_none_of_the_impostors_subjects() {
     // The reconciler recreates the deleted binding at once; race it until the impostor lands.
     let start = Instant::now();
     loop {
-        let d = c.req(Some("mallory-token"), "DELETE", &path, "application/json", "");
-        assert!(d.status == 200 || d.status == 404, "{} {}", d.status, d.json());
+        let d = c.req(
+            Some("mallory-token"),
+            "DELETE",
+            &path,
+            "application/json",
+            "",
+        );
+        assert!(
+            d.status == 200 || d.status == 404,
+            "{} {}",
+            d.status,
+            d.json()
+        );
         let r = c.json(Some("mallory-token"), "POST", CRB, &impostor);
         if r.status == 201 {
             break;
@@ -629,7 +640,12 @@ fn a_recreated_bootstrap_binding_keeps_none_of_the_impostors_subjects() {
         if r.status == 200 && r.json()["roleRef"]["name"] == "cluster-admin" {
             break r.json();
         }
-        assert!(start.elapsed() < PATIENCE, "never reconciled: {} {}", r.status, r.json());
+        assert!(
+            start.elapsed() < PATIENCE,
+            "never reconciled: {} {}",
+            r.status,
+            r.json()
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert_eq!(
@@ -660,15 +676,34 @@ fn escalate_limited_by_resource_names_covers_no_create() {
     );
     c.until_allowed("pat-token", &format!("{CR}/role-writer"));
     let all = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
-    let r = c.json(Some("pat-token"), "POST", CR, &cluster_role("foo", all.clone(), None, None));
-    assert_refused(&r, "POST of foo with escalate named foo", "not currently held");
-    let r = c.json(Some("root-token"), "GET", &format!("{CR}/foo"), &Value::Null);
+    let r = c.json(
+        Some("pat-token"),
+        "POST",
+        CR,
+        &cluster_role("foo", all.clone(), None, None),
+    );
+    assert_refused(
+        &r,
+        "POST of foo with escalate named foo",
+        "not currently held",
+    );
+    let r = c.json(
+        Some("root-token"),
+        "GET",
+        &format!("{CR}/foo"),
+        &Value::Null,
+    );
     assert_eq!(r.status, 404, "nothing written: {}", r.json());
     // A PUT names foo in its URL: the named escalate covers it.
     c.root(
         "POST",
         CR,
-        &cluster_role("foo", json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]), None, None),
+        &cluster_role(
+            "foo",
+            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]),
+            None,
+            None,
+        ),
     );
     let r = c.json(
         Some("pat-token"),
@@ -720,6 +755,11 @@ fn a_field_selector_does_not_put_a_namespace_list_in_that_namespace() {
         "/api/v1/watch/namespaces?fieldSelector=metadata.name%3Ddev&timeoutSeconds=1",
     ] {
         let r = c.json(Some("lisa-token"), "GET", path, &Value::Null);
-        assert_eq!(r.status, 403, "{path}: {}", String::from_utf8_lossy(&r.body));
+        assert_eq!(
+            r.status,
+            403,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
     }
 }

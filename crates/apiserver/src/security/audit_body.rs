@@ -144,7 +144,11 @@ mod tests {
         let apply = decode("application/apply-patch+yaml", b"data: {k: v}\n");
         assert_eq!(apply.unwrap()["data"]["k"], "v");
         let apply_json = decode("application/apply-patch+json", b"data: {k: v}\n");
-        assert_eq!(apply_json.unwrap()["data"]["k"], "v", "read as YAML, as the handler does");
+        assert_eq!(
+            apply_json.unwrap()["data"]["k"],
+            "v",
+            "read as YAML, as the handler does"
+        );
         let merge = decode("application/merge-patch+json", br#"{"data":{"k":"v"}}"#);
         assert_eq!(merge.unwrap()["data"]["k"], "v");
         assert_eq!(decode("application/json", b""), None);

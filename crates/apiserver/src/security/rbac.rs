@@ -453,7 +453,7 @@ impl Admission for RbacAdmission {
                         &role,
                         old.as_ref(),
                     )
-                        .map_err(|e| forbidden(&req.info.plural, name, &e.0))?;
+                    .map_err(|e| forbidden(&req.info.plural, name, &e.0))?;
                 }
             }
             "rolebindings" | "clusterrolebindings" => {

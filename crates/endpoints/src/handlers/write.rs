@@ -13,7 +13,9 @@ use listwatch_api::Object;
 use listwatch_storage::{Error as StorageError, GetOptions, Key, Updated};
 use serde_json::{Map, Value};
 
-use super::{Request, RequestObject, RequestObjectName, Sub, decoded, object_response, scale_response};
+use super::{
+    Request, RequestObject, RequestObjectName, Sub, decoded, object_response, scale_response,
+};
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{Offer, negotiate};
 use crate::patch::{Patch, PatchLimits, PatchType};
