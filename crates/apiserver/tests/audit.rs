@@ -584,3 +584,119 @@ fn request_level_audit_records_protobuf_and_yaml_bodies_in_a_private_log() {
         "the YAML body: {cm:#}"
     );
 }
+
+/// A protobuf field `num` of length-delimited `data`.
+fn pb_field(num: u8, data: &[u8]) -> Vec<u8> {
+    let mut out = vec![(num << 3) | 2];
+    let mut n = data.len();
+    loop {
+        let b = u8::try_from(n & 0x7f).unwrap();
+        n >>= 7;
+        if n == 0 {
+            out.push(b);
+            break;
+        }
+        out.push(b | 0x80);
+    }
+    out.extend_from_slice(data);
+    out
+}
+
+/// Red-team finding F1 (issue 23): the audit decoded a body by its own rules — a protobuf
+/// body by its envelope's `typeMeta.kind`, `application/apply-patch+json` as JSON — while
+/// the handler decodes by the URL's kind and reads both apply types as YAML, so a protobuf
+/// Secret whose envelope names no kind, or an apply with a YAML body, was written (201)
+/// with no `requestObject` in its Request-level event. As upstream, the event records what
+/// the handler decoded.
+#[test]
+#[ignore = "needs curl"]
+fn request_level_audit_records_what_the_handler_decoded() {
+    common::require("curl");
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    std::fs::write(p("tokens.csv"), TOKENS).unwrap();
+    std::fs::write(
+        p("policy.yaml"),
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: Request\n  resources: [{group: \"\", resources: [secrets, configmaps]}]\n",
+    )
+    .unwrap();
+    let log = p("audit.log");
+    let s = |x: &std::path::Path| x.to_str().unwrap().to_owned();
+    let server = Server::start(&[
+        "--pki-dir",
+        &s(&p("pki")),
+        "--token-auth-file",
+        &s(&p("tokens.csv")),
+        "--audit-log-path",
+        &s(&log),
+        "--audit-policy-file",
+        &s(&p("policy.yaml")),
+    ]);
+    let curl = |ct: &str, method: &str, body: &std::path::Path, path: &str| {
+        common::run_ok(
+            std::process::Command::new("curl")
+                .args(["-sS", "--fail-with-body", "--cacert"])
+                .arg(p("pki/ca.crt"))
+                .args(["-H", "Authorization: Bearer root-token"])
+                .args(["-H", &format!("Content-Type: {ct}")])
+                .args(["-X", method, "--data-binary"])
+                .arg(format!("@{}", s(body)))
+                .arg(format!("{}{path}", server.url)),
+        )
+    };
+    // A Secret in protobuf whose envelope's typeMeta has an empty kind.
+    let meta = [pb_field(1, b"nokind"), pb_field(3, b"default")].concat();
+    let entry = [pb_field(1, b"password"), pb_field(2, b"hunter2")].concat();
+    let raw = [pb_field(1, &meta), pb_field(2, &entry)].concat();
+    let type_meta = [pb_field(1, b"v1"), pb_field(2, b"")].concat();
+    let body = [
+        b"k8s\0".to_vec(),
+        pb_field(1, &type_meta),
+        pb_field(2, &raw),
+    ]
+    .concat();
+    std::fs::write(p("secret.pb"), body).unwrap();
+    let out = curl(
+        "application/vnd.kubernetes.protobuf",
+        "POST",
+        &p("secret.pb"),
+        "/api/v1/namespaces/default/secrets",
+    );
+    assert!(out.contains("\"nokind\""), "{out}");
+    // An apply sent as apply-patch+json with a YAML body (the handler reads it as YAML).
+    std::fs::write(
+        p("apply.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  mode: strict\n",
+    )
+    .unwrap();
+    let out = curl(
+        "application/apply-patch+json",
+        "PATCH",
+        &p("apply.yaml"),
+        "/api/v1/namespaces/default/configmaps/applied?fieldManager=t",
+    );
+    assert!(out.contains("\"applied\""), "{out}");
+    let event = |ev: &[Value], verb: &str, resource: &str| {
+        find(ev, |e| {
+            e["verb"] == verb && e["objectRef"]["resource"] == resource
+        })
+        .cloned()
+    };
+    let events = events_until(&log, |ev| {
+        event(ev, "create", "secrets").is_some() && event(ev, "patch", "configmaps").is_some()
+    });
+    let secret = event(&events, "create", "secrets").unwrap();
+    assert_eq!(secret["responseStatus"]["code"], 201, "{secret:#}");
+    assert_eq!(
+        secret["requestObject"]["data"]["password"], "aHVudGVyMg==",
+        "the protobuf body without an envelope kind: {secret:#}"
+    );
+    assert_eq!(secret["requestObject"]["kind"], "Secret", "{secret:#}");
+    let apply = event(&events, "patch", "configmaps").unwrap();
+    assert_eq!(apply["responseStatus"]["code"], 201, "{apply:#}");
+    assert_eq!(
+        apply["requestObject"]["data"]["mode"], "strict",
+        "the YAML body of an apply-patch+json: {apply:#}"
+    );
+}

@@ -820,3 +820,79 @@ fn tokens_of_just_created_service_accounts_are_accepted_at_once() {
         }
     }
 }
+
+/// The status line of a raw `GET /version` sent with `authorization` as the
+/// Authorization header's bytes (no client can send a value that is not text).
+fn raw_version_status(addr: &str, authorization: &[u8]) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut req =
+        b"GET /version HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nAuthorization: "
+            .to_vec();
+    req.extend_from_slice(authorization);
+    req.extend_from_slice(b"\r\n\r\n");
+    s.write_all(&req).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    String::from_utf8_lossy(&out)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Red-team finding F5 (issue 23): an Authorization header whose value is not visible
+/// ASCII (`Bearer root-token\xe9`, or a UTF-8 token) was dropped and the request served as
+/// system:anonymous. As upstream (which compares the token's bytes): a bearer token no
+/// authenticator accepts is a 401, never a fallback to anonymous.
+#[test]
+fn a_bearer_token_that_is_not_ascii_is_refused_not_anonymous() {
+    let c = Cluster::start_http();
+    let addr = &c.server.addr;
+    assert!(
+        raw_version_status(addr, b"Bearer root-token").contains(" 200 "),
+        "the token itself is accepted"
+    );
+    for value in [
+        b"Bearer root-token\xe9".as_slice(),
+        "Bearer root-token\u{e9}".as_bytes(),
+        b"bearer \xff\xfe".as_slice(),
+    ] {
+        let status = raw_version_status(addr, value);
+        assert!(
+            status.contains(" 401 "),
+            "{}: {status}",
+            String::from_utf8_lossy(value)
+        );
+    }
+    // No bearer scheme is no token, as upstream: anonymous (allowed /version).
+    assert!(raw_version_status(addr, b"Basic \xe9").contains(" 200 "));
+}
+
+/// Red-team finding F6 (issue 23): a token in `Sec-WebSocket-Protocol` was read on any
+/// request. As upstream's websocket protocol authenticator: only on a websocket upgrade
+/// request; elsewhere the header carries no credentials (the request is anonymous).
+#[test]
+fn a_websocket_protocol_token_counts_only_on_websocket_requests() {
+    use base64::Engine;
+    let c = Cluster::start_http();
+    let token = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("root-token");
+    let protocol = format!("base64url.bearer.authorization.k8s.io.{token}, base64.binary.k8s.io");
+    let r = common::http(
+        &c.server.addr,
+        "GET",
+        "/api/v1/namespaces/default/secrets",
+        &[
+            ("Sec-WebSocket-Protocol", &protocol),
+            ("Accept", "application/json"),
+        ],
+        b"",
+    );
+    assert_eq!(r.status, 403, "{}", String::from_utf8_lossy(&r.body));
+    assert!(
+        String::from_utf8_lossy(&r.body).contains("system:anonymous"),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+}

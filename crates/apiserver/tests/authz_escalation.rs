@@ -17,7 +17,8 @@ const TOKENS: &str = "root-token,root,uid-root,system:masters\n\
 mallory-token,mallory,uid-mallory\n\
 pat-token,pat,uid-pat\n\
 erin-token,erin,uid-erin\n\
-lisa-token,lisa,uid-lisa\n";
+lisa-token,lisa,uid-lisa\n\
+eve-token,eve,uid-eve\n";
 
 const CR: &str = "/apis/rbac.authorization.k8s.io/v1/clusterroles";
 const CRB: &str = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings";
@@ -585,4 +586,180 @@ fn only_the_garbage_collectors_fields_need_no_escalation_check() {
     assert_eq!(r.status, 200, "{}", r.json());
     let r = c.json(Some("root-token"), "GET", &path, &Value::Null);
     assert_eq!(r.status, 404, "{}", r.json());
+}
+
+/// Red-team finding F2 (issue 23): the bootstrap reconciler, finding `cluster-admin`'s
+/// binding pointing at another role, recreated it with the stored binding's subjects kept —
+/// so whoever could delete and create ClusterRoleBindings could recreate `cluster-admin`
+/// bound to `system:basic-user` with themselves as subject and become a cluster admin once
+/// the reconciler put the role reference back. As upstream's `computeReconciledRoleBinding`:
+/// a binding whose roleRef differs is reset completely, and the recreate is a clean create.
+#[test]
+fn a_recreated_bootstrap_binding_keeps_none_of_the_impostors_subjects() {
+    let c = Cluster::start(&[]);
+    c.grant(
+        "crb-writer",
+        "mallory",
+        json!([{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"],
+                "verbs": ["create", "delete", "get"]}]),
+    );
+    let path = format!("{CRB}/cluster-admin");
+    c.until_allowed("mallory-token", &path);
+    let impostor = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "cluster-admin"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:basic-user"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "eve"}],
+    });
+    // The reconciler recreates the deleted binding at once; race it until the impostor lands.
+    let start = Instant::now();
+    loop {
+        let d = c.req(
+            Some("mallory-token"),
+            "DELETE",
+            &path,
+            "application/json",
+            "",
+        );
+        assert!(
+            d.status == 200 || d.status == 404,
+            "{} {}",
+            d.status,
+            d.json()
+        );
+        let r = c.json(Some("mallory-token"), "POST", CRB, &impostor);
+        if r.status == 201 {
+            break;
+        }
+        assert!(start.elapsed() < PATIENCE, "{} {}", r.status, r.json());
+    }
+    // The reconciler puts the role reference back.
+    let start = Instant::now();
+    let fixed = loop {
+        let r = c.json(Some("root-token"), "GET", &path, &Value::Null);
+        if r.status == 200 && r.json()["roleRef"]["name"] == "cluster-admin" {
+            break r.json();
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "never reconciled: {} {}",
+            r.status,
+            r.json()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(
+        fixed["subjects"],
+        json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]),
+        "exactly the bootstrap subjects: {fixed:#}"
+    );
+    let r = c.json(Some("eve-token"), "GET", "/api/v1/secrets", &Value::Null);
+    assert_eq!(r.status, 403, "eve: {}", r.json());
+}
+
+/// Red-team finding F3 (issue 23): `escalate` limited by `resourceNames` was checked
+/// against the object's name, so it let a POST create role `foo` with rules its author does
+/// not hold. As upstream's `RoleEscalationAuthorized`, which reads the request URL's name:
+/// it covers a PUT of `foo` (the URL names it) and never a POST (whose URL names none).
+#[test]
+fn escalate_limited_by_resource_names_covers_no_create() {
+    let c = Cluster::start(&[]);
+    c.grant(
+        "role-writer",
+        "pat",
+        json!([
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+             "verbs": ["create", "update", "get"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+             "verbs": ["escalate"], "resourceNames": ["foo"]},
+        ]),
+    );
+    c.until_allowed("pat-token", &format!("{CR}/role-writer"));
+    let all = json!([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]);
+    let r = c.json(
+        Some("pat-token"),
+        "POST",
+        CR,
+        &cluster_role("foo", all.clone(), None, None),
+    );
+    assert_refused(
+        &r,
+        "POST of foo with escalate named foo",
+        "not currently held",
+    );
+    let r = c.json(
+        Some("root-token"),
+        "GET",
+        &format!("{CR}/foo"),
+        &Value::Null,
+    );
+    assert_eq!(r.status, 404, "nothing written: {}", r.json());
+    // A PUT names foo in its URL: the named escalate covers it.
+    c.root(
+        "POST",
+        CR,
+        &cluster_role(
+            "foo",
+            json!([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]),
+            None,
+            None,
+        ),
+    );
+    let r = c.json(
+        Some("pat-token"),
+        "PUT",
+        &format!("{CR}/foo"),
+        &cluster_role("foo", all, None, None),
+    );
+    assert_eq!(r.status, 200, "PUT of foo: {}", r.json());
+}
+
+/// Red-team finding F4 (issue 23): a list or watch of namespaces whose field selector named
+/// `dev` was authorized in namespace `dev`, so a RoleBinding there let it stream every
+/// change to that Namespace object. As upstream's RequestInfoFactory: the selector names
+/// the request but a collection of namespaces stays cluster-wide (needs cluster-wide
+/// rights), and a legacy `/watch/` collection is never named by its selector.
+#[test]
+fn a_field_selector_does_not_put_a_namespace_list_in_that_namespace() {
+    let c = Cluster::start(&[]);
+    c.root(
+        "POST",
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "dev"}}),
+    );
+    c.root(
+        "POST",
+        CR,
+        &cluster_role(
+            "ns-reader",
+            json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]}]),
+            None,
+            None,
+        ),
+    );
+    c.root(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/dev/rolebindings",
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "ns-reader", "namespace": "dev"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ns-reader"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "lisa"}],
+        }),
+    );
+    // Named in the path, the namespace is its own: the RoleBinding in dev covers it.
+    c.until_allowed("lisa-token", "/api/v1/namespaces/dev");
+    for path in [
+        "/api/v1/namespaces?fieldSelector=metadata.name%3Ddev&watch=1&timeoutSeconds=1",
+        "/api/v1/namespaces?fieldSelector=metadata.name%3Ddev",
+        "/api/v1/watch/namespaces?fieldSelector=metadata.name%3Ddev&timeoutSeconds=1",
+    ] {
+        let r = c.json(Some("lisa-token"), "GET", path, &Value::Null);
+        assert_eq!(
+            r.status,
+            403,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
 }

@@ -30,6 +30,9 @@ pub struct AdmissionRequest<'a> {
     pub info: &'a ResourceInfo,
     /// The namespace of the request.
     pub namespace: Option<&'a str>,
+    /// The name in the request's URL (upstream's `RequestInfo.Name`): `None` for a POST to
+    /// a collection, whatever name the object carries.
+    pub name: Option<&'a str>,
     /// The object as it will be stored.
     pub object: &'a Value,
     /// The stored object, on update.

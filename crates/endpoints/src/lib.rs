@@ -84,7 +84,7 @@ mod yaml;
 pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 pub use error::{ApiError, ApiResult, FieldError, SentStatus};
 pub use flowcontrol::ClientKey;
-pub use handlers::RequestObjectName;
+pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;
 pub use resource::{
     GcPolicy, GracefulDeletion, NameValidation, PrepareFn, Printer, PrinterColumn, Resource,

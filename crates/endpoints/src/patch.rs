@@ -171,6 +171,14 @@ pub enum Patch {
 }
 
 impl Patch {
+    /// The patch as the JSON value it was parsed from (what the audit log records).
+    pub fn to_value(&self) -> Value {
+        match self {
+            Patch::Json(ops) => serde_json::to_value(ops).unwrap_or(Value::Null),
+            Patch::Merge(v) | Patch::Strategic(v) | Patch::Apply(v) => v.clone(),
+        }
+    }
+
     /// Parses a body of the given type, within the decode limits of [`limits`]: at most
     /// [`limits::MAX_JSON_PATCH_OPERATIONS`] operations, nesting at most
     /// [`limits::MAX_DEPTH`], YAML expanding at most [`limits::yaml_budget`].

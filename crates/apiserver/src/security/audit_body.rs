@@ -11,9 +11,15 @@
 //! the handler admits bytes. It is decoded once the handler is done, with the same bounded
 //! decoders the handlers use.
 //!
+//! The object recorded is the one the handler decoded
+//! ([`listwatch_endpoints::RequestObject`]), so the audit follows the handler's rules: the
+//! URL's kind for a protobuf body whatever its envelope says, YAML for both apply types.
+//! The copy here is decoded only when the handler recorded nothing (TokenRequest).
+//!
 //! Invariants: at most upstream's 3 MiB of body is kept; a body that was not read whole,
 //! is larger, or does not decode (the request failed with 400 or 415 then) records no
-//! object.
+//! object; a successful create, update or patch with a body but no recorded object carries
+//! the [`NOT_RECORDED`] annotation instead of a silent gap.
 
 use std::sync::Arc;
 
@@ -22,6 +28,9 @@ use axum::extract::Request;
 use axum::http::header;
 use futures::StreamExt;
 use serde_json::Value;
+
+/// The annotation on a successful write's event whose body could not be recorded.
+pub const NOT_RECORDED: &str = "audit.listwatch.io/request-object-not-recorded";
 
 /// The copy of a request body, and its content type.
 #[derive(Clone)]
@@ -57,6 +66,11 @@ impl Captured {
         let body = self.lock().take()?;
         decode(&self.content_type, &body)
     }
+
+    /// Whether any body bytes arrived (a copy dropped for its size counts as a body).
+    pub fn had_body(&self) -> bool {
+        self.lock().as_ref().is_none_or(|b| !b.is_empty())
+    }
 }
 
 /// Decodes a body of `content_type` to JSON, as the handlers would.
@@ -76,7 +90,8 @@ pub fn decode(content_type: &str, body: &[u8]) -> Option<Value> {
                 .ok()
                 .map(Value::Object)
         }
-        "application/yaml" | "application/apply-patch+yaml" => {
+        // The patch handler reads both apply types as YAML (JSON is YAML).
+        "application/yaml" | "application/apply-patch+yaml" | "application/apply-patch+json" => {
             listwatch_endpoints::limits::decode_yaml(body).ok()
         }
         // JSON, the JSON patch types, and a body without a type (read as JSON upstream).
@@ -128,6 +143,12 @@ mod tests {
         assert_eq!(yaml.unwrap()["stringData"]["password"], "hunter2");
         let apply = decode("application/apply-patch+yaml", b"data: {k: v}\n");
         assert_eq!(apply.unwrap()["data"]["k"], "v");
+        let apply_json = decode("application/apply-patch+json", b"data: {k: v}\n");
+        assert_eq!(
+            apply_json.unwrap()["data"]["k"],
+            "v",
+            "read as YAML, as the handler does"
+        );
         let merge = decode("application/merge-patch+json", br#"{"data":{"k":"v"}}"#);
         assert_eq!(merge.unwrap()["data"]["k"], "v");
         assert_eq!(decode("application/json", b""), None);

@@ -32,7 +32,7 @@ use listwatch_auth::authn::{bearer_token, websocket_bearer_token};
 use listwatch_auth::{Attributes, Credentials, UserInfo};
 use listwatch_endpoints::path::{ApiPath, parse};
 use listwatch_endpoints::query::Query;
-use listwatch_endpoints::{ClientKey, RequestObjectName};
+use listwatch_endpoints::{ClientKey, RequestObject, RequestObjectName};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use rustls_pki_types::CertificateDer;
@@ -136,23 +136,21 @@ pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
         ref other => method_verb(other),
     };
     let mut name = t.name.clone().unwrap_or_default();
-    if name.is_empty()
-        && (verb == "list" || verb == "watch")
-        && let Some(n) = query
-            .get("fieldSelector")
-            .and_then(|s| listwatch_api::FieldSelector::parse(s).ok())
-            .and_then(|s| s.exact_match("metadata.name").map(str::to_owned))
-        && !n.is_empty()
-        && !n.contains('/')
-        && n != "."
-        && n != ".."
-    {
-        name = n;
-    }
     let mut namespace = t.namespace.clone().unwrap_or_default();
     if t.group.is_empty() && t.resource == "namespaces" && namespace.is_empty() {
-        // upstream: a namespace object is in its own namespace
+        // Upstream: a namespace named in the path is in its own namespace. A collection
+        // request stays cluster-wide whatever its field selector names.
         namespace.clone_from(&name);
+    }
+    // Upstream's RequestInfoFactory names a collection list or watch by its field selector
+    // (not a legacy `/watch/` one: its verb is settled by the path) — when every list
+    // option decodes, and the name is a valid path segment.
+    if name.is_empty()
+        && !t.legacy_watch
+        && (verb == "list" || verb == "watch")
+        && let Some(n) = selector_name(&query)
+    {
+        name = n;
     }
     Attributes {
         verb,
@@ -165,6 +163,57 @@ pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
         name,
         path: path.to_owned(),
     }
+}
+
+/// The name a collection request's `fieldSelector` requires (`metadata.name=<n>`), as
+/// upstream's RequestInfoFactory takes it: only when the query decodes as list options
+/// (selectors parse, integer options are integers; a boolean option never fails upstream)
+/// and `<n>` is a valid path segment name (not `.` or `..`, no `/` or `%`).
+fn selector_name(query: &Query) -> Option<String> {
+    if let Some(l) = query.get("labelSelector")
+        && listwatch_api::LabelSelector::parse(l).is_err()
+    {
+        return None;
+    }
+    for int in ["timeoutSeconds", "limit"] {
+        if let Some(v) = query.get(int)
+            && v.parse::<i64>().is_err()
+        {
+            return None;
+        }
+    }
+    let selector = listwatch_api::FieldSelector::parse(query.get("fieldSelector")?).ok()?;
+    let n = selector.exact_match("metadata.name")?;
+    let valid = !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']);
+    valid.then(|| n.to_owned())
+}
+
+/// The bearer token of an `Authorization` header's bytes, as upstream reads it (Go
+/// compares bytes): a UTF-8 value by [`bearer_token`]; a value that is not UTF-8 but whose
+/// scheme is `Bearer` is a token that can match none, reported as `(None, true)` so that it
+/// fails authentication (401) instead of being dropped. Any other value is no token.
+fn authorization_bearer(value: &[u8]) -> (Option<String>, bool) {
+    if let Ok(text) = std::str::from_utf8(value) {
+        return (bearer_token(text).map(str::to_owned), false);
+    }
+    let text = String::from_utf8_lossy(value);
+    (None, bearer_token(&text).is_some())
+}
+
+/// Whether a request asks for a websocket upgrade, as upstream's `IsWebSocketRequest`:
+/// `Upgrade: websocket` and `upgrade` among the `Connection` header's tokens.
+fn is_websocket_request(headers: &axum::http::HeaderMap) -> bool {
+    let websocket = headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"));
+    websocket
+        && headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 /// Upstream's 401 Status.
@@ -388,22 +437,32 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
         }
         Mode::Secure { authn } => {
             let headers = req.headers();
+            // Upstream's websocket protocol authenticator reads only websocket requests.
             let ws_token = headers
                 .get(header::SEC_WEBSOCKET_PROTOCOL)
+                .filter(|_| is_websocket_request(headers))
                 .and_then(|v| v.to_str().ok())
                 .and_then(websocket_bearer_token);
-            let bearer = headers
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(bearer_token)
-                .map(str::to_owned)
-                .or(ws_token);
+            let (bearer, undecodable) = match headers.get(header::AUTHORIZATION) {
+                None => (None, false),
+                Some(v) => authorization_bearer(v.as_bytes()),
+            };
+            let bearer = bearer.or(ws_token);
             let certs = peer.as_ref().and_then(|p| p.certs.clone());
             let creds = Credentials {
                 bearer: bearer.as_deref(),
                 client_certs: certs.as_ref().map(|c| c.as_slice()),
             };
-            match authn.authenticate(&creds).await {
+            let result = match authn.authenticate(&creds).await {
+                // A bearer token that is not text matches no token: it fails like any
+                // token no authenticator accepts (a client certificate still counts), never
+                // falling back to anonymous.
+                Ok(u) if undecodable && u.name == listwatch_auth::user::ANONYMOUS => {
+                    Err(listwatch_auth::authn::AuthnError::InvalidToken)
+                }
+                other => other,
+            };
+            match result {
                 Ok(u) => {
                     FilterMetrics::inc(&sec.metrics.attempts, "result", "success");
                     u
@@ -498,7 +557,9 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
     let captured = if ctx.as_ref().is_some_and(|c| c.level >= Level::Request) {
         let (r, captured) = super::audit_body::tee_body(req);
         req = r;
-        Some(captured)
+        let decoded = RequestObject::default();
+        req.extensions_mut().insert(decoded.clone());
+        Some((captured, decoded))
     } else {
         None
     };
@@ -524,8 +585,19 @@ async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> R
     let Some(mut ctx) = ctx else {
         return resp;
     };
-    if let Some(c) = captured {
-        ctx.request_object = c.object();
+    if let Some((c, decoded)) = captured {
+        // What the handler decoded, as upstream records it; the filter's own reading only
+        // for a handler that records nothing (TokenRequest).
+        let had_body = c.had_body();
+        ctx.request_object = decoded.take().or_else(|| c.object());
+        let write = matches!(attrs.verb.as_str(), "create" | "update" | "patch");
+        if ctx.request_object.is_none() && had_body && write && resp.status().is_success() {
+            // Never a silent gap: a successful write whose body is not in the event says so.
+            ctx.annotations.insert(
+                super::audit_body::NOT_RECORDED.into(),
+                "the request body could not be decoded for the audit log".into(),
+            );
+        }
     }
     if attrs.verb == "watch" && resp.status() == StatusCode::OK {
         ctx.emit(Stage::ResponseStarted, Some(code), None).await;

@@ -167,11 +167,27 @@ impl Informers {
     }
 }
 
-/// Prepares a new object like an API create (uid, timestamps) and stores it.
+/// Prepares a new object like an API create (uid, timestamps) and stores it. Metadata the
+/// server sets is dropped first, so a copy of a stored object creates cleanly (a create
+/// with a `resourceVersion` is refused).
 async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<()> {
     let Value::Object(mut map) = value else {
         return Ok(());
     };
+    if let Some(Value::Object(meta)) = map.get_mut("metadata") {
+        for field in [
+            "resourceVersion",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+            "managedFields",
+            "selfLink",
+        ] {
+            meta.remove(field);
+        }
+    }
     listwatch_endpoints::validation::prepare_create(&res.info, &mut map, None)
         .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
     let name = map
@@ -429,8 +445,15 @@ impl Admission for RbacAdmission {
                         }
                         None => None,
                     };
-                    rbac::check_role_object(sec.authz.as_ref(), &user, ns, &role, old.as_ref())
-                        .map_err(|e| forbidden(&req.info.plural, name, &e.0))?;
+                    rbac::check_role_object(
+                        sec.authz.as_ref(),
+                        &user,
+                        ns,
+                        req.name.unwrap_or(""),
+                        &role,
+                        old.as_ref(),
+                    )
+                    .map_err(|e| forbidden(&req.info.plural, name, &e.0))?;
                 }
             }
             "rolebindings" | "clusterrolebindings" => {

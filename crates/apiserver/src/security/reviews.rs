@@ -45,7 +45,16 @@ fn created(v: &Value) -> Response {
 
 /// The body as JSON: JSON as sent, or protobuf (what kubectl's typed clients send) decoded
 /// for `kind`.
-fn body(headers: &HeaderMap, bytes: &[u8], kind: &str) -> Result<Value, ApiError> {
+/// Recorded for the audit log as decoded ([`listwatch_endpoints::RequestObject`]).
+fn body(parts: &Parts, bytes: &[u8], kind: &str) -> Result<Value, ApiError> {
+    let v = decode(&parts.headers, bytes, kind)?;
+    if !bytes.is_empty() {
+        listwatch_endpoints::RequestObject::record(&parts.extensions, || v.clone());
+    }
+    Ok(v)
+}
+
+fn decode(headers: &HeaderMap, bytes: &[u8], kind: &str) -> Result<Value, ApiError> {
     if bytes.is_empty() {
         return Ok(json!({}));
     }
@@ -72,7 +81,7 @@ async fn ssar(State(c): State<Ctx>, req: Request) -> Response {
     c.api
         .virtual_create("selfsubjectaccessreviews", req, |parts, b| async move {
             let id = identity(&parts)?;
-            let v = body(&parts.headers, &b, "SelfSubjectAccessReview")?;
+            let v = body(&parts, &b, "SelfSubjectAccessReview")?;
             review::self_subject_access_review(c.sec.authz.as_ref(), &id.0, v)
                 .map_err(review_err)
                 .map(|v| created(&v))
@@ -84,7 +93,7 @@ async fn ssrr(State(c): State<Ctx>, req: Request) -> Response {
     c.api
         .virtual_create("selfsubjectrulesreviews", req, |parts, b| async move {
             let id = identity(&parts)?;
-            let v = body(&parts.headers, &b, "SelfSubjectRulesReview")?;
+            let v = body(&parts, &b, "SelfSubjectRulesReview")?;
             review::self_subject_rules_review(c.sec.authz.as_ref(), &id.0, v)
                 .map_err(review_err)
                 .map(|v| created(&v))
@@ -95,7 +104,7 @@ async fn ssrr(State(c): State<Ctx>, req: Request) -> Response {
 async fn sar(State(c): State<Ctx>, req: Request) -> Response {
     c.api
         .virtual_create("subjectaccessreviews", req, |parts, b| async move {
-            let v = body(&parts.headers, &b, "SubjectAccessReview")?;
+            let v = body(&parts, &b, "SubjectAccessReview")?;
             review::subject_access_review(c.sec.authz.as_ref(), v, None)
                 .map_err(review_err)
                 .map(|v| created(&v))
@@ -106,7 +115,7 @@ async fn sar(State(c): State<Ctx>, req: Request) -> Response {
 async fn lsar(State(c): State<Ctx>, Path(ns): Path<String>, req: Request) -> Response {
     c.api
         .virtual_create("localsubjectaccessreviews", req, |parts, b| async move {
-            let v = body(&parts.headers, &b, "LocalSubjectAccessReview")?;
+            let v = body(&parts, &b, "LocalSubjectAccessReview")?;
             review::subject_access_review(c.sec.authz.as_ref(), v, Some(&ns))
                 .map_err(review_err)
                 .map(|v| created(&v))
@@ -118,7 +127,7 @@ async fn ssr(State(c): State<Ctx>, req: Request) -> Response {
     c.api
         .virtual_create("selfsubjectreviews", req, |parts, b| async move {
             let id = identity(&parts)?;
-            let v = body(&parts.headers, &b, "SelfSubjectReview")?;
+            let v = body(&parts, &b, "SelfSubjectReview")?;
             review::self_subject_review(&id.0, v)
                 .map_err(review_err)
                 .map(|v| created(&v))
@@ -165,7 +174,7 @@ async fn issue_token(
             ),
         ));
     };
-    let v = body(h, b, "TokenRequest")?;
+    let v = decode(h, b, "TokenRequest")?;
     let spec: TokenRequestSpec = match v.get("spec") {
         Some(s) if !s.is_null() => serde_json::from_value(s.clone())
             .map_err(|e| ApiError::bad_request(format!("spec: {e}")))?,

@@ -272,12 +272,21 @@ pub(crate) fn resource_cases(info: &ResourceInfo, owner: &str) -> Vec<Case> {
             )
             .streams(),
         );
+        // Upstream: the selector names the request, but a collection of namespaces stays
+        // cluster-wide (only a namespace named in the path is in its own namespace).
+        let mut by_name = attr("watch", "", &a);
+        if let Attr::Resource { namespace, .. } = &mut by_name
+            && info.group.is_empty()
+            && info.plural == "namespaces"
+        {
+            namespace.clear();
+        }
         out.push(
             Case::new(
                 label("watch by metadata.name"),
                 "GET",
                 format!("{base}?watch=1&fieldSelector=metadata.name%3D{a}"),
-                vec![attr("watch", "", &a)],
+                vec![by_name],
                 200,
             )
             .streams(),

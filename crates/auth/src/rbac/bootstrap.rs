@@ -399,6 +399,13 @@ pub fn reconcile_binding(have: Option<&RoleBinding>, want: &RoleBinding) -> Reco
     if opted_out(&have.metadata) {
         return Reconcile::Keep;
     }
+    // A binding whose role reference differs is reset completely, as upstream's
+    // `computeReconciledRoleBinding` does: none of its subjects may survive onto the
+    // bootstrap role (someone who recreated `cluster-admin` pointing elsewhere must not
+    // become a cluster admin once the reference is put back).
+    if have.role_ref != want.role_ref {
+        return Reconcile::Recreate(want.clone());
+    }
     let mut out = have.clone();
     let mut changed = merge_meta(&mut out.metadata, &want.metadata);
     for s in &want.subjects {
@@ -406,10 +413,6 @@ pub fn reconcile_binding(have: Option<&RoleBinding>, want: &RoleBinding) -> Reco
             out.subjects.push(s.clone());
             changed = true;
         }
-    }
-    if out.role_ref != want.role_ref {
-        out.role_ref = want.role_ref.clone();
-        return Reconcile::Recreate(out);
     }
     if changed {
         Reconcile::Update(out)
@@ -481,9 +484,12 @@ mod tests {
             Reconcile::Update(want.clone())
         );
         edited.role_ref.name = "other".into();
-        assert!(matches!(
+        edited.subjects.push(Subject::user("eve"));
+        edited.metadata.resource_version = Some("7".into());
+        assert_eq!(
             reconcile_binding(Some(&edited), want),
-            Reconcile::Recreate(_)
-        ));
+            Reconcile::Recreate(want.clone()),
+            "a binding to another role is reset completely"
+        );
     }
 }

@@ -120,14 +120,19 @@ pub fn check_role_write(
 /// (`namespace` empty) object `new`, as it will be stored; `old` is the stored version on
 /// update. The admission hook's check: the rules must be held, and a ClusterRole whose
 /// new or old version aggregates needs full authority ([`check_role_write`]).
+///
+/// `request_name` is the name in the request's URL, not the object's: as upstream's
+/// `RoleEscalationAuthorized` (which reads `RequestInfo.Name`), `escalate` limited by
+/// `resourceNames` covers a PUT or PATCH of that role, never a POST (whose URL names none).
 pub fn check_role_object(
     authz: &dyn Authorizer,
     user: &UserInfo,
     namespace: &str,
+    request_name: &str,
     new: &Role,
     old: Option<&Role>,
 ) -> Result<(), EscalationError> {
-    let name = new.metadata.name.as_deref().unwrap_or("");
+    let name = request_name;
     let aggregating = namespace.is_empty()
         && (has_aggregation_rule(new) || old.is_some_and(has_aggregation_rule));
     check_role_write(authz, user, namespace, name, &new.rules, aggregating)

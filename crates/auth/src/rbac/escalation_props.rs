@@ -394,6 +394,8 @@ fn write_role(
         f.roles.store().get_by_name(ns_opt, name)
     };
     let verb = if old.is_some() { "update" } else { "create" };
+    // A create is a POST: its URL names no object (an update's PUT names it).
+    let request_name = if old.is_some() { name } else { "" };
     if !verb_allowed(&rbac, &u, verb, plural, namespace, name) {
         out.denied_by_verb += 1;
         return None;
@@ -404,7 +406,7 @@ fn write_role(
         out.invalid += 1;
         return None;
     }
-    match check_role_object(&rbac, &u, namespace, &new, old.as_deref()) {
+    match check_role_object(&rbac, &u, namespace, request_name, &new, old.as_deref()) {
         Ok(()) => {}
         Err(e) if e.0 == AGGREGATION_NEEDS_FULL_AUTHORITY => {
             out.refused_aggregation += 1;

@@ -117,6 +117,40 @@ impl RequestObjectName {
     }
 }
 
+/// The object a write's handler decoded from its body, for the audit filter: upstream's
+/// `LogRequestObject` / `LogRequestPatch` record what the handler decoded, so the audit
+/// event's `requestObject` follows the handler's decoding rules (the URL's kind for a
+/// protobuf body, YAML for both apply types) rather than a second reading of the body. A
+/// filter inserts an empty slot into the request's extensions; the create, update and patch
+/// handlers (and the review APIs) fill it once the body decodes.
+#[derive(Debug, Clone, Default)]
+pub struct RequestObject(Arc<std::sync::Mutex<Option<Value>>>);
+
+impl RequestObject {
+    /// The decoded body, once a handler has set it; taken, so it is recorded once.
+    pub fn take(&self) -> Option<Value> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Records the decoded body.
+    pub fn set(&self, v: Value) {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(v);
+    }
+
+    /// Records `v` into the request's slot, if a filter inserted one (cloned only then).
+    pub fn record(extensions: &axum::http::Extensions, v: impl FnOnce() -> Value) {
+        if let Some(slot) = extensions.get::<Self>() {
+            slot.set(v());
+        }
+    }
+}
+
 /// One resource request, resolved.
 struct Request {
     shared: Arc<Shared>,
@@ -166,6 +200,7 @@ impl Request {
             },
             info: self.info(),
             namespace: self.ns(),
+            name: self.target.name.as_deref(),
             object,
             old,
             extensions: &self.extensions,

@@ -13,7 +13,9 @@ use listwatch_api::Object;
 use listwatch_storage::{Error as StorageError, GetOptions, Key, Updated};
 use serde_json::{Map, Value};
 
-use super::{Request, RequestObjectName, Sub, decoded, object_response, scale_response};
+use super::{
+    Request, RequestObject, RequestObjectName, Sub, decoded, object_response, scale_response,
+};
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{Offer, negotiate};
 use crate::patch::{Patch, PatchLimits, PatchType};
@@ -37,11 +39,25 @@ fn to_object(req: &Request, v: Value) -> ApiResult<Object> {
 /// `maxNameGenerationCreateAttempts`).
 const MAX_NAME_GENERATION_CREATE_ATTEMPTS: usize = 8;
 
+/// Records a decoded body for the audit log, with the URL's `apiVersion`/`kind` filled in
+/// when the body left them out (upstream records the object as its handler typed it).
+fn record_object(req: &Request, obj: &serde_json::Map<String, Value>) {
+    RequestObject::record(&req.extensions, || {
+        let mut o = obj.clone();
+        if req.sub == Sub::Main {
+            // A mismatch fails the request itself; the event records the body as sent.
+            let _ = crate::validation::check_type(req.info(), &mut o);
+        }
+        Value::Object(o)
+    });
+}
+
 pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Object)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let decoded = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
+    record_object(req, &decoded);
     // A generated name that is taken is retried with another, as upstream's store does.
     let generates = decoded.get("metadata").is_some_and(|m| {
         m.get("name")
@@ -287,6 +303,7 @@ pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let new = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
+    record_object(req, &new);
     let key = req.object_key()?;
     let manager = req.update_manager();
     let creates = req.sub == Sub::Main && req.info().allow_create_on_update;
@@ -387,6 +404,7 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         ));
     }
     let patch = Patch::parse(kind, bytes).map_err(|e| e.to_api_error())?;
+    RequestObject::record(&req.extensions, || patch.to_value());
     let limits = PatchLimits {
         max_copy_bytes: req.shared.config.max_body_bytes,
     };
