@@ -15,7 +15,7 @@
 //! - `amplification [..]` — the amplification harness (issue 24): size-scaled families of
 //!   legal-but-nasty requests against the release apiserver, failing on a family whose server
 //!   CPU, peak memory or response grows faster than its input, or on a request over budget
-//!   (docs/endpoints.md, "Amplification harness"; [`amplification`]).
+//!   (docs/endpoints.md, "Amplification harness"; [`mod@amplification`]).
 //! - `fuzz [TARGET] [SECONDS]` — `cargo +nightly fuzz run` on one fuzz target of fuzz/, or
 //!   on each in turn, for SECONDS (default 60) each (docs/fuzzing.md).
 //!

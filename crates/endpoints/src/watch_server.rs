@@ -61,7 +61,7 @@ pub struct LongRunning;
 /// here a larger request is capped to it, so no deadline arithmetic can overflow.
 pub(crate) const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(9_223_372_036);
 
-/// Upstream's watch timeout: `timeoutSeconds` when given (at most [`MAX_WATCH_TIMEOUT`]),
+/// Upstream's watch timeout: `timeoutSeconds` when given (at most `MAX_WATCH_TIMEOUT`, Go's largest duration),
 /// else the minimum request timeout times a random factor in [1, 2), so that watches do not
 /// all expire together.
 pub fn watch_timeout(requested: Option<Duration>, min_request_timeout: Duration) -> Duration {
