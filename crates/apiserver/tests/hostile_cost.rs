@@ -715,3 +715,103 @@ fn apply_conflicts_are_reported_within_a_bound() {
     assert!(m.contains("more"), "not every conflict is listed");
     assert!(grown < 100 * 1024, "the server grew by {grown} KiB");
 }
+
+/// Issue 24, finalizers: a DELETE compared the object's finalizers with the wanted ones
+/// pairwise (`same_set`), and an update of a terminating object looked each new finalizer
+/// up in the old list (`check_update`), both quadratic in a list the client writes: 32 000
+/// finalizers cost 25 s of CPU per DELETE, repeated by the namespace controller. With sets,
+/// two DELETEs and two updates of 20 000 finalizers cost about 1 s on a debug build (over 20 s
+/// without them).
+#[test]
+fn finalizer_checks_are_linear() {
+    let s = Server::start(&[]);
+    let n = 20_000;
+    let finalizers: Vec<String> = (0..n).map(|i| format!("example.com/f{i}")).collect();
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "held", "finalizers": finalizers}});
+    let (code, v) = send(&s, "POST", CM, "application/json", &json_body(&body));
+    assert_eq!(code, 201, "{v}");
+    let cpu0 = cpu_secs(s.pid());
+    let (code, v) = send(&s, "DELETE", &format!("{CM}/held"), "application/json", b"");
+    assert_eq!(code, 200, "{v}");
+    assert!(v["metadata"]["deletionTimestamp"].is_string(), "{v}");
+    let patch = json!({"metadata": {"labels": {"x": "y"}}});
+    let (code, v) = send(
+        &s,
+        "PATCH",
+        &format!("{CM}/held"),
+        "application/merge-patch+json",
+        &json_body(&patch),
+    );
+    assert_eq!(code, 200, "{v}");
+    let (code, v) = send(&s, "DELETE", &format!("{CM}/held"), "application/json", b"");
+    assert_eq!(code, 200, "{v}");
+    // A new finalizer on a terminating object is still refused, by name.
+    let mut more = finalizers.clone();
+    more.push("example.com/new".into());
+    let patch = json!({"metadata": {"finalizers": more}});
+    let (code, v) = send(
+        &s,
+        "PATCH",
+        &format!("{CM}/held"),
+        "application/merge-patch+json",
+        &json_body(&patch),
+    );
+    assert_eq!(code, 422, "{v}");
+    let m = v["message"].as_str().unwrap();
+    assert!(
+        m.ends_with("found new finalizers []string{\"example.com/new\"}"),
+        "{m}"
+    );
+    let cpu = cpu_secs(s.pid()) - cpu0;
+    eprintln!("two DELETEs and two updates of {n} finalizers: {cpu:.2} s CPU");
+    assert!(cpu < 8.0, "the server spent {cpu:.2} s of CPU");
+}
+
+/// Issue 24, 422 causes: `ApiError::invalid` deduplicated the causes with a list lookup
+/// (quadratic) and listed every one twice, once in the message: 32 000 invalid finalizers
+/// (a 0.3 MB body) cost seconds of CPU and a 20 MB answer. The causes are now deduplicated
+/// with a set and listed within `MAX_INVALID_REPORT_BYTES`, then counted.
+#[test]
+fn invalid_causes_are_bounded() {
+    let s = Server::start(&[]);
+    let n = 32_000;
+    let finalizers: Vec<String> = (0..n).map(|i| format!("-{i}")).collect();
+    let body = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "inv", "finalizers": finalizers}});
+    let body = json_body(&body);
+    let cpu0 = cpu_secs(s.pid());
+    let r = http(
+        &s.addr,
+        "POST",
+        &format!("{CM}?dryRun=All"),
+        &[("Content-Type", "application/json")],
+        &body,
+    );
+    let cpu = cpu_secs(s.pid()) - cpu0;
+    eprintln!(
+        "422 for {n} invalid finalizers ({} byte body): {} bytes, {cpu:.2} s CPU",
+        body.len(),
+        r.body.len()
+    );
+    assert_eq!(r.status, 422);
+    assert!(r.body.len() < 1024 * 1024, "{} bytes", r.body.len());
+    let v = r.json();
+    let causes = v["details"]["causes"].as_array().unwrap();
+    assert!(causes.len() > 100, "{} causes", causes.len());
+    assert!(
+        causes[0]["message"].as_str().unwrap().contains("\"-0\""),
+        "the first causes are listed as before: {}",
+        causes[0]
+    );
+    let last = causes.last().unwrap()["message"].as_str().unwrap();
+    let unlisted = n - (causes.len() - 1);
+    assert_eq!(last, format!("... and {unlisted} more"));
+    let m = v["message"].as_str().unwrap();
+    assert!(
+        m.ends_with(&format!(", ... and {unlisted} more]")),
+        "{}",
+        &m[m.len() - 80..]
+    );
+    assert!(cpu < 4.0, "the server spent {cpu:.2} s of CPU");
+}

@@ -7,12 +7,20 @@
 //! - the HTTP status code is always the Status's `code`;
 //! - a `Retry-After` header goes out whenever `details.retryAfterSeconds > 0`.
 
+use std::collections::HashSet;
+
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use listwatch_api::Status;
 use listwatch_api::status::reason;
 
 use crate::resource::ResourceInfo;
+
+/// How much cause text a 422 Invalid lists (in its causes and its message together):
+/// past it the rest are counted, not listed. Upstream lists every cause, so a body with
+/// many small invalid values (distinct finalizers, label values) answered with a message
+/// and causes ~70 times its size.
+pub const MAX_INVALID_REPORT_BYTES: usize = 256 * 1024;
 
 /// Result with [`ApiError`] as the error.
 pub type ApiResult<T> = Result<T, ApiError>;
@@ -42,14 +50,37 @@ impl ApiError {
         Self::from_status(Status::failure(400, reason::BAD_REQUEST, message))
     }
 
-    /// 422 Invalid for an object, with one cause per field error.
+    /// 422 Invalid for an object, with one cause per field error: upstream's aggregate
+    /// message (duplicates once, one error as is, several in brackets). The causes are listed
+    /// in order while their text fits in [`MAX_INVALID_REPORT_BYTES`] (always at least one);
+    /// past it the rest are counted: the message ends with `... and N more` and so does one
+    /// last cause. Costs the causes' text plus a hash each, whatever their number.
     pub fn invalid(info: &ResourceInfo, name: &str, causes: &[FieldError]) -> Self {
-        // Upstream's aggregate: duplicates once, one error as is, several in brackets.
+        let mut seen: HashSet<String> = HashSet::new();
         let mut lines: Vec<String> = Vec::new();
-        for c in causes.iter().map(FieldError::to_string) {
-            if !lines.contains(&c) {
-                lines.push(c);
+        let mut listed: Vec<(&FieldError, String)> = Vec::new();
+        let mut budget = MAX_INVALID_REPORT_BYTES;
+        for c in causes {
+            let text = c.to_string();
+            // Listed in the causes (message and field), and in the summary (with its ", ").
+            let cost = text
+                .len()
+                .saturating_mul(2)
+                .saturating_add(c.field.len())
+                .saturating_add(2);
+            if !listed.is_empty() && cost > budget {
+                break;
             }
+            budget = budget.saturating_sub(cost);
+            if seen.insert(text.clone()) {
+                lines.push(text.clone());
+            }
+            listed.push((c, text));
+        }
+        let unlisted = causes.len().saturating_sub(listed.len());
+        let more = format!("... and {unlisted} more");
+        if unlisted > 0 {
+            lines.push(more.clone());
         }
         let summary = match lines.as_slice() {
             [one] => one.clone(),
@@ -61,8 +92,11 @@ impl ApiError {
             format!("{} \"{name}\" is invalid: {summary}", info.kind),
         )
         .with_target(&info.group, &info.kind, name);
-        for c in causes {
-            status = status.with_cause(c.reason, &c.to_string(), &c.field);
+        for (c, text) in &listed {
+            status = status.with_cause(c.reason, text, &c.field);
+        }
+        if unlisted > 0 {
+            status = status.with_cause(reason::INVALID, &more, "");
         }
         Self::from_status(status)
     }
@@ -422,6 +456,53 @@ mod tests {
             e.0.message
                 .starts_with("Pod \"A\" is invalid: metadata.name: Invalid value")
         );
+        assert_eq!(e.0.details.as_ref().map(|d| d.causes.len()), Some(1));
+    }
+
+    #[test]
+    fn invalid_lists_causes_within_the_bound() {
+        let info = ResourceInfo::new("", "v1", "configmaps", "ConfigMap");
+        let few = [
+            FieldError::invalid("a", "1", "bad"),
+            FieldError::invalid("a", "1", "bad"),
+            FieldError::invalid("b", "2", "bad"),
+        ];
+        let e = ApiError::invalid(&info, "c", &few);
+        assert_eq!(
+            e.0.message,
+            "ConfigMap \"c\" is invalid: [a: Invalid value: \"1\": bad, b: Invalid value: \"2\": bad]"
+        );
+        assert_eq!(e.0.details.as_ref().map(|d| d.causes.len()), Some(3));
+
+        let n = 20_000;
+        let many: Vec<FieldError> = (0..n)
+            .map(|i| FieldError::invalid(&format!("f[{i}]"), &i.to_string(), "bad"))
+            .collect();
+        let e = ApiError::invalid(&info, "c", &many);
+        let causes =
+            &e.0.details
+                .as_ref()
+                .map(|d| d.causes.clone())
+                .unwrap_or_default();
+        let listed = causes.len() - 1;
+        assert!(listed > 100 && listed < n, "{listed}");
+        let text: usize = causes.iter().map(|c| c.message.len() + c.field.len()).sum();
+        assert!(text + e.0.message.len() <= MAX_INVALID_REPORT_BYTES + 1024);
+        assert_eq!(causes[0].message, many[0].to_string());
+        let more = format!("... and {} more", n - listed);
+        assert_eq!(
+            causes.last().map(|c| c.message.as_str()),
+            Some(more.as_str())
+        );
+        assert!(e.0.message.ends_with(&format!(", {more}]")));
+
+        // One cause longer than the bound is still listed.
+        let huge = [FieldError::invalid(
+            "x",
+            &"v".repeat(MAX_INVALID_REPORT_BYTES),
+            "bad",
+        )];
+        let e = ApiError::invalid(&info, "c", &huge);
         assert_eq!(e.0.details.as_ref().map(|d| d.causes.len()), Some(1));
     }
 }

@@ -82,7 +82,7 @@ mod watch_server;
 mod yaml;
 
 pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
-pub use error::{ApiError, ApiResult, FieldError, SentStatus};
+pub use error::{ApiError, ApiResult, FieldError, MAX_INVALID_REPORT_BYTES, SentStatus};
 pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;

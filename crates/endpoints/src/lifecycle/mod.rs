@@ -308,7 +308,7 @@ pub(crate) fn check_update(info: &ResourceInfo, cur: &Value, new: &mut Value) ->
         .pointer("/metadata/deletionTimestamp")
         .is_some_and(|t| !t.is_null());
     if deleting {
-        let old = finalizers(cur);
+        let old: std::collections::HashSet<String> = finalizers(cur).into_iter().collect();
         let mut extra: Vec<String> = finalizers(new)
             .into_iter()
             .filter(|f| !old.contains(f))

@@ -27,6 +27,8 @@
 //! - a namespace is always marked (phase `Terminating`) and kept while its `spec.finalizers`
 //!   are not empty.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value};
 
 use super::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, is_namespaces, obj_entry};
@@ -239,9 +241,12 @@ fn namespace_gc_finalizers(opts: &DeleteRequest, orphan: bool, foreground: bool)
     }
 }
 
-/// Whether two finalizer lists hold the same set.
+/// Whether two finalizer lists hold the same set (upstream's `shouldUpdateFinalizers`).
+/// Hashes both sides: a request controls how many finalizers there are, and a pairwise
+/// `contains` made each DELETE quadratic in them.
 fn same_set(a: &[Value], b: &[Value]) -> bool {
-    a.iter().all(|x| b.contains(x)) && b.iter().all(|x| a.contains(x))
+    let set = |l: &[Value]| -> HashSet<String> { l.iter().map(Value::to_string).collect() };
+    set(a) == set(b)
 }
 
 fn timestamp(unix: i64) -> Value {
