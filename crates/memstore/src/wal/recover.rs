@@ -167,6 +167,57 @@ fn honoured(fs: &dyn Vfs, dir: &Path, s: u64, x: u64) -> bool {
     }
 }
 
+/// The newest revision segment `index` at `path` holds (a segment before a gap, about to be
+/// dropped as covered by the snapshot at `snap`): refuses when that cannot be told.
+fn covered_top(fs: &dyn Vfs, path: &Path, index: u64, snap: u64) -> Result<u64, OpenError> {
+    let mut buf = Vec::new();
+    fs.read(path, &mut buf).map_err(io_err(path))?;
+    let mut payloads = Vec::new();
+    let mut chain = None;
+    let mut at = 0;
+    loop {
+        match step(&buf, at, index, chain) {
+            Step::End => break,
+            Step::Batch { hcrc, body, next } => {
+                let found = frames(&buf, body).map_err(|off| OpenError::Corrupt {
+                    path: path.to_owned(),
+                    offset: off as u64,
+                    message: "a record of an intact batch does not parse".into(),
+                })?;
+                payloads.extend(found);
+                chain = Some(hcrc);
+                at = next;
+            }
+            Step::Damage { message, .. } => {
+                return Err(OpenError::Corrupt {
+                    path: path.to_owned(),
+                    offset: at as u64,
+                    message: format!(
+                        "{message} (in a segment before a gap in the numbering: whether the \
+                         snapshot covers it cannot be told)"
+                    ),
+                });
+            }
+        }
+    }
+    let mut top = 0;
+    for (range, rec) in payloads.iter().zip(decode_all(&buf, &payloads, snap)) {
+        let rec = rec.map_err(|message| OpenError::Corrupt {
+            path: path.to_owned(),
+            offset: (range.start - codec::HEADER) as u64,
+            message,
+        })?;
+        if let Record::Put { rev, .. }
+        | Record::Delete { rev, .. }
+        | Record::Covered { rev }
+        | Record::Open { rev } = rec
+        {
+            top = top.max(rev);
+        }
+    }
+    Ok(top)
+}
+
 /// Removes the failed-sync markers once what they name is dropped and the start is durable.
 fn remove_markers(fs: &dyn Vfs, markers: &[((u64, u64), PathBuf)]) -> Result<(), OpenError> {
     if markers.is_empty() {
@@ -336,16 +387,38 @@ impl Log {
             .into_iter()
             .partition(|(i, _)| limit.is_none_or(|(s, _)| *i <= s));
         // A snapshot's clean-up unlinks the segments it covers; after a crash any subset of
-        // those unlinks may have reached the disk. Segments before the last gap are covered
-        // (the replay checks that the rest continues from the snapshot): they go too.
+        // those unlinks may have reached the disk. Segments before the last gap go too, but
+        // only when each holds nothing above the snapshot (a stray file numbered past a gap
+        // must not make acknowledged segments "covered"), and the segment after the gap
+        // must hold a batch continuing from the snapshot (checked in the replay below).
         let mut dropped = dropped;
         let mut segments = segments;
-        if snap_rev.is_some() {
+        let mut after_gap = None;
+        if let Some(s) = snap_rev {
             let last_gap = segments
                 .windows(2)
                 .rposition(|w| w[0].0 + 1 != w[1].0)
                 .map(|i| i + 1);
             if let Some(g) = last_gap {
+                if let (Some((before, _)), Some((first, first_path))) =
+                    (segments.get(g - 1), segments.get(g))
+                {
+                    for (index, path) in segments.get(..g).unwrap_or_default() {
+                        let top = covered_top(&*fs, path, *index, s)?;
+                        if top > s {
+                            return Err(OpenError::Corrupt {
+                                path: first_path.clone(),
+                                offset: 0,
+                                message: format!(
+                                    "segment {} is missing before it, and {} (before the gap)                                      holds revision {top}, above the snapshot's {s}: it is not                                      covered by the snapshot (a stray segment file, or                                      segments lost)",
+                                    before + 1,
+                                    path.display()
+                                ),
+                            });
+                        }
+                    }
+                    after_gap = Some(*first);
+                }
                 dropped.extend(segments.drain(..g));
             }
         }
@@ -447,6 +520,18 @@ impl Log {
                         }
                     }
                 }
+            }
+            if after_gap == Some(*index) && payloads.is_empty() {
+                return Err(OpenError::Corrupt {
+                    path: path.clone(),
+                    offset: at as u64,
+                    message: format!(
+                        "segments before it were removed as covered by the snapshot at {}, \
+                         but it holds no batch continuing from the snapshot (a stray segment \
+                         file, or the segments after the snapshot are lost)",
+                        snap_rev.unwrap_or(0)
+                    ),
+                });
             }
             let mut seg_last_rev = 0;
             let decoded = decode_all(data, &payloads, snap_rev.unwrap_or(0));
