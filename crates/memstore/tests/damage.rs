@@ -70,6 +70,19 @@ fn batches(path: &Path) -> Vec<usize> {
     out
 }
 
+/// Opens `dir`, waiting (bounded) for a stopped store's snapshot thread to let it go.
+fn open(dir: &Path, config: MemStoreConfig) -> Result<MemStore, OpenError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match MemStore::open(dir, config.clone()) {
+            Err(OpenError::Locked { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            res => return res,
+        }
+    }
+}
+
 fn refused(res: Result<MemStore, OpenError>) -> (PathBuf, u64, String) {
     match res {
         Err(OpenError::Corrupt {
@@ -134,17 +147,90 @@ async fn a_stray_segment_past_a_gap_is_refused_and_deletes_nothing() {
         assert!(before.len() >= 2, "{before:?}");
         let stray = dir.path().join("0000000000000099.wal");
         std::fs::write(&stray, content).unwrap();
-        let (path, _, message) = refused(MemStore::open(dir.path(), small()));
+        let (path, _, message) = refused(open(dir.path(), small()));
         assert_eq!(path, stray, "{message}");
         let mut after = files(dir.path(), "wal");
         after.retain(|p| *p != stray);
         assert_eq!(after, before, "segments were unlinked");
         // Without the stray file, everything is there.
         std::fs::remove_file(&stray).unwrap();
-        let store = MemStore::open(dir.path(), small()).unwrap();
+        let store = open(dir.path(), small()).unwrap();
         assert_eq!(store.current_revision(), rev);
         let all = Key::collection("pods", None).unwrap();
         let list = store.list(&all, &ListOptions::recursive()).await.unwrap();
         assert_eq!(list.items.len(), n);
     }
+}
+
+/// A store with 31 acknowledged writes, stopped, started and stopped again (so that the last
+/// writes precede the last start); returns its last segment and where its 4th-last batch
+/// begins (3 writes and the last start's open batch follow).
+async fn written_then_restarted(dir: &Path) -> (PathBuf, usize) {
+    {
+        let store = open(dir, small()).unwrap();
+        for i in 0..31 {
+            put(&store, &format!("p{i}"), i, 100).await;
+        }
+    }
+    drop(open(dir, small()).unwrap());
+    let seg = files(dir, "wal").pop().unwrap();
+    let b = batches(&seg);
+    (seg, b[b.len() - 4])
+}
+
+/// F2 (a): a segment cut at a batch boundary (a failed copy, a file system repair) read as a
+/// clean end: acknowledged writes were lost and revisions went backwards. Segments are
+/// preallocated, so a short one is refused, naming it and where it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_cut_at_a_batch_boundary_is_refused() {
+    let dir = tempdir();
+    let (seg, at) = written_then_restarted(dir.path()).await;
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    f.set_len(at as u64).unwrap();
+    drop(f);
+    let (path, offset, message) = refused(open(dir.path(), small()));
+    assert_eq!((path, offset), (seg, at as u64), "{message}");
+    assert!(message.contains("shorter than"), "{message}");
+}
+
+/// F2 (c): the log's tail zeroed (lost sectors) read as a clean end, although the batches
+/// lost were written before the last start (so never a torn write). The last start
+/// recorded where the log reached: a log ending before is refused, naming the segment and
+/// where the log now ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zeroed_tail_written_before_the_last_start_is_refused() {
+    let dir = tempdir();
+    let (seg, at) = written_then_restarted(dir.path()).await;
+    let mut data = std::fs::read(&seg).unwrap();
+    for b in &mut data[at..at + 8192] {
+        *b = 0;
+    }
+    std::fs::write(&seg, &data).unwrap();
+    let (path, offset, message) = refused(open(dir.path(), small()));
+    assert_eq!((path, offset), (seg, at as u64), "{message}");
+    assert!(message.contains("tail was lost"), "{message}");
+}
+
+/// F2 (b): removing the newest segment after a roll lost everything written to it,
+/// silently. A roll records that the log reaches the new segment: a start that does not find
+/// it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_newest_segment_is_refused() {
+    let dir = tempdir();
+    {
+        let store = open(dir.path(), small()).unwrap();
+        let mut i = 0;
+        while files(dir.path(), "wal").len() < 3 {
+            put(&store, &format!("p{}", i % 10), i, 2000).await;
+            i += 1;
+            assert!(i < 10_000, "the log never rolled");
+        }
+        put(&store, "last", 0, 100).await;
+    }
+    let mut segs = files(dir.path(), "wal");
+    let newest = segs.pop().unwrap();
+    std::fs::remove_file(&newest).unwrap();
+    let (path, _, message) = refused(open(dir.path(), small()));
+    assert_eq!(path, segs.pop().unwrap(), "{message}");
+    assert!(message.contains("tail was lost"), "{message}");
 }

@@ -12,6 +12,8 @@
 //!   failed, naming where the batch that was never acknowledged begins; the next start drops
 //!   the log from there (the page cache may still hold it; the disk may not) and removes
 //!   the marker;
+//! - `REACHED`: where the log reached at the last start or roll (module `reached`); a start
+//!   whose log ends before it refuses (the log's tail was lost);
 //! - `torn-<segment>-<offset>.bin`: the bytes of a torn last batch a start dropped, kept for
 //!   inspection (never read by the store).
 //!
@@ -33,8 +35,9 @@
 //!   on disk and synced before anything is appended (etcd's `ZeroToEnd`), with a warning;
 //! - anything else (damage in a sealed segment, a batch that does not continue the chain, an
 //!   intact batch after the damage, a record that does not decode, a gap in the revisions, a
-//!   missing start) refuses to start with an error naming the file and offset, changing
-//!   nothing on disk.
+//!   missing start, a segment shorter than the segment size, a log ending before the place
+//!   `REACHED` records) refuses to start with an error naming the file and offset,
+//!   changing nothing on disk.
 //!
 //! Every start then appends an `OPEN` batch (its revision and a random epoch) and syncs it —
 //! which also makes durable whatever the start replayed from the page cache — before serving.
@@ -46,11 +49,12 @@
 //!
 //! Layout: this module holds the directory's types ([`Log`], the segment [`Writer`], what
 //! recovery returns) and the segment helpers; `vfs` is the file layer every operation goes
-//! through, `batch` the batch format, `recover` opens a directory and replays it, `commit` is
+//! through, `batch` the batch format, `reached` the `REACHED` record, `recover` opens a directory and replays it, `commit` is
 //! the log thread (group commit, segment rolling), `snapshot` writes and reads snapshots.
 
 pub(crate) mod batch;
 mod commit;
+mod reached;
 mod recover;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod simfs;

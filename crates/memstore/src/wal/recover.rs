@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
+use super::reached::{self, Reached};
 use super::snapshot::read_snapshot;
 use super::vfs::Vfs;
 use super::{
@@ -340,6 +341,19 @@ impl Log {
             *at
         });
         let fresh = segments.is_empty() && snapshots.is_empty();
+        let reached = reached::read(&*fs, dir)?;
+        if let (true, Some(r)) = (fresh, reached) {
+            return Err(OpenError::Corrupt {
+                path: dir.join(reached::NAME),
+                offset: 0,
+                message: format!(
+                    "the directory has no log segment and no snapshot, but an earlier start \
+                     had made the log durable up to byte {} of segment {} (revision {}): the \
+                     log was removed",
+                    r.offset, r.segment, r.rev
+                ),
+            });
+        }
         let (snap_rev, snapshot, snap_bytes) = match snapshots.last() {
             Some((rev, path)) => {
                 let (objects, bytes) = read_snapshot(&*fs, path, *rev)?;
@@ -369,6 +383,16 @@ impl Log {
             let path = dir.join(segment_name(0));
             fs.rename(&tmp, &path).map_err(io_err(&path))?;
             fs.sync_dir(dir).map_err(io_err(dir))?;
+            reached::write(
+                &*fs,
+                dir,
+                Reached {
+                    segment: 0,
+                    offset: first.len() as u64,
+                    rev: initial_rev,
+                },
+            )
+            .map_err(io_err(&dir.join(reached::NAME)))?;
             remove_markers(&*fs, &markers)?;
             let file = fs.open(&path).map_err(io_err(&path))?;
             let writer = Writer::new(file, path, 0, first.len() as u64, initial_rev, chain, &log);
@@ -457,6 +481,19 @@ impl Log {
             fs.read(path, &mut buf).map_err(io_err(path))?;
             if format_one(&buf) {
                 return Err(OpenError::OldFormat { path: path.clone() });
+            }
+            // Segments are preallocated to `segment_bytes` (and synced) before they are
+            // named: a shorter one lost its end.
+            if (buf.len() as u64) < segment_bytes {
+                return Err(OpenError::Corrupt {
+                    path: path.clone(),
+                    offset: buf.len() as u64,
+                    message: format!(
+                        "the segment is {} bytes, shorter than the {segment_bytes} every \
+                         segment is preallocated to: its end was cut off",
+                        buf.len()
+                    ),
+                });
             }
             let last = *index == last_index;
             if last {
@@ -620,6 +657,30 @@ impl Log {
                 message: "no segment".into(),
             });
         };
+        // A roll whose write or sync failed records the new segment and leaves a marker
+        // naming the old segment's end: the start honouring it drops the new segment.
+        let rolled_then_failed = |r: &Reached| {
+            live.is_some_and(|((s, x), _)| {
+                (r.segment, r.offset) == (s + 1, 0) && (tail.index, tail.end as u64) == (*s, *x)
+            })
+        };
+        if let Some(r) = reached.filter(|r| !rolled_then_failed(r)) {
+            if (tail.index, tail.end as u64) < (r.segment, r.offset) {
+                return Err(OpenError::Corrupt {
+                    path: tail.path.clone(),
+                    offset: tail.end as u64,
+                    message: format!(
+                        "the log ends here, but an earlier start had made it durable up to \
+                         byte {} of segment {} (revision {}, recorded in {}): the log's tail \
+                         was lost (cut off, zeroed, or its newest segment removed)",
+                        r.offset,
+                        r.segment,
+                        r.rev,
+                        reached::NAME
+                    ),
+                });
+            }
+        }
         let file = fs.open(&tail.path).map_err(io_err(&tail.path))?;
         // Whatever follows the end of the log (a torn batch, or what a failed sync's marker
         // names) is copied aside, then zeroed and synced before anything is appended: bytes
@@ -685,6 +746,17 @@ impl Log {
         codec::open(&mut body, rev, epoch());
         let at = writer.path.clone();
         writer.write(&body, 0, &log).map_err(io_err(&at))?;
+        // Everything up to here is durable: a later start finding less refuses.
+        reached::write(
+            &*fs,
+            dir,
+            Reached {
+                segment: writer.index,
+                offset: writer.offset,
+                rev,
+            },
+        )
+        .map_err(io_err(&dir.join(reached::NAME)))?;
         remove_markers(&*fs, &markers)?;
         Ok(Recovered {
             log,
