@@ -234,3 +234,41 @@ async fn a_removed_newest_segment_is_refused() {
     assert_eq!(path, segs.pop().unwrap(), "{message}");
     assert!(message.contains("tail was lost"), "{message}");
 }
+
+/// F3: a failed-sync marker was honoured unchecked: one naming the middle of a batch (or a
+/// batch boundary with acknowledged batches after it) dropped everything from there. The
+/// log thread stops at its first failure, so a marker names a batch boundary the log
+/// reached with at most the failed batch after it; any other is refused, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sync_marker_the_log_contradicts_is_refused() {
+    let dir = tempdir();
+    {
+        let store = open(dir.path(), small()).unwrap();
+        for i in 0..40 {
+            put(&store, &format!("p{i}"), i, 100).await;
+        }
+    }
+    let seg = files(dir.path(), "wal").pop().unwrap();
+    let b = batches(&seg);
+    let len = std::fs::metadata(&seg).unwrap().len();
+    // Not a boundary; past the log's end; a boundary with intact batches after it.
+    for (offset, says) in [
+        (b[10] as u64 + 8, "not a batch boundary"),
+        (len - 8, "not a batch boundary"),
+        (b[10] as u64, "intact batches continue the log"),
+    ] {
+        let marker = dir.path().join(format!("FAILED-0-{offset}"));
+        std::fs::write(&marker, b"").unwrap();
+        let (path, _, message) = refused(open(dir.path(), small()));
+        assert_eq!(path, marker, "{message}");
+        assert!(message.contains(says), "{message}");
+        std::fs::remove_file(&marker).unwrap();
+    }
+    // A marker naming the last batch (the failed one) is honoured: only it is dropped.
+    let last = *b.last().unwrap();
+    std::fs::write(dir.path().join(format!("FAILED-0-{last}")), b"").unwrap();
+    let store = open(dir.path(), small()).unwrap();
+    let all = Key::collection("pods", None).unwrap();
+    let list = store.list(&all, &ListOptions::recursive()).await.unwrap();
+    assert_eq!(list.items.len(), 39);
+}

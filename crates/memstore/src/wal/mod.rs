@@ -49,8 +49,9 @@
 //!
 //! Layout: this module holds the directory's types ([`Log`], the segment [`Writer`], what
 //! recovery returns) and the segment helpers; `vfs` is the file layer every operation goes
-//! through, `batch` the batch format, `reached` the `REACHED` record, `recover` opens a directory and replays it, `commit` is
-//! the log thread (group commit, segment rolling), `snapshot` writes and reads snapshots.
+//! through, `batch` the batch format, `reached` the `REACHED` record, `recover` opens a
+//! directory and replays it, `commit` is the log thread (group commit, segment rolling),
+//! `snapshot` writes and reads snapshots.
 
 pub(crate) mod batch;
 mod commit;

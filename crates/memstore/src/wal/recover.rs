@@ -4,14 +4,21 @@
 //!
 //! Invariants: a torn last batch (in flight at a crash, never acknowledged: see the `wal`
 //! module docs for exactly when damage counts as one) is copied aside, zeroed on disk and
-//! synced before anything is appended; so is the tail a failed-sync marker names. Any other
-//! damage refuses to start, naming the file and offset, and changes nothing on disk. Every
-//! start appends an `OPEN` batch and syncs it before returning. Records are framed first,
-//! then decoded in parallel.
+//! synced before anything is appended; so is the tail a failed-sync marker names (only a
+//! batch boundary the log reached, followed by at most the failed batch). Any other damage
+//! refuses to start, naming the file and offset, and changes nothing on disk; so does a log
+//! ending before the place `REACHED` records, and a segment before a snapshot gap holding
+//! revisions above the snapshot. Every start appends an `OPEN` batch and syncs it, then
+//! records where it reached, before returning. Records are framed first, then decoded in
+//! parallel.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
+
+mod marker;
+
+use marker::{check_marker, honoured, parse_marker, remove_markers};
 
 use super::reached::{self, Reached};
 use super::snapshot::read_snapshot;
@@ -131,43 +138,6 @@ fn format_one(data: &[u8]) -> bool {
         && matches!(codec::read_frame(data, 0), Frame::Valid { .. })
 }
 
-/// A failed-sync marker's name: the segment and offset from which the log was never
-/// acknowledged.
-fn parse_marker(name: &str) -> Option<(u64, u64)> {
-    let rest = name.strip_prefix(FAILED)?.strip_prefix('-')?;
-    let (index, offset) = rest.split_once('-')?;
-    Some((index.parse().ok()?, offset.parse().ok()?))
-}
-
-/// Whether a marker naming offset `x` of segment `s` was already honoured: the segment is
-/// gone (a snapshot removed it since), or the first batch at or after that place is an open
-/// batch (a start's: the log thread never writes one).
-fn honoured(fs: &dyn Vfs, dir: &Path, s: u64, x: u64) -> bool {
-    let first_is_open = |index: u64, at: usize| {
-        // Only the batch's start: an open batch is small (and the file may be anything).
-        let mut buf = Vec::new();
-        let max = at.saturating_add(batch::HEADER + 64);
-        if fs
-            .read_prefix(&dir.join(segment_name(index)), max, &mut buf)
-            .is_err()
-        {
-            return false;
-        }
-        batch::header(&buf, at, index)
-            .and_then(|h| batch::body(&buf, at, &h))
-            .and_then(|body| body.get(codec::HEADER))
-            == Some(&codec::OPEN)
-    };
-    // A segment a snapshot removed since: a start honoured the marker long ago.
-    if fs.mode(&dir.join(segment_name(s))).ok().flatten().is_none() {
-        return true;
-    }
-    match usize::try_from(x) {
-        Ok(at) => first_is_open(s, at) || first_is_open(s + 1, 0),
-        Err(_) => false,
-    }
-}
-
 /// The newest revision segment `index` at `path` holds (a segment before a gap, about to be
 /// dropped as covered by the snapshot at `snap`): refuses when that cannot be told.
 fn covered_top(fs: &dyn Vfs, path: &Path, index: u64, snap: u64) -> Result<u64, OpenError> {
@@ -217,19 +187,6 @@ fn covered_top(fs: &dyn Vfs, path: &Path, index: u64, snap: u64) -> Result<u64, 
         }
     }
     Ok(top)
-}
-
-/// Removes the failed-sync markers once what they name is dropped and the start is durable.
-fn remove_markers(fs: &dyn Vfs, markers: &[((u64, u64), PathBuf)]) -> Result<(), OpenError> {
-    if markers.is_empty() {
-        return Ok(());
-    }
-    // No directory sync: a marker whose removal a crash loses is recognised as honoured
-    // (see `honoured`) and removed again.
-    for (_, m) in markers {
-        fs.remove(m).map_err(io_err(m))?;
-    }
-    Ok(())
 }
 
 /// One segment as read: its path, its index, where its data ends, its newest revision.
@@ -499,15 +456,42 @@ impl Log {
             if last {
                 last_nonzero = buf.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
             }
+            // Where a failed-sync marker cuts this segment: it must be a batch boundary the
+            // log reached, with at most the failed batch after it (see `check_marker`).
             let cut = match limit {
-                Some((s, off)) if s == *index => usize::try_from(off).unwrap_or(usize::MAX),
-                _ => usize::MAX,
+                Some((s, off)) if s == *index => Some(usize::try_from(off).unwrap_or(usize::MAX)),
+                _ => None,
             };
-            let data = &buf[..buf.len().min(cut)];
+            let data = &buf[..];
             let mut payloads: Vec<std::ops::Range<usize>> = Vec::new();
             let mut at = 0;
             loop {
-                match step(data, at, *index, chain) {
+                if cut == Some(at) {
+                    if let Some((_, marker)) = live {
+                        check_marker(&*fs, marker, data, at, *index, chain, &dropped)?;
+                    }
+                    break;
+                }
+                let step = step(data, at, *index, chain);
+                if let (Some(x), Some((_, marker))) = (cut, live) {
+                    let past = match &step {
+                        Step::Batch { next, .. } => x < *next,
+                        _ => true,
+                    };
+                    if past {
+                        return Err(OpenError::Corrupt {
+                            path: marker.clone(),
+                            offset: x as u64,
+                            message: format!(
+                                "the failed-sync marker names byte {x} of {}, which is not a \
+                                 batch boundary the log reached (the batch there begins at \
+                                 byte {at}): the marker does not belong to this log",
+                                path.display()
+                            ),
+                        });
+                    }
+                }
+                match step {
                     Step::End => break,
                     Step::Batch { hcrc, body, next } => {
                         let found = frames(data, body).map_err(|off| OpenError::Corrupt {
@@ -657,12 +641,13 @@ impl Log {
                 message: "no segment".into(),
             });
         };
-        // A roll whose write or sync failed records the new segment and leaves a marker
-        // naming the old segment's end: the start honouring it drops the new segment.
+        // A roll whose write or sync failed records the new segment (offset 0: nothing in it
+        // acknowledged) and leaves a marker naming the old segment: the start honouring it
+        // drops the new segment (and a crash may lose that start's own record, leaving the
+        // marker, then stale, behind).
         let rolled_then_failed = |r: &Reached| {
-            live.is_some_and(|((s, x), _)| {
-                (r.segment, r.offset) == (s + 1, 0) && (tail.index, tail.end as u64) == (*s, *x)
-            })
+            (r.segment, r.offset) == (tail.index + 1, 0)
+                && markers.iter().any(|((s, _), _)| *s == tail.index)
         };
         if let Some(r) = reached.filter(|r| !rolled_then_failed(r)) {
             if (tail.index, tail.end as u64) < (r.segment, r.offset) {
