@@ -6,7 +6,7 @@
 //! write or sync fails the store, which refuses writes from then on.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -78,8 +78,10 @@ impl Writer {
     /// Writes `body` as one batch at the end of the segment and syncs it.
     fn append(&mut self, body: &[u8]) -> io::Result<()> {
         let hcrc = batch::encode(&mut self.out, body, self.index, self.offset, self.chain);
-        self.file.write_at(&self.out, self.offset)?;
-        self.file.sync_data()?;
+        self.file
+            .write_at(&self.out, self.offset)
+            .and_then(|()| self.file.sync_data())
+            .map_err(named(&self.path))?;
         self.chain = hcrc;
         self.offset += self.out.len() as u64;
         Ok(())
@@ -96,9 +98,9 @@ impl Writer {
             _ => prepare_segment(&*log.fs, &log.dir, index, log.segment_bytes, &[])?,
         };
         let path = log.dir.join(segment_name(index));
-        log.fs.rename(&tmp, &path)?;
-        log.fs.sync_dir(&log.dir)?;
-        let file = log.fs.open(&path)?;
+        log.fs.rename(&tmp, &path).map_err(named(&path))?;
+        log.fs.sync_dir(&log.dir).map_err(named(&log.dir))?;
+        let file = log.fs.open(&path).map_err(named(&path))?;
         // The log now reaches the new segment: a start that does not find it refuses.
         reached::write(
             &*log.fs,
@@ -108,7 +110,8 @@ impl Writer {
                 offset: 0,
                 rev: self.last_rev,
             },
-        )?;
+        )
+        .map_err(named(&log.dir.join(reached::NAME)))?;
         let old = std::mem::replace(&mut self.path, path);
         let sealed = Sealed {
             path: old,
@@ -121,6 +124,11 @@ impl Writer {
         self.prepare_next(log);
         Ok(sealed)
     }
+}
+
+/// An error naming the file it is about.
+fn named(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// The longest the log thread waits for writers it just acknowledged (see [`Coalesce`]).
@@ -241,7 +249,8 @@ pub(crate) fn run(core: Arc<Core>, mut writer: Writer) {
         let started = std::time::Instant::now();
         let (index, offset) = (writer.index, writer.offset);
         if let Err(e) = writer.write(&batch.buf, batch.last_rev, &log) {
-            let why = format!("{}: {e}", writer.path.display());
+            // The error names the file that failed (a roll's new segment, not the old one).
+            let why = e.to_string();
             // Whatever the page cache still holds of this batch must never be served.
             log.mark_failed(index, offset, &why);
             core.fail(why);

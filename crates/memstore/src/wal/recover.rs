@@ -285,18 +285,7 @@ impl Log {
                 "embedded store: a failed-sync marker was already honoured; removing it"
             );
         }
-        let limit = live.map(|(at, path)| {
-            let mut why = Vec::new();
-            let _ = fs.read(path, &mut why);
-            tracing::warn!(
-                segment = at.0,
-                offset = at.1,
-                cause = %String::from_utf8_lossy(&why).trim(),
-                "embedded store: a write or sync of the log failed before the last stop; \
-                 dropping the log from there (it was never acknowledged)"
-            );
-            *at
-        });
+        let limit = live.map(|(at, _)| *at);
         let fresh = segments.is_empty() && snapshots.is_empty();
         let reached = reached::read(&*fs, dir)?;
         if let (true, Some(r)) = (fresh, reached) {
@@ -391,7 +380,10 @@ impl Log {
                                 path: first_path.clone(),
                                 offset: 0,
                                 message: format!(
-                                    "segment {} is missing before it, and {} (before the gap)                                      holds revision {top}, above the snapshot's {s}: it is not                                      covered by the snapshot (a stray segment file, or                                      segments lost)",
+                                    "segment {} is missing before it, and {} (before the gap) \
+                                     holds revision {top}, above the snapshot's {s}: it is not \
+                                     covered by the snapshot (a stray segment file, or segments \
+                                     lost)",
                                     before + 1,
                                     path.display()
                                 ),
@@ -666,6 +658,18 @@ impl Log {
                 });
             }
         }
+        // Only now that the marker is checked against the log (and nothing refused).
+        if let Some((at, path)) = live {
+            let mut why = Vec::new();
+            let _ = fs.read_prefix(path, 4096, &mut why);
+            tracing::warn!(
+                segment = at.0,
+                offset = at.1,
+                cause = %String::from_utf8_lossy(&why).trim(),
+                "embedded store: a write or sync of the log failed before the last stop; \
+                 dropping the log from there (it was never acknowledged)"
+            );
+        }
         let file = fs.open(&tail.path).map_err(io_err(&tail.path))?;
         // Whatever follows the end of the log (a torn batch, or what a failed sync's marker
         // names) is copied aside, then zeroed and synced before anything is appended: bytes
@@ -729,8 +733,7 @@ impl Log {
         // from the page cache (a batch written before a kill -9 but never synced).
         let mut body = Vec::new();
         codec::open(&mut body, rev, epoch());
-        let at = writer.path.clone();
-        writer.write(&body, 0, &log).map_err(io_err(&at))?;
+        writer.write(&body, 0, &log).map_err(io_err(dir))?;
         // Everything up to here is durable: a later start finding less refuses.
         reached::write(
             &*fs,
