@@ -11,7 +11,8 @@
 //! - `FAILED-<segment>-<offset>`: left (synced) when a write or `fdatasync` of the log
 //!   failed, naming where the batch that was never acknowledged begins; the next start drops
 //!   the log from there (the page cache may still hold it; the disk may not) and removes
-//!   the marker;
+//!   the marker — only when it names a batch boundary the log reached with at most that
+//!   batch after it (otherwise the start is refused, naming the marker);
 //! - `REACHED`: where the log reached at the last start or roll (module `reached`); a start
 //!   whose log ends before it refuses (the log's tail was lost);
 //! - `torn-<segment>-<offset>.bin`: the bytes of a torn last batch a start dropped, kept for
