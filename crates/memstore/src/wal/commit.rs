@@ -6,11 +6,12 @@
 //! write or sync fails the store, which refuses writes from then on.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use super::reached::{self, Reached};
 use super::vfs::VFile;
 use super::{Log, Sealed, Writer, batch, prepare_segment, segment_name};
 use crate::core::Core;
@@ -55,22 +56,41 @@ impl Writer {
     /// Writes `body` (frames) as one batch and makes it durable.
     pub(super) fn write(&mut self, body: &[u8], last_rev: u64, log: &Arc<Log>) -> io::Result<()> {
         let len = batch::padded(batch::HEADER + body.len()) as u64;
+        let mut sealed = None;
         if self.offset > 0 && self.offset + len > log.segment_bytes {
-            self.roll(log)?;
+            sealed = Some(self.roll(log)?);
         }
-        let hcrc = batch::encode(&mut self.out, body, self.index, self.offset, self.chain);
-        self.file.write_at(&self.out, self.offset)?;
-        self.file.sync_data()?;
-        self.chain = hcrc;
-        self.offset += len;
+        self.append(body)?;
         self.last_rev = self.last_rev.max(last_rev);
         if self.out.capacity() > 4 << 20 {
             self.out = Vec::new();
         }
+        // A snapshot may remove the old segment only once the new one holds a batch: a
+        // segment after a gap in the numbering always holds one (recovery checks that).
+        if let Some(s) = sealed {
+            if let Ok(mut list) = log.sealed.lock() {
+                list.push(s);
+            }
+        }
         Ok(())
     }
 
-    fn roll(&mut self, log: &Arc<Log>) -> io::Result<()> {
+    /// Writes `body` as one batch at the end of the segment and syncs it.
+    fn append(&mut self, body: &[u8]) -> io::Result<()> {
+        let hcrc = batch::encode(&mut self.out, body, self.index, self.offset, self.chain);
+        self.file
+            .write_at(&self.out, self.offset)
+            .and_then(|()| self.file.sync_data())
+            .map_err(named(&self.path))?;
+        self.chain = hcrc;
+        self.offset += self.out.len() as u64;
+        Ok(())
+    }
+
+    /// Moves to the next segment: renames it into place (directory synced), then records
+    /// in `REACHED` that the log reaches it, so that a start that does not find it refuses
+    /// rather than lose it silently. Returns the segment sealed (for snapshots).
+    fn roll(&mut self, log: &Arc<Log>) -> io::Result<Sealed> {
         let index = self.index + 1;
         let tmp = match self.next.take().map(JoinHandle::join) {
             Some(Ok(Ok(tmp))) => tmp,
@@ -78,23 +98,37 @@ impl Writer {
             _ => prepare_segment(&*log.fs, &log.dir, index, log.segment_bytes, &[])?,
         };
         let path = log.dir.join(segment_name(index));
-        log.fs.rename(&tmp, &path)?;
-        log.fs.sync_dir(&log.dir)?;
-        let file = log.fs.open(&path)?;
+        log.fs.rename(&tmp, &path).map_err(named(&path))?;
+        log.fs.sync_dir(&log.dir).map_err(named(&log.dir))?;
+        let file = log.fs.open(&path).map_err(named(&path))?;
+        // The log now reaches the new segment: a start that does not find it refuses.
+        reached::write(
+            &*log.fs,
+            &log.dir,
+            Reached {
+                segment: index,
+                offset: 0,
+                rev: self.last_rev,
+            },
+        )
+        .map_err(named(&log.dir.join(reached::NAME)))?;
         let old = std::mem::replace(&mut self.path, path);
-        if let Ok(mut sealed) = log.sealed.lock() {
-            sealed.push(Sealed {
-                path: old,
-                bytes: self.offset,
-                last_rev: self.last_rev,
-            });
-        }
+        let sealed = Sealed {
+            path: old,
+            bytes: self.offset,
+            last_rev: self.last_rev,
+        };
         self.file = file;
         self.index = index;
         self.offset = 0;
         self.prepare_next(log);
-        Ok(())
+        Ok(sealed)
     }
+}
+
+/// An error naming the file it is about.
+fn named(path: &Path) -> impl FnOnce(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{}: {e}", path.display()))
 }
 
 /// The longest the log thread waits for writers it just acknowledged (see [`Coalesce`]).
@@ -215,7 +249,8 @@ pub(crate) fn run(core: Arc<Core>, mut writer: Writer) {
         let started = std::time::Instant::now();
         let (index, offset) = (writer.index, writer.offset);
         if let Err(e) = writer.write(&batch.buf, batch.last_rev, &log) {
-            let why = format!("{}: {e}", writer.path.display());
+            // The error names the file that failed (a roll's new segment, not the old one).
+            let why = e.to_string();
             // Whatever the page cache still holds of this batch must never be served.
             log.mark_failed(index, offset, &why);
             core.fail(why);

@@ -11,7 +11,10 @@
 //! - `FAILED-<segment>-<offset>`: left (synced) when a write or `fdatasync` of the log
 //!   failed, naming where the batch that was never acknowledged begins; the next start drops
 //!   the log from there (the page cache may still hold it; the disk may not) and removes
-//!   the marker;
+//!   the marker — only when it names a batch boundary the log reached with at most that
+//!   batch after it (otherwise the start is refused, naming the marker);
+//! - `REACHED`: where the log reached at the last start or roll (module `reached`); a start
+//!   whose log ends before it refuses (the log's tail was lost);
 //! - `torn-<segment>-<offset>.bin`: the bytes of a torn last batch a start dropped, kept for
 //!   inspection (never read by the store).
 //!
@@ -33,8 +36,9 @@
 //!   on disk and synced before anything is appended (etcd's `ZeroToEnd`), with a warning;
 //! - anything else (damage in a sealed segment, a batch that does not continue the chain, an
 //!   intact batch after the damage, a record that does not decode, a gap in the revisions, a
-//!   missing start) refuses to start with an error naming the file and offset, changing
-//!   nothing on disk.
+//!   missing start, a segment shorter than the segment size, a log ending before the place
+//!   `REACHED` records) refuses to start with an error naming the file and offset,
+//!   changing nothing on disk.
 //!
 //! Every start then appends an `OPEN` batch (its revision and a random epoch) and syncs it —
 //! which also makes durable whatever the start replayed from the page cache — before serving.
@@ -46,11 +50,13 @@
 //!
 //! Layout: this module holds the directory's types ([`Log`], the segment [`Writer`], what
 //! recovery returns) and the segment helpers; `vfs` is the file layer every operation goes
-//! through, `batch` the batch format, `recover` opens a directory and replays it, `commit` is
-//! the log thread (group commit, segment rolling), `snapshot` writes and reads snapshots.
+//! through, `batch` the batch format, `reached` the `REACHED` record, `recover` opens a
+//! directory and replays it, `commit` is the log thread (group commit, segment rolling),
+//! `snapshot` writes and reads snapshots.
 
 pub(crate) mod batch;
 mod commit;
+mod reached;
 mod recover;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod simfs;
@@ -235,19 +241,29 @@ fn prepare_segment(
     first: &[u8],
 ) -> io::Result<PathBuf> {
     let tmp = dir.join(tmp_name(&segment_name(index)));
-    let f = fs.create(&tmp)?;
-    let zeros = vec![0u8; (1usize << 20).min(usize::try_from(bytes).unwrap_or(usize::MAX))];
-    let mut at = 0;
-    while at < bytes {
-        let n = (bytes - at).min(zeros.len() as u64) as usize;
-        f.write_at(&zeros[..n], at)?;
-        at += n as u64;
+    let fill = || {
+        let f = fs.create(&tmp)?;
+        let zeros = vec![0u8; (1usize << 20).min(usize::try_from(bytes).unwrap_or(usize::MAX))];
+        let mut at = 0;
+        while at < bytes {
+            let n = (bytes - at).min(zeros.len() as u64) as usize;
+            f.write_at(&zeros[..n], at)?;
+            at += n as u64;
+        }
+        if !first.is_empty() {
+            f.write_at(first, 0)?;
+        }
+        f.sync_data()
+    };
+    match fill() {
+        Ok(()) => Ok(tmp),
+        // Named (the log thread reports it as the failing file), and not left behind to
+        // take the space a full disk lacks until the next start.
+        Err(e) => {
+            let _ = fs.remove(&tmp);
+            Err(io::Error::new(e.kind(), format!("{}: {e}", tmp.display())))
+        }
     }
-    if !first.is_empty() {
-        f.write_at(first, 0)?;
-    }
-    f.sync_data()?;
-    Ok(tmp)
 }
 
 /// A temporary name for `name`, never used before: a crash can persist a rename while losing
@@ -267,4 +283,36 @@ fn epoch() -> u64 {
     );
     h.write_u32(std::process::id());
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::simfs::{Fault, Kind, SimFs};
+    use super::*;
+
+    /// A segment whose zero-fill fails (ENOSPC during a roll) is named in the error (the
+    /// error used to name the old segment) and its `.tmp` file is removed, not left taking
+    /// the space the disk lacks until the next start.
+    #[test]
+    fn a_failed_segment_fill_names_it_and_leaves_no_tmp() {
+        let fs = SimFs::default();
+        let dir = Path::new("/data");
+        fs.create_dir(dir).unwrap_or_else(|e| panic!("{e}"));
+        fs.fail(Fault {
+            kind: Kind::Write,
+            nth: 2,
+            errno: 28,
+            sticky: true,
+        });
+        let e = prepare_segment(&fs, dir, 7, 3 << 20, &[])
+            .err()
+            .unwrap_or_else(|| panic!("the fill succeeded"));
+        assert!(
+            e.to_string().contains("/data/0000000000000007.wal.") && e.raw_os_error().is_none(),
+            "{e}"
+        );
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull, "{e}");
+        let left = fs.list(dir).unwrap_or_else(|e| panic!("{e}"));
+        assert!(left.is_empty(), "left behind: {left:?}");
+    }
 }

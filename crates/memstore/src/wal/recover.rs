@@ -4,15 +4,23 @@
 //!
 //! Invariants: a torn last batch (in flight at a crash, never acknowledged: see the `wal`
 //! module docs for exactly when damage counts as one) is copied aside, zeroed on disk and
-//! synced before anything is appended; so is the tail a failed-sync marker names. Any other
-//! damage refuses to start, naming the file and offset, and changes nothing on disk. Every
-//! start appends an `OPEN` batch and syncs it before returning. Records are framed first,
-//! then decoded in parallel.
+//! synced before anything is appended; so is the tail a failed-sync marker names (only a
+//! batch boundary the log reached, followed by at most the failed batch). Any other damage
+//! refuses to start, naming the file and offset, and changes nothing on disk; so does a log
+//! ending before the place `REACHED` records, and a segment before a snapshot gap holding
+//! revisions above the snapshot. Every start appends an `OPEN` batch and syncs it, then
+//! records where it reached, before returning. Records are framed first, then decoded in
+//! parallel.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
+mod marker;
+
+use marker::{check_marker, honoured, parse_marker, remove_markers};
+
+use super::reached::{self, Reached};
 use super::snapshot::read_snapshot;
 use super::vfs::Vfs;
 use super::{
@@ -130,54 +138,55 @@ fn format_one(data: &[u8]) -> bool {
         && matches!(codec::read_frame(data, 0), Frame::Valid { .. })
 }
 
-/// A failed-sync marker's name: the segment and offset from which the log was never
-/// acknowledged.
-fn parse_marker(name: &str) -> Option<(u64, u64)> {
-    let rest = name.strip_prefix(FAILED)?.strip_prefix('-')?;
-    let (index, offset) = rest.split_once('-')?;
-    Some((index.parse().ok()?, offset.parse().ok()?))
-}
-
-/// Whether a marker naming offset `x` of segment `s` was already honoured: the segment is
-/// gone (a snapshot removed it since), or the first batch at or after that place is an open
-/// batch (a start's: the log thread never writes one).
-fn honoured(fs: &dyn Vfs, dir: &Path, s: u64, x: u64) -> bool {
-    let first_is_open = |index: u64, at: usize| {
-        // Only the batch's start: an open batch is small (and the file may be anything).
-        let mut buf = Vec::new();
-        let max = at.saturating_add(batch::HEADER + 64);
-        if fs
-            .read_prefix(&dir.join(segment_name(index)), max, &mut buf)
-            .is_err()
-        {
-            return false;
+/// The newest revision segment `index` at `path` holds (a segment before a gap, about to be
+/// dropped as covered by the snapshot at `snap`): refuses when that cannot be told.
+fn covered_top(fs: &dyn Vfs, path: &Path, index: u64, snap: u64) -> Result<u64, OpenError> {
+    let mut buf = Vec::new();
+    fs.read(path, &mut buf).map_err(io_err(path))?;
+    let mut payloads = Vec::new();
+    let mut chain = None;
+    let mut at = 0;
+    loop {
+        match step(&buf, at, index, chain) {
+            Step::End => break,
+            Step::Batch { hcrc, body, next } => {
+                let found = frames(&buf, body).map_err(|off| OpenError::Corrupt {
+                    path: path.to_owned(),
+                    offset: off as u64,
+                    message: "a record of an intact batch does not parse".into(),
+                })?;
+                payloads.extend(found);
+                chain = Some(hcrc);
+                at = next;
+            }
+            Step::Damage { message, .. } => {
+                return Err(OpenError::Corrupt {
+                    path: path.to_owned(),
+                    offset: at as u64,
+                    message: format!(
+                        "{message} (in a segment before a gap in the numbering: whether the \
+                         snapshot covers it cannot be told)"
+                    ),
+                });
+            }
         }
-        batch::header(&buf, at, index)
-            .and_then(|h| batch::body(&buf, at, &h))
-            .and_then(|body| body.get(codec::HEADER))
-            == Some(&codec::OPEN)
-    };
-    // A segment a snapshot removed since: a start honoured the marker long ago.
-    if fs.mode(&dir.join(segment_name(s))).ok().flatten().is_none() {
-        return true;
     }
-    match usize::try_from(x) {
-        Ok(at) => first_is_open(s, at) || first_is_open(s + 1, 0),
-        Err(_) => false,
+    let mut top = 0;
+    for (range, rec) in payloads.iter().zip(decode_all(&buf, &payloads, snap)) {
+        let rec = rec.map_err(|message| OpenError::Corrupt {
+            path: path.to_owned(),
+            offset: (range.start - codec::HEADER) as u64,
+            message,
+        })?;
+        if let Record::Put { rev, .. }
+        | Record::Delete { rev, .. }
+        | Record::Covered { rev }
+        | Record::Open { rev } = rec
+        {
+            top = top.max(rev);
+        }
     }
-}
-
-/// Removes the failed-sync markers once what they name is dropped and the start is durable.
-fn remove_markers(fs: &dyn Vfs, markers: &[((u64, u64), PathBuf)]) -> Result<(), OpenError> {
-    if markers.is_empty() {
-        return Ok(());
-    }
-    // No directory sync: a marker whose removal a crash loses is recognised as honoured
-    // (see `honoured`) and removed again.
-    for (_, m) in markers {
-        fs.remove(m).map_err(io_err(m))?;
-    }
-    Ok(())
+    Ok(top)
 }
 
 /// One segment as read: its path, its index, where its data ends, its newest revision.
@@ -276,19 +285,21 @@ impl Log {
                 "embedded store: a failed-sync marker was already honoured; removing it"
             );
         }
-        let limit = live.map(|(at, path)| {
-            let mut why = Vec::new();
-            let _ = fs.read(path, &mut why);
-            tracing::warn!(
-                segment = at.0,
-                offset = at.1,
-                cause = %String::from_utf8_lossy(&why).trim(),
-                "embedded store: a write or sync of the log failed before the last stop; \
-                 dropping the log from there (it was never acknowledged)"
-            );
-            *at
-        });
+        let limit = live.map(|(at, _)| *at);
         let fresh = segments.is_empty() && snapshots.is_empty();
+        let reached = reached::read(&*fs, dir)?;
+        if let (true, Some(r)) = (fresh, reached) {
+            return Err(OpenError::Corrupt {
+                path: dir.join(reached::NAME),
+                offset: 0,
+                message: format!(
+                    "the directory has no log segment and no snapshot, but an earlier start \
+                     had made the log durable up to byte {} of segment {} (revision {}): the \
+                     log was removed",
+                    r.offset, r.segment, r.rev
+                ),
+            });
+        }
         let (snap_rev, snapshot, snap_bytes) = match snapshots.last() {
             Some((rev, path)) => {
                 let (objects, bytes) = read_snapshot(&*fs, path, *rev)?;
@@ -318,6 +329,16 @@ impl Log {
             let path = dir.join(segment_name(0));
             fs.rename(&tmp, &path).map_err(io_err(&path))?;
             fs.sync_dir(dir).map_err(io_err(dir))?;
+            reached::write(
+                &*fs,
+                dir,
+                Reached {
+                    segment: 0,
+                    offset: first.len() as u64,
+                    rev: initial_rev,
+                },
+            )
+            .map_err(io_err(&dir.join(reached::NAME)))?;
             remove_markers(&*fs, &markers)?;
             let file = fs.open(&path).map_err(io_err(&path))?;
             let writer = Writer::new(file, path, 0, first.len() as u64, initial_rev, chain, &log);
@@ -336,16 +357,41 @@ impl Log {
             .into_iter()
             .partition(|(i, _)| limit.is_none_or(|(s, _)| *i <= s));
         // A snapshot's clean-up unlinks the segments it covers; after a crash any subset of
-        // those unlinks may have reached the disk. Segments before the last gap are covered
-        // (the replay checks that the rest continues from the snapshot): they go too.
+        // those unlinks may have reached the disk. Segments before the last gap go too, but
+        // only when each holds nothing above the snapshot (a stray file numbered past a gap
+        // must not make acknowledged segments "covered"), and the segment after the gap
+        // must hold a batch continuing from the snapshot (checked in the replay below).
         let mut dropped = dropped;
         let mut segments = segments;
-        if snap_rev.is_some() {
+        let mut after_gap = None;
+        if let Some(s) = snap_rev {
             let last_gap = segments
                 .windows(2)
                 .rposition(|w| w[0].0 + 1 != w[1].0)
                 .map(|i| i + 1);
             if let Some(g) = last_gap {
+                if let (Some((before, _)), Some((first, first_path))) =
+                    (segments.get(g - 1), segments.get(g))
+                {
+                    for (index, path) in segments.get(..g).unwrap_or_default() {
+                        let top = covered_top(&*fs, path, *index, s)?;
+                        if top > s {
+                            return Err(OpenError::Corrupt {
+                                path: first_path.clone(),
+                                offset: 0,
+                                message: format!(
+                                    "segment {} is missing before it, and {} (before the gap) \
+                                     holds revision {top}, above the snapshot's {s}: it is not \
+                                     covered by the snapshot (a stray segment file, or segments \
+                                     lost)",
+                                    before + 1,
+                                    path.display()
+                                ),
+                            });
+                        }
+                    }
+                    after_gap = Some(*first);
+                }
                 dropped.extend(segments.drain(..g));
             }
         }
@@ -385,19 +431,59 @@ impl Log {
             if format_one(&buf) {
                 return Err(OpenError::OldFormat { path: path.clone() });
             }
+            // Segments are preallocated to `segment_bytes` (and synced) before they are
+            // named: a shorter one lost its end.
+            if (buf.len() as u64) < segment_bytes {
+                return Err(OpenError::Corrupt {
+                    path: path.clone(),
+                    offset: buf.len() as u64,
+                    message: format!(
+                        "the segment is {} bytes, shorter than the {segment_bytes} every \
+                         segment is preallocated to: its end was cut off",
+                        buf.len()
+                    ),
+                });
+            }
             let last = *index == last_index;
             if last {
                 last_nonzero = buf.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
             }
+            // Where a failed-sync marker cuts this segment: it must be a batch boundary the
+            // log reached, with at most the failed batch after it (see `check_marker`).
             let cut = match limit {
-                Some((s, off)) if s == *index => usize::try_from(off).unwrap_or(usize::MAX),
-                _ => usize::MAX,
+                Some((s, off)) if s == *index => Some(usize::try_from(off).unwrap_or(usize::MAX)),
+                _ => None,
             };
-            let data = &buf[..buf.len().min(cut)];
+            let data = &buf[..];
             let mut payloads: Vec<std::ops::Range<usize>> = Vec::new();
             let mut at = 0;
             loop {
-                match step(data, at, *index, chain) {
+                if cut == Some(at) {
+                    if let Some((_, marker)) = live {
+                        check_marker(&*fs, marker, data, at, *index, chain, &dropped)?;
+                    }
+                    break;
+                }
+                let step = step(data, at, *index, chain);
+                if let (Some(x), Some((_, marker))) = (cut, live) {
+                    let past = match &step {
+                        Step::Batch { next, .. } => x < *next,
+                        _ => true,
+                    };
+                    if past {
+                        return Err(OpenError::Corrupt {
+                            path: marker.clone(),
+                            offset: x as u64,
+                            message: format!(
+                                "the failed-sync marker names byte {x} of {}, which is not a \
+                                 batch boundary the log reached (the batch there begins at \
+                                 byte {at}): the marker does not belong to this log",
+                                path.display()
+                            ),
+                        });
+                    }
+                }
+                match step {
                     Step::End => break,
                     Step::Batch { hcrc, body, next } => {
                         let found = frames(data, body).map_err(|off| OpenError::Corrupt {
@@ -447,6 +533,18 @@ impl Log {
                         }
                     }
                 }
+            }
+            if after_gap == Some(*index) && payloads.is_empty() {
+                return Err(OpenError::Corrupt {
+                    path: path.clone(),
+                    offset: at as u64,
+                    message: format!(
+                        "segments before it were removed as covered by the snapshot at {}, \
+                         but it holds no batch continuing from the snapshot (a stray segment \
+                         file, or the segments after the snapshot are lost)",
+                        snap_rev.unwrap_or(0)
+                    ),
+                });
             }
             let mut seg_last_rev = 0;
             let decoded = decode_all(data, &payloads, snap_rev.unwrap_or(0));
@@ -535,6 +633,43 @@ impl Log {
                 message: "no segment".into(),
             });
         };
+        // A roll whose write or sync failed records the new segment (offset 0: nothing in it
+        // acknowledged) and leaves a marker naming the old segment: the start honouring it
+        // drops the new segment (and a crash may lose that start's own record, leaving the
+        // marker, then stale, behind).
+        let rolled_then_failed = |r: &Reached| {
+            (r.segment, r.offset) == (tail.index + 1, 0)
+                && markers.iter().any(|((s, _), _)| *s == tail.index)
+        };
+        if let Some(r) = reached.filter(|r| !rolled_then_failed(r)) {
+            if (tail.index, tail.end as u64) < (r.segment, r.offset) {
+                return Err(OpenError::Corrupt {
+                    path: tail.path.clone(),
+                    offset: tail.end as u64,
+                    message: format!(
+                        "the log ends here, but an earlier start had made it durable up to \
+                         byte {} of segment {} (revision {}, recorded in {}): the log's tail \
+                         was lost (cut off, zeroed, or its newest segment removed)",
+                        r.offset,
+                        r.segment,
+                        r.rev,
+                        reached::NAME
+                    ),
+                });
+            }
+        }
+        // Only now that the marker is checked against the log (and nothing refused).
+        if let Some((at, path)) = live {
+            let mut why = Vec::new();
+            let _ = fs.read_prefix(path, 4096, &mut why);
+            tracing::warn!(
+                segment = at.0,
+                offset = at.1,
+                cause = %String::from_utf8_lossy(&why).trim(),
+                "embedded store: a write or sync of the log failed before the last stop; \
+                 dropping the log from there (it was never acknowledged)"
+            );
+        }
         let file = fs.open(&tail.path).map_err(io_err(&tail.path))?;
         // Whatever follows the end of the log (a torn batch, or what a failed sync's marker
         // names) is copied aside, then zeroed and synced before anything is appended: bytes
@@ -598,8 +733,18 @@ impl Log {
         // from the page cache (a batch written before a kill -9 but never synced).
         let mut body = Vec::new();
         codec::open(&mut body, rev, epoch());
-        let at = writer.path.clone();
-        writer.write(&body, 0, &log).map_err(io_err(&at))?;
+        writer.write(&body, 0, &log).map_err(io_err(dir))?;
+        // Everything up to here is durable: a later start finding less refuses.
+        reached::write(
+            &*fs,
+            dir,
+            Reached {
+                segment: writer.index,
+                offset: writer.offset,
+                rev,
+            },
+        )
+        .map_err(io_err(&dir.join(reached::NAME)))?;
         remove_markers(&*fs, &markers)?;
         Ok(Recovered {
             log,
