@@ -27,7 +27,7 @@ use tonic::{Code, Status};
 
 use crate::proto::etcdserverpb::kv_client::KvClient;
 use crate::proto::etcdserverpb::maintenance_client::MaintenanceClient;
-use crate::proto::etcdserverpb::{RangeRequest, StatusRequest, StatusResponse};
+use crate::proto::etcdserverpb::{RangeRequest, ResponseHeader, StatusRequest, StatusResponse};
 use tonic::metadata::MetadataValue;
 
 /// How to reach etcd.
@@ -241,6 +241,8 @@ struct Inner {
     /// How many read attempts were abandoned at [`EtcdConfig::read_attempt_timeout`] and
     /// moved to the next member.
     read_attempts_abandoned: AtomicU64,
+    /// The cluster ID of the last response header seen (0: none yet).
+    cluster_id: AtomicU64,
 }
 
 impl std::fmt::Debug for EtcdClient {
@@ -351,6 +353,7 @@ impl EtcdClient {
                 versions,
                 compacted: AtomicU64::new(0),
                 read_attempts_abandoned: AtomicU64::new(0),
+                cluster_id: AtomicU64::new(0),
             }),
         })
     }
@@ -370,6 +373,34 @@ impl EtcdClient {
     /// Records that etcd's history is compacted at least up to `revision`.
     pub(crate) fn note_compacted(&self, revision: u64) {
         self.inner.compacted.fetch_max(revision, Ordering::AcqRel);
+    }
+
+    /// Learns from a response header that the remembered compaction may no longer hold: a
+    /// different cluster ID (another cluster behind the same endpoints), or a current
+    /// revision below the remembered compaction (etcd was wiped or restored from an older
+    /// snapshot: its revision went back). Either forgets it — otherwise every Exact read at
+    /// a valid revision of the new history would be refused with 410 forever; compactions of
+    /// the new history are learnt again as before.
+    pub(crate) fn observe_header(&self, header: Option<&ResponseHeader>) {
+        let Some(h) = header else { return };
+        let revision = u64::try_from(h.revision).unwrap_or(0);
+        let previous = self.inner.cluster_id.swap(h.cluster_id, Ordering::AcqRel);
+        let other_cluster = previous != 0 && h.cluster_id != 0 && previous != h.cluster_id;
+        let compacted = self.inner.compacted.load(Ordering::Acquire);
+        if other_cluster || (revision > 0 && revision < compacted) {
+            tracing::warn!(
+                revision,
+                compacted,
+                other_cluster,
+                "etcd's history is not the one a compaction was remembered for: forgetting it"
+            );
+            let _ = self.inner.compacted.compare_exchange(
+                compacted,
+                0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
     }
 
     /// The configuration.
