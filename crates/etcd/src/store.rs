@@ -175,28 +175,22 @@ impl EtcdStore {
         &self,
         req: RangeRequest,
     ) -> std::result::Result<RangeResponse, Failure> {
-        let resp = self
-            .client
+        self.client
             .unary("range", true, |ch| {
                 let req = req.clone();
                 async move { kv_client(ch).range(require_leader(req)).await }
             })
-            .await?;
-        self.client.observe_header(resp.header.as_ref());
-        Ok(resp)
+            .await
     }
 
     async fn txn(&self, req: TxnRequest) -> Result<TxnResponse> {
-        let resp = self
-            .client
+        self.client
             .unary("txn", false, |ch| {
                 let req = req.clone();
                 async move { kv_client(ch).txn(require_leader(req)).await }
             })
             .await
-            .map_err(|f| f.into_error(0))?;
-        self.client.observe_header(resp.header.as_ref());
-        Ok(resp)
+            .map_err(|f| f.into_error(0))
     }
 
     /// The current revision, for error messages and expired continuations.
