@@ -6,11 +6,10 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, http, open_stream};
+use common::{PATIENCE, Server, WatchEvents, http, open_stream};
 use futures::StreamExt;
 use listwatch_api::{Object, SelectableFields};
 use listwatch_apiserver::builtin::POD_FIELDS;
@@ -220,49 +219,9 @@ async fn a_reflector_relists_after_an_in_memory_server_restarts() {
     relay.close();
 }
 
-/// The events of a watch response, decoded from its chunked body (an event may span chunks).
-struct Events {
-    r: BufReader<std::net::TcpStream>,
-    buf: Vec<u8>,
-}
-
-impl Events {
-    fn new(stream: std::net::TcpStream) -> Self {
-        Self {
-            r: BufReader::new(stream),
-            buf: Vec::new(),
-        }
-    }
-
-    /// The next event; `None` once the stream ends or breaks (e.g. the server was killed).
-    fn next(&mut self) -> Option<serde_json::Value> {
-        use std::io::Read;
-        loop {
-            if let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=nl).collect();
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                return Some(serde_json::from_slice(&line).unwrap());
-            }
-            let mut size = String::new();
-            if self.r.read_line(&mut size).ok()? == 0 {
-                return None;
-            }
-            let n = usize::from_str_radix(size.trim(), 16).ok()?;
-            if n == 0 {
-                return None;
-            }
-            let mut chunk = vec![0u8; n + 2];
-            self.r.read_exact(&mut chunk).ok()?;
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-}
-
 /// Watches pods of `lw` from `rv`: `Ok(events)` when the watch is accepted (read lazily),
 /// `Err(())` when it is refused as expired (status 410, or an ERROR event with code 410).
-fn watch_from(addr: &str, rv: u64) -> Result<Events, ()> {
+fn watch_from(addr: &str, rv: u64) -> Result<WatchEvents, ()> {
     watch(
         addr,
         &format!("/api/v1/namespaces/lw/pods?watch=1&resourceVersion={rv}"),
@@ -270,13 +229,13 @@ fn watch_from(addr: &str, rv: u64) -> Result<Events, ()> {
 }
 
 /// Opens the watch at `path`: `Err(())` when it is refused with 410.
-fn watch(addr: &str, path: &str) -> Result<Events, ()> {
+fn watch(addr: &str, path: &str) -> Result<WatchEvents, ()> {
     let (stream, status) = open_stream(addr, path);
     if status == 410 {
         return Err(());
     }
     assert_eq!(status, 200);
-    Ok(Events::new(stream))
+    Ok(WatchEvents::new(stream))
 }
 
 /// Asserts that the watch at `path` is expired: 410, or an ERROR event with code 410 first.

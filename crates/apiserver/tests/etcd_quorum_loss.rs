@@ -9,44 +9,10 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
 use std::time::{Duration, Instant};
 
-use common::open_stream;
 use common::replicas::Replicas;
-use serde_json::Value;
-
-/// The events of a chunked watch response, one JSON line each.
-struct Events {
-    r: BufReader<std::net::TcpStream>,
-    buf: Vec<u8>,
-}
-
-impl Events {
-    /// The next event; `None` once the stream ends (or says nothing for the read timeout).
-    fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=nl).collect();
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                return Some(serde_json::from_slice(&line).unwrap());
-            }
-            let mut size = String::new();
-            if self.r.read_line(&mut size).ok()? == 0 {
-                return None;
-            }
-            let n = usize::from_str_radix(size.trim(), 16).ok()?;
-            if n == 0 {
-                return None;
-            }
-            let mut chunk = vec![0u8; n + 2];
-            self.r.read_exact(&mut chunk).ok()?;
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
-}
+use common::{WatchEvents, open_stream};
 
 /// Two of the three etcd members die: the watch through the server ends with a 429 ERROR
 /// event ("storage is (re)initializing") and then the end of the stream, well before the
@@ -73,10 +39,7 @@ async fn an_http_watch_ends_when_etcd_loses_its_quorum() {
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    let mut events = Events {
-        r: BufReader::new(stream),
-        buf: Vec::new(),
-    };
+    let mut events = WatchEvents::new(stream);
     replicas.etcd.member(1).unwrap().kill();
     replicas.etcd.member(2).unwrap().kill();
     let lost = Instant::now();

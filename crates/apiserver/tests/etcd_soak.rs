@@ -23,11 +23,11 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
+
 use std::time::{Duration, Instant};
 
 use common::metrics::{plain_metrics, sum_of};
-use common::{Server, http, open_stream};
+use common::{Server, WatchEvents, http, open_stream};
 use listwatch_etcd::testing::EtcdServer;
 use serde_json::{Value, json};
 
@@ -41,46 +41,12 @@ fn soak_secs() -> u64 {
         .unwrap_or(120)
 }
 
-/// The events of a chunked watch response, one JSON line each.
-struct Events {
-    r: BufReader<std::net::TcpStream>,
-    buf: Vec<u8>,
-}
-
-impl Events {
-    fn open(addr: &str, path: &str, idle: Duration) -> Self {
-        let (stream, status) = open_stream(addr, path);
-        assert_eq!(status, 200, "{path}");
-        stream.set_read_timeout(Some(idle)).unwrap();
-        Self {
-            r: BufReader::new(stream),
-            buf: Vec::new(),
-        }
-    }
-
-    /// The next event; `None` once the stream ends.
-    fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = self.buf.drain(..=nl).collect();
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
-                return Some(serde_json::from_slice(&line).unwrap());
-            }
-            let mut size = String::new();
-            if self.r.read_line(&mut size).ok()? == 0 {
-                return None;
-            }
-            let n = usize::from_str_radix(size.trim(), 16).ok()?;
-            if n == 0 {
-                return None;
-            }
-            let mut chunk = vec![0u8; n + 2];
-            self.r.read_exact(&mut chunk).ok()?;
-            self.buf.extend_from_slice(&chunk[..n]);
-        }
-    }
+/// Opens the chunked watch at `path`, each read bounded by `idle`.
+fn open_watch(addr: &str, path: &str, idle: Duration) -> WatchEvents {
+    let (stream, status) = open_stream(addr, path);
+    assert_eq!(status, 200, "{path}");
+    stream.set_read_timeout(Some(idle)).unwrap();
+    WatchEvents::new(stream)
 }
 
 fn rv(v: &Value) -> u64 {
@@ -153,7 +119,7 @@ fn summary(ev: &Value, what: &str) -> Option<(String, String, u64)> {
 }
 
 /// Watches `path` until an event for `fence` arrives; every object event before it.
-fn watch_until(mut events: Events, fence: &str, what: &str) -> Vec<(String, String, u64)> {
+fn watch_until(mut events: WatchEvents, fence: &str, what: &str) -> Vec<(String, String, u64)> {
     let mut seen = Vec::new();
     while let Some(ev) = events.next() {
         if let Some(s) = summary(&ev, what) {
@@ -212,7 +178,7 @@ fn soak(addr: &str, secs: u64) {
     // Watchers that only watch: the quiet resource from a list at RV=0 (the cache's
     // version), the busy one from a consistent list (etcd's).
     let (_, quiet_rv, _) = list(addr, &format!("{cms}?resourceVersion=0"));
-    let quiet = Events::open(
+    let quiet = open_watch(
         addr,
         &format!(
             "{cms}?watch=1&resourceVersion={quiet_rv}&allowWatchBookmarks=true&timeoutSeconds={}",
@@ -221,7 +187,7 @@ fn soak(addr: &str, secs: u64) {
         idle,
     );
     let (_, busy_rv, _) = list(addr, &busy_path);
-    let busy = Events::open(
+    let busy = open_watch(
         addr,
         &format!(
             "{busy_path}?watch=1&resourceVersion={busy_rv}&allowWatchBookmarks=true&timeoutSeconds={}",
@@ -266,7 +232,7 @@ fn soak(addr: &str, secs: u64) {
                 for base in [&cms, &busy_path] {
                     for at in ["?resourceVersion=0", ""] {
                         let (_, from, _) = list(&addr, &format!("{base}{at}"));
-                        let mut w = Events::open(
+                        let mut w = open_watch(
                             &addr,
                             &format!(
                                 "{base}?watch=1&resourceVersion={from}&allowWatchBookmarks=true&timeoutSeconds=2"

@@ -462,3 +462,44 @@ pub fn expect_line(
         }
     }
 }
+
+/// The events of a chunked watch response, one JSON line each, read off a raw stream (the
+/// stream's read timeout, if any, bounds each wait).
+pub struct WatchEvents {
+    r: BufReader<TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl WatchEvents {
+    pub fn new(stream: TcpStream) -> Self {
+        Self {
+            r: BufReader::new(stream),
+            buf: Vec::new(),
+        }
+    }
+
+    /// The next event; `None` once the stream ends, breaks (e.g. the server was killed) or
+    /// says nothing for its read timeout.
+    pub fn next(&mut self) -> Option<serde_json::Value> {
+        loop {
+            if let Some(nl) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=nl).collect();
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                return Some(serde_json::from_slice(&line).unwrap());
+            }
+            let mut size = String::new();
+            if self.r.read_line(&mut size).ok()? == 0 {
+                return None;
+            }
+            let n = usize::from_str_radix(size.trim(), 16).ok()?;
+            if n == 0 {
+                return None;
+            }
+            let mut chunk = vec![0u8; n + 2];
+            self.r.read_exact(&mut chunk).ok()?;
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+}
