@@ -12,33 +12,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, http, open_stream};
-
-/// A connection to `addr` from the loopback address `local` (a distinct client).
-fn connect_from(local: &str, addr: &str) -> TcpStream {
-    connect_with(local, addr, None)
-}
-
-fn connect_with(local: &str, addr: &str, recv_buffer: Option<u32>) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let stream = rt
-        .block_on(async {
-            let socket = tokio::net::TcpSocket::new_v4()?;
-            socket.bind(format!("{local}:0").parse().unwrap())?;
-            if let Some(n) = recv_buffer {
-                socket.set_recv_buffer_size(n)?;
-            }
-            socket.connect(addr.parse().unwrap()).await
-        })
-        .unwrap();
-    let stream = stream.into_std().unwrap();
-    stream.set_nonblocking(false).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    stream
-}
+use common::{PATIENCE, Server, connect_from, connect_with, http, open_stream};
 
 /// Reads until the server closes the connection; returns what arrived. Panics when the
 /// connection is still open after [`PATIENCE`].

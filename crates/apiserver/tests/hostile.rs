@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, http, parse_response};
+use common::{PATIENCE, Server, connect_from, http, parse_response};
 use serde_json::{Value, json};
 
 /// The server's peak resident set may not pass this (the debug binary idles at ~25 MiB and
@@ -40,25 +40,6 @@ const ATTACKER: &str = "127.0.0.2";
 /// their own answer.
 const SLOW_ATTACKER: &str = "127.0.0.3";
 const CM: &str = "/api/v1/namespaces/default/configmaps";
-
-/// A connection to `addr` from the loopback address `local`.
-fn connect_from(local: &str, addr: &str) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let stream = rt
-        .block_on(async {
-            let socket = tokio::net::TcpSocket::new_v4()?;
-            socket.bind(format!("{local}:0").parse().unwrap())?;
-            socket.connect(addr.parse().unwrap()).await
-        })
-        .unwrap();
-    let stream = stream.into_std().unwrap();
-    stream.set_nonblocking(false).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
-    stream
-}
 
 /// How the server answered.
 #[derive(Debug, PartialEq, Eq)]

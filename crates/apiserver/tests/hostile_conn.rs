@@ -25,23 +25,10 @@ const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
 const SAR: &str = "/apis/authorization.k8s.io/v1/subjectaccessreviews";
 const TOKEN: &str = "/api/v1/namespaces/default/serviceaccounts/default/token";
 
-/// A connection to `addr` from the loopback address `local`.
+/// A connection to `addr` from the loopback address `local`, without Nagle's delay.
 fn connect_from(local: &str, addr: &str) -> TcpStream {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let stream = rt
-        .block_on(async {
-            let socket = tokio::net::TcpSocket::new_v4()?;
-            socket.bind(format!("{local}:0").parse().unwrap())?;
-            socket.connect(addr.parse().unwrap()).await
-        })
-        .unwrap();
-    let stream = stream.into_std().unwrap();
-    stream.set_nonblocking(false).unwrap();
+    let stream = common::connect_from(local, addr);
     stream.set_nodelay(true).unwrap();
-    stream.set_read_timeout(Some(PATIENCE)).unwrap();
     stream
 }
 

@@ -503,3 +503,32 @@ impl WatchEvents {
         }
     }
 }
+
+/// A connection to `addr` from the loopback address `local` (127.0.0.x: the server tells
+/// clients apart by address), blocking, each read bounded by [`PATIENCE`].
+pub fn connect_from(local: &str, addr: &str) -> TcpStream {
+    connect_with(local, addr, None)
+}
+
+/// [`connect_from`] with the socket's receive buffer set to `recv_buffer` bytes before
+/// connecting, when given.
+pub fn connect_with(local: &str, addr: &str, recv_buffer: Option<u32>) -> TcpStream {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stream = rt
+        .block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4()?;
+            socket.bind(format!("{local}:0").parse().unwrap())?;
+            if let Some(n) = recv_buffer {
+                socket.set_recv_buffer_size(n)?;
+            }
+            socket.connect(addr.parse().unwrap()).await
+        })
+        .unwrap();
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream.set_read_timeout(Some(PATIENCE)).unwrap();
+    stream
+}
