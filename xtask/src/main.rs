@@ -27,6 +27,7 @@ use std::env;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 type Result<T = ()> = std::result::Result<T, String>;
@@ -93,8 +94,16 @@ fn root() -> PathBuf {
 fn cargo() -> Command {
     let mut c = Command::new(env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     c.current_dir(root());
+    if CI_MODE.load(Ordering::Relaxed) {
+        // A CI run builds once: incremental caches would only fill the disk. They were ~10 GB
+        // of the workspace's ~20 GB test build, and a CI run died of a full disk in rustc.
+        c.env("CARGO_INCREMENTAL", "0");
+    }
     c
 }
+
+/// Set by `ci`: every cargo it starts builds without incremental caches.
+static CI_MODE: AtomicBool = AtomicBool::new(false);
 
 fn run(mut cmd: Command) -> Result {
     let shown = format!("{cmd:?}");
@@ -251,6 +260,8 @@ fn run_tests(packages: &[&str], extra: &[String]) -> Result {
 }
 
 fn ci(extra: &[String]) -> Result {
+    CI_MODE.store(true, Ordering::Relaxed);
+    report_free_disk();
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run(fmt)?;
@@ -273,6 +284,21 @@ fn ci(extra: &[String]) -> Result {
     let mut all = vec!["--no-fail-fast".to_string()];
     all.extend_from_slice(extra);
     test(&all)
+}
+
+/// Prints the free space where the build goes, so that a CI run that dies of a full disk
+/// says so at its start (best effort: `df` missing is not an error).
+fn report_free_disk() {
+    let out = Command::new("df")
+        .args(["-h", "--output=avail,target"])
+        .arg(root())
+        .output();
+    if let Ok(out) = out {
+        eprintln!(
+            "xtask ci: free disk:\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
 }
 
 fn bench(args: &[String]) -> Result {
