@@ -9,7 +9,6 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use listwatch_endpoints::ResourceInfo;
 use listwatch_etcd::{Compactor, EtcdClient, EtcdConfig, EtcdStore};
@@ -32,11 +31,11 @@ pub(crate) enum Backends {
 
 impl Backends {
     pub(crate) fn open(opts: &Options) -> Result<Self, ServerError> {
-        match opts.storage {
+        match opts.backend() {
             Backend::Embedded => {
                 let config = MemStoreConfig {
                     retain_revisions: opts.embedded_retain_revisions,
-                    retain_window: Duration::from_secs(opts.embedded_retain_window),
+                    retain_window: opts.embedded_retain_window,
                     retain_bytes: opts
                         .embedded_retain_bytes
                         .unwrap_or_else(default_retain_bytes),
@@ -66,14 +65,14 @@ impl Backends {
                 Ok(Backends::Embedded(store))
             }
             Backend::Etcd => {
-                let mut config = EtcdConfig::new(opts.etcd_servers.iter().cloned());
+                let mut config = EtcdConfig::new(opts.etcd_endpoints());
                 config.tls = etcd_tls(opts)?;
                 let client =
                     EtcdClient::new(config).map_err(|e| ServerError::Etcd(e.to_string()))?;
                 // Upstream compacts every 5 minutes by default, coordinating through this key.
                 let compactor = Compactor::spawn(
                     client.clone(),
-                    Duration::from_secs(opts.etcd_compaction_interval),
+                    opts.etcd_compaction_interval,
                     listwatch_etcd::DEFAULT_COMPACT_KEY,
                 );
                 Ok(Backends::Etcd {

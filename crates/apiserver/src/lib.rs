@@ -30,6 +30,7 @@ pub mod builtin;
 mod conn;
 mod conn_limit;
 pub mod custom;
+pub mod flag_checks;
 pub mod flags;
 mod options;
 pub mod routes;
@@ -41,11 +42,27 @@ pub mod tls;
 
 use crate::backends::Backends;
 use crate::bootstrap::bootstrap_until_done;
+pub use crate::flag_checks::FlagConflict;
 pub use crate::options::{Backend, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, LogFormat, Options};
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// Contradicting flags.
+    #[error(transparent)]
+    Flags(#[from] FlagConflict),
+    /// The address to listen on cannot be had (in use, not this machine's, not allowed).
+    #[error(
+        "cannot listen on {addr}: {source}{hint}",
+        hint = bind_hint(source)
+    )]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A bad `--resources` file.
     #[error(transparent)]
     Resources(#[from] custom::ResourcesFileError),
@@ -84,6 +101,35 @@ pub enum ServerError {
     },
 }
 
+/// What to do about a failed bind, by its cause.
+fn bind_hint(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "; another process listens there: stop it, or choose another address with \
+             --bind (--bind 127.0.0.1:0 picks a free port and prints it)"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "; it is not an address of this machine: choose one with --bind (--bind \
+             127.0.0.1:0 picks a free port on loopback)"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "; ports below 1024 need privileges: choose another with --bind (--bind \
+             127.0.0.1:0 picks a free port)"
+        }
+        _ => "",
+    }
+}
+
+/// This build, as `build.rs` recorded it: what `/version` reports.
+pub fn build_info() -> listwatch_endpoints::BuildInfo {
+    listwatch_endpoints::BuildInfo {
+        git_commit: env!("LISTWATCH_GIT_COMMIT").to_owned(),
+        git_tree_state: env!("LISTWATCH_GIT_TREE_STATE").to_owned(),
+        build_date: env!("LISTWATCH_BUILD_DATE").to_owned(),
+        ..listwatch_endpoints::BuildInfo::default()
+    }
+}
+
 /// Every resource to serve: the built-ins, then those of `--resources`.
 pub fn all_resources(opts: &Options) -> Result<Vec<ResourceInfo>, ServerError> {
     let mut all = builtin::resources();
@@ -116,14 +162,15 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         }
     };
     let config = Config {
-        min_request_timeout: Duration::from_secs(opts.min_request_timeout),
+        min_request_timeout: opts.min_request_timeout,
         max_requests_inflight: opts.max_requests_inflight,
         max_mutating_requests_inflight: opts.max_mutating_requests_inflight,
         max_watches: opts.max_watches,
         max_watches_per_client: opts.max_watches_per_client,
         max_queued_requests_per_client: opts.max_queued_requests_per_client,
         max_buffered_body_bytes: opts.max_buffered_request_bytes,
-        request_timeout: Duration::from_secs(opts.request_timeout),
+        request_timeout: opts.request_timeout,
+        build_info: build_info(),
         ..Config::default()
     };
     let mut installer = Installer::new(config);
@@ -226,15 +273,14 @@ fn election_options(opts: &Options) -> Result<Option<singletons::ElectionOptions
     if !opts.leader_elect {
         return Ok(None);
     }
-    let secs = Duration::from_secs;
     let config = listwatch_client::LeaderElectionConfig {
         identity: opts
             .leader_elect_identity
             .clone()
             .unwrap_or_else(listwatch_client::leaderelection::default_identity),
-        lease_duration: secs(opts.leader_elect_lease_duration),
-        renew_deadline: secs(opts.leader_elect_renew_deadline),
-        retry_period: secs(opts.leader_elect_retry_period),
+        lease_duration: opts.leader_elect_lease_duration,
+        renew_deadline: opts.leader_elect_renew_deadline,
+        retry_period: opts.leader_elect_retry_period,
         release_on_cancel: true,
     };
     config
@@ -322,6 +368,7 @@ pub async fn run(
     on_listening: impl FnOnce(SocketAddr),
 ) -> Result<(), ServerError> {
     // Before anything opens a file: the store, the listener, every connection.
+    opts.settle()?;
     let files = conn_limit::raise_open_file_limit();
     let pki = match opts.security.pki_dir.clone() {
         Some(dir) => Some(security::pki::apply(&mut opts, &dir)?),
@@ -329,16 +376,21 @@ pub async fn run(
     };
     let tls_on = opts.tls_cert_file.is_some();
     opts.security.check(opts.bind, tls_on)?;
-    let (api, running) = build_api(&opts).await?;
-    // Listen before the storage answers: a server started together with etcd (as a service
-    // manager does) waits for it, with /readyz failing and /livez saying why.
-    api.set_waiting_for(Some("creating the default namespaces".into()));
-    let io = |source| ServerError::Io {
+    // Bound before anything starts (caches, the store's recovery, etcd connections): a
+    // busy port fails at once, saying so.
+    let bind = |source| ServerError::Bind {
         addr: opts.bind,
         source,
     };
-    let listener = tokio::net::TcpListener::bind(opts.bind).await.map_err(io)?;
-    let addr = listener.local_addr().map_err(io)?;
+    let listener = tokio::net::TcpListener::bind(opts.bind)
+        .await
+        .map_err(bind)?;
+    let addr = listener.local_addr().map_err(bind)?;
+    let io = |source| ServerError::Io { addr, source };
+    let (api, running) = build_api(&opts).await?;
+    // Served before the storage answers: a server started together with etcd (as a service
+    // manager does) waits for it, with /readyz failing and /livez saying why.
+    api.set_waiting_for(Some("creating the default namespaces".into()));
     let shutdown = api.shutdown_handle();
     let serve_config = opts.serve_config()?;
     warn_if_files_run_out(serve_config.max_connections, files.soft);
@@ -391,7 +443,7 @@ pub async fn run(
     };
     if announced {
         on_listening(addr);
-        tracing::info!(%addr, storage = ?opts.storage, resources = api.resources().len(),
+        tracing::info!(%addr, storage = ?opts.backend(), resources = api.resources().len(),
             watch_cache = opts.watch_cache, "serving");
         tokio::select! {
             res = &mut server => {
@@ -403,22 +455,22 @@ pub async fn run(
             () = terminate_signal() => {}
         }
     }
-    if announced && opts.shutdown_delay_duration > 0 {
+    if announced && !opts.shutdown_delay_duration.is_zero() {
         // /readyz fails from now on; everything else is served as before until the delay
         // is over, so that load balancers stop sending requests before any is refused.
         tracing::info!(
-            delay_seconds = opts.shutdown_delay_duration,
+            delay = ?opts.shutdown_delay_duration,
             "shutdown requested: /readyz fails, still serving until the delay is over"
         );
         shutdown.drain();
         tokio::select! {
-            () = tokio::time::sleep(Duration::from_secs(opts.shutdown_delay_duration)) => {}
+            () = tokio::time::sleep(opts.shutdown_delay_duration) => {}
             // A second signal skips the rest of the delay.
             () = terminate_signal() => {}
         }
     }
     tracing::info!(
-        grace_seconds = opts.shutdown_grace_period,
+        grace = ?opts.shutdown_grace_period,
         "shutting down: ending watches, refusing new requests"
     );
     shutdown.shutdown();
@@ -427,9 +479,9 @@ pub async fn run(
     // at its next try rather than a lease duration later.
     running
         .singletons
-        .stop(Duration::from_secs(opts.leader_elect_renew_deadline))
+        .stop(opts.leader_elect_renew_deadline)
         .await;
-    match tokio::time::timeout(Duration::from_secs(opts.shutdown_grace_period), &mut server).await {
+    match tokio::time::timeout(opts.shutdown_grace_period, &mut server).await {
         Ok(_) => tracing::info!("stopped"),
         Err(_) => {
             tracing::warn!("grace period over with requests still open; exiting");

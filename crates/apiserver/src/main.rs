@@ -7,7 +7,6 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
 use listwatch_apiserver::{LogFormat, Options, run};
 use tracing_subscriber::EnvFilter;
 
@@ -28,7 +27,7 @@ fn init_logging(opts: &Options) {
 }
 
 fn main() -> ExitCode {
-    let opts = Options::parse();
+    let opts = Options::parse_checked();
     init_logging(&opts);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -40,7 +39,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let storage = opts.storage;
+    let storage = opts.backend();
     let scheme = opts.scheme();
     // The flags as given: what the hint says follows them, not what --pki-dir fills in.
     let given = opts.clone();

@@ -12,6 +12,40 @@
 
 use listwatch_endpoints::ResourceInfo;
 
+/// The paths answered with a trailing slash as without: go-restful serves `/version/`
+/// (upstream's RBAC names it, and the Python client's `VersionApi` requests it); upstream's
+/// health checks are exact paths of its mux (`/healthz/` is a 404 there), served here with
+/// the slash too, since this server trims trailing slashes elsewhere.
+pub const TRIMMED_PATHS: &[&str] = &["/version", "/healthz", "/livez", "/readyz"];
+
+/// Rewrites `/version/` (and the other [`TRIMMED_PATHS`] with trailing slashes) to the
+/// path without them, keeping the query, before routing and authorization: what is
+/// authorized, audited and served is the path without the slash.
+pub fn trim_trailing_slash<B>(req: &mut axum::http::Request<B>) {
+    let path = req.uri().path();
+    if !path.ends_with('/') {
+        return;
+    }
+    let Some(trimmed) = TRIMMED_PATHS
+        .iter()
+        .find(|p| path.trim_end_matches('/') == **p)
+    else {
+        return;
+    };
+    let path_and_query = match req.uri().query() {
+        Some(q) => format!("{trimmed}?{q}"),
+        None => (*trimmed).to_owned(),
+    };
+    let mut parts = req.uri().clone().into_parts();
+    match path_and_query.parse() {
+        Ok(pq) => parts.path_and_query = Some(pq),
+        Err(_) => return,
+    }
+    if let Ok(uri) = axum::http::Uri::from_parts(parts) {
+        *req.uri_mut() = uri;
+    }
+}
+
 /// One route (or family of routes) the server serves.
 #[derive(Debug, Clone)]
 pub enum Route {
@@ -44,4 +78,29 @@ pub fn table(resources: &[ResourceInfo]) -> Vec<Route> {
             .map(Route::NonResource),
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn only_the_listed_paths_lose_their_slash() {
+        for (from, to) in [
+            ("/version/", "/version"),
+            ("/healthz//?verbose", "/healthz?verbose"),
+            ("/readyz/", "/readyz"),
+            ("/livez/?exclude=x", "/livez?exclude=x"),
+            ("/healthz/ping/", "/healthz/ping/"),
+            ("/api/v1/", "/api/v1/"),
+            ("/", "/"),
+            ("/version", "/version"),
+        ] {
+            let mut req = axum::http::Request::get(from).body(()).unwrap();
+            trim_trailing_slash(&mut req);
+            assert_eq!(req.uri().to_string(), to, "{from}");
+        }
+    }
 }

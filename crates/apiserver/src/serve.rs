@@ -513,6 +513,7 @@ impl Connection {
             }
             // Counted from the moment hyper hands over the head, so the connection is busy.
             let mut guard = activity.request_started();
+            crate::routes::trim_trailing_slash(&mut req);
             req.extensions_mut().insert(ConnectInfo(peer));
             req.extensions_mut().insert(ConnectInfo(client.clone()));
             req.extensions_mut().insert(key.clone());

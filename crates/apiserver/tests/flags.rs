@@ -1,5 +1,7 @@
-//! Numeric flags are checked before anything starts: a bad value is a usage error (exit
-//! code 2, a message naming the flag), and 0 means "no limit" where upstream's flag does.
+//! Flags are checked before anything starts: a bad value is a usage error (exit code 2, a
+//! message naming the flag), and 0 means "no limit" where upstream's flag does; they take
+//! kube-apiserver's forms (Go durations, quantities, bare booleans, host names); flags that
+//! contradict each other are refused naming both; a busy port fails at once, saying so.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -44,7 +46,8 @@ fn every_bad_numeric_flag_is_a_usage_error_naming_the_flag() {
         ("--request-timeout", "0"),
         ("--min-request-timeout", "0"),
         ("--request-timeout", "-1"),
-        ("--request-timeout", "1m"),
+        ("--request-timeout", "1x"),
+        ("--request-timeout", "500ms"),
         ("--min-request-timeout", "999999999999"),
         ("--shutdown-grace-period", "-1"),
         ("--shutdown-grace-period", "forever"),
@@ -69,7 +72,14 @@ fn every_bad_numeric_flag_is_a_usage_error_naming_the_flag() {
         ("--embedded-max-object-bytes", "-1"),
         ("--etcd-max-request-bytes", "0"),
         ("--etcd-compaction-interval", "-1"),
-        ("--etcd-compaction-interval", "5m"),
+        ("--etcd-compaction-interval", "5 m"),
+        ("--etcd-compaction-interval", "-5m"),
+        ("--max-buffered-request-bytes", "1KiB"),
+        ("--embedded-max-object-bytes", "0.5"),
+        ("--watch-cache", "yes"),
+        ("--log-level", "verbose"),
+        ("--log-level", "warning"),
+        ("--bind", "localhost"),
         ("--audit-log-maxsize", "-1"),
         ("--audit-log-maxbackup", "many"),
         ("--bind", "127.0.0.1:99999"),
@@ -192,4 +202,226 @@ fn etcd_tls_flags_with_a_plain_http_endpoint_are_refused_at_start() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+/// Issue 30 item 2: `-1` given as its own argument is the flag's value (refused by the
+/// flag's own check), not an unknown argument.
+#[test]
+fn a_negative_number_is_a_value_not_an_unknown_argument() {
+    for flag in [
+        "--max-watches",
+        "--request-timeout",
+        "--max-buffered-request-bytes",
+    ] {
+        let (code, stderr) = exit_of(&[flag, "-1"]);
+        assert_eq!(code, Some(2), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(&format!("invalid value '-1' for '{flag}")),
+            "{flag}: {stderr}"
+        );
+    }
+}
+
+/// Issue 30 item 1: flags that contradict each other are refused at start (exit code 2)
+/// with a message naming both, instead of one being ignored (`--storage etcd --data-dir D`
+/// ignored D; etcd TLS flags without etcd were ignored).
+#[test]
+fn contradicting_flags_are_refused_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let cases: &[(&[&str], &str, &str)] = &[
+        (
+            &[
+                "--storage",
+                "embedded",
+                "--etcd-servers",
+                "http://127.0.0.1:1",
+            ],
+            "--etcd-servers",
+            "--storage embedded",
+        ),
+        (
+            &["--storage", "etcd", "--data-dir", data],
+            "--data-dir",
+            "--storage etcd",
+        ),
+        (
+            &["--etcd-servers", "http://127.0.0.1:1", "--data-dir", data],
+            "--data-dir",
+            "--etcd-servers",
+        ),
+        (
+            &[
+                "--etcd-servers",
+                "http://127.0.0.1:1",
+                "--embedded-quota-bytes",
+                "1Gi",
+            ],
+            "--embedded-quota-bytes",
+            "--etcd-servers",
+        ),
+        (
+            &["--etcd-cafile", "/nonexistent/ca.crt"],
+            "--etcd-cafile",
+            "embedded store",
+        ),
+        (
+            &["--etcd-prefix", "/other"],
+            "--etcd-prefix",
+            "embedded store",
+        ),
+        (
+            &["--storage", "embedded", "--etcd-compaction-interval", "1m"],
+            "--etcd-compaction-interval",
+            "--storage embedded",
+        ),
+        (
+            &["--bind", "127.0.0.1:0", "--secure-port", "0"],
+            "--bind",
+            "--secure-port",
+        ),
+    ];
+    for (args, first, second) in cases {
+        let (code, stderr) = exit_of(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(first) && stderr.contains(second),
+            "{args:?}: the message names {first} and {second}: {stderr}"
+        );
+    }
+    assert!(
+        !std::path::Path::new(data).exists(),
+        "nothing was opened in --data-dir"
+    );
+}
+
+/// Issue 30 item 1: `--etcd-servers` alone selects etcd (as upstream, where etcd is the
+/// only store); before, it started the in-memory store, ready at once, and every write was
+/// lost at exit. Here no etcd answers at the address: the server serves with /readyz
+/// failing on the storage, and says it waits for etcd.
+#[test]
+fn etcd_servers_alone_select_etcd() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let etcd = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let bind = port.local_addr().unwrap().to_string();
+    drop(port);
+    let server = common::Server::spawn_at(&bind, &["--etcd-servers", &etcd]);
+    let deadline = Instant::now() + PATIENCE;
+    let body = loop {
+        if let Ok(mut s) = std::net::TcpStream::connect(&bind) {
+            use std::io::{Read, Write};
+            s.set_read_timeout(Some(PATIENCE)).unwrap();
+            let req =
+                "GET /readyz?verbose HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+            if s.write_all(req.as_bytes()).is_ok() {
+                let mut out = String::new();
+                let _ = s.read_to_string(&mut out);
+                if !out.is_empty() {
+                    break out;
+                }
+            }
+        }
+        assert!(Instant::now() < deadline, "the server never answered");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        body.starts_with("HTTP/1.1 5"),
+        "the embedded store would be ready at once: {body}"
+    );
+    assert!(body.contains("[-]"), "{body}");
+    drop(server);
+}
+
+/// Issue 30 item 2: kube-apiserver's forms are accepted: Go durations (and bare seconds),
+/// Kubernetes quantities, a boolean flag alone and `=false`, a host name in `--bind`,
+/// upstream's `--bind-address`/`--secure-port`, a level filter; and they take effect (the
+/// `8Ki` object limit refuses a 10 000-byte object).
+#[test]
+fn kube_apiserver_flag_forms_are_accepted_and_take_effect() {
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let ct = [("Content-Type", "application/json")];
+    let server = Server::start_at(
+        "localhost:0",
+        &[
+            "--request-timeout",
+            "1m30s",
+            "--min-request-timeout",
+            "1800",
+            "--shutdown-delay-duration",
+            "0s",
+            "--shutdown-grace-period",
+            "1500ms",
+            "--embedded-retain-window",
+            "1.5h",
+            "--max-buffered-request-bytes",
+            "512Mi",
+            "--embedded-quota-bytes",
+            "1G",
+            "--embedded-max-object-bytes",
+            "8Ki",
+            "--watch-cache",
+            "--enable-garbage-collector=false",
+            "--leader-elect=f",
+            "--anonymous-auth",
+            "--log-format",
+            "text",
+        ],
+    );
+    assert!(server.addr.starts_with("127.0.0.1:"), "{}", server.addr);
+    let r = http(&server.addr, "POST", cms, &ct, &configmap("small", 4096));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = http(&server.addr, "POST", cms, &ct, &configmap("big", 10_000));
+    assert_eq!(r.status, 413, "{}", String::from_utf8_lossy(&r.body));
+    assert!(String::from_utf8_lossy(&r.body).contains("8192"));
+    drop(server);
+
+    // Upstream's split address flags; the watch cache off by `=false`.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port().to_string();
+    drop(free);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"));
+    cmd.args([
+        "--bind-address",
+        "localhost",
+        "--secure-port",
+        &port,
+        "--watch-cache=false",
+        "--log-level",
+        "warn,listwatch_apiserver=info",
+    ]);
+    let (mut child, lines) = common::spawn_lines(&mut cmd);
+    let first = lines
+        .recv_timeout(PATIENCE)
+        .expect("the server announces itself");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        first.contains(&format!("http://127.0.0.1:{port} ")),
+        "{first}"
+    );
+}
+
+/// Issue 30 item 3: a busy port fails before anything starts (no cache, no store recovery:
+/// `--data-dir` is not even created), exits non-zero, and says what to do.
+#[test]
+fn a_busy_port_fails_at_once_naming_the_address_and_the_way_out() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, stderr) = exit_of(&["--bind", &addr, "--data-dir", data.to_str().unwrap()]);
+    assert!(code.is_some_and(|c| c != 0), "{code:?}: {stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {addr}"))
+            && stderr.contains("--bind 127.0.0.1:0"),
+        "{stderr}"
+    );
+    assert!(
+        !data.exists(),
+        "the store was opened before the port was: {stderr}"
+    );
+    drop(busy);
 }

@@ -18,6 +18,34 @@ pub const KUBE_MINOR: &str = "32";
 /// See [`KUBE_MAJOR`].
 pub const KUBE_GIT_VERSION: &str = "v1.32.0";
 
+/// Which build serves: what `/version` reports beside the Kubernetes version. The
+/// embedding binary fills it from its build (the apiserver's `build.rs`: the git commit,
+/// the tree state, the build time); [`BuildInfo::default`] says "unknown".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BuildInfo {
+    /// `gitVersion`: upstream-shaped, [`KUBE_GIT_VERSION`] with the build's own version as
+    /// semver build metadata (`v1.32.0+listwatch.0.1.0`), so that clients parsing it as
+    /// upstream's (kubectl, client-go's version checks) read 1.32.0.
+    pub git_version: String,
+    /// `gitCommit`: the commit built, or `unknown`.
+    pub git_commit: String,
+    /// `gitTreeState`: `clean`, `dirty` (uncommitted changes were built) or `unknown`.
+    pub git_tree_state: String,
+    /// `buildDate`: RFC 3339 UTC, or `unknown`.
+    pub build_date: String,
+}
+
+impl Default for BuildInfo {
+    fn default() -> Self {
+        Self {
+            git_version: format!("{KUBE_GIT_VERSION}+listwatch.{}", env!("CARGO_PKG_VERSION")),
+            git_commit: "unknown".into(),
+            git_tree_state: "unknown".into(),
+            build_date: "unknown".into(),
+        }
+    }
+}
+
 const VERBS: [&str; 8] = [
     "create",
     "delete",
@@ -182,7 +210,7 @@ fn go_platform(os: &str, arch: &str) -> String {
 }
 
 /// Builds every document for a set of resources.
-pub(crate) fn build(resources: &[Resource]) -> Documents {
+pub(crate) fn build(resources: &[Resource], build_info: &BuildInfo) -> Documents {
     let gvs = by_group_version(resources);
     let mut docs = Documents::default();
     let mut core: BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>> = BTreeMap::new();
@@ -233,10 +261,10 @@ pub(crate) fn build(resources: &[Resource]) -> Documents {
     docs.version = bytes(&json!({
         "major": KUBE_MAJOR,
         "minor": KUBE_MINOR,
-        "gitVersion": KUBE_GIT_VERSION,
-        "gitCommit": "listwatch",
-        "gitTreeState": "clean",
-        "buildDate": "1970-01-01T00:00:00Z",
+        "gitVersion": build_info.git_version,
+        "gitCommit": build_info.git_commit,
+        "gitTreeState": build_info.git_tree_state,
+        "buildDate": build_info.build_date,
         "goVersion": concat!("listwatch ", env!("CARGO_PKG_VERSION")),
         "compiler": "rustc",
         "platform": go_platform(std::env::consts::OS, std::env::consts::ARCH),
@@ -257,12 +285,15 @@ mod tests {
             info: Arc::new(info),
             storage: Arc::clone(&store),
         };
-        let docs = build(&[
-            mk(ResourceInfo::new("", "v1", "pods", "Pod")
-                .short_names(["po"])
-                .status_subresource(true)),
-            mk(ResourceInfo::new("apps", "v1", "deployments", "Deployment")),
-        ]);
+        let docs = build(
+            &[
+                mk(ResourceInfo::new("", "v1", "pods", "Pod")
+                    .short_names(["po"])
+                    .status_subresource(true)),
+                mk(ResourceInfo::new("apps", "v1", "deployments", "Deployment")),
+            ],
+            &BuildInfo::default(),
+        );
         let v: Value =
             serde_json::from_slice(&docs.resource_lists[&(String::new(), "v1".to_owned())])
                 .unwrap();

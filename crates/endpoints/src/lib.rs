@@ -81,7 +81,7 @@ mod virtual_create;
 mod watch_server;
 mod yaml;
 
-pub use discovery::{KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
+pub use discovery::{BuildInfo, KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 pub use error::{ApiError, ApiResult, FieldError, MAX_INVALID_REPORT_BYTES, SentStatus};
 pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
@@ -125,6 +125,8 @@ pub struct Config {
     /// accept gzip); a response that finds none free goes out uncompressed. 0 disables
     /// compression (upstream: the `APIResponseCompression` feature gate off).
     pub max_gzip_streams: usize,
+    /// The build `/version` reports.
+    pub build_info: BuildInfo,
 }
 
 impl Default for Config {
@@ -140,6 +142,7 @@ impl Default for Config {
             max_body_bytes: 3 * 1024 * 1024,
             request_timeout: Duration::from_secs(60),
             max_gzip_streams: 64,
+            build_info: BuildInfo::default(),
         }
     }
 }
@@ -315,7 +318,7 @@ impl Installer {
         let namespaces = index
             .get(&(String::new(), "v1".to_owned(), "namespaces".to_owned()))
             .copied();
-        let docs = discovery::build(&self.resources);
+        let docs = discovery::build(&self.resources, &self.config.build_info);
         let catalog = Arc::new(openapi::catalog(&self.resources));
         let openapi = openapi::build(&self.resources, &catalog);
         let (shutdown, _) = watch::channel(false);

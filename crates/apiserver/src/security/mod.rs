@@ -77,63 +77,81 @@ pub enum AuditLogMode {
 pub struct SecurityOptions {
     /// PEM bundle of CAs for client certificates: a verified certificate's CN is the user,
     /// its O fields the groups (needs TLS).
-    #[arg(long)]
+    #[arg(long,
+        help_heading = crate::options::heading::AUTHENTICATION)]
     pub client_ca_file: Option<PathBuf>,
     /// Static tokens, upstream's CSV: `token,user,uid,"group1,group2"`.
-    #[arg(long)]
+    #[arg(long,
+        help_heading = crate::options::heading::AUTHENTICATION)]
     pub token_auth_file: Option<PathBuf>,
     /// PEM public (or private) keys that verify ServiceAccount tokens; repeatable. Defaults
     /// to the signing key.
-    #[arg(long)]
+    #[arg(long,
+        help_heading = crate::options::heading::AUTHENTICATION)]
     pub service_account_key_file: Vec<PathBuf>,
     /// PEM private key (RSA, or ECDSA P-256 in PKCS#8) that signs ServiceAccount tokens
     /// (TokenRequest, `kubectl create token`).
-    #[arg(long)]
+    #[arg(long,
+        help_heading = crate::options::heading::AUTHENTICATION)]
     pub service_account_signing_key_file: Option<PathBuf>,
     /// Issuer (`iss`) of ServiceAccount tokens; repeatable, the first signs.
-    #[arg(long, default_value = DEFAULT_ISSUER)]
+    #[arg(long, default_value = DEFAULT_ISSUER,
+        help_heading = crate::options::heading::AUTHENTICATION)]
     pub service_account_issuer: Vec<String>,
     /// Audiences a token must name to be accepted (default: the issuers).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',',
+        help_heading = crate::options::heading::AUTHENTICATION)]
     pub api_audiences: Vec<String>,
     /// Serve requests without credentials as `system:anonymous` (upstream default true;
     /// turned off when `AlwaysAllow` is one of the authorization modes, as upstream).
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    #[arg(long, default_value = "true", num_args = 0..=1, default_missing_value = "true",
+        value_parser = crate::flags::go_bool, action = clap::ArgAction::Set,
+        help_heading = crate::options::heading::AUTHENTICATION)]
     pub anonymous_auth: bool,
     /// Authorizers, in order: `AlwaysAllow`, `AlwaysDeny`, `RBAC` (comma-separated).
     /// Default: `RBAC` when an authenticator is configured.
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_enum, value_delimiter = ',',
+        help_heading = crate::options::heading::AUTHORIZATION)]
     pub authorization_mode: Vec<AuthorizationMode>,
     /// Allow serving a non-loopback address without TLS or without an authenticator
     /// (everyone who reaches the port is then a cluster administrator).
-    #[arg(long)]
+    #[arg(long, default_value = "false", num_args = 0..=1, default_missing_value = "true",
+        value_parser = crate::flags::go_bool, action = clap::ArgAction::Set,
+        help_heading = crate::options::heading::AUTHORIZATION)]
     pub insecure_allow_unauthenticated: bool,
     /// Write audit events (audit.k8s.io/v1 JSON lines) here; `-` is standard output.
-    #[arg(long)]
+    #[arg(long,
+        help_heading = crate::options::heading::AUDIT)]
     pub audit_log_path: Option<PathBuf>,
     /// Audit policy (audit.k8s.io/v1 `Policy`); default: everything at `Metadata`.
-    #[arg(long)]
+    #[arg(long,
+        help_heading = crate::options::heading::AUDIT)]
     pub audit_policy_file: Option<PathBuf>,
     /// Rotate the audit log when it reaches this many megabytes (0: never).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0,
+        help_heading = crate::options::heading::AUDIT)]
     pub audit_log_maxsize: u64,
     /// Rotated audit logs to keep (0: all).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0,
+        help_heading = crate::options::heading::AUDIT)]
     pub audit_log_maxbackup: usize,
     /// While the audit log's queue is full: `blocking` (the request waits for room, at most
     /// 30 s, then its event is dropped and counted; upstream's default) or `batch` (the
     /// event is dropped and counted at once).
-    #[arg(long, value_enum, default_value = "blocking")]
+    #[arg(long, value_enum, default_value = "blocking",
+        help_heading = crate::options::heading::AUDIT)]
     pub audit_log_mode: AuditLogMode,
     /// One-flag secure setup: create (first run) or reuse a CA, a serving certificate, an
     /// admin client certificate and a ServiceAccount key in this directory, write
     /// `DIR/admin.kubeconfig`, and serve TLS with client certificates, tokens and RBAC.
-    #[arg(long)]
+    #[arg(long,
+        help_heading = crate::options::heading::SECURE_SERVING)]
     pub pki_dir: Option<PathBuf>,
     /// With `--pki-dir`: more names for the serving certificate (DNS names, `*.` wildcards
     /// or IP addresses; comma-separated, repeatable), e.g. a load balancer's. k3s'
     /// `--tls-san`, kubeadm's `--apiserver-cert-extra-sans`.
-    #[arg(long, value_delimiter = ',', value_parser = pki::parse_san, requires = "pki_dir")]
+    #[arg(long, value_delimiter = ',', value_parser = pki::parse_san, requires = "pki_dir",
+        help_heading = crate::options::heading::SECURE_SERVING)]
     pub tls_san: Vec<String>,
 }
 
