@@ -176,3 +176,70 @@ fn non_resource_rules_match_the_decoded_path() {
         "{body}"
     );
 }
+
+/// Issue 30 item 3: `/version/`, `/healthz/`, `/livez/` and `/readyz/` answer as without
+/// the slash (they were 404, and the Python client's `VersionApi` asks for `/version/`),
+/// to anonymous callers too (authorized as the path without the slash); a check's own path
+/// keeps its rules.
+#[test]
+fn trailing_slashes_answer_like_without() {
+    let (server, _dir) = start(&[]);
+    for path in [
+        "/version",
+        "/healthz",
+        "/livez",
+        "/readyz",
+        "/readyz?verbose",
+        "/livez?verbose",
+    ] {
+        let slashed = match path.split_once('?') {
+            Some((p, q)) => format!("{p}/?{q}"),
+            None => format!("{path}/"),
+        };
+        let want = get(&server, path, None);
+        assert_eq!(want.0, 200, "{path}: {want:?}");
+        assert_eq!(get(&server, &slashed, None), want, "{slashed}");
+    }
+    assert_eq!(get(&server, "/readyz/storage/", None).0, 403);
+}
+
+/// Issue 30 item 3: `/version` names the build (the git commit and tree state, the build
+/// date) instead of the placeholder `gitCommit: listwatch` and a 1970 build date, with the
+/// Kubernetes version kubectl picks its build by unchanged (1.32).
+#[test]
+fn version_names_the_build() {
+    let (server, _dir) = start(&[]);
+    let r = http(&server.addr, "GET", "/version", &[], b"");
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!(
+        (v["major"].as_str(), v["minor"].as_str()),
+        (Some("1"), Some("32")),
+        "{v}"
+    );
+    let git_version = v["gitVersion"].as_str().unwrap();
+    assert!(git_version.starts_with("v1.32.0+listwatch."), "{v}");
+    let commit = v["gitCommit"].as_str().unwrap();
+    // Built from this checkout (the tests run from one): the commit the build saw.
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    match head {
+        Some(head) => assert_eq!(commit, head, "{v}"),
+        None => assert_eq!(commit, "unknown", "{v}"),
+    }
+    assert!(
+        ["clean", "dirty", "unknown"].contains(&v["gitTreeState"].as_str().unwrap()),
+        "{v}"
+    );
+    let date = v["buildDate"].as_str().unwrap();
+    assert!(
+        date.len() == 20 && date.ends_with('Z') && date.as_bytes().get(10) == Some(&b'T'),
+        "RFC 3339 UTC: {v}"
+    );
+    assert!(date >= "2024-01-01", "{v}");
+}

@@ -16,6 +16,12 @@ def main(url: str) -> None:
     cfg.host = url
     api = client.CoreV1Api(client.ApiClient(cfg))
 
+    # VersionApi requests `/version/` (with the slash); the fields are the build's.
+    code = client.VersionApi(client.ApiClient(cfg)).get_code()
+    assert (code.major, code.minor) == ("1", "32"), code
+    assert code.git_version.startswith("v1.32."), code
+    assert code.git_commit != "listwatch" and not code.build_date.startswith("1970"), code
+
     api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name="py")))
     for i in range(3):
         cm = client.V1ConfigMap(
