@@ -362,3 +362,27 @@ async fn the_etcd_request_limit_is_a_flag() {
     .await
     .unwrap();
 }
+
+/// Issue 30 item 1: `--etcd-servers` alone (no `--storage`) stores in etcd, as
+/// kube-apiserver does: what was written survives a restart. Before, it selected the
+/// in-memory store and the object was gone after the restart (404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn etcd_servers_alone_store_in_etcd_and_keep_data_across_restarts() {
+    let etcd = EtcdServer::start().await.expect("etcd");
+    let endpoint = etcd.endpoint();
+    tokio::task::spawn_blocking(move || {
+        let cm = "/api/v1/namespaces/default/configmaps";
+        let server = Server::start(&["--etcd-servers", &endpoint]);
+        let body = br#"{"metadata":{"name":"kept"},"data":{"k":"v"}}"#;
+        let r = http(&server.addr, "POST", cm, &[JSON], body);
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        drop(server);
+        let server = Server::start(&["--etcd-servers", &endpoint]);
+        let r = http(&server.addr, "GET", &format!("{cm}/kept"), &[], b"");
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        assert_eq!(r.json()["data"]["k"], "v");
+    })
+    .await
+    .unwrap();
+}
