@@ -257,6 +257,37 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_flag_takes_its_last_value_and_lists_add_up() {
+        let o = parse(&[
+            "--bind",
+            "127.0.0.1:1",
+            "--bind",
+            "127.0.0.1:2",
+            "--watch-cache",
+            "--watch-cache=false",
+        ])
+        .unwrap();
+        assert_eq!(o.bind, "127.0.0.1:2".parse().unwrap());
+        assert!(!o.watch_cache);
+        let o = parse(&[
+            "--service-account-issuer",
+            "https://a",
+            "--service-account-issuer",
+            "https://b",
+            "--etcd-servers",
+            "http://e:1",
+            "--etcd-servers",
+            "http://e:2,http://e:3",
+        ])
+        .unwrap();
+        assert_eq!(
+            o.security.service_account_issuer,
+            ["https://a", "https://b"]
+        );
+        assert_eq!(o.etcd_servers, ["http://e:1", "http://e:2", "http://e:3"]);
+    }
+
+    #[test]
     fn bind_address_and_secure_port_make_the_bind_address() {
         let o = parse(&["--secure-port", "0"]).unwrap();
         assert_eq!(o.bind, "127.0.0.1:0".parse().unwrap());

@@ -305,6 +305,15 @@ pub fn bind_host(s: &str) -> Result<IpAddr, String> {
     resolve(s, 0).map(|a| a.ip())
 }
 
+/// One `--etcd-servers` URL: not empty, no spaces (`http://host:2379`, `https://…`); the
+/// etcd client checks the rest when it starts.
+pub fn etcd_server(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().any(char::is_whitespace) {
+        return Err("must be etcd client URLs, comma-separated (http://127.0.0.1:2379)".into());
+    }
+    Ok(s.to_owned())
+}
+
 /// The level names `--log-level` takes (tracing's; klog's `-v` numbers are not levels).
 const LEVELS: &[&str] = &["trace", "debug", "info", "warn", "error", "off"];
 

@@ -76,8 +76,10 @@ pub(crate) mod heading {
         Flags follow kube-apiserver's habits: durations as Go writes them (10s, 1m30s, \
         500ms; a bare number is seconds), sizes as Kubernetes quantities (512Mi, 1Gi, 100M, \
         or bytes), a boolean flag alone means true (--watch-cache, --watch-cache=false). \
+        A flag given twice takes its last value, as upstream's (repeatable lists add up). \
         `[upstream: ...]` names kube-apiserver's flag where ours differs.",
-    allow_negative_numbers = true
+    allow_negative_numbers = true,
+    args_override_self = true
 )]
 pub struct Options {
     /// Address to listen on, HOST:PORT; the host may be a name (localhost:8080). Port 0
@@ -100,7 +102,8 @@ pub struct Options {
     pub storage: Option<Backend>,
     /// etcd client URLs, comma-separated; giving them selects etcd [default with
     /// --storage etcd: http://127.0.0.1:2379].
-    #[arg(long, value_delimiter = ',', help_heading = heading::STORAGE)]
+    #[arg(long, value_delimiter = ',', value_parser = flags::etcd_server,
+        help_heading = heading::STORAGE)]
     pub etcd_servers: Vec<String>,
     /// Key prefix in etcd.
     #[arg(long, default_value = "/registry", help_heading = heading::STORAGE)]
