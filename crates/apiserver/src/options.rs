@@ -71,6 +71,15 @@ pub(crate) mod heading {
 #[command(
     name = "listwatch-apiserver",
     version,
+    long_version = concat!(
+        env!("CARGO_PKG_VERSION"),
+        "\ngitCommit: ",
+        env!("LISTWATCH_GIT_COMMIT"),
+        " (",
+        env!("LISTWATCH_GIT_TREE_STATE"),
+        ")\nbuildDate: ",
+        env!("LISTWATCH_BUILD_DATE")
+    ),
     about = "A Kubernetes-compatible API server over listwatch's storage",
     long_about = "A Kubernetes-compatible API server over listwatch's storage.\n\n\
         Flags follow kube-apiserver's habits: durations as Go writes them (10s, 1m30s, \
@@ -140,7 +149,7 @@ pub struct Options {
     #[arg(long, default_value = "10s", value_parser = flags::duration,
         help_heading = heading::GENERIC)]
     pub shutdown_grace_period: Duration,
-    /// Between SIGTERM/SIGINT and the start of the shutdown `/readyz` fails while every
+    /// Between SIGTERM/SIGINT and the start of the shutdown, `/readyz` fails while every
     /// request is still served, so that load balancers take this replica out before it
     /// refuses anything (0: none).
     #[arg(long, default_value = "0s", value_parser = flags::duration,
@@ -260,21 +269,21 @@ pub struct Options {
         value_parser = flags::go_bool, action = clap::ArgAction::Set,
         help_heading = heading::WATCH_CACHE)]
     pub watch_cache_consistent_read_fallback: bool,
-    /// Embedded store: compaction keeps at least this many recent revisions.
+    /// Embedded store: compaction keeps at least this many recent revisions. [upstream: none]
     #[arg(long, default_value_t = 10_000, value_parser = flags::count,
         help_heading = heading::STORAGE)]
     pub embedded_retain_revisions: u64,
-    /// Embedded store: compaction keeps at least this much history (a duration).
+    /// Embedded store: compaction keeps at least this much history. [upstream: none]
     #[arg(long, default_value = "5m", value_parser = flags::duration,
         help_heading = heading::STORAGE)]
     pub embedded_retain_window: Duration,
     /// Embedded store: history is compacted before it holds more than this many bytes
-    /// [default: 1/16 of the machine's memory].
+    /// [default: 1/16 of the machine's memory]. [upstream: none]
     #[arg(long, value_parser = flags::bytes, help_heading = heading::STORAGE)]
     pub embedded_retain_bytes: Option<u64>,
     /// Embedded store: the largest object it stores, in bytes of JSON (0: no limit); larger
     /// writes are 413. The default is etcd's default `--max-request-bytes`, so what this
-    /// store accepts a default etcd accepts too.
+    /// store accepts a default etcd accepts too. [upstream: etcd's --max-request-bytes]
     #[arg(long, default_value = "1536Ki", value_parser = flags::bytes_limit,
         help_heading = heading::STORAGE)]
     pub embedded_max_object_bytes: usize,
