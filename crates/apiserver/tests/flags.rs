@@ -425,3 +425,44 @@ fn a_busy_port_fails_at_once_naming_the_address_and_the_way_out() {
     );
     drop(busy);
 }
+
+/// Issue 30 item 2: `--help` is grouped by section as upstream's (`cliflag.NamedFlagSets`),
+/// each flag with its default and, where ours differs, upstream's name.
+#[test]
+fn help_is_grouped_by_section_with_defaults_and_upstream_names() {
+    let out = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    let mut at = 0;
+    for section in [
+        "Generic:",
+        "Etcd / storage:",
+        "Secure serving:",
+        "Limits / flow control:",
+        "Controllers / leader election:",
+        "Watch cache:",
+        "Authentication:",
+        "Authorization:",
+        "Audit:",
+    ] {
+        let found = help
+            .lines()
+            .position(|l| l == section)
+            .unwrap_or_else(|| panic!("no section {section:?}:\n{help}"));
+        assert!(found >= at, "{section} out of order:\n{help}");
+        at = found;
+    }
+    for text in [
+        "[default: 1m]",
+        "[default: 256Mi]",
+        "[default: 127.0.0.1:8080]",
+        "[upstream: --bind-address and --secure-port, also accepted]",
+        "[upstream: etcd's --quota-backend-bytes]",
+        "[alias: --logging-format]",
+    ] {
+        assert!(help.contains(text), "{text} missing:\n{help}");
+    }
+}
