@@ -11,7 +11,8 @@
 //!   works as soon as etcd is back, without a restart;
 //! - reads fail over to the next endpoint when one is unreachable or does not answer within
 //!   [`EtcdConfig::read_attempt_timeout`] (the last endpoint tried gets the whole request
-//!   timeout); writes never retry on
+//!   timeout), and a read answered "leader changed" goes round the endpoints once more;
+//!   writes never retry on
 //!   their own (a write whose answer was lost may have been applied), they fail with
 //!   `Unreachable` and the next request starts at the next endpoint.
 
@@ -241,6 +242,8 @@ struct Inner {
     /// How many read attempts were abandoned at [`EtcdConfig::read_attempt_timeout`] and
     /// moved to the next member.
     read_attempts_abandoned: AtomicU64,
+    /// How many reads met etcd's "leader changed" and went round the members once more.
+    reads_retried_after_election: AtomicU64,
     /// The cluster ID of the last response header seen (0: none yet).
     cluster_id: AtomicU64,
 }
@@ -353,6 +356,7 @@ impl EtcdClient {
                 versions,
                 compacted: AtomicU64::new(0),
                 read_attempts_abandoned: AtomicU64::new(0),
+                reads_retried_after_election: AtomicU64::new(0),
                 cluster_id: AtomicU64::new(0),
             }),
         })
@@ -368,6 +372,14 @@ impl EtcdClient {
     /// ([`EtcdConfig::read_attempt_timeout`]) to try the next member.
     pub fn read_attempts_abandoned(&self) -> u64 {
         self.inner.read_attempts_abandoned.load(Ordering::Relaxed)
+    }
+
+    /// How many reads this client sent round the members once more because etcd answered
+    /// "leader changed" (a leader election ended while they waited).
+    pub fn reads_retried_after_election(&self) -> u64 {
+        self.inner
+            .reads_retried_after_election
+            .load(Ordering::Relaxed)
     }
 
     /// Records that etcd's history is compacted at least up to `revision`.
@@ -430,7 +442,8 @@ impl EtcdClient {
     }
 
     /// Runs one unary request with the request timeout. `idempotent` requests (reads) try
-    /// every endpoint once when one is unreachable.
+    /// every endpoint once when one is unreachable, and once more after etcd answered one
+    /// "leader changed".
     pub(crate) async fn unary<T, F, Fut>(
         &self,
         what: &'static str,
@@ -459,12 +472,17 @@ impl EtcdClient {
         let n = self.inner.channels.len();
         let start = self.inner.current.load(Ordering::Relaxed);
         let mut last = None;
-        for attempt in 0..n {
+        // Each member once; a read interrupted by a leader election goes round once more.
+        let mut attempts = n;
+        let mut went_round_again = false;
+        let mut attempt = 0;
+        while attempt < attempts {
             let idx = (start + attempt) % n;
+            attempt += 1;
             let (name, channel) = &self.inner.channels[idx];
             // A read that is not on its last member gets the short per-attempt deadline: a
             // member that lost its quorum may hold it for etcd's whole request timeout.
-            let short = idempotent && attempt + 1 < n;
+            let short = idempotent && attempt < attempts;
             let limit = if short {
                 timeout.min(self.inner.config.read_attempt_timeout)
             } else {
@@ -495,6 +513,17 @@ impl EtcdClient {
                 return Err(Failure::Indeterminate(format!("{name}: {msg}")));
             }
             // A read, or a write that surely did not happen: the next member may serve it.
+            // etcd answers "leader changed" to a read that waited while a new leader was
+            // elected: the election is over, so a read that met it goes round the members
+            // once more rather than fail (with the per-attempt deadline, the attempt still
+            // open when an election ends is the last member's).
+            if idempotent && !went_round_again && msg.contains(LEADER_CHANGED) {
+                went_round_again = true;
+                attempts += n;
+                self.inner
+                    .reads_retried_after_election
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             last = Some(Failure::Unreachable(format!("{name}: {msg}")));
         }
         Err(last.unwrap_or_else(|| Failure::Unreachable("no etcd endpoint".into())))
@@ -644,6 +673,10 @@ pub(crate) fn require_leader<T>(msg: T) -> tonic::Request<T> {
         .insert(REQUIRE_LEADER_KEY, MetadataValue::from_static("true"));
     request
 }
+
+/// etcd's answer to a request that waited while a new leader was elected
+/// (`ErrLeaderChanged`): a read may be sent again at once; a write's outcome is unknown.
+const LEADER_CHANGED: &str = "etcdserver: leader changed";
 
 /// Whether a failed call surely never reached etcd's state machine: the connection could not
 /// be made, or etcd refused it up front for want of a leader (require-leader). Anything else
