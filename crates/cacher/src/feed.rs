@@ -30,9 +30,6 @@ use crate::dispatch::Incoming;
 use crate::latency::Stage;
 use crate::{Inner, ReadyState, lw};
 
-/// The reflector's idle margin: effectively none (ten years), see `run_reflector`.
-const NO_IDLE_DEADLINE: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
-
 /// Why one reflector's run ended.
 enum Ended {
     /// The cacher stops (or the dispatcher is gone).
@@ -74,9 +71,9 @@ async fn run_reflector(
 ) -> Ended {
     // The storage watch never times out (see `lw`) and a dead backend connection ends it with
     // an error, so no idle deadline: a quiet resource may see no event for hours.
-    let config = listwatch_client::Config::default()
-        .page_size(inner.config.list_page_size)
-        .watch_idle_margin(NO_IDLE_DEADLINE);
+    let config = lw::StorageListerWatcher::reflector_config(
+        listwatch_client::Config::default().page_size(inner.config.list_page_size),
+    );
     let mut relists = lw.relists.subscribe();
     // The relists begun up to the last one whose objects started arriving.
     let mut seen = *relists.borrow_and_update();

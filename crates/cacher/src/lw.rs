@@ -36,6 +36,22 @@ pub struct StorageListerWatcher {
     pub(crate) arrivals: Option<Arrivals>,
 }
 
+impl StorageListerWatcher {
+    /// The reflector idle margin for a reflector or informer over a `StorageListerWatcher`:
+    /// effectively none (ten years). Its watch never ends by a timeout, a quiet resource may
+    /// see no event for hours, and a broken backend connection is resumed or ends the watch
+    /// with an error by itself; an idle deadline would only re-watch every 5–10 minutes
+    /// (and, on a quiet resource whose version was compacted meanwhile, relist).
+    pub const NO_IDLE_DEADLINE: std::time::Duration =
+        std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+
+    /// A reflector configuration for this lister-watcher: `base` with
+    /// [`Self::NO_IDLE_DEADLINE`] as its idle margin.
+    pub fn reflector_config(base: listwatch_client::Config) -> listwatch_client::Config {
+        base.watch_idle_margin(Self::NO_IDLE_DEADLINE)
+    }
+}
+
 /// Versions of object events and when the backend handed them over, oldest first, at most
 /// [`Arrivals::CAPACITY`]: written by the watch stream and read by the feeder, which polls
 /// that stream, so the lock is never contended.

@@ -38,7 +38,7 @@ fn pods() -> Key {
 }
 
 struct Setup {
-    _etcd: EtcdServer,
+    etcd: EtcdServer,
     store: EtcdStore,
     cacher: Cacher,
     registry: Registry,
@@ -50,8 +50,17 @@ impl Setup {
     /// etcd on its default flags, and a cacher of pods configured as the binary configures
     /// it on that etcd.
     async fn start() -> Self {
+        Self::start_with_request_timeout(None).await
+    }
+
+    /// [`Setup::start`], with the etcd client's request timeout set.
+    async fn start_with_request_timeout(timeout: Option<Duration>) -> Self {
         let etcd = EtcdServer::start().await.expect("start etcd");
-        let client = etcd.client();
+        let mut config = etcd.config();
+        if let Some(t) = timeout {
+            config = config.request_timeout(t);
+        }
+        let client = listwatch_etcd::EtcdClient::new(config).unwrap();
         let store = EtcdStore::new(client.clone(), "/registry", SelectableFields::none());
         let mut registry = Registry::default();
         let metrics = CacherMetrics::register(&mut registry);
@@ -64,7 +73,7 @@ impl Setup {
             .await
             .expect("cacher ready");
         Self {
-            _etcd: etcd,
+            etcd,
             store,
             cacher,
             registry,
@@ -284,5 +293,73 @@ async fn continues_and_exact_reads_delegate_at_once_when_the_cache_is_behind() {
         s.counter("freshness_waits"),
         0.0,
         "a read waited for the cache"
+    );
+}
+
+/// etcd restarted on the same data, down about a second, under a running cacher: its storage
+/// watch resumes after the last revision (as clientv3's does), so the cache neither relists
+/// nor ends its watchers, and a watcher sees every later write once. Before, the reset
+/// connection failed the storage watch like a quorum loss: a relist, and every watcher ended
+/// with 429 "storage is (re)initializing".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn an_etcd_restart_neither_relists_nor_ends_watchers() {
+    // Resuming is bounded by the request timeout: above etcd's restart time here.
+    let mut setup = Setup::start_with_request_timeout(Some(Duration::from_secs(30))).await;
+    let a = setup
+        .store
+        .create(&key("pods", "a"), object("a"), None)
+        .await
+        .unwrap();
+    let from_a = ListOptions {
+        resource_version: Some(a.resource_version()),
+        ..ListOptions::recursive()
+    };
+    let mut w = tokio::time::timeout(BOUND, setup.cacher.watch(&pods(), &from_a))
+        .await
+        .expect("watch hung")
+        .unwrap();
+    let relists = setup.counter("relists");
+
+    setup.etcd.kill();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    setup.etcd.restart().await.unwrap();
+    let deadline = tokio::time::Instant::now() + BOUND;
+    let b = loop {
+        match setup
+            .store
+            .create(&key("pods", "b"), object("b"), None)
+            .await
+        {
+            Ok(b) => break b,
+            Err(listwatch_storage::Error::Unreachable { .. })
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("etcd did not come back: {e:?}"),
+        }
+    };
+    let c = setup
+        .store
+        .create(&key("pods", "c"), object("c"), None)
+        .await
+        .unwrap();
+    for want in [b, c] {
+        let got = loop {
+            match tokio::time::timeout(BOUND, w.next())
+                .await
+                .expect("the watcher got nothing")
+            {
+                Some(WatchEvent::Bookmark(_)) => {}
+                other => break other,
+            }
+        };
+        assert_eq!(got, Some(WatchEvent::Added(want)));
+    }
+    assert_eq!(
+        setup.counter("relists"),
+        relists,
+        "the cache relisted after etcd's restart"
     );
 }

@@ -27,6 +27,13 @@
 //! namespace's termination was written after the object, so the controller's passes (which
 //! start after the termination, with consistent lists) see the object. What is not covered:
 //! a server that crashes between a create's write and its removal.
+//!
+//! The re-read goes through storage failures (an etcd leader election answers reads
+//! "leader changed" for a moment) for up to 10 s before the create gives up on knowing:
+//! the object is already visible, and removing it then answering a retryable error made
+//! clients resend the create — watchers saw a create, a delete and a second create for one
+//! write. If the namespace still cannot be read, the object is removed and the answer says
+//! so without `Retry-After` (the client decides whether to send the create again).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Weak};
@@ -134,9 +141,46 @@ pub(crate) async fn check_open(
     }
 }
 
+/// How long a create re-reads its namespace after its write, through storage failures
+/// (an etcd leader election, a member cut off), before it gives up on knowing. The object is
+/// already written and visible to watchers: removing it on a failed read would show a
+/// create and a delete for a request whose answer is then an error.
+const RECHECK_PATIENCE: Duration = Duration::from_secs(10);
+/// The first wait between two re-reads (doubling, at most [`RECHECK_BACKOFF_MAX`]).
+const RECHECK_BACKOFF: Duration = Duration::from_millis(50);
+const RECHECK_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// [`read_namespace`] again while it fails with a server-side error (5xx, 429), within
+/// [`RECHECK_PATIENCE`]: a read is safe to repeat, and only an answer tells whether the
+/// object just written may stay.
+async fn read_namespace_patiently(
+    shared: &Shared,
+    ns: &str,
+) -> ApiResult<Option<(Resource, Object)>> {
+    let deadline = Instant::now() + RECHECK_PATIENCE;
+    let mut wait = RECHECK_BACKOFF;
+    loop {
+        match read_namespace(shared, ns).await {
+            Err(e) if (e.code() >= 500 || e.code() == 429) && Instant::now() + wait < deadline => {
+                tracing::debug!(namespace = ns, error = %e.0.message, "re-reading the namespace after a create failed; trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RECHECK_BACKOFF_MAX);
+            }
+            other => return other,
+        }
+    }
+}
+
 /// After a create wrote `created` at `key` in `ns`: if the namespace is by now terminating
 /// or gone, removes the object (in its own task: a request deadline dropping this future
 /// does not stop it) and answers as [`check_open`] would have.
+///
+/// The namespace is re-read through storage failures for up to [`RECHECK_PATIENCE`]. If it
+/// still cannot be read, the object is removed (the namespace may have been terminated
+/// before the write) and the answer says so and carries no `Retry-After`: the create was
+/// applied and undone (or, if the removal failed too, its outcome is unknown), and clients
+/// resend any verb on that header — upstream's rule for a write whose effect the server
+/// cannot vouch for is to let the client decide.
 pub(crate) async fn recheck_after_create(
     shared: &Shared,
     res: &Resource,
@@ -150,14 +194,17 @@ pub(crate) async fn recheck_after_create(
     if namespaces(shared).is_none() {
         return Ok(());
     }
-    let verdict = match read_namespace(shared, ns).await {
+    let (verdict, known) = match read_namespace_patiently(shared, ns).await {
         Ok(Some((_, o))) if !State::of(&o).deleting => return Ok(()),
-        Ok(_) => check_open(shared, &res.info, Some(ns), created.name())
-            .await
-            .err()
-            .unwrap_or_else(|| terminating(&res.info, created.name(), ns)),
+        Ok(_) => (
+            check_open(shared, &res.info, Some(ns), created.name())
+                .await
+                .err()
+                .unwrap_or_else(|| terminating(&res.info, created.name(), ns)),
+            true,
+        ),
         // Cannot tell: remove what was written, to be safe, and say why.
-        Err(e) => e,
+        Err(e) => (e, false),
     };
     let storage = Arc::clone(&res.storage);
     let key = key.clone();
@@ -174,17 +221,43 @@ pub(crate) async fn recheck_after_create(
                 ..DeleteRequest::default()
             };
             match lifecycle::delete(storage.as_ref(), &info, &key, &opts).await {
-                Ok(_) => return,
-                Err(e) if e.is_not_found() || e.is_conflict() => return,
+                Ok(_) => return true,
+                Err(e) if e.is_not_found() || e.is_conflict() => return true,
                 Err(e) => {
                     tracing::warn!(%key, error = %e, attempt, "removing an object created in a terminating namespace failed");
                     tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
                 }
             }
         }
+        false
     });
-    let _ = cleanup.await;
-    Err(verdict)
+    let removed = cleanup.await.unwrap_or(false);
+    if known {
+        return Err(verdict);
+    }
+    let mut status = *verdict.0;
+    status.message = if removed {
+        format!(
+            "{} \"{}\" was written, but namespace {ns} could not be read afterwards to confirm \
+             that it is still open, so the object was removed: {}",
+            res.info.qualified_resource(),
+            created.name(),
+            status.message
+        )
+    } else {
+        format!(
+            "{} \"{}\" was written, but namespace {ns} could not be read afterwards to confirm \
+             that it is still open, and removing the object failed: it may or may not exist: {}",
+            res.info.qualified_resource(),
+            created.name(),
+            status.message
+        )
+    };
+    tracing::warn!(%ns, object = created.name(), removed, "a create could not re-read its namespace");
+    if let Some(details) = status.details.as_mut() {
+        details.retry_after_seconds = 0;
+    }
+    Err(ApiError::from_status(status))
 }
 
 /// Starts the namespace controller for `shared` on the current tokio runtime, if there is

@@ -9,7 +9,10 @@
 //!   open watch streams;
 //! - channels connect lazily and reconnect by themselves, so a client built while etcd is down
 //!   works as soon as etcd is back, without a restart;
-//! - reads fail over to the next endpoint when one is unreachable; writes never retry on
+//! - reads fail over to the next endpoint when one is unreachable or does not answer within
+//!   [`EtcdConfig::read_attempt_timeout`] (the last endpoint tried gets the whole request
+//!   timeout), and a read answered "leader changed" goes round the endpoints once more;
+//!   writes never retry on
 //!   their own (a write whose answer was lost may have been applied), they fail with
 //!   `Unreachable` and the next request starts at the next endpoint.
 
@@ -25,7 +28,7 @@ use tonic::{Code, Status};
 
 use crate::proto::etcdserverpb::kv_client::KvClient;
 use crate::proto::etcdserverpb::maintenance_client::MaintenanceClient;
-use crate::proto::etcdserverpb::{RangeRequest, StatusRequest, StatusResponse};
+use crate::proto::etcdserverpb::{RangeRequest, ResponseHeader, StatusRequest, StatusResponse};
 use tonic::metadata::MetadataValue;
 
 /// How to reach etcd.
@@ -55,6 +58,12 @@ pub struct EtcdConfig {
     /// How long a watch waits for its consumer to take an event before it gives its etcd
     /// stream up (and resumes from the last revision delivered once the consumer drains).
     pub watch_stall_timeout: Duration,
+    /// How long one attempt of a read (an idempotent request) may take on a member before the
+    /// read moves to the next member; the last member tried gets the whole
+    /// [`request_timeout`](Self::request_timeout). A member cut off from its quorum that still
+    /// believes it has a leader holds a linearizable read until etcd's own 7 s "request timed
+    /// out": this moves the read to a member with quorum well before that.
+    pub read_attempt_timeout: Duration,
 }
 
 /// Client TLS to etcd: the CA that signed etcd's serving certificate and, for etcd's
@@ -107,6 +116,7 @@ impl Default for EtcdConfig {
             stream_window: 2 * 1024 * 1024,
             connection_window: MAX_WINDOW,
             watch_stall_timeout: Duration::from_secs(1),
+            read_attempt_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -159,6 +169,13 @@ impl EtcdConfig {
     #[must_use]
     pub fn watch_stall_timeout(mut self, d: Duration) -> Self {
         self.watch_stall_timeout = d;
+        self
+    }
+
+    /// Sets how long one attempt of a read may take before it moves to the next member.
+    #[must_use]
+    pub fn read_attempt_timeout(mut self, d: Duration) -> Self {
+        self.read_attempt_timeout = d;
         self
     }
 
@@ -222,6 +239,13 @@ struct Inner {
     /// The newest compaction revision seen (by this process's compactor, the coordination
     /// key another server's compactor wrote, or a watch that met a compaction); 0 if none.
     compacted: AtomicU64,
+    /// How many read attempts were abandoned at [`EtcdConfig::read_attempt_timeout`] and
+    /// moved to the next member.
+    read_attempts_abandoned: AtomicU64,
+    /// How many reads met etcd's "leader changed" and went round the members once more.
+    reads_retried_after_election: AtomicU64,
+    /// The cluster ID of the last response header seen (0: none yet).
+    cluster_id: AtomicU64,
 }
 
 impl std::fmt::Debug for EtcdClient {
@@ -331,6 +355,9 @@ impl EtcdClient {
                 config,
                 versions,
                 compacted: AtomicU64::new(0),
+                read_attempts_abandoned: AtomicU64::new(0),
+                reads_retried_after_election: AtomicU64::new(0),
+                cluster_id: AtomicU64::new(0),
             }),
         })
     }
@@ -341,9 +368,51 @@ impl EtcdClient {
         self.inner.compacted.load(Ordering::Acquire)
     }
 
+    /// How many read attempts this client abandoned at the per-attempt deadline
+    /// ([`EtcdConfig::read_attempt_timeout`]) to try the next member.
+    pub fn read_attempts_abandoned(&self) -> u64 {
+        self.inner.read_attempts_abandoned.load(Ordering::Relaxed)
+    }
+
+    /// How many reads this client sent round the members once more because etcd answered
+    /// "leader changed" (a leader election ended while they waited).
+    pub fn reads_retried_after_election(&self) -> u64 {
+        self.inner
+            .reads_retried_after_election
+            .load(Ordering::Relaxed)
+    }
+
     /// Records that etcd's history is compacted at least up to `revision`.
     pub(crate) fn note_compacted(&self, revision: u64) {
         self.inner.compacted.fetch_max(revision, Ordering::AcqRel);
+    }
+
+    /// Learns from a response header that the remembered compaction may no longer hold: a
+    /// different cluster ID (another cluster behind the same endpoints), or a current
+    /// revision below the remembered compaction (etcd was wiped or restored from an older
+    /// snapshot: its revision went back). Either forgets it — otherwise every Exact read at
+    /// a valid revision of the new history would be refused with 410 forever; compactions of
+    /// the new history are learnt again as before.
+    pub(crate) fn observe_header(&self, header: Option<&ResponseHeader>) {
+        let Some(h) = header else { return };
+        let revision = u64::try_from(h.revision).unwrap_or(0);
+        let previous = self.inner.cluster_id.swap(h.cluster_id, Ordering::AcqRel);
+        let other_cluster = previous != 0 && h.cluster_id != 0 && previous != h.cluster_id;
+        let compacted = self.inner.compacted.load(Ordering::Acquire);
+        if other_cluster || (revision > 0 && revision < compacted) {
+            tracing::warn!(
+                revision,
+                compacted,
+                other_cluster,
+                "etcd's history is not the one a compaction was remembered for: forgetting it"
+            );
+            let _ = self.inner.compacted.compare_exchange(
+                compacted,
+                0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
     }
 
     /// The configuration.
@@ -373,7 +442,8 @@ impl EtcdClient {
     }
 
     /// Runs one unary request with the request timeout. `idempotent` requests (reads) try
-    /// every endpoint once when one is unreachable.
+    /// every endpoint once when one is unreachable, and once more after etcd answered one
+    /// "leader changed".
     pub(crate) async fn unary<T, F, Fut>(
         &self,
         what: &'static str,
@@ -402,15 +472,35 @@ impl EtcdClient {
         let n = self.inner.channels.len();
         let start = self.inner.current.load(Ordering::Relaxed);
         let mut last = None;
-        for attempt in 0..n {
+        // Each member once; a read interrupted by a leader election goes round once more.
+        let mut attempts = n;
+        let mut went_round_again = false;
+        let mut attempt = 0;
+        while attempt < attempts {
             let idx = (start + attempt) % n;
+            attempt += 1;
             let (name, channel) = &self.inner.channels[idx];
-            let failure = match tokio::time::timeout(timeout, call(channel.clone())).await {
+            // A read that is not on its last member gets the short per-attempt deadline: a
+            // member that lost its quorum may hold it for etcd's whole request timeout.
+            let short = idempotent && attempt < attempts;
+            let limit = if short {
+                timeout.min(self.inner.config.read_attempt_timeout)
+            } else {
+                timeout
+            };
+            let failure = match tokio::time::timeout(limit, call(channel.clone())).await {
                 Ok(Ok(resp)) => return Ok(resp.into_inner()),
                 Ok(Err(status)) => Failure::from_status(&status),
-                Err(_) => Failure::Unreachable(format!(
-                    "etcd {what} to {name} did not answer within {timeout:?}"
-                )),
+                Err(_) => {
+                    if short && limit < timeout {
+                        self.inner
+                            .read_attempts_abandoned
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    Failure::Unreachable(format!(
+                        "etcd {what} to {name} did not answer within {limit:?}"
+                    ))
+                }
             };
             let Failure::Unreachable(msg) = failure else {
                 return Err(failure);
@@ -423,6 +513,17 @@ impl EtcdClient {
                 return Err(Failure::Indeterminate(format!("{name}: {msg}")));
             }
             // A read, or a write that surely did not happen: the next member may serve it.
+            // etcd answers "leader changed" to a read that waited while a new leader was
+            // elected: the election is over, so a read that met it goes round the members
+            // once more rather than fail (with the per-attempt deadline, the attempt still
+            // open when an election ends is the last member's).
+            if idempotent && !went_round_again && msg.contains(LEADER_CHANGED) {
+                went_round_again = true;
+                attempts += n;
+                self.inner
+                    .reads_retried_after_election
+                    .fetch_add(1, Ordering::Relaxed);
+            }
             last = Some(Failure::Unreachable(format!("{name}: {msg}")));
         }
         Err(last.unwrap_or_else(|| Failure::Unreachable("no etcd endpoint".into())))
@@ -572,6 +673,10 @@ pub(crate) fn require_leader<T>(msg: T) -> tonic::Request<T> {
         .insert(REQUIRE_LEADER_KEY, MetadataValue::from_static("true"));
     request
 }
+
+/// etcd's answer to a request that waited while a new leader was elected
+/// (`ErrLeaderChanged`): a read may be sent again at once; a write's outcome is unknown.
+const LEADER_CHANGED: &str = "etcdserver: leader changed";
 
 /// Whether a failed call surely never reached etcd's state machine: the connection could not
 /// be made, or etcd refused it up front for want of a leader (require-leader). Anything else

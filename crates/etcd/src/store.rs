@@ -175,22 +175,28 @@ impl EtcdStore {
         &self,
         req: RangeRequest,
     ) -> std::result::Result<RangeResponse, Failure> {
-        self.client
+        let resp = self
+            .client
             .unary("range", true, |ch| {
                 let req = req.clone();
                 async move { kv_client(ch).range(require_leader(req)).await }
             })
-            .await
+            .await?;
+        self.client.observe_header(resp.header.as_ref());
+        Ok(resp)
     }
 
     async fn txn(&self, req: TxnRequest) -> Result<TxnResponse> {
-        self.client
+        let resp = self
+            .client
             .unary("txn", false, |ch| {
                 let req = req.clone();
                 async move { kv_client(ch).txn(require_leader(req)).await }
             })
             .await
-            .map_err(|f| f.into_error(0))
+            .map_err(|f| f.into_error(0))?;
+        self.client.observe_header(resp.header.as_ref());
+        Ok(resp)
     }
 
     /// The current revision, for error messages and expired continuations.

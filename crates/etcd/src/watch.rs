@@ -5,10 +5,15 @@
 //! - events leave in etcd's revision order and each revision at most once; a watch from RV `n`
 //!   starts etcd's watch at `n + 1` with `prev_kv`, so DELETED carries the last state (at the
 //!   deletion's revision) and a MODIFIED that leaves the selection becomes DELETED;
-//! - a failure (etcd unreachable, compaction, an event without its previous value, a member
-//!   without a leader) is sent as one `Error` event and the stream ends; nothing follows it.
-//!   An `Unreachable` failure moves the client to its next endpoint, so the re-watch that
-//!   follows goes to another member;
+//! - a broken connection (etcd restarted, a reset, refused, a stream closed without a cancel)
+//!   does not end the watch: like clientv3, a new stream resumes after the last revision
+//!   delivered, on the client's next endpoint, with a backoff (100 ms doubling to 1 s), for
+//!   up to the request timeout since the failures began (a stream that answered anything
+//!   starts that budget afresh); so nothing is missed or repeated;
+//! - any other failure (compaction, an event without its previous value, a member without a
+//!   leader, a cancel, resuming that ran out of time) is sent as one `Error` event and the
+//!   stream ends; nothing follows it. An `Unreachable` failure moves the client to its next
+//!   endpoint, so the re-watch that follows goes to another member;
 //! - every stream is opened with etcd's require-leader metadata (clientv3's
 //!   `WithRequireLeader`): a member cut off from its quorum ends it with "no leader" after a
 //!   few election timeouts (etcd checks every election timeout and gives up after three
@@ -161,6 +166,27 @@ struct WatchTask {
     start_after: u64,
 }
 
+/// The first pause before resuming a broken stream; doubled up to [`RESUME_BACKOFF_MAX`].
+const RESUME_BACKOFF_MIN: Duration = Duration::from_millis(100);
+
+/// The longest pause between attempts to resume a broken stream.
+const RESUME_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// How one etcd stream ended without ending the watch.
+enum Outcome {
+    /// Given up for a stalled consumer: the events received but not yet taken.
+    Stalled(VecDeque<WatchEvent>),
+    /// The connection broke (reset, refused, closed without a cancel): resume after the last
+    /// revision delivered.
+    Broken {
+        /// What broke it (the watch's error if resuming runs out of time).
+        failure: Failure,
+        /// Whether etcd answered anything on the stream (a working stream: the retry budget
+        /// starts afresh).
+        answered: bool,
+    },
+}
+
 /// Why the watch loop ended.
 enum End {
     /// The consumer went away.
@@ -273,30 +299,68 @@ impl WatchTask {
         } else {
             (None, None)
         };
+        // Since when streams have been breaking without one answering (a run of transport
+        // failures), and the pause before the next attempt.
+        let mut broken_since: Option<tokio::time::Instant> = None;
+        let mut backoff = RESUME_BACKOFF_MIN;
         loop {
-            let backlog = self.stream(tx, &mut guard, &mut progress_rx).await?;
-            // The etcd stream is gone (its unread data and flow-control credit with it): wait
-            // for the consumer here, where waiting holds nothing of the connection.
-            tracing::debug!(
-                key = %self.spec.key,
-                delivered = guard.delivered(),
-                "etcd watch consumer stalled: stream given up, resuming once it drains"
-            );
-            for ev in backlog {
-                self.send(tx, ev).await?;
+            match self.stream(tx, &mut guard, &mut progress_rx).await? {
+                Outcome::Stalled(backlog) => {
+                    // The etcd stream is gone (its unread data and flow-control credit with
+                    // it): wait for the consumer here, where waiting holds nothing of the
+                    // connection.
+                    tracing::debug!(
+                        key = %self.spec.key,
+                        delivered = guard.delivered(),
+                        "etcd watch consumer stalled: stream given up, resuming once it drains"
+                    );
+                    broken_since = None;
+                    backoff = RESUME_BACKOFF_MIN;
+                    for ev in backlog {
+                        self.send(tx, ev).await?;
+                    }
+                }
+                Outcome::Broken { failure, answered } => {
+                    // A lost connection (etcd restarted, a reset, a stream ended without a
+                    // cancel) is not a verdict on the watch: like clientv3, resume after the
+                    // last revision delivered, on the next member, for up to the request
+                    // timeout since the failures began.
+                    let now = tokio::time::Instant::now();
+                    if answered {
+                        broken_since = None;
+                        backoff = RESUME_BACKOFF_MIN;
+                    }
+                    let since = *broken_since.get_or_insert(now);
+                    let limit = self.store.client.config().request_timeout;
+                    if now.duration_since(since) >= limit {
+                        return Err(End::Failed(failure.into_error(guard.delivered())));
+                    }
+                    tracing::debug!(
+                        key = %self.spec.key,
+                        delivered = guard.delivered(),
+                        error = ?failure,
+                        "etcd watch stream broken: resuming after the last revision delivered"
+                    );
+                    tokio::select! {
+                        () = tx.closed() => return Err(End::Dropped),
+                        () = tokio::time::sleep(backoff) => {}
+                    }
+                    backoff = (backoff * 2).min(RESUME_BACKOFF_MAX);
+                }
             }
         }
     }
 
     /// Runs one etcd watch stream after `guard.delivered()` until it fails (the error), the
-    /// consumer goes away, or the consumer stops taking events for the stall timeout: then
-    /// the events received but not yet taken, in order.
+    /// consumer goes away, the consumer stops taking events for the stall timeout (then the
+    /// events received but not yet taken, in order), or the connection breaks (then the
+    /// failure, to resume from).
     async fn stream(
         &self,
         tx: &mpsc::Sender<WatchEvent>,
         guard: &mut ProgressGuard,
         progress_rx: &mut Option<mpsc::Receiver<()>>,
-    ) -> std::result::Result<VecDeque<WatchEvent>, End> {
+    ) -> std::result::Result<Outcome, End> {
         let opts = &self.spec.opts;
         let client = self.store.client.clone();
         let (endpoint, channel) = client.channel();
@@ -330,12 +394,21 @@ impl WatchTask {
             .await
             .map_err(|_| End::Failed(Error::internal("watch request stream closed")))?;
         // A broken connection, or a member without a leader, moves the client's next requests
-        // (and the re-watch that follows the error event) to the next endpoint.
-        let fail = |f: Failure| {
+        // (and the resumed stream, or the re-watch that follows the error event) to the next
+        // endpoint. A broken connection is resumed; "no leader" ends the watch (the member is
+        // cut off from its quorum: the consumer must learn that its view may be stale).
+        let mut answered = false;
+        let fail = |f: Failure, answered: bool| {
             if matches!(f, Failure::Unreachable(_)) {
                 client.rotate_from(endpoint);
             }
-            End::Failed(f.into_error(after))
+            match f {
+                Failure::Unreachable(ref m) if !m.contains("no leader") => Ok(Outcome::Broken {
+                    failure: f,
+                    answered,
+                }),
+                f => Err(End::Failed(f.into_error(after))),
+            }
         };
         let mut grpc = WatchClient::new(channel).max_decoding_message_size(i32::MAX as usize);
         // As clientv3's WithRequireLeader (what Kubernetes watches with): a member that has no
@@ -348,11 +421,12 @@ impl WatchTask {
         let timeout = client.config().request_timeout;
         let mut stream = match tokio::time::timeout(timeout, grpc.watch(request)).await {
             Ok(Ok(resp)) => resp.into_inner(),
-            Ok(Err(status)) => return Err(fail(Failure::from_status(&status))),
+            Ok(Err(status)) => return fail(Failure::from_status(&status), false),
             Err(_) => {
-                return Err(fail(Failure::Unreachable(format!(
-                    "etcd did not open a watch within {timeout:?}"
-                ))));
+                return fail(
+                    Failure::Unreachable(format!("etcd did not open a watch within {timeout:?}")),
+                    false,
+                );
             }
         };
         let stall = client.config().watch_stall_timeout;
@@ -375,14 +449,15 @@ impl WatchTask {
                 msg = stream.next() => {
                     let resp = match msg {
                         Some(Ok(resp)) => resp,
-                        Some(Err(status)) => return Err(fail(Failure::from_status(&status))),
+                        Some(Err(status)) => return fail(Failure::from_status(&status), answered),
                         None => {
-                            return Err(fail(Failure::Unreachable("etcd closed the watch stream".into())));
+                            return fail(Failure::Unreachable("etcd closed the watch stream".into()), answered);
                         }
                     };
+                    answered = true;
                     let out = self.handle(resp, guard, after)?;
                     if let Some(backlog) = deliver(tx, out, stall).await? {
-                        return Ok(backlog);
+                        return Ok(Outcome::Stalled(backlog));
                     }
                 }
             }

@@ -1,5 +1,5 @@
 //! A three-member etcd cluster behind one client with three endpoints: losing a member costs
-//! at most a few `Unreachable` answers (and ends the watches on it with an error event), losing
+//! at most a few `Unreachable` answers (the watches on it resume on another member), losing
 //! the quorum makes every request fail with `Unreachable` instead of hanging, and when the
 //! quorum is back the same client serves the same data. A watch on a member that has no
 //! leader — cut off from the others, or the last one standing — ends with an error within a
@@ -95,17 +95,18 @@ async fn a_cluster_survives_a_member_and_fails_fast_without_quorum() {
     };
     let mut w = store.watch(&collection, &from_a).await.unwrap();
 
-    // The first endpoint, which every request and the watch use so far, dies.
+    // The first endpoint, which every request and the watch use so far, dies: the watch
+    // resumes on another member and misses nothing.
     cluster.member(0).unwrap().kill();
+    let (key_a, get_opts) = (key("a"), GetOptions::default());
+    let b = create(&store, "b").await;
     match tokio::time::timeout(BOUND, w.next())
         .await
         .expect("the watch hung")
     {
-        Some(WatchEvent::Error(Error::Unreachable { .. })) => {}
-        other => panic!("expected the watch to end with Unreachable, got {other:?}"),
+        Some(WatchEvent::Added(o)) => assert_eq!(o, b),
+        other => panic!("expected the watch to resume and deliver b, got {other:?}"),
     }
-    let (key_a, get_opts) = (key("a"), GetOptions::default());
-    let b = create(&store, "b").await;
     let got = eventually(|| store.get(&key_a, &get_opts)).await;
     assert_eq!(got, Some(a.clone()));
     // A new watch from the old revision replays what the lost one missed.
@@ -304,5 +305,59 @@ async fn a_write_to_a_member_cut_off_from_its_quorum_goes_to_another_member() {
         "member 0 had no leader {leaderless:?} after the cut; the write took {write:?}, the read {:?}",
         started.elapsed()
     );
+    cluster.heal();
+}
+
+/// A member cut off from its peers the moment a read arrives still believes it has a leader:
+/// it holds the linearizable read (etcd answers "request timed out" only after 7 s). The read
+/// moves to another member at the per-attempt deadline, and the write after it goes there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd (LISTWATCH_ETCD_BIN)"]
+async fn a_read_held_by_a_member_just_cut_off_moves_on_at_the_attempt_deadline() {
+    let cluster = EtcdCluster::start(3).await.unwrap();
+    let leader = cluster
+        .wait_for_leader(BOUND)
+        .await
+        .expect("the cluster elected no leader");
+    // A follower first: a cut-off leader may step down (and fail its reads) within an
+    // election timeout, a follower forwards the read to a leader it can no longer reach.
+    let follower = (0..cluster.len()).find(|&i| i != leader).unwrap();
+    let mut endpoints = cluster.endpoints();
+    endpoints.rotate_left(follower);
+    // A request timeout far above etcd's own 7 s, so only the attempt deadline moves the read.
+    let mut config = cluster
+        .config()
+        .request_timeout(Duration::from_secs(30))
+        .read_attempt_timeout(Duration::from_millis(300));
+    config.endpoints = endpoints;
+    let store = EtcdStore::new(
+        EtcdClient::new(config).unwrap(),
+        "/registry",
+        SelectableFields::none(),
+    );
+    let a = store.create(&key("a"), pod("a"), None).await.unwrap();
+    assert_eq!(store.client().read_attempts_abandoned(), 0);
+    cluster.isolate(follower).await.unwrap();
+    let started = Instant::now();
+    let got = tokio::time::timeout(BOUND, store.get(&key("a"), &GetOptions::default()))
+        .await
+        .expect("the read hung")
+        .expect("the read should have gone to another member");
+    let read = started.elapsed();
+    assert_eq!(got, Some(a.clone()));
+    assert!(
+        store.client().read_attempts_abandoned() >= 1,
+        "the read was not moved on at the per-attempt deadline (took {read:?})"
+    );
+    let b = tokio::time::timeout(BOUND, store.create(&key("b"), pod("b"), None))
+        .await
+        .expect("the write hung")
+        .expect("the write should have gone to another member");
+    let list = tokio::time::timeout(BOUND, store.list(&collection(), &ListOptions::recursive()))
+        .await
+        .expect("the list hung")
+        .unwrap();
+    assert_eq!(list.items, vec![a, b]);
+    eprintln!("the read on the cut-off member moved on and took {read:?}");
     cluster.heal();
 }

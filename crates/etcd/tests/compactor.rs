@@ -163,3 +163,57 @@ async fn a_failed_compaction_still_advances_the_compactors_time() {
         "the compactor lost its own compare-and-swap"
     );
 }
+
+/// etcd wiped under a running client (its revision goes back to 1): the compaction the client
+/// remembered belongs to the old history. Before, it was kept (`fetch_max`) and every Exact
+/// read of the new history below it — the cacher checks `Storage::compacted_revision` —
+/// answered 410 forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_wiped_etcd_makes_the_client_forget_the_old_compaction() {
+    let mut server = EtcdServer::start().await.unwrap();
+    let client = server.client();
+    let store = EtcdStore::new(client.clone(), "/registry", SelectableFields::none());
+    let mut last = 0;
+    for i in 0..20 {
+        last = write(&store, &format!("old{i}")).await;
+    }
+    listwatch_etcd::compact_now(&client, last).await.unwrap();
+    assert_eq!(client.compacted_revision(), last);
+
+    server.kill();
+    let data = server.dir().unwrap().join("data");
+    std::fs::remove_dir_all(&data).unwrap();
+    server.restart().await.unwrap();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    let new = loop {
+        match store
+            .create(
+                &Key::object("pods", Some("ns"), "new").unwrap(),
+                pod("new"),
+                None,
+            )
+            .await
+        {
+            Ok(o) => break o.resource_version(),
+            Err(listwatch_storage::Error::Unreachable { .. })
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("etcd did not come back: {e:?}"),
+        }
+    };
+    assert!(
+        new < last,
+        "the wiped etcd's revision {new} did not go back"
+    );
+    assert!(
+        client.compacted_revision() <= new,
+        "the client still remembers the old history's compaction {} above the new revision {new}",
+        client.compacted_revision()
+    );
+    let all = Key::collection("pods", Some("ns")).unwrap();
+    let exact = ListOptions::recursive().at(Some(new), Some(ResourceVersionMatch::Exact));
+    assert_eq!(store.list(&all, &exact).await.unwrap().items.len(), 1);
+}

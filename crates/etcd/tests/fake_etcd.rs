@@ -13,7 +13,7 @@ use listwatch_api::{LabelSelector, Object, SelectableFields};
 use listwatch_etcd::testing::{FaultProxy, test_config};
 use listwatch_etcd::{EtcdClient, EtcdStore};
 use listwatch_storage::{
-    Error, Key, ListOptions, SelectionPredicate, Storage, WatchEvent, WatchStream,
+    Error, GetOptions, Key, ListOptions, SelectionPredicate, Storage, WatchEvent, WatchStream,
 };
 use support::fake::FakeEtcd;
 use tonic::Status;
@@ -199,4 +199,46 @@ async fn the_progress_guard_follows_the_version_of_the_member_the_watch_is_on() 
             .is_some_and(|v| !v.progress_requests_are_ordered())
     );
     assert!(!store.client().progress_requests_are_ordered().await);
+}
+
+/// A read that waited while etcd elected a new leader is answered "leader changed". The
+/// election is over by then, so the read goes round the members once more instead of failing
+/// (with the per-attempt read deadline, the attempt still open when an election ends is the
+/// last member's: the read failed with 500 "storage backend unreachable" and a create that
+/// re-read its namespace after writing removed what it wrote; issue 26, the chaos test).
+/// Only once: a member that keeps answering it fails the read after a second round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_answered_leader_changed_goes_round_again_once() {
+    let etcd = FakeEtcd::start("3.4.23").await;
+    etcd.fake.put("/registry/pods/ns/p1", &pod_json("p1", "x"));
+    let store = store_for(vec![etcd.endpoint()]);
+    let key = Key::object("pods", Some("ns"), "p1").unwrap();
+    let changed = || Status::unavailable("etcdserver: leader changed");
+
+    etcd.fake
+        .on_range(Box::new(move |n, _| (n == 0).then(changed)));
+    let got = tokio::time::timeout(BOUND, store.get(&key, &GetOptions::default()))
+        .await
+        .expect("the read hung");
+    assert!(
+        matches!(got, Ok(Some(_))),
+        "a read answered 'leader changed' once was not sent again: {got:?}"
+    );
+    assert_eq!(store.client().reads_retried_after_election(), 1);
+
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = std::sync::Arc::clone(&calls);
+    etcd.fake.on_range(Box::new(move |_, _| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Some(changed())
+    }));
+    let got = tokio::time::timeout(BOUND, store.get(&key, &GetOptions::default()))
+        .await
+        .expect("the read hung");
+    assert!(matches!(got, Err(Error::Unreachable { .. })), "{got:?}");
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "one member answering 'leader changed' forever: two attempts, no more"
+    );
 }

@@ -66,6 +66,15 @@ pub(crate) struct Queues {
     pub(crate) orphan: WorkQueue<Item>,
 }
 
+/// The base configuration of the graph's informers: no idle deadline, since the storage watch
+/// never times out (see `StorageListerWatcher::NO_IDLE_DEADLINE`).
+fn informer_config() -> InformerConfig<Meta> {
+    InformerConfig {
+        reflector: StorageListerWatcher::reflector_config(listwatch_client::Config::default()),
+        ..InformerConfig::default()
+    }
+}
+
 /// The informers and their stores, by catalog index.
 pub(crate) struct Graph {
     pub(crate) catalog: Catalog,
@@ -80,7 +89,7 @@ impl Graph {
         let mut informers = Vec::with_capacity(catalog.len());
         for (_, r, key) in catalog.iter() {
             let lw = StorageListerWatcher::new(Arc::clone(&r.storage), key.clone());
-            let config = InformerConfig::default()
+            let config = informer_config()
                 .index(
                     BY_OWNER,
                     Arc::new(|m: &Meta| {
@@ -245,5 +254,20 @@ impl Graph {
                 q.delete.add(owner);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An idle deadline (the reflector's default, the server timeout plus 30 s) re-watched
+    /// every 5–10 minutes over a storage watch that never times out.
+    #[test]
+    fn the_informers_have_no_idle_deadline() {
+        assert_eq!(
+            informer_config().reflector.watch_idle_margin,
+            StorageListerWatcher::NO_IDLE_DEADLINE
+        );
     }
 }

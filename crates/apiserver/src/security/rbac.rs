@@ -37,6 +37,15 @@ fn lister(r: &Resource) -> Option<StorageListerWatcher> {
     Some(StorageListerWatcher::new(Arc::clone(&r.storage), key))
 }
 
+/// An informer configuration over a [`StorageListerWatcher`]: no idle deadline (its watch
+/// never times out, so a deadline would only re-watch every 5–10 minutes).
+fn informer_config<K>() -> InformerConfig<K> {
+    InformerConfig {
+        reflector: StorageListerWatcher::reflector_config(listwatch_client::Config::default()),
+        ..InformerConfig::default()
+    }
+}
+
 /// The running informers; dropping them stops them.
 pub struct Informers {
     roles: Informer<Role>,
@@ -59,19 +68,19 @@ impl Informers {
     pub fn start(resources: &[Resource]) -> Option<Self> {
         let typed_role = |plural| -> Option<Informer<Role>> {
             let lw = lister(find(resources, GROUP, plural)?)?;
-            Some(Informer::spawn(Typed::new(lw), InformerConfig::default()))
+            Some(Informer::spawn(Typed::new(lw), informer_config()))
         };
         let typed_binding = |plural| -> Option<Informer<RoleBinding>> {
             let lw = lister(find(resources, GROUP, plural)?)?;
             let (name, f) = rbac::subject_index();
             Some(Informer::spawn(
                 Typed::new(lw),
-                InformerConfig::default().index(name, f),
+                informer_config().index(name, f),
             ))
         };
         let service_accounts = find(resources, "", "serviceaccounts")
             .and_then(lister)
-            .map(|lw| Informer::spawn(lw, InformerConfig::default()));
+            .map(|lw| Informer::spawn(lw, informer_config()));
         Some(Self {
             roles: typed_role("roles")?,
             cluster_roles: typed_role("clusterroles")?,
@@ -599,6 +608,17 @@ mod tests {
     use listwatch_storage::Storage;
 
     const ISS: &str = "https://kubernetes.default.svc.cluster.local";
+
+    /// The informers' watch never times out: an idle deadline (the reflector's default, the
+    /// server timeout plus 30 s) re-watched every 5–10 minutes.
+    #[test]
+    fn the_informers_have_no_idle_deadline() {
+        let config = informer_config::<Role>();
+        assert_eq!(
+            config.reflector.watch_idle_margin,
+            StorageListerWatcher::NO_IDLE_DEADLINE
+        );
+    }
 
     async fn create(storage: &dyn Storage, name: &str, uid: &str) {
         create_marked(storage, name, uid, None).await;
