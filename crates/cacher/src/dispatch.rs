@@ -41,6 +41,7 @@ use listwatch_watchcache::CacheEvent;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::filter;
 use crate::latency::Stage;
 use crate::metrics::ResourceMetrics;
 use crate::queue::PushError;
@@ -350,18 +351,26 @@ impl Dispatcher {
         let mut blocked = Vec::new();
         let mut gone = Vec::new();
         // O(1) per candidate: the shared event goes to each unfiltered; every watcher
-        // applies its own selectors on its own task (see `filter`).
-        for e in candidates.drain(..) {
-            match e.queue.try_push(Item::event(Arc::clone(&d), taken_up)) {
-                Ok(()) => {}
-                // Lossless and free for the others: it catches up from the window by itself.
-                Err(PushError::Full(_)) if self.config.stall_resume => {
-                    self.too_slow(&e);
+        // applies its own selectors on its own task (see `filter`). Watchers with a quick
+        // filter are woken first, so that the runtime (which runs woken tasks roughly in
+        // the order they were woken) tends to give them their turn before the costly ones.
+        for quick in [true, false] {
+            for e in &candidates {
+                if filter::is_quick(&e.spec.predicate) != quick {
+                    continue;
                 }
-                Err(PushError::Full(item)) => blocked.push((e, item)),
-                Err(PushError::Closed) => gone.push(e.id),
+                match e.queue.try_push(Item::event(Arc::clone(&d), taken_up)) {
+                    Ok(()) => {}
+                    // Lossless and free for the others: it catches up from the window.
+                    Err(PushError::Full(_)) if self.config.stall_resume => {
+                        self.too_slow(e);
+                    }
+                    Err(PushError::Full(item)) => blocked.push((Arc::clone(e), item)),
+                    Err(PushError::Closed) => gone.push(e.id),
+                }
             }
         }
+        candidates.clear();
         self.candidates = candidates;
         if !blocked.is_empty() {
             // Upstream's rule when slow watchers cannot resume: a shared, refilled budget.

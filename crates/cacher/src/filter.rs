@@ -56,6 +56,15 @@ pub(crate) fn event_type_for(
     }
 }
 
+/// Filters of at most this many label requirements and field terms count as quick.
+const QUICK_FILTER: usize = 4;
+
+/// Whether `pred` is quick to evaluate (at most [`QUICK_FILTER`] requirements and terms):
+/// the dispatcher wakes such watchers first. O(1).
+pub(crate) fn is_quick(pred: &SelectionPredicate) -> bool {
+    pred.label.requirements().len() + pred.field.terms().len() <= QUICK_FILTER
+}
+
 impl Spec {
     /// What an event is for this watcher, if anything (see [`event_type_for`]).
     pub(crate) fn event_type_for(
