@@ -155,3 +155,65 @@ pub fn big_pod(tag: &str) -> Object {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// A label selector of `n` requirements that `pod` matches: `app=web` and `n - 1`
+/// `!absent-i` (each a map lookup that misses), the shape of the cap's worst case.
+pub fn heavy_selector(n: usize) -> String {
+    let mut s = String::from("app=web");
+    for i in 1..n {
+        s.push_str(&format!(",!absent-{i}"));
+    }
+    s
+}
+
+/// Time for `iters` writes to reach every matching watcher of a mix: `heavy` watchers with
+/// `heavy_selector` and `plain` watchers with `plain_selector` (`None`: everything). Only
+/// watchers whose selector matches the pod count; `plain_matches` says whether the plain
+/// ones do. The writes alternate between `versions` (both match `heavy_selector`).
+pub async fn selector_fanout(
+    heavy: usize,
+    heavy_selector: &str,
+    plain: usize,
+    plain_selector: Option<&str>,
+    plain_matches: bool,
+    iters: u64,
+    versions: &[Object; 2],
+) -> Duration {
+    let cacher = Cacher::new(Arc::new(MemStore::new()), CacherConfig::new("pods"));
+    cacher.wait_ready().await;
+    let start = put(&cacher, &versions[0]).await;
+    let all = Key::collection("pods", None).unwrap_or_else(|e| panic!("{e}"));
+    let matching = heavy + if plain_matches { plain } else { 0 };
+    let done = Done::new(iters * matching as u64);
+    let selectors = std::iter::repeat_n(Some(heavy_selector), heavy)
+        .chain(std::iter::repeat_n(plain_selector, plain));
+    for sel in selectors {
+        let mut opts = ListOptions {
+            resource_version: Some(start),
+            ..ListOptions::recursive()
+        };
+        if let Some(sel) = sel {
+            opts.predicate.label = sel.parse().unwrap_or_else(|e| panic!("{e}"));
+        }
+        let mut w = cacher
+            .watch(&all, &opts)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let done = Arc::clone(&done);
+        tokio::spawn(async move {
+            while let Some(ev) = w.next().await {
+                if let WatchEvent::Modified { object, .. } = ev {
+                    std::hint::black_box(object.to_json_bytes());
+                    done.add();
+                }
+            }
+        });
+    }
+    let notified = done.notify.notified();
+    let t = Instant::now();
+    for i in 0..iters {
+        put(&cacher, &versions[usize::from(i % 2 == 0)]).await;
+    }
+    notified.await;
+    t.elapsed()
+}

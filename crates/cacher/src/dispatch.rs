@@ -7,9 +7,10 @@
 //! so every watcher sends the same bytes; the wrapper is attached (weakly) to the window's
 //! event and kept alive in the bounded ring of recent forms (see `recent`), so that watchers
 //! catching up from the window reuse it instead of encoding again. The
-//! dispatcher picks the candidates from the registry's indexes (see `registry`), filters for
-//! each (turning a `Modified` that enters or leaves its selection into `Added`/`Deleted`) and
-//! tries a non-blocking send.
+//! dispatcher picks the candidates from the registry's indexes (see `registry`: namespace,
+//! name, trigger value) and tries a non-blocking send of the shared event to each, O(1) per
+//! candidate. It never evaluates a selector: each watcher applies its own when it takes the
+//! event from its buffer (see `filter`), so no watcher's selector delays another's delivery.
 //!
 //! A watcher whose buffer is full costs the others nothing with stall-and-resume on (the
 //! default): it is detached at once, drains its buffer, catches up from the window by itself
@@ -26,7 +27,8 @@
 //! for progress notification, once every event up to the backend's revision is handed out.
 //!
 //! Invariants: a watcher receives live events in the order the dispatcher handles them, which
-//! is resource-version order; nothing here blocks on a watcher except the budgeted wait.
+//! is resource-version order; nothing here blocks on a watcher except the budgeted wait, and
+//! nothing here costs more per candidate than a queue push.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -34,11 +36,12 @@ use std::time::Duration;
 
 use listwatch_api::fields::Fields;
 use listwatch_api::{EventType, Object};
-use listwatch_storage::{SelectionPredicate, WatchEvent};
+use listwatch_storage::WatchEvent;
 use listwatch_watchcache::CacheEvent;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::filter;
 use crate::latency::Stage;
 use crate::metrics::ResourceMetrics;
 use crate::queue::PushError;
@@ -83,12 +86,7 @@ impl Dispatched {
         }
     }
 
-    /// What this event is for a watcher with `pred`, if anything.
-    pub(crate) fn event_type_for(&self, pred: &SelectionPredicate) -> Option<EventType> {
-        event_type_for(self.event_type, &self.object, self.prev.as_ref(), pred)
-    }
-
-    /// The storage event a watcher sends for `event_type` (from [`Self::event_type_for`]).
+    /// The storage event a watcher sends for `event_type` (from the watcher's filter).
     pub(crate) fn to_watch_event(&self, event_type: EventType) -> WatchEvent {
         match (event_type, self.event_type) {
             (EventType::Added, _) => WatchEvent::Added(self.object.clone()),
@@ -109,29 +107,6 @@ impl Dispatched {
     /// The object's namespace and name.
     fn scope(&self) -> (&str, &str) {
         (self.object.namespace().unwrap_or(""), self.object.name())
-    }
-}
-
-/// What an event of `event_type` changing `prev` into `object` is for a watcher with `pred`:
-/// a `Modified` that enters or leaves its selection is `Added` or `Deleted` for it.
-pub(crate) fn event_type_for(
-    event_type: EventType,
-    object: &Object,
-    prev: Option<&Object>,
-    pred: &SelectionPredicate,
-) -> Option<EventType> {
-    match event_type {
-        EventType::Added | EventType::Deleted => pred.matches(object).then_some(event_type),
-        _ => {
-            let cur = pred.matches(object);
-            let old = prev.is_some_and(|p| pred.matches(p));
-            match (cur, old) {
-                (true, true) => Some(EventType::Modified),
-                (true, false) => Some(EventType::Added),
-                (false, true) => Some(EventType::Deleted),
-                (false, false) => None,
-            }
-        }
     }
 }
 
@@ -375,20 +350,27 @@ impl Dispatcher {
         }
         let mut blocked = Vec::new();
         let mut gone = Vec::new();
-        for e in candidates.drain(..) {
-            let Some(t) = d.event_type_for(&e.spec.predicate) else {
-                continue;
-            };
-            match e.queue.try_push(Item::event(Arc::clone(&d), t, taken_up)) {
-                Ok(()) => {}
-                // Lossless and free for the others: it catches up from the window by itself.
-                Err(PushError::Full(_)) if self.config.stall_resume => {
-                    self.too_slow(&e);
+        // O(1) per candidate: the shared event goes to each unfiltered; every watcher
+        // applies its own selectors on its own task (see `filter`). Watchers with a quick
+        // filter are woken first, so that the runtime (which runs woken tasks roughly in
+        // the order they were woken) tends to give them their turn before the costly ones.
+        for quick in [true, false] {
+            for e in &candidates {
+                if filter::is_quick(&e.spec.predicate) != quick {
+                    continue;
                 }
-                Err(PushError::Full(item)) => blocked.push((e, item)),
-                Err(PushError::Closed) => gone.push(e.id),
+                match e.queue.try_push(Item::event(Arc::clone(&d), taken_up)) {
+                    Ok(()) => {}
+                    // Lossless and free for the others: it catches up from the window.
+                    Err(PushError::Full(_)) if self.config.stall_resume => {
+                        self.too_slow(e);
+                    }
+                    Err(PushError::Full(item)) => blocked.push((Arc::clone(e), item)),
+                    Err(PushError::Closed) => gone.push(e.id),
+                }
             }
         }
+        candidates.clear();
         self.candidates = candidates;
         if !blocked.is_empty() {
             // Upstream's rule when slow watchers cannot resume: a shared, refilled budget.

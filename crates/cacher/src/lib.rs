@@ -41,6 +41,7 @@
 mod config;
 mod dispatch;
 mod feed;
+mod filter;
 pub mod latency;
 mod lw;
 mod metrics;
@@ -536,6 +537,8 @@ impl Storage for Cacher {
             allow_bookmarks: opts.allow_watch_bookmarks,
             progress_notify: opts.progress_notify,
             deadline: opts.deadline.map(Instant::from_std),
+            #[cfg(test)]
+            filter_hook: None,
         };
         watcher::open(Arc::clone(inner), spec, start)
     }

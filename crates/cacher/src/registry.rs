@@ -33,7 +33,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use listwatch_api::EventType;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -45,22 +44,24 @@ use crate::watcher::Spec;
 /// What a watcher's buffer carries.
 #[derive(Debug)]
 pub(crate) enum Item {
-    /// An event, its type for this watcher, and how long after the dispatcher took it up it
-    /// entered this buffer ([`Item::pushed_after`]): the `cache_to_watcher` stage, observed by
-    /// the watcher only if it delivers the event (one its start already covered is dropped).
-    Event(Arc<Dispatched>, EventType, u32),
+    /// A candidate event, not yet filtered (the watcher applies its selectors when it takes
+    /// it, see `filter`), and how long after the dispatcher took it up it entered this
+    /// buffer ([`Item::pushed_after`]): the `cache_to_watcher` stage, observed by the watcher
+    /// only if it delivers the event (one its start already covered, or its selector
+    /// rejects, is dropped).
+    Event(Arc<Dispatched>, u32),
     Bookmark(u64),
 }
 
 impl Item {
     /// A live event taken up by the dispatcher at `taken_up`, stamped as pushed now.
-    pub(crate) fn event(d: Arc<Dispatched>, t: EventType, taken_up: std::time::Instant) -> Self {
-        Item::Event(d, t, Self::micros_since(taken_up))
+    pub(crate) fn event(d: Arc<Dispatched>, taken_up: std::time::Instant) -> Self {
+        Item::Event(d, Self::micros_since(taken_up))
     }
 
     /// Restamps an event that waited for room in a full buffer (the blocked path).
     pub(crate) fn restamp(&mut self, taken_up: std::time::Instant) {
-        if let Item::Event(_, _, at) = self {
+        if let Item::Event(_, at) = self {
             *at = Self::micros_since(taken_up);
         }
     }

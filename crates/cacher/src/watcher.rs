@@ -39,7 +39,7 @@ use listwatch_storage::{
 use tokio::time::Instant;
 
 use crate::Inner;
-use crate::dispatch::{Dispatched, event_type_for};
+use crate::dispatch::Dispatched;
 use crate::latency::Stage;
 use crate::queue::Queue;
 use crate::registry::{ACTIVE, CLOSED, DETACHED, Entry, Item, RESET, next_bookmark, unregister};
@@ -48,6 +48,11 @@ use crate::registry::{ACTIVE, CLOSED, DETACHED, Entry, Item, RESET, next_bookmar
 pub(crate) const CHUNK: usize = 64;
 /// ...from at most this many window events read per refill.
 const SCAN: usize = 1024;
+
+/// At most this many live events a watcher's selectors reject are passed over in one poll
+/// before it yields (the queue is refilled as fast as it is read, so an unbounded loop could
+/// hold a worker thread).
+const PASS_OVER_BUDGET: usize = 256;
 
 /// A watcher's epoch before it first registers (registry epochs count up from 0).
 const NO_EPOCH: u64 = u64::MAX;
@@ -71,6 +76,9 @@ pub(crate) struct Spec {
     pub(crate) allow_bookmarks: bool,
     pub(crate) progress_notify: bool,
     pub(crate) deadline: Option<Instant>,
+    /// Run at every evaluation of this watcher's filter (tests).
+    #[cfg(test)]
+    pub(crate) filter_hook: Option<crate::filter::FilterHook>,
 }
 
 /// The part of the window a watcher still has to read: the events after `after`, up to and
@@ -115,7 +123,8 @@ struct Watcher {
     generation: u64,
     /// Live items at or below this version were covered by the state or the replay.
     floor: u64,
-    /// The last version delivered to the consumer.
+    /// The last version delivered to the consumer, or passed over because the watcher's
+    /// selectors reject it: a resume after being detached starts after it.
     last_rv: u64,
     done: bool,
 }
@@ -285,8 +294,8 @@ impl Watcher {
             if !self.entry.spec.key.contains(&ev.key) {
                 continue;
             }
-            let pred = &self.entry.spec.predicate;
-            let Some(t) = event_type_for(ev.event_type, &ev.object, ev.prev_object.as_ref(), pred)
+            let spec = &self.entry.spec;
+            let Some(t) = spec.event_type_for(ev.event_type, &ev.object, ev.prev_object.as_ref())
             else {
                 continue;
             };
@@ -317,6 +326,7 @@ impl Watcher {
     }
 
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
+        let mut passed_over = 0usize;
         loop {
             if let Some(mut replay) = self.replay.take() {
                 if let Some(ev) = replay.pending.pop_front() {
@@ -362,12 +372,28 @@ impl Watcher {
             }
             let item = std::task::ready!(self.entry.queue.poll_pop(cx));
             match item {
-                Some(Item::Event(d, t, pushed_after)) => {
+                Some(Item::Event(d, pushed_after)) => {
                     // Covered by the state or replay this watch started with: not a delivery,
                     // so no stage observes it.
                     if d.rv <= self.floor {
                         continue;
                     }
+                    // This watcher's selectors, on its own task (see `filter`). What they
+                    // reject is passed over: the resume point moves past it, and the loop
+                    // goes on to the next item, so rejected events leave the buffer as fast
+                    // as the consumer polls — but a poll passes over at most
+                    // `PASS_OVER_BUDGET` of them before yielding to the runtime.
+                    let spec = &self.entry.spec;
+                    let Some(t) = spec.event_type_for(d.event_type, &d.object, d.prev.as_ref())
+                    else {
+                        self.last_rv = self.last_rv.max(d.rv);
+                        passed_over += 1;
+                        if passed_over >= PASS_OVER_BUDGET {
+                            cx.waker().wake_by_ref();
+                            return Poll::Pending;
+                        }
+                        continue;
+                    };
                     self.last_rv = d.rv;
                     // Handed to the consumer (the watch server writes it out at once).
                     let now = std::time::Instant::now();
