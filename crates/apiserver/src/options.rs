@@ -142,6 +142,12 @@ pub struct Options {
     /// (read-only, mutating); upstream APF's queue length limit.
     #[arg(long, default_value_t = 50, value_parser = flags::positive_count)]
     pub max_queued_requests_per_client: usize,
+    /// Threads of the request compute pool, where the handlers of writes and of Table or
+    /// YAML reads run (decode, patch, apply, validation, encoding), apart from the threads
+    /// that drive connections, watches and `/healthz` (default: the available parallelism;
+    /// 0: no pool, everything runs on the I/O threads).
+    #[arg(long, default_value_t = listwatch_endpoints::default_request_workers(), value_parser = flags::workers)]
+    pub request_workers: usize,
     /// Bytes of request bodies held in memory at once (0: no limit).
     #[arg(long, default_value_t = 256 * 1024 * 1024, value_parser = flags::bytes_limit)]
     pub max_buffered_request_bytes: usize,
