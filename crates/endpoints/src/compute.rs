@@ -9,8 +9,8 @@
 //! [`Config::request_workers`](crate::Config) threads (default: the machine's available
 //! parallelism) onto which the handler of every request that computes is spawned — every
 //! write verb (decode, patch, apply, validation, admission, the storage's update closure,
-//! the encoding of the answer) and every GET or LIST answered as a Table, YAML or partial
-//! metadata — see `handlers::computes`. The I/O side awaits the task.
+//! the encoding of the answer), `/scale` reads, and every GET or LIST answered as a Table,
+//! YAML or partial metadata — see `handlers::computes`. The I/O side awaits the task.
 //!
 //! Invariants:
 //! - at most `request_workers` requests compute at once (the pool's threads), whatever the

@@ -485,7 +485,7 @@ async fn limited(
         client,
         body: verb.has_body().then_some(body),
         started,
-        compute: computes(verb, &req.headers),
+        compute: computes(verb, req.sub, &req.headers),
     };
     let req = Arc::clone(req);
     admission
@@ -495,12 +495,13 @@ async fn limited(
 
 /// Whether a request's handler computes (runs on the request compute pool, `crate::compute`):
 /// every verb with a body (decode, patch, apply, validation, the update closure, encoding
-/// the answer), and reads answered in anything but plain JSON (Table rows, YAML, partial
-/// metadata are built from the decoded objects). A GET or LIST answered as JSON stays on
-/// the I/O runtime: a GET sends the stored (cached) encoding, and a list's body is encoded
-/// batch by batch as it is sent.
-fn computes(verb: Verb, headers: &HeaderMap) -> bool {
+/// the answer), a `/scale` read (the stored object is decoded), and reads answered in
+/// anything but plain JSON (Table rows, YAML, partial metadata are built from the decoded
+/// objects). A GET or LIST answered as JSON stays on the I/O runtime: a GET sends the
+/// stored (cached) encoding, and a list's body is encoded batch by batch as it is sent.
+fn computes(verb: Verb, sub: Sub, headers: &HeaderMap) -> bool {
     verb.has_body()
+        || sub == Sub::Scale
         || !matches!(
             negotiate(headers, Offer::JsonOrTable),
             Ok(Format::Json) | Err(_)
