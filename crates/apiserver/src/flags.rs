@@ -228,6 +228,20 @@ pub fn limit(s: &str) -> Result<usize, String> {
     number(s, 0, MAX_COUNT, " (0: no limit)")
 }
 
+/// The most threads `--request-workers` accepts.
+pub const MAX_WORKERS: usize = 1024;
+
+/// `--request-workers`: threads of the request compute pool, 0 (none: requests compute on
+/// the I/O threads) to [`MAX_WORKERS`].
+pub fn workers(s: &str) -> Result<usize, String> {
+    number(
+        s,
+        0,
+        MAX_WORKERS,
+        " (threads; 0: compute on the I/O threads)",
+    )
+}
+
 /// A count of at least 1.
 pub fn positive_count(s: &str) -> Result<usize, String> {
     number(s, 1, MAX_COUNT, "")

@@ -171,6 +171,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         max_buffered_body_bytes: opts.max_buffered_request_bytes,
         request_timeout: opts.request_timeout,
         build_info: build_info(),
+        request_workers: opts.request_workers,
         ..Config::default()
     };
     let mut installer = Installer::new(config);
@@ -221,6 +222,12 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     let _ = handler_authz.0.set(Arc::clone(&security));
     installer = installer.authorizer(handler_authz);
     let api = installer.build();
+    tracing::info!(
+        request_workers = api.request_workers(),
+        io_workers = tokio::runtime::Handle::current().metrics().num_workers(),
+        "request compute pool: writes and Table/YAML reads compute on request_workers threads, \
+         connections, watches and health checks run on io_workers threads"
+    );
     let (reconciler, rbac_in_force) = informers
         .as_ref()
         .and_then(|i| i.spawn_reconciler(api.resources()))
@@ -444,7 +451,7 @@ pub async fn run(
     if announced {
         on_listening(addr);
         tracing::info!(%addr, storage = ?opts.backend(), resources = api.resources().len(),
-            watch_cache = opts.watch_cache, "serving");
+            watch_cache = opts.watch_cache, request_workers = api.request_workers(), "serving");
         tokio::select! {
             res = &mut server => {
                 return match res {

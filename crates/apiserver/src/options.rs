@@ -211,6 +211,14 @@ pub struct Options {
     #[arg(long, default_value_t = 50, value_parser = flags::positive_count,
         help_heading = heading::LIMITS)]
     pub max_queued_requests_per_client: usize,
+    /// Threads of the request compute pool, where the handlers of writes and of Table or
+    /// YAML reads run (decode, patch, apply, validation, encoding), apart from the threads
+    /// that drive connections, watches and `/healthz` (default: the available parallelism;
+    /// 0: no pool, everything runs on the I/O threads). [upstream: none; Go's scheduler
+    /// preempts instead]
+    #[arg(long, default_value_t = listwatch_endpoints::default_request_workers(),
+        value_parser = flags::workers, help_heading = heading::LIMITS)]
+    pub request_workers: usize,
     /// Bytes of request bodies held in memory at once (0: no limit). [upstream: none]
     #[arg(long, default_value = "256Mi", value_parser = flags::bytes_limit,
         help_heading = heading::LIMITS)]

@@ -57,6 +57,8 @@ fn every_bad_numeric_flag_is_a_usage_error_naming_the_flag() {
         ("--max-watches", "-5"),
         ("--max-watches-per-client", "x"),
         ("--max-queued-requests-per-client", "0"),
+        ("--request-workers", "-1"),
+        ("--request-workers", "1025"),
         ("--max-buffered-request-bytes", "-1"),
         ("--max-connections", "2147483648"),
         ("--http2-max-streams-per-connection", "-1"),

@@ -7,8 +7,9 @@
 //! kinds kubectl's typed `create` sends — protobuf request bodies), discovery and OpenAPI
 //! documents (from one schema catalog per API, which the field manager and strategic merge
 //! read too), health endpoints, request limits, deadlines and metrics, list responses streamed
-//! item by item and gzipped for clients that accept it (`stream_list`, [`compress`]), and the
-//! one mapping of
+//! item by item and gzipped for clients that accept it (`stream_list`, [`compress`]), the
+//! request compute pool where writes and Table/YAML reads compute, off the threads that
+//! drive the sockets (`compute`, [`Config::request_workers`]), and the one mapping of
 //! failures to Kubernetes `Status` responses ([`ApiError`]). `docs/endpoints.md` lists the
 //! behaviour and where it differs from upstream.
 //!
@@ -52,6 +53,7 @@ pub mod admission;
 pub mod authorize;
 pub mod clock;
 pub mod compress;
+mod compute;
 mod discovery;
 mod error;
 mod fieldmanager;
@@ -127,6 +129,10 @@ pub struct Config {
     pub max_gzip_streams: usize,
     /// The build `/version` reports.
     pub build_info: BuildInfo,
+    /// Threads of the request compute pool: the handlers of writes and of Table/YAML reads run there, off the threads that drive
+    /// the sockets, at most this many at once. 0: no pool, every handler runs on the
+    /// caller's runtime. Default: the machine's available parallelism.
+    pub request_workers: usize,
 }
 
 impl Default for Config {
@@ -143,8 +149,15 @@ impl Default for Config {
             request_timeout: Duration::from_secs(60),
             max_gzip_streams: 64,
             build_info: BuildInfo::default(),
+            request_workers: default_request_workers(),
         }
     }
+}
+
+/// The default of [`Config::request_workers`]: the machine's available parallelism (1 when
+/// it cannot be told).
+pub fn default_request_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 /// State shared by every handler.
@@ -185,6 +198,8 @@ pub(crate) struct Shared {
     /// Set when the server is about to shut down: `/readyz` fails (so load balancers take
     /// it out) while requests are still served. See [`ShutdownHandle::drain`].
     pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// Where the handlers that compute run (`None`: on the caller's runtime).
+    pub(crate) compute: Option<compute::ComputePool>,
 }
 
 impl Shared {
@@ -323,6 +338,11 @@ impl Installer {
         let openapi = openapi::build(&self.resources, &catalog);
         let (shutdown, _) = watch::channel(false);
         let (waiting_for, _) = watch::channel(None);
+        let compute = compute::ComputePool::new(self.config.request_workers).unwrap_or_else(|e| {
+            tracing::error!(error = %e, workers = self.config.request_workers,
+                "cannot start the request compute pool: requests compute on the I/O threads");
+            None
+        });
         let shared = Arc::new(Shared {
             flow: flowcontrol::FlowControl::new(&self.config, &metrics),
             gzip: compress::GzipBudget::new(self.config.max_gzip_streams),
@@ -342,6 +362,7 @@ impl Installer {
             authorizer: self.authorizer,
             namespace_wake: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
+            compute,
         });
         if self.namespace_controller {
             namespaces::start(&shared);
@@ -470,6 +491,15 @@ impl Api {
         ShutdownHandle {
             shared: Arc::clone(&self.shared),
         }
+    }
+
+    /// The threads of the request compute pool (0: handlers run on the caller's runtime;
+    /// see [`Config::request_workers`]).
+    pub fn request_workers(&self) -> usize {
+        self.shared
+            .compute
+            .as_ref()
+            .map_or(0, compute::ComputePool::workers)
     }
 
     /// The served resources.

@@ -29,7 +29,8 @@ impl Api {
     /// Serves one request of a create-only virtual resource named `resource` (its plural,
     /// for metrics) through flow control: `serve` gets the request's head and its body,
     /// read within the limits the module docs list, and runs on a mutating seat until the
-    /// request's deadline.
+    /// request's deadline, on the API's request compute pool (see
+    /// [`Config::request_workers`](crate::Config::request_workers)).
     pub async fn virtual_create<F, Fut>(
         &self,
         resource: &str,
@@ -38,7 +39,7 @@ impl Api {
     ) -> Response
     where
         F: FnOnce(Parts, Bytes) -> Fut,
-        Fut: Future<Output = ApiResult<Response>>,
+        Fut: Future<Output = ApiResult<Response>> + Send + 'static,
     {
         let started = Instant::now();
         let shared = &self.shared;
@@ -60,6 +61,7 @@ impl Api {
             client: &client,
             body: Some(body),
             started,
+            compute: true,
         };
         let result = admission.serve(|bytes| serve(parts, bytes)).await;
         let resp = match result {

@@ -1102,3 +1102,55 @@ async fn a_request_past_its_deadline_is_504_and_frees_its_slot() {
         StatusCode::BAD_REQUEST
     );
 }
+
+/// An admission hook with a bug: it panics on the object named `boom`.
+struct PanickingAdmission;
+
+impl listwatch_endpoints::admission::Admission for PanickingAdmission {
+    fn validate(
+        &self,
+        request: &listwatch_endpoints::admission::AdmissionRequest<'_>,
+    ) -> listwatch_endpoints::ApiResult<()> {
+        assert_ne!(request.object["metadata"]["name"], "boom", "admission bug");
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_panic_while_a_write_computes_on_the_pool_is_a_500_and_the_pool_serves_on() {
+    let api = Installer::new(Config {
+        request_workers: 1,
+        ..Config::default()
+    })
+    .admission(Arc::new(PanickingAdmission))
+    .resource(
+        ResourceInfo::new("", "v1", "configmaps", "ConfigMap").namespaced(false),
+        Arc::new(MemStore::new()),
+    )
+    .build();
+    assert_eq!(api.request_workers(), 1);
+    let r = api.router();
+    let boom = call(
+        &r,
+        "POST",
+        "/api/v1/configmaps",
+        Some("application/json"),
+        r#"{"metadata":{"name":"boom"}}"#,
+    )
+    .await;
+    assert_eq!(boom.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        boom.json()["message"],
+        "This request caused apiserver to panic. Look in the logs for details."
+    );
+    // The pool's one thread survived the panic, and the write's seat came back.
+    let ok = call(
+        &r,
+        "POST",
+        "/api/v1/configmaps",
+        Some("application/json"),
+        r#"{"metadata":{"name":"fine"}}"#,
+    )
+    .await;
+    assert_eq!(ok.status, StatusCode::CREATED, "{:?}", ok.json());
+}

@@ -76,6 +76,9 @@ async fn a_slow_body_holds_no_seat_and_is_408_at_the_deadline() {
         Config {
             max_mutating_requests_inflight: 1,
             request_timeout: Duration::from_secs(10),
+            // The clock is paused: a handler on the compute pool's runtime would leave
+            // this one idle, and its clock would jump to the deadline.
+            request_workers: 0,
             ..Config::default()
         },
         Arc::new(MemStore::new()),
@@ -176,6 +179,9 @@ async fn bodies_in_memory_stay_within_their_budget() {
         Config {
             max_buffered_body_bytes: 64,
             request_timeout: Duration::from_secs(10),
+            // The clock is paused: a handler on the compute pool's runtime would leave
+            // this one idle, and its clock would jump to the deadline.
+            request_workers: 0,
             ..Config::default()
         },
         Arc::new(MemStore::new()),

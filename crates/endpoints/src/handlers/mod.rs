@@ -424,7 +424,7 @@ async fn resource_request(
         Some("scale") => Sub::Scale,
         Some(_) => Sub::Status,
     };
-    let req = Request {
+    let req = Arc::new(Request {
         shared,
         res,
         target,
@@ -433,7 +433,7 @@ async fn resource_request(
         sub,
         path,
         extensions,
-    };
+    });
     let result = if verb == Verb::Watch {
         match req.shared.flow.watches.try_open(&client) {
             Ok(slot) => watch_request(&req, ws, slot).await,
@@ -472,7 +472,7 @@ async fn resource_request(
 /// within the deadline, then served on a seat until the deadline (both counted from the
 /// request's arrival).
 async fn limited(
-    req: &Request,
+    req: &Arc<Request>,
     verb: Verb,
     client: &ClientKey,
     body: Body,
@@ -485,8 +485,27 @@ async fn limited(
         client,
         body: verb.has_body().then_some(body),
         started,
+        compute: computes(verb, req.sub, &req.headers),
     };
-    admission.serve(|bytes| handle(req, verb, bytes)).await
+    let req = Arc::clone(req);
+    admission
+        .serve(move |bytes| async move { handle(&req, verb, bytes).await })
+        .await
+}
+
+/// Whether a request's handler computes (runs on the request compute pool, `crate::compute`):
+/// every verb with a body (decode, patch, apply, validation, the update closure, encoding
+/// the answer), a `/scale` read (the stored object is decoded), and reads answered in
+/// anything but plain JSON (Table rows, YAML, partial metadata are built from the decoded
+/// objects). A GET or LIST answered as JSON stays on the I/O runtime: a GET sends the
+/// stored (cached) encoding, and a list's body is encoded batch by batch as it is sent.
+fn computes(verb: Verb, sub: Sub, headers: &HeaderMap) -> bool {
+    verb.has_body()
+        || sub == Sub::Scale
+        || !matches!(
+            negotiate(headers, Offer::JsonOrTable),
+            Ok(Format::Json) | Err(_)
+        )
 }
 
 /// What flow control needs to know of a non-watch request.
@@ -499,16 +518,20 @@ pub(crate) struct Admission<'a> {
     pub(crate) body: Option<Body>,
     /// When the request arrived: its deadline counts from here.
     pub(crate) started: Instant,
+    /// Whether the handler runs on the request compute pool (when the API has one).
+    pub(crate) compute: bool,
 }
 
 impl Admission<'_> {
     /// Admits the request to its client's flow, reads its body within the deadline and the
     /// body budget, takes a seat, and runs `serve` on it until the deadline (every write
-    /// of this API, and the embedder's create-only virtual resources, pass here).
+    /// of this API, and the embedder's create-only virtual resources, pass here) — on the
+    /// request compute pool when [`Admission::compute`] is set and the API has one, holding
+    /// the seat and the body's budget there until the task ends.
     pub(crate) async fn serve<F, Fut>(self, serve: F) -> ApiResult<Response>
     where
         F: FnOnce(Bytes) -> Fut,
-        Fut: Future<Output = ApiResult<Response>>,
+        Fut: Future<Output = ApiResult<Response>> + Send + 'static,
     {
         let shared = self.shared;
         // Only a read may be sent again after a timeout: a write's outcome is unknown.
@@ -541,14 +564,30 @@ impl Admission<'_> {
             .await
             .map_err(|_| ApiError::too_many_requests())?;
         let inflight = shared.metrics.inflight(kind);
-        // Past the deadline the handler is dropped: a write already sent to storage may
-        // still land, as with upstream's timeout filter, so a write's 504 is not marked
-        // retryable.
-        let r = tokio::time::timeout_at(deadline, serve(bytes))
-            .await
-            .unwrap_or_else(|_| Err(ApiError::request_timeout(read_only)));
+        let guards = (seat, hold, inflight);
+        // Past the deadline the handler is dropped (a pooled one aborted at its next await,
+        // its guards released when it ends): a write already sent to storage may still
+        // land, as with upstream's timeout filter, so a write's 504 is not marked retryable.
+        let timed_out = || Err(ApiError::request_timeout(read_only));
+        let (r, guards) = match shared.compute.as_ref().filter(|_| self.compute) {
+            Some(pool) => {
+                let work = serve(bytes);
+                let task = pool.run(async move { (work.await, guards) });
+                match tokio::time::timeout_at(deadline, task).await {
+                    Ok(Ok((r, guards))) => (r, Some(guards)),
+                    Ok(Err(stopped)) => (Err(ApiError::internal(stopped.to_string())), None),
+                    Err(_) => (timed_out(), None),
+                }
+            }
+            None => (
+                tokio::time::timeout_at(deadline, serve(bytes))
+                    .await
+                    .unwrap_or_else(|_| timed_out()),
+                Some(guards),
+            ),
+        };
         // A streamed list is sent on its seat; anything else gives it back now.
-        r.map(|resp| crate::stream_list::hold_until_sent(resp, (seat, hold, inflight)))
+        r.map(|resp| crate::stream_list::hold_until_sent(resp, guards))
     }
 }
 

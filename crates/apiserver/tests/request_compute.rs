@@ -1,0 +1,288 @@
+//! Request CPU runs off the I/O threads (issue 24 deliverable 2, `listwatch-endpoints`'
+//! `compute` module): with 2 × cores of the most expensive legal requests in flight, and
+//! kept in flight, `/healthz` still answers and an existing watch still gets its next event
+//! promptly.
+//!
+//! The expensive request is the costliest one found by measuring the debug build (see
+//! docs/endpoints.md, "Where request CPU runs"): a server-side apply (`?dryRun=All`, nothing
+//! stored) of a pod of 5 000 containers onto the stored pod of 5 000 containers, changing
+//! every image — several seconds of CPU each in the debug build, one synchronous stretch
+//! inside the storage's update closure. Before the compute pool, 2 × cores of them held
+//! every I/O worker and `/healthz` waited for one of them to finish.
+//!
+//! The bounds asserted are generous (2 s, against the issue's 100 ms): the test shows that
+//! the server stays responsive, the bench (`examples/reactor_load.rs`) measures how much.
+//! The test checks its own premise: every measurement happened while at least `cores`
+//! expensive requests were in flight (enough to occupy every worker of either runtime), and
+//! the expensive requests took longer than the bound (their median; each at least half).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Server, WatchEvents, http, open_stream};
+use serde_json::{Value, json};
+
+/// The largest `/healthz` round trip or watch-event delay accepted.
+const BOUND: Duration = Duration::from_secs(2);
+
+const CONTAINERS: usize = 5_000;
+
+fn pod(image: &str) -> Vec<u8> {
+    let containers: Vec<Value> = (0..CONTAINERS)
+        .map(|i| {
+            json!({
+                "name": format!("c{i}"),
+                "image": format!("{image}:{i}"),
+                "ports": [{"containerPort": 80 + i % 1000, "name": format!("p{}", i % 1000)}],
+            })
+        })
+        .collect();
+    serde_json::to_vec(&json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "big"},
+        "spec": {"containers": containers},
+    }))
+    .unwrap()
+}
+
+fn apply(addr: &str, body: &[u8], dry_run: bool) -> u16 {
+    let path = format!(
+        "/api/v1/namespaces/default/pods/big?fieldManager=load{}",
+        if dry_run { "&dryRun=All" } else { "" }
+    );
+    let r = http(
+        addr,
+        "PATCH",
+        &path,
+        &[("Content-Type", "application/apply-patch+yaml")],
+        body,
+    );
+    if r.status >= 300 {
+        eprintln!("apply: {} {}", r.status, String::from_utf8_lossy(&r.body));
+    }
+    r.status
+}
+
+/// One expensive request: when it was sent, when it was answered, and how.
+#[derive(Debug, Clone, Copy)]
+struct Done {
+    start: Instant,
+    end: Instant,
+    status: u16,
+}
+
+/// How many expensive requests were in flight over all of `[from, to]` (`running`: the
+/// start of each request not answered yet).
+fn in_flight(done: &[Done], running: &[Instant], from: Instant, to: Instant) -> usize {
+    done.iter()
+        .filter(|d| d.start <= from && d.end >= to)
+        .count()
+        + running.iter().filter(|s| **s <= from).count()
+}
+
+#[test]
+fn healthz_and_watch_events_stay_prompt_while_every_worker_computes() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load = 2 * cores;
+    // Requests queue on the pool for several of their own durations: a deadline the load
+    // cannot reach on a busy machine.
+    let server = Server::start(&["--request-timeout", "600"]);
+    let addr = server.addr.clone();
+    assert_eq!(apply(&addr, &pod("busybox"), false), 201, "the stored pod");
+    let expensive = Arc::new(pod("nginx"));
+
+    // The watch opened before the load, from the list's version.
+    let list = http(
+        &addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        &[],
+        b"",
+    )
+    .json();
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (stream, code) = open_stream(
+        &addr,
+        &format!("/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"),
+    );
+    assert_eq!(code, 200);
+    let (frames_tx, frames) = mpsc::channel::<(Instant, String)>();
+    std::thread::spawn(move || {
+        let mut events = WatchEvents::new(stream);
+        while let Some(e) = events.next() {
+            let name = e["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if frames_tx.send((Instant::now(), name)).is_err() {
+                break;
+            }
+        }
+    });
+
+    // 2 × cores clients, each sending the expensive request again as soon as it is answered.
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(Mutex::new(Vec::<Done>::new()));
+    let running = Arc::new(Mutex::new(vec![None::<Instant>; load]));
+    let loaders: Vec<_> = (0..load)
+        .map(|i| {
+            let (addr, body, stop, done, running) = (
+                addr.clone(),
+                Arc::clone(&expensive),
+                Arc::clone(&stop),
+                Arc::clone(&done),
+                Arc::clone(&running),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let start = Instant::now();
+                    running.lock().unwrap()[i] = Some(start);
+                    let status = apply(&addr, &body, true);
+                    let end = Instant::now();
+                    running.lock().unwrap()[i] = None;
+                    done.lock().unwrap().push(Done { start, end, status });
+                }
+            })
+        })
+        .collect();
+    let snapshot = || {
+        let running: Vec<Instant> = running.lock().unwrap().iter().flatten().copied().collect();
+        (done.lock().unwrap().clone(), running)
+    };
+    // Every client has sent its request, and the first are being computed (their bodies
+    // are in: the server has had a moment with them).
+    let deadline = Instant::now() + PATIENCE;
+    while snapshot().1.len() < load {
+        assert!(Instant::now() < deadline, "the load never got in flight");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+
+    // /healthz every 200 ms while the watch is measured.
+    let probing = Arc::new(AtomicBool::new(true));
+    let probes = {
+        let (addr, probing) = (addr.clone(), Arc::clone(&probing));
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            while probing.load(Ordering::SeqCst) {
+                let start = Instant::now();
+                let r = http(&addr, "GET", "/healthz", &[], b"");
+                out.push((start, Instant::now(), r.status));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            out
+        })
+    };
+    // The watch's next event, three times: from the write's answer (the write itself waits
+    // for a compute thread like any write) to the frame's arrival.
+    let mut watch_samples = Vec::new();
+    for k in 0..3 {
+        let name = format!("probe-{k}");
+        let body = json!({"metadata": {"name": name}, "data": {"v": "x"}}).to_string();
+        let sent = Instant::now();
+        let r = http(
+            &addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        );
+        let answered = Instant::now();
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let arrived = loop {
+            let (at, got) = frames
+                .recv_timeout(PATIENCE)
+                .expect("the watch delivers the write");
+            if got == name {
+                break at;
+            }
+        };
+        watch_samples.push((sent, answered, arrived));
+    }
+    probing.store(false, Ordering::SeqCst);
+    let probes = probes.join().unwrap();
+    let (done_so_far, running_now) = snapshot();
+    stop.store(true, Ordering::SeqCst);
+
+    // The premise: the load was in flight over every measurement...
+    for &(start, end, _) in &probes {
+        let n = in_flight(&done_so_far, &running_now, start, end);
+        assert!(
+            n >= cores,
+            "only {n} expensive requests in flight during a /healthz probe"
+        );
+    }
+    for &(_, answered, arrived) in &watch_samples {
+        let n = in_flight(&done_so_far, &running_now, answered, arrived);
+        assert!(
+            n >= cores,
+            "only {n} expensive requests in flight during a watch sample"
+        );
+    }
+    for l in loaders {
+        l.join().unwrap();
+    }
+    let done = done.lock().unwrap().clone();
+    eprintln!(
+        "{} /healthz probes, slowest {:?}; watch delays {:?}; {} expensive requests, {:?} to {:?} each, median {:?}",
+        probes.len(),
+        probes.iter().map(|(s, e, _)| *e - *s).max(),
+        watch_samples
+            .iter()
+            .map(|(_, a, r)| r.saturating_duration_since(*a))
+            .collect::<Vec<_>>(),
+        done.len(),
+        done.iter().map(|d| d.end - d.start).min(),
+        done.iter().map(|d| d.end - d.start).max(),
+        {
+            let mut t: Vec<Duration> = done.iter().map(|d| d.end - d.start).collect();
+            t.sort();
+            t.get(t.len() / 2).copied()
+        },
+    );
+    // ... and they took longer than the bound (the median; each at least half of it: the
+    // CPU of one request varies about twofold with the machine's other load).
+    assert!(done.len() >= load, "{done:?}");
+    for d in &done {
+        assert_eq!(d.status, 200, "an expensive request failed: {d:?}");
+        assert!(
+            d.end - d.start > BOUND / 2,
+            "an expensive request took only {:?}: not expensive enough to show anything",
+            d.end - d.start
+        );
+    }
+    let mut took: Vec<Duration> = done.iter().map(|d| d.end - d.start).collect();
+    took.sort();
+    let median = took[took.len() / 2];
+    assert!(
+        median > BOUND,
+        "the expensive requests took {median:?} (median): not expensive enough to show anything"
+    );
+
+    // What is measured.
+    for &(start, end, status) in &probes {
+        assert_eq!(status, 200);
+        assert!(
+            end - start < BOUND,
+            "/healthz took {:?} with {load} expensive requests in flight",
+            end - start
+        );
+    }
+    for &(_, answered, arrived) in &watch_samples {
+        let delay = arrived.saturating_duration_since(answered);
+        assert!(
+            delay < BOUND,
+            "the watch event came {delay:?} after its write was answered, with {load} expensive \
+             requests in flight"
+        );
+    }
+    assert!(probes.len() >= 5, "only {} /healthz probes", probes.len());
+}

@@ -1,0 +1,202 @@
+//! The request compute pool: where the CPU of a request runs, apart from the threads that
+//! drive the sockets (issue 24, "CPU work off the reactor").
+//!
+//! The server has two tokio runtimes. The embedder's (the *I/O runtime*) runs the accept
+//! loop, every connection, the polling of response bodies (watches, streamed lists), the
+//! cheap handlers (`/healthz`, `/readyz`, `/livez`, discovery, OpenAPI, `/metrics`, GET and
+//! LIST answered as plain JSON), flow control, the cachers' dispatchers and the storage
+//! watch tasks. This module owns the other one: a multi-threaded runtime of
+//! [`Config::request_workers`](crate::Config) threads (default: the machine's available
+//! parallelism) onto which the handler of every request that computes is spawned — every
+//! write verb (decode, patch, apply, validation, admission, the storage's update closure,
+//! the encoding of the answer), `/scale` reads, and every GET or LIST answered as a Table,
+//! YAML or partial metadata — see `handlers::computes`. The I/O side awaits the task.
+//!
+//! Invariants:
+//! - at most `request_workers` requests compute at once (the pool's threads), whatever the
+//!   seats allow; the others wait in the pool's queue, each on its seat. A seat (and the
+//!   request body's share of the body budget) is released when the task ends, not when the
+//!   client stops waiting: a request whose client left or whose deadline passed still
+//!   counts against its flow-control level until its CPU is done, so seats bound the work
+//!   queued here;
+//! - the per-request work is bounded by the limits each computation enforces (3 MiB body,
+//!   100 levels, YAML expansion, JSON patch operations and touched elements, selector
+//!   requirements, Table and YAML output bounds) and by the request's deadline: past it
+//!   the client gets its 504 at once (from the I/O side) and the task is aborted at its
+//!   next await;
+//! - the task is aborted when the I/O side stops waiting for it (client gone, deadline);
+//! - a panic in the task is re-raised on the I/O side, where the router's panic layer turns
+//!   it into a 500 `Status`, as for a handler that runs there;
+//! - the I/O runtime never waits synchronously for this one; the runtime is shut down in
+//!   the background when the API is dropped (on a thread of its own: a runtime may not be
+//!   dropped on one of its own workers or inside another runtime).
+//!
+//! With `request_workers` 0 there is no pool and every handler runs on the I/O runtime,
+//! as before this module existed. Tests that pause tokio's clock need that: while a task
+//! computes on the pool the paused runtime is idle, so its clock jumps to the request's
+//! deadline.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use tokio::runtime::{Handle, Runtime};
+use tokio::task::JoinHandle;
+
+/// The request compute runtime (see the module docs).
+pub(crate) struct ComputePool {
+    /// `None` only while being dropped.
+    runtime: Option<Runtime>,
+    handle: Handle,
+    workers: usize,
+}
+
+/// The pool stopped (the API is being dropped): the task never ran or was cut short.
+#[derive(Debug, thiserror::Error)]
+#[error("the request compute pool has stopped")]
+pub(crate) struct PoolStopped;
+
+impl ComputePool {
+    /// A pool of `workers` threads; `Ok(None)` for 0 (handlers run on the I/O runtime).
+    pub(crate) fn new(workers: usize) -> std::io::Result<Option<Self>> {
+        if workers == 0 {
+            return Ok(None);
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("request-compute")
+            .enable_all()
+            .build()?;
+        let handle = runtime.handle().clone();
+        Ok(Some(Self {
+            runtime: Some(runtime),
+            handle,
+            workers,
+        }))
+    }
+
+    /// The number of worker threads.
+    pub(crate) fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Runs `fut` on the pool and waits for it here; dropping the returned future aborts
+    /// the task. A panic in the task is resumed on the caller's side.
+    pub(crate) fn run<F>(
+        &self,
+        fut: F,
+    ) -> impl Future<Output = Result<F::Output, PoolStopped>> + use<F>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let task = AbortOnDrop(self.handle.spawn(fut));
+        async move {
+            match task.await {
+                Ok(v) => Ok(v),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Err(_) => Err(PoolStopped),
+            }
+        }
+    }
+}
+
+impl Drop for ComputePool {
+    fn drop(&mut self) {
+        let Some(runtime) = self.runtime.take() else {
+            return;
+        };
+        // Dropping may happen on one of the pool's own workers (the last request holding
+        // the API) or inside the I/O runtime; neither may block on this runtime's shutdown.
+        let spawned = std::thread::Builder::new()
+            .name("request-compute-stop".into())
+            .spawn(move || runtime.shutdown_background());
+        if let Err(e) = spawned {
+            // No thread to stop it on: leave it to the process's exit.
+            tracing::warn!(error = %e, "cannot stop the request compute pool");
+        }
+    }
+}
+
+/// A task handle that aborts its task when dropped.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> Future for AbortOnDrop<T> {
+    type Output = Result<T, tokio::task::JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_task_runs_on_the_pool_threads() {
+        let pool = ComputePool::new(2).unwrap().unwrap();
+        let name = pool
+            .run(async { std::thread::current().name().map(str::to_owned) })
+            .await
+            .unwrap();
+        assert_eq!(name.as_deref(), Some("request-compute"));
+        assert_eq!(pool.workers(), 2);
+        assert!(ComputePool::new(0).unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_panic_in_the_task_is_resumed_on_the_caller() {
+        use futures::FutureExt;
+        let pool = ComputePool::new(1).unwrap().unwrap();
+        let caught = std::panic::AssertUnwindSafe(pool.run(async { panic!("boom") }))
+            .catch_unwind()
+            .await
+            .expect_err("the panic reaches the caller");
+        assert_eq!(caught.downcast_ref::<&str>(), Some(&"boom"));
+    }
+
+    #[tokio::test]
+    async fn dropping_the_wait_aborts_the_task() {
+        let pool = ComputePool::new(1).unwrap().unwrap();
+        let finished = Arc::new(AtomicBool::new(false));
+        let f = Arc::clone(&finished);
+        let wait = pool.run(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            f.store(true, Ordering::SeqCst);
+        });
+        let _ = tokio::time::timeout(Duration::from_millis(20), wait).await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(!finished.load(Ordering::SeqCst), "the task was aborted");
+    }
+
+    #[test]
+    fn the_pool_can_be_dropped_inside_a_runtime_and_on_its_own_worker() {
+        let io = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        io.block_on(async {
+            let pool = ComputePool::new(1).unwrap().unwrap();
+            drop(pool);
+            let pool = Arc::new(ComputePool::new(1).unwrap().unwrap());
+            let held = Arc::clone(&pool);
+            let wait = pool.run(async move {
+                drop(held);
+            });
+            drop(pool);
+            // The last reference went on the pool's own worker; the wait ends either way.
+            let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
+        });
+    }
+}
