@@ -151,7 +151,7 @@ impl Conn {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Result<(u16, Vec<u8>), String> {
-        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: amplification\r\n");
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\n");
         for (k, v) in headers {
             head.push_str(&format!("{k}: {v}\r\n"));
         }
