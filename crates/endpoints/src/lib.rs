@@ -338,7 +338,7 @@ impl Installer {
         let openapi = openapi::build(&self.resources, &catalog);
         let (shutdown, _) = watch::channel(false);
         let (waiting_for, _) = watch::channel(None);
-        let compute = compute::ComputePool::new(self.config.request_workers).unwrap_or_else(|e| {
+        let compute = compute::ComputePool::new(self.config.request_workers, &metrics).unwrap_or_else(|e| {
             tracing::error!(error = %e, workers = self.config.request_workers,
                 "cannot start the request compute pool: requests compute on the I/O threads");
             None
@@ -500,6 +500,15 @@ impl Api {
             .compute
             .as_ref()
             .map_or(0, compute::ComputePool::workers)
+    }
+
+    /// How many requests may be in the request compute pool at once (computing or in its
+    /// run queue); the others wait at its fair admission gate, by client. 0 without a pool.
+    pub fn request_admission_limit(&self) -> usize {
+        self.shared
+            .compute
+            .as_ref()
+            .map_or(0, compute::ComputePool::admission_limit)
     }
 
     /// The served resources.
