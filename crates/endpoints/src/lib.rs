@@ -338,11 +338,12 @@ impl Installer {
         let openapi = openapi::build(&self.resources, &catalog);
         let (shutdown, _) = watch::channel(false);
         let (waiting_for, _) = watch::channel(None);
-        let compute = compute::ComputePool::new(self.config.request_workers, &metrics).unwrap_or_else(|e| {
-            tracing::error!(error = %e, workers = self.config.request_workers,
+        let compute = compute::ComputePool::new(self.config.request_workers, &metrics)
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, workers = self.config.request_workers,
                 "cannot start the request compute pool: requests compute on the I/O threads");
-            None
-        });
+                None
+            });
         let shared = Arc::new(Shared {
             flow: flowcontrol::FlowControl::new(&self.config, &metrics),
             gzip: compress::GzipBudget::new(self.config.max_gzip_streams),

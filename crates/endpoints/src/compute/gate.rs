@@ -254,7 +254,8 @@ impl Inner {
     }
 
     fn publish(&self, st: &State) {
-        self.waiting.set(i64::try_from(st.waiting).unwrap_or(i64::MAX));
+        self.waiting
+            .set(i64::try_from(st.waiting).unwrap_or(i64::MAX));
         self.admitted
             .set(i64::try_from(st.admitted).unwrap_or(i64::MAX));
     }
@@ -298,7 +299,9 @@ mod tests {
 
     /// Polls `fut` once: whether it is ready, and the future (pinned) to go on with.
     async fn ready<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
-        tokio::time::timeout(Duration::from_millis(20), fut).await.ok()
+        tokio::time::timeout(Duration::from_millis(20), fut)
+            .await
+            .ok()
     }
 
     #[tokio::test]

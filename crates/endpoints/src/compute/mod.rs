@@ -194,8 +194,9 @@ mod tests {
     async fn a_task_runs_on_the_pool_threads() {
         let pool = ComputePool::new(2, &metrics()).unwrap().unwrap();
         let name = pool
-            
-.run(ClientKey::Unidentified, async { std::thread::current().name().map(str::to_owned) })
+            .run(ClientKey::Unidentified, async {
+                std::thread::current().name().map(str::to_owned)
+            })
             .await
             .unwrap();
         assert_eq!(name.as_deref(), Some("request-compute"));
@@ -207,11 +208,12 @@ mod tests {
     async fn a_panic_in_the_task_is_resumed_on_the_caller() {
         use futures::FutureExt;
         let pool = ComputePool::new(1, &metrics()).unwrap().unwrap();
-        let caught = std::panic::AssertUnwindSafe(pool
-.run(ClientKey::Unidentified, async { panic!("boom") }))
-            .catch_unwind()
-            .await
-            .expect_err("the panic reaches the caller");
+        let caught = std::panic::AssertUnwindSafe(
+            pool.run(ClientKey::Unidentified, async { panic!("boom") }),
+        )
+        .catch_unwind()
+        .await
+        .expect_err("the panic reaches the caller");
         assert_eq!(caught.downcast_ref::<&str>(), Some(&"boom"));
     }
 
@@ -220,8 +222,7 @@ mod tests {
         let pool = ComputePool::new(1, &metrics()).unwrap().unwrap();
         let finished = Arc::new(AtomicBool::new(false));
         let f = Arc::clone(&finished);
-        let wait = pool
-.run(ClientKey::Unidentified, async move {
+        let wait = pool.run(ClientKey::Unidentified, async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
             f.store(true, Ordering::SeqCst);
         });
@@ -241,8 +242,7 @@ mod tests {
             drop(pool);
             let pool = Arc::new(ComputePool::new(1, &metrics()).unwrap().unwrap());
             let held = Arc::clone(&pool);
-            let wait = pool
-.run(ClientKey::Unidentified, async move {
+            let wait = pool.run(ClientKey::Unidentified, async move {
                 drop(held);
             });
             drop(pool);
