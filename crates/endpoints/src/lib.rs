@@ -131,7 +131,9 @@ pub struct Config {
     pub build_info: BuildInfo,
     /// Threads of the request compute pool: the handlers of writes and of Table/YAML reads run there, off the threads that drive
     /// the sockets, at most this many at once. 0: no pool, every handler runs on the
-    /// caller's runtime. Default: the machine's available parallelism.
+    /// caller's runtime. Default: the machine's available parallelism. At most twice this
+    /// many requests are in the pool at once (computing or queued for a thread); the others
+    /// wait at its fair admission gate, by client ([`ClientKey`]).
     pub request_workers: usize,
 }
 
