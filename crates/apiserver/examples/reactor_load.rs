@@ -5,7 +5,7 @@
 //! ```text
 //! cargo build -p listwatch-apiserver --bin listwatch-apiserver --example reactor_load
 //! target/debug/listwatch-apiserver --bind 127.0.0.1:18080 --request-timeout 600 &
-//! target/debug/examples/reactor_load 127.0.0.1:18080 [LOADERS] [SAMPLES]
+//! target/debug/examples/reactor_load 127.0.0.1:18080 [LOADERS] [SAMPLES] [WRITES]
 //! ```
 //!
 //! Against a fresh server: stores a pod of 4 000 containers (server-side apply), opens a
@@ -15,7 +15,11 @@
 //! SAMPLES `/healthz` round trips (default 40, 100 ms apart) and SAMPLES / 4 watch events
 //! (a ConfigMap created; the delay from the create's answer to the event's frame, and from
 //! the create's sending, which includes the create's own wait for a compute thread). Prints
-//! median, 90th percentile and maximum of each. Loopback only; bounded by its arguments.
+//! median, 90th percentile and maximum of each. The loaders and the watch probe's creates
+//! come from 127.0.0.1 (one flow-control client); then, still under load, a second client
+//! (source address 127.0.0.2) sends WRITES small writes (default 10; ConfigMap creates) one
+//! after another: their latency is what the compute pool's fair admission gate bounds
+//! (`compute::gate`). Loopback only; bounded by its arguments.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -31,7 +35,34 @@ const PATIENCE: Duration = Duration::from_secs(600);
 
 /// One request on a fresh connection; returns the status and the body.
 fn http(addr: &str, method: &str, path: &str, ct: &str, body: &[u8]) -> (u16, Vec<u8>) {
-    let mut s = TcpStream::connect(addr).unwrap();
+    http_on(
+        TcpStream::connect(addr).unwrap(),
+        addr,
+        method,
+        path,
+        ct,
+        body,
+    )
+}
+
+/// A connection to `addr` from the loopback source address `local` (another client).
+fn connect_from(local: &str, addr: &str) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let local: std::net::SocketAddr = format!("{local}:0").parse().unwrap();
+    socket.bind(&local.into()).unwrap();
+    let remote: std::net::SocketAddr = addr.parse().unwrap();
+    socket.connect(&remote.into()).unwrap();
+    socket.into()
+}
+
+fn http_on(
+    mut s: TcpStream,
+    addr: &str,
+    method: &str,
+    path: &str,
+    ct: &str,
+    body: &[u8],
+) -> (u16, Vec<u8>) {
     s.set_read_timeout(Some(PATIENCE)).unwrap();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: {ct}\r\nContent-Length: {}\r\n\r\n",
@@ -198,6 +229,7 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let loaders: usize = args.next().map_or(2 * cores, |s| s.parse().unwrap());
     let samples: usize = args.next().map_or(40, |s| s.parse().unwrap());
+    let writes: usize = args.next().map_or(10, |s| s.parse().unwrap());
 
     let (status, body) = http(&addr, "PATCH", POD_PATH, APPLY, &pod("busybox"));
     assert!(
@@ -250,6 +282,22 @@ fn main() {
     std::thread::sleep(Duration::from_millis(500));
     let loaded = measure(&addr, &frames, samples, "loaded");
     let answered_during = sent_n.load(Ordering::SeqCst);
+    // The second client's small writes, one after another, under the same load.
+    let mut other = Vec::new();
+    for k in 0..writes {
+        let body = json!({"metadata": {"name": format!("other-{k}")}}).to_string();
+        let t = Instant::now();
+        let (status, _) = http_on(
+            connect_from("127.0.0.2", &addr),
+            &addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            "application/json",
+            body.as_bytes(),
+        );
+        other.push(t.elapsed());
+        assert_eq!(status, 201);
+    }
     stop.store(true, Ordering::SeqCst);
     let took: Vec<Duration> = threads
         .into_iter()
@@ -266,4 +314,7 @@ fn main() {
     println!("loaded  /healthz                 {}", loaded.0);
     println!("loaded  watch event after answer {}", loaded.1);
     println!("loaded  watch event after send   {}", loaded.2);
+    if !other.is_empty() {
+        println!("loaded  other client's write     {}", Stats(other));
+    }
 }

@@ -224,8 +224,10 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     let api = installer.build();
     tracing::info!(
         request_workers = api.request_workers(),
+        request_admission = api.request_admission_limit(),
         io_workers = tokio::runtime::Handle::current().metrics().num_workers(),
         "request compute pool: writes and Table/YAML reads compute on request_workers threads, \
+         at most request_admission in the pool at once (admitted fairly by client), \
          connections, watches and health checks run on io_workers threads"
     );
     let (reconciler, rbac_in_force) = informers

@@ -213,9 +213,10 @@ pub struct Options {
     pub max_queued_requests_per_client: usize,
     /// Threads of the request compute pool, where the handlers of writes and of Table or
     /// YAML reads run (decode, patch, apply, validation, encoding), apart from the threads
-    /// that drive connections, watches and `/healthz` (default: the available parallelism;
-    /// 0: no pool, everything runs on the I/O threads). [upstream: none; Go's scheduler
-    /// preempts instead]
+    /// that drive connections, watches and `/healthz`; at most twice this many requests are
+    /// in the pool at once, the next place going to the client with the fewest there
+    /// (default: the available parallelism; 0: no pool, everything runs on the I/O
+    /// threads). [upstream: none; Go's scheduler preempts instead]
     #[arg(long, default_value_t = listwatch_endpoints::default_request_workers(),
         value_parser = flags::workers, help_heading = heading::LIMITS)]
     pub request_workers: usize,

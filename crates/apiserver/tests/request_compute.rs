@@ -15,6 +15,11 @@
 //! The test checks its own premise: every measurement happened while at least `cores`
 //! expensive requests were in flight (enough to occupy every worker of either runtime), and
 //! the expensive requests took longer than the bound (their median; each at least half).
+//!
+//! Fairness (the compute pool's admission gate, `compute::gate`): one client keeping many
+//! expensive requests in flight does not put another client's small write behind all of
+//! them — asserted by causality: how many of the busy client's requests completed while the
+//! small write waited.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -23,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, WatchEvents, http, open_stream};
+use common::{PATIENCE, Server, WatchEvents, connect_from, http, open_stream, parse_response};
 use serde_json::{Value, json};
 
 /// The largest `/healthz` round trip or watch-event delay accepted.
@@ -32,7 +37,11 @@ const BOUND: Duration = Duration::from_secs(2);
 const CONTAINERS: usize = 5_000;
 
 fn pod(image: &str) -> Vec<u8> {
-    let containers: Vec<Value> = (0..CONTAINERS)
+    sized_pod(image, CONTAINERS)
+}
+
+fn sized_pod(image: &str, containers: usize) -> Vec<u8> {
+    let containers: Vec<Value> = (0..containers)
         .map(|i| {
             json!({
                 "name": format!("c{i}"),
@@ -48,6 +57,30 @@ fn pod(image: &str) -> Vec<u8> {
         "spec": {"containers": containers},
     }))
     .unwrap()
+}
+
+/// One request from the loopback source address `local` (its own flow-control client).
+fn http_from(
+    local: &str,
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> common::Response {
+    use std::io::{Read, Write};
+    let mut s = connect_from(local, addr);
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    s.write_all(req.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    parse_response(&raw)
 }
 
 fn apply(addr: &str, body: &[u8], dry_run: bool) -> u16 {
@@ -285,4 +318,114 @@ fn healthz_and_watch_events_stay_prompt_while_every_worker_computes() {
         );
     }
     assert!(probes.len() >= 5, "only {} /healthz probes", probes.len());
+}
+
+/// Client A (127.0.0.1) keeps 8 × N expensive dry-run applies in flight on a pool of N = 2
+/// threads (K = 4 admission places); client B (127.0.0.2) creates ConfigMaps one after
+/// another. First come, first served, each of B's writes would wait for every A request
+/// queued before it (about 8 × N of them) to finish; with fair admission it enters the pool
+/// at the next free place and waits in the pool's run queue behind at most K − 1 others.
+/// Asserted: at most K + N of A's requests were answered between a B write's sending and
+/// its answer (N more for A answers already on their way when B sent).
+#[test]
+fn another_clients_small_write_is_not_served_behind_a_busy_clients_queue() {
+    const WORKERS: usize = 2;
+    const ADMITTED: usize = 2 * WORKERS;
+    let load = 8 * WORKERS;
+    let server = Server::start(&[
+        "--request-timeout",
+        "600",
+        "--request-workers",
+        &WORKERS.to_string(),
+    ]);
+    let addr = server.addr.clone();
+    let stored = sized_pod("busybox", 1_500);
+    assert_eq!(apply(&addr, &stored, false), 201, "the stored pod");
+    let expensive = Arc::new(sized_pod("nginx", 1_500));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(Mutex::new(Vec::<Done>::new()));
+    let running = Arc::new(Mutex::new(vec![None::<Instant>; load]));
+    let loaders: Vec<_> = (0..load)
+        .map(|i| {
+            let (addr, body, stop, done, running) = (
+                addr.clone(),
+                Arc::clone(&expensive),
+                Arc::clone(&stop),
+                Arc::clone(&done),
+                Arc::clone(&running),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let start = Instant::now();
+                    running.lock().unwrap()[i] = Some(start);
+                    let status = apply(&addr, &body, true);
+                    let end = Instant::now();
+                    running.lock().unwrap()[i] = None;
+                    done.lock().unwrap().push(Done { start, end, status });
+                }
+            })
+        })
+        .collect();
+    let snapshot = || {
+        let running: Vec<Instant> = running.lock().unwrap().iter().flatten().copied().collect();
+        (done.lock().unwrap().clone(), running)
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while snapshot().1.len() < load {
+        assert!(Instant::now() < deadline, "the load never got in flight");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Their bodies are in and they queue for the pool.
+    std::thread::sleep(Duration::from_secs(1));
+
+    let mut writes = Vec::new();
+    for k in 0..3 {
+        let body = json!({"metadata": {"name": format!("b-{k}")}, "data": {"v": "x"}}).to_string();
+        let sent = Instant::now();
+        let r = http_from(
+            "127.0.0.2",
+            &addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        );
+        let answered = Instant::now();
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        writes.push((sent, answered));
+    }
+    let (done_so_far, running_now) = snapshot();
+    stop.store(true, Ordering::SeqCst);
+    for l in loaders {
+        l.join().unwrap();
+    }
+    for d in &done_so_far {
+        assert_eq!(d.status, 200, "an expensive request failed: {d:?}");
+    }
+    for (k, &(sent, answered)) in writes.iter().enumerate() {
+        // The premise: A had its load queued when B sent.
+        let queued = done_so_far
+            .iter()
+            .filter(|d| d.start <= sent && d.end > sent)
+            .count()
+            + running_now.iter().filter(|s| **s <= sent).count();
+        assert!(
+            queued >= 4 * WORKERS,
+            "only {queued} of A's requests were in flight when B's write {k} was sent"
+        );
+        let behind = done_so_far
+            .iter()
+            .filter(|d| d.end > sent && d.end < answered)
+            .count();
+        eprintln!(
+            "B's write {k}: {:?}, {behind} of A's {queued} queued requests answered meanwhile",
+            answered - sent
+        );
+        assert!(
+            behind <= ADMITTED + WORKERS,
+            "B's write {k} was answered after {behind} of A's {queued} queued expensive requests \
+             (fair admission allows about {ADMITTED}): served behind A's queue"
+        );
+    }
 }

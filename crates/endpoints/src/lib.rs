@@ -131,7 +131,9 @@ pub struct Config {
     pub build_info: BuildInfo,
     /// Threads of the request compute pool: the handlers of writes and of Table/YAML reads run there, off the threads that drive
     /// the sockets, at most this many at once. 0: no pool, every handler runs on the
-    /// caller's runtime. Default: the machine's available parallelism.
+    /// caller's runtime. Default: the machine's available parallelism. At most twice this
+    /// many requests are in the pool at once (computing or queued for a thread); the others
+    /// wait at its fair admission gate, by client ([`ClientKey`]).
     pub request_workers: usize,
 }
 
@@ -338,11 +340,12 @@ impl Installer {
         let openapi = openapi::build(&self.resources, &catalog);
         let (shutdown, _) = watch::channel(false);
         let (waiting_for, _) = watch::channel(None);
-        let compute = compute::ComputePool::new(self.config.request_workers).unwrap_or_else(|e| {
-            tracing::error!(error = %e, workers = self.config.request_workers,
+        let compute = compute::ComputePool::new(self.config.request_workers, &metrics)
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, workers = self.config.request_workers,
                 "cannot start the request compute pool: requests compute on the I/O threads");
-            None
-        });
+                None
+            });
         let shared = Arc::new(Shared {
             flow: flowcontrol::FlowControl::new(&self.config, &metrics),
             gzip: compress::GzipBudget::new(self.config.max_gzip_streams),
@@ -500,6 +503,15 @@ impl Api {
             .compute
             .as_ref()
             .map_or(0, compute::ComputePool::workers)
+    }
+
+    /// How many requests may be in the request compute pool at once (computing or in its
+    /// run queue); the others wait at its fair admission gate, by client. 0 without a pool.
+    pub fn request_admission_limit(&self) -> usize {
+        self.shared
+            .compute
+            .as_ref()
+            .map_or(0, compute::ComputePool::admission_limit)
     }
 
     /// The served resources.

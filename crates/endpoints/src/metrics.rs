@@ -26,6 +26,9 @@ pub struct Metrics {
     rejected: Family<Labels, Counter>,
     flow_rejected: Family<Labels, Counter>,
     inqueue: Family<Labels, Gauge>,
+    /// Requests waiting at the compute pool's admission gate, and tasks admitted to the pool.
+    compute_waiting: Gauge,
+    compute_admitted: Gauge,
     /// Responses sent gzipped, by kind (`list`, `watch`): counted once per response.
     gzipped: Family<Labels, Counter>,
     /// Passes of the namespace controller over one terminating namespace's content.
@@ -54,6 +57,8 @@ impl Metrics {
             rejected: Family::default(),
             flow_rejected: Family::default(),
             inqueue: Family::default(),
+            compute_waiting: Gauge::default(),
+            compute_admitted: Gauge::default(),
             gzipped: Family::default(),
             namespace_passes: Counter::default(),
         };
@@ -96,6 +101,16 @@ impl Metrics {
             "apiserver_flowcontrol_current_inqueue_requests",
             "Requests waiting for a seat, by priority level",
             m.inqueue.clone(),
+        );
+        registry.register(
+            "apiserver_request_compute_current_waiting_requests",
+            "Requests holding a seat and waiting for a place in the request compute pool",
+            m.compute_waiting.clone(),
+        );
+        registry.register(
+            "apiserver_request_compute_current_admitted_requests",
+            "Requests admitted to the request compute pool (computing or in its run queue)",
+            m.compute_admitted.clone(),
         );
         registry.register(
             "listwatch_gzip_responses",
@@ -160,6 +175,11 @@ impl Metrics {
         self.inqueue
             .get_or_create(&vec![("priority_level", level.to_owned())])
             .clone()
+    }
+
+    /// The gauges of the compute pool's gate: waiting requests, admitted tasks.
+    pub(crate) fn compute_gate(&self) -> (Gauge, Gauge) {
+        (self.compute_waiting.clone(), self.compute_admitted.clone())
     }
 
     pub(crate) fn inflight(&self, kind: &'static str) -> GaugeGuard {

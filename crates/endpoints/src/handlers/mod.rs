@@ -572,7 +572,7 @@ impl Admission<'_> {
         let (r, guards) = match shared.compute.as_ref().filter(|_| self.compute) {
             Some(pool) => {
                 let work = serve(bytes);
-                let task = pool.run(async move { (work.await, guards) });
+                let task = pool.run(self.client.clone(), async move { (work.await, guards) });
                 match tokio::time::timeout_at(deadline, task).await {
                     Ok(Ok((r, guards))) => (r, Some(guards)),
                     Ok(Err(stopped)) => (Err(ApiError::internal(stopped.to_string())), None),

@@ -12,9 +12,15 @@
 //! the encoding of the answer), `/scale` reads, and every GET or LIST answered as a Table,
 //! YAML or partial metadata — see `handlers::computes`. The I/O side awaits the task.
 //!
+//! Which request enters the pool next is decided by the fair admission gate in front of it
+//! ([`gate`]): at most [`ADMITTED_PER_WORKER`] × `request_workers` tasks are in the pool
+//! (computing or in its run queue) at once; the others wait on the I/O runtime in their
+//! client's flow, and a freed place goes to the flow with the fewest tasks in the pool.
+//!
 //! Invariants:
 //! - at most `request_workers` requests compute at once (the pool's threads), whatever the
-//!   seats allow; the others wait in the pool's queue, each on its seat. A seat (and the
+//!   seats allow, and at most `ADMITTED_PER_WORKER × request_workers` are in the pool; the
+//!   others wait at the gate, each on its seat. A seat (and the
 //!   request body's share of the body budget) is released when the task ends, not when the
 //!   client stops waiting: a request whose client left or whose deadline passed still
 //!   counts against its flow-control level until its CPU is done, so seats bound the work
@@ -31,10 +37,12 @@
 //!   the background when the API is dropped (on a thread of its own: a runtime may not be
 //!   dropped on one of its own workers or inside another runtime).
 //!
-//! With `request_workers` 0 there is no pool and every handler runs on the I/O runtime,
+//! With `request_workers` 0 there is no pool, no gate, and every handler runs on the I/O runtime,
 //! as before this module existed. Tests that pause tokio's clock need that: while a task
 //! computes on the pool the paused runtime is idle, so its clock jumps to the request's
 //! deadline.
+
+mod gate;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -43,12 +51,26 @@ use std::task::{Context, Poll};
 use tokio::runtime::{Handle, Runtime};
 use tokio::task::JoinHandle;
 
+use crate::flowcontrol::ClientKey;
+use crate::metrics::Metrics;
+
+/// Tasks admitted into the pool per worker thread. Two: an admitted write spends part of
+/// its life awaiting storage (a round trip to etcd, the watch cache catching up), and with
+/// one task per thread the thread would idle meanwhile; a second admitted task per thread
+/// fills those gaps. More would only lengthen the pool's first-come-first-served run queue,
+/// which is what a newcomer waits in once admitted: with `2 × N` admitted and N threads, a
+/// request of a client with nothing in the pool waits for at most about `2 × N` tasks
+/// of others to finish (the next free place, then the run queue), however many requests
+/// other clients keep queued.
+pub(crate) const ADMITTED_PER_WORKER: usize = 2;
+
 /// The request compute runtime (see the module docs).
 pub(crate) struct ComputePool {
     /// `None` only while being dropped.
     runtime: Option<Runtime>,
     handle: Handle,
     workers: usize,
+    gate: gate::Gate,
 }
 
 /// The pool stopped (the API is being dropped): the task never ran or was cut short.
@@ -57,8 +79,9 @@ pub(crate) struct ComputePool {
 pub(crate) struct PoolStopped;
 
 impl ComputePool {
-    /// A pool of `workers` threads; `Ok(None)` for 0 (handlers run on the I/O runtime).
-    pub(crate) fn new(workers: usize) -> std::io::Result<Option<Self>> {
+    /// A pool of `workers` threads behind a gate of `ADMITTED_PER_WORKER × workers` places;
+    /// `Ok(None)` for 0 (handlers run on the I/O runtime).
+    pub(crate) fn new(workers: usize, metrics: &Metrics) -> std::io::Result<Option<Self>> {
         if workers == 0 {
             return Ok(None);
         }
@@ -68,10 +91,16 @@ impl ComputePool {
             .enable_all()
             .build()?;
         let handle = runtime.handle().clone();
+        let (waiting, admitted) = metrics.compute_gate();
         Ok(Some(Self {
             runtime: Some(runtime),
             handle,
             workers,
+            gate: gate::Gate::new(
+                workers.saturating_mul(ADMITTED_PER_WORKER),
+                waiting,
+                admitted,
+            ),
         }))
     }
 
@@ -80,18 +109,32 @@ impl ComputePool {
         self.workers
     }
 
-    /// Runs `fut` on the pool and waits for it here; dropping the returned future aborts
-    /// the task. A panic in the task is resumed on the caller's side.
+    /// How many tasks may be in the pool at once (the gate's places).
+    pub(crate) fn admission_limit(&self) -> usize {
+        self.gate.limit()
+    }
+
+    /// Waits at the gate in `flow`'s queue, then runs `fut` on the pool and waits for it
+    /// here; dropping the returned future leaves the queue or aborts the task (its place
+    /// is given back when the task ends). A panic in the task is resumed on the caller's
+    /// side.
     pub(crate) fn run<F>(
         &self,
+        flow: ClientKey,
         fut: F,
     ) -> impl Future<Output = Result<F::Output, PoolStopped>> + use<F>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let task = AbortOnDrop(self.handle.spawn(fut));
+        let (gate, handle) = (self.gate.clone(), self.handle.clone());
         async move {
+            let permit = gate.enter(flow).await;
+            let task = AbortOnDrop(handle.spawn(async move {
+                let out = fut.await;
+                drop(permit);
+                out
+            }));
             match task.await {
                 Ok(v) => Ok(v),
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -143,35 +186,43 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
+    fn metrics() -> Metrics {
+        Metrics::register(&mut prometheus_client::registry::Registry::default())
+    }
+
     #[tokio::test]
     async fn a_task_runs_on_the_pool_threads() {
-        let pool = ComputePool::new(2).unwrap().unwrap();
+        let pool = ComputePool::new(2, &metrics()).unwrap().unwrap();
         let name = pool
-            .run(async { std::thread::current().name().map(str::to_owned) })
+            .run(ClientKey::Unidentified, async {
+                std::thread::current().name().map(str::to_owned)
+            })
             .await
             .unwrap();
         assert_eq!(name.as_deref(), Some("request-compute"));
         assert_eq!(pool.workers(), 2);
-        assert!(ComputePool::new(0).unwrap().is_none());
+        assert!(ComputePool::new(0, &metrics()).unwrap().is_none());
     }
 
     #[tokio::test]
     async fn a_panic_in_the_task_is_resumed_on_the_caller() {
         use futures::FutureExt;
-        let pool = ComputePool::new(1).unwrap().unwrap();
-        let caught = std::panic::AssertUnwindSafe(pool.run(async { panic!("boom") }))
-            .catch_unwind()
-            .await
-            .expect_err("the panic reaches the caller");
+        let pool = ComputePool::new(1, &metrics()).unwrap().unwrap();
+        let caught = std::panic::AssertUnwindSafe(
+            pool.run(ClientKey::Unidentified, async { panic!("boom") }),
+        )
+        .catch_unwind()
+        .await
+        .expect_err("the panic reaches the caller");
         assert_eq!(caught.downcast_ref::<&str>(), Some(&"boom"));
     }
 
     #[tokio::test]
     async fn dropping_the_wait_aborts_the_task() {
-        let pool = ComputePool::new(1).unwrap().unwrap();
+        let pool = ComputePool::new(1, &metrics()).unwrap().unwrap();
         let finished = Arc::new(AtomicBool::new(false));
         let f = Arc::clone(&finished);
-        let wait = pool.run(async move {
+        let wait = pool.run(ClientKey::Unidentified, async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
             f.store(true, Ordering::SeqCst);
         });
@@ -187,11 +238,11 @@ mod tests {
             .build()
             .unwrap();
         io.block_on(async {
-            let pool = ComputePool::new(1).unwrap().unwrap();
+            let pool = ComputePool::new(1, &metrics()).unwrap().unwrap();
             drop(pool);
-            let pool = Arc::new(ComputePool::new(1).unwrap().unwrap());
+            let pool = Arc::new(ComputePool::new(1, &metrics()).unwrap().unwrap());
             let held = Arc::clone(&pool);
-            let wait = pool.run(async move {
+            let wait = pool.run(ClientKey::Unidentified, async move {
                 drop(held);
             });
             drop(pool);
