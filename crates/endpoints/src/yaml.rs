@@ -9,6 +9,12 @@
 //!
 //! Bounds (issue 24: block YAML indents every line by its depth, so an object nested 90
 //! levels with a long list at the bottom printed ~100× its JSON):
+//! - nesting deeper than [`BLOCK_DEPTH`] levels is written in flow style (`{a: [1, 2]}`)
+//!   inside the block document, so no line is indented by more than 2 × [`BLOCK_DEPTH`]
+//!   spaces and the output grows linearly with the JSON however deep it nests (without
+//!   it, N levels of a few keys each print O(N²) bytes of indentation, still under the cap
+//!   below: the amplification harness's `get-narrow-deep-yaml` grew 11× for 4× the input).
+//!   Real objects are far shallower and print in block style, as upstream;
 //! - every document (an object, or one item of a list) is encoded into a writer that counts
 //!   its bytes and stops at [`YAML_OUTPUT_FACTOR`] × the document's JSON size +
 //!   [`YAML_OUTPUT_FLOOR`]; a document whose block form is larger is written again in flow
@@ -49,6 +55,10 @@ pub(crate) const YAML_OUTPUT_FACTOR: usize = 8;
 
 /// … plus this many bytes; past that it is written in flow style.
 pub(crate) const YAML_OUTPUT_FLOOR: usize = 64 * 1024;
+
+/// Maps and lists nested deeper than this are written in flow style inside the block
+/// document. A pod nests about 10 levels, a CRD's `openAPIV3Schema` rarely past 20.
+pub(crate) const BLOCK_DEPTH: usize = 24;
 
 /// A `fmt::Write` that refuses to grow past its cap (the encoder stops at the first
 /// refused write, so nothing past the cap is built).
@@ -103,6 +113,34 @@ impl serde::Serialize for Flow<'_> {
     }
 }
 
+/// `v` in block style down to [`BLOCK_DEPTH`] levels below `.1`, in flow style deeper.
+struct Block<'a>(&'a Value, usize);
+
+impl serde::Serialize for Block<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        let Block(v, depth) = *self;
+        match v {
+            Value::Array(_) | Value::Object(_) if depth >= BLOCK_DEPTH => Flow(v).serialize(s),
+            Value::Array(a) => {
+                let mut seq = s.serialize_seq(Some(a.len()))?;
+                for x in a {
+                    seq.serialize_element(&Block(x, depth + 1))?;
+                }
+                seq.end()
+            }
+            Value::Object(m) => {
+                let mut map = s.serialize_map(Some(m.len()))?;
+                for (k, x) in m {
+                    map.serialize_entry(k, &Block(x, depth + 1))?;
+                }
+                map.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
 /// `v` as YAML, `json_len` its JSON size: block style as upstream, unless that passes
 /// [`YAML_OUTPUT_FACTOR`] × `json_len` + [`YAML_OUTPUT_FLOOR`] bytes; then flow style.
 fn encode_sized(v: &Value, json_len: usize) -> ApiResult<String> {
@@ -114,7 +152,7 @@ fn encode_sized(v: &Value, json_len: usize) -> ApiResult<String> {
         cap,
         over: false,
     };
-    match serde_saphyr::to_fmt_writer(&mut w, v) {
+    match serde_saphyr::to_fmt_writer(&mut w, &Block(v, 0)) {
         Ok(()) => return Ok(w.out),
         Err(_) if w.over => {}
         Err(e) => return Err(ApiError::internal(format!("encoding YAML: {e}"))),
@@ -242,6 +280,40 @@ mod tests {
             encode_sized(&small, 40).unwrap(),
             "data:\n  k: v\nmetadata:\n  name: a\n"
         );
+    }
+
+    /// `levels` nested maps of 64 short keys each (the harness's narrow-deep shape).
+    fn narrow_deep(levels: usize) -> Value {
+        let mut v = json!("end");
+        for _ in 0..levels {
+            let mut m: serde_json::Map<String, Value> =
+                (0..64).map(|i| (format!("k{i}"), json!(i))).collect();
+            m.insert("c".into(), v);
+            v = Value::Object(m);
+        }
+        v
+    }
+
+    #[test]
+    fn yaml_grows_linearly_with_depth() {
+        // Without the flow style past BLOCK_DEPTH, 60 levels print ~4.5× the bytes per
+        // JSON byte that 15 levels do (indentation grows with depth); with it, about the
+        // same ratio.
+        let ratio = |levels| {
+            let v = narrow_deep(levels);
+            let json_len = serde_json::to_vec(&v).unwrap().len();
+            let text = encode_sized(&v, json_len).unwrap();
+            assert_eq!(decode(&text), v, "{levels} levels read back");
+            text.len() as f64 / json_len as f64
+        };
+        let (shallow, deep) = (ratio(15), ratio(60));
+        assert!(
+            deep < 1.5 * shallow,
+            "YAML per JSON byte: {shallow:.2} at 15 levels, {deep:.2} at 60"
+        );
+        // Shallower than BLOCK_DEPTH, everything is block style, as upstream.
+        let text = encode_sized(&narrow_deep(3), 1 << 20).unwrap();
+        assert!(!text.contains('{'), "{text}");
     }
 
     #[tokio::test]
