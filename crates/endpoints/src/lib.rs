@@ -54,6 +54,7 @@ pub mod clock;
 pub mod compress;
 mod discovery;
 mod error;
+mod field_validation;
 mod fieldmanager;
 mod flowcontrol;
 mod handlers;
