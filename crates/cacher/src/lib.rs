@@ -109,6 +109,10 @@ pub(crate) struct Inner {
     incoming: mpsc::Sender<Incoming>,
     /// Recent events' dispatched forms, kept for watchers catching up (see `recent`).
     recent: Arc<Recent>,
+    /// Why the storage's last list or watch attempt failed, while the cache lists (cleared
+    /// when a listing starts over); shown by [`Storage::readiness`] (the `/readyz/storage`
+    /// reason), never in a client's 429.
+    pub(crate) last_error: std::sync::Mutex<Option<String>>,
 }
 
 impl Inner {
@@ -274,6 +278,7 @@ impl Cacher {
             stop,
             incoming: tx.clone(),
             recent: Arc::new(Recent::new(config.replay_encoding_budget)),
+            last_error: std::sync::Mutex::new(None),
             config,
         });
         let dispatcher = Dispatcher::new(
@@ -601,6 +606,19 @@ impl Storage for Cacher {
 
     async fn readiness(&self) -> Result<()> {
         match self.inner.not_ready() {
+            Some(Error::NotReady {
+                message,
+                retry_after_seconds,
+            }) if self.inner.ready_state() == ReadyState::Pending => {
+                let last = self.inner.last_error.lock().ok().and_then(|l| l.clone());
+                Err(Error::NotReady {
+                    message: match last {
+                        Some(why) => format!("{message}; its last attempt failed: {why}"),
+                        None => message,
+                    },
+                    retry_after_seconds,
+                })
+            }
             Some(e) => Err(e),
             None => self.inner.backend.readiness().await,
         }
