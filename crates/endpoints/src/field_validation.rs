@@ -39,6 +39,9 @@ use crate::resource::ResourceInfo;
 /// How many findings one request keeps (and answers as warnings).
 pub(crate) const MAX_FINDINGS: usize = 100;
 
+/// The longest finding kept (a longer one, e.g. naming a field with a huge key, is cut).
+const MAX_FINDING_BYTES: usize = 1024;
+
 /// The `fieldValidation` directive of a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Directive {
@@ -76,10 +79,19 @@ impl Findings {
         f
     }
 
-    fn push(&mut self, s: String) {
-        if self.0.len() < MAX_FINDINGS {
-            self.0.push(s);
+    fn push(&mut self, mut s: String) {
+        if self.0.len() >= MAX_FINDINGS {
+            return;
         }
+        if s.len() > MAX_FINDING_BYTES {
+            let mut end = MAX_FINDING_BYTES;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s.truncate(end);
+            s.push_str("...");
+        }
+        self.0.push(s);
     }
 
     /// Adds `other`'s findings after these.
@@ -340,6 +352,24 @@ mod tests {
         assert_eq!(
             pod["spec"],
             json!({"containers": [{"name": "c", "image": "i"}]})
+        );
+    }
+
+    #[test]
+    fn findings_are_bounded() {
+        let catalog = Catalog::builtin();
+        let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        cm["ü".repeat(100_000)] = json!(1);
+        for i in 0..500 {
+            cm[format!("u{i}")] = json!(i);
+        }
+        let f = prune(catalog.kind("", "v1", "ConfigMap"), &mut cm);
+        assert_eq!(f.0.len(), MAX_FINDINGS);
+        assert!(f.0.iter().all(|s| s.len() <= MAX_FINDING_BYTES + 3));
+        assert_eq!(
+            cm.as_object().unwrap().len(),
+            3,
+            "every unknown field is dropped"
         );
     }
 
