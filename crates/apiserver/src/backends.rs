@@ -132,10 +132,28 @@ fn memory_bytes() -> Option<u64> {
     Some(kib.saturating_mul(1024))
 }
 
-/// The etcd client TLS of `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`.
+/// The etcd client TLS of `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`, checked at
+/// start: each file must be readable and hold what it is for (PEM certificates, a PEM private
+/// key), and a certificate needs its key; a failure names TLS, the flag and the file, where
+/// etcd's refusal would only read `transport error`, retried for ever.
 fn etcd_tls(opts: &Options) -> Result<Option<listwatch_etcd::EtcdTls>, ServerError> {
-    let read = |p: &PathBuf| {
-        std::fs::read(p).map_err(|e| ServerError::Etcd(format!("reading {}: {e}", p.display())))
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |flag: &str, p: &PathBuf, what: String| {
+        ServerError::Etcd(format!("etcd client TLS: {flag} {}: {what}", p.display()))
+    };
+    let read = |flag: &str, p: &PathBuf| {
+        std::fs::read(p).map_err(|e| bad(flag, p, format!("cannot be read: {e}")))
+    };
+    let certs = |flag: &str, p: &PathBuf| {
+        let pem = read(flag, p)?;
+        let n = CertificateDer::pem_slice_iter(&pem)
+            .map(|c| c.map_err(|e| bad(flag, p, format!("not a PEM certificate: {e}"))))
+            .try_fold(0usize, |n, c| c.map(|_| n + 1))?;
+        if n == 0 {
+            return Err(bad(flag, p, "holds no PEM certificate".into()));
+        }
+        Ok(pem)
     };
     let Some(ca) = &opts.etcd_cafile else {
         if opts.etcd_certfile.is_some() {
@@ -145,9 +163,37 @@ fn etcd_tls(opts: &Options) -> Result<Option<listwatch_etcd::EtcdTls>, ServerErr
         }
         return Ok(None);
     };
+    let key_pem = match (&opts.etcd_certfile, &opts.etcd_keyfile) {
+        (Some(_), None) => {
+            return Err(ServerError::Etcd(
+                "etcd client TLS: --etcd-certfile needs --etcd-keyfile (its private key)".into(),
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(ServerError::Etcd(
+                "etcd client TLS: --etcd-keyfile needs --etcd-certfile (its certificate)".into(),
+            ));
+        }
+        (_, Some(k)) => {
+            let pem = read("--etcd-keyfile", k)?;
+            PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+                bad(
+                    "--etcd-keyfile",
+                    k,
+                    format!("holds no PEM private key: {e}"),
+                )
+            })?;
+            Some(pem)
+        }
+        (_, None) => None,
+    };
     Ok(Some(listwatch_etcd::EtcdTls {
-        ca_pem: read(ca)?,
-        cert_pem: opts.etcd_certfile.as_ref().map(read).transpose()?,
-        key_pem: opts.etcd_keyfile.as_ref().map(read).transpose()?,
+        ca_pem: certs("--etcd-cafile", ca)?,
+        cert_pem: opts
+            .etcd_certfile
+            .as_ref()
+            .map(|c| certs("--etcd-certfile", c))
+            .transpose()?,
+        key_pem,
     }))
 }

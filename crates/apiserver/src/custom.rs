@@ -1,11 +1,14 @@
-//! `--resources FILE`: generic resources declared in YAML, CRD-style.
+//! `--resources FILE`: generic resources declared in YAML: a `resources:` list in this
+//! format, or CustomResourceDefinition manifests (`apiextensions.k8s.io/v1`, one or more
+//! YAML documents, or a `List` of them; see [`crd`] for what of a CRD is read). The user
+//! documentation of both is in docs/endpoints.md ("Declaring resources").
 //!
 //! ```yaml
 //! resources:
 //! - group: example.com
 //!   version: v1
 //!   kind: Widget
-//!   plural: widgets            # default: lower-case kind + "s"
+//!   plural: widgets            # default: upstream's plural of the lower-case kind
 //!   singular: widget           # default: lower-case kind
 //!   namespaced: true           # default
 //!   shortNames: [wd]
@@ -35,6 +38,8 @@
 //! structural — no `$ref` — nesting, not declared twice) before the server starts; a bad
 //! file stops startup with a message naming the entry.
 
+mod crd;
+
 use listwatch_endpoints::{Printer, PrinterColumn, ResourceInfo};
 use serde::Deserialize;
 
@@ -49,6 +54,16 @@ pub enum ResourcesFileError {
         /// Why.
         #[source]
         source: std::io::Error,
+    },
+    /// A document of the file is neither a `resources:` list nor a CRD manifest.
+    #[error("parsing {path}: document {index}: {message}")]
+    Document {
+        /// The file.
+        path: String,
+        /// Position of the document in the file, from 0.
+        index: usize,
+        /// What is wrong.
+        message: String,
     },
     /// Not YAML of the expected shape.
     #[error("parsing {path}: {source}")]
@@ -129,12 +144,83 @@ fn lower_name(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
 }
 
+/// Upstream's plural of a lower-case kind, as gengo's plural namer forms it (the names
+/// client-gen and kubebuilder give): `-s`, `-x`, `-z`, `-ch`, `-sh` take `es`, a consonant
+/// and `y` become `ies`, everything else takes `s` (`ingress` → `ingresses`, `policy` →
+/// `policies`, `gateway` → `gateways`).
+pub fn plural_of(singular: &str) -> String {
+    let b = singular.as_bytes();
+    let last = b.last().copied();
+    let before = b.len().checked_sub(2).and_then(|i| b.get(i)).copied();
+    let vowel = |c: u8| matches!(c, b'a' | b'e' | b'i' | b'o' | b'u');
+    match (before, last) {
+        (_, Some(b's' | b'x' | b'z')) | (Some(b'c' | b's'), Some(b'h')) => format!("{singular}es"),
+        (Some(c), Some(b'y')) if !vowel(c) => {
+            format!("{}ies", singular.strip_suffix('y').unwrap_or(singular))
+        }
+        _ => format!("{singular}s"),
+    }
+}
+
+/// The entries of a resources file: one `resources:` document, or CRD manifests (each YAML
+/// document a CRD, or a `List` whose items are CRDs).
+fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
+    let mut out = Vec::new();
+    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value =
+            serde_yaml::Value::deserialize(doc).map_err(|source| ResourcesFileError::Parse {
+                path: path.into(),
+                source,
+            })?;
+        if value.is_null() {
+            continue;
+        }
+        let bad = |message: String| ResourcesFileError::Document {
+            path: path.into(),
+            index,
+            message,
+        };
+        if value.get("resources").is_some() {
+            let file: File =
+                serde_yaml::from_value(value).map_err(|source| ResourcesFileError::Parse {
+                    path: path.into(),
+                    source,
+                })?;
+            out.extend(file.resources);
+            continue;
+        }
+        let json: serde_json::Value =
+            serde_json::to_value(&value).map_err(|e| bad(e.to_string()))?;
+        let docs = match json.get("kind").and_then(serde_json::Value::as_str) {
+            Some("List") => json
+                .get("items")
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            _ => vec![json],
+        };
+        for d in docs {
+            if !crd::is_crd(&d) {
+                return Err(bad(format!(
+                    "expected a `resources:` list or a {} ({}), found kind {:?}",
+                    crd::KIND,
+                    crd::API_VERSION,
+                    d.get("kind")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("")
+                )));
+            }
+            out.push(crd::entry(&d).map_err(bad)?);
+        }
+    }
+    Ok(out)
+}
+
 /// Parses a resources document.
 pub fn parse(text: &str, path: &str) -> Result<Vec<ResourceInfo>, ResourcesFileError> {
-    let file: File = serde_yaml::from_str(text).map_err(|source| ResourcesFileError::Parse {
-        path: path.into(),
-        source,
-    })?;
+    let file = File {
+        resources: entries(text, path)?,
+    };
     // The schemas as the server's catalog will take them: checked here, so that a bad one
     // stops startup naming its entry.
     let mut catalog = listwatch_schema::Catalog::new();
@@ -206,7 +292,7 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<ResourceInfo, Resources
     let plural = e
         .plural
         .clone()
-        .unwrap_or_else(|| format!("{}s", e.kind.to_ascii_lowercase()));
+        .unwrap_or_else(|| plural_of(&e.kind.to_ascii_lowercase()));
     let singular = e
         .singular
         .clone()
@@ -305,6 +391,23 @@ mod tests {
     }
 
     #[test]
+    fn plurals_are_upstreams() {
+        for (kind, plural) in [
+            ("ingress", "ingresses"),
+            ("box", "boxes"),
+            ("quiz", "quizes"),
+            ("batch", "batches"),
+            ("mesh", "meshes"),
+            ("policy", "policies"),
+            ("gateway", "gateways"),
+            ("widget", "widgets"),
+            ("graph", "graphs"),
+        ] {
+            assert_eq!(plural_of(kind), plural, "{kind}");
+        }
+    }
+
+    #[test]
     fn rejects_bad_entries_naming_them() {
         for (text, needle) in [
             ("resources:\n- {group: '', version: v1, kind: A}\n", "group"),
@@ -335,6 +438,18 @@ mod tests {
             (
                 "resources:\n- {group: networking.k8s.io, version: v1, kind: Ingress, openAPIV3Schema: {type: object}}\n",
                 "is a built-in kind",
+            ),
+            (
+                "apiVersion: apiextensions.k8s.io/v1beta1\nkind: CustomResourceDefinition\n",
+                "must be apiVersion apiextensions.k8s.io/v1",
+            ),
+            (
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: {group: a.b, names: {kind: A, plural: as}, versions: [{name: v1, served: true}]}\n",
+                "spec.scope",
+            ),
+            (
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: {group: a.b, scope: Cluster, names: {kind: A, plural: as, listKind: Many}, versions: [{name: v1, served: true}]}\n",
+                "listKind",
             ),
         ] {
             let e = parse(text, "f").unwrap_err().to_string();

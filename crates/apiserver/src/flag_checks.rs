@@ -96,6 +96,16 @@ impl Options {
         }
     }
 
+    /// The storage in words, for the start lines: `embedded (durable, DIR)`, `embedded (in
+    /// memory: lost on exit)`, `etcd (URL,URL)`.
+    pub fn storage_description(&self) -> String {
+        match (self.backend(), &self.data_dir) {
+            (Backend::Etcd, _) => format!("etcd ({})", self.etcd_endpoints().join(",")),
+            (Backend::Embedded, Some(dir)) => format!("embedded (durable, {})", dir.display()),
+            (Backend::Embedded, None) => "embedded (in memory: lost on exit)".to_owned(),
+        }
+    }
+
     /// The etcd client URLs: `--etcd-servers`, or [`DEFAULT_ETCD_SERVER`].
     pub fn etcd_endpoints(&self) -> Vec<String> {
         if self.etcd_servers.is_empty() {

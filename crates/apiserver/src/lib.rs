@@ -452,7 +452,7 @@ pub async fn run(
     };
     if announced {
         on_listening(addr);
-        tracing::info!(%addr, storage = ?opts.backend(), resources = api.resources().len(),
+        tracing::info!(%addr, storage = %opts.storage_description(), resources = api.resources().len(),
             watch_cache = opts.watch_cache, request_workers = api.request_workers(), "serving");
         tokio::select! {
             res = &mut server => {

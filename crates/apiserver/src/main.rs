@@ -39,7 +39,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let storage = opts.backend();
+    let storage = opts.storage_description();
     let scheme = opts.scheme();
     // The flags as given: what the hint says follows them, not what --pki-dir fills in.
     let given = opts.clone();
@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         // stopped reading) must not panic the server.
         let mut out = std::io::stdout().lock();
         let mut lines = vec![format!(
-            "listwatch-apiserver listening on {scheme}://{addr} (storage: {storage:?})"
+            "listwatch-apiserver listening on {scheme}://{addr} (storage: {storage})"
         )];
         lines.extend(listwatch_apiserver::security::hint::start_hint(
             &given, addr,

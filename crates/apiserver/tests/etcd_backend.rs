@@ -386,3 +386,55 @@ async fn etcd_servers_alone_store_in_etcd_and_keep_data_across_restarts() {
     .await
     .unwrap();
 }
+
+/// Issue 30 item 7: on etcd without a progress-notify interval, a read at a resource version
+/// an idle resource's cache has not heard of is answered 504 "Too large resource version";
+/// the server's warning names the resource and what to do (etcd's flag).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_stale_cache_warning_names_the_resource_and_etcds_flag() {
+    let etcd = EtcdServer::start().await.expect("etcd");
+    let endpoint = etcd.endpoint();
+    let (server, logs) = Server::start_logged("127.0.0.1:0", &["--etcd-servers", &endpoint]);
+    let addr = server.addr.clone();
+    tokio::task::spawn_blocking(move || {
+        let r = http(
+            &addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[JSON],
+            br#"{"metadata":{"name":"bump"}}"#,
+        );
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let rv = r.json()["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // Secrets saw no event at that revision: their cache waits, then answers 504.
+        let r = http(
+            &addr,
+            "GET",
+            &format!("/api/v1/secrets?resourceVersion={rv}&resourceVersionMatch=NotOlderThan"),
+            &[],
+            b"",
+        );
+        assert_eq!(r.status, 504, "{}", String::from_utf8_lossy(&r.body));
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let lines = logs.stderr();
+            if lines.iter().any(|l| {
+                l.contains("the watch cache of secrets is behind")
+                    && l.contains("--experimental-watch-progress-notify-interval")
+            }) {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no warning naming secrets: {lines:#?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    })
+    .await
+    .unwrap();
+}

@@ -54,11 +54,9 @@ impl Drop for Etcd {
     }
 }
 
-#[test]
-#[ignore = "needs etcd"]
-fn the_server_stores_in_an_etcd_that_demands_client_certificates() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// Certificates in `d` (a CA, etcd's serving pair, a client pair `apiserver`) and an etcd
+/// serving TLS only on the returned URL, demanding client certificates.
+fn tls_etcd(d: &Path) -> (Etcd, String) {
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.distinguished_name = DistinguishedName::new();
@@ -73,7 +71,7 @@ fn the_server_stores_in_an_etcd_that_demands_client_certificates() {
     let url = format!("https://127.0.0.1:{}", free_port());
     let peer = format!("http://127.0.0.1:{}", free_port());
     let p = |n: &str| d.join(n).to_str().unwrap().to_owned();
-    let _etcd = Etcd(
+    let etcd = Etcd(
         Command::new(&bin)
             .args(["--name", "tls", "--data-dir", &p("data")])
             .args([
@@ -94,6 +92,16 @@ fn the_server_stores_in_an_etcd_that_demands_client_certificates() {
                 panic!("{bin} not runnable ({e}): `cargo xtask test` installs etcd")
             }),
     );
+    (etcd, url)
+}
+
+#[test]
+#[ignore = "needs etcd"]
+fn the_server_stores_in_an_etcd_that_demands_client_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_etcd, url) = tls_etcd(d);
+    let p = |n: &str| d.join(n).to_str().unwrap().to_owned();
 
     // The server prints its address only once its caches have listed from etcd.
     let server = Server::start(&[
@@ -127,4 +135,116 @@ fn the_server_stores_in_an_etcd_that_demands_client_certificates() {
     );
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["data"]["k"], "v");
+}
+
+/// Issue 30 item 7: without a client certificate, etcd's refusal reads `transport error`
+/// only; /readyz/storage and the log now say TLS failed and what to check.
+#[test]
+#[ignore = "needs etcd"]
+fn a_missing_client_certificate_is_named_as_tls_on_readyz() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_etcd, url) = tls_etcd(d);
+    let ca = d.join("ca.crt");
+    // Not ready, so never announced: a known port.
+    let addr = format!("127.0.0.1:{}", free_port());
+    let _server = Server::spawn_at(
+        &addr,
+        &[
+            "--etcd-servers",
+            &url,
+            "--etcd-cafile",
+            ca.to_str().unwrap(),
+        ],
+    );
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    loop {
+        if std::net::TcpStream::connect(&addr).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the server never listened"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            continue;
+        }
+        // The reason is on the check's own path (the root endpoints withhold it).
+        let r = http(&addr, "GET", "/readyz/storage", &[], b"");
+        let body = String::from_utf8_lossy(&r.body).into_owned();
+        if body.contains("TLS with etcd failed") {
+            assert_eq!(r.status, 500, "{body}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "readyz never named TLS: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// A client certificate or key that is not one stops the start naming TLS and the file.
+#[test]
+fn a_bad_etcd_client_certificate_stops_the_start_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    std::fs::write(d.join("ca.crt"), ca.self_signed(&ca_key).unwrap().pem()).unwrap();
+    std::fs::write(d.join("bad.crt"), "not a certificate\n").unwrap();
+    std::fs::write(d.join("client.key"), ca_key.serialize_pem()).unwrap();
+    let p = |n: &str| d.join(n).to_str().unwrap().to_owned();
+    for (args, needle) in [
+        (
+            vec![
+                "--etcd-certfile",
+                &p("bad.crt") as &str,
+                "--etcd-keyfile",
+                &p("client.key"),
+            ],
+            format!(
+                "etcd client TLS: --etcd-certfile {}: holds no PEM certificate",
+                p("bad.crt")
+            ),
+        ),
+        (
+            vec![
+                "--etcd-certfile",
+                &p("missing.crt"),
+                "--etcd-keyfile",
+                &p("client.key"),
+            ],
+            format!(
+                "etcd client TLS: --etcd-certfile {}: cannot be read",
+                p("missing.crt")
+            ),
+        ),
+        (
+            vec![
+                "--etcd-certfile",
+                &p("ca.crt"),
+                "--etcd-keyfile",
+                &p("bad.crt"),
+            ],
+            format!(
+                "etcd client TLS: --etcd-keyfile {}: holds no PEM private key",
+                p("bad.crt")
+            ),
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
+            .args([
+                "--bind",
+                "127.0.0.1:0",
+                "--etcd-servers",
+                "https://127.0.0.1:1",
+            ])
+            .args(["--etcd-cafile", &p("ca.crt")])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&needle), "{args:?}: {err}");
+    }
 }

@@ -14,6 +14,23 @@ use serde_json::{Value, json};
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
+/// A custom kind declared without a schema: it keeps every field, so a hostile body's
+/// arbitrary fields reach storage, the field manager and the encoders (a ConfigMap's
+/// unknown fields are dropped by field validation, or refused by apply).
+const BLOBS: &str = "/apis/example.com/v1/namespaces/default/blobs";
+
+/// A server serving [`BLOBS`].
+fn blob_server() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let decl = dir.path().join("resources.yaml");
+    std::fs::write(
+        &decl,
+        "resources:\n- {group: example.com, version: v1, kind: Blob}\n",
+    )
+    .unwrap();
+    Server::start(&["--resources", decl.to_str().unwrap()])
+}
+
 /// `VmRSS` or `VmHWM` of `/proc/PID/status`, in KiB.
 fn proc_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -96,26 +113,26 @@ fn deep_long_keys(depth: usize, key_len: usize, leaves: usize) -> Value {
 /// walked alongside the value, both cost a few MiB.
 #[test]
 fn field_manager_walk_is_linear_in_the_body() {
-    let s = Server::start(&[]);
+    let s = blob_server();
     let pid = s.pid();
     let hwm0 = proc_kib(pid, "VmHWM:");
     let cpu0 = cpu_secs(pid);
-    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"},
+    let cm = json!({"apiVersion": "example.com/v1", "kind": "Blob", "metadata": {"name": "deep"},
         "x": deep_long_keys(48, 10_000, 1_000)});
     let (code, v) = send(
         &s,
         "POST",
-        &format!("{CM}?dryRun=All"),
+        &format!("{BLOBS}?dryRun=All"),
         "application/json",
         &json_body(&cm),
     );
     assert_eq!(code, 201, "{v}");
-    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"},
+    let cm = json!({"apiVersion": "example.com/v1", "kind": "Blob", "metadata": {"name": "deep"},
         "x": deep_long_keys(96, 1_000, 2_000)});
     let (code, v) = send(
         &s,
         "PATCH",
-        &format!("{CM}/deep?dryRun=All&fieldManager=m"),
+        &format!("{BLOBS}/deep?dryRun=All&fieldManager=m"),
         "application/apply-patch+yaml",
         &json_body(&cm),
     );
@@ -222,11 +239,11 @@ fn pod_table_restarts_saturate() {
 /// past 10 000 000 the patch is refused, 422 as json-patch's own copy budget.
 #[test]
 fn json_patch_work_is_bounded() {
-    let s = Server::start(&[]);
+    let s = blob_server();
     let n = 300_000;
-    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "long"},
+    let cm = json!({"apiVersion": "example.com/v1", "kind": "Blob", "metadata": {"name": "long"},
         "x": vec![0; n]});
-    let (code, v) = send(&s, "POST", CM, "application/json", &json_body(&cm));
+    let (code, v) = send(&s, "POST", BLOBS, "application/json", &json_body(&cm));
     assert_eq!(code, 201, "{v}");
     let failing_test = json!({"op": "test", "path": "/x/0", "value": 5});
     let patch = |ops: Vec<Value>| {
@@ -235,7 +252,7 @@ fn json_patch_work_is_bounded() {
         send(
             &s,
             "PATCH",
-            &format!("{CM}/long"),
+            &format!("{BLOBS}/long"),
             "application/json-patch+json",
             &json_body(&Value::Array(ops)),
         )
@@ -274,7 +291,7 @@ fn json_patch_work_is_bounded() {
     let (code, v) = send(
         &s,
         "PATCH",
-        &format!("{CM}/long"),
+        &format!("{BLOBS}/long"),
         "application/json-patch+json",
         &json_body(&json!([{"op": "remove", "path": "/x/0"}])),
     );
@@ -288,22 +305,22 @@ fn json_patch_work_is_bounded() {
 /// + 64 KiB is written in flow style (valid YAML, about its JSON size), and lists stream.
 #[test]
 fn yaml_output_is_bounded_by_the_json() {
-    let s = Server::start(&[]);
+    let s = blob_server();
     let mut x = json!(vec![0; 300_000]);
     for _ in 0..90 {
         x = json!({ "k": x });
     }
-    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deepyaml"},
+    let cm = json!({"apiVersion": "example.com/v1", "kind": "Blob", "metadata": {"name": "deepyaml"},
         "x": x});
-    let (code, v) = send(&s, "POST", CM, "application/json", &json_body(&cm));
+    let (code, v) = send(&s, "POST", BLOBS, "application/json", &json_body(&cm));
     assert_eq!(code, 201, "{v}");
-    let json_len = http(&s.addr, "GET", &format!("{CM}/deepyaml"), &[], b"")
+    let json_len = http(&s.addr, "GET", &format!("{BLOBS}/deepyaml"), &[], b"")
         .body
         .len();
     let bound = 8 * json_len + 64 * 1024;
     let pid = s.pid();
     let hwm0 = proc_kib(pid, "VmHWM:");
-    for path in [format!("{CM}/deepyaml"), CM.to_owned()] {
+    for path in [format!("{BLOBS}/deepyaml"), BLOBS.to_owned()] {
         let r = http(
             &s.addr,
             "GET",
@@ -666,7 +683,7 @@ fn namespace_controller_work_is_not_driven_by_deletes() {
 /// 256 KiB of text (at least one; `- ... and N more` for the rest) and counted in full.
 #[test]
 fn apply_conflicts_are_reported_within_a_bound() {
-    let s = Server::start(&[]);
+    let s = blob_server();
     let leaves = |tag: &str| {
         let mut v = Value::Object(
             (0..3_000)
@@ -678,9 +695,9 @@ fn apply_conflicts_are_reported_within_a_bound() {
             m.insert(format!("k{d}{}", "x".repeat(1_000)), v);
             v = Value::Object(m);
         }
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owned"}, "x": v})
+        json!({"apiVersion": "example.com/v1", "kind": "Blob", "metadata": {"name": "owned"}, "x": v})
     };
-    let path = format!("{CM}/owned?fieldManager=");
+    let path = format!("{BLOBS}/owned?fieldManager=");
     let (code, v) = send(
         &s,
         "PATCH",

@@ -127,12 +127,18 @@ async fn run_reflector(
             }
             Err(e) => {
                 tracing::warn!(resource, error = %e, "cacher reflector error");
+                if let Ok(mut last) = inner.last_error.lock() {
+                    *last = Some(e.to_string());
+                }
                 continue;
             }
         };
         match ev {
             ReflectorEvent::Init => {
                 relist.clear();
+                if let Ok(mut last) = inner.last_error.lock() {
+                    *last = None;
+                }
                 seen = *relists.borrow();
                 // Normally Pending already (the relist's start was signalled).
                 if !begin_relist(inner, tx).await {

@@ -109,7 +109,16 @@ pub(crate) struct Inner {
     incoming: mpsc::Sender<Incoming>,
     /// Recent events' dispatched forms, kept for watchers catching up (see `recent`).
     recent: Arc<Recent>,
+    /// Why the storage's last list or watch attempt failed, while the cache lists (cleared
+    /// when a listing starts over); shown by [`Storage::readiness`] (the `/readyz/storage`
+    /// reason), never in a client's 429.
+    pub(crate) last_error: std::sync::Mutex<Option<String>>,
+    /// When [`Inner::warn_stale`] last warned.
+    last_stale_warning: std::sync::Mutex<Option<Instant>>,
 }
+
+/// How often [`Inner::warn_stale`] may warn per resource.
+const STALE_WARNING_EVERY: Duration = Duration::from_secs(60);
 
 impl Inner {
     /// Per-watcher buffer size, as upstream sizes it: about a second of history, at least
@@ -162,14 +171,39 @@ impl Inner {
         }
         self.metrics.freshness_waits.inc();
         let r = self.reader.wait_until_fresh(rv, deadline).await;
-        if let Err(Error::TooLargeResourceVersion { .. }) = &r {
+        if let Err(Error::TooLargeResourceVersion { current, .. }) = &r {
             self.metrics.freshness_timeouts.inc();
+            self.warn_stale(rv, *current);
         }
         r
     }
 
     fn ready_state(&self) -> ReadyState {
         self.ready.borrow().state
+    }
+
+    /// Says (at most once a minute per resource) that a request waited for the cache to
+    /// reach `rv` in vain, naming the resource and the usual cause: an idle resource's cache
+    /// learns the storage's revision only from progress notifications, which etcd sends
+    /// every `--experimental-watch-progress-notify-interval` (10 minutes by default).
+    fn warn_stale(&self, rv: u64, current: u64) {
+        let Ok(mut last) = self.last_stale_warning.lock() else {
+            return;
+        };
+        if last.is_some_and(|t| t.elapsed() < STALE_WARNING_EVERY) {
+            return;
+        }
+        *last = Some(Instant::now());
+        tracing::warn!(
+            resource = %self.config.resource,
+            requested = rv,
+            current,
+            "the watch cache of {} is behind the requested resource version and heard of no \
+             newer one in time (answered 504 Too large resource version): with etcd, start \
+             etcd with --experimental-watch-progress-notify-interval=5s (its default, 10m, \
+             leaves an idle resource's cache behind for minutes); repeated at most once a minute",
+            self.config.resource
+        );
     }
 
     /// Upstream's Retry-After for an unready cache: clamp(exp(0.06 × downtime), 1, 30) s.
@@ -274,6 +308,8 @@ impl Cacher {
             stop,
             incoming: tx.clone(),
             recent: Arc::new(Recent::new(config.replay_encoding_budget)),
+            last_error: std::sync::Mutex::new(None),
+            last_stale_warning: std::sync::Mutex::new(None),
             config,
         });
         let dispatcher = Dispatcher::new(
@@ -601,6 +637,19 @@ impl Storage for Cacher {
 
     async fn readiness(&self) -> Result<()> {
         match self.inner.not_ready() {
+            Some(Error::NotReady {
+                message,
+                retry_after_seconds,
+            }) if self.inner.ready_state() == ReadyState::Pending => {
+                let last = self.inner.last_error.lock().ok().and_then(|l| l.clone());
+                Err(Error::NotReady {
+                    message: match last {
+                        Some(why) => format!("{message}; its last attempt failed: {why}"),
+                        None => message,
+                    },
+                    retry_after_seconds,
+                })
+            }
             Some(e) => Err(e),
             None => self.inner.backend.readiness().await,
         }

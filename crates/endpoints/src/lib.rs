@@ -56,6 +56,7 @@ pub mod compress;
 mod compute;
 mod discovery;
 mod error;
+mod field_validation;
 mod fieldmanager;
 mod flowcontrol;
 mod handlers;

@@ -164,11 +164,13 @@ pub(crate) fn content_type(headers: &HeaderMap) -> &str {
 /// the decode limits: nesting at most [`MAX_DEPTH`], YAML expanding at most
 /// [`yaml_budget`], protobuf bounded by its schemas (each field maps to at most its bytes,
 /// base64 to 4/3 of them).
-pub(crate) fn decode_object(
+/// Also returns the keys a JSON or YAML body repeated in one object (for
+/// [`crate::field_validation`]).
+pub(crate) fn decode_object_keys(
     info: &ResourceInfo,
     headers: &HeaderMap,
     bytes: &[u8],
-) -> ApiResult<Map<String, Value>> {
+) -> ApiResult<(Map<String, Value>, Vec<String>)> {
     let ct = content_type(headers);
     let essence = ct
         .split(';')
@@ -176,22 +178,24 @@ pub(crate) fn decode_object(
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    let value = match essence.as_str() {
+    let (value, duplicates) = match essence.as_str() {
         // Upstream reads a body without Content-Type as JSON (some clients send none).
-        "application/json" | "" => decode_json(bytes).map_err(|e| e.into_api_error("JSON"))?,
-        "application/yaml" => decode_yaml(bytes).map_err(|e| e.into_api_error("YAML"))?,
+        "application/json" | "" => decode_json_keys(bytes).map_err(|e| e.into_api_error("JSON"))?,
+        "application/yaml" => decode_yaml_keys(bytes).map_err(|e| e.into_api_error("YAML"))?,
         "application/vnd.kubernetes.protobuf" => {
-            return crate::protobuf::decode(bytes, &info.kind).map_err(|e| match e {
-                crate::protobuf::ProtobufError::Unsupported(_) => {
-                    ApiError::unsupported_media_type(ct, &e.to_string())
-                }
-                other => ApiError::bad_request(other.to_string()),
-            });
+            return crate::protobuf::decode(bytes, &info.kind)
+                .map(|m| (m, Vec::new()))
+                .map_err(|e| match e {
+                    crate::protobuf::ProtobufError::Unsupported(_) => {
+                        ApiError::unsupported_media_type(ct, &e.to_string())
+                    }
+                    other => ApiError::bad_request(other.to_string()),
+                });
         }
         _ => return Err(ApiError::unsupported_media_type(ct, OBJECT_MEDIA)),
     };
     match value {
-        Value::Object(m) => Ok(m),
+        Value::Object(m) => Ok((m, duplicates)),
         _ => Err(ApiError::bad_request(
             "the body of the request must be a JSON object",
         )),
@@ -209,13 +213,19 @@ pub(crate) fn check_object_size(obj: &Object, storage: &dyn Storage) -> ApiResul
 
 /// Decodes JSON, refusing nesting deeper than [`MAX_DEPTH`].
 pub fn decode_json(bytes: &[u8]) -> Result<Value, DecodeError> {
+    decode_json_keys(bytes).map(|(v, _)| v)
+}
+
+/// [`decode_json`], also returning the keys that appeared twice in one object.
+pub(crate) fn decode_json_keys(bytes: &[u8]) -> Result<(Value, Vec<String>), DecodeError> {
     let budget = Budget::new(usize::MAX);
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let v = budget
         .seed()
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|()| v));
-    v.map_err(|e| budget.error(e.to_string()))
+    let v = v.map_err(|e| budget.error(e.to_string()))?;
+    Ok((v, budget.duplicates.take()))
 }
 
 /// The JSON bytes a YAML body of `input_len` bytes may decode to.
@@ -234,6 +244,11 @@ pub fn yaml_budget(input_len: usize) -> usize {
 /// depth, events), so a deeply nested body costs time linear in what is read before the
 /// refusal; serde_yaml (libyaml) scans nesting in quadratic time before any check runs.
 pub fn decode_yaml(bytes: &[u8]) -> Result<Value, DecodeError> {
+    decode_yaml_keys(bytes).map(|(v, _)| v)
+}
+
+/// [`decode_yaml`], also returning the keys that appeared twice in one mapping.
+pub(crate) fn decode_yaml_keys(bytes: &[u8]) -> Result<(Value, Vec<String>), DecodeError> {
     let limit = yaml_budget(bytes.len());
     let budget = Budget::new(limit);
     let r = serde_saphyr::with_deserializer_from_slice_with_options(
@@ -256,6 +271,7 @@ pub fn decode_yaml(bytes: &[u8]) -> Result<Value, DecodeError> {
         }
         budget.error(message.lines().next().unwrap_or("").to_owned())
     })
+    .map(|v| (v, budget.duplicates.take()))
 }
 
 /// serde-saphyr's options for request bodies: go-yaml v2's reading of scalars, and budgets
@@ -339,6 +355,8 @@ struct Budget {
     remaining: Cell<usize>,
     depth: Cell<usize>,
     breach: Cell<Option<Breach>>,
+    /// The keys seen twice in one object (at most [`crate::field_validation::MAX_FINDINGS`]).
+    duplicates: std::cell::RefCell<Vec<String>>,
 }
 
 impl Budget {
@@ -348,6 +366,7 @@ impl Budget {
             remaining: Cell::new(limit),
             depth: Cell::new(0),
             breach: Cell::new(None),
+            duplicates: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -517,7 +536,19 @@ impl<'de> Visitor<'de> for Seed<'_> {
         while let Some(k) = map.next_key_seed(KeySeed(self.0))? {
             let v = map.next_value_seed(self)?;
             self.0.charge(1)?;
-            out.insert(k, v);
+            match out.entry(k) {
+                serde_json::map::Entry::Occupied(mut o) => {
+                    let mut d = self.0.duplicates.borrow_mut();
+                    if d.len() < crate::field_validation::MAX_FINDINGS {
+                        d.push(o.key().clone());
+                    }
+                    // The last of duplicate keys wins, as upstream's decoders.
+                    o.insert(v);
+                }
+                serde_json::map::Entry::Vacant(e) => {
+                    e.insert(v);
+                }
+            }
         }
         self.0.leave();
         Ok(Value::Object(out))

@@ -183,11 +183,20 @@ impl Patch {
     /// [`limits::MAX_JSON_PATCH_OPERATIONS`] operations, nesting at most
     /// [`limits::MAX_DEPTH`], YAML expanding at most [`limits::yaml_budget`].
     pub fn parse(kind: PatchType, body: &[u8]) -> Result<Self, PatchError> {
+        Self::parse_keys(kind, body).map(|(p, _)| p)
+    }
+
+    /// [`Patch::parse`], also returning the keys the body repeated in one object (for
+    /// field validation).
+    pub(crate) fn parse_keys(
+        kind: PatchType,
+        body: &[u8],
+    ) -> Result<(Self, Vec<String>), PatchError> {
         let decoded = match kind {
-            PatchType::Apply => limits::decode_yaml(body),
-            _ => limits::decode_json(body),
+            PatchType::Apply => limits::decode_yaml_keys(body),
+            _ => limits::decode_json_keys(body),
         };
-        let v = decoded.map_err(|e| match e {
+        let (v, duplicates) = decoded.map_err(|e| match e {
             DecodeError::Syntax(m) => PatchError::Body(m),
             other => PatchError::Limit(other),
         })?;
@@ -199,7 +208,7 @@ impl Patch {
                     return Err(PatchError::TooManyOperations { got: ops.len() });
                 }
                 serde_json::from_value(v)
-                    .map(Patch::Json)
+                    .map(|p| (Patch::Json(p), duplicates))
                     .map_err(|e| PatchError::Body(e.to_string()))
             }
             PatchType::Merge | PatchType::StrategicMerge => {
@@ -208,11 +217,12 @@ impl Patch {
                         "a merge patch must be a JSON object".into(),
                     ));
                 }
-                Ok(if kind == PatchType::Merge {
+                let p = if kind == PatchType::Merge {
                     Patch::Merge(v)
                 } else {
                     Patch::Strategic(v)
-                })
+                };
+                Ok((p, duplicates))
             }
             PatchType::Apply => {
                 if !v.is_object() {
@@ -220,7 +230,7 @@ impl Patch {
                         "an apply configuration must be an object".into(),
                     ));
                 }
-                Ok(Patch::Apply(v))
+                Ok((Patch::Apply(v), duplicates))
             }
         }
     }

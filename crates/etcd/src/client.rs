@@ -783,11 +783,44 @@ impl Failure {
 }
 
 fn describe(s: &Status) -> String {
-    match std::error::Error::source(s) {
-        Some(src) if s.message().is_empty() => format!("{:?}: {src}", s.code()),
-        Some(src) => format!("{:?}: {}: {src}", s.code(), s.message()),
-        None => format!("{:?}: {}", s.code(), s.message()),
+    // The whole source chain: a transport error's own text is only `transport error`; what
+    // went wrong (a refused connection, a TLS alert) is further down.
+    let mut chain: Vec<String> = Vec::new();
+    let mut src = std::error::Error::source(s);
+    while let Some(e) = src {
+        if chain.len() >= 8 {
+            break;
+        }
+        let t = e.to_string();
+        if !chain.iter().any(|c| c.contains(&t)) {
+            chain.push(t);
+        }
+        src = e.source();
     }
+    let joined = chain.join(": ");
+    let mut out = match (s.message().is_empty(), joined.is_empty()) {
+        (true, true) => format!("{:?}", s.code()),
+        (true, false) => format!("{:?}: {joined}", s.code()),
+        (false, true) => format!("{:?}: {}", s.code(), s.message()),
+        (false, false) => format!("{:?}: {}: {joined}", s.code(), s.message()),
+    };
+    let lower = joined.to_ascii_lowercase();
+    if [
+        "certificate",
+        "handshake",
+        "alert",
+        "tls",
+        "invalidcontenttype",
+    ]
+    .iter()
+    .any(|m| lower.contains(m))
+    {
+        out.push_str(
+            " (TLS with etcd failed: check the client certificate, key and CA given to the \
+             etcd client, and that etcd trusts the certificate's issuer)",
+        );
+    }
+    out
 }
 
 #[cfg(test)]

@@ -277,8 +277,14 @@ async fn update_fields(
 }
 
 /// Makes the stored object what `what` says; returns whether there was nothing to do (the
-/// informer's copy is already as wanted).
-async fn write<T: serde::Serialize>(res: &Resource, name: &str, what: Reconcile<T>) -> bool {
+/// informer's copy is already as wanted). A write that succeeded is counted in `written`
+/// (logged once per pass by [`reconcile`], not once per object).
+async fn write<T: serde::Serialize>(
+    res: &Resource,
+    name: &str,
+    what: Reconcile<T>,
+    written: &mut usize,
+) -> bool {
     let to_value = |t: &T| serde_json::to_value(t).unwrap_or(Value::Null);
     let result = match &what {
         Reconcile::Keep => return true,
@@ -300,7 +306,10 @@ async fn write<T: serde::Serialize>(res: &Resource, name: &str, what: Reconcile<
         }
     };
     match result {
-        Ok(()) => tracing::info!(resource = %res.info.plural, name, "bootstrap policy reconciled"),
+        Ok(()) => {
+            *written += 1;
+            tracing::debug!(resource = %res.info.plural, name, "bootstrap policy reconciled");
+        }
         Err(e) => {
             tracing::warn!(resource = %res.info.plural, name, error = %e, "reconciling the bootstrap policy failed")
         }
@@ -318,6 +327,7 @@ async fn reconcile(
     bindings: &listwatch_client::Store<RoleBinding>,
 ) -> bool {
     let mut in_force = true;
+    let (mut roles_written, mut bindings_written) = (0, 0);
     for want in bootstrap::cluster_roles() {
         let name = want.metadata.name.clone().unwrap_or_default();
         let have = roles.get_by_name(None, &name);
@@ -325,6 +335,7 @@ async fn reconcile(
             roles_res,
             &name,
             bootstrap::reconcile_role(have.as_deref(), &want),
+            &mut roles_written,
         )
         .await;
     }
@@ -335,8 +346,16 @@ async fn reconcile(
             bindings_res,
             &name,
             bootstrap::reconcile_binding(have.as_deref(), &want),
+            &mut bindings_written,
         )
         .await;
+    }
+    if roles_written + bindings_written > 0 {
+        tracing::info!(
+            cluster_roles = roles_written,
+            cluster_role_bindings = bindings_written,
+            "bootstrap policy reconciled"
+        );
     }
     for new in rbac::aggregation_pass(&roles.list()) {
         let name = new.metadata.name.clone().unwrap_or_default();

@@ -17,6 +17,7 @@ use super::{
     Request, RequestObject, RequestObjectName, Sub, decoded, object_response, scale_response,
 };
 use crate::error::{ApiError, ApiResult};
+use crate::field_validation::{Directive, Findings};
 use crate::negotiate::{Offer, negotiate};
 use crate::patch::{Patch, PatchLimits, PatchType};
 use crate::resource::ResourceInfo;
@@ -33,6 +34,37 @@ fn to_object(req: &Request, v: Value) -> ApiResult<Object> {
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     crate::limits::check_object_size(&obj, req.res.storage.as_ref())?;
     Ok(obj)
+}
+
+/// The `fieldValidation` directive of the request.
+fn directive(req: &Request) -> Directive {
+    Directive::from_param(req.query.get("fieldValidation"))
+}
+
+/// The schema of the request's kind (`None`: none known; nothing is pruned).
+fn kind_schema(req: &Request) -> Option<listwatch_schema::Node<'_>> {
+    let info = req.info();
+    req.shared
+        .catalog
+        .kind(&info.group, &info.version, &info.kind)
+}
+
+/// Field validation of a create's or update's body: its duplicate and unknown fields
+/// (removed from `body`) refuse it under `Strict`, else are returned to answer as warnings.
+fn check_body(
+    req: &Request,
+    body: &mut Map<String, Value>,
+    duplicates: Vec<String>,
+) -> ApiResult<Findings> {
+    let mut found = Findings::duplicates(duplicates);
+    if req.sub != Sub::Scale {
+        let mut v = Value::Object(std::mem::take(body));
+        found.extend(crate::field_validation::prune(kind_schema(req), &mut v));
+        if let Value::Object(m) = v {
+            *body = m;
+        }
+    }
+    found.settle_body(directive(req), req.info())
 }
 
 /// How many names a `generateName` create tries before it gives up (upstream's
@@ -56,8 +88,10 @@ pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Object)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
-    let decoded = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
+    let (mut decoded, duplicates) =
+        crate::limits::decode_object_keys(req.info(), &req.headers, bytes)?;
     record_object(req, &decoded);
+    let findings = check_body(req, &mut decoded, duplicates)?;
     // A generated name that is taken is retried with another, as upstream's store does.
     let generates = decoded.get("metadata").is_some_and(|m| {
         m.get("name")
@@ -122,7 +156,9 @@ pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &stored)
                 .await?;
         }
-        return Ok(object_response(StatusCode::CREATED, &stored));
+        let mut resp = object_response(StatusCode::CREATED, &stored);
+        findings.warn(&mut resp);
+        return Ok(resp);
     }
     Err(generate_name_conflict(req.info(), &name))
 }
@@ -302,8 +338,9 @@ pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate(&req.headers, Offer::Object)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
-    let new = crate::limits::decode_object(req.info(), &req.headers, bytes)?;
+    let (mut new, duplicates) = crate::limits::decode_object_keys(req.info(), &req.headers, bytes)?;
     record_object(req, &new);
+    let findings = check_body(req, &mut new, duplicates)?;
     let key = req.object_key()?;
     let manager = req.update_manager();
     let creates = req.sub == Sub::Main && req.info().allow_create_on_update;
@@ -347,14 +384,16 @@ pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     if req.sub == Sub::Scale {
         return scale_response(req, &obj);
     }
-    Ok(object_response(
+    let mut resp = object_response(
         if created {
             StatusCode::CREATED
         } else {
             StatusCode::OK
         },
         &obj,
-    ))
+    );
+    findings.warn(&mut resp);
+    Ok(resp)
 }
 
 /// A write through `/scale`: `new_scale` turns the current Scale into the wanted one (the
@@ -403,8 +442,25 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             "force: Forbidden: may not be specified for non-apply patch",
         ));
     }
-    let patch = Patch::parse(kind, bytes).map_err(|e| e.to_api_error())?;
+    let (patch, duplicates) = Patch::parse_keys(kind, bytes).map_err(|e| e.to_api_error())?;
     RequestObject::record(&req.extensions, || patch.to_value());
+    let directive = directive(req);
+    // An apply's unknown fields are refused by its typed conversion whatever the
+    // directive (as upstream); its duplicates follow the directive.
+    let (apply_findings, patch_duplicates) = if kind == PatchType::Apply {
+        (
+            Findings::duplicates(duplicates).settle_apply(directive)?,
+            Findings::default(),
+        )
+    } else {
+        (Findings::default(), Findings::duplicates(duplicates))
+    };
+    let patch_findings = std::sync::Mutex::new(Findings::default());
+    if let Patch::Apply(config) = &patch
+        && req.sub != Sub::Scale
+    {
+        crate::field_validation::refuse_undeclared(kind_schema(req), req.info(), config)?;
+    }
     let limits = PatchLimits {
         max_copy_bytes: req.shared.config.max_body_bytes,
     };
@@ -461,7 +517,22 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                         .shared
                         .catalog
                         .kind(&info.group, &info.version, &info.kind);
-                    let patched = patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
+                    let mut patched = patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
+                    let shown = (directive == Directive::Strict).then(|| patched.clone());
+                    let mut found = patch_duplicates.clone();
+                    let mut unknown = crate::field_validation::prune(schema, &mut patched);
+                    if !unknown.is_empty() {
+                        // What the stored object already had is dropped, not reported (as
+                        // upstream, whose stored objects decode without them).
+                        let prior = crate::field_validation::prune(schema, &mut cur_v.clone());
+                        unknown.retain(|f| !prior.contains(f));
+                    }
+                    found.extend(unknown);
+                    let found =
+                        found.settle_patch(directive, shown.as_ref().unwrap_or(&patched))?;
+                    if let Ok(mut slot) = patch_findings.lock() {
+                        *slot = found;
+                    }
                     apply_update(req, &cur_v, patched, Some(&updater))
                 }
             }
@@ -475,12 +546,17 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     if req.sub == Sub::Scale {
         return scale_response(req, &obj);
     }
-    Ok(object_response(
+    let mut resp = object_response(
         if created {
             StatusCode::CREATED
         } else {
             StatusCode::OK
         },
         &obj,
-    ))
+    );
+    apply_findings.warn(&mut resp);
+    if let Ok(found) = patch_findings.lock() {
+        found.warn(&mut resp);
+    }
+    Ok(resp)
 }

@@ -53,6 +53,11 @@ enum Window {
     NotTorn,
 }
 
+/// A replay logs its progress after this many bytes read...
+const REPLAY_REPORT_BYTES: u64 = 256 << 20;
+/// ...or this long since the last report, whichever comes first.
+const REPLAY_REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn step(data: &[u8], at: usize, index: u64, chain: Option<u32>) -> Step {
     let zero_header = data
         .get(at..at + batch::HEADER)
@@ -415,7 +420,34 @@ impl Log {
         let mut prev_index: Option<u64> = None;
         let mut torn: Option<String> = None;
         let mut last_nonzero = 0;
-        for (index, path) in &segments {
+        // Replay progress: a start line, then one every REPLAY_REPORT_BYTES or
+        // REPLAY_REPORT_EVERY, whichever comes first; the end is `embedded store opened`.
+        let total = segments.len();
+        let replay_started = std::time::Instant::now();
+        let mut last_report = replay_started;
+        let mut read_bytes = 0u64;
+        let mut reported_bytes = 0u64;
+        tracing::info!(
+            dir = %dir.display(),
+            segments = total,
+            mib = (total as u64).saturating_mul(segment_bytes) >> 20,
+            "replaying the write-ahead log"
+        );
+        for (done, (index, path)) in segments.iter().enumerate() {
+            if read_bytes.saturating_sub(reported_bytes) >= REPLAY_REPORT_BYTES
+                || last_report.elapsed() >= REPLAY_REPORT_EVERY
+            {
+                tracing::info!(
+                    segments_read = done,
+                    segments = total,
+                    mib_read = read_bytes >> 20,
+                    writes = records.len(),
+                    elapsed_ms = replay_started.elapsed().as_millis() as u64,
+                    "replaying the write-ahead log"
+                );
+                last_report = std::time::Instant::now();
+                reported_bytes = read_bytes;
+            }
             if prev_index.is_some_and(|p| p + 1 != *index) {
                 return Err(OpenError::Corrupt {
                     path: path.clone(),
@@ -428,6 +460,7 @@ impl Log {
             }
             prev_index = Some(*index);
             fs.read(path, &mut buf).map_err(io_err(path))?;
+            read_bytes = read_bytes.saturating_add(buf.len() as u64);
             if format_one(&buf) {
                 return Err(OpenError::OldFormat { path: path.clone() });
             }
