@@ -10,6 +10,7 @@
 //! | array elements shifted by a JSON patch's adds, removes and moves, together (a run of identical removes is one drain) | [`MAX_JSON_PATCH_SHIFTS`] = 10 000 000 | none (json-patch shifts the slice per operation) | 422 `Unable to complete the patch, its operations shift N array elements, exceeding the limit M` |
 //! | nesting depth of a decoded body or a patched object | [`MAX_DEPTH`] = 100 | none that bites (Go's decoder stops at 10 000) | 400 |
 //! | JSON a YAML body may expand to (anchors and aliases) | [`YAML_EXPANSION_FACTOR`] × its size + [`YAML_EXPANSION_FLOOR`] | go-yaml's "excessive aliasing" ratio | 413 |
+//! | events YAML aliases and merge keys may replay | [`max_replayed_events`]: [`YAML_REPLAY_FLOOR`] + one per [`YAML_REPLAY_DIVISOR`] body bytes | go-yaml's "excessive aliasing" ratio | 413 |
 //! | an object's encoded size when written (create, update, every patch, apply, `/status`, `/scale`, dry runs too) | the storage's [`Storage::max_object_bytes`]: 1.5 MiB on the embedded store, etcd's request limit less 4 KiB on etcd | etcd's `--max-request-bytes`, 1.5 MiB (upstream answers etcd's refusal with a 500) | 413 `Request entity too large: the object is N bytes, more than the storage limit of M bytes`, before anything is written |
 //! //!
 //! Why 100 levels: every reader of this server's JSON that uses serde_json (kube-rs, the
@@ -287,7 +288,16 @@ fn yaml_options(input_len: usize, expansion: usize) -> serde_saphyr::Options {
     budget.max_events = input_len.saturating_mul(4).saturating_add(1024);
     budget.max_documents = 1;
     let mut aliases = serde_saphyr::options::AliasLimits::default();
-    aliases.max_total_replayed_events = expansion;
+    // Replayed events, not bytes: each replayed event builds a node (tens of bytes of
+    // memory, microseconds of CPU) whether or not it survives into the value — merge keys
+    // (`<<: [*a, *a, …]`) fold every replay into the same few keys, so the value-size budget
+    // never fires for them. Counting the byte budget as events let a 3 MB body replay 24
+    // million events: ~32 s of CPU and +1.9 GB (issue 24's red team). A replayed event
+    // costs ~850 bytes of allocation; one per 64 body bytes keeps replays under the parse's
+    // own cost (tests/yaml_replay_memory.rs); the floor still lets a small manifest reuse an
+    // anchor of a few dozen keys a hundred times.
+    let _ = expansion;
+    aliases.max_total_replayed_events = max_replayed_events(input_len);
     let mut o = serde_saphyr::Options::default();
     o.budget = Some(budget);
     o.alias_limits = aliases;
@@ -295,6 +305,18 @@ fn yaml_options(input_len: usize, expansion: usize) -> serde_saphyr::Options {
     o.legacy_octal_numbers = true;
     o
 }
+
+/// The events YAML aliases (and merge keys) may replay in a body of `input_len` bytes, in
+/// all: [`YAML_REPLAY_FLOOR`] + `input_len` / [`YAML_REPLAY_DIVISOR`].
+pub fn max_replayed_events(input_len: usize) -> usize {
+    (input_len / YAML_REPLAY_DIVISOR).saturating_add(YAML_REPLAY_FLOOR)
+}
+
+/// See [`max_replayed_events`].
+pub const YAML_REPLAY_DIVISOR: usize = 64;
+
+/// See [`max_replayed_events`].
+pub const YAML_REPLAY_FLOOR: usize = 4096;
 
 /// The nesting depth of `v`: 0 for a scalar, 1 for `{}` or `[1]`, … Computed without
 /// recursion, so any value can be measured.
@@ -620,6 +642,44 @@ mod tests {
         let ok = "base: &b {image: nginx, tag: \"1\"}\nx: *b\ny: *b\n";
         let v = decode_yaml(ok.as_bytes()).unwrap();
         assert_eq!(v["y"], json!({"image":"nginx","tag":"1"}));
+    }
+
+    /// An anchor of `keys` scalars, replayed `refs` times (as merge keys or as list items),
+    /// padded with a long scalar so that the body is `pad` bytes longer.
+    fn replays(keys: usize, refs: usize, merge: bool, pad: usize) -> String {
+        let mut y = String::from("base: &a\n");
+        for i in 0..keys {
+            y.push_str(&format!("  k{i}: {i}\n"));
+        }
+        y.push_str(&format!("pad: \"{}\"\n", "p".repeat(pad)));
+        let list = vec!["*a"; refs].join(",");
+        y.push_str(&if merge {
+            format!("spec:\n  <<: [{list}]\n")
+        } else {
+            format!("spec: [{list}]\n")
+        });
+        y
+    }
+
+    #[test]
+    fn alias_and_merge_key_replays_are_bounded_by_the_body_not_its_value() {
+        // ~400 replayed events per alias, 1 000 aliases: ~400 000 events from a ~106 KB
+        // body, under the old bound (8 × the body's bytes, counted as events) and far over a
+        // sixteenth of it. Merge keys fold them into 200 keys, so the value stays small.
+        for merge in [true, false] {
+            let y = replays(200, 300, merge, 100_000);
+            let got = decode_yaml(y.as_bytes());
+            assert!(
+                matches!(got, Err(DecodeError::TooLarge { .. })),
+                "merge={merge}: {} bytes replaying ~400 000 events: {:?}",
+                y.len(),
+                got.map(|v| serde_json::to_vec(&v).map(|b| b.len()))
+            );
+        }
+        // Ordinary reuse: an anchor of 10 keys merged into 20 places.
+        let y = replays(10, 20, true, 0);
+        let v = decode_yaml(y.as_bytes()).unwrap();
+        assert_eq!(v["spec"]["k9"], json!(9));
     }
 
     #[test]
