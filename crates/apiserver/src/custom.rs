@@ -1,6 +1,6 @@
 //! `--resources FILE`: generic resources declared in YAML: a `resources:` list in this
 //! format, or CustomResourceDefinition manifests (`apiextensions.k8s.io/v1`, one or more
-//! YAML documents, or a `List` of them; see [`crd`] for what of a CRD is read). The user
+//! YAML documents, or a `List` of them; see the `crd` module for what of a CRD is read). The user
 //! documentation of both is in docs/endpoints.md ("Declaring resources").
 //!
 //! ```yaml
