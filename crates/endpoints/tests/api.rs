@@ -198,7 +198,21 @@ async fn create_get_list_round_trip_with_server_set_metadata() {
     assert_eq!(generated.status, StatusCode::CREATED);
     let g = generated.json();
     assert!(g["metadata"]["name"].as_str().unwrap().starts_with("cfg-"));
-    assert_eq!(g["unknownField"]["kept"], true);
+    // A field ConfigMap does not declare is dropped (fieldValidation defaults to Warn, as
+    // upstream: the object is stored without it and a warning says so).
+    assert_eq!(g["unknownField"], Value::Null);
+    let warnings: Vec<_> = generated
+        .headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap_or("").to_owned())
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(r#"unknown field \"unknownField\""#)),
+        "{warnings:?}"
+    );
     assert_eq!(g["kind"], "ConfigMap");
 }
 

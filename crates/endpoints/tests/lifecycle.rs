@@ -530,7 +530,15 @@ async fn creates_racing_a_namespace_delete_leave_no_orphans() {
     let store = MemStore::new();
     let plain: Arc<dyn Storage> = Arc::new(store.clone());
     let slow: Arc<dyn Storage> = Arc::new(SlowCreates(store.clone(), Duration::from_millis(300)));
-    let api = Installer::new(Config::default())
+    // No compute pool: its fair gate serves one client's requests in order, and these all
+    // come from one client, so the namespace's DELETE would wait for the slow creates to
+    // finish (each then rightly answering 201 before the namespace goes) and the race this
+    // test needs — a create's write landing after the deletion — would never happen.
+    let config = Config {
+        request_workers: 0,
+        ..Config::default()
+    };
+    let api = Installer::new(config)
         .resource(
             ResourceInfo::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)

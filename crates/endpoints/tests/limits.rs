@@ -27,7 +27,10 @@ fn router_with(config: Config, store: MemStore) -> Router {
             ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
             s.clone(),
         )
-        .resource(ResourceInfo::new("", "v1", "pods", "Pod"), s)
+        .resource(ResourceInfo::new("", "v1", "pods", "Pod"), s.clone())
+        // A kind without a schema keeps every field (typed kinds drop unknown ones, as
+        // upstream), so the hostile bodies below can put anything anywhere.
+        .resource(ResourceInfo::new("example.com", "v1", "blobs", "Blob"), s)
         .build()
         .router()
 }
@@ -102,6 +105,12 @@ async fn get(r: &Router, uri: &str) -> Resp {
 }
 
 const CM: &str = "/api/v1/namespaces/ns/configmaps";
+const BLOB: &str = "/apis/example.com/v1/namespaces/ns/blobs";
+
+async fn create_blob(r: &Router, body: Value) {
+    let resp = send(r, "POST", BLOB, JSON, body.to_string()).await;
+    assert_eq!(resp.status, StatusCode::CREATED, "{:?}", resp.body);
+}
 
 async fn create_cm(r: &Router, body: Value) {
     let resp = send(r, "POST", CM, JSON, body.to_string()).await;
@@ -122,7 +131,7 @@ fn laughs(prefix: &str) -> String {
 #[tokio::test]
 async fn json_patch_copy_bombs_are_refused_and_nothing_is_stored() {
     let r = router().await;
-    create_cm(
+    create_blob(
         &r,
         json!({"metadata":{"name":"c"},"x":["0123456789abcdef".repeat(64)]}),
     )
@@ -131,14 +140,14 @@ async fn json_patch_copy_bombs_are_refused_and_nothing_is_stored() {
     let ops = vec![r#"{"op":"copy","from":"/x","path":"/x/-"}"#; 18].join(",");
     let body = format!("[{ops}]");
     assert!(body.len() < 2048);
-    let resp = send(&r, "PATCH", &format!("{CM}/c"), JSON_PATCH, body).await;
+    let resp = send(&r, "PATCH", &format!("{BLOB}/c"), JSON_PATCH, body).await;
     let msg = resp.status(422, "Invalid");
     assert!(
         msg.starts_with("Unable to complete the copy, the accumulated size increase of copy is ")
             && msg.ends_with(", exceeding the limit 3145728"),
         "{msg}"
     );
-    let stored = get(&r, &format!("{CM}/c")).await.json();
+    let stored = get(&r, &format!("{BLOB}/c")).await.json();
     assert_eq!(stored["x"].as_array().map(Vec::len), Some(1));
 }
 
@@ -161,9 +170,9 @@ async fn json_patches_of_more_than_ten_thousand_operations_are_413() {
 #[tokio::test]
 async fn yaml_alias_bombs_are_413_for_bodies_and_apply_patches() {
     let r = router().await;
-    let bomb = laughs("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\n");
+    let bomb = laughs("apiVersion: example.com/v1\nkind: Blob\nmetadata:\n  name: bomb\n");
     assert!(bomb.len() < 1536, "{}", bomb.len());
-    let resp = send(&r, "POST", CM, YAML, bomb.clone()).await;
+    let resp = send(&r, "POST", BLOB, YAML, bomb.clone()).await;
     let msg = resp.status(413, "RequestEntityTooLarge");
     assert!(
         msg.starts_with("Request entity too large: the body expands to more than "),
@@ -172,19 +181,19 @@ async fn yaml_alias_bombs_are_413_for_bodies_and_apply_patches() {
     let resp = send(
         &r,
         "PATCH",
-        &format!("{CM}/bomb?fieldManager=m"),
+        &format!("{BLOB}/bomb?fieldManager=m"),
         APPLY,
         bomb,
     )
     .await;
     resp.status(413, "RequestEntityTooLarge");
     assert_eq!(
-        get(&r, &format!("{CM}/bomb")).await.status,
+        get(&r, &format!("{BLOB}/bomb")).await.status,
         StatusCode::NOT_FOUND
     );
     // A YAML body with a few aliases is fine.
     let ok = "metadata:\n  name: ok\ndata: &d {a: \"1\"}\nextra: *d\n";
-    let resp = send(&r, "POST", CM, YAML, ok).await;
+    let resp = send(&r, "POST", BLOB, YAML, ok).await;
     assert_eq!(resp.status, StatusCode::CREATED, "{:?}", resp.body);
     assert_eq!(resp.json()["extra"], json!({"a":"1"}));
 }
@@ -200,24 +209,24 @@ fn deep_object(levels: usize) -> String {
 #[tokio::test]
 async fn deeply_nested_bodies_are_400_on_every_body_path() {
     let r = router().await;
-    create_cm(&r, json!({"metadata":{"name":"c"}})).await;
+    create_blob(&r, json!({"metadata":{"name":"c"}})).await;
     let too_deep = "the body nests objects and arrays deeper than the limit of 100 levels";
     for levels in [200, 100_000] {
         let body = deep_object(levels);
-        let resp = send(&r, "POST", CM, JSON, body.clone()).await;
+        let resp = send(&r, "POST", BLOB, JSON, body.clone()).await;
         assert_eq!(resp.status(400, "BadRequest"), too_deep);
-        let resp = send(&r, "PUT", &format!("{CM}/c"), JSON, body.clone()).await;
+        let resp = send(&r, "PUT", &format!("{BLOB}/c"), JSON, body.clone()).await;
         assert_eq!(resp.status(400, "BadRequest"), too_deep);
-        let resp = send(&r, "POST", CM, YAML, body.clone()).await;
+        let resp = send(&r, "POST", BLOB, YAML, body.clone()).await;
         resp.status(400, "BadRequest");
         for ct in [MERGE_PATCH, STRATEGIC] {
-            let resp = send(&r, "PATCH", &format!("{CM}/c"), ct, body.clone()).await;
+            let resp = send(&r, "PATCH", &format!("{BLOB}/c"), ct, body.clone()).await;
             assert_eq!(resp.status(400, "BadRequest"), too_deep, "{ct}");
         }
         let resp = send(
             &r,
             "PATCH",
-            &format!("{CM}/c?fieldManager=m"),
+            &format!("{BLOB}/c?fieldManager=m"),
             APPLY,
             body.clone(),
         )
@@ -228,28 +237,28 @@ async fn deeply_nested_bodies_are_400_on_every_body_path() {
             "[".repeat(levels),
             "]".repeat(levels)
         );
-        let resp = send(&r, "PATCH", &format!("{CM}/c"), JSON_PATCH, patch).await;
+        let resp = send(&r, "PATCH", &format!("{BLOB}/c"), JSON_PATCH, patch).await;
         assert_eq!(resp.status(400, "BadRequest"), too_deep);
         let opts = format!(
             r#"{{"kind":"DeleteOptions","x":{}1{}}}"#,
             "[".repeat(levels),
             "]".repeat(levels)
         );
-        let resp = send(&r, "DELETE", &format!("{CM}/c"), JSON, opts.clone()).await;
+        let resp = send(&r, "DELETE", &format!("{BLOB}/c"), JSON, opts.clone()).await;
         assert_eq!(resp.status(400, "BadRequest"), too_deep);
-        let resp = send(&r, "DELETE", CM, JSON, opts).await;
+        let resp = send(&r, "DELETE", BLOB, JSON, opts).await;
         assert_eq!(resp.status(400, "BadRequest"), too_deep);
     }
     // 60 levels is an object like any other.
-    let resp = send(&r, "POST", CM, JSON, deep_object(60)).await;
+    let resp = send(&r, "POST", BLOB, JSON, deep_object(60)).await;
     assert_eq!(resp.status, StatusCode::CREATED);
     // A JSON patch cannot nest the stored object past the limit either, 40 levels at a time.
     let step = format!("{}1{}", r#"{"a":"#.repeat(40), "}".repeat(40));
     let path = format!("/x{}", "/a".repeat(60));
     let patch = format!(r#"[{{"op":"add","path":"{path}","value":{step}}}]"#);
-    let resp = send(&r, "PATCH", &format!("{CM}/deep"), JSON_PATCH, patch).await;
+    let resp = send(&r, "PATCH", &format!("{BLOB}/deep"), JSON_PATCH, patch).await;
     assert_eq!(resp.status(400, "BadRequest"), too_deep);
-    assert_eq!(get(&r, &format!("{CM}/c")).await.status, StatusCode::OK);
+    assert_eq!(get(&r, &format!("{BLOB}/c")).await.status, StatusCode::OK);
 }
 
 #[tokio::test]
@@ -396,7 +405,7 @@ async fn the_object_limit_is_the_storages_and_configurable() {
         ..Default::default()
     });
     let r = router_with(Config::default(), store);
-    let body = json!({"metadata":{"name":"ns"},"x":"y".repeat(5000)}).to_string();
+    let body = json!({"metadata":{"name":"ns","annotations":{"a":"y".repeat(5000)}}}).to_string();
     let msg = send(&r, "POST", "/api/v1/namespaces", JSON, body)
         .await
         .status(413, "RequestEntityTooLarge");
