@@ -819,6 +819,18 @@ fn describe(s: &Status) -> String {
             " (TLS with etcd failed: check the client certificate, key and CA given to the \
              etcd client, and that etcd trusts the certificate's issuer)",
         );
+    } else if ["broken pipe", "connection reset"]
+        .iter()
+        .any(|m| lower.contains(m))
+    {
+        // With TLS 1.3 the client's handshake ends before etcd checks its certificate, so a
+        // refused (or missing) client certificate often shows only as the connection
+        // closing right after it: say what it may mean without claiming it.
+        out.push_str(
+            " (the connection was closed: over https this is how TLS with etcd failed \
+             usually shows when etcd refuses or misses the client certificate — check the \
+             certificate, key and CA given to the etcd client)",
+        );
     }
     out
 }
