@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
@@ -123,6 +123,10 @@ struct Body {
     fields: SelectableFields,
     /// Parallel to `fields`; `None` where the object lacks the field.
     field_values: Box<[Option<Box<str>>]>,
+    /// The shared encodings of the replays in progress of this body at one version
+    /// ([`Object::with_replay_encoding`]), held weakly: a stored object never keeps bytes
+    /// alive by it.
+    replay: Mutex<(u64, Weak<SharedWire>)>,
 }
 
 /// Everything an [`Object`] is made of, as plain values: for a store that persists an object's
@@ -172,8 +176,13 @@ pub struct Object {
     wire: Option<Arc<SharedWire>>,
 }
 
-/// How many other encodings (besides the wire JSON) one shared object keeps.
-const OTHER_ENCODINGS: usize = 4;
+/// How many other encodings (besides the wire JSON) one shared object keeps: enough for
+/// every variant a watch can ask for, so that W watchers of one variant cost one encoding,
+/// not W — a Table (`meta.k8s.io/v1` or `v1beta1`) with `includeObject` `None`, `Metadata`
+/// or `Object` (six) and `PartialObjectMetadata` (one) — plus one spare for the same object
+/// served through a second resource description. The slots are allocated on first use
+/// (8 × 40 bytes) and live as long as the event.
+const OTHER_ENCODINGS: usize = 8;
 
 /// The encodings shared by the clones of one [`Object::with_shared_encoding`] result.
 #[derive(Default)]
@@ -264,6 +273,7 @@ impl Object {
                 labels,
                 fields: fields.clone(),
                 field_values,
+                replay: Mutex::default(),
             }),
             rv,
             wire: None,
@@ -313,6 +323,7 @@ impl Object {
                 labels: LabelSet(labels.into_boxed_slice()),
                 fields,
                 field_values: field_values.into_boxed_slice(),
+                replay: Mutex::default(),
             }),
             rv,
             wire: None,
@@ -342,6 +353,36 @@ impl Object {
             body: Arc::clone(&self.body),
             rv: self.rv,
             wire: Some(Arc::default()),
+        }
+    }
+
+    /// The same object with a shared encoding ([`Object::with_shared_encoding`]) that every
+    /// replay of this stored object at this version reuses while any replay still holds it:
+    /// W watchers replaying one object at once (a watch from the cache's state) encode it
+    /// once per format, not W times. The stored object refers to the encodings only weakly,
+    /// so they are dropped with the last replay's event and a cache holds no bytes by it.
+    #[must_use]
+    pub fn with_replay_encoding(&self) -> Self {
+        if self.wire.is_some() {
+            return self.clone();
+        }
+        let mut slot = self
+            .body
+            .replay
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let wire = match slot.1.upgrade() {
+            Some(w) if slot.0 == self.rv => w,
+            _ => {
+                let w = Arc::<SharedWire>::default();
+                *slot = (self.rv, Arc::downgrade(&w));
+                w
+            }
+        };
+        Self {
+            body: Arc::clone(&self.body),
+            rv: self.rv,
+            wire: Some(wire),
         }
     }
 
@@ -464,6 +505,17 @@ impl Object {
             Some(w) => f(w.json.get_or_init(|| Bytes::from(encode()))),
             None => f(&encode()),
         }
+    }
+
+    /// The encoding known by `key` ([`Object::shared_encoding`]) if one is already kept
+    /// for this object, without computing it (a caller that moves the encoding elsewhere
+    /// when it is not ready yet, e.g. to the request compute pool).
+    pub fn cached_encoding(&self, key: u64) -> Option<Bytes> {
+        let slots = self.wire.as_ref()?.others.get()?;
+        slots.iter().find_map(|slot| match slot.get() {
+            Some((k, b)) if *k == key => Some(b.clone()),
+            _ => None,
+        })
     }
 
     /// Another encoding of the object at its version (a Table row, its partial metadata…),
@@ -743,6 +795,37 @@ mod tests {
         assert!(Arc::ptr_eq(&o.body, &p.body));
         assert!(o.same_content(&p));
         assert_ne!(o, p);
+    }
+
+    #[test]
+    fn replays_of_one_stored_object_share_its_encodings_while_one_holds_them() {
+        let stored = pod(r#"{"metadata":{"name":"a"}}"#).with_resource_version(4);
+        let runs = std::cell::Cell::new(0);
+        let enc = |o: &Object| {
+            runs.set(runs.get() + 1);
+            Ok::<_, ()>(Bytes::from(format!("t{}", o.resource_version())))
+        };
+        let a = stored.with_replay_encoding();
+        let b = stored.clone().with_replay_encoding();
+        let (x, y) = (
+            a.shared_encoding(1, enc).unwrap(),
+            b.shared_encoding(1, enc).unwrap(),
+        );
+        assert_eq!(
+            (x.as_ptr(), runs.get()),
+            (y.as_ptr(), 1),
+            "one encoding, shared"
+        );
+        // Another version of the same body is another encoding.
+        let other = stored.with_resource_version(5).with_replay_encoding();
+        assert_eq!(other.shared_encoding(1, enc).unwrap(), Bytes::from("t5"));
+        // Once every replay dropped it, nothing is kept: a later replay encodes again.
+        drop((a, b, other, x, y));
+        stored
+            .with_replay_encoding()
+            .shared_encoding(1, enc)
+            .unwrap();
+        assert_eq!(runs.get(), 3);
     }
 
     #[test]

@@ -257,7 +257,12 @@ impl Watcher {
         self.inner.metrics.init_events.inc_by(items.len() as u64);
         replay
             .pending
-            .extend(items.into_iter().map(WatchEvent::Added));
+            // One encoding per format for every watcher replaying the same object at once.
+            .extend(
+                items
+                    .into_iter()
+                    .map(|o| WatchEvent::Added(o.with_replay_encoding())),
+            );
         replay.state = match next {
             Some(next) => Some(StateCursor {
                 view: Arc::clone(view),

@@ -21,6 +21,7 @@ async fn one_encode_per_event_and_format_live_and_replayed() {
     live_fan_out_with_a_thousand_watchers().await;
     replays_share_one_encoding_per_event_and_format().await;
     replays_beyond_the_budget_keep_sharing_the_newest_events().await;
+    state_replays_share_one_encoding_per_object_and_format().await;
 }
 
 async fn live_fan_out_with_a_thousand_watchers() {
@@ -222,4 +223,72 @@ async fn replays_beyond_the_budget_keep_sharing_the_newest_events() {
         per_replay[1..].iter().all(|n| *n == later),
         "{per_replay:?}"
     );
+}
+
+/// Watches from the cache's state (`resourceVersion=0`) replaying the same objects at once
+/// share one encoding per object and format (the stored object's replay encoding, held
+/// weakly): before, each watcher encoded each object again (red-team 2a: 400 Table watches
+/// of one large object took 400 encodings).
+async fn state_replays_share_one_encoding_per_object_and_format() {
+    const OBJECTS: u64 = 10;
+    const WATCHES: usize = 50;
+    let cacher = Cacher::new(Arc::new(MemStore::new()), CacherConfig::new("secrets"));
+    cacher.wait_ready().await;
+    for i in 0..OBJECTS {
+        let key = Key::object("secrets", Some("ns"), &format!("s-{i}")).unwrap();
+        let v = serde_json::json!({"kind":"Secret","metadata":{"name":format!("s-{i}"),"namespace":"ns"}});
+        let o = Object::from_value(v, &SelectableFields::none()).unwrap();
+        cacher.create(&key, o, None).await.unwrap();
+    }
+    let all = Key::collection("secrets", None).unwrap();
+    let opts = ListOptions {
+        resource_version: Some(0),
+        ..ListOptions::recursive()
+    };
+    let mut watches = Vec::new();
+    for _ in 0..WATCHES {
+        watches.push(cacher.watch(&all, &opts).await.unwrap());
+    }
+    let (json_before, other_before) = (wire_encode_count(), OTHER_FORMAT.load(Ordering::Relaxed));
+    let readers: Vec<_> = watches
+        .into_iter()
+        .map(|mut w| {
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                for _ in 0..OBJECTS {
+                    match tokio::time::timeout(Duration::from_secs(30), w.next()).await {
+                        Ok(Some(WatchEvent::Added(object))) => {
+                            let other = object.shared_encoding(OTHER_FORMAT_KEY, |o| {
+                                OTHER_FORMAT.fetch_add(1, Ordering::Relaxed);
+                                Ok::<_, ()>(bytes::Bytes::from(o.name().to_owned()))
+                            });
+                            assert!(!object.to_json_bytes().is_empty() && other.is_ok());
+                            // Held until every reader is done, as a slow replay would.
+                            got.push(object);
+                        }
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+                got
+            })
+        })
+        .collect();
+    let mut held = Vec::new();
+    for r in readers {
+        held.push(r.await.unwrap());
+    }
+    let json = wire_encode_count() - json_before;
+    let other = OTHER_FORMAT.load(Ordering::Relaxed) - other_before;
+    eprintln!("state replays: {json} JSON, {other} other encodings");
+    // JSON under a once-cell: exact; the other format lock-free: racing first readers may
+    // both encode (bounded, not exact).
+    assert_eq!(
+        json, OBJECTS,
+        "{WATCHES} state replays of {OBJECTS} objects took {json} JSON encodings"
+    );
+    assert!(
+        other < 3 * OBJECTS,
+        "{WATCHES} state replays of {OBJECTS} objects took {other} other encodings"
+    );
+    drop(held);
 }

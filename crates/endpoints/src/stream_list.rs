@@ -14,6 +14,9 @@
 //!   a compressor is free), so the memory a list holds beyond the objects themselves is one
 //!   batch (plus a compressor), whatever its length. The objects are the list's handles on
 //!   the storage's (or cache's) shared objects: 24 bytes each, no copy of their bytes;
+//! - the batches after the first of a Table or metadata list are encoded (and compressed) on
+//!   the request compute pool, one task per batch behind its fair gate in the client's flow
+//!   (`ListBody::offload`); a JSON list's batches copy stored bytes on the polling thread;
 //! - a streamed list keeps its request's seat, in-flight gauge and body-memory hold until its
 //!   last byte has been handed on (or the client went away): the expensive part of a large
 //!   list is its sending, and upstream holds the seat for it too ([`Streamed`] marks such a
@@ -43,6 +46,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use crate::compress::{GZIP_THRESHOLD, Gzip};
+use crate::compute::Offloader;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::Format;
 use crate::query::IncludeObject;
@@ -52,6 +56,12 @@ use crate::{clock, table};
 /// Uncompressed bytes encoded per poll of a streamed list (upstream batches streamed lists
 /// in 128 KiB buffers too).
 pub(crate) const BATCH_BYTES: usize = 128 * 1024;
+
+/// Stored bytes of the items read per batch, at most (past the first item): a Table of
+/// `includeObject=None` rows is far smaller than its objects, and each row decodes its
+/// whole object, so the output alone would let one batch (one task on the request compute
+/// pool) decode a whole page of large objects while other clients' requests wait behind it.
+pub(crate) const BATCH_INPUT_BYTES: usize = 1024 * 1024;
 
 /// Response extension of a streamed list: the request layer keeps the request's seat until
 /// the body is done ([`hold_until_sent`]).
@@ -162,9 +172,11 @@ impl Encoding {
         self.next >= self.objects.len()
     }
 
-    /// Encodes items into `out` until it holds more than `until` bytes or none are left.
+    /// Encodes items into `out` until it holds more than `until` bytes, the items read
+    /// passed [`BATCH_INPUT_BYTES`], or none are left.
     fn fill(&mut self, out: &mut Vec<u8>, until: usize) -> ApiResult<()> {
-        while out.len() <= until {
+        let mut input = 0usize;
+        while out.len() <= until && input < BATCH_INPUT_BYTES {
             let Some(o) = self.objects.get(self.next) else {
                 break;
             };
@@ -183,6 +195,7 @@ impl Encoding {
                     write_json(out, &row);
                 }
             }
+            input = input.saturating_add(o.size());
             self.next += 1;
         }
         Ok(())
@@ -207,6 +220,7 @@ pub(crate) fn respond(
     items: Items,
     mut list: ObjectList,
     gzip: Option<OwnedSemaphorePermit>,
+    offload: Option<Offloader>,
     deadline: Duration,
 ) -> ApiResult<Response> {
     let content_type = items.content_type();
@@ -217,7 +231,10 @@ pub(crate) fn respond(
         next: 0,
     };
     let mut first = enc.head(&list);
-    enc.fill(&mut first, GZIP_THRESHOLD)?;
+    // Whether the list goes out whole (and uncompressed) depends on its output alone.
+    while !enc.done() && first.len() <= GZIP_THRESHOLD {
+        enc.fill(&mut first, GZIP_THRESHOLD)?;
+    }
     if enc.done() {
         first.extend_from_slice(Encoding::TAIL);
         let mut resp = (StatusCode::OK, first).into_response();
@@ -238,6 +255,7 @@ pub(crate) fn respond(
         enc,
         gz,
         first: Some(first),
+        offload,
         deadline: Instant::now() + deadline,
         ended: false,
     };
@@ -263,6 +281,10 @@ struct ListBody {
     enc: Encoding,
     gz: Option<Gzip>,
     first: Option<Bytes>,
+    /// Where the batches after the first are encoded (and compressed): the request compute
+    /// pool, in the client's flow, for items that compute (Table rows, metadata); `None`:
+    /// on the thread polling the body.
+    offload: Option<Offloader>,
     deadline: Instant,
     ended: bool,
 }
@@ -313,7 +335,26 @@ impl ListBody {
     fn into_stream(self) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
         futures::stream::unfold(Some(self), |state| async move {
             let mut body = state?;
-            match body.next_piece() {
+            let (body, piece) = match body.offload.clone().filter(|_| body.first.is_none()) {
+                // One batch per task: the body moves to the pool and back (ordered: the
+                // next poll waits for it); a client that goes away drops the wait, which
+                // aborts the task (or leaves the gate's queue) and drops the body there.
+                Some(pool) => match pool
+                    .run(async move {
+                        let piece = body.next_piece();
+                        (body, piece)
+                    })
+                    .await
+                {
+                    Ok(done) => done,
+                    Err(stopped) => return Some((Err(std::io::Error::other(stopped)), None)),
+                },
+                None => {
+                    let piece = body.next_piece();
+                    (body, piece)
+                }
+            };
+            match piece {
                 Ok(Some(b)) => Some((Ok(b), Some(body))),
                 Ok(None) => None,
                 Err(e) => Some((Err(e), None)),
@@ -399,6 +440,7 @@ mod tests {
                     Items::Json,
                     list(n, pad),
                     permit,
+                    None,
                     Duration::from_secs(60),
                 )
                 .unwrap();
@@ -431,8 +473,15 @@ mod tests {
                 now: 0,
             },
         ] {
-            let resp =
-                respond(info(), items, list(3000, 10), None, Duration::from_secs(60)).unwrap();
+            let resp = respond(
+                info(),
+                items,
+                list(3000, 10),
+                None,
+                None,
+                Duration::from_secs(60),
+            )
+            .unwrap();
             assert!(resp.extensions().get::<Streamed>().is_some());
             let (body, _) = body_of(resp).await;
             let v: Value = serde_json::from_slice(&body).unwrap();
@@ -451,12 +500,54 @@ mod tests {
         }
     }
 
+    /// A batch reads at most about `BATCH_INPUT_BYTES` of objects, however small its
+    /// output: Table rows of `includeObject=None` are ~100 bytes for objects of any size,
+    /// and each decodes its whole object (one batch is one task on the compute pool).
+    #[tokio::test]
+    async fn a_batch_reads_a_bounded_amount_of_objects() {
+        let mut items = objects(10_000, 1);
+        let big = objects(12, 300 * 1024);
+        items.extend(big.into_iter().enumerate().map(|(i, o)| {
+            let mut v = o.to_value().unwrap();
+            v["metadata"]["name"] = format!("z{i}").into();
+            Object::from_value(v, &SelectableFields::none())
+                .unwrap()
+                .with_resource_version(5000 + i as u64)
+        }));
+        let list = ObjectList {
+            items,
+            resource_version: 1,
+            continue_token: None,
+            remaining_item_count: None,
+        };
+        let items = Items::Table {
+            include: IncludeObject::None,
+            beta: false,
+            now: 0,
+        };
+        let resp = respond(info(), items, list, None, None, Duration::from_secs(60)).unwrap();
+        let mut body = resp.into_body().into_data_stream();
+        let mut big_rows_per_piece = Vec::new();
+        while let Some(piece) = body.next().await {
+            let piece = piece.unwrap();
+            let text = String::from_utf8_lossy(&piece);
+            big_rows_per_piece.push(text.matches("\"z").count());
+        }
+        assert_eq!(big_rows_per_piece.iter().sum::<usize>(), 12);
+        let most = big_rows_per_piece.iter().max().copied().unwrap_or(0);
+        assert!(
+            most <= 1024 * 1024 / (300 * 1024) + 1,
+            "one batch read {most} objects of 300 KiB: {big_rows_per_piece:?}"
+        );
+    }
+
     #[tokio::test]
     async fn a_stream_past_its_deadline_ends_with_an_error_not_a_short_list() {
         let resp = respond(
             info(),
             Items::Json,
             list(2000, 1000),
+            None,
             None,
             Duration::from_millis(50),
         )
@@ -483,6 +574,7 @@ mod tests {
             Items::Json,
             list(400, 1000),
             None,
+            None,
             Duration::from_secs(60),
         )
         .unwrap();
@@ -501,6 +593,7 @@ mod tests {
             info(),
             Items::Json,
             list(1, 1),
+            None,
             None,
             Duration::from_secs(60),
         )

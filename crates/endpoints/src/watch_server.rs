@@ -8,6 +8,11 @@
 //!   watcher: the JSON wire bytes by the cacher's shared encoding, Table and metadata-only
 //!   objects by [`listwatch_api::Object::shared_encoding`] under a key naming the format and everything it
 //!   depends on ([`Encoder::new`]); only bookmarks and errors are built per watcher;
+//! - a Table or metadata frame whose shared encoding is not built yet ([`Encoder::costly`])
+//!   is encoded on the request compute pool, behind its fair gate in the client's flow
+//!   ([`WatchState::offload`]): the body waits for it before taking the next event (frames
+//!   stay in order) and dropping the body drops the wait (the task is aborted). The thread
+//!   polling the body only copies bytes;
 //! - the HTTP body ([`WatchBody`]) hands hyper one buffer per batch: every event already
 //!   waiting (up to [`BATCH_BYTES`]) is copied into it, so that events queued while the
 //!   connection was busy go out in one write; an object larger than [`COPY_MAX`] is not
@@ -41,6 +46,7 @@ use listwatch_api::watch::{EventType, FRAME_SUFFIX, encode_bookmark, encode_erro
 use listwatch_storage::{WatchEvent, WatchStream};
 use rand::Rng;
 
+use crate::compute::Offloader;
 use crate::error::ApiError;
 use crate::flowcontrol::WatchSlot;
 use crate::metrics::{GaugeGuard, WatchEvents};
@@ -126,6 +132,7 @@ fn metadata_key() -> u64 {
 }
 
 /// How events become bytes for one watcher.
+#[derive(Clone)]
 pub(crate) struct Encoder {
     info: Arc<ResourceInfo>,
     format: Format,
@@ -207,6 +214,42 @@ impl Encoder {
         }
     }
 
+    /// Whether `ev`'s frame costs an encoding: a Table or metadata-only object whose
+    /// encoding for this watcher's key is not shared yet (the first watcher of the event,
+    /// or any watcher of an object without a shared encoding, e.g. a replayed one). Such
+    /// frames are encoded on the request compute pool when the API has one ([`WatchState::offload`]).
+    pub(crate) fn costly(&self, ev: &WatchEvent) -> bool {
+        if !matches!(self.format, Format::Table { .. } | Format::Metadata) {
+            return false;
+        }
+        match ev {
+            WatchEvent::Added(o)
+            | WatchEvent::Deleted(o)
+            | WatchEvent::Modified { object: o, .. } => o.cached_encoding(self.key).is_none(),
+            WatchEvent::Bookmark(_) | WatchEvent::Error(_) => false,
+        }
+    }
+
+    /// [`Encoder::encode`] on the request compute pool (in the watch's client's flow, behind
+    /// the pool's fair gate); dropping the future gives up the gate's queue place or aborts
+    /// the task.
+    fn encode_on(
+        &self,
+        pool: &Offloader,
+        ev: WatchEvent,
+    ) -> impl Future<Output = (Frame, bool)> + Send + use<> {
+        let enc = self.clone();
+        let task = pool.run(async move { enc.encode(&ev) });
+        async move {
+            task.await.unwrap_or_else(|stopped| {
+                (
+                    Frame::One(encode_error(&ApiError::internal(stopped.to_string()).0)),
+                    true,
+                )
+            })
+        }
+    }
+
     /// For an object event whose object goes out as its wire JSON (not a Table or metadata
     /// encoding): its frame's type and the object, so that the body copies the (shared) wire
     /// bytes straight into its batch; `None` for anything else ([`Encoder::encode`]).
@@ -257,6 +300,9 @@ pub(crate) struct WatchState {
     pub(crate) deadline: Pin<Box<tokio::time::Sleep>>,
     pub(crate) stop: StopListener,
     pub(crate) sent: WatchEvents,
+    /// Where costly frames ([`Encoder::costly`]) are encoded: the request compute pool, in
+    /// the client's flow (`None`: no pool, on the thread polling the body).
+    pub(crate) offload: Option<Offloader>,
     pub(crate) _slot: WatchSlot,
     pub(crate) _gauge: GaugeGuard,
 }
@@ -281,22 +327,29 @@ impl WatchState {
 
 /// The watch's frames, one per event, until the storage stream, the deadline or shutdown
 /// ends it (or an ERROR frame, which is the last).
-pub(crate) fn frames(mut state: WatchState) -> impl Stream<Item = Frame> + Send {
-    let mut done = false;
-    futures::stream::poll_fn(move |cx| {
-        if done || state.poll_over(cx) {
-            return Poll::Ready(None);
+pub(crate) fn frames(state: WatchState) -> impl Stream<Item = Frame> + Send {
+    futures::stream::unfold((state, false), |(mut state, done)| async move {
+        if done {
+            return None;
         }
-        let Some(ev) = std::task::ready!(state.poll_event(cx)) else {
-            done = true;
-            return Poll::Ready(None);
-        };
-        let (frame, last) = state.encoder.encode(&ev);
-        done = last;
+        let ev = std::future::poll_fn(|cx| {
+            if state.poll_over(cx) {
+                return Poll::Ready(None);
+            }
+            state.poll_event(cx)
+        })
+        .await?;
         state.sent.inc();
-        Poll::Ready(Some(frame))
+        let (frame, last) = match &state.offload {
+            Some(pool) if state.encoder.costly(&ev) => state.encoder.encode_on(pool, ev).await,
+            _ => state.encoder.encode(&ev),
+        };
+        Some((frame, (state, last)))
     })
 }
+
+/// A frame being encoded on the request compute pool, and whether it is the last.
+type Pending = Pin<Box<dyn Future<Output = (Frame, bool)> + Send>>;
 
 /// The HTTP body of a watch: batches of whole frames (see the module docs).
 pub(crate) struct WatchBody {
@@ -308,6 +361,9 @@ pub(crate) struct WatchBody {
     object: Option<Bytes>,
     /// That object's frame suffix is still to be sent (it starts the next batch).
     suffix_due: bool,
+    /// The next frame, being encoded on the request compute pool: the batch waits for it
+    /// (frames go out in their events' order).
+    pending: Option<Pending>,
     /// No more events: the end (the deadline or shutdown, the storage stream's end, or
     /// after an ERROR frame).
     done: bool,
@@ -320,6 +376,7 @@ impl WatchBody {
             buf: BytesMut::new(),
             object: None,
             suffix_due: false,
+            pending: None,
             done: false,
         }
     }
@@ -351,7 +408,14 @@ impl WatchBody {
             return copied;
         }
         let (frame, last) = self.state.encoder.encode(ev);
+        self.push_frame(frame, last)
+    }
+
+    /// Appends an encoded frame to the batch (see [`WatchBody::push`]); `last`: it ends the
+    /// watch (an ERROR frame).
+    fn push_frame(&mut self, frame: Frame, last: bool) -> bool {
         self.done = last;
+        let batch = &mut self.buf;
         if batch.is_empty() {
             batch.reserve(frame.len().clamp(512, COPY_MAX));
         }
@@ -388,8 +452,23 @@ impl http_body::Body for WatchBody {
         if !this.done && this.state.poll_over(cx) {
             this.done = true;
         }
+        if this.done {
+            this.pending = None;
+        }
         let mut sent = 0;
-        while !this.done && this.buf.len() < BATCH_BYTES {
+        loop {
+            if let Some(pending) = &mut this.pending {
+                let Poll::Ready((frame, last)) = pending.as_mut().poll(cx) else {
+                    break;
+                };
+                this.pending = None;
+                if !this.push_frame(frame, last) {
+                    break;
+                }
+            }
+            if this.done || this.buf.len() >= BATCH_BYTES {
+                break;
+            }
             let Poll::Ready(ev) = this.state.poll_event(cx) else {
                 break;
             };
@@ -398,6 +477,12 @@ impl http_body::Body for WatchBody {
                 break;
             };
             sent += 1;
+            if let Some(pool) = &this.state.offload
+                && this.state.encoder.costly(&ev)
+            {
+                this.pending = Some(Box::pin(this.state.encoder.encode_on(pool, ev)));
+                continue;
+            }
             if !this.push(&ev) {
                 break;
             }
@@ -411,7 +496,7 @@ impl http_body::Body for WatchBody {
         }
         // Nothing to send: an idle watch keeps no buffer.
         this.buf = BytesMut::new();
-        if this.done {
+        if this.done && this.pending.is_none() {
             Poll::Ready(None)
         } else {
             Poll::Pending
@@ -515,6 +600,40 @@ mod tests {
         serde_json::from_slice(&b).unwrap()
     }
 
+    /// Every variant a watcher can ask for keeps its own shared encoding on one event:
+    /// watchers of all of them at once still cost one encoding per variant (red-team 2b:
+    /// with 4 slots the 5th variant was encoded per watcher per event).
+    #[test]
+    fn every_watch_variant_of_one_event_is_encoded_once() {
+        let o = object("a", 5, 1);
+        let mut variants = vec![(Format::Metadata, IncludeObject::None)];
+        for beta in [false, true] {
+            for include in [
+                IncludeObject::None,
+                IncludeObject::Metadata,
+                IncludeObject::Object,
+            ] {
+                variants.push((Format::Table { beta }, include));
+            }
+        }
+        let frame = |format, include| {
+            let enc = Encoder::new(info(), format, include, false);
+            let ev = WatchEvent::Added(o.clone());
+            let costly = enc.costly(&ev);
+            let (Frame::Object(_, bytes), false) = enc.encode(&ev) else {
+                panic!("{format:?} {include:?}")
+            };
+            (bytes, costly)
+        };
+        let first: Vec<_> = variants.iter().map(|&(f, i)| frame(f, i)).collect();
+        assert!(first.iter().all(|(_, costly)| *costly), "nothing kept yet");
+        for (&(f, i), (bytes, _)) in variants.iter().zip(&first) {
+            let (again, costly) = frame(f, i);
+            assert!(!costly, "{f:?} {i:?}: kept for the next watcher");
+            assert_eq!(again.as_ptr(), bytes.as_ptr(), "{f:?} {i:?}: shared");
+        }
+    }
+
     #[test]
     fn object_frames_share_one_encoding_per_format_across_watchers() {
         let o = object("a", 5, 1);
@@ -598,6 +717,7 @@ mod tests {
             deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             stop: signal.listen(),
             sent: sent.clone(),
+            offload: None,
             _slot: slot,
             _gauge: metrics.watch_started(),
         };

@@ -31,9 +31,12 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use futures::StreamExt;
+use listwatch_api::Object;
 use listwatch_storage::ObjectList;
 use serde_json::{Value, json};
 
+use crate::compute::Offloader;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::resource::ResourceInfo;
@@ -206,8 +209,15 @@ pub(crate) async fn from_json(resp: Response) -> Response {
 }
 
 /// A list as YAML: `apiVersion`, `items` (each item's YAML under `- `), `kind` and
-/// `metadata`, in that (sorted) order; streamed, one item encoded at a time.
-pub(crate) fn list(info: &ResourceInfo, list: ObjectList) -> ApiResult<Response> {
+/// `metadata`, in that (sorted) order; streamed, items encoded a batch (about
+/// [`crate::stream_list::BATCH_BYTES`] of YAML, at least one item) at a time — on the request
+/// compute pool in the client's flow when `offload` is given, else on the thread polling
+/// the body.
+pub(crate) fn list(
+    info: &ResourceInfo,
+    list: ObjectList,
+    offload: Option<Offloader>,
+) -> ApiResult<Response> {
     let mut meta = serde_json::Map::new();
     meta.insert(
         "resourceVersion".into(),
@@ -226,27 +236,62 @@ pub(crate) fn list(info: &ResourceInfo, list: ObjectList) -> ApiResult<Response>
         "items:\n"
     });
     let tail = encode(&json!({"kind": info.list_kind(), "metadata": Value::Object(meta)}))?;
-    let items = list.items.into_iter().map(|obj| {
+    let items = futures::stream::unfold(Some(list.items.into_iter()), move |state| {
+        let offload = offload.clone();
+        async move {
+            let mut objects = state?;
+            objects.as_slice().first()?;
+            let (objects, batch) = match offload {
+                // The iterator moves to the pool and back: batches stay in order, and a
+                // client that goes away drops the wait, which aborts the task.
+                Some(pool) => match pool
+                    .run(async move {
+                        let batch = encode_batch(&mut objects);
+                        (objects, batch)
+                    })
+                    .await
+                {
+                    Ok(done) => done,
+                    Err(stopped) => return Some((Err(std::io::Error::other(stopped)), None)),
+                },
+                None => {
+                    let batch = encode_batch(&mut objects);
+                    (objects, batch)
+                }
+            };
+            match batch {
+                Ok(b) => Some((Ok(b), Some(objects))),
+                Err(e) => Some((Err(e), None)),
+            }
+        }
+    });
+    let chunks = futures::stream::once(async { Ok(Bytes::from(head)) })
+        .chain(items)
+        .chain(futures::stream::once(async { Ok(Bytes::from(tail)) }));
+    let mut resp = Body::from_stream(chunks).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
+    Ok(resp)
+}
+
+/// The next items of a YAML list, each under `- `, until about a batch is written.
+fn encode_batch(objects: &mut std::vec::IntoIter<Object>) -> Result<Bytes, std::io::Error> {
+    let mut out = String::new();
+    while out.len() < crate::stream_list::BATCH_BYTES {
+        let Some(obj) = objects.next() else { break };
         let v = obj
             .to_value()
             .map_err(|e| std::io::Error::other(format!("stored object does not decode: {e}")))?;
         let item =
             encode_sized(&v, obj.size()).map_err(|e| std::io::Error::other(e.to_string()))?;
-        let mut out = String::with_capacity(item.len() + item.len() / 8 + 4);
+        out.reserve(item.len() + item.len() / 8 + 4);
         for (i, line) in item.lines().enumerate() {
             out.push_str(if i == 0 { "- " } else { "  " });
             out.push_str(line);
             out.push('\n');
         }
-        Ok::<_, std::io::Error>(Bytes::from(out))
-    });
-    let chunks = std::iter::once(Ok(Bytes::from(head)))
-        .chain(items)
-        .chain(std::iter::once(Ok(Bytes::from(tail))));
-    let mut resp = Body::from_stream(futures::stream::iter(chunks)).into_response();
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
-    Ok(resp)
+    }
+    Ok(Bytes::from(out))
 }
 
 #[cfg(test)]
@@ -334,7 +379,7 @@ mod tests {
             continue_token: Some("next".into()),
             remaining_item_count: Some(2),
         };
-        let resp = list(&info, l).unwrap();
+        let resp = list(&info, l, None).unwrap();
         assert_eq!(resp.headers()[header::CONTENT_TYPE], CONTENT_TYPE);
         let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
             .await
@@ -354,7 +399,7 @@ mod tests {
             continue_token: None,
             remaining_item_count: None,
         };
-        let body = axum::body::to_bytes(list(&info, empty).unwrap().into_body(), usize::MAX)
+        let body = axum::body::to_bytes(list(&info, empty, None).unwrap().into_body(), usize::MAX)
             .await
             .unwrap();
         assert_eq!(

@@ -2,7 +2,9 @@
 //! drive the sockets (issue 24, "CPU work off the reactor").
 //!
 //! The server has two tokio runtimes. The embedder's (the *I/O runtime*) runs the accept
-//! loop, every connection, the polling of response bodies (watches, streamed lists), the
+//! loop, every connection, the polling of response bodies (watches, streamed lists: the
+//! pieces of a body that compute — Table, YAML and metadata items, Table and metadata
+//! watch frames not encoded yet — run on this module's pool through an [`Offloader`]), the
 //! cheap handlers (`/healthz`, `/readyz`, `/livez`, discovery, OpenAPI, `/metrics`, GET and
 //! LIST answered as plain JSON), flow control, the cachers' dispatchers and the storage
 //! watch tasks. This module owns the other one: a multi-threaded runtime of
@@ -127,7 +129,43 @@ impl ComputePool {
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
-        let (gate, handle) = (self.gate.clone(), self.handle.clone());
+        self.offloader(flow).run(fut)
+    }
+
+    /// A handle that runs work of `flow` on the pool, for a response body that computes
+    /// while it is sent (streamed Table, YAML and metadata lists, Table and metadata watch
+    /// frames): each piece waits at the gate in the flow's queue like a request would.
+    pub(crate) fn offloader(&self, flow: ClientKey) -> Offloader {
+        Offloader {
+            gate: self.gate.clone(),
+            handle: self.handle.clone(),
+            flow,
+        }
+    }
+}
+
+/// Runs pieces of a response body's work on the pool, in one client's flow
+/// ([`ComputePool::offloader`]); holds no place in the pool between pieces.
+#[derive(Clone)]
+pub(crate) struct Offloader {
+    gate: gate::Gate,
+    handle: Handle,
+    flow: ClientKey,
+}
+
+impl Offloader {
+    /// Waits at the gate in the flow's queue, then runs `fut` on the pool and waits for it
+    /// here; dropping the returned future leaves the queue or aborts the task (its place is
+    /// given back when the task ends). A panic in the task is resumed on the caller's side.
+    pub(crate) fn run<F>(
+        &self,
+        fut: F,
+    ) -> impl Future<Output = Result<F::Output, PoolStopped>> + Send + use<F>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let (gate, handle, flow) = (self.gate.clone(), self.handle.clone(), self.flow.clone());
         async move {
             let permit = gate.enter(flow).await;
             let task = AbortOnDrop(handle.spawn(async move {

@@ -170,6 +170,18 @@ impl Request {
         &self.res.info
     }
 
+    /// Runs a response body's computing pieces (Table, YAML, metadata items and watch
+    /// frames) on the request compute pool in this request's client's flow; `None` without
+    /// a pool.
+    fn offloader(&self) -> Option<crate::compute::Offloader> {
+        let client = self
+            .extensions
+            .get::<ClientKey>()
+            .cloned()
+            .unwrap_or(ClientKey::Unidentified);
+        self.shared.compute.as_ref().map(|p| p.offloader(client))
+    }
+
     fn ns(&self) -> Option<&str> {
         self.target.namespace.as_deref()
     }

@@ -99,7 +99,7 @@ pub(super) async fn list(req: &Request) -> ApiResult<Response> {
 /// A list's response: whole, or streamed and (for clients that accept it) gzipped.
 pub(super) fn list_response(req: &Request, items: Items, list: ObjectList) -> ApiResult<Response> {
     if matches!(items, Items::Json) && crate::yaml::wanted(&req.headers, Offer::JsonOrTable) {
-        return crate::yaml::list(&req.res.info, list);
+        return crate::yaml::list(&req.res.info, list, req.offloader());
     }
     let gzip = crate::compress::accepts_gzip(&req.headers)
         .then(|| req.shared.gzip.try_take())
@@ -109,6 +109,8 @@ pub(super) fn list_response(req: &Request, items: Items, list: ObjectList) -> Ap
         items,
         list,
         gzip,
+        // Table and metadata items compute; JSON items are copies of stored bytes.
+        req.offloader().filter(|_| !matches!(items, Items::Json)),
         // The server's response deadline (the request timeout) comes first; this is a backstop.
         req.shared.config.request_timeout.saturating_mul(2),
     )?;
@@ -172,6 +174,7 @@ pub(super) async fn watch_request(
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
         stop: shared.watch_stop.listen(),
         sent: shared.metrics.watch_events(&req.info().plural),
+        offload: req.offloader(),
         _slot: slot,
         _gauge: shared.metrics.watch_started(),
     };
