@@ -45,8 +45,8 @@ use crate::client::{Failure, REQUIRE_LEADER_KEY};
 use crate::progress::ProgressGuard;
 use crate::proto::etcdserverpb::watch_client::WatchClient;
 use crate::proto::etcdserverpb::{
-    RangeRequest, WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse,
-    watch_request,
+    RangeRequest, ResponseHeader, WatchCreateRequest, WatchProgressRequest, WatchRequest,
+    WatchResponse, watch_request,
 };
 use crate::proto::mvccpb::{Event, event::EventType};
 use crate::store::{EtcdStore, MAX_PAGE, rev_of};
@@ -455,6 +455,7 @@ impl WatchTask {
                         }
                     };
                     answered = true;
+                    self.check_history(resp.header.as_ref(), guard.delivered()).await?;
                     let out = self.handle(resp, guard, after)?;
                     if let Some(backlog) = deliver(tx, out, stall).await? {
                         return Ok(Outcome::Stalled(backlog));
@@ -462,6 +463,47 @@ impl WatchTask {
                 }
             }
         }
+    }
+
+    /// Ends the watch when etcd's history went back below what was already delivered (etcd
+    /// wiped, or restored from an older snapshot, under a running watch): a stream resumed
+    /// after `delivered` on such an etcd would wait for revisions that belong to another
+    /// history, and its consumer would keep the old state forever. A header below
+    /// `delivered` may also come from a member that lags behind the one the stream was on;
+    /// a linearizable read (which waits for the member to catch up with the leader) tells
+    /// the two apart: only a cluster whose current revision is below `delivered` went back.
+    /// The error is `Expired` (410), so that a reflector relists: its cache is replaced at
+    /// the new history's revision and its watchers end.
+    async fn check_history(
+        &self,
+        header: Option<&ResponseHeader>,
+        delivered: u64,
+    ) -> std::result::Result<(), End> {
+        let revision = rev_of(header.map_or(0, |h| h.revision));
+        if revision == 0 || revision >= delivered {
+            return Ok(());
+        }
+        let Ok(current) = self.store.current_rev().await else {
+            // No answer: the stream's own failure, if any, tells.
+            return Ok(());
+        };
+        if current >= delivered {
+            return Ok(());
+        }
+        tracing::error!(
+            key = %self.spec.key,
+            delivered,
+            current,
+            "etcd's history went back (wiped or restored from an older snapshot): ending the \
+             watch so that its consumer relists"
+        );
+        Err(End::Failed(Error::Expired {
+            message: format!(
+                "etcd's history went back: its revision {current} is below the {delivered} \
+                 already delivered (etcd was wiped or restored from an older snapshot)"
+            ),
+            continue_token: None,
+        }))
     }
 
     /// What one etcd response means for the consumer, in order; updates the guard.
