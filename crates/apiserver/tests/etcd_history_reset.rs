@@ -136,3 +136,53 @@ async fn a_wiped_etcd_under_a_running_server_is_relisted_and_watchers_are_told()
         wiped.elapsed()
     );
 }
+
+/// The built-in namespaces come back after a wipe: the system-namespaces loop (here every
+/// 10 s, so that the test sees the namespace gone first) re-creates what went, as upstream's system-namespaces controller does every minute.
+/// Without it `kube-public` stayed 404 for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn the_system_namespaces_come_back_after_a_wipe() {
+    let mut etcd = EtcdServer::start().await.unwrap();
+    let endpoint = etcd.endpoint();
+    let server = tokio::task::spawn_blocking(move || {
+        Server::start(&[
+            "--storage",
+            "etcd",
+            "--etcd-servers",
+            &endpoint,
+            "--system-namespaces-interval",
+            "10s",
+        ])
+    })
+    .await
+    .unwrap();
+    let addr = server.addr.clone();
+    let ns = "/api/v1/namespaces/kube-public";
+    assert_eq!(common::http(&addr, "GET", ns, &[], b"").status, 200);
+    etcd.kill();
+    std::fs::remove_dir_all(etcd.dir().unwrap().join("data")).unwrap();
+    etcd.restart().await.unwrap();
+    let status = tokio::task::spawn_blocking(move || {
+        let until = Instant::now() + DEADLINE;
+        let mut last = 0;
+        // First gone (the wipe seen), then back.
+        let mut gone = false;
+        while Instant::now() < until {
+            last = common::http(&addr, "GET", ns, &[], b"").status;
+            gone |= last == 404;
+            if gone && last == 200 {
+                return (gone, last);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        (gone, last)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        status.1, 200,
+        "kube-public {DEADLINE:?} after the wipe (seen gone: {})",
+        status.0
+    );
+}
