@@ -146,6 +146,41 @@ async fn a_watch_moves_off_a_frozen_etcd_member_or_ends() {
     signal(pid, "-CONT");
 }
 
+/// Two of the three members freeze, the server talking to one of them: its watch ends with an
+/// ERROR event before the hang detector (the dead connection found by keepalive, the stream
+/// resumed on the next members in turn, the live one answering "no leader").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn a_watch_ends_when_a_majority_of_etcd_members_freezes() {
+    let (mut replicas, _writer, mut events) = setup().await;
+    let p0 = replicas.etcd.member(0).unwrap().pid().unwrap();
+    let p1 = replicas.etcd.member(1).unwrap().pid().unwrap();
+    signal(p0, "-STOP");
+    signal(p1, "-STOP");
+    let frozen = Instant::now();
+    let (first, at) = tokio::task::spawn_blocking(move || {
+        let first = events.next();
+        let at = frozen.elapsed();
+        assert!(
+            first.is_none() || events.next().is_none(),
+            "the watch went on after its first event"
+        );
+        (first, at)
+    })
+    .await
+    .unwrap();
+    let first = first.unwrap_or_else(|| {
+        panic!(
+            "the watch ended without a word or said nothing for {HANG:?} after two of three \
+             etcd members froze ({at:?})"
+        )
+    });
+    assert_eq!(first["type"], "ERROR", "{first}");
+    eprintln!("the HTTP watch ended {at:?} after two of three etcd members froze");
+    signal(p0, "-CONT");
+    signal(p1, "-CONT");
+}
+
 /// etcd's ping policy (`--grpc-keepalive-min-time` 5 s, no pings without a stream) is kept:
 /// over a quiet minute and more, the server's watch on a resource stays open (a GOAWAY
 /// "too_many_pings" would close the connection and end it), delivers the next write, and no

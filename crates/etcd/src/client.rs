@@ -448,6 +448,16 @@ impl EtcdClient {
         (i, self.inner.channels[i].1.clone())
     }
 
+    /// The endpoint after `failed` and its channel: where a broken watch stream resumes. Not
+    /// the shared [`channel`](Self::channel): reads answered "no leader" move that one on
+    /// too, so with two members of three frozen it could keep pointing a resuming watch at a
+    /// frozen member instead of the live one (whose "no leader" ends the watch).
+    pub(crate) fn channel_after(&self, failed: usize) -> (usize, Channel) {
+        let n = self.inner.channels.len();
+        let i = (failed + 1) % n;
+        (i, self.inner.channels[i].1.clone())
+    }
+
     /// Moves the next request to the endpoint after `failed`.
     pub(crate) fn rotate_from(&self, failed: usize) {
         let n = self.inner.channels.len();

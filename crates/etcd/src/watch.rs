@@ -184,6 +184,8 @@ enum Outcome {
         /// Whether etcd answered anything on the stream (a working stream: the retry budget
         /// starts afresh).
         answered: bool,
+        /// The endpoint it broke on (the resumed stream goes to the next one).
+        endpoint: usize,
     },
 }
 
@@ -303,8 +305,14 @@ impl WatchTask {
         // failures), and the pause before the next attempt.
         let mut broken_since: Option<tokio::time::Instant> = None;
         let mut backoff = RESUME_BACKOFF_MIN;
+        // The endpoint the last stream broke on: the next stream goes round the endpoints
+        // from there, whatever other requests did to the client's current one.
+        let mut resume_after: Option<usize> = None;
         loop {
-            match self.stream(tx, &mut guard, &mut progress_rx).await? {
+            match self
+                .stream(tx, &mut guard, &mut progress_rx, resume_after.take())
+                .await?
+            {
                 Outcome::Stalled(backlog) => {
                     // The etcd stream is gone (its unread data and flow-control credit with
                     // it): wait for the consumer here, where waiting holds nothing of the
@@ -320,7 +328,12 @@ impl WatchTask {
                         self.send(tx, ev).await?;
                     }
                 }
-                Outcome::Broken { failure, answered } => {
+                Outcome::Broken {
+                    failure,
+                    answered,
+                    endpoint,
+                } => {
+                    resume_after = Some(endpoint);
                     // A lost connection (etcd restarted, a reset, a stream ended without a
                     // cancel) is not a verdict on the watch: like clientv3, resume after the
                     // last revision delivered, on the next member, for up to the request
@@ -360,10 +373,14 @@ impl WatchTask {
         tx: &mpsc::Sender<WatchEvent>,
         guard: &mut ProgressGuard,
         progress_rx: &mut Option<mpsc::Receiver<()>>,
+        resume_after: Option<usize>,
     ) -> std::result::Result<Outcome, End> {
         let opts = &self.spec.opts;
         let client = self.store.client.clone();
-        let (endpoint, channel) = client.channel();
+        let (endpoint, channel) = match resume_after {
+            Some(broken) => client.channel_after(broken),
+            None => client.channel(),
+        };
         // Whether etcd's answers to progress requests can be trusted is a property of the
         // member this stream goes to, asked of it now: members of one cluster may run
         // different versions (a rolling upgrade). No answer: not trusted.
@@ -406,6 +423,7 @@ impl WatchTask {
                 Failure::Unreachable(ref m) if !m.contains("no leader") => Ok(Outcome::Broken {
                     failure: f,
                     answered,
+                    endpoint,
                 }),
                 f => Err(End::Failed(f.into_error(after))),
             }
