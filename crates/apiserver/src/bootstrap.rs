@@ -1,10 +1,12 @@
 //! The namespaces upstream's control plane creates at start (`default`, `kube-system`,
-//! `kube-public`, `kube-node-lease`), created once the storage answers.
+//! `kube-public`, `kube-node-lease`), created once the storage answers, and kept: the
+//! system-namespaces loop ([`ensure_system_namespaces`], a singleton) re-creates any that
+//! went, as upstream's system-namespaces controller does every minute.
 //!
 //! Invariants: an existing namespace is left as it is; failures that pass by themselves
 //! (the storage unreachable, slow or shedding load) are retried with a bounded exponential
 //! backoff while the server already listens (`/readyz` failing with the reason); any other
-//! failure is returned.
+//! failure is returned (at start) or logged (by the loop, which tries again next period).
 
 use std::time::Duration;
 
@@ -46,6 +48,23 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
         }
     }
     Ok(())
+}
+
+/// The system-namespaces loop: every `every`, creates whichever of the built-in namespaces
+/// is missing (an existing one, even terminating, is left alone, as upstream's controller
+/// does). Runs until dropped (as a singleton: while this replica leads).
+pub(crate) async fn ensure_system_namespaces(api: listwatch_endpoints::Api, every: Duration) {
+    // The first round one period after this replica began to lead: the start-up bootstrap
+    // (or the previous leader) has just made them.
+    let every = every.max(Duration::from_secs(1));
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if let Err(e) = bootstrap_namespaces(&api).await {
+            tracing::warn!(error = %e, "system namespaces: ensuring failed; trying again next period");
+        }
+    }
 }
 
 /// The first and the longest wait between two attempts of [`bootstrap_until_done`].

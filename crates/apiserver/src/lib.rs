@@ -240,6 +240,12 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         "namespace-controller",
         Box::new(move || Box::pin(ns_api.namespace_controller())),
     );
+    let sys_api = api.clone();
+    let every = opts.system_namespaces_interval;
+    work.add(
+        "system-namespaces",
+        Box::new(move || Box::pin(bootstrap::ensure_system_namespaces(sys_api.clone(), every))),
+    );
     if opts.enable_garbage_collector {
         let gc_api = api.clone();
         work.add(

@@ -170,6 +170,13 @@ pub struct Options {
         value_parser = flags::go_bool, action = clap::ArgAction::Set,
         help_heading = heading::CONTROLLERS)]
     pub enable_garbage_collector: bool,
+    /// How often the system-namespaces loop (a singleton: the leader's) makes sure `default`,
+    /// `kube-system`, `kube-public` and `kube-node-lease` exist, re-creating any that went
+    /// (deleted through storage, etcd wiped or restored). [upstream: kube-apiserver's
+    /// system-namespaces controller, every minute]
+    #[arg(long, default_value = "1m", value_parser = flags::duration,
+        help_heading = heading::CONTROLLERS)]
+    pub system_namespaces_interval: Duration,
     /// How long a leader's lease lasts after its last renewal; a replica waits this long
     /// after the last change it saw before taking a lease over.
     #[arg(long, default_value = "15s", value_parser = flags::positive_duration,

@@ -39,7 +39,8 @@ pub struct EtcdConfig {
     pub endpoints: Vec<String>,
     /// Longest wait for a TCP/HTTP2 connection to come up.
     pub dial_timeout: Duration,
-    /// Interval of HTTP/2 keepalive pings (also while idle).
+    /// Interval of HTTP/2 keepalive pings, sent only while a request or watch is open and
+    /// only after that long without a frame from etcd.
     pub keepalive_interval: Duration,
     /// How long a ping may go unanswered before the connection counts as dead.
     pub keepalive_timeout: Duration,
@@ -97,19 +98,35 @@ impl EtcdTls {
     }
 }
 
+/// The default keepalive ping interval: a ping goes out once a connection with an open
+/// stream has received nothing for this long (hyper counts from the last frame read, so pings
+/// are never closer together than this). etcd's server enforces `--grpc-keepalive-min-time`
+/// (default 5 s) and refuses pings on a connection without streams (PermitWithoutStream
+/// false): three pings closer than that earn a GOAWAY "too_many_pings", closing every watch
+/// on the connection. 6 s keeps a second of margin; pings are never sent while idle.
+pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(6);
+
+/// The default wait for a keepalive ping's answer before the connection, and every stream on
+/// it, is given up.
+pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// The largest HTTP/2 flow-control window (2³¹ − 1 bytes).
 pub const MAX_WINDOW: u32 = (1 << 31) - 1;
 
 impl Default for EtcdConfig {
-    /// Kubernetes' etcd3 client settings: dial timeout 20 s, keepalive every 30 s with a 10 s
-    /// timeout, health checks bounded by 2 s; requests bounded by 60 s (the apiserver's
-    /// default request timeout), one local endpoint.
+    /// Kubernetes' etcd3 client settings (dial timeout 20 s, health checks bounded by 2 s,
+    /// requests bounded by 60 s: the apiserver's default request timeout, one local
+    /// endpoint) except keepalive: a ping after 6 s without a frame from etcd, given up 3 s
+    /// later ([`DEFAULT_KEEPALIVE_INTERVAL`], [`DEFAULT_KEEPALIVE_TIMEOUT`]) instead of
+    /// 30 s + 10 s, so that a frozen member (SIGSTOP, a paused VM, a stalled disk: no reset,
+    /// no answer) is given up within ~9 s and the watches it carried move to another member
+    /// or end.
     fn default() -> Self {
         Self {
             endpoints: vec!["http://127.0.0.1:2379".to_owned()],
             dial_timeout: Duration::from_secs(20),
-            keepalive_interval: Duration::from_secs(30),
-            keepalive_timeout: Duration::from_secs(10),
+            keepalive_interval: DEFAULT_KEEPALIVE_INTERVAL,
+            keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
             request_timeout: Duration::from_secs(60),
             health_timeout: Duration::from_secs(2),
             tls: None,
@@ -325,7 +342,9 @@ impl EtcdClient {
                 .connect_timeout(config.dial_timeout)
                 .http2_keep_alive_interval(config.keepalive_interval)
                 .keep_alive_timeout(config.keepalive_timeout)
-                .keep_alive_while_idle(true)
+                // Never while idle: etcd answers pings on a connection without streams
+                // with strikes and, after three, GOAWAY "too_many_pings".
+                .keep_alive_while_idle(false)
                 .initial_stream_window_size(config.stream_window)
                 .initial_connection_window_size(config.connection_window)
                 .tcp_nodelay(true);
@@ -426,6 +445,16 @@ impl EtcdClient {
     pub(crate) fn channel(&self) -> (usize, Channel) {
         let n = self.inner.channels.len();
         let i = self.inner.current.load(Ordering::Relaxed) % n;
+        (i, self.inner.channels[i].1.clone())
+    }
+
+    /// The endpoint after `failed` and its channel: where a broken watch stream resumes. Not
+    /// the shared [`channel`](Self::channel): reads answered "no leader" move that one on
+    /// too, so with two members of three frozen it could keep pointing a resuming watch at a
+    /// frozen member instead of the live one (whose "no leader" ends the watch).
+    pub(crate) fn channel_after(&self, failed: usize) -> (usize, Channel) {
+        let n = self.inner.channels.len();
+        let i = (failed + 1) % n;
         (i, self.inner.channels[i].1.clone())
     }
 

@@ -44,7 +44,10 @@ mod store;
 pub mod testing;
 mod watch;
 
-pub use client::{ConfigError, EtcdClient, EtcdConfig, EtcdTls, MAX_WINDOW, ServerVersion};
+pub use client::{
+    ConfigError, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT, EtcdClient, EtcdConfig,
+    EtcdTls, MAX_WINDOW, ServerVersion,
+};
 pub use compactor::{
     Compactor, CompactorState, DEFAULT_COMPACT_KEY, DEFAULT_COMPACTION_INTERVAL, OBSERVE_INTERVAL,
     RoundOutcome, compact_now, compact_round, compaction_time, observe_compaction,

@@ -200,7 +200,7 @@ impl EtcdStore {
     }
 
     /// The current revision, for error messages and expired continuations.
-    async fn current_rev(&self) -> Result<u64> {
+    pub(crate) async fn current_rev(&self) -> Result<u64> {
         let resp = self
             .range(RangeRequest {
                 key: Bytes::from(self.root.as_bytes().to_vec()),

@@ -45,8 +45,8 @@ use crate::client::{Failure, REQUIRE_LEADER_KEY};
 use crate::progress::ProgressGuard;
 use crate::proto::etcdserverpb::watch_client::WatchClient;
 use crate::proto::etcdserverpb::{
-    RangeRequest, WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse,
-    watch_request,
+    RangeRequest, ResponseHeader, WatchCreateRequest, WatchProgressRequest, WatchRequest,
+    WatchResponse, watch_request,
 };
 use crate::proto::mvccpb::{Event, event::EventType};
 use crate::store::{EtcdStore, MAX_PAGE, rev_of};
@@ -184,6 +184,8 @@ enum Outcome {
         /// Whether etcd answered anything on the stream (a working stream: the retry budget
         /// starts afresh).
         answered: bool,
+        /// The endpoint it broke on (the resumed stream goes to the next one).
+        endpoint: usize,
     },
 }
 
@@ -303,8 +305,14 @@ impl WatchTask {
         // failures), and the pause before the next attempt.
         let mut broken_since: Option<tokio::time::Instant> = None;
         let mut backoff = RESUME_BACKOFF_MIN;
+        // The endpoint the last stream broke on: the next stream goes round the endpoints
+        // from there, whatever other requests did to the client's current one.
+        let mut resume_after: Option<usize> = None;
         loop {
-            match self.stream(tx, &mut guard, &mut progress_rx).await? {
+            match self
+                .stream(tx, &mut guard, &mut progress_rx, resume_after.take())
+                .await?
+            {
                 Outcome::Stalled(backlog) => {
                     // The etcd stream is gone (its unread data and flow-control credit with
                     // it): wait for the consumer here, where waiting holds nothing of the
@@ -320,7 +328,12 @@ impl WatchTask {
                         self.send(tx, ev).await?;
                     }
                 }
-                Outcome::Broken { failure, answered } => {
+                Outcome::Broken {
+                    failure,
+                    answered,
+                    endpoint,
+                } => {
+                    resume_after = Some(endpoint);
                     // A lost connection (etcd restarted, a reset, a stream ended without a
                     // cancel) is not a verdict on the watch: like clientv3, resume after the
                     // last revision delivered, on the next member, for up to the request
@@ -360,10 +373,14 @@ impl WatchTask {
         tx: &mpsc::Sender<WatchEvent>,
         guard: &mut ProgressGuard,
         progress_rx: &mut Option<mpsc::Receiver<()>>,
+        resume_after: Option<usize>,
     ) -> std::result::Result<Outcome, End> {
         let opts = &self.spec.opts;
         let client = self.store.client.clone();
-        let (endpoint, channel) = client.channel();
+        let (endpoint, channel) = match resume_after {
+            Some(broken) => client.channel_after(broken),
+            None => client.channel(),
+        };
         // Whether etcd's answers to progress requests can be trusted is a property of the
         // member this stream goes to, asked of it now: members of one cluster may run
         // different versions (a rolling upgrade). No answer: not trusted.
@@ -406,6 +423,7 @@ impl WatchTask {
                 Failure::Unreachable(ref m) if !m.contains("no leader") => Ok(Outcome::Broken {
                     failure: f,
                     answered,
+                    endpoint,
                 }),
                 f => Err(End::Failed(f.into_error(after))),
             }
@@ -455,6 +473,7 @@ impl WatchTask {
                         }
                     };
                     answered = true;
+                    self.check_history(resp.header.as_ref(), guard.delivered()).await?;
                     let out = self.handle(resp, guard, after)?;
                     if let Some(backlog) = deliver(tx, out, stall).await? {
                         return Ok(Outcome::Stalled(backlog));
@@ -462,6 +481,47 @@ impl WatchTask {
                 }
             }
         }
+    }
+
+    /// Ends the watch when etcd's history went back below what was already delivered (etcd
+    /// wiped, or restored from an older snapshot, under a running watch): a stream resumed
+    /// after `delivered` on such an etcd would wait for revisions that belong to another
+    /// history, and its consumer would keep the old state forever. A header below
+    /// `delivered` may also come from a member that lags behind the one the stream was on;
+    /// a linearizable read (which waits for the member to catch up with the leader) tells
+    /// the two apart: only a cluster whose current revision is below `delivered` went back.
+    /// The error is `Expired` (410), so that a reflector relists: its cache is replaced at
+    /// the new history's revision and its watchers end.
+    async fn check_history(
+        &self,
+        header: Option<&ResponseHeader>,
+        delivered: u64,
+    ) -> std::result::Result<(), End> {
+        let revision = rev_of(header.map_or(0, |h| h.revision));
+        if revision == 0 || revision >= delivered {
+            return Ok(());
+        }
+        let Ok(current) = self.store.current_rev().await else {
+            // No answer: the stream's own failure, if any, tells.
+            return Ok(());
+        };
+        if current >= delivered {
+            return Ok(());
+        }
+        tracing::error!(
+            key = %self.spec.key,
+            delivered,
+            current,
+            "etcd's history went back (wiped or restored from an older snapshot): ending the \
+             watch so that its consumer relists"
+        );
+        Err(End::Failed(Error::Expired {
+            message: format!(
+                "etcd's history went back: its revision {current} is below the {delivered} \
+                 already delivered (etcd was wiped or restored from an older snapshot)"
+            ),
+            continue_token: None,
+        }))
     }
 
     /// What one etcd response means for the consumer, in order; updates the guard.
