@@ -13,8 +13,10 @@
 //! The bounds asserted are generous (2 s, against the issue's 100 ms): the test shows that
 //! the server stays responsive, the bench (`examples/reactor_load.rs`) measures how much.
 //! The test checks its own premise: every measurement happened while at least `cores`
-//! expensive requests were in flight (enough to occupy every worker of either runtime), and
-//! the expensive requests took longer than the bound (their median; each at least half).
+//! expensive requests were in flight (enough to occupy every worker of either runtime). How
+//! long an expensive request takes depends on the machine, so it is not asserted; instead
+//! each `/healthz` probe must also be shorter than a quarter of their median (without the
+//! pool a probe waits about one expensive request).
 //!
 //! Fairness (the compute pool's admission gate, `compute::gate`): one client keeping many
 //! expensive requests in flight does not put another client's small write behind all of
@@ -281,31 +283,26 @@ fn healthz_and_watch_events_stay_prompt_while_every_worker_computes() {
             t.get(t.len() / 2).copied()
         },
     );
-    // ... and they took longer than the bound (the median; each at least half of it: the
-    // CPU of one request varies about twofold with the machine's other load).
+    // ... and every one of them succeeded. How long they took is machine-dependent (a
+    // faster machine finishes them sooner), so it calibrates the measurement below instead
+    // of being asserted against a constant.
     assert!(done.len() >= load, "{done:?}");
     for d in &done {
         assert_eq!(d.status, 200, "an expensive request failed: {d:?}");
-        assert!(
-            d.end - d.start > BOUND / 2,
-            "an expensive request took only {:?}: not expensive enough to show anything",
-            d.end - d.start
-        );
     }
     let mut took: Vec<Duration> = done.iter().map(|d| d.end - d.start).collect();
     took.sort();
     let median = took[took.len() / 2];
-    assert!(
-        median > BOUND,
-        "the expensive requests took {median:?} (median): not expensive enough to show anything"
-    );
 
     // What is measured.
+    // Without the pool a probe waits for an I/O worker, i.e. for about one expensive
+    // request; with it, a probe is far shorter than one.
     for &(start, end, status) in &probes {
         assert_eq!(status, 200);
         assert!(
-            end - start < BOUND,
-            "/healthz took {:?} with {load} expensive requests in flight",
+            end - start < BOUND && end - start < median / 4,
+            "/healthz took {:?} with {load} expensive requests in flight, each taking {median:?} \
+             (median)",
             end - start
         );
     }
