@@ -172,6 +172,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         request_timeout: opts.request_timeout,
         build_info: build_info(),
         request_workers: opts.request_workers,
+        acknowledge_pod_deletion: opts.acknowledge_pod_deletion,
         ..Config::default()
     };
     let mut installer = Installer::new(config);

@@ -170,6 +170,16 @@ pub struct Options {
         value_parser = flags::go_bool, action = clap::ArgAction::Set,
         help_heading = heading::CONTROLLERS)]
     pub enable_garbage_collector: bool,
+    /// Act as every node's kubelet for test environments: a graceful pod deletion (of a pod
+    /// with `spec.nodeName`) completes at once, as if the pod's kubelet had stopped its
+    /// containers and sent its DELETE of grace 0 — watchers see the mark (MODIFIED, with
+    /// deletionTimestamp) then DELETED; finalizers still hold the pod. Deletions already
+    /// pending are completed at start. Off, as upstream without a kubelet: the pod stays
+    /// Terminating until a DELETE with grace period 0. [upstream: none; listwatch-only]
+    #[arg(long, default_value = "false", num_args = 0..=1, default_missing_value = "true",
+        value_parser = flags::go_bool, action = clap::ArgAction::Set,
+        help_heading = heading::CONTROLLERS)]
+    pub acknowledge_pod_deletion: bool,
     /// How often the system-namespaces loop (a singleton: the leader's) makes sure `default`,
     /// `kube-system`, `kube-public` and `kube-node-lease` exist, re-creating any that went
     /// (deleted through storage, etcd wiped or restored). [upstream: kube-apiserver's

@@ -468,3 +468,71 @@ fn help_is_grouped_by_section_with_defaults_and_upstream_names() {
         assert!(help.contains(text), "{text} missing:\n{help}");
     }
 }
+
+/// Issue 30 item 9: `--acknowledge-pod-deletion` is a boolean as kube-apiserver's are (alone
+/// or with a Go boolean value), refused with any other value naming the flag, off by
+/// default, listed under "Controllers / leader election" as listwatch-only; and its values
+/// take effect (a DELETE of a scheduled pod removes it, or leaves it marked).
+#[test]
+fn acknowledge_pod_deletion_is_a_go_boolean_listed_with_the_controllers() {
+    let (code, stderr) = exit_of(&["--acknowledge-pod-deletion=maybe"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("invalid value 'maybe' for '--acknowledge-pod-deletion"),
+        "{stderr}"
+    );
+
+    let out = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = help.lines().collect();
+    let section = |name: &str| lines.iter().position(|l| *l == name).unwrap();
+    let (start, end) = (
+        section("Controllers / leader election:"),
+        section("Watch cache:"),
+    );
+    let at = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("--acknowledge-pod-deletion"))
+        .unwrap_or_else(|| panic!("no --acknowledge-pod-deletion:\n{help}"));
+    assert!(start < at && at < end, "not with the controllers:\n{help}");
+    let entry = lines[at..end].join(" ");
+    assert!(
+        entry.contains("[upstream: none; listwatch-only]") && entry.contains("[default: false]"),
+        "{entry}"
+    );
+
+    let ct = [("Content-Type", "application/json")];
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = br#"{"metadata":{"name":"p"},"spec":{"nodeName":"n1","containers":[{"name":"c","image":"x"}]}}"#;
+    for (flags, gone) in [
+        (&[][..], false),
+        (&["--acknowledge-pod-deletion"][..], true),
+        (&["--acknowledge-pod-deletion=t"][..], true),
+        (&["--acknowledge-pod-deletion=false"][..], false),
+    ] {
+        let server = Server::start(flags);
+        let r = http(&server.addr, "POST", pods, &ct, pod);
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        let r = http(&server.addr, "DELETE", &format!("{pods}/p"), &[], b"");
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let r = http(&server.addr, "GET", &format!("{pods}/p"), &[], b"");
+        if gone {
+            assert_eq!(
+                r.status,
+                404,
+                "{flags:?}: {}",
+                String::from_utf8_lossy(&r.body)
+            );
+        } else {
+            assert_eq!(r.status, 200, "{flags:?}");
+            assert_eq!(
+                r.json()["metadata"]["deletionGracePeriodSeconds"],
+                30,
+                "{flags:?}"
+            );
+        }
+    }
+}

@@ -136,6 +136,14 @@ pub struct Config {
     /// many requests are in the pool at once (computing or queued for a thread); the others
     /// wait at its fair admission gate, by client ([`ClientKey`]).
     pub request_workers: usize,
+    /// Act as every node's kubelet for pods' graceful deletion: a DELETE that leaves a pod in
+    /// its grace period (a scheduled pod, `spec.nodeName` set) is followed at once by the
+    /// kubelet's acknowledgement, a DELETE of grace 0 with the pod's uid as precondition, so
+    /// the pod goes (watchers see the mark, MODIFIED, then DELETED) unless finalizers hold
+    /// it; pods whose graceful deletion is pending when the API is built are acknowledged
+    /// then. Off (upstream without a kubelet): such a pod stays `Terminating` until a client
+    /// sends that DELETE. For test environments, where no kubelet runs. Default: off.
+    pub acknowledge_pod_deletion: bool,
 }
 
 impl Default for Config {
@@ -153,6 +161,7 @@ impl Default for Config {
             max_gzip_streams: 64,
             build_info: BuildInfo::default(),
             request_workers: default_request_workers(),
+            acknowledge_pod_deletion: false,
         }
     }
 }
@@ -315,7 +324,9 @@ impl Installer {
     /// Builds the API. On a tokio runtime, this also starts the namespace controller (it
     /// empties terminating namespaces; without a runtime there is none, and a deleted
     /// namespace stays `Terminating`), unless [`without_namespace_controller`](Self::without_namespace_controller)
-    /// was asked for. It stops when the API is dropped or shuts down.
+    /// was asked for. It stops when the API is dropped or shuts down. With
+    /// [`Config::acknowledge_pod_deletion`], it also starts one pass acknowledging the pod
+    /// deletions already pending (on a tokio runtime).
     pub fn build(mut self) -> Api {
         let metrics = Metrics::register(&mut self.registry);
         let index = self
@@ -371,6 +382,7 @@ impl Installer {
         if self.namespace_controller {
             namespaces::start(&shared);
         }
+        lifecycle::start_kubelet(&shared);
         Api { shared }
     }
 }

@@ -212,6 +212,7 @@ pub(crate) async fn recheck_after_create(
         uid: created.uid().map(str::to_owned),
         resource_version: None,
     };
+    let kubelet = lifecycle::Kubelet::of(&shared.config);
     let cleanup = tokio::spawn(async move {
         // The object is ours (uid); a finalizer on it is honoured like any delete's.
         let info = ResourceInfo::new("", "", "", "");
@@ -220,7 +221,7 @@ pub(crate) async fn recheck_after_create(
                 preconditions: Some(pre.clone()),
                 ..DeleteRequest::default()
             };
-            match lifecycle::delete(storage.as_ref(), &info, &key, &opts).await {
+            match lifecycle::delete(storage.as_ref(), &info, &key, &opts, kubelet).await {
                 Ok(_) => return true,
                 Err(e) if e.is_not_found() || e.is_conflict() => return true,
                 Err(e) => {
@@ -460,7 +461,8 @@ async fn terminate(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<boo
         preconditions: Some(pre),
         ..DeleteRequest::default()
     };
-    match lifecycle::delete(nsres.storage.as_ref(), info, &key, &opts).await {
+    let kubelet = lifecycle::Kubelet::of(&shared.config);
+    match lifecycle::delete(nsres.storage.as_ref(), info, &key, &opts, kubelet).await {
         Ok(Deletion::Gone(_) | Deletion::Pending(_)) => Ok(true),
         Err(e) if e.is_not_found() || e.is_conflict() => Ok(true),
         Err(e) => Err(e),
@@ -492,6 +494,7 @@ fn grace_over(o: &Object) -> bool {
 async fn delete_all_content(shared: &Shared, ns: &str) -> Result<(usize, usize), StorageError> {
     shared.metrics.namespace_pass();
     let (mut found, mut held) = (0usize, 0usize);
+    let kubelet = lifecycle::Kubelet::of(&shared.config);
     for r in shared.resources.iter().filter(|r| r.info.namespaced) {
         let key = Key::collection(&r.info.storage_resource, Some(ns))?;
         let mut opts = ListOptions::recursive();
@@ -501,9 +504,8 @@ async fn delete_all_content(shared: &Shared, ns: &str) -> Result<(usize, usize),
             for o in &page.items {
                 found += 1;
                 let k = Key::object(&r.info.storage_resource, Some(ns), o.name())?;
-                match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &DeleteRequest::default())
-                    .await
-                {
+                let asked = DeleteRequest::default();
+                match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &asked, kubelet).await {
                     Ok(Deletion::Gone(_)) => {}
                     Ok(Deletion::Pending(o)) if grace_over(&o) => {
                         // What a kubelet does once the grace period is over.
@@ -515,7 +517,9 @@ async fn delete_all_content(shared: &Shared, ns: &str) -> Result<(usize, usize),
                             }),
                             ..DeleteRequest::default()
                         };
-                        match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &now).await {
+                        match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &now, kubelet)
+                            .await
+                        {
                             Ok(Deletion::Gone(_)) => {}
                             Ok(Deletion::Pending(_)) => held += 1,
                             Err(e) if e.is_not_found() || e.is_conflict() => {}

@@ -19,7 +19,8 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
-    let done = crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &key, &opts)
+    let kubelet = crate::lifecycle::Kubelet::of(&req.shared.config);
+    let done = crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &key, &opts, kubelet)
         .await
         .map_err(|e| req.storage_err(&e))?;
     if crate::lifecycle::is_namespaces(req.info()) && !opts.dry_run {
@@ -55,10 +56,13 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
         crate::validation::check_delete(req.info(), o.name())?;
     }
     let mut deleted = Vec::with_capacity(list.items.len());
+    let kubelet = crate::lifecycle::Kubelet::of(&req.shared.config);
     for o in std::mem::take(&mut list.items) {
         let k = Key::object(&req.info().storage_resource, o.namespace(), o.name())
             .map_err(|e| req.storage_err(&e))?;
-        match crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &k, &opts).await {
+        match crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &k, &opts, kubelet)
+            .await
+        {
             Ok(crate::lifecycle::Deletion::Gone(d) | crate::lifecycle::Deletion::Pending(d)) => {
                 deleted.push(d);
             }

@@ -27,10 +27,13 @@
 //! - a namespace's `spec.finalizers` only shrink through the namespace controller: updates
 //!   keep them (upstream changes them only through `/finalize`).
 //!
-//! Nothing here ends a grace period: upstream a kubelet finishes a pod's graceful deletion
-//! with a DELETE of grace 0; without one, a client must (or the pod stays, as on a cluster
-//! whose node is gone).
+//! Nothing here ends a grace period by default: upstream a kubelet finishes a pod's graceful
+//! deletion with a DELETE of grace 0; without one, a client must (or the pod stays, as on a
+//! cluster whose node is gone). [`kubelet`] sends that DELETE itself when the config asks for
+//! it (`Config::acknowledge_pod_deletion`, for test environments): [`delete`] follows every
+//! DELETE that leaves a pod in its grace period with it.
 
+mod kubelet;
 mod plan;
 
 use std::sync::Mutex;
@@ -46,6 +49,7 @@ use crate::error::{ApiError, ApiResult, FieldError};
 use crate::query::DeleteRequest;
 use crate::resource::ResourceInfo;
 
+pub(crate) use kubelet::{Kubelet, start as start_kubelet};
 pub(crate) use plan::Plan;
 
 /// The garbage collector's finalizer that orphans an object's dependents.
@@ -164,8 +168,26 @@ fn plan_of(info: &ResourceInfo, o: &Object, opts: &DeleteRequest) -> Result<Plan
 
 /// Deletes the object at `key` as upstream's registry does (see [`plan`]): removed at once
 /// when nothing needs writing first; else written as the plan says, then removed (grace 0,
-/// no finalizers) or kept — see the module invariants.
+/// no finalizers) or kept — see the module invariants. A pod left in its grace period is
+/// then acknowledged as its kubelet would when `kubelet` says so ([`kubelet`]): the answer
+/// is then the pod's state after that.
 pub(crate) async fn delete(
+    storage: &dyn Storage,
+    info: &ResourceInfo,
+    key: &Key,
+    opts: &DeleteRequest,
+    kubelet: Kubelet,
+) -> Result<Deletion, StorageError> {
+    Ok(match delete_as_asked(storage, info, key, opts).await? {
+        Deletion::Pending(marked) if kubelet.acknowledges(info, opts, &marked) => {
+            kubelet::acknowledge(storage, info, key, marked).await
+        }
+        done => done,
+    })
+}
+
+/// [`delete`] without a kubelet's acknowledgement: what the DELETE itself does.
+async fn delete_as_asked(
     storage: &dyn Storage,
     info: &ResourceInfo,
     key: &Key,
