@@ -247,3 +247,75 @@ fn deletions_pending_across_a_restart_complete_at_start() {
         "held by its finalizer"
     );
 }
+
+/// Raw HTTP with the flag: a collection DELETE removes every scheduled pod (each answered
+/// with its grace-0 mark); a dry run writes nothing and is not acknowledged; an unscheduled
+/// pod and an explicit grace 0 go as without the flag; a Foreground DELETE leaves the pod
+/// to the garbage collector's finalizer, which lets it go.
+#[test]
+fn collection_dry_run_and_grace_0_deletes_with_the_flag_over_http() {
+    let server = Server::start(&["--acknowledge-pod-deletion"]);
+    let a = server.addr.as_str();
+    let ct = [("Content-Type", "application/json")];
+    let pods = "/api/v1/namespaces/default/pods";
+    let create = |name: &str, node: &str| {
+        let body = serde_json::json!({"metadata":{"name":name},
+            "spec":{"nodeName":node,"containers":[{"name":"c","image":"x"}]}});
+        let r = common::http(a, "POST", pods, &ct, body.to_string().as_bytes());
+        assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    };
+    let status = |name: &str| common::http(a, "GET", &format!("{pods}/{name}"), &[], b"").status;
+
+    create("dry", "n1");
+    let r = common::http(a, "DELETE", &format!("{pods}/dry?dryRun=All"), &[], b"");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["metadata"]["deletionGracePeriodSeconds"], 30);
+    let r = common::http(a, "GET", &format!("{pods}/dry"), &[], b"");
+    assert!(r.json()["metadata"].get("deletionTimestamp").is_none());
+
+    create("unscheduled", "");
+    create("zero", "n1");
+    let r = common::http(a, "DELETE", &format!("{pods}/unscheduled"), &[], b"");
+    assert_eq!(r.status, 200);
+    let r = common::http(
+        a,
+        "DELETE",
+        &format!("{pods}/zero?gracePeriodSeconds=0"),
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!((status("unscheduled"), status("zero")), (404, 404));
+
+    create("fg", "n1");
+    let r = common::http(
+        a,
+        "DELETE",
+        &format!("{pods}/fg?propagationPolicy=Foreground"),
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    let m = &r.json()["metadata"];
+    assert_eq!(m["finalizers"], serde_json::json!(["foregroundDeletion"]));
+    assert_eq!(m["deletionGracePeriodSeconds"], 0, "acknowledged, held");
+
+    for i in 0..5 {
+        create(&format!("c-{i}"), "n1");
+    }
+    let r = common::http(a, "DELETE", &format!("{pods}?labelSelector="), &[], b"");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    for item in r.json()["items"].as_array().unwrap() {
+        let name = item["metadata"]["name"].as_str().unwrap();
+        if name.starts_with("c-") || name == "dry" {
+            assert_eq!(item["metadata"]["deletionGracePeriodSeconds"], 0, "{name}");
+            assert_eq!(status(name), 404, "{name}");
+        }
+    }
+    // The garbage collector removes `foregroundDeletion` (no dependents): then it goes.
+    let deadline = Instant::now() + PATIENCE;
+    while status("fg") != 404 {
+        assert!(Instant::now() < deadline, "the foreground pod stayed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
