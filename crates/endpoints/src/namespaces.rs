@@ -16,7 +16,8 @@
 //! has finalized that other finalizers hold is left to them: a stream of cheap DELETEs of
 //! held namespaces costs a list of namespaces per wake, not a pass over their content. Pods are deleted gracefully, as upstream's
 //! controller deletes them; one whose grace period is over is deleted with grace 0 (what its
-//! kubelet would do), so a namespace with scheduled pods goes once their grace periods end.
+//! kubelet would do), so a namespace with scheduled pods goes once their grace periods end
+//! (at once with `Config::acknowledge_pod_deletion`: `lifecycle` acknowledges every DELETE).
 //!
 //! Invariant (no orphans): an object of a namespace is never left behind once the namespace
 //! is gone. A create checks the namespace before it writes (404 when missing, 403 Forbidden
