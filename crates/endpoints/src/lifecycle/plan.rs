@@ -98,7 +98,14 @@ pub(crate) fn plan(info: &ResourceInfo, cur: &Value, opts: &DeleteRequest, now: 
                             .and_then(Value::as_str)
                             .and_then(clock::parse_rfc3339)
                             .unwrap_or(now);
-                        let moved = ts.saturating_sub(pending).saturating_add(g);
+                        // The grace period began at `ts - pending`; a mark clamped to
+                        // year 9999 no longer says when, so it began at the latest now.
+                        let began = if ts >= MAX_TIMESTAMP {
+                            now
+                        } else {
+                            ts.saturating_sub(pending)
+                        };
+                        let moved = began.saturating_add(g);
                         meta.insert("deletionTimestamp".into(), timestamp(moved));
                         meta.insert("deletionGracePeriodSeconds".into(), Value::from(g));
                         graceful = Some(g);
@@ -413,6 +420,11 @@ mod tests {
             NOW,
         ));
         assert_eq!(v["metadata"]["deletionTimestamp"], "9999-12-31T23:59:59Z");
+        // Shortening that clamped mark ends the new period counted from now, not from a
+        // start computed out of the clamp (which read 1970).
+        let (v, _) = written(plan(&pods(), &v, &opts(Some(0), None, None), NOW));
+        assert_eq!(v["metadata"]["deletionTimestamp"], ts(NOW));
+        assert_eq!(v["metadata"]["deletionGracePeriodSeconds"], 0);
     }
 
     #[test]
