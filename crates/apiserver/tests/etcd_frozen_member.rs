@@ -12,7 +12,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::replicas::Replicas;
-use common::{Server, WatchEvents, open_stream};
+use common::{Server, WatchEvents};
 
 /// The hang detector of these tests: the issue asks for 10 s; this leaves the noisy machine
 /// 2.5 times that. Without the short keepalive the first sign of the frozen member came 40 s
@@ -71,19 +71,8 @@ async fn setup() -> (Replicas, Server, WatchEvents) {
     .await
     .unwrap();
     create(&addr, "before");
-    let list = common::http(&addr, "GET", PATH, &[], b"");
-    assert_eq!(list.status, 200);
-    let rv = list.json()["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (stream, status) = open_stream(
-        &addr,
-        &format!("{PATH}?watch=1&resourceVersion={rv}&timeoutSeconds=600"),
-    );
-    assert_eq!(status, 200);
-    stream.set_read_timeout(Some(HANG)).unwrap();
-    (replicas, writer, WatchEvents::new(stream))
+    let events = common::watch_from_list(&addr, PATH, HANG);
+    (replicas, writer, events)
 }
 
 /// The member the server talks to freezes, the two others carry on: the server's watch

@@ -12,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, WatchEvents, open_stream};
+use common::Server;
 use listwatch_etcd::testing::EtcdServer;
 
 const PATH: &str = "/api/v1/namespaces/default/configmaps";
@@ -68,19 +68,7 @@ async fn a_wiped_etcd_under_a_running_server_is_relisted_and_watchers_are_told()
     for i in 0..30 {
         assert_eq!(post(&addr, PATH, cm(&format!("old-{i}"))), 201);
     }
-    let list = common::http(&addr, "GET", PATH, &[], b"");
-    assert_eq!(list.status, 200);
-    let rv = list.json()["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (stream, status) = open_stream(
-        &addr,
-        &format!("{PATH}?watch=1&resourceVersion={rv}&timeoutSeconds=600"),
-    );
-    assert_eq!(status, 200);
-    stream.set_read_timeout(Some(DEADLINE)).unwrap();
-    let mut events = WatchEvents::new(stream);
+    let mut events = common::watch_from_list(&addr, PATH, DEADLINE);
 
     // The wipe: etcd killed, its data removed, started again on the same ports.
     etcd.kill();

@@ -12,7 +12,6 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::replicas::Replicas;
-use common::{WatchEvents, open_stream};
 
 /// Two of the three etcd members die: the watch through the server ends with a 429 ERROR
 /// event ("storage is (re)initializing") and then the end of the stream, well before the
@@ -24,22 +23,8 @@ async fn an_http_watch_ends_when_etcd_loses_its_quorum() {
     let mut replicas = Replicas::start(1, &[]).await;
     let addr = replicas.replica(0).addr.clone();
     let path = "/api/v1/namespaces/default/configmaps";
-    let list = common::http(&addr, "GET", path, &[], b"");
-    assert_eq!(list.status, 200);
-    let rv = list.json()["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let (stream, status) = open_stream(
-        &addr,
-        &format!("{path}?watch=1&resourceVersion={rv}&timeoutSeconds=600"),
-    );
-    assert_eq!(status, 200);
     // The hang detector: 60 s without a byte ends the read.
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let mut events = WatchEvents::new(stream);
+    let mut events = common::watch_from_list(&addr, path, Duration::from_secs(60));
     replicas.etcd.member(1).unwrap().kill();
     replicas.etcd.member(2).unwrap().kill();
     let lost = Instant::now();

@@ -504,6 +504,25 @@ impl WatchEvents {
     }
 }
 
+/// Lists `path` (a collection) and opens a watch of it from the list's resource version,
+/// so that every later change arrives; each read of the watch waits at most `hang` (the
+/// hang detector: a silent watch reads as its end).
+pub fn watch_from_list(addr: &str, path: &str, hang: std::time::Duration) -> WatchEvents {
+    let list = http(addr, "GET", path, &[], b"");
+    assert_eq!(list.status, 200, "{}", String::from_utf8_lossy(&list.body));
+    let rv = list.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (stream, status) = open_stream(
+        addr,
+        &format!("{path}?watch=1&resourceVersion={rv}&timeoutSeconds=600"),
+    );
+    assert_eq!(status, 200);
+    stream.set_read_timeout(Some(hang)).unwrap();
+    WatchEvents::new(stream)
+}
+
 /// A connection to `addr` from the loopback address `local` (127.0.0.x: the server tells
 /// clients apart by address), blocking, each read bounded by [`PATIENCE`].
 pub fn connect_from(local: &str, addr: &str) -> TcpStream {
