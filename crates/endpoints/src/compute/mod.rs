@@ -21,8 +21,12 @@
 //!
 //! Invariants:
 //! - at most `request_workers` requests compute at once (the pool's threads), whatever the
-//!   seats allow, and at most `ADMITTED_PER_WORKER × request_workers` are in the pool; the
-//!   others wait at the gate, each on its seat. A seat (and the
+//!   seats allow, and at most `ADMITTED_PER_WORKER × request_workers` hold a place in the
+//!   pool; the others wait at the gate, each on its seat. A pooled request that *waits*
+//!   (a GET's or LIST's storage read, which may wait up to the watch cache's freshness
+//!   timeout for a resource version) gives its place back for the wait ([`waiting`]) and
+//!   queues for one again before computing on: a place is held for computation, never
+//!   for a wait (a write's storage call keeps its place: its update closure computes). A seat (and the
 //!   request body's share of the body budget) is released when the task ends, not when the
 //!   client stops waiting: a request whose client left or whose deadline passed still
 //!   counts against its flow-control level until its CPU is done, so seats bound the work
@@ -48,6 +52,7 @@ mod gate;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use tokio::runtime::{Handle, Runtime};
@@ -167,10 +172,15 @@ impl Offloader {
     {
         let (gate, handle, flow) = (self.gate.clone(), self.handle.clone(), self.flow.clone());
         async move {
-            let permit = gate.enter(flow).await;
+            let permit = gate.clone().enter(flow.clone()).await;
+            let place = Arc::new(Place {
+                gate,
+                flow,
+                permit: Mutex::new(Some(permit)),
+            });
             let task = AbortOnDrop(handle.spawn(async move {
-                let out = fut.await;
-                drop(permit);
+                let out = PLACE.scope(Arc::clone(&place), fut).await;
+                drop(place.take());
                 out
             }));
             match task.await {
@@ -180,6 +190,59 @@ impl Offloader {
             }
         }
     }
+}
+
+tokio::task_local! {
+    /// The place in the pool of the task running on it ([`Offloader::run`]).
+    static PLACE: Arc<Place>;
+}
+
+/// A pooled task's place: its gate permit (absent while [`waiting`] has given it back),
+/// and where to queue for it again.
+struct Place {
+    gate: gate::Gate,
+    flow: ClientKey,
+    permit: Mutex<Option<gate::Permit>>,
+}
+
+impl Place {
+    fn take(&self) -> Option<gate::Permit> {
+        self.permit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+    }
+
+    fn put(&self, permit: gate::Permit) {
+        *self.permit.lock().unwrap_or_else(PoisonError::into_inner) = Some(permit);
+    }
+}
+
+/// Awaits `fut` — a wait, not computation: a storage read, the watch cache catching up to
+/// a resource version — without holding a place in the pool: a pooled task gives its place
+/// back meanwhile and queues for one again (in its flow, behind the gate like a new
+/// request) before it goes on computing. Outside a pooled task (no pool, or the I/O
+/// runtime) it is just `fut.await`.
+///
+/// Without it a request that waits holds a place for nothing: a few clients' lists at a
+/// future resource version (each waiting up to the cache's 3 s freshness timeout) held
+/// every place and every other client's writes queued behind them.
+///
+/// Cancel safe: dropped while waiting or queueing, the task holds no place (the gate's
+/// waiter leaves its queue); its end drops whatever place it holds.
+pub(crate) async fn waiting<F: Future>(fut: F) -> F::Output {
+    let held = PLACE
+        .try_with(|p| p.take().map(|permit| (Arc::clone(p), permit)))
+        .ok()
+        .flatten();
+    let Some((place, permit)) = held else {
+        return fut.await;
+    };
+    drop(permit);
+    let out = fut.await;
+    let permit = place.gate.clone().enter(place.flow.clone()).await;
+    place.put(permit);
+    out
 }
 
 impl Drop for ComputePool {

@@ -49,10 +49,8 @@ pub(super) async fn get(req: &Request) -> ApiResult<Response> {
         ignore_not_found: false,
     };
     let key = req.object_key()?;
-    let obj = req
-        .res
-        .storage
-        .get(&key, &opts)
+    // A wait (storage, the cache catching up to `resourceVersion`): no place in the pool.
+    let obj = crate::compute::waiting(req.res.storage.get(&key, &opts))
         .await
         .map_err(|e| req.storage_err(&e))?
         .ok_or_else(|| req.storage_err(&key.not_found()))?;
@@ -87,10 +85,8 @@ pub(super) async fn list(req: &Request) -> ApiResult<Response> {
     let include = req.query.include_object()?;
     let lr = req.query.list_options(req.info(), false, None)?;
     let key = req.collection_key()?;
-    let list = req
-        .res
-        .storage
-        .list(&key, &lr.opts)
+    // A wait (storage, the cache catching up to `resourceVersion`): no place in the pool.
+    let list = crate::compute::waiting(req.res.storage.list(&key, &lr.opts))
         .await
         .map_err(|e| req.storage_err(&e))?;
     list_response(req, Items::for_format(fmt, include), list)
