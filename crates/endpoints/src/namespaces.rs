@@ -164,7 +164,8 @@ async fn read_namespace_patiently(
         match read_namespace(shared, ns).await {
             Err(e) if (e.code() >= 500 || e.code() == 429) && Instant::now() + wait < deadline => {
                 tracing::debug!(namespace = ns, error = %e.0.message, "re-reading the namespace after a create failed; trying again");
-                tokio::time::sleep(wait).await;
+                // A pause is a wait: no place in the request compute pool meanwhile.
+                crate::compute::waiting(tokio::time::sleep(wait)).await;
                 wait = (wait * 2).min(RECHECK_BACKOFF_MAX);
             }
             other => return other,
