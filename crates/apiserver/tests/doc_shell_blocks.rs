@@ -404,10 +404,11 @@ fn marker<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
 }
 
 #[test]
-#[ignore = "needs kubectl, openssl and the Python kubernetes client (cargo xtask test provides them)"]
+#[ignore = "needs kubectl, openssl, curl, etcd and the Python kubernetes client (cargo xtask test provides them)"]
 fn every_shell_block_in_the_docs_runs() {
     common::require("kubectl");
     common::require("openssl");
+    common::require("curl");
     let mut files = doc_files();
     // For a doc writer's quick look at one file: LISTWATCH_DOC_FILES=docs/a.md,README.md.
     if let Ok(only) = std::env::var("LISTWATCH_DOC_FILES") {
