@@ -224,6 +224,30 @@ fn the_block_parser_reads_fences_info_strings_and_prompts() {
     assert!(problems[1].contains("without a reason"), "{problems:?}");
 }
 
+/// The runner fails a failing block with its file, line and output, and passes a block that
+/// handles a failure itself; variables carry over from block to block.
+#[test]
+fn a_failing_block_fails_with_its_file_line_and_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("doc.md");
+    let good = "# t\n\n```sh\nA=one\nX=$(false) || true\n```\n\n```sh no-run: never\nfalse\n```\n";
+    std::fs::write(
+        &path,
+        format!("{good}\n```bash\necho \"$A\" two\nfalse\necho never\n```\n"),
+    )
+    .unwrap();
+    let file = path.to_string_lossy().into_owned();
+    let err = run_file(&file).unwrap_err();
+    assert!(
+        err.starts_with(&format!("{file}:14: failed with exit status 1: false")),
+        "{err}"
+    );
+    // The output of the failing block, and nothing after the failure.
+    assert!(err.ends_with("--- its output ---\none two\n"), "{err}");
+    std::fs::write(&path, good).unwrap();
+    assert_eq!(run_file(&file), Ok(1));
+}
+
 /// A directory of links put first on PATH: the tools under the names the docs use.
 fn tool_dir(tmp: &Path) -> PathBuf {
     let bin = tmp.join(".doc-tools");
@@ -272,7 +296,11 @@ fn run_file(file: &str) -> Result<usize, String> {
         writeln!(main, "source '{}'", path.display()).unwrap();
     }
     main.push_str("echo '@@doc-all-done@@'\n");
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let mut child = Command::new("bash")
         .args(["-c", &main])
         .current_dir(&work)
@@ -357,44 +385,46 @@ fn run_file(file: &str) -> Result<usize, String> {
             per_block[i]
         )
     };
-    match (status, failed) {
-        (None, _) => {
-            let i = current.unwrap_or(0);
-            Err(describe(
-                i,
-                format!(
-                    "{}:{}: the block did not finish within the deadline",
-                    file, runnable[i].line
-                ),
-            ))
-        }
-        (Some(_), Some((i, l, rc))) if i < runnable.len() => {
-            let b = &runnable[i];
-            let doc_line = b.line + l;
-            let cmd = b.body.get(l.saturating_sub(1)).cloned().unwrap_or_default();
-            Err(describe(
-                i,
-                format!("{file}:{doc_line}: failed with exit status {rc}: {cmd}"),
-            ))
-        }
-        (Some(s), _) if !s.success() || !done => {
-            let i = current.unwrap_or(0);
-            Err(describe(
-                i,
-                format!(
-                    "{}:{}: the shell ended ({s}) before every block ran",
-                    file, runnable[i].line
-                ),
-            ))
-        }
-        (Some(_), _) => {
-            let ran = text.lines().filter(|l| marker(l, "@@doc-block ").is_some()).count();
+    let last = current.filter(|i| *i < runnable.len()).unwrap_or(0);
+    let ran = text
+        .lines()
+        .filter(|l| marker(l, "@@doc-block ").is_some())
+        .count();
+    match status {
+        None => Err(describe(
+            last,
+            format!(
+                "{}:{}: the block did not finish within the deadline",
+                file, runnable[last].line
+            ),
+        )),
+        // A failure marker counts only when the shell failed: a command whose failure a
+        // block handles (`x || true`) may still have run the trap inside a subshell.
+        Some(s) if s.success() && done => {
             if ran == runnable.len() {
                 Ok(ran)
             } else {
                 Err(format!("{file}: {ran} of {} blocks ran", runnable.len()))
             }
         }
+        Some(s) => match failed {
+            Some((i, l, rc)) if i < runnable.len() => {
+                let b = &runnable[i];
+                let doc_line = b.line + l;
+                let cmd = b.body.get(l.saturating_sub(1)).cloned().unwrap_or_default();
+                Err(describe(
+                    i,
+                    format!("{file}:{doc_line}: failed with exit status {rc}: {cmd}"),
+                ))
+            }
+            _ => Err(describe(
+                last,
+                format!(
+                    "{}:{}: the shell ended ({s}) before every block ran",
+                    file, runnable[last].line
+                ),
+            )),
+        },
     }
 }
 
@@ -449,9 +479,6 @@ fn every_shell_block_in_the_docs_runs() {
     }
     let results = std::mem::take(&mut *results.lock().unwrap());
     assert_eq!(results.len(), files.len());
-    let failures: Vec<String> = results
-        .into_iter()
-        .filter_map(|(_, r)| r.err())
-        .collect();
+    let failures: Vec<String> = results.into_iter().filter_map(|(_, r)| r.err()).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
