@@ -88,9 +88,7 @@ impl Block {
         let mut out = String::new();
         let mut continued = false;
         for l in &self.body {
-            let cmd = if self.lang != "console" {
-                Some(l.as_str())
-            } else if continued {
+            let cmd = if self.lang != "console" || continued {
                 Some(l.as_str())
             } else {
                 l.strip_prefix("$ ")
