@@ -246,6 +246,93 @@ fn a_failing_block_fails_with_its_file_line_and_output() {
     assert_eq!(run_file(&file), Ok(1));
 }
 
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces to hyphens.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings (outside fenced blocks).
+fn anchors(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(slug(line.trim_start_matches('#')));
+        }
+    }
+    out
+}
+
+/// The relative link targets of a Markdown text (`](target)`, not `http…`), outside fences.
+fn relative_links(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("```") || line.trim_start().starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let mut rest = line;
+        while let Some(p) = rest.find("](") {
+            rest = &rest[p + 2..];
+            let end = rest.find(')').unwrap_or(rest.len());
+            let target = &rest[..end];
+            if !target.contains("://") && !target.starts_with("mailto:") && !target.is_empty() {
+                out.push((i + 1, target.to_owned()));
+            }
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+/// Every relative link of README.md and docs/*.md names a file that exists and, with an
+/// anchor, a heading of it; the README links every document in docs/.
+#[test]
+fn every_link_resolves_and_the_readme_links_every_document() {
+    let mut problems = Vec::new();
+    for file in doc_files() {
+        let text = std::fs::read_to_string(root().join(&file)).unwrap();
+        let dir = Path::new(&file).parent().unwrap_or(Path::new(""));
+        for (line, target) in relative_links(&text) {
+            let (path, anchor) = target.split_once('#').unwrap_or((&target, ""));
+            let resolved = if path.is_empty() {
+                root().join(&file)
+            } else {
+                root().join(dir).join(path)
+            };
+            if !resolved.exists() {
+                problems.push(format!("{file}:{line}: {target}: no such file"));
+                continue;
+            }
+            if !anchor.is_empty() && resolved.extension().is_some_and(|e| e == "md") {
+                let target_text = std::fs::read_to_string(&resolved).unwrap();
+                if !anchors(&target_text).iter().any(|a| a == anchor) {
+                    problems.push(format!("{file}:{line}: {target}: no such heading"));
+                }
+            }
+        }
+    }
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    for file in doc_files().iter().filter(|f| f.starts_with("docs/")) {
+        if !readme.contains(&format!("]({file}")) {
+            problems.push(format!("README.md does not link {file}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
 /// A directory of links put first on PATH: the tools under the names the docs use.
 fn tool_dir(tmp: &Path) -> PathBuf {
     let bin = tmp.join(".doc-tools");
