@@ -567,3 +567,73 @@ fn every_shell_block_in_the_docs_runs() {
     let failures: Vec<String> = results.into_iter().filter_map(|(_, r)| r.err()).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// The kube-rs test of docs/guide-ci-testing.md, compiled and run: the guide's `rust` block
+/// is the text between the markers below (checked by `the_guides_kube_rs_test_is_this_one`).
+mod guide_kube_rs {
+    /// The binary: here the test's build; in your tests, `"listwatch-apiserver"` on `PATH`
+    /// or a path from your build.
+    fn listwatch_apiserver() -> &'static str {
+        env!("CARGO_BIN_EXE_listwatch-apiserver")
+    }
+
+    // guide: kube-rs begin
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+
+    #[tokio::test]
+    async fn my_controller_writes_its_config_map() -> Result<(), Box<dyn std::error::Error>> {
+        let mut server = Command::new(listwatch_apiserver())
+            .args(["--bind", "127.0.0.1:0", "--log-level", "warn"])
+            .stdout(Stdio::piped())
+            .spawn()?;
+        // "listwatch-apiserver listening on http://127.0.0.1:PORT (storage: …)", once it serves.
+        let mut first = String::new();
+        BufReader::new(server.stdout.take().ok_or("no stdout")?).read_line(&mut first)?;
+        let url = first
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .ok_or("no address")?;
+
+        let client = kube::Client::try_from(kube::Config::new(url.parse()?))?;
+        let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+        // Your controller runs against `client` here; this stands for what it writes.
+        let cm = serde_json::json!({"metadata": {"name": "made-by-my-controller"}});
+        cms.create(&PostParams::default(), &serde_json::from_value(cm)?)
+            .await?;
+        assert!(cms.get_opt("made-by-my-controller").await?.is_some());
+
+        server.kill()?;
+        server.wait()?;
+        Ok(())
+    }
+    // guide: kube-rs end
+}
+
+/// The guide's kube-rs block is the compiled test above, line for line (indentation aside).
+#[test]
+fn the_guides_kube_rs_test_is_this_one() {
+    let source =
+        std::fs::read_to_string(root().join("crates/apiserver/tests/doc_shell_blocks.rs")).unwrap();
+    let begin =
+        source.find("// guide: kube-rs begin\n").unwrap() + "// guide: kube-rs begin\n".len();
+    let end = source.find("    // guide: kube-rs end").unwrap();
+    let ours: Vec<&str> = source[begin..end]
+        .lines()
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect();
+    let file = "docs/guide-ci-testing.md";
+    let guide = blocks(file)
+        .into_iter()
+        .find(|b| b.lang == "rust" && b.body.iter().any(|l| l.contains("kube::Client")))
+        .unwrap_or_else(|| panic!("{file}: no kube-rs block"));
+    assert_eq!(
+        guide.body.join("\n"),
+        ours.join("\n"),
+        "{file}:{}: the kube-rs block differs from tests/doc_shell_blocks.rs's guide_kube_rs",
+        guide.line
+    );
+}
