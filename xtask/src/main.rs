@@ -8,7 +8,7 @@
 //! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
 //! - `ci`    — `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings denied,
 //!   then `test`. This is what `.ci/run` and the GitHub workflow run.
-//! - `bench [SCENARIO..]` — the performance scenarios P1..P13 (docs/benchmarks.md) with the
+//! - `bench [SCENARIO..]` — the performance scenarios P1..P14 (docs/benchmarks.md) with the
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
 //!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead.
@@ -71,7 +71,7 @@ const HELP: &str = "usage: cargo xtask <task>
   e2e [ARGS]       only the end-to-end tests: the apiserver binary driven by kubectl,
                    kube-rs, the Python client and raw HTTP, on both backends
   ci               fmt --check, clippy -D warnings, doc -D warnings, then test
-  bench [SCENARIO..]  run the performance scenarios P1..P12 (all, or the named ones)
+  bench [SCENARIO..]  run the performance scenarios P1..P14 (all, or the named ones)
                    with the load generator; results in docs/bench/
   bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
   fuzz [TARGET] [SECONDS]  run one fuzz target (or each in turn) for SECONDS (default 60)
@@ -222,12 +222,15 @@ fn provision() -> Result<Vec<(&'static str, PathBuf)>> {
     let etcd = ensure_etcd()?;
     let python = ensure_python_client()?;
     let openssl = ensure_debian_program("openssl", &["openssl"])?;
+    // The doc-test harness (doc_shell_blocks) runs the docs' curl commands.
+    let curl = ensure_debian_program("curl", &["curl"])?;
     let kubectl = ensure_kubectl()?;
     eprintln!(
-        "using etcd at {}, python at {}, openssl at {}, kubectl at {}",
+        "using etcd at {}, python at {}, openssl at {}, curl at {}, kubectl at {}",
         etcd.display(),
         python.display(),
         openssl.display(),
+        curl.display(),
         kubectl.display()
     );
     Ok(vec![

@@ -178,7 +178,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "create-wide-json",
             what: "POST ConfigMap, JSON, N data keys",
-            watches: "field manager (item 1)",
+            watches: "field manager",
             base: 250,
             ok: &[201],
             setup: none,
@@ -226,7 +226,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "create-deep-json",
             what: "POST Blob, JSON, N levels × 1000-byte keys",
-            watches: "field manager path cache (item 1, critical)",
+            watches: "field manager path cache, critical",
             base: DEEP_LEVELS,
             ok: &[201],
             setup: none,
@@ -242,7 +242,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "create-deep-yaml",
             what: "POST Blob, YAML body, N levels × 1000-byte keys",
-            watches: "field manager path cache (item 1); YAML decoding",
+            watches: "field manager path cache; YAML decoding",
             base: DEEP_LEVELS,
             ok: &[201],
             setup: none,
@@ -258,7 +258,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "create-chain-leaves",
             what: "POST Blob, JSON, N small objects under a chain of 96 levels × 1000-byte keys",
-            watches: "field manager path cache: leaves × path length (item 1, critical)",
+            watches: "field manager path cache: leaves × path length, critical",
             base: 16,
             ok: &[201],
             setup: none,
@@ -277,7 +277,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "apply-chain-leaves",
             what: "PATCH apply (JSON), Blob of N small objects under 96 levels × 1000-byte keys",
-            watches: "field manager path cache (item 1, critical)",
+            watches: "field manager path cache, critical",
             base: 16,
             ok: &[200, 201],
             setup: none,
@@ -296,7 +296,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "create-long-keys",
             what: "POST Blob, JSON, 8 levels of keys N bytes long",
-            watches: "field manager path cache (item 1)",
+            watches: "field manager path cache",
             base: 1000,
             ok: &[201],
             setup: none,
@@ -347,7 +347,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "create-managed-fields",
             what: "POST ConfigMap, JSON, N managedFields entries",
-            watches: "managedFields decoding (item 1)",
+            watches: "managedFields decoding",
             base: 50,
             ok: &[201],
             setup: none,
@@ -364,7 +364,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "update-wide-json",
             what: "PUT ConfigMap, JSON, N data keys",
-            watches: "field manager (item 1)",
+            watches: "field manager",
             base: 250,
             ok: &[200],
             setup: target_cm,
@@ -380,7 +380,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "update-managed-fields",
             what: "PUT ConfigMap, JSON, N managedFields entries",
-            watches: "managedFields decoding (item 1)",
+            watches: "managedFields decoding",
             base: 50,
             ok: &[200],
             setup: target_cm,
@@ -396,7 +396,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "update-deep-json",
             what: "PUT Blob, JSON, N levels × 1000-byte keys over a small Blob",
-            watches: "field manager path cache (item 1)",
+            watches: "field manager path cache",
             base: DEEP_LEVELS,
             ok: &[200],
             setup: small_blob,
@@ -413,7 +413,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "json-patch-many-ops",
             what: "PATCH json-patch, N add operations",
-            watches: "JSON patch (item 4)",
+            watches: "JSON patch",
             base: 500,
             ok: &[200],
             setup: target_cm,
@@ -429,7 +429,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "json-patch-remove-front",
             what: "PATCH json-patch, N × remove /spec/arr/0 on a 4N array, failing test",
-            watches: "JSON patch O(ops × array length) (item 4)",
+            watches: "JSON patch O(ops × array length)",
             base: 250,
             ok: &[422],
             setup: stored_array,
@@ -461,7 +461,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "merge-patch-deep",
             what: "PATCH merge-patch, N levels × 1000-byte keys",
-            watches: "merge patch; field manager path cache (item 1)",
+            watches: "merge patch; field manager path cache",
             base: DEEP_LEVELS,
             ok: &[200],
             setup: small_blob,
@@ -496,7 +496,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "apply-yaml-wide",
             what: "PATCH apply (YAML), ConfigMap of N data keys",
-            watches: "server-side apply (item 1)",
+            watches: "server-side apply",
             base: 250,
             ok: &[200, 201],
             setup: none,
@@ -512,7 +512,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "apply-json-deep",
             what: "PATCH apply (JSON), Blob of N levels × 1000-byte keys",
-            watches: "server-side apply, path cache (item 1)",
+            watches: "server-side apply, path cache",
             base: DEEP_LEVELS,
             ok: &[200, 201],
             setup: small_blob,
@@ -554,7 +554,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "get-deep-yaml",
             what: "GET Blob of N levels, Accept YAML",
-            watches: "YAML output (item 5)",
+            watches: "YAML output",
             base: DEEP_LEVELS,
             ok: &[200],
             setup: stored_deep_blob,
@@ -572,7 +572,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "get-narrow-deep-yaml",
             what: "GET Blob of N levels × 64 short keys, Accept YAML",
-            watches: "YAML output indents every element (item 5)",
+            watches: "YAML output indents every element",
             base: DEEP_LEVELS,
             ok: &[200],
             setup: stored_narrow_blob,
@@ -590,7 +590,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "get-pod-gates-table",
             what: "GET Pod with N readinessGates and N conditions, Accept Table",
-            watches: "Table printing O(gates × conditions) (item 3)",
+            watches: "Table printing O(gates × conditions)",
             base: 250,
             ok: &[200],
             setup: stored_gated_pod,
@@ -609,7 +609,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "list-label-selector",
             what: "GET list of 200 ConfigMaps, labelSelector of N requirements",
-            watches: "selectors (item 8)",
+            watches: "selectors",
             base: SELECTOR_BASE,
             ok: &[200],
             setup: none,
@@ -626,7 +626,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "list-label-notin",
             what: "GET list of 200 ConfigMaps, labelSelector `a notin (N values)`",
-            watches: "selectors (item 8)",
+            watches: "selectors",
             base: 60,
             ok: &[200],
             setup: none,
@@ -643,7 +643,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "list-field-selector",
             what: "GET list of 200 ConfigMaps, fieldSelector of N requirements",
-            watches: "selectors (item 8)",
+            watches: "selectors",
             base: SELECTOR_BASE,
             ok: &[200],
             setup: none,
@@ -660,7 +660,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "list-label-selector-table",
             what: "GET list of 200 ConfigMaps as Table, labelSelector of N requirements",
-            watches: "selectors (item 8), Table",
+            watches: "selectors, Table",
             base: SELECTOR_BASE,
             ok: &[200],
             setup: none,
@@ -677,7 +677,7 @@ pub fn all() -> Vec<Family> {
         Family {
             name: "watch-label-selector",
             what: "GET watch (RV 0, 1 s) of 200 ConfigMaps, labelSelector of N requirements",
-            watches: "selectors on the dispatcher's path (item 8)",
+            watches: "selectors on the dispatcher's path",
             base: SELECTOR_BASE,
             ok: &[200],
             setup: none,
