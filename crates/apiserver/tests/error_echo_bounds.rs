@@ -161,3 +161,155 @@ fn a_create_with_a_huge_annotation_key_answers_a_bounded_422() {
             "metadata": {"name": "a", "annotations": {huge(): "v"}}}),
     );
 }
+
+/// Every other place an error quotes the request: headers, query parameters, the path, a
+/// mismatched kind or version, preconditions, JSON and strategic patch errors. Each quotes
+/// at most one or two cut values, so the body stays within a few KiB (it answered up to
+/// 5.6 MB for a 2.8 MB body, and 40 KB for a 15 KB URL).
+#[test]
+fn every_other_echo_path_answers_a_small_error() {
+    let s = Server::start(&[]);
+    store_big(&s);
+    let q = "\"".repeat(1_400_000);
+    let hq = "\"".repeat(100_000);
+    let uq = "%22".repeat(5_000);
+    let obj = |api: &str, kind: &str| {
+        json!({"apiVersion": api, "kind": kind, "metadata": {"name": "k"}}).to_string()
+    };
+    let big = format!("{CM}/big");
+    let cases: Vec<(&str, &str, String, Vec<(&str, String)>, String, u16)> = vec![
+        (
+            "Content-Type",
+            "POST",
+            CM.into(),
+            vec![("Content-Type", format!("a/{hq}"))],
+            "{}".into(),
+            415,
+        ),
+        (
+            "Accept",
+            "GET",
+            CM.into(),
+            vec![("Accept", format!("a/{hq}"))],
+            String::new(),
+            406,
+        ),
+        ("kind", "POST", CM.into(), vec![], obj("v1", &q), 400),
+        (
+            "apiVersion",
+            "POST",
+            CM.into(),
+            vec![],
+            obj(&q, "ConfigMap"),
+            400,
+        ),
+        (
+            "uid precondition",
+            "DELETE",
+            big.clone(),
+            vec![],
+            json!({"preconditions": {"uid": q}}).to_string(),
+            409,
+        ),
+        (
+            "resourceVersion precondition",
+            "DELETE",
+            big.clone(),
+            vec![],
+            json!({"preconditions": {"resourceVersion": q}}).to_string(),
+            400,
+        ),
+        (
+            "JSON patch path",
+            "PATCH",
+            big.clone(),
+            vec![("Content-Type", "application/json-patch+json".into())],
+            json!([{"op": "remove", "path": format!("/{q}")}]).to_string(),
+            422,
+        ),
+        (
+            "JSON patch op",
+            "PATCH",
+            big.clone(),
+            vec![("Content-Type", "application/json-patch+json".into())],
+            json!([{"op": q, "path": "/a"}]).to_string(),
+            400,
+        ),
+        (
+            "strategic directive",
+            "PATCH",
+            big.clone(),
+            vec![(
+                "Content-Type",
+                "application/strategic-merge-patch+json".into(),
+            )],
+            json!({"data": {"$patch": q}}).to_string(),
+            422,
+        ),
+        (
+            "strategic directive map",
+            "PATCH",
+            big.clone(),
+            vec![(
+                "Content-Type",
+                "application/strategic-merge-patch+json".into(),
+            )],
+            json!({"metadata": {"$patch": "x", "a": q}}).to_string(),
+            422,
+        ),
+        (
+            "labelSelector",
+            "GET",
+            format!("{CM}?labelSelector={uq}"),
+            vec![],
+            String::new(),
+            400,
+        ),
+        (
+            "fieldSelector",
+            "GET",
+            format!("{CM}?fieldSelector={uq}"),
+            vec![],
+            String::new(),
+            400,
+        ),
+        (
+            "resourceVersion",
+            "GET",
+            format!("{CM}?resourceVersion={uq}"),
+            vec![],
+            String::new(),
+            400,
+        ),
+        (
+            "dryRun",
+            "POST",
+            format!("{CM}?dryRun={uq}"),
+            vec![],
+            obj("v1", "ConfigMap"),
+            400,
+        ),
+        (
+            "name in the path",
+            "GET",
+            format!("{CM}/{uq}"),
+            vec![],
+            String::new(),
+            404,
+        ),
+    ];
+    for (what, method, path, mut headers, body, code) in cases {
+        if !headers.iter().any(|(k, _)| *k == "Content-Type") {
+            headers.push(("Content-Type", "application/json".into()));
+        }
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let r = http(&s.addr, method, &path, &headers, body.as_bytes());
+        assert!(
+            r.body.len() <= 16 * 1024,
+            "{what}: a {} error body of {} bytes quotes more than a cut value",
+            r.status,
+            r.body.len()
+        );
+        assert_bounded(&r, code, what);
+    }
+}

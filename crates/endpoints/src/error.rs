@@ -156,7 +156,8 @@ impl ApiError {
             406,
             reason::NOT_ACCEPTABLE,
             format!(
-                "only the following media types are accepted: {supported} (asked for {accept:?})"
+                "only the following media types are accepted: {supported} (asked for {:?})",
+                echo(accept)
             ),
         ))
     }
@@ -167,8 +168,9 @@ impl ApiError {
             415,
             reason::UNSUPPORTED_MEDIA_TYPE,
             format!(
-                "the body of the request was in an unknown format ({content_type:?}) - accepted \
-                 media types include: {supported}"
+                "the body of the request was in an unknown format ({:?}) - accepted \
+                 media types include: {supported}",
+                echo(content_type)
             ),
         ))
     }

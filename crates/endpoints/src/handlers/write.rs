@@ -193,7 +193,8 @@ fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> 
         {
             let key = req.object_key()?;
             return Err(req.storage_err(&key.conflict(format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                "Precondition failed: UID in precondition: {}, UID in object meta: ",
+                echo(uid)
             ))));
         }
         // A create through an update ignores the body's resourceVersion.
