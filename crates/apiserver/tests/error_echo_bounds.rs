@@ -162,6 +162,17 @@ fn a_create_with_a_huge_annotation_key_answers_a_bounded_422() {
     );
 }
 
+/// One request of [`every_other_echo_path_answers_a_small_error`]: what it tries, method,
+/// path, headers, body and the expected status code.
+type Case = (
+    &'static str,
+    &'static str,
+    String,
+    Vec<(&'static str, String)>,
+    String,
+    u16,
+);
+
 /// Every other place an error quotes the request: headers, query parameters, the path, a
 /// mismatched kind or version, preconditions, JSON and strategic patch errors. Each quotes
 /// at most one or two cut values, so the body stays within a few KiB (it answered up to
@@ -177,7 +188,7 @@ fn every_other_echo_path_answers_a_small_error() {
         json!({"apiVersion": api, "kind": kind, "metadata": {"name": "k"}}).to_string()
     };
     let big = format!("{CM}/big");
-    let cases: Vec<(&str, &str, String, Vec<(&str, String)>, String, u16)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "Content-Type",
             "POST",
