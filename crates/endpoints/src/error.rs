@@ -62,7 +62,7 @@ impl ApiError {
     /// in order while their text fits in [`MAX_INVALID_REPORT_BYTES`] (always at least one);
     /// past it the rest are counted: the message ends with `... and N more` and so does one
     /// last cause. Costs the causes' text plus a hash each, whatever their number. `name`
-    /// is quoted through [`echo`] (an invalid name can be as long as the body).
+    /// is quoted through [`echo()`] (an invalid name can be as long as the body).
     pub fn invalid(info: &ResourceInfo, name: &str, causes: &[FieldError]) -> Self {
         let name = echo(name);
         let mut seen: HashSet<String> = HashSet::new();
@@ -371,7 +371,7 @@ impl FieldError {
 }
 
 impl std::fmt::Display for FieldError {
-    /// Upstream's `field.Error` text; the field path and the value are cut by [`echo`]
+    /// Upstream's `field.Error` text; the field path and the value are cut by [`echo()`]
     /// (both can hold a caller's megabytes: a label key is part of the path).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let field = echo(&self.field);
