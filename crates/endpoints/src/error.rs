@@ -204,8 +204,10 @@ impl ApiError {
     }
 
     /// 403 Forbidden for an operation on `name` that policy refuses, as upstream's
-    /// `NewForbidden`: `{resource} "{name}" is forbidden: {why}`.
+    /// `NewForbidden`: `{resource} "{name}" is forbidden: {why}` (the name cut by
+    /// [`echo()`]).
     pub fn forbidden(info: &ResourceInfo, name: &str, why: &str) -> Self {
+        let name = echo(name);
         Self::from_status(
             Status::failure(
                 403,
@@ -215,7 +217,7 @@ impl ApiError {
                     info.qualified_resource()
                 ),
             )
-            .with_target(&info.group, &info.plural, name),
+            .with_target(&info.group, &info.plural, &name),
         )
     }
 
