@@ -437,3 +437,34 @@ fn a_denied_request_answers_a_small_403() {
         assert_bounded(&r, code, what);
     }
 }
+
+/// `fieldValidation=Warn` (the default) answers each unknown field as a `Warning` header
+/// naming it: at most 100 headers, each finding cut by the same rule, so a header is at
+/// most ~1.1 KiB whatever the key (keys of `"` were cut at 1 KiB before quoting, ~2 KiB).
+#[test]
+fn warning_headers_are_bounded_in_number_and_size() {
+    let s = Server::start(&[]);
+    let mut obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "w"}});
+    for i in 0..150 {
+        obj[format!("{}{i}", "\"".repeat(5_000))] = json!(1);
+    }
+    let r = send(
+        &s,
+        "POST",
+        CM,
+        "application/json",
+        obj.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let warnings: Vec<&String> = r
+        .headers
+        .iter()
+        .filter(|(k, _)| k == "warning")
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(warnings.len(), 100);
+    for w in warnings {
+        assert!(w.len() <= 1200, "a Warning header of {} bytes", w.len());
+        assert!(w.contains(MARKER), "{w:.120}");
+    }
+}

@@ -413,19 +413,18 @@ pub struct SentStatus(pub Box<Status>);
 
 /// The HTTP response for a Status (also used for a collection delete's `Success`).
 pub(crate) fn status_response(status: &Status) -> Response {
+    // Bounded again here: a Status may have been changed since it was built.
     let mut status = status.clone();
     echo::bound_status(&mut status);
-    let status = &status;
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let retry = status.retry_after();
     let mut resp = (code, status.to_json()).into_response();
-    resp.extensions_mut()
-        .insert(SentStatus(Box::new(status.clone())));
+    resp.extensions_mut().insert(SentStatus(Box::new(status)));
     let headers = resp.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let retry = status.retry_after();
     if retry > 0 {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(retry));
     }
