@@ -468,3 +468,44 @@ fn warning_headers_are_bounded_in_number_and_size() {
         assert!(w.contains(MARKER), "{w:.120}");
     }
 }
+
+/// serde's type errors quote a mistyped string whole (`invalid type: string "..."`): a
+/// review's spec and a Role's rules are decoded into types, and answered 45 KB (cut only by
+/// the Status bound) for a 2 MB body.
+#[test]
+fn a_mistyped_review_or_role_answers_a_small_error() {
+    let s = Server::start(&[]);
+    let q = "\"".repeat(1_000_000);
+    let cases = [
+        (
+            "SelfSubjectAccessReview",
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                "spec": {"resourceAttributes": q}}),
+            400,
+        ),
+        (
+            "Role",
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "r"}, "rules": q}),
+            422,
+        ),
+    ];
+    for (what, path, body, code) in cases {
+        let r = send(
+            &s,
+            "POST",
+            path,
+            "application/json",
+            body.to_string().as_bytes(),
+        );
+        assert!(
+            r.body.len() <= 16 * 1024,
+            "{what}: a {} error body of {} bytes quotes more than a cut value",
+            r.status,
+            r.body.len()
+        );
+        assert_bounded(&r, code, what);
+    }
+}

@@ -442,7 +442,10 @@ impl Admission for RbacAdmission {
                 name,
                 &[rbac::FieldError {
                     field: "(body)".into(),
-                    detail: format!("Invalid value: {e}"),
+                    detail: format!(
+                        "Invalid value: {}",
+                        listwatch_api::echo::echo(&e.to_string())
+                    ),
                 }],
             )
         };
