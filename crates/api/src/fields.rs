@@ -16,7 +16,11 @@ use thiserror::Error;
 
 /// Why a field selector was rejected, and where.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("invalid field selector {input:?} at position {position}: {reason}")]
+#[error(
+    "invalid field selector {:?} at position {position}: {}",
+    crate::echo::echo(.input),
+    crate::echo::echo(.reason)
+)]
 pub struct FieldSelectorError {
     /// The selector as given.
     pub input: String,

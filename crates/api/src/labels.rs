@@ -19,7 +19,11 @@ use thiserror::Error;
 
 /// Why a label selector was rejected, and where.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("unable to parse label selector {input:?} at position {position}: {reason}")]
+#[error(
+    "unable to parse label selector {:?} at position {position}: {}",
+    crate::echo::echo(.input),
+    crate::echo::echo(.reason)
+)]
 pub struct LabelSelectorError {
     /// The selector as given.
     pub input: String,

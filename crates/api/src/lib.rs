@@ -26,6 +26,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod echo;
 pub mod fields;
 pub mod labels;
 pub mod meta;

@@ -7,7 +7,10 @@ use thiserror::Error;
 
 /// A resource version string that is not a decimal `u64`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("invalid resource version {value:?}: must be a non-negative decimal integer")]
+#[error(
+    "invalid resource version {:?}: must be a non-negative decimal integer",
+    crate::echo::echo(.value)
+)]
 pub struct InvalidResourceVersion {
     /// The rejected input, as given.
     pub value: String,

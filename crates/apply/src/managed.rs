@@ -331,8 +331,9 @@ impl Conflicts {
             && self.total() == 1
         {
             return format!(
-                "Apply failed with 1 conflict: conflict with {}: {p}",
-                m.describe()
+                "Apply failed with 1 conflict: conflict with {}: {}",
+                m.describe(),
+                shown(p)
             );
         }
         let mut by: BTreeMap<String, Vec<&Path>> = BTreeMap::new();
@@ -342,7 +343,7 @@ impl Conflicts {
         let mut lines = Vec::new();
         for (m, paths) in by {
             lines.push(format!("conflicts with {m}:"));
-            lines.extend(paths.iter().map(|p| format!("- {p}")));
+            lines.extend(paths.iter().map(|p| format!("- {}", shown(p))));
         }
         let unlisted = self.total() - self.0.len();
         if unlisted > 0 {
@@ -360,9 +361,15 @@ impl Conflicts {
     pub fn causes(&self) -> Vec<(String, String)> {
         self.0
             .iter()
-            .map(|(m, p)| (format!("conflict with {}", m.describe()), p.to_string()))
+            .map(|(m, p)| (format!("conflict with {}", m.describe()), shown(p)))
             .collect()
     }
+}
+
+/// A conflicting path as a message shows it: cut by `listwatch_api::echo` (a path holds
+/// the request's keys, which may be as long as its body).
+fn shown(p: &Path) -> String {
+    listwatch_api::echo::echo(&p.to_string()).into_owned()
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use listwatch_api::echo::echo;
 use listwatch_api::status::{Status, StatusDetails};
 
 use crate::rbac::PolicyRule;
@@ -320,19 +321,28 @@ pub fn forbidden_message(user: &UserInfo, attrs: &Attributes) -> String {
     if !attrs.resource_request {
         return format!(
             "User {:?} cannot {} path {:?}",
-            user.name, attrs.verb, attrs.path
+            echo(&user.name),
+            echo(&attrs.verb),
+            echo(&attrs.path)
         );
     }
     let resource = attrs.combined_resource();
     if attrs.namespace.is_empty() {
         format!(
             "User {:?} cannot {} resource {:?} in API group {:?} at the cluster scope",
-            user.name, attrs.verb, resource, attrs.api_group
+            echo(&user.name),
+            echo(&attrs.verb),
+            echo(&resource),
+            echo(&attrs.api_group)
         )
     } else {
         format!(
             "User {:?} cannot {} resource {:?} in API group {:?} in the namespace {:?}",
-            user.name, attrs.verb, resource, attrs.api_group, attrs.namespace
+            echo(&user.name),
+            echo(&attrs.verb),
+            echo(&resource),
+            echo(&attrs.api_group),
+            echo(&attrs.namespace)
         )
     }
 }
@@ -347,23 +357,23 @@ pub fn forbidden_status(user: &UserInfo, attrs: &Attributes, reason: &Reason) ->
         msg.push_str(&reason.to_string());
     }
     let qualified = if attrs.api_group.is_empty() {
-        attrs.resource.clone()
+        echo(&attrs.resource).into_owned()
     } else {
-        format!("{}.{}", attrs.resource, attrs.api_group)
+        format!("{}.{}", echo(&attrs.resource), echo(&attrs.api_group))
     };
     let message = if !attrs.resource_request || attrs.resource.is_empty() {
         format!("forbidden: {msg}")
     } else if attrs.name.is_empty() {
         format!("{qualified} is forbidden: {msg}")
     } else {
-        format!("{qualified} {:?} is forbidden: {msg}", attrs.name)
+        format!("{qualified} {:?} is forbidden: {msg}", echo(&attrs.name))
     };
     let mut status = Status::failure(403, "Forbidden", message);
     if attrs.resource_request {
         status.details = Some(StatusDetails {
-            name: attrs.name.clone(),
-            group: attrs.api_group.clone(),
-            kind: attrs.resource.clone(),
+            name: echo(&attrs.name).into_owned(),
+            group: echo(&attrs.api_group).into_owned(),
+            kind: echo(&attrs.resource).into_owned(),
             ..StatusDetails::default()
         });
     }

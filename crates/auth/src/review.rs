@@ -73,7 +73,13 @@ fn spec_of<T: for<'de> Deserialize<'de> + Default>(
     match body.get("spec") {
         None | Some(Value::Null) => Ok(T::default()),
         Some(v) => serde_json::from_value(v.clone())
-            .map_err(|e| ReviewError::BadRequest(format!("spec: {e}"))),
+            // serde quotes a mistyped string whole: cut it.
+            .map_err(|e| {
+                ReviewError::BadRequest(format!(
+                    "spec: {}",
+                    listwatch_api::echo::echo(&e.to_string())
+                ))
+            }),
     }
 }
 

@@ -5,19 +5,25 @@
 //!   [`listwatch_storage::Error`] (through its own `to_status`, the storage layer's single
 //!   mapping) or from one of the constructors below; no handler writes a status code itself;
 //! - the HTTP status code is always the Status's `code`;
-//! - a `Retry-After` header goes out whenever `details.retryAfterSeconds > 0`.
+//! - a `Retry-After` header goes out whenever `details.retryAfterSeconds > 0`;
+//! - every value a message quotes from the request or from storage (a name, a field's value
+//!   and path) is cut by [`listwatch_api::echo`], and every Status is bounded by
+//!   [`echo::bound_status`] when it is built and again when it is sent, so an error body is
+//!   at most a constant (~320 KiB of text) whatever the input.
 
 use std::collections::HashSet;
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use listwatch_api::Status;
+use listwatch_api::echo::{self, echo};
 use listwatch_api::status::reason;
 
 use crate::resource::ResourceInfo;
 
-/// How much cause text a 422 Invalid lists (in its causes and its message together):
-/// past it the rest are counted, not listed. Upstream lists every cause, so a body with
+/// How much cause text a 422 Invalid lists (in its causes and its message together,
+/// counted in [`echo::wire_cost`] units with each cause's framing): past it the rest are
+/// counted, not listed. Upstream lists every cause, so a body with
 /// many small invalid values (distinct finalizers, label values) answered with a message
 /// and causes ~70 times its size.
 pub const MAX_INVALID_REPORT_BYTES: usize = 256 * 1024;
@@ -31,8 +37,9 @@ pub type ApiResult<T> = Result<T, ApiError>;
 pub struct ApiError(pub Box<Status>);
 
 impl ApiError {
-    /// Wraps a Status.
-    pub fn from_status(status: Status) -> Self {
+    /// Wraps a Status, bounded by [`echo::bound_status`].
+    pub fn from_status(mut status: Status) -> Self {
+        echo::bound_status(&mut status);
         Self(Box::new(status))
     }
 
@@ -54,19 +61,23 @@ impl ApiError {
     /// message (duplicates once, one error as is, several in brackets). The causes are listed
     /// in order while their text fits in [`MAX_INVALID_REPORT_BYTES`] (always at least one);
     /// past it the rest are counted: the message ends with `... and N more` and so does one
-    /// last cause. Costs the causes' text plus a hash each, whatever their number.
+    /// last cause. Costs the causes' text plus a hash each, whatever their number. `name`
+    /// is quoted through [`echo()`] (an invalid name can be as long as the body).
     pub fn invalid(info: &ResourceInfo, name: &str, causes: &[FieldError]) -> Self {
+        let name = echo(name);
         let mut seen: HashSet<String> = HashSet::new();
         let mut lines: Vec<String> = Vec::new();
         let mut listed: Vec<(&FieldError, String)> = Vec::new();
         let mut budget = MAX_INVALID_REPORT_BYTES;
         for c in causes {
             let text = c.to_string();
-            // Listed in the causes (message and field), and in the summary (with its ", ").
-            let cost = text
-                .len()
+            // Listed in the causes (reason, message, field and their framing), and in the
+            // summary (with its ", "); counted as the backstop (`echo::bound_status`) counts.
+            let cost = echo::wire_cost(&text)
                 .saturating_mul(2)
-                .saturating_add(c.field.len())
+                .saturating_add(echo::wire_cost(&echo(&c.field)))
+                .saturating_add(c.reason.len())
+                .saturating_add(echo::CAUSE_FRAMING)
                 .saturating_add(2);
             if !listed.is_empty() && cost > budget {
                 break;
@@ -91,9 +102,9 @@ impl ApiError {
             reason::INVALID,
             format!("{} \"{name}\" is invalid: {summary}", info.kind),
         )
-        .with_target(&info.group, &info.kind, name);
+        .with_target(&info.group, &info.kind, &name);
         for (c, text) in &listed {
-            status = status.with_cause(c.reason, text, &c.field);
+            status = status.with_cause(c.reason, text, &echo(&c.field));
         }
         if unlisted > 0 {
             status = status.with_cause(reason::INVALID, &more, "");
@@ -145,7 +156,8 @@ impl ApiError {
             406,
             reason::NOT_ACCEPTABLE,
             format!(
-                "only the following media types are accepted: {supported} (asked for {accept:?})"
+                "only the following media types are accepted: {supported} (asked for {:?})",
+                echo(accept)
             ),
         ))
     }
@@ -156,8 +168,9 @@ impl ApiError {
             415,
             reason::UNSUPPORTED_MEDIA_TYPE,
             format!(
-                "the body of the request was in an unknown format ({content_type:?}) - accepted \
-                 media types include: {supported}"
+                "the body of the request was in an unknown format ({:?}) - accepted \
+                 media types include: {supported}",
+                echo(content_type)
             ),
         ))
     }
@@ -191,8 +204,10 @@ impl ApiError {
     }
 
     /// 403 Forbidden for an operation on `name` that policy refuses, as upstream's
-    /// `NewForbidden`: `{resource} "{name}" is forbidden: {why}`.
+    /// `NewForbidden`: `{resource} "{name}" is forbidden: {why}` (the name cut by
+    /// [`echo()`]).
     pub fn forbidden(info: &ResourceInfo, name: &str, why: &str) -> Self {
+        let name = echo(name);
         Self::from_status(
             Status::failure(
                 403,
@@ -202,7 +217,7 @@ impl ApiError {
                     info.qualified_resource()
                 ),
             )
-            .with_target(&info.group, &info.plural, name),
+            .with_target(&info.group, &info.plural, &name),
         )
     }
 
@@ -358,24 +373,23 @@ impl FieldError {
 }
 
 impl std::fmt::Display for FieldError {
+    /// Upstream's `field.Error` text; the field path and the value are cut by [`echo()`]
+    /// (both can hold a caller's megabytes: a label key is part of the path).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (&self.value, self.reason) {
+        let field = echo(&self.field);
+        match (self.value.as_deref().map(echo), self.reason) {
             (Some(v), "FieldValueNotSupported") => {
-                write!(
-                    f,
-                    "{}: Unsupported value: {v:?}: {}",
-                    self.field, self.detail
-                )
+                write!(f, "{field}: Unsupported value: {v:?}: {}", self.detail)
             }
             (Some(v), _) if self.raw => {
-                write!(f, "{}: Invalid value: {v}: {}", self.field, self.detail)
+                write!(f, "{field}: Invalid value: {v}: {}", self.detail)
             }
-            (Some(v), _) => write!(f, "{}: Invalid value: {v:?}: {}", self.field, self.detail),
-            (None, "FieldValueTooLong") => write!(f, "{}: Too long: {}", self.field, self.detail),
+            (Some(v), _) => write!(f, "{field}: Invalid value: {v:?}: {}", self.detail),
+            (None, "FieldValueTooLong") => write!(f, "{field}: Too long: {}", self.detail),
             (None, "FieldValueForbidden") => {
-                write!(f, "{}: Forbidden: {}", self.field, self.detail)
+                write!(f, "{field}: Forbidden: {}", self.detail)
             }
-            (None, _) => write!(f, "{}: Required value: {}", self.field, self.detail),
+            (None, _) => write!(f, "{field}: Required value: {}", self.detail),
         }
     }
 }
@@ -399,16 +413,18 @@ pub struct SentStatus(pub Box<Status>);
 
 /// The HTTP response for a Status (also used for a collection delete's `Success`).
 pub(crate) fn status_response(status: &Status) -> Response {
+    // Bounded again here: a Status may have been changed since it was built.
+    let mut status = status.clone();
+    echo::bound_status(&mut status);
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let retry = status.retry_after();
     let mut resp = (code, status.to_json()).into_response();
-    resp.extensions_mut()
-        .insert(SentStatus(Box::new(status.clone())));
+    resp.extensions_mut().insert(SentStatus(Box::new(status)));
     let headers = resp.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let retry = status.retry_after();
     if retry > 0 {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(retry));
     }
@@ -504,5 +520,47 @@ mod tests {
         )];
         let e = ApiError::invalid(&info, "c", &huge);
         assert_eq!(e.0.details.as_ref().map(|d| d.causes.len()), Some(1));
+    }
+
+    #[test]
+    fn echoed_values_are_cut_at_character_boundaries() {
+        let info = ResourceInfo::new("", "v1", "configmaps", "ConfigMap");
+        // Each repeated unit straddles every possible cut: 2-byte 'é', a 4-byte emoji, a
+        // quote and control characters (escaped by every layer).
+        for unit in ["é", "😀", "\"", "\u{0}", "\u{7f}\n", "aé😀\"\u{1}"] {
+            let value = unit.repeat(400_000);
+            let e = FieldError::invalid(&format!("metadata.labels[{value}]"), &value, "bad");
+            let text = e.to_string();
+            assert!(text.starts_with("metadata.labels["), "{unit:?}");
+            assert_eq!(
+                text.matches("...<truncated from ").count(),
+                2,
+                "{unit:?}: the field and the value are both cut"
+            );
+            assert!(
+                echo::wire_cost(&text) <= 4 * echo::MAX_ECHO_BYTES,
+                "{unit:?}"
+            );
+            let err = ApiError::invalid(&info, &value, &[e]);
+            let body = err.0.to_json();
+            assert!(body.len() <= 16 * 1024, "{unit:?}: {} bytes", body.len());
+            let name = err
+                .0
+                .details
+                .as_ref()
+                .map(|d| d.name.clone())
+                .unwrap_or_default();
+            assert!(name.ends_with(&format!("...<truncated from {} bytes>", value.len())));
+            assert!(name.len() <= echo::MAX_ECHO_BYTES + 40, "{unit:?}");
+            // Every prefix kept is whole units of the value (no character split).
+            let kept = name.split("...<truncated").next().unwrap_or_default();
+            assert!(value.starts_with(kept), "{unit:?}");
+        }
+        // A short value is shown as it is.
+        let e = FieldError::invalid("metadata.name", "é😀\"", "bad");
+        assert_eq!(
+            e.to_string(),
+            "metadata.name: Invalid value: \"é😀\\\"\": bad"
+        );
     }
 }

@@ -29,6 +29,7 @@
 use axum::http::HeaderValue;
 use axum::response::Response;
 use listwatch_api::Status;
+use listwatch_api::echo;
 use listwatch_api::status::reason;
 use listwatch_schema::{Node, Shape};
 use serde_json::{Map, Value};
@@ -39,7 +40,9 @@ use crate::resource::ResourceInfo;
 /// How many findings one request keeps (and answers as warnings).
 pub(crate) const MAX_FINDINGS: usize = 100;
 
-/// The longest finding kept (a longer one, e.g. naming a field with a huge key, is cut).
+/// The longest finding kept, in [`echo::wire_cost`] units (a longer one, e.g. naming a
+/// field with a huge key, is cut with the echo marker): one Warning header or one item of
+/// a strict message is at most about this, once quoted.
 const MAX_FINDING_BYTES: usize = 1024;
 
 /// The `fieldValidation` directive of a write.
@@ -79,19 +82,14 @@ impl Findings {
         f
     }
 
-    fn push(&mut self, mut s: String) {
+    fn push(&mut self, s: String) {
         if self.0.len() >= MAX_FINDINGS {
             return;
         }
-        if s.len() > MAX_FINDING_BYTES {
-            let mut end = MAX_FINDING_BYTES;
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            s.truncate(end);
-            s.push_str("...");
-        }
-        self.0.push(s);
+        self.0.push(match echo::echo_within(&s, MAX_FINDING_BYTES) {
+            std::borrow::Cow::Owned(cut) => cut,
+            std::borrow::Cow::Borrowed(_) => s,
+        });
     }
 
     /// Adds `other`'s findings after these.
@@ -143,7 +141,9 @@ impl Findings {
     }
 
     /// Applies the directive to a patched object: `Strict` refuses (422) as upstream's
-    /// patcher does, naming the `patch` field and the patched object.
+    /// patcher does, naming the `patch` field and the patched object (its JSON cut by
+    /// [`echo::echo_json`]: upstream quotes it whole, so a 10-byte patch of a 1.5 MB object
+    /// answered megabytes).
     pub(crate) fn settle_patch(self, directive: Directive, patched: &Value) -> ApiResult<Findings> {
         match directive {
             _ if self.is_empty() => Ok(self),
@@ -152,7 +152,7 @@ impl Findings {
                 reason::INVALID,
                 format!(
                     " \"\" is invalid: patch: Invalid value: {}: {}",
-                    quote(&patched.to_string()),
+                    quote(&echo::echo_json(patched)),
                     self.strict_message()
                 ),
             ))),

@@ -23,6 +23,7 @@
 //! Invariant: a patch never fails half-applied — every function works on the caller's copy
 //! and the caller discards it on error.
 
+use listwatch_api::echo::echo;
 use listwatch_schema::Node;
 use serde_json::Value;
 
@@ -209,7 +210,7 @@ impl Patch {
                 }
                 serde_json::from_value(v)
                     .map(|p| (Patch::Json(p), duplicates))
-                    .map_err(|e| PatchError::Body(e.to_string()))
+                    .map_err(|e| PatchError::Body(echo(&e.to_string()).into_owned()))
             }
             PatchType::Merge | PatchType::StrategicMerge => {
                 if !v.is_object() {
@@ -419,8 +420,15 @@ fn apply_json_patch(
             }
             .into());
         }
-        json_patch::patch_unsafe(doc, std::slice::from_ref(op))
-            .map_err(|e| PatchError::JsonPatch(e.to_string()))?;
+        json_patch::patch_unsafe(doc, std::slice::from_ref(op)).map_err(|e| {
+            // json-patch's own words, with the operation's path cut by `echo`.
+            PatchError::JsonPatch(format!(
+                "operation '/{}' failed at path '{}': {}",
+                e.operation,
+                echo(e.path.as_str()),
+                e.kind
+            ))
+        })?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use listwatch_api::echo::echo;
 use listwatch_api::fields::{FieldOperator, FieldTerm};
 use listwatch_api::{FieldSelector, LabelSelector, rv};
 use listwatch_storage::{ListOptions, Preconditions, ResourceVersionMatch, SelectionPredicate};
@@ -52,7 +53,8 @@ impl Query {
             Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(Some(true)),
             Some("" | "0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(Some(false)),
             Some(v) => Err(ApiError::bad_request(format!(
-                "invalid value {v:?} for boolean parameter {name:?}"
+                "invalid value {v:?} for boolean parameter {name:?}",
+                v = echo(v)
             ))),
         }
     }
@@ -68,7 +70,8 @@ impl Query {
                 .map(Some)
                 .ok_or_else(|| {
                     ApiError::bad_request(format!(
-                        "invalid value {v:?} for parameter {name:?}: must be a non-negative integer"
+                        "invalid value {v:?} for parameter {name:?}: must be a non-negative integer",
+                        v = echo(v)
                     ))
                 }),
         }
@@ -90,7 +93,8 @@ impl Query {
                 })
                 .ok_or_else(|| {
                     ApiError::bad_request(format!(
-                        "invalid timeout specified in the request URL: {t:?}"
+                        "invalid timeout specified in the request URL: {t:?}",
+                        t = echo(t)
                     ))
                 }),
         }
@@ -107,7 +111,8 @@ impl Query {
             None | Some("") => Ok(false),
             Some("All") => Ok(true),
             Some(v) => Err(ApiError::bad_request(format!(
-                "dryRun: Unsupported value: {v:?}: supported values: \"All\""
+                "dryRun: Unsupported value: {v:?}: supported values: \"All\"",
+                v = echo(v)
             ))),
         }
     }
@@ -124,7 +129,8 @@ impl Query {
         match self.get("fieldValidation") {
             None | Some("" | "Ignore" | "Warn" | "Strict") => Ok(()),
             Some(v) => Err(ApiError::bad_request(format!(
-                "fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""
+                "fieldValidation: Unsupported value: {v:?}: supported values: \"Ignore\", \"Warn\", \"Strict\"",
+                v = echo(v)
             ))),
         }
     }
@@ -142,7 +148,8 @@ impl Query {
             Some("None") => Ok(IncludeObject::None),
             Some("Object") => Ok(IncludeObject::Object),
             Some(v) => Err(ApiError::bad_request(format!(
-                "includeObject: Unsupported value: {v:?}: supported values: \"None\", \"Metadata\", \"Object\""
+                "includeObject: Unsupported value: {v:?}: supported values: \"None\", \"Metadata\", \"Object\"",
+                v = echo(v)
             ))),
         }
     }
@@ -165,7 +172,8 @@ impl Query {
             Some("Exact") => Some(ResourceVersionMatch::Exact),
             Some(v) => {
                 return Err(ApiError::bad_request(format!(
-                    "resourceVersionMatch: Unsupported value: {v:?}: supported values: \"Exact\", \"NotOlderThan\""
+                    "resourceVersionMatch: Unsupported value: {v:?}: supported values: \"Exact\", \"NotOlderThan\"",
+                    v = echo(v)
                 )));
             }
         };
@@ -182,7 +190,8 @@ impl Query {
         for f in field.fields() {
             if !info.selectable_fields.supports(f) {
                 return Err(ApiError::bad_request(format!(
-                    "field label not supported: {f}"
+                    "field label not supported: {f}",
+                    f = echo(f)
                 )));
             }
         }
@@ -190,7 +199,9 @@ impl Query {
             match field.exact_match("metadata.name") {
                 Some(n) if n != name => {
                     return Err(ApiError::bad_request(format!(
-                        "fieldSelector metadata.name={n} conflicts with the name {name:?} in the path"
+                        "fieldSelector metadata.name={n} conflicts with the name {name:?} in the path",
+                        n = echo(n),
+                        name = echo(name)
                     )));
                 }
                 Some(_) => {}
@@ -251,7 +262,8 @@ impl Query {
             if let Some(g) = self.get("gracePeriodSeconds").filter(|g| !g.is_empty()) {
                 d.grace_period_seconds = Some(g.parse::<i64>().map_err(|_| {
                     ApiError::bad_request(format!(
-                        "invalid value {g:?} for parameter \"gracePeriodSeconds\""
+                        "invalid value {g:?} for parameter \"gracePeriodSeconds\"",
+                        g = echo(g)
                     ))
                 })?);
             }
@@ -306,7 +318,8 @@ impl Query {
                         Some("All") => d.dry_run = true,
                         _ => {
                             return Err(ApiError::bad_request(format!(
-                                "dryRun: Unsupported value: {x}"
+                                "dryRun: Unsupported value: {x}",
+                                x = echo(&x.to_string())
                             )));
                         }
                     }

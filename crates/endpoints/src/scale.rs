@@ -4,6 +4,7 @@
 //! write through it changes only the replica field of the object, and a Scale carrying a
 //! `resourceVersion` must match the object's.
 
+use listwatch_api::echo::echo;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, FieldError};
@@ -110,7 +111,9 @@ pub fn apply_scale(
         && n != name
     {
         return Err(ScaleError::Api(ApiError::bad_request(format!(
-            "the name of the object ({n}) does not match the name on the URL ({name})"
+            "the name of the object ({}) does not match the name on the URL ({})",
+            echo(n),
+            echo(name)
         ))));
     }
     let replicas = match scale["spec"]["replicas"].as_i64() {

@@ -147,7 +147,8 @@ pub fn check_type(info: &ResourceInfo, obj: &mut Map<String, Value>) -> ApiResul
         Some(v) if v == api_version => {}
         Some(v) => {
             return Err(ApiError::bad_request(format!(
-                "the API version in the data ({v}) does not match the expected API version ({api_version})"
+                "the API version in the data ({}) does not match the expected API version ({api_version})",
+                listwatch_api::echo::echo(v)
             )));
         }
     }
@@ -158,7 +159,8 @@ pub fn check_type(info: &ResourceInfo, obj: &mut Map<String, Value>) -> ApiResul
         Some(k) if k == info.kind => {}
         Some(k) => {
             return Err(ApiError::bad_request(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
+                "the kind in the data ({}) does not match the expected kind ({})",
+                listwatch_api::echo::echo(k),
                 info.kind
             )));
         }

@@ -1,6 +1,7 @@
 //! The storage error enum and its one mapping to a Kubernetes `Status`.
 
 use listwatch_api::Status;
+use listwatch_api::echo::echo;
 use listwatch_api::status::reason;
 
 /// Result with [`Error`] as the default error.
@@ -8,11 +9,12 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Every failure a [`Storage`](crate::Storage) can report.
 ///
-/// Messages follow upstream's wording, because clients (and people) match on them.
+/// Messages follow upstream's wording, because clients (and people) match on them; a name
+/// in them is cut by [`echo`] (a name from a request path can be any length).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The key does not exist.
-    #[error("{resource} \"{name}\" not found")]
+    #[error("{resource} \"{}\" not found", echo(name))]
     NotFound {
         /// The resource (plural), e.g. `pods`.
         resource: String,
@@ -20,7 +22,7 @@ pub enum Error {
         name: String,
     },
     /// Create found the key taken.
-    #[error("{resource} \"{name}\" already exists")]
+    #[error("{resource} \"{}\" already exists", echo(name))]
     AlreadyExists {
         /// The resource (plural).
         resource: String,
@@ -28,7 +30,10 @@ pub enum Error {
         name: String,
     },
     /// A precondition or an optimistic write failed.
-    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {message}")]
+    #[error(
+        "Operation cannot be fulfilled on {resource} \"{}\": {message}",
+        echo(name)
+    )]
     Conflict {
         /// The resource (plural).
         resource: String,

@@ -140,7 +140,9 @@ impl Preconditions {
             let got = current.uid().unwrap_or("");
             if got != uid {
                 return Err(key.conflict(format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {got}"
+                    "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                    listwatch_api::echo::echo(uid),
+                    listwatch_api::echo::echo(got)
                 )));
             }
         }

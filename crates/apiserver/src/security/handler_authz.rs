@@ -56,7 +56,7 @@ impl Authorize for HandlerAuthorizer {
         let message = format!(
             "{} {:?} is forbidden: {reason}",
             req.info.qualified_resource(),
-            req.name
+            listwatch_api::echo::echo(req.name)
         );
         Err(ApiError::from_status(
             Status::failure(403, "Forbidden", message).with_target(

@@ -28,6 +28,7 @@
 //! requester.
 
 use axum::http::{HeaderMap, HeaderValue};
+use listwatch_api::echo::echo;
 use listwatch_api::status::Status;
 use listwatch_auth::user::{
     ALL_AUTHENTICATED, ALL_SERVICE_ACCOUNTS, ALL_UNAUTHENTICATED, ANONYMOUS,
@@ -142,14 +143,14 @@ pub fn requested(h: &HeaderMap) -> Result<Option<Requested>, BadHeaders> {
 fn describe(uid: Option<&str>, groups: &[String], extra: &[(String, String)]) -> String {
     let mut parts = Vec::new();
     if !groups.is_empty() {
-        parts.push(format!("groups {groups:?}"));
+        parts.push(format!("groups {}", echo(&format!("{groups:?}"))));
     }
     if let Some(uid) = uid {
-        parts.push(format!("uid {uid:?}"));
+        parts.push(format!("uid {:?}", echo(uid)));
     }
     if !extra.is_empty() {
         let keys: Vec<&str> = extra.iter().map(|(k, _)| k.as_str()).collect();
-        parts.push(format!("extra {keys:?}"));
+        parts.push(format!("extra {}", echo(&format!("{keys:?}"))));
     }
     parts.join(", ")
 }

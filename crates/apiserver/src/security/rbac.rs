@@ -394,6 +394,7 @@ fn only_gc_fields_change(old: &Value, new: &Value) -> bool {
 pub struct RbacAdmission(pub std::sync::OnceLock<Arc<Security>>);
 
 fn invalid(kind: &str, name: &str, errors: &[rbac::FieldError]) -> ApiError {
+    let name = listwatch_api::echo::echo(name);
     let summary = errors
         .iter()
         .map(|e| format!("{}: {}", e.field, e.detail))
@@ -404,7 +405,7 @@ fn invalid(kind: &str, name: &str, errors: &[rbac::FieldError]) -> ApiError {
         "Invalid",
         format!("{kind}.{GROUP} {name:?} is invalid: {summary}"),
     )
-    .with_target(GROUP, kind, name);
+    .with_target(GROUP, kind, &name);
     for e in errors {
         s = s.with_cause("FieldValueInvalid", &e.detail, &e.field);
     }
@@ -412,12 +413,13 @@ fn invalid(kind: &str, name: &str, errors: &[rbac::FieldError]) -> ApiError {
 }
 
 fn forbidden(plural: &str, name: &str, message: &str) -> ApiError {
+    let name = listwatch_api::echo::echo(name);
     let mut s = Status::failure(
         403,
         "Forbidden",
         format!("{plural}.{GROUP} {name:?} is forbidden: {message}"),
     );
-    s = s.with_target(GROUP, plural, name);
+    s = s.with_target(GROUP, plural, &name);
     ApiError::from_status(s)
 }
 
@@ -440,7 +442,10 @@ impl Admission for RbacAdmission {
                 name,
                 &[rbac::FieldError {
                     field: "(body)".into(),
-                    detail: format!("Invalid value: {e}"),
+                    detail: format!(
+                        "Invalid value: {}",
+                        listwatch_api::echo::echo(&e.to_string())
+                    ),
                 }],
             )
         };

@@ -176,8 +176,12 @@ async fn issue_token(
     };
     let v = decode(h, b, "TokenRequest")?;
     let spec: TokenRequestSpec = match v.get("spec") {
-        Some(s) if !s.is_null() => serde_json::from_value(s.clone())
-            .map_err(|e| ApiError::bad_request(format!("spec: {e}")))?,
+        Some(s) if !s.is_null() => serde_json::from_value(s.clone()).map_err(|e| {
+            ApiError::bad_request(format!(
+                "spec: {}",
+                listwatch_api::echo::echo(&e.to_string())
+            ))
+        })?,
         _ => TokenRequestSpec::default(),
     };
     let key = Key::object(&sa.info.storage_resource, Some(ns), name)

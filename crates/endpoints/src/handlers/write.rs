@@ -10,6 +10,7 @@
 use axum::http::StatusCode;
 use axum::response::Response;
 use listwatch_api::Object;
+use listwatch_api::echo::echo;
 use listwatch_storage::{Error as StorageError, GetOptions, Key, Updated};
 use serde_json::{Map, Value};
 
@@ -192,7 +193,8 @@ fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> 
         {
             let key = req.object_key()?;
             return Err(req.storage_err(&key.conflict(format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: "
+                "Precondition failed: UID in precondition: {}, UID in object meta: ",
+                echo(uid)
             ))));
         }
         // A create through an update ignores the body's resourceVersion.
@@ -205,8 +207,9 @@ fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> 
         .unwrap_or("");
     if body_name != req.name() {
         return Err(ApiError::bad_request(format!(
-            "the name of the object ({body_name}) does not match the name on the URL ({})",
-            req.name()
+            "the name of the object ({}) does not match the name on the URL ({})",
+            echo(body_name),
+            echo(req.name())
         )));
     }
     prepare_create(req.info(), &mut obj, req.ns())?;
@@ -486,8 +489,9 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                 .unwrap_or("");
             if body_name != req.name() {
                 return Err(ApiError::bad_request(format!(
-                    "the name of the object ({body_name}) does not match the name on the URL ({})",
-                    req.name()
+                    "the name of the object ({}) does not match the name on the URL ({})",
+                    echo(body_name),
+                    echo(req.name())
                 )));
             }
             prepare_create(req.info(), &mut m, req.ns())?;

@@ -47,6 +47,7 @@ mod list;
 #[cfg(test)]
 mod tests;
 
+use listwatch_api::echo;
 use listwatch_schema::Node;
 use serde_json::{Map, Value};
 
@@ -129,7 +130,7 @@ fn merge_map(mut original: Obj, mut patch: Obj, schema: Option<Node<'_>>) -> Res
                 Err(unprocessable(format!(
                     "unknown patch type: {} in map: {}",
                     show(&directive),
-                    Value::Object(patch)
+                    show(&Value::Object(patch))
                 )))
             }
         };
@@ -279,24 +280,15 @@ fn bad_arg_type(expected: &str, got: &Value) -> StrategicError {
     unprocessable(format!("expected a {expected}, but received a {actual}"))
 }
 
-/// How many bytes of a value an error message shows (upstream prints it whole; a patch
-/// may be megabytes).
-const MAX_SHOWN: usize = 512;
+/// How much of a value an error message shows, in [`echo::wire_cost`] units (upstream
+/// prints it whole; a patch may be megabytes).
+const MAX_SHOWN: usize = echo::MAX_ECHO_BYTES;
 
-/// A value for an error message: strings as they are, anything else as JSON, cut at
-/// [`MAX_SHOWN`] bytes on a character boundary.
+/// A value for an error message: strings as they are, anything else as JSON, cut by
+/// [`echo`] (at most [`MAX_SHOWN`], with its marker).
 fn show(v: &Value) -> String {
-    let mut s = match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    if s.len() > MAX_SHOWN {
-        let mut end = MAX_SHOWN;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-        s.push_str("...");
+    match v {
+        Value::String(s) => echo::echo_within(s, MAX_SHOWN).into_owned(),
+        other => echo::echo_json(other),
     }
-    s
 }
