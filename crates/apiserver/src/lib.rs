@@ -193,6 +193,9 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
                 .with_metrics(cacher_metrics.clone());
             config.consistent_reads_from_cache = consistent_reads_from_cache;
             config.consistent_read_fallback = opts.watch_cache_consistent_read_fallback;
+            let window_bytes =
+                (opts.watch_cache_window_bytes > 0).then_some(opts.watch_cache_window_bytes);
+            config = config.with_watch_cache(|c| c.with_window_byte_budget(window_bytes));
             if let Some(trigger) = &info.trigger_field {
                 config = config.with_trigger(trigger);
             }

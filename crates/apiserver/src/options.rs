@@ -295,6 +295,15 @@ pub struct Options {
         value_parser = flags::go_bool, action = clap::ArgAction::Set,
         help_heading = heading::WATCH_CACHE)]
     pub watch_cache_consistent_read_fallback: bool,
+    /// Bytes of history each resource's watch cache keeps at most: the object versions only
+    /// its event window (and pinned list states) hold, beyond the current objects. Past it
+    /// the oldest events are dropped, whatever the event count; a watch from before the
+    /// window gets 410 Expired and relists. Per resource: the caches together hold at most
+    /// this times the number of resources (12 built-in, plus --resources). 0: no byte bound,
+    /// only upstream's event count (up to 102400 events). [upstream: none; count only]
+    #[arg(long, default_value = "64Mi", value_parser = flags::bytes_limit,
+        help_heading = heading::WATCH_CACHE)]
+    pub watch_cache_window_bytes: usize,
     /// Embedded store: compaction keeps at least this many recent revisions. [upstream: none]
     #[arg(long, default_value_t = 10_000, value_parser = flags::count,
         help_heading = heading::STORAGE)]

@@ -79,6 +79,8 @@ fn every_bad_numeric_flag_is_a_usage_error_naming_the_flag() {
         ("--max-buffered-request-bytes", "1KiB"),
         ("--embedded-max-object-bytes", "0.5"),
         ("--watch-cache", "yes"),
+        ("--watch-cache-window-bytes", "-1"),
+        ("--watch-cache-window-bytes", "64MB"),
         ("--log-level", "verbose"),
         ("--log-level", "warning"),
         ("--bind", "localhost"),
@@ -113,6 +115,8 @@ fn zero_means_no_limit_for_the_limit_flags() {
         "--max-buffered-request-bytes",
         "0",
         "--max-tls-handshakes",
+        "0",
+        "--watch-cache-window-bytes",
         "0",
     ]);
     let r = http(&server.addr, "GET", "/api/v1/namespaces", &[], b"");
@@ -464,9 +468,24 @@ fn help_is_grouped_by_section_with_defaults_and_upstream_names() {
         "[upstream: --bind-address and --secure-port, also accepted]",
         "[upstream: etcd's --quota-backend-bytes]",
         "[alias: --logging-format]",
+        "[upstream: none; count only]",
     ] {
         assert!(help.contains(text), "{text} missing:\n{help}");
     }
+    // Issue 24: the watch cache's byte bound is listwatch's own, in the watch-cache section.
+    let lines: Vec<&str> = help.lines().collect();
+    let section = lines.iter().position(|l| *l == "Watch cache:").unwrap();
+    let next = lines[section + 1..]
+        .iter()
+        .position(|l| l.ends_with(':') && !l.starts_with(' '))
+        .map_or(lines.len(), |n| section + 1 + n);
+    let flag = lines
+        .iter()
+        .position(|l| l.trim_start().starts_with("--watch-cache-window-bytes"))
+        .unwrap_or_else(|| panic!("no --watch-cache-window-bytes:\n{help}"));
+    assert!(section < flag && flag < next, "not with the watch cache:\n{help}");
+    let text = lines[flag..next].join(" ");
+    assert!(text.contains("[default: 64Mi]"), "{text}");
 }
 
 /// Issue 30 item 9: `--acknowledge-pod-deletion` is a boolean as kube-apiserver's are (alone

@@ -292,3 +292,93 @@ fn a_watcher_that_never_reads_holds_a_bounded_send_queue() {
     );
     assert_eq!(read_events(&mut stalled, WRITES), written);
 }
+
+/// The sample of `series` (name and labels as the server encodes them) in `/metrics`.
+fn metric(addr: &str, series: &str) -> f64 {
+    let text = String::from_utf8(http(addr, "GET", "/metrics", &[], b"").body).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {series} in /metrics"))
+}
+
+/// Issue 24: the watch cache's history is bounded in bytes, not only in events. Large
+/// ConfigMaps rewritten in a loop under `--watch-cache-window-bytes 8Mi` keep the configmaps
+/// cache's accounted history (window + pinned states) within 8 MiB and one object, and the
+/// squeeze is counted. A watch from a version squeezed out gets 410 Expired ("exactly once or
+/// told") and a relist and watch from its version are served.
+#[test]
+fn large_writes_keep_the_watch_cache_history_within_its_byte_budget() {
+    const BUDGET: f64 = (8 << 20) as f64;
+    const OBJECT: usize = 1 << 20;
+    let server = Server::start(&["--watch-cache-window-bytes", "8Mi"]);
+    let a = server.addr.as_str();
+    post(a, "/api/v1/namespaces", &json!({"metadata":{"name":"wb"}}));
+    let cms = "/api/v1/namespaces/wb/configmaps";
+    let cm = |name: &str, i: usize| {
+        let fill = char::from(b'a' + (i % 26) as u8).to_string().repeat(OBJECT);
+        json!({"metadata":{"name":name},"data":{"q":fill,"i":i.to_string()}})
+    };
+    let mut early = 0;
+    for n in 0..4 {
+        let rv = rv_of(&post(a, cms, &cm(&format!("c{n}"), 0)).json());
+        if n == 0 {
+            early = rv;
+        }
+    }
+    for i in 1..=40 {
+        let name = format!("c{}", i % 4);
+        let body = cm(&name, i).to_string();
+        let resp = http(a, "PUT", &format!("{cms}/{name}"), &[JSON], body.as_bytes());
+        assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    }
+    // The last write's event is in the cache once a list at its version is served from it.
+    let list = http(a, "GET", cms, &[], b"");
+    assert_eq!(list.status, 200);
+    let listed = rv_of(&list.json());
+
+    let series = |part: &str| {
+        format!(r#"listwatch_watch_cache_memory_bytes{{resource="configmaps",part="{part}"}}"#)
+    };
+    let history = metric(a, &series("window")) + metric(a, &series("snapshots"));
+    let one = (OBJECT + 4096) as f64;
+    assert!(
+        history <= BUDGET + one,
+        "the configmaps cache holds {history} B of history, over its budget {BUDGET} + one object"
+    );
+    assert!(metric(a, &series("state")) >= (4 * OBJECT) as f64);
+    let squeezed =
+        r#"listwatch_watch_cache_events_evicted_total{resource="configmaps",reason="budget"}"#;
+    assert!(metric(a, squeezed) > 0.0, "no squeeze counted");
+    assert_eq!(
+        metric(
+            a,
+            r#"listwatch_watch_cache_window_budget_bytes{resource="configmaps"}"#
+        ),
+        BUDGET
+    );
+
+    // From a version the squeeze dropped: told, not served with a gap.
+    let old = http(
+        a,
+        "GET",
+        &format!("{cms}?watch=1&resourceVersion={early}&timeoutSeconds=5"),
+        &[],
+        b"",
+    );
+    let told = match old.status {
+        200 => old.lines().into_iter().next().expect("an event"),
+        other => panic!("a watch from {early} answered {other}"),
+    };
+    assert_eq!(told["type"], "ERROR", "{told}");
+    assert_eq!(told["object"]["code"], 410, "{told}");
+    assert_eq!(told["object"]["reason"], "Expired", "{told}");
+
+    // The relist a client then does, and a watch from its version.
+    let mut w = common::watch_from_list(a, cms, common::PATIENCE);
+    let body = cm("c0", 99).to_string();
+    let put = http(a, "PUT", &format!("{cms}/c0"), &[JSON], body.as_bytes());
+    assert_eq!(put.status, 200);
+    let ev = w.next().expect("the relisted watch's event");
+    assert_eq!(ev["type"], "MODIFIED", "{}", ev["type"]);
+    assert!(rv_of(&ev["object"]) > listed);
+}

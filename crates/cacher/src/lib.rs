@@ -38,6 +38,7 @@
 //! # Ok(()) }
 //! ```
 
+mod cache_metrics;
 mod config;
 mod dispatch;
 mod feed;
@@ -291,7 +292,8 @@ impl std::fmt::Debug for Cacher {
 impl Cacher {
     /// Starts caching `config.resource` of `backend`. Must be called within a tokio runtime.
     pub fn new(backend: Arc<dyn Storage>, config: CacherConfig) -> Self {
-        let cache = WatchCache::new(config.watch_cache.clone());
+        let hook = config.metrics.watch_cache_hook(&config.watch_cache);
+        let cache = WatchCache::new(config.watch_cache.clone().with_metrics(Arc::new(hook)));
         let (ready, _) = watch::channel(Readiness {
             state: ReadyState::Pending,
             generation: 0,

@@ -8,6 +8,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::cache_metrics::{ResourceHook, WatchCacheFamilies};
 use crate::latency::{StageHistogram, StageLabels, Stages};
 
 /// The label every cacher series carries.
@@ -42,6 +43,8 @@ pub struct CacherMetrics {
     freshness_waits: Family<ResourceLabel, Counter>,
     freshness_timeouts: Family<ResourceLabel, Counter>,
     dispatch_stages: Family<StageLabels, StageHistogram>,
+    /// The watch caches' own families (see `cache_metrics`).
+    watch_cache: WatchCacheFamilies,
 }
 
 impl Default for CacherMetrics {
@@ -65,6 +68,7 @@ impl Default for CacherMetrics {
             freshness_waits: Family::default(),
             freshness_timeouts: Family::default(),
             dispatch_stages: Family::default(),
+            watch_cache: WatchCacheFamilies::default(),
         }
     }
 }
@@ -78,6 +82,7 @@ impl CacherMetrics {
             "Watch event dispatch latency by resource and pipeline stage; 'total' is storage to the watcher's consumer (see listwatch-cacher's latency module)",
             m.dispatch_stages.clone(),
         );
+        m.watch_cache.register(registry);
         let r = registry.sub_registry_with_prefix("listwatch_cacher");
         r.register(
             "events_dispatched",
@@ -160,6 +165,16 @@ impl CacherMetrics {
             m.freshness_timeouts.clone(),
         );
         m
+    }
+
+    /// The watch cache's metrics hook for `config`'s resource, in front of its own hook.
+    pub(crate) fn watch_cache_hook(&self, config: &listwatch_watchcache::Config) -> ResourceHook {
+        self.watch_cache.hook(
+            &config.resource,
+            config.initial_capacity,
+            config.window_byte_budget,
+            std::sync::Arc::clone(&config.metrics),
+        )
     }
 
     pub(crate) fn for_resource(&self, resource: &str) -> ResourceMetrics {

@@ -102,14 +102,27 @@ pub struct MemoryUsage {
     /// Estimated bytes of the pinned past states beyond the current state (the map nodes the
     /// writer copied since each was pinned).
     pub snapshot_bytes: usize,
-    /// The configured budget, if any.
+    /// The configured budget of the total, if any ([`Config::byte_budget`]).
     pub budget: Option<usize>,
+    /// The configured budget of the history, if any ([`Config::window_byte_budget`]).
+    pub window_budget: Option<usize>,
 }
 
 impl MemoryUsage {
     /// State, window and snapshots.
     pub fn total(&self) -> usize {
         self.state_bytes + self.window_bytes + self.snapshot_bytes
+    }
+
+    /// What the cache keeps beyond the current state: window and snapshots.
+    pub fn history(&self) -> usize {
+        self.window_bytes + self.snapshot_bytes
+    }
+
+    /// Whether either budget is exceeded (the writer then squeezes the window).
+    pub fn over_budget(&self) -> bool {
+        self.budget.is_some_and(|b| self.total() > b)
+            || self.window_budget.is_some_and(|b| self.history() > b)
     }
 }
 
@@ -249,6 +262,11 @@ pub struct Config {
     /// Accounted bytes (see [`MemoryUsage`]) above which the window is squeezed. The current
     /// state is never dropped, so the budget can still be exceeded by the state alone.
     pub byte_budget: Option<usize>,
+    /// Accounted bytes of the history alone (window and pinned states, see
+    /// [`MemoryUsage::history`]) above which the window is squeezed. Unlike
+    /// [`Config::byte_budget`] the current state does not count, so a large state never
+    /// empties the window; what the state holds is the backend's to bound.
+    pub window_byte_budget: Option<usize>,
     /// Time source.
     pub clock: Arc<dyn Clock>,
     /// Metrics hook.
@@ -270,6 +288,7 @@ impl Config {
             max_snapshots: DEFAULT_MAX_SNAPSHOTS,
             snapshot_ttl: DEFAULT_SNAPSHOT_TTL,
             byte_budget: None,
+            window_byte_budget: None,
             clock: Arc::new(TokioClock),
             metrics: Arc::new(NoMetrics),
         }
@@ -334,6 +353,13 @@ impl Config {
         self
     }
 
+    /// Sets the history's byte budget (see [`Config::window_byte_budget`]).
+    #[must_use]
+    pub fn with_window_byte_budget(mut self, budget: Option<usize>) -> Self {
+        self.window_byte_budget = budget;
+        self
+    }
+
     /// Sets the clock.
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
@@ -363,6 +389,7 @@ impl fmt::Debug for Config {
             .field("max_snapshots", &self.max_snapshots)
             .field("snapshot_ttl", &self.snapshot_ttl)
             .field("byte_budget", &self.byte_budget)
+            .field("window_byte_budget", &self.window_byte_budget)
             .finish_non_exhaustive()
     }
 }

@@ -48,9 +48,13 @@
 //! # Memory budget
 //!
 //! With a byte budget, after each change the writer drops pinned states, then evicts the
-//! oldest events, while the accounted bytes (state + window + pinned states, see
-//! [`MemoryUsage`]) exceed it, and lowers the capacity to what is left. The current state is
-//! never dropped; the metrics hook reports the squeeze.
+//! oldest events, while the accounted bytes exceed it, and lowers the capacity to what is
+//! left. Two budgets exist (see [`MemoryUsage::over_budget`](crate::MemoryUsage::over_budget)): one of the total (state +
+//! window + pinned states, [`Config::byte_budget`]) and one of the history alone (window +
+//! pinned states, [`Config::window_byte_budget`], what the apiserver sets). The current state
+//! is never dropped; the metrics hook reports the squeeze. A squeeze is an eviction like any
+//! other: a watch or replay from a version that left the window is `Expired`, never served
+//! with a gap.
 //!
 //! # Freshness
 //!
@@ -301,15 +305,10 @@ impl WatchCache {
         }
     }
 
-    /// Squeezes the window while over the byte budget.
+    /// Squeezes the window while over a byte budget (see [`MemoryUsage::over_budget`](crate::MemoryUsage::over_budget)).
     fn enforce_budget(&mut self) {
-        let m = &self.master;
-        let Some(budget) = m.config.byte_budget else {
-            m.config.metrics.memory(&m.config.resource, m.memory());
-            return;
-        };
         let mut evicted = 0;
-        while self.master.memory().total() > budget {
+        while self.master.memory().over_budget() {
             // Pinned states first (a paginated walk then rebuilds or asks the backend), then
             // the oldest events, one at a time: the pins' estimate depends on the window.
             if self.master.pins.drop_one() {
@@ -323,7 +322,8 @@ impl WatchCache {
         }
         let m = &self.master;
         if evicted > 0 {
-            tracing::debug!(resource = %m.config.resource, evicted, budget, "watch cache over its byte budget");
+            tracing::debug!(resource = %m.config.resource, evicted, budget = ?m.config.byte_budget,
+                window_budget = ?m.config.window_byte_budget, "watch cache over its byte budget");
             m.config
                 .metrics
                 .events_evicted(&m.config.resource, evicted, EvictionReason::Budget);

@@ -669,6 +669,44 @@ fn a_budget_that_fits_keeps_the_window() {
     assert!(v.memory().window_bytes > 4 * pod("a", "x", "n1", 1).size());
 }
 
+/// The history's budget counts the window and the pins, not the current state: a state far
+/// over it keeps a window, which is squeezed to what fits (issue 24: the apiserver's
+/// `--watch-cache-window-bytes`).
+#[test]
+fn the_window_budget_ignores_the_state_and_squeezes_the_history() {
+    let metrics = Arc::new(Recorder::default());
+    let one = pod("a", "x", "n1", 1).size() + std::mem::size_of::<CacheEvent>();
+    let mut c = WatchCache::new(
+        config()
+            .with_metrics(metrics.clone())
+            .with_window_byte_budget(Some(3 * one)),
+    );
+    let state: Vec<Object> = (0..50)
+        .map(|i| pod("a", &format!("s{i:02}"), "n1", 5))
+        .collect();
+    c.replace(state, 10).unwrap();
+    for rv in 11..=20 {
+        c.apply(WatchEvent::Modified {
+            object: pod("a", "x", "n1", rv),
+            prev: Some(pod("a", "x", "n1", rv - 1)),
+        })
+        .unwrap();
+    }
+    let v = c.reader().view();
+    let m = v.memory();
+    assert!(m.state_bytes > 3 * one, "{m:?}");
+    assert!(m.history() <= 3 * one, "{m:?}");
+    assert!(!v.window().is_empty() && v.window().len() <= 3, "{m:?}");
+    assert!(v.events_since(10).unwrap_err().is_expired());
+    let oldest = v.window().first().unwrap().resource_version;
+    assert_eq!(
+        v.events_since(oldest - 1).unwrap().len(),
+        20 - oldest as usize + 1
+    );
+    let log = metrics.0.lock().unwrap();
+    assert!(log.iter().any(|l| l.ends_with("Budget")), "{log:?}");
+}
+
 /// A pin whose later events have left the window is the only owner of the bodies those
 /// events replaced: it is charged for them (issue 26 item 4). Before, a pin was charged for
 /// the maps' nodes only (about 96 B per object), so a paginated walk's pin could keep a

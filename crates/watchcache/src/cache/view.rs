@@ -153,6 +153,7 @@ impl CacheView {
             window_bytes: self.window_bytes,
             snapshot_bytes: self.snapshot_bytes(),
             budget: self.config.byte_budget,
+            window_budget: self.config.window_byte_budget,
         }
     }
 
@@ -432,13 +433,12 @@ impl CacheView {
     }
 
     /// Pins `store` as the state at `rv` of this view's generation (when snapshots are on,
-    /// and a byte budget, if any, has room for it: the writer enforces the budget only on
+    /// and the byte budgets, if any, have room for it: the writer enforces the budget only on
     /// its next change).
     pub(super) fn pin(&self, rv: u64, store: &Store) {
-        let fits = self
-            .config
-            .byte_budget
-            .is_none_or(|budget| self.memory().total() + self.pin_bytes(rv) <= budget);
+        let mut after = self.memory();
+        after.snapshot_bytes += self.pin_bytes(rv);
+        let fits = !after.over_budget();
         if self.config.snapshots && fits {
             let now = self.config.clock.now();
             self.pins.insert(
