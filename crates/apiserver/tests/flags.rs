@@ -483,7 +483,10 @@ fn help_is_grouped_by_section_with_defaults_and_upstream_names() {
         .iter()
         .position(|l| l.trim_start().starts_with("--watch-cache-window-bytes"))
         .unwrap_or_else(|| panic!("no --watch-cache-window-bytes:\n{help}"));
-    assert!(section < flag && flag < next, "not with the watch cache:\n{help}");
+    assert!(
+        section < flag && flag < next,
+        "not with the watch cache:\n{help}"
+    );
     let text = lines[flag..next].join(" ");
     assert!(text.contains("[default: 64Mi]"), "{text}");
 }
