@@ -30,9 +30,14 @@
 //!   grown to `tcp_wmem`'s maximum (4 MiB by default) — megabytes copied per stalled watch
 //!   for nothing, which the healthy watchers paid for in CPU. Bytes in flight are not
 //!   limited, so a fast peer far away is not slowed;
-//! - the request head is bounded by hyper: at most 100 header fields and its read buffer
-//!   (about 400 KiB), else 431; on HTTP/2 the decoded header list by
+//! - the request head is bounded by hyper: at most 100 header fields and its buffer
+//!   ([`HTTP1_MAX_BUF_BYTES`], 64 KiB), else 431; on HTTP/2 the decoded header list by
 //!   [`HTTP2_MAX_HEADER_LIST_BYTES`] (the same size);
+//! - what hyper holds of a response ahead of the socket is that same buffer on HTTP/1 and
+//!   [`HTTP2_MAX_SEND_BUF_BYTES`] per HTTP/2 stream (hyper's default is ~400 KiB each): a
+//!   watch or list whose client stops reading holds that plus the batch being written,
+//!   not 400 KiB more (a red team held 1.7 GB with 4 000 unread watches replaying a
+//!   namespace, ~420 KB each);
 //! - HTTP/2 ([`Http2Settings`]): at most `--http2-max-streams-per-connection` streams open
 //!   at once per connection (upstream's 250 by default); a stream past it is refused with
 //!   RST_STREAM(REFUSED_STREAM) before it reaches the service. Every stream is a request, so
@@ -42,7 +47,8 @@
 //!   being read never blocks another's; at most that much of a client's request bodies is
 //!   buffered per connection. Send side: a watch stream whose client stops granting window
 //!   waits (its watcher's buffer fills and the cacher treats it as any slow watcher)
-//!   while the connection's other streams go on; hyper buffers at most 400 KiB per stream. A
+//!   while the connection's other streams go on; hyper buffers at most
+//!   [`HTTP2_MAX_SEND_BUF_BYTES`] per stream. A
 //!   client that opens and resets streams faster than they are served is cut after
 //!   [`HTTP2_MAX_PENDING_RESETS`] pending resets (the "rapid reset" attack). A PING goes
 //!   out after [`Http2Settings::keep_alive_interval`] without a frame from the client, and
@@ -142,9 +148,20 @@ pub const HTTP2_STREAM_WINDOW: u32 = 256 * 1024;
 /// The largest HTTP/2 window (2^31 - 1).
 const HTTP2_MAX_WINDOW: u32 = (1 << 31) - 1;
 
-/// Largest decoded header list of an HTTP/2 request: the size of hyper's HTTP/1 read
-/// buffer, so that a request valid on one protocol is valid on the other.
-pub const HTTP2_MAX_HEADER_LIST_BYTES: u32 = 8192 + 4096 * 100;
+/// hyper's buffer of one HTTP/1 connection: the largest request head it reads (past it,
+/// 431) and how much of a response it holds ahead of the socket. 64 KiB (hyper's default is
+/// ~400 KiB; upstream's Go server reads heads up to 1 MiB and holds 4 KiB of a response):
+/// a request line is at most 64 KiB anyway (414 past it), and every unread watch or list
+/// costs the server this much, so it is kept small.
+pub const HTTP1_MAX_BUF_BYTES: usize = 64 * 1024;
+
+/// What hyper holds of one HTTP/2 stream's response beyond its send window (hyper's
+/// default is ~400 KiB): a stream whose client grants no window costs this much.
+pub const HTTP2_MAX_SEND_BUF_BYTES: usize = 64 * 1024;
+
+/// Largest decoded header list of an HTTP/2 request: the HTTP/1 head bound
+/// ([`HTTP1_MAX_BUF_BYTES`]), so that a request valid on one protocol is valid on the other.
+pub const HTTP2_MAX_HEADER_LIST_BYTES: u32 = HTTP1_MAX_BUF_BYTES as u32;
 
 /// Streams reset by the client before the server accepted them that a connection may have
 /// pending; past it the connection closes (hyper's and the h2 crate's default).
@@ -171,7 +188,9 @@ fn builder(h2: &Http2Settings, alpn: Option<&[u8]>) -> auto::Builder<TokioExecut
         .keep_alive_interval(h2.keep_alive_interval)
         .keep_alive_timeout(h2.keep_alive_timeout)
         .max_pending_accept_reset_streams(HTTP2_MAX_PENDING_RESETS)
-        .max_header_list_size(HTTP2_MAX_HEADER_LIST_BYTES);
+        .max_header_list_size(HTTP2_MAX_HEADER_LIST_BYTES)
+        .max_send_buf_size(HTTP2_MAX_SEND_BUF_BYTES);
+    b.http1().max_buf_size(HTTP1_MAX_BUF_BYTES);
     match alpn {
         Some(b"h2") => b.http2_only(),
         Some(_) => b.http1_only(),

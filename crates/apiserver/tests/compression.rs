@@ -143,7 +143,8 @@ fn large_lists_are_gzipped_for_clients_that_accept_it_and_decode_to_the_same_lis
 fn hostile_accept_encodings_are_answered_and_never_gzip_what_was_refused() {
     let server = populated();
     let path = format!("/api/v1/namespaces/{NS}/configmaps");
-    let huge_tail = format!("{}gzip", "br, ".repeat(20_000));
+    // 48 KB: under the 64 KiB head bound, far past the element cap.
+    let huge_tail = format!("{}gzip", "br, ".repeat(12_000));
     let cases: [(&str, Option<&str>); 7] = [
         ("gzip;q=0", None),
         ("gzip, gzip;q=0", None),
