@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, http};
+use common::{PATIENCE, http};
 use serde_json::json;
 
 /// The largest `/healthz` round trip accepted.
@@ -30,17 +30,6 @@ const BOUND: Duration = Duration::from_secs(2);
 const BLOBS: &str = "/apis/example.com/v1/namespaces/default/blobs";
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
-
-fn blob_server() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let decl = dir.path().join("resources.yaml");
-    std::fs::write(
-        &decl,
-        "resources:\n- {group: example.com, version: v1, kind: Blob}\n",
-    )
-    .unwrap();
-    Server::start(&["--resources", decl.to_str().unwrap()])
-}
 
 /// Creates a Blob of many small JSON nodes (costly to parse and print): about 17 bytes
 /// per element.
@@ -189,7 +178,7 @@ fn check(probes: &[Probe], took: Duration, what: &str) {
 /// and those encodings run on the pool.
 #[test]
 fn healthz_stays_prompt_while_table_watches_replay_large_objects() {
-    let server = blob_server();
+    let server = common::blob_server();
     let addr = server.addr.clone();
     const OBJECTS: usize = 10;
     let mut size = 0;
@@ -252,7 +241,7 @@ fn healthz_stays_prompt_while_table_watches_replay_large_objects() {
 
 #[test]
 fn healthz_stays_prompt_while_yaml_and_table_lists_of_large_objects_are_sent() {
-    let server = blob_server();
+    let server = common::blob_server();
     let addr = server.addr.clone();
     let mut size = 0;
     for i in 0..3 {

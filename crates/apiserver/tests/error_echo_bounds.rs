@@ -331,14 +331,7 @@ fn every_other_echo_path_answers_a_small_error() {
 /// Status bound cut it; without it, the key twice). The path is cut like any quoted value.
 #[test]
 fn an_apply_conflict_on_a_huge_key_answers_a_small_409() {
-    let dir = tempfile::tempdir().unwrap();
-    let decl = dir.path().join("resources.yaml");
-    std::fs::write(
-        &decl,
-        "resources:\n- {group: example.com, version: v1, kind: Blob}\n",
-    )
-    .unwrap();
-    let s = Server::start(&["--resources", decl.to_str().unwrap()]);
+    let s = common::blob_server();
     let blobs = "/apis/example.com/v1/namespaces/default/blobs/b";
     let key = "x".repeat(600_000);
     let apply = |manager: &str, value: u32| {

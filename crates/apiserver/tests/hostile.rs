@@ -156,16 +156,6 @@ fn json_ct() -> [(&'static str, &'static str); 1] {
     [("Content-Type", "application/json")]
 }
 
-/// `VmRSS` or `VmHWM` of `/proc/PID/status`, in KiB.
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
 /// The well-behaved client: a watch on `default`'s configmaps held open from the start, a
 /// background lister, and [`Good::check`] after each attack (a list, a create, and the
 /// created object seen on the watch).
@@ -327,7 +317,7 @@ fn every_attack_gets_its_answer_memory_stays_bounded_and_a_good_client_is_served
     let pid = server.pid();
     let mut good = Good::start(&addr);
     good.check("the start");
-    let idle_kib = proc_kib(pid, "VmRSS:");
+    let idle_kib = common::proc_kib(pid, "VmRSS:");
 
     // Slow attacks first, in the background, so that their deadlines pass while the rest
     // is sent. Each keeps a connection (or 300) busy.
@@ -690,8 +680,8 @@ fn every_attack_gets_its_answer_memory_stays_bounded_and_a_good_client_is_served
 
     let lists = good.finish();
     assert!(lists > 0);
-    let peak = proc_kib(pid, "VmHWM:");
-    let now = proc_kib(pid, "VmRSS:");
+    let peak = common::proc_kib(pid, "VmHWM:");
+    let now = common::proc_kib(pid, "VmRSS:");
     eprintln!(
         "hostile: RSS idle {idle_kib} KiB, peak {peak} KiB, at the end {now} KiB (bound {RSS_BOUND_KIB} KiB); the good client listed {lists} times"
     );

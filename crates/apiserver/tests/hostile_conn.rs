@@ -55,16 +55,6 @@ fn code_of(raw: &[u8]) -> Option<u16> {
         .then(|| parse_response(raw).status)
 }
 
-/// `VmRSS` or `VmHWM` of `/proc/PID/status`, in KiB.
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
 /// A metric's value (the first sample whose line starts with `series`), 0 if absent.
 fn metric(addr: &str, series: &str) -> f64 {
     let r = http(addr, "GET", "/metrics", &[], b"");
@@ -130,7 +120,7 @@ fn review_and_token_routes_read_bodies_within_the_deadline_budget_and_flow_contr
             .as_bytes(),
     );
     assert_eq!(ok.status, 201, "a review: {:?}", ok.json());
-    let idle = proc_kib(pid, "VmRSS:");
+    let idle = common::proc_kib(pid, "VmRSS:");
 
     // 40 connections, 1 500 one-byte chunks each (~2 ms apart), on every route kind.
     let routes = [SSAR, SAR, TOKEN, CM];
@@ -146,7 +136,7 @@ fn review_and_token_routes_read_bodies_within_the_deadline_budget_and_flow_contr
         })
         .collect();
     let codes: Vec<Option<u16>> = trickles.into_iter().map(|t| t.join().unwrap()).collect();
-    let peak = proc_kib(pid, "VmHWM:");
+    let peak = common::proc_kib(pid, "VmHWM:");
     eprintln!(
         "hostile_conn: 40 trickled bodies answered {codes:?}; RSS idle {idle} KiB, peak {peak} KiB"
     );

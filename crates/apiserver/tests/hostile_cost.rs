@@ -19,28 +19,6 @@ const CM: &str = "/api/v1/namespaces/default/configmaps";
 /// unknown fields are dropped by field validation, or refused by apply).
 const BLOBS: &str = "/apis/example.com/v1/namespaces/default/blobs";
 
-/// A server serving [`BLOBS`].
-fn blob_server() -> Server {
-    let dir = tempfile::tempdir().unwrap();
-    let decl = dir.path().join("resources.yaml");
-    std::fs::write(
-        &decl,
-        "resources:\n- {group: example.com, version: v1, kind: Blob}\n",
-    )
-    .unwrap();
-    Server::start(&["--resources", decl.to_str().unwrap()])
-}
-
-/// `VmRSS` or `VmHWM` of `/proc/PID/status`, in KiB.
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
 /// CPU seconds the process has spent (user + system).
 fn cpu_secs(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -113,9 +91,9 @@ fn deep_long_keys(depth: usize, key_len: usize, leaves: usize) -> Value {
 /// walked alongside the value, both cost a few MiB.
 #[test]
 fn field_manager_walk_is_linear_in_the_body() {
-    let s = blob_server();
+    let s = common::blob_server();
     let pid = s.pid();
-    let hwm0 = proc_kib(pid, "VmHWM:");
+    let hwm0 = common::proc_kib(pid, "VmHWM:");
     let cpu0 = cpu_secs(pid);
     let cm = json!({"apiVersion": "example.com/v1", "kind": "Blob", "metadata": {"name": "deep"},
         "x": deep_long_keys(48, 10_000, 1_000)});
@@ -137,7 +115,7 @@ fn field_manager_walk_is_linear_in_the_body() {
         &json_body(&cm),
     );
     assert_eq!(code, 201, "{v}");
-    let grown = proc_kib(pid, "VmHWM:").saturating_sub(hwm0);
+    let grown = common::proc_kib(pid, "VmHWM:").saturating_sub(hwm0);
     let cpu = cpu_secs(pid) - cpu0;
     eprintln!("field manager walk: peak grew {grown} KiB, {cpu:.2} s CPU");
     assert!(grown < 100 * 1024, "the server grew by {grown} KiB");
@@ -239,7 +217,7 @@ fn pod_table_restarts_saturate() {
 /// past 10 000 000 the patch is refused, 422 as json-patch's own copy budget.
 #[test]
 fn json_patch_work_is_bounded() {
-    let s = blob_server();
+    let s = common::blob_server();
     let n = 300_000;
     let cm = json!({"apiVersion": "example.com/v1", "kind": "Blob", "metadata": {"name": "long"},
         "x": vec![0; n]});
@@ -305,7 +283,7 @@ fn json_patch_work_is_bounded() {
 /// + 64 KiB is written in flow style (valid YAML, about its JSON size), and lists stream.
 #[test]
 fn yaml_output_is_bounded_by_the_json() {
-    let s = blob_server();
+    let s = common::blob_server();
     let mut x = json!(vec![0; 300_000]);
     for _ in 0..90 {
         x = json!({ "k": x });
@@ -319,7 +297,7 @@ fn yaml_output_is_bounded_by_the_json() {
         .len();
     let bound = 8 * json_len + 64 * 1024;
     let pid = s.pid();
-    let hwm0 = proc_kib(pid, "VmHWM:");
+    let hwm0 = common::proc_kib(pid, "VmHWM:");
     for path in [format!("{BLOBS}/deepyaml"), BLOBS.to_owned()] {
         let r = http(
             &s.addr,
@@ -338,7 +316,7 @@ fn yaml_output_is_bounded_by_the_json() {
         assert!(text.len() < bound, "{path}: {} bytes", text.len());
         assert!(text.contains("name: deepyaml"), "{path}");
     }
-    let grown = proc_kib(pid, "VmHWM:").saturating_sub(hwm0);
+    let grown = common::proc_kib(pid, "VmHWM:").saturating_sub(hwm0);
     eprintln!("YAML reads: peak grew {grown} KiB");
     assert!(grown < 64 * 1024, "the server grew by {grown} KiB");
 }
@@ -683,7 +661,7 @@ fn namespace_controller_work_is_not_driven_by_deletes() {
 /// 256 KiB of text (at least one; `- ... and N more` for the rest) and counted in full.
 #[test]
 fn apply_conflicts_are_reported_within_a_bound() {
-    let s = blob_server();
+    let s = common::blob_server();
     let leaves = |tag: &str| {
         let mut v = Value::Object(
             (0..3_000)
@@ -707,7 +685,7 @@ fn apply_conflicts_are_reported_within_a_bound() {
     );
     assert_eq!(code, 201, "{v}");
     let pid = s.pid();
-    let hwm0 = proc_kib(pid, "VmHWM:");
+    let hwm0 = common::proc_kib(pid, "VmHWM:");
     let r = http(
         &s.addr,
         "PATCH",
@@ -716,7 +694,7 @@ fn apply_conflicts_are_reported_within_a_bound() {
         &json_body(&leaves("2")),
     );
     assert_eq!(r.status, 409);
-    let grown = proc_kib(pid, "VmHWM:").saturating_sub(hwm0);
+    let grown = common::proc_kib(pid, "VmHWM:").saturating_sub(hwm0);
     eprintln!(
         "conflict answer: {} bytes, peak grew {grown} KiB",
         r.body.len()

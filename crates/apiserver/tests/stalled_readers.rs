@@ -19,16 +19,6 @@ use serde_json::json;
 
 const CM: &str = "/api/v1/namespaces/default/configmaps";
 
-/// `VmRSS:` or `VmHWM:` of `/proc/PID/status`, in KiB.
-fn proc_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
 /// Watch events the server has sent, all resources.
 fn events_sent(addr: &str) -> f64 {
     let r = http(addr, "GET", "/metrics", &[], b"");
@@ -74,7 +64,7 @@ fn unread_watches_replaying_a_namespace_hold_little_each() {
     }
     // The peak from here on.
     std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
-    let before = proc_kib(pid, "VmRSS:");
+    let before = common::proc_kib(pid, "VmRSS:");
 
     const WATCHES: u64 = 200;
     let watches: Vec<TcpStream> = (0..WATCHES)
@@ -101,7 +91,7 @@ fn unread_watches_replaying_a_namespace_hold_little_each() {
             (last, steady) = (now, 0);
         }
     }
-    let peak = proc_kib(pid, "VmHWM:");
+    let peak = common::proc_kib(pid, "VmHWM:");
     let each = peak.saturating_sub(before) * 1024 / WATCHES;
     eprintln!(
         "{WATCHES} unread watches of 1 500 objects: {last} events sent; RSS {before} KiB before, \

@@ -523,6 +523,29 @@ pub fn watch_from_list(addr: &str, path: &str, hang: std::time::Duration) -> Wat
     WatchEvents::new(stream)
 }
 
+/// `VmRSS:` or `VmHWM:` of `/proc/PID/status`, in KiB.
+pub fn proc_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// A server that also serves the schemaless kind Blob (`example.com/v1`, `blobs`, which
+/// keeps any field): for tests whose objects need shapes no typed kind accepts.
+pub fn blob_server() -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let decl = dir.path().join("resources.yaml");
+    std::fs::write(
+        &decl,
+        "resources:\n- {group: example.com, version: v1, kind: Blob}\n",
+    )
+    .unwrap();
+    Server::start(&["--resources", decl.to_str().unwrap()])
+}
+
 /// A connection to `addr` from the loopback address `local` (127.0.0.x: the server tells
 /// clients apart by address), blocking, each read bounded by [`PATIENCE`].
 pub fn connect_from(local: &str, addr: &str) -> TcpStream {
