@@ -179,9 +179,11 @@ impl Informers {
 /// Prepares a new object like an API create (uid, timestamps) and stores it. Metadata the
 /// server sets is dropped first, so a copy of a stored object creates cleanly (a create
 /// with a `resourceVersion` is refused).
-async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<()> {
+/// Creates the object `value`; `Ok(false)` when it already exists (another pass or replica
+/// wrote it first: nothing was written here).
+async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<bool> {
     let Value::Object(mut map) = value else {
-        return Ok(());
+        return Ok(false);
     };
     if let Some(Value::Object(meta)) = map.get_mut("metadata") {
         for field in [
@@ -209,7 +211,8 @@ async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<()> {
     let obj = Object::from_value(Value::Object(map), &res.info.selectable_fields)
         .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
     match res.storage.create(&key, obj, None).await {
-        Ok(_) | Err(listwatch_storage::Error::AlreadyExists { .. }) => Ok(()),
+        Ok(_) => Ok(true),
+        Err(listwatch_storage::Error::AlreadyExists { .. }) => Ok(false),
         Err(e) => Err(e),
     }
 }
@@ -289,7 +292,7 @@ async fn write<T: serde::Serialize>(
     let result = match &what {
         Reconcile::Keep => return true,
         Reconcile::Create(t) => create(res, to_value(t)).await,
-        Reconcile::Update(t) => update(res, name, to_value(t)).await,
+        Reconcile::Update(t) => update(res, name, to_value(t)).await.map(|()| true),
         Reconcile::Recreate(t) => {
             let deleted = match Key::object(&res.info.storage_resource, None, name) {
                 Ok(key) => res
@@ -306,7 +309,10 @@ async fn write<T: serde::Serialize>(
         }
     };
     match result {
-        Ok(()) => {
+        // Already there (an informer not synced yet saw nothing): nothing written, not
+        // counted — a second pass would otherwise log the whole policy again.
+        Ok(false) => {}
+        Ok(true) => {
             *written += 1;
             tracing::debug!(resource = %res.info.plural, name, "bootstrap policy reconciled");
         }
