@@ -426,6 +426,9 @@ pub async fn run(
     }
     // Already serving (with /readyz failing); announce once every cache is ready, so what a
     // person (or a test) does next is not answered with 429s.
+    // From here SIGTERM/SIGINT are this server's to handle (before, their default action
+    // ends the process, e.g. during a long log replay); one listener for the rest of its life.
+    let mut terminate = Terminate::new();
     let announced = tokio::select! {
         res = async {
             bootstrap_until_done(&api).await?;
@@ -446,7 +449,7 @@ pub async fn run(
             }
             true
         }
-        () = terminate_signal() => false,
+        () = terminate.recv() => false,
         () = async {
             // Only reached when readiness takes long (e.g. etcd unreachable): say so.
             let mut every = tokio::time::interval(Duration::from_secs(5));
@@ -471,7 +474,7 @@ pub async fn run(
                     Err(e) => Err(ServerError::Io { addr, source: std::io::Error::other(e) }),
                 };
             }
-            () = terminate_signal() => {}
+            () = terminate.recv() => {}
         }
     }
     if announced && !opts.shutdown_delay_duration.is_zero() {
@@ -485,7 +488,7 @@ pub async fn run(
         tokio::select! {
             () = tokio::time::sleep(opts.shutdown_delay_duration) => {}
             // A second signal skips the rest of the delay.
-            () = terminate_signal() => {}
+            () = terminate.recv() => {}
         }
     }
     tracing::info!(
@@ -529,29 +532,64 @@ fn warn_if_files_run_out(max_connections: usize, soft: Option<u64>) {
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn terminate_signal() {
-    let ctrl_c = async {
+/// SIGTERM and SIGINT, listened for from before the server announces itself until it
+/// exits, on one listener each: a signal that arrives between two waits is kept for the
+/// next one. (A listener made per wait lost it: once tokio handles a signal its default
+/// action is gone, and a listener created after the signal does not see it — a SIGTERM
+/// sent right after the announcement was ignored and the server never stopped.)
+struct Terminate {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+/// The next delivery of `s`; never, without a listener.
+#[cfg(unix)]
+async fn next_signal(s: Option<&mut tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+impl Terminate {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let listen = |kind: SignalKind, name: &str| match signal(kind) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot listen for {name}");
+                    None
+                }
+            };
+            Self {
+                term: listen(SignalKind::terminate(), "SIGTERM"),
+                int: listen(SignalKind::interrupt(), "SIGINT"),
+            }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// Waits for the next SIGTERM or SIGINT (returns at once for one already received).
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            let Self { term, int } = self;
+            tokio::select! {
+                () = next_signal(term.as_mut()) => {}
+                () = next_signal(int.as_mut()) => {}
+            }
+        }
+        #[cfg(not(unix))]
         if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for SIGINT");
+            tracing::error!(error = %e, "cannot listen for Ctrl-C");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
     }
 }

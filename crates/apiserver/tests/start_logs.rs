@@ -88,3 +88,15 @@ fn the_bootstrap_policy_is_one_line_and_a_reused_pki_says_so() {
         "{lines:#?}"
     );
 }
+
+/// A SIGTERM sent the moment the server announces its address stops it. The server used to
+/// make a new signal listener for each wait: one sent between the wait for readiness and
+/// the wait while serving was swallowed (tokio had replaced the default action) and the
+/// server never stopped — start_logs' PKI test hung on it about 1 run in 8.
+#[test]
+fn a_sigterm_right_after_the_announcement_stops_the_server() {
+    for round in 0..24 {
+        let server = Server::start(&[]);
+        assert!(server.terminate(), "round {round}: the server did not stop");
+    }
+}
