@@ -511,14 +511,7 @@ async fn delete_all_content(shared: &Shared, ns: &str) -> Result<(usize, usize),
                     Ok(Deletion::Gone(_)) => {}
                     Ok(Deletion::Pending(o)) if grace_over(&o) => {
                         // What a kubelet does once the grace period is over.
-                        let now = DeleteRequest {
-                            grace_period_seconds: Some(0),
-                            preconditions: Some(Preconditions {
-                                uid: o.uid().map(str::to_owned),
-                                resource_version: None,
-                            }),
-                            ..DeleteRequest::default()
-                        };
+                        let now = lifecycle::kubelet::acknowledgement(&o);
                         match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &now, kubelet)
                             .await
                         {

@@ -103,21 +103,27 @@ pub(super) async fn acknowledge(
     }
 }
 
-async fn acknowledge_once(
-    storage: &dyn Storage,
-    info: &ResourceInfo,
-    key: &Key,
-    marked: &Object,
-) -> Result<Deletion, StorageError> {
-    let opts = DeleteRequest {
+/// The DELETE a kubelet sends once `marked`'s containers are gone: grace period 0, for
+/// this very object (its uid as a precondition). Also what the namespace controller sends
+/// for a pod whose grace period is over.
+pub(crate) fn acknowledgement(marked: &Object) -> DeleteRequest {
+    DeleteRequest {
         grace_period_seconds: Some(0),
         preconditions: Some(Preconditions {
             uid: marked.uid().map(str::to_owned),
             resource_version: None,
         }),
         ..DeleteRequest::default()
-    };
-    super::delete_as_asked(storage, info, key, &opts).await
+    }
+}
+
+async fn acknowledge_once(
+    storage: &dyn Storage,
+    info: &ResourceInfo,
+    key: &Key,
+    marked: &Object,
+) -> Result<Deletion, StorageError> {
+    super::delete_as_asked(storage, info, key, &acknowledgement(marked)).await
 }
 
 /// Starts the start-up pass for `shared` on the current tokio runtime when its config asks

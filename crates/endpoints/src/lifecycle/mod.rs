@@ -33,7 +33,7 @@
 //! it (`Config::acknowledge_pod_deletion`, for test environments): [`delete`] follows every
 //! DELETE that leaves a pod in its grace period with it.
 
-mod kubelet;
+pub(crate) mod kubelet;
 mod plan;
 
 use std::sync::Mutex;
