@@ -20,7 +20,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::metrics::ResourceLabel;
+use crate::metric_label::ResourceLabel;
 
 /// A resource and a part of its accounted memory.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -5,8 +5,9 @@
 //! - a reflector (listwatch-client's, over an in-process lister-watcher on the backend) lists
 //!   and watches the backend and feeds a `listwatch_watchcache::WatchCache`;
 //! - each event then goes, in order, to the dispatcher, which hands it to the watchers it
-//!   concerns (see `dispatch` for the fan-out, budgets and stall-and-resume, `registry` for
-//!   the indexes and bookmark schedule, `watcher` for one watch's stream);
+//!   concerns (see `dispatch` for the fan-out, budgets and stall-and-resume,
+//!   `dispatch::registry` for the indexes and bookmark schedule, `watcher` for one watch:
+//!   its spec, its state machine `watcher::state`, its buffer and its stream);
 //! - reads are served from the cache when their resource-version semantics allow it, and
 //!   delegated to the backend otherwise; writes always go to the backend, with the cached
 //!   object as a suggestion.
@@ -19,6 +20,11 @@
 //! (KEP-4568): watches fail with 429 and a Retry-After growing with the downtime (upstream's
 //! `exp(0.06 × downtime)`, 1 to 30 s); gets, and lists with a limit and no selector, go to the
 //! backend; other lists get the same 429.
+//!
+//! Modules: `event` is a leaf (the shared event form and a buffer's items); `watcher::{state,
+//! queue, spec, filter}` sit on it; `dispatch` (with `registry` and `recent`) and
+//! `watcher::stream` sit on those; only the crate root ties them together. The
+//! `import_graph` test fails on any other module cycle.
 //!
 //! Consistent lists (no resource version) wait until the cache has the backend's current
 //! revision; the backend is asked for progress as soon as the first one waits, then every
@@ -41,14 +47,14 @@
 mod cache_metrics;
 mod config;
 mod dispatch;
+mod event;
 mod feed;
-mod filter;
+#[cfg(test)]
+mod import_graph;
 pub mod latency;
 mod lw;
+mod metric_label;
 mod metrics;
-mod queue;
-mod recent;
-mod registry;
 mod watcher;
 
 use std::sync::Arc;
@@ -68,10 +74,10 @@ pub use crate::config::{CacherConfig, DEFAULT_REPLAY_ENCODING_BUDGET};
 pub use crate::lw::StorageListerWatcher;
 pub use crate::metrics::{CacherMetrics, ResourceLabel};
 
+use crate::dispatch::recent::Recent;
+use crate::dispatch::registry::Registry;
 use crate::dispatch::{DispatchConfig, Dispatcher, Incoming};
 use crate::metrics::ResourceMetrics;
-use crate::recent::Recent;
-use crate::registry::Registry;
 use crate::watcher::{Spec, Start};
 
 /// Upstream's `resourceVersionTooHighRetrySeconds`: the Retry-After of a consistent list

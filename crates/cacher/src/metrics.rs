@@ -1,7 +1,6 @@
 //! The cacher's metrics, registered once in a prometheus-client registry and shared by every
 //! cacher (each labels its series with its resource).
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -10,13 +9,7 @@ use prometheus_client::registry::Registry;
 
 use crate::cache_metrics::{ResourceHook, WatchCacheFamilies};
 use crate::latency::{StageHistogram, StageLabels, Stages};
-
-/// The label every cacher series carries.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceLabel {
-    /// The resource, e.g. `pods`.
-    pub resource: String,
-}
+pub use crate::metric_label::ResourceLabel;
 
 fn latency_histogram() -> Histogram {
     // 10 µs to ~5 s.

@@ -35,80 +35,22 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use listwatch_api::fields::Fields;
-use listwatch_api::{EventType, Object};
-use listwatch_storage::WatchEvent;
 use listwatch_watchcache::CacheEvent;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::filter;
+use crate::event::{Dispatched, Item};
 use crate::latency::Stage;
 use crate::metrics::ResourceMetrics;
-use crate::queue::PushError;
-use crate::recent::Recent;
-use crate::registry::{CLOSED, DETACHED, Entry, Item, RESET, Registry, next_bookmark, unregister};
+use crate::watcher::filter;
+use crate::watcher::queue::PushError;
+use crate::watcher::state::WatcherState;
 
-/// One event as every watcher shares it.
-#[derive(Debug)]
-pub(crate) struct Dispatched {
-    pub(crate) rv: u64,
-    pub(crate) event_type: EventType,
-    /// The new state (the last state for a deletion), with a shared encoding.
-    pub(crate) object: Object,
-    /// The state before, as the cache knew it.
-    pub(crate) prev: Option<Object>,
-    /// The state before at this event's version, for watchers the change makes leave.
-    pub(crate) prev_at_rv: Option<Object>,
-    /// When the backend handed the event to the cacher, and when the dispatcher took it
-    /// up: the starts of the `total` and `watcher_queue` latency stages (`None` for events
-    /// wrapped outside the dispatcher).
-    pub(crate) origin: Option<std::time::Instant>,
-    pub(crate) dispatched_at: Option<std::time::Instant>,
-}
+use self::recent::Recent;
+use self::registry::{Entry, Registry, next_bookmark, unregister};
 
-impl Dispatched {
-    /// Wraps a cache event, its objects with one shared lazy encoding each.
-    pub(crate) fn new(ev: &CacheEvent) -> Self {
-        Self {
-            rv: ev.resource_version,
-            event_type: ev.event_type,
-            object: ev.object.with_shared_encoding(),
-            prev: ev.prev_object.clone(),
-            prev_at_rv: match ev.event_type {
-                EventType::Modified => ev.prev_object.as_ref().map(|p| {
-                    p.with_resource_version(ev.resource_version)
-                        .with_shared_encoding()
-                }),
-                _ => None,
-            },
-            origin: None,
-            dispatched_at: None,
-        }
-    }
-
-    /// The storage event a watcher sends for `event_type` (from the watcher's filter).
-    pub(crate) fn to_watch_event(&self, event_type: EventType) -> WatchEvent {
-        match (event_type, self.event_type) {
-            (EventType::Added, _) => WatchEvent::Added(self.object.clone()),
-            (EventType::Modified, _) => WatchEvent::Modified {
-                object: self.object.clone(),
-                prev: self.prev.clone(),
-            },
-            // Leaving the selection: the previous content at this event's version.
-            (_, EventType::Modified) => WatchEvent::Deleted(
-                self.prev_at_rv
-                    .clone()
-                    .unwrap_or_else(|| self.object.clone()),
-            ),
-            _ => WatchEvent::Deleted(self.object.clone()),
-        }
-    }
-
-    /// The object's namespace and name.
-    fn scope(&self) -> (&str, &str) {
-        (self.object.namespace().unwrap_or(""), self.object.name())
-    }
-}
+pub(crate) mod recent;
+pub(crate) mod registry;
 
 /// Messages to the dispatcher, in resource-version order for those from the feeder.
 #[derive(Debug)]
@@ -209,7 +151,7 @@ impl Dispatcher {
                     Some(Incoming::Event(ev, origin)) => self.dispatch(&ev, origin).await,
                     Some(Incoming::Progress(rv)) => self.handled(rv),
                     Some(Incoming::Reset(done)) => {
-                        self.close_all(RESET, false);
+                        self.close_all(WatcherState::Reset, false);
                         self.recent.clear();
                         let _ = done.send(());
                     }
@@ -239,11 +181,11 @@ impl Dispatcher {
                 .next_due()
                 .unwrap_or_else(never);
         }
-        self.close_all(CLOSED, true);
+        self.close_all(WatcherState::Closed, true);
     }
 
     /// Ends every watcher with `state`; when `stop`, none may register again.
-    fn close_all(&mut self, state: u8, stop: bool) {
+    fn close_all(&mut self, state: WatcherState, stop: bool) {
         let all = {
             let mut w = self.registry.lock();
             w.epoch += 1;
@@ -399,7 +341,7 @@ impl Dispatcher {
             self.budget.give_back(budget);
         }
         for id in gone {
-            unregister(&self.registry, id, CLOSED, &self.metrics);
+            unregister(&self.registry, id, WatcherState::Closed, &self.metrics);
         }
         self.handled(d.rv);
         self.metrics.events_dispatched.inc();
@@ -410,14 +352,14 @@ impl Dispatcher {
 
     fn too_slow(&self, e: &Entry) {
         if self.config.stall_resume {
-            if unregister(&self.registry, e.id, DETACHED, &self.metrics) {
+            if unregister(&self.registry, e.id, WatcherState::Detached, &self.metrics) {
                 self.metrics.watchers_stalled.inc();
                 tracing::debug!(
                     watcher = e.id,
                     "slow watcher detached; it will catch up from the window"
                 );
             }
-        } else if unregister(&self.registry, e.id, CLOSED, &self.metrics) {
+        } else if unregister(&self.registry, e.id, WatcherState::Closed, &self.metrics) {
             self.metrics.watchers_terminated.inc();
             tracing::info!(watcher = e.id, "closing a watcher that cannot keep up");
         }

@@ -36,53 +36,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::dispatch::Dispatched;
 use crate::metrics::ResourceMetrics;
-use crate::queue::Queue;
-use crate::watcher::Spec;
-
-/// What a watcher's buffer carries.
-#[derive(Debug)]
-pub(crate) enum Item {
-    /// A candidate event, not yet filtered (the watcher applies its selectors when it takes
-    /// it, see `filter`), and how long after the dispatcher took it up it entered this
-    /// buffer ([`Item::pushed_after`]): the `cache_to_watcher` stage, observed by the watcher
-    /// only if it delivers the event (one its start already covered, or its selector
-    /// rejects, is dropped).
-    Event(Arc<Dispatched>, u32),
-    Bookmark(u64),
-}
-
-impl Item {
-    /// A live event taken up by the dispatcher at `taken_up`, stamped as pushed now.
-    pub(crate) fn event(d: Arc<Dispatched>, taken_up: std::time::Instant) -> Self {
-        Item::Event(d, Self::micros_since(taken_up))
-    }
-
-    /// Restamps an event that waited for room in a full buffer (the blocked path).
-    pub(crate) fn restamp(&mut self, taken_up: std::time::Instant) {
-        if let Item::Event(_, at) = self {
-            *at = Self::micros_since(taken_up);
-        }
-    }
-
-    fn micros_since(taken_up: std::time::Instant) -> u32 {
-        u32::try_from(taken_up.elapsed().as_micros()).unwrap_or(u32::MAX)
-    }
-
-    /// The `cache_to_watcher` time recorded with an event.
-    pub(crate) fn pushed_after(micros: u32) -> std::time::Duration {
-        std::time::Duration::from_micros(u64::from(micros))
-    }
-}
-
-pub(crate) const ACTIVE: u8 = 0;
-/// Detached for being slow: catch up from the window, then re-register.
-pub(crate) const DETACHED: u8 = 1;
-/// Closed (too slow without stall-and-resume, or shut down).
-pub(crate) const CLOSED: u8 = 2;
-/// Closed because the cache is being relisted: the watcher ends with "not ready" (429).
-pub(crate) const RESET: u8 = 3;
+use crate::watcher::queue::Queue;
+use crate::watcher::spec::Spec;
+use crate::watcher::state::WatcherState;
 
 /// A watcher's registration, shared by the registry and the watcher's stream (one allocation
 /// per watch): its spec and its buffer, which also carries its state. A watcher that resumes
@@ -341,7 +298,7 @@ impl Registry {
 pub(crate) fn unregister(
     registry: &Registry,
     id: u64,
-    state: u8,
+    state: WatcherState,
     metrics: &ResourceMetrics,
 ) -> bool {
     let e = registry.lock().remove(id);

@@ -17,7 +17,7 @@
 //! most [`CHUNK`] events, so a watcher catching up (or stalled while it does) holds O(1)
 //! memory whatever the backlog, and pins no old version of the window. Events are reused in
 //! the form the dispatcher gave them (their one shared encoding per format) while the ring of
-//! recent forms keeps them (see `recent`); an event whose form has left it gets a new shared
+//! recent forms keeps them (see `dispatch::recent`); an event whose form has left it gets a new shared
 //! form, attached to the window's event and kept in the ring, so that watchers replaying it
 //! at once or later share that one. If the window moves past the cursor, the watch ends with
 //! 410 Expired.
@@ -33,16 +33,16 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::Stream;
-use listwatch_storage::{
-    Bookmark, Error, Key, Result, SelectionPredicate, WatchEvent, WatchStream,
-};
+use listwatch_storage::{Bookmark, Error, Result, WatchEvent, WatchStream};
 use tokio::time::Instant;
 
 use crate::Inner;
-use crate::dispatch::Dispatched;
+use crate::dispatch::registry::{Entry, next_bookmark, unregister};
+use crate::event::{Dispatched, Item};
 use crate::latency::Stage;
-use crate::queue::Queue;
-use crate::registry::{ACTIVE, CLOSED, DETACHED, Entry, Item, RESET, next_bookmark, unregister};
+use crate::watcher::queue::Queue;
+use crate::watcher::spec::{Spec, Start};
+use crate::watcher::state::{AfterDrain, WatcherState};
 
 /// At most this many matching events are buffered per catching-up watcher...
 pub(crate) const CHUNK: usize = 64;
@@ -56,30 +56,6 @@ const PASS_OVER_BUDGET: usize = 256;
 
 /// A watcher's epoch before it first registers (registry epochs count up from 0).
 const NO_EPOCH: u64 = u64::MAX;
-
-/// Where a watch starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Start {
-    /// The current state as ADDED events, then changes; optionally the
-    /// initial-events-end bookmark after the state.
-    State { end_bookmark: bool },
-    /// Every change after this version.
-    Since(u64),
-}
-
-#[derive(Clone)]
-pub(crate) struct Spec {
-    pub(crate) key: Key,
-    pub(crate) predicate: SelectionPredicate,
-    pub(crate) scope: (Box<str>, Box<str>),
-    pub(crate) trigger: Option<Box<str>>,
-    pub(crate) allow_bookmarks: bool,
-    pub(crate) progress_notify: bool,
-    pub(crate) deadline: Option<Instant>,
-    /// Run at every evaluation of this watcher's filter (tests).
-    #[cfg(test)]
-    pub(crate) filter_hook: Option<crate::filter::FilterHook>,
-}
 
 /// The part of the window a watcher still has to read: the events after `after`, up to and
 /// including `until`.
@@ -134,7 +110,7 @@ impl Drop for Watcher {
         unregister(
             &self.inner.registry,
             self.entry.id,
-            CLOSED,
+            WatcherState::Closed,
             &self.inner.metrics,
         );
     }
@@ -426,8 +402,8 @@ impl Watcher {
                 }
                 None => {
                     // Drained and no longer registered (the dispatcher unregistered it).
-                    match self.entry.queue.status() {
-                        DETACHED => {
+                    match self.entry.queue.status().after_drain() {
+                        AfterDrain::Resume => {
                             let from = self.last_rv;
                             if let Err(e) = self.attach(Start::Since(from), true) {
                                 self.done = true;
@@ -440,31 +416,18 @@ impl Watcher {
                                 return Poll::Ready(Some(WatchEvent::Error(e)));
                             }
                         }
-                        RESET => {
+                        AfterDrain::NotReady => {
                             self.done = true;
                             return Poll::Ready(Some(WatchEvent::Error(
                                 self.inner.reinitializing(),
                             )));
                         }
-                        ACTIVE | CLOSED => return Poll::Ready(None),
-                        _ => return Poll::Ready(None),
+                        // `poll_pop` ends only once the state has left `Active`, so `Wait`
+                        // is not reached here; were it, ending is the safe reading.
+                        AfterDrain::End | AfterDrain::Wait => return Poll::Ready(None),
                     }
                 }
             }
         }
     }
-}
-
-/// The dispatcher scope of a watch: namespace and name fixed by the key or by exact
-/// `metadata.namespace` / `metadata.name` field selectors, `""` where free.
-pub(crate) fn scope_of(key: &Key, pred: &SelectionPredicate) -> (Box<str>, Box<str>) {
-    let ns = key
-        .namespace()
-        .or_else(|| pred.field.exact_match("metadata.namespace"))
-        .unwrap_or("");
-    let name = key
-        .name()
-        .or_else(|| pred.field.exact_match("metadata.name"))
-        .unwrap_or("");
-    (ns.into(), name.into())
 }

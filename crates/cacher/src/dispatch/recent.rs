@@ -20,7 +20,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::dispatch::Dispatched;
+use crate::event::Dispatched;
 
 /// A bounded ring of dispatched forms, oldest first.
 pub(crate) struct Recent {

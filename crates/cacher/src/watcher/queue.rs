@@ -14,14 +14,15 @@
 //!
 //! Invariants: at most `capacity` items are queued (a push beyond it is refused, and the
 //! dispatcher decides what that means); nothing is queued once the state has left
-//! [`ACTIVE`]; the lock is this watcher's alone, taken for a push, a pop or a state change,
+//! [`WatcherState::Active`]; the lock is this watcher's alone, taken for a push, a pop or a state change,
 //! never across an `.await`; wakers are woken after the lock is released.
 
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use crate::registry::{ACTIVE, Item};
+use crate::event::Item;
+use crate::watcher::state::WatcherState;
 
 /// Why a push was refused.
 #[derive(Debug)]
@@ -39,7 +40,7 @@ struct State {
     /// The items after `first` (allocated only for a backlog).
     rest: VecDeque<Item>,
     capacity: u32,
-    status: u8,
+    status: WatcherState,
     /// Whoever waits: the consumer for an item or the end (the queue is empty), or the
     /// dispatcher for room (the queue is full; only when stall-and-resume is off). Never both,
     /// as the queue cannot be empty and full at once.
@@ -89,7 +90,7 @@ impl Queue {
                 first: None,
                 rest: VecDeque::new(),
                 capacity: u32::try_from(capacity).unwrap_or(u32::MAX).max(1),
-                status: ACTIVE,
+                status: WatcherState::Active,
                 waiter: None,
             }),
         }
@@ -104,7 +105,7 @@ impl Queue {
     /// Queues `item` if there is room and the watcher is active.
     pub(crate) fn try_push(&self, item: Item) -> Result<(), PushError> {
         let mut s = self.lock();
-        if s.status != ACTIVE {
+        if !s.status.is_active() {
             return Err(PushError::Closed);
         }
         if s.is_full() {
@@ -127,7 +128,7 @@ impl Queue {
         cx: &mut Context<'_>,
     ) -> Poll<Result<(), ()>> {
         let mut s = self.lock();
-        if s.status != ACTIVE {
+        if !s.status.is_active() {
             return Poll::Ready(Err(()));
         }
         if s.is_full() {
@@ -160,7 +161,7 @@ impl Queue {
             }
             return Poll::Ready(Some(item));
         }
-        if s.status != ACTIVE {
+        if !s.status.is_active() {
             return Poll::Ready(None);
         }
         if !s.waiter.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -171,12 +172,12 @@ impl Queue {
 
     /// Moves an active watcher to `status` (nothing more is queued; what is queued can still
     /// be read); returns whether it was active.
-    pub(crate) fn close(&self, status: u8) -> bool {
+    pub(crate) fn close(&self, status: WatcherState) -> bool {
         let mut s = self.lock();
-        if s.status != ACTIVE {
+        let Some(next) = s.status.leave(status) else {
             return false;
-        }
-        s.status = status;
+        };
+        s.status = next;
         let waker = s.waiter.take();
         drop(s);
         if let Some(w) = waker {
@@ -186,7 +187,7 @@ impl Queue {
     }
 
     /// The watcher's state.
-    pub(crate) fn status(&self) -> u8 {
+    pub(crate) fn status(&self) -> WatcherState {
         self.lock().status
     }
 
@@ -201,7 +202,7 @@ impl Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::{CLOSED, DETACHED};
+    use crate::watcher::state::WatcherState::{Closed, Detached};
     use futures::task::noop_waker_ref;
 
     fn pop(q: &Queue) -> Poll<Option<Item>> {
@@ -244,9 +245,9 @@ mod tests {
             q.try_push(Item::Bookmark(3)),
             Err(PushError::Full(Item::Bookmark(3)))
         ));
-        assert!(q.close(DETACHED));
-        assert!(!q.close(CLOSED), "closed once");
-        assert_eq!(q.status(), DETACHED);
+        assert!(q.close(Detached));
+        assert!(!q.close(Closed), "closed once");
+        assert_eq!(q.status(), Detached);
         assert!(matches!(
             q.try_push(Item::Bookmark(4)),
             Err(PushError::Closed)
@@ -283,7 +284,7 @@ mod tests {
             })
         };
         tokio::task::yield_now().await;
-        q.close(CLOSED);
+        q.close(Closed);
         assert_eq!(pusher.await.unwrap(), Err(()));
     }
 }

@@ -26,12 +26,7 @@
 use listwatch_api::{EventType, Object};
 use listwatch_storage::SelectionPredicate;
 
-use crate::watcher::Spec;
-
-/// A function run at every evaluation of one watcher's filter, before its predicate: lets
-/// tests make a filter slow or block it.
-#[cfg(test)]
-pub(crate) type FilterHook = std::sync::Arc<dyn Fn(&Object) + Send + Sync>;
+use crate::watcher::spec::Spec;
 
 /// What an event of `event_type` changing `prev` into `object` is for a watcher with `pred`:
 /// a `Modified` that enters or leaves its selection is `Added` or `Deleted` for it.
@@ -95,7 +90,7 @@ mod tests {
     use crate::watcher::{self, Spec, Start};
     use crate::{Cacher, CacherConfig};
 
-    use super::FilterHook;
+    use crate::watcher::spec::FilterHook;
 
     /// Generous enough only to avoid hanging when something is wrong.
     const DEADLINE: Duration = Duration::from_secs(20);
