@@ -498,6 +498,11 @@ async fn delete_resource(
     loop {
         let page = r.storage.list(&key, &opts).await?;
         for o in &page.items {
+            if !grace_over(o) && lifecycle::delete_changes_nothing(&r.info, o, &asked) {
+                // Held as it was: nothing for a DELETE to do.
+                seen(o, Some(o));
+                continue;
+            }
             let k = Key::object(&r.info.storage_resource, Some(ns), o.name())?;
             match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &asked, kubelet).await {
                 Ok(Deletion::Gone(_)) => seen(o, None),
