@@ -558,8 +558,10 @@ mod tests {
         assert!(delete_changes_nothing(&cm(), &held, &bg));
         let fresh = obj(json!({"metadata":{"name":"a","finalizers":["a.io/x"]}}));
         assert!(!delete_changes_nothing(&cm(), &fresh, &bg));
-        let orphaning = obj(json!({"metadata":{"name":"a","finalizers":["a.io/x","orphan"],
-            "deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":0}}));
+        let orphaning = obj(
+            json!({"metadata":{"name":"a","finalizers":["a.io/x","orphan"],
+            "deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":0}}),
+        );
         assert!(!delete_changes_nothing(&cm(), &orphaning, &bg));
         let free = obj(json!({"metadata":{"name":"a"}}));
         assert!(!delete_changes_nothing(&cm(), &free, &bg));
