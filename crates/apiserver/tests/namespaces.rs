@@ -219,6 +219,14 @@ fn finalize_changes_finalizers_only_and_validates_them() {
         .expect("namespaces/finalize in discovery");
     assert_eq!(entry["verbs"], json!(["update"]));
     assert_eq!(entry["kind"], "Namespace");
+    // And OpenAPI: `replaceCoreV1NamespaceFinalize`, PUT only.
+    let doc = http(a, "GET", "/openapi/v3/api/v1", &[], b"").json();
+    let ops = &doc["paths"]["/api/v1/namespaces/{name}/finalize"];
+    assert_eq!(ops["put"]["operationId"], "replaceCoreV1NamespaceFinalize");
+    assert!(
+        ops.get("get").is_none() && ops.get("patch").is_none(),
+        "{ops}"
+    );
 }
 
 /// Item 8: every namespace carries `kubernetes.io/metadata.name` (also a generated name);
