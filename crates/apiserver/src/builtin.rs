@@ -59,6 +59,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .name_validation(NameValidation::Label)
             .selectable_fields(["status.phase"])
             .status_subresource(true)
+            .finalize_subresource(true)
             .printer(Printer::Columns(vec![col(
                 "Status",
                 "string",

@@ -115,6 +115,15 @@ fn api_resource(info: &ResourceInfo) -> Vec<Value> {
         "categories": info.categories,
         "storageVersionHash": "",
     })];
+    if info.finalize_subresource {
+        out.push(json!({
+            "name": format!("{}/finalize", info.plural),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": ResourceInfo::subresource_verbs("finalize"),
+        }));
+    }
     if info.status_subresource {
         out.push(json!({
             "name": format!("{}/status", info.plural),
@@ -150,6 +159,10 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
         "categories": info.categories,
     });
     let mut subs = Vec::new();
+    if info.finalize_subresource {
+        subs.push(json!({"subresource": "finalize", "responseKind": kind,
+            "verbs": ResourceInfo::subresource_verbs("finalize")}));
+    }
     if info.status_subresource {
         subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": STATUS_VERBS}));
     }

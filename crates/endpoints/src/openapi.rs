@@ -485,6 +485,13 @@ fn document(group: &str, version: &str, infos: &[&ResourceInfo], catalog: &Catal
                 Value::Object(object_ops("Status", &item, &gvk)),
             );
         }
+        if info.finalize_subresource {
+            // Upstream's `FinalizeREST` only updates (`replace…Finalize`).
+            let mut ops = object_ops("Finalize", &item, &gvk);
+            ops.remove("get");
+            ops.remove("patch");
+            paths.insert(format!("{object}/finalize"), Value::Object(ops));
+        }
         if info.scale.is_some() {
             let (scale, scale_name) = kind_schema(catalog, "autoscaling", "v1", "Scale");
             roots.extend(scale_name);

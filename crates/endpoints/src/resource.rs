@@ -161,6 +161,9 @@ pub struct ResourceInfo {
     pub printer: Printer,
     /// Whether `/status` is a subresource (main-resource writes then keep the old status).
     pub status_subresource: bool,
+    /// Whether `/finalize` is a subresource (namespaces: the only write that changes
+    /// `spec.finalizers`; PUT only).
+    pub finalize_subresource: bool,
     /// The `/scale` subresource, when there is one.
     pub scale: Option<ScaleSubresource>,
     /// Name rules.
@@ -203,6 +206,7 @@ impl ResourceInfo {
             trigger_field: None,
             printer: Printer::Default,
             status_subresource: false,
+            finalize_subresource: false,
             scale: None,
             name_validation: NameValidation::Subdomain,
             storage_resource: plural.into(),
@@ -264,6 +268,13 @@ impl ResourceInfo {
     #[must_use]
     pub fn status_subresource(mut self, on: bool) -> Self {
         self.status_subresource = on;
+        self
+    }
+
+    /// Declares a `/finalize` subresource (upstream serves it for namespaces only).
+    #[must_use]
+    pub fn finalize_subresource(mut self, on: bool) -> Self {
+        self.finalize_subresource = on;
         self
     }
 
@@ -353,10 +364,13 @@ impl ResourceInfo {
         format!("{}List", self.kind)
     }
 
-    /// The subresources the endpoints serve for this resource (`status`, `scale`): the
-    /// only ones a request may name, and what discovery lists.
+    /// The subresources the endpoints serve for this resource (`finalize`, `status`,
+    /// `scale`): the only ones a request may name, and what discovery lists.
     pub fn subresources(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
+        if self.finalize_subresource {
+            out.push("finalize");
+        }
         if self.status_subresource {
             out.push("status");
         }
@@ -364,6 +378,16 @@ impl ResourceInfo {
             out.push("scale");
         }
         out
+    }
+
+    /// The verbs a subresource serves, as discovery lists them: `finalize` is PUT only
+    /// (upstream's `FinalizeREST` is an updater and nothing else); the others get, patch and
+    /// update.
+    pub fn subresource_verbs(sub: &str) -> &'static [&'static str] {
+        match sub {
+            "finalize" => &["update"],
+            _ => &["get", "patch", "update"],
+        }
     }
 
     /// `plural` or `plural.group`, as kubectl and errors name the resource.

@@ -344,7 +344,7 @@ pub fn prepare_create(
     meta.insert("generation".into(), Value::from(1));
     meta.remove("deletionTimestamp");
     meta.remove("deletionGracePeriodSeconds");
-    crate::lifecycle::prepare_create(info, obj);
+    crate::lifecycle::prepare_create(info, obj)?;
     if let Some(prepare) = info.prepare_for_create {
         let mut v = Value::Object(std::mem::take(obj));
         prepare(&mut v);

@@ -1,5 +1,5 @@
 //! A create re-reads its namespace after its write (no orphans in a namespace terminated
-//! meanwhile, `namespaces.rs`). When that re-read fails — etcd electing a leader, a member
+//! meanwhile, `namespaces/mod.rs`). When that re-read fails — etcd electing a leader, a member
 //! cut off — the write is already applied and visible to watchers. Before: the create
 //! removed the object and answered the read's `500 ServerTimeout` with `Retry-After: 2`,
 //! so a client (client-go, listwatch-client) sent the create again and watchers saw a

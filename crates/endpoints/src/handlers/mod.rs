@@ -89,6 +89,9 @@ enum Sub {
     Status,
     /// `/scale`: an `autoscaling/v1` Scale view of the replica count.
     Scale,
+    /// `/finalize` (namespaces): a PUT that changes `spec.finalizers` and nothing of the
+    /// status.
+    Finalize,
 }
 
 /// The name of the object a create writes, for the audit filter (upstream's
@@ -243,6 +246,7 @@ impl Request {
             Sub::Main => "",
             Sub::Status => "status",
             Sub::Scale => "scale",
+            Sub::Finalize => "finalize",
         }
     }
 
@@ -367,6 +371,14 @@ fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> Ap
         if !known || t.legacy_watch {
             return Err(ApiError::path_not_found());
         }
+        if sub == "finalize" {
+            // Upstream's `FinalizeREST` only updates.
+            return if *method == Method::PUT {
+                Ok(Verb::Update)
+            } else {
+                not_allowed()
+            };
+        }
         return match *method {
             Method::GET => Ok(Verb::Get),
             Method::PUT => Ok(Verb::Update),
@@ -434,6 +446,7 @@ async fn resource_request(
     let sub = match target.subresource.as_deref() {
         None => Sub::Main,
         Some("scale") => Sub::Scale,
+        Some("finalize") => Sub::Finalize,
         Some(_) => Sub::Status,
     };
     let req = Arc::new(Request {

@@ -325,7 +325,7 @@ fn apply_update(
                     }
                 }
             }
-            crate::lifecycle::check_update(req.info(), cur_v, &mut v)?;
+            crate::lifecycle::check_update(req.info(), cur_v, &mut v, req.sub == Sub::Finalize)?;
             req.admit(&v, Some(cur_v))?;
             to_object(req, v)
         }

@@ -24,8 +24,8 @@
 //!   update is recomputed);
 //! - preconditions (uid, resourceVersion) of a DELETE are checked on every write it makes
 //!   (409 Conflict); `dryRun=All` writes nothing and answers what would have happened;
-//! - a namespace's `spec.finalizers` only shrink through the namespace controller: updates
-//!   keep them (upstream changes them only through `/finalize`).
+//! - a namespace's `spec.finalizers` change only through `PUT .../finalize` (the namespace
+//!   controller's removal of `kubernetes` writes storage directly): other updates keep them.
 //!
 //! Nothing here ends a grace period by default: upstream a kubelet finishes a pod's graceful
 //! deletion with a DELETE of grace 0; without one, a client must (or the pod stays, as on a
@@ -50,7 +50,7 @@ use crate::query::DeleteRequest;
 use crate::resource::ResourceInfo;
 
 pub(crate) use kubelet::{Kubelet, start as start_kubelet};
-pub(crate) use plan::Plan;
+pub(crate) use plan::{DEFAULT_POD_GRACE_SECONDS, Plan};
 
 /// The garbage collector's finalizer that orphans an object's dependents.
 pub(crate) const FINALIZER_ORPHAN: &str = "orphan";
@@ -164,6 +164,29 @@ fn plan_of(info: &ResourceInfo, o: &Object, opts: &DeleteRequest) -> Result<Plan
         .to_value()
         .map_err(|e| StorageError::internal(format!("stored object does not decode: {e}")))?;
     Ok(plan::plan(info, &v, opts, clock::now_unix()))
+}
+
+/// Whether a DELETE with `opts` of `o` (a stored object, as listed) would write nothing and
+/// keep it: already marked and held, nothing to change. The namespace controller skips
+/// such DELETEs of what it finds held pass after pass (a DELETE would read, decode and plan
+/// the object twice to come to the same). An object changed since it was listed is seen by
+/// the next pass.
+pub(crate) fn delete_changes_nothing(
+    info: &ResourceInfo,
+    o: &Object,
+    opts: &DeleteRequest,
+) -> bool {
+    let Ok(v) = o.to_value() else {
+        return false;
+    };
+    match plan::plan(info, &v, opts, clock::now_unix()) {
+        Plan::Pending => true,
+        Plan::Write {
+            object,
+            then_remove: false,
+        } => object == v,
+        _ => false,
+    }
 }
 
 /// Deletes the object at `key` as upstream's registry does (see [`plan`]): removed at once
@@ -289,18 +312,21 @@ async fn delete_as_asked(
 }
 
 /// On create: a namespace's `spec.finalizers` hold `kubernetes` (appended when missing, as
-/// upstream's namespace strategy), so that only the namespace controller lets it go.
-pub(crate) fn prepare_create(info: &ResourceInfo, obj: &mut Map<String, Value>) {
+/// upstream's namespace strategy), so that only the namespace controller lets it go; they
+/// are validated, and the namespace carries its `kubernetes.io/metadata.name` label
+/// (`namespaces::strategy`).
+pub(crate) fn prepare_create(info: &ResourceInfo, obj: &mut Map<String, Value>) -> ApiResult<()> {
     if !is_namespaces(info) {
-        return;
+        return Ok(());
     }
+    crate::namespaces::strategy::canonicalize(obj);
     let Some(spec) = obj_entry(obj, "spec") else {
-        return;
+        return Ok(());
     };
     let f = spec
         .entry("finalizers")
         .or_insert_with(|| Value::Array(Vec::new()));
-    if !f.is_array() {
+    if f.is_null() {
         *f = Value::Array(Vec::new());
     }
     if let Some(a) = f.as_array_mut()
@@ -310,11 +336,33 @@ pub(crate) fn prepare_create(info: &ResourceInfo, obj: &mut Map<String, Value>) 
     {
         a.push(Value::String(crate::namespaces::NAMESPACE_FINALIZER.into()));
     }
+    let v = Value::Object(std::mem::take(obj));
+    let errs = crate::namespaces::strategy::validate_finalizers(&v, false);
+    if let Value::Object(m) = v {
+        *obj = m;
+    }
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let name = obj
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Err(ApiError::invalid(info, name, &errs))
 }
 
 /// The rules an update of a stored object must keep (after `prepare_update`): no new
-/// finalizer on an object being deleted (422), and a namespace's `spec.finalizers` kept.
-pub(crate) fn check_update(info: &ResourceInfo, cur: &Value, new: &mut Value) -> ApiResult<()> {
+/// finalizer on an object being deleted (422); for a namespace, its `spec.finalizers` kept —
+/// unless the update is a `PUT .../finalize` (`finalize`), whose finalizers are validated
+/// instead and whose status is the stored one — and its `kubernetes.io/metadata.name` label
+/// set (`namespaces::strategy`).
+pub(crate) fn check_update(
+    info: &ResourceInfo,
+    cur: &Value,
+    new: &mut Value,
+    finalize: bool,
+) -> ApiResult<()> {
     let finalizers = |v: &Value| -> Vec<String> {
         v.pointer("/metadata/finalizers")
             .and_then(Value::as_array)
@@ -359,16 +407,31 @@ pub(crate) fn check_update(info: &ResourceInfo, cur: &Value, new: &mut Value) ->
             ));
         }
     }
-    if is_namespaces(info)
-        && let Some(obj) = new.as_object_mut()
-    {
-        let kept = cur.pointer("/spec/finalizers").cloned();
-        if let Some(spec) = obj_entry(obj, "spec") {
-            match kept {
-                Some(f) => spec.insert("finalizers".into(), f),
-                None => spec.remove("finalizers"),
-            };
+    if !is_namespaces(info) {
+        return Ok(());
+    }
+    if finalize {
+        crate::namespaces::strategy::prepare_finalize(cur, new);
+        let errs = crate::namespaces::strategy::validate_finalizers(new, true);
+        if !errs.is_empty() {
+            let name = cur
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            return Err(ApiError::invalid(info, name, &errs));
         }
+    }
+    if let Some(obj) = new.as_object_mut() {
+        if !finalize {
+            let kept = cur.pointer("/spec/finalizers").cloned();
+            if let Some(spec) = obj_entry(obj, "spec") {
+                match kept {
+                    Some(f) => spec.insert("finalizers".into(), f),
+                    None => spec.remove("finalizers"),
+                };
+            }
+        }
+        crate::namespaces::strategy::canonicalize(obj);
     }
     Ok(())
 }
@@ -483,10 +546,32 @@ mod tests {
     }
 
     #[test]
+    fn a_delete_of_what_is_already_marked_and_held_changes_nothing() {
+        let none = listwatch_api::SelectableFields::none();
+        let obj = |v| Object::from_value(v, &none).unwrap();
+        let bg = DeleteRequest {
+            propagation: Some(crate::query::Propagation::Background),
+            ..DeleteRequest::default()
+        };
+        let held = obj(json!({"metadata":{"name":"a","finalizers":["a.io/x"],
+            "deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":0}}));
+        assert!(delete_changes_nothing(&cm(), &held, &bg));
+        let fresh = obj(json!({"metadata":{"name":"a","finalizers":["a.io/x"]}}));
+        assert!(!delete_changes_nothing(&cm(), &fresh, &bg));
+        let orphaning = obj(
+            json!({"metadata":{"name":"a","finalizers":["a.io/x","orphan"],
+            "deletionTimestamp":"2026-01-01T00:00:00Z","deletionGracePeriodSeconds":0}}),
+        );
+        assert!(!delete_changes_nothing(&cm(), &orphaning, &bg));
+        let free = obj(json!({"metadata":{"name":"a"}}));
+        assert!(!delete_changes_nothing(&cm(), &free, &bg));
+    }
+
+    #[test]
     fn updates_may_not_add_finalizers_while_deleting_and_keep_namespace_finalizers() {
         let cur = json!({"metadata":{"name":"a","deletionTimestamp":"t","finalizers":["a/b"]}});
         let mut new = json!({"metadata":{"name":"a","finalizers":["a/b","c/d"]}});
-        let e = check_update(&cm(), &cur, &mut new).unwrap_err();
+        let e = check_update(&cm(), &cur, &mut new, false).unwrap_err();
         assert_eq!(e.code(), 422);
         assert!(
             e.0.message.contains(
@@ -496,13 +581,28 @@ mod tests {
             e.0.message
         );
         let mut fewer = json!({"metadata":{"name":"a","finalizers":[]}});
-        check_update(&cm(), &cur, &mut fewer).unwrap();
+        check_update(&cm(), &cur, &mut fewer, false).unwrap();
         let live = json!({"metadata":{"name":"a"}});
-        check_update(&cm(), &live, &mut new).unwrap();
+        check_update(&cm(), &live, &mut new, false).unwrap();
 
         let cur = json!({"metadata":{"name":"n"},"spec":{"finalizers":["kubernetes"]}});
         let mut new = json!({"metadata":{"name":"n"},"spec":{"finalizers":[]}});
-        check_update(&ns(), &cur, &mut new).unwrap();
+        check_update(&ns(), &cur, &mut new, false).unwrap();
         assert_eq!(new["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(
+            new["metadata"]["labels"]["kubernetes.io/metadata.name"],
+            "n"
+        );
+        // Through `/finalize`: the body's finalizers, validated; the stored status.
+        let cur = json!({"metadata":{"name":"n"},"spec":{"finalizers":["kubernetes","a.io/b"]},
+            "status":{"phase":"Terminating"}});
+        let mut new = json!({"metadata":{"name":"n"},"spec":{"finalizers":["a.io/b"]},
+            "status":{"phase":"Active"}});
+        check_update(&ns(), &cur, &mut new, true).unwrap();
+        assert_eq!(new["spec"]["finalizers"], json!(["a.io/b"]));
+        assert_eq!(new["status"]["phase"], "Terminating");
+        let mut bad = json!({"metadata":{"name":"n"},"spec":{"finalizers":["mine"]}});
+        let e = check_update(&ns(), &cur, &mut bad, true).unwrap_err();
+        assert_eq!(e.code(), 422);
     }
 }

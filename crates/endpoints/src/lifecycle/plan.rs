@@ -24,8 +24,10 @@
 //!   (`deletionTimestamp` now unless already set earlier, `deletionGracePeriodSeconds: 0`,
 //!   `generation` bumped once: upstream's `markAsDeleting`) and kept; one without, and not
 //!   kept for a grace period, is removed;
-//! - a namespace is always marked (phase `Terminating`) and kept while its `spec.finalizers`
-//!   are not empty.
+//! - a namespace's first DELETE marks it (phase `Terminating`) and keeps it; a later DELETE
+//!   changes nothing while its `spec.finalizers` are not empty (upstream's namespace
+//!   registry answers the namespace as it is), and is the generic store's once they are
+//!   empty (garbage-collector finalizers per the options, removed when none hold it).
 
 use std::collections::HashSet;
 
@@ -79,6 +81,11 @@ pub(crate) fn plan(info: &ResourceInfo, cur: &Value, opts: &DeleteRequest, now: 
         return Plan::Remove;
     };
     let deleting = meta.get("deletionTimestamp").is_some_and(|t| !t.is_null());
+    if namespace && deleting && spec_finalizers {
+        // The namespace registry's later DELETE while `spec.finalizers` hold it: the
+        // namespace is answered as it is, and nothing (its finalizers neither) changes.
+        return Plan::Pending;
+    }
     let requested = opts.grace_period_seconds.map(|g| if g < 0 { 1 } else { g });
     let pending_grace = meta
         .get("deletionGracePeriodSeconds")
@@ -163,10 +170,9 @@ pub(crate) fn plan(info: &ResourceInfo, cur: &Value, opts: &DeleteRequest, now: 
             object: v,
             then_remove: !finalizers && g == 0,
         },
-        None if namespace => {
-            if deleting && !finalizers && !spec_finalizers {
-                return Plan::Remove;
-            }
+        // A first DELETE marks a namespace; a later one (its `spec.finalizers` empty) is
+        // the generic store's, as for any other object.
+        None if namespace && !deleting => {
             mark_namespace(&mut v, now);
             Plan::Write {
                 object: v,
@@ -547,6 +553,36 @@ mod tests {
             .unwrap()
             .remove("finalizers");
         assert_eq!(plan(&ns, &done, &opts(None, None, None), NOW), Plan::Remove);
+        // A later DELETE while `spec.finalizers` hold it changes nothing, whatever it asks.
+        for asked in [
+            opts(None, Some(Propagation::Orphan), None),
+            opts(None, Some(Propagation::Background), None),
+            opts(None, None, Some(true)),
+            opts(Some(0), None, None),
+        ] {
+            assert_eq!(plan(&ns, &v, &asked, NOW), Plan::Pending);
+        }
+        // Once they are empty, a later DELETE is the generic store's: it may still set the
+        // collector's finalizers, and marks the namespace as any object.
+        let mut free = v.clone();
+        free["spec"]["finalizers"] = json!([]);
+        let (w, remove) = written(plan(
+            &ns,
+            &free,
+            &opts(None, Some(Propagation::Orphan), None),
+            NOW,
+        ));
+        assert!(!remove);
+        assert_eq!(w["metadata"]["finalizers"], json!(["orphan"]));
+        assert_eq!(
+            plan(
+                &ns,
+                &free,
+                &opts(None, Some(Propagation::Background), None),
+                NOW
+            ),
+            Plan::Remove
+        );
     }
 
     fn ts_of(v: &Value) -> Option<i64> {

@@ -1,0 +1,570 @@
+//! The namespace controller: empties a terminating namespace, reports on it in its status
+//! conditions, and lets it go, as upstream's namespace controller
+//! (`pkg/controller/namespace/namespace_controller.go` and
+//! `deletion/namespaced_resources_deleter.go`).
+//!
+//! Its interface is narrow: [`start`] and [`controller`] take the [`Shared`] API state and
+//! read from it only the served resources, the namespaces resource, the metrics, the config
+//! (for the kubelet's acknowledgement) and the wake-up a local namespace DELETE sends.
+//!
+//! What it does: it lists namespaces when woken (a local namespace DELETE) and at least
+//! every [`POLL_IDLE`] (a namespace marked by another server); each terminating namespace
+//! that holds its `kubernetes` finalizer and is due gets a *sync*:
+//! 1. passes deleting every object of every namespaced resource in it (background
+//!    propagation, through `lifecycle`, so finalizers and grace periods hold objects), until
+//!    a pass deletes nothing more;
+//! 2. its status conditions updated from what the last pass left ([`conditions`]; written
+//!    only when they change);
+//! 3. if nothing is left, `kubernetes` removed from `spec.finalizers` and the namespace
+//!    deleted if nothing else holds it.
+//!
+//! When it comes back (upstream's work queue): a namespace whose content is held is synced
+//! again after `estimate / 2 + 1` seconds, where the estimate is the longest pod grace
+//! period still running or, for objects held by finalizers, 15 s (so every 8 s); a sync
+//! that failed (a storage error, objects left that nothing explains) is retried after 5 ms
+//! doubling per failure up to 60 s. Wake-ups do not make a namespace due earlier: a flood of
+//! DELETEs costs one list of namespaces per round, never a pass over content. A namespace
+//! whose `kubernetes` finalizer is gone but that others hold is left to them (upstream's
+//! `finalized` check).
+//!
+//! Invariants: at most one queue entry per terminating namespace (entries of namespaces
+//! gone or no longer terminating are dropped each round); every wait is bounded by
+//! [`POLL_IDLE`]; the controller stops when the API is dropped or shuts down.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use listwatch_api::Object;
+use listwatch_storage::{Error as StorageError, Key, ListOptions, Preconditions, Updated};
+use serde_json::Value;
+
+use super::conditions::{self, Report};
+use super::{NAMESPACE_FINALIZER, Wake, namespaces};
+use crate::Shared;
+use crate::lifecycle::{self, Deletion, State};
+use crate::query::{DeleteRequest, Propagation};
+use crate::resource::{GracefulDeletion, Resource, ResourceInfo};
+
+/// How often the controller lists namespaces when nothing told it to.
+const POLL_IDLE: Duration = Duration::from_secs(5);
+/// Objects listed per page while emptying a namespace.
+const PAGE: u64 = 500;
+/// Passes over a namespace's resources per sync (while a pass still deletes something).
+const PASSES_PER_SYNC: usize = 8;
+/// Upstream's `finalizerEstimateSeconds`: how long objects held by finalizers are expected
+/// to take.
+const FINALIZER_ESTIMATE_SECONDS: i64 = 15;
+/// Upstream's `nsControllerRateLimiter`: a failed sync is retried after this, doubling per
+/// failure, up to [`RETRY_MAX`].
+const RETRY_BASE: Duration = Duration::from_millis(5);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Starts the namespace controller for `shared` on the current tokio runtime, if there is
+/// one and namespaces are served. It stops when the API is dropped or shuts down.
+pub(crate) fn start(shared: &Arc<Shared>) {
+    if shared.namespaces.is_none() {
+        return;
+    }
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!("no tokio runtime at build: the namespace controller is not running");
+        return;
+    };
+    rt.spawn(controller(shared));
+}
+
+/// The namespace controller of `shared` as a future, for an embedder that decides where and
+/// when it runs (under a leader election: `Installer::without_namespace_controller`).
+/// Dropping it stops it at its next step; it also ends when the API is dropped or shuts down.
+pub(crate) fn controller(shared: &Arc<Shared>) -> impl Future<Output = ()> + Send + 'static {
+    let weak = Arc::downgrade(shared);
+    let wake = Arc::clone(&shared.namespace_wake);
+    let served = shared.namespaces.is_some();
+    async move {
+        if served {
+            run(weak, wake).await;
+        }
+    }
+}
+
+async fn run(weak: Weak<Shared>, wake: Arc<Wake>) {
+    let mut queue = Queue::default();
+    loop {
+        let next = {
+            let Some(shared) = weak.upgrade() else {
+                return;
+            };
+            if shared.shutting_down() {
+                return;
+            }
+            round(&shared, &mut queue).await
+        };
+        let wait = next
+            .map_or(POLL_IDLE, |t| t.saturating_duration_since(Instant::now()))
+            .min(POLL_IDLE);
+        let _ = tokio::time::timeout(wait, wake.0.notified()).await;
+    }
+}
+
+/// When each terminating namespace (by uid) is synced next, and how many syncs of it failed
+/// in a row (upstream's delaying, rate-limited work queue).
+#[derive(Debug, Default)]
+struct Queue(HashMap<String, Entry>);
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    due: Instant,
+    failures: u32,
+}
+
+/// What a sync of a namespace came to.
+#[derive(Debug)]
+enum Synced {
+    /// Finalized (or gone): nothing more to do.
+    Done,
+    /// Content is held; sync again after this estimate (seconds).
+    Remaining(i64),
+}
+
+impl Queue {
+    fn due(&self, uid: &str, now: Instant) -> bool {
+        self.0.get(uid).is_none_or(|e| e.due <= now)
+    }
+
+    /// Upstream's `AddAfter(key, estimate/2 + 1 seconds)`.
+    fn after_estimate(&mut self, uid: &str, estimate: i64, now: Instant) {
+        let secs = u64::try_from(estimate / 2 + 1).unwrap_or(1);
+        let failures = self.0.get(uid).map_or(0, |e| e.failures);
+        self.0.insert(
+            uid.to_owned(),
+            Entry {
+                due: now + Duration::from_secs(secs),
+                failures,
+            },
+        );
+    }
+
+    /// Upstream's `AddRateLimited`: 5 ms, doubling per failure, at most 60 s.
+    fn failed(&mut self, uid: &str, now: Instant) -> Duration {
+        let failures = self.0.get(uid).map_or(0, |e| e.failures);
+        let delay = RETRY_BASE
+            .checked_mul(1u32.checked_shl(failures).unwrap_or(u32::MAX))
+            .unwrap_or(RETRY_MAX)
+            .min(RETRY_MAX);
+        self.0.insert(
+            uid.to_owned(),
+            Entry {
+                due: now + delay,
+                failures: failures.saturating_add(1),
+            },
+        );
+        delay
+    }
+
+    fn earliest(&self) -> Option<Instant> {
+        self.0.values().map(|e| e.due).min()
+    }
+}
+
+/// Whether the namespace's `spec.finalizers` still holds the controller's finalizer.
+fn holds_namespace_finalizer(ns: &Object) -> bool {
+    ns.to_value().ok().is_some_and(|v| {
+        v.pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(NAMESPACE_FINALIZER)))
+    })
+}
+
+/// One round over every terminating namespace that is due; returns when the next one is.
+async fn round(shared: &Shared, queue: &mut Queue) -> Option<Instant> {
+    let nsres = namespaces(shared)?;
+    let key = Key::collection(&nsres.info.storage_resource, None).ok()?;
+    let list = match nsres.storage.list(&key, &ListOptions::recursive()).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!(error = %e, "namespace controller: listing namespaces failed");
+            return Some(Instant::now() + Duration::from_secs(1));
+        }
+    };
+    let terminating: Vec<&Object> = list
+        .items
+        .iter()
+        .filter(|o| State::of(o).deleting)
+        .collect();
+    let uid_of = |o: &Object| o.uid().unwrap_or(o.name()).to_owned();
+    let live: std::collections::HashSet<String> = terminating.iter().map(|o| uid_of(o)).collect();
+    queue.0.retain(|uid, _| live.contains(uid));
+    for ns in terminating {
+        if shared.shutting_down() {
+            break;
+        }
+        let state = State::of(ns);
+        if !holds_namespace_finalizer(ns) && (state.finalizers || state.spec_finalizers) {
+            // Finalized by this controller; whoever holds it lets it go.
+            queue.0.remove(&uid_of(ns));
+            continue;
+        }
+        let uid = uid_of(ns);
+        if !queue.due(&uid, Instant::now()) {
+            continue;
+        }
+        match sync(shared, nsres, ns).await {
+            Ok(Synced::Done) => {
+                queue.0.remove(&uid);
+            }
+            Ok(Synced::Remaining(estimate)) => {
+                tracing::debug!(
+                    namespace = ns.name(),
+                    estimate,
+                    "content remaining in namespace"
+                );
+                queue.after_estimate(&uid, estimate, Instant::now());
+            }
+            Err(e) => {
+                let delay = queue.failed(&uid, Instant::now());
+                tracing::warn!(namespace = ns.name(), error = %e, retry_in = ?delay, "namespace controller: deletion of the namespace failed");
+            }
+        }
+    }
+    queue.earliest()
+}
+
+/// Why a sync failed (retried after the rate limiter's delay).
+#[derive(Debug, thiserror::Error)]
+enum SyncError {
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    #[error("{0}")]
+    Content(String),
+}
+
+/// Empties `ns`, updates its conditions, and lets it go once empty.
+async fn sync(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<Synced, SyncError> {
+    let mut pass = Pass::default();
+    for _ in 0..PASSES_PER_SYNC {
+        if shared.shutting_down() {
+            return Ok(Synced::Remaining(0));
+        }
+        pass = delete_all_content(shared, ns).await;
+        let left = pass.report.total_remaining();
+        // Done when nothing was found, or this pass deleted nothing it found.
+        if pass.found == left || !pass.report.errors.is_empty() {
+            break;
+        }
+    }
+    update_conditions(nsres, ns, &pass.report).await;
+    if !pass.report.errors.is_empty() {
+        return Err(SyncError::Content(pass.report.errors.join(", ")));
+    }
+    if pass.report.total_remaining() > 0 {
+        return Ok(Synced::Remaining(pass.estimate));
+    }
+    finalize(shared, nsres, ns).await?;
+    Ok(Synced::Done)
+}
+
+/// Writes the conditions `report` makes into the namespace's status, if they change it.
+/// A failure is logged (upstream's controller goes on as well).
+async fn update_conditions(nsres: &Resource, ns: &Object, report: &Report) {
+    let Ok(key) = Key::object(&nsres.info.storage_resource, None, ns.name()) else {
+        return;
+    };
+    let pre = Preconditions {
+        uid: ns.uid().map(str::to_owned),
+        resource_version: None,
+    };
+    let now = crate::clock::format_rfc3339(crate::clock::now_unix());
+    let info = &nsres.info;
+    let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
+        let cur = cur.ok_or_else(|| key.not_found())?;
+        let mut v = cur.to_value().map_err(|e| {
+            StorageError::internal(format!("stored namespace does not decode: {e}"))
+        })?;
+        let (list, changed) = conditions::merge(v.pointer("/status/conditions"), report, &now);
+        if !changed {
+            return Ok(cur.clone().into());
+        }
+        let Some(obj) = v.as_object_mut() else {
+            return Ok(cur.clone().into());
+        };
+        let status = obj
+            .entry("status")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Some(s) = status.as_object_mut() {
+            s.insert("conditions".into(), Value::Array(list));
+        }
+        encode(info, v)
+    };
+    if let Err(e) = nsres
+        .storage
+        .guaranteed_update(&key, Some(&pre), false, &mut update, None)
+        .await
+        && !e.is_not_found()
+    {
+        tracing::warn!(namespace = ns.name(), error = %e, "couldn't update the status conditions of the namespace");
+    }
+}
+
+fn encode(info: &ResourceInfo, mut v: Value) -> listwatch_storage::Result<Updated> {
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+    }
+    Object::from_value(v, &info.selectable_fields)
+        .map(Updated::from)
+        .map_err(|e| StorageError::internal(e.to_string()))
+}
+
+/// Removes `kubernetes` from the namespace's `spec.finalizers` (upstream's
+/// `finalizeNamespace`) and deletes it if nothing else holds it.
+async fn finalize(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<(), StorageError> {
+    let name = ns.name();
+    let key = Key::object(&nsres.info.storage_resource, None, name)?;
+    let pre = Preconditions {
+        uid: ns.uid().map(str::to_owned),
+        resource_version: None,
+    };
+    let info = &nsres.info;
+    let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
+        let cur = cur.ok_or_else(|| key.not_found())?;
+        let mut v = cur.to_value().map_err(|e| {
+            StorageError::internal(format!("stored namespace does not decode: {e}"))
+        })?;
+        if let Some(f) = v
+            .pointer_mut("/spec/finalizers")
+            .and_then(Value::as_array_mut)
+        {
+            f.retain(|x| x.as_str() != Some(NAMESPACE_FINALIZER));
+        }
+        encode(info, v)
+    };
+    let updated = match nsres
+        .storage
+        .guaranteed_update(&key, Some(&pre), false, &mut update, None)
+        .await
+    {
+        Ok(o) => o,
+        Err(e) if e.is_not_found() || e.is_conflict() => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if !State::of(&updated).finalized(true) {
+        // Another finalizer holds it: whoever owns it lets it go.
+        return Ok(());
+    }
+    let opts = DeleteRequest {
+        preconditions: Some(pre),
+        ..DeleteRequest::default()
+    };
+    let kubelet = lifecycle::Kubelet::of(&shared.config);
+    match lifecycle::delete(nsres.storage.as_ref(), info, &key, &opts, kubelet).await {
+        Ok(Deletion::Gone(_) | Deletion::Pending(_)) => Ok(()),
+        Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `o` is in a grace period (a pod being deleted gracefully) that is over.
+fn grace_over(o: &Object) -> bool {
+    let state = State::of(o);
+    if !state.grace_pending {
+        return false;
+    }
+    o.to_value()
+        .ok()
+        .and_then(|v| {
+            v.pointer("/metadata/deletionTimestamp")
+                .and_then(Value::as_str)
+                .and_then(crate::clock::parse_rfc3339)
+        })
+        .is_some_and(|t| t <= crate::clock::now_unix())
+}
+
+/// What one pass over a namespace's content did.
+#[derive(Debug, Default)]
+struct Pass {
+    /// Objects listed.
+    found: usize,
+    /// What is left, and what failed.
+    report: Report,
+    /// Upstream's estimate: the longest time left (seconds) for what is left to go.
+    estimate: i64,
+}
+
+/// Upstream's `estimateGracefulTerminationForPods`: the longest
+/// `terminationGracePeriodSeconds` of a pod not terminated, if the namespace was deleted
+/// less than that long ago (else 0).
+fn pod_estimate(pod: &Value, deleted_at: i64, now: i64) -> i64 {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str);
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return 0;
+    }
+    let grace = pod
+        .pointer("/spec/terminationGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(lifecycle::DEFAULT_POD_GRACE_SECONDS);
+    if now.saturating_sub(deleted_at) >= grace {
+        0
+    } else {
+        grace
+    }
+}
+
+/// One pass deleting every object of every namespaced resource in `ns` (upstream's
+/// `deleteAllContent`): what it found, what is left and why. A storage error on one resource
+/// is recorded and the pass goes on with the others, as upstream's.
+///
+/// A pod whose grace period is over is deleted with grace 0, as its kubelet would once its
+/// containers are stopped: upstream a kubelet (or, for a pod on a node that is gone, the pod
+/// garbage collector) ends every graceful deletion; here nothing else would, and the
+/// namespace would never go.
+async fn delete_all_content(shared: &Shared, ns: &Object) -> Pass {
+    shared.metrics.namespace_pass();
+    let name = ns.name();
+    let now = crate::clock::now_unix();
+    let deleted_at = ns
+        .to_value()
+        .ok()
+        .and_then(|v| {
+            v.pointer("/metadata/deletionTimestamp")
+                .and_then(Value::as_str)
+                .and_then(crate::clock::parse_rfc3339)
+        })
+        .unwrap_or(now);
+    let mut pass = Pass::default();
+    for r in shared.resources.iter().filter(|r| r.info.namespaced) {
+        let resource = format!("{}.{}", r.info.plural, r.info.group);
+        let mut estimate = 0i64;
+        let before = pass.report.total_remaining();
+        let mut with_finalizers = false;
+        let outcome = delete_resource(shared, r, name, |o, left| {
+            pass.found += 1;
+            if r.info.graceful_deletion == GracefulDeletion::Pod
+                && let Ok(v) = o.to_value()
+            {
+                estimate = estimate.max(pod_estimate(&v, deleted_at, now));
+            }
+            if let Some(left) = left {
+                let v = left.to_value().unwrap_or_default();
+                let fins: Vec<&str> = v
+                    .pointer("/metadata/finalizers")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                with_finalizers |= !fins.is_empty();
+                pass.report.left(&resource, &fins);
+            }
+        })
+        .await;
+        if let Err(e) = outcome {
+            pass.report.errors.push(e.to_string());
+            pass.estimate = pass.estimate.max(estimate);
+            continue;
+        }
+        let left = pass.report.total_remaining().saturating_sub(before);
+        if left == 0 {
+            continue;
+        }
+        if estimate != 0 {
+            pass.estimate = pass.estimate.max(estimate);
+        } else if with_finalizers {
+            pass.estimate = pass.estimate.max(FINALIZER_ESTIMATE_SECONDS);
+        } else {
+            // Nothing explains what is left (upstream's error for it).
+            pass.report.errors.push(format!(
+                "unexpected items still remain in namespace: {name} for gvr: {}/{}, Resource={}",
+                r.info.group, r.info.version, r.info.plural
+            ));
+        }
+    }
+    pass
+}
+
+/// Lists and deletes every object of `r` in namespace `ns`, with background propagation as
+/// upstream's controller; calls `seen` with each object listed and, when it stays, its
+/// state after the DELETE.
+async fn delete_resource(
+    shared: &Shared,
+    r: &Resource,
+    ns: &str,
+    mut seen: impl FnMut(&Object, Option<&Object>),
+) -> Result<(), StorageError> {
+    let kubelet = lifecycle::Kubelet::of(&shared.config);
+    let key = Key::collection(&r.info.storage_resource, Some(ns))?;
+    let mut opts = ListOptions::recursive();
+    opts.limit = Some(PAGE);
+    let asked = DeleteRequest {
+        propagation: Some(Propagation::Background),
+        ..DeleteRequest::default()
+    };
+    loop {
+        let page = r.storage.list(&key, &opts).await?;
+        for o in &page.items {
+            if !grace_over(o) && lifecycle::delete_changes_nothing(&r.info, o, &asked) {
+                // Held as it was: nothing for a DELETE to do.
+                seen(o, Some(o));
+                continue;
+            }
+            let k = Key::object(&r.info.storage_resource, Some(ns), o.name())?;
+            match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &asked, kubelet).await {
+                Ok(Deletion::Gone(_)) => seen(o, None),
+                Ok(Deletion::Pending(p)) if grace_over(&p) => {
+                    // What a kubelet does once the grace period is over.
+                    let now = lifecycle::kubelet::acknowledgement(&p);
+                    match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &now, kubelet).await {
+                        Ok(Deletion::Gone(_)) => seen(o, None),
+                        Ok(Deletion::Pending(p)) => seen(o, Some(&p)),
+                        Err(e) if e.is_not_found() || e.is_conflict() => seen(o, None),
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok(Deletion::Pending(p)) => seen(o, Some(&p)),
+                Err(e) if e.is_not_found() => seen(o, None),
+                Err(e) => return Err(e),
+            }
+        }
+        match page.continue_token {
+            Some(c) if !page.items.is_empty() => opts.continue_token = Some(c),
+            _ => break,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_queue_follows_upstreams_estimate_and_rate_limiter() {
+        let mut q = Queue::default();
+        let t0 = Instant::now();
+        assert!(q.due("a", t0));
+        // Finalizer-held content: 15 / 2 + 1 = 8 s.
+        q.after_estimate("a", FINALIZER_ESTIMATE_SECONDS, t0);
+        assert!(!q.due("a", t0 + Duration::from_secs(7)));
+        assert!(q.due("a", t0 + Duration::from_secs(8)));
+        // Failures: 5 ms, 10 ms, 20 ms ... at most 60 s.
+        let delays: Vec<Duration> = (0..16).map(|_| q.failed("b", t0)).collect();
+        assert_eq!(delays[0], Duration::from_millis(5));
+        assert_eq!(delays[1], Duration::from_millis(10));
+        assert_eq!(delays[10], Duration::from_millis(5 * 1024));
+        assert_eq!(delays[15], RETRY_MAX);
+        for _ in 0..100 {
+            q.failed("b", t0);
+        }
+        assert_eq!(q.failed("b", t0), RETRY_MAX);
+        assert_eq!(q.earliest(), Some(t0 + Duration::from_secs(8)));
+    }
+
+    #[test]
+    fn pod_estimates_are_upstreams() {
+        let pod =
+            json!({"spec": {"terminationGracePeriodSeconds": 40}, "status": {"phase": "Running"}});
+        assert_eq!(pod_estimate(&pod, 100, 110), 40);
+        assert_eq!(pod_estimate(&pod, 100, 140), 0);
+        let done =
+            json!({"spec": {"terminationGracePeriodSeconds": 40}, "status": {"phase": "Failed"}});
+        assert_eq!(pod_estimate(&done, 100, 110), 0);
+        assert_eq!(pod_estimate(&json!({}), 100, 110), 30);
+    }
+}
