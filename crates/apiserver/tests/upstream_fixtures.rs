@@ -11,7 +11,8 @@
 //! - `request`: `method`, `path`, optional `headers` (name → value) and `body` (JSON) or
 //!   `body_text` (sent as is);
 //! - `response`: `status`; `headers` (name → value, `null`: absent); `body` (expected JSON)
-//!   or `body_yaml` (expected value of a YAML body) or `body_at` (JSON pointer → expected
+//!   or `body_yaml` (expected value of a YAML body) or `body_text` (the exact body of a
+//!   response that is not JSON) or `body_at` (JSON pointer → expected
 //!   value, for a body whose other parts upstream words in long generated text such as a
 //!   Table's column descriptions); `top_level_keys` (the body's member
 //!   order); `trailing_newline`; or, for a watch, `frames` (one JSON object per line, each
@@ -214,6 +215,11 @@ fn differences(want: &Value, resp: &common::Response) -> Vec<String> {
             }
             Err(e) => diffs.push(format!("body is not JSON ({e}): {body_text:?}")),
         }
+    }
+    if let Some(text) = want["body_text"].as_str()
+        && resp.body != text.as_bytes()
+    {
+        diffs.push(format!("body: expected {text:?}, got {body_text:?}"));
     }
     if !want["body_yaml"].is_null() {
         match serde_yaml::from_slice::<Value>(&resp.body) {
