@@ -618,13 +618,83 @@ fn scalar_at(v: &Value, path: &str) -> Option<Box<str>> {
     }
 }
 
-/// Serializes the top-level map, noting where metadata's members begin.
+/// The top-level members of a typed (built-in) object after `kind`, `apiVersion` and
+/// `metadata`, in the order of upstream's Go struct (k8s.io/api `core/v1/types.go`,
+/// `rbac/v1/types.go`; most kinds are `spec` then `status`). Members not listed follow in
+/// key order.
+fn typed_members(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "ConfigMap" => &["immutable", "data", "binaryData"],
+        "Secret" => &["immutable", "data", "stringData", "type"],
+        "ServiceAccount" => &[
+            "secrets",
+            "imagePullSecrets",
+            "automountServiceAccountToken",
+        ],
+        "Endpoints" => &["subsets"],
+        "Event" => &[
+            "involvedObject",
+            "reason",
+            "message",
+            "source",
+            "firstTimestamp",
+            "lastTimestamp",
+            "count",
+            "type",
+            "eventTime",
+            "series",
+            "action",
+            "related",
+            "reportingComponent",
+            "reportingInstance",
+        ],
+        "Role" | "ClusterRole" => &["rules", "aggregationRule"],
+        "RoleBinding" | "ClusterRoleBinding" => &["subjects", "roleRef"],
+        _ => &["spec", "status"],
+    }
+}
+
+/// Whether upstream serves objects of `api_version` as typed structs (built-in groups:
+/// the core `v1`, the unqualified `apps`, `batch`, `autoscaling`, `policy`, and `*.k8s.io`)
+/// rather than as `Unstructured` maps (custom resources), which `encoding/json` writes in
+/// key order — `apiVersion` first.
+fn is_typed(api_version: Option<&Value>) -> bool {
+    let Some(Value::String(av)) = api_version else {
+        return true;
+    };
+    match av.split_once('/') {
+        None => true,
+        Some((group, _)) => {
+            matches!(group, "apps" | "batch" | "autoscaling" | "policy")
+                || group.ends_with(".k8s.io")
+        }
+    }
+}
+
+/// Serializes the top-level map, noting where metadata's members begin, in the member
+/// order upstream writes: a typed (built-in) object as its Go struct, `kind`, `apiVersion`,
+/// `metadata`, then its own members ([`typed_members`]; k8s.io/apimachinery
+/// `pkg/apis/meta/v1/types.go` `TypeMeta`, encoded by `encoding/json` in
+/// `pkg/runtime/serializer/json/json.go`), so clients that report a decode error's column
+/// (kube-rs) see upstream's; a custom resource in key order, as upstream's `Unstructured`.
 fn canonical(top: &Map<String, Value>) -> Result<(Vec<u8>, usize, bool), ObjectError> {
     let mut out = Vec::with_capacity(256);
     let mut rv_at = 0;
     let mut meta_has_members = false;
     out.push(b'{');
-    for (i, (k, v)) in top.iter().enumerate() {
+    let lead: &[&str] = if is_typed(top.get("apiVersion")) {
+        &["kind", "apiVersion", "metadata"]
+    } else {
+        &[]
+    };
+    let own = match top.get("kind") {
+        Some(Value::String(kind)) if !lead.is_empty() => typed_members(kind),
+        _ => &[],
+    };
+    let listed = |k: &str| lead.contains(&k) || own.contains(&k);
+    let head = lead.iter().chain(own).filter_map(|k| top.get_key_value(*k));
+    let rest = top.iter().filter(|(k, _)| !listed(k));
+    for (i, (k, v)) in head.chain(rest).enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -742,6 +812,43 @@ mod tests {
         let wire: Value = serde_json::from_slice(&o.to_json_bytes()).unwrap();
         assert_eq!(wire["metadata"]["resourceVersion"], "5");
         assert_eq!(wire["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn kind_and_api_version_lead_as_in_upstream_typed_objects() {
+        let o = pod(r#"{"spec":{},"metadata":{"name":"a"},"apiVersion":"v1","kind":"Pod"}"#)
+            .with_resource_version(3);
+        assert_eq!(
+            std::str::from_utf8(&o.to_json_bytes()).unwrap(),
+            r#"{"kind":"Pod","apiVersion":"v1","metadata":{"resourceVersion":"3","name":"a"},"spec":{}}"#
+        );
+        let bare = pod(r#"{"metadata":{},"apiVersion":"v1"}"#);
+        assert_eq!(
+            &bare.stored_json()[..],
+            br#"{"apiVersion":"v1","metadata":{}}"#
+        );
+        let cm = pod(
+            r#"{"data":{},"binaryData":{},"immutable":true,"kind":"ConfigMap","apiVersion":"v1","metadata":{},"x":1}"#,
+        );
+        assert_eq!(
+            &cm.stored_json()[..],
+            br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{},"immutable":true,"data":{},"binaryData":{},"x":1}"#
+        );
+        // A custom resource is an `Unstructured` upstream: key order throughout.
+        let cr = pod(
+            r#"{"spec":{},"kind":"CronTab","apiVersion":"stable.example.com/v1","metadata":{}}"#,
+        );
+        assert_eq!(
+            &cr.stored_json()[..],
+            br#"{"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{},"spec":{}}"#
+        );
+        let deployment = pod(
+            r#"{"status":{},"spec":{},"kind":"Deployment","apiVersion":"apps/v1","metadata":{}}"#,
+        );
+        assert_eq!(
+            &deployment.stored_json()[..],
+            br#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{},"spec":{},"status":{}}"#
+        );
     }
 
     #[test]

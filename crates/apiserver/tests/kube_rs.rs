@@ -400,3 +400,71 @@ async fn metadata_only_reads_and_the_metadata_watcher_work() {
     .await
     .unwrap();
 }
+
+/// Issue 29 item 4: a write asked for as `PartialObjectMetadata` (kube-rs `patch_metadata`)
+/// is answered with the partial metadata, as upstream's `transformResponseObject` converts
+/// writes too (it was 406 here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn patch_metadata_answers_partial_object_metadata() {
+    let server = Server::start(&[]);
+    let client = client(&server).await;
+    namespace(&client, "e2e").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "e2e");
+    pods.create(&PostParams::default(), &pod("a"))
+        .await
+        .unwrap();
+    let patched = pods
+        .patch_metadata(
+            "a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata":{"labels":{"patched":"yes"}}})),
+        )
+        .await
+        .unwrap();
+    let types = patched.types.clone().unwrap_or_default();
+    assert_eq!(
+        (types.kind.as_str(), types.api_version.as_str()),
+        ("PartialObjectMetadata", "meta.k8s.io/v1")
+    );
+    assert_eq!(
+        patched.labels().get("patched").map(String::as_str),
+        Some("yes")
+    );
+    assert_eq!(
+        pods.get("a")
+            .await
+            .unwrap()
+            .labels()
+            .get("patched")
+            .map(String::as_str),
+        Some("yes")
+    );
+}
+
+/// Issue 29 item 1: a single object starts `{"kind":…,"apiVersion":…`, as upstream's typed
+/// objects do, so a client's decode error points at the same column (kube-rs reports serde's
+/// `line 1 column N`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_decode_error_points_at_upstreams_column() {
+    #[derive(serde::Deserialize, Debug)]
+    struct WrongType {
+        #[serde(rename = "apiVersion")]
+        _api_version: u32,
+    }
+    let server = Server::start(&[]);
+    let client = client(&server).await;
+    namespace(&client, "e2e").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "e2e");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata":{"name":"c"}})).unwrap();
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let req = http::Request::get("/api/v1/namespaces/e2e/configmaps/c")
+        .body(Vec::new())
+        .unwrap();
+    let err = client.request::<WrongType>(req).await.unwrap_err();
+    let column = r#"{"kind":"ConfigMap","apiVersion":"v1""#.len();
+    assert!(
+        err.to_string()
+            .ends_with(&format!("at line 1 column {column}")),
+        "{err}"
+    );
+}

@@ -28,6 +28,9 @@ use crate::resource::ResourceInfo;
 /// and causes ~70 times its size.
 pub const MAX_INVALID_REPORT_BYTES: usize = 256 * 1024;
 
+/// How a failed negotiation's 406 message begins (upstream's `NewNotAcceptableError`).
+const NOT_ACCEPTABLE_PREFIX: &str = "only the following media types are accepted: ";
+
 /// Result with [`ApiError`] as the error.
 pub type ApiResult<T> = Result<T, ApiError>;
 
@@ -43,11 +46,35 @@ impl ApiError {
         Self(Box::new(status))
     }
 
-    /// A storage error about `info`'s objects: the storage mapping, plus the API group.
+    /// A storage error about `info`'s objects: the storage mapping, named as upstream's
+    /// `errors.NewNotFound/NewAlreadyExists/NewConflict(qualifiedResource, name, …)` name it
+    /// (k8s.io/apimachinery `pkg/api/errors/errors.go`): the message quotes
+    /// `qualifiedResource.String()` (`deployments.apps "x" not found`), `details.kind` is
+    /// the plural resource and `details.group` its group — whatever segment the storage
+    /// keys use (`storage_resource`, e.g. `widgets.example.com` for `--resources` kinds).
     pub fn storage(err: &listwatch_storage::Error, info: &ResourceInfo) -> Self {
-        let mut status = err.to_status();
+        use listwatch_storage::Error as E;
+        let resource = info.qualified_resource();
+        let named = match err {
+            E::NotFound { name, .. } => Some(E::NotFound {
+                resource,
+                name: name.clone(),
+            }),
+            E::AlreadyExists { name, .. } => Some(E::AlreadyExists {
+                resource,
+                name: name.clone(),
+            }),
+            E::Conflict { name, message, .. } => Some(E::Conflict {
+                resource,
+                name: name.clone(),
+                message: message.clone(),
+            }),
+            _ => None,
+        };
+        let mut status = named.as_ref().unwrap_or(err).to_status();
         if let Some(d) = status.details.as_mut().filter(|d| !d.kind.is_empty()) {
             d.group.clone_from(&info.group);
+            d.kind.clone_from(&info.plural);
         }
         Self::from_status(status)
     }
@@ -97,14 +124,22 @@ impl ApiError {
             [one] => one.clone(),
             many => format!("[{}]", many.join(", ")),
         };
+        // Upstream's `qualifiedKind.String()`: `Deployment.apps`, `Pod`.
+        let kind = if info.group.is_empty() {
+            info.kind.clone()
+        } else {
+            format!("{}.{}", info.kind, info.group)
+        };
         let mut status = Status::failure(
             422,
             reason::INVALID,
-            format!("{} \"{name}\" is invalid: {summary}", info.kind),
+            format!("{kind} \"{name}\" is invalid: {summary}"),
         )
         .with_target(&info.group, &info.kind, &name);
-        for (c, text) in &listed {
-            status = status.with_cause(c.reason, text, &echo(&c.field));
+        // A cause's message is the error without its field (`field.Error.ErrorBody()`):
+        // the field is the cause's `field`, and clients (kubectl) print `field: message`.
+        for (c, _) in &listed {
+            status = status.with_cause(c.reason, &c.body(), &echo(&c.field));
         }
         if unlisted > 0 {
             status = status.with_cause(reason::INVALID, &more, "");
@@ -115,12 +150,11 @@ impl ApiError {
     /// 422 Invalid for request options (`DeleteOptions`), as upstream's
     /// `NewInvalid(meta.k8s.io/kind, "", errs)`: `DeleteOptions.meta.k8s.io "" is invalid: ...`.
     pub fn invalid_options(kind: &str, causes: &[FieldError]) -> Self {
-        let info = ResourceInfo::new("meta.k8s.io", "v1", "", &format!("{kind}.meta.k8s.io"));
-        let mut e = Self::invalid(&info, "", causes);
-        if let Some(d) = e.0.details.as_mut() {
-            d.kind = kind.to_owned();
-        }
-        e
+        Self::invalid(
+            &ResourceInfo::new("meta.k8s.io", "v1", "", kind),
+            "",
+            causes,
+        )
     }
 
     /// 422 for a request that is well-formed but cannot be applied (a failing JSON patch
@@ -141,25 +175,36 @@ impl ApiError {
         )
     }
 
-    /// 405 for a method the path does not support.
-    pub fn method_not_allowed(method: &str) -> Self {
-        Self::from_status(Status::failure(
-            405,
-            reason::METHOD_NOT_ALLOWED,
-            format!("the server does not allow this method on the requested resource ({method})"),
-        ))
+    /// 405 for a method the path does not support, as upstream's route table answers it
+    /// (`NewGenericServerResponse(405, …)` with no resource: empty `details`).
+    pub fn method_not_allowed() -> Self {
+        Self::from_status(
+            Status::failure(
+                405,
+                reason::METHOD_NOT_ALLOWED,
+                "the server does not allow this method on the requested resource",
+            )
+            .with_target("", "", ""),
+        )
     }
 
-    /// 406 when nothing the client accepts can be produced.
-    pub fn not_acceptable(accept: &str, supported: &str) -> Self {
+    /// 406 when nothing the client accepts can be produced, in upstream's words
+    /// (`negotiation.NewNotAcceptableError`, k8s.io/apiserver
+    /// `pkg/endpoints/handlers/negotiation/errors.go`): the media types served, not the
+    /// client's `Accept`.
+    pub fn not_acceptable(supported: &str) -> Self {
         Self::from_status(Status::failure(
             406,
             reason::NOT_ACCEPTABLE,
-            format!(
-                "only the following media types are accepted: {supported} (asked for {:?})",
-                echo(accept)
-            ),
+            format!("{NOT_ACCEPTABLE_PREFIX}{supported}"),
         ))
+    }
+
+    /// 406 when the representation asked for exists but the answer cannot take it (upstream's
+    /// `errNotAcceptable` of `handlers/response.go`, e.g. `PartialObjectMetadataList` of a
+    /// single object).
+    pub fn not_acceptable_conversion(message: &str) -> Self {
+        Self::from_status(Status::failure(406, reason::NOT_ACCEPTABLE, message))
     }
 
     /// 415 for a request body in a media type this endpoint does not read.
@@ -372,25 +417,28 @@ impl FieldError {
     }
 }
 
-impl std::fmt::Display for FieldError {
-    /// Upstream's `field.Error` text; the field path and the value are cut by [`echo()`]
-    /// (both can hold a caller's megabytes: a label key is part of the path).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let field = echo(&self.field);
+impl FieldError {
+    /// Upstream's `field.Error.ErrorBody()`: the text without the field (a 422 cause's
+    /// `message`); the value is cut by [`echo()`].
+    pub fn body(&self) -> String {
         match (self.value.as_deref().map(echo), self.reason) {
             (Some(v), "FieldValueNotSupported") => {
-                write!(f, "{field}: Unsupported value: {v:?}: {}", self.detail)
+                format!("Unsupported value: {v:?}: {}", self.detail)
             }
-            (Some(v), _) if self.raw => {
-                write!(f, "{field}: Invalid value: {v}: {}", self.detail)
-            }
-            (Some(v), _) => write!(f, "{field}: Invalid value: {v:?}: {}", self.detail),
-            (None, "FieldValueTooLong") => write!(f, "{field}: Too long: {}", self.detail),
-            (None, "FieldValueForbidden") => {
-                write!(f, "{field}: Forbidden: {}", self.detail)
-            }
-            (None, _) => write!(f, "{field}: Required value: {}", self.detail),
+            (Some(v), _) if self.raw => format!("Invalid value: {v}: {}", self.detail),
+            (Some(v), _) => format!("Invalid value: {v:?}: {}", self.detail),
+            (None, "FieldValueTooLong") => format!("Too long: {}", self.detail),
+            (None, "FieldValueForbidden") => format!("Forbidden: {}", self.detail),
+            (None, _) => format!("Required value: {}", self.detail),
         }
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    /// Upstream's `field.Error` text, `field: body` ([`FieldError::body`]); the field path
+    /// is cut by [`echo()`] (it can hold a caller's megabytes: a label key is part of it).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", echo(&self.field), self.body())
     }
 }
 
@@ -418,7 +466,7 @@ pub(crate) fn status_response(status: &Status) -> Response {
     echo::bound_status(&mut status);
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let retry = status.retry_after();
-    let mut resp = (code, status.to_json()).into_response();
+    let mut resp = (code, status_body(&status)).into_response();
     resp.extensions_mut().insert(SentStatus(Box::new(status)));
     let headers = resp.headers_mut();
     headers.insert(
@@ -429,6 +477,21 @@ pub(crate) fn status_response(status: &Status) -> Response {
         headers.insert(header::RETRY_AFTER, HeaderValue::from(retry));
     }
     resp
+}
+
+/// A Status body as upstream writes it. A 406 of a failed negotiation is one
+/// upstream answers by `responsewriters.WriteRawJSON` (`json.MarshalIndent` with two spaces,
+/// no newline: there is no serializer the client accepts); every other Status goes through
+/// the negotiated serializer, whose `json.Encoder` ends it with a newline
+/// (k8s.io/apiserver `pkg/endpoints/handlers/responsewriters/writers.go`).
+fn status_body(status: &Status) -> Vec<u8> {
+    if status.code == 406 && status.message.starts_with(NOT_ACCEPTABLE_PREFIX) {
+        // A struct of strings and integers cannot fail to serialize.
+        return serde_json::to_vec_pretty(status).unwrap_or_else(|_| status.to_json());
+    }
+    let mut body = status.to_json();
+    body.push(b'\n');
+    body
 }
 
 #[cfg(test)]
@@ -455,6 +518,20 @@ mod tests {
         let e = ApiError::storage(&err, &info);
         assert_eq!(e.code(), 404);
         assert_eq!(e.0.details.as_ref().map(|d| d.group.as_str()), Some("apps"));
+        assert_eq!(e.0.message, r#"deployments.apps "d" not found"#);
+        let mut widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget");
+        widgets.storage_resource = "widgets.example.com".into();
+        let err = listwatch_storage::Error::AlreadyExists {
+            resource: widgets.storage_resource.clone(),
+            name: "w".into(),
+        };
+        let e = ApiError::storage(&err, &widgets);
+        assert_eq!(e.0.message, r#"widgets.example.com "w" already exists"#);
+        let d = e.0.details.clone().unwrap_or_default();
+        assert_eq!(
+            (d.kind.as_str(), d.group.as_str()),
+            ("widgets", "example.com")
+        );
         let e = ApiError::from(listwatch_storage::Error::too_old(1, 5));
         assert_eq!((e.code(), e.0.reason.as_str()), (410, "Expired"));
     }
@@ -473,6 +550,41 @@ mod tests {
                 .starts_with("Pod \"A\" is invalid: metadata.name: Invalid value")
         );
         assert_eq!(e.0.details.as_ref().map(|d| d.causes.len()), Some(1));
+    }
+
+    #[test]
+    fn invalid_names_the_group_kind_and_keeps_the_field_out_of_cause_messages() {
+        let info = ResourceInfo::new("apps", "v1", "deployments", "Deployment");
+        let e = ApiError::invalid(
+            &info,
+            "d",
+            &[FieldError::forbidden("metadata.finalizers", "no")],
+        );
+        assert_eq!(
+            e.0.message,
+            r#"Deployment.apps "d" is invalid: metadata.finalizers: Forbidden: no"#
+        );
+        let d = e.0.details.clone().unwrap_or_default();
+        assert_eq!((d.kind.as_str(), d.group.as_str()), ("Deployment", "apps"));
+        let c = d.causes.first().cloned().unwrap_or_default();
+        assert_eq!(
+            (c.reason.as_str(), c.message.as_str(), c.field.as_str()),
+            (
+                "FieldValueForbidden",
+                "Forbidden: no",
+                "metadata.finalizers"
+            )
+        );
+        let e = ApiError::invalid_options("DeleteOptions", &[FieldError::required("x", "y")]);
+        assert!(
+            e.0.message
+                .starts_with(r#"DeleteOptions.meta.k8s.io "" is invalid: x: "#)
+        );
+        let d = e.0.details.clone().unwrap_or_default();
+        assert_eq!(
+            (d.kind.as_str(), d.group.as_str()),
+            ("DeleteOptions", "meta.k8s.io")
+        );
     }
 
     #[test]
@@ -504,7 +616,7 @@ mod tests {
         assert!(listed > 100 && listed < n, "{listed}");
         let text: usize = causes.iter().map(|c| c.message.len() + c.field.len()).sum();
         assert!(text + e.0.message.len() <= MAX_INVALID_REPORT_BYTES + 1024);
-        assert_eq!(causes[0].message, many[0].to_string());
+        assert_eq!(causes[0].message, many[0].body());
         let more = format!("... and {} more", n - listed);
         assert_eq!(
             causes.last().map(|c| c.message.as_str()),

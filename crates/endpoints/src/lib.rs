@@ -82,6 +82,7 @@ pub mod table;
 pub mod validation;
 mod virtual_create;
 mod watch_server;
+mod write_answer;
 mod yaml;
 
 pub use discovery::{BuildInfo, KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
@@ -580,12 +581,27 @@ pub(crate) fn json_response(
     resp
 }
 
+/// A JSON response whose body is `json` and the newline upstream's serializer ends every
+/// encoded object with (`json.Encoder.Encode` in k8s.io/apimachinery
+/// `pkg/runtime/serializer/json/json.go`): objects, Tables, partial metadata and Status
+/// bodies all end with `\n` upstream, and clients that compare bodies see it.
+pub(crate) fn encoded_response(
+    code: StatusCode,
+    content_type: &'static str,
+    json: &[u8],
+) -> Response {
+    let mut body = Vec::with_capacity(json.len().saturating_add(1));
+    body.extend_from_slice(json);
+    body.push(b'\n');
+    json_response(code, content_type, body)
+}
+
 async fn version(State(s): State<Arc<Shared>>) -> Response {
     json_response(StatusCode::OK, "application/json", s.docs.version.clone())
 }
 
 async fn head_not_allowed() -> Response {
-    ApiError::method_not_allowed("HEAD").into_response()
+    ApiError::method_not_allowed().into_response()
 }
 
 async fn metrics_text(State(s): State<Arc<Shared>>) -> Response {

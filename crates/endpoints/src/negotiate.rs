@@ -32,13 +32,12 @@ pub enum Format {
 }
 
 impl Format {
-    /// The response `Content-Type`.
+    /// The response `Content-Type`: the serializer's media type, as upstream's
+    /// `WriteObjectNegotiated` sends it (`application/json` for a Table or partial metadata
+    /// too; only aggregated discovery names its kind, `listGVKInContentType`).
     pub fn content_type(self) -> &'static str {
         match self {
-            Format::Json => "application/json",
-            Format::Table { beta: false } => "application/json;as=Table;v=v1;g=meta.k8s.io",
-            Format::Table { beta: true } => "application/json;as=Table;v=v1beta1;g=meta.k8s.io",
-            Format::Metadata => "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+            Format::Json | Format::Table { .. } | Format::Metadata => "application/json",
             Format::DiscoveryV2 => {
                 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
             }
@@ -63,14 +62,76 @@ pub enum Offer {
 
 /// Picks the representation for a request.
 pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
+    pick(headers, Format::Json, supported(offer), |r| {
+        match_range(r, offer)
+    })
+}
+
+/// The representation of a write's answer (create, update, patch, delete), as upstream's
+/// `transformResponseObject` gives it for writes too (k8s.io/apiserver
+/// `pkg/endpoints/handlers/response.go`, and `RequestScope.AllowsMediaTypeTransform` in
+/// `handlers/rest.go`, which allows Table and the partial metadata forms on every verb).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteFormat {
+    /// The object (or Status) as JSON.
+    Json,
+    /// The same, as YAML.
+    Yaml,
+    /// `meta.k8s.io` `v1` (or `v1beta1`) `Table` of the one object.
+    Table {
+        /// Whether `v1beta1` was asked.
+        beta: bool,
+    },
+    /// `meta.k8s.io` `v1` (or `v1beta1`) `PartialObjectMetadata` of the object.
+    Metadata {
+        /// Whether `v1beta1` was asked.
+        beta: bool,
+    },
+    /// `PartialObjectMetadataList`: a write's answer is never a list, so upstream answers
+    /// 406 (`asPartialObjectMetadataList`).
+    MetadataList,
+}
+
+/// Picks the representation of a write's answer (see [`WriteFormat`]).
+pub fn negotiate_write(headers: &HeaderMap) -> ApiResult<WriteFormat> {
+    pick(
+        headers,
+        WriteFormat::Json,
+        supported(Offer::Object),
+        match_write_range,
+    )
+}
+
+fn match_write_range(range: &str) -> Option<WriteFormat> {
+    Some(match match_range(range, Offer::JsonOrTable)? {
+        Format::Yaml => WriteFormat::Yaml,
+        Format::Table { beta } => WriteFormat::Table { beta },
+        Format::Metadata => match media_params(range) {
+            (Some("PartialObjectMetadataList"), _, _) => WriteFormat::MetadataList,
+            (_, _, v) => WriteFormat::Metadata {
+                beta: v == Some("v1beta1"),
+            },
+        },
+        Format::Json | Format::DiscoveryV2 => WriteFormat::Json,
+    })
+}
+
+/// The first range of `Accept` (highest `q` first, then the client's order) that `matcher`
+/// can produce; `default` without an `Accept`; 406 listing `supported` when none.
+fn pick<T>(
+    headers: &HeaderMap,
+    default: T,
+    supported: &str,
+    matcher: impl Fn(&str) -> Option<T>,
+) -> ApiResult<T> {
     let Some(accept) = headers.get(ACCEPT) else {
-        return Ok(Format::Json);
+        return Ok(default);
     };
     let accept = accept
         .to_str()
-        .map_err(|_| ApiError::not_acceptable("<non-ascii>", supported(offer)))?;
+        .map_err(|_| ApiError::not_acceptable(supported))?;
     if accept.trim().is_empty() {
-        return Ok(Format::Json);
+        return Ok(default);
     }
     let mut ranges: Vec<(f32, usize, &str)> = Vec::new();
     for (i, range) in accept.split(',').enumerate() {
@@ -86,20 +147,35 @@ pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
     }
     ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     for (_, _, range) in ranges {
-        if let Some(f) = match_range(range, offer) {
+        if let Some(f) = matcher(range) {
             return Ok(f);
         }
     }
-    Err(ApiError::not_acceptable(accept, supported(offer)))
+    Err(ApiError::not_acceptable(supported))
+}
+
+/// A media range's `as`, `g` and `v` parameters (quotes trimmed).
+fn media_params(range: &str) -> (Option<&str>, Option<&str>, Option<&str>) {
+    let (mut as_, mut g, mut v) = (None, None, None);
+    for p in range.split(';').skip(1) {
+        let Some((k, val)) = p.split_once('=') else {
+            continue;
+        };
+        let val = val.trim().trim_matches('"');
+        match k.trim() {
+            "as" => as_ = Some(val),
+            "g" => g = Some(val),
+            "v" => v = Some(val),
+            _ => {}
+        }
+    }
+    (as_, g, v)
 }
 
 fn supported(offer: Offer) -> &'static str {
     match offer {
         Offer::Json => "application/json",
-        Offer::Object => "application/json, application/yaml",
-        Offer::JsonOrTable => {
-            "application/json, application/yaml, application/json;as=Table;v=v1;g=meta.k8s.io"
-        }
+        Offer::Object | Offer::JsonOrTable => "application/json, application/yaml",
         Offer::JsonOrDiscovery => {
             "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
         }
@@ -121,20 +197,7 @@ fn match_range(range: &str, offer: Offer) -> Option<Format> {
     ) {
         return None;
     }
-    let (mut as_, mut g, mut v) = (None, None, None);
-    for p in parts {
-        let Some((k, val)) = p.split_once('=') else {
-            continue;
-        };
-        let val = val.trim().trim_matches('"');
-        match k.trim() {
-            "as" => as_ = Some(val),
-            "g" => g = Some(val),
-            "v" => v = Some(val),
-            _ => {}
-        }
-    }
-    match (as_, g, v) {
+    match media_params(range) {
         (None, _, _) => Some(Format::Json),
         (Some("Table"), Some("meta.k8s.io"), Some(ver @ ("v1" | "v1beta1")))
             if offer == Offer::JsonOrTable =>

@@ -100,7 +100,7 @@ impl Items {
     fn content_type(self) -> &'static str {
         match self {
             Items::Json => "application/json",
-            Items::Metadata => "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+            Items::Metadata => Format::Metadata.content_type(),
             Items::Table { beta, .. } => Format::Table { beta }.content_type(),
         }
     }
@@ -166,7 +166,8 @@ impl Encoding {
         out
     }
 
-    const TAIL: &'static [u8] = b"]}";
+    /// The list's end, with the newline upstream's encoder ends every body with.
+    const TAIL: &'static [u8] = b"]}\n";
 
     fn done(&self) -> bool {
         self.next >= self.objects.len()
@@ -187,7 +188,7 @@ impl Encoding {
                 Items::Json => o.write_json(out),
                 Items::Metadata => {
                     let v = decoded(o)?;
-                    write_json(out, &table::partial_metadata(&v));
+                    out.extend_from_slice(&table::partial_metadata_json(&v, false));
                 }
                 Items::Table { include, now, .. } => {
                     let row = table::row(&self.info, o, include, now)

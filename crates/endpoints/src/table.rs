@@ -348,6 +348,46 @@ pub fn partial_metadata(value: &Value) -> Value {
     })
 }
 
+/// `PartialObjectMetadata` of a decoded object as JSON bytes, members in upstream's struct
+/// order (`kind`, `apiVersion`, `metadata`: k8s.io/apimachinery `pkg/apis/meta/v1/types.go`),
+/// at `meta.k8s.io/v1` or, when `beta`, `v1beta1` (as upstream's `asPartialObjectMetadata`
+/// sets the version asked for).
+pub fn partial_metadata_json(value: &Value, beta: bool) -> Vec<u8> {
+    let empty = Value::Object(Map::new());
+    typed(
+        "PartialObjectMetadata",
+        meta_version(beta),
+        &[("metadata", value.get("metadata").unwrap_or(&empty))],
+    )
+}
+
+fn meta_version(beta: bool) -> &'static str {
+    if beta {
+        "meta.k8s.io/v1beta1"
+    } else {
+        "meta.k8s.io/v1"
+    }
+}
+
+/// `{"kind":…,"apiVersion":…,<members in the given order>}`: a typed object's member order,
+/// which a `serde_json::Value` (whose maps are sorted) cannot keep.
+fn typed(kind: &str, api_version: &str, members: &[(&str, &Value)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(b"{\"kind\":");
+    // Writing strings and values into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut out, kind);
+    out.extend_from_slice(b",\"apiVersion\":");
+    let _ = serde_json::to_writer(&mut out, api_version);
+    for (k, v) in members {
+        out.push(b',');
+        let _ = serde_json::to_writer(&mut out, k);
+        out.push(b':');
+        let _ = serde_json::to_writer(&mut out, v);
+    }
+    out.push(b'}');
+    out
+}
+
 /// One row: cells and the object (per `includeObject`).
 pub fn row(
     info: &ResourceInfo,
@@ -391,13 +431,15 @@ pub fn table(
     if let Some(c) = continue_token {
         meta.insert("continue".into(), Value::String(c.into()));
     }
-    serde_json::to_vec(&json!({
-        "kind": "Table",
-        "apiVersion": if beta { "meta.k8s.io/v1beta1" } else { "meta.k8s.io/v1" },
-        "metadata": meta,
-        "columnDefinitions": column_definitions(info),
-        "rows": rows,
-    }))
+    Ok(typed(
+        "Table",
+        meta_version(beta),
+        &[
+            ("metadata", &Value::Object(meta)),
+            ("columnDefinitions", &Value::Array(column_definitions(info))),
+            ("rows", &Value::Array(rows)),
+        ],
+    ))
 }
 
 /// A watch frame whose object is a one-row Table (a row-less one for bookmarks).

@@ -36,19 +36,53 @@ pub fn validate_dns_label(v: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a name by the resource's rule.
+/// The example-and-pattern tail upstream's `RegexError` adds to a name's character rule
+/// (k8s.io/apimachinery `pkg/util/validation/validation.go`): `(e.g. 'a',  or 'b', regex
+/// used for validation is '…')` — note the two spaces before each further example.
+fn regex_hint(examples: &[&str], pattern: &str) -> String {
+    let shown: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
+    format!(
+        " (e.g. {}regex used for validation is '{pattern}')",
+        shown.join(" or ")
+    )
+}
+
+/// Checks a name by the resource's rule, in upstream's words (`IsDNS1123Subdomain`,
+/// `IsDNS1123Label`, `IsDNS1035Label`).
 pub fn validate_name(rule: NameValidation, name: &str) -> Result<(), String> {
+    const LABEL: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
     match rule {
-        NameValidation::Subdomain => {
-            validate_dns_subdomain(name).map_err(|e| format!("a lowercase RFC 1123 subdomain {e}"))
-        }
-        NameValidation::Label => validate_dns_label(name),
-        NameValidation::Label1035 => {
-            validate_dns_label(name)?;
-            if name.as_bytes().first().is_some_and(u8::is_ascii_digit) {
-                return Err("a DNS-1035 label must start with an alphabetic character".into());
+        NameValidation::Subdomain => validate_dns_subdomain(name).map_err(|e| {
+            if e.starts_with("must consist") {
+                format!(
+                    "a lowercase RFC 1123 subdomain {e}{}",
+                    regex_hint(
+                        &["example.com"],
+                        r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+                    )
+                )
+            } else {
+                format!("a lowercase RFC 1123 subdomain {e}")
             }
-            Ok(())
+        }),
+        NameValidation::Label => validate_dns_label(name).map_err(|e| {
+            if e.starts_with("a lowercase") {
+                format!("{e}{}", regex_hint(&["my-name", "123-abc"], LABEL))
+            } else {
+                e
+            }
+        }),
+        NameValidation::Label1035 => {
+            let starts_alpha = name.as_bytes().first().is_some_and(u8::is_ascii_lowercase);
+            match validate_dns_label(name) {
+                Err(e) if !e.starts_with("a lowercase") => Err(e),
+                Ok(()) if starts_alpha => Ok(()),
+                _ => Err(format!(
+                    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', \
+                     start with an alphabetic character, and end with an alphanumeric character{}",
+                    regex_hint(&["my-name", "abc-123"], "[a-z]([-a-z0-9]*[a-z0-9])?")
+                )),
+            }
         }
         NameValidation::PathSegment => {
             // Upstream (`IsValidPathSegmentName`) has no length limit of its own, only its
@@ -517,6 +551,17 @@ mod tests {
         assert!(validate_name(NameValidation::Label, &"a".repeat(64)).is_err());
         assert!(validate_name(NameValidation::Label1035, "1abc").is_err());
         assert!(validate_name(NameValidation::Label1035, "abc1").is_ok());
+        assert_eq!(
+            validate_name(NameValidation::Label, "Bad_x").unwrap_err(),
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
+             and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', \
+             regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+        );
+        assert!(
+            validate_name(NameValidation::Subdomain, "A_b")
+                .unwrap_err()
+                .ends_with(r"(e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+        );
     }
 
     #[test]

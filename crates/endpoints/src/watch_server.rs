@@ -202,8 +202,7 @@ impl Encoder {
             }),
             Format::Metadata => obj.shared_encoding(self.key, |o| {
                 o.to_value()
-                    .and_then(|v| serde_json::to_vec(&table::partial_metadata(&v)))
-                    .map(Bytes::from)
+                    .map(|v| Bytes::from(table::partial_metadata_json(&v, false)))
                     .map_err(|e| format!("stored object does not decode: {e}"))
             }),
             _ => Ok(obj.to_json_bytes()),

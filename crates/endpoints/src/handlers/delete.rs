@@ -11,11 +11,11 @@ use listwatch_storage::Key;
 use super::read::list_response;
 use super::{Request, object_response};
 use crate::error::{ApiError, ApiResult};
-use crate::negotiate::{Offer, negotiate};
+use crate::negotiate::negotiate_write;
 use crate::stream_list::Items;
 
 pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Object)?;
+    negotiate_write(&req.headers)?;
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
@@ -38,10 +38,10 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
 }
 
 pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Object)?;
+    negotiate_write(&req.headers)?;
     if crate::lifecycle::is_namespaces(req.info()) {
         // Upstream's namespace registry has no collection delete.
-        return Err(ApiError::method_not_allowed("DELETE"));
+        return Err(ApiError::method_not_allowed());
     }
     let opts = req.query.delete_options(bytes)?;
     let lr = req.query.list_options(req.info(), false, None)?;

@@ -320,7 +320,7 @@ fn discovery_request(
     // a GET without the body) and the rest through go-restful GET routes (HEAD is 405).
     let head_allowed = matches!(p, ApiPath::Groups | ApiPath::Group(_));
     if method != Method::GET && !(head_allowed && method == Method::HEAD) {
-        return Err(ApiError::method_not_allowed(method.as_str()));
+        return Err(ApiError::method_not_allowed());
     }
     let docs = &shared.docs;
     let (fmt, body) = match p {
@@ -359,7 +359,7 @@ fn discovery_request(
 
 /// Picks the verb for a method on a target, or the error upstream would give.
 fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> ApiResult<Verb> {
-    let not_allowed = || Err(ApiError::method_not_allowed(method.as_str()));
+    let not_allowed = || Err(ApiError::method_not_allowed());
     if t.namespace.is_some() && !info.namespaced {
         return Err(ApiError::path_not_found());
     }
@@ -617,7 +617,19 @@ impl Admission<'_> {
 }
 
 async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
+    let conversion = match verb {
+        Verb::Get | Verb::List | Verb::Watch => None,
+        _ => crate::write_answer::Conversion::of(
+            req.info(),
+            &req.headers,
+            req.query.include_object()?,
+            verb == Verb::DeleteCollection,
+        )?,
+    };
     let resp = handle_verb(req, verb, body).await?;
+    if let Some(c) = conversion {
+        return Ok(c.apply(req.info(), resp).await);
+    }
     let offer = match verb {
         Verb::Get | Verb::List => Offer::JsonOrTable,
         _ => Offer::Object,
@@ -644,7 +656,7 @@ async fn handle_verb(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Respon
 }
 
 fn object_response(code: StatusCode, obj: &Object) -> Response {
-    json_response(code, "application/json", obj.to_json_bytes())
+    obj.with_json(|json| crate::encoded_response(code, "application/json", json))
 }
 
 /// The stored object as JSON (500 if it does not decode, which only a bug can cause).
@@ -663,5 +675,9 @@ fn scale_response(req: &Request, obj: &Object) -> ApiResult<Response> {
     let v = decoded(obj)?;
     let body = serde_json::to_vec(&crate::scale::to_scale(spec, &v))
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(json_response(StatusCode::OK, "application/json", body))
+    Ok(crate::encoded_response(
+        StatusCode::OK,
+        "application/json",
+        &body,
+    ))
 }

@@ -22,7 +22,7 @@ use crate::query::IncludeObject;
 use crate::resource::ResourceInfo;
 use crate::stream_list::{self, Items};
 use crate::watch_server::{self, Encoder, WatchState};
-use crate::{json_response, table};
+use crate::{encoded_response, table};
 
 fn table_response(
     info: &ResourceInfo,
@@ -34,10 +34,10 @@ fn table_response(
 ) -> ApiResult<Response> {
     let body = table::table(info, objects, Some(rv), cont, include, beta)
         .map_err(|e| ApiError::internal(format!("printing a table failed: {e}")))?;
-    Ok(json_response(
+    Ok(encoded_response(
         StatusCode::OK,
         Format::Table { beta }.content_type(),
-        body,
+        &body,
     ))
 }
 
@@ -68,12 +68,11 @@ pub(super) async fn get(req: &Request) -> ApiResult<Response> {
         ),
         Format::Metadata => {
             let v = decoded(&obj)?;
-            let body = serde_json::to_vec(&table::partial_metadata(&v))
-                .map_err(|e| ApiError::internal(e.to_string()))?;
-            Ok(json_response(
+            let body = table::partial_metadata_json(&v, false);
+            Ok(encoded_response(
                 StatusCode::OK,
                 Format::Metadata.content_type(),
-                body,
+                &body,
             ))
         }
         _ => Ok(object_response(StatusCode::OK, &obj)),
@@ -124,10 +123,7 @@ pub(super) async fn watch_request(
     let format = negotiate(&req.headers, Offer::JsonOrTable)?;
     if format == Format::Yaml {
         // Upstream has no YAML stream serializer.
-        return Err(ApiError::not_acceptable(
-            "application/yaml",
-            "application/json, application/json;as=Table;v=v1;g=meta.k8s.io",
-        ));
+        return Err(ApiError::not_acceptable("application/json"));
     }
     let include = req.query.include_object()?;
     let mut lr = req

@@ -19,7 +19,7 @@ use super::{
 };
 use crate::error::{ApiError, ApiResult};
 use crate::field_validation::{Directive, Findings};
-use crate::negotiate::{Offer, negotiate};
+use crate::negotiate::negotiate_write;
 use crate::patch::{Patch, PatchLimits, PatchType};
 use crate::resource::ResourceInfo;
 use crate::validation::{UpdateError, prepare_create, prepare_update};
@@ -86,7 +86,7 @@ fn record_object(req: &Request, obj: &serde_json::Map<String, Value>) {
 }
 
 pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Object)?;
+    negotiate_write(&req.headers)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let (mut decoded, duplicates) =
@@ -338,7 +338,7 @@ fn apply_update(
 }
 
 pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Object)?;
+    negotiate_write(&req.headers)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let (mut new, duplicates) = crate::limits::decode_object_keys(req.info(), &req.headers, bytes)?;
@@ -425,7 +425,7 @@ fn apply_scale_update(
 }
 
 pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
-    negotiate(&req.headers, Offer::Object)?;
+    negotiate_write(&req.headers)?;
     req.query.validate_write()?;
     let dry_run = req.query.dry_run()?;
     let ct = crate::limits::content_type(&req.headers);
