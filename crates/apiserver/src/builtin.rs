@@ -9,8 +9,8 @@ use listwatch_endpoints::{
     ScaleSubresource,
 };
 
-/// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`, less
-/// `spec.hostNetwork` and `status.podIPs`).
+/// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`;
+/// `spec.hostNetwork` is declared with its default in [`resources`]).
 pub const POD_FIELDS: [&str; 7] = [
     "spec.nodeName",
     "spec.restartPolicy",
@@ -46,7 +46,16 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
         .allow_create_on_update(true)
 }
 
-/// Every built-in resource, namespaces first. A PUT of a missing object creates it where
+/// Every built-in resource, namespaces first.
+///
+/// Selectable fields read as upstream's `*ToSelectableFields` read them: a field the v1
+/// defaulting always fills (pkg/apis/core/v1/defaults.go: a namespace's `status.phase`, a
+/// secret's `type`, a service's `spec.type`, a pod's `spec.restartPolicy` and
+/// `spec.schedulerName`) reads as its default when a stored object lacks it, and a `bool`
+/// read with `strconv.FormatBool` (a node's `spec.unschedulable`, a pod's
+/// `spec.hostNetwork`) reads as `"false"` ([`ResourceInfo::field_default`]).
+///
+/// A PUT of a missing object creates it where
 /// upstream's strategy allows create-on-update: services, endpoints, events, leases and
 /// the RBAC kinds (not namespaces, nodes, pods, config maps, secrets, service accounts or
 /// deployments).
@@ -58,6 +67,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .short_names(["ns"])
             .name_validation(NameValidation::Label)
             .selectable_fields(["status.phase"])
+            .field_default("status.phase", "Active")
             .status_subresource(true)
             .printer(Printer::Columns(vec![col(
                 "Status",
@@ -69,6 +79,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .namespaced(false)
             .short_names(["no"])
             .selectable_fields(["spec.unschedulable"])
+            .field_default("spec.unschedulable", "false")
             .status_subresource(true)
             .printer(Printer::Columns(vec![
                 col(
@@ -88,6 +99,9 @@ pub fn resources() -> Vec<ResourceInfo> {
             .short_names(["po"])
             .categories(["all"])
             .selectable_fields(POD_FIELDS)
+            .field_default("spec.restartPolicy", "Always")
+            .field_default("spec.schedulerName", "default-scheduler")
+            .field_default("spec.hostNetwork", "false")
             .trigger_field("spec.nodeName")
             .status_subresource(true)
             .printer(Printer::Pod)
@@ -96,6 +110,7 @@ pub fn resources() -> Vec<ResourceInfo> {
         ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
         ResourceInfo::new("", "v1", "secrets", "Secret")
             .selectable_fields(["type"])
+            .field_default("type", "Opaque")
             .printer(Printer::Columns(vec![col("Type", "string", ".type")]))
             .prepare_for_create(prepare_secret),
         ResourceInfo::new("", "v1", "services", "Service")
@@ -103,6 +118,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .categories(["all"])
             .name_validation(NameValidation::Label1035)
             .selectable_fields(["spec.clusterIP", "spec.type"])
+            .field_default("spec.type", "ClusterIP")
             .status_subresource(true)
             .printer(Printer::Columns(vec![
                 col("Type", "string", ".spec.type"),

@@ -246,6 +246,14 @@ impl ResourceInfo {
         self
     }
 
+    /// Declares what a selectable field reads as in an object that lacks it (see
+    /// [`SelectableFields::with_default`]); adds the field if it was not declared.
+    #[must_use]
+    pub fn field_default(mut self, path: &str, value: &str) -> Self {
+        self.selectable_fields = self.selectable_fields.with_default(path, value);
+        self
+    }
+
     /// Sets the trigger field (must also be selectable).
     #[must_use]
     pub fn trigger_field(mut self, path: &str) -> Self {
