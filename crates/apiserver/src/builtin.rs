@@ -48,6 +48,11 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
 
 /// Every built-in resource, namespaces first.
 ///
+/// A DELETE that removes an object answers with the object for namespaces, pods, services
+/// and service accounts, whose upstream storage sets `ReturnDeletedObject`
+/// (pkg/registry/core/{namespace,pod,service,serviceaccount}/storage/storage.go), and with a
+/// `Success` Status for the others.
+///
 /// Selectable fields read as upstream's `*ToSelectableFields` read them: a field the v1
 /// defaulting always fills (pkg/apis/core/v1/defaults.go: a namespace's `status.phase`, a
 /// secret's `type`, a service's `spec.type`, a pod's `spec.restartPolicy` and
@@ -68,6 +73,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .name_validation(NameValidation::Label)
             .selectable_fields(["status.phase"])
             .field_default("status.phase", "Active")
+            .return_deleted_object(true)
             .status_subresource(true)
             .printer(Printer::Columns(vec![col(
                 "Status",
@@ -106,6 +112,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .status_subresource(true)
             .printer(Printer::Pod)
             .graceful_deletion(GracefulDeletion::Pod)
+            .return_deleted_object(true)
             .prepare_for_create(prepare_pod),
         ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
         ResourceInfo::new("", "v1", "secrets", "Secret")
@@ -126,6 +133,7 @@ pub fn resources() -> Vec<ResourceInfo> {
                 col("Selector", "string", ".spec.selector").wide(),
             ]))
             .allow_create_on_update(true)
+            .return_deleted_object(true)
             .prepare_for_create(prepare_service),
         ResourceInfo::new("", "v1", "endpoints", "Endpoints")
             .short_names(["ep"])
@@ -144,7 +152,9 @@ pub fn resources() -> Vec<ResourceInfo> {
                 col("Object", "string", ".involvedObject.name"),
                 col("Message", "string", ".message"),
             ])),
-        ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount").short_names(["sa"]),
+        ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount")
+            .short_names(["sa"])
+            .return_deleted_object(true),
         ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease")
             .allow_create_on_update(true)
             .printer(Printer::Columns(vec![col(
@@ -178,6 +188,19 @@ mod tests {
         assert!(pods.selectable_fields.supports("spec.nodeName"));
         assert!(pods.selectable_fields.supports("status.phase"));
         assert_eq!(all[0].plural, "namespaces");
+    }
+
+    #[test]
+    fn deleted_objects_follow_upstreams_storage() {
+        let returned: Vec<String> = resources()
+            .into_iter()
+            .filter(|r| r.return_deleted_object)
+            .map(|r| r.plural)
+            .collect();
+        assert_eq!(
+            returned,
+            ["namespaces", "pods", "services", "serviceaccounts"]
+        );
     }
 
     #[test]

@@ -185,6 +185,11 @@ pub struct ResourceInfo {
     pub graceful_deletion: GracefulDeletion,
     /// What a DELETE without a propagation policy does with dependents.
     pub gc_policy: GcPolicy,
+    /// Whether a DELETE that removes the object answers with it (upstream's
+    /// `Store.ReturnDeletedObject`: pods, services, service accounts, namespaces) rather than
+    /// a `Success` Status naming it (every other kind, custom resources included). An
+    /// object a DELETE only marks (finalizers, a grace period) is returned either way.
+    pub return_deleted_object: bool,
 }
 
 impl ResourceInfo {
@@ -212,6 +217,7 @@ impl ResourceInfo {
             custom_schema: None,
             graceful_deletion: GracefulDeletion::None,
             gc_policy: GcPolicy::DeleteDependents,
+            return_deleted_object: false,
         }
     }
 
@@ -339,6 +345,14 @@ impl ResourceInfo {
     #[must_use]
     pub fn gc_policy(mut self, p: GcPolicy) -> Self {
         self.gc_policy = p;
+        self
+    }
+
+    /// Makes a DELETE that removes an object answer with the object instead of a Status
+    /// (upstream's `ReturnDeletedObject`).
+    #[must_use]
+    pub fn return_deleted_object(mut self, on: bool) -> Self {
+        self.return_deleted_object = on;
         self
     }
 
