@@ -5,8 +5,8 @@ use crate::strategy::{
     prepare_deployment, prepare_namespace, prepare_pod, prepare_secret, prepare_service,
 };
 use listwatch_endpoints::{
-    GcPolicy, GracefulDeletion, NameValidation, Printer, PrinterColumn, ResourceInfo,
-    ScaleSubresource,
+    GcPolicy, Generation, GracefulDeletion, NameValidation, Printer, PrinterColumn, ResourceInfo,
+    ScaleSubresource, StatusUpdate,
 };
 
 /// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`;
@@ -41,6 +41,7 @@ pub const EVENT_FIELDS: [&str; 11] = [
 /// every other; the RBAC authorizer reads them through in-process informers).
 fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
     ResourceInfo::new("rbac.authorization.k8s.io", "v1", plural, kind)
+        .generation(Generation::None)
         .namespaced(namespaced)
         .name_validation(NameValidation::PathSegment)
         .allow_create_on_update(true)
@@ -52,6 +53,12 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
 /// and service accounts, whose upstream storage sets `ReturnDeletedObject`
 /// (pkg/registry/core/{namespace,pod,service,serviceaccount}/storage/storage.go), and with a
 /// `Success` Status for the others.
+///
+/// `metadata.generation` is set and bumped only for pods (spec changes,
+/// pkg/registry/core/pod/strategy.go) and deployments (spec or annotation changes,
+/// pkg/registry/apps/deployment/strategy.go); the other strategies here leave it unset.
+/// A pod's `/status` write keeps the request's metadata but `ownerReferences`
+/// (`podStatusStrategy.PrepareForUpdate`).
 ///
 /// Selectable fields read as upstream's `*ToSelectableFields` read them: a field the v1
 /// defaulting always fills (pkg/apis/core/v1/defaults.go: a namespace's `status.phase`, a
@@ -73,6 +80,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .name_validation(NameValidation::Label)
             .selectable_fields(["status.phase"])
             .field_default("status.phase", "Active")
+            .generation(Generation::None)
             .return_deleted_object(true)
             .status_subresource(true)
             .printer(Printer::Columns(vec![col(
@@ -86,6 +94,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .short_names(["no"])
             .selectable_fields(["spec.unschedulable"])
             .field_default("spec.unschedulable", "false")
+            .generation(Generation::None)
             .status_subresource(true)
             .printer(Printer::Columns(vec![
                 col(
@@ -110,14 +119,18 @@ pub fn resources() -> Vec<ResourceInfo> {
             .field_default("spec.hostNetwork", "false")
             .trigger_field("spec.nodeName")
             .status_subresource(true)
+            .status_update(StatusUpdate::StatusAndMetadata)
             .printer(Printer::Pod)
             .graceful_deletion(GracefulDeletion::Pod)
             .return_deleted_object(true)
             .prepare_for_create(prepare_pod),
-        ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
+        ResourceInfo::new("", "v1", "configmaps", "ConfigMap")
+            .short_names(["cm"])
+            .generation(Generation::None),
         ResourceInfo::new("", "v1", "secrets", "Secret")
             .selectable_fields(["type"])
             .field_default("type", "Opaque")
+            .generation(Generation::None)
             .printer(Printer::Columns(vec![col("Type", "string", ".type")]))
             .prepare_for_create(prepare_secret),
         ResourceInfo::new("", "v1", "services", "Service")
@@ -126,6 +139,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .name_validation(NameValidation::Label1035)
             .selectable_fields(["spec.clusterIP", "spec.type"])
             .field_default("spec.type", "ClusterIP")
+            .generation(Generation::None)
             .status_subresource(true)
             .printer(Printer::Columns(vec![
                 col("Type", "string", ".spec.type"),
@@ -138,10 +152,12 @@ pub fn resources() -> Vec<ResourceInfo> {
         ResourceInfo::new("", "v1", "endpoints", "Endpoints")
             .short_names(["ep"])
             .singular("endpoints")
+            .generation(Generation::None)
             .allow_create_on_update(true),
         ResourceInfo::new("", "v1", "events", "Event")
             .short_names(["ev"])
             .selectable_fields(EVENT_FIELDS)
+            .generation(Generation::None)
             .name_validation(NameValidation::PathSegment)
             .allow_create_on_update(true)
             // Upstream: events take no part in garbage collection.
@@ -154,8 +170,10 @@ pub fn resources() -> Vec<ResourceInfo> {
             ])),
         ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount")
             .short_names(["sa"])
+            .generation(Generation::None)
             .return_deleted_object(true),
         ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease")
+            .generation(Generation::None)
             .allow_create_on_update(true)
             .printer(Printer::Columns(vec![col(
                 "Holder",
@@ -171,6 +189,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .categories(["all"])
             .status_subresource(true)
             .scale(ScaleSubresource::replicas().label_selector("spec.selector"))
+            .generation(Generation::SpecAndAnnotations)
             .printer(Printer::Deployment)
             .prepare_for_create(prepare_deployment),
     ]
@@ -191,15 +210,28 @@ mod tests {
     }
 
     #[test]
-    fn deleted_objects_follow_upstreams_storage() {
-        let returned: Vec<String> = resources()
-            .into_iter()
+    fn deleted_objects_and_generations_follow_upstreams_storage_and_strategies() {
+        let all = resources();
+        let returned: Vec<&str> = all
+            .iter()
             .filter(|r| r.return_deleted_object)
-            .map(|r| r.plural)
+            .map(|r| r.plural.as_str())
             .collect();
         assert_eq!(
             returned,
             ["namespaces", "pods", "services", "serviceaccounts"]
+        );
+        let generation: Vec<(&str, Generation)> = all
+            .iter()
+            .filter(|r| r.generation != Generation::None)
+            .map(|r| (r.plural.as_str(), r.generation))
+            .collect();
+        assert_eq!(
+            generation,
+            [
+                ("pods", Generation::Spec),
+                ("deployments", Generation::SpecAndAnnotations)
+            ]
         );
     }
 

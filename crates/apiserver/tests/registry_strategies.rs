@@ -9,7 +9,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{Server, run_ok};
+use common::{PATIENCE, Server, run_ok};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
@@ -425,4 +425,179 @@ fn curl_delete_status_has_upstreams_shape_and_checks_preconditions() {
         None,
     );
     assert_eq!(v["kind"], "Service", "{v}");
+}
+
+/// Before: every kind got `generation: 1` and bumps. Now only kinds whose upstream strategy
+/// keeps one: pods (spec changes) and deployments (spec or annotation changes); config maps,
+/// secrets, services, namespaces … have none.
+#[test]
+#[ignore = "needs curl"]
+fn generation_only_where_upstreams_strategy_keeps_one() {
+    common::require("curl");
+    let server = Server::start(&[]);
+    let ns = ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces",
+        Some(json!({"metadata":{"name":"e2e"}})),
+    );
+    assert_eq!(ns["metadata"].get("generation"), None, "{ns}");
+    let cm = ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces/e2e/configmaps",
+        Some(json!({"metadata":{"name":"c","generation":7},"data":{"a":"1"}})),
+    );
+    assert_eq!(cm["metadata"].get("generation"), None, "{cm}");
+    let cm = ok(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/e2e/configmaps/c",
+        Some(json!({"data":{"a":"2"}})),
+    );
+    assert_eq!(cm["metadata"].get("generation"), None, "{cm}");
+    let secret = ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces/e2e/secrets",
+        Some(json!({"metadata":{"name":"s"}})),
+    );
+    assert_eq!(secret["metadata"].get("generation"), None, "{secret}");
+
+    let d = ok(
+        &server,
+        "POST",
+        "/apis/apps/v1/namespaces/e2e/deployments",
+        Some(json!({"metadata":{"name":"d"},"spec":{"replicas":1,
+            "selector":{"matchLabels":{"app":"d"}},
+            "template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}})),
+    );
+    assert_eq!(d["metadata"]["generation"], 1);
+    let d = ok(
+        &server,
+        "PATCH",
+        "/apis/apps/v1/namespaces/e2e/deployments/d",
+        Some(json!({"metadata":{"annotations":{"a":"b"}}})),
+    );
+    assert_eq!(
+        d["metadata"]["generation"], 2,
+        "annotations bump a deployment's"
+    );
+    let d = ok(
+        &server,
+        "PATCH",
+        "/apis/apps/v1/namespaces/e2e/deployments/d",
+        Some(json!({"metadata":{"labels":{"a":"b"}}})),
+    );
+    assert_eq!(d["metadata"]["generation"], 2, "labels do not");
+
+    let p = ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces/e2e/pods",
+        Some(json!({"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}})),
+    );
+    assert_eq!(p["metadata"]["generation"], 1);
+    let p = ok(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/e2e/pods/p",
+        Some(json!({"metadata":{"annotations":{"a":"b"}}})),
+    );
+    assert_eq!(
+        p["metadata"]["generation"], 1,
+        "annotations do not bump a pod's"
+    );
+    let p = ok(
+        &server,
+        "PATCH",
+        "/api/v1/namespaces/e2e/pods/p",
+        Some(json!({"spec":{"activeDeadlineSeconds":30}})),
+    );
+    assert_eq!(p["metadata"]["generation"], 2, "the spec does");
+}
+
+/// Before: a pod's `/status` write dropped its label and annotation changes. Upstream's
+/// `podStatusStrategy` resets only the spec, `deletionTimestamp` and `ownerReferences`.
+#[test]
+#[ignore = "needs curl"]
+fn a_pod_status_write_keeps_its_label_changes_but_not_owner_references() {
+    common::require("curl");
+    let server = Server::start(&[]);
+    ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces",
+        Some(json!({"metadata":{"name":"e2e"}})),
+    );
+    let p = ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces/e2e/pods",
+        Some(json!({"metadata":{"name":"p","labels":{"app":"a"}},
+            "spec":{"containers":[{"name":"c","image":"i"}]}})),
+    );
+    let mut w = p.clone();
+    w["metadata"]["labels"] = json!({"app": "b", "ready": "yes"});
+    w["metadata"]["annotations"] = json!({"note": "n"});
+    w["metadata"]["ownerReferences"] = json!([{"apiVersion":"v1","kind":"ConfigMap",
+        "name":"o","uid":"u-1"}]);
+    w["spec"]["activeDeadlineSeconds"] = json!(5);
+    w["status"] = json!({"phase": "Running"});
+    let got = ok(
+        &server,
+        "PUT",
+        "/api/v1/namespaces/e2e/pods/p/status",
+        Some(w),
+    );
+    assert_eq!(got["status"]["phase"], "Running");
+    assert_eq!(
+        got["metadata"]["labels"],
+        json!({"app": "b", "ready": "yes"})
+    );
+    assert_eq!(got["metadata"]["annotations"], json!({"note": "n"}));
+    assert_eq!(got["metadata"].get("ownerReferences"), None, "{got}");
+    assert_eq!(got["spec"].get("activeDeadlineSeconds"), None, "{got}");
+    assert_eq!(got["metadata"]["generation"], 1);
+    // A strategic merge patch of /status, as kubelets send, too.
+    let (code, got) = {
+        let out = run_ok(Command::new("curl").args([
+            "-s",
+            "--max-time",
+            &PATIENCE.as_secs().to_string(),
+            "-X",
+            "PATCH",
+            "-H",
+            "Content-Type: application/strategic-merge-patch+json",
+            "-d",
+            r#"{"metadata":{"labels":{"patched":"1"}},"status":{"phase":"Succeeded"}}"#,
+            "-w",
+            "\n%{http_code}",
+            &format!("{}/api/v1/namespaces/e2e/pods/p/status", server.url),
+        ]));
+        let (b, c) = out.trim_end().rsplit_once('\n').unwrap();
+        (c.to_owned(), serde_json::from_str::<Value>(b).unwrap())
+    };
+    assert_eq!(code, "200", "{got}");
+    assert_eq!(got["metadata"]["labels"]["patched"], "1");
+    assert_eq!(got["status"]["phase"], "Succeeded");
+    // Deployments' status strategy keeps the stored labels.
+    let d = ok(
+        &server,
+        "POST",
+        "/apis/apps/v1/namespaces/e2e/deployments",
+        Some(json!({"metadata":{"name":"d","labels":{"app":"d"}},"spec":{
+            "selector":{"matchLabels":{"app":"d"}},
+            "template":{"metadata":{"labels":{"app":"d"}},"spec":{"containers":[{"name":"c","image":"i"}]}}}})),
+    );
+    let mut w = d.clone();
+    w["metadata"]["labels"] = json!({"app": "changed"});
+    w["status"] = json!({"replicas": 0});
+    let got = ok(
+        &server,
+        "PUT",
+        "/apis/apps/v1/namespaces/e2e/deployments/d/status",
+        Some(w),
+    );
+    assert_eq!(got["metadata"]["labels"], json!({"app": "d"}));
 }

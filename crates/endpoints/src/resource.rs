@@ -134,6 +134,40 @@ pub enum GcPolicy {
     Unsupported,
 }
 
+/// When `metadata.generation` is set and bumped (upstream: each kind's strategy's
+/// `PrepareForCreate`/`PrepareForUpdate`; the registry's `BeforeDelete` bumps a set
+/// generation when the object is first marked for deletion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Generation {
+    /// Never set: a create drops one, an update keeps the stored (absent) one — config
+    /// maps, secrets, services, namespaces, nodes and the other kinds without a spec the
+    /// strategy versions.
+    None,
+    /// 1 on create, +1 when anything but metadata (and the status, where `/status` is a
+    /// subresource) changes: pods (`updatePodGeneration`), custom resources (the custom
+    /// resource strategy), and, by default, any declared kind.
+    #[default]
+    Spec,
+    /// As [`Generation::Spec`], and also +1 when the annotations change (deployments: their
+    /// annotations are copied to their replica sets).
+    SpecAndAnnotations,
+}
+
+/// What a `/status` write may change besides the status (upstream: each kind's status
+/// strategy's `PrepareForUpdate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StatusUpdate {
+    /// Only the status: every other field, metadata included, is the stored object's
+    /// (custom resources, and kinds whose status strategy calls
+    /// `metav1.ResetObjectMetaForStatus`).
+    #[default]
+    StatusOnly,
+    /// The status and the metadata, except `ownerReferences` (and the fields no update may
+    /// change): pods' `podStatusStrategy`, which resets the spec, `deletionTimestamp` and
+    /// `ownerReferences` only.
+    StatusAndMetadata,
+}
+
 /// Everything the installer needs to serve one resource.
 #[derive(Debug, Clone)]
 pub struct ResourceInfo {
@@ -190,6 +224,10 @@ pub struct ResourceInfo {
     /// a `Success` Status naming it (every other kind, custom resources included). An
     /// object a DELETE only marks (finalizers, a grace period) is returned either way.
     pub return_deleted_object: bool,
+    /// When `metadata.generation` is set and bumped.
+    pub generation: Generation,
+    /// What a `/status` write may change besides the status.
+    pub status_update: StatusUpdate,
 }
 
 impl ResourceInfo {
@@ -218,6 +256,8 @@ impl ResourceInfo {
             graceful_deletion: GracefulDeletion::None,
             gc_policy: GcPolicy::DeleteDependents,
             return_deleted_object: false,
+            generation: Generation::Spec,
+            status_update: StatusUpdate::StatusOnly,
         }
     }
 
@@ -353,6 +393,20 @@ impl ResourceInfo {
     #[must_use]
     pub fn return_deleted_object(mut self, on: bool) -> Self {
         self.return_deleted_object = on;
+        self
+    }
+
+    /// Sets when `metadata.generation` is set and bumped.
+    #[must_use]
+    pub fn generation(mut self, g: Generation) -> Self {
+        self.generation = g;
+        self
+    }
+
+    /// Sets what a `/status` write may change besides the status.
+    #[must_use]
+    pub fn status_update(mut self, s: StatusUpdate) -> Self {
+        self.status_update = s;
         self
     }
 
