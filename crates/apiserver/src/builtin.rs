@@ -57,8 +57,10 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
 /// `metadata.generation` is set and bumped only for pods (spec changes,
 /// pkg/registry/core/pod/strategy.go) and deployments (spec or annotation changes,
 /// pkg/registry/apps/deployment/strategy.go); the other strategies here leave it unset.
-/// A pod's `/status` write keeps the request's metadata but `ownerReferences`
-/// (`podStatusStrategy.PrepareForUpdate`).
+/// A `/status` write keeps the request's metadata but `ownerReferences` for pods
+/// (`podStatusStrategy.PrepareForUpdate`), but the labels for deployments
+/// (`deploymentStatusStrategy`), all of it for services (`serviceStatusStrategy`, which
+/// resets only the spec); other kinds keep the stored metadata.
 ///
 /// Selectable fields read as upstream's `*ToSelectableFields` read them: a field the v1
 /// defaulting always fills (pkg/apis/core/v1/defaults.go: a namespace's `status.phase`, a
@@ -119,7 +121,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .field_default("spec.hostNetwork", "false")
             .trigger_field("spec.nodeName")
             .status_subresource(true)
-            .status_update(StatusUpdate::StatusAndMetadata)
+            .status_update(StatusUpdate::StatusAndMetadataExcept(&["ownerReferences"]))
             .printer(Printer::Pod)
             .graceful_deletion(GracefulDeletion::Pod)
             .return_deleted_object(true)
@@ -140,6 +142,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .selectable_fields(["spec.clusterIP", "spec.type"])
             .field_default("spec.type", "ClusterIP")
             .generation(Generation::None)
+            .status_update(StatusUpdate::StatusAndMetadataExcept(&[]))
             .status_subresource(true)
             .printer(Printer::Columns(vec![
                 col("Type", "string", ".spec.type"),
@@ -190,6 +193,7 @@ pub fn resources() -> Vec<ResourceInfo> {
             .status_subresource(true)
             .scale(ScaleSubresource::replicas().label_selector("spec.selector"))
             .generation(Generation::SpecAndAnnotations)
+            .status_update(StatusUpdate::StatusAndMetadataExcept(&["labels"]))
             .printer(Printer::Deployment)
             .prepare_for_create(prepare_deployment),
     ]

@@ -581,7 +581,7 @@ fn a_pod_status_write_keeps_its_label_changes_but_not_owner_references() {
     assert_eq!(code, "200", "{got}");
     assert_eq!(got["metadata"]["labels"]["patched"], "1");
     assert_eq!(got["status"]["phase"], "Succeeded");
-    // Deployments' status strategy keeps the stored labels.
+    // Deployments' status strategy keeps the stored labels, not the stored annotations.
     let d = ok(
         &server,
         "POST",
@@ -592,6 +592,7 @@ fn a_pod_status_write_keeps_its_label_changes_but_not_owner_references() {
     );
     let mut w = d.clone();
     w["metadata"]["labels"] = json!({"app": "changed"});
+    w["metadata"]["annotations"] = json!({"note": "n"});
     w["status"] = json!({"replicas": 0});
     let got = ok(
         &server,
@@ -600,4 +601,23 @@ fn a_pod_status_write_keeps_its_label_changes_but_not_owner_references() {
         Some(w),
     );
     assert_eq!(got["metadata"]["labels"], json!({"app": "d"}));
+    assert_eq!(got["metadata"]["annotations"], json!({"note": "n"}));
+    // Services' status strategy resets only the spec.
+    let svc = ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces/e2e/services",
+        Some(json!({"metadata":{"name":"svc"},"spec":{"ports":[{"port":80}]}})),
+    );
+    let mut w = svc.clone();
+    w["metadata"]["labels"] = json!({"app": "svc"});
+    w["spec"]["type"] = json!("NodePort");
+    let got = ok(
+        &server,
+        "PUT",
+        "/api/v1/namespaces/e2e/services/svc/status",
+        Some(w),
+    );
+    assert_eq!(got["metadata"]["labels"], json!({"app": "svc"}));
+    assert_eq!(got["spec"]["type"], svc["spec"]["type"]);
 }

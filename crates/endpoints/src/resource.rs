@@ -162,10 +162,11 @@ pub enum StatusUpdate {
     /// `metav1.ResetObjectMetaForStatus`).
     #[default]
     StatusOnly,
-    /// The status and the metadata, except `ownerReferences` (and the fields no update may
-    /// change): pods' `podStatusStrategy`, which resets the spec, `deletionTimestamp` and
-    /// `ownerReferences` only.
-    StatusAndMetadata,
+    /// The status and the metadata, except these metadata fields, which stay the stored
+    /// object's (besides the fields no update may change): pods' `podStatusStrategy` resets
+    /// `ownerReferences` (and the spec and `deletionTimestamp`), deployments' status strategy
+    /// the labels, services' nothing but the spec.
+    StatusAndMetadataExcept(&'static [&'static str]),
 }
 
 /// Everything the installer needs to serve one resource.

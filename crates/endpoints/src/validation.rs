@@ -365,8 +365,8 @@ pub fn prepare_create(
 /// - a resourceVersion in `new` must equal the current one (optimistic concurrency);
 /// - uid, creationTimestamp and deletion fields are kept from `current`;
 /// - with a status subresource, a main-resource write keeps the current status and a
-///   `/status` write changes only the status (and, for pods, the metadata but
-///   `ownerReferences`: [`StatusUpdate`]);
+///   `/status` write changes only the status (and, for pods, deployments and services,
+///   most of the metadata: [`StatusUpdate`]);
 /// - generation, where the kind has one ([`Generation`]), increases when anything but
 ///   metadata and status changed (for deployments, also when the annotations changed).
 pub fn prepare_update(
@@ -437,15 +437,19 @@ pub fn prepare_update(
             let status = new.remove("status");
             let meta = match info.status_update {
                 StatusUpdate::StatusOnly => None,
-                StatusUpdate::StatusAndMetadata => new.remove("metadata").map(|mut m| {
-                    if let Value::Object(m) = &mut m {
-                        match cur_meta.get("ownerReferences") {
-                            Some(v) => m.insert("ownerReferences".into(), v.clone()),
-                            None => m.remove("ownerReferences"),
-                        };
-                    }
-                    m
-                }),
+                StatusUpdate::StatusAndMetadataExcept(stored) => {
+                    new.remove("metadata").map(|mut m| {
+                        if let Value::Object(m) = &mut m {
+                            for k in stored {
+                                match cur_meta.get(*k) {
+                                    Some(v) => m.insert((*k).into(), v.clone()),
+                                    None => m.remove(*k),
+                                };
+                            }
+                        }
+                        m
+                    })
+                }
             };
             new = cur.clone();
             if let Some(m) = meta {
