@@ -45,11 +45,28 @@ pub enum ObjectError {
 #[derive(Clone, PartialEq, Eq, Default)]
 pub struct SelectableFields(Arc<[SelectableField]>);
 
-/// One selectable field: its dotted path and the value it reads as when unset.
+/// One selectable field: its name (a dotted path), where its value is read when that is
+/// not the path itself, and the value it reads as when unset.
 #[derive(Clone, PartialEq, Eq)]
 struct SelectableField {
     path: Box<str>,
+    /// Paths read in order, the first with a non-empty value winning (e.g. an event's
+    /// `source`: `source.component`, else `reportingComponent`); `None`: the path itself.
+    reads: Option<Box<[Box<str>]>>,
     default: Option<Box<str>>,
+}
+
+impl SelectableField {
+    /// The field's value in `v`.
+    fn read(&self, v: &Value) -> Option<Box<str>> {
+        let found = match &self.reads {
+            None => scalar_at(v, &self.path),
+            Some(paths) => paths
+                .iter()
+                .find_map(|p| scalar_at(v, p).filter(|s| !s.is_empty())),
+        };
+        found.or_else(|| self.default.clone())
+    }
 }
 
 impl SelectableFields {
@@ -64,6 +81,7 @@ impl SelectableFields {
                 .into_iter()
                 .map(|p| SelectableField {
                     path: p.into(),
+                    reads: None,
                     default: None,
                 })
                 .collect(),
@@ -79,7 +97,26 @@ impl SelectableFields {
             Some(f) => f.default = Some(value.into()),
             None => fields.push(SelectableField {
                 path: path.into(),
+                reads: None,
                 default: Some(value.into()),
+            }),
+        }
+        Self(fields.into())
+    }
+
+    /// The same fields, where `name` (added if it was not declared) reads the first of
+    /// `paths` with a non-empty value, as upstream's computed fields do (an event's
+    /// `source`: `source.component`, else `reportingComponent`).
+    #[must_use]
+    pub fn with_reads(self, name: &str, paths: &[&str]) -> Self {
+        let reads: Box<[Box<str>]> = paths.iter().map(|p| (*p).into()).collect();
+        let mut fields: Vec<SelectableField> = self.0.iter().cloned().collect();
+        match fields.iter_mut().find(|f| &*f.path == name) {
+            Some(f) => f.reads = Some(reads),
+            None => fields.push(SelectableField {
+                path: name.into(),
+                reads: Some(reads),
+                default: None,
             }),
         }
         Self(fields.into())
@@ -305,11 +342,7 @@ impl Object {
             Some(_) => return Err(ObjectError::Shape("metadata.labels must be a map".into())),
         };
         let top_value = Value::Object(top);
-        let field_values = fields
-            .0
-            .iter()
-            .map(|f| scalar_at(&top_value, &f.path).or_else(|| f.default.clone()))
-            .collect();
+        let field_values = fields.0.iter().map(|f| f.read(&top_value)).collect();
         let Value::Object(top) = top_value else {
             return Err(ObjectError::Shape("must be a JSON object".into()));
         };
@@ -807,6 +840,14 @@ mod tests {
         let sel = FieldSelector::parse("spec.unschedulable==false").unwrap();
         assert!(sel.matches(&unset) && sel.matches(&null) && !sel.matches(&set));
         assert_eq!(unset.get_field("spec.nodeName"), None);
+        let fields = SelectableFields::none().with_reads("source", &["source.component", "rc"]);
+        let parse = |j: &str| Object::from_json(j.as_bytes(), &fields).unwrap();
+        let both = parse(r#"{"metadata":{"name":"a"},"source":{"component":"k"},"rc":"c"}"#);
+        let empty = parse(r#"{"metadata":{"name":"b"},"source":{"component":""},"rc":"c"}"#);
+        let none = parse(r#"{"metadata":{"name":"c"}}"#);
+        assert_eq!(both.get_field("source"), Some("k"));
+        assert_eq!(empty.get_field("source"), Some("c"));
+        assert_eq!(none.get_field("source"), None);
         // Persisted values carry the default, so a store rebuilding the object keeps it.
         let back = Object::from_parts(parts_of(&unset), 1).unwrap();
         assert_eq!(back.get_field("spec.unschedulable"), Some("false"));

@@ -21,8 +21,9 @@ pub const POD_FIELDS: [&str; 7] = [
     "status.nominatedNodeName",
 ];
 
-/// Event fields a field selector may name (upstream's `event.ToSelectableFields`; `source`
-/// there reads `source.component`, spelled out here).
+/// Event fields a field selector may name (upstream's `event.ToSelectableFields`, whose
+/// `source` — declared with how it is read in [`resources`] — is `source.component`, else
+/// `reportingComponent`; `source.component` is accepted too).
 pub const EVENT_FIELDS: [&str; 11] = [
     "involvedObject.kind",
     "involvedObject.namespace",
@@ -160,6 +161,7 @@ pub fn resources() -> Vec<ResourceInfo> {
         ResourceInfo::new("", "v1", "events", "Event")
             .short_names(["ev"])
             .selectable_fields(EVENT_FIELDS)
+            .field_reads("source", &["source.component", "reportingComponent"])
             .generation(Generation::None)
             .name_validation(NameValidation::PathSegment)
             .allow_create_on_update(true)

@@ -621,3 +621,51 @@ fn a_pod_status_write_keeps_its_label_changes_but_not_owner_references() {
     assert_eq!(got["metadata"]["labels"], json!({"app": "svc"}));
     assert_eq!(got["spec"]["type"], svc["spec"]["type"]);
 }
+
+/// Before: `source=kubelet`, the events field selector kubectl users write, was 400 (`field
+/// label not supported`). Upstream's `source` reads `source.component`, else
+/// `reportingComponent`.
+#[test]
+#[ignore = "needs kubectl and curl"]
+fn kubectl_selects_events_by_source() {
+    common::require("kubectl");
+    common::require("curl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces",
+        Some(json!({"metadata":{"name":"e2e"}})),
+    );
+    let event = |name: &str, extra: Value| {
+        let mut e = json!({"metadata":{"name":name},"involvedObject":{"kind":"Pod","name":"p"},
+            "reason":"R","message":"m","type":"Normal"});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        ok(&server, "POST", "/api/v1/namespaces/e2e/events", Some(e));
+    };
+    event("old-style", json!({"source":{"component":"kubelet"}}));
+    event(
+        "new-style",
+        json!({"source":{"component":""},"reportingComponent":"kubelet"}),
+    );
+    event(
+        "other",
+        json!({"source":{"component":"scheduler"},"reportingComponent":"kubelet"}),
+    );
+    let got = run_ok(server.kubectl(dir.path()).args([
+        "get",
+        "events",
+        "-n",
+        "e2e",
+        "--field-selector",
+        "source=kubelet",
+        "-o",
+        "name",
+    ]));
+    let mut got: Vec<&str> = got.lines().collect();
+    got.sort_unstable();
+    assert_eq!(got, ["event/new-style", "event/old-style"]);
+}

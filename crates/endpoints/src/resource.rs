@@ -301,6 +301,14 @@ impl ResourceInfo {
         self
     }
 
+    /// Declares a selectable field `name` read from the first of `paths` with a non-empty
+    /// value (see [`SelectableFields::with_reads`]).
+    #[must_use]
+    pub fn field_reads(mut self, name: &str, paths: &[&str]) -> Self {
+        self.selectable_fields = self.selectable_fields.with_reads(name, paths);
+        self
+    }
+
     /// Sets the trigger field (must also be selectable).
     #[must_use]
     pub fn trigger_field(mut self, path: &str) -> Self {
