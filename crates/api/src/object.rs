@@ -35,17 +35,91 @@ pub enum ObjectError {
 /// The fields of a resource that field selectors may name, beyond `metadata.name` and
 /// `metadata.namespace` (which every object has). Cheap to clone; shared by all objects of a
 /// resource.
+///
+/// A field may declare the value it reads as when the object lacks it (upstream's
+/// `*ToSelectableFields` read Go fields, so an unset `bool` is `"false"` and a field the
+/// defaulting always fills has its default). Invariant: the default is applied when an
+/// object is parsed ([`Object::from_value`]), so every reader — selector matching in the
+/// stores, the watch cache's indexes, watcher triggers, the old/new matching of watch
+/// events — sees the same value, and a store that persists [`Object::field_values`] keeps it.
 #[derive(Clone, PartialEq, Eq, Default)]
-pub struct SelectableFields(Arc<[Box<str>]>);
+pub struct SelectableFields(Arc<[SelectableField]>);
+
+/// One selectable field: its name (a dotted path), where its value is read when that is
+/// not the path itself, and the value it reads as when unset.
+#[derive(Clone, PartialEq, Eq)]
+struct SelectableField {
+    path: Box<str>,
+    /// Paths read in order, the first with a non-empty value winning (e.g. an event's
+    /// `source`: `source.component`, else `reportingComponent`); `None`: the path itself.
+    reads: Option<Box<[Box<str>]>>,
+    default: Option<Box<str>>,
+}
+
+impl SelectableField {
+    /// The field's value in `v`.
+    fn read(&self, v: &Value) -> Option<Box<str>> {
+        let found = match &self.reads {
+            None => scalar_at(v, &self.path),
+            Some(paths) => paths
+                .iter()
+                .find_map(|p| scalar_at(v, p).filter(|s| !s.is_empty())),
+        };
+        found.or_else(|| self.default.clone())
+    }
+}
 
 impl SelectableFields {
-    /// Declares dotted JSON paths such as `spec.nodeName`.
+    /// Declares dotted JSON paths such as `spec.nodeName`, which read as `""` when unset.
     pub fn new<I, S>(paths: I) -> Self
     where
         I: IntoIterator<Item = S>,
         S: Into<Box<str>>,
     {
-        Self(paths.into_iter().map(Into::into).collect())
+        Self(
+            paths
+                .into_iter()
+                .map(|p| SelectableField {
+                    path: p.into(),
+                    reads: None,
+                    default: None,
+                })
+                .collect(),
+        )
+    }
+
+    /// The same fields, where `path` reads as `value` in objects that lack it (e.g. a
+    /// Node's `spec.unschedulable` as `"false"`). Adds `path` if it was not declared.
+    #[must_use]
+    pub fn with_default(self, path: &str, value: &str) -> Self {
+        let mut fields: Vec<SelectableField> = self.0.iter().cloned().collect();
+        match fields.iter_mut().find(|f| &*f.path == path) {
+            Some(f) => f.default = Some(value.into()),
+            None => fields.push(SelectableField {
+                path: path.into(),
+                reads: None,
+                default: Some(value.into()),
+            }),
+        }
+        Self(fields.into())
+    }
+
+    /// The same fields, where `name` (added if it was not declared) reads the first of
+    /// `paths` with a non-empty value, as upstream's computed fields do (an event's
+    /// `source`: `source.component`, else `reportingComponent`).
+    #[must_use]
+    pub fn with_reads(self, name: &str, paths: &[&str]) -> Self {
+        let reads: Box<[Box<str>]> = paths.iter().map(|p| (*p).into()).collect();
+        let mut fields: Vec<SelectableField> = self.0.iter().cloned().collect();
+        match fields.iter_mut().find(|f| &*f.path == name) {
+            Some(f) => f.reads = Some(reads),
+            None => fields.push(SelectableField {
+                path: name.into(),
+                reads: Some(reads),
+                default: None,
+            }),
+        }
+        Self(fields.into())
     }
 
     /// Only `metadata.name` and `metadata.namespace`.
@@ -55,20 +129,33 @@ impl SelectableFields {
 
     /// The declared paths.
     pub fn paths(&self) -> impl Iterator<Item = &str> {
-        self.0.iter().map(|p| &**p)
+        self.0.iter().map(|f| &*f.path)
+    }
+
+    /// The value `path` reads as in an object that lacks it, when declared.
+    pub fn default_of(&self, path: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|f| &*f.path == path)
+            .and_then(|f| f.default.as_deref())
     }
 
     /// Whether a field selector may name `path` for this resource.
     pub fn supports(&self, path: &str) -> bool {
-        path == "metadata.name"
-            || path == "metadata.namespace"
-            || self.0.iter().any(|p| &**p == path)
+        path == "metadata.name" || path == "metadata.namespace" || self.paths().any(|p| p == path)
     }
 }
 
 impl fmt::Debug for SelectableFields {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
+        let mut list = f.debug_list();
+        for field in self.0.iter() {
+            match &field.default {
+                Some(d) => list.entry(&format_args!("{}(default {d:?})", field.path)),
+                None => list.entry(&field.path),
+            };
+        }
+        list.finish()
     }
 }
 
@@ -255,7 +342,7 @@ impl Object {
             Some(_) => return Err(ObjectError::Shape("metadata.labels must be a map".into())),
         };
         let top_value = Value::Object(top);
-        let field_values = fields.0.iter().map(|p| scalar_at(&top_value, p)).collect();
+        let field_values = fields.0.iter().map(|f| f.read(&top_value)).collect();
         let Value::Object(top) = top_value else {
             return Err(ObjectError::Shape("must be a JSON object".into()));
         };
@@ -562,7 +649,7 @@ impl Fields for Object {
             "metadata.name" => Some(self.name()),
             "metadata.namespace" => Some(self.namespace().unwrap_or("")),
             _ => {
-                let i = self.body.fields.0.iter().position(|p| &**p == path)?;
+                let i = self.body.fields.paths().position(|p| p == path)?;
                 self.body.field_values.get(i)?.as_deref()
             }
         }
@@ -802,6 +889,38 @@ mod tests {
             &SelectableFields::new(["spec.nodeName", "status.phase"]),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn an_unset_field_with_a_default_reads_as_the_default() {
+        use crate::fields::FieldSelector;
+        let fields =
+            SelectableFields::new(["spec.nodeName"]).with_default("spec.unschedulable", "false");
+        let unset = Object::from_json(br#"{"metadata":{"name":"a"},"spec":{}}"#, &fields).unwrap();
+        let null = Object::from_json(
+            br#"{"metadata":{"name":"b"},"spec":{"unschedulable":null}}"#,
+            &fields,
+        )
+        .unwrap();
+        let set = Object::from_json(
+            br#"{"metadata":{"name":"c"},"spec":{"unschedulable":true}}"#,
+            &fields,
+        )
+        .unwrap();
+        let sel = FieldSelector::parse("spec.unschedulable==false").unwrap();
+        assert!(sel.matches(&unset) && sel.matches(&null) && !sel.matches(&set));
+        assert_eq!(unset.get_field("spec.nodeName"), None);
+        let fields = SelectableFields::none().with_reads("source", &["source.component", "rc"]);
+        let parse = |j: &str| Object::from_json(j.as_bytes(), &fields).unwrap();
+        let both = parse(r#"{"metadata":{"name":"a"},"source":{"component":"k"},"rc":"c"}"#);
+        let empty = parse(r#"{"metadata":{"name":"b"},"source":{"component":""},"rc":"c"}"#);
+        let none = parse(r#"{"metadata":{"name":"c"}}"#);
+        assert_eq!(both.get_field("source"), Some("k"));
+        assert_eq!(empty.get_field("source"), Some("c"));
+        assert_eq!(none.get_field("source"), None);
+        // Persisted values carry the default, so a store rebuilding the object keeps it.
+        let back = Object::from_parts(parts_of(&unset), 1).unwrap();
+        assert_eq!(back.get_field("spec.unschedulable"), Some("false"));
     }
 
     #[test]

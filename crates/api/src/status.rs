@@ -87,6 +87,10 @@ fn is_zero(v: &u32) -> bool {
     *v == 0
 }
 
+fn is_zero_code(v: &u16) -> bool {
+    *v == 0
+}
+
 /// A Kubernetes `Status` object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
@@ -110,8 +114,9 @@ pub struct Status {
     /// Detail about the object concerned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub details: Option<StatusDetails>,
-    /// The HTTP status code.
-    #[serde(default)]
+    /// The HTTP status code; 0 (omitted, as upstream's `omitempty`) in the Status a
+    /// registry answers a DELETE with ([`Status::deleted`]).
+    #[serde(default, skip_serializing_if = "is_zero_code")]
     pub code: u16,
 }
 
@@ -137,6 +142,22 @@ impl Status {
             code: 200,
             ..Self::failure(200, "", "")
         }
+    }
+
+    /// What upstream's generic registry answers a DELETE with when the resource does not
+    /// return the deleted object (`Store.finalizeDelete` without `ReturnDeletedObject`):
+    /// `Success`, no code, and details naming the object — `kind` is the plural resource,
+    /// as upstream sets it.
+    pub fn deleted(group: &str, resource: &str, name: &str, uid: &str) -> Self {
+        let mut s = Self {
+            status: "Success".into(),
+            ..Self::failure(0, "", "")
+        };
+        s = s.with_target(group, resource, name);
+        if let Some(d) = s.details.as_mut() {
+            d.uid = uid.into();
+        }
+        s
     }
 
     /// Sets `details.retryAfterSeconds`.
@@ -187,6 +208,17 @@ impl Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_deletion_status_has_no_code_and_names_the_resource() {
+        let s = Status::deleted("apps", "deployments", "d", "u-1");
+        let v: serde_json::Value = serde_json::from_slice(&s.to_json()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success",
+                "details":{"name":"d","group":"apps","kind":"deployments","uid":"u-1"}})
+        );
+    }
 
     #[test]
     fn failure_has_the_upstream_shape() {

@@ -5,12 +5,12 @@ use crate::strategy::{
     prepare_deployment, prepare_namespace, prepare_pod, prepare_secret, prepare_service,
 };
 use listwatch_endpoints::{
-    GcPolicy, GracefulDeletion, NameValidation, Printer, PrinterColumn, ResourceInfo,
-    ScaleSubresource,
+    GcPolicy, Generation, GracefulDeletion, NameValidation, Printer, PrinterColumn, ResourceInfo,
+    ScaleSubresource, StatusUpdate,
 };
 
-/// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`, less
-/// `spec.hostNetwork` and `status.podIPs`).
+/// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`;
+/// `spec.hostNetwork` is declared with its default in [`resources`]).
 pub const POD_FIELDS: [&str; 7] = [
     "spec.nodeName",
     "spec.restartPolicy",
@@ -21,8 +21,9 @@ pub const POD_FIELDS: [&str; 7] = [
     "status.nominatedNodeName",
 ];
 
-/// Event fields a field selector may name (upstream's `event.ToSelectableFields`; `source`
-/// there reads `source.component`, spelled out here).
+/// Event fields a field selector may name (upstream's `event.ToSelectableFields`, whose
+/// `source` — declared with how it is read in [`resources`] — is `source.component`, else
+/// `reportingComponent`; `source.component` is accepted too).
 pub const EVENT_FIELDS: [&str; 11] = [
     "involvedObject.kind",
     "involvedObject.namespace",
@@ -41,12 +42,35 @@ pub const EVENT_FIELDS: [&str; 11] = [
 /// every other; the RBAC authorizer reads them through in-process informers).
 fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
     ResourceInfo::new("rbac.authorization.k8s.io", "v1", plural, kind)
+        .generation(Generation::None)
         .namespaced(namespaced)
         .name_validation(NameValidation::PathSegment)
         .allow_create_on_update(true)
 }
 
-/// Every built-in resource, namespaces first. A PUT of a missing object creates it where
+/// Every built-in resource, namespaces first.
+///
+/// A DELETE that removes an object answers with the object for namespaces, pods, services
+/// and service accounts, whose upstream storage sets `ReturnDeletedObject`
+/// (pkg/registry/core/{namespace,pod,service,serviceaccount}/storage/storage.go), and with a
+/// `Success` Status for the others.
+///
+/// `metadata.generation` is set and bumped only for pods (spec changes,
+/// pkg/registry/core/pod/strategy.go) and deployments (spec or annotation changes,
+/// pkg/registry/apps/deployment/strategy.go); the other strategies here leave it unset.
+/// A `/status` write keeps the request's metadata but `ownerReferences` for pods
+/// (`podStatusStrategy.PrepareForUpdate`), but the labels for deployments
+/// (`deploymentStatusStrategy`), all of it for services (`serviceStatusStrategy`, which
+/// resets only the spec); other kinds keep the stored metadata.
+///
+/// Selectable fields read as upstream's `*ToSelectableFields` read them: a field the v1
+/// defaulting always fills (pkg/apis/core/v1/defaults.go: a namespace's `status.phase`, a
+/// secret's `type`, a service's `spec.type`, a pod's `spec.restartPolicy` and
+/// `spec.schedulerName`) reads as its default when a stored object lacks it, and a `bool`
+/// read with `strconv.FormatBool` (a node's `spec.unschedulable`, a pod's
+/// `spec.hostNetwork`) reads as `"false"` ([`ResourceInfo::field_default`]).
+///
+/// A PUT of a missing object creates it where
 /// upstream's strategy allows create-on-update: services, endpoints, events, leases and
 /// the RBAC kinds (not namespaces, nodes, pods, config maps, secrets, service accounts or
 /// deployments).
@@ -58,6 +82,9 @@ pub fn resources() -> Vec<ResourceInfo> {
             .short_names(["ns"])
             .name_validation(NameValidation::Label)
             .selectable_fields(["status.phase"])
+            .field_default("status.phase", "Active")
+            .generation(Generation::None)
+            .return_deleted_object(true)
             .status_subresource(true)
             .finalize_subresource(true)
             .printer(Printer::Columns(vec![col(
@@ -70,6 +97,8 @@ pub fn resources() -> Vec<ResourceInfo> {
             .namespaced(false)
             .short_names(["no"])
             .selectable_fields(["spec.unschedulable"])
+            .field_default("spec.unschedulable", "false")
+            .generation(Generation::None)
             .status_subresource(true)
             .printer(Printer::Columns(vec![
                 col(
@@ -89,14 +118,23 @@ pub fn resources() -> Vec<ResourceInfo> {
             .short_names(["po"])
             .categories(["all"])
             .selectable_fields(POD_FIELDS)
+            .field_default("spec.restartPolicy", "Always")
+            .field_default("spec.schedulerName", "default-scheduler")
+            .field_default("spec.hostNetwork", "false")
             .trigger_field("spec.nodeName")
             .status_subresource(true)
+            .status_update(StatusUpdate::StatusAndMetadataExcept(&["ownerReferences"]))
             .printer(Printer::Pod)
             .graceful_deletion(GracefulDeletion::Pod)
+            .return_deleted_object(true)
             .prepare_for_create(prepare_pod),
-        ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
+        ResourceInfo::new("", "v1", "configmaps", "ConfigMap")
+            .short_names(["cm"])
+            .generation(Generation::None),
         ResourceInfo::new("", "v1", "secrets", "Secret")
             .selectable_fields(["type"])
+            .field_default("type", "Opaque")
+            .generation(Generation::None)
             .printer(Printer::Columns(vec![col("Type", "string", ".type")]))
             .prepare_for_create(prepare_secret),
         ResourceInfo::new("", "v1", "services", "Service")
@@ -104,6 +142,9 @@ pub fn resources() -> Vec<ResourceInfo> {
             .categories(["all"])
             .name_validation(NameValidation::Label1035)
             .selectable_fields(["spec.clusterIP", "spec.type"])
+            .field_default("spec.type", "ClusterIP")
+            .generation(Generation::None)
+            .status_update(StatusUpdate::StatusAndMetadataExcept(&[]))
             .status_subresource(true)
             .printer(Printer::Columns(vec![
                 col("Type", "string", ".spec.type"),
@@ -111,14 +152,18 @@ pub fn resources() -> Vec<ResourceInfo> {
                 col("Selector", "string", ".spec.selector").wide(),
             ]))
             .allow_create_on_update(true)
+            .return_deleted_object(true)
             .prepare_for_create(prepare_service),
         ResourceInfo::new("", "v1", "endpoints", "Endpoints")
             .short_names(["ep"])
             .singular("endpoints")
+            .generation(Generation::None)
             .allow_create_on_update(true),
         ResourceInfo::new("", "v1", "events", "Event")
             .short_names(["ev"])
             .selectable_fields(EVENT_FIELDS)
+            .field_reads("source", &["source.component", "reportingComponent"])
+            .generation(Generation::None)
             .name_validation(NameValidation::PathSegment)
             .allow_create_on_update(true)
             // Upstream: events take no part in garbage collection.
@@ -129,8 +174,12 @@ pub fn resources() -> Vec<ResourceInfo> {
                 col("Object", "string", ".involvedObject.name"),
                 col("Message", "string", ".message"),
             ])),
-        ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount").short_names(["sa"]),
+        ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount")
+            .short_names(["sa"])
+            .generation(Generation::None)
+            .return_deleted_object(true),
         ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease")
+            .generation(Generation::None)
             .allow_create_on_update(true)
             .printer(Printer::Columns(vec![col(
                 "Holder",
@@ -146,6 +195,8 @@ pub fn resources() -> Vec<ResourceInfo> {
             .categories(["all"])
             .status_subresource(true)
             .scale(ScaleSubresource::replicas().label_selector("spec.selector"))
+            .generation(Generation::SpecAndAnnotations)
+            .status_update(StatusUpdate::StatusAndMetadataExcept(&["labels"]))
             .printer(Printer::Deployment)
             .prepare_for_create(prepare_deployment),
     ]
@@ -163,6 +214,32 @@ mod tests {
         assert!(pods.selectable_fields.supports("spec.nodeName"));
         assert!(pods.selectable_fields.supports("status.phase"));
         assert_eq!(all[0].plural, "namespaces");
+    }
+
+    #[test]
+    fn deleted_objects_and_generations_follow_upstreams_storage_and_strategies() {
+        let all = resources();
+        let returned: Vec<&str> = all
+            .iter()
+            .filter(|r| r.return_deleted_object)
+            .map(|r| r.plural.as_str())
+            .collect();
+        assert_eq!(
+            returned,
+            ["namespaces", "pods", "services", "serviceaccounts"]
+        );
+        let generation: Vec<(&str, Generation)> = all
+            .iter()
+            .filter(|r| r.generation != Generation::None)
+            .map(|r| (r.plural.as_str(), r.generation))
+            .collect();
+        assert_eq!(
+            generation,
+            [
+                ("pods", Generation::Spec),
+                ("deployments", Generation::SpecAndAnnotations)
+            ]
+        );
     }
 
     #[test]

@@ -91,8 +91,8 @@ pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;
 pub use resource::{
-    GcPolicy, GracefulDeletion, NameValidation, PrepareFn, Printer, PrinterColumn, Resource,
-    ResourceInfo, ScaleSubresource,
+    GcPolicy, Generation, GracefulDeletion, NameValidation, PrepareFn, Printer, PrinterColumn,
+    Resource, ResourceInfo, ScaleSubresource, StatusUpdate,
 };
 pub use watch_server::{LongRunning, watch_timeout};
 

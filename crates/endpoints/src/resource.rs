@@ -134,6 +134,41 @@ pub enum GcPolicy {
     Unsupported,
 }
 
+/// When `metadata.generation` is set and bumped (upstream: each kind's strategy's
+/// `PrepareForCreate`/`PrepareForUpdate`; the registry's `BeforeDelete` bumps a set
+/// generation when the object is first marked for deletion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Generation {
+    /// Never set: a create drops one, an update keeps the stored (absent) one — config
+    /// maps, secrets, services, namespaces, nodes and the other kinds without a spec the
+    /// strategy versions.
+    None,
+    /// 1 on create, +1 when anything but metadata (and the status, where `/status` is a
+    /// subresource) changes: pods (`updatePodGeneration`), custom resources (the custom
+    /// resource strategy), and, by default, any declared kind.
+    #[default]
+    Spec,
+    /// As [`Generation::Spec`], and also +1 when the annotations change (deployments: their
+    /// annotations are copied to their replica sets).
+    SpecAndAnnotations,
+}
+
+/// What a `/status` write may change besides the status (upstream: each kind's status
+/// strategy's `PrepareForUpdate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StatusUpdate {
+    /// Only the status: every other field, metadata included, is the stored object's
+    /// (custom resources, and kinds whose status strategy calls
+    /// `metav1.ResetObjectMetaForStatus`).
+    #[default]
+    StatusOnly,
+    /// The status and the metadata, except these metadata fields, which stay the stored
+    /// object's (besides the fields no update may change): pods' `podStatusStrategy` resets
+    /// `ownerReferences` (and the spec and `deletionTimestamp`), deployments' status strategy
+    /// the labels, services' nothing but the spec.
+    StatusAndMetadataExcept(&'static [&'static str]),
+}
+
 /// Everything the installer needs to serve one resource.
 #[derive(Debug, Clone)]
 pub struct ResourceInfo {
@@ -188,6 +223,15 @@ pub struct ResourceInfo {
     pub graceful_deletion: GracefulDeletion,
     /// What a DELETE without a propagation policy does with dependents.
     pub gc_policy: GcPolicy,
+    /// Whether a DELETE that removes the object answers with it (upstream's
+    /// `Store.ReturnDeletedObject`: pods, services, service accounts, namespaces) rather than
+    /// a `Success` Status naming it (every other kind, custom resources included). An
+    /// object a DELETE only marks (finalizers, a grace period) is returned either way.
+    pub return_deleted_object: bool,
+    /// When `metadata.generation` is set and bumped.
+    pub generation: Generation,
+    /// What a `/status` write may change besides the status.
+    pub status_update: StatusUpdate,
 }
 
 impl ResourceInfo {
@@ -216,6 +260,9 @@ impl ResourceInfo {
             custom_schema: None,
             graceful_deletion: GracefulDeletion::None,
             gc_policy: GcPolicy::DeleteDependents,
+            return_deleted_object: false,
+            generation: Generation::Spec,
+            status_update: StatusUpdate::StatusOnly,
         }
     }
 
@@ -247,6 +294,22 @@ impl ResourceInfo {
         paths: I,
     ) -> Self {
         self.selectable_fields = SelectableFields::new(paths);
+        self
+    }
+
+    /// Declares what a selectable field reads as in an object that lacks it (see
+    /// [`SelectableFields::with_default`]); adds the field if it was not declared.
+    #[must_use]
+    pub fn field_default(mut self, path: &str, value: &str) -> Self {
+        self.selectable_fields = self.selectable_fields.with_default(path, value);
+        self
+    }
+
+    /// Declares a selectable field `name` read from the first of `paths` with a non-empty
+    /// value (see [`SelectableFields::with_reads`]).
+    #[must_use]
+    pub fn field_reads(mut self, name: &str, paths: &[&str]) -> Self {
+        self.selectable_fields = self.selectable_fields.with_reads(name, paths);
         self
     }
 
@@ -342,6 +405,28 @@ impl ResourceInfo {
     #[must_use]
     pub fn gc_policy(mut self, p: GcPolicy) -> Self {
         self.gc_policy = p;
+        self
+    }
+
+    /// Makes a DELETE that removes an object answer with the object instead of a Status
+    /// (upstream's `ReturnDeletedObject`).
+    #[must_use]
+    pub fn return_deleted_object(mut self, on: bool) -> Self {
+        self.return_deleted_object = on;
+        self
+    }
+
+    /// Sets when `metadata.generation` is set and bumped.
+    #[must_use]
+    pub fn generation(mut self, g: Generation) -> Self {
+        self.generation = g;
+        self
+    }
+
+    /// Sets what a `/status` write may change besides the status.
+    #[must_use]
+    pub fn status_update(mut self, s: StatusUpdate) -> Self {
+        self.status_update = s;
         self
     }
 

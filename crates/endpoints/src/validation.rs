@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::clock;
 use crate::error::{ApiError, ApiResult, FieldError};
-use crate::resource::{NameValidation, ResourceInfo};
+use crate::resource::{Generation, NameValidation, ResourceInfo, StatusUpdate};
 
 const LABEL_MAX: usize = 63;
 
@@ -375,7 +375,12 @@ pub fn prepare_create(
         "creationTimestamp".into(),
         Value::String(clock::format_rfc3339(clock::now_unix())),
     );
-    meta.insert("generation".into(), Value::from(1));
+    // Upstream: only kinds whose strategy sets it have a generation.
+    if info.generation == Generation::None {
+        meta.remove("generation");
+    } else {
+        meta.insert("generation".into(), Value::from(1));
+    }
     meta.remove("deletionTimestamp");
     meta.remove("deletionGracePeriodSeconds");
     crate::lifecycle::prepare_create(info, obj)?;
@@ -394,8 +399,10 @@ pub fn prepare_create(
 /// - a resourceVersion in `new` must equal the current one (optimistic concurrency);
 /// - uid, creationTimestamp and deletion fields are kept from `current`;
 /// - with a status subresource, a main-resource write keeps the current status and a
-///   `/status` write changes only the status;
-/// - generation increases when anything but metadata and status changed.
+///   `/status` write changes only the status (and, for pods, deployments and services,
+///   most of the metadata: [`StatusUpdate`]);
+/// - generation, where the kind has one ([`Generation`]), increases when anything but
+///   metadata and status changed (for deployments, also when the annotations changed).
 pub fn prepare_update(
     info: &ResourceInfo,
     current: &Value,
@@ -460,9 +467,28 @@ pub fn prepare_update(
     if info.status_subresource {
         if subresource_status {
             // Only the status may change: everything else comes from the stored object.
-            // Labels and annotations are not status either: the stored metadata stays.
+            // The metadata too, unless the kind's status strategy keeps it (pods).
             let status = new.remove("status");
+            let meta = match info.status_update {
+                StatusUpdate::StatusOnly => None,
+                StatusUpdate::StatusAndMetadataExcept(stored) => {
+                    new.remove("metadata").map(|mut m| {
+                        if let Value::Object(m) = &mut m {
+                            for k in stored {
+                                match cur_meta.get(*k) {
+                                    Some(v) => m.insert((*k).into(), v.clone()),
+                                    None => m.remove(*k),
+                                };
+                            }
+                        }
+                        m
+                    })
+                }
+            };
             new = cur.clone();
+            if let Some(m) = meta {
+                new.insert("metadata".into(), m);
+            }
             match status {
                 Some(s) => new.insert("status".into(), s),
                 None => new.remove("status"),
@@ -477,13 +503,25 @@ pub fn prepare_update(
     if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
+    // Upstream's custom resource strategy compares everything but metadata (the status is
+    // the stored one when `/status` is a subresource); built-in strategies compare the spec.
+    let not_spec = |k: &String| k == "metadata" || (k == "status" && info.status_subresource);
     let spec_changed = new
         .iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status"))
-        .ne(cur
-            .iter()
-            .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status")));
-    if spec_changed {
+        .filter(|(k, _)| !not_spec(k))
+        .ne(cur.iter().filter(|(k, _)| !not_spec(k)));
+    let annotations = |m: &Map<String, Value>| {
+        m.get("metadata")
+            .and_then(|m| m.get("annotations"))
+            .filter(|a| a.as_object().is_some_and(|a| !a.is_empty()))
+            .cloned()
+    };
+    let bump = match info.generation {
+        Generation::None => false,
+        Generation::Spec => spec_changed,
+        Generation::SpecAndAnnotations => spec_changed || annotations(&new) != annotations(cur),
+    };
+    if bump {
         let generation = cur_meta
             .get("generation")
             .and_then(Value::as_i64)

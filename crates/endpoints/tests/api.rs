@@ -42,7 +42,9 @@ fn test_api(config: Config) -> TestApi {
                 .selectable_fields(["spec.nodeName", "status.phase"])
                 .trigger_field("spec.nodeName")
                 .printer(Printer::Pod)
-                .status_subresource(true),
+                .status_subresource(true)
+                // As upstream's pod storage (`ReturnDeletedObject`).
+                .return_deleted_object(true),
             s.clone(),
         )
         .resource(

@@ -41,7 +41,9 @@ fn setup() -> T {
         .resource(
             ResourceInfo::new("", "v1", "pods", "Pod")
                 .status_subresource(true)
-                .graceful_deletion(GracefulDeletion::Pod),
+                .graceful_deletion(GracefulDeletion::Pod)
+                // As upstream's pod storage (`ReturnDeletedObject`).
+                .return_deleted_object(true),
             s.clone(),
         )
         .resource(

@@ -50,6 +50,14 @@ impl Policy {
     }
 }
 
+/// What a decision to delete was made on: the object's resourceVersion and its owner
+/// references (as stored, compared whole as upstream's `reflect.DeepEqual`).
+#[derive(Debug, Clone)]
+pub(crate) struct Decided {
+    pub(crate) resource_version: String,
+    pub(crate) owner_references: Value,
+}
+
 /// The in-process API of the collector.
 #[derive(Clone)]
 pub(crate) struct Calls {
@@ -84,28 +92,77 @@ impl Calls {
             .map_err(|e| GcError::Decode(e.to_string()))
     }
 
-    /// DELETE with a uid precondition and a propagation policy; `Ok` also when the object is
-    /// already gone.
+    /// DELETE with a propagation policy, on condition that the object is still the one
+    /// decided on: its uid, and (with `at`) the resourceVersion the decision read. `Ok` also
+    /// when the object is already gone.
+    ///
+    /// Upstream's `deleteObject` (pkg/controller/garbagecollector/operations.go, kubernetes
+    /// #132632): a conflict on the resourceVersion re-reads the object; when only its
+    /// resourceVersion moved and its owner references are what the decision saw, the DELETE
+    /// is sent again with the uid precondition alone (unrelated updates must not starve the
+    /// collector); when the owner references changed (an object re-parented between the
+    /// decision and the DELETE), the conflict is returned, and the item is decided again.
     pub(crate) async fn delete(
         &self,
         res: &Resource,
         ns: Option<&str>,
         name: &str,
         uid: &str,
+        at: Option<&Decided>,
         policy: Policy,
     ) -> Result<(), GcError> {
+        let path = object_path(&res.info, ns, name);
+        let rv = at.map(|d| d.resource_version.as_str());
+        match self.send_delete(&path, uid, rv, policy).await {
+            Ok(()) | Err(GcError::Api { code: 404, .. }) => Ok(()),
+            Err(conflict @ GcError::Api { code: 409, .. }) => {
+                let Some(d) = at else {
+                    return Err(conflict);
+                };
+                let Some(live) = self.get(res, ns, name).await? else {
+                    return Ok(());
+                };
+                let meta = live.get("metadata");
+                let same_uid = meta.and_then(|m| m.get("uid")).and_then(Value::as_str) == Some(uid);
+                let moved = meta
+                    .and_then(|m| m.get("resourceVersion"))
+                    .and_then(Value::as_str)
+                    != Some(d.resource_version.as_str());
+                let owners = meta
+                    .and_then(|m| m.get("ownerReferences"))
+                    .unwrap_or(&Value::Null);
+                if same_uid && moved && *owners == d.owner_references {
+                    match self.send_delete(&path, uid, None, policy).await {
+                        Ok(()) | Err(GcError::Api { code: 404, .. }) => Ok(()),
+                        Err(e) => Err(e),
+                    }
+                } else {
+                    Err(conflict)
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// One DELETE of `path` with these preconditions.
+    async fn send_delete(
+        &self,
+        path: &str,
+        uid: &str,
+        resource_version: Option<&str>,
+        policy: Policy,
+    ) -> Result<(), GcError> {
+        let mut preconditions = json!({"uid": uid});
+        if let Some(rv) = resource_version.filter(|rv| !rv.is_empty()) {
+            preconditions["resourceVersion"] = json!(rv);
+        }
         let body = json!({
             "apiVersion": "v1",
             "kind": "DeleteOptions",
-            "preconditions": {"uid": uid},
+            "preconditions": preconditions,
             "propagationPolicy": policy.as_str(),
         });
-        let path = object_path(&res.info, ns, name);
-        match self.call(Method::DELETE, &path, Some(body)).await {
-            Ok(_) => Ok(()),
-            Err(GcError::Api { code: 404, .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.call(Method::DELETE, path, Some(body)).await
     }
 
     /// Rewrites the object's metadata with `edit` (applied to the live object's metadata;

@@ -33,7 +33,10 @@
 //! - nothing is deleted on a cached view: an object goes only after live reads found each
 //!   of its owners absent, replaced or deleting in the foreground, and the DELETE carries a
 //!   uid precondition (a recreated object of the same name is never deleted for its
-//!   predecessor); references are removed with resourceVersion-conditional patches;
+//!   predecessor) and the resourceVersion those reads saw: an object whose owner references
+//!   changed meanwhile (re-parented) is decided again, not deleted; one that changed
+//!   otherwise is deleted with the uid precondition alone (upstream's `deleteObject`);
+//!   references are removed with resourceVersion-conditional patches;
 //! - bounded: one informer per resource (each subscriber queue bounded, lagging subscribers
 //!   coalesced by the client crate), two de-duplicating work queues whose size is bounded by
 //!   the number of objects, a bounded cache of absent owners, a fixed number of workers;

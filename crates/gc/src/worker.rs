@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use crate::GcError;
-use crate::calls::{Calls, Policy};
+use crate::calls::{Calls, Decided, Policy};
 use crate::graph::{Graph, Item, Queues};
 use crate::meta::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Fields, OwnerRef};
 
@@ -89,6 +89,8 @@ pub(crate) struct Workers {
 /// replaced (another uid).
 struct Live {
     meta: Fields,
+    /// The resourceVersion and owner references read, the preconditions of a DELETE.
+    decided: Decided,
 }
 
 impl Workers {
@@ -97,8 +99,13 @@ impl Workers {
         let Some(v) = self.calls.get(res, item.ns(), &item.name).await? else {
             return Ok(None);
         };
-        let meta = Fields::from_metadata(v.get("metadata").unwrap_or(&Value::Null));
-        Ok((meta.uid.as_deref() == Some(&*item.uid)).then_some(Live { meta }))
+        let raw = v.get("metadata").unwrap_or(&Value::Null);
+        let meta = Fields::from_metadata(raw);
+        let decided = Decided {
+            resource_version: meta.resource_version.clone().unwrap_or_default(),
+            owner_references: raw.get("ownerReferences").cloned().unwrap_or(Value::Null),
+        };
+        Ok((meta.uid.as_deref() == Some(&*item.uid)).then_some(Live { meta, decided }))
     }
 
     fn resource(&self, i: usize) -> Result<&listwatch_endpoints::Resource, GcError> {
@@ -172,7 +179,14 @@ impl Workers {
             tracing::debug!(item = %item.name, "garbage collector: deleting in the foreground");
             return self
                 .calls
-                .delete(res, item.ns(), &item.name, &item.uid, Policy::Foreground)
+                .delete(
+                    res,
+                    item.ns(),
+                    &item.name,
+                    &item.uid,
+                    Some(&live.decided),
+                    Policy::Foreground,
+                )
                 .await;
         }
         let policy = if m.has_finalizer(FINALIZER_ORPHAN) {
@@ -184,7 +198,14 @@ impl Workers {
         };
         tracing::debug!(item = %item.name, ?policy, "garbage collector: deleting an object whose owners are gone");
         self.calls
-            .delete(res, item.ns(), &item.name, &item.uid, policy)
+            .delete(
+                res,
+                item.ns(),
+                &item.name,
+                &item.uid,
+                Some(&live.decided),
+                policy,
+            )
             .await
     }
 

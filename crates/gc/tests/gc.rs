@@ -624,3 +624,187 @@ async fn a_dependent_seen_after_its_owner_was_orphaned_is_orphaned_too() {
     })
     .await;
 }
+
+/// A store that, on the first DELETE of a widget named in `edit`, first rewrites that
+/// widget's metadata as another writer would (between the collector's decision and its
+/// DELETE), then deletes as asked.
+struct EditBeforeDelete {
+    inner: MemStore,
+    edit: std::sync::Mutex<Option<(String, Value)>>,
+    fired: std::sync::atomic::AtomicBool,
+}
+
+impl EditBeforeDelete {
+    fn new(inner: MemStore) -> Self {
+        Self {
+            inner,
+            edit: std::sync::Mutex::new(None),
+            fired: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Arms the rewrite: `metadata_patch`'s members replace the widget's metadata's.
+    fn arm(&self, name: &str, metadata_patch: Value) {
+        *self.edit.lock().unwrap() = Some((name.to_owned(), metadata_patch));
+    }
+}
+
+#[async_trait::async_trait]
+impl Storage for EditBeforeDelete {
+    async fn create(
+        &self,
+        key: &listwatch_storage::Key,
+        obj: listwatch_api::Object,
+        ttl: Option<Duration>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        self.inner.create(key, obj, ttl).await
+    }
+    async fn get(
+        &self,
+        key: &listwatch_storage::Key,
+        opts: &listwatch_storage::GetOptions,
+    ) -> listwatch_storage::Result<Option<listwatch_api::Object>> {
+        self.inner.get(key, opts).await
+    }
+    async fn list(
+        &self,
+        key: &listwatch_storage::Key,
+        opts: &listwatch_storage::ListOptions,
+    ) -> listwatch_storage::Result<listwatch_storage::ObjectList> {
+        self.inner.list(key, opts).await
+    }
+    async fn watch(
+        &self,
+        key: &listwatch_storage::Key,
+        opts: &listwatch_storage::ListOptions,
+    ) -> listwatch_storage::Result<listwatch_storage::WatchStream> {
+        self.inner.watch(key, opts).await
+    }
+    async fn guaranteed_update(
+        &self,
+        key: &listwatch_storage::Key,
+        preconditions: Option<&listwatch_storage::Preconditions>,
+        ignore_not_found: bool,
+        update: &mut listwatch_storage::UpdateFn<'_>,
+        suggestion: Option<listwatch_api::Object>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        self.inner
+            .guaranteed_update(key, preconditions, ignore_not_found, update, suggestion)
+            .await
+    }
+    async fn delete(
+        &self,
+        key: &listwatch_storage::Key,
+        preconditions: Option<&listwatch_storage::Preconditions>,
+        validate: &listwatch_storage::ValidateDeleteFn<'_>,
+        suggestion: Option<listwatch_api::Object>,
+    ) -> listwatch_storage::Result<listwatch_api::Object> {
+        let edit = {
+            let mut e = self.edit.lock().unwrap();
+            match e.as_ref() {
+                Some((name, _)) if key.to_string().ends_with(&format!("/{name}")) => e.take(),
+                _ => None,
+            }
+        };
+        let armed = edit.is_some();
+        if let Some((_, patch)) = edit {
+            let mut rewrite = |cur: Option<&listwatch_api::Object>| {
+                let cur = cur.expect("the widget to rewrite");
+                let mut v = cur.to_value().unwrap();
+                for (k, val) in patch.as_object().unwrap() {
+                    v["metadata"][k] = val.clone();
+                }
+                Ok(
+                    listwatch_api::Object::from_value(v, cur.selectable_fields())
+                        .unwrap()
+                        .into(),
+                )
+            };
+            self.inner
+                .guaranteed_update(key, None, false, &mut rewrite, None)
+                .await?;
+        }
+        let done = self
+            .inner
+            .delete(key, preconditions, validate, suggestion)
+            .await;
+        if armed {
+            // Set once the DELETE it raced with is answered.
+            self.fired.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        done
+    }
+    async fn stats(
+        &self,
+        key: &listwatch_storage::Key,
+    ) -> listwatch_storage::Result<listwatch_storage::Stats> {
+        self.inner.stats(key).await
+    }
+    async fn request_watch_progress(&self) -> listwatch_storage::Result<()> {
+        self.inner.request_watch_progress().await
+    }
+    async fn current_resource_version(&self) -> listwatch_storage::Result<u64> {
+        self.inner.current_resource_version().await
+    }
+    async fn readiness(&self) -> listwatch_storage::Result<()> {
+        self.inner.readiness().await
+    }
+    fn compacted_revision(&self) -> u64 {
+        self.inner.compacted_revision()
+    }
+}
+
+/// Before: the collector deleted with a uid precondition only, so a dependent re-parented
+/// between its decision (every owner gone) and its DELETE was deleted with its new, live
+/// owner (kubernetes#114603). Now, as upstream's `deleteObject` (kubernetes#132632), the
+/// DELETE also names the resourceVersion decided on; the conflict re-reads the object, its
+/// owner references changed, and the item is decided again: the new owner keeps it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dependent_re_parented_before_the_collectors_delete_is_kept() {
+    let store = MemStore::new();
+    let hook = Arc::new(EditBeforeDelete::new(store.clone()));
+    let t = setup_on(api_over(Arc::new(store.clone()), hook.clone())).await;
+    let adopter = t.create(DEPLOY, deployment("adopter")).await;
+    hook.arm(
+        "w",
+        json!({"ownerReferences": [owner_ref(&adopter, false)]}),
+    );
+    let old = t.create(DEPLOY, deployment("old")).await;
+    t.create(WIDGETS, owned("w", &[owner_ref(&old, false)]))
+        .await;
+    let (s, _) = t.call("DELETE", &format!("{DEPLOY}/old"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    eventually("the collector's DELETE of the widget", || async {
+        hook.fired.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .await;
+    barrier(&t, "reparent").await;
+    let (s, w) = t.call("GET", &format!("{WIDGETS}/w"), "").await;
+    assert_eq!(
+        s,
+        StatusCode::OK,
+        "the widget re-parented to a live owner was collected: {w}"
+    );
+    assert_eq!(
+        w["metadata"]["ownerReferences"],
+        json!([owner_ref(&adopter, false)])
+    );
+}
+
+/// The other side of upstream's rule: a conflict caused by an update that left the owner
+/// references alone does not starve the collector — the DELETE is sent again with the uid
+/// precondition alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unrelated_update_before_the_collectors_delete_does_not_save_the_dependent() {
+    let store = MemStore::new();
+    let hook = Arc::new(EditBeforeDelete::new(store.clone()));
+    hook.arm("w", json!({"labels": {"touched": "yes"}}));
+    let t = setup_on(api_over(Arc::new(store.clone()), hook.clone())).await;
+    let old = t.create(DEPLOY, deployment("old")).await;
+    t.create(WIDGETS, owned("w", &[owner_ref(&old, false)]))
+        .await;
+    let (s, _) = t.call("DELETE", &format!("{DEPLOY}/old"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{WIDGETS}/w")).await;
+    assert!(hook.fired.load(std::sync::atomic::Ordering::SeqCst));
+}

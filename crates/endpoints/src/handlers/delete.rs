@@ -13,6 +13,7 @@ use super::{Request, object_response};
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::negotiate_write;
 use crate::stream_list::Items;
+use listwatch_api::Status;
 
 pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate_write(&req.headers)?;
@@ -33,8 +34,23 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         }
         _ => StatusCode::OK,
     };
-    let (crate::lifecycle::Deletion::Gone(o) | crate::lifecycle::Deletion::Pending(o)) = done;
-    Ok(object_response(code, &o))
+    match done {
+        // Upstream's `Store.finalizeDelete`: a removed object is answered with a Status
+        // unless the resource returns deleted objects (a dry run answers as the real one).
+        crate::lifecycle::Deletion::Gone(o) if !req.info().return_deleted_object => {
+            let info = req.info();
+            let status =
+                Status::deleted(&info.group, &info.plural, o.name(), o.uid().unwrap_or(""));
+            Ok(crate::encoded_response(
+                code,
+                "application/json",
+                &status.to_json(),
+            ))
+        }
+        crate::lifecycle::Deletion::Gone(o) | crate::lifecycle::Deletion::Pending(o) => {
+            Ok(object_response(code, &o))
+        }
+    }
 }
 
 pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
