@@ -6,8 +6,11 @@
 //!   Tests that need a tool are `#[ignore]`d for plain `cargo test`; here they all run, and a
 //!   missing tool fails them.
 //! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
-//! - `ci`    — `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings denied,
-//!   then `test`. This is what `.ci/run` and the GitHub workflow run.
+//! - `ci`    — `deps`, `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings
+//!   denied, then `test`. This is what `.ci/run` and the GitHub workflow run.
+//! - `deps`  — the layering rule: every edge between workspace crates in `cargo metadata` must
+//!   be in the table of [`mod@deps`] (which says why each is there); fails naming each
+//!   forbidden edge.
 //! - `bench [SCENARIO..]` — the performance scenarios P1..P14 (docs/benchmarks.md) with the
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
@@ -19,9 +22,11 @@
 //! - `fuzz [TARGET] [SECONDS]` — `cargo +nightly fuzz run` on one fuzz target of fuzz/, or
 //!   on each in turn, for SECONDS (default 60) each (docs/fuzzing.md).
 //!
-//! Kept light on purpose: std only, no async runtime.
+//! Kept light on purpose: std and serde_json (to read `cargo metadata`) only, no async
+//! runtime.
 
 mod amplification;
+mod deps;
 
 use std::env;
 use std::ffi::OsStr;
@@ -43,6 +48,7 @@ fn main() -> ExitCode {
         "test" => test(rest),
         "e2e" => run_tests(&["-p", "listwatch-apiserver"], rest),
         "ci" => ci(rest),
+        "deps" => deps::run(&root()),
         "bench" => bench(rest),
         "provision" => provision().map(|_| ()),
         "fuzz" => fuzz(rest),
@@ -70,7 +76,9 @@ const HELP: &str = "usage: cargo xtask <task>
                    ARGS go to `cargo test` before `--` (`-p CRATE` narrows it to packages)
   e2e [ARGS]       only the end-to-end tests: the apiserver binary driven by kubectl,
                    kube-rs, the Python client and raw HTTP, on both backends
-  ci               fmt --check, clippy -D warnings, doc -D warnings, then test
+  ci               deps, fmt --check, clippy -D warnings, doc -D warnings, then test
+  deps             check the edges between workspace crates against the layering table
+                   (xtask/src/deps.rs); fails naming each forbidden edge
   bench [SCENARIO..]  run the performance scenarios P1..P14 (all, or the named ones)
                    with the load generator; results in docs/bench/
   bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
@@ -265,6 +273,8 @@ fn run_tests(packages: &[&str], extra: &[String]) -> Result {
 fn ci(extra: &[String]) -> Result {
     CI_MODE.store(true, Ordering::Relaxed);
     report_free_disk();
+    // The layering first: it reads the manifests only, so a forbidden edge fails in seconds.
+    deps::run(&root())?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run(fmt)?;

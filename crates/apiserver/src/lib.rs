@@ -292,11 +292,11 @@ fn election_options(opts: &Options) -> Result<Option<singletons::ElectionOptions
     if !opts.leader_elect {
         return Ok(None);
     }
-    let config = listwatch_client::LeaderElectionConfig {
+    let config = listwatch_runtime::LeaderElectionConfig {
         identity: opts
             .leader_elect_identity
             .clone()
-            .unwrap_or_else(listwatch_client::leaderelection::default_identity),
+            .unwrap_or_else(listwatch_runtime::leaderelection::default_identity),
         lease_duration: opts.leader_elect_lease_duration,
         renew_deadline: opts.leader_elect_renew_deadline,
         retry_period: opts.leader_elect_retry_period,

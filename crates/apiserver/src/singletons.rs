@@ -5,7 +5,7 @@
 //!
 //! With `--storage etcd` several replicas may share the storage, so the singletons run under
 //! a leader election (`--leader-elect`, on by default): client-go's protocol, as implemented
-//! by `listwatch_client::leaderelection`, on the `coordination.k8s.io/v1` Lease
+//! by `listwatch_runtime::leaderelection`, on the `coordination.k8s.io/v1` Lease
 //! `--leader-elect-resource-namespace`/`--leader-elect-resource-name`
 //! (`kube-system/listwatch-controllers`), read and written in process through the leases
 //! resource's storage ([`StorageLeaseLock`]: creates, and updates conditional on the
@@ -34,10 +34,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use listwatch_api::{Object, Status};
-use listwatch_client::leaderelection::{
+use listwatch_endpoints::{Resource, ResourceInfo};
+use listwatch_runtime::leaderelection::{
     LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState,
 };
-use listwatch_endpoints::{Resource, ResourceInfo};
 use listwatch_storage::{Error as StorageError, GetOptions, Key, Preconditions, Storage, Updated};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -197,10 +197,10 @@ impl StorageLeaseLock {
         })
     }
 
-    fn state(&self, o: &Object) -> listwatch_client::Result<LeaseState> {
+    fn state(&self, o: &Object) -> listwatch_runtime::Result<LeaseState> {
         let v = o
             .to_value()
-            .map_err(|e| listwatch_client::Error::Decode(e.to_string()))?;
+            .map_err(|e| listwatch_runtime::Error::Decode(e.to_string()))?;
         Ok(LeaseState {
             record: LeaseRecord::from_spec(v.get("spec").unwrap_or(&Value::Null)),
             resource_version: o.resource_version().to_string(),
@@ -210,7 +210,7 @@ impl StorageLeaseLock {
 
 /// A storage error as the HTTP API would answer it (409 for conflicts and existing objects,
 /// so that the elector sees what it would see over HTTP).
-fn client_error(e: &StorageError) -> listwatch_client::Error {
+fn client_error(e: &StorageError) -> listwatch_runtime::Error {
     let (code, reason) = if e.is_conflict() {
         (409, "Conflict")
     } else if matches!(e, StorageError::AlreadyExists { .. }) {
@@ -220,7 +220,7 @@ fn client_error(e: &StorageError) -> listwatch_client::Error {
     } else {
         (500, "InternalError")
     };
-    listwatch_client::Error::Api(Box::new(Status::failure(code, reason, e.to_string())))
+    listwatch_runtime::Error::Api(Box::new(Status::failure(code, reason, e.to_string())))
 }
 
 fn internal(e: impl std::fmt::Display) -> StorageError {
@@ -229,7 +229,7 @@ fn internal(e: impl std::fmt::Display) -> StorageError {
 
 #[async_trait]
 impl LeaseLock for StorageLeaseLock {
-    async fn get(&self) -> listwatch_client::Result<Option<LeaseState>> {
+    async fn get(&self) -> listwatch_runtime::Result<Option<LeaseState>> {
         let found = self
             .storage
             .get(
@@ -244,7 +244,7 @@ impl LeaseLock for StorageLeaseLock {
         found.map(|o| self.state(&o)).transpose()
     }
 
-    async fn create(&self, record: &LeaseRecord) -> listwatch_client::Result<LeaseState> {
+    async fn create(&self, record: &LeaseRecord) -> listwatch_runtime::Result<LeaseState> {
         let mut value = json!({
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -272,9 +272,9 @@ impl LeaseLock for StorageLeaseLock {
         &self,
         record: &LeaseRecord,
         resource_version: &str,
-    ) -> listwatch_client::Result<LeaseState> {
+    ) -> listwatch_runtime::Result<LeaseState> {
         let rv: u64 = resource_version.parse().map_err(|_| {
-            listwatch_client::Error::Request(format!("resourceVersion {resource_version:?}"))
+            listwatch_runtime::Error::Request(format!("resourceVersion {resource_version:?}"))
         })?;
         let pre = Preconditions {
             uid: None,

@@ -36,8 +36,8 @@ use listwatch_auth::rbac::{
     subject_applies, subject_index,
 };
 use listwatch_auth::{Attributes, Authentication, Authorizer, Credentials, UserInfo};
-use listwatch_client::store::{NAMESPACE_INDEX, namespace_index};
-use listwatch_client::{Event, Writer};
+use listwatch_runtime::store::{NAMESPACE_INDEX, namespace_index};
+use listwatch_runtime::{Event, Writer};
 use std::sync::Arc;
 
 fn meta(ns: Option<&str>, name: &str) -> ObjectMeta {
@@ -48,7 +48,7 @@ fn meta(ns: Option<&str>, name: &str) -> ObjectMeta {
     }
 }
 
-fn synced<K: listwatch_client::Resource>(w: &mut Writer<K>, items: Vec<K>) {
+fn synced<K: listwatch_runtime::Resource>(w: &mut Writer<K>, items: Vec<K>) {
     w.apply(Event::Init);
     for i in items {
         w.apply(Event::InitApply(i));
@@ -302,7 +302,7 @@ fn rounds<T>(name: &str, n: u32, mut f: impl FnMut() -> T) {
 /// its rules matched — the peer the indexed authorizer is measured against.
 struct Upstream {
     rbac: Rbac,
-    role_bindings: listwatch_client::Store<RoleBinding>,
+    role_bindings: listwatch_runtime::Store<RoleBinding>,
 }
 
 impl Upstream {

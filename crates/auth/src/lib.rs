@@ -12,7 +12,7 @@
 //! - [`review`]: the review APIs (`SelfSubjectAccessReview`, `SelfSubjectRulesReview`,
 //!   `SubjectAccessReview`, `SelfSubjectReview`) as functions over request bodies.
 //!
-//! It depends on `listwatch-api` and `listwatch-client` (the informer stores RBAC reads); it
+//! It depends on `listwatch-api` and `listwatch-runtime` (the informer stores RBAC reads); it
 //! knows nothing of HTTP servers, storage or the endpoints crate: the server resolves a
 //! request into [`Attributes`] and credentials, and calls in here.
 //!

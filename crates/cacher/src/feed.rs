@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use listwatch_api::Object;
-use listwatch_client::Event as ReflectorEvent;
+use listwatch_runtime::Event as ReflectorEvent;
 use listwatch_storage::{GetOptions, Key, WatchEvent};
 use listwatch_watchcache::WatchCache;
 use tokio::sync::mpsc;
@@ -72,12 +72,12 @@ async fn run_reflector(
     // The storage watch never times out (see `lw`) and a dead backend connection ends it with
     // an error, so no idle deadline: a quiet resource may see no event for hours.
     let config = lw::StorageListerWatcher::reflector_config(
-        listwatch_client::Config::default().page_size(inner.config.list_page_size),
+        listwatch_runtime::Config::default().page_size(inner.config.list_page_size),
     );
     let mut relists = lw.relists.subscribe();
     // The relists begun up to the last one whose objects started arriving.
     let mut seen = *relists.borrow_and_update();
-    let events = listwatch_client::watcher(lw, config);
+    let events = listwatch_runtime::watcher(lw, config);
     futures::pin_mut!(events);
     let mut stop = inner.stop.subscribe();
     if *stop.borrow() {

@@ -2,7 +2,7 @@
 //! dispatcher that fans each event out to many watchers.
 //!
 //! One [`Cacher`] serves one resource. Inside it:
-//! - a reflector (listwatch-client's, over an in-process lister-watcher on the backend) lists
+//! - a reflector (listwatch-runtime's, over an in-process lister-watcher on the backend) lists
 //!   and watches the backend and feeds a `listwatch_watchcache::WatchCache`;
 //! - each event then goes, in order, to the dispatcher, which hands it to the watchers it
 //!   concerns (see `dispatch` for the fan-out, budgets and stall-and-resume,
@@ -12,7 +12,7 @@
 //!   delegated to the backend otherwise; writes always go to the backend, with the cached
 //!   object as a suggestion.
 //!
-//! It sits above listwatch-storage, listwatch-watchcache and listwatch-client, below the
+//! It sits above listwatch-storage, listwatch-watchcache and listwatch-runtime, below the
 //! endpoints; it must never depend on a concrete backend or on HTTP.
 //!
 //! Readiness goes Pending → Ready (a generation number counts each Ready) → Stopped, and

@@ -1,4 +1,4 @@
-//! The in-process lister-watcher that feeds the cache: listwatch-client's reflector, pointed
+//! The in-process lister-watcher that feeds the cache: listwatch-runtime's reflector, pointed
 //! at a [`Storage`] instead of an HTTP server.
 //!
 //! It translates client requests into storage options and storage events into client events
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures::StreamExt;
 use listwatch_api::Object;
-use listwatch_client::{
+use listwatch_runtime::{
     Error as ClientError, ListRequest, ListerWatcher, Page, VersionMatch,
     WatchEvent as ClientEvent, WatchRequest, WatchStream,
 };
@@ -47,7 +47,7 @@ impl StorageListerWatcher {
 
     /// A reflector configuration for this lister-watcher: `base` with
     /// [`Self::NO_IDLE_DEADLINE`] as its idle margin.
-    pub fn reflector_config(base: listwatch_client::Config) -> listwatch_client::Config {
+    pub fn reflector_config(base: listwatch_runtime::Config) -> listwatch_runtime::Config {
         base.watch_idle_margin(Self::NO_IDLE_DEADLINE)
     }
 }
@@ -158,7 +158,7 @@ impl ListerWatcher for StorageListerWatcher {
     /// with a page size, which on etcd (and here on every backend) is a legacy Exact read at
     /// that version, so a relist would rebuild the cache at a stale state (or fail with 410
     /// once that version is compacted) instead of the current one.
-    async fn list(&self, request: &ListRequest) -> listwatch_client::Result<Page<Object>> {
+    async fn list(&self, request: &ListRequest) -> listwatch_runtime::Result<Page<Object>> {
         let r = request;
         if r.continue_token.is_none() {
             self.relist_begins();
@@ -180,7 +180,10 @@ impl ListerWatcher for StorageListerWatcher {
         })
     }
 
-    async fn watch(&self, request: &WatchRequest) -> listwatch_client::Result<WatchStream<Object>> {
+    async fn watch(
+        &self,
+        request: &WatchRequest,
+    ) -> listwatch_runtime::Result<WatchStream<Object>> {
         let r = request;
         let opts = ListOptions {
             allow_watch_bookmarks: request.allow_bookmarks,

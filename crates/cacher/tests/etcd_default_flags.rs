@@ -12,9 +12,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use listwatch_api::{Object, SelectableFields};
 use listwatch_cacher::{Cacher, CacherConfig, CacherMetrics, StorageListerWatcher};
-use listwatch_client::{ListerWatcher, WatchRequest};
 use listwatch_etcd::testing::EtcdServer;
 use listwatch_etcd::{EtcdStore, compact_now};
+use listwatch_runtime::{ListerWatcher, WatchRequest};
 use listwatch_storage::{Key, ListOptions, ResourceVersionMatch, Storage, WatchEvent};
 use prometheus_client::registry::Registry;
 
@@ -149,7 +149,7 @@ async fn the_caches_storage_watch_ignores_the_reflectors_timeout() {
         .await
         .expect("the watch hung");
     match next {
-        Some(Ok(listwatch_client::WatchEvent::Added(o))) => assert_eq!(o, b),
+        Some(Ok(listwatch_runtime::WatchEvent::Added(o))) => assert_eq!(o, b),
         other => panic!("expected b's ADDED, got {other:?}"),
     }
 }

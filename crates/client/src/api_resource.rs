@@ -24,8 +24,8 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
-use crate::error::{Error, Result};
-use crate::resource::Resource;
+use crate::Resource;
+use crate::{Error, Result};
 
 /// Whether a kind is namespaced, at the type level (see [`ResourceType::Scope`]).
 pub trait Scope {

@@ -1,36 +1,35 @@
-//! The client reflector of listwatch: keep a local, indexed copy of a collection in sync
-//! with a Kubernetes-style server, and react to its changes.
+//! The HTTP client of listwatch: reach a Kubernetes-style server over HTTP, and run the
+//! controller runtime ([`listwatch_runtime`], re-exported as [`runtime`]) against it — as
+//! kube-rs's `kube` facade does with `kube-client` and `kube-runtime`.
 //!
 //! It owns
-//! - [`ListerWatcher`]: list a page, open a watch; for dynamic [`Object`](listwatch_api::Object)s
-//!   or, through [`Typed`], any serde type that is a [`Resource`];
-//! - [`Reflector`] / [`watcher`]: client-go's reflector loop (paginated list, watch from the list's version
-//!   with bookmarks, relist on 410, backoff with jitter, streaming list with fallback) as a
-//!   `Stream` of [`Event`]s, and [`reflector`], which applies them to a store;
-//! - [`Writer`] / [`Store`]: one writer, many cheap readers, index functions,
-//!   `wait_until_synced`, atomic relists that never hold two copies of the store;
-//! - [`Informer`]: one reflector shared by many subscribers and [`EventHandler`]s, with resync;
-//! - [`WorkQueue`] and [`Controller`]: client-go's rate-limited de-duplicating work queue and
-//!   a reconcile loop over informers;
-//! - [`leaderelection`]: client-go's leader election on a `coordination.k8s.io/v1` Lease
-//!   ([`LeaderElector`], over [`HttpLeaseLock`] or any [`LeaseLock`]), so that one of several
-//!   processes runs the work it guards;
-//! - [`HttpListerWatcher`]: the HTTP lister-watcher for any Kubernetes-compatible server
-//!   (hyper; TLS with the `rustls` feature), configured from a URL or a kubeconfig;
+//! - [`HttpListerWatcher`]: the runtime's [`ListerWatcher`] over HTTP for any
+//!   Kubernetes-compatible server (hyper; TLS with the `rustls` feature), configured from a URL
+//!   or a kubeconfig ([`HttpConfig`]: kubeconfig files, in-cluster config, exec credential
+//!   plugins, token files, client certificates, impersonation, proxies, failover servers);
+//! - [`HttpClient`]: one connection pool per config, the single-object calls a controller
+//!   needs, retries on `Retry-After`;
 //! - [`Api`]: typed access kube-rs style (get, list, watch, create, replace, [`Patch`],
 //!   delete), the path derived from the type ([`ResourceType`]) or an [`ApiResource`]; with
 //!   the `k8s-openapi` feature every k8s-openapi resource type works directly, and an `Api` is
 //!   itself a [`ListerWatcher`] for the reflector and informer;
+//! - [`HttpLeaseLock`]: the runtime's [`LeaseLock`] on a `coordination.k8s.io/v1` Lease over
+//!   HTTP, for [`LeaderElector`];
 //! - [`PartialObjectMetadata`]: a kind's metadata-only form, for `Api`s, reflectors and
 //!   informers that need names, labels and owners but not the objects' bodies.
+//!
+//! The runtime's items ([`Reflector`], [`watcher`], [`Store`], [`Informer`], [`WorkQueue`],
+//! [`Controller`], [`leaderelection`], [`Error`] …) are re-exported at the top level as well,
+//! so `listwatch_client::Informer` and `listwatch_runtime::Informer` are the same type. A
+//! crate that only needs the runtime over a lister-watcher of its own (in process, say)
+//! depends on `listwatch-runtime` and compiles no HTTP.
 //!
 //! Features: `rustls` (https servers), `k8s-openapi` (k8s-openapi's resource types as
 //! [`Resource`]s and [`ResourceType`]s; no Kubernetes version feature of k8s-openapi is
 //! enabled, the final binary picks one).
 //!
-//! It sits at the client end of the pipeline and depends only on `listwatch-api`: it must
-//! never depend on storage, the watch cache or the server crates (the cacher uses it through
-//! an in-process `ListerWatcher` of its own).
+//! It sits at the client end of the pipeline and depends only on `listwatch-api` and
+//! `listwatch-runtime`: it must never depend on storage, the watch cache or the server crates.
 //!
 //! ```no_run
 //! use futures::StreamExt;
@@ -67,45 +66,37 @@
 //! ```
 
 mod api_resource;
-mod backoff;
-pub mod controller;
-mod error;
 pub mod http;
-mod informer;
 #[cfg(feature = "k8s-openapi")]
 mod k8s;
-pub mod leaderelection;
-mod lister;
 mod metadata;
-mod reflector;
-mod resource;
-pub mod store;
-pub mod workqueue;
+
+/// The controller runtime, [`listwatch_runtime`]: reflector, store, informer, work queue,
+/// controller runner, leader election.
+pub use listwatch_runtime as runtime;
+
+/// Leader election ([`listwatch_runtime::leaderelection`]) and its lock over HTTP,
+/// [`HttpLeaseLock`].
+pub mod leaderelection {
+    pub use crate::http::HttpLeaseLock;
+    pub use listwatch_runtime::leaderelection::*;
+}
 
 pub use api_resource::{
     ApiResource, ClusterScope, ClusterScoped, NamespaceScope, Namespaced, ResourceType, Scope,
 };
-pub use controller::{Action, Controller};
-pub use error::{Error, Result};
 pub use http::{
-    Api, ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpListerWatcher, HttpTyped,
-    Impersonate, Patch, PatchParams,
-};
-pub use informer::{
-    EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
-    dispatch,
-};
-pub use leaderelection::{
-    HttpLeaseLock, LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState,
-};
-pub use lister::{
-    ListRequest, ListerWatcher, Page, PageEnd, PageItem, PageStream, Typed, VersionMatch,
-    WatchEvent, WatchRequest, WatchStream, collect_page, page_stream,
+    Api, ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpLeaseLock, HttpListerWatcher,
+    HttpTyped, Impersonate, Patch, PatchParams,
 };
 pub use metadata::{
     PARTIAL_OBJECT_METADATA_API_VERSION, PARTIAL_OBJECT_METADATA_KIND, PartialObjectMetadata,
 };
-pub use reflector::{Config, Event, Reflector, reflector, watcher};
-pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
-pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};
-pub use workqueue::{RateLimits, WorkQueue};
+pub use runtime::{
+    Action, Config, Controller, Delta, Error, Event, EventHandler, Filtered, HandlerRegistration,
+    HasMetadata, IndexFn, Informer, InformerConfig, LeaderElectionConfig, LeaderElector, LeaseLock,
+    LeaseRecord, LeaseState, ListRequest, ListerWatcher, MetadataFields, ObjectKey, Page, PageEnd,
+    PageItem, PageStream, RateLimits, Reflector, Resource, Result, Store, Subscription, Transform,
+    Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream, WorkQueue, Writer, WriterDropped,
+    collect_page, controller, dispatch, page_stream, reflector, store, watcher, workqueue,
+};

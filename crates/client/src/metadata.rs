@@ -21,8 +21,8 @@ use std::marker::PhantomData;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::HasMetadata;
 use crate::api_resource::ResourceType;
-use crate::resource::HasMetadata;
 
 /// The `apiVersion` of a metadata-only object as the server sends it.
 pub const PARTIAL_OBJECT_METADATA_API_VERSION: &str = "meta.k8s.io/v1";

@@ -21,7 +21,7 @@
 use std::sync::Arc;
 
 use listwatch_cacher::StorageListerWatcher;
-use listwatch_client::{Delta, Informer, InformerConfig, Store, Typed, WorkQueue};
+use listwatch_runtime::{Delta, Informer, InformerConfig, Store, Typed, WorkQueue};
 
 use crate::catalog::Catalog;
 use crate::meta::{Fields, Meta, OwnerRef};
@@ -70,7 +70,7 @@ pub(crate) struct Queues {
 /// never times out (see `StorageListerWatcher::NO_IDLE_DEADLINE`).
 fn informer_config() -> InformerConfig<Meta> {
     InformerConfig {
-        reflector: StorageListerWatcher::reflector_config(listwatch_client::Config::default()),
+        reflector: StorageListerWatcher::reflector_config(listwatch_runtime::Config::default()),
         ..InformerConfig::default()
     }
 }

@@ -24,7 +24,7 @@
 //! `system:serviceaccount:kube-system:generic-garbage-collector` for flow control, so it
 //! needs nothing internal to the endpoints and cannot get a deletion rule wrong by
 //! reimplementing it. It reads through the storage directly (a consistent read). Layers:
-//! it depends on `listwatch-endpoints`, `listwatch-client` (informers, work queue) and
+//! it depends on `listwatch-endpoints`, `listwatch-runtime` (informers, work queue) and
 //! `listwatch-cacher` (the in-process lister-watcher); only the server binary depends on it.
 //! Requests from it do not pass the server's authentication, authorization or audit (those
 //! wrap the router outside): it is part of the server, as the namespace controller is.
@@ -66,7 +66,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
-use listwatch_client::{RateLimits, WorkQueue};
+use listwatch_runtime::{RateLimits, WorkQueue};
 
 use crate::calls::Calls;
 use crate::catalog::Catalog;

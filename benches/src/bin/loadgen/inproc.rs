@@ -498,13 +498,13 @@ struct ConfigMaps {
 }
 
 #[async_trait::async_trait]
-impl listwatch_client::ListerWatcher for ConfigMaps {
+impl listwatch_runtime::ListerWatcher for ConfigMaps {
     type Object = Object;
 
     async fn list(
         &self,
-        req: &listwatch_client::ListRequest,
-    ) -> listwatch_client::Result<listwatch_client::Page<Object>> {
+        req: &listwatch_runtime::ListRequest,
+    ) -> listwatch_runtime::Result<listwatch_runtime::Page<Object>> {
         let start: usize = req
             .continue_token
             .as_deref()
@@ -514,7 +514,7 @@ impl listwatch_client::ListerWatcher for ConfigMaps {
             .jsons
             .lock()
             .map(|j| Arc::clone(&j))
-            .map_err(|_| listwatch_client::Error::Decode("poisoned".into()))?;
+            .map_err(|_| listwatch_runtime::Error::Decode("poisoned".into()))?;
         if start == 0 {
             self.rv.fetch_add(100, Ordering::AcqRel);
         }
@@ -528,10 +528,10 @@ impl listwatch_client::ListerWatcher for ConfigMaps {
             .iter()
             .map(|j| {
                 Object::from_json(j, &fields)
-                    .map_err(|e| listwatch_client::Error::Decode(e.to_string()))
+                    .map_err(|e| listwatch_runtime::Error::Decode(e.to_string()))
             })
-            .collect::<listwatch_client::Result<Vec<_>>>()?;
-        Ok(listwatch_client::Page {
+            .collect::<listwatch_runtime::Result<Vec<_>>>()?;
+        Ok(listwatch_runtime::Page {
             items,
             resource_version: self.rv.load(Ordering::Acquire),
             continue_token: (end < jsons.len()).then(|| end.to_string()),
@@ -540,13 +540,13 @@ impl listwatch_client::ListerWatcher for ConfigMaps {
 
     async fn watch(
         &self,
-        _req: &listwatch_client::WatchRequest,
-    ) -> listwatch_client::Result<listwatch_client::WatchStream<Object>> {
+        _req: &listwatch_runtime::WatchRequest,
+    ) -> listwatch_runtime::Result<listwatch_runtime::WatchStream<Object>> {
         let expire = Arc::clone(&self.expire);
         let expired = futures::stream::once(async move {
             expire.notified().await;
             let status = listwatch_api::Status::failure(410, "Expired", "too old resource version");
-            Err(listwatch_client::Error::Api(Box::new(status)))
+            Err(listwatch_runtime::Error::Api(Box::new(status)))
         });
         Ok(expired.chain(futures::stream::pending()).boxed())
     }
@@ -585,20 +585,20 @@ fn configmap_json(i: usize, rv: usize) -> Vec<u8> {
 struct Shared(Arc<ConfigMaps>);
 
 #[async_trait::async_trait]
-impl listwatch_client::ListerWatcher for Shared {
+impl listwatch_runtime::ListerWatcher for Shared {
     type Object = Object;
 
     async fn list(
         &self,
-        req: &listwatch_client::ListRequest,
-    ) -> listwatch_client::Result<listwatch_client::Page<Object>> {
+        req: &listwatch_runtime::ListRequest,
+    ) -> listwatch_runtime::Result<listwatch_runtime::Page<Object>> {
         self.0.list(req).await
     }
 
     async fn watch(
         &self,
-        req: &listwatch_client::WatchRequest,
-    ) -> listwatch_client::Result<listwatch_client::WatchStream<Object>> {
+        req: &listwatch_runtime::WatchRequest,
+    ) -> listwatch_runtime::Result<listwatch_runtime::WatchStream<Object>> {
         self.0.watch(req).await
     }
 }
@@ -631,9 +631,9 @@ pub(crate) async fn p11() -> Result<Report> {
     };
     let base = crate::heap();
     let lw = Arc::new(lw);
-    let reflector = listwatch_client::Reflector::new(
+    let reflector = listwatch_runtime::Reflector::new(
         Shared(Arc::clone(&lw)),
-        listwatch_client::Config::default(),
+        listwatch_runtime::Config::default(),
     );
     let store = reflector.store();
     let task = tokio::spawn(reflector.run());

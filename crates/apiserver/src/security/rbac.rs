@@ -17,9 +17,9 @@ use listwatch_auth::rbac::{
     bootstrap::{self, Reconcile},
 };
 use listwatch_cacher::StorageListerWatcher;
-use listwatch_client::{Informer, InformerConfig, Typed};
 use listwatch_endpoints::admission::{Admission, AdmissionRequest, Operation};
 use listwatch_endpoints::{ApiError, ApiResult, Resource};
+use listwatch_runtime::{Informer, InformerConfig, Typed};
 use listwatch_storage::{Key, no_validation};
 use serde_json::Value;
 
@@ -41,7 +41,7 @@ fn lister(r: &Resource) -> Option<StorageListerWatcher> {
 /// never times out, so a deadline would only re-watch every 5–10 minutes).
 fn informer_config<K>() -> InformerConfig<K> {
     InformerConfig {
-        reflector: StorageListerWatcher::reflector_config(listwatch_client::Config::default()),
+        reflector: StorageListerWatcher::reflector_config(listwatch_runtime::Config::default()),
         ..InformerConfig::default()
     }
 }
@@ -329,8 +329,8 @@ async fn write<T: serde::Serialize>(
 async fn reconcile(
     roles_res: &Resource,
     bindings_res: &Resource,
-    roles: &listwatch_client::Store<Role>,
-    bindings: &listwatch_client::Store<RoleBinding>,
+    roles: &listwatch_runtime::Store<Role>,
+    bindings: &listwatch_runtime::Store<RoleBinding>,
 ) -> bool {
     let mut in_force = true;
     let (mut roles_written, mut bindings_written) = (0, 0);
@@ -527,7 +527,7 @@ impl Admission for RbacAdmission {
 /// lister, then a live GET). The read goes through the resource's storage with no
 /// resource version — through a cacher that is a read of the backend, never of the cache.
 pub struct Accounts {
-    store: listwatch_client::Store<Object>,
+    store: listwatch_runtime::Store<Object>,
     storage: Arc<dyn listwatch_storage::Storage>,
     storage_resource: String,
 }
@@ -544,7 +544,7 @@ impl Accounts {
     /// A lookup over this informer store and the serviceaccounts resource's storage (and
     /// its storage resource name, for keys).
     pub fn new(
-        store: listwatch_client::Store<Object>,
+        store: listwatch_runtime::Store<Object>,
         storage: Arc<dyn listwatch_storage::Storage>,
         storage_resource: String,
     ) -> Self {
@@ -682,7 +682,7 @@ mod tests {
     #[tokio::test]
     async fn tokens_of_accounts_the_informer_has_not_seen_are_checked_in_storage() {
         let storage: Arc<dyn Storage> = Arc::new(listwatch_memstore::MemStore::new());
-        let held_back = listwatch_client::Writer::<Object>::default();
+        let held_back = listwatch_runtime::Writer::<Object>::default();
         let accounts = Accounts::new(
             held_back.store(),
             Arc::clone(&storage),

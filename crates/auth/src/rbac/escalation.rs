@@ -170,7 +170,7 @@ mod tests {
     use super::*;
     use crate::rbac::testing::*;
     use crate::rbac::{Role, RoleBinding, Subject};
-    use listwatch_client::Event;
+    use listwatch_runtime::Event;
 
     #[test]
     fn a_user_grants_only_what_it_holds() {

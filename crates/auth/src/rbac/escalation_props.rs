@@ -20,7 +20,7 @@
 
 use std::cell::RefCell;
 
-use listwatch_client::Event;
+use listwatch_runtime::Event;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use listwatch_client::{IndexFn, Store};
+use listwatch_runtime::{IndexFn, Store};
 
 use crate::authz::{Attributes, Authorizer, Decision, Rules};
 use crate::user::UserInfo;
@@ -325,7 +325,7 @@ impl Authorizer for Rbac {
 pub(crate) mod testing {
     //! Stores filled directly through their writers, for tests and benches.
     use super::*;
-    use listwatch_client::{Event, Writer};
+    use listwatch_runtime::{Event, Writer};
 
     /// Writers of the four stores.
     pub(crate) struct Fixture {
@@ -402,7 +402,7 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::*;
     use super::*;
-    use listwatch_client::Event;
+    use listwatch_runtime::Event;
 
     fn alice() -> UserInfo {
         UserInfo::new("alice", ["dev", "system:authenticated"])

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use listwatch_client::Event;
+use listwatch_runtime::Event;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, TestRunner};

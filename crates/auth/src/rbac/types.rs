@@ -3,7 +3,7 @@
 //! `RoleRef`. Unknown fields are ignored; `null` lists read as empty.
 
 use listwatch_api::ObjectMeta;
-use listwatch_client::HasMetadata;
+use listwatch_runtime::HasMetadata;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// The API group of the RBAC resources.

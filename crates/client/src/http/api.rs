@@ -29,10 +29,10 @@ use super::lister_watcher::METADATA;
 use super::patch::{Patch, PatchParams};
 use super::{HttpClient, HttpListerWatcher};
 use crate::api_resource::{ApiResource, ClusterScoped, Namespaced, ResourceType};
-use crate::error::{Error, Result};
-use crate::lister::{ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream};
 use crate::metadata::PartialObjectMetadata;
-use crate::resource::{HasMetadata, Resource};
+use crate::{Error, Result};
+use crate::{HasMetadata, Resource};
+use crate::{ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream};
 
 /// Typed access to one kind's objects, in one namespace, in all of them, or cluster-wide.
 ///

@@ -29,7 +29,7 @@ use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use tokio::sync::Mutex;
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// Longest wait for an exec plugin.
 pub(crate) const EXEC_TIMEOUT: Duration = Duration::from_secs(60);

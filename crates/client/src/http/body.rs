@@ -6,7 +6,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// `fut` within `timeout` (`None`: no deadline); past it, an [`Error::Http`] naming `what`.
 pub(crate) async fn within<T>(

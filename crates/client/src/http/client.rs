@@ -38,7 +38,7 @@ use serde::Serialize;
 use super::connector::connector;
 use super::patch::{Patch, PatchParams};
 use super::{Connector, HttpConfig, HttpListerWatcher, MAX_ERROR_BODY, body, decode};
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// The largest single-object response read (kube-apiserver's objects are at most 1.5 MiB in
 /// etcd and 3 MiB per request).

@@ -14,7 +14,7 @@ use http::Uri;
 use super::SERVICE_ACCOUNT_DIR;
 use super::auth::{self, Auth, ExecConfig, Impersonate};
 use super::kubeconfig;
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// How to reach a server: base URL, credentials, trust and deadlines.
 #[derive(Clone)]

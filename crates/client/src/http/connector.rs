@@ -12,7 +12,7 @@ use std::time::Duration;
 use hyper_util::client::legacy::connect::HttpConnector;
 
 use super::{Connector, HttpConfig, env_proxy, proxy};
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// The TCP layer: no Nagle, a connect deadline, keepalive probes (see [`HttpConfig`]);
 /// through the proxy when one is set.

@@ -14,8 +14,8 @@ use listwatch_api::{EventType, Object, SelectableFields, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
-use crate::lister::WatchEvent;
+use crate::WatchEvent;
+use crate::{Error, Result};
 
 /// A watch response body and what to do if its connection is cut mid-stream (tell the client
 /// that its server failed, so the next watch goes to another).

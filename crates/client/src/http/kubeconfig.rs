@@ -23,7 +23,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
 
 use super::auth::{ExecConfig, Impersonate};
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -25,8 +25,8 @@ use http_body_util::BodyExt;
 use listwatch_api::ListMeta;
 use serde::de::IgnoredAny;
 
-use crate::error::{Error, Result};
-use crate::lister::{PageEnd, PageItem, PageStream};
+use crate::{Error, Result};
+use crate::{PageEnd, PageItem, PageStream};
 
 /// The largest list item accepted (as a watch frame: kube-apiserver's objects are at most a
 /// few MiB).

@@ -14,8 +14,8 @@ use http::Method;
 use listwatch_api::{Object, SelectableFields};
 
 use super::{HttpClient, HttpConfig, client, decode, list_body};
-use crate::error::{Error, Result};
-use crate::lister::{
+use crate::{Error, Result};
+use crate::{
     ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream, collect_page,
 };
 

@@ -30,7 +30,8 @@
 //! credentials, failover and single-object calls), `lister_watcher` ([`HttpListerWatcher`]),
 //! `typed` and `api` (typed access), `connector` (TCP, proxy, TLS), `body` (bounded body
 //! reads), `list_body` (list bodies decoded item by item as they arrive), `decode` (watch
-//! frames, Status), `auth`, `kubeconfig`, `proxy`,
+//! frames, Status), `lease_lock` ([`HttpLeaseLock`], the leader election's lock), `auth`,
+//! `kubeconfig`, `proxy`,
 //! `env_proxy`, `servers`, `retry`, `patch`.
 
 mod api;
@@ -42,6 +43,7 @@ mod connector;
 mod decode;
 mod env_proxy;
 mod kubeconfig;
+mod lease_lock;
 mod list_body;
 mod lister_watcher;
 mod patch;
@@ -54,6 +56,7 @@ pub use api::Api;
 pub use auth::{ExecCluster, ExecConfig, Impersonate};
 pub use client::{HttpClient, MAX_OBJECT_BODY};
 pub use config::HttpConfig;
+pub use lease_lock::HttpLeaseLock;
 pub use lister_watcher::HttpListerWatcher;
 pub use patch::{Patch, PatchParams};
 pub use typed::HttpTyped;

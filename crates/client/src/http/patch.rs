@@ -5,7 +5,7 @@
 //! with apply (kube-apiserver refuses both otherwise; here they are [`Error::Request`] before
 //! anything is sent).
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// A patch of one object, by content type (what `kubectl patch --type` chooses).
 #[derive(Debug, Clone, PartialEq)]

@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower_service::Service;
 
-use crate::error::{Error, Result};
+use crate::{Error, Result};
 
 /// Largest proxy answer header read.
 const MAX_PROXY_HEADER: usize = 8 << 10;

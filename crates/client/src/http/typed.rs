@@ -11,11 +11,11 @@ use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
 use super::{HttpListerWatcher, decode};
-use crate::error::{Error, Result};
-use crate::lister::{
+use crate::Resource;
+use crate::{Error, Result};
+use crate::{
     ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream, collect_page,
 };
-use crate::resource::Resource;
 
 /// A [`ListerWatcher`] of `K` over HTTP, decoding `K` from the wire with serde (see
 /// [`HttpListerWatcher::typed`]).

@@ -1,4 +1,4 @@
-//! What the client needs to know about an object: defined in `listwatch-api` next to
+//! What the runtime needs to know about an object: defined in `listwatch-api` next to
 //! [`Object`](listwatch_api::Object) (see [`listwatch_api::resource`] for why), used and
 //! re-exported here.
 

@@ -4,8 +4,8 @@
 //! work it guards (the "singletons") at a time.
 //!
 //! It owns the election loop and the lease record; the Lease itself is read and written
-//! through a [`LeaseLock`]: [`HttpLeaseLock`] over any Kubernetes-compatible server, or the
-//! embedder's own (the listwatch apiserver's is in-process over its storage).
+//! through a [`LeaseLock`]: listwatch-client's `HttpLeaseLock` over any Kubernetes-compatible
+//! server, or the embedder's own (the listwatch apiserver's is in-process over its storage).
 //!
 //! The protocol (client-go's): a candidate reads the Lease; it takes it when it is absent
 //! (create), released (empty `holderIdentity`) or expired — nobody changed the record for
@@ -52,7 +52,6 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
-use crate::http::HttpClient;
 
 /// kube-controller-manager's `--leader-elect-lease-duration`.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
@@ -151,62 +150,6 @@ pub trait LeaseLock: Send + Sync {
     fn describe(&self) -> String;
 }
 
-/// A [`LeaseLock`] over HTTP: the Lease `namespace/name` of any Kubernetes-compatible
-/// server, through an [`HttpClient`].
-#[derive(Debug, Clone)]
-pub struct HttpLeaseLock {
-    client: HttpClient,
-    namespace: String,
-    name: String,
-}
-
-impl HttpLeaseLock {
-    /// The lock on Lease `namespace/name`; both must be DNS-1123 subdomains.
-    pub fn new(client: HttpClient, namespace: &str, name: &str) -> Result<Self> {
-        for (what, v) in [("namespace", namespace), ("name", name)] {
-            let ok = !v.is_empty()
-                && v.len() <= 253
-                && v.bytes().all(|b| {
-                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.'
-                });
-            if !ok {
-                return Err(Error::Request(format!(
-                    "lease {what} {v:?} is not a DNS-1123 subdomain"
-                )));
-            }
-        }
-        Ok(Self {
-            client,
-            namespace: namespace.to_owned(),
-            name: name.to_owned(),
-        })
-    }
-
-    fn collection(&self) -> String {
-        format!(
-            "/apis/coordination.k8s.io/v1/namespaces/{}/leases",
-            self.namespace
-        )
-    }
-
-    fn path(&self) -> String {
-        format!("{}/{}", self.collection(), self.name)
-    }
-
-    fn body(&self, record: &LeaseRecord, resource_version: Option<&str>) -> Value {
-        let mut meta = json!({"name": self.name, "namespace": self.namespace});
-        if let Some(rv) = resource_version {
-            meta["resourceVersion"] = json!(rv);
-        }
-        json!({
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": meta,
-            "spec": record.to_spec(),
-        })
-    }
-}
-
 /// The record and version of a Lease object.
 pub fn lease_state(lease: &Value) -> Result<LeaseState> {
     let resource_version = lease
@@ -218,36 +161,6 @@ pub fn lease_state(lease: &Value) -> Result<LeaseState> {
         record: LeaseRecord::from_spec(lease.get("spec").unwrap_or(&Value::Null)),
         resource_version,
     })
-}
-
-#[async_trait]
-impl LeaseLock for HttpLeaseLock {
-    async fn get(&self) -> Result<Option<LeaseState>> {
-        match self.client.get(&self.path()).await? {
-            Some(v) => lease_state(&v).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    async fn create(&self, record: &LeaseRecord) -> Result<LeaseState> {
-        let v = self
-            .client
-            .create(&self.collection(), &self.body(record, None))
-            .await?;
-        lease_state(&v)
-    }
-
-    async fn update(&self, record: &LeaseRecord, resource_version: &str) -> Result<LeaseState> {
-        let v = self
-            .client
-            .replace(&self.path(), &self.body(record, Some(resource_version)))
-            .await?;
-        lease_state(&v)
-    }
-
-    fn describe(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
-    }
 }
 
 /// How an elector behaves (client-go's `LeaderElectionConfig`).

@@ -302,7 +302,7 @@ impl<K: Resource> Informer<K> {
     /// Starts an informer over `lw` on the current tokio runtime.
     ///
     /// ```no_run
-    /// use listwatch_client::{EventHandler, HttpConfig, HttpListerWatcher, Informer, InformerConfig};
+    /// use listwatch_runtime::{EventHandler, Informer, InformerConfig, ListerWatcher};
     /// use listwatch_api::Object;
     /// use std::sync::Arc;
     ///
@@ -310,13 +310,12 @@ impl<K: Resource> Informer<K> {
     /// impl EventHandler<Object> for Print {
     ///     fn on_add(&mut self, o: &Arc<Object>, _: bool) { println!("added {}", o.name()) }
     /// }
-    /// # async fn demo() -> listwatch_client::Result<()> {
-    /// let lw = HttpListerWatcher::new(HttpConfig::new("http://127.0.0.1:8080")?, "/api/v1/pods")?;
+    /// # async fn demo(lw: impl ListerWatcher<Object = Object> + 'static) {
     /// let informer = Informer::spawn(lw, InformerConfig::default());
     /// let registration = informer.add_handler(Print);
     /// informer.store().wait_until_synced().await.ok();
     /// registration.remove();
-    /// # Ok(()) }
+    /// # }
     /// ```
     pub fn spawn<L: ListerWatcher<Object = K>>(lw: L, config: InformerConfig<K>) -> Self {
         let writer = Writer::new(config.indexers);

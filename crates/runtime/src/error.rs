@@ -1,4 +1,6 @@
-//! The client's one error enum.
+//! The one error enum of the runtime and of listwatch-client (which re-exports it): what a
+//! [`ListerWatcher`](crate::ListerWatcher), a [`LeaseLock`](crate::LeaseLock) or a client call
+//! can fail with, whether it talks HTTP or runs in process.
 //!
 //! A server's `Status` body (or a watch `ERROR` event) becomes [`Error::Api`], which keeps the
 //! whole Status so callers can read its code, reason and retry hint. The reflector decides
@@ -20,7 +22,7 @@ pub enum Error {
     /// The server answered with a `Status` failure (HTTP error body or watch `ERROR` event).
     /// A refusal that asks to be retried (429 or 5xx with `Retry-After`) only gets here once
     /// the HTTP client's retries are spent
-    /// ([`HttpConfig::max_retries`](crate::HttpConfig#structfield.max_retries)).
+    /// (listwatch-client's `HttpConfig::max_retries`).
     #[error("api error {}: {} ({})", .0.code, .0.message, .0.reason)]
     Api(Box<Status>),
     /// The server could not be reached or its connection failed before a response: refused,
@@ -55,7 +57,8 @@ pub enum Error {
     /// of a namespaced one), an object that does not serialize.
     #[error("invalid request: {0}")]
     Request(String),
-    /// Client configuration (URL, kubeconfig, TLS material) is unusable.
+    /// Configuration is unusable: a client's URL, kubeconfig or TLS material, a leader
+    /// election's timings.
     #[error("invalid client configuration: {0}")]
     Config(String),
 }
@@ -119,7 +122,8 @@ impl Error {
             .map(|s| Duration::from_secs(u64::from(s)))
     }
 
-    pub(crate) fn api(status: Status) -> Self {
+    /// An API error carrying `status` (a server's `Status` failure).
+    pub fn api(status: Status) -> Self {
         Error::Api(Box::new(status))
     }
 }

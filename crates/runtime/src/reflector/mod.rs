@@ -84,9 +84,9 @@ pub enum Event<K> {
 ///
 /// ```no_run
 /// use futures::StreamExt;
-/// use listwatch_client::{watcher, Config, Event, HttpConfig, HttpListerWatcher};
-/// # async fn demo() -> listwatch_client::Result<()> {
-/// let lw = HttpListerWatcher::new(HttpConfig::new("http://127.0.0.1:8080")?, "/api/v1/pods")?;
+/// use listwatch_api::Object;
+/// use listwatch_runtime::{watcher, Config, Event, ListerWatcher};
+/// # async fn demo(lw: impl ListerWatcher<Object = Object>) -> listwatch_runtime::Result<()> {
 /// let mut events = std::pin::pin!(watcher(lw, Config::default()));
 /// while let Some(event) = events.next().await {
 ///     if let Ok(Event::Apply(pod)) = event {
@@ -128,14 +128,14 @@ where
 /// A lister-watcher feeding a store: [`watcher`] and [`reflector`] packaged together.
 ///
 /// ```no_run
-/// use listwatch_client::{Config, HttpConfig, HttpListerWatcher, Reflector};
-/// # async fn demo() -> listwatch_client::Result<()> {
-/// let lw = HttpListerWatcher::new(HttpConfig::new("http://127.0.0.1:8080")?, "/api/v1/pods")?;
+/// use listwatch_api::Object;
+/// use listwatch_runtime::{Config, ListerWatcher, Reflector};
+/// # async fn demo(lw: impl ListerWatcher<Object = Object> + 'static) {
 /// let reflector = Reflector::new(lw, Config::default());
 /// let pods = reflector.store();
 /// tokio::spawn(reflector.run());
 /// pods.wait_until_synced().await.ok();
-/// # Ok(()) }
+/// # }
 /// ```
 pub struct Reflector<L: ListerWatcher> {
     lw: L,

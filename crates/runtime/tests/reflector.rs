@@ -11,11 +11,11 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use listwatch_api::{LabelSelector, Object};
-use listwatch_client::{
+use listwatch_memstore::MemStore;
+use listwatch_runtime::{
     Config, Delta, Error, Event, EventHandler, Informer, InformerConfig, Store, Writer, reflector,
     watcher,
 };
-use listwatch_memstore::MemStore;
 use listwatch_storage::Storage;
 use tokio::time::Instant;
 
@@ -497,7 +497,7 @@ async fn streaming_list_fills_the_store_and_goes_on_watching_on_the_same_stream(
     assert!(w[0].1.send_initial_events && w[0].1.allow_bookmarks);
     assert_eq!(
         w[0].1.resource_version_match,
-        Some(listwatch_client::VersionMatch::NotOlderThan)
+        Some(listwatch_runtime::VersionMatch::NotOlderThan)
     );
 }
 
@@ -841,7 +841,7 @@ fn error_predicates_cover_the_scripted_statuses() {
 async fn the_reflector_type_runs_into_its_store_until_dropped() {
     let backend = seeded(3).await;
     let lw = StorageLw::new(backend.clone());
-    let r = listwatch_client::Reflector::new(lw.clone(), config());
+    let r = listwatch_runtime::Reflector::new(lw.clone(), config());
     let store = r.store();
     let task = tokio::spawn(r.run());
     store.wait_until_synced().await.unwrap();
@@ -868,7 +868,7 @@ struct MySpec {
     payload: String,
 }
 
-impl listwatch_client::HasMetadata for MyPod {
+impl listwatch_runtime::HasMetadata for MyPod {
     type Metadata = listwatch_api::ObjectMeta;
     fn metadata(&self) -> &listwatch_api::ObjectMeta {
         &self.metadata
@@ -878,8 +878,8 @@ impl listwatch_client::HasMetadata for MyPod {
 #[tokio::test(start_paused = true)]
 async fn a_typed_store_follows_the_backend_through_serde() {
     let backend = seeded(2).await;
-    let lw = listwatch_client::Typed::<_, MyPod>::new(StorageLw::new(backend.clone()));
-    let r = listwatch_client::Reflector::new(lw, config());
+    let lw = listwatch_runtime::Typed::<_, MyPod>::new(StorageLw::new(backend.clone()));
+    let r = listwatch_runtime::Reflector::new(lw, config());
     let pods: Store<MyPod> = r.store();
     tokio::spawn(r.run());
     pods.wait_until_synced().await.unwrap();

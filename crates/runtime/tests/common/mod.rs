@@ -12,11 +12,11 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use listwatch_api::status::reason;
 use listwatch_api::{Object, SelectableFields, Status};
-use listwatch_client::{
+use listwatch_memstore::MemStore;
+use listwatch_runtime::{
     Delta, Error, ListRequest, ListerWatcher, Page, VersionMatch, WatchEvent, WatchRequest,
     WatchStream,
 };
-use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, ResourceVersionMatch, SelectionPredicate, Storage};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -333,7 +333,7 @@ pub async fn backend_state(store: &MemStore) -> Vec<(String, u64)> {
     v
 }
 
-pub fn store_state(store: &listwatch_client::Store<Object>) -> Vec<(String, u64)> {
+pub fn store_state(store: &listwatch_runtime::Store<Object>) -> Vec<(String, u64)> {
     let mut v: Vec<_> = store
         .list()
         .iter()

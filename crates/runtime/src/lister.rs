@@ -1,7 +1,7 @@
 //! [`ListerWatcher`]: the two calls a reflector makes, list a page and open a watch.
 //!
-//! Implementations: [`HttpListerWatcher`](crate::HttpListerWatcher) for any Kubernetes-style
-//! server, in-process ones over a storage backend (the cacher's), and [`Typed`], which turns
+//! Implementations: listwatch-client's `HttpListerWatcher` and `Api<K>` for any
+//! Kubernetes-style server, in-process ones over a storage backend (the cacher's), and [`Typed`], which turns
 //! a lister-watcher of dynamic [`Object`]s into one of a serde type.
 //!
 //! Contract an implementation keeps:
@@ -229,13 +229,14 @@ pub trait ListerWatcher: Send + Sync + 'static {
 /// A lister-watcher of `K` over one of dynamic [`Object`]s: each object is decoded with serde.
 ///
 /// ```
-/// # use listwatch_client::{HasMetadata, Typed, HttpListerWatcher, HttpConfig};
+/// # use listwatch_api::Object;
+/// # use listwatch_runtime::{HasMetadata, ListerWatcher, Typed};
 /// # #[derive(Clone, serde::Deserialize)] struct MyPod { metadata: listwatch_api::ObjectMeta }
 /// # impl HasMetadata for MyPod { type Metadata = listwatch_api::ObjectMeta; fn metadata(&self) -> &listwatch_api::ObjectMeta { &self.metadata } }
-/// # fn demo() -> listwatch_client::Result<()> {
-/// let config = HttpConfig::new("http://127.0.0.1:8080")?;
-/// let pods = Typed::<_, MyPod>::new(HttpListerWatcher::new(config, "/api/v1/pods")?);
-/// # Ok(()) }
+/// // `pods` lists and watches dynamic objects (listwatch-client's HttpListerWatcher, say).
+/// fn typed<L: ListerWatcher<Object = Object>>(pods: L) -> impl ListerWatcher<Object = MyPod> {
+///     Typed::<_, MyPod>::new(pods)
+/// }
 /// ```
 pub struct Typed<L, K> {
     inner: L,

@@ -13,10 +13,10 @@ use std::time::Duration;
 use common::*;
 use futures::{FutureExt, StreamExt};
 use listwatch_api::Object;
-use listwatch_client::{
+use listwatch_memstore::MemStore;
+use listwatch_runtime::{
     Config, Delta, EventHandler, Filtered, Informer, InformerConfig, Subscription,
 };
-use listwatch_memstore::MemStore;
 use listwatch_storage::Storage;
 
 fn config() -> InformerConfig<Object> {
@@ -261,49 +261,49 @@ fn a_filtered_handler_sees_updates_across_its_selection_as_adds_and_deletes() {
     let log = Log::default();
     let mut h = Filtered::new(log.clone(), |o: &Object| o.name().starts_with('a'));
     let o = |name: &str| Arc::new(pod(name, &[], "x"));
-    listwatch_client::dispatch(
+    listwatch_runtime::dispatch(
         &mut h,
         &Delta::Added {
             object: o("b"),
             in_initial_list: true,
         },
     );
-    listwatch_client::dispatch(
+    listwatch_runtime::dispatch(
         &mut h,
         &Delta::Added {
             object: o("a1"),
             in_initial_list: true,
         },
     );
-    listwatch_client::dispatch(
+    listwatch_runtime::dispatch(
         &mut h,
         &Delta::Updated {
             old: o("b"),
             new: o("a2"),
         },
     );
-    listwatch_client::dispatch(
+    listwatch_runtime::dispatch(
         &mut h,
         &Delta::Updated {
             old: o("a1"),
             new: o("a3"),
         },
     );
-    listwatch_client::dispatch(
+    listwatch_runtime::dispatch(
         &mut h,
         &Delta::Updated {
             old: o("a2"),
             new: o("c"),
         },
     );
-    listwatch_client::dispatch(
+    listwatch_runtime::dispatch(
         &mut h,
         &Delta::Deleted {
             object: o("c"),
             final_state_unknown: false,
         },
     );
-    listwatch_client::dispatch(
+    listwatch_runtime::dispatch(
         &mut h,
         &Delta::Deleted {
             object: o("a3"),
