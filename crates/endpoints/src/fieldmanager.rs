@@ -23,35 +23,59 @@ use serde_json::Value;
 use crate::error::{ApiError, ApiResult};
 use crate::resource::ResourceInfo;
 
-/// How many characters of a User-Agent name a manager (upstream takes the part before
-/// the first `/` whole; a `fieldManager` is at most 128 characters, and so is this).
-const MAX_MANAGER_CHARS: usize = 128;
+/// How many bytes of a User-Agent name a manager (upstream's `FieldManagerMaxLength`).
+const MAX_MANAGER_BYTES: usize = 128;
 
 /// Bounds on the managedFields read from a request or the store: as deep as any object
-/// may nest, and at most 100 000 paths per manager (a 3 MiB body holds at most about
-/// 500 000 minimal paths; real objects own a few hundred).
+/// may nest, and no more paths per manager than any document this server reads can hold
+/// (a path takes at least 8 bytes of FieldsV1, `"f:a":{}`, so 4 Mi paths is past every
+/// body, 3 MiB, and every stored object): what bounds the sets read is the already-decoded
+/// document they come from. A smaller cap would refuse managedFields this server wrote
+/// itself (an apply of a 3 MiB configuration owns ~400 000 paths), and an apply over
+/// managedFields that do not decode is a 500, as upstream.
 const LIMITS: FieldsLimits = FieldsLimits {
     max_depth: crate::limits::MAX_DEPTH,
-    max_entries: 100_000,
+    max_entries: 4 << 20,
 };
 
 /// The manager of a non-apply write: the `fieldManager` parameter, else the User-Agent up
-/// to its first `/` (upstream's `managerOrUserAgent`), else `unknown`.
+/// to its first `/`, its unprintable characters left out, cut at 128 bytes on a character
+/// boundary (upstream's `managerOrUserAgent` and `prefixFromUserAgent`); empty without
+/// either (upstream records such a write with no `manager`).
 pub(crate) fn update_manager(field_manager: Option<&str>, user_agent: Option<&str>) -> String {
-    let name = match field_manager.filter(|m| !m.is_empty()) {
-        Some(m) => m.to_owned(),
-        None => user_agent
-            .and_then(|ua| ua.split('/').next())
-            .unwrap_or("")
-            .chars()
-            .take(MAX_MANAGER_CHARS)
-            .collect(),
-    };
-    if name.is_empty() {
-        "unknown".into()
-    } else {
-        name
+    if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
+        return m.to_owned();
     }
+    let prefix = user_agent.and_then(|ua| ua.split('/').next()).unwrap_or("");
+    let mut name = String::new();
+    for c in prefix.chars().filter(|c| is_printable(*c)) {
+        if name.len() + c.len_utf8() > MAX_MANAGER_BYTES {
+            break;
+        }
+        name.push(c);
+    }
+    name
+}
+
+/// Go's `unicode.IsPrint` as far as a header can carry: no control characters, and no
+/// space but U+0020 (a header value is Latin-1 at most once decoded as UTF-8 text).
+fn is_printable(c: char) -> bool {
+    !c.is_control() && (c == ' ' || !c.is_whitespace())
+}
+
+/// The manager the server's own writes at start are recorded under: upstream's loopback
+/// client sends `kube-apiserver/<version> ...`, so its bootstrap objects name this.
+pub const SERVER_MANAGER: &str = "kube-apiserver";
+
+/// Records the create of `obj` (a built-in kind, prepared by
+/// [`prepare_create`](crate::validation::prepare_create)) by `manager` in its managedFields,
+/// as a create through the API would: for objects the server writes to storage itself
+/// (the bootstrap namespaces and RBAC policy), which upstream creates through its loopback
+/// client. Without it they would have no managers, and updates of them would not be
+/// tracked until an apply.
+pub fn record_create(info: &ResourceInfo, obj: &mut Value, manager: &str) {
+    let catalog = Catalog::builtin();
+    FieldManager::new(info, "", &catalog).update(None, obj, manager);
 }
 
 /// The field manager of writes to `info` through `subresource` (`""`, `status`, `scale`).
@@ -94,6 +118,7 @@ impl<'a> FieldManager<'a> {
         let scope = Scope {
             types: &types,
             api_version: &self.api_version,
+            kind: &info.kind,
             subresource: self.subresource,
             ignored,
             now: &self.now,
@@ -116,7 +141,7 @@ impl<'a> FieldManager<'a> {
         force: bool,
     ) -> ApiResult<Value> {
         self.with_scope(|s| s.apply(live, config, manager, force))
-            .map_err(|e| match e {
+            .map_err(|e| match &e {
                 ApplyError::Conflicts(c) => {
                     let mut status = Status::failure(409, reason::CONFLICT, c.message());
                     for (message, field) in c.causes() {
@@ -124,6 +149,7 @@ impl<'a> FieldManager<'a> {
                     }
                     ApiError::from_status(status)
                 }
+                ApplyError::Decode(_) => ApiError::internal(e.to_string()),
                 other => ApiError::bad_request(other.to_string()),
             })
     }
@@ -141,9 +167,14 @@ mod tests {
             "kubectl"
         );
         assert_eq!(update_manager(Some(""), Some("python")), "python");
-        assert_eq!(update_manager(None, None), "unknown");
-        assert_eq!(update_manager(None, Some("/x")), "unknown");
+        // Upstream: no User-Agent (or nothing before its `/`) is no manager at all.
+        assert_eq!(update_manager(None, None), "");
+        assert_eq!(update_manager(None, Some("/x")), "");
         let long = "a".repeat(10_000);
-        assert_eq!(update_manager(None, Some(&long)).len(), MAX_MANAGER_CHARS);
+        assert_eq!(update_manager(None, Some(&long)).len(), MAX_MANAGER_BYTES);
+        // Cut at 128 bytes on a character boundary; unprintable characters left out.
+        let wide = "é".repeat(100);
+        assert_eq!(update_manager(None, Some(&wide)), "é".repeat(64));
+        assert_eq!(update_manager(None, Some("a\tb\u{7f}c d/1")), "abc d");
     }
 }
