@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 
 /// One FieldsV1 key, parsed for comparison.
 #[derive(Debug)]
-enum Key<'a> {
+enum Step<'a> {
     /// `.` (the parent itself): first.
     Dot,
     /// `f:name`.
@@ -37,44 +37,44 @@ enum Key<'a> {
     Other,
 }
 
-impl<'a> Key<'a> {
+impl<'a> Step<'a> {
     fn parse(s: &'a str) -> Self {
         if s == "." {
-            return Key::Dot;
+            return Step::Dot;
         }
         let Some((kind, rest)) = s.split_at_checked(2) else {
-            return Key::Other;
+            return Step::Other;
         };
         match kind {
-            "f:" => Key::Field(rest),
+            "f:" => Step::Field(rest),
             "k:" => match serde_json::from_str::<Value>(rest) {
                 // A `Map` is sorted by name: the fields come out in upstream's order.
-                Ok(Value::Object(m)) => Key::Key(m.into_iter().collect()),
-                _ => Key::Other,
+                Ok(Value::Object(m)) => Step::Key(m.into_iter().collect()),
+                _ => Step::Other,
             },
-            "v:" => serde_json::from_str(rest).map_or(Key::Other, Key::Value),
-            "i:" => rest.parse().map_or(Key::Other, Key::Index),
-            _ => Key::Other,
+            "v:" => serde_json::from_str(rest).map_or(Step::Other, Step::Value),
+            "i:" => rest.parse().map_or(Step::Other, Step::Index),
+            _ => Step::Other,
         }
     }
 
     fn rank(&self) -> u8 {
         match self {
-            Key::Dot => 0,
-            Key::Field(_) => 1,
-            Key::Key(_) => 2,
-            Key::Value(_) => 3,
-            Key::Index(_) => 4,
-            Key::Other => 5,
+            Step::Dot => 0,
+            Step::Field(_) => 1,
+            Step::Key(_) => 2,
+            Step::Value(_) => 3,
+            Step::Index(_) => 4,
+            Step::Other => 5,
         }
     }
 
-    fn cmp(&self, other: &Key<'_>) -> Ordering {
+    fn cmp(&self, other: &Step<'_>) -> Ordering {
         match (self, other) {
-            (Key::Field(a), Key::Field(b)) => a.as_bytes().cmp(b.as_bytes()),
-            (Key::Key(a), Key::Key(b)) => compare_fields(a, b),
-            (Key::Value(a), Key::Value(b)) => compare_values(a, b),
-            (Key::Index(a), Key::Index(b)) => a.cmp(b),
+            (Step::Field(a), Step::Field(b)) => a.as_bytes().cmp(b.as_bytes()),
+            (Step::Key(a), Step::Key(b)) => compare_fields(a, b),
+            (Step::Value(a), Step::Value(b)) => compare_values(a, b),
+            (Step::Index(a), Step::Index(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -163,7 +163,7 @@ fn compare_maps(x: &Map<String, Value>, y: &Map<String, Value>) -> Ordering {
 /// Compares two FieldsV1 keys in upstream's order (ties broken by text, so the order is
 /// total).
 pub fn compare_keys(a: &str, b: &str) -> Ordering {
-    Key::parse(a).cmp(&Key::parse(b)).then_with(|| a.cmp(b))
+    Step::parse(a).cmp(&Step::parse(b)).then_with(|| a.cmp(b))
 }
 
 /// Writes a FieldsV1 document with every map's keys in upstream's order.
@@ -171,8 +171,8 @@ pub fn write_fields_v1(out: &mut Vec<u8>, v: &Value) -> serde_json::Result<()> {
     let Value::Object(m) = v else {
         return serde_json::to_writer(out, v);
     };
-    let mut keys: Vec<(Key<'_>, &String, &Value)> =
-        m.iter().map(|(k, v)| (Key::parse(k), k, v)).collect();
+    let mut keys: Vec<(Step<'_>, &String, &Value)> =
+        m.iter().map(|(k, v)| (Step::parse(k), k, v)).collect();
     keys.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
     out.push(b'{');
     for (n, (_, k, v)) in keys.into_iter().enumerate() {

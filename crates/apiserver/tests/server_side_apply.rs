@@ -663,7 +663,7 @@ fn kubectl_strategic_patch_appends_list_items_without_nulls() {
 }
 
 /// Item 14 of issue 29: FieldsV1 `k:` keys are written in upstream's order (by value:
-/// port 80 before 8080), not as text, in the response and the stored object.
+/// port 9 before 8080; as text `8080` sorts first), in the response and the stored object.
 #[test]
 fn fields_v1_keys_are_written_in_upstreams_order() {
     let server = Server::start(&[]);
@@ -682,7 +682,7 @@ fn fields_v1_keys_are_written_in_upstreams_order() {
     let deploy = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
         "spec":{"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
         "spec":{"containers":[{"name":"app","image":"nginx",
-            "ports":[{"containerPort":8080},{"containerPort":80}]}]}}}});
+            "ports":[{"containerPort":8080},{"containerPort":9}]}]}}}});
     let path = "/apis/apps/v1/namespaces/e2e/deployments/web";
     let r = call(
         &server,
@@ -699,7 +699,7 @@ fn fields_v1_keys_are_written_in_upstreams_order() {
         let text = String::from_utf8(body).unwrap();
         let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
         assert!(
-            at(r#""k:{\"containerPort\":80,"#) < at(r#""k:{\"containerPort\":8080,"#),
+            at(r#""k:{\"containerPort\":9,"#) < at(r#""k:{\"containerPort\":8080,"#),
             "{text}"
         );
     }

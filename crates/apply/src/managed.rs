@@ -431,9 +431,9 @@ mod tests {
 
     #[test]
     fn encoded_fields_v1_keys_are_stored_in_upstreams_order() {
-        // Ports 8080 then 80 and indices 10 then 2 as text; upstream writes them by value.
+        // Ports 8080 then 9 and indices 10 then 2 as text; upstream writes them by value.
         let mut set = FieldSet::new();
-        for port in [8080, 80] {
+        for port in [8080, 9] {
             let Value::Object(key) = json!({"containerPort": port, "protocol": "TCP"}) else {
                 unreachable!()
             };
@@ -461,7 +461,7 @@ mod tests {
         let text = String::from_utf8(obj.to_json_bytes().to_vec()).unwrap();
         let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
         assert!(
-            at(r#"containerPort\":80,"#) < at(r#"containerPort\":8080,"#),
+            at(r#"containerPort\":9,"#) < at(r#"containerPort\":8080,"#),
             "{text}"
         );
         assert!(at(r#""i:2""#) < at(r#""i:10""#), "{text}");

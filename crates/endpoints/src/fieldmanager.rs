@@ -57,10 +57,42 @@ pub(crate) fn update_manager(field_manager: Option<&str>, user_agent: Option<&st
     name
 }
 
-/// Go's `unicode.IsPrint` as far as a header can carry: no control characters, and no
-/// space but U+0020 (a header value is Latin-1 at most once decoded as UTF-8 text).
+/// Go's `unicode.IsPrint` (letters, marks, numbers, punctuation, symbols and U+0020): no
+/// control characters, no space but U+0020, no format characters (category Cf: bidi
+/// overrides, zero-width spaces, the BOM...) and no private-use ones (Co). Unassigned code
+/// points (Cn), which Go also leaves out, are kept: std has no table of them.
 fn is_printable(c: char) -> bool {
-    !c.is_control() && (c == ' ' || !c.is_whitespace())
+    const FORMAT_OR_PRIVATE: &[(u32, u32)] = &[
+        (0x00AD, 0x00AD),
+        (0x0600, 0x0605),
+        (0x061C, 0x061C),
+        (0x06DD, 0x06DD),
+        (0x070F, 0x070F),
+        (0x0890, 0x0891),
+        (0x08E2, 0x08E2),
+        (0x180E, 0x180E),
+        (0x200B, 0x200F),
+        (0x202A, 0x202E),
+        (0x2060, 0x2064),
+        (0x2066, 0x206F),
+        (0xE000, 0xF8FF),
+        (0xFEFF, 0xFEFF),
+        (0xFFF9, 0xFFFB),
+        (0x110BD, 0x110BD),
+        (0x110CD, 0x110CD),
+        (0x13430, 0x1343F),
+        (0x1BCA0, 0x1BCA3),
+        (0x1D173, 0x1D17A),
+        (0xE0001, 0xE0001),
+        (0xE0020, 0xE007F),
+        (0xF0000, 0x10FFFF),
+    ];
+    let u = u32::from(c);
+    !c.is_control()
+        && (c == ' ' || !c.is_whitespace())
+        && !FORMAT_OR_PRIVATE
+            .iter()
+            .any(|(lo, hi)| (*lo..=*hi).contains(&u))
 }
 
 /// The manager the server's own writes at start are recorded under: upstream's loopback
@@ -176,5 +208,7 @@ mod tests {
         let wide = "é".repeat(100);
         assert_eq!(update_manager(None, Some(&wide)), "é".repeat(64));
         assert_eq!(update_manager(None, Some("a\tb\u{7f}c d/1")), "abc d");
+        // Format characters (bidi override, zero-width space) as Go's IsPrint.
+        assert_eq!(update_manager(None, Some("\u{202e}rtl\u{200b}/1")), "rtl");
     }
 }
