@@ -171,6 +171,23 @@ pub fn write_fields_v1(out: &mut Vec<u8>, v: &Value) -> serde_json::Result<()> {
     let Value::Object(m) = v else {
         return serde_json::to_writer(out, v);
     };
+    // `.` and `f:` keys only (most maps): their text order is upstream's already.
+    if !m
+        .keys()
+        .any(|k| matches!(k.get(..2), Some("k:" | "v:" | "i:")))
+    {
+        out.push(b'{');
+        for (n, (k, v)) in m.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            serde_json::to_writer(&mut *out, k)?;
+            out.push(b':');
+            write_fields_v1(out, v)?;
+        }
+        out.push(b'}');
+        return Ok(());
+    }
     let mut keys: Vec<(Step<'_>, &String, &Value)> =
         m.iter().map(|(k, v)| (Step::parse(k), k, v)).collect();
     keys.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
