@@ -8,6 +8,8 @@
 //! - resource versions ([`rv`]),
 //! - label and field selectors with Kubernetes' grammar ([`labels`], [`fields`]),
 //! - watch event framing ([`watch`]),
+//! - the order upstream writes FieldsV1 keys in ([`fields_v1`]), which the object encoder
+//!   keeps,
 //! - what a client cache keys objects by ([`resource`]: [`Resource`], [`ObjectKey`]), for
 //!   dynamic objects, typed structs and (feature `k8s-openapi`) k8s-openapi's types.
 //!
@@ -28,6 +30,7 @@
 
 pub mod echo;
 pub mod fields;
+pub mod fields_v1;
 pub mod labels;
 pub mod meta;
 mod object;

@@ -798,7 +798,12 @@ fn canonical(top: &Map<String, Value>) -> Result<(Vec<u8>, usize, bool), ObjectE
                     }
                     serde_json::to_writer(&mut out, mk)?;
                     out.push(b':');
-                    serde_json::to_writer(&mut out, mv)?;
+                    if mk == "managedFields" {
+                        // FieldsV1 keys in upstream's order, not as text.
+                        crate::fields_v1::write_managed_fields(&mut out, mv)?;
+                    } else {
+                        serde_json::to_writer(&mut out, mv)?;
+                    }
                 }
                 out.push(b'}');
             }

@@ -39,6 +39,7 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
         };
         listwatch_endpoints::validation::prepare_create(&ns.info, map, None)
             .map_err(|e| bootstrap(listwatch_storage::Error::internal(e.to_string())))?;
+        listwatch_endpoints::record_create(&ns.info, &mut obj, listwatch_endpoints::SERVER_MANAGER);
         let object = Object::from_value(obj, &ns.info.selectable_fields)
             .map_err(|e| bootstrap(listwatch_storage::Error::internal(e.to_string())))?;
         match ns.storage.create(&key, object, None).await {

@@ -31,6 +31,8 @@ pub struct Scope<'t> {
     pub types: &'t dyn TypeInfo,
     /// The resource's group/version (`v1`, `apps/v1`).
     pub api_version: &'t str,
+    /// The resource's kind (`ConfigMap`): an apply's configuration must name it.
+    pub kind: &'t str,
     /// `""` for the resource itself, `status`, `scale`.
     pub subresource: &'t str,
     /// The reset fields of this endpoint (see [`Updater::ignored`]).
@@ -53,16 +55,44 @@ pub enum ApplyError {
     /// The configuration sets managedFields (400).
     #[error("metadata.managedFields must be nil")]
     ManagedFieldsSet,
-    /// The configuration's apiVersion is not the endpoint's (400).
-    #[error(
-        "Incorrect version specified in apply patch. Specified patch version: {got}, expected: {want}"
-    )]
-    Version {
-        /// The configuration's.
-        got: String,
-        /// The endpoint's.
-        want: String,
-    },
+    /// The configuration's apiVersion or kind is not the endpoint's (400, upstream's
+    /// `versionCheckManager`: `invalid object type: apps/v1, Kind=Deployment`, the
+    /// configuration's group/version and kind as upstream reads them).
+    #[error("invalid object type: {0}")]
+    ObjectType(String),
+    /// The live object's managedFields do not decode (500, upstream's `FieldManager.Apply`;
+    /// this server's own writes keep them valid).
+    #[error("failed to decode managed fields: {0}")]
+    Decode(String),
+}
+
+/// A configuration's group, version and kind as upstream's `Unstructured.GroupVersionKind`
+/// reads them, written as `GroupVersionKind.String` does (`/v1, Kind=ConfigMap`): an
+/// apiVersion that is not a string or has more than one `/` reads as nothing at all (the
+/// kind included); `None` when they are the endpoint's.
+fn object_type_mismatch(config: &Value, api_version: &str, kind: &str) -> Option<String> {
+    let text = |k: &str| config.get(k).and_then(Value::as_str).unwrap_or("");
+    let (got_gv, got_kind) = (text("apiVersion"), text("kind"));
+    let (group, version, got_kind) = match got_gv {
+        "" | "/" => ("", "", got_kind),
+        gv => match gv.split_once('/') {
+            None => ("", gv, got_kind),
+            Some((_, v)) if v.contains('/') => ("", "", ""),
+            Some((g, v)) => (g, v, got_kind),
+        },
+    };
+    let (want_group, want_version) = api_version.split_once('/').unwrap_or(("", api_version));
+    if (group, version, got_kind) == (want_group, want_version, kind) {
+        return None;
+    }
+    // The request's text, cut as every echo is (a kind may be megabytes).
+    let echo = |s: &str| listwatch_api::echo::echo(s).into_owned();
+    Some(format!(
+        "{}/{}, Kind={}",
+        echo(group),
+        echo(version),
+        echo(got_kind)
+    ))
 }
 
 /// Paths never owned (upstream's `stripMetaManager`): type and server-set metadata.
@@ -154,8 +184,10 @@ impl Scope<'_> {
     /// are dropped rather than kept as garbage.
     ///
     /// The managedFields to start from are the request's when it sets some (that is how
-    /// clients edit or migrate them; `[]` clears them), else the live object's; a
-    /// subresource always starts from the live object's.
+    /// clients edit or migrate them; `[]` or `[{}]` clears them), else the live object's;
+    /// a subresource always starts from the live object's. An update of an existing object
+    /// that starts from no managers records none (upstream's `skipNonAppliedManager`: after
+    /// a reset, updates are not tracked again until an apply).
     pub fn update(&self, live: Option<&Value>, new: &mut Value, manager: &str) {
         let live_fields = live.and_then(meta).and_then(|m| m.get("managedFields"));
         let new_fields = meta(new).and_then(|m| m.get("managedFields"));
@@ -173,6 +205,12 @@ impl Scope<'_> {
         let Ok(mut managed) = decoded else {
             return;
         };
+        if managed.fields.is_empty() && live.is_some() {
+            // An existing object nobody owns (its managedFields reset, or never kept)
+            // stays untracked until an apply (upstream's `skipNonAppliedManager`); a
+            // create is always tracked.
+            return;
+        }
         let live = live.map_or_else(|| Value::Object(Map::new()), without_managed_fields);
         let current = ManagerId::new(
             CURRENT_OPERATION,
@@ -212,30 +250,24 @@ impl Scope<'_> {
         manager: &str,
         force: bool,
     ) -> Result<Value, ApplyError> {
+        // In upstream's order: the live managedFields decoded (`FieldManager.Apply`), the
+        // configuration's type checked (`versionCheckManager`), then its managedFields and
+        // its fields (`structuredMergeManager`).
+        let mut managed = Managed::decode(
+            live.and_then(meta).and_then(|m| m.get("managedFields")),
+            self.limits,
+        )
+        .map_err(|e| ApplyError::Decode(e.to_string()))?;
+        if let Some(got) = object_type_mismatch(config, self.api_version, self.kind) {
+            return Err(ApplyError::ObjectType(got));
+        }
         if meta(config)
             .and_then(|m| m.get("managedFields"))
             .is_some_and(|v| !v.is_null())
         {
             return Err(ApplyError::ManagedFieldsSet);
         }
-        let got = config
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if got != self.api_version {
-            return Err(ApplyError::Version {
-                got: got.to_owned(),
-                want: self.api_version.to_owned(),
-            });
-        }
         value::validate_config(self.types, config).map_err(ApplyError::Invalid)?;
-        // Stored managedFields that do not decode are dropped (they can only come from
-        // outside this server: its own writes keep them valid).
-        let mut managed = Managed::decode(
-            live.and_then(meta).and_then(|m| m.get("managedFields")),
-            self.limits,
-        )
-        .unwrap_or_default();
         let live_v = live.map_or_else(|| Value::Object(Map::new()), without_managed_fields);
         let updater = self.updater();
         if managed.fields.is_empty() && live.is_some() {
@@ -255,6 +287,10 @@ impl Scope<'_> {
                 &before,
             );
             self.strip(&mut managed, &before);
+            // Stamped like any update (upstream runs it through `managedFieldsUpdater`).
+            if managed.fields.contains_key(&before) {
+                managed.times.insert(before, self.now.to_owned());
+            }
         }
         let id = ManagerId::new(
             manager,
@@ -333,7 +369,8 @@ impl Scope<'_> {
 /// Keeps the last-applied annotation of an object kubectl used to apply client-side in
 /// step with what `kubectl` now applies server-side (upstream's `lastAppliedUpdater`): if
 /// the new object still has the annotation, it becomes the configuration (without that
-/// annotation) as JSON, as kubectl writes it.
+/// annotation) as JSON, as kubectl writes it — unless that would pass
+/// [`MAX_ANNOTATIONS_BYTES`], when it is removed (upstream's `SetLastApplied`).
 fn sync_last_applied(config: &Value, new: &mut Value) {
     let Some(annotations) = new
         .get_mut("metadata")
@@ -356,7 +393,19 @@ fn sync_last_applied(config: &Value, new: &mut Value) {
         a.remove(LAST_APPLIED);
     }
     annotations.insert(LAST_APPLIED.into(), Value::String(format!("{last}\n")));
+    // Upstream's `SetLastApplied`: an annotation that would take the object's annotations
+    // past their size limit is dropped rather than failing the apply.
+    let size: usize = annotations
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
+        .sum();
+    if size > MAX_ANNOTATIONS_BYTES {
+        annotations.remove(LAST_APPLIED);
+    }
 }
+
+/// Upstream's `TotalAnnotationSizeLimitB`: the annotations' keys and values together.
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
 
 /// The path of a field given by names (for callers building reset-field sets).
 pub fn field_path(names: &[&str]) -> Vec<PathElement> {

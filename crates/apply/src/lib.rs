@@ -19,7 +19,10 @@
 //!   fields (minus reset and server-owned fields), a field the apply changed is owned by no
 //!   one else, and no manager owns a field the write removed;
 //! - input bounds: FieldsV1 documents are read within [`set::FieldsLimits`] (depth and
-//!   entries) and at most [`managed::MAX_ENTRIES`] managedFields entries; the walks recurse
+//!   entries per manager); the number of managedFields entries is not capped (upstream
+//!   caps none for appliers) but bounded by the already-decoded document they come from
+//!   (a request body or a stored object); only Update managers are capped, at
+//!   [`managed::MAX_UPDATE_MANAGERS`], as upstream's `capManagersManager`; the walks recurse
 //!   once per nesting level of values whose depth the caller bounds (the server decodes
 //!   every body and stored object within its depth limit).
 

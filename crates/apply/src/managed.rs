@@ -100,9 +100,6 @@ pub enum ManagedFieldsError {
     /// Not a list of objects.
     #[error("managedFields must be a list of objects")]
     Shape,
-    /// More entries than the limit.
-    #[error("managedFields holds more than {0} entries")]
-    TooMany(usize),
     /// An entry upstream would refuse.
     #[error("managed fields entry {index}: {reason}")]
     Entry {
@@ -112,10 +109,6 @@ pub enum ManagedFieldsError {
         reason: String,
     },
 }
-
-/// At most this many managedFields entries are read (upstream keeps at most ten update
-/// managers plus one per applier; the object size bounds the rest).
-pub const MAX_ENTRIES: usize = 1_000;
 
 /// The name upstream gives the bucket old update managers are merged into.
 pub const ANCIENT_CHANGES: &str = "ancient-changes";
@@ -127,6 +120,12 @@ impl Managed {
     /// Reads `metadata.managedFields` (absent or null: no managers). Entries are checked
     /// as upstream's `DecodeManagedFields` checks them; a later entry for the same manager
     /// replaces an earlier one.
+    ///
+    /// There is no cap on the number of entries (upstream has none: appliers are never
+    /// capped, and a client may send any number in an update). What bounds the work is the
+    /// document itself: `entries` is already decoded, within the request body limit or the
+    /// stored object's size, and every entry costs at least ~60 bytes of it; the sets read
+    /// are bounded per entry by `limits` and in all by the document's size.
     pub fn decode(
         entries: Option<&Value>,
         limits: FieldsLimits,
@@ -136,9 +135,6 @@ impl Managed {
             Some(Value::Array(a)) => a,
             Some(_) => return Err(ManagedFieldsError::Shape),
         };
-        if entries.len() > MAX_ENTRIES {
-            return Err(ManagedFieldsError::TooMany(MAX_ENTRIES));
-        }
         let mut out = Managed::default();
         for (index, e) in entries.iter().enumerate() {
             let bad = |reason: &str| ManagedFieldsError::Entry {
@@ -418,11 +414,57 @@ mod tests {
         ] {
             assert!(Managed::decode(Some(&e), LIMITS).is_err(), "{e}");
         }
-        let many = Value::Array(vec![json!({}); MAX_ENTRIES + 1]);
-        assert_eq!(
-            Managed::decode(Some(&many), LIMITS),
-            Err(ManagedFieldsError::TooMany(MAX_ENTRIES))
+        // No cap on the number of entries (upstream has none): 5 000 appliers are read.
+        let many = Value::Array(
+            (0..5_000)
+                .map(|i| {
+                    json!({"manager": format!("m{i}"), "operation": "Apply",
+                    "apiVersion": "v1", "fieldsType": "FieldsV1",
+                    "fieldsV1": {"f:data": {format!("f:k{i}"): {}}}})
+                })
+                .collect(),
         );
+        let decoded = Managed::decode(Some(&many), LIMITS).unwrap();
+        assert_eq!(decoded.fields.len(), 5_000);
+        assert_eq!(decoded.encode().len(), 5_000);
+    }
+
+    #[test]
+    fn encoded_fields_v1_keys_are_stored_in_upstreams_order() {
+        // Ports 8080 then 9 and indices 10 then 2 as text; upstream writes them by value.
+        let mut set = FieldSet::new();
+        for port in [8080, 9] {
+            let Value::Object(key) = json!({"containerPort": port, "protocol": "TCP"}) else {
+                unreachable!()
+            };
+            let mut p = Path::fields(&["spec", "ports"]).0;
+            p.push(crate::PathElement::key(key));
+            set.insert(&p);
+        }
+        for i in [10, 2] {
+            let mut p = Path::fields(&["spec", "list"]).0;
+            p.push(crate::PathElement::Index(i));
+            set.insert(&p);
+        }
+        let mut m = Managed::default();
+        m.fields.insert(
+            ManagerId::new("a", Operation::Apply, "v1", ""),
+            VersionedSet {
+                set,
+                api_version: "v1".into(),
+                applied: true,
+            },
+        );
+        let obj = json!({"metadata": {"name": "x", "managedFields": m.encode()}});
+        let obj = listwatch_api::Object::from_value(obj, &listwatch_api::SelectableFields::none())
+            .unwrap();
+        let text = String::from_utf8(obj.to_json_bytes().to_vec()).unwrap();
+        let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
+        assert!(
+            at(r#"containerPort\":9,"#) < at(r#"containerPort\":8080,"#),
+            "{text}"
+        );
+        assert!(at(r#""i:2""#) < at(r#""i:10""#), "{text}");
     }
 
     #[test]

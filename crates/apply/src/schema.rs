@@ -16,6 +16,9 @@ use crate::types::{ListType, MapType, TypeAt, TypeInfo};
 /// request or share it).
 pub struct SchemaTypes<'a> {
     nodes: RefCell<Nodes<'a>>,
+    /// Whether the kind is one of the built-in kinds (not a custom resource's): only their
+    /// `protocol` keys default to `TCP` without a declared default.
+    builtin: bool,
 }
 
 /// The schema nodes handed out; index 0 is "the schema knows nothing here".
@@ -57,6 +60,7 @@ impl<'a> SchemaTypes<'a> {
         debug_assert!(root.0 <= 1);
         Self {
             nodes: RefCell::new(nodes),
+            builtin: root.0 == 1 && !catalog.is_custom(group, version, kind),
         }
     }
 
@@ -114,15 +118,17 @@ impl TypeInfo for SchemaTypes<'_> {
         }
     }
 
-    /// The key field's declared default; else `TCP` for `protocol`, the one defaulted
-    /// list-map key of the built-in kinds (container, service and endpoint ports: upstream's
-    /// schemas declare `default: TCP`, the vendored definitions leave defaults out).
+    /// The key field's declared default; else, in a built-in kind, `TCP` for `protocol`,
+    /// the one defaulted list-map key of the built-in kinds (container, service and
+    /// endpoint ports: upstream's schemas declare `default: TCP`, the vendored definitions
+    /// leave defaults out). A custom resource's keys default only as its schema declares.
     fn key_default(&self, at: TypeAt, key: &str) -> Option<Value> {
         let declared = self
             .object(at)
             .and_then(|items| items.field(key))
             .and_then(|f| f.declaration().get("default").cloned());
-        declared.or_else(|| (key == "protocol").then(|| Value::String("TCP".into())))
+        declared
+            .or_else(|| (self.builtin && key == "protocol").then(|| Value::String("TCP".into())))
     }
 }
 
@@ -168,6 +174,32 @@ mod tests {
         assert_eq!(
             deploy.map_type(type_at(&deploy, &["spec", "selector"])),
             MapType::Atomic
+        );
+        // A custom resource's list-map keyed by `protocol` without a declared default: no
+        // default (only the built-in kinds' `protocol` keys default to TCP); a declared one
+        // is used.
+        let mut custom = Catalog::new();
+        let schema = serde_json::json!({"type": "object", "properties": {"spec": {
+            "type": "object", "properties": {
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["port", "protocol"],
+                    "items": {"type": "object", "properties": {
+                        "port": {"type": "integer"}, "protocol": {"type": "string"}}}},
+                "routes": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["protocol"],
+                    "items": {"type": "object", "properties": {
+                        "protocol": {"type": "string", "default": "UDP"}}}}}}}});
+        custom
+            .add_custom("example.com", "v1", "Gate", Some(&schema))
+            .unwrap();
+        let gate = SchemaTypes::new(&custom, "example.com", "v1", "Gate");
+        assert_eq!(
+            gate.key_default(type_at(&gate, &["spec", "ports"]), "protocol"),
+            None
+        );
+        assert_eq!(
+            gate.key_default(type_at(&gate, &["spec", "routes"]), "protocol"),
+            Some(Value::String("UDP".into()))
         );
         // A kind the catalog does not know: deduced.
         let cr = SchemaTypes::new(&catalog, "example.com", "v1", "Widget");

@@ -73,12 +73,14 @@ const LIMITS: FieldsLimits = FieldsLimits {
     max_entries: 100_000,
 };
 
+/// A scope of `v1` ConfigMaps (`kind` changed where a test applies another kind).
 fn scope<'t>(types: &'t dyn TypeInfo, now: &'t str) -> Scope<'t> {
     let mut ignored = FieldSet::new();
     ignored.insert(&listwatch_apply::fieldmanager::field_path(&["status"]));
     Scope {
         types,
         api_version: "v1",
+        kind: "ConfigMap",
         subresource: "",
         ignored,
         now,
@@ -238,6 +240,21 @@ fn managed_fields_sent_with_an_update_replace_the_live_ones_and_empty_resets() {
     reset["metadata"]["managedFields"] = json!([]);
     s.update(Some(&a), &mut reset, "editor");
     assert!(reset["metadata"].get("managedFields").is_none());
+    // ... and, as upstream's `skipNonAppliedManager`, later updates of the object (now
+    // owned by nobody) are not tracked, even when they change fields (`[{}]` resets too).
+    let mut reset = a.clone();
+    reset["metadata"]["managedFields"] = json!([{}]);
+    reset["data"]["k"] = json!("changed");
+    s.update(Some(&a), &mut reset, "editor");
+    assert!(reset["metadata"].get("managedFields").is_none(), "{reset}");
+    let mut later = reset.clone();
+    later["data"]["other"] = json!("new");
+    s.update(Some(&reset), &mut later, "editor");
+    assert!(later["metadata"].get("managedFields").is_none(), "{later}");
+    // A create is always tracked.
+    let mut created = cm(json!({"k": "1"}));
+    s.update(None, &mut created, "maker");
+    assert_eq!(managers(&created), [("maker".into(), "Update".into())]);
     // Garbage is dropped, not kept.
     let mut garbage = a.clone();
     garbage["metadata"]["managedFields"] = json!([{"manager":"x","operation":"Nope"}]);
@@ -247,7 +264,10 @@ fn managed_fields_sent_with_an_update_replace_the_live_ones_and_empty_resets() {
 
 #[test]
 fn map_lists_merge_by_key_and_items_are_owned_per_key() {
-    let s = scope(&PodTypes, "2026-12-01T10:00:00Z");
+    let s = Scope {
+        kind: "Pod",
+        ..scope(&PodTypes, "2026-12-01T10:00:00Z")
+    };
     let pod = |containers: Value| json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"containers":containers}});
     let a = s
         .apply(
@@ -306,7 +326,10 @@ fn map_lists_merge_by_key_and_items_are_owned_per_key() {
 
 #[test]
 fn set_lists_and_atomic_values() {
-    let s = scope(&PodTypes, "2026-12-01T10:00:00Z");
+    let s = Scope {
+        kind: "X",
+        ..scope(&PodTypes, "2026-12-01T10:00:00Z")
+    };
     let obj = |fins: Value, sel: Value| json!({"apiVersion":"v1","kind":"X","metadata":{"name":"x","finalizers":fins},"spec":{"selector":sel,"args":["a","b"]}});
     let a = s
         .apply(
@@ -356,6 +379,49 @@ fn first_apply_to_an_unmanaged_object_conflicts_with_before_first_apply() {
         e.to_string(),
         r#"Apply failed with 1 conflict: conflict with "before-first-apply" using v1: .data.k"#
     );
+    // Forced: before-first-apply keeps the rest, stamped like any update.
+    let mut live = cm(json!({"k": "1", "o": "2"}));
+    live["metadata"]["uid"] = json!("u");
+    let out = s
+        .apply(Some(&live), &cm(json!({"k": "2"})), "alice", true)
+        .unwrap();
+    let entries = out["metadata"]["managedFields"].as_array().unwrap();
+    let before = entries
+        .iter()
+        .find(|e| e["manager"] == "before-first-apply")
+        .unwrap();
+    assert_eq!(before["time"], "2026-12-01T10:00:00Z", "{before}");
+    assert_eq!(before["fieldsV1"], json!({"f:data": {".": {}, "f:o": {}}}));
+}
+
+#[test]
+fn a_last_applied_annotation_past_the_annotation_limit_is_dropped() {
+    // Upstream's `SetLastApplied`: kubectl's server-side apply over a client-side-applied
+    // object whose refreshed annotation would pass 256 KiB applies without it.
+    let s = scope(&Untyped, "2026-12-01T10:00:00Z");
+    let last = r#"{"apiVersion":"v1","data":{"k":"1"},"kind":"ConfigMap","metadata":{"name":"c","namespace":"ns"}}"#;
+    let mut live = cm(json!({"k": "1"}));
+    live["metadata"]["annotations"] =
+        json!({"kubectl.kubernetes.io/last-applied-configuration": last, "keep": "me"});
+    let big = "x".repeat(256 * 1024);
+    let out = s
+        .apply(
+            Some(&live),
+            &cm(json!({"k": "1", "big": big})),
+            "kubectl",
+            false,
+        )
+        .unwrap();
+    assert_eq!(out["data"]["big"].as_str().map(str::len), Some(big.len()));
+    assert_eq!(out["metadata"]["annotations"], json!({"keep": "me"}));
+    // Just under the limit: kept in step.
+    let out = s
+        .apply(Some(&live), &cm(json!({"k": "2"})), "kubectl", false)
+        .unwrap();
+    let kept = out["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+        .as_str()
+        .unwrap();
+    assert!(kept.contains(r#""k":"2""#), "{kept}");
 }
 
 #[test]
@@ -410,12 +476,31 @@ fn apply_refuses_managed_fields_and_other_versions() {
         s.apply(None, &c, "a", false).unwrap_err(),
         ApplyError::ManagedFieldsSet
     );
+    // Upstream's `versionCheckManager` messages: the configuration's group/version and
+    // kind, as `GroupVersionKind.String` writes them.
+    for (api_version, kind, shown) in [
+        (json!("v2"), json!("ConfigMap"), "/v2, Kind=ConfigMap"),
+        (
+            json!("apps/v1"),
+            json!("ConfigMap"),
+            "apps/v1, Kind=ConfigMap",
+        ),
+        (json!("v1"), Value::Null, "/v1, Kind="),
+        (json!("v1"), json!("Secret"), "/v1, Kind=Secret"),
+        (Value::Null, json!("ConfigMap"), "/, Kind=ConfigMap"),
+        (json!("a/b/c"), json!("ConfigMap"), "/, Kind="),
+        (json!(1), json!(2), "/, Kind="),
+    ] {
+        let mut c = cm(json!({}));
+        c["apiVersion"] = api_version;
+        c["kind"] = kind;
+        let e = s.apply(None, &c, "a", false).unwrap_err();
+        assert_eq!(e, ApplyError::ObjectType(shown.into()));
+        assert_eq!(e.to_string(), format!("invalid object type: {shown}"));
+    }
     let mut c = cm(json!({}));
-    c["apiVersion"] = json!("v2");
-    assert!(matches!(
-        s.apply(None, &c, "a", false),
-        Err(ApplyError::Version { .. })
-    ));
+    c.as_object_mut().unwrap().remove("kind");
+    assert!(s.apply(None, &c, "a", false).is_err());
 }
 
 #[test]
@@ -435,7 +520,10 @@ fn large_and_deep_configurations_are_handled_without_quadratic_work_or_deep_stac
     // 100 000 set items and 100 000 map-list items, live and applied in reverse order:
     // every walk groups items through ordered maps (a linear scan per item would make this
     // one take hours).
-    let s = scope(&PodTypes, "2026-12-01T10:00:00Z");
+    let s = Scope {
+        kind: "Pod",
+        ..scope(&PodTypes, "2026-12-01T10:00:00Z")
+    };
     let n = 10_000;
     let fins: Vec<Value> = (0..n).map(|i| json!(format!("f/{i}"))).collect();
     let containers: Vec<Value> = (0..n).map(|i| json!({"name": format!("c{i}")})).collect();
@@ -462,6 +550,7 @@ fn large_and_deep_configurations_are_handled_without_quadratic_work_or_deep_stac
     for _ in 0..90 {
         deep = json!({ "x": deep });
     }
+    let s = scope(&PodTypes, "2026-12-01T10:00:00Z");
     let mut c = cm(json!({}));
     c["spec"] = deep;
     let a = s.apply(None, &c, "alice", false).unwrap();

@@ -161,7 +161,7 @@ proptest! {
         let types = SchemaTypes::new(&catalog, group, version, kind);
         let mut ignored = FieldSet::new();
         ignored.insert(&listwatch_apply::fieldmanager::field_path(&["status"]));
-        let scope = Scope { types: &types, api_version: &api_version, subresource: "", ignored: ignored.clone(), now: "2026-12-01T10:00:00Z", limits: LIMITS };
+        let scope = Scope { types: &types, api_version: &api_version, kind, subresource: "", ignored: ignored.clone(), now: "2026-12-01T10:00:00Z", limits: LIMITS };
 
         // An update carrying garbage as managedFields: dropped or ignored, never kept broken.
         let mut live = object(kind, &api_version, live);

@@ -87,6 +87,7 @@ mod yaml;
 
 pub use discovery::{BuildInfo, KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
 pub use error::{ApiError, ApiResult, FieldError, MAX_INVALID_REPORT_BYTES, SentStatus};
+pub use fieldmanager::{SERVER_MANAGER, record_create};
 pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;

@@ -276,7 +276,11 @@ async fn bad_apply_bodies_are_400() {
         ),
         (
             "apiVersion: v2\nkind: ConfigMap\nmetadata:\n  name: x\n",
-            "Incorrect version specified in apply patch",
+            "invalid object type: /v2, Kind=ConfigMap",
+        ),
+        (
+            "apiVersion: v1\nmetadata:\n  name: x\n",
+            "invalid object type: /v1, Kind=",
         ),
     ] {
         let (code, status) = apply(&r, "x", "fieldManager=m", body).await;

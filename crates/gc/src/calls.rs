@@ -31,6 +31,15 @@ pub(crate) const MAX_CONFLICTS: usize = 5;
 const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// The user the collector's requests are flow-controlled as (upstream's service account).
 pub(crate) const USER: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
+/// The User-Agent of the collector's requests, shaped as upstream's controller clients
+/// send it (`<binary>/<version> ... /<service account>`, client-go's `AddUserAgent`): its
+/// writes are recorded in managedFields under the part before the first `/`,
+/// `kube-controller-manager`, the manager upstream's collector writes as.
+pub(crate) const USER_AGENT: &str = concat!(
+    "kube-controller-manager/v",
+    env!("CARGO_PKG_VERSION"),
+    " (listwatch) system:serviceaccount:kube-system:generic-garbage-collector"
+);
 
 /// How a DELETE propagates to the deleted object's own dependents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,7 +316,8 @@ impl Calls {
         let mut req = Request::builder()
             .method(method.clone())
             .uri(path)
-            .header(header::ACCEPT, "application/json");
+            .header(header::ACCEPT, "application/json")
+            .header(header::USER_AGENT, USER_AGENT);
         if body.is_some() {
             req = req.header(header::CONTENT_TYPE, content_type);
         }

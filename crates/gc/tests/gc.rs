@@ -807,4 +807,52 @@ async fn an_unrelated_update_before_the_collectors_delete_does_not_save_the_depe
     assert_eq!(s, StatusCode::OK);
     gone(&t, &format!("{WIDGETS}/w")).await;
     assert!(hook.fired.load(std::sync::atomic::Ordering::SeqCst));
+/// Item 8 of issue 29: the collector's writes are recorded under the manager upstream's
+/// collector writes as (`kube-controller-manager`, the part of its User-Agent before the
+/// first `/`), not `unknown`; a request without a User-Agent has no manager.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_collectors_writes_are_recorded_as_kube_controller_manager() {
+    let t = setup().await;
+    // A cycle of blocking references (a <-> b), b held by a finalizer of its own: deleting
+    // a in the foreground, the collector unblocks b's reference to a (a PATCH of b) and
+    // deletes b, which stays.
+    let a = t.create(CM, json!({"metadata": {"name": "a"}})).await;
+    let b = t
+        .create(
+            CM,
+            json!({"metadata": {"name": "b", "finalizers": ["example.com/hold"],
+                "ownerReferences": [owner_ref(&a, true)]}}),
+        )
+        .await;
+    let (s, v) = t
+        .call(
+            "PATCH",
+            &format!("{CM}/a"),
+            &json!({"metadata": {"ownerReferences": [owner_ref(&b, true)]}}).to_string(),
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let (s, _) = t
+        .call(
+            "DELETE",
+            &format!("{CM}/a?propagationPolicy=Foreground"),
+            "",
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    let t = &t;
+    eventually("b's reference unblocked", || async move {
+        t.get(&format!("{CM}/b")).await["metadata"]["ownerReferences"][0]["blockOwnerDeletion"]
+            == json!(false)
+    })
+    .await;
+    let b = t.get(&format!("{CM}/b")).await;
+    let entries = b["metadata"]["managedFields"].as_array().unwrap();
+    let managers: Vec<Option<&str>> = entries.iter().map(|e| e["manager"].as_str()).collect();
+    assert!(
+        managers.contains(&Some("kube-controller-manager")),
+        "{entries:?}"
+    );
+    assert!(managers.contains(&None), "the test's create: {entries:?}");
+    assert!(!managers.contains(&Some("unknown")), "{entries:?}");
 }

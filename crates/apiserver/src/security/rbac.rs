@@ -208,7 +208,9 @@ async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<bool>
         .unwrap_or("")
         .to_owned();
     let key = Key::object(&res.info.storage_resource, None, &name)?;
-    let obj = Object::from_value(Value::Object(map), &res.info.selectable_fields)
+    let mut obj = Value::Object(map);
+    listwatch_endpoints::record_create(&res.info, &mut obj, listwatch_endpoints::SERVER_MANAGER);
+    let obj = Object::from_value(obj, &res.info.selectable_fields)
         .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
     match res.storage.create(&key, obj, None).await {
         Ok(_) => Ok(true),

@@ -257,11 +257,13 @@ impl Request {
 
     /// The manager a non-apply write is recorded under.
     fn update_manager(&self) -> String {
+        // As text whatever its bytes (upstream reads Go's string of them: a multibyte
+        // User-Agent names its manager too; invalid UTF-8 reads as U+FFFD).
         let ua = self
             .headers
             .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok());
-        crate::fieldmanager::update_manager(self.query.get("fieldManager"), ua)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()));
+        crate::fieldmanager::update_manager(self.query.get("fieldManager"), ua.as_deref())
     }
 
     fn collection_key(&self) -> ApiResult<Key> {

@@ -12,7 +12,7 @@ use serde_json::{Number, Value};
 
 use super::directives::special_items;
 use super::{
-    ListMeta, Result, bad_arg_type, merge_map, no_merge_key, show, strip_keys, unprocessable,
+    ListMeta, Result, added_item, bad_arg_type, merge_map, no_merge_key, show, unprocessable,
 };
 
 /// Merges the patch's list into the live one (upstream's `mergeSlice`): `meta` says how.
@@ -85,7 +85,7 @@ fn merge_items(
             Some(_) => return Err(unprocessable(format!("value for key {key} is not a map"))),
             None => {
                 index.insert(k, live.len());
-                live.push(strip_keys(pm).into());
+                live.push(added_item(pm));
             }
         }
     }

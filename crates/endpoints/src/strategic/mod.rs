@@ -25,7 +25,9 @@
 //!   merged list; the patch's items must follow it), `$deleteFromPrimitiveList/<list>`
 //!   (scalars removed from a list);
 //! - values the patch adds where the object has none are taken with the directives
-//!   removed (an item or field carrying `$patch` is dropped, `null`s discarded).
+//!   removed (an item or field carrying `$patch` is dropped, `null`s discarded); so are
+//!   the items it appends to a merged list (`null` fields discarded: upstream's typed
+//!   decoding drops them).
 //!
 //! Where this differs: keys starting with `$` that are not directives are dropped rather
 //! than stored (upstream stores them and the typed decoding then drops them, so the result
@@ -239,6 +241,14 @@ fn new_value(v: Value) -> Option<Value> {
         )),
         other => Some(other),
     }
+}
+
+/// A merged list's item the patch adds (no live item has its key): its `$` keys removed
+/// and its `null` fields discarded at every level. Upstream appends the item as the patch
+/// has it and its typed decoding then drops the nulls; objects here are stored as merged,
+/// so they are dropped here (a stored `"image": null` is not what upstream returns).
+fn added_item(m: Obj) -> Value {
+    new_value(Value::Object(strip_keys(m))).unwrap_or_else(|| Value::Object(Map::new()))
 }
 
 /// A value taken as the patch has it (a replaced object or list): keys starting with `$`

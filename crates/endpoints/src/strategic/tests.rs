@@ -474,3 +474,18 @@ fn huge_lists_merge_in_linear_time() {
         e.to_string().len()
     );
 }
+
+#[test]
+fn appended_list_items_keep_no_null_fields() {
+    // Upstream appends the patch's item and its typed decoding drops the nulls; stored
+    // here as merged, they are dropped by the merge (issue 29 item 14).
+    let doc = json!({"spec": {"containers": [{"name": "app", "image": "a"}]}});
+    let patch = json!({"spec": {"containers": [{"name": "side", "image": "b",
+        "workingDir": null, "env": [{"name": "A", "value": null}], "$x": 1}]}});
+    let out = pod(doc, patch);
+    assert_eq!(
+        out["spec"]["containers"],
+        json!([{"name": "side", "image": "b", "env": [{"name": "A"}]},
+            {"name": "app", "image": "a"}])
+    );
+}
