@@ -807,6 +807,8 @@ async fn an_unrelated_update_before_the_collectors_delete_does_not_save_the_depe
     assert_eq!(s, StatusCode::OK);
     gone(&t, &format!("{WIDGETS}/w")).await;
     assert!(hook.fired.load(std::sync::atomic::Ordering::SeqCst));
+}
+
 /// Item 8 of issue 29: the collector's writes are recorded under the manager upstream's
 /// collector writes as (`kube-controller-manager`, the part of its User-Agent before the
 /// first `/`), not `unknown`; a request without a User-Agent has no manager.
