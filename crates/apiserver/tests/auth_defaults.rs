@@ -17,7 +17,8 @@ use common::{PATIENCE, Server, http, run_err, run_ok};
 const TOKENS: &str = "alice-token,alice,uid-alice,\"dev,qa\"\nroot-token,root,uid-root,system:masters\ncarol-token,carol,uid-carol,system:masters\n";
 
 /// Upstream's 401 body, byte for byte.
-const UNAUTHORIZED: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}"#;
+const UNAUTHORIZED: &str = r#"{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}
+"#;
 
 fn token_file(dir: &tempfile::TempDir, text: &str) -> String {
     let p = dir.path().join("tokens.csv");

@@ -272,3 +272,98 @@ fn delete_preconditions_dry_run_and_terminating_namespaces_over_http() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A write naming the uid of an object deleted and recreated under the same name since the
+/// client read it must not land on the new object (red-team finding of issue 29): a PUT
+/// carries the uid as a precondition (409, upstream's `defaultUpdatedObjectInfo`), a patch
+/// or an apply that sets it changes an immutable field (422, `ValidateObjectMetaAccessorUpdate`)
+/// — which is how a kubelet's status patch, carrying the pod's uid, misses a successor pod.
+#[tokio::test]
+async fn kube_rs_writes_carrying_a_predecessors_uid_do_not_land_on_its_successor() {
+    use kube::api::{Patch, PatchParams};
+    let server = Server::start(&[]);
+    let client = client(&server).await;
+    namespace(&client, "succ").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "succ");
+    let make = |v: &str| -> ConfigMap {
+        serde_json::from_value(json!({"metadata":{"name":"c"},"data":{"v":v}})).unwrap()
+    };
+    let old = cms
+        .create(&PostParams::default(), &make("old"))
+        .await
+        .unwrap();
+    let old_uid = old.uid().unwrap();
+    cms.delete("c", &Default::default()).await.unwrap();
+    let new = cms
+        .create(&PostParams::default(), &make("new"))
+        .await
+        .unwrap();
+    assert_ne!(new.uid().unwrap(), old_uid);
+
+    let code = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.message),
+        other => panic!("not an API error: {other}"),
+    };
+    // PUT with the old uid and no resourceVersion.
+    let mut stale = make("from the old one's reader");
+    stale.metadata.uid = Some(old_uid.clone());
+    let (c, m) = code(
+        cms.replace("c", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(c, 409, "{m}");
+    assert!(
+        m.contains("Precondition failed: UID in precondition"),
+        "{m}"
+    );
+    // Merge patch and apply with the old uid.
+    let patch = json!({"metadata":{"uid":old_uid},"data":{"v":"patched"}});
+    let (c, m) = code(
+        cms.patch("c", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(c, 422, "{m}");
+    assert!(
+        m.contains("metadata.uid") && m.contains("field is immutable"),
+        "{m}"
+    );
+    let apply = json!({"apiVersion":"v1","kind":"ConfigMap",
+        "metadata":{"name":"c","uid":old_uid},"data":{"v":"applied"}});
+    let (c, m) = code(
+        cms.patch("c", &PatchParams::apply("t").force(), &Patch::Apply(&apply))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(c, 422, "{m}");
+    // The successor is untouched; its own uid still works.
+    let now = cms.get("c").await.unwrap();
+    assert_eq!(now.data.unwrap()["v"], "new");
+    let ok = json!({"metadata":{"uid":new.uid().unwrap()},"data":{"v":"mine"}});
+    cms.patch("c", &PatchParams::default(), &Patch::Merge(&ok))
+        .await
+        .unwrap();
+
+    // The kubelet's form: a pod's status patch carrying the pod's uid.
+    let pods: Api<Pod> = Api::namespaced(client, "succ");
+    let pod = |_: ()| -> Pod {
+        serde_json::from_value(json!({"metadata":{"name":"p"},
+            "spec":{"containers":[{"name":"c","image":"i"}]}}))
+        .unwrap()
+    };
+    let first = pods.create(&PostParams::default(), &pod(())).await.unwrap();
+    pods.delete("p", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &pod(())).await.unwrap();
+    let status = json!({"metadata":{"uid":first.uid().unwrap()},"status":{"phase":"Failed"}});
+    let (c, m) = code(
+        pods.patch_status("p", &PatchParams::default(), &Patch::Strategic(&status))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(c, 422, "{m}");
+    let phase = pods.get("p").await.unwrap().status.and_then(|s| s.phase);
+    assert_ne!(phase.as_deref(), Some("Failed"));
+}

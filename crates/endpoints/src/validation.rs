@@ -450,6 +450,30 @@ pub fn prepare_update(
             Some(Value::String(rv)) if rv.is_empty() || rv == cur_rv => {}
             Some(_) => return Err(UpdateError::Conflict),
         }
+        // A uid in the body must be the stored one (upstream's `BeforeUpdate` keeps a
+        // non-empty uid and `ValidateObjectMetaAccessorUpdate` refuses a change): a write
+        // meant for an earlier object of this name (a kubelet's status patch carries the
+        // pod's uid for exactly this) must not land on its successor. A PUT meets the uid as
+        // a precondition first (409, `handlers::write`).
+        let cur_uid = cur_meta.get("uid").and_then(Value::as_str).unwrap_or("");
+        match meta.get("uid") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(u)) if u.is_empty() || u == cur_uid => {}
+            Some(other) => {
+                let shown = other
+                    .as_str()
+                    .map_or_else(|| other.to_string(), str::to_owned);
+                return Err(UpdateError::Api(ApiError::invalid(
+                    info,
+                    cur_name,
+                    &[FieldError::invalid(
+                        "metadata.uid",
+                        &shown,
+                        "field is immutable",
+                    )],
+                )));
+            }
+        }
         for k in [
             "uid",
             "creationTimestamp",
@@ -641,7 +665,15 @@ mod tests {
     fn update_keeps_server_fields_and_status_and_bumps_generation() {
         let cur = json!({"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","namespace":"ns","uid":"u","generation":1,
             "creationTimestamp":"2026-01-01T00:00:00Z","resourceVersion":"5"},"spec":{"x":1},"status":{"phase":"Running"}});
-        let new = json!({"metadata":{"name":"a","uid":"forged","resourceVersion":"5"},"spec":{"x":2},"status":{"phase":"Failed"}});
+        let forged = json!({"metadata":{"name":"a","uid":"forged"},"spec":{"x":2}});
+        match prepare_update(&pods(), &cur, forged, false) {
+            Err(UpdateError::Api(e)) => {
+                assert_eq!(e.code(), 422);
+                assert!(e.to_string().contains("metadata.uid"), "{e}");
+            }
+            other => panic!("a uid of another object must be refused: {other:?}"),
+        }
+        let new = json!({"metadata":{"name":"a","uid":"u","resourceVersion":"5"},"spec":{"x":2},"status":{"phase":"Failed"}});
         let out = prepare_update(&pods(), &cur, new, false).unwrap();
         assert_eq!(out["metadata"]["uid"], "u");
         assert_eq!(out["metadata"]["generation"], 2);

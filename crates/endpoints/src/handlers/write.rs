@@ -182,6 +182,31 @@ fn generate_name_conflict(info: &ResourceInfo, name: &str) -> ApiError {
 
 /// A PUT of a missing object where the resource allows it (upstream's create-on-update):
 /// the body becomes a create, validated, authorized for `create` and admitted as a POST's.
+/// A PUT carries its body's uid as a precondition (upstream's
+/// `defaultUpdatedObjectInfo.Preconditions`, k8s.io/apiserver `pkg/registry/rest/update.go`):
+/// a body naming another object's uid — one deleted and recreated under the same name since
+/// the client read it — is a conflict, and nothing is written.
+fn check_uid_precondition(req: &Request, cur: &Object, body: &Map<String, Value>) -> ApiResult<()> {
+    let Some(uid) = body
+        .get("metadata")
+        .and_then(|m| m.get("uid"))
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty())
+    else {
+        return Ok(());
+    };
+    let stored = cur.uid().unwrap_or("");
+    if uid == stored {
+        return Ok(());
+    }
+    let key = req.object_key()?;
+    Err(req.storage_err(&key.conflict(format!(
+        "Precondition failed: UID in precondition: {}, UID in object meta: {}",
+        echo(uid),
+        echo(stored)
+    ))))
+}
+
 fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> ApiResult<Object> {
     let mut obj = body.clone();
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -365,12 +390,15 @@ pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             Some(cur) if req.sub == Sub::Scale => {
                 apply_scale_update(req, cur, &manager, |_| Ok(Value::Object(new.clone())))
             }
-            Some(cur) => apply_update(
-                req,
-                &decoded(cur)?,
-                Value::Object(new.clone()),
-                Some(&manager),
-            ),
+            Some(cur) => {
+                check_uid_precondition(req, cur, &new)?;
+                apply_update(
+                    req,
+                    &decoded(cur)?,
+                    Value::Object(new.clone()),
+                    Some(&manager),
+                )
+            }
         })
         .await;
         if !checked && wants_namespace_check.swap(false, std::sync::atomic::Ordering::Relaxed) {
