@@ -65,7 +65,13 @@ impl SelectableField {
                 .iter()
                 .find_map(|p| scalar_at(v, p).filter(|s| !s.is_empty())),
         };
-        found.or_else(|| self.default.clone())
+        // Upstream's defaulting fills a field that is unset or empty (`if x == ""`), so an
+        // empty value reads as the default too.
+        match (found, &self.default) {
+            (Some(v), Some(d)) if v.is_empty() => Some(d.clone()),
+            (None, d) => d.clone(),
+            (found, _) => found,
+        }
     }
 }
 
@@ -926,6 +932,27 @@ mod tests {
         // Persisted values carry the default, so a store rebuilding the object keeps it.
         let back = Object::from_parts(parts_of(&unset), 1).unwrap();
         assert_eq!(back.get_field("spec.unschedulable"), Some("false"));
+    }
+
+    /// Upstream's defaulting fills empty strings as it fills unset fields (`if x == ""`):
+    /// a secret sent with `type: ""` is stored as `Opaque` there, so it selects as one here
+    /// (red-team finding F2 of issue 29); a field without a default keeps `""`.
+    #[test]
+    fn an_empty_field_with_a_default_reads_as_the_default() {
+        use crate::fields::FieldSelector;
+        let fields = SelectableFields::new(["spec.nodeName"]).with_default("type", "Opaque");
+        let parse = |j: &str| Object::from_json(j.as_bytes(), &fields).unwrap();
+        let empty = parse(r#"{"metadata":{"name":"a"},"type":"","spec":{"nodeName":""}}"#);
+        assert_eq!(empty.get_field("type"), Some("Opaque"));
+        assert!(FieldSelector::parse("type=Opaque").unwrap().matches(&empty));
+        assert!(
+            !FieldSelector::parse("type!=Opaque")
+                .unwrap()
+                .matches(&empty)
+        );
+        assert_eq!(empty.get_field("spec.nodeName"), Some(""));
+        let set = parse(r#"{"metadata":{"name":"b"},"type":"kubernetes.io/tls"}"#);
+        assert_eq!(set.get_field("type"), Some("kubernetes.io/tls"));
     }
 
     #[test]

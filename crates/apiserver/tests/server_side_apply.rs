@@ -704,3 +704,58 @@ fn fields_v1_keys_are_written_in_upstreams_order() {
         );
     }
 }
+
+/// `fieldManager` as upstream's `ValidateFieldManager`: at most 128 *bytes*, and every
+/// character printable as Go's `unicode.IsPrint` — so a manager cannot be recorded with a
+/// zero-width space or a bidi override that makes it look like `kubectl` — refused with 422
+/// on the write's options kind (red-team finding F4 of issue 29: 100 `é` (200 bytes) and
+/// U+200B were accepted, and the refusals were 400).
+#[test]
+fn field_managers_are_validated_in_bytes_and_printable_characters_as_upstream() {
+    let server = Server::start(&[]);
+    let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"m"}}"#;
+    let json = [("Content-Type", "application/json")];
+    let post = |manager: &str| {
+        common::http(
+            &server.addr,
+            "POST",
+            &format!("/api/v1/namespaces/default/configmaps?fieldManager={manager}"),
+            &json,
+            body,
+        )
+    };
+    let long = "%C3%A9".repeat(100);
+    let r = post(&long);
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    let msg = r.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        msg.starts_with("CreateOptions.meta.k8s.io \"\" is invalid: fieldManager: Too long"),
+        "{msg}"
+    );
+    let r = post("k%E2%80%8Bubectl");
+    assert_eq!(r.status, 422);
+    let msg = r.json()["message"].as_str().unwrap().to_owned();
+    assert!(
+        msg.contains("invalid character U+200B (at position 1)"),
+        "{msg}"
+    );
+    let r = common::http(
+        &server.addr,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/m?fieldManager=%E2%80%AEltcebuk",
+        &[("Content-Type", "application/merge-patch+json")],
+        b"{}",
+    );
+    assert_eq!(r.status, 422);
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("PatchOptions.meta.k8s.io"),
+        "{:?}",
+        r.json()
+    );
+    // 128 bytes of printable characters, multibyte included, are a manager.
+    let r = post(&("%C3%A9".repeat(64)));
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+}

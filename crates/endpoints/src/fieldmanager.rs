@@ -61,7 +61,7 @@ pub(crate) fn update_manager(field_manager: Option<&str>, user_agent: Option<&st
 /// control characters, no space but U+0020, no format characters (category Cf: bidi
 /// overrides, zero-width spaces, the BOM...) and no private-use ones (Co). Unassigned code
 /// points (Cn), which Go also leaves out, are kept: std has no table of them.
-fn is_printable(c: char) -> bool {
+pub(crate) fn is_printable(c: char) -> bool {
     const FORMAT_OR_PRIVATE: &[(u32, u32)] = &[
         (0x00AD, 0x00AD),
         (0x0600, 0x0605),

@@ -24,6 +24,9 @@ pub struct Query {
     values: HashMap<String, String>,
 }
 
+/// Upstream's `FieldManagerMaxLength`, in bytes.
+const FIELD_MANAGER_MAX_BYTES: usize = 128;
+
 impl Query {
     /// Decodes `a=1&b=2` (tolerating empty pairs, as kube-rs sends `?&limit=500`).
     pub fn parse(raw: Option<&str>) -> Self {
@@ -118,13 +121,33 @@ impl Query {
     }
 
     /// Checks the write parameters (`fieldManager`, `fieldValidation`) upstream validates.
-    pub fn validate_write(&self) -> ApiResult<()> {
-        if let Some(m) = self.get("fieldManager")
-            && (m.chars().count() > 128 || m.chars().any(|c| c.is_control()))
-        {
-            return Err(ApiError::bad_request(
-                "fieldManager: Invalid value: must be at most 128 printable characters",
-            ));
+    ///
+    /// `fieldManager` as upstream's `ValidateFieldManager` (k8s.io/apimachinery
+    /// `pkg/apis/meta/v1/validation`): at most 128 bytes, every character printable as Go's
+    /// `unicode.IsPrint`; refused with 422 on `options_kind` (`CreateOptions`,
+    /// `UpdateOptions`, `PatchOptions`), each offending character named by code point and
+    /// byte position.
+    pub fn validate_write(&self, options_kind: &str) -> ApiResult<()> {
+        if let Some(m) = self.get("fieldManager") {
+            let mut errs = Vec::new();
+            if m.len() > FIELD_MANAGER_MAX_BYTES {
+                errs.push(FieldError::too_long(
+                    "fieldManager",
+                    FIELD_MANAGER_MAX_BYTES,
+                ));
+            }
+            for (i, c) in m.char_indices() {
+                if !crate::fieldmanager::is_printable(c) {
+                    errs.push(FieldError::invalid(
+                        "fieldManager",
+                        m,
+                        format!("invalid character U+{:04X} (at position {i})", u32::from(c)),
+                    ));
+                }
+            }
+            if !errs.is_empty() {
+                return Err(ApiError::invalid_options(options_kind, &errs));
+            }
         }
         match self.get("fieldValidation") {
             None | Some("" | "Ignore" | "Warn" | "Strict") => Ok(()),

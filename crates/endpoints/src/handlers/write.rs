@@ -87,7 +87,7 @@ fn record_object(req: &Request, obj: &serde_json::Map<String, Value>) {
 
 pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate_write(&req.headers)?;
-    req.query.validate_write()?;
+    req.query.validate_write("CreateOptions")?;
     let dry_run = req.query.dry_run()?;
     let (mut decoded, duplicates) =
         crate::limits::decode_object_keys(req.info(), &req.headers, bytes)?;
@@ -364,7 +364,7 @@ fn apply_update(
 
 pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate_write(&req.headers)?;
-    req.query.validate_write()?;
+    req.query.validate_write("UpdateOptions")?;
     let dry_run = req.query.dry_run()?;
     let (mut new, duplicates) = crate::limits::decode_object_keys(req.info(), &req.headers, bytes)?;
     record_object(req, &new);
@@ -454,7 +454,7 @@ fn apply_scale_update(
 
 pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate_write(&req.headers)?;
-    req.query.validate_write()?;
+    req.query.validate_write("PatchOptions")?;
     let dry_run = req.query.dry_run()?;
     let ct = crate::limits::content_type(&req.headers);
     let accepted = PatchType::accepted(req.info().custom_resource);
