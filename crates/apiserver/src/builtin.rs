@@ -61,7 +61,8 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
 /// A `/status` write keeps the request's metadata but `ownerReferences` for pods
 /// (`podStatusStrategy.PrepareForUpdate`), but the labels for deployments
 /// (`deploymentStatusStrategy`), all of it for services (`serviceStatusStrategy`, which
-/// resets only the spec); other kinds keep the stored metadata.
+/// resets only the spec), namespaces and nodes (`namespaceStatusStrategy`,
+/// `nodeStatusStrategy`: the spec only); other kinds keep the stored metadata.
 ///
 /// Selectable fields read as upstream's `*ToSelectableFields` read them: a field the v1
 /// defaulting always fills (pkg/apis/core/v1/defaults.go: a namespace's `status.phase`, a
@@ -86,6 +87,8 @@ pub fn resources() -> Vec<ResourceInfo> {
             .generation(Generation::None)
             .return_deleted_object(true)
             .status_subresource(true)
+            // namespaceStatusStrategy.PrepareForUpdate resets only the spec.
+            .status_update(StatusUpdate::StatusAndMetadataExcept(&[]))
             .finalize_subresource(true)
             .printer(Printer::Columns(vec![col(
                 "Status",
@@ -100,6 +103,8 @@ pub fn resources() -> Vec<ResourceInfo> {
             .field_default("spec.unschedulable", "false")
             .generation(Generation::None)
             .status_subresource(true)
+            // nodeStatusStrategy.PrepareForUpdate resets only the spec.
+            .status_update(StatusUpdate::StatusAndMetadataExcept(&[]))
             .printer(Printer::Columns(vec![
                 col(
                     "Ready",

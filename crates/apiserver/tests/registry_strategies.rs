@@ -669,3 +669,49 @@ fn kubectl_selects_events_by_source() {
     got.sort_unstable();
     assert_eq!(got, ["event/new-style", "event/old-style"]);
 }
+
+/// Namespaces' and nodes' status strategies reset only the spec (upstream's
+/// `namespaceStatusStrategy` and `nodeStatusStrategy`), so a `/status` write keeps its label,
+/// annotation and finalizer changes (red-team finding F3 of issue 29: they were dropped);
+/// a namespace's `kubernetes.io/metadata.name` label and `spec.finalizers` still cannot be
+/// changed that way.
+#[test]
+#[ignore = "needs curl"]
+fn namespace_and_node_status_writes_keep_metadata_changes_but_not_the_spec() {
+    common::require("curl");
+    let server = Server::start(&[]);
+    let ns = ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces",
+        Some(json!({"metadata":{"name":"st"}})),
+    );
+    let mut w = ns.clone();
+    w["metadata"]["labels"] = json!({"team": "a", "kubernetes.io/metadata.name": "other"});
+    w["metadata"]["annotations"] = json!({"note": "n"});
+    w["spec"] = json!({"finalizers": []});
+    w["status"] = json!({"phase": "Active"});
+    let got = ok(&server, "PUT", "/api/v1/namespaces/st/status", Some(w));
+    assert_eq!(
+        got["metadata"]["labels"],
+        json!({"team": "a", "kubernetes.io/metadata.name": "st"}),
+        "{got}"
+    );
+    assert_eq!(got["metadata"]["annotations"], json!({"note": "n"}));
+    assert_eq!(got["spec"]["finalizers"], json!(["kubernetes"]), "{got}");
+
+    let node = ok(
+        &server,
+        "POST",
+        "/api/v1/nodes",
+        Some(json!({"metadata":{"name":"n1","labels":{"zone":"a"}}})),
+    );
+    let mut w = node.clone();
+    w["metadata"]["labels"] = json!({"zone": "b"});
+    w["spec"] = json!({"unschedulable": true});
+    w["status"] = json!({"phase": "Running"});
+    let got = ok(&server, "PUT", "/api/v1/nodes/n1/status", Some(w));
+    assert_eq!(got["metadata"]["labels"], json!({"zone": "b"}), "{got}");
+    assert_eq!(got["spec"].get("unschedulable"), None, "{got}");
+    assert_eq!(got["status"]["phase"], "Running");
+}
