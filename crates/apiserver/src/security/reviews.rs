@@ -13,6 +13,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header, request::Parts};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use listwatch_api::{Object, SelectableFields};
 use listwatch_auth::authn::TokenRequestSpec;
 use listwatch_auth::review::{self, ReviewError};
 use listwatch_endpoints::{Api, ApiError, Resource};
@@ -30,12 +31,15 @@ struct Ctx {
     service_accounts: Option<Resource>,
 }
 
+/// A review's answer as upstream's serializer writes it: the typed object's members in its
+/// Go struct order (`kind` first; `Object`'s encoding) and a trailing newline.
 fn created(v: &Value) -> Response {
-    let mut resp = (
-        StatusCode::CREATED,
-        serde_json::to_vec(v).unwrap_or_default(),
-    )
-        .into_response();
+    let mut body = match Object::from_value(v.clone(), &SelectableFields::none()) {
+        Ok(o) => o.with_json(<[u8]>::to_vec),
+        Err(_) => serde_json::to_vec(v).unwrap_or_default(),
+    };
+    body.push(b'\n');
+    let mut resp = (StatusCode::CREATED, body).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),

@@ -675,11 +675,12 @@ fn scale_response(req: &Request, obj: &Object) -> ApiResult<Response> {
         .as_ref()
         .ok_or_else(ApiError::path_not_found)?;
     let v = decoded(obj)?;
-    let body = serde_json::to_vec(&crate::scale::to_scale(spec, &v))
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(crate::encoded_response(
-        StatusCode::OK,
-        "application/json",
-        &body,
-    ))
+    // Written as every object is (`Object`'s encoding: `kind` first as upstream's typed
+    // `Scale`, a trailing newline).
+    let scale = Object::from_value(
+        crate::scale::to_scale(spec, &v),
+        &listwatch_api::SelectableFields::none(),
+    )
+    .map_err(|e| ApiError::internal(format!("the Scale view does not encode: {e}")))?;
+    Ok(object_response(StatusCode::OK, &scale))
 }
