@@ -419,6 +419,12 @@ async fn a_deleted_namespace_terminates_and_the_controller_empties_it() {
         "configmaps \"late\" is forbidden: unable to create new content in namespace big because it is being terminated"
     );
     assert_eq!(e["details"]["causes"][0]["reason"], "NamespaceTerminating");
+    // Upstream's cause carries the short message (red-team finding F10 of issue 29).
+    assert_eq!(
+        e["details"]["causes"][0]["message"],
+        "namespace big is being terminated"
+    );
+    assert_eq!(e["details"]["causes"][0]["field"], "metadata.namespace");
 
     // Everything but the held object goes; the held object holds the namespace.
     eventually("the namespace emptied but for the held object", || async {

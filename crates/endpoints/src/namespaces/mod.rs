@@ -69,9 +69,13 @@ fn terminating_message(ns: &str) -> String {
 pub(crate) fn terminating(info: &ResourceInfo, name: &str, ns: &str) -> ApiError {
     let msg = terminating_message(ns);
     let mut e = ApiError::forbidden(info, name, &msg);
-    let status = (*e.0)
-        .clone()
-        .with_cause("NamespaceTerminating", &msg, "metadata.namespace");
+    // The cause's own message is the short form (plugin/pkg/admission/namespace/lifecycle
+    // admission.go: `namespace <ns> is being terminated`).
+    let status = (*e.0).clone().with_cause(
+        "NamespaceTerminating",
+        &format!("namespace {ns} is being terminated"),
+        "metadata.namespace",
+    );
     e.0 = Box::new(status);
     e
 }
