@@ -195,16 +195,14 @@ fn check_uid_precondition(req: &Request, cur: &Object, body: &Map<String, Value>
     else {
         return Ok(());
     };
-    let stored = cur.uid().unwrap_or("");
-    if uid == stored {
-        return Ok(());
-    }
     let key = req.object_key()?;
-    Err(req.storage_err(&key.conflict(format!(
-        "Precondition failed: UID in precondition: {}, UID in object meta: {}",
-        echo(uid),
-        echo(stored)
-    ))))
+    // The storage layer's own uid precondition check, with upstream's message.
+    listwatch_storage::Preconditions {
+        uid: Some(uid.to_owned()),
+        resource_version: None,
+    }
+    .check(&key, cur)
+    .map_err(|e| req.storage_err(&e))
 }
 
 fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> ApiResult<Object> {
