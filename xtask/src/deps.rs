@@ -70,6 +70,9 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
     ("listwatch-auth", &["listwatch-api", "listwatch-runtime"]),
     // Audit records auth's user and attributes; "nothing HTTP".
     ("listwatch-audit", &["listwatch-auth"]),
+    // The kinds served, as data over api's types; "never storage, HTTP, the registry or the
+    // server crates".
+    ("listwatch-kinds", &["listwatch-api"]),
     // The vendored OpenAPI schemas: pure data, no workspace crate.
     ("listwatch-schema", &[]),
     // Server-side apply reads field types from the schemas; pure: no I/O.
@@ -81,6 +84,7 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
         &[
             "listwatch-api",
             "listwatch-storage",
+            "listwatch-kinds",
             "listwatch-apply",
             "listwatch-schema",
         ],

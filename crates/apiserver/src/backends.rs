@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use listwatch_endpoints::ResourceInfo;
+use listwatch_endpoints::KindSpec;
 use listwatch_etcd::{Compactor, EtcdClient, EtcdConfig, EtcdStore};
 use listwatch_memstore::{MemStore, MemStoreConfig};
 use listwatch_storage::Storage;
@@ -85,7 +85,7 @@ impl Backends {
         }
     }
 
-    pub(crate) fn storage_for(&self, info: &ResourceInfo) -> Arc<dyn Storage> {
+    pub(crate) fn storage_for(&self, info: &KindSpec) -> Arc<dyn Storage> {
         match self {
             Backends::Embedded(m) => Arc::new(m.clone()),
             Backends::Etcd {

@@ -5,7 +5,7 @@ use crate::strategy::{
     prepare_deployment, prepare_namespace, prepare_pod, prepare_secret, prepare_service,
 };
 use listwatch_endpoints::{
-    GcPolicy, Generation, GracefulDeletion, NameValidation, Printer, PrinterColumn, ResourceInfo,
+    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer, PrinterColumn,
     ScaleSubresource, StatusUpdate,
 };
 
@@ -40,8 +40,8 @@ pub const EVENT_FIELDS: [&str; 11] = [
 
 /// An `rbac.authorization.k8s.io/v1` resource (served through the same cacher pipeline as
 /// every other; the RBAC authorizer reads them through in-process informers).
-fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
-    ResourceInfo::new("rbac.authorization.k8s.io", "v1", plural, kind)
+fn rbac(plural: &str, kind: &str, namespaced: bool) -> KindSpec {
+    KindSpec::new("rbac.authorization.k8s.io", "v1", plural, kind)
         .generation(Generation::None)
         .namespaced(namespaced)
         .name_validation(NameValidation::PathSegment)
@@ -69,16 +69,16 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> ResourceInfo {
 /// secret's `type`, a service's `spec.type`, a pod's `spec.restartPolicy` and
 /// `spec.schedulerName`) reads as its default when a stored object lacks it, and a `bool`
 /// read with `strconv.FormatBool` (a node's `spec.unschedulable`, a pod's
-/// `spec.hostNetwork`) reads as `"false"` ([`ResourceInfo::field_default`]).
+/// `spec.hostNetwork`) reads as `"false"` ([`KindSpec::field_default`]).
 ///
 /// A PUT of a missing object creates it where
 /// upstream's strategy allows create-on-update: services, endpoints, events, leases and
 /// the RBAC kinds (not namespaces, nodes, pods, config maps, secrets, service accounts or
 /// deployments).
-pub fn resources() -> Vec<ResourceInfo> {
+pub fn resources() -> Vec<KindSpec> {
     let col = PrinterColumn::new;
     vec![
-        ResourceInfo::new("", "v1", "namespaces", "Namespace")
+        KindSpec::new("", "v1", "namespaces", "Namespace")
             .namespaced(false)
             .short_names(["ns"])
             .name_validation(NameValidation::Label)
@@ -96,7 +96,7 @@ pub fn resources() -> Vec<ResourceInfo> {
                 ".status.phase",
             )]))
             .prepare_for_create(prepare_namespace),
-        ResourceInfo::new("", "v1", "nodes", "Node")
+        KindSpec::new("", "v1", "nodes", "Node")
             .namespaced(false)
             .short_names(["no"])
             .selectable_fields(["spec.unschedulable"])
@@ -119,7 +119,7 @@ pub fn resources() -> Vec<ResourceInfo> {
                 )
                 .wide(),
             ])),
-        ResourceInfo::new("", "v1", "pods", "Pod")
+        KindSpec::new("", "v1", "pods", "Pod")
             .short_names(["po"])
             .categories(["all"])
             .selectable_fields(POD_FIELDS)
@@ -133,16 +133,16 @@ pub fn resources() -> Vec<ResourceInfo> {
             .graceful_deletion(GracefulDeletion::Pod)
             .return_deleted_object(true)
             .prepare_for_create(prepare_pod),
-        ResourceInfo::new("", "v1", "configmaps", "ConfigMap")
+        KindSpec::new("", "v1", "configmaps", "ConfigMap")
             .short_names(["cm"])
             .generation(Generation::None),
-        ResourceInfo::new("", "v1", "secrets", "Secret")
+        KindSpec::new("", "v1", "secrets", "Secret")
             .selectable_fields(["type"])
             .field_default("type", "Opaque")
             .generation(Generation::None)
             .printer(Printer::Columns(vec![col("Type", "string", ".type")]))
             .prepare_for_create(prepare_secret),
-        ResourceInfo::new("", "v1", "services", "Service")
+        KindSpec::new("", "v1", "services", "Service")
             .short_names(["svc"])
             .categories(["all"])
             .name_validation(NameValidation::Label1035)
@@ -159,12 +159,12 @@ pub fn resources() -> Vec<ResourceInfo> {
             .allow_create_on_update(true)
             .return_deleted_object(true)
             .prepare_for_create(prepare_service),
-        ResourceInfo::new("", "v1", "endpoints", "Endpoints")
+        KindSpec::new("", "v1", "endpoints", "Endpoints")
             .short_names(["ep"])
             .singular("endpoints")
             .generation(Generation::None)
             .allow_create_on_update(true),
-        ResourceInfo::new("", "v1", "events", "Event")
+        KindSpec::new("", "v1", "events", "Event")
             .short_names(["ev"])
             .selectable_fields(EVENT_FIELDS)
             .field_reads("source", &["source.component", "reportingComponent"])
@@ -179,11 +179,11 @@ pub fn resources() -> Vec<ResourceInfo> {
                 col("Object", "string", ".involvedObject.name"),
                 col("Message", "string", ".message"),
             ])),
-        ResourceInfo::new("", "v1", "serviceaccounts", "ServiceAccount")
+        KindSpec::new("", "v1", "serviceaccounts", "ServiceAccount")
             .short_names(["sa"])
             .generation(Generation::None)
             .return_deleted_object(true),
-        ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease")
+        KindSpec::new("coordination.k8s.io", "v1", "leases", "Lease")
             .generation(Generation::None)
             .allow_create_on_update(true)
             .printer(Printer::Columns(vec![col(
@@ -195,7 +195,7 @@ pub fn resources() -> Vec<ResourceInfo> {
         rbac("rolebindings", "RoleBinding", true),
         rbac("clusterroles", "ClusterRole", false),
         rbac("clusterrolebindings", "ClusterRoleBinding", false),
-        ResourceInfo::new("apps", "v1", "deployments", "Deployment")
+        KindSpec::new("apps", "v1", "deployments", "Deployment")
             .short_names(["deploy"])
             .categories(["all"])
             .status_subresource(true)

@@ -40,7 +40,7 @@
 
 mod crd;
 
-use listwatch_endpoints::{Printer, PrinterColumn, ResourceInfo};
+use listwatch_endpoints::{KindSpec, Printer, PrinterColumn};
 use serde::Deserialize;
 
 /// Why a resources file was rejected.
@@ -217,7 +217,7 @@ fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
 }
 
 /// Parses a resources document.
-pub fn parse(text: &str, path: &str) -> Result<Vec<ResourceInfo>, ResourcesFileError> {
+pub fn parse(text: &str, path: &str) -> Result<Vec<KindSpec>, ResourcesFileError> {
     let file = File {
         resources: entries(text, path)?,
     };
@@ -256,7 +256,7 @@ pub fn parse(text: &str, path: &str) -> Result<Vec<ResourceInfo>, ResourcesFileE
 }
 
 /// Reads and parses a resources file.
-pub fn load(path: &std::path::Path) -> Result<Vec<ResourceInfo>, ResourcesFileError> {
+pub fn load(path: &std::path::Path) -> Result<Vec<KindSpec>, ResourcesFileError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ResourcesFileError::Read {
         path: shown.clone(),
@@ -265,7 +265,7 @@ pub fn load(path: &std::path::Path) -> Result<Vec<ResourceInfo>, ResourcesFileEr
     parse(&text, &shown)
 }
 
-fn entry(index: usize, e: Entry, custom: bool) -> Result<ResourceInfo, ResourcesFileError> {
+fn entry(index: usize, e: Entry, custom: bool) -> Result<KindSpec, ResourcesFileError> {
     let invalid = |message: String| ResourcesFileError::Invalid {
         index,
         kind: e.kind.clone(),
@@ -311,7 +311,7 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<ResourceInfo, Resources
             "triggerField {t:?} must be one of selectableFields"
         )));
     }
-    let mut info = ResourceInfo::new(&e.group, &e.version, &plural, &e.kind)
+    let mut info = KindSpec::new(&e.group, &e.version, &plural, &e.kind)
         .singular(&singular)
         .namespaced(e.namespaced)
         .short_names(e.short_names)

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use listwatch_cacher::{Cacher, CacherConfig, CacherMetrics};
-use listwatch_endpoints::{Config, Installer, ResourceInfo};
+use listwatch_endpoints::{Config, Installer, KindSpec};
 use listwatch_storage::Storage;
 
 mod backends;
@@ -131,7 +131,7 @@ pub fn build_info() -> listwatch_endpoints::BuildInfo {
 }
 
 /// Every resource to serve: the built-ins, then those of `--resources`.
-pub fn all_resources(opts: &Options) -> Result<Vec<ResourceInfo>, ServerError> {
+pub fn all_resources(opts: &Options) -> Result<Vec<KindSpec>, ServerError> {
     let mut all = builtin::resources();
     if let Some(path) = &opts.resources {
         all.extend(custom::load(path)?);

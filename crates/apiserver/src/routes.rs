@@ -4,13 +4,13 @@
 //!
 //! Invariants: the table is read from the same sources the routers are built from — the
 //! resources served (each with its collection and object routes and
-//! [`ResourceInfo::subresources`]), the review routes' table ([`security::reviews::paths`])
+//! [`KindSpec::subresources`]), the review routes' table ([`security::reviews::paths`])
 //! and the endpoints' non-resource table ([`listwatch_endpoints::non_resource_paths`],
 //! [`listwatch_endpoints::DISCOVERY_PATHS`]) — never a copy of them.
 //!
 //! [`security::reviews::paths`]: crate::security::reviews::paths
 
-use listwatch_endpoints::ResourceInfo;
+use listwatch_endpoints::KindSpec;
 
 /// The paths answered with a trailing slash as without: go-restful serves `/version/`
 /// (upstream's RBAC names it, and the Python client's `VersionApi` requests it); upstream's
@@ -50,9 +50,9 @@ pub fn trim_trailing_slash<B>(req: &mut axum::http::Request<B>) {
 #[derive(Debug, Clone)]
 pub enum Route {
     /// A resource's collection and object routes (and `/watch/` legacy paths).
-    Resource(ResourceInfo),
+    Resource(KindSpec),
     /// A subresource the endpoints serve for a resource (`status`, `scale`).
-    Subresource(ResourceInfo, &'static str),
+    Subresource(KindSpec, &'static str),
     /// A route of the security layer (the review APIs, TokenRequest), as an axum path.
     Security(&'static str),
     /// A path outside the resources: health, version, metrics, OpenAPI, discovery (axum
@@ -61,7 +61,7 @@ pub enum Route {
 }
 
 /// The routes of a server serving `resources` (see [`crate::all_resources`]).
-pub fn table(resources: &[ResourceInfo]) -> Vec<Route> {
+pub fn table(resources: &[KindSpec]) -> Vec<Route> {
     let mut out = Vec::new();
     for info in resources {
         out.push(Route::Resource(info.clone()));

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use listwatch_api::{Object, Status};
-use listwatch_endpoints::{Resource, ResourceInfo};
+use listwatch_endpoints::{KindSpec, Resource};
 use listwatch_runtime::leaderelection::{
     LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState,
 };
@@ -177,7 +177,7 @@ pub(crate) fn start(
 /// themselves. Creates and conditional updates as the HTTP API does them.
 pub struct StorageLeaseLock {
     storage: Arc<dyn Storage>,
-    info: Arc<ResourceInfo>,
+    info: Arc<KindSpec>,
     namespace: String,
     name: String,
     key: Key,

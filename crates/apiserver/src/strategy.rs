@@ -1,6 +1,6 @@
 //! What upstream's registry strategies do to a new object of a built-in kind
 //! (`PrepareForCreate`), one function per kind, installed by [`crate::builtin`] through
-//! `ResourceInfo::prepare_for_create` (custom resources: [`drop_status`], by
+//! `KindSpec::prepare_for_create` (custom resources: [`drop_status`], by
 //! [`crate::custom`]).
 //!
 //! Status is the server's (its controllers' and kubelets'), written through `/status`: a

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use listwatch_endpoints::{Config, Installer, NameValidation, ResourceInfo};
+use listwatch_endpoints::{Config, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
 use listwatch_storage::Storage;
 
@@ -25,14 +25,14 @@ async fn main() -> std::io::Result<()> {
     let store: Arc<dyn Storage> = Arc::new(MemStore::new());
     let api = Installer::new(Config::default())
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            KindSpec::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)
                 .short_names(["ns"])
                 .name_validation(NameValidation::Label),
             Arc::clone(&store),
         )
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
             store,
         )
         .build();

@@ -10,7 +10,7 @@ use axum::http::Extensions;
 use serde_json::Value;
 
 use crate::error::ApiResult;
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 
 /// What is being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub struct AdmissionRequest<'a> {
     /// Create or update.
     pub operation: Operation,
     /// The resource.
-    pub info: &'a ResourceInfo,
+    pub info: &'a KindSpec,
     /// The namespace of the request.
     pub namespace: Option<&'a str>,
     /// The name in the request's URL (upstream's `RequestInfo.Name`): `None` for a POST to

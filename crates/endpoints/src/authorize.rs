@@ -17,7 +17,7 @@
 use axum::http::Extensions;
 
 use crate::error::ApiResult;
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 
 /// The verb a creating write is also authorized for.
 pub const CREATE: &str = "create";
@@ -29,7 +29,7 @@ pub struct AuthorizationRequest<'a> {
     /// The verb (`create`).
     pub verb: &'a str,
     /// The resource (its group, version and plural).
-    pub info: &'a ResourceInfo,
+    pub info: &'a KindSpec,
     /// The subresource (`""` for the object itself).
     pub subresource: &'a str,
     /// The namespace of the request (`None`: cluster-scoped).

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::resource::{Resource, ResourceInfo};
+use crate::resource::{KindSpec, Resource};
 
 /// The Kubernetes version this server reports (kubectl picks its build by the minor).
 pub const KUBE_MAJOR: &str = "1";
@@ -60,7 +60,7 @@ const STATUS_VERBS: [&str; 3] = ["get", "patch", "update"];
 
 /// The verbs of a resource: all of them, except that namespaces have no collection delete
 /// (as upstream's namespace registry).
-fn verbs(info: &ResourceInfo) -> Vec<&'static str> {
+fn verbs(info: &KindSpec) -> Vec<&'static str> {
     VERBS
         .into_iter()
         .filter(|v| !(*v == "deletecollection" && crate::lifecycle::is_namespaces(info)))
@@ -86,8 +86,8 @@ fn bytes(v: &Value) -> Bytes {
 }
 
 /// Groups and versions in a stable order: core first, then groups by name.
-fn by_group_version(resources: &[Resource]) -> BTreeMap<(String, String), Vec<&ResourceInfo>> {
-    let mut m: BTreeMap<(String, String), Vec<&ResourceInfo>> = BTreeMap::new();
+fn by_group_version(resources: &[Resource]) -> BTreeMap<(String, String), Vec<&KindSpec>> {
+    let mut m: BTreeMap<(String, String), Vec<&KindSpec>> = BTreeMap::new();
     for r in resources {
         m.entry((r.info.group.clone(), r.info.version.clone()))
             .or_default()
@@ -104,7 +104,7 @@ fn gv_string(group: &str, version: &str) -> String {
     }
 }
 
-fn api_resource(info: &ResourceInfo) -> Vec<Value> {
+fn api_resource(info: &KindSpec) -> Vec<Value> {
     let mut out = vec![json!({
         "name": info.plural,
         "singularName": info.singular,
@@ -121,7 +121,7 @@ fn api_resource(info: &ResourceInfo) -> Vec<Value> {
             "singularName": "",
             "namespaced": info.namespaced,
             "kind": info.kind,
-            "verbs": ResourceInfo::subresource_verbs("finalize"),
+            "verbs": KindSpec::subresource_verbs("finalize"),
         }));
     }
     if info.status_subresource {
@@ -147,7 +147,7 @@ fn api_resource(info: &ResourceInfo) -> Vec<Value> {
     out
 }
 
-fn aggregated_resource(info: &ResourceInfo) -> Value {
+fn aggregated_resource(info: &KindSpec) -> Value {
     let kind = json!({"group": info.group, "version": info.version, "kind": info.kind});
     let mut r = json!({
         "resource": info.plural,
@@ -161,7 +161,7 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
     let mut subs = Vec::new();
     if info.finalize_subresource {
         subs.push(json!({"subresource": "finalize", "responseKind": kind,
-            "verbs": ResourceInfo::subresource_verbs("finalize")}));
+            "verbs": KindSpec::subresource_verbs("finalize")}));
     }
     if info.status_subresource {
         subs.push(json!({"subresource": "status", "responseKind": kind, "verbs": STATUS_VERBS}));
@@ -177,7 +177,7 @@ fn aggregated_resource(info: &ResourceInfo) -> Value {
     r
 }
 
-fn aggregated_list(groups: &BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>>) -> Value {
+fn aggregated_list(groups: &BTreeMap<String, Vec<(String, Vec<&KindSpec>)>>) -> Value {
     let items: Vec<Value> = groups
         .iter()
         .map(|(group, versions)| {
@@ -226,8 +226,8 @@ fn go_platform(os: &str, arch: &str) -> String {
 pub(crate) fn build(resources: &[Resource], build_info: &BuildInfo) -> Documents {
     let gvs = by_group_version(resources);
     let mut docs = Documents::default();
-    let mut core: BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>> = BTreeMap::new();
-    let mut groups: BTreeMap<String, Vec<(String, Vec<&ResourceInfo>)>> = BTreeMap::new();
+    let mut core: BTreeMap<String, Vec<(String, Vec<&KindSpec>)>> = BTreeMap::new();
+    let mut groups: BTreeMap<String, Vec<(String, Vec<&KindSpec>)>> = BTreeMap::new();
     let mut core_versions = Vec::new();
     for ((group, version), infos) in &gvs {
         let list = json!({
@@ -255,7 +255,7 @@ pub(crate) fn build(resources: &[Resource], build_info: &BuildInfo) -> Documents
         "versions": core_versions,
         "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": ""}],
     }));
-    let api_group = |name: &str, versions: &[(String, Vec<&ResourceInfo>)]| {
+    let api_group = |name: &str, versions: &[(String, Vec<&KindSpec>)]| {
         let vs: Vec<Value> = versions
             .iter()
             .map(|(v, _)| json!({"groupVersion": gv_string(name, v), "version": v}))
@@ -294,16 +294,16 @@ mod tests {
     fn documents_list_every_group_and_resource() {
         let store: Arc<dyn listwatch_storage::Storage> =
             Arc::new(listwatch_memstore::MemStore::new());
-        let mk = |info: ResourceInfo| Resource {
+        let mk = |info: KindSpec| Resource {
             info: Arc::new(info),
             storage: Arc::clone(&store),
         };
         let docs = build(
             &[
-                mk(ResourceInfo::new("", "v1", "pods", "Pod")
+                mk(KindSpec::new("", "v1", "pods", "Pod")
                     .short_names(["po"])
                     .status_subresource(true)),
-                mk(ResourceInfo::new("apps", "v1", "deployments", "Deployment")),
+                mk(KindSpec::new("apps", "v1", "deployments", "Deployment")),
             ],
             &BuildInfo::default(),
         );

@@ -19,7 +19,7 @@ use listwatch_api::Status;
 use listwatch_api::echo::{self, echo};
 use listwatch_api::status::reason;
 
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 
 /// How much cause text a 422 Invalid lists (in its causes and its message together,
 /// counted in [`echo::wire_cost`] units with each cause's framing): past it the rest are
@@ -52,7 +52,7 @@ impl ApiError {
     /// `qualifiedResource.String()` (`deployments.apps "x" not found`), `details.kind` is
     /// the plural resource and `details.group` its group — whatever segment the storage
     /// keys use (`storage_resource`, e.g. `widgets.example.com` for `--resources` kinds).
-    pub fn storage(err: &listwatch_storage::Error, info: &ResourceInfo) -> Self {
+    pub fn storage(err: &listwatch_storage::Error, info: &KindSpec) -> Self {
         use listwatch_storage::Error as E;
         let resource = info.qualified_resource();
         let named = match err {
@@ -90,7 +90,7 @@ impl ApiError {
     /// past it the rest are counted: the message ends with `... and N more` and so does one
     /// last cause. Costs the causes' text plus a hash each, whatever their number. `name`
     /// is quoted through [`echo()`] (an invalid name can be as long as the body).
-    pub fn invalid(info: &ResourceInfo, name: &str, causes: &[FieldError]) -> Self {
+    pub fn invalid(info: &KindSpec, name: &str, causes: &[FieldError]) -> Self {
         let name = echo(name);
         let mut seen: HashSet<String> = HashSet::new();
         let mut lines: Vec<String> = Vec::new();
@@ -150,11 +150,7 @@ impl ApiError {
     /// 422 Invalid for request options (`DeleteOptions`), as upstream's
     /// `NewInvalid(meta.k8s.io/kind, "", errs)`: `DeleteOptions.meta.k8s.io "" is invalid: ...`.
     pub fn invalid_options(kind: &str, causes: &[FieldError]) -> Self {
-        Self::invalid(
-            &ResourceInfo::new("meta.k8s.io", "v1", "", kind),
-            "",
-            causes,
-        )
+        Self::invalid(&KindSpec::new("meta.k8s.io", "v1", "", kind), "", causes)
     }
 
     /// 422 for a request that is well-formed but cannot be applied (a failing JSON patch
@@ -251,7 +247,7 @@ impl ApiError {
     /// 403 Forbidden for an operation on `name` that policy refuses, as upstream's
     /// `NewForbidden`: `{resource} "{name}" is forbidden: {why}` (the name cut by
     /// [`echo()`]).
-    pub fn forbidden(info: &ResourceInfo, name: &str, why: &str) -> Self {
+    pub fn forbidden(info: &KindSpec, name: &str, why: &str) -> Self {
         let name = echo(name);
         Self::from_status(
             Status::failure(
@@ -510,7 +506,7 @@ mod tests {
 
     #[test]
     fn storage_errors_keep_their_code_and_gain_the_group() {
-        let info = ResourceInfo::new("apps", "v1", "deployments", "Deployment");
+        let info = KindSpec::new("apps", "v1", "deployments", "Deployment");
         let err = listwatch_storage::Error::NotFound {
             resource: "deployments".into(),
             name: "d".into(),
@@ -519,7 +515,7 @@ mod tests {
         assert_eq!(e.code(), 404);
         assert_eq!(e.0.details.as_ref().map(|d| d.group.as_str()), Some("apps"));
         assert_eq!(e.0.message, r#"deployments.apps "d" not found"#);
-        let mut widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget");
+        let mut widgets = KindSpec::new("example.com", "v1", "widgets", "Widget");
         widgets.storage_resource = "widgets.example.com".into();
         let err = listwatch_storage::Error::AlreadyExists {
             resource: widgets.storage_resource.clone(),
@@ -538,7 +534,7 @@ mod tests {
 
     #[test]
     fn invalid_lists_every_cause() {
-        let info = ResourceInfo::new("", "v1", "pods", "Pod");
+        let info = KindSpec::new("", "v1", "pods", "Pod");
         let e = ApiError::invalid(
             &info,
             "A",
@@ -554,7 +550,7 @@ mod tests {
 
     #[test]
     fn invalid_names_the_group_kind_and_keeps_the_field_out_of_cause_messages() {
-        let info = ResourceInfo::new("apps", "v1", "deployments", "Deployment");
+        let info = KindSpec::new("apps", "v1", "deployments", "Deployment");
         let e = ApiError::invalid(
             &info,
             "d",
@@ -589,7 +585,7 @@ mod tests {
 
     #[test]
     fn invalid_lists_causes_within_the_bound() {
-        let info = ResourceInfo::new("", "v1", "configmaps", "ConfigMap");
+        let info = KindSpec::new("", "v1", "configmaps", "ConfigMap");
         let few = [
             FieldError::invalid("a", "1", "bad"),
             FieldError::invalid("a", "1", "bad"),
@@ -636,7 +632,7 @@ mod tests {
 
     #[test]
     fn echoed_values_are_cut_at_character_boundaries() {
-        let info = ResourceInfo::new("", "v1", "configmaps", "ConfigMap");
+        let info = KindSpec::new("", "v1", "configmaps", "ConfigMap");
         // Each repeated unit straddles every possible cut: 2-byte 'é', a 4-byte emoji, a
         // quote and control characters (escaped by every layer).
         for unit in ["é", "😀", "\"", "\u{0}", "\u{7f}\n", "aé😀\"\u{1}"] {

@@ -35,7 +35,7 @@ use listwatch_schema::{Node, Shape};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 
 /// How many findings one request keeps (and answers as warnings).
 pub(crate) const MAX_FINDINGS: usize = 100;
@@ -122,11 +122,7 @@ impl Findings {
     /// Applies the directive to a create's or update's body: `Strict` refuses (400) with
     /// upstream's decode-error wording, otherwise the findings are returned for
     /// [`Findings::warn`].
-    pub(crate) fn settle_body(
-        self,
-        directive: Directive,
-        info: &ResourceInfo,
-    ) -> ApiResult<Findings> {
+    pub(crate) fn settle_body(self, directive: Directive, info: &KindSpec) -> ApiResult<Findings> {
         match directive {
             _ if self.is_empty() => Ok(self),
             Directive::Strict => Err(ApiError::bad_request(format!(
@@ -211,7 +207,7 @@ fn quote(s: &str) -> String {
 /// object (/v1, Kind=ConfigMap): .dat: field not declared in schema`).
 pub(crate) fn refuse_undeclared(
     kind: Option<Node<'_>>,
-    info: &ResourceInfo,
+    info: &KindSpec,
     config: &Value,
 ) -> ApiResult<()> {
     let mut copy = config.clone();
@@ -382,7 +378,7 @@ mod tests {
 
     #[test]
     fn strict_wording_matches_upstream() {
-        let info = ResourceInfo::new("", "v1", "pods", "Pod");
+        let info = KindSpec::new("", "v1", "pods", "Pod");
         let f = Findings(vec!["unknown field \"spec.foo\"".into()]);
         let e = f.settle_body(Directive::Strict, &info).unwrap_err();
         assert_eq!(e.0.code, 400);

@@ -21,7 +21,7 @@ use listwatch_schema::Catalog;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 
 /// How many bytes of a User-Agent name a manager (upstream's `FieldManagerMaxLength`).
 const MAX_MANAGER_BYTES: usize = 128;
@@ -105,14 +105,14 @@ pub const SERVER_MANAGER: &str = "kube-apiserver";
 /// (the bootstrap namespaces and RBAC policy), which upstream creates through its loopback
 /// client. Without it they would have no managers, and updates of them would not be
 /// tracked until an apply.
-pub fn record_create(info: &ResourceInfo, obj: &mut Value, manager: &str) {
+pub fn record_create(info: &KindSpec, obj: &mut Value, manager: &str) {
     let catalog = Catalog::builtin();
     FieldManager::new(info, "", &catalog).update(None, obj, manager);
 }
 
 /// The field manager of writes to `info` through `subresource` (`""`, `status`, `scale`).
 pub(crate) struct FieldManager<'a> {
-    info: &'a ResourceInfo,
+    info: &'a KindSpec,
     subresource: &'a str,
     api_version: String,
     catalog: &'a Catalog,
@@ -120,7 +120,7 @@ pub(crate) struct FieldManager<'a> {
 }
 
 impl<'a> FieldManager<'a> {
-    pub(crate) fn new(info: &'a ResourceInfo, subresource: &'a str, catalog: &'a Catalog) -> Self {
+    pub(crate) fn new(info: &'a KindSpec, subresource: &'a str, catalog: &'a Catalog) -> Self {
         let api_version = if info.group.is_empty() {
             info.version.clone()
         } else {

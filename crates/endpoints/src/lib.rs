@@ -22,11 +22,11 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use listwatch_endpoints::{Config, Installer, ResourceInfo};
+//! use listwatch_endpoints::{Config, Installer, KindSpec};
 //! # async fn demo(store: Arc<dyn listwatch_storage::Storage>) -> std::io::Result<()> {
 //! let api = Installer::new(Config::default())
-//!     .resource(ResourceInfo::new("", "v1", "namespaces", "Namespace").namespaced(false), store.clone())
-//!     .resource(ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]), store)
+//!     .resource(KindSpec::new("", "v1", "namespaces", "Namespace").namespaced(false), store.clone())
+//!     .resource(KindSpec::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]), store)
 //!     .build();
 //! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! let shutdown = api.shutdown_handle();
@@ -92,8 +92,8 @@ pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;
 pub use resource::{
-    GcPolicy, Generation, GracefulDeletion, NameValidation, PrepareFn, Printer, PrinterColumn,
-    Resource, ResourceInfo, ScaleSubresource, StatusUpdate,
+    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, PrepareFn, Printer,
+    PrinterColumn, Resource, ScaleSubresource, StatusUpdate,
 };
 pub use watch_server::{LongRunning, watch_timeout};
 
@@ -291,7 +291,7 @@ impl Installer {
     #[must_use]
     pub fn resource(
         mut self,
-        info: ResourceInfo,
+        info: KindSpec,
         storage: Arc<dyn listwatch_storage::Storage>,
     ) -> Self {
         self.resources.retain(|r| {

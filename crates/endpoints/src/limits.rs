@@ -44,7 +44,7 @@ use serde_json::{Map, Number, Value};
 
 use crate::error::{ApiError, ApiResult};
 use crate::flowcontrol::BodyHold;
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 use listwatch_api::Object;
 use listwatch_storage::{Error, Storage};
 
@@ -168,7 +168,7 @@ pub(crate) fn content_type(headers: &HeaderMap) -> &str {
 /// Also returns the keys a JSON or YAML body repeated in one object (for
 /// [`crate::field_validation`]).
 pub(crate) fn decode_object_keys(
-    info: &ResourceInfo,
+    info: &KindSpec,
     headers: &HeaderMap,
     bytes: &[u8],
 ) -> ApiResult<(Map<String, Value>, Vec<String>)> {

@@ -34,7 +34,7 @@ use listwatch_schema::Catalog;
 use serde_json::{Map, Value, json};
 
 use crate::Shared;
-use crate::resource::{Resource, ResourceInfo};
+use crate::resource::{KindSpec, Resource};
 
 const COMPONENTS: &str = "#/components/schemas/";
 const META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.";
@@ -101,7 +101,7 @@ pub(crate) fn catalog(resources: &[Resource]) -> Catalog {
 
 /// Builds the index and the documents of every group-version of `resources`.
 pub(crate) fn build(resources: &[Resource], catalog: &Catalog) -> Documents {
-    let mut gvs: BTreeMap<(String, String), Vec<&ResourceInfo>> = BTreeMap::new();
+    let mut gvs: BTreeMap<(String, String), Vec<&KindSpec>> = BTreeMap::new();
     for r in resources {
         gvs.entry((r.info.group.clone(), r.info.version.clone()))
             .or_default()
@@ -286,7 +286,7 @@ impl Op<'_> {
     }
 }
 
-fn document(group: &str, version: &str, infos: &[&ResourceInfo], catalog: &Catalog) -> Value {
+fn document(group: &str, version: &str, infos: &[&KindSpec], catalog: &Catalog) -> Value {
     let prefix = if group.is_empty() {
         format!("/api/{version}")
     } else {
@@ -645,17 +645,17 @@ mod tests {
     fn resources() -> Vec<Resource> {
         let store: Arc<dyn listwatch_storage::Storage> =
             Arc::new(listwatch_memstore::MemStore::new());
-        let mk = |info: ResourceInfo| Resource {
+        let mk = |info: KindSpec| Resource {
             info: Arc::new(info),
             storage: Arc::clone(&store),
         };
         vec![
-            mk(ResourceInfo::new("", "v1", "pods", "Pod").status_subresource(true)),
-            mk(ResourceInfo::new("", "v1", "namespaces", "Namespace").namespaced(false)),
-            mk(ResourceInfo::new("apps", "v1", "deployments", "Deployment")
+            mk(KindSpec::new("", "v1", "pods", "Pod").status_subresource(true)),
+            mk(KindSpec::new("", "v1", "namespaces", "Namespace").namespaced(false)),
+            mk(KindSpec::new("apps", "v1", "deployments", "Deployment")
                 .scale(crate::ScaleSubresource::replicas())),
             mk(
-                ResourceInfo::new("example.com", "v1", "widgets", "Widget").custom_resource(Some(
+                KindSpec::new("example.com", "v1", "widgets", "Widget").custom_resource(Some(
                     json!({"type": "object", "properties": {"spec": {"type": "object",
                     "properties": {"color": {"type": "string", "description": "The colour."}}}}}),
                 )),

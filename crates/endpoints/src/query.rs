@@ -16,7 +16,7 @@ use listwatch_api::{FieldSelector, LabelSelector, rv};
 use listwatch_storage::{ListOptions, Preconditions, ResourceVersionMatch, SelectionPredicate};
 
 use crate::error::{ApiError, ApiResult, FieldError};
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 
 /// The decoded query string.
 #[derive(Debug, Default, Clone)]
@@ -183,7 +183,7 @@ impl Query {
     /// `metadata.name` field selector (a conflicting one is a 400).
     pub fn list_options(
         &self,
-        info: &ResourceInfo,
+        info: &KindSpec,
         watch: bool,
         path_name: Option<&str>,
     ) -> ApiResult<ListRequest> {
@@ -540,8 +540,8 @@ mod tests {
     use super::*;
     use proptest::strategy::Strategy as _;
 
-    fn pods() -> ResourceInfo {
-        ResourceInfo::new("", "v1", "pods", "Pod").selectable_fields(["spec.nodeName"])
+    fn pods() -> KindSpec {
+        KindSpec::new("", "v1", "pods", "Pod").selectable_fields(["spec.nodeName"])
     }
 
     fn list(q: &str, watch: bool) -> ApiResult<ListRequest> {

@@ -8,7 +8,7 @@ use listwatch_api::echo::echo;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, FieldError};
-use crate::resource::{ResourceInfo, ScaleSubresource};
+use crate::resource::{KindSpec, ScaleSubresource};
 
 fn at<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
     dotted.split('.').try_fold(v, |cur, seg| cur.get(seg))
@@ -94,7 +94,7 @@ pub enum ScaleError {
 /// Applies a (possibly patched) Scale to the object: returns the object with the new
 /// replica count.
 pub fn apply_scale(
-    info: &ResourceInfo,
+    info: &KindSpec,
     spec: &ScaleSubresource,
     obj: &Value,
     scale: &Value,
@@ -134,10 +134,10 @@ pub fn apply_scale(
 mod tests {
     use super::*;
 
-    fn deployments() -> (ResourceInfo, ScaleSubresource) {
+    fn deployments() -> (KindSpec, ScaleSubresource) {
         let spec = ScaleSubresource::replicas().label_selector("spec.selector");
         (
-            ResourceInfo::new("apps", "v1", "deployments", "Deployment").scale(spec.clone()),
+            KindSpec::new("apps", "v1", "deployments", "Deployment").scale(spec.clone()),
             spec,
         )
     }

@@ -50,7 +50,7 @@ use crate::compute::Offloader;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::Format;
 use crate::query::IncludeObject;
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 use crate::{clock, table};
 
 /// Uncompressed bytes encoded per poll of a streamed list (upstream batches streamed lists
@@ -108,7 +108,7 @@ impl Items {
 
 /// A list being encoded.
 struct Encoding {
-    info: Arc<ResourceInfo>,
+    info: Arc<KindSpec>,
     items: Items,
     objects: Vec<Object>,
     /// The next object to encode.
@@ -217,7 +217,7 @@ fn write_json(out: &mut Vec<u8>, v: &Value) {
 /// compressor's permit: the client accepts gzip and one is free), cut if not sent within
 /// `deadline` (see the module docs).
 pub(crate) fn respond(
-    info: Arc<ResourceInfo>,
+    info: Arc<KindSpec>,
     items: Items,
     mut list: ObjectList,
     gzip: Option<OwnedSemaphorePermit>,
@@ -409,8 +409,8 @@ mod tests {
         }
     }
 
-    fn info() -> Arc<ResourceInfo> {
-        Arc::new(ResourceInfo::new("", "v1", "configmaps", "ConfigMap"))
+    fn info() -> Arc<KindSpec> {
+        Arc::new(KindSpec::new("", "v1", "configmaps", "ConfigMap"))
     }
 
     async fn body_of(resp: Response) -> (Vec<u8>, bool) {

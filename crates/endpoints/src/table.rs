@@ -13,10 +13,10 @@ use serde_json::{Map, Value, json};
 
 use crate::clock;
 use crate::query::IncludeObject;
-use crate::resource::{Printer, PrinterColumn, ResourceInfo};
+use crate::resource::{KindSpec, Printer, PrinterColumn};
 
 /// Builds the column definitions of a resource.
-pub fn column_definitions(info: &ResourceInfo) -> Vec<Value> {
+pub fn column_definitions(info: &KindSpec) -> Vec<Value> {
     let def = |name: &str, type_: &str, format: &str, desc: &str, priority: i32| json!({"name": name, "type": type_, "format": format, "description": desc, "priority": priority});
     let mut cols = vec![def(
         "Name",
@@ -152,7 +152,7 @@ fn column_type(c: &PrinterColumn) -> &str {
 }
 
 /// The cells of one object.
-pub fn cells(info: &ResourceInfo, obj: &Value, now: i64) -> Vec<Value> {
+pub fn cells(info: &KindSpec, obj: &Value, now: i64) -> Vec<Value> {
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or("").to_owned();
     let age = clock::age(meta["creationTimestamp"].as_str(), now);
@@ -390,7 +390,7 @@ fn typed(kind: &str, api_version: &str, members: &[(&str, &Value)]) -> Vec<u8> {
 
 /// One row: cells and the object (per `includeObject`).
 pub fn row(
-    info: &ResourceInfo,
+    info: &KindSpec,
     obj: &Object,
     include: IncludeObject,
     now: i64,
@@ -412,7 +412,7 @@ pub fn row(
 
 /// A whole Table document.
 pub fn table(
-    info: &ResourceInfo,
+    info: &KindSpec,
     objects: &[Object],
     resource_version: Option<u64>,
     continue_token: Option<&str>,
@@ -444,7 +444,7 @@ pub fn table(
 
 /// A watch frame whose object is a one-row Table (a row-less one for bookmarks).
 pub fn watch_frame(
-    info: &ResourceInfo,
+    info: &KindSpec,
     event_type: EventType,
     obj: Option<&Object>,
     rv: u64,
@@ -463,7 +463,7 @@ pub fn watch_frame(
 
 /// The object of a Table watch frame: a one-row Table at `rv` (a row-less one for bookmarks).
 pub fn watch_object(
-    info: &ResourceInfo,
+    info: &KindSpec,
     obj: Option<&Object>,
     rv: u64,
     include: IncludeObject,
@@ -478,8 +478,8 @@ mod tests {
     use super::*;
     use listwatch_api::SelectableFields;
 
-    fn pods() -> ResourceInfo {
-        ResourceInfo::new("", "v1", "pods", "Pod").printer(Printer::Pod)
+    fn pods() -> KindSpec {
+        KindSpec::new("", "v1", "pods", "Pod").printer(Printer::Pod)
     }
 
     #[test]
@@ -507,8 +507,8 @@ mod tests {
 
     #[test]
     fn deployments_print_ready_over_desired() {
-        let info = ResourceInfo::new("apps", "v1", "deployments", "Deployment")
-            .printer(Printer::Deployment);
+        let info =
+            KindSpec::new("apps", "v1", "deployments", "Deployment").printer(Printer::Deployment);
         let d = json!({"metadata":{"name":"web"},"spec":{"replicas":3,"selector":{"matchLabels":{"app":"web"}},
             "template":{"spec":{"containers":[{"name":"a","image":"nginx"},{"name":"b","image":"busybox"}]}}},
             "status":{"readyReplicas":2,"updatedReplicas":3,"availableReplicas":2}});
@@ -523,7 +523,7 @@ mod tests {
 
     #[test]
     fn printer_columns_read_json_paths() {
-        let info = ResourceInfo::new("apps", "v1", "deployments", "Deployment").printer(
+        let info = KindSpec::new("apps", "v1", "deployments", "Deployment").printer(
             Printer::Columns(vec![
                 PrinterColumn::new("Ready", "string", ".status.readyReplicas"),
                 PrinterColumn::new(
@@ -559,7 +559,7 @@ mod tests {
         )
         .unwrap()
         .with_resource_version(4);
-        let info = ResourceInfo::new("", "v1", "configmaps", "ConfigMap");
+        let info = KindSpec::new("", "v1", "configmaps", "ConfigMap");
         let f = watch_frame(
             &info,
             EventType::Added,

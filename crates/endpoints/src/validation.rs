@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::clock;
 use crate::error::{ApiError, ApiResult, FieldError};
-use crate::resource::{Generation, NameValidation, ResourceInfo, StatusUpdate};
+use crate::resource::{Generation, KindSpec, NameValidation, StatusUpdate};
 
 const LABEL_MAX: usize = 63;
 
@@ -108,7 +108,7 @@ pub const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-publ
 /// Refuses deleting what must stay: an immortal namespace is 403 Forbidden,
 /// `namespaces "default" is forbidden: this namespace may not be deleted` (dry runs too, as
 /// admission runs for them upstream).
-pub fn check_delete(info: &ResourceInfo, name: &str) -> ApiResult<()> {
+pub fn check_delete(info: &KindSpec, name: &str) -> ApiResult<()> {
     if info.group.is_empty() && info.plural == "namespaces" && IMMORTAL_NAMESPACES.contains(&name) {
         return Err(ApiError::forbidden(
             info,
@@ -172,7 +172,7 @@ pub fn metadata_mut(obj: &mut Map<String, Value>) -> ApiResult<&mut Map<String, 
 }
 
 /// Checks `apiVersion`/`kind` in a body against the resource and fills them in when absent.
-pub fn check_type(info: &ResourceInfo, obj: &mut Map<String, Value>) -> ApiResult<()> {
+pub fn check_type(info: &KindSpec, obj: &mut Map<String, Value>) -> ApiResult<()> {
     let api_version = info.api_version();
     match obj.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => {
@@ -204,7 +204,7 @@ pub fn check_type(info: &ResourceInfo, obj: &mut Map<String, Value>) -> ApiResul
 
 /// Checks and fills the namespace: the path's for namespaced resources, none otherwise.
 pub fn check_namespace(
-    info: &ResourceInfo,
+    info: &KindSpec,
     meta: &mut Map<String, Value>,
     path_ns: Option<&str>,
 ) -> ApiResult<()> {
@@ -236,7 +236,7 @@ pub fn check_namespace(
 /// Validates the metadata of an object about to be written: name, namespace, labels,
 /// annotation keys, owner references and finalizers (`ownership`). Returns every problem at
 /// once, as upstream's 422 does.
-pub fn validate_meta(info: &ResourceInfo, meta: &Map<String, Value>) -> ApiResult<()> {
+pub fn validate_meta(info: &KindSpec, meta: &Map<String, Value>) -> ApiResult<()> {
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
     let mut errs = Vec::new();
     if name.is_empty() {
@@ -342,7 +342,7 @@ fn validate_annotations(annotations: Option<&Value>, errs: &mut Vec<FieldError>)
 
 /// Prepares a new object: type, namespace, generateName, validation, server-set fields.
 pub fn prepare_create(
-    info: &ResourceInfo,
+    info: &KindSpec,
     obj: &mut Map<String, Value>,
     path_ns: Option<&str>,
 ) -> ApiResult<()> {
@@ -404,7 +404,7 @@ pub fn prepare_create(
 /// - generation, where the kind has one ([`Generation`]), increases when anything but
 ///   metadata and status changed (for deployments, also when the annotations changed).
 pub fn prepare_update(
-    info: &ResourceInfo,
+    info: &KindSpec,
     current: &Value,
     new: Value,
     subresource_status: bool,
@@ -572,8 +572,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pods() -> ResourceInfo {
-        ResourceInfo::new("", "v1", "pods", "Pod").status_subresource(true)
+    fn pods() -> KindSpec {
+        KindSpec::new("", "v1", "pods", "Pod").status_subresource(true)
     }
 
     /// Issue 11: 57 ASCII bytes then 'é' panicked in `generate_name` (byte slicing inside

@@ -52,7 +52,7 @@ use crate::flowcontrol::WatchSlot;
 use crate::metrics::{GaugeGuard, WatchEvents};
 use crate::negotiate::Format;
 use crate::query::IncludeObject;
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 use crate::stop::StopListener;
 use crate::table;
 
@@ -134,7 +134,7 @@ fn metadata_key() -> u64 {
 /// How events become bytes for one watcher.
 #[derive(Clone)]
 pub(crate) struct Encoder {
-    info: Arc<ResourceInfo>,
+    info: Arc<KindSpec>,
     format: Format,
     include: IncludeObject,
     /// Whether the client asked for bookmarks (`allowWatchBookmarks=true`).
@@ -145,7 +145,7 @@ pub(crate) struct Encoder {
 
 impl Encoder {
     pub(crate) fn new(
-        info: Arc<ResourceInfo>,
+        info: Arc<KindSpec>,
         format: Format,
         include: IncludeObject,
         bookmarks: bool,
@@ -576,8 +576,8 @@ mod tests {
     use crate::stop::StopSignal;
     use listwatch_api::{Object, SelectableFields};
 
-    fn info() -> Arc<ResourceInfo> {
-        Arc::new(ResourceInfo::new("", "v1", "configmaps", "ConfigMap"))
+    fn info() -> Arc<KindSpec> {
+        Arc::new(KindSpec::new("", "v1", "configmaps", "ConfigMap"))
     }
 
     fn encoder(format: Format) -> Encoder {

@@ -24,7 +24,7 @@ use serde_json::Value;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{WriteFormat, negotiate_write};
 use crate::query::IncludeObject;
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 use crate::table;
 
 /// How a write's answer is to be converted (`None` in [`Conversion::of`]: sent as built).
@@ -38,7 +38,7 @@ impl Conversion {
     /// The conversion a write asks for, or the 406 upstream answers (before the write: see
     /// the module docs). `collection`: a collection delete, whose answer is a list.
     pub(crate) fn of(
-        info: &ResourceInfo,
+        info: &KindSpec,
         headers: &axum::http::HeaderMap,
         include: IncludeObject,
         collection: bool,
@@ -61,7 +61,7 @@ impl Conversion {
 
     /// Converts a handler's JSON answer; a Status, or any other response, is returned as it
     /// is.
-    pub(crate) async fn apply(self, info: &ResourceInfo, resp: Response) -> Response {
+    pub(crate) async fn apply(self, info: &KindSpec, resp: Response) -> Response {
         let is_json = resp
             .headers()
             .get(header::CONTENT_TYPE)
@@ -99,7 +99,7 @@ impl Conversion {
         }
     }
 
-    fn convert(self, info: &ResourceInfo, v: Value) -> ApiResult<Vec<u8>> {
+    fn convert(self, info: &KindSpec, v: Value) -> ApiResult<Vec<u8>> {
         // Only Table and Metadata are ever built (`Conversion::of`).
         match self.format {
             WriteFormat::Metadata { beta } => Ok(table::partial_metadata_json(&v, beta)),
@@ -126,7 +126,7 @@ impl Conversion {
 /// The Go type upstream's message names (`%T` of the object the registry returned: the
 /// internal type of a built-in kind, `*apps.Deployment`, `*core.ConfigMap`; a custom
 /// resource is `*unstructured.Unstructured`).
-fn go_type(info: &ResourceInfo) -> String {
+fn go_type(info: &KindSpec) -> String {
     if info.custom_resource {
         return "*unstructured.Unstructured".into();
     }

@@ -39,7 +39,7 @@ use serde_json::{Value, json};
 use crate::compute::Offloader;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{Format, Offer, negotiate};
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 
 /// The Content-Type of a YAML response.
 pub(crate) const CONTENT_TYPE: &str = "application/yaml";
@@ -214,7 +214,7 @@ pub(crate) async fn from_json(resp: Response) -> Response {
 /// compute pool in the client's flow when `offload` is given, else on the thread polling
 /// the body.
 pub(crate) fn list(
-    info: &ResourceInfo,
+    info: &KindSpec,
     list: ObjectList,
     offload: Option<Offloader>,
 ) -> ApiResult<Response> {
@@ -363,7 +363,7 @@ mod tests {
 
     #[tokio::test]
     async fn lists_and_objects_read_back_as_their_json() {
-        let info = ResourceInfo::new("", "v1", "configmaps", "ConfigMap");
+        let info = KindSpec::new("", "v1", "configmaps", "ConfigMap");
         let objects: Vec<Object> = [
             json!({"metadata": {"name": "a", "resourceVersion": "3"},
                    "data": {"multi": "line one\nline two\n", "n": "1", "t": "true", "e": ""}}),

@@ -10,7 +10,7 @@ use axum::http::{Request, StatusCode, header};
 use bytes::Bytes;
 use futures::StreamExt;
 use listwatch_endpoints::{
-    Api, Config, Installer, NameValidation, Printer, PrinterColumn, ResourceInfo, ScaleSubresource,
+    Api, Config, Installer, KindSpec, NameValidation, Printer, PrinterColumn, ScaleSubresource,
 };
 use listwatch_memstore::MemStore;
 use serde_json::{Value, json};
@@ -30,14 +30,14 @@ fn test_api(config: Config) -> TestApi {
     let s: Arc<dyn listwatch_storage::Storage> = Arc::new(store.clone());
     let api = Installer::new(config)
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            KindSpec::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)
                 .name_validation(NameValidation::Label)
                 .status_subresource(true),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "pods", "Pod")
+            KindSpec::new("", "v1", "pods", "Pod")
                 .short_names(["po"])
                 .selectable_fields(["spec.nodeName", "status.phase"])
                 .trigger_field("spec.nodeName")
@@ -48,11 +48,11 @@ fn test_api(config: Config) -> TestApi {
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("apps", "v1", "deployments", "Deployment")
+            KindSpec::new("apps", "v1", "deployments", "Deployment")
                 .printer(Printer::Columns(vec![PrinterColumn::new(
                     "Replicas",
                     "integer",
@@ -1091,7 +1091,7 @@ async fn a_request_past_its_deadline_is_504_and_frees_its_slot() {
         ..Config::default()
     })
     .resource(
-        ResourceInfo::new("", "v1", "configmaps", "ConfigMap").namespaced(false),
+        KindSpec::new("", "v1", "configmaps", "ConfigMap").namespaced(false),
         store,
     )
     .build();
@@ -1134,7 +1134,7 @@ async fn a_panic_while_a_write_computes_on_the_pool_is_a_500_and_the_pool_serves
     })
     .admission(Arc::new(PanickingAdmission))
     .resource(
-        ResourceInfo::new("", "v1", "configmaps", "ConfigMap").namespaced(false),
+        KindSpec::new("", "v1", "configmaps", "ConfigMap").namespaced(false),
         Arc::new(MemStore::new()),
     )
     .build();

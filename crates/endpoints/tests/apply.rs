@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use listwatch_endpoints::{Config, Installer, ResourceInfo, ScaleSubresource};
+use listwatch_endpoints::{Config, Installer, KindSpec, ScaleSubresource};
 use listwatch_memstore::MemStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -15,11 +15,11 @@ fn router() -> Router {
     let s: Arc<dyn listwatch_storage::Storage> = Arc::new(MemStore::new());
     Installer::new(Config::default())
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap"),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap"),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("apps", "v1", "deployments", "Deployment")
+            KindSpec::new("apps", "v1", "deployments", "Deployment")
                 .status_subresource(true)
                 .scale(ScaleSubresource::replicas().label_selector("spec.selector")),
             s,

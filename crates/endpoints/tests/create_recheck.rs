@@ -17,7 +17,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use futures::StreamExt;
 use listwatch_api::Object;
-use listwatch_endpoints::{Api, Config, Installer, NameValidation, ResourceInfo};
+use listwatch_endpoints::{Api, Config, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{
     Error as StorageError, GetOptions, Key, ListOptions, ObjectList, Preconditions, Result, Stats,
@@ -123,13 +123,13 @@ fn setup(fails: usize) -> (Api, Router, MemStore) {
     });
     let api = Installer::new(Config::default())
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            KindSpec::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)
                 .name_validation(NameValidation::Label),
             namespaces,
         )
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap"),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap"),
             configmaps,
         )
         .build();

@@ -16,7 +16,7 @@ use axum::http::{Request, StatusCode, header};
 use bytes::Bytes;
 use common::StalledGets;
 use futures::StreamExt;
-use listwatch_endpoints::{ClientKey, Config, Installer, ResourceInfo};
+use listwatch_endpoints::{ClientKey, Config, Installer, KindSpec};
 use listwatch_memstore::MemStore;
 use tower::ServiceExt;
 
@@ -28,7 +28,7 @@ fn client(n: u8) -> ClientKey {
 fn router(config: Config, store: Arc<dyn listwatch_storage::Storage>) -> Router {
     Installer::new(config)
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap").namespaced(false),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap").namespaced(false),
             store,
         )
         .build()

@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use futures::StreamExt;
-use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, NameValidation, ResourceInfo};
+use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, Storage, WatchEvent};
 use serde_json::{Value, json};
@@ -28,18 +28,18 @@ fn setup() -> T {
     let s: Arc<dyn Storage> = Arc::new(store.clone());
     let api = Installer::new(Config::default())
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            KindSpec::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)
                 .name_validation(NameValidation::Label)
                 .status_subresource(true),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap"),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap"),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "pods", "Pod")
+            KindSpec::new("", "v1", "pods", "Pod")
                 .status_subresource(true)
                 .graceful_deletion(GracefulDeletion::Pod)
                 // As upstream's pod storage (`ReturnDeletedObject`).
@@ -47,7 +47,7 @@ fn setup() -> T {
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("example.com", "v1", "widgets", "Widget").status_subresource(true),
+            KindSpec::new("example.com", "v1", "widgets", "Widget").status_subresource(true),
             s,
         )
         .build();
@@ -548,13 +548,13 @@ async fn creates_racing_a_namespace_delete_leave_no_orphans() {
     };
     let api = Installer::new(config)
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            KindSpec::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)
                 .name_validation(NameValidation::Label),
             plain.clone(),
         )
-        .resource(ResourceInfo::new("", "v1", "configmaps", "ConfigMap"), slow)
-        .resource(ResourceInfo::new("", "v1", "secrets", "Secret"), plain)
+        .resource(KindSpec::new("", "v1", "configmaps", "ConfigMap"), slow)
+        .resource(KindSpec::new("", "v1", "secrets", "Secret"), plain)
         .build();
     let r = api.router();
     for round in 0..3 {

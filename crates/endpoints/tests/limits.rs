@@ -8,7 +8,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use bytes::Bytes;
-use listwatch_endpoints::{Config, Installer, NameValidation, ResourceInfo};
+use listwatch_endpoints::{Config, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -17,20 +17,20 @@ fn router_with(config: Config, store: MemStore) -> Router {
     let s: Arc<dyn listwatch_storage::Storage> = Arc::new(store);
     Installer::new(config)
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            KindSpec::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)
                 .name_validation(NameValidation::Label)
                 .status_subresource(true),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap").short_names(["cm"]),
             s.clone(),
         )
-        .resource(ResourceInfo::new("", "v1", "pods", "Pod"), s.clone())
+        .resource(KindSpec::new("", "v1", "pods", "Pod"), s.clone())
         // A kind without a schema keeps every field (typed kinds drop unknown ones, as
         // upstream), so the hostile bodies below can put anything anywhere.
-        .resource(ResourceInfo::new("example.com", "v1", "blobs", "Blob"), s)
+        .resource(KindSpec::new("example.com", "v1", "blobs", "Blob"), s)
         .build()
         .router()
 }

@@ -9,7 +9,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use bytes::Bytes;
-use listwatch_endpoints::{Config, Installer, NameValidation, ResourceInfo};
+use listwatch_endpoints::{Config, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
 use serde_json::Value;
 use tower::ServiceExt;
@@ -20,19 +20,18 @@ async fn router() -> Router {
     let s: Arc<dyn listwatch_storage::Storage> = Arc::new(MemStore::new());
     let r = Installer::new(Config::default())
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            KindSpec::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)
                 .name_validation(NameValidation::Label),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap"),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap"),
             s.clone(),
         )
         // Events, as upstream's, only need names that are valid path segments: `a:b` is one.
         .resource(
-            ResourceInfo::new("", "v1", "events", "Event")
-                .name_validation(NameValidation::PathSegment),
+            KindSpec::new("", "v1", "events", "Event").name_validation(NameValidation::PathSegment),
             s,
         )
         .build()

@@ -9,7 +9,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use bytes::Bytes;
-use listwatch_endpoints::{Config, Installer, ResourceInfo, ScaleSubresource};
+use listwatch_endpoints::{Config, Installer, KindSpec, ScaleSubresource};
 use listwatch_memstore::MemStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -22,25 +22,25 @@ fn router() -> Router {
                        "tags": {"type": "array", "items": {"type": "string"}}}}}});
     Installer::new(Config::default())
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace").namespaced(false),
+            KindSpec::new("", "v1", "namespaces", "Namespace").namespaced(false),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "nodes", "Node").namespaced(false),
+            KindSpec::new("", "v1", "nodes", "Node").namespaced(false),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "pods", "Pod").status_subresource(true),
+            KindSpec::new("", "v1", "pods", "Pod").status_subresource(true),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("apps", "v1", "deployments", "Deployment")
+            KindSpec::new("apps", "v1", "deployments", "Deployment")
                 .status_subresource(true)
                 .scale(ScaleSubresource::replicas().label_selector("spec.selector")),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("example.com", "v1", "widgets", "Widget")
+            KindSpec::new("example.com", "v1", "widgets", "Widget")
                 .custom_resource(Some(widget_schema))
                 .storage_resource("widgets.example.com"),
             s,

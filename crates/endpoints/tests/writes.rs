@@ -10,7 +10,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use bytes::Bytes;
-use listwatch_endpoints::{Config, Installer, ResourceInfo};
+use listwatch_endpoints::{Config, Installer, KindSpec};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, Storage};
 use serde_json::{Value, json};
@@ -23,20 +23,20 @@ fn installer(store: Arc<dyn Storage>) -> Installer {
     Installer::new(Config::default())
         .without_namespace_controller()
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace").namespaced(false),
+            KindSpec::new("", "v1", "namespaces", "Namespace").namespaced(false),
             store.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap"),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap"),
             store.clone(),
         )
         .resource(
-            ResourceInfo::new("coordination.k8s.io", "v1", "leases", "Lease")
+            KindSpec::new("coordination.k8s.io", "v1", "leases", "Lease")
                 .allow_create_on_update(true),
             store.clone(),
         )
         .resource(
-            ResourceInfo::new("example.com", "v1", "widgets", "Widget")
+            KindSpec::new("example.com", "v1", "widgets", "Widget")
                 .custom_resource(None)
                 .storage_resource("widgets.example.com"),
             store,

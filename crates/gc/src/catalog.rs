@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use listwatch_endpoints::{Resource, ResourceInfo};
+use listwatch_endpoints::{KindSpec, Resource};
 use listwatch_storage::Key;
 
 /// Resources the collector never follows (upstream's `DefaultIgnoredResources`): events
@@ -65,7 +65,7 @@ impl Catalog {
             Some((g, v)) => (g, v),
             None => ("", api_version),
         };
-        let same_kind = |r: &ResourceInfo| r.group == group && r.kind == kind;
+        let same_kind = |r: &KindSpec| r.group == group && r.kind == kind;
         self.resources
             .iter()
             .position(|(r, _)| same_kind(&r.info) && r.info.version == version)
@@ -75,7 +75,7 @@ impl Catalog {
 
 /// The path of `name` (in `namespace`) of `info`, for requests through the router; every
 /// segment percent-encoded.
-pub(crate) fn object_path(info: &ResourceInfo, namespace: Option<&str>, name: &str) -> String {
+pub(crate) fn object_path(info: &KindSpec, namespace: Option<&str>, name: &str) -> String {
     let mut p = if info.group.is_empty() {
         format!("/api/{}", encode(&info.version))
     } else {
@@ -109,7 +109,7 @@ fn encode(s: &str) -> String {
 mod tests {
     use super::*;
 
-    fn res(info: ResourceInfo) -> Resource {
+    fn res(info: KindSpec) -> Resource {
         Resource {
             info: Arc::new(info),
             storage: Arc::new(listwatch_memstore::MemStore::new()),
@@ -119,10 +119,10 @@ mod tests {
     #[test]
     fn owner_kinds_resolve_by_group_and_kind_and_paths_are_encoded() {
         let c = Catalog::new(&[
-            res(ResourceInfo::new("", "v1", "events", "Event")),
-            res(ResourceInfo::new("", "v1", "configmaps", "ConfigMap")),
-            res(ResourceInfo::new("apps", "v1", "deployments", "Deployment")),
-            res(ResourceInfo::new("", "v1", "nodes", "Node").namespaced(false)),
+            res(KindSpec::new("", "v1", "events", "Event")),
+            res(KindSpec::new("", "v1", "configmaps", "ConfigMap")),
+            res(KindSpec::new("apps", "v1", "deployments", "Deployment")),
+            res(KindSpec::new("", "v1", "nodes", "Node").namespaced(false)),
         ]);
         assert_eq!(c.len(), 3, "events are not followed");
         assert_eq!(c.resolve("v1", "Event"), None);

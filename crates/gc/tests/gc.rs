@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, NameValidation, ResourceInfo};
+use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, KindSpec, NameValidation};
 use listwatch_gc::GarbageCollector;
 use listwatch_memstore::MemStore;
 use listwatch_storage::Storage;
@@ -40,29 +40,29 @@ fn api() -> Api {
 fn api_over(s: Arc<dyn Storage>, widgets: Arc<dyn Storage>) -> Api {
     Installer::new(Config::default())
         .resource(
-            ResourceInfo::new("", "v1", "namespaces", "Namespace")
+            KindSpec::new("", "v1", "namespaces", "Namespace")
                 .namespaced(false)
                 .name_validation(NameValidation::Label),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "configmaps", "ConfigMap"),
+            KindSpec::new("", "v1", "configmaps", "ConfigMap"),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "pods", "Pod").graceful_deletion(GracefulDeletion::Pod),
+            KindSpec::new("", "v1", "pods", "Pod").graceful_deletion(GracefulDeletion::Pod),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("", "v1", "nodes", "Node").namespaced(false),
+            KindSpec::new("", "v1", "nodes", "Node").namespaced(false),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("apps", "v1", "deployments", "Deployment"),
+            KindSpec::new("apps", "v1", "deployments", "Deployment"),
             s.clone(),
         )
         .resource(
-            ResourceInfo::new("example.com", "v1", "widgets", "Widget"),
+            KindSpec::new("example.com", "v1", "widgets", "Widget"),
             widgets,
         )
         .build()

@@ -82,7 +82,7 @@ impl Case {
     }
 }
 
-pub(crate) fn prefix(info: &ResourceInfo) -> String {
+pub(crate) fn prefix(info: &KindSpec) -> String {
     if info.group.is_empty() {
         format!("/api/{}", info.version)
     } else {
@@ -91,14 +91,14 @@ pub(crate) fn prefix(info: &ResourceInfo) -> String {
 }
 
 /// The collection path of `info` in `ns` (`None`: cluster-scoped, or all namespaces).
-pub(crate) fn collection(info: &ResourceInfo, ns: Option<&str>) -> String {
+pub(crate) fn collection(info: &KindSpec, ns: Option<&str>) -> String {
     match ns {
         Some(ns) => format!("{}/namespaces/{ns}/{}", prefix(info), info.plural),
         None => format!("{}/{}", prefix(info), info.plural),
     }
 }
 
-pub(crate) fn legacy_watch(info: &ResourceInfo, ns: Option<&str>) -> String {
+pub(crate) fn legacy_watch(info: &KindSpec, ns: Option<&str>) -> String {
     match ns {
         Some(ns) => format!("{}/watch/namespaces/{ns}/{}", prefix(info), info.plural),
         None => format!("{}/watch/{}", prefix(info), info.plural),
@@ -108,7 +108,7 @@ pub(crate) fn legacy_watch(info: &ResourceInfo, ns: Option<&str>) -> String {
 /// The body of an object of `info` (the rule per resource: a resource without one fails
 /// the test).
 pub(crate) fn object(
-    info: &ResourceInfo,
+    info: &KindSpec,
     name: &str,
     ns: Option<&str>,
     owner: &str,
@@ -167,7 +167,7 @@ pub(crate) fn object(
 /// A subresource's PUT body and the expectation rule of the subresource (a subresource
 /// without one fails the test).
 pub(crate) fn subresource_body(
-    info: &ResourceInfo,
+    info: &KindSpec,
     sub: &str,
     name: &str,
     ns: Option<&str>,
@@ -202,13 +202,13 @@ pub(crate) const STRATEGIC: &str = "application/strategic-merge-patch+json";
 pub(crate) const APPLY: &str = "application/apply-patch+yaml";
 pub(crate) const JSON: &str = "application/json";
 
-pub(crate) fn is_rbac_role_kind(info: &ResourceInfo) -> bool {
+pub(crate) fn is_rbac_role_kind(info: &KindSpec) -> bool {
     info.group == "rbac.authorization.k8s.io"
 }
 
 /// Every request a user sends on its own resource `info` (and its subresources), in the
 /// namespaces `ma` and `mb` (or at the cluster scope), on objects named after it.
-pub(crate) fn resource_cases(info: &ResourceInfo, owner: &str) -> Vec<Case> {
+pub(crate) fn resource_cases(info: &KindSpec, owner: &str) -> Vec<Case> {
     let mut out = Vec::new();
     let scopes: Vec<Option<&str>> = if info.namespaced {
         vec![Some(NS), Some(OTHER)]
@@ -549,7 +549,7 @@ pub(crate) fn resource_cases(info: &ResourceInfo, owner: &str) -> Vec<Case> {
         for sub in info.subresources() {
             let body = subresource_body(info, sub, &a, ns, owner);
             let path = format!("{}/{sub}", obj("a"));
-            let verbs = ResourceInfo::subresource_verbs(sub);
+            let verbs = KindSpec::subresource_verbs(sub);
             if verbs.contains(&"get") {
                 out.push(Case::new(
                     label(&format!("get {sub}")),
@@ -856,7 +856,7 @@ pub(crate) fn extra_cases() -> Vec<Case> {
 
 /// A read of every resource's shared object in `ma` (or at the cluster scope), which only
 /// `get` on that resource allows.
-pub(crate) fn sentinel_cases(resources: &[ResourceInfo]) -> Vec<Case> {
+pub(crate) fn sentinel_cases(resources: &[KindSpec]) -> Vec<Case> {
     resources
         .iter()
         .map(|info| {

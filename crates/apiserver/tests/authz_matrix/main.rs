@@ -50,7 +50,7 @@ use std::time::Instant;
 
 use common::{PATIENCE, Server};
 use listwatch_apiserver::routes::{Route, table};
-use listwatch_endpoints::ResourceInfo;
+use listwatch_endpoints::KindSpec;
 use serde_json::{Value, json};
 
 /// The namespace namespaced permissions are granted in.
@@ -141,7 +141,7 @@ fn grant(addr: &str, u: &User) {
 
 /// The objects a user's requests address: `<user>-a` (read and written) and `<user>-d`
 /// (deleted), in `ma` and `mb` or at the cluster scope, labelled with the user's name.
-fn fixtures(addr: &str, u: &User, info: &ResourceInfo) {
+fn fixtures(addr: &str, u: &User, info: &KindSpec) {
     let scopes: Vec<Option<&str>> = if info.namespaced {
         vec![Some(NS), Some(OTHER)]
     } else {
@@ -160,7 +160,7 @@ fn fixtures(addr: &str, u: &User, info: &ResourceInfo) {
     }
 }
 
-fn shared_fixtures(addr: &str, resources: &[ResourceInfo]) {
+fn shared_fixtures(addr: &str, resources: &[KindSpec]) {
     let rbac = "/apis/rbac.authorization.k8s.io/v1";
     must(
         addr,
@@ -434,6 +434,6 @@ fn a_subresource_without_a_rule_fails_the_matrix() {
 #[test]
 #[should_panic(expected = "no object rule for resource widgets")]
 fn a_resource_without_a_rule_fails_the_matrix() {
-    let widgets = ResourceInfo::new("example.com", "v1", "widgets", "Widget");
+    let widgets = KindSpec::new("example.com", "v1", "widgets", "Widget");
     resource_cases(&widgets, "m0");
 }

@@ -50,7 +50,7 @@ pub(crate) enum Attr {
     },
 }
 
-pub(crate) fn res_attr(verb: &str, info: &ResourceInfo, sub: &str, ns: &str, name: &str) -> Attr {
+pub(crate) fn res_attr(verb: &str, info: &KindSpec, sub: &str, ns: &str, name: &str) -> Attr {
     let resource = if sub.is_empty() {
         info.plural.clone()
     } else {
@@ -186,7 +186,7 @@ pub(crate) struct User {
     pub(crate) name: String,
     pub(crate) perm: Perm,
     /// The resource whose full request set this user sends (its permission's).
-    pub(crate) home: Option<ResourceInfo>,
+    pub(crate) home: Option<KindSpec>,
 }
 
 impl User {
@@ -212,7 +212,7 @@ pub(crate) const NAMED_VERBS: &[&str] = &["get", "watch", "create", "update", "p
 pub(crate) fn users(routes: &[Route]) -> Vec<User> {
     let mut out = Vec::new();
     // `resourceNames` are given as suffixes of the user's name (`a` is `<user>-a`).
-    let mut add = |mut perm: Perm, home: Option<ResourceInfo>| {
+    let mut add = |mut perm: Perm, home: Option<KindSpec>| {
         let name = format!("m{}", out.len());
         if let Perm::Resource { names, .. } = &mut perm {
             for n in names.iter_mut() {
@@ -221,7 +221,7 @@ pub(crate) fn users(routes: &[Route]) -> Vec<User> {
         }
         out.push(User { name, perm, home });
     };
-    let scopes = |info: &ResourceInfo| {
+    let scopes = |info: &KindSpec| {
         if info.namespaced {
             vec![Scope::Ns(NS), Scope::Cluster]
         } else {
@@ -306,7 +306,7 @@ pub(crate) fn users(routes: &[Route]) -> Vec<User> {
     }
     // One verb restricted by `resourceNames` to the user's own objects `a` (read and
     // written), `d` (deleted) and the names its PUT and apply would create.
-    let resources: Vec<ResourceInfo> = routes
+    let resources: Vec<KindSpec> = routes
         .iter()
         .filter_map(|r| match r {
             Route::Resource(info) => Some(info.clone()),

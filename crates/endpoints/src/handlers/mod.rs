@@ -40,7 +40,7 @@ use crate::flowcontrol::{ClientKey, queue_wait_limit};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::path::{self, ApiPath, PathError, Target};
 use crate::query::Query;
-use crate::resource::{Resource, ResourceInfo};
+use crate::resource::{KindSpec, Resource};
 use crate::{Shared, json_response};
 
 use self::delete::{delete, delete_collection};
@@ -169,7 +169,7 @@ struct Request {
 }
 
 impl Request {
-    fn info(&self) -> &ResourceInfo {
+    fn info(&self) -> &KindSpec {
         &self.res.info
     }
 
@@ -360,7 +360,7 @@ fn discovery_request(
 }
 
 /// Picks the verb for a method on a target, or the error upstream would give.
-fn verb_for(method: &Method, t: &Target, info: &ResourceInfo, watch: bool) -> ApiResult<Verb> {
+fn verb_for(method: &Method, t: &Target, info: &KindSpec, watch: bool) -> ApiResult<Verb> {
     let not_allowed = || Err(ApiError::method_not_allowed());
     if t.namespace.is_some() && !info.namespaced {
         return Err(ApiError::path_not_found());

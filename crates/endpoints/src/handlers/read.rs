@@ -19,13 +19,13 @@ use crate::error::{ApiError, ApiResult};
 use crate::flowcontrol::WatchSlot;
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::query::IncludeObject;
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 use crate::stream_list::{self, Items};
 use crate::watch_server::{self, Encoder, WatchState};
 use crate::{encoded_response, table};
 
 fn table_response(
-    info: &ResourceInfo,
+    info: &KindSpec,
     objects: &[Object],
     rv: u64,
     cont: Option<&str>,

@@ -21,7 +21,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::field_validation::{Directive, Findings};
 use crate::negotiate::negotiate_write;
 use crate::patch::{Patch, PatchLimits, PatchType};
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 use crate::validation::{UpdateError, prepare_create, prepare_update};
 
 /// Upstream's message for an optimistic-concurrency failure.
@@ -165,7 +165,7 @@ pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
 }
 
 /// Upstream's `NewGenerateNameConflict`: every generated name was taken.
-fn generate_name_conflict(info: &ResourceInfo, name: &str) -> ApiError {
+fn generate_name_conflict(info: &KindSpec, name: &str) -> ApiError {
     ApiError::from_status(
         listwatch_api::Status::failure(
             409,

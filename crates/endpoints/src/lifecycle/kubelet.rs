@@ -32,7 +32,7 @@ use listwatch_storage::{Error as StorageError, Key, ListOptions, Preconditions, 
 
 use super::{Deletion, State, is_namespaces};
 use crate::query::DeleteRequest;
-use crate::resource::{GracefulDeletion, ResourceInfo};
+use crate::resource::{GracefulDeletion, KindSpec};
 use crate::{Config, Shared};
 
 /// Objects listed per page by the start-up pass.
@@ -67,7 +67,7 @@ impl Kubelet {
     /// is to be acknowledged now.
     pub(super) fn acknowledges(
         self,
-        info: &ResourceInfo,
+        info: &KindSpec,
         opts: &DeleteRequest,
         marked: &Object,
     ) -> bool {
@@ -76,7 +76,7 @@ impl Kubelet {
 }
 
 /// Whether `o`, an object of `info`, is a pod in a pending graceful deletion.
-fn waits_for_kubelet(info: &ResourceInfo, o: &Object) -> bool {
+fn waits_for_kubelet(info: &KindSpec, o: &Object) -> bool {
     info.graceful_deletion == GracefulDeletion::Pod && !is_namespaces(info) && {
         let s = State::of(o);
         s.deleting && s.grace_pending
@@ -88,7 +88,7 @@ fn waits_for_kubelet(info: &ResourceInfo, o: &Object) -> bool {
 /// state, gone or held by finalizers; `marked` itself when the acknowledgement failed.
 pub(super) async fn acknowledge(
     storage: &dyn Storage,
-    info: &ResourceInfo,
+    info: &KindSpec,
     key: &Key,
     marked: Object,
 ) -> Deletion {
@@ -119,7 +119,7 @@ pub(crate) fn acknowledgement(marked: &Object) -> DeleteRequest {
 
 async fn acknowledge_once(
     storage: &dyn Storage,
-    info: &ResourceInfo,
+    info: &KindSpec,
     key: &Key,
     marked: &Object,
 ) -> Result<Deletion, StorageError> {
@@ -217,8 +217,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pods() -> ResourceInfo {
-        ResourceInfo::new("", "v1", "pods", "Pod").graceful_deletion(GracefulDeletion::Pod)
+    fn pods() -> KindSpec {
+        KindSpec::new("", "v1", "pods", "Pod").graceful_deletion(GracefulDeletion::Pod)
     }
 
     fn obj(v: serde_json::Value) -> Object {
@@ -239,7 +239,7 @@ mod tests {
         assert!(on.acknowledges(&pods(), &asked, &graceful));
         assert!(!on.acknowledges(&pods(), &asked, &held));
         assert!(!on.acknowledges(&pods(), &asked, &live));
-        let cm = ResourceInfo::new("", "v1", "configmaps", "ConfigMap");
+        let cm = KindSpec::new("", "v1", "configmaps", "ConfigMap");
         assert!(!on.acknowledges(&cm, &asked, &graceful));
         let dry = DeleteRequest {
             dry_run: true,

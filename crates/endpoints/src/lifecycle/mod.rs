@@ -47,7 +47,7 @@ use serde_json::{Map, Value};
 use crate::clock;
 use crate::error::{ApiError, ApiResult, FieldError};
 use crate::query::DeleteRequest;
-use crate::resource::ResourceInfo;
+use crate::resource::KindSpec;
 
 pub(crate) use kubelet::{Kubelet, start as start_kubelet};
 pub(crate) use plan::{DEFAULT_POD_GRACE_SECONDS, Plan};
@@ -63,7 +63,7 @@ pub(crate) const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 const MAX_ATTEMPTS: usize = 16;
 
 /// Whether `info` is the core `namespaces` resource.
-pub(crate) fn is_namespaces(info: &ResourceInfo) -> bool {
+pub(crate) fn is_namespaces(info: &KindSpec) -> bool {
     info.group.is_empty() && info.plural == "namespaces"
 }
 
@@ -150,7 +150,7 @@ fn obj_entry<'a>(obj: &'a mut Map<String, Value>, k: &str) -> Option<&'a mut Map
 }
 
 /// `v` as the object to write at `key`: without its resourceVersion, encoded.
-fn encode(info: &ResourceInfo, mut v: Value) -> Result<Object, StorageError> {
+fn encode(info: &KindSpec, mut v: Value) -> Result<Object, StorageError> {
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
@@ -159,7 +159,7 @@ fn encode(info: &ResourceInfo, mut v: Value) -> Result<Object, StorageError> {
 }
 
 /// The plan of a DELETE with `opts` of the stored object `o`, now.
-fn plan_of(info: &ResourceInfo, o: &Object, opts: &DeleteRequest) -> Result<Plan, StorageError> {
+fn plan_of(info: &KindSpec, o: &Object, opts: &DeleteRequest) -> Result<Plan, StorageError> {
     let v = o
         .to_value()
         .map_err(|e| StorageError::internal(format!("stored object does not decode: {e}")))?;
@@ -171,11 +171,7 @@ fn plan_of(info: &ResourceInfo, o: &Object, opts: &DeleteRequest) -> Result<Plan
 /// such DELETEs of what it finds held pass after pass (a DELETE would read, decode and plan
 /// the object twice to come to the same). An object changed since it was listed is seen by
 /// the next pass.
-pub(crate) fn delete_changes_nothing(
-    info: &ResourceInfo,
-    o: &Object,
-    opts: &DeleteRequest,
-) -> bool {
+pub(crate) fn delete_changes_nothing(info: &KindSpec, o: &Object, opts: &DeleteRequest) -> bool {
     let Ok(v) = o.to_value() else {
         return false;
     };
@@ -196,7 +192,7 @@ pub(crate) fn delete_changes_nothing(
 /// is then the pod's state after that.
 pub(crate) async fn delete(
     storage: &dyn Storage,
-    info: &ResourceInfo,
+    info: &KindSpec,
     key: &Key,
     opts: &DeleteRequest,
     kubelet: Kubelet,
@@ -212,7 +208,7 @@ pub(crate) async fn delete(
 /// [`delete`] without a kubelet's acknowledgement: what the DELETE itself does.
 async fn delete_as_asked(
     storage: &dyn Storage,
-    info: &ResourceInfo,
+    info: &KindSpec,
     key: &Key,
     opts: &DeleteRequest,
 ) -> Result<Deletion, StorageError> {
@@ -315,7 +311,7 @@ async fn delete_as_asked(
 /// upstream's namespace strategy), so that only the namespace controller lets it go; they
 /// are validated, and the namespace carries its `kubernetes.io/metadata.name` label
 /// (`namespaces::strategy`).
-pub(crate) fn prepare_create(info: &ResourceInfo, obj: &mut Map<String, Value>) -> ApiResult<()> {
+pub(crate) fn prepare_create(info: &KindSpec, obj: &mut Map<String, Value>) -> ApiResult<()> {
     if !is_namespaces(info) {
         return Ok(());
     }
@@ -358,7 +354,7 @@ pub(crate) fn prepare_create(info: &ResourceInfo, obj: &mut Map<String, Value>) 
 /// instead and whose status is the stored one — and its `kubernetes.io/metadata.name` label
 /// set (`namespaces::strategy`).
 pub(crate) fn check_update(
-    info: &ResourceInfo,
+    info: &KindSpec,
     cur: &Value,
     new: &mut Value,
     finalize: bool,
@@ -452,7 +448,7 @@ pub(crate) struct FinalizedSlot(Mutex<Option<Finalized>>);
 
 impl FinalizedSlot {
     /// Records that `new`, computed from `cur`, is to be removed; `true` when it is so.
-    pub(crate) fn check(&self, info: &ResourceInfo, cur: &Object, new: &Object) -> bool {
+    pub(crate) fn check(&self, info: &KindSpec, cur: &Object, new: &Object) -> bool {
         if !State::of(new).finalized(is_namespaces(info)) {
             return false;
         }
@@ -514,12 +510,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn cm() -> ResourceInfo {
-        ResourceInfo::new("", "v1", "configmaps", "ConfigMap")
+    fn cm() -> KindSpec {
+        KindSpec::new("", "v1", "configmaps", "ConfigMap")
     }
 
-    fn ns() -> ResourceInfo {
-        ResourceInfo::new("", "v1", "namespaces", "Namespace").namespaced(false)
+    fn ns() -> KindSpec {
+        KindSpec::new("", "v1", "namespaces", "Namespace").namespaced(false)
     }
 
     #[test]

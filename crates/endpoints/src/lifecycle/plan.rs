@@ -36,7 +36,7 @@ use serde_json::{Map, Value};
 use super::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, is_namespaces, obj_entry};
 use crate::clock;
 use crate::query::{DeleteRequest, Propagation};
-use crate::resource::{GcPolicy, GracefulDeletion, ResourceInfo};
+use crate::resource::{GcPolicy, GracefulDeletion, KindSpec};
 
 /// Pods' grace period when neither the DELETE nor the pod gives one (upstream's default of
 /// `spec.terminationGracePeriodSeconds`).
@@ -64,7 +64,7 @@ pub(crate) enum Plan {
 
 /// The plan of a DELETE with `opts` of `cur` (the stored object as JSON) at `now` (Unix
 /// seconds). See the module doc.
-pub(crate) fn plan(info: &ResourceInfo, cur: &Value, opts: &DeleteRequest, now: i64) -> Plan {
+pub(crate) fn plan(info: &KindSpec, cur: &Value, opts: &DeleteRequest, now: i64) -> Plan {
     let mut v = cur.clone();
     let namespace = is_namespaces(info);
     let Some(obj) = v.as_object_mut() else {
@@ -317,12 +317,12 @@ mod tests {
 
     const NOW: i64 = 1_800_000_000;
 
-    fn pods() -> ResourceInfo {
-        ResourceInfo::new("", "v1", "pods", "Pod").graceful_deletion(GracefulDeletion::Pod)
+    fn pods() -> KindSpec {
+        KindSpec::new("", "v1", "pods", "Pod").graceful_deletion(GracefulDeletion::Pod)
     }
 
-    fn cm() -> ResourceInfo {
-        ResourceInfo::new("", "v1", "configmaps", "ConfigMap")
+    fn cm() -> KindSpec {
+        KindSpec::new("", "v1", "configmaps", "ConfigMap")
     }
 
     fn opts(grace: Option<i64>, p: Option<Propagation>, orphan: Option<bool>) -> DeleteRequest {
@@ -539,7 +539,7 @@ mod tests {
 
     #[test]
     fn namespaces_are_marked_with_their_registry_rules() {
-        let ns = ResourceInfo::new("", "v1", "namespaces", "Namespace").namespaced(false);
+        let ns = KindSpec::new("", "v1", "namespaces", "Namespace").namespaced(false);
         let live = json!({"metadata":{"name":"n"},"spec":{"finalizers":["kubernetes"]},"status":{"phase":"Active"}});
         let (v, remove) = written(plan(&ns, &live, &opts(None, None, Some(false)), NOW));
         assert!(!remove);

@@ -44,7 +44,7 @@ use super::{NAMESPACE_FINALIZER, Wake, namespaces};
 use crate::Shared;
 use crate::lifecycle::{self, Deletion, State};
 use crate::query::{DeleteRequest, Propagation};
-use crate::resource::{GracefulDeletion, Resource, ResourceInfo};
+use crate::resource::{GracefulDeletion, KindSpec, Resource};
 
 /// How often the controller lists namespaces when nothing told it to.
 const POLL_IDLE: Duration = Duration::from_secs(5);
@@ -305,7 +305,7 @@ async fn update_conditions(nsres: &Resource, ns: &Object, report: &Report) {
     }
 }
 
-fn encode(info: &ResourceInfo, mut v: Value) -> listwatch_storage::Result<Updated> {
+fn encode(info: &KindSpec, mut v: Value) -> listwatch_storage::Result<Updated> {
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }

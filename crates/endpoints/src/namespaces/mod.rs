@@ -43,7 +43,7 @@ use crate::Shared;
 use crate::error::{ApiError, ApiResult};
 use crate::lifecycle::{self, State};
 use crate::query::DeleteRequest;
-use crate::resource::{Resource, ResourceInfo};
+use crate::resource::{KindSpec, Resource};
 
 /// The finalizer the namespace controller owns, in a namespace's `spec.finalizers`.
 pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
@@ -66,7 +66,7 @@ fn terminating_message(ns: &str) -> String {
 
 /// 403 for a create of `name` in the terminating namespace `ns`, as upstream's
 /// `NamespaceLifecycle` (with its `NamespaceTerminating` cause).
-pub(crate) fn terminating(info: &ResourceInfo, name: &str, ns: &str) -> ApiError {
+pub(crate) fn terminating(info: &KindSpec, name: &str, ns: &str) -> ApiError {
     let msg = terminating_message(ns);
     let mut e = ApiError::forbidden(info, name, &msg);
     // The cause's own message is the short form (plugin/pkg/admission/namespace/lifecycle
@@ -110,7 +110,7 @@ async fn read_namespace(shared: &Shared, ns: &str) -> ApiResult<Option<(Resource
 /// 403 when it is being terminated. Nothing to check without a namespaces resource.
 pub(crate) async fn check_open(
     shared: &Shared,
-    info: &ResourceInfo,
+    info: &KindSpec,
     ns: Option<&str>,
     name: &str,
 ) -> ApiResult<()> {
@@ -206,7 +206,7 @@ pub(crate) async fn recheck_after_create(
     let kubelet = lifecycle::Kubelet::of(&shared.config);
     let cleanup = tokio::spawn(async move {
         // The object is ours (uid); a finalizer on it is honoured like any delete's.
-        let info = ResourceInfo::new("", "", "", "");
+        let info = KindSpec::new("", "", "", "");
         for attempt in 0..5u32 {
             let opts = DeleteRequest {
                 preconditions: Some(pre.clone()),

@@ -1,0 +1,486 @@
+//! [`KindSpec`]: what the server needs to know to serve one kind of object.
+//!
+//! A spec is plain data (plus an optional function pointer for defaulting); it never holds
+//! the storage. The endpoints pair each with an `Arc<dyn Storage>`, so the same spec serves a
+//! backend directly or a cacher wrapped around it.
+
+use std::sync::Arc;
+
+use listwatch_api::{SelectableFields, TypeMeta};
+use serde_json::Value;
+
+/// How object names of a resource are validated (upstream's `ValidateNameFunc`s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NameValidation {
+    /// DNS-1123 subdomain: ≤ 253 of `[a-z0-9.-]` (pods, configmaps, most resources).
+    #[default]
+    Subdomain,
+    /// DNS-1123 label: ≤ 63 of `[a-z0-9-]` (namespaces).
+    Label,
+    /// DNS-1035 label: a DNS label starting with a letter (services).
+    Label1035,
+    /// Any name that is a valid path segment (events, leases use subdomain upstream too,
+    /// but some resources, e.g. nodes with IP names, only need this).
+    PathSegment,
+}
+
+/// One extra column of the server-side Table printing (like a CRD's
+/// `additionalPrinterColumns`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// The column header, e.g. `Ready`.
+    pub name: String,
+    /// The OpenAPI type: `string`, `integer`, `number`, `boolean`, `date`.
+    pub type_: String,
+    /// Where the value is: a simple JSONPath such as `.status.phase` or `.spec.ports[0].port`.
+    pub json_path: String,
+    /// A description for clients.
+    pub description: String,
+    /// 0 for the default view, 1 and up for `-o wide`.
+    pub priority: i32,
+}
+
+impl PrinterColumn {
+    /// A priority-0 column.
+    pub fn new(name: &str, type_: &str, json_path: &str) -> Self {
+        Self {
+            name: name.into(),
+            type_: type_.into(),
+            json_path: json_path.into(),
+            description: String::new(),
+            priority: 0,
+        }
+    }
+
+    /// The same column shown only with `-o wide`.
+    #[must_use]
+    pub fn wide(mut self) -> Self {
+        self.priority = 1;
+        self
+    }
+}
+
+/// How Table rows are printed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Printer {
+    /// NAME, the given columns, AGE.
+    #[default]
+    Default,
+    /// NAME, these columns, AGE.
+    Columns(Vec<PrinterColumn>),
+    /// Pods: NAME READY STATUS RESTARTS AGE (+ IP NODE in wide), computed like kubectl's.
+    Pod,
+    /// Deployments: NAME READY UP-TO-DATE AVAILABLE AGE (+ CONTAINERS IMAGES SELECTOR).
+    Deployment,
+}
+
+/// Where a resource keeps what its `/scale` subresource shows (like a CRD's `scale`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScaleSubresource {
+    /// Dotted path of the desired replicas, e.g. `spec.replicas`.
+    pub spec_replicas_path: String,
+    /// Dotted path of the observed replicas, e.g. `status.replicas`.
+    pub status_replicas_path: String,
+    /// Dotted path of the pods' label selector (a string, or a `LabelSelector`).
+    pub label_selector_path: Option<String>,
+}
+
+impl ScaleSubresource {
+    /// `spec.replicas` / `status.replicas`, no selector.
+    pub fn replicas() -> Self {
+        Self {
+            spec_replicas_path: "spec.replicas".into(),
+            status_replicas_path: "status.replicas".into(),
+            label_selector_path: None,
+        }
+    }
+
+    /// Sets the selector path.
+    #[must_use]
+    pub fn label_selector(mut self, path: &str) -> Self {
+        self.label_selector_path = Some(path.into());
+        self
+    }
+}
+
+/// A defaulting hook, run on an object's JSON before it is created.
+pub type PrepareFn = fn(&mut Value);
+
+/// Whether a DELETE may leave an object for a grace period (upstream's
+/// `RESTGracefulDeleteStrategy`); see `docs/endpoints.md`, Object lifecycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GracefulDeletion {
+    /// Deleted at once (unless finalizers hold it): most resources.
+    #[default]
+    None,
+    /// Pods' `CheckGracefulDelete`: a scheduled pod that has not terminated stays for the
+    /// grace period (the DELETE's `gracePeriodSeconds`, else its
+    /// `spec.terminationGracePeriodSeconds`, else 30), until a DELETE with grace 0.
+    Pod,
+}
+
+/// What a DELETE without a propagation policy does with dependents (upstream's
+/// `GarbageCollectionDeleteStrategy.DefaultGarbageCollectionPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum GcPolicy {
+    /// Dependents are deleted in the background (the default, and every `apps/v1` kind).
+    #[default]
+    DeleteDependents,
+    /// Dependents are orphaned (upstream's legacy rule for `v1` ReplicationControllers,
+    /// `batch/v1` Jobs and the `extensions/v1beta1`, `apps/v1beta1/2` workload kinds).
+    OrphanDependents,
+    /// The resource takes no part in garbage collection: a DELETE never sets the `orphan`
+    /// or `foregroundDeletion` finalizers (and drops them if present), as for events.
+    Unsupported,
+}
+
+/// When `metadata.generation` is set and bumped (upstream: each kind's strategy's
+/// `PrepareForCreate`/`PrepareForUpdate`; the registry's `BeforeDelete` bumps a set
+/// generation when the object is first marked for deletion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Generation {
+    /// Never set: a create drops one, an update keeps the stored (absent) one — config
+    /// maps, secrets, services, namespaces, nodes and the other kinds without a spec the
+    /// strategy versions.
+    None,
+    /// 1 on create, +1 when anything but metadata (and the status, where `/status` is a
+    /// subresource) changes: pods (`updatePodGeneration`), custom resources (the custom
+    /// resource strategy), and, by default, any declared kind.
+    #[default]
+    Spec,
+    /// As [`Generation::Spec`], and also +1 when the annotations change (deployments: their
+    /// annotations are copied to their replica sets).
+    SpecAndAnnotations,
+}
+
+/// What a `/status` write may change besides the status (upstream: each kind's status
+/// strategy's `PrepareForUpdate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StatusUpdate {
+    /// Only the status: every other field, metadata included, is the stored object's
+    /// (custom resources, and kinds whose status strategy calls
+    /// `metav1.ResetObjectMetaForStatus`).
+    #[default]
+    StatusOnly,
+    /// The status and the metadata, except these metadata fields, which stay the stored
+    /// object's (besides the fields no update may change): pods' `podStatusStrategy` resets
+    /// `ownerReferences` (and the spec and `deletionTimestamp`), deployments' status strategy
+    /// the labels, services' nothing but the spec.
+    StatusAndMetadataExcept(&'static [&'static str]),
+}
+
+/// Everything the installer needs to serve one resource.
+#[derive(Debug, Clone)]
+pub struct KindSpec {
+    /// API group, `""` for the core group.
+    pub group: String,
+    /// API version, e.g. `v1`.
+    pub version: String,
+    /// Plural name used in paths, e.g. `pods`.
+    pub plural: String,
+    /// Singular name, e.g. `pod`.
+    pub singular: String,
+    /// Kind, e.g. `Pod`.
+    pub kind: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Short names for kubectl, e.g. `po`.
+    pub short_names: Vec<String>,
+    /// Categories, e.g. `all`.
+    pub categories: Vec<String>,
+    /// Fields a field selector may name (beyond `metadata.name`/`metadata.namespace`).
+    pub selectable_fields: SelectableFields,
+    /// The field the cacher indexes watchers by (pods: `spec.nodeName`).
+    pub trigger_field: Option<String>,
+    /// Server-side Table printing.
+    pub printer: Printer,
+    /// Whether `/status` is a subresource (main-resource writes then keep the old status).
+    pub status_subresource: bool,
+    /// Whether `/finalize` is a subresource (namespaces: the only write that changes
+    /// `spec.finalizers`; PUT only).
+    pub finalize_subresource: bool,
+    /// The `/scale` subresource, when there is one.
+    pub scale: Option<ScaleSubresource>,
+    /// Name rules.
+    pub name_validation: NameValidation,
+    /// The resource segment of storage keys (defaults to `plural`, `plural.group` for
+    /// non-core groups that could clash).
+    pub storage_resource: String,
+    /// Defaulting applied on create.
+    pub prepare_for_create: Option<PrepareFn>,
+    /// Whether a PUT of a missing object creates it (upstream's per-resource
+    /// `AllowCreateOnUpdate`: e.g. events, endpoints, leases, the RBAC kinds; not pods,
+    /// namespaces or custom resources). Off by default.
+    pub allow_create_on_update: bool,
+    /// A custom resource (served as upstream serves a CRD's): strategic merge is refused
+    /// (415) and its schema is [`custom_schema`](Self::custom_schema) rather than a
+    /// built-in definition.
+    pub custom_resource: bool,
+    /// A custom resource's declared `openAPIV3Schema` (`None`: every field is kept,
+    /// `x-kubernetes-preserve-unknown-fields`).
+    pub custom_schema: Option<Arc<Value>>,
+    /// Whether a DELETE may keep objects for a grace period.
+    pub graceful_deletion: GracefulDeletion,
+    /// What a DELETE without a propagation policy does with dependents.
+    pub gc_policy: GcPolicy,
+    /// Whether a DELETE that removes the object answers with it (upstream's
+    /// `Store.ReturnDeletedObject`: pods, services, service accounts, namespaces) rather than
+    /// a `Success` Status naming it (every other kind, custom resources included). An
+    /// object a DELETE only marks (finalizers, a grace period) is returned either way.
+    pub return_deleted_object: bool,
+    /// When `metadata.generation` is set and bumped.
+    pub generation: Generation,
+    /// What a `/status` write may change besides the status.
+    pub status_update: StatusUpdate,
+}
+
+impl KindSpec {
+    /// A namespaced resource with default printing and no selectable fields.
+    pub fn new(group: &str, version: &str, plural: &str, kind: &str) -> Self {
+        Self {
+            group: group.into(),
+            version: version.into(),
+            plural: plural.into(),
+            singular: kind.to_ascii_lowercase(),
+            kind: kind.into(),
+            namespaced: true,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            selectable_fields: SelectableFields::none(),
+            trigger_field: None,
+            printer: Printer::Default,
+            status_subresource: false,
+            finalize_subresource: false,
+            scale: None,
+            name_validation: NameValidation::Subdomain,
+            storage_resource: plural.into(),
+            prepare_for_create: None,
+            allow_create_on_update: false,
+            custom_resource: false,
+            custom_schema: None,
+            graceful_deletion: GracefulDeletion::None,
+            gc_policy: GcPolicy::DeleteDependents,
+            return_deleted_object: false,
+            generation: Generation::Spec,
+            status_update: StatusUpdate::StatusOnly,
+        }
+    }
+
+    /// Sets whether objects live in namespaces.
+    #[must_use]
+    pub fn namespaced(mut self, namespaced: bool) -> Self {
+        self.namespaced = namespaced;
+        self
+    }
+
+    /// Sets the short names.
+    #[must_use]
+    pub fn short_names<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
+        self.short_names = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the categories.
+    #[must_use]
+    pub fn categories<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
+        self.categories = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Declares the selectable fields.
+    #[must_use]
+    pub fn selectable_fields<I: IntoIterator<Item = S>, S: Into<Box<str>>>(
+        mut self,
+        paths: I,
+    ) -> Self {
+        self.selectable_fields = SelectableFields::new(paths);
+        self
+    }
+
+    /// Declares what a selectable field reads as in an object that lacks it (see
+    /// [`SelectableFields::with_default`]); adds the field if it was not declared.
+    #[must_use]
+    pub fn field_default(mut self, path: &str, value: &str) -> Self {
+        self.selectable_fields = self.selectable_fields.with_default(path, value);
+        self
+    }
+
+    /// Declares a selectable field `name` read from the first of `paths` with a non-empty
+    /// value (see [`SelectableFields::with_reads`]).
+    #[must_use]
+    pub fn field_reads(mut self, name: &str, paths: &[&str]) -> Self {
+        self.selectable_fields = self.selectable_fields.with_reads(name, paths);
+        self
+    }
+
+    /// Sets the trigger field (must also be selectable).
+    #[must_use]
+    pub fn trigger_field(mut self, path: &str) -> Self {
+        self.trigger_field = Some(path.into());
+        self
+    }
+
+    /// Sets the printer.
+    #[must_use]
+    pub fn printer(mut self, printer: Printer) -> Self {
+        self.printer = printer;
+        self
+    }
+
+    /// Declares a `/status` subresource.
+    #[must_use]
+    pub fn status_subresource(mut self, on: bool) -> Self {
+        self.status_subresource = on;
+        self
+    }
+
+    /// Declares a `/finalize` subresource (upstream serves it for namespaces only).
+    #[must_use]
+    pub fn finalize_subresource(mut self, on: bool) -> Self {
+        self.finalize_subresource = on;
+        self
+    }
+
+    /// Declares a `/scale` subresource.
+    #[must_use]
+    pub fn scale(mut self, scale: ScaleSubresource) -> Self {
+        self.scale = Some(scale);
+        self
+    }
+
+    /// Sets the name rules.
+    #[must_use]
+    pub fn name_validation(mut self, v: NameValidation) -> Self {
+        self.name_validation = v;
+        self
+    }
+
+    /// Sets the singular name.
+    #[must_use]
+    pub fn singular(mut self, singular: &str) -> Self {
+        self.singular = singular.into();
+        self
+    }
+
+    /// Sets the storage key's resource segment.
+    #[must_use]
+    pub fn storage_resource(mut self, segment: &str) -> Self {
+        self.storage_resource = segment.into();
+        self
+    }
+
+    /// Sets a defaulting hook run on create.
+    #[must_use]
+    pub fn prepare_for_create(mut self, f: PrepareFn) -> Self {
+        self.prepare_for_create = Some(f);
+        self
+    }
+
+    /// Lets a PUT of a missing object create it (upstream's `AllowCreateOnUpdate`).
+    #[must_use]
+    pub fn allow_create_on_update(mut self, on: bool) -> Self {
+        self.allow_create_on_update = on;
+        self
+    }
+
+    /// Marks a custom resource, with its declared `openAPIV3Schema` (`None`: keep every
+    /// field). The installer adds it to the schema catalog; a schema the catalog refuses
+    /// (see `listwatch_schema::Catalog::add_custom`) is logged and replaced by one that
+    /// keeps every field — check it first with `Catalog::add_custom` to refuse it instead.
+    #[must_use]
+    pub fn custom_resource(mut self, schema: Option<Value>) -> Self {
+        self.custom_resource = true;
+        self.custom_schema = schema.map(Arc::new);
+        self
+    }
+
+    /// Sets the graceful deletion strategy.
+    #[must_use]
+    pub fn graceful_deletion(mut self, g: GracefulDeletion) -> Self {
+        self.graceful_deletion = g;
+        self
+    }
+
+    /// Sets the default garbage collection policy of a DELETE.
+    #[must_use]
+    pub fn gc_policy(mut self, p: GcPolicy) -> Self {
+        self.gc_policy = p;
+        self
+    }
+
+    /// Makes a DELETE that removes an object answer with the object instead of a Status
+    /// (upstream's `ReturnDeletedObject`).
+    #[must_use]
+    pub fn return_deleted_object(mut self, on: bool) -> Self {
+        self.return_deleted_object = on;
+        self
+    }
+
+    /// Sets when `metadata.generation` is set and bumped.
+    #[must_use]
+    pub fn generation(mut self, g: Generation) -> Self {
+        self.generation = g;
+        self
+    }
+
+    /// Sets what a `/status` write may change besides the status.
+    #[must_use]
+    pub fn status_update(mut self, s: StatusUpdate) -> Self {
+        self.status_update = s;
+        self
+    }
+
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `apiVersion` and `kind` of one object.
+    pub fn type_meta(&self) -> TypeMeta {
+        TypeMeta::new(self.api_version(), self.kind.clone())
+    }
+
+    /// The kind of a list, e.g. `PodList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// The subresources the endpoints serve for this resource (`finalize`, `status`,
+    /// `scale`): the only ones a request may name, and what discovery lists.
+    pub fn subresources(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.finalize_subresource {
+            out.push("finalize");
+        }
+        if self.status_subresource {
+            out.push("status");
+        }
+        if self.scale.is_some() {
+            out.push("scale");
+        }
+        out
+    }
+
+    /// The verbs a subresource serves, as discovery lists them: `finalize` is PUT only
+    /// (upstream's `FinalizeREST` is an updater and nothing else); the others get, patch and
+    /// update.
+    pub fn subresource_verbs(sub: &str) -> &'static [&'static str] {
+        match sub {
+            "finalize" => &["update"],
+            _ => &["get", "patch", "update"],
+        }
+    }
+
+    /// `plural` or `plural.group`, as kubectl and errors name the resource.
+    pub fn qualified_resource(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+}
