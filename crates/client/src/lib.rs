@@ -94,9 +94,10 @@ pub use metadata::{
 };
 pub use runtime::{
     Action, Config, Controller, Delta, Error, Event, EventHandler, Filtered, HandlerRegistration,
-    HasMetadata, IndexFn, Informer, InformerConfig, LeaderElectionConfig, LeaderElector, LeaseLock,
-    LeaseRecord, LeaseState, ListRequest, ListerWatcher, MetadataFields, ObjectKey, Page, PageEnd,
-    PageItem, PageStream, RateLimits, Reflector, Resource, Result, Store, Subscription, Transform,
-    Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream, WorkQueue, Writer, WriterDropped,
-    collect_page, controller, dispatch, page_stream, reflector, store, watcher, workqueue,
+    HasMetadata, IndexFn, Informer, InformerConfig, InformerError, LeaderElectionConfig,
+    LeaderElector, LeaseLock, LeaseRecord, LeaseState, ListRequest, ListerWatcher, MetadataFields,
+    ObjectKey, Page, PageEnd, PageItem, PageStream, Processing, RateLimits, Reflector, Resource,
+    Result, Store, Subscription, SyncError, Transform, Typed, VersionMatch, WatchEvent,
+    WatchRequest, WatchStream, WorkQueue, Writer, WriterDropped, collect_page, controller,
+    dispatch, page_stream, reflector, store, watcher, workqueue,
 };

@@ -85,8 +85,8 @@ pub mod workqueue;
 pub use controller::{Action, Controller};
 pub use error::{Error, Result};
 pub use informer::{
-    EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
-    dispatch,
+    EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, InformerError,
+    Subscription, SyncError, Transform, dispatch,
 };
 pub use leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState};
 pub use lister::{
@@ -96,4 +96,4 @@ pub use lister::{
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
 pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};
-pub use workqueue::{RateLimits, WorkQueue};
+pub use workqueue::{Processing, RateLimits, WorkQueue};

@@ -194,7 +194,8 @@ where
             match s.frames.next_frame() {
                 Ok(Some(frame)) => {
                     let ev = decode_frame_with(&frame, &s.object);
-                    s.done = ev.is_err();
+                    // One object that does not fit the type is skipped; the watch goes on.
+                    s.done = ev.as_ref().is_err_and(|e| !e.is_skipped_object());
                     return Some((ev, s));
                 }
                 Ok(None) => {}
