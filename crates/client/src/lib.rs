@@ -86,8 +86,9 @@ pub use api_resource::{
     ApiResource, ClusterScope, ClusterScoped, NamespaceScope, Namespaced, ResourceType, Scope,
 };
 pub use http::{
-    Api, ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpLeaseLock, HttpListerWatcher,
-    HttpTyped, Impersonate, Patch, PatchParams,
+    Api, DeleteParams, ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpLeaseLock,
+    HttpListerWatcher, HttpTyped, Impersonate, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
 };
 pub use metadata::{
     PARTIAL_OBJECT_METADATA_API_VERSION, PARTIAL_OBJECT_METADATA_KIND, PartialObjectMetadata,

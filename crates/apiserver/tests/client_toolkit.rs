@@ -1,0 +1,229 @@
+//! listwatch-client's operator toolkit (issue 32, item 2) against the built server: create
+//! and delete options, the status and scale subresources, the server-side apply helper.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::Server;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::autoscaling::v1::Scale;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use listwatch_client::{
+    Api, DeleteParams, HttpClient, HttpConfig, Patch, PatchParams, PostParams, PropagationPolicy,
+};
+use serde_json::json;
+
+fn meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        ..ObjectMeta::default()
+    }
+}
+
+fn config_map(name: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: meta(name),
+        data: Some(BTreeMap::from([("k".to_owned(), "v".to_owned())])),
+        ..ConfigMap::default()
+    }
+}
+
+fn deployment(name: &str, replicas: i32) -> Deployment {
+    let app = Some(BTreeMap::from([("app".to_owned(), name.to_owned())]));
+    Deployment {
+        metadata: meta(name),
+        spec: Some(DeploymentSpec {
+            replicas: Some(replicas),
+            selector: LabelSelector {
+                match_labels: app.clone(),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: app,
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "c".into(),
+                        image: Some("x".into()),
+                        ..Container::default()
+                    }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}
+
+async fn start() -> (Server, HttpClient) {
+    let server = Server::start(&[]);
+    let client = HttpClient::new(HttpConfig::new(server.url.clone()).unwrap()).unwrap();
+    let ns = Namespace {
+        metadata: meta("tk"),
+        ..Namespace::default()
+    };
+    Api::<Namespace>::cluster(client.clone())
+        .create(&ns)
+        .await
+        .unwrap();
+    (server, client)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_and_delete_options_reach_the_server() {
+    let (_server, client) = start().await;
+    let cms = Api::<ConfigMap>::namespaced(client, "tk");
+
+    // A dry-run create answers what would be stored and stores nothing.
+    let would_be = cms
+        .create_with(&config_map("dry"), &PostParams::default().dry_run())
+        .await
+        .unwrap();
+    assert_eq!(would_be.metadata.name.as_deref(), Some("dry"));
+    assert!(
+        cms.get_opt("dry").await.unwrap().is_none(),
+        "dry run persisted"
+    );
+
+    // fieldManager is recorded.
+    let created = cms
+        .create_with(
+            &config_map("a"),
+            &PostParams::default().field_manager("toolkit"),
+        )
+        .await
+        .unwrap();
+    let managers: Vec<_> = created
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert_eq!(managers, ["toolkit"]);
+    let uid = created.metadata.uid.unwrap();
+
+    // A uid precondition that does not hold: 409, nothing deleted.
+    let wrong = cms
+        .delete_with(
+            "a",
+            &DeleteParams::default().precondition_uid("not-the-uid"),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(wrong.code(), Some(409), "{wrong}");
+    assert!(cms.get_opt("a").await.unwrap().is_some());
+    // A dry-run delete deletes nothing.
+    assert!(
+        cms.delete_with("a", &DeleteParams::default().dry_run())
+            .await
+            .unwrap()
+    );
+    assert!(cms.get_opt("a").await.unwrap().is_some(), "dry run deleted");
+    // The right uid: deleted.
+    assert!(
+        cms.delete_with("a", &DeleteParams::default().precondition_uid(uid))
+            .await
+            .unwrap()
+    );
+    assert!(cms.get_opt("a").await.unwrap().is_none());
+    assert!(
+        !cms.delete_with("a", &DeleteParams::default())
+            .await
+            .unwrap()
+    );
+
+    // propagationPolicy=Foreground on an object a finalizer holds: it stays, marked for
+    // deletion, with the foregroundDeletion finalizer beside its own.
+    let mut held = config_map("held");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    cms.create(&held).await.unwrap();
+    assert!(
+        cms.delete_with(
+            "held",
+            &DeleteParams::default().propagation(PropagationPolicy::Foreground)
+        )
+        .await
+        .unwrap()
+    );
+    let held = cms.get("held").await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    let finalizers = held.metadata.finalizers.unwrap_or_default();
+    assert!(
+        finalizers.iter().any(|f| f == "foregroundDeletion"),
+        "{finalizers:?}"
+    );
+    cms.patch(
+        "held",
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        &PatchParams::default(),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_and_scale_subresources_and_the_apply_helper() {
+    let (_server, client) = start().await;
+    let deploys = Api::<Deployment>::namespaced(client.clone(), "tk");
+    deploys.create(&deployment("web", 1)).await.unwrap();
+
+    // Scale: read, patch; the Deployment's spec follows.
+    let scale: Scale = deploys.get_scale("web").await.unwrap();
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(1));
+    let scale: Scale = deploys
+        .patch_scale(
+            "web",
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+            &PatchParams::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(3));
+    assert_eq!(
+        deploys.get("web").await.unwrap().spec.unwrap().replicas,
+        Some(3)
+    );
+
+    // Status: a status patch changes the status only, even when it carries a spec.
+    let patched = deploys
+        .patch_status(
+            "web",
+            &Patch::Merge(json!({"spec": {"replicas": 9}, "status": {"observedGeneration": 7}})),
+            &PatchParams::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.status.unwrap().observed_generation, Some(7));
+    let read = deploys.get_status("web").await.unwrap();
+    assert_eq!(
+        read.spec.unwrap().replicas,
+        Some(3),
+        "status write changed the spec"
+    );
+    assert_eq!(read.status.unwrap().observed_generation, Some(7));
+
+    // Server-side apply helper: creates, then a second manager's conflicting apply needs
+    // force.
+    let cms = Api::<ConfigMap>::namespaced(client, "tk");
+    let applied = cms
+        .apply("settings", &config_map("settings"), "op-a", false)
+        .await
+        .unwrap();
+    assert_eq!(applied.data.unwrap()["k"], "v");
+    let mut other = config_map("settings");
+    other.data = Some(BTreeMap::from([("k".to_owned(), "w".to_owned())]));
+    let conflict = cms
+        .apply("settings", &other, "op-b", false)
+        .await
+        .unwrap_err();
+    assert_eq!(conflict.code(), Some(409), "{conflict}");
+    let forced = cms.apply("settings", &other, "op-b", true).await.unwrap();
+    assert_eq!(forced.data.unwrap()["k"], "w");
+}
