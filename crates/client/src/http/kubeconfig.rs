@@ -79,7 +79,7 @@ struct Cluster {
 struct NamedExtension {
     name: String,
     #[serde(default)]
-    extension: serde_yaml::Value,
+    extension: serde_json::Value,
 }
 
 /// The cluster extension listing further servers of the cluster, tried after `server` when a
@@ -103,7 +103,7 @@ impl Cluster {
         let servers = ext
             .extension
             .get("servers")
-            .and_then(serde_yaml::Value::as_sequence)
+            .and_then(serde_json::Value::as_array)
             .ok_or_else(|| {
                 cfg_err(format!(
                     "extension {FAILOVER_EXTENSION} needs `servers`, a list of URLs"
@@ -262,7 +262,8 @@ impl Merged {
         let kc: Kubeconfig = if yaml.trim().is_empty() {
             Kubeconfig::default()
         } else {
-            serde_yaml::from_str(yaml).map_err(|e| cfg_err(e.to_string()))?
+            // serde-saphyr: maintained, with budgets (serde_yaml is deprecated).
+            serde_saphyr::from_str(yaml).map_err(|e| cfg_err(e.to_string()))?
         };
         if self.current_context.is_empty() {
             self.current_context = kc.current_context;
