@@ -11,8 +11,14 @@ use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::autoscaling::v1::Scale;
 use k8s_openapi::api::core::v1::{ConfigMap, Container, Namespace, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use listwatch_client::events::{EventData, EventType, Recorder, object_reference};
+use listwatch_client::finalizer::{Event, FinalizerError, finalizer};
 use listwatch_client::{
-    Api, DeleteParams, HttpClient, HttpConfig, Patch, PatchParams, PostParams, PropagationPolicy,
+    Action, Api, DeleteParams, HttpClient, HttpConfig, Patch, PatchParams, PostParams,
+    PropagationPolicy,
 };
 use serde_json::json;
 
@@ -139,33 +145,38 @@ async fn create_and_delete_options_reach_the_server() {
             .unwrap()
     );
 
-    // propagationPolicy=Foreground on an object a finalizer holds: it stays, marked for
-    // deletion, with the foregroundDeletion finalizer beside its own.
-    let mut held = config_map("held");
-    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
-    cms.create(&held).await.unwrap();
+    // propagationPolicy=Foreground on an owner with a blocking dependent (held by its own
+    // finalizer): the owner stays, marked for deletion with the foregroundDeletion finalizer,
+    // while the dependent is there.
+    let owner = cms.create(&config_map("owner")).await.unwrap();
+    let mut dep = config_map("dep");
+    dep.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    dep.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: owner.metadata.uid.clone().unwrap(),
+            block_owner_deletion: Some(true),
+            controller: Some(true),
+        },
+    ]);
+    cms.create(&dep).await.unwrap();
     assert!(
         cms.delete_with(
-            "held",
+            "owner",
             &DeleteParams::default().propagation(PropagationPolicy::Foreground)
         )
         .await
         .unwrap()
     );
-    let held = cms.get("held").await.unwrap();
-    assert!(held.metadata.deletion_timestamp.is_some());
-    let finalizers = held.metadata.finalizers.unwrap_or_default();
+    let owner = cms.get("owner").await.unwrap();
+    assert!(owner.metadata.deletion_timestamp.is_some());
+    let finalizers = owner.metadata.finalizers.unwrap_or_default();
     assert!(
         finalizers.iter().any(|f| f == "foregroundDeletion"),
         "{finalizers:?}"
     );
-    cms.patch(
-        "held",
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        &PatchParams::default(),
-    )
-    .await
-    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,4 +237,121 @@ async fn status_and_scale_subresources_and_the_apply_helper() {
     assert_eq!(conflict.code(), Some(409), "{conflict}");
     let forced = cms.apply("settings", &other, "op-b", true).await.unwrap();
     assert_eq!(forced.data.unwrap()["k"], "w");
+}
+
+/// The finalizer helper: added before the first Apply, Cleanup on delete (an error keeps the
+/// finalizer), removed after a successful Cleanup so the object goes; the event recorder: the
+/// same event twice is one Event with count 2, another reason a second Event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finalizer_helper_and_event_recorder() {
+    let (_server, client) = start().await;
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), "tk");
+    cms.create(&config_map("fin")).await.unwrap();
+    const NAME: &str = "example.com/cleanup";
+    let applies = Arc::new(AtomicUsize::new(0));
+    let cleanups = Arc::new(AtomicUsize::new(0));
+    let run = |fail_cleanup: bool| {
+        let cms = cms.clone();
+        let applies = Arc::clone(&applies);
+        let cleanups = Arc::clone(&cleanups);
+        async move {
+            let current = Arc::new(cms.get("fin").await.unwrap());
+            finalizer(&cms, NAME, current, |event| async move {
+                match event {
+                    Event::Apply(_) => applies.fetch_add(1, Ordering::SeqCst),
+                    Event::Cleanup(_) => {
+                        cleanups.fetch_add(1, Ordering::SeqCst);
+                        if fail_cleanup {
+                            return Err("cleanup failed (injected)");
+                        }
+                        0
+                    }
+                };
+                Ok(Action::Done)
+            })
+            .await
+        }
+    };
+    // First pass: only the finalizer is added.
+    run(false).await.unwrap();
+    assert_eq!(applies.load(Ordering::SeqCst), 0);
+    let finalizers = cms.get("fin").await.unwrap().metadata.finalizers.unwrap();
+    assert_eq!(finalizers, [NAME]);
+    run(false).await.unwrap();
+    assert_eq!(applies.load(Ordering::SeqCst), 1);
+    // Deleted: the object stays while the finalizer is there; a failed cleanup keeps it.
+    assert!(cms.delete("fin").await.unwrap());
+    assert!(matches!(
+        run(true).await,
+        Err(FinalizerError::Reconcile("cleanup failed (injected)"))
+    ));
+    assert!(
+        cms.get("fin")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    run(false).await.unwrap();
+    assert_eq!(cleanups.load(Ordering::SeqCst), 2);
+    assert!(
+        cms.get_opt("fin").await.unwrap().is_none(),
+        "finalizer not removed"
+    );
+
+    // Events.
+    let cm = cms.create(&config_map("evented")).await.unwrap();
+    let recorder = Recorder::new(client.clone(), "example.com/toolkit-test", "test-0");
+    let synced = EventData {
+        type_: EventType::Normal,
+        reason: "Synced".into(),
+        action: "Reconcile".into(),
+        note: Some("up to date".into()),
+    };
+    let reference = object_reference(&cm);
+    recorder.publish(&reference, &synced).await.unwrap();
+    recorder.publish(&reference, &synced).await.unwrap();
+    let failed = EventData {
+        type_: EventType::Warning,
+        reason: "Failed".into(),
+        ..synced.clone()
+    };
+    recorder.publish(&reference, &failed).await.unwrap();
+    let events = client
+        .get("/api/v1/namespaces/tk/events")
+        .await
+        .unwrap()
+        .unwrap();
+    let mut got: Vec<(String, i64, String, String)> = events["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap().to_owned(),
+                e["count"].as_i64().unwrap(),
+                e["involvedObject"]["name"].as_str().unwrap().to_owned(),
+                e["reportingComponent"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (
+                "Failed".into(),
+                1,
+                "evented".into(),
+                "example.com/toolkit-test".into()
+            ),
+            (
+                "Synced".into(),
+                2,
+                "evented".into(),
+                "example.com/toolkit-test".into()
+            ),
+        ]
+    );
 }

@@ -66,6 +66,10 @@
 //! ```
 
 mod api_resource;
+#[cfg(feature = "k8s-openapi")]
+pub mod events;
+#[cfg(feature = "k8s-openapi")]
+pub mod finalizer;
 pub mod http;
 #[cfg(feature = "k8s-openapi")]
 mod k8s;
@@ -100,5 +104,5 @@ pub use runtime::{
     ObjectKey, Page, PageEnd, PageItem, PageStream, Processing, RateLimits, Reflector, Resource,
     Result, Store, Subscription, SyncError, Transform, Typed, VersionMatch, WatchEvent,
     WatchRequest, WatchStream, WorkQueue, Writer, WriterDropped, collect_page, controller,
-    dispatch, page_stream, reflector, store, watcher, workqueue,
+    dispatch, page_stream, predicate, reflector, store, watcher, workqueue,
 };

@@ -24,6 +24,7 @@ use futures::FutureExt;
 
 use crate::informer::EventHandler;
 use crate::resource::{ObjectKey, Resource};
+use crate::store::Store;
 use crate::workqueue::WorkQueue;
 
 /// What a reconcile asks for next.
@@ -97,6 +98,53 @@ impl Controller {
             queue: self.queue.clone(),
             map,
         }
+    }
+
+    /// [`run`](Self::run) with a reconcile that receives the object: the primary resource's
+    /// current state from `store` (`None` when it is gone: clean up), read when the key is
+    /// handed out, so a reconcile never acts on a state older than the store's.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use listwatch_api::Object;
+    /// use listwatch_runtime::{Action, Controller, ObjectKey, Store};
+    /// # async fn demo(store: Store<Object>) {
+    /// let controller = Controller::default();
+    /// controller
+    ///     .run_with_objects(store, 2, |key: ObjectKey, object: Option<Arc<Object>>| async move {
+    ///         match object {
+    ///             Some(o) => println!("reconcile {} at {}", key, o.resource_version()),
+    ///             None => println!("{key} is gone"),
+    ///         }
+    ///         Ok::<_, String>(Action::Done)
+    ///     }, std::future::pending::<()>(), std::time::Duration::from_secs(10))
+    ///     .await;
+    /// # }
+    /// ```
+    pub async fn run_with_objects<K, R, Fut, E>(
+        self,
+        store: Store<K>,
+        workers: usize,
+        reconcile: R,
+        shutdown: impl Future<Output = ()>,
+        drain: Duration,
+    ) -> bool
+    where
+        K: Resource,
+        R: Fn(ObjectKey, Option<Arc<K>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        self.run(
+            workers,
+            move |key: ObjectKey| {
+                let object = store.get(&key);
+                reconcile(key, object)
+            },
+            shutdown,
+            drain,
+        )
+        .await
     }
 
     /// Runs `workers` workers calling `reconcile` until `shutdown` resolves, then stops the
@@ -213,6 +261,52 @@ mod tests {
         );
         stop.send(()).ok();
         assert!(run.await.unwrap());
+    }
+
+    /// The reconcile receives the store's current object, or `None` for a key that is gone.
+    #[tokio::test(start_paused = true)]
+    async fn run_with_objects_hands_the_current_object_or_none() {
+        use crate::reflector::Event;
+        use listwatch_api::{Object, SelectableFields};
+        let mut writer = crate::store::Writer::<Object>::default();
+        let store = writer.store();
+        let o = Object::from_json(
+            br#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}}"#,
+            &SelectableFields::none(),
+        )
+        .unwrap();
+        writer.apply(Event::Init);
+        writer.apply(Event::InitApply(o));
+        writer.apply(Event::InitDone {
+            resource_version: 7,
+        });
+        let c = Controller::default();
+        c.queue().add(ObjectKey::new(Some("ns"), "a"));
+        c.queue().add(ObjectKey::new(Some("ns"), "gone"));
+        type Seen = Vec<(String, Option<u64>)>;
+        let seen: Arc<Mutex<Seen>> = Arc::default();
+        let s = Arc::clone(&seen);
+        let ran = c
+            .clone()
+            .run_with_objects(
+                store,
+                1,
+                move |key: ObjectKey, object: Option<Arc<Object>>| {
+                    s.lock().unwrap().push((
+                        key.as_str().to_owned(),
+                        object.map(|o| Resource::resource_version(&*o)),
+                    ));
+                    async { Ok::<_, String>(Action::Done) }
+                },
+                tokio::time::sleep(Duration::from_secs(1)),
+                Duration::from_secs(5),
+            )
+            .await;
+        assert!(ran);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [("ns/a".to_owned(), Some(7)), ("ns/gone".to_owned(), None)]
+        );
     }
 
     /// Shutdown waits for the reconciles in flight, not for the whole backlog.

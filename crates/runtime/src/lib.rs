@@ -15,7 +15,7 @@
 //!   `wait_until_synced`, atomic relists that never hold two copies of the store;
 //! - [`Informer`]: one reflector shared by many subscribers and [`EventHandler`]s, with resync;
 //! - [`WorkQueue`] and [`Controller`]: client-go's rate-limited de-duplicating work queue and
-//!   a reconcile loop over informers;
+//!   a reconcile loop over informers; [`predicate`]: which updates wake it;
 //! - [`leaderelection`]: client-go's leader election ([`LeaderElector`]) over a [`LeaseLock`],
 //!   the trait through which the Lease is read and written;
 //! - [`Error`]: the one error enum of the runtime and of listwatch-client; the reflector
@@ -77,6 +77,7 @@ mod error;
 mod informer;
 pub mod leaderelection;
 mod lister;
+pub mod predicate;
 mod reflector;
 mod resource;
 pub mod store;

@@ -84,6 +84,11 @@ pub struct HttpConfig {
     /// (every verb, the body re-sent; see `http/retry.rs`). Default 10, client-go's
     /// `maxRetries`; 0 returns every refusal at once.
     pub max_retries: u32,
+    /// Client-side rate limit, `(qps, burst)` (client-go's `QPS`/`Burst`, 5/10 there by
+    /// default): every request, each retry included, waits for a token of one bucket per
+    /// client; `None` (the default, as kube-rs) sends requests as callers make them. A wait
+    /// that would pass the request timeout is an error at once.
+    pub rate_limit: Option<(f64, u32)>,
 }
 
 impl Default for HttpConfig {
@@ -108,6 +113,7 @@ impl Default for HttpConfig {
             http2_ping: Some(Duration::from_secs(30)),
             max_list_bytes: 1 << 30,
             max_retries: super::retry::DEFAULT_MAX_RETRIES,
+            rate_limit: None,
         }
     }
 }
@@ -138,6 +144,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("http2_ping", &self.http2_ping)
             .field("max_list_bytes", &self.max_list_bytes)
             .field("max_retries", &self.max_retries)
+            .field("rate_limit", &self.rate_limit)
             .finish()
     }
 }
@@ -224,6 +231,14 @@ impl HttpConfig {
     #[must_use]
     pub fn max_list_bytes(mut self, n: usize) -> Self {
         self.max_list_bytes = n;
+        self
+    }
+
+    /// Limits this client to `qps` requests per second with bursts of `burst` (see the
+    /// field).
+    #[must_use]
+    pub fn rate_limit(mut self, qps: f64, burst: u32) -> Self {
+        self.rate_limit = Some((qps, burst));
         self
     }
 

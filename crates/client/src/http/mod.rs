@@ -46,6 +46,7 @@ mod env_proxy;
 mod insecure;
 mod kubeconfig;
 mod lease_lock;
+mod limiter;
 mod list_body;
 mod lister_watcher;
 mod params;
