@@ -355,3 +355,81 @@ async fn finalizer_helper_and_event_recorder() {
         ]
     );
 }
+
+/// Issue 32 item 1 against the binary: an informer of a resource the server does not serve
+/// (404) fails its wait instead of hanging; one object that does not decode into the type is
+/// skipped and reported while the rest syncs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn informer_failures_reach_code_against_the_binary() {
+    use listwatch_client::{ApiResource, Informer, InformerConfig, InformerError, SyncError};
+
+    let (_server, client) = start().await;
+    let widgets = ApiResource {
+        group: "nope.example.com".into(),
+        version: "v1".into(),
+        kind: "Widget".into(),
+        plural: "widgets".into(),
+        namespaced: true,
+    };
+    let missing = Informer::spawn(
+        Api::<ConfigMap>::all_with(client.clone(), &widgets),
+        InformerConfig::default(),
+    );
+    let waited = tokio::time::timeout(common::PATIENCE, missing.wait_until_synced()).await;
+    match waited {
+        Ok(Err(SyncError::Fatal(InformerError::Reflector(e)))) => assert_eq!(e.code(), Some(404)),
+        other => panic!("expected a fatal 404, got {other:?}"),
+    }
+
+    /// A ConfigMap whose `data.count` must be a number.
+    #[derive(Clone, Debug, serde::Deserialize)]
+    struct Counted {
+        metadata: listwatch_api::ObjectMeta,
+        #[allow(dead_code)]
+        data: CountedData,
+    }
+    #[derive(Clone, Debug, serde::Deserialize)]
+    struct CountedData {
+        #[allow(dead_code)]
+        count: String,
+    }
+    impl listwatch_client::HasMetadata for Counted {
+        type Metadata = listwatch_api::ObjectMeta;
+        fn metadata(&self) -> &listwatch_api::ObjectMeta {
+            &self.metadata
+        }
+    }
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), "tk");
+    for (name, key) in [("good-1", "count"), ("bad", "other"), ("good-2", "count")] {
+        let mut cm = config_map(name);
+        cm.data = Some(BTreeMap::from([(key.to_owned(), "1".to_owned())]));
+        cms.create(&cm).await.unwrap();
+    }
+    let counted = Api::<Counted>::namespaced_with(
+        client.clone(),
+        "tk",
+        &listwatch_client::ApiResource::of::<ConfigMap>(),
+    );
+    let informer = Informer::spawn(counted, InformerConfig::default());
+    let mut errors = informer.errors();
+    tokio::time::timeout(common::PATIENCE, informer.wait_until_synced())
+        .await
+        .unwrap()
+        .unwrap();
+    let keys: Vec<String> = {
+        let mut k: Vec<String> = informer
+            .store()
+            .keys()
+            .iter()
+            .map(|k| k.to_string())
+            .collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys, ["tk/good-1", "tk/good-2"]);
+    let reported = tokio::time::timeout(common::PATIENCE, errors.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(reported.to_string().contains("tk/bad"), "{reported}");
+}
