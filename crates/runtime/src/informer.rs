@@ -37,7 +37,7 @@
 //!   resync; at least 1 s apart). A lagging subscriber skips resyncs until it has caught up.
 //! - [`InformerConfig::transform`] rewrites every object before it reaches the store
 //!   (client-go `SetTransform`, kube-runtime's `modify`), e.g. to drop managed fields.
-//! - [`Filtered`] wraps a handler with a predicate, client-go's
+//! - [`Filtered`](crate::Filtered) wraps a handler with a predicate, client-go's
 //!   `FilteringResourceEventHandler`.
 //! - A resync is queued for a subscriber only when it fits its buffer or its queue is empty,
 //!   else that period is skipped for it: a subscriber's queue never holds more than its
@@ -68,82 +68,17 @@ use futures::{Stream, StreamExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::error::Error;
+use crate::informer_error::{
+    ERROR_BUFFER, describe, is_fatal_before_sync, panic_message, transformed,
+};
+pub use crate::informer_error::{InformerError, SyncError};
 use crate::lister::ListerWatcher;
-use crate::reflector::{Config, Event, watcher};
+use crate::reflector::{Config, watcher};
 use crate::resource::{ObjectKey, Resource};
 use crate::store::{Delta, IndexFn, Store, Writer, WriterDropped};
 
 /// client-go `minimumResyncPeriod`.
 const MIN_RESYNC: Duration = Duration::from_secs(1);
-
-/// How many failures [`Informer::errors`] keeps for a receiver that does not read (older ones
-/// are dropped; the receiver is told how many it missed).
-const ERROR_BUFFER: usize = 64;
-
-/// A failure inside an informer, sent to [`Informer::errors`].
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum InformerError {
-    /// The reflector failed a list or watch (it retries by itself, with backoff).
-    #[error("reflector: {0}")]
-    Reflector(Arc<Error>),
-    /// The transform panicked on an object; its event was skipped.
-    #[error("transform panicked on {key}: {message}; the event was skipped")]
-    TransformPanicked {
-        /// The object's key.
-        key: ObjectKey,
-        /// The panic's message.
-        message: String,
-    },
-    /// An index function panicked while the store applied an event; the event was skipped
-    /// (the store keeps its previous state, see the store's module doc).
-    #[error("an index function panicked applying {event}: {message}; the event was skipped")]
-    IndexPanicked {
-        /// What was being applied: the object's key, or "a relist".
-        event: String,
-        /// The panic's message.
-        message: String,
-    },
-    /// An event handler panicked on a delta; the handler goes on with the next one.
-    #[error("event handler panicked on {key}: {message}")]
-    HandlerPanicked {
-        /// The key of the delta's object.
-        key: ObjectKey,
-        /// The panic's message.
-        message: String,
-    },
-}
-
-/// Why [`Informer::wait_until_synced`] gave up.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum SyncError {
-    /// The informer stopped (dropped, or its driver ended) before its first sync.
-    #[error("the informer stopped before its first sync")]
-    Stopped,
-    /// The last try of the first list failed in a way retries do not mend (401, 403, 404,
-    /// 405), or an index function panicked on it. The informer keeps retrying.
-    #[error("the informer cannot sync: {0}")]
-    Fatal(InformerError),
-}
-
-/// Whether a list failure before the first sync will not go away by retrying: the resource
-/// does not exist or the client may not list it (kube-rs's watcher docs call these
-/// misconfigurations; client-go retries them forever, silently).
-fn is_fatal_before_sync(e: &Error) -> bool {
-    matches!(e.code(), Some(401 | 403 | 404 | 405))
-        || matches!(e, Error::Config(_) | Error::Request(_))
-}
-
-/// The message of a caught panic.
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "a panic without a message".to_owned()
-    }
-}
 
 /// A function applied to every object before it is stored.
 pub type Transform<K> = Arc<dyn Fn(K) -> K + Send + Sync>;
@@ -249,46 +184,6 @@ pub fn dispatch<K, H: EventHandler<K> + ?Sized>(handler: &mut H, delta: &Delta<K
             final_state_unknown,
         } => handler.on_delete(object, *final_state_unknown),
         Delta::Sync(o) => handler.on_update(o, o),
-    }
-}
-
-/// A handler that only sees objects passing a predicate (client-go's
-/// `FilteringResourceEventHandler`): an update into the selection is an add, an update out
-/// of it a delete.
-pub struct Filtered<H, F> {
-    handler: H,
-    filter: F,
-}
-
-impl<H, F> Filtered<H, F> {
-    /// Wraps `handler` with `filter`.
-    pub fn new(handler: H, filter: F) -> Self {
-        Self { handler, filter }
-    }
-}
-
-impl<K, H, F> EventHandler<K> for Filtered<H, F>
-where
-    H: EventHandler<K>,
-    F: Fn(&K) -> bool + Send + 'static,
-{
-    fn on_add(&mut self, object: &Arc<K>, in_initial_list: bool) {
-        if (self.filter)(object) {
-            self.handler.on_add(object, in_initial_list);
-        }
-    }
-    fn on_update(&mut self, old: &Arc<K>, new: &Arc<K>) {
-        match ((self.filter)(old), (self.filter)(new)) {
-            (true, true) => self.handler.on_update(old, new),
-            (false, true) => self.handler.on_add(new, false),
-            (true, false) => self.handler.on_delete(old, false),
-            (false, false) => {}
-        }
-    }
-    fn on_delete(&mut self, object: &Arc<K>, final_state_unknown: bool) {
-        if (self.filter)(object) {
-            self.handler.on_delete(object, final_state_unknown);
-        }
     }
 }
 
@@ -811,34 +706,6 @@ fn resync<K: Resource>(shared: &Shared<K>, reg: &mut Registry<K>) {
     reg.next_resync = next;
     for w in wake {
         w.wake();
-    }
-}
-
-/// The event with its object transformed; `Err` when the transform panicked.
-fn transformed<K: Resource>(event: Event<K>, f: &Transform<K>) -> Result<Event<K>, InformerError> {
-    let call = |o: K| {
-        let key = o.key();
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(o))).map_err(|p| {
-            InformerError::TransformPanicked {
-                key,
-                message: panic_message(p.as_ref()),
-            }
-        })
-    };
-    Ok(match event {
-        Event::InitApply(o) => Event::InitApply(call(o)?),
-        Event::Apply(o) => Event::Apply(call(o)?),
-        Event::Delete(o) => Event::Delete(call(o)?),
-        other => other,
-    })
-}
-
-/// What an event is about, for a report.
-fn describe<K: Resource>(event: &Event<K>) -> String {
-    match event {
-        Event::InitApply(o) | Event::Apply(o) | Event::Delete(o) => o.key().to_string(),
-        Event::Init | Event::InitDone { .. } => "a relist".to_owned(),
-        Event::Bookmark { .. } => "a bookmark".to_owned(),
     }
 }
 

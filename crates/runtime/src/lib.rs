@@ -75,6 +75,7 @@ mod backoff;
 pub mod controller;
 mod error;
 mod informer;
+mod informer_error;
 pub mod leaderelection;
 mod lister;
 pub mod predicate;
@@ -86,14 +87,15 @@ pub mod workqueue;
 pub use controller::{Action, Controller};
 pub use error::{Error, Result};
 pub use informer::{
-    EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, InformerError,
-    Subscription, SyncError, Transform, dispatch,
+    EventHandler, HandlerRegistration, Informer, InformerConfig, InformerError, Subscription,
+    SyncError, Transform, dispatch,
 };
 pub use leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState};
 pub use lister::{
     ListRequest, ListerWatcher, Page, PageEnd, PageItem, PageStream, Typed, VersionMatch,
     WatchEvent, WatchRequest, WatchStream, collect_page, page_stream,
 };
+pub use predicate::Filtered;
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
 pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};

@@ -2,7 +2,8 @@
 //! kube-runtime's `predicates`), so a controller is not woken by its own status writes or by
 //! resyncs that changed nothing it reads.
 //!
-//! [`OnChange`] wraps an [`EventHandler`]: adds and deletes always pass; an update passes
+//! [`Filtered`] keeps a handler to the objects passing a predicate (an update across the
+//! selection is an add or a delete). [`OnChange`] wraps an [`EventHandler`]: adds and deletes always pass; an update passes
 //! only when its predicate says the object changed in a way the handler cares about.
 //! [`changed_by`] builds the usual predicates from a projection of the object (its
 //! `metadata.generation`, its labels, …). Invariant: a handler behind `OnChange` sees every
@@ -12,6 +13,46 @@
 use std::sync::Arc;
 
 use crate::informer::EventHandler;
+
+/// A handler that only sees objects passing a predicate (client-go's
+/// `FilteringResourceEventHandler`): an update into the selection is an add, an update out
+/// of it a delete.
+pub struct Filtered<H, F> {
+    handler: H,
+    filter: F,
+}
+
+impl<H, F> Filtered<H, F> {
+    /// Wraps `handler` with `filter`.
+    pub fn new(handler: H, filter: F) -> Self {
+        Self { handler, filter }
+    }
+}
+
+impl<K, H, F> EventHandler<K> for Filtered<H, F>
+where
+    H: EventHandler<K>,
+    F: Fn(&K) -> bool + Send + 'static,
+{
+    fn on_add(&mut self, object: &Arc<K>, in_initial_list: bool) {
+        if (self.filter)(object) {
+            self.handler.on_add(object, in_initial_list);
+        }
+    }
+    fn on_update(&mut self, old: &Arc<K>, new: &Arc<K>) {
+        match ((self.filter)(old), (self.filter)(new)) {
+            (true, true) => self.handler.on_update(old, new),
+            (false, true) => self.handler.on_add(new, false),
+            (true, false) => self.handler.on_delete(old, false),
+            (false, false) => {}
+        }
+    }
+    fn on_delete(&mut self, object: &Arc<K>, final_state_unknown: bool) {
+        if (self.filter)(object) {
+            self.handler.on_delete(object, final_state_unknown);
+        }
+    }
+}
 
 /// A handler that is told of an update only when `changed(old, new)` holds (adds and
 /// deletes always).
