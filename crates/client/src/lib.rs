@@ -74,6 +74,8 @@ pub mod http;
 #[cfg(feature = "k8s-openapi")]
 mod k8s;
 mod metadata;
+#[cfg(feature = "k8s-openapi")]
+pub mod relations;
 
 /// The controller runtime, [`listwatch_runtime`]: reflector, store, informer, work queue,
 /// controller runner, leader election.
