@@ -104,6 +104,11 @@ impl Controller {
     /// current state from `store` (`None` when it is gone: clean up), read when the key is
     /// handed out, so a reconcile never acts on a state older than the store's.
     ///
+    /// Every key of `store` is queued when it starts, so each start — the first, and every
+    /// one after a [`LeaderElector`](crate::LeaderElector) re-election — reconciles every
+    /// object again, as a controller-runtime or kube-runtime controller does from its
+    /// informer's initial list (what another leader did meanwhile is not assumed).
+    ///
     /// ```no_run
     /// use std::sync::Arc;
     /// use listwatch_api::Object;
@@ -135,6 +140,9 @@ impl Controller {
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
         E: std::fmt::Display + Send + 'static,
     {
+        for key in store.keys() {
+            self.queue.add(key);
+        }
         self.run(
             workers,
             move |key: ObjectKey| {

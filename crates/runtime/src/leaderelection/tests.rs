@@ -419,3 +419,97 @@ async fn after_re_election_a_key_cancelled_mid_reconcile_is_reconciled_again() {
     stop.notify_one();
     task.await.unwrap();
 }
+
+/// A controller run with its store under the elector: each term (the first, and the one
+/// after a lost lease) reconciles every object of the store again.
+#[tokio::test(start_paused = true)]
+async fn each_term_reconciles_every_object_again() {
+    use crate::reflector::Event;
+    use crate::{Action, Controller, ObjectKey};
+    use listwatch_api::{Object, SelectableFields};
+
+    let mut writer = crate::store::Writer::<Object>::default();
+    let store = writer.store();
+    writer.apply(Event::Init);
+    for name in ["a", "b"] {
+        let o = Object::from_json(
+            format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"3"}}}}"#)
+                .as_bytes(),
+            &SelectableFields::none(),
+        )
+        .unwrap();
+        writer.apply(Event::InitApply(o));
+    }
+    writer.apply(Event::InitDone {
+        resource_version: 3,
+    });
+    let shared = Arc::new(Shared::default());
+    let lock = MemLock::new(&shared);
+    let elector = LeaderElector::new(lock.clone(), LeaderElectionConfig::new("a")).unwrap();
+    let mut leading = elector.leading();
+    let controller = Controller::default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u32, String)>();
+    let term = Arc::new(Mutex::new(0u32));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move {
+        elector
+            .run(
+                || {
+                    let tx = tx.clone();
+                    let term = {
+                        let mut t = term.lock().unwrap();
+                        *t += 1;
+                        *t
+                    };
+                    let c = controller.clone();
+                    let store = store.clone();
+                    async move {
+                        c.run_with_objects(
+                            store,
+                            1,
+                            move |key: ObjectKey, _object: Option<Arc<Object>>| {
+                                tx.send((term, key.as_str().to_owned())).ok();
+                                async { Ok::<_, String>(Action::Done) }
+                            },
+                            std::future::pending::<()>(),
+                            Duration::from_secs(5),
+                        )
+                        .await;
+                    }
+                },
+                async move { stopped.notified().await },
+            )
+            .await;
+    });
+    let take_two = async |rx: &mut tokio::sync::mpsc::UnboundedReceiver<(u32, String)>| {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await {
+                Ok(Some(item)) => got.push(item),
+                _ => break,
+            }
+        }
+        got.sort();
+        got
+    };
+    leading.wait_for(|l| *l).await.unwrap();
+    assert_eq!(
+        take_two(&mut rx).await,
+        [(1, "ns/a".to_owned()), (1, "ns/b".to_owned())]
+    );
+    let mut rec = lock.state().unwrap().record;
+    rec.holder_identity = "intruder".into();
+    lock.write(&rec);
+    leading.wait_for(|l| !*l).await.unwrap();
+    rec.holder_identity = String::new();
+    lock.write(&rec);
+    leading.wait_for(|l| *l).await.unwrap();
+    assert_eq!(
+        take_two(&mut rx).await,
+        [(2, "ns/a".to_owned()), (2, "ns/b".to_owned())],
+        "the second term did not reconcile every object"
+    );
+    stop.notify_one();
+    task.await.unwrap();
+}
