@@ -66,10 +66,16 @@
 //! ```
 
 mod api_resource;
+#[cfg(feature = "k8s-openapi")]
+pub mod events;
+#[cfg(feature = "k8s-openapi")]
+pub mod finalizer;
 pub mod http;
 #[cfg(feature = "k8s-openapi")]
 mod k8s;
 mod metadata;
+#[cfg(feature = "k8s-openapi")]
+pub mod relations;
 
 /// The controller runtime, [`listwatch_runtime`]: reflector, store, informer, work queue,
 /// controller runner, leader election.
@@ -86,17 +92,19 @@ pub use api_resource::{
     ApiResource, ClusterScope, ClusterScoped, NamespaceScope, Namespaced, ResourceType, Scope,
 };
 pub use http::{
-    Api, ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpLeaseLock, HttpListerWatcher,
-    HttpTyped, Impersonate, Patch, PatchParams,
+    Api, DeleteParams, ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpLeaseLock,
+    HttpListerWatcher, HttpTyped, Impersonate, Patch, PatchParams, PostParams, Preconditions,
+    PropagationPolicy,
 };
 pub use metadata::{
     PARTIAL_OBJECT_METADATA_API_VERSION, PARTIAL_OBJECT_METADATA_KIND, PartialObjectMetadata,
 };
 pub use runtime::{
     Action, Config, Controller, Delta, Error, Event, EventHandler, Filtered, HandlerRegistration,
-    HasMetadata, IndexFn, Informer, InformerConfig, LeaderElectionConfig, LeaderElector, LeaseLock,
-    LeaseRecord, LeaseState, ListRequest, ListerWatcher, MetadataFields, ObjectKey, Page, PageEnd,
-    PageItem, PageStream, RateLimits, Reflector, Resource, Result, Store, Subscription, Transform,
-    Typed, VersionMatch, WatchEvent, WatchRequest, WatchStream, WorkQueue, Writer, WriterDropped,
-    collect_page, controller, dispatch, page_stream, reflector, store, watcher, workqueue,
+    HasMetadata, IndexFn, Informer, InformerConfig, InformerError, LeaderElectionConfig,
+    LeaderElector, LeaseLock, LeaseRecord, LeaseState, ListRequest, ListerWatcher, MetadataFields,
+    ObjectKey, Page, PageEnd, PageItem, PageStream, Processing, RateLimits, Reflector, Resource,
+    Result, Store, Subscription, SyncError, Transform, Typed, VersionMatch, WatchEvent,
+    WatchRequest, WatchStream, WorkQueue, Writer, WriterDropped, collect_page, controller,
+    dispatch, page_stream, predicate, reflector, store, watcher, workqueue,
 };

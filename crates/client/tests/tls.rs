@@ -159,6 +159,42 @@ async fn https_lists_succeed_with_the_servers_ca_and_fail_with_another() {
     std::fs::remove_dir_all(&other).ok();
 }
 
+/// `insecure-skip-tls-verify` (kubeconfig or `HttpConfig::insecure_skip_tls_verify`): a
+/// server whose CA the client does not know is served; without it, refused; with a CA as well,
+/// a configuration error (client-go's rule).
+#[tokio::test]
+#[ignore = "needs openssl"]
+async fn insecure_skip_tls_verify_is_honoured_and_refused_with_a_ca() {
+    let dir = make_certs("insecure");
+    let url = serve_tls(&dir, None);
+    let kubeconfig = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: {url}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user: {{}}\n"
+    );
+    let config = HttpConfig::from_kubeconfig_yaml(&kubeconfig, &dir).unwrap();
+    let lw = HttpListerWatcher::new(config, "/api/v1/pods").unwrap();
+    let page = lw.list(&ListRequest::default()).await.unwrap();
+    assert_eq!(page.items[0].name(), "secure");
+    // Without the flag and without the CA: refused by TLS.
+    let other = make_certs("insecure-other");
+    let strict = HttpConfig::new(&url)
+        .unwrap()
+        .ca_pem(std::fs::read(other.join("ca.pem")).unwrap());
+    let e = HttpListerWatcher::new(strict.clone(), "/api/v1/pods")
+        .unwrap()
+        .list(&ListRequest::default())
+        .await
+        .unwrap_err();
+    assert!(e.status().is_none(), "refused by TLS: {e}");
+    // Both: refused when the client is built.
+    let both = HttpListerWatcher::new(strict.insecure_skip_tls_verify(true), "/api/v1/pods");
+    assert!(
+        matches!(&both, Err(listwatch_client::Error::Config(m)) if m.contains("insecure")),
+        "{both:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(&other).ok();
+}
+
 #[tokio::test]
 #[ignore = "needs openssl"]
 async fn a_kubeconfig_client_certificate_is_presented_to_a_server_that_requires_one() {

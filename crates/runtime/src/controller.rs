@@ -8,7 +8,13 @@
 //! - an `Err` (or a panic) requeues the key with the per-key exponential backoff and the
 //!   overall token bucket; `Ok(Action::RequeueAfter(d))` forgets the failures and requeues
 //!   after `d`; `Ok(Action::Done)` forgets them;
-//! - shutdown stops the queue and waits, at most a deadline, for the reconciles in flight.
+//! - shutdown stops the queue, drops the keys not yet handed out (a backlog of thousands of
+//!   keys does not delay shutdown) and waits, at most a deadline, for the reconciles in
+//!   flight only;
+//! - **a cancelled reconcile strands no key**: dropping the future of [`Controller::run`]
+//!   (as a [`LeaderElector`](crate::LeaderElector) does when its lease is lost), aborting it
+//!   at the drain deadline or a panic hands each key being reconciled back to the queue, so
+//!   the next `run` over the same controller (after re-election) reconciles it again.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,6 +24,7 @@ use futures::FutureExt;
 
 use crate::informer::EventHandler;
 use crate::resource::{ObjectKey, Resource};
+use crate::store::Store;
 use crate::workqueue::WorkQueue;
 
 /// What a reconcile asks for next.
@@ -93,9 +100,68 @@ impl Controller {
         }
     }
 
+    /// [`run`](Self::run) with a reconcile that receives the object: the primary resource's
+    /// current state from `store` (`None` when it is gone: clean up), read when the key is
+    /// handed out, so a reconcile never acts on a state older than the store's.
+    ///
+    /// Every key of `store` is queued when it starts, so each start — the first, and every
+    /// one after a [`LeaderElector`](crate::LeaderElector) re-election — reconciles every
+    /// object again, as a controller-runtime or kube-runtime controller does from its
+    /// informer's initial list (what another leader did meanwhile is not assumed).
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use listwatch_api::Object;
+    /// use listwatch_runtime::{Action, Controller, ObjectKey, Store};
+    /// # async fn demo(store: Store<Object>) {
+    /// let controller = Controller::default();
+    /// controller
+    ///     .run_with_objects(store, 2, |key: ObjectKey, object: Option<Arc<Object>>| async move {
+    ///         match object {
+    ///             Some(o) => println!("reconcile {} at {}", key, o.resource_version()),
+    ///             None => println!("{key} is gone"),
+    ///         }
+    ///         Ok::<_, String>(Action::Done)
+    ///     }, std::future::pending::<()>(), std::time::Duration::from_secs(10))
+    ///     .await;
+    /// # }
+    /// ```
+    pub async fn run_with_objects<K, R, Fut, E>(
+        self,
+        store: Store<K>,
+        workers: usize,
+        reconcile: R,
+        shutdown: impl Future<Output = ()>,
+        drain: Duration,
+    ) -> bool
+    where
+        K: Resource,
+        R: Fn(ObjectKey, Option<Arc<K>>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        E: std::fmt::Display + Send + 'static,
+    {
+        for key in store.keys() {
+            self.queue.add(key);
+        }
+        self.run(
+            workers,
+            move |key: ObjectKey| {
+                let object = store.get(&key);
+                reconcile(key, object)
+            },
+            shutdown,
+            drain,
+        )
+        .await
+    }
+
     /// Runs `workers` workers calling `reconcile` until `shutdown` resolves, then stops the
-    /// queue and waits at most `drain` for the reconciles in flight; returns whether they all
-    /// finished.
+    /// queue (dropping the keys still waiting) and waits at most `drain` for the reconciles in
+    /// flight; returns whether they all finished.
+    ///
+    /// # Cancel safety
+    /// Dropping the returned future cancels the reconciles in flight; their keys go back to
+    /// the queue, and a later `run` of a clone of this controller reconciles them.
     pub async fn run<R, Fut, E>(
         self,
         workers: usize,
@@ -114,7 +180,9 @@ impl Controller {
             let queue = self.queue.clone();
             let reconcile = Arc::clone(&reconcile);
             tasks.spawn(async move {
-                while let Some(key) = queue.get().await {
+                while let Some(taken) = queue.get_guarded().await {
+                    // The guard hands the key back if this task is aborted mid-reconcile.
+                    let key = taken.key().clone();
                     let outcome = std::panic::AssertUnwindSafe(reconcile(key.clone()))
                         .catch_unwind()
                         .await;
@@ -133,12 +201,13 @@ impl Controller {
                             queue.add_rate_limited(key.clone());
                         }
                     }
-                    queue.done(&key);
+                    taken.done();
                 }
             });
         }
+        // Dropping `tasks` (this future dropped) aborts the workers: their guards requeue.
         shutdown.await;
-        let drained = self.queue.shut_down_with_drain(drain).await;
+        let drained = self.queue.shut_down_in_flight(drain).await;
         if drained {
             while tasks.join_next().await.is_some() {}
         } else {
@@ -153,6 +222,130 @@ mod tests {
     use super::*;
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicI32, Ordering};
+
+    /// Dropping `run` mid-reconcile (a lost lease) must not strand the key: the next `run`
+    /// reconciles it again.
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_run_hands_its_keys_to_the_next_run() {
+        let c = Controller::default();
+        c.queue().add(ObjectKey::new(Some("ns"), "a"));
+        let calls = Arc::new(AtomicI32::new(0));
+        let seen = Arc::clone(&calls);
+        let hanging = c.clone().run(
+            1,
+            move |_key: ObjectKey| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                std::future::pending::<Result<Action, String>>()
+            },
+            std::future::pending::<()>(),
+            Duration::from_secs(5),
+        );
+        // The first run takes the key and hangs in its reconcile; then it is dropped.
+        let _ = tokio::time::timeout(Duration::from_secs(1), hanging).await;
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        tokio::task::yield_now().await;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(c.clone().run(
+            1,
+            move |key: ObjectKey| {
+                let tx = tx.clone();
+                async move {
+                    tx.send(key.as_str().to_owned()).ok();
+                    Ok::<_, String>(Action::Done)
+                }
+            },
+            async move {
+                stopped.await.ok();
+            },
+            Duration::from_secs(5),
+        ));
+        let mut rx = rx;
+        let again = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await;
+        assert_eq!(
+            again.ok().flatten().as_deref(),
+            Some("ns/a"),
+            "the key of the dropped run was never reconciled again"
+        );
+        stop.send(()).ok();
+        assert!(run.await.unwrap());
+    }
+
+    /// The reconcile receives the store's current object, or `None` for a key that is gone.
+    #[tokio::test(start_paused = true)]
+    async fn run_with_objects_hands_the_current_object_or_none() {
+        use crate::reflector::Event;
+        use listwatch_api::{Object, SelectableFields};
+        let mut writer = crate::store::Writer::<Object>::default();
+        let store = writer.store();
+        let o = Object::from_json(
+            br#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}}"#,
+            &SelectableFields::none(),
+        )
+        .unwrap();
+        writer.apply(Event::Init);
+        writer.apply(Event::InitApply(o));
+        writer.apply(Event::InitDone {
+            resource_version: 7,
+        });
+        let c = Controller::default();
+        c.queue().add(ObjectKey::new(Some("ns"), "a"));
+        c.queue().add(ObjectKey::new(Some("ns"), "gone"));
+        type Seen = Vec<(String, Option<u64>)>;
+        let seen: Arc<Mutex<Seen>> = Arc::default();
+        let s = Arc::clone(&seen);
+        let ran = c
+            .clone()
+            .run_with_objects(
+                store,
+                1,
+                move |key: ObjectKey, object: Option<Arc<Object>>| {
+                    s.lock().unwrap().push((
+                        key.as_str().to_owned(),
+                        object.map(|o| Resource::resource_version(&*o)),
+                    ));
+                    async { Ok::<_, String>(Action::Done) }
+                },
+                tokio::time::sleep(Duration::from_secs(1)),
+                Duration::from_secs(5),
+            )
+            .await;
+        assert!(ran);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [("ns/a".to_owned(), Some(7)), ("ns/gone".to_owned(), None)]
+        );
+    }
+
+    /// Shutdown waits for the reconciles in flight, not for the whole backlog.
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_waits_for_the_reconciles_in_flight_not_the_backlog() {
+        let c = Controller::default();
+        for i in 0..100 {
+            c.queue().add(ObjectKey::new(None, &format!("k{i}")));
+        }
+        let calls = Arc::new(AtomicI32::new(0));
+        let seen = Arc::clone(&calls);
+        let run = c.clone().run(
+            1,
+            move |_key: ObjectKey| {
+                let seen = Arc::clone(&seen);
+                async move {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Ok::<_, String>(Action::Done)
+                }
+            },
+            tokio::time::sleep(Duration::from_millis(2500)),
+            Duration::from_secs(600),
+        );
+        assert!(run.await, "the reconcile in flight finished");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            3,
+            "reconciles after the shutdown signal (backlog drained)"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn errors_back_off_successes_forget_and_requeue_after_repeats() {

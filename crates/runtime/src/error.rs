@@ -40,6 +40,23 @@ pub enum Error {
     /// A typed object could not be built from an object's JSON.
     #[error("cannot decode object into the requested type: {0}")]
     Typed(#[source] serde_json::Error),
+    /// One object of a list or watch is well-formed JSON with readable metadata but does not
+    /// decode into the requested type: it is skipped, and the list or watch goes on (a
+    /// [`PageStream`](crate::PageStream) or [`WatchStream`](crate::WatchStream) yields this
+    /// and continues). The reflector reports it and keeps the rest of the list, so one bad
+    /// object cannot freeze a store.
+    #[error(
+        "object {key} (resourceVersion {resource_version}) skipped: cannot decode it into the requested type: {source}"
+    )]
+    SkippedObject {
+        /// The object's key (`namespace/name`).
+        key: String,
+        /// Its resource version (0 when unreadable).
+        resource_version: u64,
+        /// Why it does not decode.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A watch ended within the minimum watch duration without delivering anything
     /// (client-go's "very short watch"): the server is probably unhealthy.
     #[error("very short watch: closed after {0:?} with no events")]
@@ -70,6 +87,31 @@ impl Error {
             Error::Api(s) => Some(s),
             _ => None,
         }
+    }
+
+    /// The [`Error::SkippedObject`] for an object with `meta` that failed to decode.
+    pub fn skipped_object(
+        meta: &impl listwatch_api::resource::MetadataFields,
+        source: serde_json::Error,
+    ) -> Self {
+        Error::SkippedObject {
+            key: listwatch_api::resource::ObjectKey::new(
+                meta.namespace(),
+                meta.name().unwrap_or(""),
+            )
+            .to_string(),
+            resource_version: listwatch_api::rv::parse_optional(meta.resource_version())
+                .ok()
+                .flatten()
+                .unwrap_or(0),
+            source,
+        }
+    }
+
+    /// Whether this is a per-object failure ([`Error::SkippedObject`]) after which a list or
+    /// watch goes on.
+    pub fn is_skipped_object(&self) -> bool {
+        matches!(self, Error::SkippedObject { .. })
     }
 
     /// The HTTP code of an API error.

@@ -37,8 +37,24 @@
 //!   resync; at least 1 s apart). A lagging subscriber skips resyncs until it has caught up.
 //! - [`InformerConfig::transform`] rewrites every object before it reaches the store
 //!   (client-go `SetTransform`, kube-runtime's `modify`), e.g. to drop managed fields.
-//! - [`Filtered`] wraps a handler with a predicate, client-go's
+//! - [`Filtered`](crate::Filtered) wraps a handler with a predicate, client-go's
 //!   `FilteringResourceEventHandler`.
+//! - A resync is queued for a subscriber only when it fits its buffer or its queue is empty,
+//!   else that period is skipped for it: a subscriber's queue never holds more than its
+//!   buffer or the store's size (plus one event), however many periods pass while it does
+//!   not read.
+//!
+//! # Failures are visible to code
+//!
+//! Every failure is sent, typed, to [`Informer::errors`] (client-go's
+//! `SetWatchErrorHandler`, and more): the reflector's errors (it recovers from them by
+//! itself), an object its transform or an index function panicked on (the event is skipped,
+//! reported with the object's key, and the informer goes on), a handler that panicked (the
+//! delta is skipped, the handler keeps running). [`Informer::wait_until_synced`] fails with
+//! [`SyncError::Fatal`] when the list before the first sync fails in a way retries will not
+//! mend (401, 403, 404, 405: a wrong resource or missing rights), instead of hanging; the
+//! informer keeps retrying in the background, so a later wait succeeds once the cause is
+//! fixed.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -52,8 +68,12 @@ use futures::{Stream, StreamExt};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::informer_error::{
+    ERROR_BUFFER, describe, is_fatal_before_sync, panic_message, transformed,
+};
+pub use crate::informer_error::{InformerError, SyncError};
 use crate::lister::ListerWatcher;
-use crate::reflector::{Config, Event, watcher};
+use crate::reflector::{Config, watcher};
 use crate::resource::{ObjectKey, Resource};
 use crate::store::{Delta, IndexFn, Store, Writer, WriterDropped};
 
@@ -167,46 +187,6 @@ pub fn dispatch<K, H: EventHandler<K> + ?Sized>(handler: &mut H, delta: &Delta<K
     }
 }
 
-/// A handler that only sees objects passing a predicate (client-go's
-/// `FilteringResourceEventHandler`): an update into the selection is an add, an update out
-/// of it a delete.
-pub struct Filtered<H, F> {
-    handler: H,
-    filter: F,
-}
-
-impl<H, F> Filtered<H, F> {
-    /// Wraps `handler` with `filter`.
-    pub fn new(handler: H, filter: F) -> Self {
-        Self { handler, filter }
-    }
-}
-
-impl<K, H, F> EventHandler<K> for Filtered<H, F>
-where
-    H: EventHandler<K>,
-    F: Fn(&K) -> bool + Send + 'static,
-{
-    fn on_add(&mut self, object: &Arc<K>, in_initial_list: bool) {
-        if (self.filter)(object) {
-            self.handler.on_add(object, in_initial_list);
-        }
-    }
-    fn on_update(&mut self, old: &Arc<K>, new: &Arc<K>) {
-        match ((self.filter)(old), (self.filter)(new)) {
-            (true, true) => self.handler.on_update(old, new),
-            (false, true) => self.handler.on_add(new, false),
-            (true, false) => self.handler.on_delete(old, false),
-            (false, false) => {}
-        }
-    }
-    fn on_delete(&mut self, object: &Arc<K>, final_state_unknown: bool) {
-        if (self.filter)(object) {
-            self.handler.on_delete(object, final_state_unknown);
-        }
-    }
-}
-
 enum Item<K> {
     Delta(Delta<K>),
     /// Everything before this was the state at the informer's first sync.
@@ -260,6 +240,19 @@ struct Shared<K> {
     store: Store<K>,
     buffer: usize,
     default_resync: Option<Duration>,
+    /// Every failure, for [`Informer::errors`].
+    errors: tokio::sync::broadcast::Sender<InformerError>,
+    /// The last failure of the first list if it was fatal (see [`SyncError::Fatal`]); `None`
+    /// after a non-fatal failure or once synced.
+    fatal: tokio::sync::watch::Sender<Option<InformerError>>,
+}
+
+impl<K> Shared<K> {
+    /// Sends `e` to the error receivers (none listening is fine).
+    fn report(&self, e: InformerError) {
+        tracing::warn!(error = %e, "informer failure");
+        let _ = self.errors.send(e);
+    }
 }
 
 impl<K> Shared<K> {
@@ -328,6 +321,8 @@ impl<K: Resource> Informer<K> {
             store: writer.store(),
             buffer: config.subscriber_buffer.max(1),
             default_resync: config.resync_period.map(|p| p.max(MIN_RESYNC)),
+            errors: tokio::sync::broadcast::channel(ERROR_BUFFER).0,
+            fatal: tokio::sync::watch::channel(None).0,
         });
         let driver = tokio::spawn(drive(
             lw,
@@ -349,13 +344,43 @@ impl<K: Resource> Informer<K> {
         self.shared.store.has_synced()
     }
 
-    /// Waits for the first list.
+    /// Waits for the first list; fails at once when the first list's last try failed
+    /// fatally ([`SyncError::Fatal`]: 401, 403, 404, 405) or the informer stopped.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe, like [`Store::wait_until_synced`].
-    pub async fn wait_until_synced(&self) -> Result<(), WriterDropped> {
-        self.shared.store.wait_until_synced().await
+    pub async fn wait_until_synced(&self) -> Result<(), SyncError> {
+        let mut fatal = self.shared.fatal.subscribe();
+        let failed = async {
+            loop {
+                if let Some(e) = fatal.borrow_and_update().clone() {
+                    return e;
+                }
+                if fatal.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            biased;
+            synced = self.shared.store.wait_until_synced() => {
+                synced.map_err(|WriterDropped| SyncError::Stopped)
+            }
+            e = failed => {
+                if self.shared.store.has_synced() {
+                    Ok(())
+                } else {
+                    Err(SyncError::Fatal(e))
+                }
+            }
+        }
+    }
+
+    /// A receiver of the informer's failures from now on (see the module doc). It holds the
+    /// last 64 a slow reader has not read; older ones are dropped (`recv` reports `Lagged`).
+    pub fn errors(&self) -> tokio::sync::broadcast::Receiver<InformerError> {
+        self.shared.errors.subscribe()
     }
 
     /// Subscribes: the current state as `Added { in_initial_list: true }`, then every change.
@@ -399,10 +424,17 @@ impl<K: Resource> Informer<K> {
         }
     }
 
+    fn errors_sender(&self) -> tokio::sync::broadcast::Sender<InformerError> {
+        self.shared.errors.clone()
+    }
+
     /// Runs `handler` on its own task over a new subscription, until the registration is
     /// removed or the informer stops.
+    ///
+    /// A panic in the handler skips that delta, is reported to [`Informer::errors`] as
+    /// [`InformerError::HandlerPanicked`], and the handler goes on with the next delta.
     pub fn add_handler<H: EventHandler<K>>(&self, handler: H) -> HandlerRegistration {
-        Self::run_handler(self.subscribe(), handler)
+        Self::run_handler(self.subscribe(), handler, self.errors_sender())
     }
 
     /// [`Informer::add_handler`] with a resync period of its own (client-go's
@@ -412,17 +444,30 @@ impl<K: Resource> Informer<K> {
         handler: H,
         period: Duration,
     ) -> HandlerRegistration {
-        Self::run_handler(self.subscribe_with_resync(period), handler)
+        Self::run_handler(
+            self.subscribe_with_resync(period),
+            handler,
+            self.errors_sender(),
+        )
     }
 
     fn run_handler<H: EventHandler<K>>(
         mut sub: Subscription<K>,
         mut handler: H,
+        errors: tokio::sync::broadcast::Sender<InformerError>,
     ) -> HandlerRegistration {
         let synced = Arc::clone(&sub.sub.synced);
         let task = tokio::spawn(async move {
             while let Some(delta) = sub.next().await {
-                dispatch(&mut handler, &delta);
+                let call = std::panic::AssertUnwindSafe(|| dispatch(&mut handler, &delta));
+                if let Err(p) = std::panic::catch_unwind(call) {
+                    let e = InformerError::HandlerPanicked {
+                        key: delta.object().key(),
+                        message: panic_message(p.as_ref()),
+                    };
+                    tracing::error!(error = %e, "informer handler panicked; delta skipped");
+                    let _ = errors.send(e);
+                }
             }
         });
         HandlerRegistration { synced, task }
@@ -475,6 +520,12 @@ impl<K: Resource> Subscription<K> {
     /// started from.
     pub fn has_synced(&self) -> bool {
         self.sub.synced.load(Ordering::Acquire)
+    }
+
+    /// How many deltas are waiting for this subscriber (its initial state not yet read
+    /// included): at most its buffer or the store's size, plus one event's deltas.
+    pub fn queued(&self) -> usize {
+        self.initial.len() + self.sub.lock().items.len()
     }
 
     /// Brings a lagging subscriber's queue up to the store's current state.
@@ -625,6 +676,17 @@ fn resync<K: Resource>(shared: &Shared<K>, reg: &mut Registry<K>) {
         let due = if due <= now {
             if q.lag.is_none() && !q.dropped && shared.store.has_synced() {
                 let objects = objects.get_or_insert_with(|| shared.store.list());
+                if !q.items.is_empty() && q.items.len() + objects.len() > shared.buffer {
+                    // It would not fit: this subscriber skips this period's resync rather
+                    // than grow its queue past the bound (module doc).
+                    tracing::debug!(
+                        queued = q.items.len(),
+                        "informer subscriber busy, resync skipped for this period"
+                    );
+                    q.resync = Some((period, now + period));
+                    next = Some(next.map_or(now + period, |n| n.min(now + period)));
+                    continue;
+                }
                 q.items.extend(
                     objects
                         .iter()
@@ -644,15 +706,6 @@ fn resync<K: Resource>(shared: &Shared<K>, reg: &mut Registry<K>) {
     reg.next_resync = next;
     for w in wake {
         w.wake();
-    }
-}
-
-fn transformed<K>(event: Event<K>, f: &Transform<K>) -> Event<K> {
-    match event {
-        Event::InitApply(o) => Event::InitApply(f(o)),
-        Event::Apply(o) => Event::Apply(f(o)),
-        Event::Delete(o) => Event::Delete(f(o)),
-        other => other,
     }
 }
 
@@ -686,18 +739,56 @@ async fn drive<L: ListerWatcher>(
             event = events.next() => match event {
                 Some(Ok(event)) => {
                     let event = match &transform {
-                        Some(f) => transformed(event, f),
+                        Some(f) => match transformed(event, f) {
+                            Ok(e) => e,
+                            Err(e) => {
+                                shared.report(e);
+                                continue;
+                            }
+                        },
                         None => event,
                     };
+                    let what = describe(&event);
                     let mut reg = shared.lock();
                     let was_synced = shared.store.has_synced();
-                    let deltas = writer.apply(event);
+                    // An index function is the caller's code: a panic in it skips the event
+                    // (the writer computes index values before changing anything).
+                    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        writer.apply(event)
+                    }));
+                    let deltas = match applied {
+                        Ok(deltas) => deltas,
+                        Err(p) => {
+                            drop(reg);
+                            let e = InformerError::IndexPanicked {
+                                event: what,
+                                message: panic_message(p.as_ref()),
+                            };
+                            if !was_synced {
+                                shared.fatal.send_replace(Some(e.clone()));
+                            }
+                            shared.report(e);
+                            continue;
+                        }
+                    };
                     let first_sync = !was_synced && shared.store.has_synced();
+                    if first_sync {
+                        shared.fatal.send_replace(None);
+                    }
                     if !deltas.is_empty() || first_sync {
                         publish(&shared, &mut reg, &deltas, first_sync);
                     }
                 }
-                Some(Err(e)) => tracing::warn!(error = %e, "reflector error, recovering"),
+                Some(Err(e)) => {
+                    let fatal = !shared.store.has_synced() && is_fatal_before_sync(&e);
+                    let e = InformerError::Reflector(Arc::new(e));
+                    if fatal {
+                        shared.fatal.send_replace(Some(e.clone()));
+                    } else if shared.fatal.borrow().is_some() {
+                        shared.fatal.send_replace(None);
+                    }
+                    shared.report(e);
+                }
                 None => return,
             },
             () = resync_due => resync(&shared, &mut shared.lock()),

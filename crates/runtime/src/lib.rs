@@ -15,7 +15,7 @@
 //!   `wait_until_synced`, atomic relists that never hold two copies of the store;
 //! - [`Informer`]: one reflector shared by many subscribers and [`EventHandler`]s, with resync;
 //! - [`WorkQueue`] and [`Controller`]: client-go's rate-limited de-duplicating work queue and
-//!   a reconcile loop over informers;
+//!   a reconcile loop over informers; [`predicate`]: which updates wake it;
 //! - [`leaderelection`]: client-go's leader election ([`LeaderElector`]) over a [`LeaseLock`],
 //!   the trait through which the Lease is read and written;
 //! - [`Error`]: the one error enum of the runtime and of listwatch-client; the reflector
@@ -75,8 +75,10 @@ mod backoff;
 pub mod controller;
 mod error;
 mod informer;
+mod informer_error;
 pub mod leaderelection;
 mod lister;
+pub mod predicate;
 mod reflector;
 mod resource;
 pub mod store;
@@ -85,15 +87,16 @@ pub mod workqueue;
 pub use controller::{Action, Controller};
 pub use error::{Error, Result};
 pub use informer::{
-    EventHandler, Filtered, HandlerRegistration, Informer, InformerConfig, Subscription, Transform,
-    dispatch,
+    EventHandler, HandlerRegistration, Informer, InformerConfig, InformerError, Subscription,
+    SyncError, Transform, dispatch,
 };
 pub use leaderelection::{LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState};
 pub use lister::{
     ListRequest, ListerWatcher, Page, PageEnd, PageItem, PageStream, Typed, VersionMatch,
     WatchEvent, WatchRequest, WatchStream, collect_page, page_stream,
 };
+pub use predicate::Filtered;
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
 pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};
-pub use workqueue::{RateLimits, WorkQueue};
+pub use workqueue::{Processing, RateLimits, WorkQueue};

@@ -9,7 +9,8 @@
 //!   `continue_token` is set when more pages remain;
 //! - `list_stream` returns the same page one object at a time ([`PageStream`]): the objects,
 //!   then exactly one [`PageItem::End`] with the version and token, or an `Err` after which
-//!   the stream ends. The reflector lists through it, so that an implementation that decodes
+//!   the stream ends — except [`Error::SkippedObject`], one object that does not decode into
+//!   the type, after which the stream goes on (in a [`WatchStream`] too). The reflector lists through it, so that an implementation that decodes
 //!   objects as their bytes arrive (the HTTP ones) lets the store drop each unchanged copy
 //!   before the next is decoded, instead of holding the whole page; the default collects
 //!   [`list`](ListerWatcher::list);
@@ -139,7 +140,14 @@ pub fn page_stream<K: Send + 'static>(page: Page<K>) -> PageStream<K> {
 pub async fn collect_page<K>(mut stream: PageStream<K>) -> Result<Page<K>> {
     let mut items = Vec::new();
     while let Some(item) = stream.next().await {
-        match item? {
+        let item = match item {
+            Err(e) if e.is_skipped_object() => {
+                tracing::warn!(error = %e, "list: object skipped");
+                continue;
+            }
+            item => item?,
+        };
+        match item {
             PageItem::Object(o) => items.push(o),
             PageItem::End(end) => {
                 return Ok(Page {
@@ -253,8 +261,14 @@ impl<L, K> Typed<L, K> {
     }
 }
 
+/// `o` as a `K`; one that does not fit `K` is an [`Error::SkippedObject`] (the list or watch
+/// goes on without it).
 fn decode<K: DeserializeOwned>(o: Object) -> Result<K> {
-    o.deserialize().map_err(Error::Typed)
+    o.deserialize().map_err(|e| Error::SkippedObject {
+        key: Resource::key(&o).to_string(),
+        resource_version: Resource::resource_version(&o),
+        source: e,
+    })
 }
 
 #[async_trait]
@@ -267,8 +281,15 @@ where
 
     async fn list(&self, request: &ListRequest) -> Result<Page<K>> {
         let page = self.inner.list(request).await?;
+        let mut items = Vec::with_capacity(page.items.len());
+        for o in page.items {
+            match decode(o) {
+                Ok(k) => items.push(k),
+                Err(e) => tracing::warn!(error = %e, "list: object skipped"),
+            }
+        }
         Ok(Page {
-            items: page.items.into_iter().map(decode).collect::<Result<_>>()?,
+            items,
             resource_version: page.resource_version,
             continue_token: page.continue_token,
         })

@@ -96,6 +96,18 @@ pub enum Delta<K> {
     Sync(Arc<K>),
 }
 
+impl<K> Delta<K> {
+    /// The object the delta is about (the new one of an update).
+    pub fn object(&self) -> &Arc<K> {
+        match self {
+            Delta::Added { object, .. } | Delta::Deleted { object, .. } | Delta::Sync(object) => {
+                object
+            }
+            Delta::Updated { new, .. } => new,
+        }
+    }
+}
+
 impl<K> Clone for Delta<K> {
     fn clone(&self) -> Self {
         match self {

@@ -17,7 +17,13 @@
 //!   returns `None`; [`shut_down_with_drain`](WorkQueue::shut_down_with_drain) also waits
 //!   (with a deadline) for the keys being processed to be done;
 //! - memory is bounded by the number of distinct keys (each key is in the queue, the delay
-//!   heap and the failure map at most once).
+//!   heap and the failure map at most once);
+//! - **no stranded key**: a key taken with [`get_guarded`](WorkQueue::get_guarded) is handed
+//!   back by its [`Processing`] guard if the worker is cancelled (its future dropped, its task
+//!   aborted, a panic) before [`Processing::done`]: the key is queued again, as if added
+//!   while being processed. A key taken with the plain [`get`](WorkQueue::get) whose
+//!   [`done`](WorkQueue::done) never comes stays out of the queue for good (client-go's
+//!   contract, where a worker cannot be cancelled mid-item).
 
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::hash::Hash;
@@ -272,6 +278,29 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         }
     }
 
+    /// [`get`](Self::get), with the key held by a guard: [`Processing::done`] marks it
+    /// processed; dropping the guard without `done` (a cancelled or panicking worker) queues
+    /// the key again so that it is not stranded in processing.
+    pub async fn get_guarded(&self) -> Option<Processing<K>> {
+        let key = self.get().await?;
+        Some(Processing {
+            queue: self.clone(),
+            key: Some(key),
+        })
+    }
+
+    /// Hands back a key whose processing was abandoned: queued again (unless shutting down)
+    /// and no longer processing.
+    fn abandon(&self, key: &K) {
+        {
+            let mut s = self.lock();
+            if !s.shutting_down {
+                s.dirty.insert(key.clone());
+            }
+        }
+        self.done(key);
+    }
+
     /// Moves delayed keys that are due into the queue.
     fn promote_due(s: &mut State<K>) {
         let now = Instant::now();
@@ -331,15 +360,109 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         tokio::time::timeout(deadline, drained).await.is_ok()
     }
 
+    /// Stops the queue without draining its backlog: like [`shut_down`](Self::shut_down), but
+    /// keys not yet handed out are dropped too (and a key added while being processed is not
+    /// handed out again), then waits at most `deadline` for the keys being processed to be
+    /// done (client-go's `ShutDownWithDrain` waits for those only); returns whether they were.
+    pub async fn shut_down_in_flight(&self, deadline: Duration) -> bool {
+        {
+            let mut s = self.lock();
+            s.queue.clear();
+            s.dirty.clear();
+        }
+        self.shut_down_with_drain(deadline).await
+    }
+
     /// Whether [`shut_down`](Self::shut_down) was called.
     pub fn is_shutting_down(&self) -> bool {
         self.lock().shutting_down
     }
 }
 
+/// A key taken from a [`WorkQueue`] by [`WorkQueue::get_guarded`], being processed.
+///
+/// [`done`](Processing::done) ends the processing; dropping the guard without it (the worker
+/// was cancelled or panicked) queues the key again.
+pub struct Processing<K: Clone + Eq + Hash + Send + 'static> {
+    queue: WorkQueue<K>,
+    /// `None` once done.
+    key: Option<K>,
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> Processing<K> {
+    /// The key being processed.
+    pub fn key(&self) -> &K {
+        // Only `done` (which consumes the guard) takes the key out.
+        self.key
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("key taken before done"))
+    }
+
+    /// Marks the key processed ([`WorkQueue::done`]).
+    pub fn done(mut self) {
+        if let Some(key) = self.key.take() {
+            self.queue.done(&key);
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + 'static> Drop for Processing<K> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            tracing::debug!("work queue: a worker was cancelled mid-key; the key is queued again");
+            self.queue.abandon(&key);
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash + Send + std::fmt::Debug + 'static> std::fmt::Debug for Processing<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Processing").field(&self.key).finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_cancelled_mid_key_hands_the_key_back() {
+        let q: WorkQueue<&str> = WorkQueue::default();
+        q.add("a");
+        let worker = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let _key = q.get_guarded().await;
+                std::future::pending::<()>().await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(get_now(&q).await, None, "a is being processed");
+        worker.abort();
+        let _ = worker.await;
+        let again = tokio::time::timeout(Duration::from_secs(60), q.get_guarded()).await;
+        let again = again.ok().flatten();
+        assert_eq!(
+            again.as_ref().map(Processing::key),
+            Some(&"a"),
+            "the cancelled worker's key must be handed out again"
+        );
+        if let Some(p) = again {
+            p.done();
+        }
+        assert_eq!(get_now(&q).await, None, "done: not queued again");
+        // A panicking worker hands its key back too.
+        q.add("b");
+        let panicking = {
+            let q = q.clone();
+            tokio::spawn(async move {
+                let _key = q.get_guarded().await;
+                panic!("injected panic mid-key");
+            })
+        };
+        assert!(panicking.await.is_err());
+        assert_eq!(get_now(&q).await, Some("b"));
+    }
 
     async fn get_now<K: Clone + Eq + Hash + Send + 'static>(q: &WorkQueue<K>) -> Option<K> {
         tokio::time::timeout(Duration::from_millis(1), q.get())

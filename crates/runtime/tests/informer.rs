@@ -15,7 +15,8 @@ use futures::{FutureExt, StreamExt};
 use listwatch_api::Object;
 use listwatch_memstore::MemStore;
 use listwatch_runtime::{
-    Config, Delta, EventHandler, Filtered, Informer, InformerConfig, Subscription,
+    Config, Delta, EventHandler, Filtered, Informer, InformerConfig, InformerError, Subscription,
+    SyncError,
 };
 use listwatch_storage::Storage;
 
@@ -440,4 +441,157 @@ proptest::proptest! {
             .unwrap()
             .block_on(run_ops(ops, buffer));
     }
+}
+
+fn forbidden() -> Box<listwatch_api::Status> {
+    Box::new(listwatch_api::Status::failure(
+        403,
+        "Forbidden",
+        "pods is forbidden: User \"x\" cannot list resource \"pods\"",
+    ))
+}
+
+/// 403s on the first list: the wait fails with the error instead of hanging; the informer
+/// goes on retrying, and syncs once the list is allowed.
+#[tokio::test(start_paused = true)]
+async fn wait_until_synced_fails_on_a_forbidden_list_instead_of_hanging() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    // Forbidden for the first 30 tries (over 12 minutes of backoff), then allowed (RBAC fixed).
+    lw.fail_lists((0..30).map(|_| Fault::Status(forbidden())));
+    let informer = Informer::spawn(lw.clone(), config());
+    let mut errors = informer.errors();
+    let waited = tokio::time::timeout(Duration::from_secs(600), informer.wait_until_synced()).await;
+    let Ok(Err(SyncError::Fatal(InformerError::Reflector(e)))) = waited else {
+        panic!("expected a fatal 403 within 10 minutes, got {waited:?}");
+    };
+    assert_eq!(e.code(), Some(403));
+    let reported = errors.recv().await.unwrap();
+    assert!(reported.to_string().contains("403"), "{reported}");
+    // The next try is allowed: the informer syncs by itself (a wait made while the last try
+    // had failed fatally fails at once, so wait on the store).
+    let store = informer.store();
+    let waited = tokio::time::timeout(Duration::from_secs(3600), store.wait_until_synced()).await;
+    assert!(matches!(waited, Ok(Ok(()))), "{waited:?}");
+    assert_eq!(store.len(), 2);
+    assert!(matches!(informer.wait_until_synced().await, Ok(())));
+}
+
+/// A transform that panics on one object: that object is skipped and reported with its key,
+/// the rest of the list is stored and the informer goes on (before, its driver died and the
+/// store froze).
+#[tokio::test(start_paused = true)]
+async fn a_panicking_transform_skips_the_object_reports_it_and_the_informer_goes_on() {
+    let backend = seeded(2).await;
+    create(&backend, "bad", "v").await;
+    let informer = Informer::spawn(
+        StorageLw::new(backend.clone()),
+        config().transform(|o: Object| {
+            assert!(o.name() != "bad", "injected transform panic");
+            o
+        }),
+    );
+    let mut errors = informer.errors();
+    let waited = tokio::time::timeout(Duration::from_secs(600), informer.wait_until_synced()).await;
+    assert!(matches!(waited, Ok(Ok(()))), "{waited:?}");
+    let reported = errors.recv().await.unwrap();
+    let InformerError::TransformPanicked { key, message } = reported else {
+        panic!("expected TransformPanicked, got {reported:?}");
+    };
+    assert_eq!(key.name(), "bad");
+    assert!(message.contains("injected transform panic"), "{message}");
+    create(&backend, "later", "v").await;
+    let store = informer.store();
+    assert!(
+        eventually(Duration::from_secs(60), || store.len() == 3).await,
+        "the informer stopped after the panic: {} objects",
+        store.len()
+    );
+}
+
+/// An index function that panics on one object after the sync: that event is skipped and
+/// reported, and the informer keeps applying events.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_index_function_skips_the_event_reports_it_and_the_informer_goes_on() {
+    let backend = seeded(2).await;
+    let index: listwatch_runtime::IndexFn<Object> = Arc::new(|o: &Object| {
+        assert!(o.name() != "bad", "injected index panic");
+        vec![o.name().to_owned()]
+    });
+    let informer = Informer::spawn(
+        StorageLw::new(backend.clone()),
+        config().index("by-name", index),
+    );
+    let mut errors = informer.errors();
+    informer.wait_until_synced().await.unwrap();
+    create(&backend, "bad", "v").await;
+    let reported = tokio::time::timeout(Duration::from_secs(60), errors.recv()).await;
+    let Ok(Ok(InformerError::IndexPanicked { event, .. })) = reported else {
+        panic!("expected IndexPanicked, got {reported:?}");
+    };
+    assert!(event.ends_with("bad"), "{event}");
+    create(&backend, "later", "v").await;
+    let store = informer.store();
+    assert!(
+        eventually(Duration::from_secs(60), || store.len() == 3).await,
+        "the informer stopped after the panic: {} objects",
+        store.len()
+    );
+    assert_eq!(store.by_index("by-name", "later").map(|v| v.len()), Some(1));
+}
+
+struct PanicsOn(&'static str, Log);
+
+impl EventHandler<Object> for PanicsOn {
+    fn on_add(&mut self, o: &Arc<Object>, initial: bool) {
+        assert!(o.name() != self.0, "injected handler panic");
+        self.1.on_add(o, initial);
+    }
+}
+
+/// A handler that panics on one delta is reported and keeps receiving the next ones (before,
+/// the panic ended its task silently).
+#[tokio::test(start_paused = true)]
+async fn a_panicking_handler_is_reported_and_keeps_handling() {
+    let backend = seeded(1).await;
+    let informer = Informer::spawn(StorageLw::new(backend.clone()), config());
+    let mut errors = informer.errors();
+    let log = Log::default();
+    let _reg = informer.add_handler(PanicsOn("bad", log.clone()));
+    informer.wait_until_synced().await.unwrap();
+    create(&backend, "bad", "v").await;
+    create(&backend, "later", "v").await;
+    let reported = tokio::time::timeout(Duration::from_secs(60), errors.recv()).await;
+    let Ok(Ok(InformerError::HandlerPanicked { key, .. })) = reported else {
+        panic!("expected HandlerPanicked, got {reported:?}");
+    };
+    assert_eq!(key.name(), "bad");
+    assert!(
+        eventually(Duration::from_secs(60), || log.len() == 2).await,
+        "the handler stopped after its panic: {:?}",
+        log.take()
+    );
+    assert_eq!(log.take(), ["add p0 true", "add later false"]);
+}
+
+/// A subscriber that does not read while resyncs come due: its queue stays within its
+/// buffer or the store's size (plus an event), instead of growing by the store's size every
+/// period.
+#[tokio::test(start_paused = true)]
+async fn resyncs_respect_the_subscriber_queue_bound() {
+    let backend = seeded(3).await;
+    let informer = Informer::spawn(
+        StorageLw::new(backend.clone()),
+        config()
+            .subscriber_buffer(4)
+            .resync_period(Duration::from_secs(1)),
+    );
+    informer.wait_until_synced().await.unwrap();
+    let stuck = informer.subscribe();
+    tokio::time::sleep(Duration::from_secs(100)).await;
+    assert!(
+        stuck.queued() <= 4 + 3,
+        "a subscriber that never reads holds {} deltas after 100 resync periods",
+        stuck.queued()
+    );
 }

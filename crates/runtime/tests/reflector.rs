@@ -896,3 +896,140 @@ async fn a_typed_store_follows_the_backend_through_serde() {
         Some(o.resource_version().to_string().as_str())
     );
 }
+
+/// A `Retry-After` (here a day, as a misbehaving proxy might send) is honoured only up to the
+/// reflector's own backoff cap (`Config::max_backoff`, 30 s).
+#[tokio::test(start_paused = true)]
+async fn a_retry_hint_of_a_day_is_capped_at_the_longest_backoff() {
+    let backend = seeded(1).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_watches([Fault::Status(Box::new(
+        (*status(429)).with_retry_after(86_400),
+    ))]);
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(600), || lw.watches().len() == 2).await,
+        "no second watch within 10 minutes of a 429 with retryAfterSeconds=86400"
+    );
+    let times: Vec<Instant> = lw.watches().iter().map(|(t, _)| *t).collect();
+    let gap = times[1] - times[0];
+    let cap = Config::default().max_backoff;
+    assert!(
+        gap >= cap && gap <= cap + Duration::from_millis(1),
+        "{gap:?}"
+    );
+    assert_eq!(errors.lock().unwrap().len(), 1);
+}
+
+#[derive(Clone, Debug, serde::Deserialize)]
+struct StrictPod {
+    metadata: listwatch_api::ObjectMeta,
+    #[allow(dead_code)]
+    spec: StrictSpec,
+}
+
+#[derive(Clone, Debug, serde::Deserialize)]
+struct StrictSpec {
+    #[allow(dead_code)]
+    payload: String,
+}
+
+impl listwatch_runtime::HasMetadata for StrictPod {
+    type Metadata = listwatch_api::ObjectMeta;
+    fn metadata(&self) -> &listwatch_api::ObjectMeta {
+        &self.metadata
+    }
+}
+
+/// A pod whose `spec.payload` is a number: it does not decode into `StrictPod`.
+async fn create_undecodable(store: &MemStore, name: &str) {
+    let o = Object::from_value(
+        serde_json::json!({"apiVersion":"v1","kind":"Pod",
+            "metadata":{"name":name,"namespace":"ns"},"spec":{"payload":5}}),
+        &listwatch_api::SelectableFields::none(),
+    )
+    .unwrap();
+    store.create(&key(name), o, None).await.unwrap();
+}
+
+/// One object that does not decode into the type, in the list and later in the watch: it is
+/// skipped and reported by key, the rest syncs and the watch goes on; no relist loop.
+#[tokio::test(start_paused = true)]
+async fn one_undecodable_object_is_skipped_and_reported_not_relisted_forever() {
+    let backend = seeded(2).await;
+    create_undecodable(&backend, "bad").await;
+    let lw = StorageLw::new(backend.clone());
+    let writer = Writer::<StrictPod>::default();
+    let store = writer.store();
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let errs = Arc::clone(&errors);
+    tokio::spawn(
+        reflector(
+            writer,
+            watcher(
+                listwatch_runtime::Typed::<_, StrictPod>::new(lw.clone()),
+                config(),
+            ),
+        )
+        .for_each(move |d| {
+            if let Err(e) = d {
+                errs.lock().unwrap().push(e.to_string());
+            }
+            async {}
+        }),
+    );
+    let synced = tokio::time::timeout(Duration::from_secs(600), store.wait_until_synced()).await;
+    assert!(
+        matches!(synced, Ok(Ok(()))),
+        "not synced within 10 minutes: {} lists, errors {:?}",
+        lw.lists().len(),
+        errors.lock().unwrap().iter().take(3).collect::<Vec<_>>()
+    );
+    assert_eq!(store.len(), 2);
+    create_undecodable(&backend, "bad2").await;
+    create(&backend, "later", "v").await;
+    assert!(eventually(Duration::from_secs(60), || store.len() == 3).await);
+    let errors = errors.lock().unwrap().clone();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(
+        errors[0].contains("ns/bad ") && errors[0].contains("skipped"),
+        "{errors:?}"
+    );
+    assert!(errors[1].contains("ns/bad2 "), "{errors:?}");
+    // One list, and one watch still open past the skipped event.
+    assert_eq!(lw.lists().len(), 2, "the first list's two pages, no relist");
+    assert_eq!(lw.watches().len(), 1);
+}
+
+/// A server that ignores sendInitialEvents (a plain watch: no state, no bookmark): the first
+/// streaming list falls back to a list after `streaming_list_idle`, not after the watch's
+/// 5–10 minute idle deadline, and later relists list at once without asking again.
+#[tokio::test(start_paused = true)]
+async fn a_server_ignoring_send_initial_events_costs_one_short_wait_then_plain_lists() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.ignore_initial_events();
+    let start = Instant::now();
+    let (store, _errors) = spawn_reflector(lw.clone(), config().streaming_list(true));
+    let synced = tokio::time::timeout(Duration::from_secs(3600), store.wait_until_synced()).await;
+    assert!(matches!(synced, Ok(Ok(()))));
+    let waited = start.elapsed();
+    let limit = Config::default().streaming_list_idle;
+    assert!(
+        waited <= limit + Duration::from_secs(1),
+        "synced only after {waited:?} (streaming_list_idle is {limit:?})"
+    );
+    assert_eq!(store.len(), 2);
+    // A relist (the watch expires): a plain list at once, no second streaming list.
+    let streaming = |lw: &StorageLw| {
+        lw.watches()
+            .iter()
+            .filter(|(_, w)| w.send_initial_events)
+            .count()
+    };
+    let lists_before = lw.lists().len();
+    lw.expire_watches();
+    assert!(eventually(Duration::from_secs(60), || lw.lists().len() > lists_before).await);
+    assert_eq!(streaming(&lw), 1, "asked for a streaming list again");
+}

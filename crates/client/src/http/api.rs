@@ -26,6 +26,7 @@ use serde::de::DeserializeOwned;
 
 use super::client::{JSON, json_body, patch_request};
 use super::lister_watcher::METADATA;
+use super::params::{DeleteParams, PostParams};
 use super::patch::{Patch, PatchParams};
 use super::{HttpClient, HttpListerWatcher};
 use crate::api_resource::{ApiResource, ClusterScoped, Namespaced, ResourceType};
@@ -237,6 +238,11 @@ impl<K> Api<K> {
             .with_watch_server(Arc::clone(&self.watch_server)))
     }
 
+    /// The path of `name`'s subresource `sub` (`status`, `scale`).
+    pub(crate) fn subresource_path(&self, name: &str, sub: &str) -> Result<String> {
+        Ok(format!("{}/{sub}", self.object_path(name)?))
+    }
+
     /// The collection objects are created in: a namespaced kind needs the namespace.
     fn create_path(&self) -> Result<String> {
         self.refuse_metadata_only("create")?;
@@ -252,7 +258,7 @@ impl<K> Api<K> {
 
 impl<K> Api<K> {
     /// Writes of whole objects make no sense in metadata-only form.
-    fn refuse_metadata_only(&self, what: &str) -> Result<()> {
+    pub(crate) fn refuse_metadata_only(&self, what: &str) -> Result<()> {
         if self.metadata_only {
             return Err(Error::Request(format!(
                 "a metadata-only Api cannot {what} {} objects (it would need the whole object)",
@@ -263,7 +269,7 @@ impl<K> Api<K> {
     }
 }
 
-fn decode<K: DeserializeOwned>(bytes: &[u8]) -> Result<K> {
+pub(crate) fn decode<K: DeserializeOwned>(bytes: &[u8]) -> Result<K> {
     serde_json::from_slice(bytes).map_err(Error::Typed)
 }
 
@@ -317,6 +323,34 @@ impl<K: Resource + DeserializeOwned> Api<K> {
         )
     }
 
+    /// Deletes the object `name` with options (propagation, preconditions, dry run, grace
+    /// period); `false` when it was already gone. A precondition that does not hold is a
+    /// 409 Conflict error.
+    ///
+    /// ```no_run
+    /// # async fn demo(cms: listwatch_client::Api<k8s_openapi::api::core::v1::ConfigMap>, uid: String) -> listwatch_client::Result<()> {
+    /// use listwatch_client::{DeleteParams, PropagationPolicy};
+    /// // Only the object read earlier (not a successor of the same name), dependents first.
+    /// let params = DeleteParams::default()
+    ///     .precondition_uid(uid)
+    ///     .propagation(PropagationPolicy::Foreground);
+    /// cms.delete_with("settings", &params).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete_with(&self, name: &str, params: &DeleteParams) -> Result<bool> {
+        let path = self.object_path(name)?;
+        let body = params.body().map(|b| json_body(&b)).transpose()?;
+        match self
+            .client
+            .call(Method::DELETE, &path, &params.query(), body)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e) if e.code() == Some(404) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Deletes the object `name`; `false` when it was already gone.
     pub async fn delete(&self, name: &str) -> Result<bool> {
         let path = self.object_path(name)?;
@@ -331,13 +365,56 @@ impl<K: Resource + DeserializeOwned> Api<K> {
 impl<K: Resource + Serialize + DeserializeOwned> Api<K> {
     /// Creates `object` (in this handle's namespace); the server's copy.
     pub async fn create(&self, object: &K) -> Result<K> {
+        self.create_with(object, &PostParams::default()).await
+    }
+
+    /// Creates `object` with options (`dryRun`, `fieldManager`); the server's copy (for a dry
+    /// run, what would have been stored).
+    ///
+    /// ```no_run
+    /// # async fn demo(cms: listwatch_client::Api<k8s_openapi::api::core::v1::ConfigMap>, cm: k8s_openapi::api::core::v1::ConfigMap) -> listwatch_client::Result<()> {
+    /// use listwatch_client::PostParams;
+    /// let would_be = cms.create_with(&cm, &PostParams::default().dry_run()).await?;
+    /// # let _ = would_be; Ok(()) }
+    /// ```
+    pub async fn create_with(&self, object: &K, params: &PostParams) -> Result<K> {
         let path = self.create_path()?;
         decode(
             &self
                 .client
-                .call(Method::POST, &path, "", Some(json_body(object)?))
+                .call(
+                    Method::POST,
+                    &path,
+                    &params.query(),
+                    Some(json_body(object)?),
+                )
                 .await?,
         )
+    }
+
+    /// Server-side apply of `object` as `field_manager` (`force`: take over fields other
+    /// managers own); the server's copy. The object must carry `apiVersion` and `kind`
+    /// (k8s-openapi types serialize them).
+    ///
+    /// ```no_run
+    /// # async fn demo(cms: listwatch_client::Api<k8s_openapi::api::core::v1::ConfigMap>) -> listwatch_client::Result<()> {
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// let mut cm = ConfigMap::default();
+    /// cm.metadata.name = Some("settings".into());
+    /// cm.data = Some([("mode".to_owned(), "fast".to_owned())].into());
+    /// let applied = cms.apply("settings", &cm, "my-operator", true).await?;
+    /// # let _ = applied; Ok(()) }
+    /// ```
+    pub async fn apply(
+        &self,
+        name: &str,
+        object: &K,
+        field_manager: &str,
+        force: bool,
+    ) -> Result<K> {
+        let mut params = PatchParams::apply(field_manager);
+        params.force = force;
+        self.patch(name, &Patch::Apply(object), &params).await
     }
 
     /// Replaces the object `name` with `object`, whose `metadata.resourceVersion` is the

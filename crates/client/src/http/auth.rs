@@ -256,10 +256,10 @@ impl Auth {
                 cached,
             } => {
                 let mut c = cached.lock().await;
-                if let Some((v, at)) = &*c {
-                    if at.elapsed() < *period {
-                        return Ok(v.clone());
-                    }
+                if let Some((v, at)) = &*c
+                    && at.elapsed() < *period
+                {
+                    return Ok(v.clone());
                 }
                 let token = read_token_file(path).await?;
                 let v = Credential::header(Self::bearer(&token)?);
@@ -269,10 +269,10 @@ impl Auth {
             Auth::Exec { config, cached } => {
                 // Held across the run: concurrent requests share one plugin run.
                 let mut c = cached.lock().await;
-                if let Some((v, expiry)) = &*c {
-                    if expiry.is_none_or(|e| SystemTime::now() < e) {
-                        return Ok(v.clone());
-                    }
+                if let Some((v, expiry)) = &*c
+                    && expiry.is_none_or(|e| SystemTime::now() < e)
+                {
+                    return Ok(v.clone());
                 }
                 let out = run_exec(config).await?;
                 let v = Credential {

@@ -67,6 +67,8 @@ pub(crate) struct Inner {
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_list_bytes: usize,
     max_retries: u32,
+    /// The client-side rate limiter, when configured.
+    limiter: Option<super::limiter::Limiter>,
     default_namespace: Option<String>,
 }
 
@@ -116,6 +118,9 @@ impl HttpClient {
                 timeout: config.request_timeout,
                 max_list_bytes: config.max_list_bytes,
                 max_retries: config.max_retries,
+                limiter: config
+                    .rate_limit
+                    .map(|(qps, burst)| super::limiter::Limiter::new(qps, burst)),
                 default_namespace: config.default_namespace.clone(),
                 https,
                 config,
@@ -298,7 +303,15 @@ impl HttpClient {
         accept: &'static str,
     ) -> Result<(hyper::Response<hyper::body::Incoming>, usize)> {
         let mut retries = Retries::new(self.inner.max_retries, self.inner.timeout);
+        let started = tokio::time::Instant::now();
         loop {
+            if let Some(limiter) = &self.inner.limiter {
+                let left = self
+                    .inner
+                    .timeout
+                    .map(|t| t.saturating_sub(started.elapsed()));
+                limiter.acquire(left).await?;
+            }
             let attempt = self
                 .request_servers(
                     &method,

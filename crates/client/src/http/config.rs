@@ -43,6 +43,10 @@ pub struct HttpConfig {
     pub impersonate: Option<Impersonate>,
     /// The name the server's certificate is checked against instead of the URL's host.
     pub tls_server_name: Option<String>,
+    /// Accept any server certificate (kubeconfig `insecure-skip-tls-verify`, client-go's
+    /// `Insecure`): the connection is encrypted but the server is not authenticated. Not
+    /// with a CA. Off by default.
+    pub insecure_skip_tls_verify: bool,
     /// An `http://` proxy every connection tunnels through with `CONNECT`. When unset, the
     /// proxy comes from the environment as client-go's: `HTTPS_PROXY` (or `HTTP_PROXY` for
     /// an `http://` server) unless `NO_PROXY` names the server; never for `localhost` or a
@@ -80,6 +84,11 @@ pub struct HttpConfig {
     /// (every verb, the body re-sent; see `http/retry.rs`). Default 10, client-go's
     /// `maxRetries`; 0 returns every refusal at once.
     pub max_retries: u32,
+    /// Client-side rate limit, `(qps, burst)` (client-go's `QPS`/`Burst`, 5/10 there by
+    /// default): every request, each retry included, waits for a token of one bucket per
+    /// client; `None` (the default, as kube-rs) sends requests as callers make them. A wait
+    /// that would pass the request timeout is an error at once.
+    pub rate_limit: Option<(f64, u32)>,
 }
 
 impl Default for HttpConfig {
@@ -97,12 +106,14 @@ impl Default for HttpConfig {
             ca_pem: None,
             client_identity_pem: None,
             default_namespace: None,
+            insecure_skip_tls_verify: false,
             request_timeout: Some(Duration::from_secs(60)),
             connect_timeout: Some(Duration::from_secs(30)),
             tcp_keepalive: Some(Duration::from_secs(30)),
             http2_ping: Some(Duration::from_secs(30)),
             max_list_bytes: 1 << 30,
             max_retries: super::retry::DEFAULT_MAX_RETRIES,
+            rate_limit: None,
         }
     }
 }
@@ -122,6 +133,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("exec", &self.exec)
             .field("impersonate", &self.impersonate)
             .field("tls_server_name", &self.tls_server_name)
+            .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
             .field("proxy_url", &self.proxy_url.as_ref().map(|_| "<set>"))
             .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
             .field("client_identity_pem", &self.client_identity_pem.is_some())
@@ -132,6 +144,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("http2_ping", &self.http2_ping)
             .field("max_list_bytes", &self.max_list_bytes)
             .field("max_retries", &self.max_retries)
+            .field("rate_limit", &self.rate_limit)
             .finish()
     }
 }
@@ -221,6 +234,14 @@ impl HttpConfig {
         self
     }
 
+    /// Limits this client to `qps` requests per second with bursts of `burst` (see the
+    /// field).
+    #[must_use]
+    pub fn rate_limit(mut self, qps: f64, burst: u32) -> Self {
+        self.rate_limit = Some((qps, burst));
+        self
+    }
+
     /// Sets how many times a refused request (429 or 5xx with `Retry-After`) is sent again
     /// (0: never).
     #[must_use]
@@ -271,6 +292,14 @@ impl HttpConfig {
         self
     }
 
+    /// Accepts any server certificate (see the field); a warning is logged when a client is
+    /// built with it.
+    #[must_use]
+    pub fn insecure_skip_tls_verify(mut self, on: bool) -> Self {
+        self.insecure_skip_tls_verify = on;
+        self
+    }
+
     /// Reads the current context of a kubeconfig file.
     pub fn from_kubeconfig(path: &Path) -> Result<Self> {
         Self::from_kubeconfigs(&[path.to_path_buf()])
@@ -306,6 +335,7 @@ impl HttpConfig {
         config.exec = r.exec;
         config.impersonate = r.impersonate;
         config.tls_server_name = r.tls_server_name;
+        config.insecure_skip_tls_verify = r.insecure_skip_tls_verify;
         config.proxy_url = r.proxy_url;
         config.ca_pem = r.ca_pem;
         config.default_namespace = r.namespace;
@@ -373,6 +403,50 @@ impl HttpConfig {
         Ok(config)
     }
 
+    /// The configuration wherever the program runs (kube-rs's `Config::infer`): the
+    /// kubeconfig files of `$KUBECONFIG` or `~/.kube/config` when one of them exists (its
+    /// errors are returned as they are: a broken kubeconfig does not silently become another
+    /// cluster), else the pod's in-cluster configuration; when neither is there, an error
+    /// naming both.
+    ///
+    /// ```no_run
+    /// use listwatch_client::{HttpClient, HttpConfig};
+    /// let client = HttpClient::new(HttpConfig::infer()?)?;
+    /// # Ok::<(), listwatch_client::Error>(())
+    /// ```
+    pub fn infer() -> Result<Self> {
+        let host = std::env::var("KUBERNETES_SERVICE_HOST").unwrap_or_default();
+        let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_default();
+        Self::infer_from(
+            &kubeconfig::default_paths(),
+            &host,
+            &port,
+            Path::new(SERVICE_ACCOUNT_DIR),
+        )
+    }
+
+    /// [`infer`](Self::infer) from these kubeconfig paths, service address and mount
+    /// directory.
+    pub fn infer_from(kubeconfigs: &[PathBuf], host: &str, port: &str, dir: &Path) -> Result<Self> {
+        if kubeconfigs.iter().any(|p| p.exists()) {
+            return Self::from_kubeconfigs(kubeconfigs);
+        }
+        Self::in_cluster_from(host, port, dir).map_err(|e| {
+            let paths: Vec<String> = kubeconfigs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            Error::Config(format!(
+                "no kubeconfig (looked for {}) and not in a cluster: {e}",
+                if paths.is_empty() {
+                    "none: no KUBECONFIG and no HOME".to_owned()
+                } else {
+                    paths.join(", ")
+                }
+            ))
+        })
+    }
+
     pub(crate) fn auth(&self) -> Result<Auth> {
         if self.basic_auth.is_some()
             && (self.bearer_token.is_some() || self.bearer_token_file.is_some())
@@ -415,6 +489,39 @@ fn checked_base_url(base_url: String) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn infer_prefers_an_existing_kubeconfig_then_in_cluster_then_names_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let kc = dir.path().join("config");
+        let missing = dir.path().join("missing");
+        let sa = dir.path().join("sa");
+        std::fs::create_dir(&sa).unwrap();
+        // Neither: one error naming both.
+        let e = HttpConfig::infer_from(std::slice::from_ref(&missing), "", "", &sa).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("no kubeconfig") && msg.contains("missing"),
+            "{msg}"
+        );
+        assert!(msg.contains("KUBERNETES_SERVICE_HOST"), "{msg}");
+        // In-cluster files only.
+        std::fs::write(sa.join("token"), "t").unwrap();
+        std::fs::write(sa.join("ca.crt"), "ca").unwrap();
+        std::fs::write(sa.join("namespace"), "ops\n").unwrap();
+        let c =
+            HttpConfig::infer_from(std::slice::from_ref(&missing), "10.0.0.1", "443", &sa).unwrap();
+        assert_eq!(c.base_url, "https://10.0.0.1:443");
+        assert_eq!(c.default_namespace.as_deref(), Some("ops"));
+        // A kubeconfig that exists wins, even in a cluster.
+        std::fs::write(
+            &kc,
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: k\n  cluster:\n    server: http://127.0.0.1:6443\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user: {}\n",
+        )
+        .unwrap();
+        let c = HttpConfig::infer_from(&[missing, kc], "10.0.0.1", "443", &sa).unwrap();
+        assert_eq!(c.base_url, "http://127.0.0.1:6443");
+    }
 
     #[test]
     fn base_urls_must_be_http_or_https() {

@@ -98,7 +98,7 @@ pub(crate) fn connector(config: &HttpConfig, https: bool) -> Result<Connector> {
                     .map_err(|e| tls_err(&e))?;
             }
         }
-        None if https => {
+        None if https && !config.insecure_skip_tls_verify => {
             // client-go: no CA given means the system's roots.
             let found = rustls_native_certs::load_native_certs();
             for e in &found.errors {
@@ -113,12 +113,25 @@ pub(crate) fn connector(config: &HttpConfig, https: bool) -> Result<Connector> {
         }
         None => {}
     }
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| tls_err(&e))?
-    .with_root_certificates(roots);
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| tls_err(&e))?;
+    let builder = if config.insecure_skip_tls_verify {
+        if config.ca_pem.is_some() {
+            // client-go: "specifying a root certificates file with the insecure flag is not
+            // allowed".
+            return Err(Error::Config(
+                "insecure-skip-tls-verify and a CA may not both be set".into(),
+            ));
+        }
+        tracing::warn!("TLS: insecure-skip-tls-verify: the server's certificate is not checked");
+        versions
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(super::insecure::SkipVerify(provider)))
+    } else {
+        versions.with_root_certificates(roots)
+    };
     let tls = match &config.client_identity_pem {
         Some((cert, key)) => {
             let chain = CertificateDer::pem_slice_iter(cert)

@@ -45,14 +45,14 @@ struct WireEvent {
 
 /// Turns a failed response into an error: its Status body, or one made from the code.
 pub(crate) fn decode_status(code: u16, body: &[u8]) -> Error {
-    if let Ok(status) = serde_json::from_slice::<Status>(body) {
-        if status.kind == "Status" || status.code != 0 {
-            let mut status = status;
-            if status.code == 0 {
-                status.code = code;
-            }
-            return Error::api(status);
+    if let Ok(status) = serde_json::from_slice::<Status>(body)
+        && (status.kind == "Status" || status.code != 0)
+    {
+        let mut status = status;
+        if status.code == 0 {
+            status.code = code;
         }
+        return Error::api(status);
     }
     let reason = match code {
         400 => listwatch_api::status::reason::BAD_REQUEST,
@@ -194,7 +194,8 @@ where
             match s.frames.next_frame() {
                 Ok(Some(frame)) => {
                     let ev = decode_frame_with(&frame, &s.object);
-                    s.done = ev.is_err();
+                    // One object that does not fit the type is skipped; the watch goes on.
+                    s.done = ev.as_ref().is_err_and(|e| !e.is_skipped_object());
                     return Some((ev, s));
                 }
                 Ok(None) => {}

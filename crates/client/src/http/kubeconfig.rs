@@ -79,7 +79,7 @@ struct Cluster {
 struct NamedExtension {
     name: String,
     #[serde(default)]
-    extension: serde_yaml::Value,
+    extension: serde_json::Value,
 }
 
 /// The cluster extension listing further servers of the cluster, tried after `server` when a
@@ -103,7 +103,7 @@ impl Cluster {
         let servers = ext
             .extension
             .get("servers")
-            .and_then(serde_yaml::Value::as_sequence)
+            .and_then(serde_json::Value::as_array)
             .ok_or_else(|| {
                 cfg_err(format!(
                     "extension {FAILOVER_EXTENSION} needs `servers`, a list of URLs"
@@ -205,6 +205,8 @@ pub(crate) struct Resolved {
     pub(crate) client_key_pem: Option<Vec<u8>>,
     pub(crate) tls_server_name: Option<String>,
     pub(crate) proxy_url: Option<String>,
+    /// `insecure-skip-tls-verify`.
+    pub(crate) insecure_skip_tls_verify: bool,
 }
 
 fn cfg_err(msg: impl Into<String>) -> Error {
@@ -260,7 +262,8 @@ impl Merged {
         let kc: Kubeconfig = if yaml.trim().is_empty() {
             Kubeconfig::default()
         } else {
-            serde_yaml::from_str(yaml).map_err(|e| cfg_err(e.to_string()))?
+            // serde-saphyr: maintained, with budgets (serde_yaml is deprecated).
+            serde_saphyr::from_str(yaml).map_err(|e| cfg_err(e.to_string()))?
         };
         if self.current_context.is_empty() {
             self.current_context = kc.current_context;
@@ -294,11 +297,6 @@ impl Merged {
             .clusters
             .get(&ctx.cluster)
             .ok_or_else(|| cfg_err(format!("cluster {:?} not found", ctx.cluster)))?;
-        if cluster.insecure_skip_tls_verify {
-            return Err(cfg_err(
-                "insecure-skip-tls-verify is not supported; give the cluster's CA",
-            ));
-        }
         let default_user = (User::default(), PathBuf::new());
         let (user, user_dir) = if ctx.user.is_empty() {
             &default_user
@@ -387,6 +385,7 @@ impl Merged {
             )?,
             tls_server_name: cluster.tls_server_name.clone().filter(|n| !n.is_empty()),
             proxy_url: cluster.proxy_url.clone().filter(|u| !u.is_empty()),
+            insecure_skip_tls_verify: cluster.insecure_skip_tls_verify,
         })
     }
 }
@@ -539,7 +538,12 @@ users:
             "certificate-authority-data: Q0EtUEVN",
             "insecure-skip-tls-verify: true",
         );
-        assert!(resolve_current(&insecure, Path::new("/")).is_err());
+        // Honoured now (client-go's Insecure): read, and applied by the connector.
+        assert!(
+            resolve_current(&insecure, Path::new("/"))
+                .unwrap()
+                .insecure_skip_tls_verify
+        );
         // An auth-provider user was parsed as anonymous before; now it is refused by name.
         let provider = KUBECONFIG.replace(
             "token: s3cret",

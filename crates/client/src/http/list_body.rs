@@ -12,8 +12,11 @@
 //! Bounds (every input-driven allocation): the body's bytes, compressed and inflated, at most
 //! the config's `max_list_bytes`; one item at most [`MAX_ITEM`]; one envelope value at most
 //! [`MAX_ENVELOPE_VALUE`]; a top-level key is kept for comparison only up to 64 bytes. The
-//! whole body is read under one deadline (the request timeout, counted from the response
-//! headers), per chunk, so a server that stalls mid-body cannot hold the list forever.
+//! whole body is read within one budget (the request timeout) of time spent *waiting for the
+//! server*, counted per chunk from the response headers: a server that stalls mid-body
+//! cannot hold the list forever, and a consumer that does slow work per object (the time
+//! between two polls of the stream) does not use the server's budget up — client-go reads
+//! the body whole before decoding it, so only the server's time counts there too.
 
 use std::collections::VecDeque;
 use std::io::Write as _;
@@ -504,7 +507,8 @@ where
         body: hyper::body::Incoming,
         inflater: Option<Inflater>,
         splitter: ListSplitter,
-        deadline: Option<tokio::time::Instant>,
+        /// What is left of the request timeout for waiting on the server (`None`: no limit).
+        left: Option<Duration>,
         timeout: Option<Duration>,
         max_bytes: usize,
         /// Body bytes received, and bytes after inflation.
@@ -520,7 +524,7 @@ where
         body: res.into_body(),
         inflater: gzip.then(Inflater::new),
         splitter: ListSplitter::default(),
-        deadline: timeout.map(|t| tokio::time::Instant::now() + t),
+        left: timeout,
         timeout,
         max_bytes,
         received: 0,
@@ -553,7 +557,8 @@ where
         loop {
             if let Some(item) = s.splitter.next_item() {
                 let decoded = (s.decode)(&item).map(PageItem::Object);
-                s.done = decoded.is_err();
+                // One object that does not fit the type is skipped; the list goes on.
+                s.done = decoded.as_ref().is_err_and(|e| !e.is_skipped_object());
                 return Some((decoded, s));
             }
             if s.ended {
@@ -562,20 +567,30 @@ where
                 let end = s.splitter.finish().map(PageItem::End);
                 return Some((end, s));
             }
-            let frame = match s.deadline {
-                Some(at) => match tokio::time::timeout_at(at, s.body.frame()).await {
-                    Ok(f) => f,
-                    Err(_) => {
-                        s.done = true;
-                        let t = s.timeout.unwrap_or_default();
-                        return Some((
-                            Err(Error::Http(
-                                format!("list not complete within {t:?}").into(),
-                            )),
-                            s,
-                        ));
+            let frame = match s.left {
+                Some(left) => {
+                    // Only the wait for the server counts, not the consumer's time between
+                    // polls.
+                    let started = tokio::time::Instant::now();
+                    let frame = tokio::time::timeout(left, s.body.frame()).await;
+                    s.left = Some(left.saturating_sub(started.elapsed()));
+                    match frame {
+                        Ok(f) => f,
+                        Err(_) => {
+                            s.done = true;
+                            let t = s.timeout.unwrap_or_default();
+                            return Some((
+                                Err(Error::Http(
+                                    format!(
+                                        "list not complete within {t:?} of waiting for the server"
+                                    )
+                                    .into(),
+                                )),
+                                s,
+                            ));
+                        }
                     }
-                },
+                }
                 None => s.body.frame().await,
             };
             let S {

@@ -42,14 +42,19 @@ mod config;
 mod connector;
 mod decode;
 mod env_proxy;
+#[cfg(feature = "rustls")]
+mod insecure;
 mod kubeconfig;
 mod lease_lock;
+mod limiter;
 mod list_body;
 mod lister_watcher;
+mod params;
 mod patch;
 mod proxy;
 mod retry;
 mod servers;
+mod subresource;
 mod typed;
 
 pub use api::Api;
@@ -58,6 +63,7 @@ pub use client::{HttpClient, MAX_OBJECT_BODY};
 pub use config::HttpConfig;
 pub use lease_lock::HttpLeaseLock;
 pub use lister_watcher::HttpListerWatcher;
+pub use params::{DeleteParams, PostParams, Preconditions, PropagationPolicy};
 pub use patch::{Patch, PatchParams};
 pub use typed::HttpTyped;
 

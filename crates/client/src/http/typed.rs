@@ -10,6 +10,8 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use serde::de::DeserializeOwned;
 
+use listwatch_api::ObjectMeta;
+
 use super::{HttpListerWatcher, decode};
 use crate::Resource;
 use crate::{Error, Result};
@@ -49,6 +51,20 @@ impl HttpListerWatcher {
     }
 }
 
+/// The metadata of a list item, read to name an item that does not decode.
+#[derive(serde::Deserialize)]
+struct MetaOnly {
+    metadata: ObjectMeta,
+}
+
+/// An item whose metadata reads is skipped (the list goes on); one without is a broken list.
+fn skipped_or_typed(item: &[u8], e: serde_json::Error) -> Error {
+    match serde_json::from_slice::<MetaOnly>(item) {
+        Ok(m) => Error::skipped_object(&m.metadata, e),
+        Err(_) => Error::Typed(e),
+    }
+}
+
 #[async_trait]
 impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
     type Object = K;
@@ -60,17 +76,23 @@ impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
     async fn list_stream(&self, request: &ListRequest) -> Result<PageStream<K>> {
         self.inner
             .list_items(request, |item| {
-                serde_json::from_slice(item).map_err(Error::Typed)
+                serde_json::from_slice(item).map_err(|e| skipped_or_typed(item, e))
             })
             .await
     }
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
         let body = self.inner.open_watch(request).await?;
-        Ok(
-            decode::watch_events_with(body, |v| serde_json::from_value(v).map_err(Error::Typed))
-                .boxed(),
-        )
+        Ok(decode::watch_events_with(body, |v| {
+            let meta = v.get("metadata").cloned();
+            serde_json::from_value(v).map_err(|e| {
+                match meta.and_then(|m| serde_json::from_value::<ObjectMeta>(m).ok()) {
+                    Some(meta) => Error::skipped_object(&meta, e),
+                    None => Error::Typed(e),
+                }
+            })
+        })
+        .boxed())
     }
 
     fn watch_idle(&self) {

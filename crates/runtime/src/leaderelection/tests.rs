@@ -348,3 +348,168 @@ fn records_round_trip_through_a_lease_spec() {
     let t = micro_time_now();
     assert_eq!(t.len(), "2026-12-01T10:00:00.000000Z".len(), "{t}");
 }
+
+/// A leader losing its lease mid-reconcile drops its work; the controller's key it was
+/// reconciling is handed back, so after re-election it is reconciled again.
+#[tokio::test(start_paused = true)]
+async fn after_re_election_a_key_cancelled_mid_reconcile_is_reconciled_again() {
+    use crate::{Action, Controller, ObjectKey};
+    let shared = Arc::new(Shared::default());
+    let lock = MemLock::new(&shared);
+    let elector = LeaderElector::new(lock.clone(), LeaderElectionConfig::new("a")).unwrap();
+    let mut leading = elector.leading();
+    let controller = Controller::default();
+    controller.queue().add(ObjectKey::new(Some("ns"), "k"));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u32, String)>();
+    let term = Arc::new(Mutex::new(0u32));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move {
+        elector
+            .run(
+                || {
+                    let tx = tx.clone();
+                    let term = {
+                        let mut t = term.lock().unwrap();
+                        *t += 1;
+                        *t
+                    };
+                    let c = controller.clone();
+                    async move {
+                        c.run(
+                            1,
+                            move |key: ObjectKey| {
+                                let tx = tx.clone();
+                                async move {
+                                    tx.send((term, key.as_str().to_owned())).ok();
+                                    if term == 1 {
+                                        // The first term's reconcile outlives the lease.
+                                        std::future::pending::<()>().await;
+                                    }
+                                    Ok::<_, String>(Action::Done)
+                                }
+                            },
+                            std::future::pending::<()>(),
+                            Duration::from_secs(5),
+                        )
+                        .await;
+                    }
+                },
+                async move { stopped.notified().await },
+            )
+            .await;
+    });
+    leading.wait_for(|l| *l).await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await;
+    assert_eq!(first.ok().flatten(), Some((1, "ns/k".to_owned())));
+    // Another holder takes the lease, then releases it: "a" stops, then leads again.
+    let mut rec = lock.state().unwrap().record;
+    rec.holder_identity = "intruder".into();
+    lock.write(&rec);
+    leading.wait_for(|l| !*l).await.unwrap();
+    rec.holder_identity = String::new();
+    lock.write(&rec);
+    leading.wait_for(|l| *l).await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await;
+    assert_eq!(
+        second.ok().flatten(),
+        Some((2, "ns/k".to_owned())),
+        "the key cancelled with the lost lease was not reconciled after re-election"
+    );
+    stop.notify_one();
+    task.await.unwrap();
+}
+
+/// A controller run with its store under the elector: each term (the first, and the one
+/// after a lost lease) reconciles every object of the store again.
+#[tokio::test(start_paused = true)]
+async fn each_term_reconciles_every_object_again() {
+    use crate::reflector::Event;
+    use crate::{Action, Controller, ObjectKey};
+    use listwatch_api::{Object, SelectableFields};
+
+    let mut writer = crate::store::Writer::<Object>::default();
+    let store = writer.store();
+    writer.apply(Event::Init);
+    for name in ["a", "b"] {
+        let o = Object::from_json(
+            format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"3"}}}}"#)
+                .as_bytes(),
+            &SelectableFields::none(),
+        )
+        .unwrap();
+        writer.apply(Event::InitApply(o));
+    }
+    writer.apply(Event::InitDone {
+        resource_version: 3,
+    });
+    let shared = Arc::new(Shared::default());
+    let lock = MemLock::new(&shared);
+    let elector = LeaderElector::new(lock.clone(), LeaderElectionConfig::new("a")).unwrap();
+    let mut leading = elector.leading();
+    let controller = Controller::default();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(u32, String)>();
+    let term = Arc::new(Mutex::new(0u32));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move {
+        elector
+            .run(
+                || {
+                    let tx = tx.clone();
+                    let term = {
+                        let mut t = term.lock().unwrap();
+                        *t += 1;
+                        *t
+                    };
+                    let c = controller.clone();
+                    let store = store.clone();
+                    async move {
+                        c.run_with_objects(
+                            store,
+                            1,
+                            move |key: ObjectKey, _object: Option<Arc<Object>>| {
+                                tx.send((term, key.as_str().to_owned())).ok();
+                                async { Ok::<_, String>(Action::Done) }
+                            },
+                            std::future::pending::<()>(),
+                            Duration::from_secs(5),
+                        )
+                        .await;
+                    }
+                },
+                async move { stopped.notified().await },
+            )
+            .await;
+    });
+    let take_two = async |rx: &mut tokio::sync::mpsc::UnboundedReceiver<(u32, String)>| {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            match tokio::time::timeout(Duration::from_secs(60), rx.recv()).await {
+                Ok(Some(item)) => got.push(item),
+                _ => break,
+            }
+        }
+        got.sort();
+        got
+    };
+    leading.wait_for(|l| *l).await.unwrap();
+    assert_eq!(
+        take_two(&mut rx).await,
+        [(1, "ns/a".to_owned()), (1, "ns/b".to_owned())]
+    );
+    let mut rec = lock.state().unwrap().record;
+    rec.holder_identity = "intruder".into();
+    lock.write(&rec);
+    leading.wait_for(|l| !*l).await.unwrap();
+    rec.holder_identity = String::new();
+    lock.write(&rec);
+    leading.wait_for(|l| *l).await.unwrap();
+    assert_eq!(
+        take_two(&mut rx).await,
+        [(2, "ns/a".to_owned()), (2, "ns/b".to_owned())],
+        "the second term did not reconcile every object"
+    );
+    stop.notify_one();
+    task.await.unwrap();
+}

@@ -27,6 +27,14 @@ pub struct Config {
     /// turned it on in 1.35, but kube-apiserver's cacher turns it off for its own reflector
     /// (`UseWatchList = false`), and the cacher is this crate's main in-process user.
     pub streaming_list: bool,
+    /// A streaming list that delivers nothing, not even its initial-events-end bookmark, for
+    /// this long is taken as a server that ignores `sendInitialEvents` (a server without the
+    /// feature sends a plain watch: no initial state, no bookmark): the reflector falls back
+    /// to a plain list at once and stops asking for streaming lists for good, instead of
+    /// waiting the watch's idle deadline (5–10 min) at every relist. 30 s: a server that
+    /// honours it sends the bookmark right after the state (at once when empty), and events
+    /// of a large state follow each other closely.
+    pub streaming_list_idle: Duration,
     /// Watches ask the server for a timeout random in `[this, 2 × this)` (client-go
     /// `defaultMinWatchTimeout = 5 * time.Minute`).
     pub min_watch_timeout: Duration,
@@ -64,6 +72,8 @@ impl Default for Config {
             page_size: None,
             // client-go WatchListClient: beta, on by default since 1.35; off here (see the field)
             streaming_list: false,
+            // ours (see the field)
+            streaming_list_idle: Duration::from_secs(30),
             // client-go reflector.go: defaultMinWatchTimeout = 5 * time.Minute
             min_watch_timeout: Duration::from_secs(5 * 60),
             // client-go reflector.go handleWatch: watchDuration < time.Second && eventCount == 0

@@ -46,6 +46,11 @@ use crate::resource::Resource;
 ///   `ERROR` event with 429 → `Backoff { then: Listed }`, with 500 → the same while within
 ///   the retry window; very short watch or any other `ERROR` → `Backoff { then: Empty }`.
 /// - `Backoff` → `then` when the delay is over.
+/// - In `Listing`, `StreamingList` and `Watching`, an object that does not decode into the
+///   type ([`Error::SkippedObject`]) is yielded as an error and the state stays: the list or
+///   watch goes on without it (a watch's version moves past it), so one bad object neither
+///   freezes the store nor makes the reflector relist in a loop. client-go and kube-rs fail
+///   the whole list (or end the watch) and retry forever, the store silently stale.
 pub(super) enum State<K> {
     Empty,
     Listing {
@@ -58,7 +63,10 @@ pub(super) enum State<K> {
     },
     StreamingList {
         stream: WatchStream<K>,
+        /// The streaming list's own idle deadline ([`Config::streaming_list_idle`]).
         idle: IdleDeadline,
+        /// The idle limit of the watch it becomes after its bookmark.
+        watch_idle: Duration,
     },
     Listed,
     Watching {
@@ -105,6 +113,24 @@ impl IdleDeadline {
         }
     }
 
+    /// [`next`](Self::next) for a streaming list's initial events: a progress bookmark does
+    /// not count as activity (a server that ignores sendInitialEvents may still send those).
+    async fn next_initial<K>(
+        &mut self,
+        stream: &mut WatchStream<K>,
+    ) -> Option<Option<Result<WatchEvent<K>>>> {
+        let before = self.last;
+        let item = self.next(stream).await;
+        if let Some(Some(Ok(WatchEvent::Bookmark {
+            initial_events_end: false,
+            ..
+        }))) = &item
+        {
+            self.last = before;
+        }
+        item
+    }
+
     /// The next item of `stream`, or `None` when the deadline expires first.
     async fn next<K>(
         &mut self,
@@ -132,6 +158,9 @@ pub(super) struct Machine<L: ListerWatcher> {
     pub(super) rv_unavailable: bool,
     /// A streaming list failed: this relist uses a plain list.
     pub(super) fallback_to_list: bool,
+    /// The server ignored `sendInitialEvents` (a streaming list went idle before its
+    /// bookmark): every relist uses a plain list from now on.
+    pub(super) streaming_unsupported: bool,
     /// The version the current (or last) streaming list asked for.
     pub(super) streaming_rv: Option<u64>,
     /// The first list (at RV "0") came back paginated: the server has no watch cache for
@@ -157,6 +186,7 @@ impl<L: ListerWatcher> Machine<L> {
             last_rv: None,
             rv_unavailable: false,
             fallback_to_list: false,
+            streaming_unsupported: false,
             streaming_rv: None,
             paginated_result: false,
             internal_errors_since: None,
@@ -170,7 +200,10 @@ impl<L: ListerWatcher> Machine<L> {
             let state = std::mem::replace(&mut self.state, State::Empty);
             match state {
                 State::Empty => {
-                    if self.config.streaming_list && !self.fallback_to_list {
+                    if self.config.streaming_list
+                        && !self.fallback_to_list
+                        && !self.streaming_unsupported
+                    {
                         if let Some(item) = self.start_streaming_list().await {
                             return item;
                         }
@@ -222,6 +255,14 @@ impl<L: ListerWatcher> Machine<L> {
                             }
                         }
                     }
+                    Some(Err(e)) if e.is_skipped_object() => {
+                        self.state = State::Listing {
+                            items,
+                            asked,
+                            probe,
+                        };
+                        return Err(e);
+                    }
                     Some(Err(e)) => {
                         // A body cut or undecodable mid-page: the relist starts over after a
                         // backoff (the store keeps its state until a relist completes).
@@ -237,13 +278,18 @@ impl<L: ListerWatcher> Machine<L> {
                 State::StreamingList {
                     mut stream,
                     mut idle,
-                } => match idle.next(&mut stream).await {
+                    watch_idle,
+                } => match idle.next_initial(&mut stream).await {
                     None => {
+                        // Nothing at all, not even the bookmark: a server that ignores
+                        // sendInitialEvents. Lists from now on, without waiting again.
                         tracing::warn!(
-                            "streaming list idle past its deadline, falling back to list"
+                            idle = ?idle.limit,
+                            "streaming list idle before its initial-events-end bookmark: \
+                             the server ignores sendInitialEvents; using plain lists from now on"
                         );
                         self.fallback_to_list = true;
-                        self.lw.watch_idle();
+                        self.streaming_unsupported = true;
                         return Err(Error::WatchIdle(idle.limit));
                     }
                     Some(Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)))) => {
@@ -251,7 +297,11 @@ impl<L: ListerWatcher> Machine<L> {
                             self.fallback_to_list = true;
                             return Err(e);
                         }
-                        self.state = State::StreamingList { stream, idle };
+                        self.state = State::StreamingList {
+                            stream,
+                            idle,
+                            watch_idle,
+                        };
                         return Ok(Event::InitApply(obj));
                     }
                     Some(Some(Ok(WatchEvent::Bookmark {
@@ -260,6 +310,7 @@ impl<L: ListerWatcher> Machine<L> {
                     }))) => {
                         self.last_rv = Some(resource_version);
                         self.rv_unavailable = false;
+                        idle.limit = watch_idle;
                         self.state = State::Watching {
                             stream,
                             started: Instant::now(),
@@ -269,11 +320,23 @@ impl<L: ListerWatcher> Machine<L> {
                         return Ok(Event::InitDone { resource_version });
                     }
                     Some(Some(Ok(WatchEvent::Bookmark { .. }))) => {
-                        self.state = State::StreamingList { stream, idle }
+                        self.state = State::StreamingList {
+                            stream,
+                            idle,
+                            watch_idle,
+                        }
                     }
                     Some(Some(Ok(WatchEvent::Deleted(_))) | None) => {
                         self.fallback_to_list = true;
                         return Err(Error::StreamingListIncomplete);
+                    }
+                    Some(Some(Err(e))) if e.is_skipped_object() => {
+                        self.state = State::StreamingList {
+                            stream,
+                            idle,
+                            watch_idle,
+                        };
+                        return Err(e);
                     }
                     Some(Some(Err(e))) => {
                         // client-go `watchList`: the same rules in-stream as when opening
@@ -358,6 +421,24 @@ impl<L: ListerWatcher> Machine<L> {
                         };
                         return Ok(out);
                     }
+                    Some(Some(Err(e))) if e.is_skipped_object() => {
+                        // Skipped: the watch goes on past its version.
+                        if let Error::SkippedObject {
+                            resource_version, ..
+                        } = &e
+                        {
+                            if *resource_version != 0 {
+                                self.last_rv = Some(*resource_version);
+                            }
+                        }
+                        self.state = State::Watching {
+                            stream,
+                            started,
+                            events: events + 1,
+                            idle,
+                        };
+                        return Err(e);
+                    }
                     Some(Some(Err(e @ Error::Api(_)))) => {
                         drop(stream);
                         let then = self.after_error_event(&e);
@@ -414,8 +495,13 @@ impl<L: ListerWatcher> Machine<L> {
         None
     }
 
+    /// Waits the next backoff delay, or the server's retry hint when longer, but never more
+    /// than [`Config::max_backoff`]: a hint is a server's (or a proxy's) wish, and a
+    /// `Retry-After: 86400` must not park the cache for a day (the HTTP client's own retries
+    /// cap it at 30 s too, client-go's `checkWait` caps at its request timeout).
     fn back_off(&mut self, then: State<L::Object>, hint: Option<Duration>) {
-        let delay = self.backoff.next_delay().max(hint.unwrap_or_default());
+        let hint = hint.unwrap_or_default().min(self.config.max_backoff);
+        let delay = self.backoff.next_delay().max(hint);
         tracing::debug!(?delay, "backing off");
         self.state = State::Backoff {
             sleep: Box::pin(tokio::time::sleep(delay)),
@@ -486,9 +572,14 @@ impl<L: ListerWatcher> Machine<L> {
         let request = self.watch_request(rv, true);
         match self.lw.watch(&request).await {
             Ok(stream) => {
-                let idle = IdleDeadline::new(self.idle_limit(&request));
+                let watch_idle = self.idle_limit(&request);
+                let idle = IdleDeadline::new(self.config.streaming_list_idle.min(watch_idle));
                 self.streaming_rv = rv;
-                self.state = State::StreamingList { stream, idle };
+                self.state = State::StreamingList {
+                    stream,
+                    idle,
+                    watch_idle,
+                };
                 Some(Ok(Event::Init))
             }
             Err(e) => {

@@ -61,6 +61,9 @@ pub enum Call {
 struct Script {
     /// Every continuation page fails with 410 (a walk slower than the compaction window).
     expire_continuations: bool,
+    /// Watches ignore sendInitialEvents and resourceVersionMatch (a server without the
+    /// streaming list feature).
+    ignore_initial_events: bool,
     list_faults: VecDeque<Fault>,
     watch_faults: VecDeque<Fault>,
     log: Vec<(Instant, Call)>,
@@ -98,6 +101,11 @@ impl StorageLw {
     /// From now on every continuation page fails with 410 Expired.
     pub fn expire_continuations(&self) {
         self.script.lock().unwrap().expire_continuations = true;
+    }
+
+    /// From now on watches ignore sendInitialEvents (a server without streaming lists).
+    pub fn ignore_initial_events(&self) {
+        self.script.lock().unwrap().ignore_initial_events = true;
     }
 
     /// Ends every open watch with an ERROR 410 event, before any further event.
@@ -206,6 +214,11 @@ impl ListerWatcher for StorageLw {
 
     async fn watch(&self, r: &WatchRequest) -> Result<WatchStream<Object>, Error> {
         let end_after = apply_fault(self.begin(Call::Watch(r.clone()), false)).await?;
+        let mut r = r.clone();
+        if self.script.lock().unwrap().ignore_initial_events {
+            r.send_initial_events = false;
+            r.resource_version_match = None;
+        }
         let opts = ListOptions {
             resource_version: r.resource_version,
             resource_version_match: vm(r.resource_version_match),

@@ -1,0 +1,104 @@
+//! Owns relations (controller-runtime's `Owns`, kube-runtime's `Controller::owns`): a change
+//! of an owned object wakes the reconcile of its controlling owner. For k8s-openapi types
+//! (feature `k8s-openapi`).
+//!
+//! Invariant: only the owner reference with `controller: true` whose `apiVersion` and `kind`
+//! are the owner type's counts (at most one per object, as the API server enforces); its key
+//! is in the owned object's namespace for a namespaced owner, cluster-wide otherwise.
+
+use k8s_openapi::Metadata;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::ObjectKey;
+use crate::api_resource::{ApiResource, ResourceType, Scope};
+
+/// The key of `object`'s controlling owner of type `Owner`, if it has one.
+pub fn controller_owner_key<Owner: ResourceType, K: Metadata<Ty = ObjectMeta>>(
+    object: &K,
+) -> Option<ObjectKey> {
+    let meta = Metadata::metadata(object);
+    let api_version = ApiResource::of::<Owner>().api_version();
+    let owner = meta.owner_references.as_deref()?.iter().find(|r| {
+        r.controller == Some(true) && r.kind == Owner::KIND && r.api_version == api_version
+    })?;
+    let namespace = if <Owner::Scope as Scope>::NAMESPACED {
+        meta.namespace.as_deref()
+    } else {
+        None
+    };
+    Some(ObjectKey::new(namespace, &owner.name))
+}
+
+/// The mapping for [`Controller::enqueue`](crate::Controller::enqueue) of an owned kind:
+/// its changes queue its controlling `Owner`'s key.
+///
+/// ```no_run
+/// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+/// use listwatch_client::relations::owned_by;
+/// use listwatch_client::{Api, Controller, Informer, InformerConfig, Resource};
+/// # fn demo(client: listwatch_client::HttpClient) {
+/// let controller = Controller::default();
+/// let deployments = Informer::spawn(Api::<Deployment>::all(client.clone()), InformerConfig::default());
+/// let replica_sets = Informer::spawn(Api::<ReplicaSet>::all(client), InformerConfig::default());
+/// deployments.add_handler(controller.enqueue(|d: &Deployment| Some(d.key())));
+/// replica_sets.add_handler(controller.enqueue(owned_by::<Deployment, ReplicaSet>()));
+/// # }
+/// ```
+pub fn owned_by<Owner, K>() -> impl Fn(&K) -> Option<ObjectKey> + Send + 'static
+where
+    Owner: ResourceType,
+    K: Metadata<Ty = ObjectMeta>,
+{
+    |object: &K| controller_owner_key::<Owner, K>(object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn owned(refs: Vec<OwnerReference>) -> ReplicaSet {
+        ReplicaSet {
+            metadata: ObjectMeta {
+                name: Some("rs".into()),
+                namespace: Some("ns".into()),
+                owner_references: Some(refs),
+                ..ObjectMeta::default()
+            },
+            ..ReplicaSet::default()
+        }
+    }
+
+    fn reference(api_version: &str, kind: &str, name: &str, controller: bool) -> OwnerReference {
+        OwnerReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: "u".into(),
+            controller: Some(controller),
+            block_owner_deletion: None,
+        }
+    }
+
+    #[test]
+    fn only_the_controlling_reference_of_the_owner_type_counts() {
+        let rs = owned(vec![
+            reference("apps/v1", "Deployment", "not-controller", false),
+            reference("v1", "Deployment", "wrong-group", true),
+            reference("apps/v1", "Deployment", "web", true),
+        ]);
+        assert_eq!(
+            controller_owner_key::<Deployment, _>(&rs).map(|k| k.to_string()),
+            Some("ns/web".to_owned())
+        );
+        assert_eq!(owned_by::<Deployment, ReplicaSet>()(&owned(vec![])), None);
+        // A cluster-scoped owner's key has no namespace.
+        let rs = owned(vec![reference("v1", "Namespace", "ns", true)]);
+        assert_eq!(
+            controller_owner_key::<Namespace, _>(&rs).map(|k| k.to_string()),
+            Some("ns".to_owned())
+        );
+    }
+}
