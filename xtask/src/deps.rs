@@ -121,6 +121,12 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-gc",
         ],
     ),
+    // The test environment embeds the whole server and hands out its HTTP client; "nothing
+    // in the workspace depends on it but tests".
+    (
+        "listwatch-testenv",
+        &["listwatch-apiserver", "listwatch-client"],
+    ),
     // Test harness pieces: a dev-dependency only, so nothing has it in a normal row.
     ("listwatch-testkit", &[]),
     // The benchmarks and load generator drive the pipeline's layers directly, and the

@@ -382,9 +382,26 @@ impl Running {
 
 /// Runs the server until SIGTERM/SIGINT; `on_listening` gets the bound address once every
 /// cache is ready.
-pub async fn run(
+pub async fn run(opts: Options, on_listening: impl FnOnce(SocketAddr)) -> Result<(), ServerError> {
+    run_with(opts, on_listening, Terminate::new()).await
+}
+
+/// Runs the server until `stop` turns `true` (or its sender is dropped), then shuts down as
+/// on SIGTERM (the shutdown delay, then the grace period); `on_listening` gets the bound
+/// address once every cache is ready. No signal handler is installed: this is the entry of
+/// a server embedded in another program (`listwatch-testenv` starts one per test).
+pub async fn run_until(
+    opts: Options,
+    on_listening: impl FnOnce(SocketAddr),
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<(), ServerError> {
+    run_with(opts, on_listening, Terminate::on(stop)).await
+}
+
+async fn run_with(
     mut opts: Options,
     on_listening: impl FnOnce(SocketAddr),
+    mut terminate: Terminate,
 ) -> Result<(), ServerError> {
     // Before anything opens a file: the store, the listener, every connection.
     opts.settle()?;
@@ -428,7 +445,7 @@ pub async fn run(
     // person (or a test) does next is not answered with 429s.
     // From here SIGTERM/SIGINT are this server's to handle (before, their default action
     // ends the process, e.g. during a long log replay); one listener for the rest of its life.
-    let mut terminate = Terminate::new();
+    terminate.listen();
     let announced = tokio::select! {
         res = async {
             bootstrap_until_done(&api).await?;
@@ -542,6 +559,8 @@ struct Terminate {
     term: Option<tokio::signal::unix::Signal>,
     #[cfg(unix)]
     int: Option<tokio::signal::unix::Signal>,
+    /// Set for an embedded server ([`run_until`]): the only way it is told to stop.
+    stop: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// The next delivery of `s`; never, without a listener.
@@ -556,7 +575,30 @@ async fn next_signal(s: Option<&mut tokio::signal::unix::Signal>) {
 }
 
 impl Terminate {
+    /// Signals, listened to from [`Terminate::listen`] on.
     fn new() -> Self {
+        Self {
+            #[cfg(unix)]
+            term: None,
+            #[cfg(unix)]
+            int: None,
+            stop: None,
+        }
+    }
+
+    /// `stop` turning `true` (or its sender dropped), and never a signal.
+    fn on(stop: tokio::sync::watch::Receiver<bool>) -> Self {
+        Self {
+            stop: Some(stop),
+            ..Self::new()
+        }
+    }
+
+    /// Takes over SIGTERM and SIGINT (unless told to stop by a channel instead).
+    fn listen(&mut self) {
+        if self.stop.is_some() {
+            return;
+        }
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
@@ -567,20 +609,21 @@ impl Terminate {
                     None
                 }
             };
-            Self {
-                term: listen(SignalKind::terminate(), "SIGTERM"),
-                int: listen(SignalKind::interrupt(), "SIGINT"),
-            }
+            self.term = listen(SignalKind::terminate(), "SIGTERM");
+            self.int = listen(SignalKind::interrupt(), "SIGINT");
         }
-        #[cfg(not(unix))]
-        Self {}
     }
 
     /// Waits for the next SIGTERM or SIGINT (returns at once for one already received).
     async fn recv(&mut self) {
+        if let Some(stop) = &mut self.stop {
+            // A dropped sender counts as a stop: nobody is left to send one.
+            let _ = stop.wait_for(|stop| *stop).await;
+            return;
+        }
         #[cfg(unix)]
         {
-            let Self { term, int } = self;
+            let Self { term, int, .. } = self;
             tokio::select! {
                 () = next_signal(term.as_mut()) => {}
                 () = next_signal(int.as_mut()) => {}

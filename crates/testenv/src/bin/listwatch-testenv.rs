@@ -1,0 +1,120 @@
+//! `listwatch-testenv`: a test API server for other languages' tests (envtest's role).
+//!
+//! Starts a server in memory on a free loopback port with the CRDs given, writes a kubeconfig,
+//! prints `KUBECONFIG=<path>` on stdout (one line, once the server is ready), and serves until
+//! stdin closes, SIGTERM or SIGINT — so a test harness can `export $(listwatch-testenv --crds
+//! dir)`-style read the line, run its tests, and close the pipe.
+//!
+//! ```text
+//! listwatch-testenv [--crds PATH]... [--kubeconfig PATH] [-- SERVER-FLAGS...]
+//! ```
+
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use listwatch_testenv::TestEnv;
+
+const USAGE: &str =
+    "usage: listwatch-testenv [--crds FILE-OR-DIR]... [--kubeconfig PATH] [-- SERVER-FLAGS...]";
+
+fn main() -> ExitCode {
+    let mut builder = TestEnv::builder();
+    let mut kubeconfig: Option<PathBuf> = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--crds" => match args.next() {
+                Some(p) => builder = builder.crds_from(p),
+                None => return usage("--crds needs a path"),
+            },
+            "--kubeconfig" => match args.next() {
+                Some(p) => kubeconfig = Some(PathBuf::from(p)),
+                None => return usage("--kubeconfig needs a path"),
+            },
+            "--" => {
+                for flag in args.by_ref() {
+                    builder = builder.arg(flag);
+                }
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                return ExitCode::SUCCESS;
+            }
+            other => return usage(&format!("unknown argument {other:?}")),
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("listwatch-testenv: cannot start a runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let env = match builder.start().await {
+            Ok(env) => env,
+            Err(e) => {
+                eprintln!("listwatch-testenv: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let path = match kubeconfig {
+            Some(p) => match std::fs::write(&p, env.kubeconfig_yaml()) {
+                Ok(()) => p,
+                Err(e) => {
+                    eprintln!("listwatch-testenv: cannot write {}: {e}", p.display());
+                    return ExitCode::FAILURE;
+                }
+            },
+            None => env.kubeconfig_path().to_owned(),
+        };
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "KUBECONFIG={}", path.display());
+        let _ = out.flush();
+        wait_for_end().await;
+        env.stop();
+        ExitCode::SUCCESS
+    })
+}
+
+/// Stdin closed (or unreadable), SIGTERM or SIGINT.
+async fn wait_for_end() {
+    let stdin_closed = tokio::task::spawn_blocking(|| {
+        let mut lines = std::io::stdin().lock();
+        let mut buf = String::new();
+        while matches!(lines.read_line(&mut buf), Ok(n) if n > 0) {
+            buf.clear();
+        }
+    });
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let term = signal(SignalKind::terminate());
+        let int = signal(SignalKind::interrupt());
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = stdin_closed => {}
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }
+            _ => {
+                let _ = stdin_closed.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = stdin_closed.await;
+    }
+}
+
+fn usage(why: &str) -> ExitCode {
+    eprintln!("listwatch-testenv: {why}\n{USAGE}");
+    ExitCode::from(2)
+}

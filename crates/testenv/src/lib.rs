@@ -1,0 +1,410 @@
+//! A Kubernetes API server for tests, in process: envtest's role, without downloading
+//! kube-apiserver and etcd.
+//!
+//! [`TestEnv::start`] (or [`TestEnv::builder`]) starts a `listwatch-apiserver` on a free
+//! loopback port, in memory (the embedded store, nothing on disk), with the
+//! CustomResourceDefinitions you give it, and returns once every cache is ready. It hands
+//! out its address, a kubeconfig (as a file and as YAML, for tools and other languages'
+//! clients), a ready [`listwatch_client::HttpClient`], and with the `kube` feature a ready
+//! `kube::Client`. Dropping it stops the server (watches end, connections close) and
+//! removes its files.
+//!
+//! It owns the life of one embedded server: a thread of its own running a multi-threaded
+//! tokio runtime, so that the server keeps serving while the test's own runtime (often
+//! `current_thread`, as `#[tokio::test]`'s) is blocked or busy, and so that drop can stop it
+//! from any context.
+//!
+//! Invariants:
+//! - the server is reachable and every cache has listed before `start` returns; a server
+//!   that fails to start is an [`Error`] (never a hang: start has a deadline, 60 s by
+//!   default);
+//! - the server serves loopback only, plain HTTP, no authentication (every client is
+//!   `system:masters`, the server's insecure loopback mode): a test server, not a cluster;
+//! - drop stops the server and waits for its thread, at most the shutdown grace period
+//!   (1 s) plus a bound; nothing of it outlives the `TestEnv` but a thread that failed to
+//!   stop in time, which is logged.
+//!
+//! CRDs are installed as the server's `--resources` manifests at start (served from the
+//! first request, with their schemas in OpenAPI and their printer columns); see
+//! docs/testing.md for what of a CRD is served.
+//!
+//! It depends on the server (`listwatch-apiserver`) and the HTTP client; nothing in the
+//! workspace depends on it but tests.
+//!
+//! ```no_run
+//! use listwatch_testenv::TestEnv;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let env = TestEnv::builder()
+//!     .crd_yaml(
+//!         "apiVersion: apiextensions.k8s.io/v1
+//! kind: CustomResourceDefinition
+//! metadata: {name: widgets.example.com}
+//! spec:
+//!   group: example.com
+//!   names: {plural: widgets, singular: widget, kind: Widget}
+//!   scope: Namespaced
+//!   versions:
+//!   - {name: v1, served: true, storage: true,
+//!      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
+//! ",
+//!     )
+//!     .start()
+//!     .await?;
+//! let client = env.client()?;
+//! let widgets = client.get("/apis/example.com/v1/namespaces/default/widgets").await?;
+//! assert!(widgets.is_some());
+//! println!("KUBECONFIG={}", env.kubeconfig_path().display());
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use listwatch_apiserver::Options;
+
+/// How long [`Builder::start`] waits for the server by default.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long a stopping server may finish its requests.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// Why a test environment did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The flags (the builder's and the extra ones given) were refused.
+    #[error("invalid server flags: {0}")]
+    Flags(String),
+    /// A CRD manifest could not be read or written.
+    #[error("CRD manifest {path}: {source}")]
+    Manifest {
+        /// The file or directory.
+        path: PathBuf,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// A file of the environment (its directory, the kubeconfig) could not be written.
+    #[error("test environment files: {0}")]
+    Io(#[from] std::io::Error),
+    /// The server stopped before it was ready (a bad CRD, a port problem, ...).
+    #[error("the server did not start: {0}")]
+    Server(String),
+    /// The server was not ready within the start deadline.
+    #[error("the server was not ready within {0:?}")]
+    Timeout(Duration),
+    /// The HTTP client could not be built.
+    #[error("client: {0}")]
+    Client(#[from] listwatch_client::Error),
+    /// The kube-rs client could not be built.
+    #[cfg(feature = "kube")]
+    #[error("kube client: {0}")]
+    Kube(String),
+}
+
+/// Configures a [`TestEnv`]; [`TestEnv::builder`] makes one.
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    crds: Vec<String>,
+    crd_paths: Vec<PathBuf>,
+    args: Vec<String>,
+    start_timeout: Option<Duration>,
+}
+
+impl Builder {
+    /// Installs the CRDs of a YAML text: one manifest, several separated by `---`, or a
+    /// `kind: List` of them (as `kubectl get crd -o yaml` prints).
+    #[must_use]
+    pub fn crd_yaml(mut self, yaml: &str) -> Self {
+        self.crds.push(yaml.to_owned());
+        self
+    }
+
+    /// Installs one CRD given as a value (e.g. `serde_json::to_value` of kube-rs's
+    /// `CustomResourceExt::crd()` or of a k8s-openapi `CustomResourceDefinition`).
+    #[must_use]
+    pub fn crd(mut self, crd: &serde_json::Value) -> Self {
+        // JSON is YAML: the manifest reader takes it as it is.
+        self.crds.push(crd.to_string());
+        self
+    }
+
+    /// Installs the CRDs of a file, or of every `*.yaml`, `*.yml` and `*.json` file of a
+    /// directory (not recursive), read when the environment starts.
+    #[must_use]
+    pub fn crds_from(mut self, path: impl Into<PathBuf>) -> Self {
+        self.crd_paths.push(path.into());
+        self
+    }
+
+    /// Adds a server flag, as on its command line (e.g. `--watch-cache=false`).
+    #[must_use]
+    pub fn arg(mut self, flag: impl Into<String>) -> Self {
+        self.args.push(flag.into());
+        self
+    }
+
+    /// How long [`start`](Self::start) waits for the server (default
+    /// [`DEFAULT_START_TIMEOUT`]).
+    #[must_use]
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = Some(timeout);
+        self
+    }
+
+    /// Starts the server and waits until it is ready.
+    ///
+    /// # Errors
+    /// A CRD that cannot be read or is refused, flags the server refuses, a server that
+    /// stops or is not ready within the start deadline.
+    pub async fn start(self) -> Result<TestEnv, Error> {
+        let deadline = self.start_timeout.unwrap_or(DEFAULT_START_TIMEOUT);
+        // The blocking parts (files, the thread) are short; the wait is async.
+        let dir = tempfile::Builder::new()
+            .prefix("listwatch-testenv-")
+            .tempdir()?;
+        let mut args: Vec<String> = vec![
+            "listwatch-apiserver".into(),
+            "--bind".into(),
+            "127.0.0.1:0".into(),
+            "--shutdown-grace-period".into(),
+            format!("{}ms", SHUTDOWN_GRACE.as_millis()),
+            "--log-level".into(),
+            "warn".into(),
+        ];
+        let manifests = self.manifests()?;
+        if !manifests.is_empty() {
+            let path = dir.path().join("crds.yaml");
+            std::fs::write(&path, manifests.join("\n---\n")).map_err(|source| Error::Manifest {
+                path: path.clone(),
+                source,
+            })?;
+            args.push("--resources".into());
+            args.push(path.display().to_string());
+        }
+        args.extend(self.args);
+        let opts = Options::try_parse_checked_from(&args)
+            .map_err(|e| Error::Flags(e.to_string().trim().to_owned()))?;
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SocketAddr, String>>();
+        let thread = std::thread::Builder::new()
+            .name("listwatch-testenv".into())
+            .spawn(move || serve(opts, stop_rx, ready_tx))?;
+        let mut env = TestEnv {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            kubeconfig: PathBuf::new(),
+            stop,
+            thread: Some(thread),
+            dir,
+        };
+        let addr = match tokio::time::timeout(deadline, ready_rx).await {
+            Ok(Ok(Ok(addr))) => addr,
+            Ok(Ok(Err(e))) => return Err(Error::Server(e)),
+            Ok(Err(_)) => return Err(Error::Server("the server thread ended".into())),
+            Err(_) => return Err(Error::Timeout(deadline)),
+        };
+        env.addr = addr;
+        env.kubeconfig = env.dir.path().join("kubeconfig");
+        std::fs::write(&env.kubeconfig, env.kubeconfig_yaml())?;
+        Ok(env)
+    }
+
+    /// The manifests, in order: the texts, then the files.
+    fn manifests(&self) -> Result<Vec<String>, Error> {
+        let mut out = self.crds.clone();
+        for path in &self.crd_paths {
+            let read = |p: &Path| {
+                std::fs::read_to_string(p).map_err(|source| Error::Manifest {
+                    path: p.to_owned(),
+                    source,
+                })
+            };
+            if path.is_dir() {
+                let entries = std::fs::read_dir(path).map_err(|source| Error::Manifest {
+                    path: path.clone(),
+                    source,
+                })?;
+                let mut files: Vec<PathBuf> = entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| {
+                        p.is_file()
+                            && p.extension()
+                                .and_then(|e| e.to_str())
+                                .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+                    })
+                    .collect();
+                // A stable order, whatever the directory's.
+                files.sort();
+                for f in files {
+                    out.push(read(&f)?);
+                }
+            } else {
+                out.push(read(path)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The server thread: its own runtime, the server until told to stop.
+fn serve(
+    opts: Options,
+    stop: tokio::sync::watch::Receiver<bool>,
+    ready: tokio::sync::oneshot::Sender<Result<SocketAddr, String>>,
+) {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("listwatch-testenv-worker")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(format!("cannot start a runtime: {e}")));
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        // Sent from the callback when ready, or with the error if the server ends first.
+        let ready = std::sync::Mutex::new(Some(ready));
+        let take = || ready.lock().ok().and_then(|mut r| r.take());
+        let result = listwatch_apiserver::run_until(
+            opts,
+            |addr| {
+                if let Some(tx) = take() {
+                    let _ = tx.send(Ok(addr));
+                }
+            },
+            stop,
+        )
+        .await;
+        if let Some(tx) = take() {
+            let _ = tx.send(Err(match result {
+                Ok(()) => "stopped before it was ready".into(),
+                Err(e) => e.to_string(),
+            }));
+        } else if let Err(e) = result {
+            tracing::warn!(error = %e, "the test server stopped with an error");
+        }
+    });
+    // Whatever the server left running (a watch's task, a cacher's) ends with its runtime.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+}
+
+/// A running test server; stops when dropped.
+#[derive(Debug)]
+pub struct TestEnv {
+    addr: SocketAddr,
+    kubeconfig: PathBuf,
+    stop: tokio::sync::watch::Sender<bool>,
+    thread: Option<JoinHandle<()>>,
+    dir: tempfile::TempDir,
+}
+
+impl TestEnv {
+    /// A builder, to add CRDs or flags before starting.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Starts a server with the built-in kinds only.
+    ///
+    /// # Errors
+    /// As [`Builder::start`].
+    pub async fn start() -> Result<Self, Error> {
+        Builder::default().start().await
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A kubeconfig file for this server (context `listwatch-testenv`), for kubectl and
+    /// other languages' clients (`KUBECONFIG=<path>`); removed on drop.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The same kubeconfig, as YAML.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters:
+- name: listwatch-testenv
+  cluster:
+    server: {url}
+users:
+- name: listwatch-testenv
+  user: {{}}
+contexts:
+- name: listwatch-testenv
+  context:
+    cluster: listwatch-testenv
+    user: listwatch-testenv
+    namespace: default
+current-context: listwatch-testenv
+",
+            url = self.url()
+        )
+    }
+
+    /// A client of this server (listwatch's HTTP client).
+    ///
+    /// # Errors
+    /// The client could not be built (does not happen for a started server's URL).
+    pub fn client(&self) -> Result<listwatch_client::HttpClient, Error> {
+        let config = listwatch_client::HttpConfig::new(self.url())?;
+        Ok(listwatch_client::HttpClient::new(config)?)
+    }
+
+    /// A kube-rs client of this server (feature `kube`).
+    ///
+    /// # Errors
+    /// kube-rs refused the configuration.
+    #[cfg(feature = "kube")]
+    pub fn kube_client(&self) -> Result<kube::Client, Error> {
+        let url = self
+            .url()
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| Error::Kube(e.to_string()))?;
+        let mut config = kube::Config::new(url);
+        config.default_namespace = "default".into();
+        kube::Client::try_from(config).map_err(|e| Error::Kube(e.to_string()))
+    }
+
+    /// Stops the server now and waits for it (as drop does).
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let _ = self.stop.send(true);
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        // The server's grace period, its runtime's shutdown bound, and room for both.
+        let deadline = Instant::now() + SHUTDOWN_GRACE * 2 + Duration::from_secs(5);
+        while !thread.is_finished() {
+            if Instant::now() >= deadline {
+                tracing::warn!(addr = %self.addr, "the test server did not stop in time; leaving its thread");
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = thread.join();
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,357 @@
+//! The test environment through its users' eyes: kube-rs (a derived custom resource and a
+//! `Controller`), listwatch's client, kubectl through the CLI mode's kubeconfig.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
+use listwatch_testenv::{Error, TestEnv};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The example custom resource of docs/testing.md: a Widget asks for a ConfigMap holding its
+/// colour; its status says whether the ConfigMap exists.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(group = "example.com", version = "v1", kind = "Widget", namespaced)]
+#[kube(status = "WidgetStatus", shortname = "wd")]
+#[kube(printcolumn = r#"{"name":"Color","type":"string","jsonPath":".spec.color"}"#)]
+pub struct WidgetSpec {
+    color: String,
+}
+
+/// What the controller observed of a Widget.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct WidgetStatus {
+    ready: bool,
+}
+
+async fn eventually<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !f().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The reconciler of the example: the Widget's ConfigMap (owned by it, so the garbage
+/// collector removes it with the Widget), then its status.
+async fn reconcile(w: Arc<Widget>, client: Arc<kube::Client>) -> Result<Action, kube::Error> {
+    let ns = w.namespace().unwrap_or_default();
+    let owner = w
+        .controller_owner_ref(&())
+        .expect("a stored widget has a uid");
+    let cm = ConfigMap {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{}-color", w.name_any())),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("color".into(), w.spec.color.clone())])),
+        ..Default::default()
+    };
+    let params = PatchParams::apply("widget-controller").force();
+    Api::<ConfigMap>::namespaced((*client).clone(), &ns)
+        .patch(&cm.name_any(), &params, &Patch::Apply(&cm))
+        .await?;
+    let status = serde_json::json!({
+        "apiVersion": "example.com/v1", "kind": "Widget", "status": {"ready": true}
+    });
+    Api::<Widget>::namespaced((*client).clone(), &ns)
+        .patch_status(&w.name_any(), &params, &Patch::Apply(&status))
+        .await?;
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<Widget>, _: &kube::Error, _: Arc<kube::Client>) -> Action {
+    Action::requeue(Duration::from_millis(200))
+}
+
+/// docs/testing.md's example: a kube-rs controller's integration test against a test
+/// environment started with the controller's own CRD.
+#[tokio::test]
+async fn a_kube_rs_controller_runs_against_the_test_environment() {
+    let crd = serde_json::to_value(Widget::crd()).unwrap();
+    let env = TestEnv::builder().crd(&crd).start().await.unwrap();
+    let client = env.kube_client().unwrap();
+
+    let widgets = Api::<Widget>::namespaced(client.clone(), "default");
+    let controller = tokio::spawn(
+        Controller::new(widgets.clone(), watcher::Config::default())
+            .owns(
+                Api::<ConfigMap>::namespaced(client.clone(), "default"),
+                watcher::Config::default(),
+            )
+            .run(reconcile, error_policy, Arc::new(client.clone()))
+            .for_each(|_| async {}),
+    );
+
+    let w = Widget::new(
+        "w1",
+        WidgetSpec {
+            color: "blue".into(),
+        },
+    );
+    widgets.create(&PostParams::default(), &w).await.unwrap();
+    let configmaps = Api::<ConfigMap>::namespaced(client.clone(), "default");
+    eventually("the widget's config map", || async {
+        configmaps
+            .get_opt("w1-color")
+            .await
+            .unwrap()
+            .is_some_and(|cm| {
+                cm.data.unwrap_or_default().get("color").map(String::as_str) == Some("blue")
+            })
+    })
+    .await;
+    eventually("the widget's status", || async {
+        widgets
+            .get("w1")
+            .await
+            .unwrap()
+            .status
+            .is_some_and(|s| s.ready)
+    })
+    .await;
+    let cm = configmaps.get("w1-color").await.unwrap();
+    let owners: Vec<OwnerReference> = cm.metadata.owner_references.unwrap_or_default();
+    assert_eq!(owners.len(), 1);
+    assert_eq!(owners[0].kind, "Widget");
+    assert_eq!(owners[0].controller, Some(true));
+
+    // The server's garbage collector removes the owned config map with its widget.
+    widgets
+        .delete("w1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the config map garbage-collected", || async {
+        configmaps.get_opt("w1-color").await.unwrap().is_none()
+    })
+    .await;
+    controller.abort();
+}
+
+#[tokio::test]
+async fn crds_come_from_values_files_and_directories_and_are_served_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let gadget = |kind: &str, plural: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {{name: {plural}.example.org}}
+spec:
+  group: example.org
+  names: {{plural: {plural}, singular: {singular}, kind: {kind}}}
+  scope: Cluster
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}
+",
+            singular = kind.to_ascii_lowercase()
+        )
+    };
+    std::fs::write(dir.path().join("a.yaml"), gadget("Gadget", "gadgets")).unwrap();
+    std::fs::write(dir.path().join("b.yml"), gadget("Gizmo", "gizmos")).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
+    let env = TestEnv::builder()
+        .crds_from(dir.path())
+        .crd(&serde_json::to_value(Widget::crd()).unwrap())
+        .start()
+        .await
+        .unwrap();
+    let client = env.client().unwrap();
+    for path in [
+        "/apis/example.org/v1/gadgets",
+        "/apis/example.org/v1/gizmos",
+        "/apis/example.com/v1/namespaces/default/widgets",
+    ] {
+        let list = client.get(path).await.unwrap();
+        assert!(list.is_some(), "{path} is served");
+    }
+    let created = client
+        .create(
+            "/apis/example.org/v1/gadgets",
+            &serde_json::json!({"apiVersion": "example.org/v1", "kind": "Gadget", "metadata": {"name": "g1"}, "x": 1}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(created["x"], 1);
+}
+
+#[tokio::test]
+async fn a_refused_crd_or_flag_is_an_error_not_a_hang() {
+    let bad = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.example.org}
+spec:
+  group: example.org
+  names: {plural: things, kind: Thing}
+  scope: Namespaced
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {$ref: '#/nope'}}}
+";
+    let err = TestEnv::builder().crd_yaml(bad).start().await.unwrap_err();
+    assert!(
+        matches!(err, Error::Server(ref m) if m.contains("Thing") && m.contains("$ref")),
+        "{err}"
+    );
+
+    let err = TestEnv::builder()
+        .arg("--no-such-flag")
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Flags(ref m) if m.contains("--no-such-flag")),
+        "{err}"
+    );
+
+    let missing = TestEnv::builder()
+        .crds_from("/nonexistent/crds")
+        .start()
+        .await
+        .unwrap_err();
+    assert!(matches!(missing, Error::Manifest { .. }), "{missing}");
+}
+
+#[tokio::test]
+async fn drop_stops_the_server_and_removes_its_files() {
+    let env = TestEnv::start().await.unwrap();
+    let addr = env.addr();
+    let kubeconfig = env.kubeconfig_path().to_owned();
+    assert!(kubeconfig.exists());
+    let client = env.kube_client().unwrap();
+    let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let names: Vec<String> = ns
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert!(names.contains(&"default".to_owned()), "{names:?}");
+    // An open watch ends when the environment stops, rather than hanging the test.
+    let mut watch = watcher(ns, watcher::Config::default()).boxed();
+    assert!(watch.next().await.is_some());
+    drop(env);
+    assert!(!kubeconfig.exists(), "the kubeconfig is removed");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "nothing listens on {addr} any more"
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(ev) = watch.next().await {
+            if ev.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch saw the server go");
+}
+
+#[tokio::test]
+async fn two_environments_run_side_by_side_and_do_not_share_state() {
+    let (a, b) = tokio::join!(TestEnv::start(), TestEnv::start());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_ne!(a.addr(), b.addr());
+    let ca = Api::<ConfigMap>::namespaced(a.kube_client().unwrap(), "default");
+    let cb = Api::<ConfigMap>::namespaced(b.kube_client().unwrap(), "default");
+    let cm: ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "only-a"}})).unwrap();
+    ca.create(&PostParams::default(), &cm).await.unwrap();
+    assert!(ca.get_opt("only-a").await.unwrap().is_some());
+    assert!(cb.get_opt("only-a").await.unwrap().is_none());
+}
+
+/// The CLI mode, for other languages' tests: the `KUBECONFIG=` line, kubectl using it, and
+/// the server gone once stdin closes.
+#[test]
+#[ignore = "needs kubectl"]
+fn the_cli_prints_a_kubeconfig_kubectl_uses_and_stops_when_stdin_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let crd = serde_json::to_string(&Widget::crd()).unwrap();
+    std::fs::write(dir.path().join("widget.json"), crd).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_listwatch-testenv"))
+        .arg("--crds")
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let kubeconfig = line
+        .trim()
+        .strip_prefix("KUBECONFIG=")
+        .expect(&line)
+        .to_owned();
+    let cache = dir.path().join("kubectl-cache");
+    let kubectl = |args: &[&str], stdin: Option<&str>| {
+        let mut c = Command::new("kubectl");
+        c.env("KUBECONFIG", &kubeconfig)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .args(args);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut p = c.spawn().expect("kubectl runs");
+        if let Some(s) = stdin {
+            p.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+        }
+        let out = p.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    kubectl(
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w1}\nspec: {color: green}\n",
+        ),
+    );
+    let table = kubectl(&["get", "wd"], None);
+    assert!(
+        table.contains("COLOR") && table.contains("green"),
+        "{table}"
+    );
+    drop(child.stdin.take());
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("listwatch-testenv did not stop after stdin closed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+}
