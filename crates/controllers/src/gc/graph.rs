@@ -23,8 +23,8 @@ use std::sync::Arc;
 use listwatch_cacher::StorageListerWatcher;
 use listwatch_runtime::{Delta, Informer, InformerConfig, Store, Typed, WorkQueue};
 
-use crate::catalog::Catalog;
-use crate::meta::{Fields, Meta, OwnerRef};
+use crate::gc::catalog::Catalog;
+use crate::gc::meta::{Fields, Meta, OwnerRef};
 
 /// The index of each store: an object under each of its owners' uids.
 const BY_OWNER: &str = "ownerUID";
@@ -106,10 +106,10 @@ impl Graph {
                         let f = &m.metadata;
                         let mut v = Vec::new();
                         if f.orphaning() {
-                            v.push(crate::meta::FINALIZER_ORPHAN.to_owned());
+                            v.push(crate::gc::meta::FINALIZER_ORPHAN.to_owned());
                         }
                         if f.deleting_dependents() {
-                            v.push(crate::meta::FINALIZER_FOREGROUND.to_owned());
+                            v.push(crate::gc::meta::FINALIZER_FOREGROUND.to_owned());
                         }
                         v
                     }),
@@ -168,8 +168,8 @@ impl Graph {
         let (mut orphan, mut foreground) = (Vec::new(), Vec::new());
         for (i, s) in self.stores.iter().enumerate() {
             for (f, out) in [
-                (crate::meta::FINALIZER_ORPHAN, &mut orphan),
-                (crate::meta::FINALIZER_FOREGROUND, &mut foreground),
+                (crate::gc::meta::FINALIZER_ORPHAN, &mut orphan),
+                (crate::gc::meta::FINALIZER_FOREGROUND, &mut foreground),
             ] {
                 out.extend(
                     s.by_index(BY_GC_FINALIZER, f)

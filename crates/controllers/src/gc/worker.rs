@@ -32,10 +32,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::GcError;
-use crate::calls::{Calls, Decided, Policy};
-use crate::graph::{Graph, Item, Queues};
-use crate::meta::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Fields, OwnerRef};
+use crate::gc::GcError;
+use crate::gc::calls::{Calls, Decided, Policy};
+use crate::gc::graph::{Graph, Item, Queues};
+use crate::gc::meta::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Fields, OwnerRef};
 
 /// How many absent owners (and, separately, orphaned owners) are remembered.
 pub(crate) const ABSENT_CAPACITY: usize = 1024;
@@ -251,7 +251,7 @@ impl Workers {
 
     /// An object deleted in the foreground: its finalizer goes once nothing blocks it.
     async fn process_deleting_dependents(&self, item: &Item) -> Result<(), GcError> {
-        let blocking: Vec<(Item, Arc<crate::meta::Meta>)> = self
+        let blocking: Vec<(Item, Arc<crate::gc::meta::Meta>)> = self
             .graph
             .dependents(&item.uid)
             .into_iter()

@@ -16,7 +16,7 @@
 //! grace periods, the update that removes the last finalizer removing the object — is
 //! `listwatch-endpoints`' deletion lifecycle. The collector is a client of it.
 //!
-//! # Why a crate above the endpoints, not inside them
+//! # Why above the endpoints, not inside them
 //!
 //! Upstream's collector is a controller talking to the API server, so its every write obeys
 //! the API's rules. Here it sends its writes through the endpoints' router in process
@@ -25,7 +25,8 @@
 //! needs nothing internal to the endpoints and cannot get a deletion rule wrong by
 //! reimplementing it. It reads through the storage directly (a consistent read). Layers:
 //! it depends on `listwatch-endpoints`, `listwatch-runtime` (informers, work queue) and
-//! `listwatch-cacher` (the in-process lister-watcher); only the server binary depends on it.
+//! `listwatch-cacher` (the in-process lister-watcher); only the server binary depends on this
+//! crate.
 //! Requests from it do not pass the server's authentication, authorization or audit (those
 //! wrap the router outside): it is part of the server, as the namespace controller is.
 //!
@@ -68,10 +69,10 @@ use std::time::Duration;
 use futures::{FutureExt, StreamExt};
 use listwatch_runtime::{RateLimits, WorkQueue};
 
-use crate::calls::Calls;
-use crate::catalog::Catalog;
-use crate::graph::{Graph, Item, Queues};
-use crate::worker::Workers;
+use crate::gc::calls::Calls;
+use crate::gc::catalog::Catalog;
+use crate::gc::graph::{Graph, Item, Queues};
+use crate::gc::worker::Workers;
 
 /// Why one step of the collector failed (it is retried later, with backoff).
 #[derive(Debug, thiserror::Error)]
