@@ -89,11 +89,13 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-schema",
         ],
     ),
-    // The garbage collector: the endpoints' client in process, the runtime's informers and
-    // work queues, the cacher's in-process lister-watcher; "only the server binary depends on
-    // it".
+    // The background controllers (garbage collector, namespaces bootstrap, the singleton
+    // runner and its leader election): the endpoints' API in process (until the registry
+    // takes that role), the runtime's informers, work queues and elector, the cacher's
+    // in-process lister-watcher, storage for the lease lock; "never HTTP serving, a concrete
+    // backend, auth or the server binary; only the server binary depends on it".
     (
-        "listwatch-gc",
+        "listwatch-controllers",
         &[
             "listwatch-api",
             "listwatch-storage",
@@ -118,7 +120,7 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-auth",
             "listwatch-audit",
             "listwatch-runtime",
-            "listwatch-gc",
+            "listwatch-controllers",
         ],
     ),
     // The test environment embeds the whole server and hands out its HTTP client; "nothing

@@ -25,7 +25,6 @@ use listwatch_endpoints::{Config, Installer, KindSpec};
 use listwatch_storage::Storage;
 
 mod backends;
-mod bootstrap;
 pub mod builtin;
 mod conn;
 mod conn_limit;
@@ -36,14 +35,14 @@ mod options;
 pub mod routes;
 pub mod security;
 pub mod serve;
-pub mod singletons;
 mod strategy;
 pub mod tls;
 
 use crate::backends::Backends;
-use crate::bootstrap::bootstrap_until_done;
 pub use crate::flag_checks::FlagConflict;
 pub use crate::options::{Backend, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, LogFormat, Options};
+use listwatch_controllers::bootstrap::{self, bootstrap_until_done};
+use listwatch_controllers::singletons;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -75,15 +74,9 @@ pub enum ServerError {
     /// The leader election flags break its invariants.
     #[error("leader election: {0}")]
     LeaderElection(String),
-    /// Bootstrapping the default namespaces failed.
-    #[error("creating namespace {name}: {source}")]
-    Bootstrap {
-        /// The namespace.
-        name: String,
-        /// Why.
-        #[source]
-        source: listwatch_storage::Error,
-    },
+    /// A controller could not start its work (bootstrapping the default namespaces failed).
+    #[error(transparent)]
+    Controllers(#[from] listwatch_controllers::Error),
     /// The TLS certificate or key is unusable.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
@@ -254,7 +247,9 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         let gc_api = api.clone();
         work.add(
             "garbage-collector",
-            Box::new(move || Box::pin(listwatch_gc::GarbageCollector::new(&gc_api).run())),
+            Box::new(move || {
+                Box::pin(listwatch_controllers::gc::GarbageCollector::new(&gc_api).run())
+            }),
         );
     }
     let elect_on = match (&backends, election) {

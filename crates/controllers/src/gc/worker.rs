@@ -32,10 +32,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use crate::GcError;
-use crate::calls::{Calls, Decided, Policy};
-use crate::graph::{Graph, Item, Queues};
-use crate::meta::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Fields, OwnerRef};
+use crate::gc::GcError;
+use crate::gc::calls::{Calls, Decided, Policy};
+use crate::gc::graph::{Graph, Item, Queues};
+use crate::gc::meta::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Fields, OwnerRef};
 
 /// How many absent owners (and, separately, orphaned owners) are remembered.
 pub(crate) const ABSENT_CAPACITY: usize = 1024;
@@ -95,7 +95,11 @@ struct Live {
 
 impl Workers {
     async fn live(&self, item: &Item) -> Result<Option<Live>, GcError> {
-        let res = self.resource(item.res)?;
+        // A kind no longer served: its objects are gone as far as the collector can tell.
+        let Some(res) = self.graph.catalog.get(item.res) else {
+            return Ok(None);
+        };
+        let res = &res;
         let Some(v) = self.calls.get(res, item.ns(), &item.name).await? else {
             return Ok(None);
         };
@@ -108,7 +112,7 @@ impl Workers {
         Ok((meta.uid.as_deref() == Some(&*item.uid)).then_some(Live { meta, decided }))
     }
 
-    fn resource(&self, i: usize) -> Result<&listwatch_endpoints::Resource, GcError> {
+    fn resource(&self, i: usize) -> Result<listwatch_endpoints::Resource, GcError> {
         self.graph
             .catalog
             .get(i)
@@ -151,7 +155,7 @@ impl Workers {
                 Some(Owner::Orphaned) => orphaned.push(r.uid.clone()),
             }
         }
-        let res = self.resource(item.res)?;
+        let res = &self.resource(item.res)?;
         if solid > 0 || (dangling.is_empty() && waiting.is_empty()) {
             dangling.extend(waiting);
             dangling.extend(orphaned);
@@ -220,7 +224,7 @@ impl Workers {
                 api_version: r.api_version.clone(),
                 kind: r.kind.clone(),
             })?;
-        let res = self.resource(res_i)?;
+        let res = &self.resource(res_i)?;
         if res.info.namespaced && item.namespace.is_none() {
             return Ok(None);
         }
@@ -251,7 +255,7 @@ impl Workers {
 
     /// An object deleted in the foreground: its finalizer goes once nothing blocks it.
     async fn process_deleting_dependents(&self, item: &Item) -> Result<(), GcError> {
-        let blocking: Vec<(Item, Arc<crate::meta::Meta>)> = self
+        let blocking: Vec<(Item, Arc<crate::gc::meta::Meta>)> = self
             .graph
             .dependents(&item.uid)
             .into_iter()
@@ -263,7 +267,7 @@ impl Workers {
             .collect();
         if blocking.is_empty() {
             tracing::debug!(item = %item.name, "garbage collector: no blocking dependents left: removing foregroundDeletion");
-            let res = self.resource(item.res)?;
+            let res = &self.resource(item.res)?;
             return self
                 .calls
                 .remove_finalizer(res, item.ns(), &item.name, &item.uid, FINALIZER_FOREGROUND)
@@ -293,13 +297,13 @@ impl Workers {
         remember(&self.orphaned, owner_ns, &item.uid);
         let owners = [item.uid.to_string()];
         for (d, _) in self.graph.dependents(&item.uid) {
-            let res = self.resource(d.res)?;
+            let res = &self.resource(d.res)?;
             self.calls
                 .remove_owner_refs(res, d.ns(), &d.name, &d.uid, &owners)
                 .await?;
         }
         tracing::debug!(item = %item.name, "garbage collector: dependents orphaned: removing the orphan finalizer");
-        let res = self.resource(item.res)?;
+        let res = &self.resource(item.res)?;
         self.calls
             .remove_finalizer(res, item.ns(), &item.name, &item.uid, FINALIZER_ORPHAN)
             .await

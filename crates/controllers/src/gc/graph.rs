@@ -18,13 +18,17 @@
 //! complete once every informer has synced (the workers wait for that), up to the events
 //! still in flight — the same window upstream's graph has.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 use listwatch_cacher::StorageListerWatcher;
+use listwatch_endpoints::Resource;
 use listwatch_runtime::{Delta, Informer, InformerConfig, Store, Typed, WorkQueue};
 
-use crate::catalog::Catalog;
-use crate::meta::{Fields, Meta, OwnerRef};
+use crate::gc::catalog::Catalog;
+use listwatch_storage::Key;
+
+use crate::gc::meta::{Fields, Meta, OwnerRef};
 
 /// The index of each store: an object under each of its owners' uids.
 const BY_OWNER: &str = "ownerUID";
@@ -75,77 +79,120 @@ fn informer_config() -> InformerConfig<Meta> {
     }
 }
 
-/// The informers and their stores, by catalog index.
+/// The informers and their stores, by catalog index (`None` where the kind is no longer
+/// followed).
 pub(crate) struct Graph {
     pub(crate) catalog: Catalog,
-    informers: Vec<Informer<Meta>>,
-    stores: Vec<Store<Meta>>,
+    slots: RwLock<Vec<Slot>>,
+    /// Whether a set of kinds was applied yet (the workers wait for it and for the
+    /// informers of those kinds to list once).
+    kinds_known: AtomicBool,
+}
+
+/// The informer and store of one catalog index (`None` once its kind is not followed).
+type Slot = Option<(Informer<Meta>, Store<Meta>)>;
+
+/// The events of one informer, tagged with its catalog index.
+pub(crate) type Events = futures::stream::BoxStream<'static, (usize, Delta<Meta>)>;
+
+/// The informer of one followed resource.
+fn informer(r: &Resource, key: &Key) -> Informer<Meta> {
+    let lw = StorageListerWatcher::new(Arc::clone(&r.storage), key.clone());
+    let config = informer_config()
+        .index(
+            BY_OWNER,
+            Arc::new(|m: &Meta| {
+                m.metadata
+                    .owner_references
+                    .iter()
+                    .map(|r| r.uid.clone())
+                    .collect()
+            }),
+        )
+        .index(
+            BY_GC_FINALIZER,
+            Arc::new(|m: &Meta| {
+                let f = &m.metadata;
+                let mut v = Vec::new();
+                if f.orphaning() {
+                    v.push(crate::gc::meta::FINALIZER_ORPHAN.to_owned());
+                }
+                if f.deleting_dependents() {
+                    v.push(crate::gc::meta::FINALIZER_FOREGROUND.to_owned());
+                }
+                v
+            }),
+        );
+    Informer::spawn(Typed::<_, Meta>::new(lw), config)
 }
 
 impl Graph {
-    /// Starts one informer per resource of `catalog` (on the current runtime; they stop
-    /// when the graph is dropped).
-    pub(crate) fn start(catalog: Catalog) -> Self {
-        let mut informers = Vec::with_capacity(catalog.len());
-        for (_, r, key) in catalog.iter() {
-            let lw = StorageListerWatcher::new(Arc::clone(&r.storage), key.clone());
-            let config = informer_config()
-                .index(
-                    BY_OWNER,
-                    Arc::new(|m: &Meta| {
-                        m.metadata
-                            .owner_references
-                            .iter()
-                            .map(|r| r.uid.clone())
-                            .collect()
-                    }),
-                )
-                .index(
-                    BY_GC_FINALIZER,
-                    Arc::new(|m: &Meta| {
-                        let f = &m.metadata;
-                        let mut v = Vec::new();
-                        if f.orphaning() {
-                            v.push(crate::meta::FINALIZER_ORPHAN.to_owned());
-                        }
-                        if f.deleting_dependents() {
-                            v.push(crate::meta::FINALIZER_FOREGROUND.to_owned());
-                        }
-                        v
-                    }),
-                );
-            informers.push(Informer::spawn(Typed::<_, Meta>::new(lw), config));
-        }
-        let stores = informers.iter().map(Informer::store).collect();
+    /// A graph following nothing yet: [`Graph::follow`] gives it its kinds.
+    pub(crate) fn new() -> Self {
         Self {
-            catalog,
-            informers,
-            stores,
+            catalog: Catalog::default(),
+            slots: RwLock::new(Vec::new()),
+            kinds_known: AtomicBool::new(false),
         }
     }
 
-    /// Whether every informer has listed once.
-    pub(crate) fn synced(&self) -> bool {
-        self.informers.iter().all(Informer::has_synced)
+    fn slots(&self) -> std::sync::RwLockReadGuard<'_, Vec<Slot>> {
+        self.slots
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Every informer's events, tagged with its resource.
-    pub(crate) fn subscribe(
-        &self,
-    ) -> impl futures::Stream<Item = (usize, Delta<Meta>)> + Send + 'static + use<> {
+    /// Makes `served` (the whole set of served resources) the followed set: starts an
+    /// informer (on the current runtime) for each resource new to it and stops those of the
+    /// resources gone from it. Returns the events of the new informers, for the caller to
+    /// feed to [`Graph::on_delta`]; the stopped ones' streams end.
+    pub(crate) fn follow(&self, served: &[Resource]) -> Vec<Events> {
         use futures::StreamExt;
-        futures::stream::select_all(
-            self.informers
-                .iter()
-                .enumerate()
-                .map(|(i, inf)| inf.subscribe().map(move |d| (i, d)).boxed()),
-        )
+        let changed = self.catalog.apply(served);
+        let mut slots = self
+            .slots
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for i in changed.removed {
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = None;
+            }
+        }
+        let mut events = Vec::with_capacity(changed.added.len());
+        for (i, r, key) in changed.added {
+            let inf = informer(&r, &key);
+            events.push(inf.subscribe().map(move |d| (i, d)).boxed());
+            let store = inf.store();
+            if slots.len() <= i {
+                slots.resize_with(i + 1, || None);
+            }
+            if let Some(slot) = slots.get_mut(i) {
+                *slot = Some((inf, store));
+            }
+        }
+        self.kinds_known.store(true, Ordering::Release);
+        events
+    }
+
+    /// Whether a set of kinds is known and every informer has listed once.
+    pub(crate) fn synced(&self) -> bool {
+        self.kinds_known.load(Ordering::Acquire)
+            && self.slots().iter().flatten().all(|(i, _)| i.has_synced())
+    }
+
+    /// Every store, by catalog index.
+    fn stores(&self) -> Vec<(usize, Store<Meta>)> {
+        self.slots()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|(_, st)| (i, st.clone())))
+            .collect()
     }
 
     /// The cached dependents of owner `uid`, across every resource.
     pub(crate) fn dependents(&self, uid: &str) -> Vec<(Item, Arc<Meta>)> {
         let mut out = Vec::new();
-        for (i, s) in self.stores.iter().enumerate() {
+        for (i, s) in self.stores() {
             for m in s.by_index(BY_OWNER, uid).unwrap_or_default() {
                 if let Some(item) = Item::of(i, &m.metadata) {
                     out.push((item, m));
@@ -157,19 +204,19 @@ impl Graph {
 
     /// Whether any cached object has owner `uid`.
     pub(crate) fn has_dependents(&self, uid: &str) -> bool {
-        self.stores
+        self.stores()
             .iter()
-            .any(|s| s.by_index(BY_OWNER, uid).is_some_and(|v| !v.is_empty()))
+            .any(|(_, s)| s.by_index(BY_OWNER, uid).is_some_and(|v| !v.is_empty()))
     }
 
     /// Every cached object being deleted with a collector finalizer: `(orphaning, in the
     /// foreground)`.
     pub(crate) fn held_by_collector(&self) -> (Vec<Item>, Vec<Item>) {
         let (mut orphan, mut foreground) = (Vec::new(), Vec::new());
-        for (i, s) in self.stores.iter().enumerate() {
+        for (i, s) in self.stores() {
             for (f, out) in [
-                (crate::meta::FINALIZER_ORPHAN, &mut orphan),
-                (crate::meta::FINALIZER_FOREGROUND, &mut foreground),
+                (crate::gc::meta::FINALIZER_ORPHAN, &mut orphan),
+                (crate::gc::meta::FINALIZER_FOREGROUND, &mut foreground),
             ] {
                 out.extend(
                     s.by_index(BY_GC_FINALIZER, f)
@@ -187,10 +234,8 @@ impl Graph {
     pub(crate) fn cached_owner(&self, ns: Option<&str>, r: &OwnerRef) -> Option<(Item, Arc<Meta>)> {
         let res = self.catalog.resolve(&r.api_version, &r.kind)?;
         let namespaced = self.catalog.get(res)?.info.namespaced;
-        let m = self
-            .stores
-            .get(res)?
-            .get_by_name(ns.filter(|_| namespaced), &r.name)?;
+        let store = self.slots().get(res)?.as_ref().map(|(_, s)| s.clone())?;
+        let m = store.get_by_name(ns.filter(|_| namespaced), &r.name)?;
         (m.metadata.uid.as_deref() == Some(r.uid.as_str()))
             .then(|| Item::of(res, &m.metadata).map(|i| (i, m)))
             .flatten()

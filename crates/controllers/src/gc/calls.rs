@@ -19,9 +19,9 @@ use listwatch_storage::{GetOptions, Key};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use crate::GcError;
-use crate::catalog::object_path;
-use crate::meta::OwnerRef;
+use crate::gc::GcError;
+use crate::gc::catalog::object_path;
+use crate::gc::meta::OwnerRef;
 
 /// The longest one read or write may take.
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(30);

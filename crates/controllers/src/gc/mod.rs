@@ -50,8 +50,17 @@
 //!   await (a lost leader election); every step is an idempotent, conditional write, so a
 //!   successor redoing it is harmless.
 //!
-//! What still differs from upstream: no metrics of its own; no `GarbageCollectorSyncPeriod`
-//! re-discovery (the served resources are fixed at start); owner references whose kind no
+//! # The kinds it follows
+//! The set of served kinds is an input that changes ([`Kinds`]): each set it yields is applied
+//! as it comes — an informer started for each kind new to the set, stopped for each kind gone
+//! from it — so a custom resource served after start is collected like any other (upstream's
+//! `GarbageCollectorSyncPeriod` re-discovery, event-driven here). The workers start once the
+//! first set's informers have listed once; a kind added later is worked on as its informer
+//! fills (decisions are on live reads, so an unsynced cache delays work but never misleads
+//! it). A kind's catalog index is never reused within a run. Without [`GarbageCollector::with_kinds`]
+//! the set is the API's served resources, read once at start.
+//!
+//! What still differs from upstream: no metrics of its own; owner references whose kind no
 //! served resource has are retried with backoff forever, as upstream's are until discovery
 //! knows the kind; an owner reference naming another version of a served kind resolves to
 //! that kind.
@@ -65,13 +74,14 @@ mod worker;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
+use listwatch_endpoints::Resource;
 use listwatch_runtime::{RateLimits, WorkQueue};
 
-use crate::calls::Calls;
-use crate::catalog::Catalog;
-use crate::graph::{Graph, Item, Queues};
-use crate::worker::Workers;
+use crate::gc::calls::Calls;
+use crate::gc::graph::{Graph, Item, Queues};
+use crate::gc::worker::Workers;
 
 /// Why one step of the collector failed (it is retried later, with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -144,11 +154,43 @@ impl Default for Config {
     }
 }
 
-/// The garbage collector of one [`listwatch_endpoints::Api`].
+/// The served kinds, as they change: the seam through which the collector follows a kind set
+/// that changes at run time (custom resources added or removed).
+///
+/// Each [`Kinds::subscribe`] is one run's subscription (a new leader subscribes again): it
+/// first yields the whole current set of served resources, then the whole set again each time
+/// it changes. A subscription that ends leaves the collector on the last set it yielded.
+pub trait Kinds: Send + Sync + 'static {
+    /// The current set of served resources, then each new set.
+    fn subscribe(&self) -> BoxStream<'static, Vec<Resource>>;
+}
+
+/// A set of kinds fixed for the collector's life (what [`GarbageCollector::new`] follows:
+/// the API's served resources at the time of the call).
 #[derive(Debug, Clone)]
+pub struct FixedKinds(pub Vec<Resource>);
+
+impl Kinds for FixedKinds {
+    fn subscribe(&self) -> BoxStream<'static, Vec<Resource>> {
+        futures::stream::once(futures::future::ready(self.0.clone())).boxed()
+    }
+}
+
+/// The garbage collector of one [`listwatch_endpoints::Api`].
+#[derive(Clone)]
 pub struct GarbageCollector {
     api: listwatch_endpoints::Api,
+    kinds: Arc<dyn Kinds>,
     config: Config,
+}
+
+impl std::fmt::Debug for GarbageCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GarbageCollector")
+            .field("api", &self.api)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl GarbageCollector {
@@ -161,8 +203,18 @@ impl GarbageCollector {
     pub fn with_config(api: &listwatch_endpoints::Api, config: Config) -> Self {
         Self {
             api: api.clone(),
+            kinds: Arc::new(FixedKinds(api.resources().to_vec())),
             config,
         }
+    }
+
+    /// Follows the kinds `kinds` yields instead of the API's served resources at start (the
+    /// seam a live kind set feeds). Every kind it yields must be served by the API's router,
+    /// through which the collector writes.
+    #[must_use]
+    pub fn with_kinds(mut self, kinds: Arc<dyn Kinds>) -> Self {
+        self.kinds = kinds;
+        self
     }
 
     /// Runs the collector on the current tokio runtime until the future is dropped. At most
@@ -172,30 +224,43 @@ impl GarbageCollector {
     /// Dropping the future stops everything it started (informers, workers); see the crate
     /// invariants for why an interrupted step is harmless.
     pub async fn run(self) {
-        let catalog = Catalog::new(self.api.resources());
         let queues = Queues {
             delete: WorkQueue::new(self.config.rate_limits.clone()),
             orphan: WorkQueue::new(self.config.rate_limits.clone()),
         };
-        let graph = Graph::start(catalog);
-        let events = graph.subscribe();
+        let mut kinds = self.kinds.subscribe();
         let w = Arc::new(Workers {
-            graph,
+            graph: Graph::new(),
             calls: Calls::new(self.api.router()),
             queues: queues.clone(),
             absent: Mutex::new(worker::AbsentOwners::default()),
             orphaned: Mutex::new(worker::AbsentOwners::default()),
         });
-        tracing::info!(
-            resources = w.graph.catalog.len(),
-            "garbage collector: starting"
-        );
+        tracing::info!("garbage collector: starting");
         let feed = {
             let w = Arc::clone(&w);
-            events.for_each(move |(res, delta)| {
-                w.graph.on_delta(res, &delta, &w.queues);
-                futures::future::ready(())
-            })
+            async move {
+                let mut events = futures::stream::SelectAll::new();
+                let mut kinds_open = true;
+                loop {
+                    tokio::select! {
+                        set = kinds.next(), if kinds_open => match set {
+                            Some(set) => {
+                                events.extend(w.graph.follow(&set));
+                                tracing::info!(
+                                    resources = w.graph.catalog.len(),
+                                    "garbage collector: following the served kinds"
+                                );
+                            }
+                            None => kinds_open = false,
+                        },
+                        Some((res, delta)) = events.next(), if !events.is_empty() => {
+                            w.graph.on_delta(res, &delta, &w.queues);
+                        }
+                        else => std::future::pending::<()>().await,
+                    }
+                }
+            }
         };
         let work = {
             let w = Arc::clone(&w);

@@ -14,7 +14,8 @@ use listwatch_api::Object;
 use listwatch_storage::Key;
 use serde_json::json;
 
-use crate::ServerError;
+// The name the bootstrap had in the server crate, kept so that its body is unchanged.
+use crate::Error as ServerError;
 
 /// Creates the namespaces upstream's control plane creates at start, unless they exist:
 /// `default` (its bootstrap controller), `kube-system`, `kube-public` and `kube-node-lease`
@@ -54,7 +55,7 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
 /// The system-namespaces loop: every `every`, creates whichever of the built-in namespaces
 /// is missing (an existing one, even terminating, is left alone, as upstream's controller
 /// does). Runs until dropped (as a singleton: while this replica leads).
-pub(crate) async fn ensure_system_namespaces(api: listwatch_endpoints::Api, every: Duration) {
+pub async fn ensure_system_namespaces(api: listwatch_endpoints::Api, every: Duration) {
     // The first round one period after this replica began to lead: the start-up bootstrap
     // (or the previous leader) has just made them.
     let every = every.max(Duration::from_secs(1));
@@ -86,9 +87,7 @@ fn passes(e: &listwatch_storage::Error) -> bool {
 /// 5 s) for as long as the storage fails in a way that passes (upstream's apiserver also
 /// keeps retrying etcd instead of exiting). Meanwhile the server already listens: `/readyz`
 /// fails and `/livez` answers 200, both with the reason. Any other failure is returned.
-pub(crate) async fn bootstrap_until_done(
-    api: &listwatch_endpoints::Api,
-) -> Result<(), ServerError> {
+pub async fn bootstrap_until_done(api: &listwatch_endpoints::Api) -> Result<(), ServerError> {
     let (mut delay, max) = BOOTSTRAP_BACKOFF;
     let mut attempts = 0u64;
     loop {

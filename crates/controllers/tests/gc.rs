@@ -10,8 +10,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, KindSpec, NameValidation};
-use listwatch_gc::GarbageCollector;
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use listwatch_controllers::gc::{GarbageCollector, Kinds};
+use listwatch_endpoints::{
+    Api, Config, GracefulDeletion, Installer, KindSpec, NameValidation, Resource,
+};
 use listwatch_memstore::MemStore;
 use listwatch_storage::Storage;
 use serde_json::{Value, json};
@@ -857,4 +861,68 @@ async fn the_collectors_writes_are_recorded_as_kube_controller_manager() {
     );
     assert!(managers.contains(&None), "the test's create: {entries:?}");
     assert!(!managers.contains(&Some("unknown")), "{entries:?}");
+}
+
+/// The served kinds as a watch channel: each subscription yields the current set, then each
+/// new one (what a live kind set feeds the collector).
+struct LiveKinds(tokio::sync::watch::Receiver<Vec<Resource>>);
+
+impl Kinds for LiveKinds {
+    fn subscribe(&self) -> BoxStream<'static, Vec<Resource>> {
+        let rx = self.0.clone();
+        futures::stream::unfold((rx, true), |(mut rx, first)| async move {
+            if !first {
+                rx.changed().await.ok()?;
+            }
+            let set = rx.borrow_and_update().clone();
+            Some((set, (rx, false)))
+        })
+        .boxed()
+    }
+}
+
+/// Before (issue 27 step 4): the collector followed the kinds served when it started, so the
+/// dependents of a kind served later (a custom resource added at run time) were never
+/// collected. Now it follows the kind set as it changes: a kind added after start is
+/// collected, what it held while unfollowed included (removal: the catalog's unit test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_served_after_start_is_collected() {
+    let api = api();
+    let all = api.resources().to_vec();
+    let without_widgets: Vec<Resource> = all
+        .iter()
+        .filter(|r| r.info.plural != "widgets")
+        .cloned()
+        .collect();
+    let (kinds, rx) = tokio::sync::watch::channel(without_widgets.clone());
+    let gc = GarbageCollector::new(&api).with_kinds(Arc::new(LiveKinds(rx)));
+    let t = T {
+        r: api.router(),
+        gc: Some(tokio::spawn(gc.run())),
+        api,
+    };
+    t.create("/api/v1/namespaces", json!({"metadata": {"name": "ns1"}}))
+        .await;
+
+    // Not followed yet: a widget whose owner goes stays.
+    let early = t.create(CM, json!({"metadata": {"name": "early"}})).await;
+    t.create(WIDGETS, owned("w-early", &[owner_ref(&early, false)]))
+        .await;
+    let (s, _) = t.call("DELETE", &format!("{CM}/early"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    barrier(&t, "before").await;
+    assert!(
+        t.exists(&format!("{WIDGETS}/w-early")).await,
+        "widgets are not followed yet"
+    );
+
+    // Served from now on: the widget left behind goes, and so does one created later.
+    kinds.send_replace(all);
+    gone(&t, &format!("{WIDGETS}/w-early")).await;
+    let late = t.create(CM, json!({"metadata": {"name": "late"}})).await;
+    t.create(WIDGETS, owned("w-late", &[owner_ref(&late, false)]))
+        .await;
+    let (s, _) = t.call("DELETE", &format!("{CM}/late"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{WIDGETS}/w-late")).await;
 }

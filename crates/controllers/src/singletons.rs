@@ -1,6 +1,6 @@
 //! Singletons: the background controllers that must run once across every replica of the
 //! server over one storage — the namespace controller (`listwatch-endpoints`) and the garbage
-//! collector (`listwatch-gc`, unless `--enable-garbage-collector=false`), and whatever else is
+//! collector (the [`gc`](crate::gc) module, unless `--enable-garbage-collector=false`), and whatever else is
 //! added to [`Singletons`].
 //!
 //! With `--storage etcd` several replicas may share the storage, so the singletons run under
@@ -90,7 +90,7 @@ pub struct ElectionOptions {
 }
 
 /// The running singletons (or their election); stops them when dropped.
-pub(crate) struct Running {
+pub struct Running {
     task: tokio::task::JoinHandle<()>,
     /// Resolves the election's shutdown (the elector releases its lease).
     stop: Arc<tokio::sync::Notify>,
@@ -104,7 +104,7 @@ impl Drop for Running {
 
 impl Running {
     /// Stops the singletons and, when leading, releases the lease; waits at most `bound`.
-    pub(crate) async fn stop(&mut self, bound: Duration) {
+    pub async fn stop(&mut self, bound: Duration) {
         self.stop.notify_one();
         if tokio::time::timeout(bound, &mut self.task).await.is_err() {
             tracing::warn!("the singletons did not stop in time");
@@ -114,7 +114,7 @@ impl Running {
 }
 
 /// Registers `leader_election_master_status` on `registry`.
-pub(crate) fn register_metrics(
+pub fn register_metrics(
     registry: &mut prometheus_client::registry::Registry,
 ) -> Family<Vec<(String, String)>, Gauge> {
     let status = Family::<Vec<(String, String)>, Gauge>::default();
@@ -129,7 +129,7 @@ pub(crate) fn register_metrics(
 
 /// Starts the singletons: under an election on `leases` when `election` is given, else at
 /// once.
-pub(crate) fn start(
+pub fn start(
     singletons: Singletons,
     election: Option<(ElectionOptions, &Resource)>,
     status: Family<Vec<(String, String)>, Gauge>,

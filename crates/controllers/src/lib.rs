@@ -1,0 +1,73 @@
+//! The background controllers of the listwatch server, and the runner that keeps each of
+//! them to one replica: what upstream's `kube-controller-manager` (and the apiserver's own
+//! bootstrap controllers) run beside the API.
+//!
+//! It owns, a module each:
+//! - [`gc`]: the garbage collector (upstream's `pkg/controller/garbagecollector`): deletes
+//!   objects whose owners are gone and carries out foreground and orphan deletions, through
+//!   the endpoints' router in process (its invariants: the module doc). The kinds it follows
+//!   are an input that changes ([`gc::Kinds`], the seam a live kind set feeds: a kind served
+//!   after start is followed from then on); the binary feeds it the served set once, at start;
+//! - [`bootstrap`]: the namespaces upstream's control plane creates at start (`default`,
+//!   `kube-system`, `kube-public`, `kube-node-lease`), created once the storage answers and
+//!   re-created by the system-namespaces loop;
+//! - [`singletons`]: the runner of the controllers that must run once across every replica
+//!   over one storage, under client-go's leader election on a Lease read and written in
+//!   process ([`singletons::StorageLeaseLock`]).
+//!
+//! The namespace controller (emptying a terminating namespace) still lives in
+//! `listwatch-endpoints` (`Api::namespace_controller`) and is run here as a singleton; it
+//! moves into this crate once the endpoints expose the narrow, registry-like API it needs.
+//!
+//! # Invariants
+//! - every controller here tolerates a run cut at any await point (a lost lease or a shutdown
+//!   drops its future) and a successor redoing its last steps: each step is an idempotent,
+//!   conditional write decided on fresh reads (the tolerance rules of [`singletons`]);
+//! - at most one replica runs the singletons at a time, except for requests a leader sent
+//!   before its renew deadline (the elector's invariant);
+//! - bounded: every controller's queues are bounded by the objects stored, every wait and call
+//!   has a deadline, every failure is retried with a bounded backoff.
+//!
+//! # Layers
+//! It depends only on `listwatch-api`, `listwatch-storage`, `listwatch-runtime` (informers,
+//! work queues, leader election), `listwatch-cacher` (the in-process lister-watcher) and
+//! `listwatch-endpoints` (the API it is a client of, until `listwatch-registry` takes that
+//! role). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,
+//! audit or the server binary; only the server binary depends on it.
+//!
+//! ```no_run
+//! # async fn demo(api: listwatch_endpoints::Api) {
+//! use listwatch_controllers::gc::GarbageCollector;
+//! use listwatch_controllers::singletons::{self, Singletons};
+//!
+//! let mut work = Singletons::default();
+//! work.add(
+//!     "garbage-collector",
+//!     Box::new(move || Box::pin(GarbageCollector::new(&api).run())),
+//! );
+//! let mut registry = prometheus_client::registry::Registry::default();
+//! let status = singletons::register_metrics(&mut registry);
+//! // No election: the singletons simply run (one process over its own storage).
+//! let mut running = singletons::start(work, None, status).expect("started");
+//! running.stop(std::time::Duration::from_secs(5)).await;
+//! # }
+//! ```
+
+pub mod bootstrap;
+pub mod gc;
+pub mod singletons;
+
+/// Why a controller could not do its work (the start-up bootstrap's failures; the
+/// controllers' own steps log and retry theirs).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bootstrapping the default namespaces failed.
+    #[error("creating namespace {name}: {source}")]
+    Bootstrap {
+        /// The namespace.
+        name: String,
+        /// Why.
+        #[source]
+        source: listwatch_storage::Error,
+    },
+}
