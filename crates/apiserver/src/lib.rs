@@ -37,7 +37,6 @@ pub mod routes;
 pub mod security;
 pub mod serve;
 pub mod singletons;
-mod strategy;
 pub mod tls;
 
 use crate::backends::Backends;

@@ -92,8 +92,8 @@ pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;
 pub use resource::{
-    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, PrepareFn, Printer,
-    PrinterColumn, Resource, ScaleSubresource, StatusUpdate,
+    DefaultStrategy, GcPolicy, Generation, GracefulDeletion, KindSpec, KindStrategy,
+    NameValidation, Printer, PrinterColumn, Resource, ScaleSubresource, StatusUpdate, TableColumn,
 };
 pub use watch_server::{LongRunning, watch_timeout};
 

@@ -2,8 +2,8 @@
 //! ([`KindSpec`] and its parts) lives in `listwatch-kinds` and is re-exported here.
 
 pub use listwatch_kinds::{
-    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, PrepareFn, Printer,
-    PrinterColumn, ScaleSubresource, StatusUpdate,
+    DefaultStrategy, GcPolicy, Generation, GracefulDeletion, KindSpec, KindStrategy,
+    NameValidation, Printer, PrinterColumn, ScaleSubresource, StatusUpdate, TableColumn,
 };
 use std::sync::Arc;
 

@@ -159,7 +159,7 @@ impl Encoder {
                 &info.version,
                 &info.kind,
                 &info.plural,
-                format!("{:?}", info.printer),
+                format!("{:?} {:?}", info.printer, info.strategy),
             )),
             _ => metadata_key(),
         };
