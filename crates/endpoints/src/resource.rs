@@ -17,6 +17,25 @@ pub struct Resource {
     pub info: Arc<KindSpec>,
     /// Where its objects live.
     pub storage: Arc<dyn listwatch_storage::Storage>,
+    /// Stopped when the resource stops being served: its open watches end.
+    pub(crate) removed: Arc<crate::stop::StopSignal>,
+}
+
+impl Resource {
+    /// `info` served from `storage`.
+    pub fn new(info: KindSpec, storage: Arc<dyn listwatch_storage::Storage>) -> Self {
+        Self {
+            info: Arc::new(info),
+            storage,
+            removed: Arc::default(),
+        }
+    }
+}
+
+impl listwatch_kinds::Kinded for Resource {
+    fn spec(&self) -> &KindSpec {
+        &self.info
+    }
 }
 
 impl std::fmt::Debug for Resource {

@@ -172,7 +172,7 @@ impl GarbageCollector {
     /// Dropping the future stops everything it started (informers, workers); see the crate
     /// invariants for why an interrupted step is harmless.
     pub async fn run(self) {
-        let catalog = Catalog::new(self.api.resources());
+        let catalog = Catalog::new(&self.api.resources());
         let queues = Queues {
             delete: WorkQueue::new(self.config.rate_limits.clone()),
             orphan: WorkQueue::new(self.config.rate_limits.clone()),
