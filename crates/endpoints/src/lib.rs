@@ -15,9 +15,12 @@
 //!
 //! It sits above the storage interface: every resource is served from an
 //! `Arc<dyn Storage>`, which may be a backend itself or a cacher over one — the installer
-//! cannot tell, so a cache slots in per resource without changing anything here. It
-//! depends only on `listwatch-api`, `listwatch-storage`, `listwatch-apply` and
-//! `listwatch-schema`; it must never depend on a particular backend (memstore, etcd) or on
+//! cannot tell, so a cache slots in per resource without changing anything here. The
+//! served resources are a live `listwatch_kinds::KindSet` of (spec, storage) pairs: a request
+//! resolves in one snapshot; [`Api::add_resource`] and [`Api::remove_resource`] change it at
+//! run time, and discovery, OpenAPI and the schema catalog follow per generation. It
+//! depends only on `listwatch-api`, `listwatch-storage`, `listwatch-kinds`, `listwatch-apply`
+//! and `listwatch-schema`; it must never depend on a particular backend (memstore, etcd) or on
 //! the cacher.
 //!
 //! ```no_run

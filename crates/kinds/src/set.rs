@@ -272,6 +272,42 @@ mod tests {
     }
 
     #[test]
+    fn readers_see_whole_tables_with_growing_generations_while_writers_change_them() {
+        let set = Arc::new(KindSet::new([cm()]));
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let (set, done) = (Arc::clone(&set), Arc::clone(&done));
+                std::thread::spawn(move || {
+                    let mut last = 0;
+                    let mut reads = 0u64;
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
+                        let s = set.snapshot();
+                        assert!(s.generation() >= last, "generations only grow");
+                        last = s.generation();
+                        // The built-in kind is always there; the widget is there exactly
+                        // when the table has two kinds, and its index agrees.
+                        assert!(s.get("", "v1", "configmaps").is_some());
+                        let w = s.get("example.com", "v1", "widgets");
+                        assert_eq!(w.is_some(), s.len() == 2);
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for _ in 0..500 {
+            set.add(widgets());
+            set.remove("example.com", "v1", "widgets").unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            assert!(r.join().unwrap() > 0);
+        }
+        assert_eq!(set.snapshot().generation(), 1000);
+    }
+
+    #[test]
     fn derived_values_are_built_once_per_generation() {
         let set = KindSet::new([cm()]);
         let docs: PerGeneration<usize> = PerGeneration::default();
