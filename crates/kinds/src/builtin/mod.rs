@@ -33,7 +33,7 @@ pub use self::core::pod::POD_FIELDS;
 /// secret's `type`, a service's `spec.type`, a pod's `spec.restartPolicy` and
 /// `spec.schedulerName`) reads as its default when a stored object lacks it, and a `bool`
 /// read with `strconv.FormatBool` (a node's `spec.unschedulable`, a pod's
-/// `spec.hostNetwork`) reads as `"false"` ([`KindSpec::field_default`]).
+/// `spec.hostNetwork`) reads as `"false"` ([`KindSpec::field_default`](crate::KindSpec::field_default)).
 ///
 /// A PUT of a missing object creates it where
 /// upstream's strategy allows create-on-update: services, endpoints, events, leases and
