@@ -104,9 +104,10 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-endpoints",
         ],
     ),
-    // The binary composes every server layer; its background work runs on the runtime (the
-    // RBAC informers, the leader election over its own storage), so it takes no HTTP client;
-    // the testkit is for tests only.
+    // The binary composes every server layer (the built-in kinds and the custom resource
+    // strategy from kinds); its background work runs on the runtime (the RBAC informers, the
+    // leader election over its own storage), so it takes no HTTP client; the testkit is for
+    // tests only.
     (
         "listwatch-apiserver",
         &[
@@ -116,6 +117,7 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-etcd",
             "listwatch-cacher",
             "listwatch-endpoints",
+            "listwatch-kinds",
             "listwatch-schema",
             "listwatch-auth",
             "listwatch-audit",

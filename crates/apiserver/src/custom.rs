@@ -321,10 +321,10 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<KindSpec, ResourcesFile
         .storage_resource(&format!("{plural}.{}", e.group));
     if custom {
         info = info.custom_resource(e.open_api_v3_schema);
-        if e.status_subresource {
-            // Upstream's custom resource strategy: a create cannot set the status.
-            info = info.prepare_for_create(crate::strategy::drop_status);
-        }
+        // Upstream's custom resource strategy: with `/status`, a create cannot set it.
+        info = info.strategy(listwatch_kinds::custom::CustomResourceStrategy::new(
+            e.status_subresource,
+        ));
     }
     if let Some(t) = &e.trigger_field {
         info = info.trigger_field(t);

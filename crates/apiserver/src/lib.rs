@@ -35,7 +35,6 @@ mod options;
 pub mod routes;
 pub mod security;
 pub mod serve;
-mod strategy;
 pub mod tls;
 
 use crate::backends::Backends;
@@ -229,7 +228,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     );
     let (reconciler, rbac_in_force) = informers
         .as_ref()
-        .and_then(|i| i.spawn_reconciler(api.resources()))
+        .and_then(|i| i.spawn_reconciler(&api.resources()))
         .unzip();
     let mut work = singletons::Singletons::default();
     let ns_api = api.clone();
@@ -258,6 +257,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
                 .resources()
                 .iter()
                 .find(|r| r.info.group == "coordination.k8s.io" && r.info.plural == "leases")
+                .cloned()
                 .ok_or_else(|| {
                     ServerError::LeaderElection("the leases resource is not served".into())
                 })?;
@@ -265,8 +265,12 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         }
         _ => None,
     };
-    let singletons =
-        singletons::start(work, elect_on, election_status).map_err(ServerError::LeaderElection)?;
+    let singletons = singletons::start(
+        work,
+        elect_on.as_ref().map(|(e, l)| (e.clone(), l)),
+        election_status,
+    )
+    .map_err(ServerError::LeaderElection)?;
     Ok((
         api,
         Running {

@@ -25,6 +25,7 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
         .resources()
         .iter()
         .find(|r| r.info.group.is_empty() && r.info.plural == "namespaces")
+        .cloned()
     else {
         return Ok(());
     };

@@ -294,10 +294,7 @@ mod tests {
     fn documents_list_every_group_and_resource() {
         let store: Arc<dyn listwatch_storage::Storage> =
             Arc::new(listwatch_memstore::MemStore::new());
-        let mk = |info: KindSpec| Resource {
-            info: Arc::new(info),
-            storage: Arc::clone(&store),
-        };
+        let mk = |info: KindSpec| Resource::new(info, Arc::clone(&store));
         let docs = build(
             &[
                 mk(KindSpec::new("", "v1", "pods", "Pod")

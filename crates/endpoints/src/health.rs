@@ -71,7 +71,7 @@ async fn run(shared: &Shared, check: &str) -> Result<(), String> {
             None => Ok(()),
         },
         "storage" => {
-            for r in &shared.resources {
+            for r in shared.kinds().iter() {
                 if let Err(e) = r.storage.readiness().await {
                     return Err(format!("{}: {e}", r.info.qualified_resource()));
                 }

@@ -15,9 +15,12 @@
 //!
 //! It sits above the storage interface: every resource is served from an
 //! `Arc<dyn Storage>`, which may be a backend itself or a cacher over one — the installer
-//! cannot tell, so a cache slots in per resource without changing anything here. It
-//! depends only on `listwatch-api`, `listwatch-storage`, `listwatch-apply` and
-//! `listwatch-schema`; it must never depend on a particular backend (memstore, etcd) or on
+//! cannot tell, so a cache slots in per resource without changing anything here. The
+//! served resources are a live `listwatch_kinds::KindSet` of (spec, storage) pairs: a request
+//! resolves in one snapshot; [`Api::add_resource`] and [`Api::remove_resource`] change it at
+//! run time, and discovery, OpenAPI and the schema catalog follow per generation. It
+//! depends only on `listwatch-api`, `listwatch-storage`, `listwatch-kinds`, `listwatch-apply`
+//! and `listwatch-schema`; it must never depend on a particular backend (memstore, etcd) or on
 //! the cacher.
 //!
 //! ```no_run
@@ -36,7 +39,6 @@
 //! # }
 //! ```
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -92,8 +94,8 @@ pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;
 pub use resource::{
-    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, PrepareFn, Printer,
-    PrinterColumn, Resource, ScaleSubresource, StatusUpdate,
+    DefaultStrategy, GcPolicy, Generation, GracefulDeletion, KindSpec, KindStrategy,
+    NameValidation, Printer, PrinterColumn, Resource, ScaleSubresource, StatusUpdate, TableColumn,
 };
 pub use watch_server::{LongRunning, watch_timeout};
 
@@ -174,14 +176,28 @@ pub fn default_request_workers() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
+/// What is derived from a whole table of served kinds: built once per generation of the
+/// [`KindSet`](listwatch_kinds::KindSet) (see [`Shared::derived`]).
+pub(crate) struct Derived {
+    pub(crate) docs: discovery::Documents,
+    /// The OpenAPI v3 index and documents.
+    pub(crate) openapi: openapi::Documents,
+    /// The schemas of the served kinds (built-in definitions and custom resources'): the
+    /// field manager, strategic merge and the OpenAPI documents read them.
+    pub(crate) catalog: Arc<listwatch_schema::Catalog>,
+}
+
+/// The served kinds as one request sees them.
+pub(crate) type Kinds = Arc<listwatch_kinds::Snapshot<Resource>>;
+
 /// State shared by every handler.
 pub(crate) struct Shared {
-    /// Immutable after build.
-    pub(crate) resources: Vec<Resource>,
-    /// `(group, version, plural)` → index into `resources`.
-    pub(crate) index: HashMap<(String, String, String), usize>,
-    /// The namespaces resource, when installed (namespaced writes check existence in it).
-    pub(crate) namespaces: Option<usize>,
+    /// The served kinds, live: a request resolves its kind, and what is derived from the
+    /// table, in one snapshot ([`Shared::kinds`]); [`Api::add_resource`] and
+    /// [`Api::remove_resource`] change it.
+    pub(crate) kinds: listwatch_kinds::KindSet<Resource>,
+    /// Discovery, OpenAPI and the schema catalog of the newest generation asked for.
+    pub(crate) derived: listwatch_kinds::PerGeneration<Derived>,
     pub(crate) config: Config,
     /// Seats, watch slots and body memory, per client.
     pub(crate) flow: flowcontrol::FlowControl,
@@ -194,12 +210,6 @@ pub(crate) struct Shared {
     pub(crate) waiting_for: watch::Sender<Option<String>>,
     pub(crate) metrics: Metrics,
     pub(crate) registry: Registry,
-    pub(crate) docs: discovery::Documents,
-    /// The OpenAPI v3 index and documents.
-    pub(crate) openapi: openapi::Documents,
-    /// The schemas of the served kinds (built-in definitions and custom resources'),
-    /// built once: the field manager, strategic merge and the OpenAPI documents read them.
-    pub(crate) catalog: Arc<listwatch_schema::Catalog>,
     /// Validates writes before they are stored.
     pub(crate) admission: Option<Arc<dyn admission::Admission>>,
     /// Answers the authorization questions handlers ask (the `create` check of a write
@@ -217,11 +227,31 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn resource(&self, group: &str, version: &str, plural: &str) -> Option<&Resource> {
-        let i = *self
-            .index
-            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))?;
-        self.resources.get(i)
+    /// The served kinds now.
+    pub(crate) fn kinds(&self) -> Kinds {
+        self.kinds.snapshot()
+    }
+
+    /// The kind served at `group/version/plural` now.
+    pub(crate) fn resource(&self, group: &str, version: &str, plural: &str) -> Option<Resource> {
+        self.kinds().get(group, version, plural).cloned()
+    }
+
+    /// The namespaces resource, when served (namespaced writes check existence in it).
+    pub(crate) fn namespaces(&self) -> Option<Resource> {
+        self.resource("", "v1", "namespaces")
+    }
+
+    /// Discovery, OpenAPI and the schema catalog of `kinds`, built once per generation.
+    pub(crate) fn derived(&self, kinds: &Kinds) -> Arc<Derived> {
+        self.derived.get(kinds, |k| {
+            let catalog = Arc::new(openapi::catalog(k));
+            Derived {
+                docs: discovery::build(k, &self.config.build_info),
+                openapi: openapi::build(k, &catalog),
+                catalog,
+            }
+        })
     }
 
     pub(crate) fn shutting_down(&self) -> bool {
@@ -305,10 +335,7 @@ impl Installer {
                 info.plural.as_str(),
             )
         });
-        self.resources.push(Resource {
-            info: Arc::new(info),
-            storage,
-        });
+        self.resources.push(Resource::new(info, storage));
         self
     }
 
@@ -331,27 +358,6 @@ impl Installer {
     /// deletions already pending (on a tokio runtime).
     pub fn build(mut self) -> Api {
         let metrics = Metrics::register(&mut self.registry);
-        let index = self
-            .resources
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                (
-                    (
-                        r.info.group.clone(),
-                        r.info.version.clone(),
-                        r.info.plural.clone(),
-                    ),
-                    i,
-                )
-            })
-            .collect::<HashMap<_, _>>();
-        let namespaces = index
-            .get(&(String::new(), "v1".to_owned(), "namespaces".to_owned()))
-            .copied();
-        let docs = discovery::build(&self.resources, &self.config.build_info);
-        let catalog = Arc::new(openapi::catalog(&self.resources));
-        let openapi = openapi::build(&self.resources, &catalog);
         let (shutdown, _) = watch::channel(false);
         let (waiting_for, _) = watch::channel(None);
         let compute = compute::ComputePool::new(self.config.request_workers, &metrics)
@@ -363,24 +369,22 @@ impl Installer {
         let shared = Arc::new(Shared {
             flow: flowcontrol::FlowControl::new(&self.config, &metrics),
             gzip: compress::GzipBudget::new(self.config.max_gzip_streams),
-            resources: self.resources,
-            index,
-            namespaces,
+            kinds: listwatch_kinds::KindSet::new(self.resources),
+            derived: listwatch_kinds::PerGeneration::default(),
             config: self.config,
             shutdown,
             watch_stop: Arc::default(),
             waiting_for,
             metrics,
             registry: self.registry,
-            docs,
-            openapi,
-            catalog,
             admission: self.admission,
             authorizer: self.authorizer,
             namespace_wake: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
             compute,
         });
+        // Built now, so that the first requests do not wait for it.
+        shared.derived(&shared.kinds());
         if self.namespace_controller {
             namespaces::start(&shared);
         }
@@ -398,7 +402,7 @@ pub struct Api {
 impl std::fmt::Debug for Api {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Api")
-            .field("resources", &self.shared.resources.len())
+            .field("resources", &self.shared.kinds().len())
             .finish()
     }
 }
@@ -529,9 +533,46 @@ impl Api {
             .map_or(0, compute::ComputePool::admission_limit)
     }
 
-    /// The served resources.
-    pub fn resources(&self) -> &[Resource] {
-        &self.shared.resources
+    /// The served resources now: a snapshot, which later
+    /// [`add_resource`](Self::add_resource)s and [`remove_resource`](Self::remove_resource)s do
+    /// not change (it derefs to `[Resource]`).
+    pub fn resources(&self) -> Arc<listwatch_kinds::Snapshot<Resource>> {
+        self.shared.kinds()
+    }
+
+    /// Serves a resource from now on (a later request sees it; discovery and the OpenAPI
+    /// documents list it), replacing one with the same group, version and plural, whose open
+    /// watches then end as after [`remove_resource`](Self::remove_resource). Returns the
+    /// generation of the table that serves it.
+    pub fn add_resource(
+        &self,
+        info: KindSpec,
+        storage: Arc<dyn listwatch_storage::Storage>,
+    ) -> u64 {
+        let (generation, replaced) = self.shared.kinds.add(Resource::new(info, storage));
+        if let Some(old) = replaced {
+            old.removed.stop();
+        }
+        tracing::info!(generation, "served kinds changed: added a resource");
+        generation
+    }
+
+    /// Stops serving `group/version/plural`: from now on requests for it get 404 and
+    /// discovery and the OpenAPI documents leave it out; its open watches end cleanly (the
+    /// stream closes, as at a watch timeout, and a client relists into the 404). Requests
+    /// already resolved finish against the storage they resolved. The storage itself and its
+    /// objects are the caller's. Returns the removed resource and the new generation.
+    pub fn remove_resource(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Result<(u64, Resource), listwatch_kinds::KindSetError> {
+        let (generation, removed) = self.shared.kinds.remove(group, version, plural)?;
+        removed.removed.stop();
+        tracing::info!(generation, resource = %removed.info.qualified_resource(),
+            "served kinds changed: removed a resource");
+        Ok((generation, removed))
     }
 
     /// Whether every resource's storage is ready (what `/readyz` reports).
@@ -563,7 +604,7 @@ async fn check_ready(shared: &Shared) -> Result<(), String> {
     if let Some(reason) = shared.waiting_for.borrow().as_ref() {
         return Err(format!("start-up is waiting: {reason}"));
     }
-    for r in &shared.resources {
+    for r in shared.kinds().iter() {
         if let Err(e) = r.storage.readiness().await {
             return Err(format!("{}: {e}", r.info.qualified_resource()));
         }
@@ -598,7 +639,12 @@ pub(crate) fn encoded_response(
 }
 
 async fn version(State(s): State<Arc<Shared>>) -> Response {
-    json_response(StatusCode::OK, "application/json", s.docs.version.clone())
+    let derived = s.derived(&s.kinds());
+    json_response(
+        StatusCode::OK,
+        "application/json",
+        derived.docs.version.clone(),
+    )
 }
 
 async fn head_not_allowed() -> Response {

@@ -556,7 +556,8 @@ fn served(d: &Doc, headers: &HeaderMap, extra: &[(header::HeaderName, String)]) 
 
 /// `GET /openapi/v3`.
 pub(crate) async fn index(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    served(&s.openapi.index, &headers, &[])
+    let derived = s.derived(&s.kinds());
+    served(&derived.openapi.index, &headers, &[])
 }
 
 /// Whether `Accept` lets a JSON document be served (as kube-openapi's negotiation: JSON,
@@ -595,7 +596,8 @@ pub(crate) async fn group_version(
         .path()
         .trim_start_matches("/openapi/v3/")
         .trim_end_matches('/');
-    let Some(d) = s.openapi.groups.get(key) else {
+    let derived = s.derived(&s.kinds());
+    let Some(d) = derived.openapi.groups.get(key) else {
         return crate::ApiError::path_not_found().into_response();
     };
     let vary = (header::VARY, "Accept".to_owned());
@@ -645,10 +647,7 @@ mod tests {
     fn resources() -> Vec<Resource> {
         let store: Arc<dyn listwatch_storage::Storage> =
             Arc::new(listwatch_memstore::MemStore::new());
-        let mk = |info: KindSpec| Resource {
-            info: Arc::new(info),
-            storage: Arc::clone(&store),
-        };
+        let mk = |info: KindSpec| Resource::new(info, Arc::clone(&store));
         vec![
             mk(KindSpec::new("", "v1", "pods", "Pod").status_subresource(true)),
             mk(KindSpec::new("", "v1", "namespaces", "Namespace").namespaced(false)),

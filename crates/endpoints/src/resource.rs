@@ -2,8 +2,8 @@
 //! ([`KindSpec`] and its parts) lives in `listwatch-kinds` and is re-exported here.
 
 pub use listwatch_kinds::{
-    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, PrepareFn, Printer,
-    PrinterColumn, ScaleSubresource, StatusUpdate,
+    DefaultStrategy, GcPolicy, Generation, GracefulDeletion, KindSpec, KindStrategy,
+    NameValidation, Printer, PrinterColumn, ScaleSubresource, StatusUpdate, TableColumn,
 };
 use std::sync::Arc;
 
@@ -17,6 +17,25 @@ pub struct Resource {
     pub info: Arc<KindSpec>,
     /// Where its objects live.
     pub storage: Arc<dyn listwatch_storage::Storage>,
+    /// Stopped when the resource stops being served: its open watches end.
+    pub(crate) removed: Arc<crate::stop::StopSignal>,
+}
+
+impl Resource {
+    /// `info` served from `storage`.
+    pub fn new(info: KindSpec, storage: Arc<dyn listwatch_storage::Storage>) -> Self {
+        Self {
+            info: Arc::new(info),
+            storage,
+            removed: Arc::default(),
+        }
+    }
+}
+
+impl listwatch_kinds::Kinded for Resource {
+    fn spec(&self) -> &KindSpec {
+        &self.info
+    }
 }
 
 impl std::fmt::Debug for Resource {

@@ -1,10 +1,8 @@
 //! Server-side printing: `meta.k8s.io/v1` Tables for lists, gets and watch events.
 //!
-//! Pods print like upstream (NAME READY STATUS RESTARTS AGE, and IP NODE NOMINATED NODE
-//! READINESS GATES for `-o wide`); every other resource prints NAME, its printer columns,
+//! A kind whose strategy prints itself (pods, deployments: `listwatch_kinds::builtin`) gets
+//! its strategy's columns and cells; every other resource prints NAME, its printer columns,
 //! AGE. Invariant: every row has exactly one cell per column definition, in order.
-
-use std::collections::HashMap;
 
 use bytes::Bytes;
 use listwatch_api::Object;
@@ -18,6 +16,12 @@ use crate::resource::{KindSpec, Printer, PrinterColumn};
 /// Builds the column definitions of a resource.
 pub fn column_definitions(info: &KindSpec) -> Vec<Value> {
     let def = |name: &str, type_: &str, format: &str, desc: &str, priority: i32| json!({"name": name, "type": type_, "format": format, "description": desc, "priority": priority});
+    if let Some(own) = info.strategy.table_columns() {
+        return own
+            .iter()
+            .map(|c| def(&c.name, &c.type_, &c.format, &c.description, c.priority))
+            .collect();
+    }
     let mut cols = vec![def(
         "Name",
         "string",
@@ -26,105 +30,6 @@ pub fn column_definitions(info: &KindSpec) -> Vec<Value> {
         0,
     )];
     match &info.printer {
-        Printer::Deployment => {
-            cols.push(def(
-                "Ready",
-                "string",
-                "",
-                "Number of the pod with ready state",
-                0,
-            ));
-            cols.push(def("Up-to-date", "integer", "", "Total number of non-terminated pods targeted by this deployment that have the desired template spec.", 0));
-            cols.push(def("Available", "integer", "", "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.", 0));
-            cols.push(def(
-                "Age",
-                "string",
-                "",
-                "CreationTimestamp is the time this object was created.",
-                0,
-            ));
-            cols.push(def(
-                "Containers",
-                "string",
-                "",
-                "Names of each container in the template.",
-                1,
-            ));
-            cols.push(def(
-                "Images",
-                "string",
-                "",
-                "Images referenced by each container in the template.",
-                1,
-            ));
-            cols.push(def(
-                "Selector",
-                "string",
-                "",
-                "The label selector of the deployment's pods.",
-                1,
-            ));
-            return cols;
-        }
-        Printer::Pod => {
-            cols.push(def(
-                "Ready",
-                "string",
-                "",
-                "The aggregate readiness state of this pod for accepting traffic.",
-                0,
-            ));
-            cols.push(def(
-                "Status",
-                "string",
-                "",
-                "The aggregate status of the containers in this pod.",
-                0,
-            ));
-            cols.push(def(
-                "Restarts",
-                "string",
-                "",
-                "The number of times the containers in this pod have been restarted.",
-                0,
-            ));
-            cols.push(def(
-                "Age",
-                "string",
-                "",
-                "CreationTimestamp is the time this object was created.",
-                0,
-            ));
-            cols.push(def(
-                "IP",
-                "string",
-                "",
-                "IP address allocated to the pod.",
-                1,
-            ));
-            cols.push(def(
-                "Node",
-                "string",
-                "",
-                "Name of the Node this pod is scheduled on.",
-                1,
-            ));
-            cols.push(def(
-                "Nominated Node",
-                "string",
-                "",
-                "Name of the Node nominated by the scheduler.",
-                1,
-            ));
-            cols.push(def(
-                "Readiness Gates",
-                "string",
-                "",
-                "The readiness gates of this pod.",
-                1,
-            ));
-            return cols;
-        }
         Printer::Columns(extra) => {
             for c in extra {
                 cols.push(def(&c.name, column_type(c), "", &c.description, c.priority));
@@ -156,9 +61,10 @@ pub fn cells(info: &KindSpec, obj: &Value, now: i64) -> Vec<Value> {
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or("").to_owned();
     let age = clock::age(meta["creationTimestamp"].as_str(), now);
+    if let Some(own) = info.strategy.table_cells(obj, &name, &age) {
+        return own;
+    }
     match &info.printer {
-        Printer::Pod => pod_cells(obj, name, age),
-        Printer::Deployment => deployment_cells(obj, name, age),
         Printer::Columns(extra) => {
             let mut out = vec![Value::String(name)];
             for c in extra {
@@ -182,122 +88,6 @@ fn column_cell(c: &PrinterColumn, obj: &Value, now: i64) -> Value {
         (_, Value::Null) => Value::Null,
         (_, other) => Value::String(other.to_string()),
     }
-}
-
-fn deployment_cells(d: &Value, name: String, age: String) -> Vec<Value> {
-    let count = |v: &Value| v.as_i64().unwrap_or(0);
-    let (spec, status) = (&d["spec"], &d["status"]);
-    // An unset replica count means 1, as the API defaults it.
-    let desired = spec["replicas"].as_i64().unwrap_or(1);
-    let containers = spec["template"]["spec"]["containers"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let join = |field: &str| {
-        containers
-            .iter()
-            .filter_map(|c| c[field].as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    let selector = spec["selector"]["matchLabels"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
-    vec![
-        Value::String(name),
-        Value::String(format!("{}/{desired}", count(&status["readyReplicas"]))),
-        Value::from(count(&status["updatedReplicas"])),
-        Value::from(count(&status["availableReplicas"])),
-        Value::String(age),
-        Value::String(join("name")),
-        Value::String(join("image")),
-        Value::String(selector),
-    ]
-}
-
-fn pod_cells(pod: &Value, name: String, age: String) -> Vec<Value> {
-    let spec = &pod["spec"];
-    let status = &pod["status"];
-    let total = spec["containers"].as_array().map_or(0, Vec::len);
-    let mut ready = 0;
-    let mut restarts = 0i64;
-    let mut reason = status["phase"].as_str().unwrap_or("").to_owned();
-    if let Some(r) = status["reason"].as_str().filter(|r| !r.is_empty()) {
-        reason = r.to_owned();
-    }
-    if let Some(statuses) = status["containerStatuses"].as_array() {
-        for cs in statuses.iter().rev() {
-            // Saturating: a stored count is whatever a client wrote (upstream sums int32s
-            // in an int, which cannot overflow).
-            restarts = restarts.saturating_add(cs["restartCount"].as_i64().unwrap_or(0));
-            let state = &cs["state"];
-            if let Some(r) = state["waiting"]["reason"]
-                .as_str()
-                .filter(|r| !r.is_empty())
-            {
-                reason = r.to_owned();
-            } else if let Some(r) = state["terminated"]["reason"]
-                .as_str()
-                .filter(|r| !r.is_empty())
-            {
-                reason = r.to_owned();
-            } else if state["terminated"].is_object() {
-                reason = match state["terminated"]["signal"].as_i64() {
-                    Some(s) if s != 0 => format!("Signal:{s}"),
-                    _ => format!(
-                        "ExitCode:{}",
-                        state["terminated"]["exitCode"].as_i64().unwrap_or(0)
-                    ),
-                };
-            } else if cs["ready"].as_bool() == Some(true) && state["running"].is_object() {
-                ready += 1;
-            }
-        }
-    }
-    if pod["metadata"]["deletionTimestamp"].is_string() {
-        reason = "Terminating".into();
-    }
-    let none = || Value::String("<none>".into());
-    let text = |v: &Value| {
-        v.as_str()
-            .filter(|s| !s.is_empty())
-            .map_or_else(none, |s| Value::String(s.into()))
-    };
-    let gates = spec["readinessGates"].as_array().map_or_else(none, |g| {
-        // The first condition of each type decides, as upstream's printer's inner loop
-        // breaks on it; indexed once, so the column costs O(gates + conditions).
-        let mut by_type: HashMap<&str, &Value> = HashMap::new();
-        for c in status["conditions"].as_array().into_iter().flatten() {
-            by_type
-                .entry(c["type"].as_str().unwrap_or(""))
-                .or_insert(&c["status"]);
-        }
-        let ok = g
-            .iter()
-            .filter(|gate| {
-                let t = gate["conditionType"].as_str().unwrap_or("");
-                by_type.get(t).is_some_and(|s| *s == "True")
-            })
-            .count();
-        Value::String(format!("{ok}/{}", g.len()))
-    });
-    vec![
-        Value::String(name),
-        Value::String(format!("{ready}/{total}")),
-        Value::String(reason),
-        Value::from(restarts),
-        Value::String(age),
-        text(&status["podIP"]),
-        text(&spec["nodeName"]),
-        text(&status["nominatedNodeName"]),
-        gates,
-    ]
 }
 
 /// Reads a simple JSONPath: `.a.b`, `{.a.b}`, `.a[0].b`, `.a[?(@.type=="Ready")].status`.
@@ -479,7 +269,7 @@ mod tests {
     use listwatch_api::SelectableFields;
 
     fn pods() -> KindSpec {
-        KindSpec::new("", "v1", "pods", "Pod").printer(Printer::Pod)
+        listwatch_kinds::builtin::core::pod::spec()
     }
 
     #[test]
@@ -507,8 +297,7 @@ mod tests {
 
     #[test]
     fn deployments_print_ready_over_desired() {
-        let info =
-            KindSpec::new("apps", "v1", "deployments", "Deployment").printer(Printer::Deployment);
+        let info = listwatch_kinds::builtin::apps::deployment::spec();
         let d = json!({"metadata":{"name":"web"},"spec":{"replicas":3,"selector":{"matchLabels":{"app":"web"}},
             "template":{"spec":{"containers":[{"name":"a","image":"nginx"},{"name":"b","image":"busybox"}]}}},
             "status":{"readyReplicas":2,"updatedReplicas":3,"availableReplicas":2}});

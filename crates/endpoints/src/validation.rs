@@ -384,12 +384,10 @@ pub fn prepare_create(
     meta.remove("deletionTimestamp");
     meta.remove("deletionGracePeriodSeconds");
     crate::lifecycle::prepare_create(info, obj)?;
-    if let Some(prepare) = info.prepare_for_create {
-        let mut v = Value::Object(std::mem::take(obj));
-        prepare(&mut v);
-        if let Value::Object(m) = v {
-            *obj = m;
-        }
+    let mut v = Value::Object(std::mem::take(obj));
+    info.strategy.prepare_for_create(&mut v);
+    if let Value::Object(m) = v {
+        *obj = m;
     }
     Ok(())
 }

@@ -159,7 +159,7 @@ impl Encoder {
                 &info.version,
                 &info.kind,
                 &info.plural,
-                format!("{:?}", info.printer),
+                format!("{:?} {:?}", info.printer, info.strategy),
             )),
             _ => metadata_key(),
         };
@@ -298,6 +298,8 @@ pub(crate) struct WatchState {
     pub(crate) encoder: Encoder,
     pub(crate) deadline: Pin<Box<tokio::time::Sleep>>,
     pub(crate) stop: StopListener,
+    /// The watched resource stopped being served (`Api::remove_resource`).
+    pub(crate) removed: StopListener,
     pub(crate) sent: WatchEvents,
     /// Where costly frames ([`Encoder::costly`]) are encoded: the request compute pool, in
     /// the client's flow (`None`: no pool, on the thread polling the body).
@@ -307,9 +309,12 @@ pub(crate) struct WatchState {
 }
 
 impl WatchState {
-    /// Whether the watch is over (shutdown, deadline); if not, `cx` is woken when it is.
+    /// Whether the watch is over (shutdown, its resource removed, deadline); if not, `cx`
+    /// is woken when it is.
     fn poll_over(&mut self, cx: &mut Context<'_>) -> bool {
-        self.stop.poll_stopped(cx) || self.deadline.as_mut().poll(cx).is_ready()
+        self.stop.poll_stopped(cx)
+            || self.removed.poll_stopped(cx)
+            || self.deadline.as_mut().poll(cx).is_ready()
     }
 
     /// The next event to send (bookmarks only to clients that asked for them, whatever
@@ -715,6 +720,7 @@ mod tests {
             encoder: Encoder::new(info(), Format::Json, IncludeObject::Metadata, bookmarks),
             deadline: Box::pin(tokio::time::sleep(Duration::from_secs(3600))),
             stop: signal.listen(),
+            removed: Arc::<StopSignal>::default().listen(),
             sent: sent.clone(),
             offload: None,
             _slot: slot,

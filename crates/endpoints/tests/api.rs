@@ -41,7 +41,7 @@ fn test_api(config: Config) -> TestApi {
                 .short_names(["po"])
                 .selectable_fields(["spec.nodeName", "status.phase"])
                 .trigger_field("spec.nodeName")
-                .printer(Printer::Pod)
+                .strategy(listwatch_kinds::builtin::core::pod::PodStrategy)
                 .status_subresource(true)
                 // As upstream's pod storage (`ReturnDeletedObject`).
                 .return_deleted_object(true),

@@ -1,14 +1,31 @@
-//! The kinds of objects the server serves, described as data.
+//! The kinds of objects the server serves: what each is, and the live set of them.
 //!
-//! This crate owns [`KindSpec`]: for one resource (`group/version/plural`), everything the
-//! layers above need to know to serve it — names and scope for discovery, selectable fields and
-//! the cacher's trigger field, subresources, printing, name rules, defaulting on create, and the
-//! registry's per-kind rules (graceful deletion, garbage collection policy, generation, what a
-//! `/status` write may change, whether a DELETE answers with the object).
+//! This crate owns
+//! - [`KindSpec`]: for one resource (`group/version/plural`), everything the layers above need
+//!   to know to serve it — names and scope for discovery, selectable fields and the cacher's
+//!   trigger field, subresources, printing columns, name rules, and the registry's per-kind
+//!   rules as data (graceful deletion, garbage collection policy, generation, what a
+//!   `/status` write may change, whether a DELETE answers with the object);
+//! - [`KindStrategy`]: the per-kind code (upstream's `strategy.go` and table printer:
+//!   defaulting on create, a kind's own Table rows), carried by each spec
+//!   ([`DefaultStrategy`] for plain kinds, [`custom::CustomResourceStrategy`] for custom
+//!   resources);
+//! - [`builtin`]: the built-in kinds, one file per kind under its group
+//!   (`builtin/core/pod.rs`, `builtin/apps/deployment.rs`, ...), and [`builtin::all`];
+//! - [`KindSet`]: the live, versioned table of served kinds, which requests read through a
+//!   cheap immutable [`Snapshot`] and which kinds join and leave at run time, with
+//!   [`PerGeneration`] caching what is derived from a whole snapshot (discovery, OpenAPI).
 //!
-//! Invariants: a spec is plain data, cheap to clone and share behind an `Arc`; it never holds
-//! storage, a client or any I/O. It depends only on `listwatch-api` ("must never depend on
-//! storage, HTTP, the registry or the server crates": `cargo xtask deps` checks it).
+//! The set is generic over what the layer above attaches to each spec ([`Kinded`]): the
+//! endpoints keep a `KindSet<Resource>` of (spec, storage) pairs. That keeps this crate free
+//! of storage (a spec is reusable over a backend or a cacher), while one table, swapped as a
+//! whole, answers both "is this kind served" and "where are its objects" for a request — no
+//! second table that could disagree with the first at a generation boundary.
+//!
+//! Invariants: a spec is data plus a stateless strategy, cheap to clone and share behind an
+//! `Arc`; neither holds storage, a client or any I/O. A snapshot never changes once
+//! published. This crate depends only on `listwatch-api` ("must never depend on storage,
+//! HTTP, the registry or the server crates": `cargo xtask deps` checks it).
 //!
 //! ```
 //! use listwatch_kinds::{KindSpec, Printer, PrinterColumn};
@@ -21,11 +38,24 @@
 //!     .printer(Printer::Columns(vec![PrinterColumn::new("Status", "string", ".status.phase")]));
 //! assert_eq!(job.qualified_resource(), "jobs.batch");
 //! assert_eq!(job.type_meta().api_version, "batch/v1");
+//!
+//! // The live set: a request's snapshot keeps its table while kinds come and go.
+//! let set = listwatch_kinds::KindSet::new(listwatch_kinds::builtin::all());
+//! let before = set.snapshot();
+//! set.add(job);
+//! assert!(set.snapshot().get("batch", "v1", "jobs").is_some());
+//! assert!(before.get("batch", "v1", "jobs").is_none());
 //! ```
 
+pub mod builtin;
+pub mod custom;
+mod set;
 mod spec;
+mod strategy;
 
+pub use set::{KindSet, KindSetError, Kinded, PerGeneration, Snapshot};
 pub use spec::{
-    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, PrepareFn, Printer,
-    PrinterColumn, ScaleSubresource, StatusUpdate,
+    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer, PrinterColumn,
+    ScaleSubresource, StatusUpdate,
 };
+pub use strategy::{DefaultStrategy, KindStrategy, TableColumn};

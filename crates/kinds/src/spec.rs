@@ -1,10 +1,12 @@
 //! [`KindSpec`]: what the server needs to know to serve one kind of object.
 //!
-//! A spec is plain data (plus an optional function pointer for defaulting); it never holds
-//! the storage. The endpoints pair each with an `Arc<dyn Storage>`, so the same spec serves a
-//! backend directly or a cacher wrapped around it.
+//! A spec is plain data plus its kind's [`KindStrategy`] (the code that differs per kind);
+//! it never holds the storage. The endpoints pair each with an `Arc<dyn Storage>`, so the same
+//! spec serves a backend directly or a cacher wrapped around it.
 
 use std::sync::Arc;
+
+use crate::strategy::{DefaultStrategy, KindStrategy};
 
 use listwatch_api::{SelectableFields, TypeMeta};
 use serde_json::Value;
@@ -60,18 +62,15 @@ impl PrinterColumn {
     }
 }
 
-/// How Table rows are printed.
+/// How Table rows are printed, for kinds whose strategy does not print them itself
+/// ([`KindStrategy::table_columns`]: pods, deployments).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Printer {
-    /// NAME, the given columns, AGE.
+    /// NAME, AGE.
     #[default]
     Default,
     /// NAME, these columns, AGE.
     Columns(Vec<PrinterColumn>),
-    /// Pods: NAME READY STATUS RESTARTS AGE (+ IP NODE in wide), computed like kubectl's.
-    Pod,
-    /// Deployments: NAME READY UP-TO-DATE AVAILABLE AGE (+ CONTAINERS IMAGES SELECTOR).
-    Deployment,
 }
 
 /// Where a resource keeps what its `/scale` subresource shows (like a CRD's `scale`).
@@ -102,9 +101,6 @@ impl ScaleSubresource {
         self
     }
 }
-
-/// A defaulting hook, run on an object's JSON before it is created.
-pub type PrepareFn = fn(&mut Value);
 
 /// Whether a DELETE may leave an object for a grace period (upstream's
 /// `RESTGracefulDeleteStrategy`); see `docs/endpoints.md`, Object lifecycle.
@@ -206,8 +202,9 @@ pub struct KindSpec {
     /// The resource segment of storage keys (defaults to `plural`, `plural.group` for
     /// non-core groups that could clash).
     pub storage_resource: String,
-    /// Defaulting applied on create.
-    pub prepare_for_create: Option<PrepareFn>,
+    /// The kind's code: defaulting on create, its own Table printing
+    /// ([`DefaultStrategy`] for plain kinds).
+    pub strategy: Arc<dyn KindStrategy>,
     /// Whether a PUT of a missing object creates it (upstream's per-resource
     /// `AllowCreateOnUpdate`: e.g. events, endpoints, leases, the RBAC kinds; not pods,
     /// namespaces or custom resources). Off by default.
@@ -254,7 +251,7 @@ impl KindSpec {
             scale: None,
             name_validation: NameValidation::Subdomain,
             storage_resource: plural.into(),
-            prepare_for_create: None,
+            strategy: Arc::new(DefaultStrategy),
             allow_create_on_update: false,
             custom_resource: false,
             custom_schema: None,
@@ -369,10 +366,10 @@ impl KindSpec {
         self
     }
 
-    /// Sets a defaulting hook run on create.
+    /// Sets the kind's strategy.
     #[must_use]
-    pub fn prepare_for_create(mut self, f: PrepareFn) -> Self {
-        self.prepare_for_create = Some(f);
+    pub fn strategy(mut self, strategy: impl KindStrategy) -> Self {
+        self.strategy = Arc::new(strategy);
         self
     }
 

@@ -163,10 +163,7 @@ mod tests {
     use super::*;
 
     fn res(info: KindSpec) -> Resource {
-        Resource {
-            info: Arc::new(info),
-            storage: Arc::new(listwatch_memstore::MemStore::new()),
-        }
+        Resource::new(info, Arc::new(listwatch_memstore::MemStore::new()))
     }
 
     #[test]

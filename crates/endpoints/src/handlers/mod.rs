@@ -157,6 +157,10 @@ impl RequestObject {
 /// One resource request, resolved.
 struct Request {
     shared: Arc<Shared>,
+    /// The served kinds the request was resolved in.
+    kinds: crate::Kinds,
+    /// The schema catalog of `kinds`, when first asked for.
+    catalog: std::sync::OnceLock<Arc<listwatch_schema::Catalog>>,
     res: Resource,
     target: Target,
     query: Query,
@@ -171,6 +175,12 @@ struct Request {
 impl Request {
     fn info(&self) -> &KindSpec {
         &self.res.info
+    }
+
+    /// The schemas of the kinds this request was resolved in.
+    fn catalog(&self) -> &listwatch_schema::Catalog {
+        self.catalog
+            .get_or_init(|| Arc::clone(&self.shared.derived(&self.kinds).catalog))
     }
 
     /// Runs a response body's computing pieces (Table, YAML, metadata items and watch
@@ -252,7 +262,7 @@ impl Request {
 
     /// Field ownership for writes through this request's endpoint.
     fn field_manager(&self) -> FieldManager<'_> {
-        FieldManager::new(self.info(), self.subresource(), &self.shared.catalog)
+        FieldManager::new(self.info(), self.subresource(), self.catalog())
     }
 
     /// The manager a non-apply write is recorded under.
@@ -324,7 +334,8 @@ fn discovery_request(
     if method != Method::GET && !(head_allowed && method == Method::HEAD) {
         return Err(ApiError::method_not_allowed());
     }
-    let docs = &shared.docs;
+    let derived = shared.derived(&shared.kinds());
+    let docs = &derived.docs;
     let (fmt, body) = match p {
         ApiPath::CoreVersions => match negotiate(headers, Offer::JsonOrDiscovery)? {
             Format::DiscoveryV2 => (Format::DiscoveryV2, docs.core_aggregated.clone()),
@@ -426,8 +437,9 @@ async fn resource_request(
     let (method, headers, extensions) = (parts.method, parts.headers, parts.extensions);
     let query = Query::parse(parts.uri.query());
     let path = parts.uri.path().to_owned();
-    let Some(res) = shared
-        .resource(&target.group, &target.version, &target.resource)
+    let kinds = shared.kinds();
+    let Some(res) = kinds
+        .get(&target.group, &target.version, &target.resource)
         .cloned()
     else {
         return ApiError::path_not_found().into_response();
@@ -453,6 +465,8 @@ async fn resource_request(
     };
     let req = Arc::new(Request {
         shared,
+        kinds,
+        catalog: std::sync::OnceLock::new(),
         res,
         target,
         query,

@@ -165,6 +165,7 @@ pub(super) async fn watch_request(
         ),
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
         stop: shared.watch_stop.listen(),
+        removed: req.res.removed.listen(),
         sent: shared.metrics.watch_events(&req.info().plural),
         offload: req.offloader(),
         _slot: slot,

@@ -45,9 +45,7 @@ fn directive(req: &Request) -> Directive {
 /// The schema of the request's kind (`None`: none known; nothing is pruned).
 fn kind_schema(req: &Request) -> Option<listwatch_schema::Node<'_>> {
     let info = req.info();
-    req.shared
-        .catalog
-        .kind(&info.group, &info.version, &info.kind)
+    req.catalog().kind(&info.group, &info.version, &info.kind)
 }
 
 /// Field validation of a create's or update's body: its duplicate and unknown fields
@@ -529,7 +527,7 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         }
         (None, _) => Err(req.storage_err(&key.not_found())),
         (Some(cur), _) if req.sub == Sub::Scale => {
-            let schema = req.shared.catalog.kind("autoscaling", "v1", "Scale");
+            let schema = req.catalog().kind("autoscaling", "v1", "Scale");
             apply_scale_update(req, cur, &updater, |scale| {
                 patch.apply(scale, schema, limits).map_err(unprocessable)
             })
@@ -543,10 +541,7 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                 }
                 _ => {
                     let info = req.info();
-                    let schema = req
-                        .shared
-                        .catalog
-                        .kind(&info.group, &info.version, &info.kind);
+                    let schema = req.catalog().kind(&info.group, &info.version, &info.kind);
                     let mut patched = patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
                     let shown = (directive == Directive::Strict).then(|| patched.clone());
                     let mut found = patch_duplicates.clone();

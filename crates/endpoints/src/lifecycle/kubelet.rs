@@ -181,8 +181,8 @@ async fn pending_pass(weak: Weak<Shared>) {
 /// waits.
 async fn acknowledge_pending(shared: &Shared) -> Result<usize, StorageError> {
     let mut done = 0usize;
-    let pods = shared
-        .resources
+    let kinds = shared.kinds();
+    let pods = kinds
         .iter()
         .filter(|r| r.info.graceful_deletion == GracefulDeletion::Pod && !is_namespaces(&r.info));
     for r in pods {

@@ -63,7 +63,7 @@ const RETRY_MAX: Duration = Duration::from_secs(60);
 /// Starts the namespace controller for `shared` on the current tokio runtime, if there is
 /// one and namespaces are served. It stops when the API is dropped or shuts down.
 pub(crate) fn start(shared: &Arc<Shared>) {
-    if shared.namespaces.is_none() {
+    if shared.namespaces().is_none() {
         return;
     }
     let Ok(rt) = tokio::runtime::Handle::try_current() else {
@@ -79,7 +79,7 @@ pub(crate) fn start(shared: &Arc<Shared>) {
 pub(crate) fn controller(shared: &Arc<Shared>) -> impl Future<Output = ()> + Send + 'static {
     let weak = Arc::downgrade(shared);
     let wake = Arc::clone(&shared.namespace_wake);
-    let served = shared.namespaces.is_some();
+    let served = shared.namespaces().is_some();
     async move {
         if served {
             run(weak, wake).await;
@@ -208,7 +208,7 @@ async fn round(shared: &Shared, queue: &mut Queue) -> Option<Instant> {
         if !queue.due(&uid, Instant::now()) {
             continue;
         }
-        match sync(shared, nsres, ns).await {
+        match sync(shared, &nsres, ns).await {
             Ok(Synced::Done) => {
                 queue.0.remove(&uid);
             }
@@ -430,7 +430,7 @@ async fn delete_all_content(shared: &Shared, ns: &Object) -> Pass {
         })
         .unwrap_or(now);
     let mut pass = Pass::default();
-    for r in shared.resources.iter().filter(|r| r.info.namespaced) {
+    for r in shared.kinds().iter().filter(|r| r.info.namespaced) {
         let resource = format!("{}.{}", r.info.plural, r.info.group);
         let mut estimate = 0i64;
         let before = pass.report.total_remaining();

@@ -81,8 +81,8 @@ pub(crate) fn terminating(info: &KindSpec, name: &str, ns: &str) -> ApiError {
 }
 
 /// The namespaces resource, when installed.
-fn namespaces(shared: &Shared) -> Option<&Resource> {
-    shared.namespaces.and_then(|i| shared.resources.get(i))
+fn namespaces(shared: &Shared) -> Option<Resource> {
+    shared.namespaces()
 }
 
 /// Reads namespace `ns` (consistently): `None` when missing.

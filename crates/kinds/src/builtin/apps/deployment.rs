@@ -1,0 +1,154 @@
+//! Deployments (`apps/v1`): upstream's deployment strategy
+//! (pkg/registry/apps/deployment/strategy.go: the status reset on create, the generation
+//! bumped on spec or annotation changes, a `/status` write that keeps the labels) and
+//! printer (NAME READY UP-TO-DATE AVAILABLE AGE, and CONTAINERS IMAGES SELECTOR for
+//! `-o wide`).
+//!
+//! Invariant: a row is one pass over the template's containers and the selector's labels.
+
+use serde_json::{Value, json};
+
+use crate::strategy::{KindStrategy, TableColumn};
+use crate::{Generation, KindSpec, ScaleSubresource, StatusUpdate};
+
+/// `apps/v1` deployments, with `/status` and `/scale`.
+pub fn spec() -> KindSpec {
+    KindSpec::new("apps", "v1", "deployments", "Deployment")
+        .short_names(["deploy"])
+        .categories(["all"])
+        .status_subresource(true)
+        .scale(ScaleSubresource::replicas().label_selector("spec.selector"))
+        .generation(Generation::SpecAndAnnotations)
+        .status_update(StatusUpdate::StatusAndMetadataExcept(&["labels"]))
+        .strategy(DeploymentStrategy)
+}
+
+/// The deployment strategy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeploymentStrategy;
+
+impl KindStrategy for DeploymentStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({}));
+        }
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        let col = TableColumn::new;
+        let mut name = col(
+            "Name",
+            "string",
+            "Name must be unique within a namespace. Cannot be updated.",
+            0,
+        );
+        name.format = "name".into();
+        Some(vec![
+            name,
+            col("Ready", "string", "Number of the pod with ready state", 0),
+            col(
+                "Up-to-date",
+                "integer",
+                "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                0,
+            ),
+            col(
+                "Available",
+                "integer",
+                "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                0,
+            ),
+            col(
+                "Age",
+                "string",
+                "CreationTimestamp is the time this object was created.",
+                0,
+            ),
+            col(
+                "Containers",
+                "string",
+                "Names of each container in the template.",
+                1,
+            ),
+            col(
+                "Images",
+                "string",
+                "Images referenced by each container in the template.",
+                1,
+            ),
+            col(
+                "Selector",
+                "string",
+                "The label selector of the deployment's pods.",
+                1,
+            ),
+        ])
+    }
+
+    fn table_cells(&self, obj: &Value, name: &str, age: &str) -> Option<Vec<Value>> {
+        Some(cells(obj, name.to_owned(), age.to_owned()))
+    }
+}
+
+fn cells(d: &Value, name: String, age: String) -> Vec<Value> {
+    let count = |v: &Value| v.as_i64().unwrap_or(0);
+    let (spec, status) = (&d["spec"], &d["status"]);
+    // An unset replica count means 1, as the API defaults it.
+    let desired = spec["replicas"].as_i64().unwrap_or(1);
+    let containers = spec["template"]["spec"]["containers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let join = |field: &str| {
+        containers
+            .iter()
+            .filter_map(|c| c[field].as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let selector = spec["selector"]["matchLabels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    vec![
+        Value::String(name),
+        Value::String(format!("{}/{desired}", count(&status["readyReplicas"]))),
+        Value::from(count(&status["updatedReplicas"])),
+        Value::from(count(&status["availableReplicas"])),
+        Value::String(age),
+        Value::String(join("name")),
+        Value::String(join("image")),
+        Value::String(selector),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployments_print_ready_over_desired() {
+        let d = json!({"metadata":{"name":"web"},"spec":{"replicas":3,"selector":{"matchLabels":{"app":"web"}},
+            "template":{"spec":{"containers":[{"name":"a","image":"nginx"},{"name":"b","image":"busybox"}]}}},
+            "status":{"readyReplicas":2,"updatedReplicas":3,"availableReplicas":2}});
+        let c = DeploymentStrategy.table_cells(&d, "web", "1s").unwrap();
+        assert_eq!(c.len(), DeploymentStrategy.table_columns().unwrap().len());
+        assert_eq!(c[..4], [json!("web"), json!("2/3"), json!(3), json!(2)]);
+        assert_eq!(
+            c[5..],
+            [json!("a,b"), json!("nginx,busybox"), json!("app=web")]
+        );
+    }
+
+    #[test]
+    fn create_resets_the_status() {
+        let mut d = json!({"status": {"readyReplicas": 5}});
+        DeploymentStrategy.prepare_for_create(&mut d);
+        assert_eq!(d["status"], json!({}));
+    }
+}

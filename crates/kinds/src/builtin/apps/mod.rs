@@ -1,0 +1,3 @@
+//! The `apps` group.
+
+pub mod deployment;

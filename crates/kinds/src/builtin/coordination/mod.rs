@@ -1,0 +1,3 @@
+//! The `coordination.k8s.io` group.
+
+pub mod lease;

@@ -1,0 +1,11 @@
+//! The core group (`""`, served under `/api/v1`).
+
+pub mod configmap;
+pub mod endpoints;
+pub mod event;
+pub mod namespace;
+pub mod node;
+pub mod pod;
+pub mod secret;
+pub mod service;
+pub mod serviceaccount;

@@ -1,0 +1,115 @@
+//! [`KindStrategy`]: the code that differs per kind (upstream's per-kind `strategy.go` and
+//! table printer), as opposed to the data of a [`KindSpec`](crate::KindSpec).
+//!
+//! A kind whose rules are all data uses [`DefaultStrategy`]; a built-in kind with its own
+//! defaulting or printing has a strategy in its file under `builtin/` (e.g.
+//! `builtin/core/pod.rs`); custom resources use [`crate::custom::CustomResourceStrategy`].
+//!
+//! Invariants: a strategy holds no I/O and no storage and only looks at the object it is
+//! given (its cost is bounded by the object's size, which the request limits bound);
+//! [`KindStrategy::table_columns`] and [`KindStrategy::table_cells`] are both `Some` or both
+//! `None`, and when `Some` every row has exactly one cell per column, in order.
+
+use serde_json::Value;
+
+/// One column definition of a server-side Table (`meta.k8s.io/v1`
+/// `TableColumnDefinition`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableColumn {
+    /// The header, e.g. `Ready`.
+    pub name: String,
+    /// The OpenAPI type: `string`, `integer`, ...
+    pub type_: String,
+    /// The OpenAPI format, e.g. `name`; usually empty.
+    pub format: String,
+    /// A description for clients.
+    pub description: String,
+    /// 0 for the default view, 1 and up for `-o wide`.
+    pub priority: i32,
+}
+
+impl TableColumn {
+    /// A column of `type_` without a format.
+    pub fn new(name: &str, type_: &str, description: &str, priority: i32) -> Self {
+        Self {
+            name: name.into(),
+            type_: type_.into(),
+            format: String::new(),
+            description: description.into(),
+            priority,
+        }
+    }
+}
+
+/// What a kind does differently from the generic registry (upstream's
+/// `RESTCreateStrategy`/`RESTUpdateStrategy` and table convertor, the parts that are code).
+///
+/// Every method has a default that does nothing, so a strategy states only what its kind
+/// changes. The data of a kind (generation rules, `/status` rules, graceful deletion, garbage
+/// collection policy) stays on the [`KindSpec`](crate::KindSpec).
+pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
+    /// Defaulting and status reset on create (upstream's `PrepareForCreate` plus the v1
+    /// defaults this server applies), on the object's JSON after the generic metadata rules.
+    fn prepare_for_create(&self, _obj: &mut Value) {}
+
+    /// The kind's own Table columns (NAME first, AGE among them), or `None` to print NAME,
+    /// the spec's [`Printer`](crate::Printer) columns and AGE.
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        None
+    }
+
+    /// The kind's own cells of one object, given its name and printed age; `None` exactly
+    /// when [`table_columns`](Self::table_columns) is `None`.
+    fn table_cells(&self, _obj: &Value, _name: &str, _age: &str) -> Option<Vec<Value>> {
+        None
+    }
+}
+
+/// The strategy of a kind without code of its own: every rule is the spec's data.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DefaultStrategy;
+
+impl KindStrategy for DefaultStrategy {}
+
+/// Sets `path` in `obj` to `value` unless it is set (not null) already, creating the parent
+/// objects on the way.
+pub(crate) fn set_default(obj: &mut Value, path: &[&str], value: Value) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut cur = obj;
+    for seg in parents {
+        if !cur.is_object() {
+            return;
+        }
+        if !cur.get(*seg).is_some_and(Value::is_object) {
+            cur[*seg] = Value::Object(serde_json::Map::new());
+        }
+        cur = &mut cur[*seg];
+    }
+    if !cur.is_object() {
+        return;
+    }
+    if cur.get(*last).is_none_or(Value::is_null) {
+        cur[*last] = value;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_fill_only_what_is_missing() {
+        let mut v = json!({"spec": {"a": 1, "b": null}});
+        set_default(&mut v, &["spec", "a"], json!(2));
+        set_default(&mut v, &["spec", "b"], json!(3));
+        set_default(&mut v, &["x", "y"], json!(4));
+        assert_eq!(v, json!({"spec": {"a": 1, "b": 3}, "x": {"y": 4}}));
+        // A non-object at the top is left alone (no panic from indexing).
+        let mut s = json!("text");
+        set_default(&mut s, &["a"], json!(1));
+        assert_eq!(s, json!("text"));
+    }
+}
