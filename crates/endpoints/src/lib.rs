@@ -49,44 +49,46 @@ use axum::routing::{any, get};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-pub mod admission;
+pub use listwatch_registry::admission;
 pub mod authorize;
-pub mod clock;
+pub use listwatch_registry::clock;
 pub mod compress;
 mod compute;
 mod discovery;
 mod error;
-mod field_validation;
-mod fieldmanager;
+use listwatch_registry::field_validation;
+use listwatch_registry::fieldmanager;
 mod flowcontrol;
 mod handlers;
 mod health;
-mod lifecycle;
+mod kubelet_pass;
+use listwatch_registry::lifecycle;
 pub mod limits;
 mod metrics;
 mod namespaces;
 pub mod negotiate;
 mod openapi;
-mod ownership;
 pub mod patch;
 pub mod path;
 pub mod protobuf;
 pub mod query;
 mod recover;
 mod resource;
-pub mod scale;
+pub use listwatch_registry::scale;
 mod stop;
-mod strategic;
+use listwatch_registry::strategic;
 mod stream_list;
 pub mod table;
-pub mod validation;
+pub use listwatch_registry::validation;
 mod virtual_create;
 mod watch_server;
 mod write_answer;
 mod yaml;
 
 pub use discovery::{BuildInfo, KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
-pub use error::{ApiError, ApiResult, FieldError, MAX_INVALID_REPORT_BYTES, SentStatus};
+pub use error::{
+    ApiError, ApiResult, ErrorResponse, FieldError, MAX_INVALID_REPORT_BYTES, SentStatus,
+};
 pub use fieldmanager::{SERVER_MANAGER, record_create};
 pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
@@ -384,7 +386,7 @@ impl Installer {
         if self.namespace_controller {
             namespaces::start(&shared);
         }
-        lifecycle::start_kubelet(&shared);
+        kubelet_pass::start(&shared);
         Api { shared }
     }
 }

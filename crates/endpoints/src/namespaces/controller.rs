@@ -354,7 +354,7 @@ async fn finalize(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<(), 
         preconditions: Some(pre),
         ..DeleteRequest::default()
     };
-    let kubelet = lifecycle::Kubelet::of(&shared.config);
+    let kubelet = lifecycle::Kubelet::of(shared.config.acknowledge_pod_deletion);
     match lifecycle::delete(nsres.storage.as_ref(), info, &key, &opts, kubelet).await {
         Ok(Deletion::Gone(_) | Deletion::Pending(_)) => Ok(()),
         Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
@@ -487,7 +487,7 @@ async fn delete_resource(
     ns: &str,
     mut seen: impl FnMut(&Object, Option<&Object>),
 ) -> Result<(), StorageError> {
-    let kubelet = lifecycle::Kubelet::of(&shared.config);
+    let kubelet = lifecycle::Kubelet::of(shared.config.acknowledge_pod_deletion);
     let key = Key::collection(&r.info.storage_resource, Some(ns))?;
     let mut opts = ListOptions::recursive();
     opts.limit = Some(PAGE);

@@ -6,11 +6,11 @@
 //! update rules and any patch), with the request's extensions (e.g. the authenticated
 //! user); an error it returns is the response and nothing is written.
 
-use axum::http::Extensions;
+use http::Extensions;
 use serde_json::Value;
 
 use crate::error::ApiResult;
-use crate::resource::KindSpec;
+use listwatch_kinds::KindSpec;
 
 /// What is being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
