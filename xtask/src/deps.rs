@@ -128,6 +128,7 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-etcd",
             "listwatch-cacher",
             "listwatch-endpoints",
+            "listwatch-registry",
             "listwatch-schema",
             "listwatch-auth",
             "listwatch-audit",

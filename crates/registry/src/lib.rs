@@ -9,8 +9,10 @@
 //! namespace strategy ([`namespaces`]), the field manager that records `managedFields`
 //! ([`fieldmanager`]), strategic merge ([`strategic`]), field validation
 //! ([`field_validation`]), the `/scale` subresource ([`scale`]), the admission hook
-//! ([`admission`]), the options of the operations ([`options`]) and the one typed error
-//! every operation reports ([`error::ApiError`], which carries upstream's `Status`).
+//! ([`admission`]), the options of the operations ([`options`]), the typed error every
+//! rule reports ([`error::ApiError`], which carries upstream's `Status`) and the typed
+//! in-process store of a kind ([`Store`]) the server's own writers create through, each
+//! recorded under its manager in managedFields.
 //!
 //! Invariants:
 //! - nothing here is HTTP: requests arrive already decoded and their options validated;
@@ -46,11 +48,13 @@ pub mod namespaces;
 pub mod options;
 pub mod ownership;
 pub mod scale;
+pub mod store;
 pub mod strategic;
 pub mod validation;
 
 pub use error::{ApiError, ApiResult, FieldError};
 pub use listwatch_kinds::KindSpec;
+pub use store::{CreateOptions, Store, StoreError};
 
 /// How deep a JSON document may nest (request bodies, patches and their results), as
 /// upstream's decoder limit.

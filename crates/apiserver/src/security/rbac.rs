@@ -19,6 +19,7 @@ use listwatch_auth::rbac::{
 use listwatch_cacher::StorageListerWatcher;
 use listwatch_endpoints::admission::{Admission, AdmissionRequest, Operation};
 use listwatch_endpoints::{ApiError, ApiResult, Resource};
+use listwatch_registry::{CreateOptions, Store, StoreError};
 use listwatch_runtime::{Informer, InformerConfig, Typed};
 use listwatch_storage::{Key, no_validation};
 use serde_json::Value;
@@ -199,23 +200,19 @@ async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<bool>
             meta.remove(field);
         }
     }
-    listwatch_endpoints::validation::prepare_create(&res.info, &mut map, None)
-        .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
-    let name = map
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let key = Key::object(&res.info.storage_resource, None, &name)?;
-    let mut obj = Value::Object(map);
-    listwatch_endpoints::record_create(&res.info, &mut obj, listwatch_endpoints::SERVER_MANAGER);
-    let obj = Object::from_value(obj, &res.info.selectable_fields)
-        .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
-    match res.storage.create(&key, obj, None).await {
+    let store = Store::new(Arc::clone(&res.info), Arc::clone(&res.storage));
+    match store
+        .create(
+            None,
+            map,
+            &CreateOptions::by(listwatch_endpoints::SERVER_MANAGER),
+        )
+        .await
+    {
         Ok(_) => Ok(true),
-        Err(listwatch_storage::Error::AlreadyExists { .. }) => Ok(false),
-        Err(e) => Err(e),
+        Err(e) if e.is_already_exists() => Ok(false),
+        Err(StoreError::Storage(e)) => Err(e),
+        Err(StoreError::Rejected(e)) => Err(listwatch_storage::Error::internal(e.to_string())),
     }
 }
 

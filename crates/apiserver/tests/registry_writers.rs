@@ -1,0 +1,89 @@
+//! The server's own writers create through the registry as named managers (issue 27 step 3,
+//! item 3), seen through the binary: the bootstrap namespaces and the RBAC bootstrap policy
+//! carry a managedFields entry of `kube-apiserver` (upstream writes them through its loopback
+//! client), and the leader-election Lease one of `kube-controller-manager` (upstream's
+//! leader-election client's manager).
+//!
+//! The Lease test needs Debian's `etcd-server` (leader election runs on etcd only);
+//! `cargo xtask test` runs ignored tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::replicas::Replicas;
+use common::{PATIENCE, Server, http};
+
+/// The managers of `path`'s object, with their operations, once it exists (waits for it:
+/// the bootstrap writers run while the server already listens).
+fn managers(addr: &str, path: &str, headers: &[(&str, &str)]) -> Vec<(String, String)> {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let resp = http(addr, "GET", path, headers, b"");
+        if resp.status == 200 {
+            let obj = resp.json();
+            return obj["metadata"]["managedFields"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|e| {
+                            (
+                                e["manager"].as_str().unwrap_or_default().to_owned(),
+                                e["operation"].as_str().unwrap_or_default().to_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path}: {} {}",
+            resp.status,
+            String::from_utf8_lossy(&resp.body)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn bootstrap_namespaces_and_rbac_policy_carry_a_kube_apiserver_managed_fields_entry() {
+    // An authenticator turns RBAC (and its bootstrap policy) on; `root` is a system:masters.
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "root-token,root,uid-root,system:masters\n").unwrap();
+    let server = Server::start(&["--token-auth-file", tokens.to_str().unwrap()]);
+    let root = [("Authorization", "Bearer root-token")];
+    let want = vec![("kube-apiserver".to_owned(), "Update".to_owned())];
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert_eq!(
+            managers(&server.addr, &format!("/api/v1/namespaces/{ns}"), &root),
+            want,
+            "namespace {ns}"
+        );
+    }
+    for path in [
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:discovery",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin",
+    ] {
+        assert_eq!(managers(&server.addr, path, &root), want, "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn the_leader_election_lease_is_recorded_under_kube_controller_manager() {
+    let replicas = Replicas::start(1, &[]).await;
+    let addr = replicas.replica(0).addr.clone();
+    let path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/listwatch-controllers";
+    let found = tokio::task::spawn_blocking(move || managers(&addr, path, &[]))
+        .await
+        .unwrap();
+    assert_eq!(
+        found,
+        vec![("kube-controller-manager".to_owned(), "Update".to_owned())],
+        "the lease's managedFields"
+    );
+}
