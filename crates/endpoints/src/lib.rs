@@ -15,10 +15,12 @@
 //!
 //! It sits above the storage interface: every resource is served from an
 //! `Arc<dyn Storage>`, which may be a backend itself or a cacher over one — the installer
-//! cannot tell, so a cache slots in per resource without changing anything here. It
-//! depends only on `listwatch-api`, `listwatch-storage`, `listwatch-apply` and
-//! `listwatch-schema`; it must never depend on a particular backend (memstore, etcd) or on
-//! the cacher.
+//! cannot tell, so a cache slots in per resource without changing anything here. What a
+//! write means (validation, the deletion lifecycle, the field manager, patches, admission,
+//! the typed error) is `listwatch-registry`'s; this crate decodes, calls it and encodes. It
+//! depends only on `listwatch-api`, `listwatch-kinds`, `listwatch-registry`,
+//! `listwatch-storage`, `listwatch-apply` and `listwatch-schema`; it must never depend on a
+//! particular backend (memstore, etcd) or on the cacher.
 //!
 //! ```no_run
 //! use std::sync::Arc;
