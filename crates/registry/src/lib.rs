@@ -47,6 +47,8 @@ pub mod lifecycle;
 pub mod namespaces;
 pub mod options;
 pub mod ownership;
+#[cfg(feature = "resttest")]
+pub mod resttest;
 pub mod scale;
 pub mod store;
 pub mod strategic;

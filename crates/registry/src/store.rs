@@ -24,6 +24,8 @@ use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use crate::fieldmanager::FieldManager;
+use crate::lifecycle::{self, Deletion, Kubelet};
+use crate::options::DeleteRequest;
 use crate::validation::prepare_create;
 
 /// How many names a create with `generateName` tries (upstream's
@@ -203,5 +205,50 @@ impl Store {
         Err(last
             .unwrap_or_else(|| listwatch_storage::Error::internal("no create attempted"))
             .into())
+    }
+
+    /// The object `name` in `namespace`; `None` when there is none.
+    pub async fn get(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Object>, StoreError> {
+        let key = self.key(namespace, name)?;
+        Ok(self
+            .storage
+            .get(
+                &key,
+                &GetOptions {
+                    resource_version: None,
+                    ignore_not_found: true,
+                },
+            )
+            .await?)
+    }
+
+    /// Deletes `name` in `namespace` as a DELETE with `opts` does (the kind's deletion
+    /// lifecycle: grace periods, finalizers, propagation, preconditions, dry run); the
+    /// object gone, or still there marked as being deleted. No kubelet acknowledges pods.
+    pub async fn delete(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteRequest,
+    ) -> Result<Deletion, StoreError> {
+        crate::validation::check_delete(&self.info, name)?;
+        let key = self.key(namespace, name)?;
+        Ok(lifecycle::delete(
+            self.storage.as_ref(),
+            &self.info,
+            &key,
+            opts,
+            Kubelet::Absent,
+        )
+        .await?)
+    }
+
+    fn key(&self, namespace: Option<&str>, name: &str) -> Result<Key, StoreError> {
+        let ns = namespace.filter(|_| self.info.namespaced);
+        Ok(Key::object(&self.info.storage_resource, ns, name)?)
     }
 }
