@@ -13,8 +13,8 @@ use listwatch_api::echo;
 use listwatch_registry::error::NOT_ACCEPTABLE_PREFIX;
 pub use listwatch_registry::error::{ApiError, ApiResult, FieldError, MAX_INVALID_REPORT_BYTES};
 
-/// How an [`ApiError`] (the registry's type) becomes a response: its Status, sent by
-/// [`status_response`].
+/// How an [`ApiError`] (the registry's type) becomes a response: its Status, sent as the
+/// one Status response of this crate (a `Retry-After` header when the Status asks for one).
 pub trait ErrorResponse {
     /// The HTTP response carrying this error's Status.
     fn into_response(self) -> Response;

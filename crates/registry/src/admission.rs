@@ -41,7 +41,7 @@ pub struct AdmissionRequest<'a> {
     pub extensions: &'a Extensions,
 }
 
-/// Validates writes; installed with [`Installer::admission`](crate::Installer::admission).
+/// Validates writes; installed with the endpoints' `Installer::admission`.
 pub trait Admission: Send + Sync {
     /// `Ok` lets the write proceed; an error is the response.
     fn validate(&self, request: &AdmissionRequest<'_>) -> ApiResult<()>;

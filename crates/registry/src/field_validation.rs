@@ -11,12 +11,12 @@
 //!   A kind without a schema, or a schema that keeps unknown fields
 //!   (`x-kubernetes-preserve-unknown-fields`, a custom resource declared without a schema),
 //!   reports nothing and keeps everything.
-//! - **Answering** ([`Findings::settle`]): `Strict` refuses with upstream's message shape (a
+//! - **Answering** ([`Findings::settle_body`] and the others): `Strict` refuses with upstream's message shape (a
 //!   create or update: 400 `<Kind> in version "<v>" cannot be handled as a <Kind>: strict
 //!   decoding error: ...`; a patch: 422 `patch: Invalid value: ...: strict decoding error:
 //!   ...`), `Warn` answers each finding as a `Warning: 299 - "..."` header, `Ignore` drops
 //!   them silently. Duplicate fields in a JSON or YAML body are found by the decoder
-//!   ([`crate::limits`]) and reported alongside (`duplicate field "name"`).
+//!   (the endpoints' `limits`) and reported alongside (`duplicate field "name"`).
 //!
 //! Server-side apply is not pruned here: as upstream, an apply configuration with a field
 //! its type does not declare is refused whatever the directive (the apply crate's typed
@@ -57,7 +57,7 @@ pub enum Directive {
 
 impl Directive {
     /// The directive of a request's `fieldValidation` (already checked by
-    /// [`crate::options::Query::validate_write`]); absent or empty is `Warn`, as upstream's.
+    /// the endpoints' `Query::validate_write`); absent or empty is `Warn`, as upstream's.
     pub fn from_param(v: Option<&str>) -> Self {
         match v {
             Some("Strict") => Directive::Strict,

@@ -5,7 +5,7 @@
 //!
 //! Invariants:
 //! - every object [`Store::create`] writes went through the kind's create rules
-//!   ([`prepare_create`](crate::validation::prepare_create): type, namespace, name or
+//!   ([`prepare_create`]: type, namespace, name or
 //!   `generateName`, metadata) and has a managedFields entry for [`CreateOptions::field_manager`]
 //!   (upstream records its loopback and controller clients' writes the same way);
 //! - a generated name that is taken is retried with another, at most

@@ -1,5 +1,5 @@
 //! The kubelet's acknowledgement of a pod's graceful deletion, done by the server itself for
-//! test environments ([`Config::acknowledge_pod_deletion`](crate::Config), off by default).
+//! test environments (the endpoints' `Config::acknowledge_pod_deletion`, off by default).
 //!
 //! Upstream, a DELETE of a scheduled pod only marks it (`deletionTimestamp`,
 //! `deletionGracePeriodSeconds`); the pod's kubelet stops its containers and then sends a
@@ -12,7 +12,7 @@
 //!
 //! Invariants:
 //! - the acknowledgement is exactly upstream's kubelet DELETE (grace 0, uid precondition),
-//!   carried out by [`super::delete_as_asked`]: watchers see the client's mark (MODIFIED),
+//!   carried out by the lifecycle's `delete_as_asked`: watchers see the client's mark (MODIFIED),
 //!   the kubelet's mark with grace 0 (MODIFIED), then the removal (DELETED); a pod that
 //!   finalizers hold is marked with grace 0 and kept, and goes with its last finalizer (an
 //!   update then finds no grace period pending);
