@@ -87,3 +87,60 @@ async fn the_leader_election_lease_is_recorded_under_kube_controller_manager() {
         "the lease's managedFields"
     );
 }
+
+/// Upstream's namespace controller writes a terminating namespace's conditions with
+/// UpdateStatus from kube-controller-manager: its managedFields entry names that manager and
+/// the `status` subresource.
+#[test]
+fn the_namespace_controllers_status_writes_are_recorded_under_kube_controller_manager() {
+    const JSON: (&str, &str) = ("Content-Type", "application/json");
+    let server = Server::start(&[]);
+    let addr = server.addr.as_str();
+    let ns = br#"{"metadata":{"name":"held"}}"#;
+    assert_eq!(
+        http(addr, "POST", "/api/v1/namespaces", &[JSON], ns).status,
+        201
+    );
+    // A finalizer nobody removes keeps the namespace terminating, with its conditions.
+    let cm = br#"{"metadata":{"name":"c","finalizers":["example.com/hold"]}}"#;
+    let path = "/api/v1/namespaces/held/configmaps";
+    assert_eq!(http(addr, "POST", path, &[JSON], cm).status, 201);
+    assert_eq!(
+        http(addr, "DELETE", "/api/v1/namespaces/held", &[], b"").status,
+        200
+    );
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let obj = http(addr, "GET", "/api/v1/namespaces/held", &[], b"").json();
+        let entries = obj["metadata"]["managedFields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let status_writer = entries.iter().find(|e| e["subresource"] == "status");
+        if let Some(e) = status_writer {
+            assert_eq!(e["manager"], "kube-controller-manager", "{e}");
+            assert_eq!(e["operation"], "Update", "{e}");
+            assert!(e["fieldsV1"]["f:status"]["f:conditions"].is_object(), "{e}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no status entry in {entries:?} of {obj}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Let the namespace go.
+    let patch = br#"{"metadata":{"finalizers":null}}"#;
+    let merge = ("Content-Type", "application/merge-patch+json");
+    assert_eq!(
+        http(
+            addr,
+            "PATCH",
+            "/api/v1/namespaces/held/configmaps/c",
+            &[merge],
+            patch
+        )
+        .status,
+        200
+    );
+}
