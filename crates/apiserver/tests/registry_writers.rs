@@ -144,3 +144,44 @@ fn the_namespace_controllers_status_writes_are_recorded_under_kube_controller_ma
         200
     );
 }
+
+/// The bootstrap reconcile restores a changed bootstrap role as kube-apiserver: the fields it
+/// writes back are owned by `kube-apiserver` again, not by whoever changed them.
+#[test]
+fn the_rbac_reconcile_records_its_updates_under_kube_apiserver() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, "root-token,root,uid-root,system:masters\n").unwrap();
+    let server = Server::start(&["--token-auth-file", tokens.to_str().unwrap()]);
+    let addr = server.addr.as_str();
+    let root = ("Authorization", "Bearer root-token");
+    let path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:discovery";
+    managers(addr, path, &[root]);
+    let merge = ("Content-Type", "application/merge-patch+json");
+    let resp = http(
+        addr,
+        "PATCH",
+        &format!("{path}?fieldManager=tester"),
+        &[root, merge],
+        br#"{"rules":[]}"#,
+    );
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let obj = http(addr, "GET", path, &[root], b"").json();
+        let restored = obj["rules"].as_array().is_some_and(|r| !r.is_empty());
+        if restored {
+            let owners: Vec<&str> = obj["metadata"]["managedFields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["fieldsV1"].get("f:rules").is_some())
+                .filter_map(|e| e["manager"].as_str())
+                .collect();
+            assert_eq!(owners, ["kube-apiserver"], "{obj}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never restored: {obj}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
