@@ -77,14 +77,28 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
     ("listwatch-schema", &[]),
     // Server-side apply reads field types from the schemas; pure: no I/O.
     ("listwatch-apply", &["listwatch-api", "listwatch-schema"]),
+    // The registry: the typed write path over any Storage, the kinds' rules, apply's field
+    // manager and the schemas; "never HTTP serving (axum, the endpoints), a particular backend
+    // or the cacher".
+    (
+        "listwatch-registry",
+        &[
+            "listwatch-api",
+            "listwatch-storage",
+            "listwatch-kinds",
+            "listwatch-apply",
+            "listwatch-schema",
+        ],
+    ),
     // The REST endpoints over any Storage, with apply's field manager and the schemas; "never
-    // a particular backend (memstore, etcd) or the cacher".
+    // a particular backend (memstore, etcd) or the cacher". The registry is what a write means.
     (
         "listwatch-endpoints",
         &[
             "listwatch-api",
             "listwatch-storage",
             "listwatch-kinds",
+            "listwatch-registry",
             "listwatch-apply",
             "listwatch-schema",
         ],
@@ -118,6 +132,7 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-cacher",
             "listwatch-endpoints",
             "listwatch-kinds",
+            "listwatch-registry",
             "listwatch-schema",
             "listwatch-auth",
             "listwatch-audit",

@@ -10,9 +10,10 @@
 
 use std::time::Duration;
 
-use listwatch_api::Object;
-use listwatch_storage::Key;
-use serde_json::json;
+use std::sync::Arc;
+
+use listwatch_registry::{CreateOptions, Store, StoreError};
+use serde_json::{Value, json};
 
 // The name the bootstrap had in the server crate, kept so that its body is unchanged.
 use crate::Error as ServerError;
@@ -29,25 +30,23 @@ async fn bootstrap_namespaces(api: &listwatch_endpoints::Api) -> Result<(), Serv
     else {
         return Ok(());
     };
+    let store = Store::new(Arc::clone(&ns.info), Arc::clone(&ns.storage));
+    let opts = CreateOptions::by(listwatch_endpoints::SERVER_MANAGER);
     for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         let bootstrap = |source| ServerError::Bootstrap {
             name: name.to_owned(),
             source,
         };
-        let key = Key::object(&ns.info.storage_resource, None, name).map_err(bootstrap)?;
-        let mut obj = json!({"metadata": {"name": name}});
-        let Some(map) = obj.as_object_mut() else {
+        let Value::Object(obj) = json!({"metadata": {"name": name}}) else {
             continue;
         };
-        listwatch_endpoints::validation::prepare_create(&ns.info, map, None)
-            .map_err(|e| bootstrap(listwatch_storage::Error::internal(e.to_string())))?;
-        listwatch_endpoints::record_create(&ns.info, &mut obj, listwatch_endpoints::SERVER_MANAGER);
-        let object = Object::from_value(obj, &ns.info.selectable_fields)
-            .map_err(|e| bootstrap(listwatch_storage::Error::internal(e.to_string())))?;
-        match ns.storage.create(&key, object, None).await {
+        match store.create(None, obj, &opts).await {
             Ok(_) => tracing::info!(namespace = name, "created"),
-            Err(listwatch_storage::Error::AlreadyExists { .. }) => {}
-            Err(e) => return Err(bootstrap(e)),
+            Err(e) if e.is_already_exists() => {}
+            Err(StoreError::Storage(e)) => return Err(bootstrap(e)),
+            Err(StoreError::Rejected(e)) => {
+                return Err(bootstrap(listwatch_storage::Error::internal(e.to_string())));
+            }
         }
     }
     Ok(())

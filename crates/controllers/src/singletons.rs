@@ -35,9 +35,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use listwatch_api::{Object, Status};
 use listwatch_endpoints::{KindSpec, Resource};
+use listwatch_registry::fieldmanager::FieldManager;
+use listwatch_registry::{CreateOptions, Store, StoreError};
 use listwatch_runtime::leaderelection::{
     LeaderElectionConfig, LeaderElector, LeaseLock, LeaseRecord, LeaseState,
 };
+use listwatch_schema::Catalog;
 use listwatch_storage::{Error as StorageError, GetOptions, Key, Preconditions, Storage, Updated};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -183,7 +186,17 @@ pub struct StorageLeaseLock {
     key: Key,
 }
 
+/// The manager the lease lock's writes are recorded under: upstream's leader election runs
+/// in kube-controller-manager, whose client's user agent (`kube-controller-manager/<version>
+/// ... leader-election`) names its managedFields entry.
+pub const LEADER_ELECTION_MANAGER: &str = "kube-controller-manager";
+
 impl StorageLeaseLock {
+    /// The registry store of the leases (creates go through its create rules).
+    fn store(&self) -> Store {
+        Store::new(Arc::clone(&self.info), Arc::clone(&self.storage))
+    }
+
     /// The lock on Lease `namespace/name` of the `leases` resource.
     pub fn new(leases: &Resource, namespace: &str, name: &str) -> Result<Self, String> {
         let key = Key::object(&leases.info.storage_resource, Some(namespace), name)
@@ -245,26 +258,27 @@ impl LeaseLock for StorageLeaseLock {
     }
 
     async fn create(&self, record: &LeaseRecord) -> listwatch_runtime::Result<LeaseState> {
-        let mut value = json!({
+        let value = json!({
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
             "metadata": {"name": self.name, "namespace": self.namespace},
             "spec": record.to_spec(),
         });
-        let object = (|| {
-            let map = value
-                .as_object_mut()
-                .ok_or_else(|| internal("not an object"))?;
-            listwatch_endpoints::validation::prepare_create(&self.info, map, Some(&self.namespace))
-                .map_err(internal)?;
-            Object::from_value(value, &self.info.selectable_fields).map_err(internal)
-        })()
-        .map_err(|e| client_error(&e))?;
+        let Value::Object(map) = value else {
+            return Err(client_error(&internal("not an object")));
+        };
         let created = self
-            .storage
-            .create(&self.key, object, None)
+            .store()
+            .create(
+                Some(&self.namespace),
+                map,
+                &CreateOptions::by(LEADER_ELECTION_MANAGER),
+            )
             .await
-            .map_err(|e| client_error(&e))?;
+            .map_err(|e| match e {
+                StoreError::Storage(e) => client_error(&e),
+                StoreError::Rejected(e) => client_error(&internal(e)),
+            })?;
         self.state(&created)
     }
 
@@ -283,13 +297,21 @@ impl LeaseLock for StorageLeaseLock {
         let spec = record.to_spec();
         let info = Arc::clone(&self.info);
         let key = self.key.clone();
+        let catalog = Catalog::builtin();
         let mut step = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
             let cur = cur.ok_or_else(|| key.not_found())?;
-            let mut v = cur.to_value().map_err(internal)?;
+            let old = cur.to_value().map_err(internal)?;
+            let mut v = old.clone();
             v["spec"] = spec.clone();
             if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("resourceVersion");
             }
+            // Recorded as the leader-election client's update, as through the API.
+            FieldManager::new(&info, "", &catalog).update(
+                Some(&old),
+                &mut v,
+                LEADER_ELECTION_MANAGER,
+            );
             Object::from_value(v, &info.selectable_fields)
                 .map(Updated::from)
                 .map_err(internal)

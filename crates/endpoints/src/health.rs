@@ -24,6 +24,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+use crate::ErrorResponse;
 use crate::Shared;
 use crate::error::ApiError;
 

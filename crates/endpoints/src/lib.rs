@@ -18,10 +18,12 @@
 //! cannot tell, so a cache slots in per resource without changing anything here. The
 //! served resources are a live `listwatch_kinds::KindSet` of (spec, storage) pairs: a request
 //! resolves in one snapshot; [`Api::add_resource`] and [`Api::remove_resource`] change it at
-//! run time, and discovery, OpenAPI and the schema catalog follow per generation. It
-//! depends only on `listwatch-api`, `listwatch-storage`, `listwatch-kinds`, `listwatch-apply`
-//! and `listwatch-schema`; it must never depend on a particular backend (memstore, etcd) or on
-//! the cacher.
+//! run time, and discovery, OpenAPI and the schema catalog follow per generation. What a
+//! write means (validation, the deletion lifecycle, the field manager, patches, admission,
+//! the typed error) is `listwatch-registry`'s; this crate decodes, calls it and encodes. It
+//! depends only on `listwatch-api`, `listwatch-kinds`, `listwatch-registry`,
+//! `listwatch-storage`, `listwatch-apply` and `listwatch-schema`; it must never depend on a
+//! particular backend (memstore, etcd) or on the cacher.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -51,44 +53,46 @@ use axum::routing::{any, get};
 use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 
-pub mod admission;
+pub use listwatch_registry::admission;
 pub mod authorize;
-pub mod clock;
+pub use listwatch_registry::clock;
 pub mod compress;
 mod compute;
 mod discovery;
 mod error;
-mod field_validation;
-mod fieldmanager;
+use listwatch_registry::field_validation;
+use listwatch_registry::fieldmanager;
 mod flowcontrol;
 mod handlers;
 mod health;
-mod lifecycle;
+mod kubelet_pass;
+use listwatch_registry::lifecycle;
 pub mod limits;
 mod metrics;
 mod namespaces;
 pub mod negotiate;
 mod openapi;
-mod ownership;
 pub mod patch;
 pub mod path;
 pub mod protobuf;
 pub mod query;
 mod recover;
 mod resource;
-pub mod scale;
+pub use listwatch_registry::scale;
 mod stop;
-mod strategic;
+use listwatch_registry::strategic;
 mod stream_list;
 pub mod table;
-pub mod validation;
+pub use listwatch_registry::validation;
 mod virtual_create;
 mod watch_server;
 mod write_answer;
 mod yaml;
 
 pub use discovery::{BuildInfo, KUBE_GIT_VERSION, KUBE_MAJOR, KUBE_MINOR};
-pub use error::{ApiError, ApiResult, FieldError, MAX_INVALID_REPORT_BYTES, SentStatus};
+pub use error::{
+    ApiError, ApiResult, ErrorResponse, FieldError, MAX_INVALID_REPORT_BYTES, SentStatus,
+};
 pub use fieldmanager::{SERVER_MANAGER, record_create};
 pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
@@ -388,7 +392,7 @@ impl Installer {
         if self.namespace_controller {
             namespaces::start(&shared);
         }
-        lifecycle::start_kubelet(&shared);
+        kubelet_pass::start(&shared);
         Api { shared }
     }
 }

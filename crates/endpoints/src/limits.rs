@@ -57,8 +57,9 @@ pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 /// bound keeps one patch's work within a fixed multiple of a large list's size.
 pub const MAX_JSON_PATCH_SHIFTS: usize = 10_000_000;
 
-/// How deeply objects and arrays may nest in a decoded body or a patched object.
-pub const MAX_DEPTH: usize = 100;
+/// How deeply objects and arrays may nest in a decoded body or a patched object (the
+/// registry's bound).
+pub use listwatch_registry::MAX_DEPTH;
 
 /// A YAML body may decode to at most this many times its own size (as JSON bytes) …
 pub const YAML_EXPANSION_FACTOR: usize = 8;

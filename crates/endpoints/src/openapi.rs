@@ -33,6 +33,7 @@ use bytes::Bytes;
 use listwatch_schema::Catalog;
 use serde_json::{Map, Value, json};
 
+use crate::ErrorResponse;
 use crate::Shared;
 use crate::resource::{KindSpec, Resource};
 

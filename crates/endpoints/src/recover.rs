@@ -10,9 +10,10 @@ use std::panic::AssertUnwindSafe;
 
 use axum::extract::Request;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures::FutureExt;
 
+use crate::ErrorResponse;
 use crate::error::ApiError;
 
 /// Upstream's answer to a handler panic (`WithPanicRecovery`).

@@ -15,10 +15,11 @@
 use std::future::Future;
 
 use axum::http::{HeaderMap, HeaderValue, header, request::Parts};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use tokio::time::Instant;
 
+use crate::ErrorResponse;
 use crate::error::ApiResult;
 use crate::flowcontrol::ClientKey;
 use crate::handlers::Admission;

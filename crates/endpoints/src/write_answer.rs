@@ -17,10 +17,11 @@
 
 use axum::body::Body;
 use axum::http::{HeaderValue, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use listwatch_api::Object;
 use serde_json::Value;
 
+use crate::ErrorResponse;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{WriteFormat, negotiate_write};
 use crate::query::IncludeObject;

@@ -36,6 +36,7 @@ use listwatch_api::Object;
 use listwatch_storage::ObjectList;
 use serde_json::{Value, json};
 
+use crate::ErrorResponse;
 use crate::compute::Offloader;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{Format, Offer, negotiate};

@@ -17,6 +17,7 @@
 //! authorized as `watch`; a named GET with `watch=1` is a `get`, as upstream); logs
 //! inside a request carry its user; the user metric's label comes from a fixed set.
 
+use listwatch_endpoints::ErrorResponse;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -25,7 +26,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use futures::StreamExt;
 use listwatch_audit::{Event, Level, ObjectRef, ResponseStatus, Stage};
 use listwatch_auth::authn::{bearer_token, websocket_bearer_token};

@@ -19,7 +19,10 @@ use listwatch_auth::rbac::{
 use listwatch_cacher::StorageListerWatcher;
 use listwatch_endpoints::admission::{Admission, AdmissionRequest, Operation};
 use listwatch_endpoints::{ApiError, ApiResult, Resource};
+use listwatch_registry::fieldmanager::FieldManager;
+use listwatch_registry::{CreateOptions, Store, StoreError};
 use listwatch_runtime::{Informer, InformerConfig, Typed};
+use listwatch_schema::Catalog;
 use listwatch_storage::{Key, no_validation};
 use serde_json::Value;
 
@@ -199,23 +202,19 @@ async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<bool>
             meta.remove(field);
         }
     }
-    listwatch_endpoints::validation::prepare_create(&res.info, &mut map, None)
-        .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
-    let name = map
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned();
-    let key = Key::object(&res.info.storage_resource, None, &name)?;
-    let mut obj = Value::Object(map);
-    listwatch_endpoints::record_create(&res.info, &mut obj, listwatch_endpoints::SERVER_MANAGER);
-    let obj = Object::from_value(obj, &res.info.selectable_fields)
-        .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
-    match res.storage.create(&key, obj, None).await {
+    let store = Store::new(Arc::clone(&res.info), Arc::clone(&res.storage));
+    match store
+        .create(
+            None,
+            map,
+            &CreateOptions::by(listwatch_endpoints::SERVER_MANAGER),
+        )
+        .await
+    {
         Ok(_) => Ok(true),
-        Err(listwatch_storage::Error::AlreadyExists { .. }) => Ok(false),
-        Err(e) => Err(e),
+        Err(e) if e.is_already_exists() => Ok(false),
+        Err(StoreError::Storage(e)) => Err(e),
+        Err(StoreError::Rejected(e)) => Err(listwatch_storage::Error::internal(e.to_string())),
     }
 }
 
@@ -243,11 +242,24 @@ async fn update_fields(
     let gathered_for = selectors(&value);
     let key = Key::object(&res.info.storage_resource, None, name)?;
     let info = Arc::clone(&res.info);
+    let catalog = Catalog::builtin();
+    // Recorded as upstream's writers: the bootstrap reconcile is kube-apiserver's (its
+    // loopback client), the aggregation kube-controller-manager's (its clusterrole
+    // aggregation controller).
+    let manager = if aggregation {
+        "kube-controller-manager"
+    } else {
+        listwatch_endpoints::SERVER_MANAGER
+    };
+    let record = |old: &Value, new: &mut Value| {
+        FieldManager::new(&info, "", &catalog).update(Some(old), new, manager);
+    };
     let mut step = |cur: Option<&Object>| -> listwatch_storage::Result<listwatch_storage::Updated> {
         let cur = cur.ok_or_else(|| key.not_found())?;
         let mut v = cur
             .to_value()
             .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
+        let old = v.clone();
         if aggregation {
             if gathered_for.is_none() || selectors(&v) != gathered_for {
                 return Err(key.conflict(
@@ -257,6 +269,7 @@ async fn update_fields(
             if let Some(x) = value.get("rules") {
                 v["rules"] = x.clone();
             }
+            record(&old, &mut v);
             return Object::from_value(v, &info.selectable_fields)
                 .map(Into::into)
                 .map_err(|e| listwatch_storage::Error::internal(e.to_string()));
@@ -271,6 +284,7 @@ async fn update_fields(
                 v["metadata"][field] = x.clone();
             }
         }
+        record(&old, &mut v);
         Object::from_value(v, &info.selectable_fields)
             .map(Into::into)
             .map_err(|e| listwatch_storage::Error::internal(e.to_string()))

@@ -20,7 +20,7 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
     let key = req.object_key()?;
-    let kubelet = crate::lifecycle::Kubelet::of(&req.shared.config);
+    let kubelet = crate::lifecycle::Kubelet::of(req.shared.config.acknowledge_pod_deletion);
     let done = crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &key, &opts, kubelet)
         .await
         .map_err(|e| req.storage_err(&e))?;
@@ -72,7 +72,7 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
         crate::validation::check_delete(req.info(), o.name())?;
     }
     let mut deleted = Vec::with_capacity(list.items.len());
-    let kubelet = crate::lifecycle::Kubelet::of(&req.shared.config);
+    let kubelet = crate::lifecycle::Kubelet::of(req.shared.config.acknowledge_pod_deletion);
     for o in std::mem::take(&mut list.items) {
         let k = Key::object(&req.info().storage_resource, o.namespace(), o.name())
             .map_err(|e| req.storage_err(&e))?;

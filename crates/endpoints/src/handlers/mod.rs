@@ -27,13 +27,14 @@ use axum::body::Body;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{FromRequestParts, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Parts};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use listwatch_api::Object;
 use listwatch_storage::{Error as StorageError, Key};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::ErrorResponse;
 use crate::error::{ApiError, ApiResult};
 use crate::fieldmanager::FieldManager;
 use crate::flowcontrol::{ClientKey, queue_wait_limit};
@@ -311,7 +312,7 @@ pub(crate) async fn serve(
             resource_request(shared, parts, t, body, ws).await
         }
         Ok(p) => discovery_request(&shared, &parts.method, p, &parts.headers)
-            .unwrap_or_else(IntoResponse::into_response),
+            .unwrap_or_else(ErrorResponse::into_response),
     }
 }
 

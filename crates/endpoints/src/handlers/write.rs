@@ -156,7 +156,7 @@ pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                 .await?;
         }
         let mut resp = object_response(StatusCode::CREATED, &stored);
-        findings.warn(&mut resp);
+        findings.warn(resp.headers_mut());
         return Ok(resp);
     }
     Err(generate_name_conflict(req.info(), &name))
@@ -419,7 +419,7 @@ pub(super) async fn update(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         },
         &obj,
     );
-    findings.warn(&mut resp);
+    findings.warn(resp.headers_mut());
     Ok(resp)
 }
 
@@ -579,9 +579,9 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         },
         &obj,
     );
-    apply_findings.warn(&mut resp);
+    apply_findings.warn(resp.headers_mut());
     if let Ok(found) = patch_findings.lock() {
-        found.warn(&mut resp);
+        found.warn(resp.headers_mut());
     }
     Ok(resp)
 }

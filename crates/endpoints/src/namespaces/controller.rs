@@ -36,12 +36,14 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use listwatch_api::Object;
+use listwatch_schema::Catalog;
 use listwatch_storage::{Error as StorageError, Key, ListOptions, Preconditions, Updated};
 use serde_json::Value;
 
 use super::conditions::{self, Report};
 use super::{NAMESPACE_FINALIZER, Wake, namespaces};
 use crate::Shared;
+use crate::fieldmanager::FieldManager;
 use crate::lifecycle::{self, Deletion, State};
 use crate::query::{DeleteRequest, Propagation};
 use crate::resource::{GracefulDeletion, KindSpec, Resource};
@@ -52,6 +54,11 @@ const POLL_IDLE: Duration = Duration::from_secs(5);
 const PAGE: u64 = 500;
 /// Passes over a namespace's resources per sync (while a pass still deletes something).
 const PASSES_PER_SYNC: usize = 8;
+/// The manager the controller's writes of a namespace are recorded under: upstream's
+/// namespace controller runs in kube-controller-manager, whose client's user agent names its
+/// managedFields entries (`kube-controller-manager`, subresource `status` or `finalize`).
+const MANAGER: &str = "kube-controller-manager";
+
 /// Upstream's `finalizerEstimateSeconds`: how long objects held by finalizers are expected
 /// to take.
 const FINALIZER_ESTIMATE_SECONDS: i64 = 15;
@@ -275,6 +282,7 @@ async fn update_conditions(nsres: &Resource, ns: &Object, report: &Report) {
     };
     let now = crate::clock::format_rfc3339(crate::clock::now_unix());
     let info = &nsres.info;
+    let catalog = Catalog::builtin();
     let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
         let cur = cur.ok_or_else(|| key.not_found())?;
         let mut v = cur.to_value().map_err(|e| {
@@ -284,6 +292,7 @@ async fn update_conditions(nsres: &Resource, ns: &Object, report: &Report) {
         if !changed {
             return Ok(cur.clone().into());
         }
+        let old = v.clone();
         let Some(obj) = v.as_object_mut() else {
             return Ok(cur.clone().into());
         };
@@ -293,6 +302,8 @@ async fn update_conditions(nsres: &Resource, ns: &Object, report: &Report) {
         if let Some(s) = status.as_object_mut() {
             s.insert("conditions".into(), Value::Array(list));
         }
+        // Recorded as upstream's controller's UpdateStatus.
+        FieldManager::new(info, "status", &catalog).update(Some(&old), &mut v, MANAGER);
         encode(info, v)
     };
     if let Err(e) = nsres
@@ -324,17 +335,21 @@ async fn finalize(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<(), 
         resource_version: None,
     };
     let info = &nsres.info;
+    let catalog = Catalog::builtin();
     let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
         let cur = cur.ok_or_else(|| key.not_found())?;
         let mut v = cur.to_value().map_err(|e| {
             StorageError::internal(format!("stored namespace does not decode: {e}"))
         })?;
+        let old = v.clone();
         if let Some(f) = v
             .pointer_mut("/spec/finalizers")
             .and_then(Value::as_array_mut)
         {
             f.retain(|x| x.as_str() != Some(NAMESPACE_FINALIZER));
         }
+        // Recorded as upstream's controller's Finalize.
+        FieldManager::new(info, "finalize", &catalog).update(Some(&old), &mut v, MANAGER);
         encode(info, v)
     };
     let updated = match nsres
@@ -354,7 +369,7 @@ async fn finalize(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<(), 
         preconditions: Some(pre),
         ..DeleteRequest::default()
     };
-    let kubelet = lifecycle::Kubelet::of(&shared.config);
+    let kubelet = lifecycle::Kubelet::of(shared.config.acknowledge_pod_deletion);
     match lifecycle::delete(nsres.storage.as_ref(), info, &key, &opts, kubelet).await {
         Ok(Deletion::Gone(_) | Deletion::Pending(_)) => Ok(()),
         Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
@@ -487,7 +502,7 @@ async fn delete_resource(
     ns: &str,
     mut seen: impl FnMut(&Object, Option<&Object>),
 ) -> Result<(), StorageError> {
-    let kubelet = lifecycle::Kubelet::of(&shared.config);
+    let kubelet = lifecycle::Kubelet::of(shared.config.acknowledge_pod_deletion);
     let key = Key::collection(&r.info.storage_resource, Some(ns))?;
     let mut opts = ListOptions::recursive();
     opts.limit = Some(PAGE);

@@ -28,9 +28,9 @@
 //! write. If the namespace still cannot be read, the object is removed and the answer says
 //! so without `Retry-After` (the client decides whether to send the create again).
 
-mod conditions;
 mod controller;
-pub(crate) mod strategy;
+
+pub(crate) use listwatch_registry::namespaces::{NAMESPACE_FINALIZER, conditions};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,9 +44,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::lifecycle::{self, State};
 use crate::query::DeleteRequest;
 use crate::resource::{KindSpec, Resource};
-
-/// The finalizer the namespace controller owns, in a namespace's `spec.finalizers`.
-pub(crate) const NAMESPACE_FINALIZER: &str = "kubernetes";
 
 pub(crate) use controller::{controller, start};
 
@@ -203,7 +200,7 @@ pub(crate) async fn recheck_after_create(
         uid: created.uid().map(str::to_owned),
         resource_version: None,
     };
-    let kubelet = lifecycle::Kubelet::of(&shared.config);
+    let kubelet = lifecycle::Kubelet::of(shared.config.acknowledge_pod_deletion);
     let cleanup = tokio::spawn(async move {
         // The object is ours (uid); a finalizer on it is honoured like any delete's.
         let info = KindSpec::new("", "", "", "");

@@ -8,7 +8,7 @@ use listwatch_api::echo::echo;
 use serde_json::{Map, Value, json};
 
 use crate::error::{ApiError, FieldError};
-use crate::resource::{KindSpec, ScaleSubresource};
+use listwatch_kinds::{KindSpec, ScaleSubresource};
 
 fn at<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
     dotted.split('.').try_fold(v, |cur, seg| cur.get(seg))

@@ -35,12 +35,12 @@ use serde_json::{Map, Value};
 
 use super::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, is_namespaces, obj_entry};
 use crate::clock;
-use crate::query::{DeleteRequest, Propagation};
-use crate::resource::{GcPolicy, GracefulDeletion, KindSpec};
+use crate::options::{DeleteRequest, Propagation};
+use listwatch_kinds::{GcPolicy, GracefulDeletion, KindSpec};
 
 /// Pods' grace period when neither the DELETE nor the pod gives one (upstream's default of
 /// `spec.terminationGracePeriodSeconds`).
-pub(crate) const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
+pub const DEFAULT_POD_GRACE_SECONDS: i64 = 30;
 
 /// The latest time an RFC 3339 timestamp with a four-digit year can say
 /// (9999-12-31T23:59:59Z): a huge grace period ends there.
@@ -48,7 +48,7 @@ const MAX_TIMESTAMP: i64 = 253_402_300_799;
 
 /// What a DELETE does to the object it found.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Plan {
+pub enum Plan {
     /// Remove the object as it is, writing nothing first.
     Remove,
     /// Write this state first; then remove it (`then_remove`) or keep it.
@@ -64,7 +64,7 @@ pub(crate) enum Plan {
 
 /// The plan of a DELETE with `opts` of `cur` (the stored object as JSON) at `now` (Unix
 /// seconds). See the module doc.
-pub(crate) fn plan(info: &KindSpec, cur: &Value, opts: &DeleteRequest, now: i64) -> Plan {
+pub fn plan(info: &KindSpec, cur: &Value, opts: &DeleteRequest, now: i64) -> Plan {
     let mut v = cur.clone();
     let namespace = is_namespaces(info);
     let Some(obj) = v.as_object_mut() else {

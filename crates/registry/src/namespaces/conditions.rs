@@ -17,15 +17,15 @@ use serde_json::{Map, Value, json};
 
 /// `NamespaceDeletionDiscoveryFailure`: never true here (the served resources are known
 /// in-process), written with its "all is well" variant as upstream.
-pub(crate) const DISCOVERY_FAILURE: &str = "NamespaceDeletionDiscoveryFailure";
+pub const DISCOVERY_FAILURE: &str = "NamespaceDeletionDiscoveryFailure";
 /// `NamespaceDeletionGroupVersionParsingFailure`: never true here either.
-pub(crate) const GV_PARSING_FAILURE: &str = "NamespaceDeletionGroupVersionParsingFailure";
+pub const GV_PARSING_FAILURE: &str = "NamespaceDeletionGroupVersionParsingFailure";
 /// `NamespaceDeletionContentFailure`: deleting some resource failed.
-pub(crate) const CONTENT_FAILURE: &str = "NamespaceDeletionContentFailure";
+pub const CONTENT_FAILURE: &str = "NamespaceDeletionContentFailure";
 /// `NamespaceContentRemaining`: objects are left after a pass.
-pub(crate) const CONTENT_REMAINING: &str = "NamespaceContentRemaining";
+pub const CONTENT_REMAINING: &str = "NamespaceContentRemaining";
 /// `NamespaceFinalizersRemaining`: objects left are held by these finalizers.
-pub(crate) const FINALIZERS_REMAINING: &str = "NamespaceFinalizersRemaining";
+pub const FINALIZERS_REMAINING: &str = "NamespaceFinalizersRemaining";
 
 /// The condition types, in the order upstream adds them.
 const TYPES: [&str; 5] = [
@@ -37,7 +37,7 @@ const TYPES: [&str; 5] = [
 ];
 
 /// How many resources, finalizers or errors one message names at most.
-pub(crate) const MAX_LISTED: usize = 100;
+pub const MAX_LISTED: usize = 100;
 
 /// Upstream's `okReasons` and `okMessages`: a condition that is not true.
 fn ok(t: &str) -> (&'static str, &'static str) {
@@ -60,19 +60,19 @@ fn ok(t: &str) -> (&'static str, &'static str) {
 
 /// What one pass over a namespace's content found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Report {
+pub struct Report {
     /// Objects left per resource, keyed `{plural}.{group}` (upstream's `gvr.Resource + "."
     /// + gvr.Group`, so `configmaps.` for a core resource).
-    pub(crate) remaining: BTreeMap<String, usize>,
+    pub remaining: BTreeMap<String, usize>,
     /// Objects left per finalizer they carry (at most [`MAX_LISTED`] finalizers counted).
-    pub(crate) finalizers: BTreeMap<String, usize>,
+    pub finalizers: BTreeMap<String, usize>,
     /// Why deleting some resources failed, one message per resource.
-    pub(crate) errors: Vec<String>,
+    pub errors: Vec<String>,
 }
 
 impl Report {
     /// Counts one object left in `resource`, carrying `finalizers`.
-    pub(crate) fn left(&mut self, resource: &str, finalizers: &[&str]) {
+    pub fn left(&mut self, resource: &str, finalizers: &[&str]) {
         *self.remaining.entry(resource.to_owned()).or_default() += 1;
         for f in finalizers {
             if let Some(n) = self.finalizers.get_mut(*f) {
@@ -84,7 +84,7 @@ impl Report {
     }
 
     /// Objects left in all.
-    pub(crate) fn total_remaining(&self) -> usize {
+    pub fn total_remaining(&self) -> usize {
         self.remaining.values().sum()
     }
 
@@ -143,7 +143,7 @@ impl Report {
 /// type gets its true variant from the report or its "all is well" one; an existing
 /// condition is updated in place (its `lastTransitionTime` set to `now` only when its
 /// status changes), a missing one appended. Returns the new list and whether it differs.
-pub(crate) fn merge(conditions: Option<&Value>, report: &Report, now: &str) -> (Vec<Value>, bool) {
+pub fn merge(conditions: Option<&Value>, report: &Report, now: &str) -> (Vec<Value>, bool) {
     let mut list: Vec<Value> = conditions
         .and_then(Value::as_array)
         .cloned()

@@ -91,7 +91,7 @@ fn unprocessable(message: impl Into<String>) -> StrategicError {
 
 /// Applies `patch` to `original` (both objects) with `schema` the kind's schema (`None`:
 /// untyped, every list replaced).
-pub(crate) fn apply(original: &Value, patch: &Value, schema: Option<Node<'_>>) -> Result<Value> {
+pub fn apply(original: &Value, patch: &Value, schema: Option<Node<'_>>) -> Result<Value> {
     let (Value::Object(o), Value::Object(p)) = (original, patch) else {
         return Err(unprocessable(
             "a strategic merge patch and its object must be JSON objects",

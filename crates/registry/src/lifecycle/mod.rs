@@ -33,8 +33,8 @@
 //! it (`Config::acknowledge_pod_deletion`, for test environments): [`delete`] follows every
 //! DELETE that leaves a pod in its grace period with it.
 
-pub(crate) mod kubelet;
-mod plan;
+pub mod kubelet;
+pub mod plan;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,24 +46,24 @@ use serde_json::{Map, Value};
 
 use crate::clock;
 use crate::error::{ApiError, ApiResult, FieldError};
-use crate::query::DeleteRequest;
-use crate::resource::KindSpec;
+use crate::options::DeleteRequest;
+use listwatch_kinds::KindSpec;
 
-pub(crate) use kubelet::{Kubelet, start as start_kubelet};
-pub(crate) use plan::{DEFAULT_POD_GRACE_SECONDS, Plan};
+pub use kubelet::{Kubelet, acknowledge_once, waits_for_kubelet};
+pub use plan::{DEFAULT_POD_GRACE_SECONDS, Plan};
 
 /// The garbage collector's finalizer that orphans an object's dependents.
-pub(crate) const FINALIZER_ORPHAN: &str = "orphan";
+pub const FINALIZER_ORPHAN: &str = "orphan";
 /// The garbage collector's finalizer that holds an object until its blocking dependents
 /// are gone.
-pub(crate) const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
+pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 
 /// How often a DELETE or an update-that-deletes recomputes after losing a race to another
 /// writer before it answers 409.
 const MAX_ATTEMPTS: usize = 16;
 
 /// Whether `info` is the core `namespaces` resource.
-pub(crate) fn is_namespaces(info: &KindSpec) -> bool {
+pub fn is_namespaces(info: &KindSpec) -> bool {
     info.group.is_empty() && info.plural == "namespaces"
 }
 
@@ -93,20 +93,20 @@ struct HeadSpec {
 
 /// The lifecycle-relevant part of an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct State {
+pub struct State {
     /// `metadata.deletionTimestamp` is set.
-    pub(crate) deleting: bool,
+    pub deleting: bool,
     /// `metadata.finalizers` is not empty.
-    pub(crate) finalizers: bool,
+    pub finalizers: bool,
     /// `spec.finalizers` is not empty (namespaces).
-    pub(crate) spec_finalizers: bool,
+    pub spec_finalizers: bool,
     /// `metadata.deletionGracePeriodSeconds` is above 0: a graceful deletion is pending.
-    pub(crate) grace_pending: bool,
+    pub grace_pending: bool,
 }
 
 impl State {
     /// Reads the state of a stored object; one that does not decode counts as free.
-    pub(crate) fn of(obj: &Object) -> Self {
+    pub fn of(obj: &Object) -> Self {
         let h: Head = obj.deserialize().unwrap_or_default();
         Self {
             deleting: h.metadata.deletion_timestamp.is_some_and(|t| !t.is_null()),
@@ -126,7 +126,7 @@ impl State {
     /// Whether the object is being deleted and nothing holds it any more: it must not be
     /// written again but removed (upstream's `shouldDeleteDuringUpdate`: no finalizers left,
     /// and no grace period pending).
-    pub(crate) fn finalized(self, namespace: bool) -> bool {
+    pub fn finalized(self, namespace: bool) -> bool {
         let held = self.finalizers || self.grace_pending || (namespace && self.spec_finalizers);
         self.deleting && !held
     }
@@ -134,7 +134,7 @@ impl State {
 
 /// What a DELETE did.
 #[derive(Debug)]
-pub(crate) enum Deletion {
+pub enum Deletion {
     /// The object is gone; its last state.
     Gone(Object),
     /// The object stays, marked as being deleted; its current state.
@@ -171,7 +171,7 @@ fn plan_of(info: &KindSpec, o: &Object, opts: &DeleteRequest) -> Result<Plan, St
 /// such DELETEs of what it finds held pass after pass (a DELETE would read, decode and plan
 /// the object twice to come to the same). An object changed since it was listed is seen by
 /// the next pass.
-pub(crate) fn delete_changes_nothing(info: &KindSpec, o: &Object, opts: &DeleteRequest) -> bool {
+pub fn delete_changes_nothing(info: &KindSpec, o: &Object, opts: &DeleteRequest) -> bool {
     let Ok(v) = o.to_value() else {
         return false;
     };
@@ -190,7 +190,7 @@ pub(crate) fn delete_changes_nothing(info: &KindSpec, o: &Object, opts: &DeleteR
 /// no finalizers) or kept — see the module invariants. A pod left in its grace period is
 /// then acknowledged as its kubelet would when `kubelet` says so ([`kubelet`]): the answer
 /// is then the pod's state after that.
-pub(crate) async fn delete(
+pub async fn delete(
     storage: &dyn Storage,
     info: &KindSpec,
     key: &Key,
@@ -311,7 +311,7 @@ async fn delete_as_asked(
 /// upstream's namespace strategy), so that only the namespace controller lets it go; they
 /// are validated, and the namespace carries its `kubernetes.io/metadata.name` label
 /// (`namespaces::strategy`).
-pub(crate) fn prepare_create(info: &KindSpec, obj: &mut Map<String, Value>) -> ApiResult<()> {
+pub fn prepare_create(info: &KindSpec, obj: &mut Map<String, Value>) -> ApiResult<()> {
     if !is_namespaces(info) {
         return Ok(());
     }
@@ -353,7 +353,7 @@ pub(crate) fn prepare_create(info: &KindSpec, obj: &mut Map<String, Value>) -> A
 /// unless the update is a `PUT .../finalize` (`finalize`), whose finalizers are validated
 /// instead and whose status is the stored one — and its `kubernetes.io/metadata.name` label
 /// set (`namespaces::strategy`).
-pub(crate) fn check_update(
+pub fn check_update(
     info: &KindSpec,
     cur: &Value,
     new: &mut Value,
@@ -435,20 +435,20 @@ pub(crate) fn check_update(
 /// What an update found when its result is to be removed rather than written: the state it
 /// was computed from (for the removal's preconditions) and the result (the response).
 #[derive(Debug)]
-pub(crate) struct Finalized {
+pub struct Finalized {
     /// Preconditions naming the state the update read.
-    pub(crate) preconditions: Preconditions,
+    pub preconditions: Preconditions,
     /// The object the update computed.
-    pub(crate) object: Object,
+    pub object: Object,
 }
 
 /// A slot an update function fills when its result is finalized (see [`Finalized`]).
 #[derive(Debug, Default)]
-pub(crate) struct FinalizedSlot(Mutex<Option<Finalized>>);
+pub struct FinalizedSlot(Mutex<Option<Finalized>>);
 
 impl FinalizedSlot {
     /// Records that `new`, computed from `cur`, is to be removed; `true` when it is so.
-    pub(crate) fn check(&self, info: &KindSpec, cur: &Object, new: &Object) -> bool {
+    pub fn check(&self, info: &KindSpec, cur: &Object, new: &Object) -> bool {
         if !State::of(new).finalized(is_namespaces(info)) {
             return false;
         }
@@ -466,21 +466,21 @@ impl FinalizedSlot {
     }
 
     /// Clears the slot (at the start of each attempt).
-    pub(crate) fn clear(&self) {
+    pub fn clear(&self) {
         if let Ok(mut g) = self.0.lock() {
             *g = None;
         }
     }
 
     /// What was recorded.
-    pub(crate) fn take(&self) -> Option<Finalized> {
+    pub fn take(&self) -> Option<Finalized> {
         self.0.lock().ok().and_then(|mut g| g.take())
     }
 }
 
 /// Removes the object an update finalized. `Ok(true)`: removed (or already gone);
 /// `Ok(false)`: the object changed since the update read it, recompute.
-pub(crate) async fn remove_finalized(
+pub async fn remove_finalized(
     storage: &dyn Storage,
     key: &Key,
     f: &Finalized,
@@ -503,7 +503,7 @@ pub(crate) async fn remove_finalized(
 }
 
 /// How many times an update that finalizes an object may be recomputed.
-pub(crate) const MAX_UPDATE_ATTEMPTS: usize = MAX_ATTEMPTS;
+pub const MAX_UPDATE_ATTEMPTS: usize = MAX_ATTEMPTS;
 
 #[cfg(test)]
 mod tests {
@@ -546,7 +546,7 @@ mod tests {
         let none = listwatch_api::SelectableFields::none();
         let obj = |v| Object::from_value(v, &none).unwrap();
         let bg = DeleteRequest {
-            propagation: Some(crate::query::Propagation::Background),
+            propagation: Some(crate::options::Propagation::Background),
             ..DeleteRequest::default()
         };
         let held = obj(json!({"metadata":{"name":"a","finalizers":["a.io/x"],

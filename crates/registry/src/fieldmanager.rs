@@ -21,7 +21,7 @@ use listwatch_schema::Catalog;
 use serde_json::Value;
 
 use crate::error::{ApiError, ApiResult};
-use crate::resource::KindSpec;
+use listwatch_kinds::KindSpec;
 
 /// How many bytes of a User-Agent name a manager (upstream's `FieldManagerMaxLength`).
 const MAX_MANAGER_BYTES: usize = 128;
@@ -34,7 +34,7 @@ const MAX_MANAGER_BYTES: usize = 128;
 /// itself (an apply of a 3 MiB configuration owns ~400 000 paths), and an apply over
 /// managedFields that do not decode is a 500, as upstream.
 const LIMITS: FieldsLimits = FieldsLimits {
-    max_depth: crate::limits::MAX_DEPTH,
+    max_depth: crate::MAX_DEPTH,
     max_entries: 4 << 20,
 };
 
@@ -42,7 +42,7 @@ const LIMITS: FieldsLimits = FieldsLimits {
 /// to its first `/`, its unprintable characters left out, cut at 128 bytes on a character
 /// boundary (upstream's `managerOrUserAgent` and `prefixFromUserAgent`); empty without
 /// either (upstream records such a write with no `manager`).
-pub(crate) fn update_manager(field_manager: Option<&str>, user_agent: Option<&str>) -> String {
+pub fn update_manager(field_manager: Option<&str>, user_agent: Option<&str>) -> String {
     if let Some(m) = field_manager.filter(|m| !m.is_empty()) {
         return m.to_owned();
     }
@@ -61,7 +61,7 @@ pub(crate) fn update_manager(field_manager: Option<&str>, user_agent: Option<&st
 /// control characters, no space but U+0020, no format characters (category Cf: bidi
 /// overrides, zero-width spaces, the BOM...) and no private-use ones (Co). Unassigned code
 /// points (Cn), which Go also leaves out, are kept: std has no table of them.
-pub(crate) fn is_printable(c: char) -> bool {
+pub fn is_printable(c: char) -> bool {
     const FORMAT_OR_PRIVATE: &[(u32, u32)] = &[
         (0x00AD, 0x00AD),
         (0x0600, 0x0605),
@@ -111,7 +111,7 @@ pub fn record_create(info: &KindSpec, obj: &mut Value, manager: &str) {
 }
 
 /// The field manager of writes to `info` through `subresource` (`""`, `status`, `scale`).
-pub(crate) struct FieldManager<'a> {
+pub struct FieldManager<'a> {
     info: &'a KindSpec,
     subresource: &'a str,
     api_version: String,
@@ -120,7 +120,9 @@ pub(crate) struct FieldManager<'a> {
 }
 
 impl<'a> FieldManager<'a> {
-    pub(crate) fn new(info: &'a KindSpec, subresource: &'a str, catalog: &'a Catalog) -> Self {
+    /// The field manager of `info`'s objects (or their `subresource`), with the field types
+    /// of `catalog`.
+    pub fn new(info: &'a KindSpec, subresource: &'a str, catalog: &'a Catalog) -> Self {
         let api_version = if info.group.is_empty() {
             info.version.clone()
         } else {
@@ -160,12 +162,12 @@ impl<'a> FieldManager<'a> {
     }
 
     /// Records a create (`live` is `None`), update or non-apply patch by `manager`.
-    pub(crate) fn update(&self, live: Option<&Value>, new: &mut Value, manager: &str) {
+    pub fn update(&self, live: Option<&Value>, new: &mut Value, manager: &str) {
         self.with_scope(|s| s.update(live, new, manager));
     }
 
     /// Applies `config` by `manager` over `live` (`None`: the apply creates the object).
-    pub(crate) fn apply(
+    pub fn apply(
         &self,
         live: Option<&Value>,
         config: &Value,

@@ -16,7 +16,7 @@ const FINALIZERS: &str = "metadata.finalizers";
 
 /// Appends to `errs` what is wrong with `metadata.ownerReferences` and `metadata.finalizers`
 /// of `meta`.
-pub(crate) fn validate(meta: &serde_json::Map<String, Value>, errs: &mut Vec<FieldError>) {
+pub fn validate(meta: &serde_json::Map<String, Value>, errs: &mut Vec<FieldError>) {
     owner_references(meta.get("ownerReferences"), errs);
     finalizers(meta.get("finalizers"), errs);
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::clock;
 use crate::error::{ApiError, ApiResult, FieldError};
-use crate::resource::{Generation, KindSpec, NameValidation, StatusUpdate};
+use listwatch_kinds::{Generation, KindSpec, NameValidation, StatusUpdate};
 
 const LABEL_MAX: usize = 63;
 

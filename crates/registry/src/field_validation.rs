@@ -11,12 +11,12 @@
 //!   A kind without a schema, or a schema that keeps unknown fields
 //!   (`x-kubernetes-preserve-unknown-fields`, a custom resource declared without a schema),
 //!   reports nothing and keeps everything.
-//! - **Answering** ([`Findings::settle`]): `Strict` refuses with upstream's message shape (a
+//! - **Answering** ([`Findings::settle_body`] and the others): `Strict` refuses with upstream's message shape (a
 //!   create or update: 400 `<Kind> in version "<v>" cannot be handled as a <Kind>: strict
 //!   decoding error: ...`; a patch: 422 `patch: Invalid value: ...: strict decoding error:
 //!   ...`), `Warn` answers each finding as a `Warning: 299 - "..."` header, `Ignore` drops
 //!   them silently. Duplicate fields in a JSON or YAML body are found by the decoder
-//!   ([`crate::limits`]) and reported alongside (`duplicate field "name"`).
+//!   (the endpoints' `limits`) and reported alongside (`duplicate field "name"`).
 //!
 //! Server-side apply is not pruned here: as upstream, an apply configuration with a field
 //! its type does not declare is refused whatever the directive (the apply crate's typed
@@ -26,8 +26,7 @@
 //! unknown field); the walk is recursive over an already decoded value, whose depth the
 //! decoder bounds; nothing here reads the network.
 
-use axum::http::HeaderValue;
-use axum::response::Response;
+use http::{HeaderMap, HeaderValue};
 use listwatch_api::Status;
 use listwatch_api::echo;
 use listwatch_api::status::reason;
@@ -35,10 +34,10 @@ use listwatch_schema::{Node, Shape};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
-use crate::resource::KindSpec;
+use listwatch_kinds::KindSpec;
 
 /// How many findings one request keeps (and answers as warnings).
-pub(crate) const MAX_FINDINGS: usize = 100;
+pub const MAX_FINDINGS: usize = 100;
 
 /// The longest finding kept, in [`echo::wire_cost`] units (a longer one, e.g. naming a
 /// field with a huge key, is cut with the echo marker): one Warning header or one item of
@@ -47,7 +46,7 @@ const MAX_FINDING_BYTES: usize = 1024;
 
 /// The `fieldValidation` directive of a write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Directive {
+pub enum Directive {
     /// Unknown and duplicate fields are dropped silently.
     Ignore,
     /// They are dropped, and each is answered as a warning.
@@ -58,8 +57,8 @@ pub(crate) enum Directive {
 
 impl Directive {
     /// The directive of a request's `fieldValidation` (already checked by
-    /// [`crate::query::Query::validate_write`]); absent or empty is `Warn`, as upstream's.
-    pub(crate) fn from_param(v: Option<&str>) -> Self {
+    /// the endpoints' `Query::validate_write`); absent or empty is `Warn`, as upstream's.
+    pub fn from_param(v: Option<&str>) -> Self {
         match v {
             Some("Strict") => Directive::Strict,
             Some("Ignore") => Directive::Ignore,
@@ -70,11 +69,11 @@ impl Directive {
 
 /// The unknown and duplicate fields of one body, in upstream's wording.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Findings(Vec<String>);
+pub struct Findings(Vec<String>);
 
 impl Findings {
     /// The duplicate fields a decoder found (`duplicate field "name"`).
-    pub(crate) fn duplicates(names: Vec<String>) -> Self {
+    pub fn duplicates(names: Vec<String>) -> Self {
         let mut f = Findings::default();
         for n in names {
             f.push(format!("duplicate field {}", quote(&n)));
@@ -93,24 +92,24 @@ impl Findings {
     }
 
     /// Adds `other`'s findings after these.
-    pub(crate) fn extend(&mut self, other: Findings) {
+    pub fn extend(&mut self, other: Findings) {
         for s in other.0 {
             self.push(s);
         }
     }
 
     /// Whether nothing was found.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Whether `s` is one of the findings.
-    pub(crate) fn contains(&self, s: &String) -> bool {
+    pub fn contains(&self, s: &String) -> bool {
         self.0.contains(s)
     }
 
     /// Keeps only the findings `keep` accepts.
-    pub(crate) fn retain(&mut self, keep: impl FnMut(&String) -> bool) {
+    pub fn retain(&mut self, keep: impl FnMut(&String) -> bool) {
         self.0.retain(keep);
     }
 
@@ -122,7 +121,7 @@ impl Findings {
     /// Applies the directive to a create's or update's body: `Strict` refuses (400) with
     /// upstream's decode-error wording, otherwise the findings are returned for
     /// [`Findings::warn`].
-    pub(crate) fn settle_body(self, directive: Directive, info: &KindSpec) -> ApiResult<Findings> {
+    pub fn settle_body(self, directive: Directive, info: &KindSpec) -> ApiResult<Findings> {
         match directive {
             _ if self.is_empty() => Ok(self),
             Directive::Strict => Err(ApiError::bad_request(format!(
@@ -140,7 +139,7 @@ impl Findings {
     /// patcher does, naming the `patch` field and the patched object (its JSON cut by
     /// [`echo::echo_json`]: upstream quotes it whole, so a 10-byte patch of a 1.5 MB object
     /// answered megabytes).
-    pub(crate) fn settle_patch(self, directive: Directive, patched: &Value) -> ApiResult<Findings> {
+    pub fn settle_patch(self, directive: Directive, patched: &Value) -> ApiResult<Findings> {
         match directive {
             _ if self.is_empty() => Ok(self),
             Directive::Strict => Err(ApiError::from_status(Status::failure(
@@ -159,7 +158,7 @@ impl Findings {
 
     /// Applies the directive to an apply patch's duplicate fields: `Strict` refuses (400)
     /// with upstream's `error strict decoding patch` wording.
-    pub(crate) fn settle_apply(self, directive: Directive) -> ApiResult<Findings> {
+    pub fn settle_apply(self, directive: Directive) -> ApiResult<Findings> {
         match directive {
             _ if self.is_empty() => Ok(self),
             Directive::Strict => Err(ApiError::bad_request(format!(
@@ -171,12 +170,13 @@ impl Findings {
         }
     }
 
-    /// Adds each finding to `resp` as a `Warning: 299 - "..."` header (upstream's warning
-    /// form: code 299, agent `-`, the text quoted with `"` and `\` escaped).
-    pub(crate) fn warn(&self, resp: &mut Response) {
+    /// Adds each finding to a response's `headers` as a `Warning: 299 - "..."` header
+    /// (upstream's warning form: code 299, agent `-`, the text quoted with `"` and `\`
+    /// escaped).
+    pub fn warn(&self, headers: &mut HeaderMap) {
         for s in &self.0 {
             if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", quote(s))) {
-                resp.headers_mut().append("warning", v);
+                headers.append("warning", v);
             }
         }
     }
@@ -205,11 +205,7 @@ fn quote(s: &str) -> String {
 /// Refuses (400) an apply configuration with fields its kind does not declare, whatever the
 /// directive, as upstream's typed conversion of an apply does (`failed to create typed patch
 /// object (/v1, Kind=ConfigMap): .dat: field not declared in schema`).
-pub(crate) fn refuse_undeclared(
-    kind: Option<Node<'_>>,
-    info: &KindSpec,
-    config: &Value,
-) -> ApiResult<()> {
+pub fn refuse_undeclared(kind: Option<Node<'_>>, info: &KindSpec, config: &Value) -> ApiResult<()> {
     let mut copy = config.clone();
     let mut fields = Vec::new();
     let mut path = String::new();
@@ -235,7 +231,7 @@ pub(crate) fn refuse_undeclared(
 /// Removes from `obj` every field its kind's schema does not declare, and names each
 /// (`unknown field "spec.foo"`). `kind` is `None` for a kind without a schema: nothing is
 /// removed.
-pub(crate) fn prune(kind: Option<Node<'_>>, obj: &mut Value) -> Findings {
+pub fn prune(kind: Option<Node<'_>>, obj: &mut Value) -> Findings {
     let mut out = Findings::default();
     if let Some(node) = kind {
         let mut path = String::new();

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use crate::error::FieldError;
 
 /// The label every namespace carries, its value the namespace's name.
-pub(crate) const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// Finalizer names without a `/` that `spec.finalizers` accepts (upstream's
 /// `standardFinalizers`).
@@ -27,7 +27,7 @@ const STANDARD_FINALIZERS: [&str; 3] = [
 
 /// Sets `metadata.labels["kubernetes.io/metadata.name"]` of the namespace `obj` to its
 /// name (a namespace without a name yet is left alone).
-pub(crate) fn canonicalize(obj: &mut Map<String, Value>) {
+pub fn canonicalize(obj: &mut Map<String, Value>) {
     let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
         return;
     };
@@ -50,7 +50,7 @@ pub(crate) fn canonicalize(obj: &mut Map<String, Value>) {
 /// What is wrong with the namespace's `spec.finalizers` (upstream's `validateFinalizerName`
 /// for each): `indexed` names each cause `spec.finalizers[i]` (the finalize update's
 /// paths), else `spec.finalizers` (create and update).
-pub(crate) fn validate_finalizers(obj: &Value, indexed: bool) -> Vec<FieldError> {
+pub fn validate_finalizers(obj: &Value, indexed: bool) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let Some(list) = obj.pointer("/spec/finalizers") else {
         return errs;
@@ -98,7 +98,7 @@ pub(crate) fn validate_finalizers(obj: &Value, indexed: bool) -> Vec<FieldError>
 /// A `PUT .../finalize` of the stored namespace `cur` into `new` (already through the
 /// update's common preparation): the status stays the stored one (upstream's
 /// `namespaceFinalizeStrategy.PrepareForUpdate`); `spec.finalizers` are the body's.
-pub(crate) fn prepare_finalize(cur: &Value, new: &mut Value) {
+pub fn prepare_finalize(cur: &Value, new: &mut Value) {
     let Some(obj) = new.as_object_mut() else {
         return;
     };

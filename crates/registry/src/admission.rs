@@ -6,11 +6,11 @@
 //! update rules and any patch), with the request's extensions (e.g. the authenticated
 //! user); an error it returns is the response and nothing is written.
 
-use axum::http::Extensions;
+use http::Extensions;
 use serde_json::Value;
 
 use crate::error::ApiResult;
-use crate::resource::KindSpec;
+use listwatch_kinds::KindSpec;
 
 /// What is being written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct AdmissionRequest<'a> {
     pub extensions: &'a Extensions,
 }
 
-/// Validates writes; installed with [`Installer::admission`](crate::Installer::admission).
+/// Validates writes; installed with the endpoints' `Installer::admission`.
 pub trait Admission: Send + Sync {
     /// `Ok` lets the write proceed; an error is the response.
     fn validate(&self, request: &AdmissionRequest<'_>) -> ApiResult<()>;

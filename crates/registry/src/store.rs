@@ -1,0 +1,254 @@
+//! The typed in-process store of one kind, as upstream's generic registry store
+//! (`k8s.io/apiserver/pkg/registry/generic/registry/store.go`): what the server's own writers
+//! (bootstrap namespaces, the RBAC bootstrap policy, the leader-election lease) call instead
+//! of preparing objects and writing storage by hand.
+//!
+//! Invariants:
+//! - every object [`Store::create`] writes went through the kind's create rules
+//!   ([`prepare_create`]: type, namespace, name or
+//!   `generateName`, metadata) and has a managedFields entry for [`CreateOptions::field_manager`]
+//!   (upstream records its loopback and controller clients' writes the same way);
+//! - a generated name that is taken is retried with another, at most
+//!   [`MAX_NAME_GENERATION_CREATE_ATTEMPTS`] times, as upstream's store;
+//! - a dry run writes nothing; it reads the key, so an existing name is `AlreadyExists`;
+//! - failures are a [`StoreError`]: the storage's own error, kept as it is (callers tell
+//!   transient failures from others by it), or a rejection carrying upstream's Status.
+
+use std::sync::Arc;
+
+use listwatch_api::Object;
+use listwatch_kinds::KindSpec;
+use listwatch_schema::Catalog;
+use listwatch_storage::{GetOptions, Key, Storage};
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+use crate::fieldmanager::FieldManager;
+use crate::lifecycle::{self, Deletion, Kubelet};
+use crate::options::DeleteRequest;
+use crate::validation::prepare_create;
+
+/// How many names a create with `generateName` tries (upstream's
+/// `maxNameGenerationCreateAttempts`).
+pub const MAX_NAME_GENERATION_CREATE_ATTEMPTS: usize = 8;
+
+/// Why a registry operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The storage failed (or answered `AlreadyExists`, `NotFound`, a conflict): kept as the
+    /// storage said it, so that a caller can tell a transient failure.
+    #[error(transparent)]
+    Storage(#[from] listwatch_storage::Error),
+    /// The registry refused the request (invalid, forbidden, …): upstream's Status.
+    #[error(transparent)]
+    Rejected(#[from] ApiError),
+}
+
+impl StoreError {
+    /// The Status this failure is sent as for an object of `info`.
+    pub fn to_api_error(&self, info: &KindSpec) -> ApiError {
+        match self {
+            Self::Storage(e) => ApiError::storage(e, info),
+            Self::Rejected(e) => e.clone(),
+        }
+    }
+
+    /// Whether this is the storage's `AlreadyExists`.
+    pub fn is_already_exists(&self) -> bool {
+        matches!(
+            self,
+            Self::Storage(listwatch_storage::Error::AlreadyExists { .. })
+        )
+    }
+}
+
+/// Options of [`Store::create`] (upstream's `metav1.CreateOptions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// `dryRun=All`: everything but the write.
+    pub dry_run: bool,
+    /// The manager the create is recorded under in managedFields.
+    pub field_manager: String,
+}
+
+impl CreateOptions {
+    /// A create recorded under `manager`.
+    pub fn by(manager: &str) -> Self {
+        Self {
+            dry_run: false,
+            field_manager: manager.to_owned(),
+        }
+    }
+}
+
+/// The registry store of one kind: its spec, the storage that serves it and the schemas its
+/// field manager reads.
+#[derive(Clone)]
+pub struct Store {
+    info: Arc<KindSpec>,
+    storage: Arc<dyn Storage>,
+    catalog: Arc<Catalog>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// The store of `info`'s objects in `storage`, with the built-in schemas.
+    pub fn new(info: Arc<KindSpec>, storage: Arc<dyn Storage>) -> Self {
+        Self::with_catalog(info, storage, Catalog::builtin())
+    }
+
+    /// The store of `info`'s objects in `storage`, with the schemas of `catalog`.
+    pub fn with_catalog(
+        info: Arc<KindSpec>,
+        storage: Arc<dyn Storage>,
+        catalog: Arc<Catalog>,
+    ) -> Self {
+        Self {
+            info,
+            storage,
+            catalog,
+        }
+    }
+
+    /// The kind served.
+    pub fn info(&self) -> &Arc<KindSpec> {
+        &self.info
+    }
+
+    /// The storage written.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// Creates `obj` in `namespace` (`None` for a cluster-scoped kind, or to take the
+    /// object's own): prepared by the kind's create rules, recorded under
+    /// `opts.field_manager`, then written (unless a dry run). What was stored.
+    pub async fn create(
+        &self,
+        namespace: Option<&str>,
+        obj: Map<String, Value>,
+        opts: &CreateOptions,
+    ) -> Result<Object, StoreError> {
+        let generates = obj.get("metadata").is_some_and(|m| {
+            m.get("name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+                && m.get("generateName")
+                    .and_then(Value::as_str)
+                    .is_some_and(|g| !g.is_empty())
+        });
+        let attempts = if generates {
+            MAX_NAME_GENERATION_CREATE_ATTEMPTS
+        } else {
+            1
+        };
+        let ns = namespace.map(str::to_owned).or_else(|| {
+            obj.get("metadata")
+                .and_then(|m| m.get("namespace"))
+                .and_then(Value::as_str)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+        });
+        let ns = ns.as_deref().filter(|_| self.info.namespaced);
+        let mut last = None;
+        for _ in 0..attempts {
+            let mut prepared = obj.clone();
+            prepare_create(&self.info, &mut prepared, ns)?;
+            let name = prepared
+                .get("metadata")
+                .and_then(|m| m.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let key = Key::object(&self.info.storage_resource, ns, &name)?;
+            let mut v = Value::Object(prepared);
+            FieldManager::new(&self.info, "", &self.catalog).update(
+                None,
+                &mut v,
+                &opts.field_manager,
+            );
+            let object = Object::from_value(v, &self.info.selectable_fields)
+                .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
+            let written = if opts.dry_run {
+                let existing = self
+                    .storage
+                    .get(
+                        &key,
+                        &GetOptions {
+                            resource_version: None,
+                            ignore_not_found: true,
+                        },
+                    )
+                    .await?;
+                match existing {
+                    Some(_) => Err(key.already_exists()),
+                    None => Ok(object),
+                }
+            } else {
+                self.storage.create(&key, object, None).await
+            };
+            match written {
+                Ok(o) => return Ok(o),
+                Err(e @ listwatch_storage::Error::AlreadyExists { .. }) if generates => {
+                    last = Some(e);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(last
+            .unwrap_or_else(|| listwatch_storage::Error::internal("no create attempted"))
+            .into())
+    }
+
+    /// The object `name` in `namespace`; `None` when there is none.
+    pub async fn get(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Object>, StoreError> {
+        let key = self.key(namespace, name)?;
+        Ok(self
+            .storage
+            .get(
+                &key,
+                &GetOptions {
+                    resource_version: None,
+                    ignore_not_found: true,
+                },
+            )
+            .await?)
+    }
+
+    /// Deletes `name` in `namespace` as a DELETE with `opts` does (the kind's deletion
+    /// lifecycle: grace periods, finalizers, propagation, preconditions, dry run); the
+    /// object gone, or still there marked as being deleted. No kubelet acknowledges pods.
+    pub async fn delete(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteRequest,
+    ) -> Result<Deletion, StoreError> {
+        crate::validation::check_delete(&self.info, name)?;
+        let key = self.key(namespace, name)?;
+        Ok(lifecycle::delete(
+            self.storage.as_ref(),
+            &self.info,
+            &key,
+            opts,
+            Kubelet::Absent,
+        )
+        .await?)
+    }
+
+    fn key(&self, namespace: Option<&str>, name: &str) -> Result<Key, StoreError> {
+        let ns = namespace.filter(|_| self.info.namespaced);
+        Ok(Key::object(&self.info.storage_resource, ns, name)?)
+    }
+}
