@@ -402,7 +402,7 @@ async fn with_no_ca_the_system_roots_are_trusted() {
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "with_no_ca_the_system_roots_are_trusted",
+            common::test_name(module_path!(), "with_no_ca_the_system_roots_are_trusted").as_str(),
             "--include-ignored",
             "--nocapture",
         ])
@@ -452,7 +452,11 @@ async fn the_proxy_comes_from_the_environment_unless_the_kubeconfig_names_one() 
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "--exact",
-            "the_proxy_comes_from_the_environment_unless_the_kubeconfig_names_one",
+            common::test_name(
+                module_path!(),
+                "the_proxy_comes_from_the_environment_unless_the_kubeconfig_names_one",
+            )
+            .as_str(),
             "--include-ignored",
             "--nocapture",
         ]);
@@ -735,7 +739,11 @@ async fn kubeconfig_and_in_cluster_settings_come_from_the_environment() {
         let mut cmd = Command::new(std::env::current_exe().unwrap());
         cmd.args([
             "--exact",
-            "kubeconfig_and_in_cluster_settings_come_from_the_environment",
+            common::test_name(
+                module_path!(),
+                "kubeconfig_and_in_cluster_settings_come_from_the_environment",
+            )
+            .as_str(),
             "--include-ignored",
             "--nocapture",
         ]);
