@@ -3,7 +3,7 @@
 //! error, and the generation moving when the cache is ready again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

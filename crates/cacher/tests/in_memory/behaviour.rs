@@ -1,7 +1,7 @@
 //! Cacher behaviour beyond the storage contract: slow watchers, triggers, scale.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! longer holds that state, the backend answers the continuation.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! The squeeze shows in the metrics, and the accounted history stays within the budget.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

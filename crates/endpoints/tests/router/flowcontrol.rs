@@ -4,7 +4,7 @@
 //! request extension, as the connection layer sets it. Paused clock: deadlines are exact.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! configured. Time is tokio's paused clock: the durations are exact, not measured.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

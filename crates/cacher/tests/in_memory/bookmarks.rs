@@ -2,7 +2,7 @@
 //! watcher gets one on its own schedule (a minute apart) and one 2 s before its deadline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

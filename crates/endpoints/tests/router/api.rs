@@ -16,7 +16,7 @@ use listwatch_memstore::MemStore;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-mod common;
+use crate::common;
 use common::StalledGets;
 
 struct TestApi {
@@ -733,7 +733,7 @@ async fn deletes_check_preconditions_and_namespaces_take_their_objects() {
             .status,
         StatusCode::OK
     );
-    // The namespace controller empties it in the background (tests/lifecycle.rs).
+    // The namespace controller empties it in the background (lifecycle.rs).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let gone = call(r, "GET", "/api/v1/pods", None, "").await.json();

@@ -16,7 +16,7 @@ use listwatch_storage::{Key, Storage};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-mod common;
+use crate::common;
 use common::CollidingCreates;
 
 fn installer(store: Arc<dyn Storage>) -> Installer {
