@@ -10,7 +10,7 @@
 //! Checked beyond "no panic": no request is answered 5xx (a 500 would be a handler error or
 //! a caught panic) except upstream's 504 for a resource version the store has not reached; a watch that starts (200) sends, in its first frames, at most 64 KiB
 //! each (the store holds one small object). The websocket upgrade itself needs a real
-//! connection (`crates/apiserver/tests/hostile.rs` sends it); its query is read by the
+//! connection (`crates/apiserver/tests/stress/hostile.rs` sends it); its query is read by the
 //! same code as here.
 #![no_main]
 

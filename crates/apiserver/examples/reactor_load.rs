@@ -1,5 +1,5 @@
 //! `/healthz` and watch-event latency with and without 2 × cores of the most expensive
-//! legal requests in flight (issue 24 deliverable 2; `tests/request_compute.rs` asserts the
+//! legal requests in flight (issue 24 deliverable 2; `tests/stress/request_compute.rs` asserts the
 //! same with generous bounds, this measures).
 //!
 //! ```text

@@ -1,5 +1,5 @@
 //! The server's route table: every route [`crate::router`] serves, as data — for tests
-//! that must meet each route once (the authorization matrix, `tests/authz_matrix/`), so
+//! that must meet each route once (the authorization matrix, `tests/api/authz_matrix/`), so
 //! that a route added to the server without an expectation there fails the test.
 //!
 //! Invariants: the table is read from the same sources the routers are built from — the

@@ -370,6 +370,18 @@ pub fn require(program: &str) {
     );
 }
 
+/// The name libtest knows a test by: `module` (the test's `module_path!()`, whose first
+/// segment is the test binary's crate) without the crate, then `function` — e.g.
+/// `client_credentials::with_no_ca_the_system_roots_are_trusted` in the `clients` binary.
+/// What `--exact` matches when a test re-runs itself in a child process (`current_exe`),
+/// whichever binary the test's module is in.
+pub fn test_name(module: &str, function: &str) -> String {
+    match module.split_once("::") {
+        Some((_crate, path)) => format!("{path}::{function}"),
+        None => function.to_owned(),
+    }
+}
+
 /// Whether a program is on PATH.
 pub fn have(program: &str) -> bool {
     Command::new(program)

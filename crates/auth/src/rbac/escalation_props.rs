@@ -10,7 +10,7 @@
 //! Why in process is the HTTP path: a write over HTTP is (1) authorized for its verb by the
 //! authorizer chain — here [`Rbac`] itself, as no generated user is `system:masters`; (2)
 //! turned into the object as it will be stored (decoding, patch, apply, defaulting — the
-//! through-binary tests in `apiserver/tests/authz_escalation.rs` cover every such path
+//! through-binary tests in `apiserver/tests/api/authz_escalation.rs` cover every such path
 //! reaching the admission hook with the final object); (3) checked by the RBAC admission
 //! hook, which is [`validate_role`]/[`validate_binding`] then [`check_role_object`] /
 //! [`check_binding_write`] with the stored version; (4) stored, and seen by the informer

@@ -1,0 +1,128 @@
+//! The Python `kubernetes` client against the built server: list, watch from a resource
+//! version, 410 handling, a percent-encoded name (tests/python/client_checks.py, over
+//! HTTP/1.1); and creates, a list and a watch receiving events over HTTP/2 on TLS with the
+//! `--pki-dir` admin certificate (tests/python/http2_checks.py, urllib3's HTTP/2 with a
+//! streaming response: the script's doc says why urllib3's own cannot carry a watch).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::metrics::{H1_REQUESTS, H2_REQUESTS, sum_of, tls_metrics};
+use common::{PATIENCE, Server};
+
+/// The Python to use: `$LISTWATCH_PYTHON` (set by `cargo xtask test`), else `python3`.
+fn python() -> String {
+    std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned())
+}
+
+/// Panics unless Python can import `module`: `cargo xtask test` installs the kubernetes
+/// client and `h2`.
+fn require_python_module(module: &str, pip: &str) {
+    let ok = Command::new(python())
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "{} cannot import the `{module}` module: `cargo xtask test` installs it \
+         (or pip install '{pip}')",
+        python()
+    );
+}
+
+fn require_python_client() {
+    require_python_module("kubernetes", "kubernetes");
+}
+
+/// Runs a Python script to its end, killing it after `limit`.
+fn run_script(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(python())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{args:?} still running after {limit:?}:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn script(name: &str) -> String {
+    format!("{}/tests/python/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+#[ignore = "needs the Python kubernetes client"]
+fn python_client_lists_watches_and_handles_410() {
+    require_python_client();
+    let server = Server::start(common::SHORT_HISTORY);
+    let out = run_script(&[&script("client_checks.py"), &server.url], 2 * PATIENCE);
+    assert!(
+        out.status.success(),
+        "python checks failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("python client checks passed"));
+}
+
+#[test]
+#[ignore = "needs the Python kubernetes client and h2"]
+fn python_client_creates_lists_and_watches_over_http2_on_tls() {
+    require_python_client();
+    require_python_module("h2", "h2>=4,<5");
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let server = Server::start(&["--pki-dir", pki.to_str().unwrap()]);
+    assert!(server.url.starts_with("https://"), "{}", server.url);
+    let before = tls_metrics(&server.addr, &pki);
+    let out = run_script(
+        &[
+            &script("http2_checks.py"),
+            &server.url,
+            pki.to_str().unwrap(),
+        ],
+        2 * PATIENCE,
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("python http2 checks passed"),
+        "python http2 checks failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests: f64 = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("requests: "))
+        .expect("the script counts its requests")
+        .parse()
+        .unwrap();
+    // Namespace, 5 creates, 2 lists, the watch.
+    assert!(requests >= 9.0, "{stdout}");
+    // The server saw every request of the client as HTTP/2, and as HTTP/1.1 only the one
+    // metrics read below.
+    let after = tls_metrics(&server.addr, &pki);
+    assert_eq!(
+        sum_of(&after, H2_REQUESTS) - sum_of(&before, H2_REQUESTS),
+        requests,
+        "{after}"
+    );
+    assert_eq!(
+        sum_of(&after, H1_REQUESTS) - sum_of(&before, H1_REQUESTS),
+        1.0,
+        "{after}"
+    );
+}
