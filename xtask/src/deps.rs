@@ -104,9 +104,11 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     // The background controllers (garbage collector, namespaces bootstrap, the singleton
-    // runner and its leader election): the endpoints' API in process (until the registry
-    // takes that role), the runtime's informers, work queues and elector, the cacher's
-    // in-process lister-watcher, storage for the lease lock; "never HTTP serving, a concrete
+    // runner and its leader election): the endpoints' API in process (the collector's writes,
+    // until the registry's store has update and patch), the registry's store (bootstrap
+    // creates, the lease lock's writes with its field manager over the schema catalog), the
+    // runtime's informers, work queues and elector, the cacher's in-process lister-watcher,
+    // storage for the lease lock; "never HTTP serving, a concrete
     // backend, auth or the server binary; only the server binary depends on it".
     (
         "listwatch-controllers",
@@ -116,6 +118,8 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-runtime",
             "listwatch-cacher",
             "listwatch-endpoints",
+            "listwatch-registry",
+            "listwatch-schema",
         ],
     ),
     // The binary composes every server layer (the built-in kinds and the custom resource
