@@ -125,7 +125,7 @@ async fn a_server_whose_versions_are_not_numbers_syncs_and_watches_without_relis
         .unwrap();
     // The watch's event and bookmark arrive: the store is at the bookmark's version.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while store.resource_version().to_string() != "abc/9" {
+    while store.resource_version() != "abc/9" {
         assert!(
             tokio::time::Instant::now() < deadline,
             "store at {:?}; errors: {:?}; requests: {:?}",

@@ -227,7 +227,7 @@ impl<L: ListerWatcher> Machine<L> {
                     }
                     Some(Ok(PageItem::End(end))) => {
                         drop(items);
-                        if end.resource_version.is_empty() {
+                        if no_version(&end.resource_version) {
                             // A missing version would make the watch start at "0" and replay
                             // history.
                             self.back_off(State::Empty, None);
@@ -427,7 +427,7 @@ impl<L: ListerWatcher> Machine<L> {
                             resource_version, ..
                         } = &e
                         {
-                            if !resource_version.is_empty() {
+                            if !no_version(resource_version) {
                                 self.last_rv = Some(resource_version.clone());
                             }
                         }
@@ -711,9 +711,16 @@ impl<L: ListerWatcher> Machine<L> {
     }
 }
 
+/// Whether `rv` names no version: `""` (unset) or `"0"` (the wire's "any version"), the two
+/// values the API itself defines; a list or an event with one cannot be resumed from (a
+/// watch from "0" would replay history). Every other version is opaque and never inspected.
+fn no_version(rv: &str) -> bool {
+    rv.is_empty() || rv == "0"
+}
+
 /// An event's object must carry its version: without one the reflector cannot resume.
 fn versioned<K: Resource>(o: &K) -> Result<()> {
-    if o.resource_version().is_empty() {
+    if no_version(&o.resource_version()) {
         return Err(Error::Decode(format!(
             "watch event for {} without metadata.resourceVersion",
             o.key()
