@@ -14,6 +14,7 @@
 //! implementations of one trait would overlap anywhere, hence one chain through
 //! [`HasMetadata`]; the orphan rule forbids implementing k8s-openapi's traits for our types.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use crate::{Object, ObjectMeta};
@@ -24,8 +25,13 @@ pub trait Resource: Clone + Send + Sync + 'static {
     fn name(&self) -> &str;
     /// `metadata.namespace`, `None` for cluster-scoped objects.
     fn namespace(&self) -> Option<&str>;
-    /// `metadata.resourceVersion` as a number (0 when unset or unparsable).
-    fn resource_version(&self) -> u64;
+    /// `metadata.resourceVersion` exactly as the server sent it, `""` when unset.
+    ///
+    /// Opaque, as in client-go and kube-rs: a client stores it and sends it back, and never
+    /// parses or orders it (a server other than listwatch's or kube-apiserver's may use any
+    /// string). Numeric versions are the server's own business ([`Object::resource_version`]
+    /// and [`crate::rv`]).
+    fn resource_version(&self) -> Cow<'_, str>;
 
     /// The store key of this object.
     fn key(&self) -> ObjectKey {
@@ -40,8 +46,11 @@ impl Resource for Object {
     fn namespace(&self) -> Option<&str> {
         Object::namespace(self)
     }
-    fn resource_version(&self) -> u64 {
-        Object::resource_version(self)
+    fn resource_version(&self) -> Cow<'_, str> {
+        match Object::resource_version(self) {
+            0 => Cow::Borrowed(""),
+            rv => Cow::Owned(crate::rv::format(rv)),
+        }
     }
 }
 
@@ -91,7 +100,7 @@ impl MetadataFields for ObjectMeta {
 ///     r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}}"#,
 /// ).unwrap();
 /// assert_eq!(pod.key().to_string(), "ns/a");
-/// assert_eq!(pod.resource_version(), 7);
+/// assert_eq!(pod.resource_version(), "7");
 /// ```
 pub trait HasMetadata {
     /// The metadata's type: [`ObjectMeta`], or k8s-openapi's `ObjectMeta`.
@@ -107,11 +116,8 @@ impl<T: HasMetadata + Clone + Send + Sync + 'static> Resource for T {
     fn namespace(&self) -> Option<&str> {
         self.metadata().namespace().filter(|n| !n.is_empty())
     }
-    fn resource_version(&self) -> u64 {
-        self.metadata()
-            .resource_version()
-            .and_then(|rv| crate::rv::parse(rv).ok())
-            .unwrap_or(0)
+    fn resource_version(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self.metadata().resource_version().unwrap_or(""))
     }
 }
 
@@ -213,7 +219,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(Resource::key(&o).as_str(), "ns/a");
-        assert_eq!(Resource::resource_version(&o), 12);
+        assert_eq!(Resource::resource_version(&o), "12");
     }
 
     #[cfg(feature = "k8s-openapi")]
@@ -226,7 +232,10 @@ mod tests {
             r#"{"metadata":{"name":"a","namespace":"ns","resourceVersion":"7"}}"#,
         )
         .unwrap();
-        assert_eq!((pod.key().as_str(), pod.resource_version()), ("ns/a", 7));
+        assert_eq!(
+            (pod.key().as_str(), &*pod.resource_version()),
+            ("ns/a", "7")
+        );
         let ns: Namespace =
             serde_json::from_str(r#"{"metadata":{"name":"kube-system","resourceVersion":"3"}}"#)
                 .unwrap();
@@ -234,11 +243,14 @@ mod tests {
             (ns.key().as_str(), Resource::namespace(&ns)),
             ("kube-system", None)
         );
-        // An empty namespace is none, an unparsable version 0 (as for dynamic objects).
+        // An empty namespace is none; a version that is no number is kept as sent (opaque).
         let role: ClusterRole = serde_json::from_str(
-            r#"{"metadata":{"name":"admin","namespace":"","resourceVersion":"x"}}"#,
+            r#"{"metadata":{"name":"admin","namespace":"","resourceVersion":"x/1"}}"#,
         )
         .unwrap();
-        assert_eq!((role.key().as_str(), role.resource_version()), ("admin", 0));
+        assert_eq!(
+            (role.key().as_str(), &*role.resource_version()),
+            ("admin", "x/1")
+        );
     }
 }

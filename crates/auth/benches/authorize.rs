@@ -54,7 +54,7 @@ fn synced<K: listwatch_runtime::Resource>(w: &mut Writer<K>, items: Vec<K>) {
         w.apply(Event::InitApply(i));
     }
     w.apply(Event::InitDone {
-        resource_version: 1,
+        resource_version: "1".into(),
     });
 }
 

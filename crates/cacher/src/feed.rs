@@ -147,6 +147,10 @@ async fn run_reflector(
             }
             ReflectorEvent::InitApply(o) => relist.push(o),
             ReflectorEvent::InitDone { resource_version } => {
+                let Some(resource_version) = own_version(resource, &resource_version) else {
+                    inner.metrics.resyncs.inc();
+                    return Ended::Resync;
+                };
                 if let Err(e) = cache.replace(std::mem::take(&mut relist), resource_version) {
                     tracing::error!(resource, error = %e, "cannot replace the watch cache");
                     inner.metrics.resyncs.inc();
@@ -213,6 +217,10 @@ async fn run_reflector(
                 }
             }
             ReflectorEvent::Bookmark { resource_version } => {
+                let Some(resource_version) = own_version(resource, &resource_version) else {
+                    inner.metrics.resyncs.inc();
+                    return Ended::Resync;
+                };
                 // Storage progress moves the cache's version, nothing else (as upstream).
                 cache.progress(resource_version);
                 if tx.send(Incoming::Progress(resource_version)).await.is_err() {
@@ -291,6 +299,21 @@ pub(crate) async fn request_progress(inner: Arc<Inner>) {
                 () = arrival => {}
                 _ = stop.changed() => return,
             }
+        }
+    }
+}
+
+/// A version the reflector passed on, read as the number it is: the reflector carries
+/// versions as opaque strings (as any client must), but these come from the cache's own
+/// storage, whose versions are decimal revisions ([`listwatch_api::rv`]) that the cache
+/// orders (the comparable-version side of upstream's split). One that is not a number
+/// cannot come from a backend; it is logged and the cache relists.
+fn own_version(resource: &str, rv: &str) -> Option<u64> {
+    match listwatch_api::rv::parse(rv) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::error!(resource, error = %e, "the backend sent a version that is not a revision; relisting");
+            None
         }
     }
 }

@@ -132,6 +132,20 @@ fn version_match(m: Option<VersionMatch>) -> Option<ResourceVersionMatch> {
     })
 }
 
+/// The storage version of a version the reflector sends back. The reflector treats versions
+/// as opaque strings; the ones it sends here are this storage's own (from a list or an event
+/// of it, or `"0"`), decimal revisions, so they are read as numbers here, where the storage
+/// needs them. One that is not is refused as a server would refuse it (400 Bad Request).
+fn own_version(rv: Option<&str>) -> listwatch_runtime::Result<Option<u64>> {
+    listwatch_api::rv::parse_optional(rv).map_err(|e| {
+        ClientError::api(listwatch_api::Status::failure(
+            400,
+            listwatch_api::status::reason::BAD_REQUEST,
+            e.to_string(),
+        ))
+    })
+}
+
 fn options(
     rv: Option<u64>,
     m: Option<VersionMatch>,
@@ -175,7 +189,7 @@ impl ListerWatcher for StorageListerWatcher {
             .map_err(|e| to_client(&e))?;
         Ok(Page {
             items: list.items,
-            resource_version: list.resource_version,
+            resource_version: listwatch_api::rv::format(list.resource_version),
             continue_token: list.continue_token,
         })
     }
@@ -191,7 +205,7 @@ impl ListerWatcher for StorageListerWatcher {
             // The cache relies on progress notifications for consistent reads.
             progress_notify: true,
             ..options(
-                r.resource_version,
+                own_version(r.resource_version.as_deref())?,
                 r.resource_version_match,
                 &r.label_selector,
                 &r.field_selector,
@@ -214,7 +228,7 @@ impl ListerWatcher for StorageListerWatcher {
             WatchEvent::Modified { object, .. } => Ok(ClientEvent::Modified(object)),
             WatchEvent::Deleted(o) => Ok(ClientEvent::Deleted(o)),
             WatchEvent::Bookmark(b) => Ok(ClientEvent::Bookmark {
-                resource_version: b.resource_version,
+                resource_version: listwatch_api::rv::format(b.resource_version),
                 initial_events_end: b.initial_events_end,
             }),
             // Whether the reflector relists or re-watches after an error is its decision

@@ -90,7 +90,7 @@ async fn a_watch_whose_server_goes_silent_after_the_headers_is_reopened_at_its_d
     );
     assert_eq!(api.lists().len(), 1, "no relist");
     assert_eq!(idle_errors(&errors), 1);
-    assert_eq!(store.resource_version(), later);
+    assert_eq!(store.resource_version(), later.to_string());
 }
 
 #[tokio::test(start_paused = true)]
@@ -107,7 +107,7 @@ async fn a_watch_that_stalls_mid_frame_is_reopened_and_the_half_frame_is_never_a
     assert_eq!(w.len(), 2, "{w:?}");
     assert!(w[1].at >= deadline_of(&w[0], Duration::from_secs(30)));
     assert_eq!(idle_errors(&errors), 1);
-    assert_eq!(store.resource_version(), rv);
+    assert_eq!(store.resource_version(), rv.to_string());
     assert_eq!(api.lists().len(), 1);
 }
 
@@ -135,7 +135,7 @@ async fn a_connection_a_proxy_drops_silently_is_detected_and_the_watch_resumes_t
     assert!(w[1].at > dropped_at);
     assert_eq!(w[1].param("resourceVersion"), Some(p1.to_string()));
     assert_eq!(idle_errors(&errors), 1);
-    assert_eq!(store.resource_version(), p2);
+    assert_eq!(store.resource_version(), p2.to_string());
     assert_eq!(api.lists().len(), 1, "a re-watch, not a relist");
 }
 
@@ -154,7 +154,7 @@ async fn a_busy_watch_is_never_taken_for_an_idle_one() {
         tokio::time::sleep(Duration::from_secs(30)).await;
         last = api.put(&format!("p{i}"));
     }
-    until(|| store.resource_version() == last).await;
+    until(|| store.resource_version() == last.to_string()).await;
     assert_eq!(api.watches().len(), 1);
     assert_eq!(idle_errors(&errors), 0);
 }

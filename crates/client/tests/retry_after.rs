@@ -271,7 +271,7 @@ async fn a_429_with_retry_after_is_sent_again_after_the_wait_and_succeeds() {
     .await;
     let lw = client(&server.url).lister_watcher(PODS).unwrap();
     let page = lw.list(&ListRequest::default()).await.unwrap();
-    assert_eq!((page.resource_version, page.items.len()), (9, 1));
+    assert_eq!((page.resource_version.as_str(), page.items.len()), ("9", 1));
     server.assert_sent_again_after(2 * SECOND);
 }
 

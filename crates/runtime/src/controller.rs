@@ -286,12 +286,12 @@ mod tests {
         writer.apply(Event::Init);
         writer.apply(Event::InitApply(o));
         writer.apply(Event::InitDone {
-            resource_version: 7,
+            resource_version: "7".into(),
         });
         let c = Controller::default();
         c.queue().add(ObjectKey::new(Some("ns"), "a"));
         c.queue().add(ObjectKey::new(Some("ns"), "gone"));
-        type Seen = Vec<(String, Option<u64>)>;
+        type Seen = Vec<(String, Option<String>)>;
         let seen: Arc<Mutex<Seen>> = Arc::default();
         let s = Arc::clone(&seen);
         let ran = c
@@ -302,7 +302,7 @@ mod tests {
                 move |key: ObjectKey, object: Option<Arc<Object>>| {
                     s.lock().unwrap().push((
                         key.as_str().to_owned(),
-                        object.map(|o| Resource::resource_version(&*o)),
+                        object.map(|o| Resource::resource_version(&*o).into_owned()),
                     ));
                     async { Ok::<_, String>(Action::Done) }
                 },
@@ -313,7 +313,10 @@ mod tests {
         assert!(ran);
         assert_eq!(
             *seen.lock().unwrap(),
-            [("ns/a".to_owned(), Some(7)), ("ns/gone".to_owned(), None)]
+            [
+                ("ns/a".to_owned(), Some("7".to_owned())),
+                ("ns/gone".to_owned(), None)
+            ]
         );
     }
 

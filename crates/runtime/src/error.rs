@@ -51,8 +51,8 @@ pub enum Error {
     SkippedObject {
         /// The object's key (`namespace/name`).
         key: String,
-        /// Its resource version (0 when unreadable).
-        resource_version: u64,
+        /// Its resource version as sent (`""` when unreadable).
+        resource_version: String,
         /// Why it does not decode.
         #[source]
         source: serde_json::Error,
@@ -100,10 +100,7 @@ impl Error {
                 meta.name().unwrap_or(""),
             )
             .to_string(),
-            resource_version: listwatch_api::rv::parse_optional(meta.resource_version())
-                .ok()
-                .flatten()
-                .unwrap_or(0),
+            resource_version: meta.resource_version().unwrap_or("").to_owned(),
             source,
         }
     }

@@ -543,7 +543,7 @@ impl<K: Resource> Subscription<K> {
                 Some(old)
                     if Arc::ptr_eq(old, new)
                         || (old.resource_version() == new.resource_version()
-                            && new.resource_version() != 0) => {}
+                            && !new.resource_version().is_empty()) => {}
                 Some(old) => q.items.push_back(Item::Delta(Delta::Updated {
                     old: Arc::clone(old),
                     new: Arc::clone(new),

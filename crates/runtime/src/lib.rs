@@ -48,7 +48,7 @@
 //! impl ListerWatcher for Fixed {
 //!     type Object = Object;
 //!     async fn list(&self, _: &ListRequest) -> Result<Page<Object>> {
-//!         Ok(Page { items: self.0.clone(), resource_version: 7, continue_token: None })
+//!         Ok(Page { items: self.0.clone(), resource_version: "7".into(), continue_token: None })
 //!     }
 //!     async fn watch(&self, _: &WatchRequest) -> Result<WatchStream<Object>> {
 //!         Ok(futures::stream::pending().boxed())

@@ -16,8 +16,12 @@
 //!   [`list`](ListerWatcher::list);
 //! - `watch` returns a stream of events in resource-version order; a server `ERROR` event is
 //!   an `Err(Error::Api(..))` item, after which the stream ends;
-//! - resource versions follow the wire: `None` is "unset" (`""`, a consistent read) and
-//!   `Some(0)` is `"0"` (any version will do).
+//! - resource versions are opaque strings, carried exactly as the server sent them (client-go's
+//!   and kube-rs's rule): `None` is "unset" (`""`, a consistent read), `Some("0")` is `"0"`
+//!   (any version will do), any other value is one the server gave and is sent back
+//!   unchanged. Nothing here parses or orders them, so a server whose versions are not
+//!   numbers works; a server's own numeric versions stay with the server (the cacher's
+//!   storage, [`listwatch_api::rv`]).
 
 use std::marker::PhantomData;
 
@@ -52,9 +56,9 @@ impl VersionMatch {
 /// Parameters of one list call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ListRequest {
-    /// `None`: unset (consistent read); `Some(0)`: any version; `Some(n)`: not older than `n`.
-    /// Never set together with `continue_token`.
-    pub resource_version: Option<u64>,
+    /// `None`: unset (consistent read); `Some("0")`: any version; `Some(rv)`: not older than
+    /// `rv`, a version the server gave. Never set together with `continue_token`.
+    pub resource_version: Option<String>,
     /// How to read `resource_version`.
     pub resource_version_match: Option<VersionMatch>,
     /// Page size.
@@ -70,8 +74,8 @@ pub struct ListRequest {
 /// Parameters of one watch call.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WatchRequest {
-    /// Start after this version (`None` / `Some(0)`: see the wire semantics).
-    pub resource_version: Option<u64>,
+    /// Start after this version (`None` / `Some("0")`: see the wire semantics).
+    pub resource_version: Option<String>,
     /// Set with `send_initial_events` (always `NotOlderThan` then).
     pub resource_version_match: Option<VersionMatch>,
     /// Ask the server for BOOKMARK events.
@@ -91,8 +95,8 @@ pub struct WatchRequest {
 pub struct Page<K> {
     /// The objects of this page.
     pub items: Vec<K>,
-    /// The version the list reflects.
-    pub resource_version: u64,
+    /// The version the list reflects, as sent (`""` when the server sent none).
+    pub resource_version: String,
     /// Token of the next page; `None` on the last.
     pub continue_token: Option<String>,
 }
@@ -110,8 +114,8 @@ pub enum PageItem<K> {
 /// the objects).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PageEnd {
-    /// The version the list reflects.
-    pub resource_version: u64,
+    /// The version the list reflects, as sent (`""` when the server sent none).
+    pub resource_version: String,
     /// Token of the next page; `None` on the last.
     pub continue_token: Option<String>,
 }
@@ -172,8 +176,8 @@ pub enum WatchEvent<K> {
     Deleted(K),
     /// Progress: every change up to `resource_version` has been delivered.
     Bookmark {
-        /// The version reached.
-        resource_version: u64,
+        /// The version reached, as sent.
+        resource_version: String,
         /// Whether this bookmark ends a streaming list's initial events.
         initial_events_end: bool,
     },
@@ -266,7 +270,7 @@ impl<L, K> Typed<L, K> {
 fn decode<K: DeserializeOwned>(o: Object) -> Result<K> {
     o.deserialize().map_err(|e| Error::SkippedObject {
         key: Resource::key(&o).to_string(),
-        resource_version: Resource::resource_version(&o),
+        resource_version: Resource::resource_version(&o).into_owned(),
         source: e,
     })
 }

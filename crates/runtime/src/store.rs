@@ -146,8 +146,10 @@ struct State<K> {
     /// One per index function, in [`Shared::indexers`]' order: value → keys; kept equal to
     /// what the index functions give for `objects`.
     indices: Vec<HashMap<String, HashSet<ObjectKey>>>,
-    /// The resource version of the last completed sync or applied event.
-    resource_version: u64,
+    /// The resource version of the last completed sync, applied event or bookmark, as the
+    /// server sent it (opaque: the latest one replaces it, the reflector delivers them in the
+    /// server's order; `""` before the first sync).
+    resource_version: String,
 }
 
 struct Shared<K> {
@@ -239,7 +241,7 @@ impl<K: Resource> Writer<K> {
                 state: RwLock::new(State {
                     objects: HashMap::new(),
                     indices,
-                    resource_version: 0,
+                    resource_version: String::new(),
                 }),
                 indexers,
             }),
@@ -278,7 +280,7 @@ impl<K: Resource> Writer<K> {
             Event::InitApply(obj) => self.stage(obj),
             Event::InitDone { resource_version } => self.commit(resource_version, out),
             Event::Apply(obj) => {
-                let rv = obj.resource_version();
+                let rv = obj.resource_version().into_owned();
                 let indexers = &self.shared.indexers;
                 let obj = Arc::new(obj);
                 let key = obj.key();
@@ -290,10 +292,10 @@ impl<K: Resource> Writer<K> {
                 if let Some(d) = upsert(&mut s, key, obj, new, old, gen_, false) {
                     out.push(d);
                 }
-                s.resource_version = s.resource_version.max(rv);
+                advance(&mut s.resource_version, rv);
             }
             Event::Delete(obj) => {
-                let rv = obj.resource_version();
+                let rv = obj.resource_version().into_owned();
                 let key = obj.key();
                 let old = self
                     .current(&key)
@@ -307,11 +309,11 @@ impl<K: Resource> Writer<K> {
                         });
                     }
                 }
-                s.resource_version = s.resource_version.max(rv);
+                advance(&mut s.resource_version, rv);
             }
             Event::Bookmark { resource_version } => {
                 let mut s = self.shared.write();
-                s.resource_version = s.resource_version.max(resource_version);
+                advance(&mut s.resource_version, resource_version);
             }
         }
     }
@@ -327,9 +329,8 @@ impl<K: Resource> Writer<K> {
         {
             let mut s = self.shared.write();
             if let Some(e) = s.objects.get_mut(&key) {
-                if e.object.resource_version() == obj.resource_version()
-                    && obj.resource_version() != 0
-                {
+                let rv = obj.resource_version();
+                if !rv.is_empty() && e.object.resource_version() == rv {
                     // Same version: the object we already hold. Keep ours, drop the copy.
                     e.generation = relist.generation;
                     relist.staged.remove(&key);
@@ -340,7 +341,7 @@ impl<K: Resource> Writer<K> {
         relist.staged.insert(key, Arc::new(obj));
     }
 
-    fn commit(&mut self, resource_version: u64, out: &mut Vec<Delta<K>>) {
+    fn commit(&mut self, resource_version: String, out: &mut Vec<Delta<K>>) {
         let Some(Relist { generation, staged }) = self.relist.take() else {
             tracing::debug!("InitDone without a relist in progress, ignored");
             return;
@@ -437,9 +438,9 @@ impl<K: Resource> Writer<K> {
             .map(|e| Arc::clone(&e.object))
     }
 
-    /// The resource version the store reflects.
-    pub fn resource_version(&self) -> u64 {
-        self.shared.read().resource_version
+    /// The resource version the store reflects, as the server sent it (opaque).
+    pub fn resource_version(&self) -> String {
+        self.shared.read().resource_version.clone()
     }
 }
 
@@ -570,9 +571,10 @@ impl<K: Resource> Store<K> {
         self.len() == 0
     }
 
-    /// The resource version the store reflects (last sync, event or bookmark).
-    pub fn resource_version(&self) -> u64 {
-        self.shared.read().resource_version
+    /// The resource version the store reflects (last sync, event or bookmark), as the
+    /// server sent it: opaque, to be sent back, never compared (`""` before the first sync).
+    pub fn resource_version(&self) -> String {
+        self.shared.read().resource_version.clone()
     }
 
     /// Objects whose index `name` has `value`; `None` when there is no such index.
@@ -619,6 +621,14 @@ impl<K: Resource> Store<K> {
             .await
             .map(|_| ())
             .map_err(|_| WriterDropped)
+    }
+}
+
+/// Moves the store's version to `rv`, the latest the server sent; an event without one
+/// (which the reflector does not pass on) leaves it.
+fn advance(current: &mut String, rv: String) {
+    if !rv.is_empty() {
+        *current = rv;
     }
 }
 

@@ -57,7 +57,7 @@ async fn first_list_pages_at_rv_zero_then_watches_from_the_list_version_with_boo
     store.wait_until_synced().await.unwrap();
     assert_eq!(store_state(&store), backend_state(&backend).await);
     let lists = lw.lists();
-    assert_eq!(lists[0].resource_version, Some(0));
+    assert_eq!(lists[0].resource_version.as_deref(), Some("0"));
     assert_eq!(lists[0].limit, Some(2));
     assert_eq!(lists.len(), 3, "5 objects in pages of 2");
     assert!(
@@ -67,7 +67,10 @@ async fn first_list_pages_at_rv_zero_then_watches_from_the_list_version_with_boo
     );
     assert!(eventually(Duration::from_secs(1), || !lw.watches().is_empty()).await);
     let (_, w) = &lw.watches()[0];
-    assert_eq!(w.resource_version, Some(backend.current_revision()));
+    assert_eq!(
+        w.resource_version,
+        Some(backend.current_revision().to_string())
+    );
     assert!(w.allow_bookmarks && !w.send_initial_events);
     let t = w.timeout_seconds.unwrap();
     assert!(
@@ -82,7 +85,10 @@ async fn first_list_pages_at_rv_zero_then_watches_from_the_list_version_with_boo
             .is_some())
         .await
     );
-    assert_eq!(store.resource_version(), created.resource_version());
+    assert_eq!(
+        store.resource_version(),
+        created.resource_version().to_string()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -128,7 +134,7 @@ async fn expired_watch_relists_from_the_last_version_and_reports_vanished_keys_a
     let lists = lw.lists();
     let relist = lists
         .iter()
-        .skip_while(|l| l.continue_token.is_some() || l.resource_version == Some(0))
+        .skip_while(|l| l.continue_token.is_some() || l.resource_version.as_deref() == Some("0"))
         .find(|l| l.continue_token.is_none());
     assert_eq!(
         relist.unwrap().resource_version,
@@ -163,7 +169,7 @@ async fn a_list_expired_at_the_last_version_is_retried_at_once_as_a_consistent_r
         .collect();
     let i = lists
         .iter()
-        .position(|(_, l)| l.resource_version == Some(last))
+        .position(|(_, l)| l.resource_version.as_deref() == Some(last.as_str()))
         .unwrap();
     assert_eq!(
         lists[i + 1].1.resource_version,
@@ -232,13 +238,13 @@ async fn a_watch_ending_normally_is_reopened_from_the_last_version_without_relis
     assert!(eventually(Duration::from_secs(5), || lw.watches().len() == 2).await);
     assert_eq!(
         lw.watches()[1].1.resource_version,
-        Some(o.resource_version())
+        Some(o.resource_version().to_string())
     );
     assert_eq!(lw.lists().len(), 1);
     let o2 = update(&backend, "p0", "v2").await;
     assert!(
         eventually(Duration::from_secs(5), || store.resource_version()
-            == o2.resource_version())
+            == o2.resource_version().to_string())
         .await
     );
     assert!(errors.lock().unwrap().is_empty());
@@ -260,11 +266,11 @@ async fn a_410_on_a_continuation_page_falls_back_to_one_unpaginated_list_at_a_co
     assert!(lists[1].continue_token.is_some());
     assert_eq!(
         (
-            lists[2].resource_version,
+            lists[2].resource_version.clone(),
             lists[2].limit,
             &lists[2].continue_token
         ),
-        (lists[0].resource_version, None, &None),
+        (lists[0].resource_version.clone(), None, &None),
         "one unpaginated list at the version the relist asked for"
     );
     assert_eq!(store_state(&store), backend_state(&backend).await);
@@ -287,11 +293,11 @@ async fn relists_at_the_last_version_are_unpaginated_so_a_watch_cache_can_serve_
     assert!(eventually(Duration::from_secs(60), || store.len() == 4).await);
     let lists = lw.lists();
     assert_eq!(
-        (lists[0].resource_version, lists[0].limit),
-        (Some(0), Some(500))
+        (lists[0].resource_version.clone(), lists[0].limit),
+        (Some("0".to_owned()), Some(500))
     );
     assert_eq!(
-        (lists[1].resource_version, lists[1].limit),
+        (lists[1].resource_version.clone(), lists[1].limit),
         (Some(synced), None),
         "a relist at a version carries no limit"
     );
@@ -312,7 +318,7 @@ async fn relists_keep_their_pages_when_the_first_list_came_back_paginated_or_a_s
     let relist = lw
         .lists()
         .into_iter()
-        .find(|l| l.resource_version.is_some_and(|v| v > 0));
+        .find(|l| l.resource_version.as_deref().is_some_and(|v| v != "0"));
     assert_eq!(relist.unwrap().limit, Some(500));
 
     // An explicit size (what the cacher sets) pages every list.
@@ -475,7 +481,9 @@ async fn bookmarks_advance_the_version_without_touching_the_store() {
     let current = backend.current_revision();
     loop {
         match events.next().await.unwrap().unwrap() {
-            Event::Bookmark { resource_version } if resource_version == current => break,
+            Event::Bookmark { resource_version } if resource_version == current.to_string() => {
+                break;
+            }
             Event::Bookmark { .. } => {}
             other => panic!("unexpected {other:?}"),
         }
@@ -509,7 +517,7 @@ async fn streaming_list_failure_falls_back_to_a_paginated_list() {
     let (store, errors) = spawn_reflector(lw.clone(), config().streaming_list(true));
     store.wait_until_synced().await.unwrap();
     assert_eq!(store_state(&store), backend_state(&backend).await);
-    assert_eq!(lw.lists()[0].resource_version, Some(0));
+    assert_eq!(lw.lists()[0].resource_version.as_deref(), Some("0"));
     assert_eq!(errors.lock().unwrap().len(), 1);
 }
 
@@ -707,7 +715,12 @@ async fn run_ops(ops: Vec<Op>, streaming: bool) {
     // a reflector still behind (in a backoff, before a relist) can hold a state that happens
     // to equal the final one, and then apply the writes it has yet to see.
     let converged = eventually(Duration::from_secs(600), || {
-        store.has_synced() && store.resource_version() >= revision && store_state(&store) == want
+        store.has_synced()
+            && store
+                .resource_version()
+                .parse::<u64>()
+                .is_ok_and(|v| v >= revision)
+            && store_state(&store) == want
     })
     .await;
     assert!(

@@ -346,13 +346,13 @@ pub(crate) mod testing {
             for w in [&mut f.roles, &mut f.cluster_roles] {
                 w.apply(Event::Init);
                 w.apply(Event::InitDone {
-                    resource_version: 1,
+                    resource_version: "1".into(),
                 });
             }
             for w in [&mut f.role_bindings, &mut f.cluster_role_bindings] {
                 w.apply(Event::Init);
                 w.apply(Event::InitDone {
-                    resource_version: 1,
+                    resource_version: "1".into(),
                 });
             }
             f

@@ -129,7 +129,7 @@ async fn the_caches_storage_watch_ignores_the_reflectors_timeout() {
         .resource_version();
     let lw = StorageListerWatcher::new(Arc::new(store.clone()), pods());
     let request = WatchRequest {
-        resource_version: Some(rv),
+        resource_version: Some(rv.to_string()),
         allow_bookmarks: true,
         timeout_seconds: Some(1),
         ..WatchRequest::default()

@@ -91,12 +91,12 @@ pub(crate) fn decode_frame_with<K>(
         EventType::Deleted => Ok(WatchEvent::Deleted(object(ev.object)?)),
         EventType::Bookmark => {
             let meta = &ev.object["metadata"];
+            // Opaque: kept as sent, whatever the server's versions look like.
             let resource_version = meta["resourceVersion"]
                 .as_str()
-                .ok_or_else(|| Error::Decode("bookmark without metadata.resourceVersion".into()))
-                .and_then(|rv| {
-                    listwatch_api::rv::parse(rv).map_err(|e| Error::Decode(e.to_string()))
-                })?;
+                .filter(|rv| !rv.is_empty())
+                .ok_or_else(|| Error::Decode("bookmark without metadata.resourceVersion".into()))?
+                .to_owned();
             let initial_events_end = meta["annotations"][INITIAL_EVENTS_END_ANNOTATION] == "true";
             Ok(WatchEvent::Bookmark {
                 resource_version,
@@ -264,7 +264,7 @@ mod tests {
             assert_eq!(
                 got[1],
                 WatchEvent::Bookmark {
-                    resource_version: 9,
+                    resource_version: "9".into(),
                     initial_events_end: true
                 }
             );

@@ -413,10 +413,8 @@ impl ListSplitter {
             return Err(malformed("the body ended before the list did"));
         }
         let meta = self.metadata.take().unwrap_or_default();
-        let resource_version = match meta.resource_version.as_deref() {
-            Some(rv) => listwatch_api::rv::parse(rv).map_err(|e| Error::Decode(e.to_string()))?,
-            None => 0,
-        };
+        // Opaque: kept as sent ("" when absent, which the reflector refuses).
+        let resource_version = meta.resource_version.unwrap_or_default();
         Ok(PageEnd {
             resource_version,
             continue_token: meta.continue_token.filter(|t| !t.is_empty()),

@@ -139,7 +139,7 @@ pub(crate) fn list_query(r: &ListRequest) -> String {
         ("fieldSelector", selector(r.field_selector.to_string())),
         ("limit", r.limit.filter(|l| *l > 0).map(|l| l.to_string())),
         ("continue", r.continue_token.clone()),
-        ("resourceVersion", r.resource_version.map(|v| v.to_string())),
+        ("resourceVersion", r.resource_version.clone()),
         (
             "resourceVersionMatch",
             r.resource_version_match.map(|m| m.as_str().to_owned()),
@@ -153,7 +153,7 @@ pub(crate) fn watch_query(r: &WatchRequest) -> String {
         ("watch", Some("1".into())),
         ("labelSelector", selector(r.label_selector.to_string())),
         ("fieldSelector", selector(r.field_selector.to_string())),
-        ("resourceVersion", r.resource_version.map(|v| v.to_string())),
+        ("resourceVersion", r.resource_version.clone()),
         (
             "resourceVersionMatch",
             r.resource_version_match.map(|m| m.as_str().to_owned()),
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn list_and_watch_queries_use_the_kubernetes_parameter_names() {
         let l = ListRequest {
-            resource_version: Some(0),
+            resource_version: Some("0".into()),
             limit: Some(500),
             label_selector: LabelSelector::parse("app=web").unwrap(),
             ..Default::default()
@@ -259,7 +259,7 @@ mod tests {
             "labelSelector=app%3Dweb&limit=500&resourceVersion=0"
         );
         let w = WatchRequest {
-            resource_version: Some(12),
+            resource_version: Some("12".into()),
             allow_bookmarks: true,
             timeout_seconds: Some(301),
             ..Default::default()

@@ -166,7 +166,7 @@ pub(crate) fn measure_default_relist(
         server.expire.send_modify(|e| *e += 1);
         for _ in 0..1000 {
             if server.lists.lock().unwrap().0 > lists_before
-                && store.resource_version() == want_rv
+                && store.resource_version() == want_rv.to_string()
                 && store.get_by_name(Some("ns"), "pod-00000").is_some_and(|p| {
                     p.resource_version() == if change_every.is_some() { next } else { 1 }
                 })
@@ -178,7 +178,11 @@ pub(crate) fn measure_default_relist(
         let (lists, paged) = *server.lists.lock().unwrap();
         assert_eq!(lists, lists_before + 1, "one relist");
         assert_eq!(paged, 1, "only the first list (at RV 0) asks for pages");
-        assert_eq!(store.resource_version(), want_rv, "relist did not complete");
+        assert_eq!(
+            store.resource_version(),
+            want_rv.to_string(),
+            "relist did not complete"
+        );
         assert_eq!(store.len(), OBJECTS);
         let want_5 = match change_every {
             Some(every) if 5 % every == 0 => next + (5 / every) as u64,

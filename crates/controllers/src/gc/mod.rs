@@ -310,25 +310,44 @@ async fn drain(w: Arc<Workers>, kind: Kind, deadline: Duration) {
         Kind::Delete => w.queues.delete.clone(),
         Kind::Orphan => w.queues.orphan.clone(),
     };
-    while let Some(item) = q.get().await {
-        let step = async {
+    drain_queue(q, deadline, |item| {
+        let w = Arc::clone(&w);
+        async move {
             match kind {
                 Kind::Delete => w.attempt_to_delete(&item).await,
                 Kind::Orphan => w.attempt_to_orphan(&item).await,
             }
-        };
-        match tokio::time::timeout(deadline, step).await {
+        }
+    })
+    .await;
+}
+
+/// Takes items from `q` until it shuts down, each through `step` within `deadline`; a
+/// failed or late item is queued again with backoff.
+///
+/// Each item is held by a [`Processing`](listwatch_runtime::Processing) guard, so a worker
+/// dropped mid-item (the collector's future dropped on a lost lease, a panic) hands the item
+/// back to the queue instead of stranding it in processing, where the queue would never
+/// hand it out again.
+async fn drain_queue<F, Fut>(q: WorkQueue<Item>, deadline: Duration, step: F)
+where
+    F: Fn(Item) -> Fut,
+    Fut: std::future::Future<Output = Result<(), GcError>>,
+{
+    while let Some(guard) = q.get_guarded().await {
+        let item = guard.key().clone();
+        match tokio::time::timeout(deadline, step(item.clone())).await {
             Ok(Ok(())) => q.forget(&item),
             Ok(Err(e)) => {
                 log_failure(&item, &e);
-                q.add_rate_limited(item.clone());
+                q.add_rate_limited(item);
             }
             Err(_) => {
                 tracing::warn!(item = %item.name, "garbage collector: an item took too long; retrying later");
-                q.add_rate_limited(item.clone());
+                q.add_rate_limited(item);
             }
         }
-        q.done(&item);
+        guard.done();
     }
 }
 
@@ -356,5 +375,50 @@ async fn sweep(w: Arc<Workers>, period: Duration) {
         for i in foreground {
             w.queues.delete.add(i);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(name: &str) -> Item {
+        Item {
+            res: 0,
+            namespace: Some(Arc::from("ns")),
+            name: Arc::from(name),
+            uid: Arc::from(format!("uid-{name}")),
+        }
+    }
+
+    /// Issue 32 item 1 for the collector: a worker dropped mid-item (a lost lease drops the
+    /// collector's future) must not strand the item in the queue's processing set.
+    #[tokio::test]
+    async fn a_worker_dropped_mid_item_hands_the_item_back() {
+        let q = WorkQueue::new(RateLimits::default());
+        q.add(item("a"));
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+        let started_tx = std::sync::Mutex::new(Some(started_tx));
+        let worker = tokio::spawn(drain_queue(
+            q.clone(),
+            Duration::from_secs(3600),
+            move |_| {
+                if let Some(tx) = started_tx.lock().ok().and_then(|mut t| t.take()) {
+                    let _ = tx.send(());
+                }
+                std::future::pending::<Result<(), GcError>>()
+            },
+        ));
+        tokio::time::timeout(Duration::from_secs(30), started_rx)
+            .await
+            .expect("the worker never took the item")
+            .expect("the worker dropped its signal");
+        worker.abort();
+        assert!(worker.await.is_err_and(|e| e.is_cancelled()));
+        // A new worker (the next term's) gets the item again.
+        let again = tokio::time::timeout(Duration::from_secs(30), q.get())
+            .await
+            .expect("the aborted worker's item was stranded in processing");
+        assert_eq!(again, Some(item("a")));
     }
 }

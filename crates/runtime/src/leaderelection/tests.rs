@@ -441,7 +441,7 @@ async fn each_term_reconciles_every_object_again() {
         writer.apply(Event::InitApply(o));
     }
     writer.apply(Event::InitDone {
-        resource_version: 3,
+        resource_version: "3".into(),
     });
     let shared = Arc::new(Shared::default());
     let lock = MemLock::new(&shared);

@@ -56,7 +56,7 @@ pub(super) enum State<K> {
     Listing {
         items: PageStream<K>,
         /// The version the relist asked for (what the pager falls back to).
-        asked: Option<u64>,
+        asked: Option<String>,
         /// This is the first page of a list at RV "0": a continue token at its end means the
         /// server has no watch cache for the resource (client-go's `paginatedResult`).
         probe: bool,
@@ -153,7 +153,7 @@ pub(super) struct Machine<L: ListerWatcher> {
     pub(super) config: Config,
     pub(super) state: State<L::Object>,
     /// Version of the last completed list, event or bookmark; `None` before the first list.
-    pub(super) last_rv: Option<u64>,
+    pub(super) last_rv: Option<String>,
     /// The last version cannot be served (410 / too large): list at `""` until a list works.
     pub(super) rv_unavailable: bool,
     /// A streaming list failed: this relist uses a plain list.
@@ -162,7 +162,7 @@ pub(super) struct Machine<L: ListerWatcher> {
     /// bookmark): every relist uses a plain list from now on.
     pub(super) streaming_unsupported: bool,
     /// The version the current (or last) streaming list asked for.
-    pub(super) streaming_rv: Option<u64>,
+    pub(super) streaming_rv: Option<String>,
     /// The first list (at RV "0") came back paginated: the server has no watch cache for
     /// this resource, so relists keep their pages (client-go's `paginatedResult`).
     pub(super) paginated_result: bool,
@@ -227,7 +227,7 @@ impl<L: ListerWatcher> Machine<L> {
                     }
                     Some(Ok(PageItem::End(end))) => {
                         drop(items);
-                        if end.resource_version == 0 {
+                        if no_version(&end.resource_version) {
                             // A missing version would make the watch start at "0" and replay
                             // history.
                             self.back_off(State::Empty, None);
@@ -245,7 +245,7 @@ impl<L: ListerWatcher> Machine<L> {
                                 }
                             }
                             None => {
-                                self.last_rv = Some(end.resource_version);
+                                self.last_rv = Some(end.resource_version.clone());
                                 self.rv_unavailable = false;
                                 self.fallback_to_list = false;
                                 self.state = State::Listed;
@@ -308,7 +308,7 @@ impl<L: ListerWatcher> Machine<L> {
                         resource_version,
                         initial_events_end: true,
                     }))) => {
-                        self.last_rv = Some(resource_version);
+                        self.last_rv = Some(resource_version.clone());
                         self.rv_unavailable = false;
                         idle.limit = watch_idle;
                         self.state = State::Watching {
@@ -348,7 +348,7 @@ impl<L: ListerWatcher> Machine<L> {
                     }
                 },
                 State::Listed => {
-                    let request = self.watch_request(self.last_rv, false);
+                    let request = self.watch_request(self.last_rv.clone(), false);
                     match self.lw.watch(&request).await {
                         Ok(stream) => {
                             self.state = State::Watching {
@@ -393,7 +393,7 @@ impl<L: ListerWatcher> Machine<L> {
                                     self.after_watch_end(started, events);
                                     return Err(e);
                                 }
-                                self.last_rv = Some(o.resource_version());
+                                self.last_rv = Some(o.resource_version().into_owned());
                                 Event::Apply(o)
                             }
                             WatchEvent::Deleted(o) => {
@@ -402,13 +402,13 @@ impl<L: ListerWatcher> Machine<L> {
                                     self.after_watch_end(started, events);
                                     return Err(e);
                                 }
-                                self.last_rv = Some(o.resource_version());
+                                self.last_rv = Some(o.resource_version().into_owned());
                                 Event::Delete(o)
                             }
                             WatchEvent::Bookmark {
                                 resource_version, ..
                             } => {
-                                self.last_rv = Some(resource_version);
+                                self.last_rv = Some(resource_version.clone());
                                 Event::Bookmark { resource_version }
                             }
                         };
@@ -427,8 +427,8 @@ impl<L: ListerWatcher> Machine<L> {
                             resource_version, ..
                         } = &e
                         {
-                            if *resource_version != 0 {
-                                self.last_rv = Some(*resource_version);
+                            if !no_version(resource_version) {
+                                self.last_rv = Some(resource_version.clone());
                             }
                         }
                         self.state = State::Watching {
@@ -510,28 +510,28 @@ impl<L: ListerWatcher> Machine<L> {
     }
 
     /// client-go `relistResourceVersion`.
-    fn relist_rv(&self) -> Option<u64> {
+    fn relist_rv(&self) -> Option<String> {
         if self.rv_unavailable {
             None
         } else {
-            Some(self.last_rv.unwrap_or(0))
+            Some(self.last_rv.clone().unwrap_or_else(|| "0".to_owned()))
         }
     }
 
     /// The page size of a list at `rv` (client-go `reflector.list`'s pager setup).
-    fn limit(&self, rv: Option<u64>) -> Option<u32> {
+    fn limit(&self, rv: Option<&str>) -> Option<u32> {
         match self.config.page_size {
             Some(n) => Some(n),
             None if self.paginated_result => Some(DEFAULT_PAGE_SIZE),
             // A specific version: unpaginated, so the watch cache can serve it.
-            None if rv.is_some_and(|v| v != 0) => None,
+            None if rv.is_some_and(|v| v != "0") => None,
             None => Some(DEFAULT_PAGE_SIZE),
         }
     }
 
     fn list_request(
         &self,
-        rv: Option<u64>,
+        rv: Option<String>,
         limit: Option<u32>,
         continue_token: Option<String>,
     ) -> ListRequest {
@@ -545,7 +545,7 @@ impl<L: ListerWatcher> Machine<L> {
         }
     }
 
-    fn watch_request(&self, rv: Option<u64>, streaming: bool) -> WatchRequest {
+    fn watch_request(&self, rv: Option<String>, streaming: bool) -> WatchRequest {
         let min = self.config.min_watch_timeout.as_secs_f64();
         let r: f64 = rand::rng().random();
         WatchRequest {
@@ -567,9 +567,9 @@ impl<L: ListerWatcher> Machine<L> {
         let rv = if self.rv_unavailable {
             None
         } else {
-            self.last_rv
+            self.last_rv.clone()
         };
-        let request = self.watch_request(rv, true);
+        let request = self.watch_request(rv.clone(), true);
         match self.lw.watch(&request).await {
             Ok(stream) => {
                 let watch_idle = self.idle_limit(&request);
@@ -621,7 +621,7 @@ impl<L: ListerWatcher> Machine<L> {
     }
 
     /// Sets up `Listing` over a page stream.
-    fn listing(&mut self, items: PageStream<L::Object>, asked: Option<u64>, probe: bool) {
+    fn listing(&mut self, items: PageStream<L::Object>, asked: Option<String>, probe: bool) {
         self.state = State::Listing {
             items,
             asked,
@@ -630,17 +630,18 @@ impl<L: ListerWatcher> Machine<L> {
     }
 
     /// Lists the first page at `rv`; on 410 / too-large retries at once at `""`.
-    async fn first_page(&mut self, rv: Option<u64>) -> Result<Event<L::Object>> {
+    async fn first_page(&mut self, rv: Option<String>) -> Result<Event<L::Object>> {
         let mut rv = rv;
         loop {
-            let limit = self.limit(rv);
+            let limit = self.limit(rv.as_deref());
             match self
                 .lw
-                .list_stream(&self.list_request(rv, limit, None))
+                .list_stream(&self.list_request(rv.clone(), limit, None))
                 .await
             {
                 Ok(items) => {
-                    self.listing(items, rv, rv == Some(0));
+                    let probe = rv.as_deref() == Some("0");
+                    self.listing(items, rv, probe);
                     return Ok(Event::Init);
                 }
                 Err(e) if (e.is_expired() || e.is_too_large_resource_version()) && rv.is_some() => {
@@ -660,9 +661,9 @@ impl<L: ListerWatcher> Machine<L> {
     async fn next_page(
         &mut self,
         token: String,
-        asked: Option<u64>,
+        asked: Option<String>,
     ) -> Option<Result<Event<L::Object>>> {
-        let limit = self.limit(asked);
+        let limit = self.limit(asked.as_deref());
         match self
             .lw
             .list_stream(&self.list_request(None, limit, Some(token)))
@@ -681,7 +682,7 @@ impl<L: ListerWatcher> Machine<L> {
                 tracing::debug!(error = %e, "continuation expired, one unpaginated list");
                 match self
                     .lw
-                    .list_stream(&self.list_request(asked, None, None))
+                    .list_stream(&self.list_request(asked.clone(), None, None))
                     .await
                 {
                     Ok(items) => {
@@ -710,9 +711,16 @@ impl<L: ListerWatcher> Machine<L> {
     }
 }
 
+/// Whether `rv` names no version: `""` (unset) or `"0"` (the wire's "any version"), the two
+/// values the API itself defines; a list or an event with one cannot be resumed from (a
+/// watch from "0" would replay history). Every other version is opaque and never inspected.
+fn no_version(rv: &str) -> bool {
+    rv.is_empty() || rv == "0"
+}
+
 /// An event's object must carry its version: without one the reflector cannot resume.
 fn versioned<K: Resource>(o: &K) -> Result<()> {
-    if o.resource_version() == 0 {
+    if no_version(&o.resource_version()) {
         return Err(Error::Decode(format!(
             "watch event for {} without metadata.resourceVersion",
             o.key()

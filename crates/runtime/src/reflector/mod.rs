@@ -66,8 +66,8 @@ pub enum Event<K> {
     InitApply(K),
     /// The relist is complete at this version; keys not seen since `Init` are gone.
     InitDone {
-        /// The version the new state reflects.
-        resource_version: u64,
+        /// The version the new state reflects (opaque, as the server sent it).
+        resource_version: String,
     },
     /// An object was added or modified.
     Apply(K),
@@ -75,8 +75,8 @@ pub enum Event<K> {
     Delete(K),
     /// Progress without a change.
     Bookmark {
-        /// The version reached.
-        resource_version: u64,
+        /// The version reached (opaque, as the server sent it).
+        resource_version: String,
     },
 }
 

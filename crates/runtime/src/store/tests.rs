@@ -39,7 +39,7 @@ fn relist_reports_changes_and_vanished_keys_as_final_state_unknown() {
         "readers see nothing until the relist completes"
     );
     let d = w.apply(Event::InitDone {
-        resource_version: 3,
+        resource_version: "3".into(),
     });
     assert_eq!(d.len(), 3);
     assert!(d.iter().all(|d| matches!(
@@ -59,7 +59,7 @@ fn relist_reports_changes_and_vanished_keys_as_final_state_unknown() {
     assert_eq!(r.len(), 3, "the old state stays visible during a relist");
     assert!(r.get_by_name(Some("ns"), "c").is_some());
     let d = w.apply(Event::InitDone {
-        resource_version: 8,
+        resource_version: "8".into(),
     });
     let mut kinds: Vec<String> = d
         .iter()
@@ -80,7 +80,7 @@ fn relist_reports_changes_and_vanished_keys_as_final_state_unknown() {
         .collect();
     kinds.sort();
     assert_eq!(kinds, ["add d false", "delete c true", "update b"]);
-    assert_eq!(r.resource_version(), 8);
+    assert_eq!(r.resource_version(), "8");
     let mut n2: Vec<String> = r
         .by_index("node", "n2")
         .unwrap()
@@ -100,14 +100,14 @@ fn unchanged_objects_keep_the_stored_copy_across_a_relist() {
     w.apply(Event::Init);
     w.apply(Event::InitApply(obj("ns", "a", 4, "n")));
     w.apply(Event::InitDone {
-        resource_version: 4,
+        resource_version: "4".into(),
     });
     let before = r.get_by_name(Some("ns"), "a").unwrap();
     w.apply(Event::Init);
     w.apply(Event::InitApply(obj("ns", "a", 4, "n")));
     assert!(
         w.apply(Event::InitDone {
-            resource_version: 9
+            resource_version: "9".into()
         })
         .is_empty()
     );
@@ -123,7 +123,7 @@ fn watch_events_update_objects_indexes_and_version() {
     let r = w.store();
     w.apply(Event::Init);
     w.apply(Event::InitDone {
-        resource_version: 1,
+        resource_version: "1".into(),
     });
     assert!(matches!(
         &w.apply(Event::Apply(obj("ns", "a", 2, "n1")))[..],
@@ -148,9 +148,9 @@ fn watch_events_update_objects_indexes_and_version() {
     ));
     assert!(w.apply(Event::Delete(obj("ns", "zz", 5, "n2"))).is_empty());
     w.apply(Event::Bookmark {
-        resource_version: 9,
+        resource_version: "9".into(),
     });
-    assert_eq!(r.resource_version(), 9);
+    assert_eq!(r.resource_version(), "9");
     assert!(r.is_empty());
     assert!(r.index_values("node").unwrap().is_empty());
 }
@@ -214,7 +214,7 @@ fn a_panicking_index_function_changes_nothing_readers_see() {
         w.apply(Event::InitApply(o));
     }
     w.apply(Event::InitDone {
-        resource_version: 3,
+        resource_version: "3".into(),
     });
     let before = seen(&r);
     assert_eq!(before.0.len(), 3);
@@ -228,12 +228,12 @@ fn a_panicking_index_function_changes_nothing_readers_see() {
     w.apply(Event::InitApply(obj("ns", "c", 6, "n1")));
     let commit = catch_unwind(AssertUnwindSafe(|| {
         w.apply(Event::InitDone {
-            resource_version: 6,
+            resource_version: "6".into(),
         })
     }));
     assert!(commit.is_err(), "the index function panicked");
     assert_eq!(seen(&r), before, "no half-applied relist is visible");
-    assert_eq!(r.resource_version(), 3);
+    assert_eq!(r.resource_version(), "3");
     assert!(
         !w.shared.state.is_poisoned(),
         "no panic under the write lock"
@@ -276,7 +276,7 @@ async fn wait_until_synced_returns_after_the_first_relist_or_errs_when_the_write
     assert!(!waiter.is_finished());
     w.apply(Event::Init);
     w.apply(Event::InitDone {
-        resource_version: 1,
+        resource_version: "1".into(),
     });
     assert_eq!(waiter.await.unwrap(), Ok(()));
 

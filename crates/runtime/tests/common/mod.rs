@@ -179,6 +179,12 @@ async fn apply_fault(f: Option<Fault>) -> Result<EarlyEnd, Error> {
     }
 }
 
+/// The storage's own version of one the reflector sent back (opaque to it; numbers here).
+fn num_rv(rv: Option<&str>) -> Option<u64> {
+    listwatch_api::rv::parse_optional(rv)
+        .expect("the reflector sent back a version it was not given")
+}
+
 #[async_trait]
 impl ListerWatcher for StorageLw {
     type Object = Object;
@@ -189,7 +195,7 @@ impl ListerWatcher for StorageLw {
             return Err(Error::Api(status(410)));
         }
         let opts = ListOptions {
-            resource_version: r.resource_version,
+            resource_version: num_rv(r.resource_version.as_deref()),
             resource_version_match: vm(r.resource_version_match),
             predicate: SelectionPredicate {
                 label: r.label_selector.clone(),
@@ -207,7 +213,7 @@ impl ListerWatcher for StorageLw {
             .map_err(|e| to_error(&e))?;
         Ok(Page {
             items: l.items,
-            resource_version: l.resource_version,
+            resource_version: l.resource_version.to_string(),
             continue_token: l.continue_token,
         })
     }
@@ -220,7 +226,7 @@ impl ListerWatcher for StorageLw {
             r.resource_version_match = None;
         }
         let opts = ListOptions {
-            resource_version: r.resource_version,
+            resource_version: num_rv(r.resource_version.as_deref()),
             resource_version_match: vm(r.resource_version_match),
             predicate: SelectionPredicate {
                 label: r.label_selector.clone(),
@@ -246,7 +252,7 @@ impl ListerWatcher for StorageLw {
             }
             listwatch_storage::WatchEvent::Deleted(o) => Ok(WatchEvent::Deleted(o)),
             listwatch_storage::WatchEvent::Bookmark(b) => Ok(WatchEvent::Bookmark {
-                resource_version: b.resource_version,
+                resource_version: b.resource_version.to_string(),
                 initial_events_end: b.initial_events_end,
             }),
             listwatch_storage::WatchEvent::Error(e) => Err(to_error(&e)),

@@ -76,7 +76,7 @@ impl ListerWatcher for Lw {
             items: (start..end)
                 .map(|i| Generated::object(i, versions[i]))
                 .collect(),
-            resource_version: self.0.list_rv(),
+            resource_version: self.0.list_rv().to_string(),
             continue_token: (end < versions.len()).then(|| end.to_string()),
         })
     }
@@ -153,7 +153,7 @@ pub(crate) fn measure_relist(alloc: &'static Cap<System>, change_every: usize) -
                 v[i] = next + n as u64;
             }
         }
-        let want_rv = lw.list_rv();
+        let want_rv = lw.list_rv().to_string();
         lw.expire.send_modify(|e| *e += 1);
         for _ in 0..1000 {
             if store.resource_version() == want_rv {

@@ -135,7 +135,8 @@ pub(crate) fn spawn_watcher(
                 let start = s.history.len();
                 s.state = listing.clone();
                 s.lists.push(Listed {
-                    rv: resource_version,
+                    // This server's versions are revisions (opaque to the client).
+                    rv: listwatch_api::rv::parse(&resource_version).unwrap_or(0),
                     listing,
                     start,
                     cause,
