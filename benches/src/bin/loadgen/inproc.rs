@@ -533,7 +533,7 @@ impl listwatch_runtime::ListerWatcher for ConfigMaps {
             .collect::<listwatch_runtime::Result<Vec<_>>>()?;
         Ok(listwatch_runtime::Page {
             items,
-            resource_version: self.rv.load(Ordering::Acquire),
+            resource_version: self.rv.load(Ordering::Acquire).to_string(),
             continue_token: (end < jsons.len()).then(|| end.to_string()),
         })
     }
@@ -640,11 +640,14 @@ pub(crate) async fn p11() -> Result<Report> {
     let wait_rv = |rv: u64| {
         let store = store.clone();
         async move {
+            // The versions are this lister-watcher's own numbers; the store keeps them as
+            // the opaque strings it was given.
+            let seen = || store.resource_version().parse::<u64>().unwrap_or(0);
             let end = Instant::now() + Duration::from_secs(60);
-            while store.resource_version() < rv && Instant::now() < end {
+            while seen() < rv && Instant::now() < end {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
-            store.resource_version() >= rv
+            seen() >= rv
         }
     };
     if !wait_rv(100).await {
