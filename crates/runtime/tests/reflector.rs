@@ -356,6 +356,45 @@ async fn an_error_event_with_429_backs_off_and_re_watches_without_relisting() {
     assert_eq!(errors.lock().unwrap().len(), 1);
 }
 
+/// Red-team C1 of issue 32's work: a watch that delivers an event and then a frame that does
+/// not decode must not be reopened at once — the same frame comes back from the same version,
+/// and the reflector re-watched ~640 times a second. client-go's StreamWatcher turns such a
+/// frame into an ERROR event, which ends ListAndWatch and waits its backoff.
+#[tokio::test(start_paused = true)]
+async fn a_watch_ending_in_a_frame_that_does_not_decode_re_watches_after_a_backoff() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    // The first two watches each deliver one event, then a frame that does not decode.
+    lw.fail_watches([Fault::GarbledAfter(1), Fault::GarbledAfter(1)]);
+    let (store, errors) = spawn_reflector(lw.clone(), config());
+    store.wait_until_synced().await.unwrap();
+    for name in ["a", "b", "c"] {
+        create(&backend, name, "v").await;
+    }
+    assert!(eventually(Duration::from_secs(120), || store.len() == 5).await);
+    let w = lw.watches();
+    assert_eq!(w.len(), 3, "two garbled watches and the one that delivers the rest");
+    for i in [1, 2] {
+        let gap = w[i].0 - w[i - 1].0;
+        assert!(
+            gap >= Duration::from_millis(800),
+            "watch {i} was opened {gap:?} after the previous one ended in garbage"
+        );
+        assert_ne!(
+            w[i].1.resource_version, w[i - 1].1.resource_version,
+            "from the version of the event delivered before the garbage"
+        );
+    }
+    assert_eq!(lw.lists().len(), 1, "no relist");
+    let garbled = errors
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.contains("scripted garbage"))
+        .count();
+    assert_eq!(garbled, 2);
+}
+
 #[tokio::test(start_paused = true)]
 async fn error_events_with_500_re_watch_until_they_persist_past_the_retry_window_then_relist() {
     let backend = seeded(2).await;

@@ -42,8 +42,9 @@ use crate::resource::Resource;
 ///   refused one; any other failure → `Empty` with a plain list.
 /// - `Listed` → `Watching` (watch opened); 429/refused → `Backoff { then: Listed }`;
 ///   other errors → `Backoff { then: Empty }`.
-/// - `Watching` → events; normal end, dropped connection or idle deadline → `Listed`; an
-///   `ERROR` event with 429 → `Backoff { then: Listed }`, with 500 → the same while within
+/// - `Watching` → events; normal end, dropped connection or idle deadline → `Listed`; a
+///   frame that does not decode (or an event without a version) → `Backoff { then: Listed }`;
+///   an `ERROR` event with 429 → `Backoff { then: Listed }`, with 500 → the same while within
 ///   the retry window; very short watch or any other `ERROR` → `Backoff { then: Empty }`.
 /// - `Backoff` → `then` when the delay is over.
 /// - In `Listing`, `StreamingList` and `Watching`, an object that does not decode into the
@@ -390,7 +391,7 @@ impl<L: ListerWatcher> Machine<L> {
                                 if let Err(e) = versioned(&o) {
                                     // A garbled event: the stream cannot be trusted further.
                                     drop(stream);
-                                    self.after_watch_end(started, events);
+                                    self.after_watch_error(started, events, &e);
                                     return Err(e);
                                 }
                                 self.last_rv = Some(o.resource_version().into_owned());
@@ -399,7 +400,7 @@ impl<L: ListerWatcher> Machine<L> {
                             WatchEvent::Deleted(o) => {
                                 if let Err(e) = versioned(&o) {
                                     drop(stream);
-                                    self.after_watch_end(started, events);
+                                    self.after_watch_error(started, events, &e);
                                     return Err(e);
                                 }
                                 self.last_rv = Some(o.resource_version().into_owned());
@@ -447,9 +448,9 @@ impl<L: ListerWatcher> Machine<L> {
                     }
                     Some(Some(Err(e))) => {
                         // A dropped connection or garbled frame: the watch is gone, the state
-                        // is fine. Re-watch unless it was a very short watch.
+                        // is fine. Re-watch (after a backoff for a frame that did not decode).
                         drop(stream);
-                        self.after_watch_end(started, events);
+                        self.after_watch_error(started, events, &e);
                         return Err(e);
                     }
                     Some(None) => {
@@ -482,6 +483,19 @@ impl<L: ListerWatcher> Machine<L> {
             self.internal_errors_since = None;
         }
         State::Empty
+    }
+
+    /// Decides what follows a watch that failed with `e`. A frame that did not decode
+    /// (garbled, oversized, an event without a version) would come back at once from the same
+    /// version, so the re-watch waits a backoff — client-go's `StreamWatcher` reports such a
+    /// frame as an `ERROR` event, which ends `ListAndWatch` and waits its backoff; a dropped
+    /// connection re-watches as a watch that ended.
+    fn after_watch_error(&mut self, started: Instant, events: u64, e: &Error) {
+        if matches!(e, Error::Decode(_) | Error::Typed(_)) {
+            self.back_off(State::Listed, None);
+        } else {
+            self.after_watch_end(started, events);
+        }
     }
 
     /// Decides what follows a watch that ended; returns the error of a very short watch.

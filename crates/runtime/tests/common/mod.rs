@@ -34,6 +34,8 @@ pub enum Fault {
     EndAfter(usize),
     /// Watch only: after this many events, an `ERROR` event with this Status ends it.
     ErrorAfter(usize, Box<Status>),
+    /// Watch only: after this many events, a frame that does not decode ends it.
+    GarbledAfter(usize),
 }
 
 pub fn status(code: u16) -> Box<Status> {
@@ -162,8 +164,8 @@ fn vm(m: Option<VersionMatch>) -> Option<ResourceVersionMatch> {
     })
 }
 
-/// How a scripted watch ends early: after `n` events, cleanly or with an ERROR event.
-type EarlyEnd = Option<(usize, Option<Box<Status>>)>;
+/// How a scripted watch ends early: after `n` events, cleanly or with an error.
+type EarlyEnd = Option<(usize, Option<Error>)>;
 
 async fn apply_fault(f: Option<Fault>) -> Result<EarlyEnd, Error> {
     match f {
@@ -175,7 +177,11 @@ async fn apply_fault(f: Option<Fault>) -> Result<EarlyEnd, Error> {
             Ok(None)
         }
         Some(Fault::EndAfter(n)) => Ok(Some((n, None))),
-        Some(Fault::ErrorAfter(n, s)) => Ok(Some((n, Some(s)))),
+        Some(Fault::ErrorAfter(n, s)) => Ok(Some((n, Some(Error::Api(s))))),
+        Some(Fault::GarbledAfter(n)) => Ok(Some((
+            n,
+            Some(Error::Decode("watch frame: scripted garbage".into())),
+        ))),
     }
 }
 
@@ -259,9 +265,9 @@ impl ListerWatcher for StorageLw {
         });
         let events = match end_after {
             Some((n, None)) => events.take(n).boxed(),
-            Some((n, Some(s))) => events
+            Some((n, Some(e))) => events
                 .take(n)
-                .chain(futures::stream::iter([Err(Error::Api(s))]))
+                .chain(futures::stream::iter([Err(e)]))
                 .boxed(),
             None => events.boxed(),
         };
