@@ -373,7 +373,11 @@ async fn a_watch_ending_in_a_frame_that_does_not_decode_re_watches_after_a_backo
     }
     assert!(eventually(Duration::from_secs(120), || store.len() == 5).await);
     let w = lw.watches();
-    assert_eq!(w.len(), 3, "two garbled watches and the one that delivers the rest");
+    assert_eq!(
+        w.len(),
+        3,
+        "two garbled watches and the one that delivers the rest"
+    );
     for i in [1, 2] {
         let gap = w[i].0 - w[i - 1].0;
         assert!(
@@ -381,7 +385,8 @@ async fn a_watch_ending_in_a_frame_that_does_not_decode_re_watches_after_a_backo
             "watch {i} was opened {gap:?} after the previous one ended in garbage"
         );
         assert_ne!(
-            w[i].1.resource_version, w[i - 1].1.resource_version,
+            w[i].1.resource_version,
+            w[i - 1].1.resource_version,
             "from the version of the event delivered before the garbage"
         );
     }

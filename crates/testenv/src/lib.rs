@@ -71,6 +71,9 @@ pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a stopping server may finish its requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
+/// The largest CRD manifest file read (a bundle of many CRDs fits; `/dev/zero` does not).
+pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
 /// Why a test environment did not start.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -186,6 +189,7 @@ impl Builder {
         args.extend(self.args);
         let opts = Options::try_parse_checked_from(&args)
             .map_err(|e| Error::Flags(e.to_string().trim().to_owned()))?;
+        refuse_unreachable(&opts)?;
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SocketAddr, String>>();
         let thread = std::thread::Builder::new()
@@ -210,17 +214,23 @@ impl Builder {
         Ok(env)
     }
 
-    /// The manifests, in order: the texts, then the files.
+    /// The manifests, in order: the texts, then the files (each a regular file of at most
+    /// [`MAX_MANIFEST_BYTES`]; a directory's other entries — fifos, devices, sockets,
+    /// subdirectories — are skipped, a path naming one is an error).
     fn manifests(&self) -> Result<Vec<String>, Error> {
         let mut out = self.crds.clone();
         for path in &self.crd_paths {
             let read = |p: &Path| {
-                std::fs::read_to_string(p).map_err(|source| Error::Manifest {
+                read_manifest(p).map_err(|source| Error::Manifest {
                     path: p.to_owned(),
                     source,
                 })
             };
-            if path.is_dir() {
+            let meta = std::fs::metadata(path).map_err(|source| Error::Manifest {
+                path: path.clone(),
+                source,
+            })?;
+            if meta.is_dir() {
                 let entries = std::fs::read_dir(path).map_err(|source| Error::Manifest {
                     path: path.clone(),
                     source,
@@ -245,6 +255,49 @@ impl Builder {
         }
         Ok(out)
     }
+}
+
+/// A regular file's text, at most [`MAX_MANIFEST_BYTES`]. The type is checked before the
+/// file is opened: opening a fifo would wait for a writer, and a device may never end.
+fn read_manifest(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_MANIFEST_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_MANIFEST_BYTES} bytes"
+        )));
+    }
+    Ok(text)
+}
+
+/// The environment hands out a plain-HTTP, credential-free kubeconfig for a loopback port
+/// it picks: flags that would make that kubeconfig wrong (TLS, an authenticator, another
+/// address) are refused rather than served unreachable.
+fn refuse_unreachable(opts: &Options) -> Result<(), Error> {
+    let refuse = |what: &str| {
+        Err(Error::Flags(format!(
+            "{what}: the test environment serves plain HTTP on a loopback port it picks, without \
+             authentication, and its kubeconfig says so"
+        )))
+    };
+    if opts.scheme() == "https" {
+        return refuse("TLS flags (--tls-cert-file, --pki-dir) are not supported");
+    }
+    if opts.security.has_authenticator() {
+        return refuse("authenticator flags are not supported");
+    }
+    if opts.bind != SocketAddr::from(([127, 0, 0, 1], 0)) {
+        return refuse(
+            "the address flags (--bind, --bind-address, --secure-port) are not supported",
+        );
+    }
+    Ok(())
 }
 
 /// The server thread: its own runtime, the server until told to stop.

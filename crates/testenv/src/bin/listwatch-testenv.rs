@@ -9,7 +9,7 @@
 //! listwatch-testenv [--crds PATH]... [--kubeconfig PATH] [-- SERVER-FLAGS...]
 //! ```
 
-use std::io::{BufRead, Write};
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -83,13 +83,36 @@ fn main() -> ExitCode {
 
 /// Stdin closed (or unreadable), SIGTERM or SIGINT.
 async fn wait_for_end() {
-    let stdin_closed = tokio::task::spawn_blocking(|| {
-        let mut lines = std::io::stdin().lock();
-        let mut buf = String::new();
-        while matches!(lines.read_line(&mut buf), Ok(n) if n > 0) {
-            buf.clear();
+    // A thread of its own, not the runtime's blocking pool: a read blocked on an open stdin
+    // would hold the runtime's shutdown (and the process) after a signal. Whatever stdin
+    // sends is read in fixed-size pieces and dropped (no line buffering, any bytes): only its
+    // end matters.
+    let (closed_tx, closed_rx) = tokio::sync::oneshot::channel::<()>();
+    let reader = std::thread::Builder::new()
+        .name("stdin-watch".into())
+        .spawn(move || {
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 8192];
+            loop {
+                match stdin.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = closed_tx.send(());
+        });
+    let stdin_closed = async move {
+        match reader {
+            // A dropped sender (the thread ended) counts as closed too.
+            Ok(_) => {
+                let _ = closed_rx.await;
+            }
+            // No thread to watch stdin: only a signal ends the server.
+            Err(_) => std::future::pending::<()>().await,
         }
-    });
+    };
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -98,20 +121,16 @@ async fn wait_for_end() {
         match (term, int) {
             (Ok(mut term), Ok(mut int)) => {
                 tokio::select! {
-                    _ = stdin_closed => {}
+                    () = stdin_closed => {}
                     _ = term.recv() => {}
                     _ = int.recv() => {}
                 }
             }
-            _ => {
-                let _ = stdin_closed.await;
-            }
+            _ => stdin_closed.await,
         }
     }
     #[cfg(not(unix))]
-    {
-        let _ = stdin_closed.await;
-    }
+    stdin_closed.await;
 }
 
 fn usage(why: &str) -> ExitCode {
