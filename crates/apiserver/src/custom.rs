@@ -216,8 +216,10 @@ fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
     Ok(out)
 }
 
-/// Parses a resources document.
+/// Parses a resources document (a leading UTF-8 byte order mark, as some editors on Windows
+/// write, is skipped, as kubectl's YAML reader does).
 pub fn parse(text: &str, path: &str) -> Result<Vec<KindSpec>, ResourcesFileError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let file = File {
         resources: entries(text, path)?,
     };
@@ -349,6 +351,19 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<KindSpec, ResourcesFile
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Red-team finding of the fifth session: a file starting with a byte order mark stopped
+    /// the server (`found kind ""`).
+    #[test]
+    fn a_leading_byte_order_mark_is_skipped() {
+        let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n\
+                   spec:\n  group: example.com\n  names: {plural: widgets, kind: Widget}\n  scope: Namespaced\n  \
+                   versions:\n  - {name: v1, served: true, storage: true}\n";
+        let with_bom = format!("\u{feff}{crd}");
+        let r = parse(&with_bom, "f").unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].kind, "Widget");
+    }
 
     #[test]
     fn parses_a_full_entry_with_defaults() {
