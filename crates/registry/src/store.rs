@@ -32,6 +32,56 @@ use crate::validation::prepare_create;
 /// `maxNameGenerationCreateAttempts`).
 pub const MAX_NAME_GENERATION_CREATE_ATTEMPTS: usize = 8;
 
+/// Whether a create body asks for a generated name: no `metadata.name`, a non-empty
+/// `metadata.generateName` (then a taken name is retried with another).
+pub fn generates_name(obj: &Map<String, Value>) -> bool {
+    obj.get("metadata").is_some_and(|m| {
+        m.get("name")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+            && m.get("generateName")
+                .and_then(Value::as_str)
+                .is_some_and(|g| !g.is_empty())
+    })
+}
+
+/// How many names a create tries: [`MAX_NAME_GENERATION_CREATE_ATTEMPTS`] when it
+/// [`generates_name`], else one.
+pub fn create_attempts(generates: bool) -> usize {
+    if generates {
+        MAX_NAME_GENERATION_CREATE_ATTEMPTS
+    } else {
+        1
+    }
+}
+
+/// The storage write of one create attempt: the object stored, or, for a dry run, the
+/// object as it would be after reading the key (upstream's dry run: an existing name is
+/// `AlreadyExists`, nothing is written).
+pub async fn write_create(
+    storage: &dyn Storage,
+    key: &Key,
+    object: Object,
+    dry_run: bool,
+) -> Result<Object, listwatch_storage::Error> {
+    if !dry_run {
+        return storage.create(key, object, None).await;
+    }
+    let existing = storage
+        .get(
+            key,
+            &GetOptions {
+                resource_version: None,
+                ignore_not_found: true,
+            },
+        )
+        .await?;
+    match existing {
+        Some(_) => Err(key.already_exists()),
+        None => Ok(object),
+    }
+}
+
 /// Why a registry operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -136,19 +186,8 @@ impl Store {
         obj: Map<String, Value>,
         opts: &CreateOptions,
     ) -> Result<Object, StoreError> {
-        let generates = obj.get("metadata").is_some_and(|m| {
-            m.get("name")
-                .and_then(Value::as_str)
-                .is_none_or(str::is_empty)
-                && m.get("generateName")
-                    .and_then(Value::as_str)
-                    .is_some_and(|g| !g.is_empty())
-        });
-        let attempts = if generates {
-            MAX_NAME_GENERATION_CREATE_ATTEMPTS
-        } else {
-            1
-        };
+        let generates = generates_name(&obj);
+        let attempts = create_attempts(generates);
         let ns = namespace.map(str::to_owned).or_else(|| {
             obj.get("metadata")
                 .and_then(|m| m.get("namespace"))
@@ -176,25 +215,7 @@ impl Store {
             );
             let object = Object::from_value(v, &self.info.selectable_fields)
                 .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
-            let written = if opts.dry_run {
-                let existing = self
-                    .storage
-                    .get(
-                        &key,
-                        &GetOptions {
-                            resource_version: None,
-                            ignore_not_found: true,
-                        },
-                    )
-                    .await?;
-                match existing {
-                    Some(_) => Err(key.already_exists()),
-                    None => Ok(object),
-                }
-            } else {
-                self.storage.create(&key, object, None).await
-            };
-            match written {
+            match write_create(self.storage.as_ref(), &key, object, opts.dry_run).await {
                 Ok(o) => return Ok(o),
                 Err(e @ listwatch_storage::Error::AlreadyExists { .. }) if generates => {
                     last = Some(e);

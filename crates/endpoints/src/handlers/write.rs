@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use listwatch_api::Object;
 use listwatch_api::echo::echo;
+use listwatch_registry::store;
 use listwatch_storage::{Error as StorageError, GetOptions, Key, Updated};
 use serde_json::{Map, Value};
 
@@ -66,10 +67,6 @@ fn check_body(
     found.settle_body(directive(req), req.info())
 }
 
-/// How many names a `generateName` create tries before it gives up (upstream's
-/// `maxNameGenerationCreateAttempts`).
-const MAX_NAME_GENERATION_CREATE_ATTEMPTS: usize = 8;
-
 /// Records a decoded body for the audit log, with the URL's `apiVersion`/`kind` filled in
 /// when the body left them out (upstream records the object as its handler typed it).
 fn record_object(req: &Request, obj: &serde_json::Map<String, Value>) {
@@ -92,19 +89,8 @@ pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     record_object(req, &decoded);
     let findings = check_body(req, &mut decoded, duplicates)?;
     // A generated name that is taken is retried with another, as upstream's store does.
-    let generates = decoded.get("metadata").is_some_and(|m| {
-        m.get("name")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-            && m.get("generateName")
-                .and_then(Value::as_str)
-                .is_some_and(|g| !g.is_empty())
-    });
-    let attempts = if generates {
-        MAX_NAME_GENERATION_CREATE_ATTEMPTS
-    } else {
-        1
-    };
+    let generates = store::generates_name(&decoded);
+    let attempts = store::create_attempts(generates);
     let mut checked_namespace = false;
     let mut name = String::new();
     for _ in 0..attempts {
@@ -125,32 +111,12 @@ pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             .update(None, &mut v, &req.update_manager());
         req.admit(&v, None)?;
         let object = to_object(req, v)?;
-        let written = if dry_run {
-            // Upstream's dry run reads the key: an existing name is AlreadyExists.
-            let existing = req
-                .res
-                .storage
-                .get(
-                    &key,
-                    &GetOptions {
-                        resource_version: None,
-                        ignore_not_found: true,
-                    },
-                )
-                .await
-                .map_err(|e| req.storage_err(&e))?;
-            match existing {
-                Some(_) => Err(key.already_exists()),
-                None => Ok(object),
-            }
-        } else {
-            req.res.storage.create(&key, object, None).await
-        };
-        let stored = match written {
-            Ok(o) => o,
-            Err(StorageError::AlreadyExists { .. }) if generates => continue,
-            Err(e) => return Err(req.storage_err(&e)),
-        };
+        let stored =
+            match store::write_create(req.res.storage.as_ref(), &key, object, dry_run).await {
+                Ok(o) => o,
+                Err(StorageError::AlreadyExists { .. }) if generates => continue,
+                Err(e) => return Err(req.storage_err(&e)),
+            };
         if !dry_run {
             crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &stored)
                 .await?;
