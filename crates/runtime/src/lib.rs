@@ -82,6 +82,7 @@ pub mod predicate;
 mod reflector;
 mod resource;
 pub mod store;
+mod token_bucket;
 pub mod workqueue;
 
 pub use controller::{Action, Controller};
@@ -99,4 +100,5 @@ pub use predicate::Filtered;
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
 pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};
+pub use token_bucket::TokenBucket;
 pub use workqueue::{Processing, RateLimits, WorkQueue};

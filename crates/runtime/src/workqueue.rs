@@ -33,6 +33,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::token_bucket::TokenBucket;
+
 /// The rate limits of [`WorkQueue::add_rate_limited`]. [`Default`] is client-go's
 /// `DefaultControllerRateLimiter`.
 #[derive(Debug, Clone)]
@@ -93,9 +95,8 @@ struct State<K> {
     waiting: HashMap<K, Instant>,
     seq: u64,
     failures: HashMap<K, u32>,
-    /// Token bucket: tokens available (may go negative: reservations) as of `refilled`.
-    tokens: f64,
-    refilled: Instant,
+    /// The overall rate limit of rate-limited adds.
+    bucket: TokenBucket,
     shutting_down: bool,
 }
 
@@ -134,8 +135,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
                 waiting: HashMap::new(),
                 seq: 0,
                 failures: HashMap::new(),
-                tokens: f64::from(limits.burst),
-                refilled: Instant::now(),
+                bucket: TokenBucket::new(limits.qps, limits.burst),
                 shutting_down: false,
             })),
             notify: Arc::new(Notify::new()),
@@ -209,17 +209,8 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
             .saturating_mul(2u32.saturating_pow(*n))
             .min(self.limits.max_delay);
         *n = n.saturating_add(1);
-        // Token bucket (golang.org/x/time/rate's Reserve: tokens may go negative).
-        let now = Instant::now();
-        let elapsed = now.saturating_duration_since(s.refilled).as_secs_f64();
-        s.tokens = (s.tokens + elapsed * self.limits.qps).min(f64::from(self.limits.burst));
-        s.refilled = now;
-        s.tokens -= 1.0;
-        let bucket = if s.tokens >= 0.0 || self.limits.qps <= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-s.tokens / self.limits.qps)
-        };
+        // golang.org/x/time/rate's Reserve: tokens may go negative.
+        let bucket = s.bucket.reserve(None).unwrap_or_else(|wait| wait);
         exp.max(bucket)
     }
 

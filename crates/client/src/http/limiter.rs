@@ -13,61 +13,45 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use listwatch_runtime::TokenBucket;
 
 use crate::{Error, Result};
 
 /// A token bucket shared by the requests of one client.
 #[derive(Debug)]
 pub(crate) struct Limiter {
-    qps: f64,
-    burst: f64,
-    /// Tokens available (negative: reserved ahead) as of the instant.
-    state: Mutex<(f64, Instant)>,
+    bucket: Mutex<TokenBucket>,
 }
 
 impl Limiter {
     /// A full bucket of `burst` (at least 1) refilled at `qps` (more than 0) per second.
     pub(crate) fn new(qps: f64, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
+        let qps = if qps.is_finite() && qps > 0.0 {
+            qps
+        } else {
+            f64::MIN_POSITIVE
+        };
         Self {
-            qps: if qps.is_finite() && qps > 0.0 {
-                qps
-            } else {
-                f64::MIN_POSITIVE
-            },
-            burst,
-            state: Mutex::new((burst, Instant::now())),
+            bucket: Mutex::new(TokenBucket::new(qps, burst.max(1))),
         }
     }
 
     /// Takes one token, waiting until it is due; fails at once when that would be past
     /// `deadline` (the token is not taken then).
     pub(crate) async fn acquire(&self, deadline: Option<Duration>) -> Result<()> {
-        let wait = {
-            let mut s = self
-                .state
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            let now = Instant::now();
-            let elapsed = now.saturating_duration_since(s.1).as_secs_f64();
-            let tokens = (s.0 + elapsed * self.qps).min(self.burst) - 1.0;
-            let wait = if tokens >= 0.0 {
-                Duration::ZERO
-            } else {
-                Duration::try_from_secs_f64(-tokens / self.qps).unwrap_or(Duration::MAX)
-            };
-            if deadline.is_some_and(|d| wait > d) {
-                return Err(Error::Http(
-                    format!(
-                        "client rate limiter: the next request is due in {wait:?}, past the request timeout"
-                    )
-                    .into(),
-                ));
-            }
-            *s = (tokens, now);
-            wait
-        };
+        let reserved = self
+            .bucket
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .reserve(deadline);
+        let wait = reserved.map_err(|wait| {
+            Error::Http(
+                format!(
+                    "client rate limiter: the next request is due in {wait:?}, past the request timeout"
+                )
+                .into(),
+            )
+        })?;
         if !wait.is_zero() {
             tracing::debug!(?wait, "client rate limiter: waiting");
             tokio::time::sleep(wait).await;
@@ -79,6 +63,7 @@ impl Limiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::time::Instant;
 
     #[tokio::test(start_paused = true)]
     async fn the_burst_goes_at_once_then_one_per_interval_and_a_wait_past_the_deadline_fails() {
