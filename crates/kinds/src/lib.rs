@@ -49,10 +49,12 @@
 
 pub mod builtin;
 pub mod custom;
+pub mod field;
 mod set;
 mod spec;
 mod strategy;
 
+pub use field::{ErrorType, FieldError};
 pub use set::{KindSet, KindSetError, Kinded, PerGeneration, Snapshot};
 pub use spec::{
     GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer, PrinterColumn,

@@ -52,6 +52,16 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     /// defaults this server applies), on the object's JSON after the generic metadata rules.
     fn prepare_for_create(&self, _obj: &mut Value) {}
 
+    /// Defaulting on update (upstream's `PrepareForUpdate` plus decode-time defaulting), on
+    /// the new object's JSON after the generic update rules; `old` is the stored object.
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// The kind's own checks of an object about to be created or updated (upstream's
+    /// `Validate`/`ValidateUpdate`), after its preparation; each error is a 422 cause.
+    fn validate(&self, _obj: &Value) -> Vec<crate::FieldError> {
+        Vec::new()
+    }
+
     /// The kind's own Table columns (NAME first, AGE among them), or `None` to print NAME,
     /// the spec's [`Printer`](crate::Printer) columns and AGE.
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -6,22 +6,64 @@
 //! CRD's `additionalPrinterColumns`). The rest of a custom resource's rules are data on its
 //! [`KindSpec`](crate::KindSpec) (`custom_resource`, its schema, the generation bumped on
 //! spec changes).
+//!
+//! With a structural schema ([`schema::Structural`], built from the CRD version's
+//! `openAPIV3Schema`), every create and update is pruned, defaulted and then validated
+//! against it, as upstream's decoder and strategy do: [`KindStrategy::prepare_for_create`]
+//! and [`KindStrategy::prepare_for_update`] prune and default, [`KindStrategy::validate`]
+//! reports the schema's errors (the registry answers them as a 422 Invalid).
+
+pub mod schema;
+
+use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::field::FieldError;
 use crate::strategy::KindStrategy;
+use schema::Structural;
 
 /// The custom resource strategy.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct CustomResourceStrategy {
     /// Whether the resource has a `/status` subresource.
     pub status_subresource: bool,
+    /// The compiled schema (`None`: every field is kept and nothing is validated).
+    pub schema: Option<Arc<Structural>>,
 }
 
 impl CustomResourceStrategy {
-    /// The strategy of a custom resource with or without `/status`.
+    /// The strategy of a custom resource with or without `/status`, without a schema.
     pub fn new(status_subresource: bool) -> Self {
-        Self { status_subresource }
+        Self {
+            status_subresource,
+            schema: None,
+        }
+    }
+
+    /// The strategy of a custom resource whose version declares `open_api_v3_schema`
+    /// (`None`: none), or the schema's errors when it is not a structural schema this
+    /// server supports ([`Structural::new`]).
+    pub fn with_schema(
+        status_subresource: bool,
+        open_api_v3_schema: Option<&Value>,
+    ) -> Result<Self, Vec<FieldError>> {
+        let schema = match open_api_v3_schema {
+            Some(s) => Some(Arc::new(Structural::new(s)?)),
+            None => None,
+        };
+        Ok(Self {
+            status_subresource,
+            schema,
+        })
+    }
+
+    /// Prunes and defaults `obj` (upstream's decoder does both before the strategy runs).
+    fn prune_and_default(&self, obj: &mut Value) {
+        if let Some(s) = &self.schema {
+            s.prune(obj);
+            s.default(obj);
+        }
     }
 }
 
@@ -31,6 +73,18 @@ impl KindStrategy for CustomResourceStrategy {
             && let Some(m) = obj.as_object_mut()
         {
             m.remove("status");
+        }
+        self.prune_and_default(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        self.prune_and_default(new);
+    }
+
+    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        match &self.schema {
+            Some(s) => s.validate(obj),
+            None => Vec::new(),
         }
     }
 }

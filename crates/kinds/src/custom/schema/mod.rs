@@ -1,0 +1,175 @@
+//! Structural schemas of custom resources: upstream's apiextensions-apiserver
+//! `pkg/apiserver/schema` (structural invariants, pruning, defaulting) and kube-openapi's
+//! `pkg/validation/validate` (value validation and its messages), for one CRD version's
+//! `openAPIV3Schema`.
+//!
+//! What it owns:
+//! - [`Structural::new`]: compiles a schema, or refuses it with upstream's messages when it
+//!   is not structural (a field without a `type`, `type` or `default` inside `anyOf`, ...),
+//!   uses what upstream refuses in CRDs (`$ref`, `uniqueItems: true`, ...), or uses
+//!   `x-kubernetes-validations` (CEL rules are not supported by this server). Errors are
+//!   [`FieldError`]s with a path relative to the schema (`properties[spec].type`): the CRD
+//!   API prefixes them with its own path (e.g. `spec.versions[0].schema.openAPIV3Schema`)
+//!   and answers them as 422 causes.
+//! - [`Structural::prune`]: drops what the schema does not declare (kept under
+//!   `x-kubernetes-preserve-unknown-fields`; `apiVersion`, `kind` and `metadata` kept at the
+//!   root and in `x-kubernetes-embedded-resource` objects) and returns the pruned paths.
+//! - [`Structural::default`]: drops non-nullable `null`s without a default, then applies the
+//!   schema's defaults, as upstream's decoder does after pruning.
+//! - [`Structural::validate`]: the schema's value validations with kube-openapi's messages,
+//!   then the `x-kubernetes-list-type` set/map checks.
+//!
+//! Invariants: every input is hostile. A compiled schema is at most [`MAX_DEPTH`] levels deep
+//! (junctors included) and [`MAX_NODES`] nodes; every walk of an object recurses along the
+//! schema, so its depth is bounded by the schema's whatever the object; a validation spends
+//! at most [`VALIDATION_BUDGET`] steps (one per value visited per schema node, plus a
+//! string's length per pattern match) and then stops with an error; patterns are compiled by
+//! the `regex` crate (RE2-like, linear-time matching) within [`MAX_REGEX_BYTES`] of compiled
+//! program; at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
+//! here panics on any schema or object (a property test checks it).
+
+mod build;
+mod format;
+mod mutate;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::field::FieldError;
+
+/// The deepest a schema may nest (properties, items, additionalProperties and junctors each
+/// count one level).
+pub const MAX_DEPTH: usize = 64;
+
+/// The most schema nodes one schema may have.
+pub const MAX_NODES: usize = 20_000;
+
+/// The most compiled program one `pattern` may take (the `regex` crate's size limit).
+pub const MAX_REGEX_BYTES: usize = 1 << 20;
+
+/// The most steps one validation may take before it stops with an error.
+pub const VALIDATION_BUDGET: u64 = 20_000_000;
+
+/// The most errors one validation (or one schema compilation) keeps.
+pub const MAX_ERRORS: usize = 1000;
+
+/// The most pruned paths [`Structural::prune`] returns (it still prunes everything).
+pub const MAX_PRUNED: usize = 1000;
+
+/// A JSON type of a schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ty {
+    Object,
+    Array,
+    String,
+    Integer,
+    Number,
+    Boolean,
+}
+
+impl Ty {
+    fn name(self) -> &'static str {
+        match self {
+            Ty::Object => "object",
+            Ty::Array => "array",
+            Ty::String => "string",
+            Ty::Integer => "integer",
+            Ty::Number => "number",
+            Ty::Boolean => "boolean",
+        }
+    }
+}
+
+/// `x-kubernetes-list-type`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ListType {
+    Atomic,
+    Set,
+    /// With its `x-kubernetes-list-map-keys`.
+    Map(Vec<String>),
+}
+
+/// A compiled `pattern`.
+#[derive(Debug, Clone)]
+pub(crate) struct Pattern {
+    source: String,
+    re: regex::Regex,
+}
+
+/// One node of a compiled schema: the structural part (types, properties, items, defaults,
+/// extensions) and its value validations. Nodes under a junctor (`allOf`, ...) have only
+/// the latter (the compiler refuses anything else there).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Node {
+    ty: Option<Ty>,
+    nullable: bool,
+    int_or_string: bool,
+    preserve_unknown: bool,
+    embedded: bool,
+    properties: BTreeMap<String, Node>,
+    /// `additionalProperties` as a schema (`true` is kept as a node that preserves).
+    additional: Option<Box<Node>>,
+    items: Option<Box<Node>>,
+    default: Option<Value>,
+    list_type: Option<ListType>,
+    format: Option<String>,
+    maximum: Option<f64>,
+    exclusive_maximum: bool,
+    minimum: Option<f64>,
+    exclusive_minimum: bool,
+    multiple_of: Option<f64>,
+    max_length: Option<u64>,
+    min_length: Option<u64>,
+    pattern: Option<Pattern>,
+    max_items: Option<u64>,
+    min_items: Option<u64>,
+    max_properties: Option<u64>,
+    min_properties: Option<u64>,
+    enumeration: Option<Vec<Value>>,
+    required: Vec<String>,
+    all_of: Vec<Node>,
+    any_of: Vec<Node>,
+    one_of: Vec<Node>,
+    not: Option<Box<Node>>,
+}
+
+/// A compiled structural schema of one custom resource version.
+#[derive(Debug, Clone)]
+pub struct Structural {
+    root: Node,
+}
+
+impl Structural {
+    /// Compiles `open_api_v3_schema`, or refuses it with every reason (upstream's messages,
+    /// paths relative to the schema, sorted as upstream sorts them).
+    pub fn new(open_api_v3_schema: &Value) -> Result<Structural, Vec<FieldError>> {
+        build::compile(open_api_v3_schema).map(|root| Structural { root })
+    }
+
+    /// Removes every field the schema does not declare and returns their paths
+    /// (`spec.foo`, `spec.items[0].bar`; at most [`MAX_PRUNED`]), as upstream's pruning of
+    /// a decoded custom resource (its root's `apiVersion`, `kind` and `metadata` kept).
+    pub fn prune(&self, obj: &mut Value) -> Vec<String> {
+        mutate::prune(&self.root, obj)
+    }
+
+    /// Drops non-nullable `null`s that have no default, then applies the schema's defaults
+    /// (upstream's `PruneNonNullableNullsWithoutDefaults` then `Default`): a missing field,
+    /// or a `null` where the schema is not nullable, gets its default, and defaults are
+    /// themselves defaulted inside.
+    pub fn default(&self, obj: &mut Value) {
+        mutate::prune_nulls(&self.root, obj, 0);
+        mutate::default(&self.root, obj, 0);
+    }
+
+    /// The object's errors against the schema (empty when valid), as upstream's
+    /// `ValidateCustomResource` and `ValidateListSetsAndMaps` report them.
+    pub fn validate(&self, obj: &Value) -> Vec<FieldError> {
+        validate::validate(&self.root, obj, "")
+    }
+}

@@ -1,0 +1,570 @@
+//! Value validation with kube-openapi's semantics and messages, as apiextensions turns them
+//! into field errors (`kubeOpenAPIResultToFieldErrors`), then `x-kubernetes-list-type`'s
+//! set and map checks (`listtype.ValidateListSetsAndMaps`).
+//!
+//! The checks of one node run in kube-openapi's order: type, junctors (`allOf`, `anyOf`,
+//! `oneOf`, `not`), string, format, number, array, `enum`, object. A junctor's failure is
+//! upstream's composite error, which apiextensions reports at the field `<nil>` with an
+//! empty value (`<nil>: Invalid value: "": "spec.x" must validate at least one schema
+//! (anyOf)`), followed by the errors of one failing alternative (here the one with the
+//! fewest errors, upstream's "most checks passed").
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use super::{ListType, MAX_DEPTH, MAX_ERRORS, Node, Ty, VALIDATION_BUDGET, format};
+use crate::field::{ErrorType, FieldError, go_quote, shown};
+
+struct Validator {
+    budget: u64,
+    over: bool,
+    lists: Vec<FieldError>,
+}
+
+/// Validates `obj` against `root`; `name` is the path of `obj` itself (empty for a
+/// resource).
+pub(super) fn validate(root: &Node, obj: &Value, name: &str) -> Vec<FieldError> {
+    let mut v = Validator {
+        budget: VALIDATION_BUDGET,
+        over: false,
+        lists: Vec::new(),
+    };
+    let mut out = Vec::new();
+    v.check(root, obj, name, 0, &mut out);
+    out.append(&mut v.lists);
+    out.truncate(MAX_ERRORS);
+    if v.over {
+        out.push(FieldError::new(
+            ErrorType::Invalid,
+            name,
+            None,
+            "the object is too costly to validate against its schema",
+        ));
+    }
+    out
+}
+
+fn child(path: &str, k: &str) -> String {
+    super::build::join(path, k)
+}
+
+/// The JSON type of a value as kube-openapi names it (`integer` for a whole number
+/// decoded as an integer, `number` for a float).
+fn actual(x: &Value) -> &'static str {
+    match x {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::String(_) => "string",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn expected(n: &Node) -> Vec<&'static str> {
+    if n.int_or_string {
+        vec!["integer", "string"]
+    } else {
+        n.ty.map(Ty::name).into_iter().collect()
+    }
+}
+
+/// Go's `%v` of a float64 (`5`, `0.5`, `1e+21`, `1e-05`).
+fn go_float(f: f64) -> String {
+    let a = f.abs();
+    if a != 0.0 && !(1e-4..1e21).contains(&a) {
+        let s = format!("{f:e}");
+        let Some((m, e)) = s.split_once('e') else {
+            return s;
+        };
+        let (sign, digits) = match e.strip_prefix('-') {
+            Some(d) => ('-', d),
+            None => ('+', e),
+        };
+        let digits = if digits.len() < 2 {
+            format!("0{digits}")
+        } else {
+            digits.to_owned()
+        };
+        return format!("{m}e{sign}{digits}");
+    }
+    format!("{f}")
+}
+
+/// A composite (junctor) error: upstream reports it at `<nil>` with an empty value.
+fn composite(detail: String) -> FieldError {
+    FieldError::new(ErrorType::Invalid, "<nil>", Some("\"\"".into()), detail)
+}
+
+fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+impl Validator {
+    fn spend(&mut self, cost: u64) -> bool {
+        if self.over {
+            return false;
+        }
+        match self.budget.checked_sub(cost) {
+            Some(b) => {
+                self.budget = b;
+                true
+            }
+            None => {
+                self.over = true;
+                false
+            }
+        }
+    }
+
+    fn check(&mut self, n: &Node, x: &Value, path: &str, depth: usize, out: &mut Vec<FieldError>) {
+        if depth > MAX_DEPTH || out.len() >= MAX_ERRORS || !self.spend(1) {
+            return;
+        }
+        let types = expected(n);
+        if x.is_null() {
+            if !types.is_empty() && !n.nullable {
+                out.push(type_invalid(path, &types.join(","), "null"));
+            }
+            return;
+        }
+        let got = actual(x);
+        if !types.is_empty() {
+            let whole_float = got == "number" && x.as_f64().is_some_and(|f| f.fract() == 0.0);
+            let ok = types.contains(&got)
+                || (whole_float && types.contains(&"integer"))
+                || (got == "integer" && types.contains(&"number"));
+            if !ok {
+                out.push(type_invalid(path, &types.join(","), got));
+            }
+        }
+        self.junctors(n, x, path, depth, out);
+        match x {
+            Value::String(s) => self.string(n, s, path, out),
+            Value::Number(_) => number(n, x, path, out),
+            Value::Array(items) => self.array(n, items, path, depth, out),
+            _ => {}
+        }
+        if let Some(e) = &n.enumeration
+            && !e.contains(x)
+        {
+            let allowed: Vec<String> = e
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            out.push(FieldError::not_supported(path, x, &allowed));
+        }
+        if let Value::Object(m) = x {
+            self.object(n, m, path, depth, out);
+        }
+    }
+
+    fn junctors(
+        &mut self,
+        n: &Node,
+        x: &Value,
+        path: &str,
+        depth: usize,
+        out: &mut Vec<FieldError>,
+    ) {
+        let q = go_quote(path);
+        if !n.any_of.is_empty() {
+            let mut best: Option<Vec<FieldError>> = None;
+            let mut ok = false;
+            for b in &n.any_of {
+                let mut errs = Vec::new();
+                self.check(b, x, path, depth + 1, &mut errs);
+                if errs.is_empty() {
+                    ok = true;
+                    break;
+                }
+                if best.as_ref().is_none_or(|e| errs.len() < e.len()) {
+                    best = Some(errs);
+                }
+            }
+            if !ok {
+                out.push(composite(format!(
+                    "{q} must validate at least one schema (anyOf)"
+                )));
+                out.extend(best.unwrap_or_default());
+            }
+        }
+        if !n.one_of.is_empty() {
+            let mut best: Option<Vec<FieldError>> = None;
+            let mut valid = 0usize;
+            for b in &n.one_of {
+                let mut errs = Vec::new();
+                self.check(b, x, path, depth + 1, &mut errs);
+                if errs.is_empty() {
+                    valid += 1;
+                } else if valid == 0 && best.as_ref().is_none_or(|e| errs.len() < e.len()) {
+                    best = Some(errs);
+                }
+            }
+            if valid != 1 {
+                let more = if valid == 0 {
+                    "Found none valid".to_owned()
+                } else {
+                    format!("Found {valid} valid alternatives")
+                };
+                out.push(composite(format!(
+                    "{q} must validate one and only one schema (oneOf). {more}"
+                )));
+                if valid == 0 {
+                    out.extend(best.unwrap_or_default());
+                }
+            }
+        }
+        if !n.all_of.is_empty() {
+            let mut valid = 0usize;
+            for b in &n.all_of {
+                let mut errs = Vec::new();
+                self.check(b, x, path, depth + 1, &mut errs);
+                if errs.is_empty() {
+                    valid += 1;
+                }
+                out.extend(errs);
+            }
+            if valid != n.all_of.len() {
+                let more = if valid == 0 { ". None validated" } else { "" };
+                out.push(composite(format!(
+                    "{q} must validate all the schemas (allOf){more}"
+                )));
+            }
+        }
+        if let Some(b) = &n.not {
+            let mut errs = Vec::new();
+            self.check(b, x, path, depth + 1, &mut errs);
+            if errs.is_empty() {
+                out.push(composite(format!("{q} must not validate the schema (not)")));
+            }
+        }
+    }
+
+    fn string(&mut self, n: &Node, s: &str, path: &str, out: &mut Vec<FieldError>) {
+        let chars = || s.chars().count() as u64;
+        if let Some(max) = n.max_length
+            && chars() > max
+        {
+            out.push(FieldError::new(
+                ErrorType::TooLong,
+                path,
+                None,
+                format!("must have at most {}", plural(max, "byte", "bytes")),
+            ));
+        }
+        if let Some(min) = n.min_length
+            && chars() < min
+        {
+            out.push(FieldError::new(
+                ErrorType::Invalid,
+                path,
+                Some(go_quote(s)),
+                format!("{path} in body should be at least {min} chars long"),
+            ));
+        }
+        if let Some(p) = &n.pattern
+            && self.spend(1 + s.len() as u64 / 16)
+            && !p.re.is_match(s)
+        {
+            out.push(FieldError::new(
+                ErrorType::Invalid,
+                path,
+                Some(go_quote(s)),
+                format!("{path} in body should match '{}'", p.source),
+            ));
+        }
+        if let Some(f) = &n.format
+            && !format::valid(f, s)
+        {
+            out.push(FieldError::new(
+                ErrorType::TypeInvalid,
+                path,
+                Some(go_quote(s)),
+                format!("{path} in body must be of type {f}: {}", go_quote(s)),
+            ));
+        }
+    }
+
+    fn array(
+        &mut self,
+        n: &Node,
+        items: &[Value],
+        path: &str,
+        depth: usize,
+        out: &mut Vec<FieldError>,
+    ) {
+        let len = items.len() as u64;
+        if let Some(min) = n.min_items
+            && len < min
+        {
+            out.push(FieldError::new(
+                ErrorType::Invalid,
+                path,
+                Some(len.to_string()),
+                format!("{path} in body should have at least {min} items"),
+            ));
+        }
+        if let Some(max) = n.max_items
+            && len > max
+        {
+            out.push(FieldError::new(
+                ErrorType::TooMany,
+                path,
+                Some(len.to_string()),
+                format!("must have at most {}", plural(max, "item", "items")),
+            ));
+        }
+        if let Some(s) = &n.items {
+            for (i, v) in items.iter().enumerate() {
+                if out.len() >= MAX_ERRORS || self.over {
+                    break;
+                }
+                self.check(s, v, &format!("{path}[{i}]"), depth + 1, out);
+            }
+        }
+        match &n.list_type {
+            Some(ListType::Set) => self.set(items, path),
+            Some(ListType::Map(keys)) => self.map(n, items, keys, path),
+            _ => {}
+        }
+    }
+
+    /// `x-kubernetes-list-type: set`: every later copy of an item is a duplicate.
+    fn set(&mut self, items: &[Value], path: &str) {
+        let mut seen = HashSet::new();
+        for (i, v) in items.iter().enumerate() {
+            if !self.spend(1) {
+                return;
+            }
+            if !seen.insert(canonical(v)) && self.lists.len() < MAX_ERRORS {
+                self.lists.push(FieldError::new(
+                    ErrorType::Duplicate,
+                    &format!("{path}[{i}]"),
+                    Some(shown(v)),
+                    "",
+                ));
+            }
+        }
+    }
+
+    /// `x-kubernetes-list-type: map`: no two items with the same key values (a missing key
+    /// reads as its default).
+    fn map(&mut self, n: &Node, items: &[Value], keys: &[String], path: &str) {
+        let mut seen = HashSet::new();
+        for (i, v) in items.iter().enumerate() {
+            if !self.spend(1) || self.lists.len() >= MAX_ERRORS {
+                return;
+            }
+            let Value::Object(m) = v else {
+                // The item's type error is reported by the value validation.
+                continue;
+            };
+            let mut id = serde_json::Map::new();
+            for k in keys {
+                let val = m.get(k).cloned().or_else(|| {
+                    n.items
+                        .as_ref()
+                        .and_then(|s| s.properties.get(k))
+                        .and_then(|p| p.default.clone())
+                });
+                if let Some(val) = val {
+                    id.insert(k.clone(), val);
+                }
+            }
+            let id = Value::Object(id);
+            if !seen.insert(canonical(&id)) {
+                self.lists.push(FieldError::new(
+                    ErrorType::Duplicate,
+                    &format!("{path}[{i}]"),
+                    Some(shown(&id)),
+                    "",
+                ));
+            }
+        }
+    }
+
+    fn object(
+        &mut self,
+        n: &Node,
+        m: &serde_json::Map<String, Value>,
+        path: &str,
+        depth: usize,
+        out: &mut Vec<FieldError>,
+    ) {
+        let size = m.len() as u64;
+        if let Some(max) = n.max_properties
+            && size > max
+        {
+            out.push(FieldError::new(
+                ErrorType::TooMany,
+                path,
+                Some(size.to_string()),
+                format!("must have at most {}", plural(max, "item", "items")),
+            ));
+        }
+        if let Some(min) = n.min_properties
+            && size < min
+        {
+            out.push(FieldError::new(
+                ErrorType::Invalid,
+                path,
+                Some(size.to_string()),
+                format!("{path} in body should have at least {min} properties"),
+            ));
+        }
+        if let Some(a) = &n.additional {
+            for (k, v) in m {
+                if out.len() >= MAX_ERRORS || self.over {
+                    return;
+                }
+                if !n.properties.contains_key(k) {
+                    self.check(a, v, &child(path, k), depth + 1, out);
+                }
+            }
+        }
+        for (k, s) in &n.properties {
+            if out.len() >= MAX_ERRORS || self.over {
+                return;
+            }
+            if let Some(v) = m.get(k) {
+                self.check(s, v, &child(path, k), depth + 1, out);
+            }
+        }
+        for k in &n.required {
+            if !m.contains_key(k) && out.len() < MAX_ERRORS {
+                out.push(FieldError::required(&child(path, k), ""));
+            }
+        }
+    }
+}
+
+/// kube-openapi's `InvalidType` as apiextensions reports it (`FieldValueTypeInvalid`, the
+/// value being the actual type's name).
+fn type_invalid(path: &str, types: &str, got: &str) -> FieldError {
+    FieldError::new(
+        ErrorType::TypeInvalid,
+        path,
+        Some(go_quote(got)),
+        format!("{path} in body must be of type {types}: {}", go_quote(got)),
+    )
+}
+
+fn number(n: &Node, x: &Value, path: &str, out: &mut Vec<FieldError>) {
+    let Some(f) = x.as_f64() else { return };
+    let shown_v = x.to_string();
+    if let Some(m) = n.multiple_of {
+        let ok = match (x.as_i64(), m.fract() == 0.0 && m.abs() < 9.0e18) {
+            (Some(i), true) => i.checked_rem(m as i64).is_none_or(|r| r == 0),
+            _ => {
+                let q = f / m;
+                q.is_finite() && q.fract() == 0.0
+            }
+        };
+        if !ok {
+            out.push(FieldError::new(
+                ErrorType::Invalid,
+                path,
+                Some(shown_v.clone()),
+                format!("{path} in body should be a multiple of {}", go_float(m)),
+            ));
+        }
+    }
+    if let Some(max) = n.maximum {
+        let bad = if n.exclusive_maximum {
+            f >= max
+        } else {
+            f > max
+        };
+        if bad {
+            let how = if n.exclusive_maximum {
+                "less than"
+            } else {
+                "less than or equal to"
+            };
+            out.push(FieldError::new(
+                ErrorType::Invalid,
+                path,
+                Some(shown_v.clone()),
+                format!("{path} in body should be {how} {}", go_float(max)),
+            ));
+        }
+    }
+    if let Some(min) = n.minimum {
+        let bad = if n.exclusive_minimum {
+            f <= min
+        } else {
+            f < min
+        };
+        if bad {
+            let how = if n.exclusive_minimum {
+                "greater than"
+            } else {
+                "greater than or equal to"
+            };
+            out.push(FieldError::new(
+                ErrorType::Invalid,
+                path,
+                Some(shown_v),
+                format!("{path} in body should be {how} {}", go_float(min)),
+            ));
+        }
+    }
+}
+
+/// A value's JSON with object keys sorted, for equality of list items whatever the key
+/// order (the decoder bounds the depth).
+fn canonical(v: &Value) -> String {
+    fn write(v: &Value, out: &mut String, depth: usize) {
+        match v {
+            Value::Object(m) if depth < 256 => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    if let Some(c) = m.get(k) {
+                        write(c, out, depth + 1);
+                    }
+                }
+                out.push('}');
+            }
+            Value::Array(a) if depth < 256 => {
+                out.push('[');
+                for (i, c) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write(c, out, depth + 1);
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+    let mut s = String::new();
+    write(v, &mut s, 0);
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_float;
+
+    #[test]
+    fn floats_print_as_go_prints_them() {
+        assert_eq!(go_float(5.0), "5");
+        assert_eq!(go_float(0.5), "0.5");
+        assert_eq!(go_float(1e21), "1e+21");
+        assert_eq!(go_float(0.00001), "1e-05");
+    }
+}
