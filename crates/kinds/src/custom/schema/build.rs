@@ -244,12 +244,9 @@ impl Builder {
                     None => self.err(FieldError::invalid(&p, val, "must be an object")),
                 },
                 "additionalProperties" => match val {
-                    Value::Bool(true) => {
-                        n.additional = Some(Box::new(Node {
-                            preserve_unknown: true,
-                            ..Node::default()
-                        }));
-                    }
+                    // Upstream's `additionalProperties: true` has no schema: any key, its
+                    // value pruned as if nothing were declared (scalars stay).
+                    Value::Bool(true) => n.additional = Some(Box::default()),
                     Value::Bool(false) => self.err(FieldError::forbidden(
                         &p,
                         "additionalProperties cannot be set to false",
@@ -648,11 +645,9 @@ impl Builder {
     }
 
     /// Upstream's `validateStructuralCompleteness`: every property and `items` a junctor
-    /// names must also be specified in the structural part, at every node.
+    /// of the root names must also be specified in the structural part (upstream checks
+    /// the root's junctors only, through their nesting).
     fn complete_tree(&mut self, n: &Node, path: &str, depth: usize) {
-        if depth > MAX_DEPTH {
-            return;
-        }
         for (kw, list) in [
             ("allOf", &n.all_of),
             ("anyOf", &n.any_of),
@@ -665,19 +660,10 @@ impl Builder {
         if let Some(j) = &n.not {
             self.complete(n, path, j, &join(path, "not"), depth + 1);
         }
-        for (k, p) in &n.properties {
-            self.complete_tree(p, &key(path, "properties", k), depth + 1);
-        }
-        if let Some(a) = &n.additional {
-            self.complete_tree(a, &join(path, "additionalProperties"), depth + 1);
-        }
-        if let Some(i) = &n.items {
-            self.complete_tree(i, &join(path, "items"), depth + 1);
-        }
     }
 
     fn complete(&mut self, s: &Node, spath: &str, j: &Node, jpath: &str, depth: usize) {
-        if depth > MAX_DEPTH || s.preserve_unknown && s.properties.is_empty() {
+        if depth > MAX_DEPTH {
             return;
         }
         for (k, jp) in &j.properties {

@@ -112,7 +112,7 @@ pub(crate) struct Node {
     preserve_unknown: bool,
     embedded: bool,
     properties: BTreeMap<String, Node>,
-    /// `additionalProperties` as a schema (`true` is kept as a node that preserves).
+    /// `additionalProperties` as a schema (`true` is an empty node).
     additional: Option<Box<Node>>,
     items: Option<Box<Node>>,
     default: Option<Value>,

@@ -9,6 +9,25 @@ use super::{MAX_DEPTH, MAX_PRUNED, Node};
 /// The fields kept at a resource's root (and in embedded resources) whatever the schema.
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
+/// ObjectMeta's fields (what an embedded resource's `metadata` keeps).
+const OBJECT_META_FIELDS: [&str; 15] = [
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
 struct Pruner {
     pruned: Vec<String>,
     path: String,
@@ -70,6 +89,11 @@ impl Pruner {
                             _ => false,
                         };
                     if meta {
+                        // An embedded resource's metadata keeps ObjectMeta's fields only
+                        // (upstream's `objectmeta.Coerce`; the root's is the registry's).
+                        if s.embedded && !resource_root && k == "metadata" {
+                            self.object_meta(k, v);
+                        }
                         continue;
                     }
                     match s.properties.get(k).or(s.additional.as_deref()) {
@@ -103,6 +127,23 @@ impl Pruner {
         }
     }
 
+    /// Drops the fields of an embedded `metadata` that ObjectMeta does not have.
+    fn object_meta(&mut self, k: &str, v: &mut Value) {
+        let Value::Object(m) = v else { return };
+        let len = self.path.len();
+        self.push_key(k);
+        let unknown: Vec<String> = m
+            .keys()
+            .filter(|f| !OBJECT_META_FIELDS.contains(&f.as_str()))
+            .cloned()
+            .collect();
+        for f in unknown {
+            self.record(&f);
+            m.remove(&f);
+        }
+        self.path.truncate(len);
+    }
+
     /// Under `x-kubernetes-preserve-unknown-fields`: unknown fields stay, the declared ones
     /// are still pruned by their own schemas.
     fn skip_prune(&mut self, s: &Node, x: &mut Value, depth: usize) {
@@ -112,6 +153,9 @@ impl Pruner {
         match x {
             Value::Object(m) => {
                 for (k, v) in m.iter_mut() {
+                    if s.embedded && META_FIELDS.contains(&k.as_str()) {
+                        continue;
+                    }
                     if let Some(c) = s.properties.get(k).or(s.additional.as_deref()) {
                         let len = self.path.len();
                         self.push_key(k);
@@ -121,11 +165,12 @@ impl Pruner {
                 }
             }
             Value::Array(items) => {
+                // Upstream keeps preserving inside the items (`skipPrune(v, s.Items)`).
                 if let Some(c) = s.items.as_deref() {
                     for (i, v) in items.iter_mut().enumerate() {
                         let len = self.path.len();
                         self.path.push_str(&format!("[{i}]"));
-                        self.prune(Some(c), v, false, depth + 1);
+                        self.skip_prune(c, v, depth + 1);
                         self.path.truncate(len);
                     }
                 }

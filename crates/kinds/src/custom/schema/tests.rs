@@ -63,8 +63,8 @@ fn non_structural_schemas_are_refused_with_upstreams_messages() {
             "properties[a].allOf[0].default: Forbidden: must be undefined to be structural",
         ),
         (
-            json!({"type": "object", "properties": {"a": {"type": "object", "anyOf": [{"properties": {"b": {"minLength": 1}}}]}}}),
-            "properties[a].properties[b]: Required value: because it is defined in properties[a].anyOf[0].properties[b]",
+            json!({"type": "object", "properties": {"a": {"type": "object"}}, "anyOf": [{"properties": {"a": {"properties": {"b": {"minLength": 1}}}}}]}),
+            "properties[a].properties[b]: Required value: because it is defined in anyOf[0].properties[a].properties[b]",
         ),
         (
             json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}}),
@@ -382,7 +382,7 @@ fn pruning_drops_unknown_fields_and_keeps_what_is_preserved() {
             "a": "keep", "b": "drop",
             "items": [{"k": "v", "z": 1}],
             "free": {"anything": {"goes": 1}, "known": {"x": "1", "y": 2}},
-            "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"r": 1, "s": 2}, "other": 1},
+            "template": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "bogus": 1}, "spec": {"r": 1, "s": 2}, "other": 1},
             "labels": {"a": "b"},
         },
         "status": {"x": 1},
@@ -395,6 +395,7 @@ fn pruning_drops_unknown_fields_and_keeps_what_is_preserved() {
             "spec.b",
             "spec.free.known.y",
             "spec.items[0].z",
+            "spec.template.metadata.bogus",
             "spec.template.other",
             "spec.template.spec.s",
             "status"
