@@ -257,6 +257,19 @@ pub fn parse(text: &str, path: &str) -> Result<Vec<KindSpec>, ResourcesFileError
         .collect()
 }
 
+/// Upstream's words for a schema that is not structural (the CRD's `NonStructuralSchema`
+/// condition), its errors' paths under `openAPIV3Schema`.
+fn non_structural(errs: &[listwatch_kinds::FieldError]) -> String {
+    let listed: Vec<String> = errs
+        .iter()
+        .map(|e| e.clone().prefixed("openAPIV3Schema").to_string())
+        .collect();
+    format!(
+        "openAPIV3Schema is not a supported structural schema: [{}]",
+        listed.join(", ")
+    )
+}
+
 /// Reads and parses a resources file.
 pub fn load(path: &std::path::Path) -> Result<Vec<KindSpec>, ResourcesFileError> {
     let shown = path.display().to_string();
@@ -322,11 +335,17 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<KindSpec, ResourcesFile
         .status_subresource(e.status_subresource)
         .storage_resource(&format!("{plural}.{}", e.group));
     if custom {
-        info = info.custom_resource(e.open_api_v3_schema);
-        // Upstream's custom resource strategy: with `/status`, a create cannot set it.
-        info = info.strategy(listwatch_kinds::custom::CustomResourceStrategy::new(
+        // Upstream's custom resource strategy: with `/status`, a create cannot set it; a
+        // structural schema prunes, defaults and validates every write (a schema that is
+        // not one stops the start, with upstream's reasons).
+        let strategy = listwatch_kinds::custom::CustomResourceStrategy::with_schema(
             e.status_subresource,
-        ));
+            e.open_api_v3_schema.as_ref(),
+        )
+        .map_err(|errs| invalid(non_structural(&errs)))?;
+        info = info
+            .custom_resource(e.open_api_v3_schema)
+            .strategy(strategy);
     }
     if let Some(t) = &e.trigger_field {
         info = info.trigger_field(t);

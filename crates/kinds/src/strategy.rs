@@ -56,6 +56,15 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     /// the new object's JSON after the generic update rules; `old` is the stored object.
     fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
 
+    /// Removes the fields the kind's own schema does not declare and returns their paths
+    /// (`spec.foo`), for `fieldValidation`; `None` when the kind has no schema of its own
+    /// (the registry then prunes by the kind's OpenAPI schema). A custom resource with a
+    /// structural schema prunes as upstream's apiextensions does (its root `metadata` is
+    /// left to the registry).
+    fn prune_unknown(&self, _obj: &mut Value) -> Option<Vec<String>> {
+        None
+    }
+
     /// The kind's own checks of an object about to be created or updated (upstream's
     /// `Validate`/`ValidateUpdate`), after its preparation; each error is a 422 cause.
     fn validate(&self, _obj: &Value) -> Vec<crate::FieldError> {

@@ -417,14 +417,57 @@ impl FieldError {
     /// `message`); the value is cut by [`echo()`].
     pub fn body(&self) -> String {
         match (self.value.as_deref().map(echo), self.reason) {
+            // A value shown as rendered: upstream's `ErrorBody` for every error type (a
+            // kind's own errors, [`listwatch_kinds::FieldError`], are all of this form).
+            (v, _) if self.raw => {
+                let mut s = reason_text(self.reason).to_owned();
+                if let Some(v) = v {
+                    s.push_str(": ");
+                    s.push_str(&v);
+                }
+                if !self.detail.is_empty() {
+                    s.push_str(": ");
+                    s.push_str(&self.detail);
+                }
+                s
+            }
             (Some(v), "FieldValueNotSupported") => {
                 format!("Unsupported value: {v:?}: {}", self.detail)
             }
-            (Some(v), _) if self.raw => format!("Invalid value: {v}: {}", self.detail),
             (Some(v), _) => format!("Invalid value: {v:?}: {}", self.detail),
             (None, "FieldValueTooLong") => format!("Too long: {}", self.detail),
             (None, "FieldValueForbidden") => format!("Forbidden: {}", self.detail),
             (None, _) => format!("Required value: {}", self.detail),
+        }
+    }
+}
+
+/// Upstream's `field.ErrorType` text of a cause's reason (`Invalid value` for an unknown
+/// one).
+fn reason_text(reason: &str) -> &'static str {
+    match reason {
+        "FieldValueNotSupported" => "Unsupported value",
+        "FieldValueRequired" => "Required value",
+        "FieldValueForbidden" => "Forbidden",
+        "FieldValueTooLong" => "Too long",
+        "FieldValueTooMany" => "Too many",
+        "FieldValueDuplicate" => "Duplicate value",
+        "FieldValueNotFound" => "Not found",
+        "InternalError" => "Internal error",
+        _ => "Invalid value",
+    }
+}
+
+impl From<&listwatch_kinds::FieldError> for FieldError {
+    /// A kind's own error (a custom resource's schema validation), kept as upstream words
+    /// it: its value is shown as already rendered.
+    fn from(e: &listwatch_kinds::FieldError) -> Self {
+        Self {
+            reason: e.kind.reason(),
+            field: e.field.clone(),
+            value: e.value.clone(),
+            detail: e.detail.clone(),
+            raw: true,
         }
     }
 }

@@ -240,6 +240,28 @@ pub fn prune(kind: Option<Node<'_>>, obj: &mut Value) -> Findings {
     out
 }
 
+/// [`prune`] for a kind: a kind whose strategy prunes by its own schema (a custom resource
+/// with a structural schema: [`listwatch_kinds::KindStrategy::prune_unknown`]) is pruned by
+/// it, and only its root `metadata` by `kind` (ObjectMeta's schema, as upstream's
+/// `objectmeta.Coerce`); any other kind by `kind` alone.
+pub fn prune_kind(info: &KindSpec, kind: Option<Node<'_>>, obj: &mut Value) -> Findings {
+    let Some(paths) = info.strategy.prune_unknown(obj) else {
+        return prune(kind, obj);
+    };
+    let mut out = Findings::default();
+    if let Some(meta) = obj.get_mut("metadata") {
+        let mut only_meta = Value::Object(Map::from_iter([("metadata".to_owned(), meta.take())]));
+        out.extend(prune(kind, &mut only_meta));
+        if let Some(m) = only_meta.get_mut("metadata") {
+            *meta = m.take();
+        }
+    }
+    for p in paths {
+        out.push(format!("unknown field {}", quote(&p)));
+    }
+    out
+}
+
 /// [`prune`]'s walk; `paths` also receives each unknown field's path (at most
 /// [`MAX_FINDINGS`]).
 fn walk_paths(

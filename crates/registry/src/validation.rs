@@ -386,10 +386,27 @@ pub fn prepare_create(
     crate::lifecycle::prepare_create(info, obj)?;
     let mut v = Value::Object(std::mem::take(obj));
     info.strategy.prepare_for_create(&mut v);
+    let checked = check_strategy(info, &v);
     if let Value::Object(m) = v {
         *obj = m;
     }
-    Ok(())
+    checked
+}
+
+/// The kind's own checks ([`listwatch_kinds::KindStrategy::validate`]: a custom resource's
+/// schema) of an object about to be written: 422 Invalid with one cause per error.
+fn check_strategy(info: &KindSpec, obj: &Value) -> ApiResult<()> {
+    let errs = info.strategy.validate(obj);
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let causes: Vec<FieldError> = errs.iter().map(FieldError::from).collect();
+    let name = obj
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    Err(ApiError::invalid(info, name, &causes))
 }
 
 /// Prepares an update of `current` (the stored object as JSON) into `new`:
@@ -525,6 +542,15 @@ pub fn prepare_update(
     if let Some(m) = new.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
     }
+    // The kind's own update preparation (a custom resource's pruning and defaulting), before
+    // the generation compares the spec, as upstream's decoder defaults first.
+    let mut prepared = Value::Object(new);
+    info.strategy.prepare_for_update(&mut prepared, current);
+    let Value::Object(mut new) = prepared else {
+        return Err(UpdateError::Api(ApiError::internal(
+            "an update's preparation left no object",
+        )));
+    };
     // Upstream's custom resource strategy compares everything but metadata (the status is
     // the stored one when `/status` is a subresource); built-in strategies compare the spec.
     let not_spec = |k: &String| k == "metadata" || (k == "status" && info.status_subresource);
@@ -553,7 +579,9 @@ pub fn prepare_update(
             meta.insert("generation".into(), Value::from(generation));
         }
     }
-    Ok(Value::Object(new))
+    let new = Value::Object(new);
+    check_strategy(info, &new).map_err(UpdateError::Api)?;
+    Ok(new)
 }
 
 /// Why an update was refused.

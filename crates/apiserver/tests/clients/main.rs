@@ -20,6 +20,7 @@ mod auth;
 mod auth_defaults;
 mod client_credentials;
 mod compression;
+mod crd_schema;
 mod doc_shell_blocks;
 mod field_validation;
 mod garbage_collector;

@@ -59,7 +59,11 @@ fn check_body(
     let mut found = Findings::duplicates(duplicates);
     if req.sub != Sub::Scale {
         let mut v = Value::Object(std::mem::take(body));
-        found.extend(crate::field_validation::prune(kind_schema(req), &mut v));
+        found.extend(crate::field_validation::prune_kind(
+            req.info(),
+            kind_schema(req),
+            &mut v,
+        ));
         if let Value::Object(m) = v {
             *body = m;
         }
@@ -511,11 +515,13 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
                     let mut patched = patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
                     let shown = (directive == Directive::Strict).then(|| patched.clone());
                     let mut found = patch_duplicates.clone();
-                    let mut unknown = crate::field_validation::prune(schema, &mut patched);
+                    let mut unknown =
+                        crate::field_validation::prune_kind(info, schema, &mut patched);
                     if !unknown.is_empty() {
                         // What the stored object already had is dropped, not reported (as
                         // upstream, whose stored objects decode without them).
-                        let prior = crate::field_validation::prune(schema, &mut cur_v.clone());
+                        let prior =
+                            crate::field_validation::prune_kind(info, schema, &mut cur_v.clone());
                         unknown.retain(|f| !prior.contains(f));
                     }
                     found.extend(unknown);

@@ -81,6 +81,10 @@ impl KindStrategy for CustomResourceStrategy {
         self.prune_and_default(new);
     }
 
+    fn prune_unknown(&self, obj: &mut Value) -> Option<Vec<String>> {
+        self.schema.as_ref().map(|s| s.prune(obj))
+    }
+
     fn validate(&self, obj: &Value) -> Vec<FieldError> {
         match &self.schema {
             Some(s) => s.validate(obj),
