@@ -7,8 +7,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    ListType, MAX_DEPTH, MAX_ERRORS, MAX_NODES, MAX_REGEX_BYTES, Node, Pattern, Ty, mutate,
-    validate,
+    ListType, MAX_DEPTH, MAX_ERRORS, MAX_NODES, MAX_REGEX_BYTES, MAX_REGEX_TOTAL_BYTES, Node,
+    Pattern, Ty, mutate, validate,
 };
 use crate::field::FieldError;
 
@@ -34,6 +34,10 @@ enum Ctx {
 struct Builder {
     errs: Vec<FieldError>,
     nodes: usize,
+    /// Each distinct pattern, compiled once.
+    patterns: std::collections::HashMap<String, regex_automata::meta::Regex>,
+    /// The heap the compiled patterns take together.
+    regex_bytes: usize,
 }
 
 /// `path.seg` (`seg` alone at the root).
@@ -54,6 +58,8 @@ pub(super) fn compile(v: &Value) -> Result<Node, Vec<FieldError>> {
     let mut b = Builder {
         errs: Vec::new(),
         nodes: 0,
+        patterns: std::collections::HashMap::new(),
+        regex_bytes: 0,
     };
     let root = b.node(v, "", Level::Root, Ctx::Structural, 0);
     if b.errs.is_empty() {
@@ -144,37 +150,75 @@ impl Builder {
             self.err(FieldError::invalid(path, v, "must be a string"));
             return None;
         };
-        match regex::RegexBuilder::new(src)
-            .size_limit(MAX_REGEX_BYTES)
-            .dfa_size_limit(MAX_REGEX_BYTES)
-            .build()
-        {
-            Ok(re) => Some(Pattern {
+        if let Some(re) = self.patterns.get(src) {
+            return Some(Pattern {
                 source: src.to_owned(),
-                re,
-            }),
-            Err(e) => {
-                let why = match &e {
-                    regex::Error::CompiledTooBig(n) => {
-                        format!("the compiled pattern is larger than the limit of {n} bytes")
-                    }
-                    other => {
-                        let text = other.to_string();
-                        let last = text.lines().last().unwrap_or_default().trim();
-                        format!(
-                            "error parsing regexp: {}",
-                            last.strip_prefix("error: ").unwrap_or(last)
-                        )
-                    }
-                };
-                self.err(FieldError::invalid(
-                    path,
-                    v,
-                    format!("must be a valid regular expression, but isn't: {why}"),
-                ));
-                None
-            }
+                re: re.clone(),
+                weight: weight(re),
+            });
         }
+        if self.regex_bytes > MAX_REGEX_TOTAL_BYTES {
+            self.err(FieldError::invalid(
+                path,
+                v,
+                format!(
+                    "must be a valid regular expression, but isn't: the schema's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
+                ),
+            ));
+            return None;
+        }
+        use regex_automata::meta;
+        let built = meta::Regex::builder()
+            .configure(
+                meta::Regex::config()
+                    .nfa_size_limit(Some(MAX_REGEX_BYTES))
+                    .onepass_size_limit(Some(MAX_REGEX_BYTES))
+                    .hybrid(false)
+                    .backtrack(false)
+                    .dfa(false),
+            )
+            .build(&go_syntax(src));
+        if built.as_ref().err().and_then(|e| e.size_limit()).is_some() {
+            // A refused attempt cost its compilation: it counts as a full pattern, so a
+            // schema of many oversized patterns stops compiling early.
+            self.regex_bytes = self.regex_bytes.saturating_add(MAX_REGEX_BYTES);
+        }
+        let why = match built {
+            Ok(re) => {
+                self.regex_bytes = self.regex_bytes.saturating_add(re.memory_usage());
+                if self.regex_bytes <= MAX_REGEX_TOTAL_BYTES {
+                    self.patterns.insert(src.to_owned(), re.clone());
+                    return Some(Pattern {
+                        source: src.to_owned(),
+                        weight: weight(&re),
+                        re,
+                    });
+                }
+                format!(
+                    "the schema's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
+                )
+            }
+            Err(e) => match (e.size_limit(), e.syntax_error()) {
+                (Some(n), _) => {
+                    format!("the compiled pattern is larger than the limit of {n} bytes")
+                }
+                (None, Some(syntax)) => {
+                    let text = syntax.to_string();
+                    let last = text.lines().last().unwrap_or_default().trim();
+                    format!(
+                        "error parsing regexp: {}",
+                        last.strip_prefix("error: ").unwrap_or(last)
+                    )
+                }
+                (None, None) => e.to_string(),
+            },
+        };
+        self.err(FieldError::invalid(
+            path,
+            v,
+            format!("must be a valid regular expression, but isn't: {why}"),
+        ));
+        None
     }
 
     /// One schema node at `path`.
@@ -754,6 +798,94 @@ impl Builder {
     }
 }
 
+/// The validation steps one byte matched by `re` costs.
+fn weight(re: &regex_automata::meta::Regex) -> u64 {
+    1 + re.memory_usage() as u64 / 4096
+}
+
+/// A pattern in Go's `regexp` syntax (RE2's) as the `regex` engine reads it: Go's `\d`,
+/// `\w` and `\s` (and their negations) are ASCII classes where the engine's are Unicode;
+/// inside a class, `[` (outside `[:name:]`), `&`, `~` and a second `-` are literal in Go
+/// but operators here, so they are escaped.
+fn go_syntax(src: &str) -> String {
+    let mut out = String::with_capacity(src.len() + 16);
+    let mut chars = src.chars().peekable();
+    let mut in_class = false;
+    // Characters since the class opened (`]` first is literal in Go).
+    let mut class_len = 0usize;
+    let mut prev_dash = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let Some(n) = chars.next() else {
+                    out.push('\\');
+                    break;
+                };
+                let ascii = match n {
+                    'd' => Some("[0-9]"),
+                    'D' => Some("[^0-9]"),
+                    'w' => Some("[0-9A-Za-z_]"),
+                    'W' => Some("[^0-9A-Za-z_]"),
+                    's' => Some("[\\t\\n\\f\\r ]"),
+                    'S' => Some("[^\\t\\n\\f\\r ]"),
+                    _ => None,
+                };
+                match ascii {
+                    Some(class) => out.push_str(class),
+                    None => {
+                        out.push('\\');
+                        out.push(n);
+                    }
+                }
+                class_len += 1;
+                prev_dash = false;
+                continue;
+            }
+            '[' if !in_class => {
+                in_class = true;
+                class_len = 0;
+                out.push('[');
+                if chars.peek() == Some(&'^') {
+                    chars.next();
+                    out.push('^');
+                }
+                prev_dash = false;
+                continue;
+            }
+            '[' if chars.peek() == Some(&':') => {
+                // A POSIX class `[:alpha:]`, as both read it.
+                out.push('[');
+                for d in chars.by_ref() {
+                    out.push(d);
+                    if d == ']' {
+                        break;
+                    }
+                }
+            }
+            '[' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '&' | '~' if in_class => {
+                out.push('\\');
+                out.push(c);
+            }
+            ']' if in_class && class_len == 0 => out.push_str("\\]"),
+            ']' if in_class => {
+                in_class = false;
+                out.push(']');
+            }
+            '-' if in_class && prev_dash => out.push_str("\\-"),
+            c => out.push(c),
+        }
+        if in_class {
+            class_len += 1;
+            prev_dash = c == '-';
+        }
+    }
+    out
+}
+
 /// Whether a root `metadata` schema restricts nothing but `name` and `generateName`
 /// (its `type: object` and documentation aside).
 fn only_name_restrictions(m: &Map<String, Value>) -> bool {
@@ -764,4 +896,27 @@ fn only_name_restrictions(m: &Map<String, Value>) -> bool {
             .is_some_and(|p| p.keys().all(|k| k == "name" || k == "generateName")),
         _ => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_syntax;
+
+    #[test]
+    fn go_patterns_read_as_go_reads_them() {
+        for (go, rust) in [
+            (r"^\w+$", r"^[0-9A-Za-z_]+$"),
+            (r"[\d.-]", r"[[0-9].-]"),
+            (r"[[]", r"[\[]"),
+            (r"[]a]", r"[\]a]"),
+            (r"[^]a]", r"[^\]a]"),
+            (r"[a&&b]", r"[a\&\&b]"),
+            (r"[a--b]", r"[a-\-b]"),
+            (r"[[:alpha:]]", r"[[:alpha:]]"),
+            (r"\\w", r"\\w"),
+            (r"a&b", r"a&b"),
+        ] {
+            assert_eq!(go_syntax(go), rust, "{go}");
+        }
+    }
 }

@@ -23,9 +23,12 @@
 //! (junctors included) and [`MAX_NODES`] nodes; every walk of an object recurses along the
 //! schema, so its depth is bounded by the schema's whatever the object; a validation spends
 //! at most [`VALIDATION_BUDGET`] steps (one per value visited per schema node, plus a
-//! string's length per pattern match) and then stops with an error; patterns are compiled by
-//! the `regex` crate (RE2-like, linear-time matching) within [`MAX_REGEX_BYTES`] of compiled
-//! program; at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
+//! string's length times the pattern's weight, 1 plus a step per 4 KiB of its program, per
+//! pattern match) and then stops with an error; patterns
+//! are compiled by the `regex` crate's engine (`regex-automata`: RE2 syntax as Go's
+//! `regexp`, matched by its PikeVM or one-pass DFA, linear in the string; no lazy DFA or
+//! backtracker, whose per-thread caches would grow with use) within [`MAX_REGEX_BYTES`] of
+//! program each and [`MAX_REGEX_TOTAL_BYTES`] of heap together; at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
 //! here panics on any schema or object (a property test checks it).
 
 mod build;
@@ -49,8 +52,12 @@ pub const MAX_DEPTH: usize = 64;
 /// The most schema nodes one schema may have.
 pub const MAX_NODES: usize = 20_000;
 
-/// The most compiled program one `pattern` may take (the `regex` crate's size limit).
-pub const MAX_REGEX_BYTES: usize = 1 << 20;
+/// The most compiled program one `pattern` may take (its NFA's size limit).
+pub const MAX_REGEX_BYTES: usize = 256 << 10;
+
+/// The most heap all of one schema's compiled patterns may take together (identical
+/// patterns are compiled once).
+pub const MAX_REGEX_TOTAL_BYTES: usize = 16 << 20;
 
 /// The most steps one validation may take before it stops with an error.
 pub const VALIDATION_BUDGET: u64 = 20_000_000;
@@ -98,7 +105,9 @@ pub(crate) enum ListType {
 #[derive(Debug, Clone)]
 pub(crate) struct Pattern {
     source: String,
-    re: regex::Regex,
+    re: regex_automata::meta::Regex,
+    /// Steps per byte matched: the PikeVM's work grows with the program's size.
+    weight: u64,
 }
 
 /// One node of a compiled schema: the structural part (types, properties, items, defaults,

@@ -559,3 +559,35 @@ mod hostile {
         }
     }
 }
+
+#[test]
+fn patterns_are_compiled_once_and_bounded_together() {
+    // One heavy pattern repeated: compiled once, accepted.
+    let same: serde_json::Map<String, Value> = (0..2000)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"type": "string", "pattern": "^\\pL{1,4}$"}),
+            )
+        })
+        .collect();
+    let st = s(json!({"type": "object", "properties": same}));
+    assert!(st.validate(&json!({"p1": "abc"})).is_empty());
+    assert_eq!(st.validate(&json!({"p1": "a b"})).len(), 1);
+    // As many distinct heavy patterns: refused once their heap passes the total.
+    let distinct: serde_json::Map<String, Value> = (0..2000)
+        .map(|i| {
+            (
+                format!("p{i}"),
+                json!({"type": "string", "pattern": format!("^\\pL{{1,4}}{i}$")}),
+            )
+        })
+        .collect();
+    let got = refused(json!({"type": "object", "properties": distinct}));
+    assert!(
+        got.iter()
+            .any(|e| e.contains("patterns take more than the limit")),
+        "{:?}",
+        got.first()
+    );
+}

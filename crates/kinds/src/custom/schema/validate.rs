@@ -269,7 +269,7 @@ impl Validator {
             ));
         }
         if let Some(p) = &n.pattern
-            && self.spend(1 + s.len() as u64 / 16)
+            && self.spend(1 + (s.len() as u64).saturating_mul(p.weight))
             && !p.re.is_match(s)
         {
             out.push(FieldError::new(
