@@ -13,7 +13,7 @@
 //!   ([`ApiError`]'s `IntoResponse`).
 //!
 //! This module routes and limits; the verbs live in its submodules: `read` (get, list,
-//! watch), `write` (create, update, patch, and the read-modify-write they share) and
+//! watch), `write` (create, update, patch: decode, the registry's `Store`, encode) and
 //! `delete` (delete, deletecollection). The helpers every verb uses (the resolved
 //! [`Request`], the object and `/scale` responses) stay here.
 
@@ -30,13 +30,14 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Pa
 use axum::response::Response;
 use bytes::Bytes;
 use listwatch_api::Object;
+use listwatch_registry::Store;
+use listwatch_registry::write::decoded;
 use listwatch_storage::{Error as StorageError, Key};
 use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::ErrorResponse;
 use crate::error::{ApiError, ApiResult};
-use crate::fieldmanager::FieldManager;
 use crate::flowcontrol::{ClientKey, queue_wait_limit};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::path::{self, ApiPath, PathError, Target};
@@ -81,19 +82,8 @@ impl Verb {
     }
 }
 
-/// Which part of an object a request addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sub {
-    /// The object itself.
-    Main,
-    /// `/status`: writes change only the status.
-    Status,
-    /// `/scale`: an `autoscaling/v1` Scale view of the replica count.
-    Scale,
-    /// `/finalize` (namespaces): a PUT that changes `spec.finalizers` and nothing of the
-    /// status.
-    Finalize,
-}
+/// Which part of an object a request addresses (the registry's [`Subresource`]).
+use listwatch_registry::Subresource as Sub;
 
 /// The name of the object a create writes, for the audit filter (upstream's
 /// `LogRequestObject` completes the event's `objectRef` from the decoded object): a filter
@@ -179,9 +169,18 @@ impl Request {
     }
 
     /// The schemas of the kinds this request was resolved in.
-    fn catalog(&self) -> &listwatch_schema::Catalog {
+    fn catalog(&self) -> &Arc<listwatch_schema::Catalog> {
         self.catalog
             .get_or_init(|| Arc::clone(&self.shared.derived(&self.kinds).catalog))
+    }
+
+    /// The registry store of the request's kind, reading the request's schemas.
+    fn store(&self) -> Store {
+        Store::with_catalog(
+            Arc::clone(&self.res.info),
+            Arc::clone(&self.res.storage),
+            Arc::clone(self.catalog()),
+        )
     }
 
     /// Runs a response body's computing pieces (Table, YAML, metadata items and watch
@@ -243,27 +242,12 @@ impl Request {
         hook.authorize(&crate::authorize::AuthorizationRequest {
             verb: crate::authorize::CREATE,
             info: self.info(),
-            subresource: self.subresource(),
+            subresource: self.sub.name(),
             namespace: self.ns(),
             name: self.name(),
             path: &self.path,
             extensions: &self.extensions,
         })
-    }
-
-    /// The subresource, as managedFields name it.
-    fn subresource(&self) -> &'static str {
-        match self.sub {
-            Sub::Main => "",
-            Sub::Status => "status",
-            Sub::Scale => "scale",
-            Sub::Finalize => "finalize",
-        }
-    }
-
-    /// Field ownership for writes through this request's endpoint.
-    fn field_manager(&self) -> FieldManager<'_> {
-        FieldManager::new(self.info(), self.subresource(), self.catalog())
     }
 
     /// The manager a non-apply write is recorded under.
@@ -458,12 +442,7 @@ async fn resource_request(
     }
     let metrics = shared.metrics.clone();
     let plural = res.info.plural.clone();
-    let sub = match target.subresource.as_deref() {
-        None => Sub::Main,
-        Some("scale") => Sub::Scale,
-        Some("finalize") => Sub::Finalize,
-        Some(_) => Sub::Status,
-    };
+    let sub = Sub::of(target.subresource.as_deref());
     let req = Arc::new(Request {
         shared,
         kinds,
@@ -674,12 +653,6 @@ async fn handle_verb(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Respon
 
 fn object_response(code: StatusCode, obj: &Object) -> Response {
     obj.with_json(|json| crate::encoded_response(code, "application/json", json))
-}
-
-/// The stored object as JSON (500 if it does not decode, which only a bug can cause).
-pub(super) fn decoded(obj: &Object) -> ApiResult<Value> {
-    obj.to_value()
-        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
 }
 
 /// The Scale view of an object, as the response of a `/scale` request.
