@@ -76,6 +76,7 @@ pub mod path;
 pub mod protobuf;
 pub mod query;
 mod recover;
+pub mod request_info;
 mod resource;
 pub use listwatch_registry::scale;
 mod stop;
@@ -95,6 +96,7 @@ pub use fieldmanager::{SERVER_MANAGER, record_create};
 pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;
+pub use request_info::RequestInfo;
 pub use resource::{
     DefaultStrategy, GcPolicy, Generation, GracefulDeletion, KindSpec, KindStrategy,
     NameValidation, Printer, PrinterColumn, Resource, ScaleSubresource, StatusUpdate, TableColumn,

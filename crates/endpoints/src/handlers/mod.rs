@@ -42,6 +42,7 @@ use crate::flowcontrol::{ClientKey, queue_wait_limit};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::path::{self, ApiPath, PathError, Target};
 use crate::query::Query;
+use crate::request_info::RequestInfo;
 use crate::resource::{KindSpec, Resource};
 use crate::{Shared, json_response};
 
@@ -275,7 +276,12 @@ pub(crate) async fn serve(
         return ApiError::shutting_down().into_response();
     }
     let (mut parts, body) = req.into_parts();
-    match path::parse(parts.uri.path()) {
+    // The path as the server's filter resolved it, when it did (`RequestInfo`).
+    let api_path = match RequestInfo::for_path(&parts.extensions, parts.uri.path()) {
+        Some(info) => info.api_path.clone(),
+        None => path::parse(parts.uri.path()),
+    };
+    match api_path {
         Err(PathError::NotFound) => ApiError::path_not_found().into_response(),
         Err(PathError::Malformed(m)) => ApiError::bad_request(m).into_response(),
         Ok(ApiPath::Resource(t)) => {
