@@ -213,44 +213,6 @@ impl Request {
             .map_err(|e| self.storage_err(&e))
     }
 
-    /// Runs the admission hook, if one is installed, on the object about to be stored.
-    fn admit(&self, object: &Value, old: Option<&Value>) -> ApiResult<()> {
-        let Some(hook) = &self.shared.admission else {
-            return Ok(());
-        };
-        hook.validate(&crate::admission::AdmissionRequest {
-            operation: if old.is_some() {
-                crate::admission::Operation::Update
-            } else {
-                crate::admission::Operation::Create
-            },
-            info: self.info(),
-            namespace: self.ns(),
-            name: self.target.name.as_deref(),
-            object,
-            old,
-            extensions: &self.extensions,
-        })
-    }
-
-    /// Asks the installed authorizer, if any, whether the user may `create` the object this
-    /// write is about to create (upstream's `withAuthorization`: the filter authorized a
-    /// PUT as `update` and an apply as `patch`, neither of which implies `create`).
-    fn authorize_create(&self) -> ApiResult<()> {
-        let Some(hook) = &self.shared.authorizer else {
-            return Ok(());
-        };
-        hook.authorize(&crate::authorize::AuthorizationRequest {
-            verb: crate::authorize::CREATE,
-            info: self.info(),
-            subresource: self.sub.name(),
-            namespace: self.ns(),
-            name: self.name(),
-            path: &self.path,
-            extensions: &self.extensions,
-        })
-    }
-
     /// The manager a non-apply write is recorded under.
     fn update_manager(&self) -> String {
         // As text whatever its bytes (upstream reads Go's string of them: a multibyte

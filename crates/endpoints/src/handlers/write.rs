@@ -26,12 +26,42 @@ use crate::negotiate::negotiate_write;
 /// The registry's checks that need the request: its user (admission, authorization), the
 /// server's namespaces, the audit's slot for the object's name.
 impl WriteHooks for Request {
+    /// The installed admission hook, if any, on the object about to be stored.
     fn admit(&self, object: &Value, old: Option<&Value>) -> ApiResult<()> {
-        Request::admit(self, object, old)
+        let Some(hook) = &self.shared.admission else {
+            return Ok(());
+        };
+        hook.validate(&crate::admission::AdmissionRequest {
+            operation: if old.is_some() {
+                crate::admission::Operation::Update
+            } else {
+                crate::admission::Operation::Create
+            },
+            info: self.info(),
+            namespace: self.ns(),
+            name: self.target.name.as_deref(),
+            object,
+            old,
+            extensions: &self.extensions,
+        })
     }
 
+    /// Asks the installed authorizer, if any, whether the user may `create` the object this
+    /// write is about to create (upstream's `withAuthorization`: the filter authorized a
+    /// PUT as `update` and an apply as `patch`, neither of which implies `create`).
     fn authorize_create(&self) -> ApiResult<()> {
-        Request::authorize_create(self)
+        let Some(hook) = &self.shared.authorizer else {
+            return Ok(());
+        };
+        hook.authorize(&crate::authorize::AuthorizationRequest {
+            verb: crate::authorize::CREATE,
+            info: self.info(),
+            subresource: self.sub.name(),
+            namespace: self.ns(),
+            name: self.name(),
+            path: &self.path,
+            extensions: &self.extensions,
+        })
     }
 
     fn named(&self, name: &str) {
