@@ -60,7 +60,6 @@ pub mod compress;
 mod compute;
 mod discovery;
 mod error;
-use listwatch_registry::field_validation;
 use listwatch_registry::fieldmanager;
 mod flowcontrol;
 mod handlers;
@@ -72,15 +71,15 @@ mod metrics;
 mod namespaces;
 pub mod negotiate;
 mod openapi;
-pub mod patch;
+pub use listwatch_registry::patch;
 pub mod path;
 pub mod protobuf;
 pub mod query;
 mod recover;
+pub mod request_info;
 mod resource;
 pub use listwatch_registry::scale;
 mod stop;
-use listwatch_registry::strategic;
 mod stream_list;
 pub mod table;
 pub use listwatch_registry::validation;
@@ -97,6 +96,7 @@ pub use fieldmanager::{SERVER_MANAGER, record_create};
 pub use flowcontrol::ClientKey;
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;
+pub use request_info::RequestInfo;
 pub use resource::{
     DefaultStrategy, GcPolicy, Generation, GracefulDeletion, KindSpec, KindStrategy,
     NameValidation, Printer, PrinterColumn, Resource, ScaleSubresource, StatusUpdate, TableColumn,

@@ -45,11 +45,12 @@ pub const MAX_FINDINGS: usize = 100;
 const MAX_FINDING_BYTES: usize = 1024;
 
 /// The `fieldValidation` directive of a write.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Directive {
     /// Unknown and duplicate fields are dropped silently.
     Ignore,
-    /// They are dropped, and each is answered as a warning.
+    /// They are dropped, and each is answered as a warning (upstream's default).
+    #[default]
     Warn,
     /// They refuse the request.
     Strict,

@@ -2,7 +2,9 @@
 //! generic registry store (`k8s.io/apiserver/pkg/registry/generic/registry`) and the
 //! per-kind strategies under it.
 //!
-//! This crate owns what a write means, independent of how it arrived: create-time
+//! This crate owns what a write means, independent of how it arrived: the decoding of
+//! bodies within bounds ([`decode`]) and of patches ([`patch`]: JSON, merge, strategic
+//! merge, apply), create-time
 //! preparation and validation ([`validation`]: names, `generateName`, metadata, ownership
 //! ([`ownership`]), status and generation rules), the deletion lifecycle ([`lifecycle`]:
 //! graceful deletion, finalizers, propagation policies, the kubelet's acknowledgement), the
@@ -11,8 +13,10 @@
 //! ([`field_validation`]), the `/scale` subresource ([`scale`]), the admission hook
 //! ([`admission`]), the options of the operations ([`options`]), the typed error every
 //! rule reports ([`error::ApiError`], which carries upstream's `Status`) and the typed
-//! in-process store of a kind ([`Store`]) the server's own writers create through, each
-//! recorded under its manager in managedFields.
+//! store of a kind ([`Store`]: create, get, update, patch, delete with their options, the
+//! caller's checks as [`WriteHooks`]) that the HTTP handlers call between decoding and
+//! encoding and the server's own writers call directly, each write recorded under its
+//! manager in managedFields.
 //!
 //! Invariants:
 //! - nothing here is HTTP: requests arrive already decoded and their options validated;
@@ -40,6 +44,7 @@
 
 pub mod admission;
 pub mod clock;
+pub mod decode;
 pub mod error;
 pub mod field_validation;
 pub mod fieldmanager;
@@ -47,16 +52,23 @@ pub mod lifecycle;
 pub mod namespaces;
 pub mod options;
 pub mod ownership;
+pub mod patch;
 #[cfg(feature = "resttest")]
 pub mod resttest;
 pub mod scale;
 pub mod store;
+pub mod store_patch;
+pub mod store_update;
 pub mod strategic;
 pub mod validation;
+pub mod write;
 
 pub use error::{ApiError, ApiResult, FieldError};
 pub use listwatch_kinds::KindSpec;
 pub use store::{CreateOptions, Store, StoreError};
+pub use store_patch::PatchOptions;
+pub use store_update::UpdateOptions;
+pub use write::{NoHooks, Subresource, WriteHooks, Written};
 
 /// How deep a JSON document may nest (request bodies, patches and their results), as
 /// upstream's decoder limit.

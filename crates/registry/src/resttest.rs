@@ -7,7 +7,8 @@
 //! timestamp, a resourceVersion and a managedFields entry of its manager; a get returns it;
 //! a second create of the name is `AlreadyExists`; `generateName` makes a name of the prefix
 //! and five characters; a dry-run create writes nothing, and one of an existing name is
-//! `AlreadyExists`; a delete whose uid precondition names another object is a conflict and
+//! `AlreadyExists`; then the writes of [`updates_and_patches`]; a delete whose uid
+//! precondition names another object is a conflict and
 //! deletes nothing; a dry-run delete deletes nothing; a delete removes the object or leaves
 //! it marked with a `deletionTimestamp`; a delete of a missing name is `NotFound`.
 //!
@@ -17,7 +18,12 @@ use serde_json::{Map, Value};
 
 use crate::lifecycle::Deletion;
 use crate::options::DeleteRequest;
+use crate::patch::Patch;
 use crate::store::{CreateOptions, Store, StoreError};
+use crate::store_patch::PatchOptions;
+use crate::store_update::UpdateOptions;
+use crate::write::Subresource;
+use listwatch_api::Object;
 use listwatch_storage::Preconditions;
 
 /// The manager the suite's creates are recorded under.
@@ -129,6 +135,8 @@ pub async fn run(case: &Case) -> Result<(), Failure> {
         other => return Err(case.fail("create existing", format!("{other:?}"))),
     }
 
+    updates_and_patches(case, &created).await?;
+
     // generateName.
     let generated = store
         .create(ns, case.generated("resttest-g-"), &by)
@@ -142,7 +150,7 @@ pub async fn run(case: &Case) -> Result<(), Failure> {
     // Dry-run creates.
     let dry = CreateOptions {
         dry_run: true,
-        field_manager: MANAGER.into(),
+        ..CreateOptions::by(MANAGER)
     };
     store
         .create(ns, case.named("resttest-dry"), &dry)
@@ -211,4 +219,250 @@ pub async fn run(case: &Case) -> Result<(), Failure> {
         Err(StoreError::Storage(e)) if e.is_not_found() => Ok(()),
         other => Err(case.fail("delete missing", format!("{other:?}"))),
     }
+}
+
+/// The manager the suite's updates are recorded under.
+pub const UPDATE_MANAGER: &str = "resttest-update";
+/// The manager the suite's merge patches are recorded under.
+pub const PATCH_MANAGER: &str = "resttest-patch";
+/// The manager the suite's applies are recorded under.
+pub const APPLY_MANAGER: &str = "resttest-apply";
+
+fn value(case: &Case, step: &'static str, o: &Object) -> Result<Value, Failure> {
+    o.to_value().map_err(|e| case.fail(step, e.to_string()))
+}
+
+/// The managedFields entries of `v` as (manager, operation, subresource).
+fn managers(v: &Value) -> Vec<(String, String, String)> {
+    let field = |e: &Value, f: &str| e[f].as_str().unwrap_or_default().to_owned();
+    v["metadata"]["managedFields"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|e| {
+                    (
+                        field(e, "manager"),
+                        field(e, "operation"),
+                        field(e, "subresource"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn is_conflict(r: &Result<crate::write::Written, StoreError>) -> bool {
+    match r {
+        Err(StoreError::Storage(e)) => e.is_conflict(),
+        Err(StoreError::Rejected(e)) => e.code() == 409,
+        Ok(_) => false,
+    }
+}
+
+fn is_not_found(r: &Result<crate::write::Written, StoreError>) -> bool {
+    match r {
+        Err(StoreError::Storage(e)) => e.is_not_found(),
+        Err(StoreError::Rejected(e)) => e.code() == 404,
+        Ok(_) => false,
+    }
+}
+
+fn with_label(v: &Value, key: &str, val: &str) -> Map<String, Value> {
+    let mut v = v.clone();
+    v["metadata"]["labels"][key] = Value::String(val.into());
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// The update and patch checks, on the object `created` (`resttest-a`), as upstream's
+/// resttest `TestUpdate`: an update is stored with a new resourceVersion and a managedFields
+/// entry of its manager; a body with a stale resourceVersion, or a uid precondition naming
+/// another object, is a conflict; an update of a missing object is `NotFound` (or creates
+/// it, where the kind allows create-on-update); a dry-run update returns the result and
+/// writes nothing; a `/status` update leaves the spec as it was; a merge patch and an apply
+/// are stored and recorded under their managers (the apply as an `Apply`); a patch of a
+/// missing object is `NotFound`; a patch with a stale resourceVersion precondition is a
+/// conflict.
+pub async fn updates_and_patches(case: &Case, created: &Object) -> Result<(), Failure> {
+    let store = &case.store;
+    let ns = case.ns();
+    let err = |e: StoreError| e.to_string();
+    let first = value(case, "update", created)?;
+    let first_rv = created.resource_version();
+
+    // Update.
+    let by = UpdateOptions::by(UPDATE_MANAGER);
+    let updated = store
+        .update(ns, "resttest-a", with_label(&first, "updated", "yes"), &by)
+        .await
+        .map_err(|e| case.fail("update", err(e)))?;
+    let v = value(case, "update", &updated.object)?;
+    if updated.created || v["metadata"]["labels"]["updated"] != "yes" {
+        return Err(case.fail("update", format!("stored {v}")));
+    }
+    if updated.object.resource_version() <= first_rv {
+        return Err(case.fail("update", "the resourceVersion did not advance"));
+    }
+    let entry = (
+        UPDATE_MANAGER.to_owned(),
+        "Update".to_owned(),
+        String::new(),
+    );
+    if !managers(&v).contains(&entry) {
+        return Err(case.fail("update managedFields", format!("{:?}", managers(&v))));
+    }
+
+    // A stale resourceVersion in the body.
+    let r = store
+        .update(ns, "resttest-a", with_label(&first, "stale", "yes"), &by)
+        .await;
+    if !is_conflict(&r) {
+        return Err(case.fail("update stale resourceVersion", format!("{r:?}")));
+    }
+
+    // A uid precondition naming another object.
+    let other = UpdateOptions {
+        preconditions: Some(Preconditions {
+            uid: Some("another-uid".into()),
+            resource_version: None,
+        }),
+        ..UpdateOptions::by(UPDATE_MANAGER)
+    };
+    let r = store
+        .update(
+            ns,
+            "resttest-a",
+            with_label(&v, "precondition", "yes"),
+            &other,
+        )
+        .await;
+    if !is_conflict(&r) {
+        return Err(case.fail("update uid precondition", format!("{r:?}")));
+    }
+
+    // An update of a missing object.
+    let mut missing = case.named("resttest-u-missing");
+    missing.insert("metadata".into(), {
+        let mut m = Map::new();
+        m.insert("name".into(), Value::String("resttest-u-missing".into()));
+        if let Some(ns) = ns {
+            m.insert("namespace".into(), Value::String(ns.into()));
+        }
+        Value::Object(m)
+    });
+    let r = store.update(ns, "resttest-u-missing", missing, &by).await;
+    match (&r, store.info().allow_create_on_update) {
+        (Ok(w), true) if w.created => {}
+        (_, false) if is_not_found(&r) => {}
+        _ => return Err(case.fail("update missing", format!("{r:?}"))),
+    }
+
+    // Dry-run update.
+    let dry = UpdateOptions {
+        dry_run: true,
+        ..UpdateOptions::by(UPDATE_MANAGER)
+    };
+    let r = store
+        .update(ns, "resttest-a", with_label(&v, "dry", "yes"), &dry)
+        .await
+        .map_err(|e| case.fail("dry-run update", err(e)))?;
+    let shown = value(case, "dry-run update", &r.object)?;
+    if shown["metadata"]["labels"]["dry"] != "yes" {
+        return Err(case.fail("dry-run update", format!("answered {shown}")));
+    }
+    match store.get(ns, "resttest-a").await {
+        Ok(Some(o))
+            if o.resource_version() == updated.object.resource_version()
+                && o.to_value()
+                    .is_ok_and(|s| s["metadata"]["labels"]["dry"].is_null()) => {}
+        other => return Err(case.fail("dry-run update wrote", format!("{other:?}"))),
+    }
+
+    // `/status` ignores the spec.
+    if store.info().status_subresource {
+        let mut body = with_label(&v, "ignored", "no");
+        body.insert("spec".into(), Value::Object(Map::new()));
+        body.entry("metadata").and_modify(|m| {
+            if let Value::Object(m) = m {
+                m.remove("resourceVersion");
+            }
+        });
+        let status = UpdateOptions {
+            subresource: Subresource::Status,
+            ..UpdateOptions::by(UPDATE_MANAGER)
+        };
+        let r = store
+            .update(ns, "resttest-a", body, &status)
+            .await
+            .map_err(|e| case.fail("status update", err(e)))?;
+        let current = value(case, "status update", &r.object)?;
+        if current["spec"] != v["spec"] {
+            return Err(case.fail(
+                "status update changed the spec",
+                format!("{} became {}", v["spec"], current["spec"]),
+            ));
+        }
+    }
+
+    // Merge patch.
+    let merge = Patch::Merge(serde_json::json!({"metadata": {"labels": {"patched": "yes"}}}));
+    let r = store
+        .patch(ns, "resttest-a", &merge, &PatchOptions::by(PATCH_MANAGER))
+        .await
+        .map_err(|e| case.fail("merge patch", err(e)))?;
+    let p = value(case, "merge patch", &r.object)?;
+    let entry = (PATCH_MANAGER.to_owned(), "Update".to_owned(), String::new());
+    if p["metadata"]["labels"]["patched"] != "yes" || !managers(&p).contains(&entry) {
+        return Err(case.fail("merge patch", format!("stored {p}")));
+    }
+
+    // Apply.
+    let api_version = p["apiVersion"].clone();
+    let config = serde_json::json!({
+        "apiVersion": api_version, "kind": store.info().kind,
+        "metadata": {"name": "resttest-a", "labels": {"applied": "yes"}},
+    });
+    let r = store
+        .patch(
+            ns,
+            "resttest-a",
+            &Patch::Apply(config),
+            &PatchOptions::by(APPLY_MANAGER),
+        )
+        .await
+        .map_err(|e| case.fail("apply", err(e)))?;
+    let a = value(case, "apply", &r.object)?;
+    let entry = (APPLY_MANAGER.to_owned(), "Apply".to_owned(), String::new());
+    if a["metadata"]["labels"]["applied"] != "yes" || !managers(&a).contains(&entry) {
+        return Err(case.fail("apply", format!("stored {a}")));
+    }
+
+    // A patch of a missing object.
+    let r = store
+        .patch(
+            ns,
+            "resttest-p-missing",
+            &merge,
+            &PatchOptions::by(PATCH_MANAGER),
+        )
+        .await;
+    if !is_not_found(&r) {
+        return Err(case.fail("patch missing", format!("{r:?}")));
+    }
+
+    // A patch with a stale resourceVersion precondition.
+    let stale = PatchOptions {
+        preconditions: Some(Preconditions {
+            uid: None,
+            resource_version: Some(first_rv),
+        }),
+        ..PatchOptions::by(PATCH_MANAGER)
+    };
+    let r = store.patch(ns, "resttest-a", &merge, &stale).await;
+    if !is_conflict(&r) {
+        return Err(case.fail("patch stale precondition", format!("{r:?}")));
+    }
+    Ok(())
 }

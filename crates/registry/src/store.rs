@@ -1,12 +1,15 @@
 //! The typed in-process store of one kind, as upstream's generic registry store
-//! (`k8s.io/apiserver/pkg/registry/generic/registry/store.go`): what the server's own writers
+//! (`k8s.io/apiserver/pkg/registry/generic/registry/store.go`): what the HTTP handlers call
+//! between decoding a request and encoding its answer, and what the server's own writers
 //! (bootstrap namespaces, the RBAC bootstrap policy, the leader-election lease) call instead
-//! of preparing objects and writing storage by hand.
+//! of preparing objects and writing storage by hand. This file holds the store, create, get
+//! and delete; update is `store_update.rs`'s, patch `store_patch.rs`'s.
 //!
 //! Invariants:
-//! - every object [`Store::create`] writes went through the kind's create rules
-//!   ([`prepare_create`]: type, namespace, name or
-//!   `generateName`, metadata) and has a managedFields entry for [`CreateOptions::field_manager`]
+//! - every object [`Store::create`] writes went through field validation of its body, the
+//!   kind's create rules ([`prepare_create`]: type, namespace, name or `generateName`,
+//!   metadata), the caller's [`WriteHooks`] (namespace lifecycle, admission) and the
+//!   storage's size limit, and has a managedFields entry for [`CreateOptions::field_manager`]
 //!   (upstream records its loopback and controller clients' writes the same way);
 //! - a generated name that is taken is retried with another, at most
 //!   [`MAX_NAME_GENERATION_CREATE_ATTEMPTS`] times, as upstream's store;
@@ -22,11 +25,13 @@ use listwatch_schema::Catalog;
 use listwatch_storage::{GetOptions, Key, Storage};
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ApiResult};
+use crate::field_validation::{Directive, Findings};
 use crate::fieldmanager::FieldManager;
 use crate::lifecycle::{self, Deletion, Kubelet};
 use crate::options::DeleteRequest;
 use crate::validation::prepare_create;
+use crate::write::{NoHooks, Subresource, WriteHooks, Written, check_object_size};
 
 /// How many names a create with `generateName` tries (upstream's
 /// `maxNameGenerationCreateAttempts`).
@@ -82,6 +87,22 @@ pub async fn write_create(
     }
 }
 
+/// Upstream's `NewGenerateNameConflict`: every generated name was taken.
+fn generate_name_conflict(info: &KindSpec, name: &str) -> ApiError {
+    ApiError::from_status(
+        listwatch_api::Status::failure(
+            409,
+            listwatch_api::status::reason::ALREADY_EXISTS,
+            format!(
+                "{} \"{name}\" already exists, the server was not able to generate a unique name for the object",
+                info.qualified_resource()
+            ),
+        )
+        .with_target(&info.group, &info.plural, name)
+        .with_retry_after(1),
+    )
+}
+
 /// Why a registry operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -103,12 +124,13 @@ impl StoreError {
         }
     }
 
-    /// Whether this is the storage's `AlreadyExists`.
+    /// Whether this is the storage's `AlreadyExists`, or a `generateName` create that found
+    /// every generated name taken.
     pub fn is_already_exists(&self) -> bool {
-        matches!(
-            self,
-            Self::Storage(listwatch_storage::Error::AlreadyExists { .. })
-        )
+        match self {
+            Self::Storage(e) => matches!(e, listwatch_storage::Error::AlreadyExists { .. }),
+            Self::Rejected(e) => e.0.reason == listwatch_api::status::reason::ALREADY_EXISTS,
+        }
     }
 }
 
@@ -119,14 +141,19 @@ pub struct CreateOptions {
     pub dry_run: bool,
     /// The manager the create is recorded under in managedFields.
     pub field_manager: String,
+    /// `fieldValidation`: what unknown and duplicate fields of the body do.
+    pub field_validation: Directive,
+    /// The keys the decoded body repeated in one object (the decoder's findings), for
+    /// field validation.
+    pub duplicate_fields: Vec<String>,
 }
 
 impl CreateOptions {
     /// A create recorded under `manager`.
     pub fn by(manager: &str) -> Self {
         Self {
-            dry_run: false,
             field_manager: manager.to_owned(),
+            ..Self::default()
         }
     }
 }
@@ -177,6 +204,11 @@ impl Store {
         &self.storage
     }
 
+    /// The schemas the store reads.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
     /// Creates `obj` in `namespace` (`None` for a cluster-scoped kind, or to take the
     /// object's own): prepared by the kind's create rules, recorded under
     /// `opts.field_manager`, then written (unless a dry run). What was stored.
@@ -186,8 +218,6 @@ impl Store {
         obj: Map<String, Value>,
         opts: &CreateOptions,
     ) -> Result<Object, StoreError> {
-        let generates = generates_name(&obj);
-        let attempts = create_attempts(generates);
         let ns = namespace.map(str::to_owned).or_else(|| {
             obj.get("metadata")
                 .and_then(|m| m.get("namespace"))
@@ -196,36 +226,115 @@ impl Store {
                 .map(str::to_owned)
         });
         let ns = ns.as_deref().filter(|_| self.info.namespaced);
-        let mut last = None;
+        Ok(self.create_with(ns, obj, opts, &NoHooks).await?.object)
+    }
+
+    /// Creates `obj` in `namespace` (as the request's URL names it) with the caller's
+    /// `hooks`: the body's unknown and duplicate fields settled by `opts.field_validation`,
+    /// then each attempt (a taken generated name is retried) prepared by the kind's create
+    /// rules, named to the hooks, its namespace checked (once), recorded under
+    /// `opts.field_manager`, admitted, size-checked and written; after a real write the
+    /// hooks re-check the namespace.
+    pub async fn create_with(
+        &self,
+        namespace: Option<&str>,
+        mut obj: Map<String, Value>,
+        opts: &CreateOptions,
+        hooks: &dyn WriteHooks,
+    ) -> Result<Written, StoreError> {
+        let info = &self.info;
+        let findings = self.check_body(
+            Subresource::Main,
+            &mut obj,
+            opts.field_validation,
+            opts.duplicate_fields.clone(),
+        )?;
+        // A generated name that is taken is retried with another, as upstream's store does.
+        let generates = generates_name(&obj);
+        let attempts = create_attempts(generates);
+        let mut checked_namespace = false;
+        let mut name = String::new();
         for _ in 0..attempts {
             let mut prepared = obj.clone();
-            prepare_create(&self.info, &mut prepared, ns)?;
-            let name = prepared
+            prepare_create(info, &mut prepared, namespace)?;
+            name = prepared
                 .get("metadata")
                 .and_then(|m| m.get("name"))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            let key = Key::object(&self.info.storage_resource, ns, &name)?;
+            hooks.named(&name);
+            if !checked_namespace {
+                hooks.check_namespace(namespace, &name).await?;
+                checked_namespace = true;
+            }
+            let key = Key::object(&info.storage_resource, namespace, &name)?;
             let mut v = Value::Object(prepared);
-            FieldManager::new(&self.info, "", &self.catalog).update(
-                None,
-                &mut v,
-                &opts.field_manager,
-            );
-            let object = Object::from_value(v, &self.info.selectable_fields)
-                .map_err(|e| listwatch_storage::Error::internal(e.to_string()))?;
-            match write_create(self.storage.as_ref(), &key, object, opts.dry_run).await {
-                Ok(o) => return Ok(o),
-                Err(e @ listwatch_storage::Error::AlreadyExists { .. }) if generates => {
-                    last = Some(e);
-                }
+            self.field_manager(Subresource::Main)
+                .update(None, &mut v, &opts.field_manager);
+            hooks.admit(&v, None)?;
+            let object = self.to_object(v)?;
+            let stored = match write_create(self.storage.as_ref(), &key, object, opts.dry_run).await
+            {
+                Ok(o) => o,
+                Err(listwatch_storage::Error::AlreadyExists { .. }) if generates => continue,
                 Err(e) => return Err(e.into()),
+            };
+            if !opts.dry_run {
+                hooks.after_create(namespace, &key, &stored).await?;
+            }
+            return Ok(Written {
+                object: stored,
+                created: true,
+                warnings: findings,
+            });
+        }
+        Err(generate_name_conflict(info, &name).into())
+    }
+
+    /// Field ownership for writes through `sub`.
+    pub(crate) fn field_manager(&self, sub: Subresource) -> FieldManager<'_> {
+        FieldManager::new(&self.info, sub.name(), &self.catalog)
+    }
+
+    /// The schema of the kind (`None`: none known; nothing is pruned).
+    pub(crate) fn kind_schema(&self) -> Option<listwatch_schema::Node<'_>> {
+        self.catalog
+            .kind(&self.info.group, &self.info.version, &self.info.kind)
+    }
+
+    /// The object about to be written, refused (413) when its encoded size is over what
+    /// the storage accepts.
+    pub(crate) fn to_object(&self, v: Value) -> ApiResult<Object> {
+        let obj = Object::from_value(v, &self.info.selectable_fields)
+            .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        check_object_size(&obj, self.storage.as_ref())?;
+        Ok(obj)
+    }
+
+    /// Field validation of a create's or update's body: its duplicate and unknown fields
+    /// (removed from `body`) refuse it under `Strict`, else are returned to answer as
+    /// warnings.
+    pub(crate) fn check_body(
+        &self,
+        sub: Subresource,
+        body: &mut Map<String, Value>,
+        directive: Directive,
+        duplicates: Vec<String>,
+    ) -> ApiResult<Findings> {
+        let mut found = Findings::duplicates(duplicates);
+        if sub != Subresource::Scale {
+            let mut v = Value::Object(std::mem::take(body));
+            found.extend(crate::field_validation::prune_kind(
+                &self.info,
+                self.kind_schema(),
+                &mut v,
+            ));
+            if let Value::Object(m) = v {
+                *body = m;
             }
         }
-        Err(last
-            .unwrap_or_else(|| listwatch_storage::Error::internal("no create attempted"))
-            .into())
+        found.settle_body(directive, &self.info)
     }
 
     /// The object `name` in `namespace`; `None` when there is none.

@@ -1,6 +1,6 @@
 //! The request filter, upstream's `WithAuthentication` → `WithAudit` → `WithAuthorization`
-//! in one axum middleware: resolve what the request asks ([`attributes`], from the same path
-//! parser and query rules the handlers use), authenticate it (401 on a bad credential),
+//! in one axum middleware: resolve what the request asks once ([`RequestInfo`], put in the request's
+//! extensions for the handlers, and its [`attributes`]), authenticate it (401 on a bad credential),
 //! record it (audit), authorize it (403 with upstream's message), and only then hand it on
 //! with the user in its extensions ([`Identity`]).
 //!
@@ -31,9 +31,7 @@ use futures::StreamExt;
 use listwatch_audit::{Event, Level, ObjectRef, ResponseStatus, Stage};
 use listwatch_auth::authn::{bearer_token, websocket_bearer_token};
 use listwatch_auth::{Attributes, Credentials, UserInfo};
-use listwatch_endpoints::path::{ApiPath, parse};
-use listwatch_endpoints::query::Query;
-use listwatch_endpoints::{ClientKey, RequestObject, RequestObjectName};
+use listwatch_endpoints::{ClientKey, RequestInfo, RequestObject, RequestObjectName};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use rustls_pki_types::CertificateDer;
@@ -96,97 +94,28 @@ impl FilterMetrics {
     }
 }
 
-fn method_verb(m: &Method) -> String {
-    m.as_str().to_ascii_lowercase()
+/// What a request asks to do, as the handlers will serve it (upstream's `RequestInfo`,
+/// resolved by [`RequestInfo::new`]).
+pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
+    attributes_of(&RequestInfo::new(method, uri))
 }
 
-/// What a request asks to do, as the handlers will serve it (upstream's `RequestInfo`).
-pub fn attributes(method: &Method, uri: &Uri) -> Attributes {
-    let path = uri.path();
-    let Ok(ApiPath::Resource(t)) = parse(path) else {
-        // Discovery documents and everything outside /api and /apis are paths, matched on
-        // the decoded path as upstream's RequestInfo (Go's `URL.Path`): `/%6detrics` is
-        // `/metrics`, `/healthz%2F..` is `/healthz/..`. A path that does not decode is
-        // authorized as sent; no route serves it (400 or 404).
-        let verb = if *method == Method::HEAD {
-            "get".to_owned()
-        } else {
-            method_verb(method)
-        };
-        let decoded = listwatch_endpoints::path::decode(path);
-        return Attributes::non_resource(&verb, decoded.as_deref().unwrap_or(path));
-    };
-    let query = Query::parse(uri.query());
-    // A malformed watch flag is a 400 in the handler; authorizing it as a watch is the
-    // stricter reading.
-    let named = t.name.is_some();
-    // Upstream's RequestInfoFactory: only a collection GET becomes a watch by its query (a
-    // named GET with `watch` is a get, served as one); `/watch/` paths are watches, named
-    // or not.
-    let watch = t.legacy_watch || (!named && query.is_watch().unwrap_or(true));
-    let verb = match *method {
-        Method::GET | Method::HEAD if t.subresource.is_some() => "get".to_owned(),
-        Method::GET | Method::HEAD if watch => "watch".to_owned(),
-        Method::GET | Method::HEAD if named => "get".to_owned(),
-        Method::GET | Method::HEAD => "list".to_owned(),
-        Method::POST => "create".to_owned(),
-        Method::PUT => "update".to_owned(),
-        Method::PATCH => "patch".to_owned(),
-        Method::DELETE if named => "delete".to_owned(),
-        Method::DELETE => "deletecollection".to_owned(),
-        ref other => method_verb(other),
-    };
-    let mut name = t.name.clone().unwrap_or_default();
-    let mut namespace = t.namespace.clone().unwrap_or_default();
-    if t.group.is_empty() && t.resource == "namespaces" && namespace.is_empty() {
-        // Upstream: a namespace named in the path is in its own namespace. A collection
-        // request stays cluster-wide whatever its field selector names.
-        namespace.clone_from(&name);
-    }
-    // Upstream's RequestInfoFactory names a collection list or watch by its field selector
-    // (not a legacy `/watch/` one: its verb is settled by the path) — when every list
-    // option decodes, and the name is a valid path segment.
-    if name.is_empty()
-        && !t.legacy_watch
-        && (verb == "list" || verb == "watch")
-        && let Some(n) = selector_name(&query)
-    {
-        name = n;
+/// The authorization attributes of a resolved request.
+fn attributes_of(info: &RequestInfo) -> Attributes {
+    if !info.resource_request {
+        return Attributes::non_resource(&info.verb, &info.non_resource_path);
     }
     Attributes {
-        verb,
+        verb: info.verb.clone(),
         resource_request: true,
-        namespace,
-        api_group: t.group.clone(),
-        api_version: t.version.clone(),
-        resource: t.resource.clone(),
-        subresource: t.subresource.clone().unwrap_or_default(),
-        name,
-        path: path.to_owned(),
+        namespace: info.namespace.clone(),
+        api_group: info.api_group.clone(),
+        api_version: info.api_version.clone(),
+        resource: info.resource.clone(),
+        subresource: info.subresource.clone(),
+        name: info.name.clone(),
+        path: info.path.clone(),
     }
-}
-
-/// The name a collection request's `fieldSelector` requires (`metadata.name=<n>`), as
-/// upstream's RequestInfoFactory takes it: only when the query decodes as list options
-/// (selectors parse, integer options are integers; a boolean option never fails upstream)
-/// and `<n>` is a valid path segment name (not `.` or `..`, no `/` or `%`).
-fn selector_name(query: &Query) -> Option<String> {
-    if let Some(l) = query.get("labelSelector")
-        && listwatch_api::LabelSelector::parse(l).is_err()
-    {
-        return None;
-    }
-    for int in ["timeoutSeconds", "limit"] {
-        if let Some(v) = query.get(int)
-            && v.parse::<i64>().is_err()
-        {
-            return None;
-        }
-    }
-    let selector = listwatch_api::FieldSelector::parse(query.get("fieldSelector")?).ok()?;
-    let n = selector.exact_match("metadata.name")?;
-    let valid = !n.is_empty() && n != "." && n != ".." && !n.contains(['/', '%']);
-    valid.then(|| n.to_owned())
 }
 
 /// The bearer token of an `Authorization` header's bytes, as upstream reads it (Go
@@ -406,7 +335,10 @@ pub async fn filter(State(sec): State<Arc<Security>>, req: Request, next: Next) 
 /// Authentication, audit and authorization of one request with audit ID `id`.
 async fn secure(sec: Arc<Security>, mut req: Request, next: Next, id: &str) -> Response {
     let received = SystemTime::now();
-    let attrs = attributes(req.method(), req.uri());
+    // Resolved once: the handlers read the path from the request's `RequestInfo`.
+    let info = RequestInfo::new(req.method(), req.uri());
+    let attrs = attributes_of(&info);
+    req.extensions_mut().insert(info);
     let peer = req
         .extensions()
         .get::<ConnectInfo<Peer>>()

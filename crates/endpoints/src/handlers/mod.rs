@@ -13,7 +13,7 @@
 //!   ([`ApiError`]'s `IntoResponse`).
 //!
 //! This module routes and limits; the verbs live in its submodules: `read` (get, list,
-//! watch), `write` (create, update, patch, and the read-modify-write they share) and
+//! watch), `write` (create, update, patch: decode, the registry's `Store`, encode) and
 //! `delete` (delete, deletecollection). The helpers every verb uses (the resolved
 //! [`Request`], the object and `/scale` responses) stay here.
 
@@ -30,17 +30,19 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header, request::Pa
 use axum::response::Response;
 use bytes::Bytes;
 use listwatch_api::Object;
+use listwatch_registry::Store;
+use listwatch_registry::write::decoded;
 use listwatch_storage::{Error as StorageError, Key};
 use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::ErrorResponse;
 use crate::error::{ApiError, ApiResult};
-use crate::fieldmanager::FieldManager;
 use crate::flowcontrol::{ClientKey, queue_wait_limit};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::path::{self, ApiPath, PathError, Target};
 use crate::query::Query;
+use crate::request_info::RequestInfo;
 use crate::resource::{KindSpec, Resource};
 use crate::{Shared, json_response};
 
@@ -81,19 +83,8 @@ impl Verb {
     }
 }
 
-/// Which part of an object a request addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Sub {
-    /// The object itself.
-    Main,
-    /// `/status`: writes change only the status.
-    Status,
-    /// `/scale`: an `autoscaling/v1` Scale view of the replica count.
-    Scale,
-    /// `/finalize` (namespaces): a PUT that changes `spec.finalizers` and nothing of the
-    /// status.
-    Finalize,
-}
+/// Which part of an object a request addresses (the registry's [`Subresource`]).
+use listwatch_registry::Subresource as Sub;
 
 /// The name of the object a create writes, for the audit filter (upstream's
 /// `LogRequestObject` completes the event's `objectRef` from the decoded object): a filter
@@ -179,9 +170,18 @@ impl Request {
     }
 
     /// The schemas of the kinds this request was resolved in.
-    fn catalog(&self) -> &listwatch_schema::Catalog {
+    fn catalog(&self) -> &Arc<listwatch_schema::Catalog> {
         self.catalog
             .get_or_init(|| Arc::clone(&self.shared.derived(&self.kinds).catalog))
+    }
+
+    /// The registry store of the request's kind, reading the request's schemas.
+    fn store(&self) -> Store {
+        Store::with_catalog(
+            Arc::clone(&self.res.info),
+            Arc::clone(&self.res.storage),
+            Arc::clone(self.catalog()),
+        )
     }
 
     /// Runs a response body's computing pieces (Table, YAML, metadata items and watch
@@ -213,59 +213,6 @@ impl Request {
             .map_err(|e| self.storage_err(&e))
     }
 
-    /// Runs the admission hook, if one is installed, on the object about to be stored.
-    fn admit(&self, object: &Value, old: Option<&Value>) -> ApiResult<()> {
-        let Some(hook) = &self.shared.admission else {
-            return Ok(());
-        };
-        hook.validate(&crate::admission::AdmissionRequest {
-            operation: if old.is_some() {
-                crate::admission::Operation::Update
-            } else {
-                crate::admission::Operation::Create
-            },
-            info: self.info(),
-            namespace: self.ns(),
-            name: self.target.name.as_deref(),
-            object,
-            old,
-            extensions: &self.extensions,
-        })
-    }
-
-    /// Asks the installed authorizer, if any, whether the user may `create` the object this
-    /// write is about to create (upstream's `withAuthorization`: the filter authorized a
-    /// PUT as `update` and an apply as `patch`, neither of which implies `create`).
-    fn authorize_create(&self) -> ApiResult<()> {
-        let Some(hook) = &self.shared.authorizer else {
-            return Ok(());
-        };
-        hook.authorize(&crate::authorize::AuthorizationRequest {
-            verb: crate::authorize::CREATE,
-            info: self.info(),
-            subresource: self.subresource(),
-            namespace: self.ns(),
-            name: self.name(),
-            path: &self.path,
-            extensions: &self.extensions,
-        })
-    }
-
-    /// The subresource, as managedFields name it.
-    fn subresource(&self) -> &'static str {
-        match self.sub {
-            Sub::Main => "",
-            Sub::Status => "status",
-            Sub::Scale => "scale",
-            Sub::Finalize => "finalize",
-        }
-    }
-
-    /// Field ownership for writes through this request's endpoint.
-    fn field_manager(&self) -> FieldManager<'_> {
-        FieldManager::new(self.info(), self.subresource(), self.catalog())
-    }
-
     /// The manager a non-apply write is recorded under.
     fn update_manager(&self) -> String {
         // As text whatever its bytes (upstream reads Go's string of them: a multibyte
@@ -291,7 +238,12 @@ pub(crate) async fn serve(
         return ApiError::shutting_down().into_response();
     }
     let (mut parts, body) = req.into_parts();
-    match path::parse(parts.uri.path()) {
+    // The path as the server's filter resolved it, when it did (`RequestInfo`).
+    let api_path = match RequestInfo::for_path(&parts.extensions, parts.uri.path()) {
+        Some(info) => info.api_path.clone(),
+        None => path::parse(parts.uri.path()),
+    };
+    match api_path {
         Err(PathError::NotFound) => ApiError::path_not_found().into_response(),
         Err(PathError::Malformed(m)) => ApiError::bad_request(m).into_response(),
         Ok(ApiPath::Resource(t)) => {
@@ -458,12 +410,7 @@ async fn resource_request(
     }
     let metrics = shared.metrics.clone();
     let plural = res.info.plural.clone();
-    let sub = match target.subresource.as_deref() {
-        None => Sub::Main,
-        Some("scale") => Sub::Scale,
-        Some("finalize") => Sub::Finalize,
-        Some(_) => Sub::Status,
-    };
+    let sub = Sub::of(target.subresource.as_deref());
     let req = Arc::new(Request {
         shared,
         kinds,
@@ -674,12 +621,6 @@ async fn handle_verb(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Respon
 
 fn object_response(code: StatusCode, obj: &Object) -> Response {
     obj.with_json(|json| crate::encoded_response(code, "application/json", json))
-}
-
-/// The stored object as JSON (500 if it does not decode, which only a bug can cause).
-pub(super) fn decoded(obj: &Object) -> ApiResult<Value> {
-    obj.to_value()
-        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
 }
 
 /// The Scale view of an object, as the response of a `/scale` request.

@@ -303,3 +303,43 @@ async fn head_is_answered_where_upstream_answers_it() {
         assert_eq!(got.status, StatusCode::OK, "{path}");
     }
 }
+
+/// The handlers read the path the server's filter resolved (`RequestInfo` in the request's
+/// extensions) instead of parsing it again, and only when it was resolved for this path.
+#[tokio::test]
+async fn the_handlers_serve_the_path_the_request_info_resolved() {
+    use listwatch_endpoints::RequestInfo;
+    use listwatch_endpoints::path::PathError;
+    let r = router().await;
+    let path = "/api/v1/namespaces/ns/configmaps";
+    let get = |info: Option<RequestInfo>| {
+        let r = r.clone();
+        async move {
+            let mut req = Request::builder()
+                .method("GET")
+                .uri(path)
+                .body(Body::empty())
+                .unwrap();
+            if let Some(info) = info {
+                req.extensions_mut().insert(info);
+            }
+            r.oneshot(req).await.unwrap().status()
+        }
+    };
+    let resolved = RequestInfo::new(&axum::http::Method::GET, &path.parse().unwrap());
+    assert_eq!(resolved.verb, "list");
+    assert_eq!(get(Some(resolved.clone())).await, StatusCode::OK);
+    // A resolution the handler must take as it is (here: no route), not parse again.
+    let refused = RequestInfo {
+        api_path: Err(PathError::NotFound),
+        ..resolved.clone()
+    };
+    assert_eq!(get(Some(refused.clone())).await, StatusCode::NOT_FOUND);
+    // One resolved for another path is ignored: the handler parses its own.
+    let elsewhere = RequestInfo {
+        path: "/api/v1/namespaces/ns/secrets".into(),
+        ..refused
+    };
+    assert_eq!(get(Some(elsewhere)).await, StatusCode::OK);
+    assert_eq!(get(None).await, StatusCode::OK);
+}

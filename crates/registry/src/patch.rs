@@ -12,7 +12,7 @@
 //! the `fieldmanager` module's (`listwatch-apply`). Only an apply to `/scale` is still
 //! served as a merge of the Scale (documented difference from upstream).
 //!
-//! Limits (see [`crate::limits`]): a JSON patch has at most 10 000 operations, its `copy`
+//! Limits (see [`crate::decode`] and the endpoints' `limits` table): a JSON patch has at most 10 000 operations, its `copy`
 //! operations copy at most [`PatchLimits::max_copy_bytes`] together (charged before each
 //! copy), its adds and removes shift at most [`limits::MAX_JSON_PATCH_SHIFTS`] array
 //! elements together (charged before each operation; a run of identical removes is one
@@ -27,8 +27,8 @@ use listwatch_api::echo::echo;
 use listwatch_schema::Node;
 use serde_json::Value;
 
+use crate::decode::{self as limits, DecodeError};
 use crate::error::ApiError;
-use crate::limits::{self, DecodeError};
 
 /// The patch formats accepted, by Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,10 +189,7 @@ impl Patch {
 
     /// [`Patch::parse`], also returning the keys the body repeated in one object (for
     /// field validation).
-    pub(crate) fn parse_keys(
-        kind: PatchType,
-        body: &[u8],
-    ) -> Result<(Self, Vec<String>), PatchError> {
+    pub fn parse_keys(kind: PatchType, body: &[u8]) -> Result<(Self, Vec<String>), PatchError> {
         let decoded = match kind {
             PatchType::Apply => limits::decode_yaml_keys(body),
             _ => limits::decode_json_keys(body),
