@@ -6,8 +6,9 @@
 //! - [`gc`]: the garbage collector (upstream's `pkg/controller/garbagecollector`): deletes
 //!   objects whose owners are gone and carries out foreground and orphan deletions, through
 //!   the endpoints' router in process (its invariants: the module doc). The kinds it follows
-//!   are an input that changes ([`gc::Kinds`], the seam a live kind set feeds: a kind served
-//!   after start is followed from then on); the binary feeds it the served set once, at start;
+//!   are an input that changes ([`gc::Kinds`]): by default the API's live kind set
+//!   ([`gc::ServedKinds`], the `KindSet`'s notification), so a kind served after start is
+//!   followed from then on;
 //! - [`bootstrap`]: the namespaces upstream's control plane creates at start (`default`,
 //!   `kube-system`, `kube-public`, `kube-node-lease`), created once the storage answers and
 //!   re-created by the system-namespaces loop;

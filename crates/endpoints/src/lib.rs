@@ -544,6 +544,16 @@ impl Api {
         self.shared.kinds()
     }
 
+    /// A subscription to the served resources: each new table (a
+    /// [`add_resource`](Self::add_resource) or [`remove_resource`](Self::remove_resource)),
+    /// as `listwatch_kinds::KindSet::subscribe` describes (the first `changed()` resolves at
+    /// once; a slow subscriber ends with the latest table). It ends when the API is dropped.
+    pub fn subscribe_resources(
+        &self,
+    ) -> tokio::sync::watch::Receiver<Arc<listwatch_kinds::Snapshot<Resource>>> {
+        self.shared.kinds.subscribe()
+    }
+
     /// Serves a resource from now on (a later request sees it; discovery and the OpenAPI
     /// documents list it), replacing one with the same group, version and plural, whose open
     /// watches then end as after [`remove_resource`](Self::remove_resource). Returns the

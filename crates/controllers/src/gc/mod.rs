@@ -58,7 +58,8 @@
 //! first set's informers have listed once; a kind added later is worked on as its informer
 //! fills (decisions are on live reads, so an unsynced cache delays work but never misleads
 //! it). A kind's catalog index is never reused within a run. Without [`GarbageCollector::with_kinds`]
-//! the set is the API's served resources, read once at start.
+//! the set is the API's served resources as they change ([`ServedKinds`]: the live `KindSet`'s
+//! notification, so `Api::add_resource` after start is followed).
 //!
 //! What still differs from upstream: no metrics of its own; owner references whose kind no
 //! served resource has are retried with backoff forever, as upstream's are until discovery
@@ -165,14 +166,42 @@ pub trait Kinds: Send + Sync + 'static {
     fn subscribe(&self) -> BoxStream<'static, Vec<Resource>>;
 }
 
-/// A set of kinds fixed for the collector's life (what [`GarbageCollector::new`] follows:
-/// the API's served resources at the time of the call).
+/// A set of kinds fixed for the collector's life.
 #[derive(Debug, Clone)]
 pub struct FixedKinds(pub Vec<Resource>);
 
 impl Kinds for FixedKinds {
     fn subscribe(&self) -> BoxStream<'static, Vec<Resource>> {
         futures::stream::once(futures::future::ready(self.0.clone())).boxed()
+    }
+}
+
+/// The API's served kinds as they change ([`listwatch_endpoints::Api::subscribe_resources`],
+/// the live `KindSet`'s notification): what [`GarbageCollector::new`] follows. Each
+/// subscription yields the table current when it starts, then each newer one (a subscriber
+/// slower than the changes gets the newest: the whole table, so nothing is lost); it ends
+/// when the API is dropped.
+#[derive(Debug, Clone)]
+pub struct ServedKinds(pub tokio::sync::watch::Receiver<Arc<listwatch_kinds::Snapshot<Resource>>>);
+
+impl ServedKinds {
+    /// The served kinds of `api`.
+    pub fn of(api: &listwatch_endpoints::Api) -> Self {
+        Self(api.subscribe_resources())
+    }
+}
+
+impl Kinds for ServedKinds {
+    fn subscribe(&self) -> BoxStream<'static, Vec<Resource>> {
+        let mut rx = self.0.clone();
+        // The current table first, whatever this receiver has seen.
+        rx.mark_changed();
+        futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            let set = rx.borrow_and_update().to_vec();
+            Some((set, rx))
+        })
+        .boxed()
     }
 }
 
@@ -194,7 +223,8 @@ impl std::fmt::Debug for GarbageCollector {
 }
 
 impl GarbageCollector {
-    /// A collector of `api`'s served resources, with the default [`Config`].
+    /// A collector of `api`'s served resources as they change ([`ServedKinds`]), with the
+    /// default [`Config`].
     pub fn new(api: &listwatch_endpoints::Api) -> Self {
         Self::with_config(api, Config::default())
     }
@@ -203,13 +233,13 @@ impl GarbageCollector {
     pub fn with_config(api: &listwatch_endpoints::Api, config: Config) -> Self {
         Self {
             api: api.clone(),
-            kinds: Arc::new(FixedKinds(api.resources().to_vec())),
+            kinds: Arc::new(ServedKinds::of(api)),
             config,
         }
     }
 
-    /// Follows the kinds `kinds` yields instead of the API's served resources at start (the
-    /// seam a live kind set feeds). Every kind it yields must be served by the API's router,
+    /// Follows the kinds `kinds` yields instead of the API's served resources (e.g. a
+    /// [`FixedKinds`]). Every kind it yields must be served by the API's router,
     /// through which the collector writes.
     #[must_use]
     pub fn with_kinds(mut self, kinds: Arc<dyn Kinds>) -> Self {
