@@ -11,8 +11,9 @@
 //! ([`field_validation`]), the `/scale` subresource ([`scale`]), the admission hook
 //! ([`admission`]), the options of the operations ([`options`]), the typed error every
 //! rule reports ([`error::ApiError`], which carries upstream's `Status`) and the typed
-//! in-process store of a kind ([`Store`]) the server's own writers create through, each
-//! recorded under its manager in managedFields.
+//! in-process store of a kind ([`Store`]: create, get, list, watch, delete and
+//! deletecollection with options) the server's own writers and controllers go through, each
+//! write recorded under its manager in managedFields.
 //!
 //! Invariants:
 //! - nothing here is HTTP: requests arrive already decoded and their options validated;
@@ -51,6 +52,8 @@ pub mod ownership;
 pub mod resttest;
 pub mod scale;
 pub mod store;
+mod store_delete_collection;
+mod store_list;
 pub mod strategic;
 pub mod validation;
 
