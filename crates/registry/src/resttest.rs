@@ -389,8 +389,10 @@ async fn collections(case: &Case) -> Result<(), Failure> {
         .list(ns, &sel(&yes, "")?)
         .await
         .map_err(|e| case.fail("list", err(e)))?;
-    let mut at = ListOptions::default();
-    at.resource_version = Some(now.resource_version);
+    let at = ListOptions {
+        resource_version: Some(now.resource_version),
+        ..ListOptions::default()
+    };
     let mut single = store
         .watch(ns, Some("resttest-l1"), &at)
         .await
