@@ -25,7 +25,7 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         .await
         .map_err(|e| req.storage_err(&e))?;
     if crate::lifecycle::is_namespaces(req.info()) && !opts.dry_run {
-        req.shared.namespace_wake.wake();
+        req.shared.namespace_wake.notify_one();
     }
     // Upstream: 202 only for an object kept after a DELETE with `orphanDependents: false`.
     let code = match &done {
