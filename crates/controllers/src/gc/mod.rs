@@ -10,24 +10,29 @@
 //!   owners that are absent (uid-checked: an object of the same name with another uid does
 //!   not own it), replaced, or being deleted in the foreground (`worker`), and to owners held
 //!   by the `orphan` and `foregroundDeletion` finalizers;
-//! - carrying the decisions out as API requests (`calls`).
+//! - carrying the decisions out (`calls`): reads and deletes through the registry's store of
+//!   the kind, metadata edits as API requests.
 //!
 //! What it does not own: *what a DELETE does* — the finalizers a propagation policy sets,
 //! grace periods, the update that removes the last finalizer removing the object — is
-//! `listwatch-endpoints`' deletion lifecycle. The collector is a client of it.
+//! `listwatch-registry`'s deletion lifecycle. The collector is a client of it.
 //!
 //! # Why a crate above the endpoints, not inside them
 //!
 //! Upstream's collector is a controller talking to the API server, so its every write obeys
-//! the API's rules. Here it sends its writes through the endpoints' router in process
+//! the API's rules. Here it reads and deletes through the registry's store of each kind as
+//! the API serves it ([`listwatch_endpoints::Api::store`]: a get is a consistent read, a
+//! delete the same lifecycle, with the same kubelet acknowledgement, as the API's DELETE), so
+//! it cannot get a deletion rule wrong by reimplementing it; its metadata edits (finalizers,
+//! owner references) are merge patches through the endpoints' router in process
 //! ([`listwatch_endpoints::Api::router`]), as the user
-//! `system:serviceaccount:kube-system:generic-garbage-collector` for flow control, so it
-//! needs nothing internal to the endpoints and cannot get a deletion rule wrong by
-//! reimplementing it. It reads through the storage directly (a consistent read). Layers:
-//! it depends on `listwatch-endpoints`, `listwatch-runtime` (informers, work queue) and
-//! `listwatch-cacher` (the in-process lister-watcher); only the server binary depends on it.
-//! Requests from it do not pass the server's authentication, authorization or audit (those
-//! wrap the router outside): it is part of the server, as the namespace controller is.
+//! `system:serviceaccount:kube-system:generic-garbage-collector` for flow control, until the
+//! registry's store has patch. Layers: it depends on `listwatch-endpoints`,
+//! `listwatch-registry`, `listwatch-runtime` (informers, work queue) and `listwatch-cacher`
+//! (the in-process lister-watcher); only the server binary depends on it. Its calls do not
+//! pass the server's authentication, authorization or audit (those wrap the router outside),
+//! and its deletes do not take a flow-control seat or count in the API's request metrics: it
+//! is part of the server, as the namespace controller is.
 //!
 //! # Invariants
 //! - nothing is deleted on a cached view: an object goes only after live reads found each
@@ -261,7 +266,7 @@ impl GarbageCollector {
         let mut kinds = self.kinds.subscribe();
         let w = Arc::new(Workers {
             graph: Graph::new(),
-            calls: Calls::new(self.api.router()),
+            calls: Calls::new(&self.api),
             queues: queues.clone(),
             absent: Mutex::new(worker::AbsentOwners::default()),
             orphaned: Mutex::new(worker::AbsentOwners::default()),
