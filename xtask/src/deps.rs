@@ -120,6 +120,9 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-endpoints",
             "listwatch-registry",
             "listwatch-schema",
+            // The live kind set's snapshots, which the collector and the namespace
+            // controller follow.
+            "listwatch-kinds",
         ],
     ),
     // The binary composes every server layer (the built-in kinds and the custom resource

@@ -41,7 +41,7 @@ use crate::backends::Backends;
 pub use crate::flag_checks::FlagConflict;
 pub use crate::options::{Backend, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, LogFormat, Options};
 use listwatch_controllers::bootstrap::{self, bootstrap_until_done};
-use listwatch_controllers::singletons;
+use listwatch_controllers::{namespaces, singletons};
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -168,10 +168,10 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         ..Config::default()
     };
     let mut installer = Installer::new(config);
-    // The singletons run from `Running` (under a leader election on etcd), not from the
-    // installer.
-    installer = installer.without_namespace_controller();
+    // The singletons (the namespace controller among them) run from `Running`, under a
+    // leader election on etcd.
     let election_status = singletons::register_metrics(installer.registry_mut());
+    let namespace_metrics = namespaces::Metrics::register(installer.registry_mut());
     let cacher_metrics = CacherMetrics::register(installer.registry_mut());
     if let Backends::Embedded(store) = &backends {
         store.register_metrics(installer.registry_mut());
@@ -231,10 +231,13 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         .and_then(|i| i.spawn_reconciler(&api.resources()))
         .unzip();
     let mut work = singletons::Singletons::default();
-    let ns_api = api.clone();
+    let ns_controller = namespaces::NamespaceController::new(
+        Arc::new(namespaces::ApiServer(api.clone())),
+        namespace_metrics,
+    );
     work.add(
         "namespace-controller",
-        Box::new(move || Box::pin(ns_api.namespace_controller())),
+        Box::new(move || Box::pin(ns_controller.clone().run())),
     );
     let sys_api = api.clone();
     let every = opts.system_namespaces_interval;

@@ -6,8 +6,9 @@
 //! - [`gc`]: the garbage collector (upstream's `pkg/controller/garbagecollector`): deletes
 //!   objects whose owners are gone and carries out foreground and orphan deletions, through
 //!   the endpoints' router in process (its invariants: the module doc). The kinds it follows
-//!   are an input that changes ([`gc::Kinds`], the seam a live kind set feeds: a kind served
-//!   after start is followed from then on); the binary feeds it the served set once, at start;
+//!   are an input that changes ([`gc::Kinds`]): by default the API's live kind set
+//!   ([`gc::ServedKinds`], the `KindSet`'s notification), so a kind served after start is
+//!   followed from then on;
 //! - [`bootstrap`]: the namespaces upstream's control plane creates at start (`default`,
 //!   `kube-system`, `kube-public`, `kube-node-lease`), created once the storage answers and
 //!   re-created by the system-namespaces loop;
@@ -15,9 +16,10 @@
 //!   over one storage, under client-go's leader election on a Lease read and written in
 //!   process ([`singletons::StorageLeaseLock`]).
 //!
-//! The namespace controller (emptying a terminating namespace) still lives in
-//! `listwatch-endpoints` (`Api::namespace_controller`) and is run here as a singleton; it
-//! moves into this crate once the endpoints expose the narrow, registry-like API it needs.
+//! - [`namespaces`]: the namespace controller (upstream's `pkg/controller/namespace`): empties a
+//!   terminating namespace through the registry's stores of the kinds served now (list, delete
+//!   with the lifecycle), reports on it in its status conditions and lets it go, over a narrow
+//!   [`namespaces::Server`] ([`namespaces::ApiServer`] for the endpoints' API).
 //!
 //! # Invariants
 //! - every controller here tolerates a run cut at any await point (a lost lease or a shutdown
@@ -29,10 +31,12 @@
 //!   has a deadline, every failure is retried with a bounded backoff.
 //!
 //! # Layers
-//! It depends only on `listwatch-api`, `listwatch-storage`, `listwatch-runtime` (informers,
-//! work queues, leader election), `listwatch-cacher` (the in-process lister-watcher) and
-//! `listwatch-endpoints` (the API it is a client of, until `listwatch-registry` takes that
-//! role). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,
+//! It depends only on `listwatch-api`, `listwatch-storage`, `listwatch-kinds` (the live kind
+//! set's snapshots), `listwatch-registry` (the stores the namespace controller and bootstrap
+//! go through), `listwatch-runtime` (informers, work queues, leader election),
+//! `listwatch-cacher` (the in-process lister-watcher) and `listwatch-endpoints` (the API whose
+//! kinds it follows, and the router the collector still writes through until the registry's
+//! store has update and patch). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,
 //! audit or the server binary; only the server binary depends on it.
 //!
 //! ```no_run
@@ -55,6 +59,7 @@
 
 pub mod bootstrap;
 pub mod gc;
+pub mod namespaces;
 pub mod singletons;
 
 /// Why a controller could not do its work (the start-up bootstrap's failures; the

@@ -926,3 +926,24 @@ async fn a_kind_served_after_start_is_collected() {
     assert_eq!(s, StatusCode::OK);
     gone(&t, &format!("{WIDGETS}/w-late")).await;
 }
+
+/// Before (issue 27 step 4): `GarbageCollector::new` followed the kinds served when it
+/// started (`FixedKinds`), so a kind served later with `Api::add_resource` (a custom resource
+/// added at run time) was never collected. Now it follows the API's live kind set
+/// (`ServedKinds`, the `KindSet`'s notification).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_added_to_the_api_after_start_is_collected() {
+    let s: Arc<dyn Storage> = Arc::new(MemStore::new());
+    let api = api_over(s.clone(), s.clone());
+    api.remove_resource("example.com", "v1", "widgets").unwrap();
+    let t = setup_on(api).await;
+    barrier(&t, "before").await;
+    t.api
+        .add_resource(KindSpec::new("example.com", "v1", "widgets", "Widget"), s);
+    let owner = t.create(CM, json!({"metadata": {"name": "owner"}})).await;
+    t.create(WIDGETS, owned("w", &[owner_ref(&owner, false)]))
+        .await;
+    let (s, _) = t.call("DELETE", &format!("{CM}/owner"), "").await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{WIDGETS}/w")).await;
+}

@@ -221,8 +221,9 @@ pub(crate) struct Shared {
     pub(crate) authorizer: Option<Arc<dyn authorize::Authorize>>,
     /// Compressors alive at once.
     pub(crate) gzip: compress::GzipBudget,
-    /// Wakes the namespace controller (a namespace was marked for deletion here).
-    pub(crate) namespace_wake: Arc<namespaces::Wake>,
+    /// Wakes the namespace controller (a namespace was marked for deletion here):
+    /// [`Api::namespace_deletions`].
+    pub(crate) namespace_wake: Arc<tokio::sync::Notify>,
     /// Set when the server is about to shut down: `/readyz` fails (so load balancers take
     /// it out) while requests are still served. See [`ShutdownHandle::drain`].
     pub(crate) draining: std::sync::atomic::AtomicBool,
@@ -270,8 +271,6 @@ pub struct Installer {
     registry: Registry,
     admission: Option<Arc<dyn admission::Admission>>,
     authorizer: Option<Arc<dyn authorize::Authorize>>,
-    /// Whether `build` starts the namespace controller itself.
-    namespace_controller: bool,
 }
 
 impl std::fmt::Debug for Installer {
@@ -291,17 +290,7 @@ impl Installer {
             registry: Registry::default(),
             admission: None,
             authorizer: None,
-            namespace_controller: true,
         }
-    }
-
-    /// `build` does not start the namespace controller: the embedder runs
-    /// [`Api::namespace_controller`] where it wants it (e.g. on one replica of several, under
-    /// a leader election).
-    #[must_use]
-    pub fn without_namespace_controller(mut self) -> Self {
-        self.namespace_controller = false;
-        self
     }
 
     /// Installs the admission hook every create and update passes before it is stored.
@@ -354,12 +343,11 @@ impl Installer {
         &self.resources
     }
 
-    /// Builds the API. On a tokio runtime, this also starts the namespace controller (it
-    /// empties terminating namespaces; without a runtime there is none, and a deleted
-    /// namespace stays `Terminating`), unless [`without_namespace_controller`](Self::without_namespace_controller)
-    /// was asked for. It stops when the API is dropped or shuts down. With
-    /// [`Config::acknowledge_pod_deletion`], it also starts one pass acknowledging the pod
-    /// deletions already pending (on a tokio runtime).
+    /// Builds the API. With [`Config::acknowledge_pod_deletion`], on a tokio runtime, it also
+    /// starts one pass acknowledging the pod deletions already pending. The namespace
+    /// controller, which empties terminating namespaces, is the embedder's to run
+    /// (`listwatch-controllers`' `namespaces`; without it a deleted namespace stays
+    /// `Terminating`).
     pub fn build(mut self) -> Api {
         let metrics = Metrics::register(&mut self.registry);
         let (shutdown, _) = watch::channel(false);
@@ -389,9 +377,6 @@ impl Installer {
         });
         // Built now, so that the first requests do not wait for it.
         shared.derived(&shared.kinds());
-        if self.namespace_controller {
-            namespaces::start(&shared);
-        }
         kubelet_pass::start(&shared);
         Api { shared }
     }
@@ -544,6 +529,16 @@ impl Api {
         self.shared.kinds()
     }
 
+    /// A subscription to the served resources: each new table (a
+    /// [`add_resource`](Self::add_resource) or [`remove_resource`](Self::remove_resource)),
+    /// as `listwatch_kinds::KindSet::subscribe` describes (the first `changed()` resolves at
+    /// once; a slow subscriber ends with the latest table). It ends when the API is dropped.
+    pub fn subscribe_resources(
+        &self,
+    ) -> tokio::sync::watch::Receiver<Arc<listwatch_kinds::Snapshot<Resource>>> {
+        self.shared.kinds.subscribe()
+    }
+
     /// Serves a resource from now on (a later request sees it; discovery and the OpenAPI
     /// documents list it), replacing one with the same group, version and plural, whose open
     /// watches then end as after [`remove_resource`](Self::remove_resource). Returns the
@@ -584,12 +579,32 @@ impl Api {
         check_ready(&self.shared).await
     }
 
-    /// The namespace controller as a future, for an API built
-    /// [`without_namespace_controller`](Installer::without_namespace_controller): it empties
-    /// terminating namespaces until dropped, or until the API shuts down or is dropped. At
-    /// most one should run per storage (several would only repeat each other's deletes).
-    pub fn namespace_controller(&self) -> impl Future<Output = ()> + Send + 'static {
-        namespaces::controller(&self.shared)
+    /// What a namespace DELETE on this API notifies (`notify_one`: one waiter, or the next
+    /// to wait): the namespace controller's wake-up, so that it looks at once instead of at
+    /// its next poll.
+    pub fn namespace_deletions(&self) -> Arc<tokio::sync::Notify> {
+        Arc::clone(&self.shared.namespace_wake)
+    }
+
+    /// Whether shutdown has begun ([`ShutdownHandle::shutdown`]): background work over the
+    /// API stops.
+    pub fn is_shutting_down(&self) -> bool {
+        self.shared.shutting_down()
+    }
+
+    /// The registry store of `r` (a resource this API serves), acknowledging pod deletions
+    /// as this API's DELETEs do ([`Config::acknowledge_pod_deletion`]), with the schemas of
+    /// the served kinds now.
+    pub fn store(&self, r: &Resource) -> listwatch_registry::Store {
+        let catalog = Arc::clone(&self.shared.derived(&self.shared.kinds()).catalog);
+        listwatch_registry::Store::with_catalog(
+            Arc::clone(&r.info),
+            Arc::clone(&r.storage),
+            catalog,
+        )
+        .with_kubelet(listwatch_registry::lifecycle::Kubelet::of(
+            self.shared.config.acknowledge_pod_deletion,
+        ))
     }
 
     /// Records what start-up is still waiting for (`None`: nothing). While set, `/readyz`

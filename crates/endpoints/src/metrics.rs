@@ -31,8 +31,6 @@ pub struct Metrics {
     compute_admitted: Gauge,
     /// Responses sent gzipped, by kind (`list`, `watch`): counted once per response.
     gzipped: Family<Labels, Counter>,
-    /// Passes of the namespace controller over one terminating namespace's content.
-    namespace_passes: Counter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -60,7 +58,6 @@ impl Metrics {
             compute_waiting: Gauge::default(),
             compute_admitted: Gauge::default(),
             gzipped: Family::default(),
-            namespace_passes: Counter::default(),
         };
         registry.register(
             "apiserver_request",
@@ -117,17 +114,7 @@ impl Metrics {
             "Responses sent gzipped, by kind (list, watch)",
             m.gzipped.clone(),
         );
-        registry.register(
-            "listwatch_namespace_controller_passes",
-            "Passes of the namespace controller over a terminating namespace's content",
-            m.namespace_passes.clone(),
-        );
         m
-    }
-
-    /// Counts one pass of the namespace controller over a namespace's content.
-    pub(crate) fn namespace_pass(&self) {
-        self.namespace_passes.inc();
     }
 
     /// Counts a gzipped response of `kind` (`list` or `watch`).

@@ -14,7 +14,9 @@
 //!   (`builtin/core/pod.rs`, `builtin/apps/deployment.rs`, ...), and [`builtin::all`];
 //! - [`KindSet`]: the live, versioned table of served kinds, which requests read through a
 //!   cheap immutable [`Snapshot`] and which kinds join and leave at run time, with
-//!   [`PerGeneration`] caching what is derived from a whole snapshot (discovery, OpenAPI).
+//!   [`PerGeneration`] caching what is derived from a whole snapshot (discovery, OpenAPI),
+//!   and whose subscribers ([`KindSet::subscribe`], a `tokio::sync::watch` of the current
+//!   snapshot) learn of each new generation.
 //!
 //! The set is generic over what the layer above attaches to each spec ([`Kinded`]): the
 //! endpoints keep a `KindSet<Resource>` of (spec, storage) pairs. That keeps this crate free
@@ -24,8 +26,9 @@
 //!
 //! Invariants: a spec is data plus a stateless strategy, cheap to clone and share behind an
 //! `Arc`; neither holds storage, a client or any I/O. A snapshot never changes once
-//! published. This crate depends only on `listwatch-api` ("must never depend on storage,
-//! HTTP, the registry or the server crates": `cargo xtask deps` checks it).
+//! published. This crate depends only on `listwatch-api` among the workspace's crates (and
+//! on tokio's `sync::watch` for the notification) ("must never depend on storage, HTTP, the
+//! registry or the server crates": `cargo xtask deps` checks it).
 //!
 //! ```
 //! use listwatch_kinds::{KindSpec, Printer, PrinterColumn};

@@ -11,13 +11,25 @@
 //! storage): `T` only has to show its [`KindSpec`] ([`Kinded`]), so this crate never sees
 //! storage.
 //!
+//! Who must follow the table as it changes (the garbage collector's informers, the namespace
+//! controller) subscribes ([`KindSet::subscribe`]): a `tokio::sync::watch` receiver of the
+//! current snapshot, which learns of each new generation.
+//!
 //! Invariants: a snapshot never changes; generations only grow; at most one entry per
 //! `(group, version, plural)`; writers are serialised (one change at a time) and never block
 //! readers for longer than the swap of one `Arc`; a reader never blocks a writer for longer
-//! than an `Arc` clone.
+//! than an `Arc` clone. Subscribers: the table a subscriber reads and the one
+//! [`KindSet::snapshot`] returns are the same value (the channel *is* the current table, not
+//! a copy sent after it), so no change is published without its notification; a subscriber
+//! that is slower than the changes sees only the newest of several generations (the channel
+//! keeps one value), never skips one silently — a snapshot is the whole table and carries its
+//! generation, so a gap shows as a jump of the number and nothing of the skipped table is lost
+//! — and always ends with the latest; a subscription ends when the set is dropped.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::watch;
 
 use crate::KindSpec;
 
@@ -110,7 +122,8 @@ impl<T> std::ops::Deref for Snapshot<T> {
 /// The live table of served kinds; see the module doc.
 #[derive(Debug)]
 pub struct KindSet<T> {
-    current: RwLock<Arc<Snapshot<T>>>,
+    /// The current table; its receivers are the subscriptions.
+    current: watch::Sender<Arc<Snapshot<T>>>,
     /// Serialises changes, so that each builds on the one before.
     writer: Mutex<()>,
 }
@@ -126,14 +139,24 @@ impl<T: Kinded + Clone> KindSet<T> {
             out.push(item);
         }
         Self {
-            current: RwLock::new(Arc::new(Snapshot::new(0, out))),
+            current: watch::Sender::new(Arc::new(Snapshot::new(0, out))),
             writer: Mutex::new(()),
         }
     }
 
     /// The current table.
     pub fn snapshot(&self) -> Arc<Snapshot<T>> {
-        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+        Arc::clone(&self.current.borrow())
+    }
+
+    /// A subscription to the table: its first `changed()` resolves at once (the current
+    /// table, marked unseen), each later one when a newer generation is published; read it
+    /// with `borrow_and_update()`. `changed()` fails once the set is dropped. Several changes
+    /// between two reads are seen as the newest of them (see the module's invariants).
+    pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot<T>>> {
+        let mut rx = self.current.subscribe();
+        rx.mark_changed();
+        rx
     }
 
     /// Serves `item` from the next generation on, replacing the kind with the same group,
@@ -188,7 +211,8 @@ impl<T: Kinded + Clone> KindSet<T> {
     fn publish(&self, cur: &Snapshot<T>, items: Vec<T>) -> u64 {
         let generation = cur.generation.saturating_add(1);
         let next = Arc::new(Snapshot::new(generation, items));
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = next;
+        // `send_replace` stores the value even when nobody subscribes.
+        self.current.send_replace(next);
         generation
     }
 }
@@ -305,6 +329,63 @@ mod tests {
             assert!(r.join().unwrap() > 0);
         }
         assert_eq!(set.snapshot().generation(), 1000);
+    }
+
+    /// Issue 27 step 4: a subscriber learns of every change; one slower than the changes
+    /// ends with the latest table (and sees the generations it skipped as a jump); the
+    /// subscription ends with the set.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn subscribers_learn_of_each_generation_and_end_with_the_latest() {
+        let set = Arc::new(KindSet::new([cm()]));
+        let mut rx = set.subscribe();
+        rx.changed().await.unwrap();
+        assert_eq!(rx.borrow_and_update().generation(), 0);
+        set.add(widgets());
+        rx.changed().await.unwrap();
+        let s = Arc::clone(&rx.borrow_and_update());
+        assert_eq!(s.generation(), 1);
+        assert!(s.get("example.com", "v1", "widgets").is_some());
+
+        // A writer on another thread makes 1000 changes while this subscriber reads.
+        let writer = {
+            let set = Arc::clone(&set);
+            std::thread::spawn(move || {
+                for _ in 0..500 {
+                    set.remove("example.com", "v1", "widgets").unwrap();
+                    set.add(widgets());
+                }
+            })
+        };
+        let mut last = 1;
+        while last < 1001 {
+            let deadline = std::time::Duration::from_secs(60);
+            tokio::time::timeout(deadline, rx.changed())
+                .await
+                .expect("a change was published without its notification")
+                .unwrap();
+            let s = Arc::clone(&rx.borrow_and_update());
+            assert!(
+                s.generation() > last,
+                "a notification without a new generation"
+            );
+            // Whole tables: the widget is served exactly at odd generations.
+            assert_eq!(
+                s.get("example.com", "v1", "widgets").is_some(),
+                s.generation() % 2 == 1
+            );
+            last = s.generation();
+        }
+        writer.join().unwrap();
+        assert_eq!(last, set.snapshot().generation());
+        // A late subscriber starts from the latest.
+        let mut late = set.subscribe();
+        late.changed().await.unwrap();
+        assert_eq!(late.borrow_and_update().generation(), 1001);
+        drop(set);
+        assert!(
+            rx.changed().await.is_err(),
+            "the subscription ends with the set"
+        );
     }
 
     #[test]

@@ -13,10 +13,10 @@
 //! ([`field_validation`]), the `/scale` subresource ([`scale`]), the admission hook
 //! ([`admission`]), the options of the operations ([`options`]), the typed error every
 //! rule reports ([`error::ApiError`], which carries upstream's `Status`) and the typed
-//! store of a kind ([`Store`]: create, get, update, patch, delete with their options, the
-//! caller's checks as [`WriteHooks`]) that the HTTP handlers call between decoding and
-//! encoding and the server's own writers call directly, each write recorded under its
-//! manager in managedFields.
+//! store of a kind ([`Store`]: create, get, list, watch, update, patch, delete and
+//! deletecollection with their options, the caller's checks as [`WriteHooks`]) that the
+//! HTTP handlers call between decoding and encoding and the server's own writers and
+//! controllers call directly, each write recorded under its manager in managedFields.
 //!
 //! Invariants:
 //! - nothing here is HTTP: requests arrive already decoded and their options validated;
@@ -57,6 +57,8 @@ pub mod patch;
 pub mod resttest;
 pub mod scale;
 pub mod store;
+mod store_delete_collection;
+mod store_list;
 pub mod store_patch;
 pub mod store_update;
 pub mod strategic;

@@ -12,8 +12,20 @@
 //! deletes nothing; a dry-run delete deletes nothing; a delete removes the object or leaves
 //! it marked with a `deletionTimestamp`; a delete of a missing name is `NotFound`.
 //!
-//! Invariant: the suite only creates names beginning with `resttest-` in the case's namespace.
+//! Then the collection verbs, on objects labelled `resttest-list`: a list by label selector,
+//! by field selector (`metadata.name`) and in every namespace; a list in pages (`limit`,
+//! then `continue`); a watch of the collection from the list's resourceVersion sees a
+//! create inside its selector and not one outside; a watch of one object sees its own delete
+//! and not another's; a dry-run deletecollection answers what it would delete and changes
+//! nothing; a deletecollection removes (or marks) what its selector selects and nothing
+//! else; namespaces have no deletecollection (405).
+//!
+//! Invariant: the suite only creates names beginning with `resttest-` in the case's
+//! namespace, and expects a store with no other object labelled `resttest-list` there.
 
+use futures::StreamExt;
+use listwatch_api::{FieldSelector, LabelSelector, Object};
+use listwatch_storage::{ListOptions, ObjectList, Preconditions, WatchEvent, WatchStream};
 use serde_json::{Map, Value};
 
 use crate::lifecycle::Deletion;
@@ -23,8 +35,6 @@ use crate::store::{CreateOptions, Store, StoreError};
 use crate::store_patch::PatchOptions;
 use crate::store_update::UpdateOptions;
 use crate::write::Subresource;
-use listwatch_api::Object;
-use listwatch_storage::Preconditions;
 
 /// The manager the suite's creates are recorded under.
 pub const MANAGER: &str = "resttest";
@@ -216,8 +226,263 @@ pub async fn run(case: &Case) -> Result<(), Failure> {
         .delete(ns, "resttest-missing", &DeleteRequest::default())
         .await
     {
-        Err(StoreError::Storage(e)) if e.is_not_found() => Ok(()),
-        other => Err(case.fail("delete missing", format!("{other:?}"))),
+        Err(StoreError::Storage(e)) if e.is_not_found() => {}
+        other => return Err(case.fail("delete missing", format!("{other:?}"))),
+    }
+    collections(case).await
+}
+
+/// The label the collection checks select on.
+const LIST_LABEL: &str = "resttest-list";
+
+/// How long a watch check waits for its event (only a hang reaches it).
+const WATCH_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Case {
+    /// An object `name` labelled `resttest-list=<list>`.
+    fn labelled(&self, name: &str, list: &str) -> Map<String, Value> {
+        let mut obj = self.named(name);
+        if let Some(Value::Object(m)) = obj.get_mut("metadata") {
+            let labels = m
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(l) = labels {
+                l.insert(LIST_LABEL.into(), Value::String(list.into()));
+            }
+        }
+        obj
+    }
+}
+
+fn selecting(label: &str, field: &str) -> Result<ListOptions, String> {
+    let mut opts = ListOptions::recursive();
+    if !label.is_empty() {
+        opts.predicate.label = LabelSelector::parse(label).map_err(|e| e.to_string())?;
+    }
+    if !field.is_empty() {
+        opts.predicate.field = FieldSelector::parse(field).map_err(|e| e.to_string())?;
+    }
+    Ok(opts)
+}
+
+fn names(list: &ObjectList) -> Vec<&str> {
+    list.items.iter().map(Object::name).collect()
+}
+
+/// The next event of `stream` that is not a bookmark, within [`WATCH_DEADLINE`].
+async fn next_event(stream: &mut WatchStream) -> Result<WatchEvent, String> {
+    let deadline = tokio::time::Instant::now() + WATCH_DEADLINE;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Err(_) => return Err("no event in time".into()),
+            Ok(None) => return Err("the watch ended".into()),
+            Ok(Some(WatchEvent::Bookmark(_))) => {}
+            Ok(Some(e)) => return Ok(e),
+        }
+    }
+}
+
+/// The object of an event about an object.
+fn event_object(e: &WatchEvent) -> Option<&Object> {
+    match e {
+        WatchEvent::Added(o) | WatchEvent::Deleted(o) | WatchEvent::Modified { object: o, .. } => {
+            Some(o)
+        }
+        _ => None,
+    }
+}
+
+/// list (selectors, pages), watch (a collection's, one object's) and deletecollection
+/// (selectors, dry run), on objects labelled for it.
+async fn collections(case: &Case) -> Result<(), Failure> {
+    let store = &case.store;
+    let ns = case.ns();
+    let by = CreateOptions::by(MANAGER);
+    let err = |e: StoreError| e.to_string();
+    let sel = |l: &str, f: &str| selecting(l, f).map_err(|e| case.fail("selector", e));
+    let yes = format!("{LIST_LABEL}=yes");
+
+    for (name, list) in [
+        ("resttest-l1", "yes"),
+        ("resttest-l2", "yes"),
+        ("resttest-l3", "yes"),
+        ("resttest-o1", "no"),
+    ] {
+        store
+            .create(ns, case.labelled(name, list), &by)
+            .await
+            .map_err(|e| case.fail("create for list", err(e)))?;
+    }
+
+    // List: a label selector, a field selector, every namespace.
+    let listed = store
+        .list(ns, &sel(&yes, "")?)
+        .await
+        .map_err(|e| case.fail("list", err(e)))?;
+    if names(&listed) != ["resttest-l1", "resttest-l2", "resttest-l3"]
+        || listed.resource_version == 0
+    {
+        return Err(case.fail(
+            "list by label",
+            format!("{:?} at {}", names(&listed), listed.resource_version),
+        ));
+    }
+    let one = store
+        .list(ns, &sel("", "metadata.name=resttest-l2")?)
+        .await
+        .map_err(|e| case.fail("list by field", err(e)))?;
+    if names(&one) != ["resttest-l2"] {
+        return Err(case.fail("list by field", format!("{:?}", names(&one))));
+    }
+    let everywhere = store
+        .list(None, &sel(&yes, "")?)
+        .await
+        .map_err(|e| case.fail("list every namespace", err(e)))?;
+    if everywhere.items.len() != 3 {
+        return Err(case.fail("list every namespace", format!("{:?}", names(&everywhere))));
+    }
+
+    // Pages: limit, then continue.
+    let mut paged = sel(&yes, "")?;
+    paged.limit = Some(2);
+    let first = store
+        .list(ns, &paged)
+        .await
+        .map_err(|e| case.fail("list page", err(e)))?;
+    let Some(token) = first
+        .continue_token
+        .clone()
+        .filter(|_| first.items.len() == 2)
+    else {
+        return Err(case.fail(
+            "list page",
+            format!("{:?}, continue {:?}", names(&first), first.continue_token),
+        ));
+    };
+    paged.continue_token = Some(token);
+    let second = store
+        .list(ns, &paged)
+        .await
+        .map_err(|e| case.fail("list next page", err(e)))?;
+    if names(&second) != ["resttest-l3"] || second.continue_token.is_some() {
+        return Err(case.fail(
+            "list next page",
+            format!("{:?}, continue {:?}", names(&second), second.continue_token),
+        ));
+    }
+
+    // Watch a collection from the list's version: a create outside the selection is not
+    // seen, one inside is.
+    let mut from = sel(&yes, "")?;
+    from.resource_version = Some(listed.resource_version);
+    let mut stream = store
+        .watch(ns, None, &from)
+        .await
+        .map_err(|e| case.fail("watch", err(e)))?;
+    for (name, list) in [("resttest-o2", "no"), ("resttest-l4", "yes")] {
+        store
+            .create(ns, case.labelled(name, list), &by)
+            .await
+            .map_err(|e| case.fail("create for watch", err(e)))?;
+    }
+    match next_event(&mut stream).await {
+        Ok(WatchEvent::Added(o)) if o.name() == "resttest-l4" => {}
+        other => return Err(case.fail("watch", format!("{other:?}"))),
+    }
+    drop(stream);
+
+    // Watch one object: a delete of another is not seen, its own is.
+    let now = store
+        .list(ns, &sel(&yes, "")?)
+        .await
+        .map_err(|e| case.fail("list", err(e)))?;
+    let at = ListOptions {
+        resource_version: Some(now.resource_version),
+        ..ListOptions::default()
+    };
+    let mut single = store
+        .watch(ns, Some("resttest-l1"), &at)
+        .await
+        .map_err(|e| case.fail("watch one", err(e)))?;
+    for name in ["resttest-o1", "resttest-l1"] {
+        store
+            .delete(ns, name, &DeleteRequest::default())
+            .await
+            .map_err(|e| case.fail("delete for watch", err(e)))?;
+    }
+    match next_event(&mut single).await {
+        Ok(e) if event_object(&e).is_some_and(|o| o.name() == "resttest-l1") => {}
+        other => return Err(case.fail("watch one", format!("{other:?}"))),
+    }
+    drop(single);
+
+    // Deletecollection: namespaces have none; a dry run deletes nothing; otherwise what
+    // the selector selects goes (or is marked), nothing else.
+    let dry = DeleteRequest {
+        dry_run: true,
+        ..DeleteRequest::default()
+    };
+    let everything = ListOptions::recursive();
+    if crate::lifecycle::is_namespaces(store.info()) {
+        return match store.delete_collection(ns, &everything, &dry).await {
+            Err(StoreError::Rejected(e)) if e.code() == 405 => Ok(()),
+            other => Err(case.fail("namespaces deletecollection", format!("{other:?}"))),
+        };
+    }
+    let before = store
+        .list(ns, &everything)
+        .await
+        .map_err(|e| case.fail("list", err(e)))?;
+    // What the selector selects now (resttest-l1 is gone, or marked by its delete).
+    let selected = store
+        .list(ns, &sel(&yes, "")?)
+        .await
+        .map_err(|e| case.fail("list", err(e)))?;
+    let would = store
+        .delete_collection(ns, &sel(&yes, "")?, &dry)
+        .await
+        .map_err(|e| case.fail("dry-run deletecollection", err(e)))?;
+    let after = store
+        .list(ns, &everything)
+        .await
+        .map_err(|e| case.fail("list", err(e)))?;
+    let versions =
+        |l: &ObjectList| -> Vec<u64> { l.items.iter().map(Object::resource_version).collect() };
+    if names(&would) != names(&selected) || versions(&before) != versions(&after) {
+        return Err(case.fail(
+            "dry-run deletecollection",
+            format!(
+                "{:?}; before {:?}, after {:?}",
+                names(&would),
+                names(&before),
+                names(&after)
+            ),
+        ));
+    }
+    let done = store
+        .delete_collection(ns, &sel(&yes, "")?, &DeleteRequest::default())
+        .await
+        .map_err(|e| case.fail("deletecollection", err(e)))?;
+    if names(&done) != names(&selected)
+        || !names(&done).contains(&"resttest-l4")
+        || done.continue_token.is_some()
+    {
+        return Err(case.fail("deletecollection", format!("{:?}", names(&done))));
+    }
+    let left = store
+        .list(ns, &sel(&yes, "")?)
+        .await
+        .map_err(|e| case.fail("deletecollection", err(e)))?;
+    let marked = |o: &Object| {
+        o.to_value()
+            .is_ok_and(|v| v["metadata"]["deletionTimestamp"].is_string())
+    };
+    if !left.items.iter().all(marked) {
+        return Err(case.fail("deletecollection left", format!("{:?}", names(&left))));
+    }
+    match store.get(ns, "resttest-o2").await {
+        Ok(Some(_)) => Ok(()),
+        other => Err(case.fail("deletecollection beyond its selector", format!("{other:?}"))),
     }
 }
 

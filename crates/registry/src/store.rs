@@ -165,6 +165,8 @@ pub struct Store {
     info: Arc<KindSpec>,
     storage: Arc<dyn Storage>,
     catalog: Arc<Catalog>,
+    /// Who acknowledges a pod's graceful deletion (the server's `acknowledge_pod_deletion`).
+    pub(crate) kubelet: Kubelet,
 }
 
 impl std::fmt::Debug for Store {
@@ -191,7 +193,16 @@ impl Store {
             info,
             storage,
             catalog,
+            kubelet: Kubelet::Absent,
         }
+    }
+
+    /// The same store, with `kubelet` acknowledging pod deletions (the server's
+    /// `acknowledge_pod_deletion`; without it nobody does).
+    #[must_use]
+    pub fn with_kubelet(mut self, kubelet: Kubelet) -> Self {
+        self.kubelet = kubelet;
+        self
     }
 
     /// The kind served.
@@ -358,7 +369,8 @@ impl Store {
 
     /// Deletes `name` in `namespace` as a DELETE with `opts` does (the kind's deletion
     /// lifecycle: grace periods, finalizers, propagation, preconditions, dry run); the
-    /// object gone, or still there marked as being deleted. No kubelet acknowledges pods.
+    /// object gone, or still there marked as being deleted. Pods are acknowledged as
+    /// [`with_kubelet`](Self::with_kubelet) says (by default, by nobody).
     pub async fn delete(
         &self,
         namespace: Option<&str>,
@@ -367,17 +379,10 @@ impl Store {
     ) -> Result<Deletion, StoreError> {
         crate::validation::check_delete(&self.info, name)?;
         let key = self.key(namespace, name)?;
-        Ok(lifecycle::delete(
-            self.storage.as_ref(),
-            &self.info,
-            &key,
-            opts,
-            Kubelet::Absent,
-        )
-        .await?)
+        Ok(lifecycle::delete(self.storage.as_ref(), &self.info, &key, opts, self.kubelet).await?)
     }
 
-    fn key(&self, namespace: Option<&str>, name: &str) -> Result<Key, StoreError> {
+    pub(crate) fn key(&self, namespace: Option<&str>, name: &str) -> Result<Key, StoreError> {
         let ns = namespace.filter(|_| self.info.namespaced);
         Ok(Key::object(&self.info.storage_resource, ns, name)?)
     }

@@ -1,8 +1,12 @@
-//! The collector's reads and writes. Reads go to the resource's storage (a consistent read
-//! of the latest state); writes are requests through the endpoints' router, in process, so
-//! they follow exactly the rules every client's do (a DELETE's propagation policy and
-//! preconditions, the update that removes the last finalizer removing the object,
-//! resourceVersion conflicts), as upstream's collector uses the API server.
+//! The collector's reads and writes. Reads and deletes go through the registry's store of
+//! the resource ([`listwatch_registry::Store`], as the API serves it: `Api::store`): a get is
+//! a consistent read of the latest state, a delete is the kind's deletion lifecycle with the
+//! propagation policy and preconditions a client's DELETE carries (the same lifecycle the
+//! API's DELETE handler calls). The metadata edits (finalizers, owner references) are still
+//! merge patches through the endpoints' router in process, as the user and User-Agent of
+//! upstream's collector, until the registry's store has patch; they follow exactly the rules
+//! every client's do (the update that removes the last finalizer removing the object,
+//! resourceVersion conflicts).
 //!
 //! Every call has a deadline ([`CALL_TIMEOUT`]); a write that loses an optimistic-concurrency
 //! race is recomputed from a fresh read at most [`MAX_CONFLICTS`] times (then it fails, and
@@ -14,8 +18,10 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Method, Request, header};
 use listwatch_api::{Object, Status};
-use listwatch_endpoints::{ClientKey, Resource};
-use listwatch_storage::{GetOptions, Key};
+use listwatch_endpoints::{Api, ClientKey, Resource};
+use listwatch_registry::options::{DeleteRequest, Propagation};
+use listwatch_registry::{Store, StoreError};
+use listwatch_storage::Preconditions;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -50,11 +56,11 @@ pub(crate) enum Policy {
 }
 
 impl Policy {
-    fn as_str(self) -> &'static str {
+    fn propagation(self) -> Propagation {
         match self {
-            Policy::Orphan => "Orphan",
-            Policy::Background => "Background",
-            Policy::Foreground => "Foreground",
+            Policy::Orphan => Propagation::Orphan,
+            Policy::Background => Propagation::Background,
+            Policy::Foreground => Propagation::Foreground,
         }
     }
 }
@@ -70,12 +76,47 @@ pub(crate) struct Decided {
 /// The in-process API of the collector.
 #[derive(Clone)]
 pub(crate) struct Calls {
+    api: Api,
     router: Router,
 }
 
+/// Whether `e` is the storage's `NotFound`.
+fn not_found(e: &GcError) -> bool {
+    matches!(e, GcError::Storage(e) if e.is_not_found())
+}
+
+/// Whether `e` is the storage's conflict (a precondition that did not hold).
+fn conflict(e: &GcError) -> bool {
+    matches!(e, GcError::Storage(e) if e.is_conflict())
+}
+
 impl Calls {
-    pub(crate) fn new(router: Router) -> Self {
-        Self { router }
+    pub(crate) fn new(api: &Api) -> Self {
+        Self {
+            api: api.clone(),
+            router: api.router(),
+        }
+    }
+
+    /// The registry store of `res`, as the API serves it.
+    fn store(&self, res: &Resource) -> Store {
+        self.api.store(res)
+    }
+
+    /// `e` as the collector reports it: the storage's own error kept (its conflicts and
+    /// `NotFound` are decisions), a rejection as the API would answer it.
+    fn failed(res: &Resource, what: String, e: StoreError) -> GcError {
+        match e {
+            StoreError::Storage(e) => GcError::Storage(e),
+            StoreError::Rejected(_) => {
+                let status = e.to_api_error(&res.info);
+                GcError::Api {
+                    request: what,
+                    code: status.code(),
+                    message: status.0.message.clone(),
+                }
+            }
+        }
     }
 
     /// The live object `name` (in `ns`) of `res`, as JSON.
@@ -85,15 +126,11 @@ impl Calls {
         ns: Option<&str>,
         name: &str,
     ) -> Result<Option<Value>, GcError> {
-        let ns = ns.filter(|_| res.info.namespaced);
-        let key = Key::object(&res.info.storage_resource, ns, name)?;
-        let opts = GetOptions {
-            resource_version: None,
-            ignore_not_found: true,
-        };
-        let found = tokio::time::timeout(CALL_TIMEOUT, res.storage.get(&key, &opts))
+        let what = || format!("GET {}", object_path(&res.info, ns, name));
+        let found = tokio::time::timeout(CALL_TIMEOUT, self.store(res).get(ns, name))
             .await
-            .map_err(|_| GcError::Timeout(format!("GET {key}")))??;
+            .map_err(|_| GcError::Timeout(what()))?
+            .map_err(|e| Self::failed(res, what(), e))?;
         found
             .as_ref()
             .map(Object::to_value)
@@ -120,13 +157,13 @@ impl Calls {
         at: Option<&Decided>,
         policy: Policy,
     ) -> Result<(), GcError> {
-        let path = object_path(&res.info, ns, name);
         let rv = at.map(|d| d.resource_version.as_str());
-        match self.send_delete(&path, uid, rv, policy).await {
-            Ok(()) | Err(GcError::Api { code: 404, .. }) => Ok(()),
-            Err(conflict @ GcError::Api { code: 409, .. }) => {
+        match self.send_delete(res, ns, name, uid, rv, policy).await {
+            Ok(()) => Ok(()),
+            Err(e) if not_found(&e) => Ok(()),
+            Err(lost) if conflict(&lost) => {
                 let Some(d) = at else {
-                    return Err(conflict);
+                    return Err(lost);
                 };
                 let Some(live) = self.get(res, ns, name).await? else {
                     return Ok(());
@@ -141,37 +178,57 @@ impl Calls {
                     .and_then(|m| m.get("ownerReferences"))
                     .unwrap_or(&Value::Null);
                 if same_uid && moved && *owners == d.owner_references {
-                    match self.send_delete(&path, uid, None, policy).await {
-                        Ok(()) | Err(GcError::Api { code: 404, .. }) => Ok(()),
+                    match self.send_delete(res, ns, name, uid, None, policy).await {
+                        Ok(()) => Ok(()),
+                        Err(e) if not_found(&e) => Ok(()),
                         Err(e) => Err(e),
                     }
                 } else {
-                    Err(conflict)
+                    Err(lost)
                 }
             }
             Err(e) => Err(e),
         }
     }
 
-    /// One DELETE of `path` with these preconditions.
+    /// One delete of the object with these preconditions, through the registry's store (the
+    /// kind's lifecycle, as the API's DELETE). A namespace deleted wakes the namespace
+    /// controller, as a DELETE of one on the API does.
     async fn send_delete(
         &self,
-        path: &str,
+        res: &Resource,
+        ns: Option<&str>,
+        name: &str,
         uid: &str,
         resource_version: Option<&str>,
         policy: Policy,
     ) -> Result<(), GcError> {
-        let mut preconditions = json!({"uid": uid});
-        if let Some(rv) = resource_version.filter(|rv| !rv.is_empty()) {
-            preconditions["resourceVersion"] = json!(rv);
+        let what = || format!("DELETE {}", object_path(&res.info, ns, name));
+        let resource_version = match resource_version.filter(|rv| !rv.is_empty()) {
+            // As the API's DELETE options parse it: a version that is not one is a 400.
+            Some(rv) => Some(listwatch_api::rv::parse(rv).map_err(|e| GcError::Api {
+                request: what(),
+                code: 400,
+                message: e.to_string(),
+            })?),
+            None => None,
+        };
+        let opts = DeleteRequest {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version,
+            }),
+            propagation: Some(policy.propagation()),
+            ..DeleteRequest::default()
+        };
+        tokio::time::timeout(CALL_TIMEOUT, self.store(res).delete(ns, name, &opts))
+            .await
+            .map_err(|_| GcError::Timeout(what()))?
+            .map_err(|e| Self::failed(res, what(), e))?;
+        if res.info.group.is_empty() && res.info.plural == "namespaces" {
+            self.api.namespace_deletions().notify_one();
         }
-        let body = json!({
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "preconditions": preconditions,
-            "propagationPolicy": policy.as_str(),
-        });
-        self.call(Method::DELETE, path, Some(body)).await
+        Ok(())
     }
 
     /// Rewrites the object's metadata with `edit` (applied to the live object's metadata;
@@ -210,7 +267,7 @@ impl Calls {
                 .call(Method::PATCH, &path, Some(json!({"metadata": patch})))
                 .await
             {
-                Ok(_) | Err(GcError::Api { code: 404, .. }) => return Ok(()),
+                Ok(()) | Err(GcError::Api { code: 404, .. }) => return Ok(()),
                 Err(GcError::Api { code: 409, .. }) => {}
                 Err(e) => return Err(e),
             }

@@ -10,24 +10,29 @@
 //!   owners that are absent (uid-checked: an object of the same name with another uid does
 //!   not own it), replaced, or being deleted in the foreground (`worker`), and to owners held
 //!   by the `orphan` and `foregroundDeletion` finalizers;
-//! - carrying the decisions out as API requests (`calls`).
+//! - carrying the decisions out (`calls`): reads and deletes through the registry's store of
+//!   the kind, metadata edits as API requests.
 //!
 //! What it does not own: *what a DELETE does* — the finalizers a propagation policy sets,
 //! grace periods, the update that removes the last finalizer removing the object — is
-//! `listwatch-endpoints`' deletion lifecycle. The collector is a client of it.
+//! `listwatch-registry`'s deletion lifecycle. The collector is a client of it.
 //!
 //! # Why a crate above the endpoints, not inside them
 //!
 //! Upstream's collector is a controller talking to the API server, so its every write obeys
-//! the API's rules. Here it sends its writes through the endpoints' router in process
+//! the API's rules. Here it reads and deletes through the registry's store of each kind as
+//! the API serves it ([`listwatch_endpoints::Api::store`]: a get is a consistent read, a
+//! delete the same lifecycle, with the same kubelet acknowledgement, as the API's DELETE), so
+//! it cannot get a deletion rule wrong by reimplementing it; its metadata edits (finalizers,
+//! owner references) are merge patches through the endpoints' router in process
 //! ([`listwatch_endpoints::Api::router`]), as the user
-//! `system:serviceaccount:kube-system:generic-garbage-collector` for flow control, so it
-//! needs nothing internal to the endpoints and cannot get a deletion rule wrong by
-//! reimplementing it. It reads through the storage directly (a consistent read). Layers:
-//! it depends on `listwatch-endpoints`, `listwatch-runtime` (informers, work queue) and
-//! `listwatch-cacher` (the in-process lister-watcher); only the server binary depends on it.
-//! Requests from it do not pass the server's authentication, authorization or audit (those
-//! wrap the router outside): it is part of the server, as the namespace controller is.
+//! `system:serviceaccount:kube-system:generic-garbage-collector` for flow control, until the
+//! registry's store has patch. Layers: it depends on `listwatch-endpoints`,
+//! `listwatch-registry`, `listwatch-runtime` (informers, work queue) and `listwatch-cacher`
+//! (the in-process lister-watcher); only the server binary depends on it. Its calls do not
+//! pass the server's authentication, authorization or audit (those wrap the router outside),
+//! and its deletes do not take a flow-control seat or count in the API's request metrics: it
+//! is part of the server, as the namespace controller is.
 //!
 //! # Invariants
 //! - nothing is deleted on a cached view: an object goes only after live reads found each
@@ -58,7 +63,8 @@
 //! first set's informers have listed once; a kind added later is worked on as its informer
 //! fills (decisions are on live reads, so an unsynced cache delays work but never misleads
 //! it). A kind's catalog index is never reused within a run. Without [`GarbageCollector::with_kinds`]
-//! the set is the API's served resources, read once at start.
+//! the set is the API's served resources as they change ([`ServedKinds`]: the live `KindSet`'s
+//! notification, so `Api::add_resource` after start is followed).
 //!
 //! What still differs from upstream: no metrics of its own; owner references whose kind no
 //! served resource has are retried with backoff forever, as upstream's are until discovery
@@ -165,14 +171,42 @@ pub trait Kinds: Send + Sync + 'static {
     fn subscribe(&self) -> BoxStream<'static, Vec<Resource>>;
 }
 
-/// A set of kinds fixed for the collector's life (what [`GarbageCollector::new`] follows:
-/// the API's served resources at the time of the call).
+/// A set of kinds fixed for the collector's life.
 #[derive(Debug, Clone)]
 pub struct FixedKinds(pub Vec<Resource>);
 
 impl Kinds for FixedKinds {
     fn subscribe(&self) -> BoxStream<'static, Vec<Resource>> {
         futures::stream::once(futures::future::ready(self.0.clone())).boxed()
+    }
+}
+
+/// The API's served kinds as they change ([`listwatch_endpoints::Api::subscribe_resources`],
+/// the live `KindSet`'s notification): what [`GarbageCollector::new`] follows. Each
+/// subscription yields the table current when it starts, then each newer one (a subscriber
+/// slower than the changes gets the newest: the whole table, so nothing is lost); it ends
+/// when the API is dropped.
+#[derive(Debug, Clone)]
+pub struct ServedKinds(pub tokio::sync::watch::Receiver<Arc<listwatch_kinds::Snapshot<Resource>>>);
+
+impl ServedKinds {
+    /// The served kinds of `api`.
+    pub fn of(api: &listwatch_endpoints::Api) -> Self {
+        Self(api.subscribe_resources())
+    }
+}
+
+impl Kinds for ServedKinds {
+    fn subscribe(&self) -> BoxStream<'static, Vec<Resource>> {
+        let mut rx = self.0.clone();
+        // The current table first, whatever this receiver has seen.
+        rx.mark_changed();
+        futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            let set = rx.borrow_and_update().to_vec();
+            Some((set, rx))
+        })
+        .boxed()
     }
 }
 
@@ -194,7 +228,8 @@ impl std::fmt::Debug for GarbageCollector {
 }
 
 impl GarbageCollector {
-    /// A collector of `api`'s served resources, with the default [`Config`].
+    /// A collector of `api`'s served resources as they change ([`ServedKinds`]), with the
+    /// default [`Config`].
     pub fn new(api: &listwatch_endpoints::Api) -> Self {
         Self::with_config(api, Config::default())
     }
@@ -203,13 +238,13 @@ impl GarbageCollector {
     pub fn with_config(api: &listwatch_endpoints::Api, config: Config) -> Self {
         Self {
             api: api.clone(),
-            kinds: Arc::new(FixedKinds(api.resources().to_vec())),
+            kinds: Arc::new(ServedKinds::of(api)),
             config,
         }
     }
 
-    /// Follows the kinds `kinds` yields instead of the API's served resources at start (the
-    /// seam a live kind set feeds). Every kind it yields must be served by the API's router,
+    /// Follows the kinds `kinds` yields instead of the API's served resources (e.g. a
+    /// [`FixedKinds`]). Every kind it yields must be served by the API's router,
     /// through which the collector writes.
     #[must_use]
     pub fn with_kinds(mut self, kinds: Arc<dyn Kinds>) -> Self {
@@ -231,7 +266,7 @@ impl GarbageCollector {
         let mut kinds = self.kinds.subscribe();
         let w = Arc::new(Workers {
             graph: Graph::new(),
-            calls: Calls::new(self.api.router()),
+            calls: Calls::new(&self.api),
             queues: queues.clone(),
             absent: Mutex::new(worker::AbsentOwners::default()),
             orphaned: Mutex::new(worker::AbsentOwners::default()),

@@ -1,12 +1,14 @@
 //! The delete verbs: delete (one object) and deletecollection.
 //!
 //! Invariants: what a DELETE does to an object is `lifecycle`'s decision (an object it must
-//! keep, for its finalizers or a grace period, is only marked); a collection delete checks
-//! that every object listed may be deleted before it deletes any.
+//! keep, for its finalizers or a grace period, is only marked); a collection delete is the
+//! registry's `Store::delete_collection` (it checks that every object listed may be deleted
+//! before it deletes any).
+
+use std::sync::Arc;
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use listwatch_storage::Key;
 
 use super::read::list_response;
 use super::{Request, object_response};
@@ -25,7 +27,7 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         .await
         .map_err(|e| req.storage_err(&e))?;
     if crate::lifecycle::is_namespaces(req.info()) && !opts.dry_run {
-        req.shared.namespace_wake.wake();
+        req.shared.namespace_wake.notify_one();
     }
     // Upstream: 202 only for an object kept after a DELETE with `orphanDependents: false`.
     let code = match &done {
@@ -61,33 +63,17 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
     }
     let opts = req.query.delete_options(bytes)?;
     let lr = req.query.list_options(req.info(), false, None)?;
-    let key = req.collection_key()?;
-    let mut list = req
-        .res
-        .storage
-        .list(&key, &lr.opts)
+    let store = listwatch_registry::Store::with_catalog(
+        Arc::clone(&req.res.info),
+        Arc::clone(&req.res.storage),
+        Arc::clone(&req.shared.derived(&req.kinds).catalog),
+    )
+    .with_kubelet(crate::lifecycle::Kubelet::of(
+        req.shared.config.acknowledge_pod_deletion,
+    ));
+    let list = store
+        .delete_collection(req.ns(), &lr.opts, &opts)
         .await
-        .map_err(|e| req.storage_err(&e))?;
-    for o in &list.items {
-        crate::validation::check_delete(req.info(), o.name())?;
-    }
-    let mut deleted = Vec::with_capacity(list.items.len());
-    let kubelet = crate::lifecycle::Kubelet::of(req.shared.config.acknowledge_pod_deletion);
-    for o in std::mem::take(&mut list.items) {
-        let k = Key::object(&req.info().storage_resource, o.namespace(), o.name())
-            .map_err(|e| req.storage_err(&e))?;
-        match crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &k, &opts, kubelet)
-            .await
-        {
-            Ok(crate::lifecycle::Deletion::Gone(d) | crate::lifecycle::Deletion::Pending(d)) => {
-                deleted.push(d);
-            }
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(req.storage_err(&e)),
-        }
-    }
-    list.items = deleted;
-    list.continue_token = None;
-    list.remaining_item_count = None;
+        .map_err(|e| e.to_api_error(req.info()))?;
     list_response(req, Items::Json, list)
 }

@@ -1,15 +1,12 @@
 //! Namespaces: the admission rule for creates in a namespace (exists, and is not being
-//! terminated), as upstream's `NamespaceLifecycle` admission plugin; the namespace strategy's
-//! rules for writes of namespaces ([`strategy`]: the `kubernetes.io/metadata.name` label,
-//! `spec.finalizers` kept by updates and changed only through `/finalize`); and the namespace
-//! controller ([`controller`]) that empties a terminating namespace, reports on it in its
-//! status conditions ([`conditions`]) and lets it go.
+//! terminated), as upstream's `NamespaceLifecycle` admission plugin, and the wake-up a local
+//! namespace DELETE sends the namespace controller ([`crate::Api::namespace_deletions`]).
 //!
 //! A DELETE of a namespace only marks it (`lifecycle`: `deletionTimestamp`, phase
-//! `Terminating`; its `spec.finalizers` hold `kubernetes` from its creation); the
-//! controller — a background task of the [`Api`](crate::Api), started by `Installer::build`
-//! when it runs on a tokio runtime — removes that finalizer once the namespace is empty.
-//! Other finalizers in `spec.finalizers` are released through `PUT .../finalize`.
+//! `Terminating`; its `spec.finalizers` hold `kubernetes` from its creation); the namespace
+//! controller — `listwatch-controllers`' `namespaces`, which the embedder runs — removes that
+//! finalizer once the namespace is empty. Other finalizers in `spec.finalizers` are released
+//! through `PUT .../finalize`.
 //!
 //! Invariant (no orphans): an object of a namespace is never left behind once the namespace
 //! is gone. A create checks the namespace before it writes (404 when missing, 403 Forbidden
@@ -28,34 +25,16 @@
 //! write. If the namespace still cannot be read, the object is removed and the answer says
 //! so without `Retry-After` (the client decides whether to send the create again).
 
-mod controller;
-
-pub(crate) use listwatch_registry::namespaces::{NAMESPACE_FINALIZER, conditions};
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-use listwatch_api::Object;
-use listwatch_storage::{GetOptions, Key, Preconditions};
-use tokio::sync::Notify;
 
 use crate::Shared;
 use crate::error::{ApiError, ApiResult};
 use crate::lifecycle::{self, State};
 use crate::query::DeleteRequest;
 use crate::resource::{KindSpec, Resource};
-
-pub(crate) use controller::{controller, start};
-
-/// Wakes the controller (a local namespace DELETE).
-#[derive(Debug, Default)]
-pub(crate) struct Wake(Notify);
-
-impl Wake {
-    pub(crate) fn wake(&self) {
-        self.0.notify_one();
-    }
-}
+use listwatch_api::Object;
+use listwatch_storage::{GetOptions, Key, Preconditions};
 
 fn terminating_message(ns: &str) -> String {
     format!("unable to create new content in namespace {ns} because it is being terminated")

@@ -727,22 +727,12 @@ async fn deletes_check_preconditions_and_namespaces_take_their_objects() {
         .json();
     assert_eq!(left["items"].as_array().unwrap().len(), 1);
 
-    assert_eq!(
-        call(r, "DELETE", "/api/v1/namespaces/ns1", None, "")
-            .await
-            .status,
-        StatusCode::OK
-    );
-    // The namespace controller empties it in the background (lifecycle.rs).
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let gone = call(r, "GET", "/api/v1/pods", None, "").await.json();
-        if gone["items"].as_array().unwrap().is_empty() {
-            break;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{gone}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    // A namespace DELETE marks it; emptying it and letting it go is the namespace
+    // controller's, which `listwatch-controllers` runs (its tests/namespaces.rs take the
+    // objects of a deleted namespace through this router).
+    let marked = call(r, "DELETE", "/api/v1/namespaces/ns1", None, "").await;
+    assert_eq!(marked.status, StatusCode::OK);
+    assert_eq!(marked.json()["status"]["phase"], "Terminating");
 }
 
 #[tokio::test]

@@ -21,7 +21,6 @@ use common::CollidingCreates;
 
 fn installer(store: Arc<dyn Storage>) -> Installer {
     Installer::new(Config::default())
-        .without_namespace_controller()
         .resource(
             KindSpec::new("", "v1", "namespaces", "Namespace").namespaced(false),
             store.clone(),

@@ -3,17 +3,23 @@
 //! (`pkg/controller/namespace/namespace_controller.go` and
 //! `deletion/namespaced_resources_deleter.go`).
 //!
-//! Its interface is narrow: [`start`] and [`controller`] take the [`Shared`] API state and
-//! read from it only the served resources, the namespaces resource, the metrics, the config
-//! (for the kubelet's acknowledgement) and the wake-up a local namespace DELETE sends.
+//! Its interface is narrow ([`Server`]): the registry [`Store`] of every kind served now
+//! (read again for every pass, so a kind served after start — `Api::add_resource`, a custom
+//! resource — is emptied like any other), the wake-up a local namespace DELETE sends and
+//! whether the server is shutting down. It reads and deletes through the stores (list in
+//! pages, delete with the kind's lifecycle: finalizers, grace periods, the kubelet's
+//! acknowledgement as the server's DELETEs have it) and writes the namespace's status
+//! conditions and `/finalize` through the registry's field manager as
+//! `kube-controller-manager`. [`ApiServer`] is the [`Server`] of a
+//! [`listwatch_endpoints::Api`]; the binary runs [`NamespaceController::run`] as a singleton.
 //!
 //! What it does: it lists namespaces when woken (a local namespace DELETE) and at least
-//! every [`POLL_IDLE`] (a namespace marked by another server); each terminating namespace
+//! every 5 s (`POLL_IDLE`: a namespace marked by another server); each terminating namespace
 //! that holds its `kubernetes` finalizer and is due gets a *sync*:
 //! 1. passes deleting every object of every namespaced resource in it (background
 //!    propagation, through `lifecycle`, so finalizers and grace periods hold objects), until
 //!    a pass deletes nothing more;
-//! 2. its status conditions updated from what the last pass left ([`conditions`]; written
+//! 2. its status conditions updated from what the last pass left (`conditions`; written
 //!    only when they change);
 //! 3. if nothing is left, `kubernetes` removed from `spec.finalizers` and the namespace
 //!    deleted if nothing else holds it.
@@ -29,24 +35,27 @@
 //!
 //! Invariants: at most one queue entry per terminating namespace (entries of namespaces
 //! gone or no longer terminating are dropped each round); every wait is bounded by
-//! [`POLL_IDLE`]; the controller stops when the API is dropped or shuts down.
+//! `POLL_IDLE` (5 s); the controller stops when its server shuts down (or its future is dropped).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use listwatch_api::Object;
+use listwatch_kinds::{GracefulDeletion, KindSpec};
+use listwatch_registry::clock;
+use listwatch_registry::fieldmanager::FieldManager;
+use listwatch_registry::lifecycle::{self, Deletion, State};
+use listwatch_registry::namespaces::NAMESPACE_FINALIZER;
+use listwatch_registry::namespaces::conditions::{self, Report};
+use listwatch_registry::options::{DeleteRequest, Propagation};
+use listwatch_registry::{Store, StoreError};
 use listwatch_schema::Catalog;
 use listwatch_storage::{Error as StorageError, Key, ListOptions, Preconditions, Updated};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::registry::Registry;
 use serde_json::Value;
-
-use super::conditions::{self, Report};
-use super::{NAMESPACE_FINALIZER, Wake, namespaces};
-use crate::Shared;
-use crate::fieldmanager::FieldManager;
-use crate::lifecycle::{self, Deletion, State};
-use crate::query::{DeleteRequest, Propagation};
-use crate::resource::{GracefulDeletion, KindSpec, Resource};
+use tokio::sync::Notify;
 
 /// How often the controller lists namespaces when nothing told it to.
 const POLL_IDLE: Duration = Duration::from_secs(5);
@@ -67,50 +76,102 @@ const FINALIZER_ESTIMATE_SECONDS: i64 = 15;
 const RETRY_BASE: Duration = Duration::from_millis(5);
 const RETRY_MAX: Duration = Duration::from_secs(60);
 
-/// Starts the namespace controller for `shared` on the current tokio runtime, if there is
-/// one and namespaces are served. It stops when the API is dropped or shuts down.
-pub(crate) fn start(shared: &Arc<Shared>) {
-    if shared.namespaces().is_none() {
-        return;
-    }
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!("no tokio runtime at build: the namespace controller is not running");
-        return;
-    };
-    rt.spawn(controller(shared));
+/// What the namespace controller needs of the server it runs in.
+pub trait Server: Send + Sync + 'static {
+    /// The store of every kind served now, each acknowledging pod deletions as the server's
+    /// DELETEs do. Read again for every round, so kinds served later are emptied too.
+    fn stores(&self) -> Vec<Store>;
+    /// What a namespace DELETE on this server notifies (`notify_one`): the controller looks
+    /// at once instead of at its next poll.
+    fn deletions(&self) -> Arc<Notify>;
+    /// Whether the server is shutting down: the controller stops.
+    fn stopping(&self) -> bool;
 }
 
-/// The namespace controller of `shared` as a future, for an embedder that decides where and
-/// when it runs (under a leader election: `Installer::without_namespace_controller`).
-/// Dropping it stops it at its next step; it also ends when the API is dropped or shuts down.
-pub(crate) fn controller(shared: &Arc<Shared>) -> impl Future<Output = ()> + Send + 'static {
-    let weak = Arc::downgrade(shared);
-    let wake = Arc::clone(&shared.namespace_wake);
-    let served = shared.namespaces().is_some();
-    async move {
-        if served {
-            run(weak, wake).await;
+/// The [`Server`] of a [`listwatch_endpoints::Api`]: its served resources now, its namespace
+/// DELETEs' wake-up, its shutdown.
+#[derive(Debug, Clone)]
+pub struct ApiServer(pub listwatch_endpoints::Api);
+
+impl Server for ApiServer {
+    fn stores(&self) -> Vec<Store> {
+        self.0.resources().iter().map(|r| self.0.store(r)).collect()
+    }
+
+    fn deletions(&self) -> Arc<Notify> {
+        self.0.namespace_deletions()
+    }
+
+    fn stopping(&self) -> bool {
+        self.0.is_shutting_down()
+    }
+}
+
+/// The controller's metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    passes: Counter,
+}
+
+impl Metrics {
+    /// The metrics, registered in `registry` (the server's `/metrics`).
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Self::default();
+        registry.register(
+            "listwatch_namespace_controller_passes",
+            "Passes of the namespace controller over a terminating namespace's content",
+            m.passes.clone(),
+        );
+        m
+    }
+}
+
+/// The namespace controller over one [`Server`]; see the module doc.
+#[derive(Clone)]
+pub struct NamespaceController {
+    server: Arc<dyn Server>,
+    metrics: Metrics,
+}
+
+impl std::fmt::Debug for NamespaceController {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NamespaceController")
+            .field("metrics", &self.metrics)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NamespaceController {
+    /// The controller of `server`, counting its passes in `metrics`.
+    pub fn new(server: Arc<dyn Server>, metrics: Metrics) -> Self {
+        Self { server, metrics }
+    }
+
+    /// Runs until the server shuts down. At most one should run per storage (several would
+    /// only repeat each other's deletes); the binary runs it as a singleton.
+    ///
+    /// # Cancel safety
+    /// Dropping the future stops it at its current step; every step is an idempotent,
+    /// conditional write decided on fresh reads, so a successor redoing it is harmless.
+    pub async fn run(self) {
+        let wake = self.server.deletions();
+        let mut queue = Queue::default();
+        loop {
+            if self.server.stopping() {
+                return;
+            }
+            let next = round(&self, &mut queue).await;
+            let wait = next
+                .map_or(POLL_IDLE, |t| t.saturating_duration_since(Instant::now()))
+                .min(POLL_IDLE);
+            let _ = tokio::time::timeout(wait, wake.notified()).await;
         }
     }
 }
 
-async fn run(weak: Weak<Shared>, wake: Arc<Wake>) {
-    let mut queue = Queue::default();
-    loop {
-        let next = {
-            let Some(shared) = weak.upgrade() else {
-                return;
-            };
-            if shared.shutting_down() {
-                return;
-            }
-            round(&shared, &mut queue).await
-        };
-        let wait = next
-            .map_or(POLL_IDLE, |t| t.saturating_duration_since(Instant::now()))
-            .min(POLL_IDLE);
-        let _ = tokio::time::timeout(wait, wake.0.notified()).await;
-    }
+/// The namespaces store among `stores`, when namespaces are served.
+fn namespaces(stores: &[Store]) -> Option<&Store> {
+    stores.iter().find(|s| lifecycle::is_namespaces(s.info()))
 }
 
 /// When each terminating namespace (by uid) is synced next, and how many syncs of it failed
@@ -183,10 +244,10 @@ fn holds_namespace_finalizer(ns: &Object) -> bool {
 }
 
 /// One round over every terminating namespace that is due; returns when the next one is.
-async fn round(shared: &Shared, queue: &mut Queue) -> Option<Instant> {
-    let nsres = namespaces(shared)?;
-    let key = Key::collection(&nsres.info.storage_resource, None).ok()?;
-    let list = match nsres.storage.list(&key, &ListOptions::recursive()).await {
+async fn round(c: &NamespaceController, queue: &mut Queue) -> Option<Instant> {
+    let stores = c.server.stores();
+    let nsres = namespaces(&stores)?;
+    let list = match nsres.list(None, &ListOptions::recursive()).await {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!(error = %e, "namespace controller: listing namespaces failed");
@@ -202,7 +263,7 @@ async fn round(shared: &Shared, queue: &mut Queue) -> Option<Instant> {
     let live: std::collections::HashSet<String> = terminating.iter().map(|o| uid_of(o)).collect();
     queue.0.retain(|uid, _| live.contains(uid));
     for ns in terminating {
-        if shared.shutting_down() {
+        if c.server.stopping() {
             break;
         }
         let state = State::of(ns);
@@ -215,7 +276,7 @@ async fn round(shared: &Shared, queue: &mut Queue) -> Option<Instant> {
         if !queue.due(&uid, Instant::now()) {
             continue;
         }
-        match sync(shared, &nsres, ns).await {
+        match sync(c, &stores, nsres, ns).await {
             Ok(Synced::Done) => {
                 queue.0.remove(&uid);
             }
@@ -240,19 +301,24 @@ async fn round(shared: &Shared, queue: &mut Queue) -> Option<Instant> {
 #[derive(Debug, thiserror::Error)]
 enum SyncError {
     #[error(transparent)]
-    Storage(#[from] StorageError),
+    Store(#[from] StoreError),
     #[error("{0}")]
     Content(String),
 }
 
 /// Empties `ns`, updates its conditions, and lets it go once empty.
-async fn sync(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<Synced, SyncError> {
+async fn sync(
+    c: &NamespaceController,
+    stores: &[Store],
+    nsres: &Store,
+    ns: &Object,
+) -> Result<Synced, SyncError> {
     let mut pass = Pass::default();
     for _ in 0..PASSES_PER_SYNC {
-        if shared.shutting_down() {
+        if c.server.stopping() {
             return Ok(Synced::Remaining(0));
         }
-        pass = delete_all_content(shared, ns).await;
+        pass = delete_all_content(c, stores, ns).await;
         let left = pass.report.total_remaining();
         // Done when nothing was found, or this pass deleted nothing it found.
         if pass.found == left || !pass.report.errors.is_empty() {
@@ -266,22 +332,22 @@ async fn sync(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<Synced, 
     if pass.report.total_remaining() > 0 {
         return Ok(Synced::Remaining(pass.estimate));
     }
-    finalize(shared, nsres, ns).await?;
+    finalize(nsres, ns).await?;
     Ok(Synced::Done)
 }
 
 /// Writes the conditions `report` makes into the namespace's status, if they change it.
 /// A failure is logged (upstream's controller goes on as well).
-async fn update_conditions(nsres: &Resource, ns: &Object, report: &Report) {
-    let Ok(key) = Key::object(&nsres.info.storage_resource, None, ns.name()) else {
+async fn update_conditions(nsres: &Store, ns: &Object, report: &Report) {
+    let Ok(key) = Key::object(&nsres.info().storage_resource, None, ns.name()) else {
         return;
     };
     let pre = Preconditions {
         uid: ns.uid().map(str::to_owned),
         resource_version: None,
     };
-    let now = crate::clock::format_rfc3339(crate::clock::now_unix());
-    let info = &nsres.info;
+    let now = clock::format_rfc3339(clock::now_unix());
+    let info = nsres.info();
     let catalog = Catalog::builtin();
     let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
         let cur = cur.ok_or_else(|| key.not_found())?;
@@ -307,7 +373,7 @@ async fn update_conditions(nsres: &Resource, ns: &Object, report: &Report) {
         encode(info, v)
     };
     if let Err(e) = nsres
-        .storage
+        .storage()
         .guaranteed_update(&key, Some(&pre), false, &mut update, None)
         .await
         && !e.is_not_found()
@@ -327,14 +393,14 @@ fn encode(info: &KindSpec, mut v: Value) -> listwatch_storage::Result<Updated> {
 
 /// Removes `kubernetes` from the namespace's `spec.finalizers` (upstream's
 /// `finalizeNamespace`) and deletes it if nothing else holds it.
-async fn finalize(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<(), StorageError> {
+async fn finalize(nsres: &Store, ns: &Object) -> Result<(), StoreError> {
     let name = ns.name();
-    let key = Key::object(&nsres.info.storage_resource, None, name)?;
+    let key = Key::object(&nsres.info().storage_resource, None, name)?;
     let pre = Preconditions {
         uid: ns.uid().map(str::to_owned),
         resource_version: None,
     };
-    let info = &nsres.info;
+    let info = nsres.info();
     let catalog = Catalog::builtin();
     let mut update = |cur: Option<&Object>| -> listwatch_storage::Result<Updated> {
         let cur = cur.ok_or_else(|| key.not_found())?;
@@ -353,13 +419,13 @@ async fn finalize(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<(), 
         encode(info, v)
     };
     let updated = match nsres
-        .storage
+        .storage()
         .guaranteed_update(&key, Some(&pre), false, &mut update, None)
         .await
     {
         Ok(o) => o,
         Err(e) if e.is_not_found() || e.is_conflict() => return Ok(()),
-        Err(e) => return Err(e),
+        Err(e) => return Err(e.into()),
     };
     if !State::of(&updated).finalized(true) {
         // Another finalizer holds it: whoever owns it lets it go.
@@ -369,10 +435,9 @@ async fn finalize(shared: &Shared, nsres: &Resource, ns: &Object) -> Result<(), 
         preconditions: Some(pre),
         ..DeleteRequest::default()
     };
-    let kubelet = lifecycle::Kubelet::of(shared.config.acknowledge_pod_deletion);
-    match lifecycle::delete(nsres.storage.as_ref(), info, &key, &opts, kubelet).await {
+    match nsres.delete(None, name, &opts).await {
         Ok(Deletion::Gone(_) | Deletion::Pending(_)) => Ok(()),
-        Err(e) if e.is_not_found() || e.is_conflict() => Ok(()),
+        Err(StoreError::Storage(e)) if e.is_not_found() || e.is_conflict() => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -388,9 +453,9 @@ fn grace_over(o: &Object) -> bool {
         .and_then(|v| {
             v.pointer("/metadata/deletionTimestamp")
                 .and_then(Value::as_str)
-                .and_then(crate::clock::parse_rfc3339)
+                .and_then(clock::parse_rfc3339)
         })
-        .is_some_and(|t| t <= crate::clock::now_unix())
+        .is_some_and(|t| t <= clock::now_unix())
 }
 
 /// What one pass over a namespace's content did.
@@ -431,28 +496,29 @@ fn pod_estimate(pod: &Value, deleted_at: i64, now: i64) -> i64 {
 /// containers are stopped: upstream a kubelet (or, for a pod on a node that is gone, the pod
 /// garbage collector) ends every graceful deletion; here nothing else would, and the
 /// namespace would never go.
-async fn delete_all_content(shared: &Shared, ns: &Object) -> Pass {
-    shared.metrics.namespace_pass();
+async fn delete_all_content(c: &NamespaceController, stores: &[Store], ns: &Object) -> Pass {
+    c.metrics.passes.inc();
     let name = ns.name();
-    let now = crate::clock::now_unix();
+    let now = clock::now_unix();
     let deleted_at = ns
         .to_value()
         .ok()
         .and_then(|v| {
             v.pointer("/metadata/deletionTimestamp")
                 .and_then(Value::as_str)
-                .and_then(crate::clock::parse_rfc3339)
+                .and_then(clock::parse_rfc3339)
         })
         .unwrap_or(now);
     let mut pass = Pass::default();
-    for r in shared.kinds().iter().filter(|r| r.info.namespaced) {
-        let resource = format!("{}.{}", r.info.plural, r.info.group);
+    for r in stores.iter().filter(|r| r.info().namespaced) {
+        let info = r.info();
+        let resource = format!("{}.{}", info.plural, info.group);
         let mut estimate = 0i64;
         let before = pass.report.total_remaining();
         let mut with_finalizers = false;
-        let outcome = delete_resource(shared, r, name, |o, left| {
+        let outcome = delete_resource(r, name, |o, left| {
             pass.found += 1;
-            if r.info.graceful_deletion == GracefulDeletion::Pod
+            if info.graceful_deletion == GracefulDeletion::Pod
                 && let Ok(v) = o.to_value()
             {
                 estimate = estimate.max(pod_estimate(&v, deleted_at, now));
@@ -486,7 +552,7 @@ async fn delete_all_content(shared: &Shared, ns: &Object) -> Pass {
             // Nothing explains what is left (upstream's error for it).
             pass.report.errors.push(format!(
                 "unexpected items still remain in namespace: {name} for gvr: {}/{}, Resource={}",
-                r.info.group, r.info.version, r.info.plural
+                info.group, info.version, info.plural
             ));
         }
     }
@@ -497,42 +563,41 @@ async fn delete_all_content(shared: &Shared, ns: &Object) -> Pass {
 /// upstream's controller; calls `seen` with each object listed and, when it stays, its
 /// state after the DELETE.
 async fn delete_resource(
-    shared: &Shared,
-    r: &Resource,
+    r: &Store,
     ns: &str,
     mut seen: impl FnMut(&Object, Option<&Object>),
-) -> Result<(), StorageError> {
-    let kubelet = lifecycle::Kubelet::of(shared.config.acknowledge_pod_deletion);
-    let key = Key::collection(&r.info.storage_resource, Some(ns))?;
+) -> Result<(), StoreError> {
     let mut opts = ListOptions::recursive();
     opts.limit = Some(PAGE);
     let asked = DeleteRequest {
         propagation: Some(Propagation::Background),
         ..DeleteRequest::default()
     };
+    let gone = |e: &StoreError| matches!(e, StoreError::Storage(e) if e.is_not_found());
+    let gone_or_changed =
+        |e: &StoreError| matches!(e, StoreError::Storage(e) if e.is_not_found() || e.is_conflict());
     loop {
-        let page = r.storage.list(&key, &opts).await?;
+        let page = r.list(Some(ns), &opts).await?;
         for o in &page.items {
-            if !grace_over(o) && lifecycle::delete_changes_nothing(&r.info, o, &asked) {
+            if !grace_over(o) && lifecycle::delete_changes_nothing(r.info(), o, &asked) {
                 // Held as it was: nothing for a DELETE to do.
                 seen(o, Some(o));
                 continue;
             }
-            let k = Key::object(&r.info.storage_resource, Some(ns), o.name())?;
-            match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &asked, kubelet).await {
+            match r.delete(Some(ns), o.name(), &asked).await {
                 Ok(Deletion::Gone(_)) => seen(o, None),
                 Ok(Deletion::Pending(p)) if grace_over(&p) => {
                     // What a kubelet does once the grace period is over.
                     let now = lifecycle::kubelet::acknowledgement(&p);
-                    match lifecycle::delete(r.storage.as_ref(), &r.info, &k, &now, kubelet).await {
+                    match r.delete(Some(ns), o.name(), &now).await {
                         Ok(Deletion::Gone(_)) => seen(o, None),
                         Ok(Deletion::Pending(p)) => seen(o, Some(&p)),
-                        Err(e) if e.is_not_found() || e.is_conflict() => seen(o, None),
+                        Err(e) if gone_or_changed(&e) => seen(o, None),
                         Err(e) => return Err(e),
                     }
                 }
                 Ok(Deletion::Pending(p)) => seen(o, Some(&p)),
-                Err(e) if e.is_not_found() => seen(o, None),
+                Err(e) if gone(&e) => seen(o, None),
                 Err(e) => return Err(e),
             }
         }
