@@ -75,6 +75,20 @@ impl Verb {
         }
     }
 
+    /// The verb as discovery names it.
+    fn discovery_name(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+
     /// Whether the verb reads a request body.
     fn has_body(self) -> bool {
         !matches!(self, Verb::Get | Verb::List | Verb::Watch)
@@ -408,6 +422,18 @@ fn verb_for(method: &Method, t: &Target, info: &KindSpec, watch: bool) -> ApiRes
         };
     }
     let cluster_wide = info.namespaced && t.namespace.is_none();
+    let verb = main_verb(method, t, watch, cluster_wide)?;
+    // A kind serving only some verbs (upstream's read-only `componentstatuses`) refuses the
+    // others as upstream's installer does for a storage without them: 405.
+    if !info.serves_verb(verb.discovery_name()) {
+        return not_allowed();
+    }
+    Ok(verb)
+}
+
+/// The verb of a request on the resource itself (no subresource).
+fn main_verb(method: &Method, t: &Target, watch: bool, cluster_wide: bool) -> ApiResult<Verb> {
+    let not_allowed = || Err(ApiError::method_not_allowed());
     match (t.name.is_some(), method.clone()) {
         (false, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::List }),
         (false, Method::POST) if !cluster_wide => Ok(Verb::Create),
