@@ -512,4 +512,17 @@ fn discovery_of_every_derived_kind_matches_the_table() {
         br#"{"apiVersion":"v1","kind":"ComponentStatus","metadata":{"name":"x"}}"#,
     );
     assert_eq!(resp.status, 405, "{}", String::from_utf8_lossy(&resp.body));
+    // Nor a watch, by parameter or by the legacy `/watch/` path.
+    for path in [
+        "/api/v1/componentstatuses?watch=1",
+        "/api/v1/watch/componentstatuses",
+    ] {
+        let resp = http(addr, "GET", path, &[], b"");
+        assert_eq!(
+            resp.status,
+            405,
+            "{path}: {}",
+            String::from_utf8_lossy(&resp.body)
+        );
+    }
 }

@@ -414,15 +414,15 @@ fn verb_for(method: &Method, t: &Target, info: &KindSpec, watch: bool) -> ApiRes
             _ => not_allowed(),
         };
     }
-    if t.legacy_watch {
-        return if *method == Method::GET {
-            Ok(Verb::Watch)
-        } else {
-            not_allowed()
-        };
-    }
     let cluster_wide = info.namespaced && t.namespace.is_none();
-    let verb = main_verb(method, t, watch, cluster_wide)?;
+    let verb = if t.legacy_watch {
+        if *method != Method::GET {
+            return not_allowed();
+        }
+        Verb::Watch
+    } else {
+        main_verb(method, t, watch, cluster_wide)?
+    };
     // A kind serving only some verbs (upstream's read-only `componentstatuses`) refuses the
     // others as upstream's installer does for a storage without them: 405.
     if !info.serves_verb(verb.discovery_name()) {

@@ -116,7 +116,12 @@ fn generate_selector(obj: &mut Value) {
         return;
     }
     set_default(obj, &["spec", "template", "metadata", "labels"], json!({}));
-    if let Some(labels) = obj["spec"]["template"]["metadata"]["labels"].as_object_mut() {
+    // `pointer_mut`, not indexing: a template of the wrong type is left as it is (upstream's
+    // validation refuses it), never a panic.
+    if let Some(labels) = obj
+        .pointer_mut("/spec/template/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
         for (k, v) in [
             (CONTROLLER_UID, &uid),
             (LEGACY_CONTROLLER_UID, &uid),
@@ -223,6 +228,24 @@ mod tests {
         assert_eq!(labels[LEGACY_CONTROLLER_UID], "u-1");
         assert_eq!(job["metadata"]["labels"][JOB_NAME], "pi");
         assert_eq!(job["status"], json!({}));
+    }
+
+    #[test]
+    fn a_template_of_the_wrong_type_is_not_a_panic() {
+        for template in [
+            json!("x"),
+            json!({"metadata": 7}),
+            json!({"metadata": {"labels": []}}),
+        ] {
+            let mut job =
+                json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {"template": template}});
+            JobStrategy.prepare_for_create(&mut job);
+            assert_eq!(job["spec"]["selector"]["matchLabels"][CONTROLLER_UID], "u");
+        }
+        for spec in [json!("x"), json!(null), json!([1])] {
+            let mut job = json!({"metadata": {"name": "pi"}, "spec": spec});
+            JobStrategy.prepare_for_create(&mut job);
+        }
     }
 
     #[test]
