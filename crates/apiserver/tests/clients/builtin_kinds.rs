@@ -86,6 +86,13 @@ metadata:
   annotations: {storageclass.kubernetes.io/is-default-class: \"true\"}
 provisioner: example.com/fast
 ---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: h1, namespace: default}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: ReplicaSet, name: rs1}
+  maxReplicas: 4
+---
 apiVersion: certificates.k8s.io/v1
 kind: CertificateSigningRequest
 metadata: {name: csr1}
@@ -186,7 +193,7 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
     // One get of every Done-when kind, each printed with upstream's columns.
     let out = run_ok(k().args([
         "get",
-        "rs,ds,sts,jobs,cronjobs,pdb,ingress,netpol,pvc,pv,sc,csr",
+        "rs,ds,sts,jobs,cronjobs,pdb,ingress,netpol,pvc,pv,sc,csr,hpa",
         "-n",
         "default",
     ]));
@@ -283,6 +290,18 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
             ],
         ),
         (
+            "horizontalpodautoscaler.autoscaling/h1",
+            &[
+                "NAME",
+                "REFERENCE",
+                "TARGETS",
+                "MINPODS",
+                "MAXPODS",
+                "REPLICAS",
+                "AGE",
+            ],
+        ),
+        (
             "certificatesigningrequest.certificates.k8s.io/csr1",
             &[
                 "NAME",
@@ -305,6 +324,11 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
     };
     assert_eq!(row("replicaset.apps/rs1")[1..4], ["2", "0", "0"], "{out}");
     assert_eq!(row("job.batch/pi")[1..3], ["Running", "0/1"], "{out}");
+    assert_eq!(
+        row("horizontalpodautoscaler.autoscaling/h1")[1..7],
+        ["ReplicaSet/rs1", "cpu:", "<unknown>/80%", "1", "4", "0"],
+        "{out}"
+    );
     assert_eq!(
         row("cronjob.batch/tick")[1..8],
         ["*/1", "*", "*", "*", "*", "<none>", "False"],

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::table::{self, KindRow};
 use crate::strategy::KindStrategy;
-use crate::{Generation, KindSpec, ScaleSubresource};
+use crate::{Generation, KindSpec, Printer, PrinterColumn, ScaleSubresource};
 
 /// Kinds whose upstream strategy sets `metadata.generation` to 1 on create and bumps it on
 /// spec changes (pkg/registry/<group>/<kind>/strategy.go `PrepareForCreate`).
@@ -72,7 +72,6 @@ fn empty() -> Value {
 /// The empty status of a kind with `/status` (its non-`omitempty` fields at zero).
 fn empty_status(group: &str, plural: &str) -> fn() -> Value {
     match (group, plural) {
-        ("autoscaling", "horizontalpodautoscalers") => || json!({"desiredReplicas": 0}),
         ("storage.k8s.io", "volumeattachments") => || json!({"attached": false}),
         ("", "persistentvolumes" | "persistentvolumeclaims") => || json!({"phase": "Pending"}),
         _ => empty,
@@ -109,12 +108,35 @@ fn spec_of(row: &KindRow) -> KindSpec {
     own_code(spec)
 }
 
+/// A printer of plain-field columns (NAME, these, AGE).
+fn columns(cols: &[(&str, &str, &str)]) -> Printer {
+    Printer::Columns(
+        cols.iter()
+            .map(|(name, type_, path)| PrinterColumn::new(name, type_, path))
+            .collect(),
+    )
+}
+
 /// The kinds with code of their own (their file under their group).
 fn own_code(spec: KindSpec) -> KindSpec {
-    use super::{apps, batch, certificates, core, networking, policy, storage};
+    use super::{apps, autoscaling, batch, certificates, core, networking, policy, storage};
     match (spec.group.as_str(), spec.plural.as_str()) {
         ("", "replicationcontrollers") => core::replicationcontroller::spec(spec),
         ("", "componentstatuses") => spec.only_verbs(&["get", "list"]),
+        // Kinds whose upstream columns are plain fields (printers.go), before AGE.
+        ("scheduling.k8s.io", "priorityclasses") => spec.printer(columns(&[
+            ("Value", "integer", ".value"),
+            ("Global-Default", "boolean", ".globalDefault"),
+        ])),
+        ("node.k8s.io", "runtimeclasses") => {
+            spec.printer(columns(&[("Handler", "string", ".handler")]))
+        }
+        ("storage.k8s.io", "volumeattachments") => spec.printer(columns(&[
+            ("Attacher", "string", ".spec.attacher"),
+            ("PV", "string", ".spec.source.persistentVolumeName"),
+            ("Node", "string", ".spec.nodeName"),
+            ("Attached", "boolean", ".status.attached"),
+        ])),
         ("", "persistentvolumes") => core::persistentvolume::spec(spec),
         ("", "persistentvolumeclaims") => core::persistentvolumeclaim::spec(spec),
         // Upstream's limit range strategy allows create on update.
@@ -124,6 +146,9 @@ fn own_code(spec: KindSpec) -> KindSpec {
         ("apps", "statefulsets") => apps::statefulset::spec(spec),
         ("batch", "jobs") => batch::job::spec(spec),
         ("batch", "cronjobs") => batch::cronjob::spec(spec),
+        ("autoscaling", "horizontalpodautoscalers") => {
+            autoscaling::horizontalpodautoscaler::spec(spec)
+        }
         ("policy", "poddisruptionbudgets") => policy::poddisruptionbudget::spec(spec),
         ("networking.k8s.io", "ingresses") => networking::ingress::spec(spec),
         ("networking.k8s.io", "networkpolicies") => networking::networkpolicy::spec(spec),
@@ -163,12 +188,12 @@ mod tests {
     #[test]
     fn a_create_resets_the_status_of_a_kind_with_status() {
         let all = all();
-        let hpa = all
+        let va = all
             .iter()
-            .find(|s| s.plural == "horizontalpodautoscalers")
+            .find(|s| s.plural == "volumeattachments")
             .unwrap();
-        let mut obj = json!({"spec": {}, "status": {"currentReplicas": 9}});
-        hpa.strategy.prepare_for_create(&mut obj);
-        assert_eq!(obj["status"], json!({"desiredReplicas": 0}));
+        let mut obj = json!({"spec": {}, "status": {"attached": true, "attachmentMetadata": {}}});
+        va.strategy.prepare_for_create(&mut obj);
+        assert_eq!(obj["status"], json!({"attached": false}));
     }
 }

@@ -7,6 +7,7 @@
 //! table.
 
 pub mod apps;
+pub mod autoscaling;
 pub mod batch;
 pub mod certificates;
 pub mod coordination;
