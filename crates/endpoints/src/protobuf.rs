@@ -1,5 +1,5 @@
 //! Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl's typed clients
-//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment|job|cronjob`,
+//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment|job|cronjob|poddisruptionbudget|priorityclass`,
 //! `kubectl certificate approve|deny`,
 //! `role|clusterrole|rolebinding|clusterrolebinding`, and the review and TokenRequest bodies
 //! of `kubectl auth can-i|whoami` and `kubectl create token`).
@@ -31,7 +31,7 @@ pub enum ProtobufError {
     Malformed(&'static str),
     /// A kind this server has no protobuf schema for.
     #[error(
-        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, CertificateSigningRequest, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
+        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, CertificateSigningRequest, PodDisruptionBudget, PriorityClass, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
     )]
     Unsupported(String),
 }
@@ -278,6 +278,32 @@ const CRON_JOB: &[(u32, F)] = &[
             ],
         ),
     ),
+];
+
+/// `policy/v1` `PodDisruptionBudget` (`kubectl create poddisruptionbudget`).
+const POD_DISRUPTION_BUDGET: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::IntOrStr("minAvailable")),
+                (2, F::Msg("selector", LABEL_SELECTOR)),
+                (3, F::IntOrStr("maxUnavailable")),
+                (4, F::Str("unhealthyPodEvictionPolicy")),
+            ],
+        ),
+    ),
+];
+
+/// `scheduling.k8s.io/v1` `PriorityClass` (`kubectl create priorityclass`).
+const PRIORITY_CLASS: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (2, F::IntZ("value")),
+    (3, F::BoolZ("globalDefault")),
+    (4, F::Str("description")),
+    (5, F::Str("preemptionPolicy")),
 ];
 
 /// `certificates.k8s.io/v1` `CertificateSigningRequest` (the PUT to `/approval` of
@@ -700,6 +726,8 @@ pub fn decode(body: &[u8], kind: &str) -> Result<Map<String, Value>, ProtobufErr
         "Job" => JOB,
         "CronJob" => CRON_JOB,
         "CertificateSigningRequest" => CERTIFICATE_SIGNING_REQUEST,
+        "PodDisruptionBudget" => POD_DISRUPTION_BUDGET,
+        "PriorityClass" => PRIORITY_CLASS,
         "Service" => SERVICE,
         "SelfSubjectAccessReview" => SELF_SUBJECT_ACCESS_REVIEW,
         "SubjectAccessReview" | "LocalSubjectAccessReview" => SUBJECT_ACCESS_REVIEW,

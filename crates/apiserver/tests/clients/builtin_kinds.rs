@@ -161,6 +161,43 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
         ]))
         .contains("cronjob.batch/tick created")
     );
+    assert!(
+        run_ok(k().args([
+            "create",
+            "poddisruptionbudget",
+            "pdb2",
+            "--selector=app=x",
+            "--max-unavailable=25%"
+        ]))
+        .contains("poddisruptionbudget.policy/pdb2 created")
+    );
+    assert!(
+        run_ok(k().args([
+            "create",
+            "priorityclass",
+            "high",
+            "--value=1000",
+            "--description=d"
+        ]))
+        .contains("priorityclass.scheduling.k8s.io/high created")
+    );
+    let pc: Value = serde_json::from_str(&run_ok(k().args([
+        "get",
+        "priorityclass",
+        "high",
+        "-o",
+        "json",
+    ])))
+    .unwrap();
+    assert_eq!(
+        (pc["value"].as_i64(), pc["description"].as_str()),
+        (Some(1000), Some("d")),
+        "{pc}"
+    );
+    let pdb: Value =
+        serde_json::from_str(&run_ok(k().args(["get", "pdb", "pdb2", "-o", "json"]))).unwrap();
+    assert_eq!(pdb["spec"]["maxUnavailable"], "25%", "{pdb}");
+    assert_eq!(pdb["spec"]["selector"]["matchLabels"]["app"], "x", "{pdb}");
     let file = dir.path().join("objects.yaml");
     std::fs::write(&file, OBJECTS).unwrap();
     run_ok(k().arg("create").arg("-f").arg(&file));
@@ -315,7 +352,12 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
     ] {
         let (header, rows) = block(&out, prefix);
         assert_eq!(columns(header), want, "{prefix}:\n{out}");
-        assert_eq!(rows.len(), 1, "{prefix}:\n{out}");
+        let want_rows = if prefix.starts_with("poddisruptionbudget") {
+            2
+        } else {
+            1
+        };
+        assert_eq!(rows.len(), want_rows, "{prefix}:\n{out}");
     }
     let row = |prefix: &str| {
         block(&out, prefix).1[0]
