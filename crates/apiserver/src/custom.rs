@@ -30,9 +30,10 @@
 //! Each entry is served as upstream serves a CRD's resource: its schema (the declared one,
 //! else one that keeps every field) in the OpenAPI documents and for server-side apply,
 //! strategic merge refused (415), no create on PUT. An entry naming a kind upstream defines
-//! (e.g. `networking.k8s.io/v1` `Ingress`, not built into the server) is served as that
-//! built-in kind instead, with upstream's schema and strategic merge (it may not declare
-//! `openAPIV3Schema`).
+//! is served as that built-in kind instead, with upstream's schema and strategic merge (it
+//! may not declare `openAPIV3Schema`); one the server builds in already (e.g.
+//! `networking.k8s.io/v1` `Ingress`) is the built-in itself (`all_resources`). Any group may
+//! be named: the core group `""`, upstream's dotless groups (`batch`, `apps`) or a DNS name.
 //!
 //! Invariant: every declared resource is checked (names, group, trigger field, schema:
 //! structural — no `$ref` — nesting, not declared twice) before the server starts; a bad
@@ -286,9 +287,14 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<KindSpec, ResourcesFile
         kind: e.kind.clone(),
         message,
     };
-    if e.group.is_empty() || !e.group.contains('.') || !lower_name(&e.group) {
+    // Any group: the core group (`""`), a group without a dot as upstream's own (`batch`,
+    // `apps`), or a DNS name.
+    if !(e.group.is_empty() || lower_name(&e.group))
+        || e.group.starts_with(['.', '-'])
+        || e.group.ends_with(['.', '-'])
+    {
         return Err(invalid(format!(
-            "group {:?} must be a DNS name with a dot (the core group is built in)",
+            "group {:?} must be empty (the core group) or lower-case DNS labels",
             e.group
         )));
     }
@@ -326,6 +332,11 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<KindSpec, ResourcesFile
             "triggerField {t:?} must be one of selectableFields"
         )));
     }
+    let storage = if e.group.is_empty() {
+        plural.clone()
+    } else {
+        format!("{plural}.{}", e.group)
+    };
     let mut info = KindSpec::new(&e.group, &e.version, &plural, &e.kind)
         .singular(&singular)
         .namespaced(e.namespaced)
@@ -333,7 +344,7 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<KindSpec, ResourcesFile
         .categories(e.categories)
         .selectable_fields(e.selectable_fields)
         .status_subresource(e.status_subresource)
-        .storage_resource(&format!("{plural}.{}", e.group));
+        .storage_resource(&storage);
     if custom {
         // Upstream's custom resource strategy: with `/status`, a create cannot set it; a
         // structural schema prunes, defaults and validates every write (a schema that is
@@ -444,7 +455,14 @@ mod tests {
     #[test]
     fn rejects_bad_entries_naming_them() {
         for (text, needle) in [
-            ("resources:\n- {group: '', version: v1, kind: A}\n", "group"),
+            (
+                "resources:\n- {group: 'A.b', version: v1, kind: A}\n",
+                "group",
+            ),
+            (
+                "resources:\n- {group: '.b', version: v1, kind: A}\n",
+                "group",
+            ),
             (
                 "resources:\n- {group: a.b, version: one, kind: A}\n",
                 "version",

@@ -122,11 +122,37 @@ pub fn build_info() -> listwatch_endpoints::BuildInfo {
     }
 }
 
-/// Every resource to serve: the built-ins, then those of `--resources`.
+/// Every resource to serve: the built-ins, then those of `--resources`. An entry naming a
+/// built-in kind the server serves already (e.g. `batch/v1` `Job`) is served as that
+/// built-in, with its upstream rules, and otherwise ignored; a custom resource taking a
+/// built-in's `group/version/plural` stops the start.
 pub fn all_resources(opts: &Options) -> Result<Vec<KindSpec>, ServerError> {
     let mut all = builtin::resources();
     if let Some(path) = &opts.resources {
-        all.extend(custom::load(path)?);
+        let builtins = all.len();
+        for (index, spec) in custom::load(path)?.into_iter().enumerate() {
+            let served = all.get(..builtins).unwrap_or_default().iter().any(|b| {
+                b.group == spec.group && b.version == spec.version && b.plural == spec.plural
+            });
+            if !served {
+                all.push(spec);
+            } else if spec.custom_resource {
+                return Err(custom::ResourcesFileError::Invalid {
+                    index,
+                    kind: spec.kind.clone(),
+                    message: format!(
+                        "{} is a built-in resource of the server",
+                        spec.qualified_resource()
+                    ),
+                }
+                .into());
+            } else {
+                tracing::info!(
+                    resource = %spec.qualified_resource(),
+                    "--resources names a built-in kind: served as the built-in"
+                );
+            }
+        }
     }
     Ok(all)
 }

@@ -59,11 +59,12 @@ const VERBS: [&str; 8] = [
 const STATUS_VERBS: [&str; 3] = ["get", "patch", "update"];
 
 /// The verbs of a resource: all of them, except that namespaces have no collection delete
-/// (as upstream's namespace registry).
+/// (as upstream's namespace registry) and a kind restricting its verbs lists only those.
 fn verbs(info: &KindSpec) -> Vec<&'static str> {
     VERBS
         .into_iter()
         .filter(|v| !(*v == "deletecollection" && crate::lifecycle::is_namespaces(info)))
+        .filter(|v| info.serves_verb(v))
         .collect()
 }
 
@@ -144,6 +145,15 @@ fn api_resource(info: &KindSpec) -> Vec<Value> {
             "verbs": STATUS_VERBS,
         }));
     }
+    if info.approval_subresource {
+        out.push(json!({
+            "name": format!("{}/approval", info.plural),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": STATUS_VERBS,
+        }));
+    }
     out
 }
 
@@ -170,6 +180,9 @@ fn aggregated_resource(info: &KindSpec) -> Value {
         subs.push(json!({"subresource": "scale",
             "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
             "verbs": STATUS_VERBS}));
+    }
+    if info.approval_subresource {
+        subs.push(json!({"subresource": "approval", "responseKind": kind, "verbs": STATUS_VERBS}));
     }
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);

@@ -1,5 +1,6 @@
 //! Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl's typed clients
-//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment`,
+//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment|job|cronjob|poddisruptionbudget|priorityclass`,
+//! `kubectl certificate approve|deny`,
 //! `role|clusterrole|rolebinding|clusterrolebinding`, and the review and TokenRequest bodies
 //! of `kubectl auth can-i|whoami` and `kubectl create token`).
 //!
@@ -30,7 +31,7 @@ pub enum ProtobufError {
     Malformed(&'static str),
     /// A kind this server has no protobuf schema for.
     #[error(
-        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
+        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, CertificateSigningRequest, PodDisruptionBudget, PriorityClass, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
     )]
     Unsupported(String),
 }
@@ -210,6 +211,140 @@ const DEPLOYMENT: &[(u32, F)] = &[
                 (6, F::Int("revisionHistoryLimit")),
                 (7, F::BoolZ("paused")),
                 (9, F::Int("progressDeadlineSeconds")),
+            ],
+        ),
+    ),
+];
+
+/// `batch/v1` `JobSpec` (what `kubectl create job` and `create cronjob` set, and the
+/// scalars clients commonly do).
+const JOB_SPEC: &[(u32, F)] = &[
+    (1, F::Int("parallelism")),
+    (2, F::Int("completions")),
+    (3, F::Int("activeDeadlineSeconds")),
+    (4, F::Msg("selector", LABEL_SELECTOR)),
+    (5, F::Bool("manualSelector")),
+    (
+        6,
+        F::Msg(
+            "template",
+            &[
+                (1, F::Msg("metadata", OBJECT_META)),
+                (2, F::Msg("spec", POD_SPEC)),
+            ],
+        ),
+    ),
+    (7, F::Int("backoffLimit")),
+    (8, F::Int("ttlSecondsAfterFinished")),
+    (9, F::Str("completionMode")),
+    (10, F::Bool("suspend")),
+    (12, F::Int("backoffLimitPerIndex")),
+    (13, F::Int("maxFailedIndexes")),
+    (14, F::Str("podReplacementPolicy")),
+    (15, F::Str("managedBy")),
+];
+
+/// `batch/v1` `Job` (`kubectl create job`).
+const JOB: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (2, F::Msg("spec", JOB_SPEC)),
+];
+
+/// `batch/v1` `CronJob` (`kubectl create cronjob`).
+const CRON_JOB: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::Str("schedule")),
+                (2, F::Int("startingDeadlineSeconds")),
+                (3, F::Str("concurrencyPolicy")),
+                (4, F::Bool("suspend")),
+                (
+                    5,
+                    F::Msg(
+                        "jobTemplate",
+                        &[
+                            (1, F::Msg("metadata", OBJECT_META)),
+                            (2, F::Msg("spec", JOB_SPEC)),
+                        ],
+                    ),
+                ),
+                (6, F::Int("successfulJobsHistoryLimit")),
+                (7, F::Int("failedJobsHistoryLimit")),
+                (8, F::Str("timeZone")),
+            ],
+        ),
+    ),
+];
+
+/// `policy/v1` `PodDisruptionBudget` (`kubectl create poddisruptionbudget`).
+const POD_DISRUPTION_BUDGET: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::IntOrStr("minAvailable")),
+                (2, F::Msg("selector", LABEL_SELECTOR)),
+                (3, F::IntOrStr("maxUnavailable")),
+                (4, F::Str("unhealthyPodEvictionPolicy")),
+            ],
+        ),
+    ),
+];
+
+/// `scheduling.k8s.io/v1` `PriorityClass` (`kubectl create priorityclass`).
+const PRIORITY_CLASS: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (2, F::IntZ("value")),
+    (3, F::BoolZ("globalDefault")),
+    (4, F::Str("description")),
+    (5, F::Str("preemptionPolicy")),
+];
+
+/// `certificates.k8s.io/v1` `CertificateSigningRequest` (the PUT to `/approval` of
+/// `kubectl certificate approve|deny`; `spec.extra` is not read).
+const CERTIFICATE_SIGNING_REQUEST: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::Bytes64("request")),
+                (2, F::Str("username")),
+                (3, F::Str("uid")),
+                (4, F::RepStr("groups")),
+                (5, F::RepStr("usages")),
+                (7, F::Str("signerName")),
+                (8, F::Int("expirationSeconds")),
+            ],
+        ),
+    ),
+    (
+        3,
+        F::Msg(
+            "status",
+            &[
+                (
+                    1,
+                    F::RepMsg(
+                        "conditions",
+                        &[
+                            (1, F::Str("type")),
+                            (2, F::Str("reason")),
+                            (3, F::Str("message")),
+                            (4, F::Time("lastUpdateTime")),
+                            (5, F::Time("lastTransitionTime")),
+                            (6, F::Str("status")),
+                        ],
+                    ),
+                ),
+                (2, F::Bytes64("certificate")),
             ],
         ),
     ),
@@ -588,6 +723,11 @@ pub fn decode(body: &[u8], kind: &str) -> Result<Map<String, Value>, ProtobufErr
         "Secret" => SECRET,
         "ServiceAccount" => SERVICE_ACCOUNT,
         "Deployment" => DEPLOYMENT,
+        "Job" => JOB,
+        "CronJob" => CRON_JOB,
+        "CertificateSigningRequest" => CERTIFICATE_SIGNING_REQUEST,
+        "PodDisruptionBudget" => POD_DISRUPTION_BUDGET,
+        "PriorityClass" => PRIORITY_CLASS,
         "Service" => SERVICE,
         "SelfSubjectAccessReview" => SELF_SUBJECT_ACCESS_REVIEW,
         "SubjectAccessReview" | "LocalSubjectAccessReview" => SUBJECT_ACCESS_REVIEW,

@@ -61,7 +61,10 @@ pub fn cells(info: &KindSpec, obj: &Value, now: i64) -> Vec<Value> {
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or("").to_owned();
     let age = clock::age(meta["creationTimestamp"].as_str(), now);
-    if let Some(own) = info.strategy.table_cells(obj, &name, &age) {
+    if let Some(own) = info
+        .strategy
+        .table_cells_at(obj, &name, &age, &ServerTimes(now))
+    {
         return own;
     }
     match &info.printer {
@@ -74,6 +77,25 @@ pub fn cells(info: &KindSpec, obj: &Value, now: i64) -> Vec<Value> {
             out
         }
         Printer::Default => vec![Value::String(name), Value::String(age)],
+    }
+}
+
+/// The server's clock as the kinds' printers read it.
+struct ServerTimes(i64);
+
+impl listwatch_kinds::Times for ServerTimes {
+    fn since(&self, timestamp: &str) -> String {
+        clock::age(Some(timestamp), self.0)
+    }
+
+    fn between(&self, from: &str, to: &str) -> Option<String> {
+        let (from, to) = (clock::parse_rfc3339(from)?, clock::parse_rfc3339(to)?);
+        let secs = u64::try_from(to.saturating_sub(from)).unwrap_or(0);
+        Some(clock::human_duration(std::time::Duration::from_secs(secs)))
+    }
+
+    fn human(&self, seconds: u64) -> String {
+        clock::human_duration(std::time::Duration::from_secs(seconds))
     }
 }
 

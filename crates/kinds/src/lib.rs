@@ -11,7 +11,9 @@
 //!   ([`DefaultStrategy`] for plain kinds, [`custom::CustomResourceStrategy`] for custom
 //!   resources);
 //! - [`builtin`]: the built-in kinds, one file per kind under its group
-//!   (`builtin/core/pod.rs`, `builtin/apps/deployment.rs`, ...), and [`builtin::all`];
+//!   (`builtin/core/pod.rs`, `builtin/apps/deployment.rs`, ...), the storage-only kinds of
+//!   the derived metadata table ([`builtin::table`], checked against k8s-openapi by
+//!   `tests/derived_table.rs`), and [`builtin::all`];
 //! - [`KindSet`]: the live, versioned table of served kinds, which requests read through a
 //!   cheap immutable [`Snapshot`] and which kinds join and leave at run time, with
 //!   [`PerGeneration`] caching what is derived from a whole snapshot (discovery, OpenAPI),
@@ -37,17 +39,18 @@
 //! assert_eq!(cm.api_version(), "v1");
 //! assert_eq!(cm.list_kind(), "ConfigMapList");
 //!
-//! let job = KindSpec::new("batch", "v1", "jobs", "Job")
-//!     .printer(Printer::Columns(vec![PrinterColumn::new("Status", "string", ".status.phase")]));
-//! assert_eq!(job.qualified_resource(), "jobs.batch");
-//! assert_eq!(job.type_meta().api_version, "batch/v1");
+//! let widget = KindSpec::new("example.com", "v1", "widgets", "Widget")
+//!     .printer(Printer::Columns(vec![PrinterColumn::new("Color", "string", ".spec.color")]));
+//! assert_eq!(widget.qualified_resource(), "widgets.example.com");
+//! assert_eq!(widget.type_meta().api_version, "example.com/v1");
 //!
 //! // The live set: a request's snapshot keeps its table while kinds come and go.
 //! let set = listwatch_kinds::KindSet::new(listwatch_kinds::builtin::all());
-//! let before = set.snapshot();
-//! set.add(job);
 //! assert!(set.snapshot().get("batch", "v1", "jobs").is_some());
-//! assert!(before.get("batch", "v1", "jobs").is_none());
+//! let before = set.snapshot();
+//! set.add(widget);
+//! assert!(set.snapshot().get("example.com", "v1", "widgets").is_some());
+//! assert!(before.get("example.com", "v1", "widgets").is_none());
 //! ```
 
 pub mod builtin;
@@ -63,4 +66,4 @@ pub use spec::{
     GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer, PrinterColumn,
     ScaleSubresource, StatusUpdate,
 };
-pub use strategy::{DefaultStrategy, KindStrategy, TableColumn};
+pub use strategy::{DefaultStrategy, KindStrategy, TableColumn, Times};

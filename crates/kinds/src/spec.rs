@@ -197,6 +197,12 @@ pub struct KindSpec {
     pub finalize_subresource: bool,
     /// The `/scale` subresource, when there is one.
     pub scale: Option<ScaleSubresource>,
+    /// Whether `/approval` is a subresource (certificate signing requests: written as
+    /// `/status` is, the only write that may add an `Approved` or `Denied` condition).
+    pub approval_subresource: bool,
+    /// The verbs served, when not all of them (upstream's read-only `componentstatuses`:
+    /// `get` and `list`); any other verb is refused with 405.
+    pub verbs: Option<&'static [&'static str]>,
     /// Name rules.
     pub name_validation: NameValidation,
     /// The resource segment of storage keys (defaults to `plural`, `plural.group` for
@@ -249,6 +255,8 @@ impl KindSpec {
             status_subresource: false,
             finalize_subresource: false,
             scale: None,
+            approval_subresource: false,
+            verbs: None,
             name_validation: NameValidation::Subdomain,
             storage_resource: plural.into(),
             strategy: Arc::new(DefaultStrategy),
@@ -343,6 +351,27 @@ impl KindSpec {
     pub fn scale(mut self, scale: ScaleSubresource) -> Self {
         self.scale = Some(scale);
         self
+    }
+
+    /// Declares an `/approval` subresource (upstream serves it for certificate signing
+    /// requests only).
+    #[must_use]
+    pub fn approval_subresource(mut self, on: bool) -> Self {
+        self.approval_subresource = on;
+        self
+    }
+
+    /// Restricts the verbs served (see [`KindSpec::verbs`]).
+    #[must_use]
+    pub fn only_verbs(mut self, verbs: &'static [&'static str]) -> Self {
+        self.verbs = Some(verbs);
+        self
+    }
+
+    /// Whether `verb` (a discovery verb: `get`, `list`, `watch`, `create`, `update`, `patch`,
+    /// `delete`, `deletecollection`) is served.
+    pub fn serves_verb(&self, verb: &str) -> bool {
+        self.verbs.is_none_or(|v| v.contains(&verb))
     }
 
     /// Sets the name rules.
@@ -447,7 +476,7 @@ impl KindSpec {
     }
 
     /// The subresources the endpoints serve for this resource (`finalize`, `status`,
-    /// `scale`): the only ones a request may name, and what discovery lists.
+    /// `scale`, `approval`): the only ones a request may name, and what discovery lists.
     pub fn subresources(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
         if self.finalize_subresource {
@@ -458,6 +487,9 @@ impl KindSpec {
         }
         if self.scale.is_some() {
             out.push("scale");
+        }
+        if self.approval_subresource {
+            out.push("approval");
         }
         out
     }

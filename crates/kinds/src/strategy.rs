@@ -82,6 +82,32 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     fn table_cells(&self, _obj: &Value, _name: &str, _age: &str) -> Option<Vec<Value>> {
         None
     }
+
+    /// As [`table_cells`](Self::table_cells), for printers that show other times than the
+    /// age (a job's DURATION, a cron job's LAST SCHEDULE): `times` reads them against the
+    /// server's clock. Defaults to `table_cells`.
+    fn table_cells_at(
+        &self,
+        obj: &Value,
+        name: &str,
+        age: &str,
+        _times: &dyn Times,
+    ) -> Option<Vec<Value>> {
+        self.table_cells(obj, name, age)
+    }
+}
+
+/// The server's clock as the Table printers read it (the endpoints implement it over the
+/// registry's clock, which this crate cannot depend on).
+pub trait Times {
+    /// The human-readable time since an RFC 3339 timestamp, as the AGE column prints it
+    /// (`<unknown>` for one that does not parse).
+    fn since(&self, timestamp: &str) -> String;
+    /// The human-readable time from `from` to `to` (both RFC 3339), or `None` when either
+    /// does not parse.
+    fn between(&self, from: &str, to: &str) -> Option<String>;
+    /// A number of seconds, human-readable (`5m`, `2d3h`).
+    fn human(&self, seconds: u64) -> String;
 }
 
 /// The strategy of a kind without code of its own: every rule is the spec's data.

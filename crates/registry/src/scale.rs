@@ -29,12 +29,22 @@ fn set_at(v: &mut Value, dotted: &str, value: Value) {
 }
 
 /// A label selector as the Scale's `status.selector` string: a string as is, a
-/// `LabelSelector`'s `matchLabels` as `k=v,...`.
+/// `LabelSelector`'s `matchLabels` (or a plain label map) as `k=v,...`.
 fn selector_string(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
         Value::Object(m) => {
-            let labels = m.get("matchLabels")?.as_object()?;
+            // A replication controller's selector is a plain label map, not a
+            // `LabelSelector` (upstream's `labels.SelectorFromSet(rc.Spec.Selector)`).
+            let plain = !m.is_empty()
+                && !m.contains_key("matchLabels")
+                && !m.contains_key("matchExpressions")
+                && m.values().all(Value::is_string);
+            let labels = if plain {
+                m
+            } else {
+                m.get("matchLabels")?.as_object()?
+            };
             Some(
                 labels
                     .iter()
@@ -152,6 +162,9 @@ mod tests {
         assert_eq!(s["status"], json!({"replicas":2,"selector":"app=web"}));
         assert_eq!(s["metadata"]["resourceVersion"], "7");
         assert_eq!(s["apiVersion"], "autoscaling/v1");
+        // A replication controller's plain label map.
+        let rc = json!({"metadata":{"name":"r"},"spec":{"replicas":1,"selector":{"app":"r"}}});
+        assert_eq!(to_scale(&spec, &rc)["status"]["selector"], "app=r");
     }
 
     #[test]

@@ -37,7 +37,16 @@ fn a_restart_logs_the_replay_and_the_storage_in_words() {
         b"",
     );
     assert_eq!(r.status, 200);
-    let lines = logs.stderr();
+    // The address is announced on stdout before the `serving` line reaches stderr (more so
+    // with one `watch cache ready` line per served kind before it): wait for it.
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    let lines = loop {
+        let lines = logs.stderr();
+        if lines.iter().any(|l| l.contains(" serving ")) || std::time::Instant::now() > deadline {
+            break lines;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let replay = lines
         .iter()
         .position(|l| l.contains("replaying the write-ahead log") && l.contains("segments="))

@@ -18,6 +18,7 @@ mod common;
 mod audit;
 mod auth;
 mod auth_defaults;
+mod builtin_kinds;
 mod client_credentials;
 mod compression;
 mod crd_schema;

@@ -77,6 +77,20 @@ impl Verb {
         }
     }
 
+    /// The verb as discovery names it.
+    fn discovery_name(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::Patch => "patch",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "deletecollection",
+        }
+    }
+
     /// Whether the verb reads a request body.
     fn has_body(self) -> bool {
         !matches!(self, Verb::Get | Verb::List | Verb::Watch)
@@ -352,14 +366,26 @@ fn verb_for(method: &Method, t: &Target, info: &KindSpec, watch: bool) -> ApiRes
             _ => not_allowed(),
         };
     }
-    if t.legacy_watch {
-        return if *method == Method::GET {
-            Ok(Verb::Watch)
-        } else {
-            not_allowed()
-        };
-    }
     let cluster_wide = info.namespaced && t.namespace.is_none();
+    let verb = if t.legacy_watch {
+        if *method != Method::GET {
+            return not_allowed();
+        }
+        Verb::Watch
+    } else {
+        main_verb(method, t, watch, cluster_wide)?
+    };
+    // A kind serving only some verbs (upstream's read-only `componentstatuses`) refuses the
+    // others as upstream's installer does for a storage without them: 405.
+    if !info.serves_verb(verb.discovery_name()) {
+        return not_allowed();
+    }
+    Ok(verb)
+}
+
+/// The verb of a request on the resource itself (no subresource).
+fn main_verb(method: &Method, t: &Target, watch: bool, cluster_wide: bool) -> ApiResult<Verb> {
+    let not_allowed = || Err(ApiError::method_not_allowed());
     match (t.name.is_some(), method.clone()) {
         (false, Method::GET) => Ok(if watch { Verb::Watch } else { Verb::List }),
         (false, Method::POST) if !cluster_wide => Ok(Verb::Create),

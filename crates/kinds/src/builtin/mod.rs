@@ -1,18 +1,30 @@
 //! The built-in kinds: a small core of Kubernetes' own, one file per kind under its group
 //! (`core/pod.rs`, `apps/deployment.rs`, `rbac/role.rs`, ...), each with the selectable
-//! fields, short names, printing and strategy upstream gives it. Adding a built-in kind is
-//! a new file and one line in [`all`].
+//! fields, short names, printing and strategy upstream gives it, and the storage-only kinds
+//! of the core groups from the derived metadata [`table`] ([`derived`]; a file under their
+//! group only for those with code: defaults, printing). Adding a built-in kind with its own
+//! rules is a new file and one line in [`all`]; adding a storage-only one is a row in the
+//! table.
 
 pub mod apps;
+pub mod autoscaling;
+pub mod batch;
+pub mod certificates;
 pub mod coordination;
 pub mod core;
+pub mod derived;
+pub mod networking;
+pub mod policy;
+pub mod print;
 pub mod quantity;
 pub mod rbac;
+pub mod storage;
+pub mod table;
 
 pub use self::core::event::EVENT_FIELDS;
 pub use self::core::pod::POD_FIELDS;
 
-/// Every built-in resource, namespaces first.
+/// Every built-in resource, namespaces first, the storage-only kinds of [`derived`] last.
 ///
 /// A DELETE that removes an object answers with the object for namespaces, pods, services
 /// and service accounts, whose upstream storage sets `ReturnDeletedObject`
@@ -57,6 +69,9 @@ pub fn all() -> Vec<crate::KindSpec> {
         rbac::clusterrolebinding::spec(),
         apps::deployment::spec(),
     ]
+    .into_iter()
+    .chain(derived::all())
+    .collect()
 }
 
 #[cfg(test)]
@@ -89,6 +104,7 @@ mod tests {
         let generation: Vec<(&str, Generation)> = all
             .iter()
             .filter(|r| r.generation != Generation::None)
+            .filter(|r| !derived::GENERATION.contains(&(r.group.as_str(), r.plural.as_str())))
             .map(|r| (r.plural.as_str(), r.generation))
             .collect();
         assert_eq!(
@@ -118,6 +134,7 @@ mod tests {
                 "rolebindings.rbac.authorization.k8s.io",
                 "clusterroles.rbac.authorization.k8s.io",
                 "clusterrolebindings.rbac.authorization.k8s.io",
+                "limitranges",
             ]
         );
     }

@@ -1,3 +1,6 @@
 //! The `apps` group.
 
+pub mod daemonset;
 pub mod deployment;
+pub mod replicaset;
+pub mod statefulset;

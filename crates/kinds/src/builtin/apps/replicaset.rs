@@ -1,0 +1,102 @@
+//! Replica sets (`apps/v1`): upstream's v1 default (`replicas: 1`), the status reset on
+//! create (pkg/registry/apps/replicaset/strategy.go), `status.replicas` as a selectable field,
+//! and the printer (NAME DESIRED CURRENT READY AGE, and CONTAINERS IMAGES SELECTOR for
+//! `-o wide`, shared with replication controllers).
+
+use serde_json::{Value, json};
+
+use super::super::print;
+use crate::KindSpec;
+use crate::strategy::{KindStrategy, TableColumn, set_default};
+
+/// `apps/v1` replica sets.
+pub fn spec(base: KindSpec) -> KindSpec {
+    base.selectable_fields(["status.replicas"])
+        .strategy(ReplicaSetStrategy)
+}
+
+/// The replica set strategy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReplicaSetStrategy;
+
+impl KindStrategy for ReplicaSetStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        set_default(obj, &["spec", "replicas"], json!(1));
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({"replicas": 0}));
+        }
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        Some(replica_columns())
+    }
+
+    fn table_cells(&self, obj: &Value, name: &str, age: &str) -> Option<Vec<Value>> {
+        let selector = print::format_label_selector(&obj["spec"]["selector"]);
+        Some(replica_cells(obj, name, age, selector))
+    }
+}
+
+/// The replica set and replication controller columns.
+pub fn replica_columns() -> Vec<TableColumn> {
+    let mut v = vec![
+        print::name_column(),
+        print::col("Desired", "integer", "Number of desired replicas."),
+        print::col("Current", "integer", "Number of actual replicas."),
+        print::col("Ready", "integer", "Number of ready replicas."),
+        print::age_column(),
+    ];
+    v.extend(print::containers_images_selector(true));
+    v
+}
+
+/// The replica set and replication controller cells, given the printed selector.
+pub fn replica_cells(obj: &Value, name: &str, age: &str, selector: String) -> Vec<Value> {
+    let (spec, status) = (&obj["spec"], &obj["status"]);
+    let [containers, images] = print::containers_and_images(&spec["template"]);
+    vec![
+        Value::String(name.into()),
+        Value::from(spec["replicas"].as_i64().unwrap_or(1)),
+        print::count(&status["replicas"]),
+        print::count(&status["readyReplicas"]),
+        Value::String(age.into()),
+        containers,
+        images,
+        Value::String(selector),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_defaults_replicas_and_resets_the_status() {
+        let mut rs = json!({"spec": {}, "status": {"replicas": 4}});
+        ReplicaSetStrategy.prepare_for_create(&mut rs);
+        assert_eq!(rs["spec"]["replicas"], 1);
+        assert_eq!(rs["status"], json!({"replicas": 0}));
+    }
+
+    #[test]
+    fn rows_print_desired_current_ready() {
+        let rs = json!({"spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
+            "status": {"replicas": 2, "readyReplicas": 1}});
+        let c = ReplicaSetStrategy.table_cells(&rs, "web", "1m").unwrap();
+        assert_eq!(c.len(), replica_columns().len());
+        assert_eq!(
+            c,
+            [
+                json!("web"),
+                json!(3),
+                json!(2),
+                json!(1),
+                json!("1m"),
+                json!("c"),
+                json!("nginx"),
+                json!("app=web")
+            ]
+        );
+    }
+}

@@ -1,0 +1,100 @@
+//! Stateful sets (`apps/v1`): upstream's v1 defaults (`replicas: 1`, `podManagementPolicy:
+//! OrderedReady`, `updateStrategy` RollingUpdate with `partition: 0`,
+//! `revisionHistoryLimit: 10`, `persistentVolumeClaimRetentionPolicy` Retain/Retain), the
+//! status reset on create (pkg/registry/apps/statefulset/strategy.go) and the printer (NAME
+//! READY AGE, and CONTAINERS IMAGES for `-o wide`).
+
+use serde_json::{Value, json};
+
+use crate::KindSpec;
+use crate::builtin::print;
+use crate::strategy::{KindStrategy, TableColumn, set_default};
+
+/// `apps/v1` stateful sets.
+pub fn spec(base: KindSpec) -> KindSpec {
+    base.strategy(StatefulSetStrategy)
+}
+
+/// The stateful set strategy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StatefulSetStrategy;
+
+impl KindStrategy for StatefulSetStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        set_default(obj, &["spec", "replicas"], json!(1));
+        set_default(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
+        set_default(
+            obj,
+            &["spec", "updateStrategy", "type"],
+            json!("RollingUpdate"),
+        );
+        if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
+            set_default(
+                obj,
+                &["spec", "updateStrategy", "rollingUpdate", "partition"],
+                json!(0),
+            );
+        }
+        set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+        let retention = ["spec", "persistentVolumeClaimRetentionPolicy"];
+        set_default(
+            obj,
+            &[retention[0], retention[1], "whenDeleted"],
+            json!("Retain"),
+        );
+        set_default(
+            obj,
+            &[retention[0], retention[1], "whenScaled"],
+            json!("Retain"),
+        );
+        if let Some(m) = obj.as_object_mut() {
+            m.insert(
+                "status".into(),
+                json!({"replicas": 0, "availableReplicas": 0}),
+            );
+        }
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        let mut v = vec![
+            print::name_column(),
+            print::col("Ready", "string", "Number of the pod with ready state"),
+            print::age_column(),
+        ];
+        v.extend(print::containers_images_selector(false));
+        Some(v)
+    }
+
+    fn table_cells(&self, obj: &Value, name: &str, age: &str) -> Option<Vec<Value>> {
+        let (spec, status) = (&obj["spec"], &obj["status"]);
+        let [containers, images] = print::containers_and_images(&spec["template"]);
+        Some(vec![
+            Value::String(name.into()),
+            Value::String(format!(
+                "{}/{}",
+                status["readyReplicas"].as_i64().unwrap_or(0),
+                spec["replicas"].as_i64().unwrap_or(1)
+            )),
+            Value::String(age.into()),
+            containers,
+            images,
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_defaults_policy_and_strategy() {
+        let mut s = json!({"spec": {"replicas": 2}});
+        StatefulSetStrategy.prepare_for_create(&mut s);
+        assert_eq!(s["spec"]["podManagementPolicy"], "OrderedReady");
+        assert_eq!(s["spec"]["updateStrategy"]["rollingUpdate"]["partition"], 0);
+        assert_eq!(s["spec"]["replicas"], 2);
+        let c = StatefulSetStrategy.table_cells(&s, "s", "1s").unwrap();
+        assert_eq!(c.len(), StatefulSetStrategy.table_columns().unwrap().len());
+        assert_eq!(c[1], json!("0/2"));
+    }
+}

@@ -1,0 +1,194 @@
+//! Horizontal pod autoscalers (`autoscaling/v2`): upstream's v2 defaults
+//! (pkg/apis/autoscaling/v2/defaults.go: `minReplicas: 1`, and without metrics one on cpu at
+//! 80% average utilization), the status reset on create, and the printer (NAME REFERENCE
+//! TARGETS MINPODS MAXPODS REPLICAS AGE, the targets as upstream's `formatHPAMetrics`: at
+//! most two, then `+ N more...`).
+
+use serde_json::{Value, json};
+
+use crate::KindSpec;
+use crate::builtin::print;
+use crate::strategy::{KindStrategy, TableColumn, set_default};
+
+/// `autoscaling/v2` horizontal pod autoscalers.
+pub fn spec(base: KindSpec) -> KindSpec {
+    base.strategy(HorizontalPodAutoscalerStrategy)
+}
+
+/// The horizontal pod autoscaler strategy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HorizontalPodAutoscalerStrategy;
+
+impl KindStrategy for HorizontalPodAutoscalerStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        set_default(obj, &["spec", "minReplicas"], json!(1));
+        if obj["spec"]["metrics"].as_array().is_none_or(Vec::is_empty) {
+            set_default(obj, &["spec", "metrics"], json!([]));
+            if let Some(m) = obj.pointer_mut("/spec/metrics") {
+                *m = json!([{"type": "Resource", "resource": {"name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": 80}}}]);
+            }
+        }
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({"desiredReplicas": 0}));
+        }
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        Some(vec![
+            print::name_column(),
+            print::col(
+                "Reference",
+                "string",
+                "reference to scaled resource; horizontal pod autoscaler will learn the current resource consumption and will set the desired number of pods by using its Scale subresource.",
+            ),
+            print::col(
+                "Targets",
+                "string",
+                "metrics contains the specifications for which to use to calculate the desired replica count.",
+            ),
+            print::col(
+                "MinPods",
+                "string",
+                "minReplicas is the lower limit for the number of replicas to which the autoscaler can scale down.",
+            ),
+            print::col(
+                "MaxPods",
+                "integer",
+                "maxReplicas is the upper limit for the number of replicas to which the autoscaler can scale up.",
+            ),
+            print::col(
+                "Replicas",
+                "integer",
+                "currentReplicas is current number of replicas of pods managed by this autoscaler.",
+            ),
+            print::age_column(),
+        ])
+    }
+
+    fn table_cells(&self, obj: &Value, name: &str, age: &str) -> Option<Vec<Value>> {
+        let (spec, status) = (&obj["spec"], &obj["status"]);
+        let target = &spec["scaleTargetRef"];
+        let min = spec["minReplicas"]
+            .as_i64()
+            .map_or_else(|| "<unset>".to_owned(), |m| m.to_string());
+        Some(vec![
+            Value::String(name.into()),
+            Value::String(format!(
+                "{}/{}",
+                target["kind"].as_str().unwrap_or(""),
+                target["name"].as_str().unwrap_or("")
+            )),
+            Value::String(targets(&spec["metrics"], &status["currentMetrics"])),
+            Value::String(min),
+            print::count(&spec["maxReplicas"]),
+            print::count(&status["currentReplicas"]),
+            Value::String(age.into()),
+        ])
+    }
+}
+
+/// A quantity or number as text.
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// One metric as `current/target` (`<unknown>` when not measured yet), prefixed with the
+/// resource's name for resource metrics.
+fn metric(spec: &Value, current: Option<&Value>) -> String {
+    let kind = spec["type"].as_str().unwrap_or("");
+    let field = match kind {
+        "Resource" => "resource",
+        "ContainerResource" => "containerResource",
+        "Pods" => "pods",
+        "Object" => "object",
+        "External" => "external",
+        _ => return "<unknown type>".into(),
+    };
+    let target = &spec[field]["target"];
+    let current = current.map(|c| &c[field]["current"]);
+    let (now, want) = if let Some(u) = target["averageUtilization"].as_i64() {
+        let now = current
+            .and_then(|c| c["averageUtilization"].as_i64())
+            .map_or_else(|| "<unknown>".to_owned(), |c| format!("{c}%"));
+        (now, format!("{u}%"))
+    } else {
+        let key = if target["averageValue"].is_null() {
+            "value"
+        } else {
+            "averageValue"
+        };
+        let now = current
+            .and_then(|c| text(&c[key]))
+            .unwrap_or_else(|| "<unknown>".into());
+        (now, text(&target[key]).unwrap_or_default())
+    };
+    let prefix = match kind {
+        "Resource" | "ContainerResource" => spec[field]["name"]
+            .as_str()
+            .map(|n| format!("{n}: "))
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    format!("{prefix}{now}/{want}")
+}
+
+/// Upstream's `formatHPAMetrics`: `<none>` without metrics, at most two, then `+ N more...`.
+fn targets(specs: &Value, statuses: &Value) -> String {
+    let specs = specs.as_array().map_or(&[][..], Vec::as_slice);
+    if specs.is_empty() {
+        return "<none>".into();
+    }
+    let statuses = statuses.as_array().map_or(&[][..], Vec::as_slice);
+    let shown: Vec<String> = specs
+        .iter()
+        .take(2)
+        .enumerate()
+        .map(|(i, s)| metric(s, statuses.get(i)))
+        .collect();
+    let mut out = shown.join(", ");
+    if specs.len() > 2 {
+        out.push_str(&format!(" + {} more...", specs.len() - 2));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_defaults_a_cpu_metric_and_rows_print_targets() {
+        let mut hpa = json!({"spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"}, "maxReplicas": 5}});
+        HorizontalPodAutoscalerStrategy.prepare_for_create(&mut hpa);
+        assert_eq!(hpa["spec"]["minReplicas"], 1);
+        let c = HorizontalPodAutoscalerStrategy
+            .table_cells(&hpa, "h", "1s")
+            .unwrap();
+        assert_eq!(
+            c,
+            [
+                json!("h"),
+                json!("Deployment/web"),
+                json!("cpu: <unknown>/80%"),
+                json!("1"),
+                json!(5),
+                json!(0),
+                json!("1s")
+            ]
+        );
+        hpa["status"]["currentMetrics"] = json!([{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 42}}}]);
+        hpa["spec"]["metrics"].as_array_mut().unwrap().extend([
+            json!({"type": "Pods", "pods": {"target": {"averageValue": "1k"}}}),
+            json!({"type": "External", "external": {"target": {"value": "3"}}}),
+        ]);
+        let c = HorizontalPodAutoscalerStrategy
+            .table_cells(&hpa, "h", "1s")
+            .unwrap();
+        assert_eq!(c[2], json!("cpu: 42%/80%, <unknown>/1k + 1 more..."));
+    }
+}

@@ -1,0 +1,3 @@
+//! The `autoscaling` group.
+
+pub mod horizontalpodautoscaler;

@@ -1,0 +1,92 @@
+//! Cron jobs (`batch/v1`): upstream's v1 defaults (pkg/apis/batch/v1/defaults.go:
+//! `concurrencyPolicy: Allow`, `suspend: false`, `successfulJobsHistoryLimit: 3`,
+//! `failedJobsHistoryLimit: 1`), the status reset on create and the printer (NAME SCHEDULE
+//! TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE, and CONTAINERS IMAGES SELECTOR for `-o wide`).
+
+use serde_json::{Value, json};
+
+use crate::KindSpec;
+use crate::builtin::print;
+use crate::strategy::{KindStrategy, TableColumn, Times, set_default};
+
+/// `batch/v1` cron jobs.
+pub fn spec(base: KindSpec) -> KindSpec {
+    base.strategy(CronJobStrategy)
+}
+
+/// The cron job strategy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CronJobStrategy;
+
+impl KindStrategy for CronJobStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        set_default(obj, &["spec", "concurrencyPolicy"], json!("Allow"));
+        set_default(obj, &["spec", "suspend"], json!(false));
+        set_default(obj, &["spec", "successfulJobsHistoryLimit"], json!(3));
+        set_default(obj, &["spec", "failedJobsHistoryLimit"], json!(1));
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({}));
+        }
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        let mut v = vec![
+            print::name_column(),
+            print::col("Schedule", "string", "The schedule in Cron format."),
+            print::col("Timezone", "string", "The time zone of the schedule."),
+            print::col("Suspend", "boolean", "Whether the cron job is suspended."),
+            print::col("Active", "integer", "The number of running jobs."),
+            print::col(
+                "Last Schedule",
+                "string",
+                "When the job was last scheduled.",
+            ),
+            print::age_column(),
+        ];
+        v.extend(print::containers_images_selector(true));
+        Some(v)
+    }
+
+    fn table_cells_at(
+        &self,
+        obj: &Value,
+        name: &str,
+        age: &str,
+        times: &dyn Times,
+    ) -> Option<Vec<Value>> {
+        let (spec, status) = (&obj["spec"], &obj["status"]);
+        let job = &spec["jobTemplate"]["spec"];
+        let [containers, images] = print::containers_and_images(&job["template"]);
+        let last = status["lastScheduleTime"]
+            .as_str()
+            .map_or_else(|| "<none>".to_owned(), |t| times.since(t));
+        Some(vec![
+            Value::String(name.into()),
+            Value::String(spec["schedule"].as_str().unwrap_or("").into()),
+            print::or_none(&spec["timeZone"]),
+            print::bool_text(&spec["suspend"]),
+            Value::from(status["active"].as_array().map_or(0, Vec::len)),
+            Value::String(last),
+            Value::String(age.into()),
+            containers,
+            images,
+            Value::String(print::format_label_selector(&job["selector"])),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_defaults_policy_and_limits() {
+        let mut cj = json!({"spec": {"schedule": "*/1 * * * *"}, "status": {"active": [{}]}});
+        CronJobStrategy.prepare_for_create(&mut cj);
+        assert_eq!(cj["spec"]["concurrencyPolicy"], "Allow");
+        assert_eq!(cj["spec"]["successfulJobsHistoryLimit"], 3);
+        assert_eq!(cj["spec"]["failedJobsHistoryLimit"], 1);
+        assert_eq!(cj["spec"]["suspend"], false);
+        assert_eq!(cj["status"], json!({}));
+    }
+}

@@ -1,0 +1,280 @@
+//! Jobs (`batch/v1`): upstream's v1 defaults (pkg/apis/batch/v1/defaults.go: `completions`
+//! and `parallelism` 1 when both are unset, `parallelism` 1, `backoffLimit` 6,
+//! `completionMode: NonIndexed`, `suspend: false`, `podReplacementPolicy`, the template's
+//! labels as the job's when it has none), the strategy's generated selector
+//! (pkg/registry/batch/job/strategy.go: unless `manualSelector` is true, the selector is the
+//! job's uid under `batch.kubernetes.io/controller-uid`, and the template carries
+//! `batch.kubernetes.io/controller-uid`, `controller-uid`, `batch.kubernetes.io/job-name`
+//! and `job-name` labels), the status reset on create, orphaning dependents by default,
+//! `status.successful` as a selectable field, and the printer (NAME STATUS COMPLETIONS
+//! DURATION AGE, and CONTAINERS IMAGES SELECTOR for `-o wide`).
+
+use serde_json::{Map, Value, json};
+
+use crate::builtin::print;
+use crate::strategy::{KindStrategy, TableColumn, Times, set_default};
+use crate::{GcPolicy, KindSpec};
+
+/// The label keys of a generated selector and template.
+const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
+const LEGACY_CONTROLLER_UID: &str = "controller-uid";
+const JOB_NAME: &str = "batch.kubernetes.io/job-name";
+const LEGACY_JOB_NAME: &str = "job-name";
+
+/// `batch/v1` jobs.
+pub fn spec(base: KindSpec) -> KindSpec {
+    base.field_reads("status.successful", &["status.succeeded"])
+        .gc_policy(GcPolicy::OrphanDependents)
+        .strategy(JobStrategy)
+}
+
+/// The job strategy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct JobStrategy;
+
+impl KindStrategy for JobStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        defaults(obj);
+        if obj["spec"]["manualSelector"].as_bool() != Some(true) {
+            generate_selector(obj);
+        }
+        // Upstream copies the template's labels at every decode (its defaulting runs on
+        // reads from storage too), so a job shows the generated ones: copied after them.
+        template_labels_as_job_labels(obj);
+        if let Some(m) = obj.as_object_mut() {
+            m.insert("status".into(), json!({}));
+        }
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        let mut v = vec![
+            print::name_column(),
+            print::col("Status", "string", "Status of the job."),
+            print::col(
+                "Completions",
+                "string",
+                "The successful completions of the job over the desired ones.",
+            ),
+            print::col("Duration", "string", "Time required to complete the job."),
+            print::age_column(),
+        ];
+        v.extend(print::containers_images_selector(true));
+        Some(v)
+    }
+
+    fn table_cells_at(
+        &self,
+        obj: &Value,
+        name: &str,
+        age: &str,
+        times: &dyn Times,
+    ) -> Option<Vec<Value>> {
+        Some(cells(obj, name, age, times))
+    }
+}
+
+fn defaults(obj: &mut Value) {
+    let spec = &obj["spec"];
+    if spec["completions"].is_null() && spec["parallelism"].is_null() {
+        set_default(obj, &["spec", "completions"], json!(1));
+    }
+    set_default(obj, &["spec", "parallelism"], json!(1));
+    let backoff = if obj["spec"]["backoffLimitPerIndex"].is_null() {
+        6
+    } else {
+        i64::from(i32::MAX)
+    };
+    set_default(obj, &["spec", "backoffLimit"], json!(backoff));
+    set_default(obj, &["spec", "completionMode"], json!("NonIndexed"));
+    set_default(obj, &["spec", "suspend"], json!(false));
+    let replacement = if obj["spec"]["podFailurePolicy"].is_null() {
+        "TerminatingOrFailed"
+    } else {
+        "Failed"
+    };
+    set_default(obj, &["spec", "podReplacementPolicy"], json!(replacement));
+}
+
+/// The template's labels become the job's when it has none (v1 defaulting).
+fn template_labels_as_job_labels(obj: &mut Value) {
+    let labels = obj["spec"]["template"]["metadata"]["labels"].clone();
+    if labels.is_object()
+        && obj["metadata"].is_object()
+        && obj["metadata"]["labels"]
+            .as_object()
+            .is_none_or(Map::is_empty)
+    {
+        obj["metadata"]["labels"] = labels;
+    }
+}
+
+/// Upstream's `generateSelector`: the job's uid selects its pods.
+fn generate_selector(obj: &mut Value) {
+    let uid = obj["metadata"]["uid"].as_str().unwrap_or("").to_owned();
+    let name = obj["metadata"]["name"].as_str().unwrap_or("").to_owned();
+    if !obj["spec"].is_object() {
+        return;
+    }
+    set_default(obj, &["spec", "template", "metadata", "labels"], json!({}));
+    // `pointer_mut`, not indexing: a template of the wrong type is left as it is (upstream's
+    // validation refuses it), never a panic.
+    if let Some(labels) = obj
+        .pointer_mut("/spec/template/metadata/labels")
+        .and_then(Value::as_object_mut)
+    {
+        for (k, v) in [
+            (CONTROLLER_UID, &uid),
+            (LEGACY_CONTROLLER_UID, &uid),
+            (JOB_NAME, &name),
+            (LEGACY_JOB_NAME, &name),
+        ] {
+            labels.insert(k.into(), Value::String(v.clone()));
+        }
+    }
+    obj["spec"]["selector"] = json!({"matchLabels": {CONTROLLER_UID: uid}});
+}
+
+fn has_condition(status: &Value, type_: &str) -> bool {
+    status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == type_ && c["status"] == "True")
+}
+
+fn cells(obj: &Value, name: &str, age: &str, times: &dyn Times) -> Vec<Value> {
+    let (spec, status) = (&obj["spec"], &obj["status"]);
+    let succeeded = status["succeeded"].as_i64().unwrap_or(0);
+    let completions = match spec["completions"].as_i64() {
+        Some(c) => format!("{succeeded}/{c}"),
+        None => match spec["parallelism"].as_i64().unwrap_or(0) {
+            p if p > 1 => format!("{succeeded}/1 of {p}"),
+            _ => format!("{succeeded}/1"),
+        },
+    };
+    let state = if has_condition(status, "Complete") {
+        "Complete"
+    } else if has_condition(status, "Failed") {
+        "Failed"
+    } else if obj["metadata"]["deletionTimestamp"].is_string() {
+        "Terminating"
+    } else if has_condition(status, "FailureTarget") {
+        "FailureTarget"
+    } else if has_condition(status, "Suspended") {
+        "Suspended"
+    } else if has_condition(status, "SuccessCriteriaMet") {
+        "SuccessCriteriaMet"
+    } else {
+        "Running"
+    };
+    let duration = match (
+        status["startTime"].as_str(),
+        status["completionTime"].as_str(),
+    ) {
+        (None, _) => String::new(),
+        (Some(start), None) => times.since(start),
+        (Some(start), Some(end)) => times.between(start, end).unwrap_or_default(),
+    };
+    let [containers, images] = print::containers_and_images(&spec["template"]);
+    vec![
+        Value::String(name.into()),
+        Value::String(state.into()),
+        Value::String(completions),
+        Value::String(duration),
+        Value::String(age.into()),
+        containers,
+        images,
+        Value::String(print::format_label_selector(&spec["selector"])),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+    impl Times for Fixed {
+        fn since(&self, _: &str) -> String {
+            "5m".into()
+        }
+        fn between(&self, _: &str, _: &str) -> Option<String> {
+            Some("10s".into())
+        }
+        fn human(&self, s: u64) -> String {
+            format!("{s}s")
+        }
+    }
+
+    #[test]
+    fn create_defaults_and_generates_the_selector() {
+        let mut job = json!({"metadata": {"name": "pi", "uid": "u-1"},
+            "spec": {"template": {"spec": {"containers": [{"name": "pi", "image": "perl"}]}}},
+            "status": {"succeeded": 3}});
+        JobStrategy.prepare_for_create(&mut job);
+        let spec = &job["spec"];
+        assert_eq!(
+            (spec["completions"].as_i64(), spec["parallelism"].as_i64()),
+            (Some(1), Some(1))
+        );
+        assert_eq!(spec["backoffLimit"], 6);
+        assert_eq!(spec["completionMode"], "NonIndexed");
+        assert_eq!(spec["suspend"], false);
+        assert_eq!(
+            spec["selector"],
+            json!({"matchLabels": {CONTROLLER_UID: "u-1"}})
+        );
+        let labels = &spec["template"]["metadata"]["labels"];
+        assert_eq!(labels[JOB_NAME], "pi");
+        assert_eq!(labels[LEGACY_CONTROLLER_UID], "u-1");
+        assert_eq!(job["metadata"]["labels"][JOB_NAME], "pi");
+        assert_eq!(job["status"], json!({}));
+    }
+
+    #[test]
+    fn a_template_of_the_wrong_type_is_not_a_panic() {
+        for template in [
+            json!("x"),
+            json!({"metadata": 7}),
+            json!({"metadata": {"labels": []}}),
+        ] {
+            let mut job =
+                json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {"template": template}});
+            JobStrategy.prepare_for_create(&mut job);
+            assert_eq!(job["spec"]["selector"]["matchLabels"][CONTROLLER_UID], "u");
+        }
+        for spec in [json!("x"), json!(null), json!([1])] {
+            let mut job = json!({"metadata": {"name": "pi"}, "spec": spec});
+            JobStrategy.prepare_for_create(&mut job);
+        }
+    }
+
+    #[test]
+    fn a_manual_selector_is_kept() {
+        let mut job = json!({"metadata": {"name": "pi", "uid": "u"},
+            "spec": {"manualSelector": true, "selector": {"matchLabels": {"a": "b"}}}});
+        JobStrategy.prepare_for_create(&mut job);
+        assert_eq!(job["spec"]["selector"], json!({"matchLabels": {"a": "b"}}));
+    }
+
+    #[test]
+    fn rows_print_status_completions_and_duration() {
+        let job = json!({"spec": {"completions": 2, "parallelism": 1},
+            "status": {"succeeded": 2, "startTime": "2026-01-01T00:00:00Z",
+                       "completionTime": "2026-01-01T00:00:10Z",
+                       "conditions": [{"type": "Complete", "status": "True"}]}});
+        let c = JobStrategy
+            .table_cells_at(&job, "pi", "1m", &Fixed)
+            .unwrap();
+        assert_eq!(c.len(), JobStrategy.table_columns().unwrap().len());
+        assert_eq!(
+            c[..5],
+            [
+                json!("pi"),
+                json!("Complete"),
+                json!("2/2"),
+                json!("10s"),
+                json!("1m")
+            ]
+        );
+    }
+}

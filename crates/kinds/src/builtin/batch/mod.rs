@@ -1,0 +1,4 @@
+//! The `batch` group.
+
+pub mod cronjob;
+pub mod job;

@@ -1,0 +1,3 @@
+//! The `certificates.k8s.io` group.
+
+pub mod certificatesigningrequest;

@@ -1,0 +1,4 @@
+//! The `networking.k8s.io` group.
+
+pub mod ingress;
+pub mod networkpolicy;

@@ -1,0 +1,3 @@
+//! The `policy` group.
+
+pub mod poddisruptionbudget;

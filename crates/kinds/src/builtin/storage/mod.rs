@@ -1,0 +1,3 @@
+//! The `storage.k8s.io` group.
+
+pub mod storageclass;
