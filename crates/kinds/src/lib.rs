@@ -48,6 +48,7 @@
 //! ```
 
 pub mod builtin;
+pub mod crd;
 pub mod custom;
 mod set;
 mod spec;
@@ -58,4 +59,4 @@ pub use spec::{
     GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer, PrinterColumn,
     ScaleSubresource, StatusUpdate,
 };
-pub use strategy::{DefaultStrategy, KindStrategy, TableColumn};
+pub use strategy::{DefaultStrategy, FieldViolation, KindStrategy, TableColumn};

@@ -63,6 +63,100 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     fn table_cells(&self, _obj: &Value, _name: &str, _age: &str) -> Option<Vec<Value>> {
         None
     }
+
+    /// Defaulting on update (upstream's `PrepareForUpdate` plus the v1 defaults), on the
+    /// new object's JSON after the generic update rules; `old` is the stored object.
+    fn prepare_for_update(&self, _new: &mut Value, _old: &Value) {}
+
+    /// The kind's own validation of a create (upstream's `Validate`), after
+    /// [`prepare_for_create`](Self::prepare_for_create): each violation is a cause of a 422.
+    fn validate_create(&self, _obj: &Value) -> Vec<FieldViolation> {
+        Vec::new()
+    }
+
+    /// The kind's own validation of an update of `old` to `new` (upstream's
+    /// `ValidateUpdate`), after [`prepare_for_update`](Self::prepare_for_update).
+    fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<FieldViolation> {
+        Vec::new()
+    }
+
+    /// What the first DELETE of an object does besides marking it (upstream: a kind's own
+    /// `Delete`, e.g. a CustomResourceDefinition's, which adds its cleanup finalizer and
+    /// the `Terminating` condition): called on the stored object before the deletion
+    /// lifecycle decides, only when it is not being deleted yet.
+    fn prepare_for_delete(&self, _obj: &mut Value) {}
+}
+
+/// One field a strategy's validation refuses: a cause of a 422 (the registry's
+/// `FieldError`, whose `reason`s these are).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldViolation {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`,
+    /// `FieldValueForbidden` or `FieldValueDuplicate`.
+    pub reason: &'static str,
+    /// The field path, e.g. `spec.group`.
+    pub field: String,
+    /// The offending value, when shown.
+    pub value: Option<String>,
+    /// What is wrong.
+    pub detail: String,
+}
+
+impl FieldViolation {
+    /// A value that breaks a rule (upstream's `field.Invalid`).
+    pub fn invalid(field: &str, value: &str, detail: impl Into<String>) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            value: Some(value.into()),
+            detail: detail.into(),
+        }
+    }
+
+    /// A missing value (upstream's `field.Required`).
+    pub fn required(field: &str, detail: impl Into<String>) -> Self {
+        Self {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// A value outside a fixed set (upstream's `field.NotSupported`).
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Self {
+        let list = supported
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Self {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            value: Some(value.into()),
+            detail: format!("supported values: {list}"),
+        }
+    }
+
+    /// A value or change a rule forbids (upstream's `field.Forbidden`).
+    pub fn forbidden(field: &str, detail: impl Into<String>) -> Self {
+        Self {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            value: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// A value given twice (upstream's `field.Duplicate`).
+    pub fn duplicate(field: &str, value: &str) -> Self {
+        Self {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            value: Some(value.into()),
+            detail: String::new(),
+        }
+    }
 }
 
 /// The strategy of a kind without code of its own: every rule is the spec's data.

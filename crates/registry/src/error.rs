@@ -417,6 +417,7 @@ impl FieldError {
     /// `message`); the value is cut by [`echo()`].
     pub fn body(&self) -> String {
         match (self.value.as_deref().map(echo), self.reason) {
+            (Some(v), "FieldValueDuplicate") => format!("Duplicate value: {v:?}"),
             (Some(v), "FieldValueNotSupported") => {
                 format!("Unsupported value: {v:?}: {}", self.detail)
             }

@@ -386,10 +386,38 @@ pub fn prepare_create(
     crate::lifecycle::prepare_create(info, obj)?;
     let mut v = Value::Object(std::mem::take(obj));
     info.strategy.prepare_for_create(&mut v);
+    let errs = info.strategy.validate_create(&v);
     if let Value::Object(m) = v {
         *obj = m;
     }
+    if !errs.is_empty() {
+        return Err(strategy_invalid(info, obj, errs));
+    }
     Ok(())
+}
+
+/// The 422 of a kind strategy's violations of `obj` (upstream's `Validate`/`ValidateUpdate`).
+fn strategy_invalid(
+    info: &KindSpec,
+    obj: &Map<String, Value>,
+    errs: Vec<listwatch_kinds::FieldViolation>,
+) -> ApiError {
+    let name = obj
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let causes: Vec<FieldError> = errs
+        .into_iter()
+        .map(|e| FieldError {
+            reason: e.reason,
+            field: e.field,
+            value: e.value,
+            detail: e.detail,
+            raw: false,
+        })
+        .collect();
+    ApiError::invalid(info, name, &causes)
 }
 
 /// Prepares an update of `current` (the stored object as JSON) into `new`:
@@ -553,7 +581,15 @@ pub fn prepare_update(
             meta.insert("generation".into(), Value::from(generation));
         }
     }
-    Ok(Value::Object(new))
+    let mut new = Value::Object(new);
+    info.strategy.prepare_for_update(&mut new, current);
+    let errs = info.strategy.validate_update(&new, current);
+    if !errs.is_empty() {
+        let empty = Map::new();
+        let obj = new.as_object().unwrap_or(&empty);
+        return Err(UpdateError::Api(strategy_invalid(info, obj, errs)));
+    }
+    Ok(new)
 }
 
 /// Why an update was refused.
