@@ -120,6 +120,8 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-endpoints",
             "listwatch-registry",
             "listwatch-schema",
+            // The CRD controller reads CRDs into kinds (`listwatch_kinds::crd`).
+            "listwatch-kinds",
         ],
     ),
     // The binary composes every server layer (the built-in kinds and the custom resource

@@ -54,6 +54,7 @@
 //! ```
 
 pub mod bootstrap;
+pub mod crd;
 pub mod gc;
 pub mod singletons;
 
