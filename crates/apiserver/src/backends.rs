@@ -106,8 +106,12 @@ impl Backends {
         move |info: &KindSpec| match &this {
             Shared::Embedded(m) => Arc::new(m.clone()) as Arc<dyn Storage>,
             Shared::Etcd(client, prefix, max) => Arc::new(
-                EtcdStore::new(client.clone(), prefix.clone(), info.selectable_fields.clone())
-                    .with_max_request_bytes(*max),
+                EtcdStore::new(
+                    client.clone(),
+                    prefix.clone(),
+                    info.selectable_fields.clone(),
+                )
+                .with_max_request_bytes(*max),
             ),
         }
     }

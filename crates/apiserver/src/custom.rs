@@ -92,6 +92,14 @@ struct File {
     resources: Vec<Entry>,
 }
 
+/// One declaration of a resources file: an entry of a `resources:` list, or the kinds of a
+/// CRD manifest (one per served version).
+#[derive(Debug)]
+enum Declared {
+    Entry(Entry),
+    Crd(Vec<KindSpec>),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Entry {
@@ -164,7 +172,7 @@ pub fn plural_of(singular: &str) -> String {
 
 /// The entries of a resources file: one `resources:` document, or CRD manifests (each YAML
 /// document a CRD, or a `List` whose items are CRDs).
-fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
+fn entries(text: &str, path: &str) -> Result<Vec<Declared>, ResourcesFileError> {
     let mut out = Vec::new();
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value =
@@ -186,7 +194,7 @@ fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
                     path: path.into(),
                     source,
                 })?;
-            out.extend(file.resources);
+            out.extend(file.resources.into_iter().map(Declared::Entry));
             continue;
         }
         let json: serde_json::Value =
@@ -210,7 +218,7 @@ fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
                         .unwrap_or("")
                 )));
             }
-            out.push(crd::entry(&d).map_err(bad)?);
+            out.push(Declared::Crd(crd::specs(&d).map_err(bad)?));
         }
     }
     Ok(out)
@@ -220,41 +228,70 @@ fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
 /// write, is skipped, as kubectl's YAML reader does).
 pub fn parse(text: &str, path: &str) -> Result<Vec<KindSpec>, ResourcesFileError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let file = File {
-        resources: entries(text, path)?,
-    };
+    let declared = entries(text, path)?;
     // The schemas as the server's catalog will take them: checked here, so that a bad one
     // stops startup naming its entry.
     let mut catalog = listwatch_schema::Catalog::new();
-    file.resources
-        .into_iter()
-        .enumerate()
-        .map(|(index, e)| {
-            let invalid = |message: String| ResourcesFileError::Invalid {
-                index,
-                kind: e.kind.clone(),
-                message,
-            };
-            // A kind upstream defines (e.g. networking.k8s.io/v1 Ingress, which the server
-            // does not build in) is served as the built-in it is, with upstream's schema.
-            let builtin = listwatch_schema::Catalog::builtin()
-                .kind(&e.group, &e.version, &e.kind)
-                .is_some();
-            if builtin {
-                if e.open_api_v3_schema.is_some() {
-                    return Err(invalid(format!(
-                        "{}/{} {} is a built-in kind: its schema is upstream's (no openAPIV3Schema)",
-                        e.group, e.version, e.kind
-                    )));
+    let mut out = Vec::new();
+    for (index, d) in declared.into_iter().enumerate() {
+        let e = match d {
+            Declared::Entry(e) => e,
+            Declared::Crd(specs) => {
+                for mut spec in specs {
+                    let invalid = |message: String| ResourcesFileError::Invalid {
+                        index,
+                        kind: spec.kind.clone(),
+                        message,
+                    };
+                    // A kind upstream defines (e.g. networking.k8s.io/v1 Ingress) is served
+                    // as the built-in it is, with upstream's schema.
+                    let builtin = listwatch_schema::Catalog::builtin()
+                        .kind(&spec.group, &spec.version, &spec.kind)
+                        .is_some();
+                    if builtin {
+                        spec.custom_resource = false;
+                        spec.custom_schema = None;
+                        spec.strategy = std::sync::Arc::new(listwatch_kinds::DefaultStrategy);
+                    } else {
+                        catalog
+                            .add_custom(
+                                &spec.group,
+                                &spec.version,
+                                &spec.kind,
+                                spec.custom_schema.as_deref(),
+                            )
+                            .map_err(|err| invalid(err.to_string()))?;
+                    }
+                    out.push(spec);
                 }
-            } else {
-                catalog
-                    .add_custom(&e.group, &e.version, &e.kind, e.open_api_v3_schema.as_ref())
-                    .map_err(|err| invalid(err.to_string()))?;
+                continue;
             }
-            entry(index, e, !builtin)
-        })
-        .collect()
+        };
+        let invalid = |message: String| ResourcesFileError::Invalid {
+            index,
+            kind: e.kind.clone(),
+            message,
+        };
+        // A kind upstream defines (e.g. networking.k8s.io/v1 Ingress, which the server
+        // does not build in) is served as the built-in it is, with upstream's schema.
+        let builtin = listwatch_schema::Catalog::builtin()
+            .kind(&e.group, &e.version, &e.kind)
+            .is_some();
+        if builtin {
+            if e.open_api_v3_schema.is_some() {
+                return Err(invalid(format!(
+                    "{}/{} {} is a built-in kind: its schema is upstream's (no openAPIV3Schema)",
+                    e.group, e.version, e.kind
+                )));
+            }
+        } else {
+            catalog
+                .add_custom(&e.group, &e.version, &e.kind, e.open_api_v3_schema.as_ref())
+                .map_err(|err| invalid(err.to_string()))?;
+        }
+        out.push(entry(index, e, !builtin)?);
+    }
+    Ok(out)
 }
 
 /// Reads and parses a resources file.
@@ -463,11 +500,14 @@ mod tests {
                 "spec.scope",
             ),
             (
-                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: {group: a.b, scope: Cluster, names: {kind: A, plural: as, listKind: Many}, versions: [{name: v1, served: true}]}\n",
-                "listKind",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: {group: a.b, scope: Cluster, names: {kind: A, plural: as, listKind: Many}, versions: [{name: v1, served: true, storage: true}]}\n",
+                "spec.names.listKind",
             ),
         ] {
-            let e = parse(text, "f").unwrap_err().to_string();
+            let e = match parse(text, "f") {
+                Ok(_) => panic!("accepted: {text}"),
+                Err(e) => e.to_string(),
+            };
             assert!(e.contains(needle), "{text}: {e}");
         }
     }

@@ -183,12 +183,32 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         metrics: cacher_metrics.clone(),
         consistent_reads_from_cache,
         consistent_read_fallback: opts.watch_cache_consistent_read_fallback,
-        window_bytes: (opts.watch_cache_window_bytes > 0)
-            .then_some(opts.watch_cache_window_bytes),
+        window_bytes: (opts.watch_cache_window_bytes > 0).then_some(opts.watch_cache_window_bytes),
     };
+    // The versions of one CRD share the storage version's storage (listed first); the
+    // others read and write it with their `apiVersion` rewritten.
+    let mut shared: std::collections::HashMap<String, (String, Arc<dyn Storage>)> =
+        std::collections::HashMap::new();
     for info in all_resources(opts)? {
-        let (storage, cacher) = cache.wrap(backends.storage_for(&info), &info);
-        cachers.extend(cacher);
+        let storage = match shared.get(&info.storage_resource) {
+            Some((stored, base)) if info.custom_resource => {
+                Arc::new(listwatch_controllers::crd::versions::Versioned::new(
+                    Arc::clone(base),
+                    stored,
+                    &info.api_version(),
+                    info.selectable_fields.clone(),
+                )) as Arc<dyn Storage>
+            }
+            _ => {
+                let (storage, cacher) = cache.wrap(backends.storage_for(&info), &info);
+                cachers.extend(cacher);
+                shared.insert(
+                    info.storage_resource.clone(),
+                    (info.api_version(), Arc::clone(&storage)),
+                );
+                storage
+            }
+        };
         installer = installer.resource(info, storage);
     }
     let sec_opts = &opts.security;
@@ -300,7 +320,11 @@ struct CacheOptions {
 impl CacheOptions {
     /// `backend` for `info`, behind its own [`Cacher`] unless the cache is off (the cacher
     /// is also returned, for readiness).
-    fn wrap(&self, backend: Arc<dyn Storage>, info: &KindSpec) -> (Arc<dyn Storage>, Option<Arc<Cacher>>) {
+    fn wrap(
+        &self,
+        backend: Arc<dyn Storage>,
+        info: &KindSpec,
+    ) -> (Arc<dyn Storage>, Option<Arc<Cacher>>) {
         if !self.on {
             return (backend, None);
         }

@@ -24,7 +24,11 @@ const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// The user the controller's requests are flow-controlled as.
 const USER: &str = "system:apiserver";
 /// The User-Agent of its requests: managedFields record them under `kube-apiserver`.
-const USER_AGENT: &str = concat!("kube-apiserver/v", env!("CARGO_PKG_VERSION"), " (listwatch)");
+const USER_AGENT: &str = concat!(
+    "kube-apiserver/v",
+    env!("CARGO_PKG_VERSION"),
+    " (listwatch)"
+);
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 

@@ -440,7 +440,11 @@ impl CrdController {
                 let _ = self.api.remove_resource(g, v, p);
             }
         }
-        tracing::info!(crd = name, versions = keys.len(), "serving a custom resource");
+        tracing::info!(
+            crd = name,
+            versions = keys.len(),
+            "serving a custom resource"
+        );
         self.installed.insert(
             name.to_owned(),
             Installed {
@@ -465,7 +469,12 @@ impl CrdController {
     }
 
     /// A deleting CRD: its custom resources deleted, then its kinds and finalizer removed.
-    async fn finalize(&mut self, name: &str, obj: &Value, def: &Definition) -> Result<bool, CrdError> {
+    async fn finalize(
+        &mut self,
+        name: &str,
+        obj: &Value,
+        def: &Definition,
+    ) -> Result<bool, CrdError> {
         let has = obj
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
@@ -519,8 +528,7 @@ impl CrdController {
 
     /// Deletes every custom resource of `def` (as a DELETE of each would); how many are
     /// left (held by finalizers, or created meanwhile).
-    async fn delete_instances(
-        &self, def: &Definition, names: &Names) -> Result<usize, CrdError> {
+    async fn delete_instances(&self, def: &Definition, names: &Names) -> Result<usize, CrdError> {
         let specs = def.kind_specs(names);
         let Some(spec) = specs.into_iter().next() else {
             return Ok(0);
@@ -535,10 +543,10 @@ impl CrdController {
         let list = storage.list(&key, &ListOptions::recursive()).await?;
         let mut left = 0usize;
         for o in &list.items {
-            if o.to_value()
-                .ok()
-                .is_some_and(|v| v.pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()))
-            {
+            if o.to_value().ok().is_some_and(|v| {
+                v.pointer("/metadata/deletionTimestamp")
+                    .is_some_and(|t| !t.is_null())
+            }) {
                 left += 1;
                 continue;
             }

@@ -97,6 +97,7 @@ mod tests {
         );
         let mut other = names("things", "Gadget");
         other.short_names.clear();
+        other.singular = "thing".into();
         assert_eq!(taken.conflict(&other).map(|c| c.0), Some("KindConflict"));
     }
 }

@@ -42,7 +42,12 @@ impl std::fmt::Debug for Versioned {
 impl Versioned {
     /// `served` over `inner`, whose objects are `stored`; `fields` are the served
     /// version's selectable fields.
-    pub fn new(inner: Arc<dyn Storage>, stored: &str, served: &str, fields: SelectableFields) -> Self {
+    pub fn new(
+        inner: Arc<dyn Storage>,
+        stored: &str,
+        served: &str,
+        fields: SelectableFields,
+    ) -> Self {
         Self {
             inner,
             stored: stored.to_owned(),
@@ -140,7 +145,13 @@ impl Storage for Versioned {
         let suggestion = suggestion.map(|s| self.into_storage(s));
         let o = self
             .inner
-            .guaranteed_update(key, preconditions, ignore_not_found, &mut wrapped, suggestion)
+            .guaranteed_update(
+                key,
+                preconditions,
+                ignore_not_found,
+                &mut wrapped,
+                suggestion,
+            )
             .await?;
         Ok(self.out(o))
     }
@@ -209,12 +220,22 @@ mod tests {
         )
         .unwrap();
         let created = beta.create(&key, obj, None).await.unwrap();
-        assert_eq!(created.to_value().unwrap()["apiVersion"], "example.com/v1beta1");
-        let stored = store.get(&key, &GetOptions::default()).await.unwrap().unwrap();
+        assert_eq!(
+            created.to_value().unwrap()["apiVersion"],
+            "example.com/v1beta1"
+        );
+        let stored = store
+            .get(&key, &GetOptions::default())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(stored.to_value().unwrap()["apiVersion"], "example.com/v1");
         let coll = Key::collection("widgets.example.com", None).unwrap();
         let list = beta.list(&coll, &ListOptions::recursive()).await.unwrap();
-        assert_eq!(list.items[0].to_value().unwrap()["apiVersion"], "example.com/v1beta1");
+        assert_eq!(
+            list.items[0].to_value().unwrap()["apiVersion"],
+            "example.com/v1beta1"
+        );
         let mut w = beta
             .watch(&coll, &ListOptions::recursive().at(Some(0), None))
             .await

@@ -17,8 +17,8 @@
 //!   `Established`; `status.storedVersions` listing the storage version and only versions
 //!   of `spec.versions`;
 //! - not supported, refused with a 422 naming the field rather than ignored:
-//!   `spec.conversion.strategy: Webhook` and CEL rules (`x-kubernetes-validations` anywhere
-//!   in a schema);
+//!   `spec.conversion.strategy: Webhook`, CEL rules (`x-kubernetes-validations` anywhere
+//!   in a schema), and a `names.listKind` other than the kind + `List`;
 //! - the first DELETE adds the `customresourcecleanup.apiextensions.k8s.io` finalizer and a
 //!   `Terminating` condition (upstream's CRD `Delete`): the CRD stays until the CRD controller
 //!   has deleted every custom resource and removed the finalizer.
@@ -225,7 +225,12 @@ impl KindStrategy for CrdStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldViolation> {
         let mut errs = validate_spec(new);
-        let at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+        let at = |v: &Value, p: &str| {
+            v.pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
         let mut immutable = |path: &str, field: &str| {
             let (n, o) = (at(new, path), at(old, path));
             if n != o {
@@ -402,7 +407,14 @@ fn shown_versions(versions: &[Value]) -> String {
 
 const COLUMN_TYPES: &[&str] = &["boolean", "date", "integer", "number", "string"];
 const COLUMN_FORMATS: &[&str] = &[
-    "byte", "date", "date-time", "double", "float", "int32", "int64", "password",
+    "byte",
+    "date",
+    "date-time",
+    "double",
+    "float",
+    "int32",
+    "int64",
+    "password",
 ];
 
 fn validate_spec(obj: &Value) -> Vec<FieldViolation> {
@@ -484,6 +496,15 @@ fn validate_spec(obj: &Value) -> Vec<FieldViolation> {
         }
     }
     errs.extend(validate_names_of(names, "spec.names"));
+    // Lists are served as `<kind>List` (the kind's list in the schema catalog).
+    let (kind, list_kind) = (str_at(names, "/kind"), str_at(names, "/listKind"));
+    if !kind.is_empty() && !list_kind.is_empty() && list_kind != format!("{kind}List") {
+        errs.push(FieldViolation::not_supported(
+            "spec.names.listKind",
+            list_kind,
+            &[&format!("{kind}List")],
+        ));
+    }
     match str_at(spec, "/conversion/strategy") {
         "" | "None" => {}
         "Webhook" => errs.push(FieldViolation::not_supported(
@@ -588,7 +609,12 @@ fn find_cel(schema: &Value, at: &str, depth: usize, errs: &mut Vec<FieldViolatio
             "CEL validation rules are not supported by this server",
         ));
     }
-    for key in ["properties", "patternProperties", "definitions", "dependencies"] {
+    for key in [
+        "properties",
+        "patternProperties",
+        "definitions",
+        "dependencies",
+    ] {
         if let Some(props) = m.get(key).and_then(Value::as_object) {
             for (k, s) in props {
                 find_cel(s, &format!("{at}.{key}[{k}]"), depth + 1, errs);
@@ -778,15 +804,17 @@ mod tests {
                 "a DNS-1035 label",
             ),
             (
+                |c| c["spec"]["names"]["listKind"] = json!("Many"),
+                "spec.names.listKind",
+                "supported values: \"WidgetList\"",
+            ),
+            (
                 |c| c["spec"]["conversion"] = json!({"strategy": "Webhook"}),
                 "spec.conversion.strategy",
                 "supported values: \"None\"",
             ),
             (
-                |c| {
-                    c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] =
-                        json!({"spec": {"type": "object", "x-kubernetes-validations": [{"rule": "true"}]}})
-                },
+                |c| c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"] = json!({"spec": {"type": "object", "x-kubernetes-validations": [{"rule": "true"}]}}),
                 "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations",
                 "not supported",
             ),
@@ -856,9 +884,30 @@ mod tests {
     #[test]
     fn conditions_keep_their_transition_time_unless_the_status_changes() {
         let mut c = json!({});
-        assert!(set_condition(&mut c, "Established", "False", "a", "b", "t1"));
-        assert!(!set_condition(&mut c, "Established", "False", "a", "b", "t2"));
-        assert!(set_condition(&mut c, "Established", "False", "c", "d", "t3"));
+        assert!(set_condition(
+            &mut c,
+            "Established",
+            "False",
+            "a",
+            "b",
+            "t1"
+        ));
+        assert!(!set_condition(
+            &mut c,
+            "Established",
+            "False",
+            "a",
+            "b",
+            "t2"
+        ));
+        assert!(set_condition(
+            &mut c,
+            "Established",
+            "False",
+            "c",
+            "d",
+            "t3"
+        ));
         assert_eq!(c["status"]["conditions"][0]["lastTransitionTime"], "t1");
         assert!(set_condition(&mut c, "Established", "True", "c", "d", "t4"));
         assert_eq!(c["status"]["conditions"][0]["lastTransitionTime"], "t4");
