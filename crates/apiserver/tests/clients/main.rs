@@ -20,6 +20,7 @@ mod auth;
 mod auth_defaults;
 mod client_credentials;
 mod compression;
+mod crds;
 mod doc_shell_blocks;
 mod field_validation;
 mod garbage_collector;
