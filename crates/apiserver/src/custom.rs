@@ -419,6 +419,24 @@ mod tests {
         assert!(matches!(&w.printer, Printer::Columns(c) if c[0].type_ == "string"));
     }
 
+    /// Issue 28: a CRD manifest's every served version is served (before: only the storage
+    /// version), the storage version first, all over one storage key.
+    #[test]
+    fn every_served_version_of_a_crd_manifest_is_served() {
+        let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n\
+                   spec:\n  group: example.com\n  names: {plural: widgets, kind: Widget}\n  scope: Namespaced\n  \
+                   versions:\n  - {name: v1beta1, served: true, storage: false}\n  - {name: v1, served: true, storage: true}\n  \
+                   - {name: v0, served: false, storage: false}\n";
+        let r = parse(crd, "f").unwrap();
+        let versions: Vec<&str> = r.iter().map(|s| s.version.as_str()).collect();
+        assert_eq!(versions, ["v1", "v1beta1"]);
+        assert!(r.iter().all(|s| s.storage_resource == "widgets.example.com"));
+        // Two storage versions is what a create through the API refuses too.
+        let two = crd.replace("storage: false}\n  - {name: v1", "storage: true}\n  - {name: v1");
+        let e = parse(&two, "f").unwrap_err().to_string();
+        assert!(e.contains("must have exactly one version marked as storage version"), "{e}");
+    }
+
     #[test]
     fn entries_are_custom_resources_with_their_declared_schema() {
         let text = "resources:\n- group: example.com\n  version: v1\n  kind: Widget\n  openAPIV3Schema:\n    \
