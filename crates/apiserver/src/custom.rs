@@ -96,7 +96,7 @@ struct File {
 /// CRD manifest (one per served version).
 #[derive(Debug)]
 enum Declared {
-    Entry(Entry),
+    Entry(Box<Entry>),
     Crd(Vec<KindSpec>),
 }
 
@@ -194,7 +194,11 @@ fn entries(text: &str, path: &str) -> Result<Vec<Declared>, ResourcesFileError> 
                     path: path.into(),
                     source,
                 })?;
-            out.extend(file.resources.into_iter().map(Declared::Entry));
+            out.extend(
+                file.resources
+                    .into_iter()
+                    .map(|e| Declared::Entry(Box::new(e))),
+            );
             continue;
         }
         let json: serde_json::Value =
@@ -235,7 +239,7 @@ pub fn parse(text: &str, path: &str) -> Result<Vec<KindSpec>, ResourcesFileError
     let mut out = Vec::new();
     for (index, d) in declared.into_iter().enumerate() {
         let e = match d {
-            Declared::Entry(e) => e,
+            Declared::Entry(e) => *e,
             Declared::Crd(specs) => {
                 for mut spec in specs {
                     let invalid = |message: String| ResourcesFileError::Invalid {
@@ -430,11 +434,20 @@ mod tests {
         let r = parse(crd, "f").unwrap();
         let versions: Vec<&str> = r.iter().map(|s| s.version.as_str()).collect();
         assert_eq!(versions, ["v1", "v1beta1"]);
-        assert!(r.iter().all(|s| s.storage_resource == "widgets.example.com"));
+        assert!(
+            r.iter()
+                .all(|s| s.storage_resource == "widgets.example.com")
+        );
         // Two storage versions is what a create through the API refuses too.
-        let two = crd.replace("storage: false}\n  - {name: v1", "storage: true}\n  - {name: v1");
+        let two = crd.replace(
+            "storage: false}\n  - {name: v1",
+            "storage: true}\n  - {name: v1",
+        );
         let e = parse(&two, "f").unwrap_err().to_string();
-        assert!(e.contains("must have exactly one version marked as storage version"), "{e}");
+        assert!(
+            e.contains("must have exactly one version marked as storage version"),
+            "{e}"
+        );
     }
 
     #[test]

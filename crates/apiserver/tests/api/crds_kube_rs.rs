@@ -3,7 +3,7 @@
 //! status write and a watch of the custom resource; deleting the CRD ends the watch and the
 //! resource (404). Also the 422 causes of an invalid CRD, as raw HTTP sees them, and
 //! discovery (legacy and aggregated) before and after.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
 
 use crate::common;
 

@@ -78,7 +78,7 @@ impl Versioned {
         self.rewrite(o, &self.served)
     }
 
-    fn into_storage(&self, o: Object) -> Object {
+    fn to_stored(&self, o: Object) -> Object {
         self.rewrite(o, &self.stored)
     }
 
@@ -98,7 +98,7 @@ impl Versioned {
 #[async_trait]
 impl Storage for Versioned {
     async fn create(&self, key: &Key, obj: Object, ttl: Option<Duration>) -> Result<Object> {
-        let stored = self.inner.create(key, self.into_storage(obj), ttl).await?;
+        let stored = self.inner.create(key, self.to_stored(obj), ttl).await?;
         Ok(self.out(stored))
     }
 
@@ -138,11 +138,11 @@ impl Storage for Versioned {
             let served = cur.map(|c| self.out(c.clone()));
             let u = update(served.as_ref())?;
             Ok(Updated {
-                object: self.into_storage(u.object),
+                object: self.to_stored(u.object),
                 ttl: u.ttl,
             })
         };
-        let suggestion = suggestion.map(|s| self.into_storage(s));
+        let suggestion = suggestion.map(|s| self.to_stored(s));
         let o = self
             .inner
             .guaranteed_update(
@@ -164,7 +164,7 @@ impl Storage for Versioned {
         suggestion: Option<Object>,
     ) -> Result<Object> {
         let wrapped = |o: &Object| validate(&self.out(o.clone()));
-        let suggestion = suggestion.map(|s| self.into_storage(s));
+        let suggestion = suggestion.map(|s| self.to_stored(s));
         let o = self
             .inner
             .delete(key, preconditions, &wrapped, suggestion)

@@ -769,7 +769,8 @@ mod tests {
 
     #[test]
     fn what_clients_rely_on_is_validated_in_upstreams_words() {
-        let cases: Vec<(fn(&mut Value), &str, &str)> = vec![
+        type Case = (fn(&mut Value), &'static str, &'static str);
+        let cases: Vec<Case> = vec![
             (
                 |c| c["metadata"]["name"] = json!("other.example.com"),
                 "metadata.name",
