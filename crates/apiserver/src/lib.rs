@@ -247,9 +247,9 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     let make = backends.factory();
     let crd_factory: listwatch_controllers::crd::StorageFactory =
         Arc::new(move |info: &KindSpec| cache.wrap(make(info), info).0);
-    let crd_controller = AbortOnDrop(tokio::spawn(
-        listwatch_controllers::crd::CrdController::new(&api, crd_factory).run(),
-    ));
+    let crd_controller = listwatch_controllers::crd::CrdController::new(&api, crd_factory);
+    let crds_synced = crd_controller.synced();
+    let crd_controller = AbortOnDrop(tokio::spawn(crd_controller.run()));
     let mut work = singletons::Singletons::default();
     let ns_api = api.clone();
     work.add(
@@ -300,6 +300,7 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
             informers,
             _reconciler: reconciler.map(AbortOnDrop),
             _crd_controller: crd_controller,
+            crds_synced,
             rbac_in_force,
             conn_metrics,
             singletons,
@@ -399,6 +400,8 @@ pub struct Running {
     _reconciler: Option<AbortOnDrop>,
     /// Serves the kinds CRDs define.
     _crd_controller: AbortOnDrop,
+    /// Turns true once the CRDs stored at start are served.
+    crds_synced: tokio::sync::watch::Receiver<bool>,
     /// Turns true once the bootstrap RBAC policy is in the authorizer's stores.
     rbac_in_force: Option<tokio::sync::watch::Receiver<bool>>,
     conn_metrics: serve::ConnMetrics,
@@ -415,13 +418,16 @@ impl std::fmt::Debug for Running {
 }
 
 impl Running {
-    /// Resolves once every cache has listed its backend and is serving, the security
-    /// informers have synced, and (with RBAC) the bootstrap policy is in force.
+    /// Resolves once every cache has listed its backend and is serving, the resources of
+    /// the stored CRDs are served, the security informers have synced, and (with RBAC) the
+    /// bootstrap policy is in force.
     ///
     /// # Cancel safety
     /// Cancel safe.
     pub async fn wait_ready(&self) {
         futures::future::join_all(self.cachers.iter().map(|c| c.wait_ready())).await;
+        // The CRDs stored before this start are served (an error: the controller is gone).
+        let _ = self.crds_synced.clone().wait_for(|synced| *synced).await;
         if let Some(i) = &self.informers {
             i.wait_synced().await;
         }

@@ -249,3 +249,61 @@ fn an_invalid_crd_is_a_422_with_upstreams_causes() {
         );
     }
 }
+
+/// A server restarted over its data serves the custom resources of its stored CRDs from the
+/// moment it announces itself (before: 404 until the CRD controller had caught up with the
+/// CRDs it found; with many, the announcement came first).
+#[test]
+fn a_restarted_server_serves_its_stored_crds_when_it_announces_itself() {
+    const CRDS: usize = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let json = [("Content-Type", "application/json")];
+    let crd = |i: usize| {
+        let mut c = serde_json::to_value(Gizmo::crd()).unwrap();
+        c["metadata"]["name"] = json!(format!("gizmos.g{i}.example.com"));
+        c["spec"]["group"] = json!(format!("g{i}.example.com"));
+        c.to_string()
+    };
+    let last = CRDS - 1;
+    let path = format!("/apis/g{last}.example.com/v1/namespaces/default/gizmos");
+    let gizmo = json!({"apiVersion": format!("g{last}.example.com/v1"), "kind": "Gizmo",
+                       "metadata": {"name": "g1"}, "spec": {"size": 1}});
+    {
+        let server = Server::start(&["--data-dir", data]);
+        for i in 0..CRDS {
+            let r = http(
+                &server.addr,
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                &json,
+                crd(i).as_bytes(),
+            );
+            assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        }
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let r = http(
+                &server.addr,
+                "POST",
+                &path,
+                &json,
+                gizmo.to_string().as_bytes(),
+            );
+            if r.status == 201 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}",
+                String::from_utf8_lossy(&r.body)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(server.terminate());
+    }
+    let server = Server::start(&["--data-dir", data]);
+    let r = http(&server.addr, "GET", &format!("{path}/g1"), &[], b"");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}

@@ -123,6 +123,9 @@ pub struct CrdController {
     installed: HashMap<String, Installed>,
     /// CRDs to look at again at the next [`RETRY`].
     pending: HashSet<String>,
+    /// Turns `true` once the CRDs stored at start have been looked at (their resources
+    /// served): upstream's `crd-informer-synced` readiness.
+    synced: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for CrdController {
@@ -154,7 +157,16 @@ impl CrdController {
             known: HashMap::new(),
             installed: HashMap::new(),
             pending: HashSet::new(),
+            synced: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Turns `true` once the CRDs stored when the controller started have been looked at
+    /// (each accepted one served), or at once when the CRD kind is not served: what a
+    /// server waits for before it reports ready, so that a restarted server does not answer
+    /// 404 for custom resources it serves a moment later.
+    pub fn synced(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.synced.subscribe()
     }
 
     /// Runs until dropped (returns at once when the CRD kind is not served).
@@ -182,6 +194,7 @@ impl CrdController {
     /// One list and watch of the CRDs; `Ok` only when the kind is not served.
     async fn watch(&mut self) -> Result<(), CrdError> {
         let Some(crds) = self.crds() else {
+            self.synced.send_replace(true);
             return Ok(());
         };
         let key = Key::collection(&crds.info.storage_resource, None)?;
@@ -203,6 +216,7 @@ impl CrdController {
         }
         self.known = listed;
         self.sync_all().await;
+        self.synced.send_replace(true);
         let opts = ListOptions::recursive().at(Some(list.resource_version), None);
         let mut events = crds.storage.watch(&key, &opts).await?;
         let mut retry = tokio::time::interval(RETRY);
