@@ -121,7 +121,8 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-registry",
             "listwatch-schema",
             // The live kind set's snapshots, which the collector and the namespace
-            // controller follow.
+            // controller follow; the CRD controller reads CRDs into kinds
+            // (`listwatch_kinds::crd`).
             "listwatch-kinds",
         ],
     ),

@@ -29,6 +29,12 @@ pub(crate) enum Backends {
     },
 }
 
+/// The part of [`Backends`] that makes a resource's storage.
+enum Shared {
+    Embedded(MemStore),
+    Etcd(EtcdClient, String, usize),
+}
+
 impl Backends {
     pub(crate) fn open(opts: &Options) -> Result<Self, ServerError> {
         match opts.backend() {
@@ -82,6 +88,31 @@ impl Backends {
                     _compactor: compactor,
                 })
             }
+        }
+    }
+
+    /// What [`storage_for`](Self::storage_for) gives, as a value that outlives `self`'s
+    /// borrow (the CRD controller builds storage for kinds served after start).
+    pub(crate) fn factory(&self) -> impl Fn(&KindSpec) -> Arc<dyn Storage> + Send + Sync + 'static {
+        let this = match self {
+            Backends::Embedded(m) => Shared::Embedded(m.clone()),
+            Backends::Etcd {
+                client,
+                prefix,
+                max_request_bytes,
+                ..
+            } => Shared::Etcd(client.clone(), prefix.clone(), *max_request_bytes),
+        };
+        move |info: &KindSpec| match &this {
+            Shared::Embedded(m) => Arc::new(m.clone()) as Arc<dyn Storage>,
+            Shared::Etcd(client, prefix, max) => Arc::new(
+                EtcdStore::new(
+                    client.clone(),
+                    prefix.clone(),
+                    info.selectable_fields.clone(),
+                )
+                .with_max_request_bytes(*max),
+            ),
         }
     }
 

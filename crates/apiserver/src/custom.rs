@@ -93,6 +93,14 @@ struct File {
     resources: Vec<Entry>,
 }
 
+/// One declaration of a resources file: an entry of a `resources:` list, or the kinds of a
+/// CRD manifest (one per served version).
+#[derive(Debug)]
+enum Declared {
+    Entry(Box<Entry>),
+    Crd(Vec<KindSpec>),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Entry {
@@ -165,7 +173,7 @@ pub fn plural_of(singular: &str) -> String {
 
 /// The entries of a resources file: one `resources:` document, or CRD manifests (each YAML
 /// document a CRD, or a `List` whose items are CRDs).
-fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
+fn entries(text: &str, path: &str) -> Result<Vec<Declared>, ResourcesFileError> {
     let mut out = Vec::new();
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value =
@@ -187,7 +195,11 @@ fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
                     path: path.into(),
                     source,
                 })?;
-            out.extend(file.resources);
+            out.extend(
+                file.resources
+                    .into_iter()
+                    .map(|e| Declared::Entry(Box::new(e))),
+            );
             continue;
         }
         let json: serde_json::Value =
@@ -211,7 +223,7 @@ fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
                         .unwrap_or("")
                 )));
             }
-            out.push(crd::entry(&d).map_err(bad)?);
+            out.push(Declared::Crd(crd::specs(&d).map_err(bad)?));
         }
     }
     Ok(out)
@@ -221,41 +233,70 @@ fn entries(text: &str, path: &str) -> Result<Vec<Entry>, ResourcesFileError> {
 /// write, is skipped, as kubectl's YAML reader does).
 pub fn parse(text: &str, path: &str) -> Result<Vec<KindSpec>, ResourcesFileError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let file = File {
-        resources: entries(text, path)?,
-    };
+    let declared = entries(text, path)?;
     // The schemas as the server's catalog will take them: checked here, so that a bad one
     // stops startup naming its entry.
     let mut catalog = listwatch_schema::Catalog::new();
-    file.resources
-        .into_iter()
-        .enumerate()
-        .map(|(index, e)| {
-            let invalid = |message: String| ResourcesFileError::Invalid {
-                index,
-                kind: e.kind.clone(),
-                message,
-            };
-            // A kind upstream defines (e.g. networking.k8s.io/v1 Ingress, which the server
-            // does not build in) is served as the built-in it is, with upstream's schema.
-            let builtin = listwatch_schema::Catalog::builtin()
-                .kind(&e.group, &e.version, &e.kind)
-                .is_some();
-            if builtin {
-                if e.open_api_v3_schema.is_some() {
-                    return Err(invalid(format!(
-                        "{}/{} {} is a built-in kind: its schema is upstream's (no openAPIV3Schema)",
-                        e.group, e.version, e.kind
-                    )));
+    let mut out = Vec::new();
+    for (index, d) in declared.into_iter().enumerate() {
+        let e = match d {
+            Declared::Entry(e) => *e,
+            Declared::Crd(specs) => {
+                for mut spec in specs {
+                    let invalid = |message: String| ResourcesFileError::Invalid {
+                        index,
+                        kind: spec.kind.clone(),
+                        message,
+                    };
+                    // A kind upstream defines (e.g. networking.k8s.io/v1 Ingress) is served
+                    // as the built-in it is, with upstream's schema.
+                    let builtin = listwatch_schema::Catalog::builtin()
+                        .kind(&spec.group, &spec.version, &spec.kind)
+                        .is_some();
+                    if builtin {
+                        spec.custom_resource = false;
+                        spec.custom_schema = None;
+                        spec.strategy = std::sync::Arc::new(listwatch_kinds::DefaultStrategy);
+                    } else {
+                        catalog
+                            .add_custom(
+                                &spec.group,
+                                &spec.version,
+                                &spec.kind,
+                                spec.custom_schema.as_deref(),
+                            )
+                            .map_err(|err| invalid(err.to_string()))?;
+                    }
+                    out.push(spec);
                 }
-            } else {
-                catalog
-                    .add_custom(&e.group, &e.version, &e.kind, e.open_api_v3_schema.as_ref())
-                    .map_err(|err| invalid(err.to_string()))?;
+                continue;
             }
-            entry(index, e, !builtin)
-        })
-        .collect()
+        };
+        let invalid = |message: String| ResourcesFileError::Invalid {
+            index,
+            kind: e.kind.clone(),
+            message,
+        };
+        // A kind upstream defines (e.g. networking.k8s.io/v1 Ingress, which the server
+        // does not build in) is served as the built-in it is, with upstream's schema.
+        let builtin = listwatch_schema::Catalog::builtin()
+            .kind(&e.group, &e.version, &e.kind)
+            .is_some();
+        if builtin {
+            if e.open_api_v3_schema.is_some() {
+                return Err(invalid(format!(
+                    "{}/{} {} is a built-in kind: its schema is upstream's (no openAPIV3Schema)",
+                    e.group, e.version, e.kind
+                )));
+            }
+        } else {
+            catalog
+                .add_custom(&e.group, &e.version, &e.kind, e.open_api_v3_schema.as_ref())
+                .map_err(|err| invalid(err.to_string()))?;
+        }
+        out.push(entry(index, e, !builtin)?);
+    }
+    Ok(out)
 }
 
 /// Upstream's words for a schema that is not structural (the CRD's `NonStructuralSchema`
@@ -412,6 +453,33 @@ mod tests {
         assert!(matches!(&w.printer, Printer::Columns(c) if c[0].type_ == "string"));
     }
 
+    /// Issue 28: a CRD manifest's every served version is served (before: only the storage
+    /// version), the storage version first, all over one storage key.
+    #[test]
+    fn every_served_version_of_a_crd_manifest_is_served() {
+        let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.example.com}\n\
+                   spec:\n  group: example.com\n  names: {plural: widgets, kind: Widget}\n  scope: Namespaced\n  \
+                   versions:\n  - {name: v1beta1, served: true, storage: false}\n  - {name: v1, served: true, storage: true}\n  \
+                   - {name: v0, served: false, storage: false}\n";
+        let r = parse(crd, "f").unwrap();
+        let versions: Vec<&str> = r.iter().map(|s| s.version.as_str()).collect();
+        assert_eq!(versions, ["v1", "v1beta1"]);
+        assert!(
+            r.iter()
+                .all(|s| s.storage_resource == "widgets.example.com")
+        );
+        // Two storage versions is what a create through the API refuses too.
+        let two = crd.replace(
+            "storage: false}\n  - {name: v1",
+            "storage: true}\n  - {name: v1",
+        );
+        let e = parse(&two, "f").unwrap_err().to_string();
+        assert!(
+            e.contains("must have exactly one version marked as storage version"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn entries_are_custom_resources_with_their_declared_schema() {
         let text = "resources:\n- group: example.com\n  version: v1\n  kind: Widget\n  openAPIV3Schema:\n    \
@@ -500,11 +568,14 @@ mod tests {
                 "spec.scope",
             ),
             (
-                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: {group: a.b, scope: Cluster, names: {kind: A, plural: as, listKind: Many}, versions: [{name: v1, served: true}]}\n",
-                "listKind",
+                "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nspec: {group: a.b, scope: Cluster, names: {kind: A, plural: as, listKind: Many}, versions: [{name: v1, served: true, storage: true}]}\n",
+                "spec.names.listKind",
             ),
         ] {
-            let e = parse(text, "f").unwrap_err().to_string();
+            let e = match parse(text, "f") {
+                Ok(_) => panic!("accepted: {text}"),
+                Err(e) => e.to_string(),
+            };
             assert!(e.contains(needle), "{text}: {e}");
         }
     }

@@ -204,24 +204,36 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     }
     let conn_metrics = serve::ConnMetrics::register(installer.registry_mut());
     let mut cachers = Vec::new();
+    let cache = CacheOptions {
+        on: opts.watch_cache,
+        metrics: cacher_metrics.clone(),
+        consistent_reads_from_cache,
+        consistent_read_fallback: opts.watch_cache_consistent_read_fallback,
+        window_bytes: (opts.watch_cache_window_bytes > 0).then_some(opts.watch_cache_window_bytes),
+    };
+    // The versions of one CRD share the storage version's storage (listed first); the
+    // others read and write it with their `apiVersion` rewritten.
+    let mut shared: std::collections::HashMap<String, (String, Arc<dyn Storage>)> =
+        std::collections::HashMap::new();
     for info in all_resources(opts)? {
-        let backend = backends.storage_for(&info);
-        let storage: Arc<dyn Storage> = if opts.watch_cache {
-            let mut config = CacherConfig::new(info.storage_resource.clone())
-                .with_metrics(cacher_metrics.clone());
-            config.consistent_reads_from_cache = consistent_reads_from_cache;
-            config.consistent_read_fallback = opts.watch_cache_consistent_read_fallback;
-            let window_bytes =
-                (opts.watch_cache_window_bytes > 0).then_some(opts.watch_cache_window_bytes);
-            config = config.with_watch_cache(|c| c.with_window_byte_budget(window_bytes));
-            if let Some(trigger) = &info.trigger_field {
-                config = config.with_trigger(trigger);
+        let storage = match shared.get(&info.storage_resource) {
+            Some((stored, base)) if info.custom_resource => {
+                Arc::new(listwatch_controllers::crd::versions::Versioned::new(
+                    Arc::clone(base),
+                    stored,
+                    &info.api_version(),
+                    info.selectable_fields.clone(),
+                )) as Arc<dyn Storage>
             }
-            let cacher = Arc::new(Cacher::new(backend, config));
-            cachers.push(Arc::clone(&cacher));
-            cacher
-        } else {
-            backend
+            _ => {
+                let (storage, cacher) = cache.wrap(backends.storage_for(&info), &info);
+                cachers.extend(cacher);
+                shared.insert(
+                    info.storage_resource.clone(),
+                    (info.api_version(), Arc::clone(&storage)),
+                );
+                storage
+            }
         };
         installer = installer.resource(info, storage);
     }
@@ -256,6 +268,14 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         .as_ref()
         .and_then(|i| i.spawn_reconciler(&api.resources()))
         .unzip();
+    // CRDs: each replica serves the kinds they define (upstream's apiextensions-apiserver
+    // runs on every replica too).
+    let make = backends.factory();
+    let crd_factory: listwatch_controllers::crd::StorageFactory =
+        Arc::new(move |info: &KindSpec| cache.wrap(make(info), info).0);
+    let crd_controller = listwatch_controllers::crd::CrdController::new(&api, crd_factory);
+    let crds_synced = crd_controller.synced();
+    let crd_controller = AbortOnDrop(tokio::spawn(crd_controller.run()));
     let mut work = singletons::Singletons::default();
     let ns_controller = namespaces::NamespaceController::new(
         Arc::new(namespaces::ApiServer(api.clone())),
@@ -308,11 +328,48 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
             security,
             informers,
             _reconciler: reconciler.map(AbortOnDrop),
+            _crd_controller: crd_controller,
+            crds_synced,
             rbac_in_force,
             conn_metrics,
             singletons,
         },
     ))
+}
+
+/// How each resource's storage is cached (`--watch-cache*`).
+#[derive(Clone)]
+struct CacheOptions {
+    on: bool,
+    metrics: CacherMetrics,
+    consistent_reads_from_cache: bool,
+    consistent_read_fallback: bool,
+    window_bytes: Option<usize>,
+}
+
+impl CacheOptions {
+    /// `backend` for `info`, behind its own [`Cacher`] unless the cache is off (the cacher
+    /// is also returned, for readiness).
+    fn wrap(
+        &self,
+        backend: Arc<dyn Storage>,
+        info: &KindSpec,
+    ) -> (Arc<dyn Storage>, Option<Arc<Cacher>>) {
+        if !self.on {
+            return (backend, None);
+        }
+        let mut config =
+            CacherConfig::new(info.storage_resource.clone()).with_metrics(self.metrics.clone());
+        config.consistent_reads_from_cache = self.consistent_reads_from_cache;
+        config.consistent_read_fallback = self.consistent_read_fallback;
+        let window_bytes = self.window_bytes;
+        config = config.with_watch_cache(|c| c.with_window_byte_budget(window_bytes));
+        if let Some(trigger) = &info.trigger_field {
+            config = config.with_trigger(trigger);
+        }
+        let cacher = Arc::new(Cacher::new(backend, config));
+        (Arc::clone(&cacher) as Arc<dyn Storage>, Some(cacher))
+    }
 }
 
 /// The leader election of `--leader-elect*` (validated), or `None` when it is off.
@@ -370,6 +427,10 @@ pub struct Running {
     security: Arc<security::Security>,
     informers: Option<security::rbac::Informers>,
     _reconciler: Option<AbortOnDrop>,
+    /// Serves the kinds CRDs define.
+    _crd_controller: AbortOnDrop,
+    /// Turns true once the CRDs stored at start are served.
+    crds_synced: tokio::sync::watch::Receiver<bool>,
     /// Turns true once the bootstrap RBAC policy is in the authorizer's stores.
     rbac_in_force: Option<tokio::sync::watch::Receiver<bool>>,
     conn_metrics: serve::ConnMetrics,
@@ -386,13 +447,16 @@ impl std::fmt::Debug for Running {
 }
 
 impl Running {
-    /// Resolves once every cache has listed its backend and is serving, the security
-    /// informers have synced, and (with RBAC) the bootstrap policy is in force.
+    /// Resolves once every cache has listed its backend and is serving, the resources of
+    /// the stored CRDs are served, the security informers have synced, and (with RBAC) the
+    /// bootstrap policy is in force.
     ///
     /// # Cancel safety
     /// Cancel safe.
     pub async fn wait_ready(&self) {
         futures::future::join_all(self.cachers.iter().map(|c| c.wait_ready())).await;
+        // The CRDs stored before this start are served (an error: the controller is gone).
+        let _ = self.crds_synced.clone().wait_for(|synced| *synced).await;
         if let Some(i) = &self.informers {
             i.wait_synced().await;
         }

@@ -58,6 +58,7 @@
 //! ```
 
 pub mod bootstrap;
+pub mod crd;
 pub mod gc;
 pub mod namespaces;
 pub mod singletons;

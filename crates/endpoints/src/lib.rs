@@ -182,13 +182,34 @@ pub fn default_request_workers() -> usize {
 
 /// What is derived from a whole table of served kinds: built once per generation of the
 /// [`KindSet`](listwatch_kinds::KindSet) (see [`Shared::derived`]).
+///
+/// The schema catalog is built with the generation (every write reads it); discovery and
+/// the OpenAPI documents on first use, so that a burst of kind changes (CRDs created one
+/// after the other) costs one catalog per generation and the documents only for the
+/// generations someone reads.
 pub(crate) struct Derived {
-    pub(crate) docs: discovery::Documents,
+    kinds: Kinds,
+    build_info: BuildInfo,
+    docs: std::sync::OnceLock<discovery::Documents>,
     /// The OpenAPI v3 index and documents.
-    pub(crate) openapi: openapi::Documents,
+    openapi: std::sync::OnceLock<openapi::Documents>,
     /// The schemas of the served kinds (built-in definitions and custom resources'): the
     /// field manager, strategic merge and the OpenAPI documents read them.
     pub(crate) catalog: Arc<listwatch_schema::Catalog>,
+}
+
+impl Derived {
+    /// The discovery documents.
+    pub(crate) fn docs(&self) -> &discovery::Documents {
+        self.docs
+            .get_or_init(|| discovery::build(&self.kinds, &self.build_info))
+    }
+
+    /// The OpenAPI v3 index and documents.
+    pub(crate) fn openapi(&self) -> &openapi::Documents {
+        self.openapi
+            .get_or_init(|| openapi::build(&self.kinds, &self.catalog))
+    }
 }
 
 /// The served kinds as one request sees them.
@@ -249,13 +270,12 @@ impl Shared {
 
     /// Discovery, OpenAPI and the schema catalog of `kinds`, built once per generation.
     pub(crate) fn derived(&self, kinds: &Kinds) -> Arc<Derived> {
-        self.derived.get(kinds, |k| {
-            let catalog = Arc::new(openapi::catalog(k));
-            Derived {
-                docs: discovery::build(k, &self.config.build_info),
-                openapi: openapi::build(k, &catalog),
-                catalog,
-            }
+        self.derived.get(kinds, |k| Derived {
+            kinds: Arc::clone(kinds),
+            build_info: self.config.build_info.clone(),
+            docs: std::sync::OnceLock::new(),
+            openapi: std::sync::OnceLock::new(),
+            catalog: Arc::new(openapi::catalog(k)),
         })
     }
 
@@ -376,7 +396,9 @@ impl Installer {
             compute,
         });
         // Built now, so that the first requests do not wait for it.
-        shared.derived(&shared.kinds());
+        let derived = shared.derived(&shared.kinds());
+        derived.docs();
+        derived.openapi();
         kubelet_pass::start(&shared);
         Api { shared }
     }
@@ -662,7 +684,7 @@ async fn version(State(s): State<Arc<Shared>>) -> Response {
     json_response(
         StatusCode::OK,
         "application/json",
-        derived.docs.version.clone(),
+        derived.docs().version.clone(),
     )
 }
 

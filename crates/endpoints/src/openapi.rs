@@ -558,7 +558,7 @@ fn served(d: &Doc, headers: &HeaderMap, extra: &[(header::HeaderName, String)]) 
 /// `GET /openapi/v3`.
 pub(crate) async fn index(State(s): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     let derived = s.derived(&s.kinds());
-    served(&derived.openapi.index, &headers, &[])
+    served(&derived.openapi().index, &headers, &[])
 }
 
 /// Whether `Accept` lets a JSON document be served (as kube-openapi's negotiation: JSON,
@@ -598,7 +598,7 @@ pub(crate) async fn group_version(
         .trim_start_matches("/openapi/v3/")
         .trim_end_matches('/');
     let derived = s.derived(&s.kinds());
-    let Some(d) = derived.openapi.groups.get(key) else {
+    let Some(d) = derived.openapi().groups.get(key) else {
         return crate::ApiError::path_not_found().into_response();
     };
     let vary = (header::VARY, "Accept".to_owned());

@@ -122,6 +122,27 @@ impl FieldError {
         Self::new(ErrorType::NotSupported, field, Some(shown(value)), detail)
     }
 
+    /// [`invalid`](Self::invalid) of a string value.
+    pub fn invalid_str(field: &str, value: &str, detail: impl Into<String>) -> Self {
+        Self::invalid(field, &Value::String(value.to_owned()), detail)
+    }
+
+    /// [`not_supported`](Self::not_supported) of a string value among fixed strings.
+    pub fn not_supported_str(field: &str, value: &str, supported: &[&str]) -> Self {
+        let supported: Vec<String> = supported.iter().map(|s| (*s).to_owned()).collect();
+        Self::not_supported(field, &Value::String(value.to_owned()), &supported)
+    }
+
+    /// `Duplicate value: "v"`.
+    pub fn duplicate(field: &str, value: &str) -> Self {
+        Self::new(
+            ErrorType::Duplicate,
+            field,
+            Some(shown(&Value::String(value.to_owned()))),
+            "",
+        )
+    }
+
     /// The message without the field (upstream's `ErrorBody`), e.g.
     /// `Invalid value: "string": must be ...`.
     pub fn body(&self) -> String {

@@ -54,6 +54,7 @@
 //! ```
 
 pub mod builtin;
+pub mod crd;
 pub mod custom;
 pub mod field;
 mod set;

@@ -65,9 +65,15 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
         None
     }
 
-    /// The kind's own checks of an object about to be created or updated (upstream's
-    /// `Validate`/`ValidateUpdate`), after its preparation; each error is a 422 cause.
-    fn validate(&self, _obj: &Value) -> Vec<crate::FieldError> {
+    /// The kind's own validation of a create (upstream's `Validate`), after
+    /// [`prepare_for_create`](Self::prepare_for_create): each error is a cause of a 422.
+    fn validate_create(&self, _obj: &Value) -> Vec<crate::FieldError> {
+        Vec::new()
+    }
+
+    /// The kind's own validation of an update of `old` to `new` (upstream's
+    /// `ValidateUpdate`), after [`prepare_for_update`](Self::prepare_for_update).
+    fn validate_update(&self, _new: &Value, _old: &Value) -> Vec<crate::FieldError> {
         Vec::new()
     }
 
@@ -95,7 +101,14 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     ) -> Option<Vec<Value>> {
         self.table_cells(obj, name, age)
     }
+
+    /// What the first DELETE of an object does besides marking it (upstream: a kind's own
+    /// `Delete`, e.g. a CustomResourceDefinition's, which adds its cleanup finalizer and
+    /// the `Terminating` condition): called on the stored object before the deletion
+    /// lifecycle decides, only when it is not being deleted yet.
+    fn prepare_for_delete(&self, _obj: &mut Value) {}
 }
+
 
 /// The server's clock as the Table printers read it (the endpoints implement it over the
 /// registry's clock, which this crate cannot depend on).

@@ -431,6 +431,7 @@ impl FieldError {
                 }
                 s
             }
+            (Some(v), "FieldValueDuplicate") => format!("Duplicate value: {v:?}"),
             (Some(v), "FieldValueNotSupported") => {
                 format!("Unsupported value: {v:?}: {}", self.detail)
             }

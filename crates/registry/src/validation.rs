@@ -386,17 +386,21 @@ pub fn prepare_create(
     crate::lifecycle::prepare_create(info, obj)?;
     let mut v = Value::Object(std::mem::take(obj));
     info.strategy.prepare_for_create(&mut v);
-    let checked = check_strategy(info, &v);
+    let checked = check_strategy(info, &v, info.strategy.validate_create(&v));
     if let Value::Object(m) = v {
         *obj = m;
     }
     checked
 }
 
-/// The kind's own checks ([`listwatch_kinds::KindStrategy::validate`]: a custom resource's
-/// schema) of an object about to be written: 422 Invalid with one cause per error.
-fn check_strategy(info: &KindSpec, obj: &Value) -> ApiResult<()> {
-    let errs = info.strategy.validate(obj);
+/// The kind's own checks ([`listwatch_kinds::KindStrategy::validate_create`] and
+/// `validate_update`: a custom resource's schema, a CRD's rules) of an object about to be
+/// written: 422 Invalid with one cause per error.
+fn check_strategy(
+    info: &KindSpec,
+    obj: &Value,
+    errs: Vec<listwatch_kinds::FieldError>,
+) -> ApiResult<()> {
     if errs.is_empty() {
         return Ok(());
     }
@@ -580,7 +584,8 @@ pub fn prepare_update(
         }
     }
     let new = Value::Object(new);
-    check_strategy(info, &new).map_err(UpdateError::Api)?;
+    check_strategy(info, &new, info.strategy.validate_update(&new, current))
+        .map_err(UpdateError::Api)?;
     Ok(new)
 }
 

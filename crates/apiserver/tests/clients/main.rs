@@ -22,6 +22,7 @@ mod builtin_kinds;
 mod client_credentials;
 mod compression;
 mod crd_schema;
+mod crds;
 mod doc_shell_blocks;
 mod field_validation;
 mod garbage_collector;

@@ -302,7 +302,7 @@ fn discovery_request(
         return Err(ApiError::method_not_allowed());
     }
     let derived = shared.derived(&shared.kinds());
-    let docs = &derived.docs;
+    let docs = derived.docs();
     let (fmt, body) = match p {
         ApiPath::CoreVersions => match negotiate(headers, Offer::JsonOrDiscovery)? {
             Format::DiscoveryV2 => (Format::DiscoveryV2, docs.core_aggregated.clone()),

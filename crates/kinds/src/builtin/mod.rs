@@ -6,6 +6,7 @@
 //! rules is a new file and one line in [`all`]; adding a storage-only one is a row in the
 //! table.
 
+pub mod apiextensions;
 pub mod apps;
 pub mod autoscaling;
 pub mod batch;
@@ -32,8 +33,9 @@ pub use self::core::pod::POD_FIELDS;
 /// `Success` Status for the others.
 ///
 /// `metadata.generation` is set and bumped only for pods (spec changes,
-/// pkg/registry/core/pod/strategy.go) and deployments (spec or annotation changes,
-/// pkg/registry/apps/deployment/strategy.go); the other strategies here leave it unset.
+/// pkg/registry/core/pod/strategy.go), deployments (spec or annotation changes,
+/// pkg/registry/apps/deployment/strategy.go) and custom resource definitions (spec changes);
+/// the other strategies here leave it unset.
 /// A `/status` write keeps the request's metadata but `ownerReferences` for pods
 /// (`podStatusStrategy.PrepareForUpdate`), but the labels for deployments
 /// (`deploymentStatusStrategy`), all of it for services (`serviceStatusStrategy`, which
@@ -68,6 +70,7 @@ pub fn all() -> Vec<crate::KindSpec> {
         rbac::clusterrole::spec(),
         rbac::clusterrolebinding::spec(),
         apps::deployment::spec(),
+        apiextensions::customresourcedefinition::spec(),
     ]
     .into_iter()
     .chain(derived::all())
@@ -111,7 +114,8 @@ mod tests {
             generation,
             [
                 ("pods", Generation::Spec),
-                ("deployments", Generation::SpecAndAnnotations)
+                ("deployments", Generation::SpecAndAnnotations),
+                ("customresourcedefinitions", Generation::Spec)
             ]
         );
     }

@@ -85,11 +85,15 @@ impl KindStrategy for CustomResourceStrategy {
         self.schema.as_ref().map(|s| s.prune(obj))
     }
 
-    fn validate(&self, obj: &Value) -> Vec<FieldError> {
+    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         match &self.schema {
             Some(s) => s.validate(obj),
             None => Vec::new(),
         }
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        self.validate_create(new)
     }
 }
 

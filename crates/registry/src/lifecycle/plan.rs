@@ -67,6 +67,12 @@ pub enum Plan {
 pub fn plan(info: &KindSpec, cur: &Value, opts: &DeleteRequest, now: i64) -> Plan {
     let mut v = cur.clone();
     let namespace = is_namespaces(info);
+    // A kind's own first DELETE (a CRD's cleanup finalizer and `Terminating` condition).
+    if v.pointer("/metadata/deletionTimestamp")
+        .is_none_or(Value::is_null)
+    {
+        info.strategy.prepare_for_delete(&mut v);
+    }
     let Some(obj) = v.as_object_mut() else {
         return Plan::Remove;
     };

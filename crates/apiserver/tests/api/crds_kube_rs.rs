@@ -1,0 +1,309 @@
+//! Issue 28 item 1 with kube-rs: a `#[derive(CustomResource)]` type's CRD created through
+//! the API (`Api<CustomResourceDefinition>`), waited for until `Established`, then CRUD, a
+//! status write and a watch of the custom resource; deleting the CRD ends the watch and the
+//! resource (404). Also the 422 causes of an invalid CRD, as raw HTTP sees them, and
+//! discovery (legacy and aggregated) before and after.
+#![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Server, http};
+use futures::StreamExt;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher::{self, Event, watcher};
+use kube::{Client, CustomResource, CustomResourceExt, ResourceExt};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The custom resource of the test.
+#[derive(CustomResource, Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[kube(group = "kube.example.com", version = "v1", kind = "Gizmo", namespaced)]
+#[kube(status = "GizmoStatus", shortname = "gz")]
+#[kube(printcolumn = r#"{"name":"Size","type":"integer","jsonPath":".spec.size"}"#)]
+pub struct GizmoSpec {
+    size: i64,
+}
+
+/// Its status.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+pub struct GizmoStatus {
+    ready: bool,
+}
+
+async fn client(server: &Server) -> Client {
+    Client::try_from(kube::Config::new(server.url.parse().unwrap())).unwrap()
+}
+
+async fn established(crds: &Api<CustomResourceDefinition>, name: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let crd = crds.get(name).await.unwrap();
+        let done = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if done {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{name} never Established");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_derived_crd_is_created_through_the_api_and_its_resource_served() {
+    let server = Server::start(&[]);
+    let client = client(&server).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    // Before: 404 (the CRD kind was not served).
+    let crd = crds
+        .create(&PostParams::default(), &Gizmo::crd())
+        .await
+        .unwrap();
+    assert_eq!(crd.name_any(), "gizmos.kube.example.com");
+    assert_eq!(crd.metadata.generation, Some(1));
+    established(&crds, "gizmos.kube.example.com").await;
+    let crd = crds.get("gizmos.kube.example.com").await.unwrap();
+    let status = crd.status.unwrap();
+    assert_eq!(status.stored_versions, Some(vec!["v1".to_owned()]));
+    assert_eq!(
+        status.accepted_names.map(|n| n.kind),
+        Some("Gizmo".to_owned())
+    );
+    // Recorded as the server's own writes.
+    let managers: Vec<String> = crd
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        managers.iter().any(|m| m == "kube-apiserver"),
+        "{managers:?}"
+    );
+
+    // Discovery lists it, legacy and aggregated.
+    let legacy = http(&server.addr, "GET", "/apis/kube.example.com/v1", &[], b"").json();
+    assert_eq!(legacy["resources"][0]["name"], "gizmos");
+    let aggregated = http(
+        &server.addr,
+        "GET",
+        "/apis",
+        &[(
+            "Accept",
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList",
+        )],
+        b"",
+    )
+    .json();
+    assert!(
+        aggregated["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["metadata"]["name"] == "kube.example.com"),
+        "{aggregated}"
+    );
+
+    let gizmos: Api<Gizmo> = Api::namespaced(client.clone(), "default");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let watched = gizmos.clone();
+    let watch = tokio::spawn(async move {
+        let mut events = watcher(watched, watcher::Config::default()).boxed();
+        while let Some(e) = events.next().await {
+            if tx.send(e.map_err(|e| e.to_string())).is_err() {
+                break;
+            }
+        }
+    });
+    let g = gizmos
+        .create(
+            &PostParams::default(),
+            &Gizmo::new("g1", GizmoSpec { size: 3 }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(g.spec.size, 3);
+    assert_eq!(g.metadata.generation, Some(1));
+    // Server-side apply, then the status subresource.
+    let applied = gizmos
+        .patch(
+            "g1",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(
+                json!({"apiVersion": "kube.example.com/v1", "kind": "Gizmo", "spec": {"size": 5}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied.spec.size, 5);
+    assert_eq!(applied.metadata.generation, Some(2));
+    let with_status = gizmos
+        .patch_status(
+            "g1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"ready": true}})),
+        )
+        .await
+        .unwrap();
+    assert!(with_status.status.unwrap().ready);
+    let listed = gizmos.list(&ListParams::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    // The watch saw the object with its size and status.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let e = tokio::time::timeout(PATIENCE, rx.recv())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Event::Apply(g) = e
+            && g.status.as_ref().is_some_and(|s| s.ready)
+        {
+            assert_eq!(g.spec.size, 5);
+            break;
+        }
+        assert!(Instant::now() < deadline);
+    }
+
+    // Deleting the CRD deletes the gizmo and then the resource.
+    crds.delete("gizmos.kube.example.com", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        match crds.get_opt("gizmos.kube.example.com").await.unwrap() {
+            None => break,
+            Some(_) => {
+                assert!(Instant::now() < deadline, "the CRD never went");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    let r = http(
+        &server.addr,
+        "GET",
+        "/apis/kube.example.com/v1/namespaces/default/gizmos",
+        &[],
+        b"",
+    );
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+    let r = http(&server.addr, "GET", "/apis/kube.example.com/v1", &[], b"");
+    assert_eq!(r.status, 404);
+    watch.abort();
+}
+
+#[test]
+fn an_invalid_crd_is_a_422_with_upstreams_causes() {
+    let server = Server::start(&[]);
+    let body = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "other.example"},
+        "spec": {
+            "group": "example",
+            "scope": "Galaxy",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [{"name": "v1", "served": true, "storage": false}]
+        }
+    });
+    let r = http(
+        &server.addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &[("Content-Type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+    let status = r.json();
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["details"]["kind"], "CustomResourceDefinition");
+    assert_eq!(status["details"]["group"], "apiextensions.k8s.io");
+    let causes: Vec<(String, String)> = status["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["field"].as_str().unwrap().to_owned(),
+                c["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    for want in [
+        ("metadata.name", "FieldValueInvalid"),
+        ("spec.group", "FieldValueInvalid"),
+        ("spec.scope", "FieldValueNotSupported"),
+        ("spec.versions", "FieldValueInvalid"),
+    ] {
+        assert!(
+            causes.iter().any(|(f, r)| f == want.0 && r == want.1),
+            "{want:?} not in {causes:?}"
+        );
+    }
+}
+
+/// A server restarted over its data serves the custom resources of its stored CRDs from the
+/// moment it announces itself (before: 404 until the CRD controller had caught up with the
+/// CRDs it found; with many, the announcement came first).
+#[test]
+fn a_restarted_server_serves_its_stored_crds_when_it_announces_itself() {
+    const CRDS: usize = 60;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let json = [("Content-Type", "application/json")];
+    let crd = |i: usize| {
+        let mut c = serde_json::to_value(Gizmo::crd()).unwrap();
+        c["metadata"]["name"] = json!(format!("gizmos.g{i}.example.com"));
+        c["spec"]["group"] = json!(format!("g{i}.example.com"));
+        c.to_string()
+    };
+    let last = CRDS - 1;
+    let path = format!("/apis/g{last}.example.com/v1/namespaces/default/gizmos");
+    let gizmo = json!({"apiVersion": format!("g{last}.example.com/v1"), "kind": "Gizmo",
+                       "metadata": {"name": "g1"}, "spec": {"size": 1}});
+    {
+        let server = Server::start(&["--data-dir", data]);
+        for i in 0..CRDS {
+            let r = http(
+                &server.addr,
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                &json,
+                crd(i).as_bytes(),
+            );
+            assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+        }
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let r = http(
+                &server.addr,
+                "POST",
+                &path,
+                &json,
+                gizmo.to_string().as_bytes(),
+            );
+            if r.status == 201 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}",
+                String::from_utf8_lossy(&r.body)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(server.terminate());
+    }
+    let server = Server::start(&["--data-dir", data]);
+    let r = http(&server.addr, "GET", &format!("{path}/g1"), &[], b"");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+}
