@@ -496,10 +496,12 @@ mod tests {
 
 /// `--service-cluster-ip-range`: one CIDR.
 pub fn service_cidr(s: &str) -> Result<listwatch_registry::service_alloc::Cidr, String> {
-    s.parse().map_err(|e: listwatch_registry::service_alloc::RangeError| e.to_string())
+    s.parse()
+        .map_err(|e: listwatch_registry::service_alloc::RangeError| e.to_string())
 }
 
 /// `--service-node-port-range`: FIRST-LAST.
 pub fn port_range(s: &str) -> Result<listwatch_registry::service_alloc::PortRange, String> {
-    s.parse().map_err(|e: listwatch_registry::service_alloc::RangeError| e.to_string())
+    s.parse()
+        .map_err(|e: listwatch_registry::service_alloc::RangeError| e.to_string())
 }

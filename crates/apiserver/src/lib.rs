@@ -266,12 +266,7 @@ pub async fn build_api(
     let k8s_api = api.clone();
     work.add(
         "kubernetes-service",
-        Box::new(move || {
-            Box::pin(kubernetes_service::run(
-                k8s_api.clone(),
-                advertised.clone(),
-            ))
-        }),
+        Box::new(move || Box::pin(kubernetes_service::run(k8s_api.clone(), advertised.clone()))),
     );
     let ca_pem = root_ca(opts)?;
     let defaults_api = api.clone();

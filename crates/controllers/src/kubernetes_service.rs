@@ -108,8 +108,15 @@ pub async fn reconcile(resources: &[Resource], a: &Advertised) -> Result<(), Str
             });
         match drifted {
             None => {
-                ensure(svc, "default", "kubernetes", &desired, &["spec"], APISERVER_MANAGER)
-                    .await?;
+                ensure(
+                    svc,
+                    "default",
+                    "kubernetes",
+                    &desired,
+                    &["spec"],
+                    APISERVER_MANAGER,
+                )
+                .await?;
             }
             Some(true) => {
                 let mut spec = current_spec(svc).await?;
@@ -117,7 +124,15 @@ pub async fn reconcile(resources: &[Resource], a: &Advertised) -> Result<(), Str
                 spec["type"] = desired["spec"]["type"].clone();
                 let mut want = desired.clone();
                 want["spec"] = spec;
-                ensure(svc, "default", "kubernetes", &want, &["spec"], APISERVER_MANAGER).await?;
+                ensure(
+                    svc,
+                    "default",
+                    "kubernetes",
+                    &want,
+                    &["spec"],
+                    APISERVER_MANAGER,
+                )
+                .await?;
             }
             Some(false) => {}
         }

@@ -532,7 +532,10 @@ impl ServiceAllocator {
             let same = |o: &&&Value| {
                 o.get("port") == port.get("port")
                     && o.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
-                        == port.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                        == port
+                            .get("protocol")
+                            .and_then(Value::as_str)
+                            .unwrap_or("TCP")
             };
             let kept = old_ports
                 .iter()

@@ -133,7 +133,8 @@ impl Cidr {
     /// `min(max(16, size/16), 256)` addresses are left for explicit requests first).
     pub fn dynamic_start(&self) -> u128 {
         let band = (self.size() / 16).clamp(16, 256);
-        band.min(self.end().saturating_sub(1)).max(self.first_usable())
+        band.min(self.end().saturating_sub(1))
+            .max(self.first_usable())
     }
 }
 

@@ -57,7 +57,12 @@ fn explicit_addresses_are_honoured_or_refused_with_upstreams_messages() {
     );
     let mut out = svc("c", "u3", json!({"clusterIP": "10.1.0.5"}));
     let e = create(&a, &mut out, false).unwrap_err();
-    assert!(e.0.message.contains("is not in the valid range. The range of valid IPs is 10.0.0.0/24"), "{}", e.0.message);
+    assert!(
+        e.0.message
+            .contains("is not in the valid range. The range of valid IPs is 10.0.0.0/24"),
+        "{}",
+        e.0.message
+    );
     let mut k = svc("d", "u4", json!({"clusterIP": "10.0.0.1"}));
     assert_eq!(create(&a, &mut k, false).unwrap_err().code(), 422);
     let mut none = svc("h", "u5", json!({"clusterIP": "None"}));
@@ -68,7 +73,11 @@ fn explicit_addresses_are_honoured_or_refused_with_upstreams_messages() {
 #[test]
 fn a_dry_run_reserves_nothing_and_a_delete_releases() {
     let a = alloc();
-    let mut s = svc("a", "u1", json!({"clusterIP": "10.0.0.5", "type": "NodePort", "ports": [{"port": 80}]}));
+    let mut s = svc(
+        "a",
+        "u1",
+        json!({"clusterIP": "10.0.0.5", "type": "NodePort", "ports": [{"port": 80}]}),
+    );
     create(&a, &mut s, true).unwrap();
     assert_eq!(a.held(), (0, 0));
     create(&a, &mut s, false).unwrap();
@@ -106,7 +115,10 @@ fn writes_wait_for_the_stored_services() {
 
 #[test]
 fn concurrent_creates_never_share_an_address() {
-    let a = Arc::new(ServiceAllocator::new("10.0.0.0/26".parse().unwrap(), PortRange::default()));
+    let a = Arc::new(ServiceAllocator::new(
+        "10.0.0.0/26".parse().unwrap(),
+        PortRange::default(),
+    ));
     a.set_synced();
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -122,14 +134,22 @@ fn concurrent_creates_never_share_an_address() {
             })
         })
         .collect();
-    let mut all: Vec<String> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let mut all: Vec<String> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
     let n = all.len();
     all.sort();
     all.dedup();
     assert_eq!(all.len(), n, "an address was handed out twice");
     // 62 usable, one the kubernetes Service's: 56 taken, 5 left, then full.
     for i in 0..5 {
-        create(&a, &mut svc(&format!("x{i}"), &format!("x{i}"), json!({})), false).unwrap();
+        create(
+            &a,
+            &mut svc(&format!("x{i}"), &format!("x{i}"), json!({})),
+            false,
+        )
+        .unwrap();
     }
     let e = create(&a, &mut svc("full", "full", json!({})), false).unwrap_err();
     assert_eq!(e.code(), 500);
@@ -138,27 +158,52 @@ fn concurrent_creates_never_share_an_address() {
 #[test]
 fn an_update_keeps_its_allocations_and_may_not_change_its_address() {
     let a = alloc();
-    let mut s = svc("a", "u1", json!({"type": "NodePort", "ports": [{"port": 80}]}));
+    let mut s = svc(
+        "a",
+        "u1",
+        json!({"type": "NodePort", "ports": [{"port": 80}]}),
+    );
     create(&a, &mut s, false).unwrap();
     a.observe(&s);
     let info = info();
-    let mut new = svc("a", "u1", json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81}]}));
+    let mut new = svc(
+        "a",
+        "u1",
+        json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81}]}),
+    );
     a.mutate(
-        &MutationRequest { operation: Operation::Update, info: &info, old: Some(&s), dry_run: false },
+        &MutationRequest {
+            operation: Operation::Update,
+            info: &info,
+            old: Some(&s),
+            dry_run: false,
+        },
         &mut new,
     )
     .unwrap();
     assert_eq!(new["spec"]["clusterIP"], s["spec"]["clusterIP"]);
-    assert_eq!(new["spec"]["ports"][0]["nodePort"], s["spec"]["ports"][0]["nodePort"]);
+    assert_eq!(
+        new["spec"]["ports"][0]["nodePort"],
+        s["spec"]["ports"][0]["nodePort"]
+    );
     assert!(new["spec"]["ports"][1]["nodePort"].is_u64());
     let mut moved = svc("a", "u1", json!({"clusterIP": "10.0.0.99"}));
     let e = a
         .mutate(
-            &MutationRequest { operation: Operation::Update, info: &info, old: Some(&s), dry_run: false },
+            &MutationRequest {
+                operation: Operation::Update,
+                info: &info,
+                old: Some(&s),
+                dry_run: false,
+            },
             &mut moved,
         )
         .unwrap_err();
-    assert!(e.0.message.contains("may not change once set"), "{}", e.0.message);
+    assert!(
+        e.0.message.contains("may not change once set"),
+        "{}",
+        e.0.message
+    );
     // Stored as ClusterIP: the node ports are released.
     a.observe(&new);
     let mut back = new.clone();

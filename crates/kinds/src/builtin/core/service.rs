@@ -105,7 +105,11 @@ fn external_ip(obj: &Value) -> String {
             .collect()
     };
     let external = strings(spec.get("externalIPs"));
-    match spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP") {
+    match spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+    {
         "ExternalName" => spec
             .get("externalName")
             .and_then(Value::as_str)
@@ -236,18 +240,34 @@ mod tests {
             "ports": [{"port": 80}, {"port": 53, "protocol": "UDP", "targetPort": "dns"}]}});
         apply_defaults(&mut svc);
         let spec = &svc["spec"];
-        assert_eq!(spec["ports"][0], json!({"port": 80, "protocol": "TCP", "targetPort": 80}));
+        assert_eq!(
+            spec["ports"][0],
+            json!({"port": 80, "protocol": "TCP", "targetPort": 80})
+        );
         assert_eq!(
             spec["ports"][1],
             json!({"port": 53, "protocol": "UDP", "targetPort": "dns"})
         );
         assert_eq!(spec["internalTrafficPolicy"], "Cluster");
         assert_eq!(spec["externalTrafficPolicy"], "Cluster");
-        assert_eq!(spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"], 10800);
+        assert_eq!(
+            spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+            10800
+        );
         let cells = ServiceStrategy.table_cells(&json!({"spec": {"type": "NodePort", "clusterIP": "10.0.0.9",
             "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}], "selector": {"b": "2", "a": "1"}}}), "s", "1m").unwrap();
-        assert_eq!(cells, [json!("s"), json!("NodePort"), json!("10.0.0.9"), json!("<none>"),
-            json!("80:30080/TCP"), json!("1m"), json!("a=1,b=2")]);
+        assert_eq!(
+            cells,
+            [
+                json!("s"),
+                json!("NodePort"),
+                json!("10.0.0.9"),
+                json!("<none>"),
+                json!("80:30080/TCP"),
+                json!("1m"),
+                json!("a=1,b=2")
+            ]
+        );
         let mut ext = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
         apply_defaults(&mut ext);
         assert!(ext["spec"].get("internalTrafficPolicy").is_none());

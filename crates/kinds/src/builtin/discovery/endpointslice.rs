@@ -35,14 +35,22 @@ fn list_with_more(shown: &[String], total: usize) -> String {
 const MAX_SHOWN: usize = 3;
 
 fn ports(obj: &Value) -> String {
-    let all = obj.get("ports").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+    let all = obj
+        .get("ports")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
     let shown: Vec<String> = all
         .iter()
         .take(MAX_SHOWN)
-        .map(|p| match (p.get("port").and_then(Value::as_i64), p.get("name").and_then(Value::as_str)) {
-            (Some(n), _) => n.to_string(),
-            (None, Some(name)) => name.to_owned(),
-            (None, None) => "*".into(),
+        .map(|p| {
+            match (
+                p.get("port").and_then(Value::as_i64),
+                p.get("name").and_then(Value::as_str),
+            ) {
+                (Some(n), _) => n.to_string(),
+                (None, Some(name)) => name.to_owned(),
+                (None, None) => "*".into(),
+            }
         })
         .collect();
     list_with_more(&shown, all.len())
@@ -118,7 +126,9 @@ mod tests {
         assert_eq!(cells[1], "IPv4");
         assert_eq!(cells[2], "6443,x,* + 1 more...");
         assert_eq!(cells[3], "10.0.0.1,10.0.0.2,10.0.0.3 + 1 more...");
-        let empty = EndpointSliceStrategy.table_cells(&json!({}), "k", "1m").unwrap();
+        let empty = EndpointSliceStrategy
+            .table_cells(&json!({}), "k", "1m")
+            .unwrap();
         assert_eq!(empty[2], "<unset>");
         assert_eq!(empty[3], "<unset>");
     }
