@@ -627,13 +627,35 @@ impl Admission for ServiceAllocator {
             let was = requested_ip(o);
             !was.is_empty() && was == requested_ip(object)
         });
-        if service_type(object) != "ExternalName" && !keeps_ip {
-            self.assign_ip(&mut st, info, object, &owner, request.dry_run)?;
+        let held_before: Vec<Slot> = st.owned.get(&owner).cloned().unwrap_or_default();
+        let mut assign = || -> ApiResult<()> {
+            if service_type(object) != "ExternalName" && !keeps_ip {
+                self.assign_ip(&mut st, info, object, &owner, request.dry_run)?;
+            }
+            if wants_node_ports(object) {
+                self.assign_node_ports(&mut st, info, object, old, &owner, request.dry_run)?;
+            }
+            Ok(())
+        };
+        let result = assign();
+        if result.is_err() {
+            // A refused request keeps nothing it took on the way (upstream reverts its
+            // allocation transaction).
+            let taken: Vec<Slot> = st
+                .owned
+                .get(&owner)
+                .map(|now| {
+                    now.iter()
+                        .copied()
+                        .filter(|s| !held_before.contains(s))
+                        .collect()
+                })
+                .unwrap_or_default();
+            for s in taken {
+                st.remove(s);
+            }
         }
-        if wants_node_ports(object) {
-            self.assign_node_ports(&mut st, info, object, old, &owner, request.dry_run)?;
-        }
-        Ok(())
+        result
     }
 
     fn validate(&self, _request: &AdmissionRequest<'_>) -> ApiResult<()> {

@@ -214,3 +214,20 @@ fn an_update_keeps_its_allocations_and_may_not_change_its_address() {
     a.observe(&back);
     assert_eq!(a.held(), (1, 0));
 }
+
+#[test]
+fn a_refused_request_keeps_nothing_it_took() {
+    let a = ServiceAllocator::new(
+        "10.0.0.0/24".parse().unwrap(),
+        "30000-30002".parse().unwrap(),
+    );
+    a.set_synced();
+    let four =
+        json!({"type": "NodePort", "ports": [{"port": 1}, {"port": 2}, {"port": 3}, {"port": 4}]});
+    let e = create(&a, &mut svc("i", "u1", four), false).unwrap_err();
+    assert_eq!(e.code(), 500);
+    assert_eq!(a.held(), (0, 0));
+    let two = json!({"type": "NodePort", "ports": [{"port": 1}, {"port": 2}]});
+    create(&a, &mut svc("j", "u2", two), false).unwrap();
+    assert_eq!(a.held(), (1, 2));
+}
