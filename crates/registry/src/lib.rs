@@ -56,6 +56,7 @@ pub mod patch;
 #[cfg(feature = "resttest")]
 pub mod resttest;
 pub mod scale;
+pub mod service_alloc;
 pub mod store;
 mod store_delete_collection;
 mod store_list;

@@ -283,7 +283,7 @@ impl Store {
             let mut v = Value::Object(prepared);
             self.field_manager(Subresource::Main)
                 .update(None, &mut v, &opts.field_manager);
-            hooks.admit(&v, None)?;
+            hooks.admit(&mut v, None)?;
             let object = self.to_object(v)?;
             let stored = match write_create(self.storage.as_ref(), &key, object, opts.dry_run).await
             {

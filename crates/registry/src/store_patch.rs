@@ -169,8 +169,8 @@ impl Store {
                     prepare_create(info, &mut m, t.namespace)?;
                     // `patch` was authorized; an apply that creates needs `create` too.
                     hooks.authorize_create()?;
-                    let v = Value::Object(m);
-                    hooks.admit(&v, None)?;
+                    let mut v = Value::Object(m);
+                    hooks.admit(&mut v, None)?;
                     Ok(self.to_object(v)?)
                 }
                 (None, _) => Err(key.not_found().into()),

@@ -254,7 +254,7 @@ fn create_on_update(
     t.hooks.authorize_create()?;
     let mut v = Value::Object(obj);
     t.store.field_manager(t.sub).update(None, &mut v, manager);
-    t.hooks.admit(&v, None)?;
+    t.hooks.admit(&mut v, None)?;
     Ok(t.store.to_object(v)?)
 }
 
@@ -364,7 +364,7 @@ pub(crate) fn apply_update(
                 }
             }
             crate::lifecycle::check_update(info, cur_v, &mut v, t.sub == Subresource::Finalize)?;
-            t.hooks.admit(&v, Some(cur_v))?;
+            t.hooks.admit(&mut v, Some(cur_v))?;
             Ok(t.store.to_object(v)?)
         }
         Err(UpdateError::Api(e)) => Err(e.into()),

@@ -67,9 +67,10 @@ pub type HookFuture<'a> = Pin<Box<dyn Future<Output = ApiResult<()>> + Send + 'a
 /// the server's admission chain, the namespaces resource). Every method has a default that
 /// lets the write proceed.
 pub trait WriteHooks: Send + Sync {
-    /// Validating admission of `object` as it will be stored (`old`: the stored object, on
-    /// update).
-    fn admit(&self, object: &Value, old: Option<&Value>) -> ApiResult<()> {
+    /// Admission of `object` as it will be stored (`old`: the stored object, on update):
+    /// the mutating phase (which may change it, e.g. allocate a Service's cluster IP), then
+    /// the validating phase.
+    fn admit(&self, object: &mut Value, old: Option<&Value>) -> ApiResult<()> {
         let _ = (object, old);
         Ok(())
     }

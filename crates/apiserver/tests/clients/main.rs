@@ -19,6 +19,7 @@ mod audit;
 mod auth;
 mod auth_defaults;
 mod builtin_kinds;
+mod bootstrap;
 mod client_credentials;
 mod compression;
 mod crd_schema;

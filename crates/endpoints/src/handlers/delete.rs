@@ -29,6 +29,9 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     if crate::lifecycle::is_namespaces(req.info()) && !opts.dry_run {
         req.shared.namespace_wake.notify_one();
     }
+    if let (crate::lifecycle::Deletion::Gone(o), false) = (&done, opts.dry_run) {
+        req.deleted(o);
+    }
     // Upstream: 202 only for an object kept after a DELETE with `orphanDependents: false`.
     let code = match &done {
         crate::lifecycle::Deletion::Pending(_) if opts.orphan_dependents == Some(false) => {

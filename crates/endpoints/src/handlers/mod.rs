@@ -227,6 +227,13 @@ impl Request {
             .map_err(|e| self.storage_err(&e))
     }
 
+    /// Tells the admission hook, if any, that `object` was removed from storage.
+    fn deleted(&self, object: &listwatch_api::Object) {
+        if let Some(hook) = &self.shared.admission {
+            hook.deleted(self.info(), object);
+        }
+    }
+
     /// The manager a non-apply write is recorded under.
     fn update_manager(&self) -> String {
         // As text whatever its bytes (upstream reads Go's string of them: a multibyte

@@ -26,17 +26,28 @@ use crate::negotiate::negotiate_write;
 /// The registry's checks that need the request: its user (admission, authorization), the
 /// server's namespaces, the audit's slot for the object's name.
 impl WriteHooks for Request {
-    /// The installed admission hook, if any, on the object about to be stored.
-    fn admit(&self, object: &Value, old: Option<&Value>) -> ApiResult<()> {
+    /// The installed admission hook, if any, on the object about to be stored: its
+    /// mutation, then its validation.
+    fn admit(&self, object: &mut Value, old: Option<&Value>) -> ApiResult<()> {
         let Some(hook) = &self.shared.admission else {
             return Ok(());
         };
-        hook.validate(&crate::admission::AdmissionRequest {
-            operation: if old.is_some() {
-                crate::admission::Operation::Update
-            } else {
-                crate::admission::Operation::Create
+        let operation = if old.is_some() {
+            crate::admission::Operation::Update
+        } else {
+            crate::admission::Operation::Create
+        };
+        hook.mutate(
+            &crate::admission::MutationRequest {
+                operation,
+                info: self.info(),
+                old,
+                dry_run: self.query.dry_run()?,
             },
+            object,
+        )?;
+        hook.validate(&crate::admission::AdmissionRequest {
+            operation,
             info: self.info(),
             namespace: self.ns(),
             name: self.target.name.as_deref(),

@@ -17,6 +17,7 @@ pub mod derived;
 pub mod networking;
 pub mod policy;
 pub mod print;
+pub mod discovery;
 pub mod quantity;
 pub mod rbac;
 pub mod storage;
@@ -71,6 +72,7 @@ pub fn all() -> Vec<crate::KindSpec> {
         rbac::clusterrolebinding::spec(),
         apps::deployment::spec(),
         apiextensions::customresourcedefinition::spec(),
+        discovery::endpointslice::spec(),
     ]
     .into_iter()
     .chain(derived::all())
