@@ -420,6 +420,8 @@ impl CacheOptions {
         let cacher = Arc::new(Cacher::new(backend, config));
         (Arc::clone(&cacher) as Arc<dyn Storage>, Some(cacher))
     }
+}
+
 /// The address the `kubernetes` Endpoints advertise: `--advertise-address`, else the
 /// bound host, else (bound to every address) loopback.
 fn advertise_address(opts: &Options, addr: SocketAddr) -> std::net::IpAddr {
