@@ -10,6 +10,9 @@
 //!
 //! Each resource gets its own `Arc<dyn Storage>`: wrap it (e.g. in a cacher) and the
 //! installer serves the wrapper instead.
+//!
+//! No background controllers run here: a deleted namespace stays `Terminating` (the binary
+//! runs `listwatch-controllers`' namespace controller, which empties it and lets it go).
 
 use std::sync::Arc;
 

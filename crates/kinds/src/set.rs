@@ -151,7 +151,8 @@ impl<T: Kinded + Clone> KindSet<T> {
 
     /// A subscription to the table: its first `changed()` resolves at once (the current
     /// table, marked unseen), each later one when a newer generation is published; read it
-    /// with `borrow_and_update()`. `changed()` fails once the set is dropped. Several changes
+    /// with `borrow_and_update()`, holding the borrow only to clone the `Arc` (it holds the
+    /// lock a change takes). `changed()` fails once the set is dropped. Several changes
     /// between two reads are seen as the newest of them (see the module's invariants).
     pub fn subscribe(&self) -> watch::Receiver<Arc<Snapshot<T>>> {
         let mut rx = self.current.subscribe();

@@ -203,7 +203,8 @@ impl Kinds for ServedKinds {
         rx.mark_changed();
         futures::stream::unfold(rx, |mut rx| async move {
             rx.changed().await.ok()?;
-            let set = rx.borrow_and_update().to_vec();
+            // The borrow holds the set's lock: only for the `Arc` clone.
+            let set = Arc::clone(&rx.borrow_and_update()).to_vec();
             Some((set, rx))
         })
         .boxed()
