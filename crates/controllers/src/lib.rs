@@ -11,6 +11,10 @@
 //! - [`bootstrap`]: the namespaces upstream's control plane creates at start (`default`,
 //!   `kube-system`, `kube-public`, `kube-node-lease`), created once the storage answers and
 //!   re-created by the system-namespaces loop;
+//! - [`crd`]: the CRD controller, run on every replica (not a singleton: each serves from its
+//!   own kind set): serves the resource each CustomResourceDefinition defines, writes its
+//!   `NamesAccepted`/`Established` status, and on deletion removes its objects and resource
+//!   (docs/crds.md);
 //! - [`singletons`]: the runner of the controllers that must run once across every replica
 //!   over one storage, under client-go's leader election on a Lease read and written in
 //!   process ([`singletons::StorageLeaseLock`]).
@@ -29,7 +33,8 @@
 //!   has a deadline, every failure is retried with a bounded backoff.
 //!
 //! # Layers
-//! It depends only on `listwatch-api`, `listwatch-storage`, `listwatch-runtime` (informers,
+//! It depends only on `listwatch-api`, `listwatch-kinds` (a CRD read as kinds),
+//! `listwatch-registry` (its `Store`), `listwatch-storage`, `listwatch-runtime` (informers,
 //! work queues, leader election), `listwatch-cacher` (the in-process lister-watcher) and
 //! `listwatch-endpoints` (the API it is a client of, until `listwatch-registry` takes that
 //! role). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,

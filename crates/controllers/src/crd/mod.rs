@@ -30,7 +30,8 @@
 //!   only repeat each other's idempotent steps;
 //! - a CRD's resource is served before `Established` is written, so a client that waited
 //!   for the condition finds it;
-//! - bounded: one watch, state per CRD, each write with a deadline; a failed step is retried
+//! - bounded: one watch, state per CRD, each read and write with a deadline
+//!   (30 s); a failed step is retried
 //!   on the next event or every [`RETRY`]; a broken watch is re-listed with a backoff of at
 //!   most 5 s.
 
@@ -198,7 +199,11 @@ impl CrdController {
             return Ok(());
         };
         let key = Key::collection(&crds.info.storage_resource, None)?;
-        let list = crds.storage.list(&key, &ListOptions::recursive()).await?;
+        let list = within(
+            "list CRDs",
+            crds.storage.list(&key, &ListOptions::recursive()),
+        )
+        .await??;
         let listed: HashMap<String, Value> = list
             .items
             .iter()
@@ -218,7 +223,7 @@ impl CrdController {
         self.sync_all().await;
         self.synced.send_replace(true);
         let opts = ListOptions::recursive().at(Some(list.resource_version), None);
-        let mut events = crds.storage.watch(&key, &opts).await?;
+        let mut events = within("watch CRDs", crds.storage.watch(&key, &opts)).await??;
         let mut retry = tokio::time::interval(RETRY);
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -565,7 +570,11 @@ impl CrdController {
 async fn delete_instances(spec: &KindSpec, storage: &Arc<dyn Storage>) -> Result<usize, CrdError> {
     let key = Key::collection(&spec.storage_resource, None)?;
     let store = Store::new(Arc::new(spec.clone()), Arc::clone(storage));
-    let list = storage.list(&key, &ListOptions::recursive()).await?;
+    let list = within(
+        "list custom resources",
+        storage.list(&key, &ListOptions::recursive()),
+    )
+    .await??;
     let mut left = 0usize;
     for o in &list.items {
         let marked = o.to_value().ok().is_some_and(|v| {
@@ -576,9 +585,11 @@ async fn delete_instances(spec: &KindSpec, storage: &Arc<dyn Storage>) -> Result
             left += 1;
             continue;
         }
-        match store
-            .delete(o.namespace(), o.name(), &DeleteRequest::default())
-            .await
+        match within(
+            "delete a custom resource",
+            store.delete(o.namespace(), o.name(), &DeleteRequest::default()),
+        )
+        .await?
         {
             Ok(listwatch_registry::lifecycle::Deletion::Gone(_)) => {}
             Ok(listwatch_registry::lifecycle::Deletion::Pending(_)) => left += 1,
@@ -587,4 +598,11 @@ async fn delete_instances(spec: &KindSpec, storage: &Arc<dyn Storage>) -> Result
         }
     }
     Ok(left)
+}
+
+/// `f`, or [`CrdError::Timeout`] after [`calls::CALL_TIMEOUT`].
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> Result<T, CrdError> {
+    tokio::time::timeout(calls::CALL_TIMEOUT, f)
+        .await
+        .map_err(|_| CrdError::Timeout(what.to_owned()))
 }
