@@ -12,6 +12,10 @@
 //! - [`bootstrap`]: the namespaces upstream's control plane creates at start (`default`,
 //!   `kube-system`, `kube-public`, `kube-node-lease`), created once the storage answers and
 //!   re-created by the system-namespaces loop;
+//! - [`crd`]: the CRD controller, run on every replica (not a singleton: each serves from its
+//!   own kind set): serves the resource each CustomResourceDefinition defines, writes its
+//!   `NamesAccepted`/`Established` status, and on deletion removes its objects and resource
+//!   (docs/crds.md);
 //! - [`kubernetes_service`]: the `kubernetes` Service, Endpoints and EndpointSlice of
 //!   `default`, pointing at this server (a singleton);
 //! - [`namespace_defaults`]: each namespace's `default` ServiceAccount and `kube-root-ca.crt`
@@ -39,8 +43,8 @@
 //!
 //! # Layers
 //! It depends only on `listwatch-api`, `listwatch-storage`, `listwatch-kinds` (the live kind
-//! set's snapshots), `listwatch-registry` (the stores the namespace controller and bootstrap
-//! go through), `listwatch-runtime` (informers, work queues, leader election),
+//! set's snapshots; a CRD read as kinds), `listwatch-registry` (the stores the controllers go
+//! through), `listwatch-runtime` (informers, work queues, leader election),
 //! `listwatch-cacher` (the in-process lister-watcher) and `listwatch-endpoints` (the API whose
 //! kinds it follows, and the router the collector still writes through until the registry's
 //! store has update and patch). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,

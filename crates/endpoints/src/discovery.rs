@@ -97,6 +97,39 @@ fn by_group_version(resources: &[Resource]) -> BTreeMap<(String, String), Vec<&K
     m
 }
 
+/// `v<major>[(alpha|beta)<minor>]` as (stability, major, minor): GA 2, beta 1, alpha 0.
+fn kube_version(v: &str) -> Option<(u8, u64, u64)> {
+    let rest = v.strip_prefix('v')?;
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let (major, tail) = rest.split_at(digits);
+    let major: u64 = major.parse().ok().filter(|m| *m > 0)?;
+    if tail.is_empty() {
+        return Some((2, major, 0));
+    }
+    let (stability, minor) = if let Some(m) = tail.strip_prefix("beta") {
+        (1, m)
+    } else {
+        (0, tail.strip_prefix("alpha")?)
+    };
+    if minor.is_empty() || !minor.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((stability, major, minor.parse().ok()?))
+}
+
+/// Upstream's `version.CompareKubeAwareVersionStrings` as discovery sorts a group's versions
+/// (a CRD's served versions): kube-like versions first — GA, then beta, then alpha, each by
+/// major then minor version, highest first — then the others by name (`v2`, `v1`, `v1beta1`,
+/// `v1alpha1`, `foo1`).
+fn kube_version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    match (kube_version(a), kube_version(b)) {
+        (Some(x), Some(y)) => y.cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.cmp(b),
+    }
+}
+
 fn gv_string(group: &str, version: &str) -> String {
     if group.is_empty() {
         version.to_owned()
@@ -263,6 +296,10 @@ pub(crate) fn build(resources: &[Resource], build_info: &BuildInfo) -> Documents
                 .push((version.clone(), infos.clone()));
         }
     }
+    // A group's versions in upstream's priority (its preferred version first).
+    for versions in groups.values_mut() {
+        versions.sort_by(|a, b| kube_version_order(&a.0, &b.0));
+    }
     docs.core_versions = bytes(&json!({
         "kind": "APIVersions",
         "versions": core_versions,
@@ -300,6 +337,43 @@ pub(crate) fn build(resources: &[Resource], build_info: &BuildInfo) -> Documents
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_groups_versions_are_in_upstreams_priority() {
+        let mut v = vec![
+            "v1alpha1",
+            "foo1",
+            "v1",
+            "v10",
+            "v2",
+            "v1beta1",
+            "v11beta2",
+            "v10beta3",
+            "v3beta1",
+            "v12alpha1",
+            "v11alpha2",
+            "foo10",
+        ];
+        v.sort_by(|a, b| super::kube_version_order(a, b));
+        assert_eq!(
+            v,
+            [
+                "v10",
+                "v2",
+                "v1",
+                "v11beta2",
+                "v10beta3",
+                "v3beta1",
+                "v1beta1",
+                "v12alpha1",
+                "v11alpha2",
+                "v1alpha1",
+                "foo1",
+                "foo10"
+            ]
+        );
+    }
+
     use super::*;
     use std::sync::Arc;
 

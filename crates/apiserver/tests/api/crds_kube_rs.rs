@@ -307,3 +307,53 @@ fn a_restarted_server_serves_its_stored_crds_when_it_announces_itself() {
     let r = http(&server.addr, "GET", &format!("{path}/g1"), &[], b"");
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
 }
+
+/// A CRD's versions are listed in upstream's priority, so clients (kubectl) use the
+/// preferred one: `v2` over `v1` over `v1beta1` (before: by name, `v1` preferred).
+#[test]
+fn a_crds_versions_are_discovered_in_upstreams_priority() {
+    let server = Server::start(&[]);
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "things.prio.example.com"},
+        "spec": {
+            "group": "prio.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "things", "kind": "Thing"},
+            "versions": [
+                {"name": "v1beta1", "served": true, "storage": false},
+                {"name": "v1", "served": true, "storage": true},
+                {"name": "v2", "served": true, "storage": false}
+            ]
+        }
+    });
+    let r = http(
+        &server.addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &[("Content-Type", "application/json")],
+        crd.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let deadline = Instant::now() + PATIENCE;
+    let group = loop {
+        let r = http(&server.addr, "GET", "/apis/prio.example.com", &[], b"");
+        if r.status == 200 {
+            let g = r.json();
+            if g["versions"].as_array().map(Vec::len) == Some(3) {
+                break g;
+            }
+        }
+        assert!(Instant::now() < deadline, "never served");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(group["preferredVersion"]["version"], "v2", "{group}");
+    let versions: Vec<&str> = group["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["v2", "v1", "v1beta1"]);
+}

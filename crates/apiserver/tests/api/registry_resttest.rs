@@ -61,7 +61,12 @@ async fn check(info: KindSpec) {
 async fn every_built_in_kind_passes_the_registry_conformance_suite() {
     let kinds = listwatch_apiserver::builtin::resources();
     assert!(kinds.len() >= 10, "{} kinds", kinds.len());
-    for info in kinds {
+    // A CRD's name must be `<plural>.<group>`, which the suite's names (`resttest-a`,
+    // generated ones) cannot be: CRDs have their own tests (`crds_kube_rs`, clients' `crds`).
+    for info in kinds
+        .into_iter()
+        .filter(|k| k.kind != "CustomResourceDefinition")
+    {
         check(info).await;
     }
 }

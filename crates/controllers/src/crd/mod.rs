@@ -30,7 +30,8 @@
 //!   only repeat each other's idempotent steps;
 //! - a CRD's resource is served before `Established` is written, so a client that waited
 //!   for the condition finds it;
-//! - bounded: one watch, state per CRD, each write with a deadline; a failed step is retried
+//! - bounded: one watch, state per CRD, each read and write with a deadline
+//!   (30 s); a failed step is retried
 //!   on the next event or every [`RETRY`]; a broken watch is re-listed with a backoff of at
 //!   most 5 s.
 
@@ -198,7 +199,11 @@ impl CrdController {
             return Ok(());
         };
         let key = Key::collection(&crds.info.storage_resource, None)?;
-        let list = crds.storage.list(&key, &ListOptions::recursive()).await?;
+        let list = within(
+            "list CRDs",
+            crds.storage.list(&key, &ListOptions::recursive()),
+        )
+        .await??;
         let listed: HashMap<String, Value> = list
             .items
             .iter()
@@ -218,7 +223,7 @@ impl CrdController {
         self.sync_all().await;
         self.synced.send_replace(true);
         let opts = ListOptions::recursive().at(Some(list.resource_version), None);
-        let mut events = crds.storage.watch(&key, &opts).await?;
+        let mut events = within("watch CRDs", crds.storage.watch(&key, &opts)).await??;
         let mut retry = tokio::time::interval(RETRY);
         retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -518,12 +523,31 @@ impl CrdController {
             .installed
             .get(name)
             .map_or_else(|| def.names.clone(), |i| i.names.clone());
-        let remaining = self.delete_instances(def, &names).await?;
+        let Some(spec) = def.kind_specs(&names).into_iter().next() else {
+            return Ok(false);
+        };
+        let storage = self
+            .installed
+            .get(name)
+            .filter(|i| i.storage_resource == spec.storage_resource)
+            .map_or_else(|| (self.factory)(&spec), |i| Arc::clone(&i.base));
+        let remaining = delete_instances(&spec, &storage).await?;
         if remaining > 0 {
             tracing::debug!(crd = name, remaining, "waiting for custom resources to go");
             return Ok(true);
         }
         self.uninstall(name);
+        // A create that raced the deletion (served until now) goes too: no object of the
+        // CRD may outlive it, to reappear when a CRD of the same name is created again.
+        let raced = delete_instances(&spec, &storage).await?;
+        if raced > 0 {
+            tracing::warn!(
+                crd = name,
+                raced,
+                "custom resources created during the CRD's deletion are held by finalizers"
+            );
+            return Ok(true);
+        }
         let rest: Vec<Value> = obj
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
@@ -539,41 +563,46 @@ impl CrdController {
             .await?;
         Ok(false)
     }
+}
 
-    /// Deletes every custom resource of `def` (as a DELETE of each would); how many are
-    /// left (held by finalizers, or created meanwhile).
-    async fn delete_instances(&self, def: &Definition, names: &Names) -> Result<usize, CrdError> {
-        let specs = def.kind_specs(names);
-        let Some(spec) = specs.into_iter().next() else {
-            return Ok(0);
-        };
-        let storage = self
-            .installed
-            .values()
-            .find(|i| i.storage_resource == spec.storage_resource)
-            .map_or_else(|| (self.factory)(&spec), |i| Arc::clone(&i.base));
-        let key = Key::collection(&spec.storage_resource, None)?;
-        let store = Store::new(Arc::new(spec), Arc::clone(&storage));
-        let list = storage.list(&key, &ListOptions::recursive()).await?;
-        let mut left = 0usize;
-        for o in &list.items {
-            if o.to_value().ok().is_some_and(|v| {
-                v.pointer("/metadata/deletionTimestamp")
-                    .is_some_and(|t| !t.is_null())
-            }) {
-                left += 1;
-                continue;
-            }
-            match store
-                .delete(o.namespace(), o.name(), &DeleteRequest::default())
-                .await
-            {
-                Ok(listwatch_registry::lifecycle::Deletion::Gone(_)) => {}
-                Ok(listwatch_registry::lifecycle::Deletion::Pending(_)) => left += 1,
-                Err(StoreError::Storage(e)) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
-            }
+/// Deletes every custom resource of `spec` in `storage` (as a DELETE of each would); how
+/// many are left (held by finalizers, or created meanwhile).
+async fn delete_instances(spec: &KindSpec, storage: &Arc<dyn Storage>) -> Result<usize, CrdError> {
+    let key = Key::collection(&spec.storage_resource, None)?;
+    let store = Store::new(Arc::new(spec.clone()), Arc::clone(storage));
+    let list = within(
+        "list custom resources",
+        storage.list(&key, &ListOptions::recursive()),
+    )
+    .await??;
+    let mut left = 0usize;
+    for o in &list.items {
+        let marked = o.to_value().ok().is_some_and(|v| {
+            v.pointer("/metadata/deletionTimestamp")
+                .is_some_and(|t| !t.is_null())
+        });
+        if marked {
+            left += 1;
+            continue;
         }
-        Ok(left)
+        match within(
+            "delete a custom resource",
+            store.delete(o.namespace(), o.name(), &DeleteRequest::default()),
+        )
+        .await?
+        {
+            Ok(listwatch_registry::lifecycle::Deletion::Gone(_)) => {}
+            Ok(listwatch_registry::lifecycle::Deletion::Pending(_)) => left += 1,
+            Err(StoreError::Storage(e)) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
     }
+    Ok(left)
+}
+
+/// `f`, or [`CrdError::Timeout`] after [`calls::CALL_TIMEOUT`].
+async fn within<T>(what: &str, f: impl std::future::Future<Output = T>) -> Result<T, CrdError> {
+    tokio::time::timeout(calls::CALL_TIMEOUT, f)
+        .await
+        .map_err(|_| CrdError::Timeout(what.to_owned()))
 }
