@@ -219,7 +219,7 @@ fn kubectl_is_told_what_is_wrong_with_a_crd_and_what_is_not_supported() {
                 "color: {type: string,",
                 "color: {type: string, x-kubernetes-validations: [{rule: 'self != \"\"'}],",
             ),
-            "x-kubernetes-validations: Forbidden: CEL validation rules are not supported by this server",
+            "x-kubernetes-validations: Forbidden: CEL validation rules (x-kubernetes-validations) are not supported by this server",
         ),
     ] {
         let path = dir.path().join("bad.yaml");

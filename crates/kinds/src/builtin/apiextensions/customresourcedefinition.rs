@@ -24,10 +24,10 @@
 //!   has deleted every custom resource and removed the finalizer.
 //!
 //! The schema's own rules (structural, defaults, pruning) are the structural schema
-//! module's; see [`validate_schema`].
+//! module's ([`crate::custom::schema`]); see [`validate_schema`].
 //!
-//! Invariant: validation walks each document once, with schema recursion bounded by
-//! [`MAX_SCHEMA_DEPTH`]; every violation names its field.
+//! Invariant: validation walks each document once (a schema within the structural schema
+//! module's depth and step budgets); every violation names its field.
 
 use serde_json::{Value, json};
 
@@ -36,9 +36,6 @@ use crate::FieldError;
 use crate::strategy::{KindStrategy, TableColumn};
 use crate::{Generation, KindSpec};
 
-/// How deep a schema is walked looking for what is not supported (the request decoder
-/// bounds documents at 100 levels already).
-pub const MAX_SCHEMA_DEPTH: usize = 128;
 
 /// `apiextensions.k8s.io/v1` customresourcedefinitions, with `/status`.
 pub fn spec() -> KindSpec {
@@ -583,62 +580,14 @@ fn validate_version(v: &Value, i: usize) -> Vec<FieldError> {
     errs
 }
 
-/// The checks of one version's `openAPIV3Schema` done here: what this server does not
-/// support (CEL rules, `x-kubernetes-validations`).
-///
-/// STRUCTURAL: the structural schema module's `Structural::new(schema)` (issue 28 item 1,
-/// the schema side) is called here — its errors appended as causes under `at` — once it
-/// lands; until then a schema's structure is checked when the kind is served (the schema
-/// catalog's `add_custom`, which keeps every field of a schema it refuses).
+/// The checks of one version's `openAPIV3Schema`: it must be a structural schema, without
+/// what this server does not support (CEL rules, `x-kubernetes-validations`), as
+/// [`Structural::new`](crate::custom::schema::Structural::new) decides; each of its errors is
+/// a cause under `at`.
 pub fn validate_schema(schema: &Value, at: &str) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    find_cel(schema, at, 0, &mut errs);
-    errs
-}
-
-/// Every `x-kubernetes-validations` under `schema`, as not supported.
-fn find_cel(schema: &Value, at: &str, depth: usize, errs: &mut Vec<FieldError>) {
-    if depth > MAX_SCHEMA_DEPTH {
-        return;
-    }
-    let Some(m) = schema.as_object() else {
-        return;
-    };
-    if m.contains_key("x-kubernetes-validations") {
-        errs.push(FieldError::forbidden(
-            &format!("{at}.x-kubernetes-validations"),
-            "CEL validation rules are not supported by this server",
-        ));
-    }
-    for key in [
-        "properties",
-        "patternProperties",
-        "definitions",
-        "dependencies",
-    ] {
-        if let Some(props) = m.get(key).and_then(Value::as_object) {
-            for (k, s) in props {
-                find_cel(s, &format!("{at}.{key}[{k}]"), depth + 1, errs);
-            }
-        }
-    }
-    for key in ["items", "additionalProperties", "additionalItems", "not"] {
-        match m.get(key) {
-            Some(Value::Array(a)) => {
-                for (i, s) in a.iter().enumerate() {
-                    find_cel(s, &format!("{at}.{key}[{i}]"), depth + 1, errs);
-                }
-            }
-            Some(s) => find_cel(s, &format!("{at}.{key}"), depth + 1, errs),
-            None => {}
-        }
-    }
-    for key in ["allOf", "anyOf", "oneOf"] {
-        if let Some(a) = m.get(key).and_then(Value::as_array) {
-            for (i, s) in a.iter().enumerate() {
-                find_cel(s, &format!("{at}.{key}[{i}]"), depth + 1, errs);
-            }
-        }
+    match crate::custom::schema::Structural::new(schema) {
+        Ok(_) => Vec::new(),
+        Err(errs) => errs.into_iter().map(|e| e.prefixed(at)).collect(),
     }
 }
 
