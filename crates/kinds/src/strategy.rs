@@ -71,6 +71,12 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The kind's own checks of an update of `old` into `new` (upstream's
+    /// `ValidateUpdate`); [`validate`](Self::validate) of `new` by default.
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
+        self.validate(new)
+    }
+
     /// The kind's own Table columns (NAME first, AGE among them), or `None` to print NAME,
     /// the spec's [`Printer`](crate::Printer) columns and AGE.
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

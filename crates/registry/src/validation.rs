@@ -386,7 +386,7 @@ pub fn prepare_create(
     crate::lifecycle::prepare_create(info, obj)?;
     let mut v = Value::Object(std::mem::take(obj));
     info.strategy.prepare_for_create(&mut v);
-    let checked = check_strategy(info, &v);
+    let checked = check_strategy(info, &v, None);
     if let Value::Object(m) = v {
         *obj = m;
     }
@@ -394,9 +394,13 @@ pub fn prepare_create(
 }
 
 /// The kind's own checks ([`listwatch_kinds::KindStrategy::validate`]: a custom resource's
-/// schema) of an object about to be written: 422 Invalid with one cause per error.
-fn check_strategy(info: &KindSpec, obj: &Value) -> ApiResult<()> {
-    let errs = info.strategy.validate(obj);
+/// schema) of an object about to be written (`old`: the stored one, for an update): 422
+/// Invalid with one cause per error.
+fn check_strategy(info: &KindSpec, obj: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let errs = match old {
+        None => info.strategy.validate(obj),
+        Some(old) => info.strategy.validate_update(obj, old),
+    };
     if errs.is_empty() {
         return Ok(());
     }
@@ -580,7 +584,7 @@ pub fn prepare_update(
         }
     }
     let new = Value::Object(new);
-    check_strategy(info, &new).map_err(UpdateError::Api)?;
+    check_strategy(info, &new, Some(current)).map_err(UpdateError::Api)?;
     Ok(new)
 }
 

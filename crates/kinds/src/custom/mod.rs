@@ -91,6 +91,13 @@ impl KindStrategy for CustomResourceStrategy {
             None => Vec::new(),
         }
     }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        match &self.schema {
+            Some(s) => s.validate_update(new, old),
+            None => Vec::new(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,8 @@
 //! - [`Structural::default`]: drops non-nullable `null`s without a default, then applies the
 //!   schema's defaults, as upstream's decoder does after pruning.
 //! - [`Structural::validate`]: the schema's value validations with kube-openapi's messages,
-//!   then the `x-kubernetes-list-type` set/map checks.
+//!   then the `x-kubernetes-list-type` set/map checks; [`Structural::validate_update`] the
+//!   same with upstream's ratcheting of unchanged values.
 //!
 //! Invariants: every input is hostile. A compiled schema is at most [`MAX_DEPTH`] levels deep
 //! (junctors included) and [`MAX_NODES`] nodes; every walk of an object recurses along the
@@ -180,5 +181,15 @@ impl Structural {
     /// `ValidateCustomResource` and `ValidateListSetsAndMaps` report them.
     pub fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate::validate(&self.root, obj, "")
+    }
+
+    /// [`validate`](Self::validate) for an update from `old`, with upstream's ratcheting
+    /// (`CRDValidationRatcheting`, on by default in v1.32): what did not change is not
+    /// validated again (values compared at the same map key, and for
+    /// `x-kubernetes-list-type: map` items at the same list keys), so an object stored
+    /// before a schema tightened can still be updated elsewhere; list-type duplicates are
+    /// checked only when `old` had none.
+    pub fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate::validate_update(&self.root, new, old)
     }
 }

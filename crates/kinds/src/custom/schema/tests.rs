@@ -591,3 +591,53 @@ fn patterns_are_compiled_once_and_bounded_together() {
         got.first()
     );
 }
+
+#[test]
+fn updates_ratchet_what_did_not_change() {
+    let schema = s(spec(json!({
+        "a": {"type": "string", "maxLength": 3},
+        "b": {"type": "integer", "minimum": 5},
+        "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                  "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer", "maximum": 100}}}},
+    })));
+    // Stored before the schema tightened: `a` too long, a port too high, duplicate tags.
+    let old = json!({"spec": {"a": "long", "b": 9, "tags": ["x", "x"], "ports": [{"name": "p", "port": 1000}, {"name": "q", "port": 1}]}});
+    // Changing only `b` (validly) is accepted: the rest is unchanged.
+    let mut new = old.clone();
+    new["spec"]["b"] = json!(6);
+    assert!(
+        schema.validate_update(&new, &old).is_empty(),
+        "{:?}",
+        schema.validate_update(&new, &old)
+    );
+    // Reordering the map list keeps each item correlated by key.
+    new["spec"]["ports"] = json!([{"name": "q", "port": 1}, {"name": "p", "port": 1000}]);
+    assert!(schema.validate_update(&new, &old).is_empty());
+    // A changed value is validated; so is a changed item.
+    new["spec"]["b"] = json!(1);
+    new["spec"]["ports"] = json!([{"name": "p", "port": 1001}]);
+    let got: Vec<String> = schema
+        .validate_update(&new, &old)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "spec.b: Invalid value: 1: spec.b in body should be greater than or equal to 5",
+            "spec.ports[0].port: Invalid value: 1001: spec.ports[0].port in body should be less than or equal to 100",
+        ]
+    );
+    // A create validates everything.
+    assert_eq!(
+        schema.validate(&old).len(),
+        3,
+        "{:?}",
+        schema.validate(&old)
+    );
+    // List-type duplicates are checked when the old object had none.
+    let clean = json!({"spec": {"tags": ["x"]}});
+    let dup = json!({"spec": {"tags": ["x", "x"]}});
+    assert_eq!(schema.validate_update(&dup, &clean).len(), 1);
+}
