@@ -17,7 +17,8 @@
 //! - [`Structural::default`]: drops non-nullable `null`s without a default, then applies the
 //!   schema's defaults, as upstream's decoder does after pruning.
 //! - [`Structural::validate`]: the schema's value validations with kube-openapi's messages,
-//!   then the `x-kubernetes-list-type` set/map checks; [`Structural::validate_update`] the
+//!   then the `x-kubernetes-list-type` set/map checks and the ObjectMeta/TypeMeta of
+//!   `x-kubernetes-embedded-resource` objects; [`Structural::validate_update`] the
 //!   same with upstream's ratcheting of unchanged values.
 //!
 //! Invariants: every input is hostile. A compiled schema is at most [`MAX_DEPTH`] levels deep
@@ -33,6 +34,7 @@
 //! here panics on any schema or object (a property test checks it).
 
 mod build;
+mod embedded;
 mod format;
 mod mutate;
 mod validate;

@@ -641,3 +641,35 @@ fn updates_ratchet_what_did_not_change() {
     let dup = json!({"spec": {"tags": ["x", "x"]}});
     assert_eq!(schema.validate_update(&dup, &clean).len(), 1);
 }
+
+#[test]
+fn embedded_resources_need_a_type_and_valid_metadata() {
+    let schema = s(spec(json!({
+        "t": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true},
+    })));
+    let got = errors(
+        &schema,
+        json!({"spec": {"t": {"metadata": {"name": "a/b", "labels": {"k": "bad value"}}}}}),
+    );
+    for want in [
+        "spec.t.apiVersion: Required value",
+        "spec.t.kind: Required value",
+        "spec.t.metadata.name: Invalid value: \"a/b\": may not contain '/'",
+        "spec.t.metadata.labels: Invalid value: \"bad value\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+    ] {
+        assert!(got.iter().any(|e| e == want), "{want}\n{got:#?}");
+    }
+    let got = errors(
+        &schema,
+        json!({"spec": {"t": {"apiVersion": "a/b/c", "kind": "1Pod"}}}),
+    );
+    assert!(got.iter().any(|e| e == "spec.t.apiVersion: Invalid value: \"a/b/c\": unexpected GroupVersion string: a/b/c"), "{got:#?}");
+    assert!(got.iter().any(|e| e.starts_with("spec.t.kind: Invalid value: \"1Pod\": may have mixed case, but should otherwise match: a DNS-1035 label")), "{got:#?}");
+    assert!(
+        errors(
+            &schema,
+            json!({"spec": {"t": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}}})
+        )
+        .is_empty()
+    );
+}

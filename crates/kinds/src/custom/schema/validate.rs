@@ -201,6 +201,9 @@ impl Validator {
         }
         if let Value::Object(m) = x {
             self.object(n, m, old, path, depth, out);
+            if n.embedded {
+                super::embedded::validate(path, m, out);
+            }
         }
     }
 
