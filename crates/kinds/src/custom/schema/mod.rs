@@ -33,6 +33,35 @@
 //! program each and [`MAX_REGEX_TOTAL_BYTES`] of heap together; at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
 //! here panics on any schema or object (a property test checks it).
 
+//!
+//! ```
+//! use listwatch_kinds::custom::schema::Structural;
+//! use serde_json::json;
+//!
+//! let schema = Structural::new(&json!({"type": "object", "properties": {
+//!     "spec": {"type": "object", "properties": {
+//!         "replicas": {"type": "integer", "default": 1}}}}}))
+//! .unwrap();
+//! let mut obj = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+//!     "metadata": {"name": "w"}, "spec": {"extra": true}});
+//! assert_eq!(schema.prune(&mut obj), ["spec.extra"]);
+//! schema.default(&mut obj);
+//! assert_eq!(obj["spec"]["replicas"], 1);
+//! obj["spec"]["replicas"] = json!("three");
+//! assert_eq!(
+//!     schema.validate(&obj)[0].to_string(),
+//!     r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#
+//! );
+//!
+//! // Not structural: each reason is a field error under the schema, to be prefixed with the
+//! // CRD's own path and answered as a 422 cause (`reason`, `field`, `body()`).
+//! let errs = Structural::new(&json!({"type": "object", "properties": {"spec": {}}})).unwrap_err();
+//! let e = errs[0].clone().prefixed("spec.versions[0].schema.openAPIV3Schema");
+//! assert_eq!(e.kind.reason(), "FieldValueRequired");
+//! assert_eq!(e.field, "spec.versions[0].schema.openAPIV3Schema.properties[spec].type");
+//! assert_eq!(e.body(), "Required value: must not be empty for specified object fields");
+//! ```
+
 mod build;
 mod embedded;
 mod format;
