@@ -66,6 +66,7 @@ mod build;
 mod embedded;
 mod format;
 mod mutate;
+mod pattern;
 mod validate;
 
 #[cfg(test)]
