@@ -92,8 +92,11 @@ impl KindStrategy for CustomResourceStrategy {
         }
     }
 
-    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
-        self.validate_create(new)
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        match &self.schema {
+            Some(s) => s.validate_update(new, old),
+            None => Vec::new(),
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value};
 
+use super::pattern;
 use super::{
     ListType, MAX_DEPTH, MAX_ERRORS, MAX_NODES, MAX_REGEX_BYTES, MAX_REGEX_TOTAL_BYTES, Node,
     Pattern, Ty, mutate, validate,
@@ -154,7 +155,7 @@ impl Builder {
             return Some(Pattern {
                 source: src.to_owned(),
                 re: re.clone(),
-                weight: weight(re),
+                weight: pattern::weight(re),
             });
         }
         if self.regex_bytes > MAX_REGEX_TOTAL_BYTES {
@@ -167,17 +168,7 @@ impl Builder {
             ));
             return None;
         }
-        use regex_automata::meta;
-        let built = meta::Regex::builder()
-            .configure(
-                meta::Regex::config()
-                    .nfa_size_limit(Some(MAX_REGEX_BYTES))
-                    .onepass_size_limit(Some(MAX_REGEX_BYTES))
-                    .hybrid(false)
-                    .backtrack(false)
-                    .dfa(false),
-            )
-            .build(&go_syntax(src));
+        let built = pattern::compile(src);
         if built.as_ref().err().and_then(|e| e.size_limit()).is_some() {
             // A refused attempt cost its compilation: it counts as a full pattern, so a
             // schema of many oversized patterns stops compiling early.
@@ -190,7 +181,7 @@ impl Builder {
                     self.patterns.insert(src.to_owned(), re.clone());
                     return Some(Pattern {
                         source: src.to_owned(),
-                        weight: weight(&re),
+                        weight: pattern::weight(&re),
                         re,
                     });
                 }
@@ -798,94 +789,6 @@ impl Builder {
     }
 }
 
-/// The validation steps one byte matched by `re` costs.
-fn weight(re: &regex_automata::meta::Regex) -> u64 {
-    1 + re.memory_usage() as u64 / 4096
-}
-
-/// A pattern in Go's `regexp` syntax (RE2's) as the `regex` engine reads it: Go's `\d`,
-/// `\w` and `\s` (and their negations) are ASCII classes where the engine's are Unicode;
-/// inside a class, `[` (outside `[:name:]`), `&`, `~` and a second `-` are literal in Go
-/// but operators here, so they are escaped.
-fn go_syntax(src: &str) -> String {
-    let mut out = String::with_capacity(src.len() + 16);
-    let mut chars = src.chars().peekable();
-    let mut in_class = false;
-    // Characters since the class opened (`]` first is literal in Go).
-    let mut class_len = 0usize;
-    let mut prev_dash = false;
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => {
-                let Some(n) = chars.next() else {
-                    out.push('\\');
-                    break;
-                };
-                let ascii = match n {
-                    'd' => Some("[0-9]"),
-                    'D' => Some("[^0-9]"),
-                    'w' => Some("[0-9A-Za-z_]"),
-                    'W' => Some("[^0-9A-Za-z_]"),
-                    's' => Some("[\\t\\n\\f\\r ]"),
-                    'S' => Some("[^\\t\\n\\f\\r ]"),
-                    _ => None,
-                };
-                match ascii {
-                    Some(class) => out.push_str(class),
-                    None => {
-                        out.push('\\');
-                        out.push(n);
-                    }
-                }
-                class_len += 1;
-                prev_dash = false;
-                continue;
-            }
-            '[' if !in_class => {
-                in_class = true;
-                class_len = 0;
-                out.push('[');
-                if chars.peek() == Some(&'^') {
-                    chars.next();
-                    out.push('^');
-                }
-                prev_dash = false;
-                continue;
-            }
-            '[' if chars.peek() == Some(&':') => {
-                // A POSIX class `[:alpha:]`, as both read it.
-                out.push('[');
-                for d in chars.by_ref() {
-                    out.push(d);
-                    if d == ']' {
-                        break;
-                    }
-                }
-            }
-            '[' => {
-                out.push('\\');
-                out.push(c);
-            }
-            '&' | '~' if in_class => {
-                out.push('\\');
-                out.push(c);
-            }
-            ']' if in_class && class_len == 0 => out.push_str("\\]"),
-            ']' if in_class => {
-                in_class = false;
-                out.push(']');
-            }
-            '-' if in_class && prev_dash => out.push_str("\\-"),
-            c => out.push(c),
-        }
-        if in_class {
-            class_len += 1;
-            prev_dash = c == '-';
-        }
-    }
-    out
-}
-
 /// Whether a root `metadata` schema restricts nothing but `name` and `generateName`
 /// (its `type: object` and documentation aside).
 fn only_name_restrictions(m: &Map<String, Value>) -> bool {
@@ -896,27 +799,4 @@ fn only_name_restrictions(m: &Map<String, Value>) -> bool {
             .is_some_and(|p| p.keys().all(|k| k == "name" || k == "generateName")),
         _ => false,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::go_syntax;
-
-    #[test]
-    fn go_patterns_read_as_go_reads_them() {
-        for (go, rust) in [
-            (r"^\w+$", r"^[0-9A-Za-z_]+$"),
-            (r"[\d.-]", r"[[0-9].-]"),
-            (r"[[]", r"[\[]"),
-            (r"[]a]", r"[\]a]"),
-            (r"[^]a]", r"[^\]a]"),
-            (r"[a&&b]", r"[a\&\&b]"),
-            (r"[a--b]", r"[a-\-b]"),
-            (r"[[:alpha:]]", r"[[:alpha:]]"),
-            (r"\\w", r"\\w"),
-            (r"a&b", r"a&b"),
-        ] {
-            assert_eq!(go_syntax(go), rust, "{go}");
-        }
-    }
 }

@@ -17,7 +17,9 @@
 //! - [`Structural::default`]: drops non-nullable `null`s without a default, then applies the
 //!   schema's defaults, as upstream's decoder does after pruning.
 //! - [`Structural::validate`]: the schema's value validations with kube-openapi's messages,
-//!   then the `x-kubernetes-list-type` set/map checks.
+//!   then the `x-kubernetes-list-type` set/map checks and the ObjectMeta/TypeMeta of
+//!   `x-kubernetes-embedded-resource` objects; [`Structural::validate_update`] the
+//!   same with upstream's ratcheting of unchanged values.
 //!
 //! Invariants: every input is hostile. A compiled schema is at most [`MAX_DEPTH`] levels deep
 //! (junctors included) and [`MAX_NODES`] nodes; every walk of an object recurses along the
@@ -31,9 +33,40 @@
 //! program each and [`MAX_REGEX_TOTAL_BYTES`] of heap together; at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
 //! here panics on any schema or object (a property test checks it).
 
+//!
+//! ```
+//! use listwatch_kinds::custom::schema::Structural;
+//! use serde_json::json;
+//!
+//! let schema = Structural::new(&json!({"type": "object", "properties": {
+//!     "spec": {"type": "object", "properties": {
+//!         "replicas": {"type": "integer", "default": 1}}}}}))
+//! .unwrap();
+//! let mut obj = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+//!     "metadata": {"name": "w"}, "spec": {"extra": true}});
+//! assert_eq!(schema.prune(&mut obj), ["spec.extra"]);
+//! schema.default(&mut obj);
+//! assert_eq!(obj["spec"]["replicas"], 1);
+//! obj["spec"]["replicas"] = json!("three");
+//! assert_eq!(
+//!     schema.validate(&obj)[0].to_string(),
+//!     r#"spec.replicas: Invalid value: "string": spec.replicas in body must be of type integer: "string""#
+//! );
+//!
+//! // Not structural: each reason is a field error under the schema, to be prefixed with the
+//! // CRD's own path and answered as a 422 cause (`reason`, `field`, `body()`).
+//! let errs = Structural::new(&json!({"type": "object", "properties": {"spec": {}}})).unwrap_err();
+//! let e = errs[0].clone().prefixed("spec.versions[0].schema.openAPIV3Schema");
+//! assert_eq!(e.kind.reason(), "FieldValueRequired");
+//! assert_eq!(e.field, "spec.versions[0].schema.openAPIV3Schema.properties[spec].type");
+//! assert_eq!(e.body(), "Required value: must not be empty for specified object fields");
+//! ```
+
 mod build;
+mod embedded;
 mod format;
 mod mutate;
+mod pattern;
 mod validate;
 
 #[cfg(test)]
@@ -180,5 +213,15 @@ impl Structural {
     /// `ValidateCustomResource` and `ValidateListSetsAndMaps` report them.
     pub fn validate(&self, obj: &Value) -> Vec<FieldError> {
         validate::validate(&self.root, obj, "")
+    }
+
+    /// [`validate`](Self::validate) for an update from `old`, with upstream's ratcheting
+    /// (`CRDValidationRatcheting`, on by default in v1.32): what did not change is not
+    /// validated again (values compared at the same map key, and for
+    /// `x-kubernetes-list-type: map` items at the same list keys), so an object stored
+    /// before a schema tightened can still be updated elsewhere; list-type duplicates are
+    /// checked only when `old` had none.
+    pub fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        validate::validate_update(&self.root, new, old)
     }
 }

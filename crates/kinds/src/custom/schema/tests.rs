@@ -591,3 +591,85 @@ fn patterns_are_compiled_once_and_bounded_together() {
         got.first()
     );
 }
+
+#[test]
+fn updates_ratchet_what_did_not_change() {
+    let schema = s(spec(json!({
+        "a": {"type": "string", "maxLength": 3},
+        "b": {"type": "integer", "minimum": 5},
+        "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                  "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer", "maximum": 100}}}},
+    })));
+    // Stored before the schema tightened: `a` too long, a port too high, duplicate tags.
+    let old = json!({"spec": {"a": "long", "b": 9, "tags": ["x", "x"], "ports": [{"name": "p", "port": 1000}, {"name": "q", "port": 1}]}});
+    // Changing only `b` (validly) is accepted: the rest is unchanged.
+    let mut new = old.clone();
+    new["spec"]["b"] = json!(6);
+    assert!(
+        schema.validate_update(&new, &old).is_empty(),
+        "{:?}",
+        schema.validate_update(&new, &old)
+    );
+    // Reordering the map list keeps each item correlated by key.
+    new["spec"]["ports"] = json!([{"name": "q", "port": 1}, {"name": "p", "port": 1000}]);
+    assert!(schema.validate_update(&new, &old).is_empty());
+    // A changed value is validated; so is a changed item.
+    new["spec"]["b"] = json!(1);
+    new["spec"]["ports"] = json!([{"name": "p", "port": 1001}]);
+    let got: Vec<String> = schema
+        .validate_update(&new, &old)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "spec.b: Invalid value: 1: spec.b in body should be greater than or equal to 5",
+            "spec.ports[0].port: Invalid value: 1001: spec.ports[0].port in body should be less than or equal to 100",
+        ]
+    );
+    // A create validates everything.
+    assert_eq!(
+        schema.validate(&old).len(),
+        3,
+        "{:?}",
+        schema.validate(&old)
+    );
+    // List-type duplicates are checked when the old object had none.
+    let clean = json!({"spec": {"tags": ["x"]}});
+    let dup = json!({"spec": {"tags": ["x", "x"]}});
+    assert_eq!(schema.validate_update(&dup, &clean).len(), 1);
+}
+
+#[test]
+fn embedded_resources_need_a_type_and_valid_metadata() {
+    let schema = s(spec(json!({
+        "t": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true},
+    })));
+    let got = errors(
+        &schema,
+        json!({"spec": {"t": {"metadata": {"name": "a/b", "labels": {"k": "bad value"}}}}}),
+    );
+    for want in [
+        "spec.t.apiVersion: Required value",
+        "spec.t.kind: Required value",
+        "spec.t.metadata.name: Invalid value: \"a/b\": may not contain '/'",
+        "spec.t.metadata.labels: Invalid value: \"bad value\": a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')",
+    ] {
+        assert!(got.iter().any(|e| e == want), "{want}\n{got:#?}");
+    }
+    let got = errors(
+        &schema,
+        json!({"spec": {"t": {"apiVersion": "a/b/c", "kind": "1Pod"}}}),
+    );
+    assert!(got.iter().any(|e| e == "spec.t.apiVersion: Invalid value: \"a/b/c\": unexpected GroupVersion string: a/b/c"), "{got:#?}");
+    assert!(got.iter().any(|e| e.starts_with("spec.t.kind: Invalid value: \"1Pod\": may have mixed case, but should otherwise match: a DNS-1035 label")), "{got:#?}");
+    assert!(
+        errors(
+            &schema,
+            json!({"spec": {"t": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}}})
+        )
+        .is_empty()
+    );
+}

@@ -9,7 +9,7 @@
 //! (anyOf)`), followed by the errors of one failing alternative (here the one with the
 //! fewest errors, upstream's "most checks passed").
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -25,24 +25,51 @@ struct Validator {
 /// Validates `obj` against `root`; `name` is the path of `obj` itself (empty for a
 /// resource).
 pub(super) fn validate(root: &Node, obj: &Value, name: &str) -> Vec<FieldError> {
-    let mut v = Validator {
-        budget: VALIDATION_BUDGET,
-        over: false,
-        lists: Vec::new(),
-    };
+    let mut v = Validator::new();
     let mut out = Vec::new();
-    v.check(root, obj, name, 0, &mut out);
-    out.append(&mut v.lists);
-    out.truncate(MAX_ERRORS);
-    if v.over {
-        out.push(FieldError::new(
-            ErrorType::Invalid,
-            name,
-            None,
-            "the object is too costly to validate against its schema",
-        ));
+    v.check(root, obj, None, name, 0, &mut out);
+    v.finish(out, true, name)
+}
+
+/// Validates an update with upstream's ratcheting (`CRDValidationRatcheting`, on by
+/// default in v1.32): a value equal to the old one at the same place (map keys, and items of
+/// `x-kubernetes-list-type: map` lists by their keys) is not validated again, and the
+/// list-type checks apply only when the old object passed them.
+pub(super) fn validate_update(root: &Node, new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut before = Validator::new();
+    let mut ignored = Vec::new();
+    before.check(root, old, None, "", 0, &mut ignored);
+    let old_lists_valid = before.lists.is_empty() && !before.over;
+    let mut v = Validator::new();
+    let mut out = Vec::new();
+    v.check(root, new, Some(old), "", 0, &mut out);
+    v.finish(out, old_lists_valid, "")
+}
+
+impl Validator {
+    fn new() -> Self {
+        Validator {
+            budget: VALIDATION_BUDGET,
+            over: false,
+            lists: Vec::new(),
+        }
     }
-    out
+
+    fn finish(mut self, mut out: Vec<FieldError>, lists: bool, name: &str) -> Vec<FieldError> {
+        if lists {
+            out.append(&mut self.lists);
+        }
+        out.truncate(MAX_ERRORS);
+        if self.over {
+            out.push(FieldError::new(
+                ErrorType::Invalid,
+                name,
+                None,
+                "the object is too costly to validate against its schema",
+            ));
+        }
+        out
+    }
 }
 
 fn child(path: &str, k: &str) -> String {
@@ -119,8 +146,21 @@ impl Validator {
         }
     }
 
-    fn check(&mut self, n: &Node, x: &Value, path: &str, depth: usize, out: &mut Vec<FieldError>) {
+    /// Checks `x` at `path` against `n`; `old` is the value at the same place before an
+    /// update (ratcheting: an unchanged value is not checked again).
+    fn check(
+        &mut self,
+        n: &Node,
+        x: &Value,
+        old: Option<&Value>,
+        path: &str,
+        depth: usize,
+        out: &mut Vec<FieldError>,
+    ) {
         if depth > MAX_DEPTH || out.len() >= MAX_ERRORS || !self.spend(1) {
+            return;
+        }
+        if old.is_some_and(|o| o == x) {
             return;
         }
         let types = expected(n);
@@ -140,11 +180,11 @@ impl Validator {
                 out.push(type_invalid(path, &types.join(","), got));
             }
         }
-        self.junctors(n, x, path, depth, out);
+        self.junctors(n, x, old, path, depth, out);
         match x {
             Value::String(s) => self.string(n, s, path, out),
             Value::Number(_) => number(n, x, path, out),
-            Value::Array(items) => self.array(n, items, path, depth, out),
+            Value::Array(items) => self.array(n, items, old, path, depth, out),
             _ => {}
         }
         if let Some(e) = &n.enumeration
@@ -160,7 +200,10 @@ impl Validator {
             out.push(FieldError::not_supported(path, x, &allowed));
         }
         if let Value::Object(m) = x {
-            self.object(n, m, path, depth, out);
+            self.object(n, m, old, path, depth, out);
+            if n.embedded {
+                super::embedded::validate(path, m, out);
+            }
         }
     }
 
@@ -168,6 +211,7 @@ impl Validator {
         &mut self,
         n: &Node,
         x: &Value,
+        old: Option<&Value>,
         path: &str,
         depth: usize,
         out: &mut Vec<FieldError>,
@@ -178,7 +222,7 @@ impl Validator {
             let mut ok = false;
             for b in &n.any_of {
                 let mut errs = Vec::new();
-                self.check(b, x, path, depth + 1, &mut errs);
+                self.check(b, x, old, path, depth + 1, &mut errs);
                 if errs.is_empty() {
                     ok = true;
                     break;
@@ -199,7 +243,7 @@ impl Validator {
             let mut valid = 0usize;
             for b in &n.one_of {
                 let mut errs = Vec::new();
-                self.check(b, x, path, depth + 1, &mut errs);
+                self.check(b, x, old, path, depth + 1, &mut errs);
                 if errs.is_empty() {
                     valid += 1;
                 } else if valid == 0 && best.as_ref().is_none_or(|e| errs.len() < e.len()) {
@@ -224,7 +268,7 @@ impl Validator {
             let mut valid = 0usize;
             for b in &n.all_of {
                 let mut errs = Vec::new();
-                self.check(b, x, path, depth + 1, &mut errs);
+                self.check(b, x, old, path, depth + 1, &mut errs);
                 if errs.is_empty() {
                     valid += 1;
                 }
@@ -239,7 +283,7 @@ impl Validator {
         }
         if let Some(b) = &n.not {
             let mut errs = Vec::new();
-            self.check(b, x, path, depth + 1, &mut errs);
+            self.check(b, x, old, path, depth + 1, &mut errs);
             if errs.is_empty() {
                 out.push(composite(format!("{q} must not validate the schema (not)")));
             }
@@ -295,6 +339,7 @@ impl Validator {
         &mut self,
         n: &Node,
         items: &[Value],
+        old: Option<&Value>,
         path: &str,
         depth: usize,
         out: &mut Vec<FieldError>,
@@ -321,11 +366,25 @@ impl Validator {
             ));
         }
         if let Some(s) = &n.items {
+            // Upstream correlates the items of a map list by their keys, no other items.
+            let old_items: HashMap<String, &Value> = match (&n.list_type, old) {
+                (Some(ListType::Map(keys)), Some(Value::Array(before))) => before
+                    .iter()
+                    .map(|o| (canonical(&map_key(n, o, keys)), o))
+                    .collect(),
+                _ => HashMap::new(),
+            };
             for (i, v) in items.iter().enumerate() {
                 if out.len() >= MAX_ERRORS || self.over {
                     break;
                 }
-                self.check(s, v, &format!("{path}[{i}]"), depth + 1, out);
+                let before = match &n.list_type {
+                    Some(ListType::Map(keys)) if !old_items.is_empty() => {
+                        old_items.get(&canonical(&map_key(n, v, keys))).copied()
+                    }
+                    _ => None,
+                };
+                self.check(s, v, before, &format!("{path}[{i}]"), depth + 1, out);
             }
         }
         match &n.list_type {
@@ -361,23 +420,11 @@ impl Validator {
             if !self.spend(1) || self.lists.len() >= MAX_ERRORS {
                 return;
             }
-            let Value::Object(m) = v else {
+            if !v.is_object() {
                 // The item's type error is reported by the value validation.
                 continue;
-            };
-            let mut id = serde_json::Map::new();
-            for k in keys {
-                let val = m.get(k).cloned().or_else(|| {
-                    n.items
-                        .as_ref()
-                        .and_then(|s| s.properties.get(k))
-                        .and_then(|p| p.default.clone())
-                });
-                if let Some(val) = val {
-                    id.insert(k.clone(), val);
-                }
             }
-            let id = Value::Object(id);
+            let id = map_key(n, v, keys);
             if !seen.insert(canonical(&id)) {
                 self.lists.push(FieldError::new(
                     ErrorType::Duplicate,
@@ -393,6 +440,7 @@ impl Validator {
         &mut self,
         n: &Node,
         m: &serde_json::Map<String, Value>,
+        old: Option<&Value>,
         path: &str,
         depth: usize,
         out: &mut Vec<FieldError>,
@@ -424,7 +472,14 @@ impl Validator {
                     return;
                 }
                 if !n.properties.contains_key(k) {
-                    self.check(a, v, &child(path, k), depth + 1, out);
+                    self.check(
+                        a,
+                        v,
+                        old.and_then(|o| o.get(k)),
+                        &child(path, k),
+                        depth + 1,
+                        out,
+                    );
                 }
             }
         }
@@ -433,7 +488,14 @@ impl Validator {
                 return;
             }
             if let Some(v) = m.get(k) {
-                self.check(s, v, &child(path, k), depth + 1, out);
+                self.check(
+                    s,
+                    v,
+                    old.and_then(|o| o.get(k)),
+                    &child(path, k),
+                    depth + 1,
+                    out,
+                );
             }
         }
         for k in &n.required {
@@ -515,6 +577,23 @@ fn number(n: &Node, x: &Value, path: &str, out: &mut Vec<FieldError>) {
             ));
         }
     }
+}
+
+/// The key values of a map list's item (a missing key reads as its default), as an object.
+fn map_key(n: &Node, item: &Value, keys: &[String]) -> Value {
+    let mut id = serde_json::Map::new();
+    for k in keys {
+        let val = item.get(k).cloned().or_else(|| {
+            n.items
+                .as_ref()
+                .and_then(|s| s.properties.get(k))
+                .and_then(|p| p.default.clone())
+        });
+        if let Some(val) = val {
+            id.insert(k.clone(), val);
+        }
+    }
+    Value::Object(id)
 }
 
 /// A value's JSON with object keys sorted, for equality of list items whatever the key
