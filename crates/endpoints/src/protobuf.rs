@@ -1,5 +1,5 @@
 //! Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl's typed clients
-//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment|job|cronjob|poddisruptionbudget|priorityclass`,
+//! send that way (`kubectl create namespace|configmap|secret|serviceaccount|service|deployment|job|cronjob|poddisruptionbudget|priorityclass|ingress|quota`,
 //! `kubectl certificate approve|deny`,
 //! `role|clusterrole|rolebinding|clusterrolebinding`, and the review and TokenRequest bodies
 //! of `kubectl auth can-i|whoami` and `kubectl create token`).
@@ -31,7 +31,7 @@ pub enum ProtobufError {
     Malformed(&'static str),
     /// A kind this server has no protobuf schema for.
     #[error(
-        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, CertificateSigningRequest, PodDisruptionBudget, PriorityClass, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
+        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, CertificateSigningRequest, PodDisruptionBudget, PriorityClass, Ingress, ResourceQuota, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
     )]
     Unsupported(String),
 }
@@ -55,6 +55,11 @@ enum F {
     MapBytes(&'static str),
     Bytes64(&'static str),
     Msg(&'static str, &'static [(u32, F)]),
+    /// A message whose fields JSON inlines into its parent's (Go's `json:",inline"`, e.g.
+    /// an ingress rule's `IngressRuleValue`).
+    Inline(&'static [(u32, F)]),
+    /// `map<string, resource.Quantity>`: each value is the quantity's string (field 1).
+    MapQuantity(&'static str),
 }
 
 const OBJECT_META: &[(u32, F)] = &[
@@ -293,6 +298,93 @@ const POD_DISRUPTION_BUDGET: &[(u32, F)] = &[
                 (3, F::IntOrStr("maxUnavailable")),
                 (4, F::Str("unhealthyPodEvictionPolicy")),
             ],
+        ),
+    ),
+];
+
+const INGRESS_BACKEND: &[(u32, F)] = &[
+    (
+        3,
+        F::Msg(
+            "resource",
+            &[
+                (1, F::Str("apiGroup")),
+                (2, F::Str("kind")),
+                (3, F::Str("name")),
+            ],
+        ),
+    ),
+    (
+        4,
+        F::Msg(
+            "service",
+            &[
+                (1, F::Str("name")),
+                (
+                    2,
+                    F::Msg("port", &[(1, F::Str("name")), (2, F::IntZ("number"))]),
+                ),
+            ],
+        ),
+    ),
+];
+
+/// `networking.k8s.io/v1` `Ingress` (`kubectl create ingress`).
+const INGRESS: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (1, F::Msg("defaultBackend", INGRESS_BACKEND)),
+                (
+                    2,
+                    F::RepMsg("tls", &[(1, F::RepStr("hosts")), (2, F::Str("secretName"))]),
+                ),
+                (
+                    3,
+                    F::RepMsg(
+                        "rules",
+                        &[
+                            (1, F::Str("host")),
+                            (
+                                2,
+                                F::Inline(&[(
+                                    1,
+                                    F::Msg(
+                                        "http",
+                                        &[(
+                                            1,
+                                            F::RepMsg(
+                                                "paths",
+                                                &[
+                                                    (1, F::Str("path")),
+                                                    (2, F::Msg("backend", INGRESS_BACKEND)),
+                                                    (3, F::Str("pathType")),
+                                                ],
+                                            ),
+                                        )],
+                                    ),
+                                )]),
+                            ),
+                        ],
+                    ),
+                ),
+                (4, F::Str("ingressClassName")),
+            ],
+        ),
+    ),
+];
+
+/// `v1` `ResourceQuota` (`kubectl create quota`).
+const RESOURCE_QUOTA: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[(1, F::MapQuantity("hard")), (2, F::RepStr("scopes"))],
         ),
     ),
 ];
@@ -669,6 +761,27 @@ fn decode_message(buf: &[u8], schema: &[(u32, F)]) -> Result<Map<String, Value>,
                 expect(2)?;
                 out.insert(name.into(), Value::Object(decode_message(r.bytes()?, sub)?));
             }
+            F::Inline(sub) => {
+                expect(2)?;
+                for (k, v) in decode_message(r.bytes()?, sub)? {
+                    out.insert(k, v);
+                }
+            }
+            F::MapQuantity(name) => {
+                expect(2)?;
+                let (k, v) = map_entry(r.bytes()?)?;
+                let q = decode_message(v, &[(1, F::Str("string"))])?;
+                let v = q
+                    .get("string")
+                    .cloned()
+                    .unwrap_or_else(|| Value::String(String::new()));
+                match out.entry(name).or_insert_with(|| Value::Object(Map::new())) {
+                    Value::Object(m) => {
+                        m.insert(k, v);
+                    }
+                    _ => return Err(ProtobufError::Malformed("map field clash")),
+                }
+            }
             F::RepMsg(name, sub) => {
                 expect(2)?;
                 let item = Value::Object(decode_message(r.bytes()?, sub)?);
@@ -728,6 +841,8 @@ pub fn decode(body: &[u8], kind: &str) -> Result<Map<String, Value>, ProtobufErr
         "CertificateSigningRequest" => CERTIFICATE_SIGNING_REQUEST,
         "PodDisruptionBudget" => POD_DISRUPTION_BUDGET,
         "PriorityClass" => PRIORITY_CLASS,
+        "Ingress" => INGRESS,
+        "ResourceQuota" => RESOURCE_QUOTA,
         "Service" => SERVICE,
         "SelfSubjectAccessReview" => SELF_SUBJECT_ACCESS_REVIEW,
         "SubjectAccessReview" | "LocalSubjectAccessReview" => SUBJECT_ACCESS_REVIEW,
@@ -830,7 +945,9 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn arbitrary_bodies_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96)) {
-            for kind in ["Namespace", "ConfigMap", "Secret", "ServiceAccount"] {
+            for kind in ["Namespace", "ConfigMap", "Secret", "ServiceAccount", "Job", "CronJob",
+                         "CertificateSigningRequest", "PodDisruptionBudget", "PriorityClass",
+                         "Ingress", "ResourceQuota"] {
                 let _ = decode(&[MAGIC, &bytes[..]].concat(), kind);
             }
         }

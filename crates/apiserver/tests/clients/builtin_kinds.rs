@@ -198,6 +198,42 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
         serde_json::from_str(&run_ok(k().args(["get", "pdb", "pdb2", "-o", "json"]))).unwrap();
     assert_eq!(pdb["spec"]["maxUnavailable"], "25%", "{pdb}");
     assert_eq!(pdb["spec"]["selector"]["matchLabels"]["app"], "x", "{pdb}");
+    assert!(
+        run_ok(k().args([
+            "create",
+            "ingress",
+            "web",
+            "--class=nginx",
+            "--rule=foo.com/bar*=svc1:8080,tls=cert"
+        ]))
+        .contains("ingress.networking.k8s.io/web created")
+    );
+    let ing: Value =
+        serde_json::from_str(&run_ok(k().args(["get", "ingress", "web", "-o", "json"]))).unwrap();
+    let path = &ing["spec"]["rules"][0]["http"]["paths"][0];
+    assert_eq!(ing["spec"]["rules"][0]["host"], "foo.com", "{ing}");
+    assert_eq!(
+        (path["path"].as_str(), path["pathType"].as_str()),
+        (Some("/bar"), Some("Prefix")),
+        "{ing}"
+    );
+    assert_eq!(
+        path["backend"]["service"],
+        serde_json::json!({"name": "svc1", "port": {"number": 8080}}),
+        "{ing}"
+    );
+    assert_eq!(ing["spec"]["tls"][0]["secretName"], "cert", "{ing}");
+    assert!(
+        run_ok(k().args(["create", "quota", "q", "--hard=cpu=1,pods=2"]))
+            .contains("resourcequota/q created")
+    );
+    let q: Value =
+        serde_json::from_str(&run_ok(k().args(["get", "quota", "q", "-o", "json"]))).unwrap();
+    assert_eq!(
+        q["spec"]["hard"],
+        serde_json::json!({"cpu": "1", "pods": "2"}),
+        "{q}"
+    );
     let file = dir.path().join("objects.yaml");
     std::fs::write(&file, OBJECTS).unwrap();
     run_ok(k().arg("create").arg("-f").arg(&file));
@@ -352,11 +388,13 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
     ] {
         let (header, rows) = block(&out, prefix);
         assert_eq!(columns(header), want, "{prefix}:\n{out}");
-        let want_rows = if prefix.starts_with("poddisruptionbudget") {
-            2
-        } else {
-            1
-        };
+        // pdb2 and the ingress `web` come from `kubectl create` above.
+        let want_rows =
+            if prefix.starts_with("poddisruptionbudget") || prefix.starts_with("ingress") {
+                2
+            } else {
+                1
+            };
         assert_eq!(rows.len(), want_rows, "{prefix}:\n{out}");
     }
     let row = |prefix: &str| {
