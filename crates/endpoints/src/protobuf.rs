@@ -72,6 +72,20 @@ const OBJECT_META: &[(u32, F)] = &[
     (8, F::Time("creationTimestamp")),
     (11, F::MapStr("labels")),
     (12, F::MapStr("annotations")),
+    (
+        13,
+        F::RepMsg(
+            "ownerReferences",
+            &[
+                (1, F::Str("kind")),
+                (3, F::Str("name")),
+                (4, F::Str("uid")),
+                (5, F::Str("apiVersion")),
+                (6, F::Bool("controller")),
+                (7, F::Bool("blockOwnerDeletion")),
+            ],
+        ),
+    ),
     (14, F::RepStr("finalizers")),
 ];
 
