@@ -102,21 +102,25 @@ spec:
   request: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K
 ";
 
-/// The header line of `kind` in `kubectl get` output of several kinds (each block starts
-/// with its header, then `kind.group/name` rows).
+/// The header line and the rows of the block holding the row `row_prefix` in `kubectl get`
+/// output of several kinds (each block starts with its `NAME` header, then
+/// `kind.group/name` rows, and ends with a blank line).
 fn block<'a>(out: &'a str, row_prefix: &str) -> (&'a str, Vec<&'a str>) {
     let lines: Vec<&str> = out.lines().collect();
-    let first = lines
+    let at = lines
         .iter()
         .position(|l| l.starts_with(row_prefix))
         .unwrap_or_else(|| panic!("no {row_prefix} row in:\n{out}"));
-    let header = lines[first - 1];
-    let rows = lines[first..]
+    let header = lines[..at]
         .iter()
-        .take_while(|l| !l.trim().is_empty() && !l.starts_with("NAME"))
+        .rposition(|l| l.starts_with("NAME"))
+        .unwrap_or_else(|| panic!("no header above {row_prefix} in:\n{out}"));
+    let rows = lines[header + 1..]
+        .iter()
+        .take_while(|l| !l.trim().is_empty())
         .copied()
         .collect();
-    (header, rows)
+    (lines[header], rows)
 }
 
 fn columns(header: &str) -> Vec<&str> {
@@ -198,6 +202,42 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
         serde_json::from_str(&run_ok(k().args(["get", "pdb", "pdb2", "-o", "json"]))).unwrap();
     assert_eq!(pdb["spec"]["maxUnavailable"], "25%", "{pdb}");
     assert_eq!(pdb["spec"]["selector"]["matchLabels"]["app"], "x", "{pdb}");
+    assert!(
+        run_ok(k().args([
+            "create",
+            "ingress",
+            "web",
+            "--class=nginx",
+            "--rule=foo.com/bar*=svc1:8080,tls=cert"
+        ]))
+        .contains("ingress.networking.k8s.io/web created")
+    );
+    let ing: Value =
+        serde_json::from_str(&run_ok(k().args(["get", "ingress", "web", "-o", "json"]))).unwrap();
+    let path = &ing["spec"]["rules"][0]["http"]["paths"][0];
+    assert_eq!(ing["spec"]["rules"][0]["host"], "foo.com", "{ing}");
+    assert_eq!(
+        (path["path"].as_str(), path["pathType"].as_str()),
+        (Some("/bar"), Some("Prefix")),
+        "{ing}"
+    );
+    assert_eq!(
+        path["backend"]["service"],
+        serde_json::json!({"name": "svc1", "port": {"number": 8080}}),
+        "{ing}"
+    );
+    assert_eq!(ing["spec"]["tls"][0]["secretName"], "cert", "{ing}");
+    assert!(
+        run_ok(k().args(["create", "quota", "q", "--hard=cpu=1,pods=2"]))
+            .contains("resourcequota/q created")
+    );
+    let q: Value =
+        serde_json::from_str(&run_ok(k().args(["get", "quota", "q", "-o", "json"]))).unwrap();
+    assert_eq!(
+        q["spec"]["hard"],
+        serde_json::json!({"cpu": "1", "pods": "2"}),
+        "{q}"
+    );
     let file = dir.path().join("objects.yaml");
     std::fs::write(&file, OBJECTS).unwrap();
     run_ok(k().arg("create").arg("-f").arg(&file));
@@ -224,6 +264,30 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
     }
     let cj: Value =
         serde_json::from_str(&run_ok(k().args(["get", "cronjob", "tick", "-o", "json"]))).unwrap();
+    // A job made from the cron job is owned by it (kubectl sends the owner reference in
+    // the protobuf body's metadata).
+    assert!(
+        run_ok(k().args(["create", "job", "manual", "--from=cronjob/tick"]))
+            .contains("job.batch/manual created")
+    );
+    let manual: Value =
+        serde_json::from_str(&run_ok(k().args(["get", "job", "manual", "-o", "json"]))).unwrap();
+    let owner = &manual["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (
+            owner["kind"].as_str(),
+            owner["name"].as_str(),
+            owner["uid"].as_str(),
+            owner["controller"].as_bool()
+        ),
+        (
+            Some("CronJob"),
+            Some("tick"),
+            cj["metadata"]["uid"].as_str(),
+            Some(true)
+        ),
+        "{manual}"
+    );
     assert_eq!(cj["spec"]["concurrencyPolicy"], "Allow", "{cj}");
     assert_eq!(cj["spec"]["successfulJobsHistoryLimit"], 3, "{cj}");
 
@@ -352,7 +416,11 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
     ] {
         let (header, rows) = block(&out, prefix);
         assert_eq!(columns(header), want, "{prefix}:\n{out}");
-        let want_rows = if prefix.starts_with("poddisruptionbudget") {
+        // pdb2, the ingress `web` and the job `manual` come from `kubectl create` above.
+        let want_rows = if ["poddisruptionbudget", "ingress", "job"]
+            .iter()
+            .any(|p| prefix.starts_with(p))
+        {
             2
         } else {
             1
@@ -360,9 +428,9 @@ fn kubectl_creates_gets_scales_and_approves_the_built_in_kinds() {
         assert_eq!(rows.len(), want_rows, "{prefix}:\n{out}");
     }
     let row = |prefix: &str| {
-        block(&out, prefix).1[0]
-            .split_whitespace()
-            .collect::<Vec<_>>()
+        let (_, rows) = block(&out, prefix);
+        let line = rows.iter().find(|l| l.starts_with(prefix)).unwrap();
+        line.split_whitespace().collect::<Vec<_>>()
     };
     assert_eq!(row("replicaset.apps/rs1")[1..4], ["2", "0", "0"], "{out}");
     assert_eq!(row("job.batch/pi")[1..3], ["Running", "0/1"], "{out}");

@@ -1,7 +1,7 @@
 //! The storage-only built-in kinds (no controllers run for them): one [`KindSpec`] per row
-//! of the derived [`table`](super::table), with its upstream names and subresources, and the
-//! code of the kinds that have some (defaults, printing) from their own file under their
-//! group (`apps/replicaset.rs`, `batch/job.rs`, ...).
+//! of the derived metadata table ([`super::table`]), with its upstream names and
+//! subresources, and the code of the kinds that have some (defaults, printing) from their
+//! own file under their group (`apps/replicaset.rs`, `batch/job.rs`, ...).
 //!
 //! A kind with a `/status` subresource and no file of its own gets [`ResetStatus`]: a create
 //! cannot set its status, which starts as upstream's empty status serialises (its
@@ -16,7 +16,7 @@ use crate::strategy::KindStrategy;
 use crate::{Generation, KindSpec, Printer, PrinterColumn, ScaleSubresource};
 
 /// Kinds whose upstream strategy sets `metadata.generation` to 1 on create and bumps it on
-/// spec changes (pkg/registry/<group>/<kind>/strategy.go `PrepareForCreate`).
+/// spec changes (`pkg/registry/<group>/<kind>/strategy.go`, `PrepareForCreate`).
 pub const GENERATION: &[(&str, &str)] = &[
     ("", "replicationcontrollers"),
     ("", "podtemplates"),

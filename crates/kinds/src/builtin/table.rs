@@ -241,7 +241,7 @@ const STATUS: &[&str] = &["status"];
 const STATUS_SCALE: &[&str] = &["status", "scale"];
 
 /// Short names, categories and subresources from upstream's `storage.go` files (v1.32:
-/// pkg/registry/<group>/<kind>/storage/storage.go; kube-aggregator's for APIService). A row
+/// `pkg/registry/<group>/<kind>/storage/storage.go`; kube-aggregator's for APIService). A row
 /// without an entry has none of them.
 pub const NAMES: &[UpstreamNames] = &[
     names("", "replicationcontrollers", &["rc"], ALL, STATUS_SCALE),
