@@ -386,10 +386,40 @@ pub fn prepare_create(
     crate::lifecycle::prepare_create(info, obj)?;
     let mut v = Value::Object(std::mem::take(obj));
     info.strategy.prepare_for_create(&mut v);
+    kind_rules(info, &v)?;
     if let Value::Object(m) = v {
         *obj = m;
     }
     Ok(())
+}
+
+/// The kind's own rules ([`listwatch_kinds::KindStrategy::validate`]): a 422 naming each
+/// broken one.
+fn kind_rules(info: &KindSpec, obj: &Value) -> ApiResult<()> {
+    let broken = info.strategy.validate(obj);
+    if broken.is_empty() {
+        return Ok(());
+    }
+    let causes: Vec<FieldError> = broken
+        .into_iter()
+        .map(|b| match b {
+            listwatch_kinds::Invalid::Required { field } => {
+                FieldError::required(&field, String::new())
+            }
+            listwatch_kinds::Invalid::NotSupported {
+                field,
+                value,
+                supported,
+            } => FieldError::not_supported(&field, &value, supported),
+            listwatch_kinds::Invalid::Value {
+                field,
+                value,
+                detail,
+            } => FieldError::invalid(&field, &value, detail),
+        })
+        .collect();
+    let name = obj["metadata"]["name"].as_str().unwrap_or("");
+    Err(ApiError::invalid(info, name, &causes))
 }
 
 /// Prepares an update of `current` (the stored object as JSON) into `new`:
@@ -553,7 +583,9 @@ pub fn prepare_update(
             meta.insert("generation".into(), Value::from(generation));
         }
     }
-    Ok(Value::Object(new))
+    let new = Value::Object(new);
+    kind_rules(info, &new).map_err(UpdateError::Api)?;
+    Ok(new)
 }
 
 /// Why an update was refused.

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::KindSpec;
 use crate::builtin::print;
-use crate::strategy::{KindStrategy, TableColumn, Times, set_default};
+use crate::strategy::{Invalid, KindStrategy, TableColumn, Times, set_default};
 
 /// `batch/v1` cron jobs.
 pub fn spec(base: KindSpec) -> KindSpec {
@@ -27,6 +27,22 @@ impl KindStrategy for CronJobStrategy {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({}));
         }
+    }
+
+    /// A schedule (its cron syntax is not checked here) and a valid job template.
+    fn validate(&self, obj: &Value) -> Vec<Invalid> {
+        let spec = &obj["spec"];
+        let mut out = Vec::new();
+        if spec["schedule"].as_str().is_none_or(str::is_empty) {
+            out.push(Invalid::Required {
+                field: "spec.schedule".into(),
+            });
+        }
+        out.extend(super::job::validate_spec(
+            &spec["jobTemplate"]["spec"],
+            "spec.jobTemplate.spec",
+        ));
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::KindSpec;
 use crate::builtin::print;
-use crate::strategy::{KindStrategy, TableColumn, Times};
+use crate::strategy::{Invalid, KindStrategy, TableColumn, Times};
 
 /// `certificates.k8s.io/v1` certificate signing requests.
 pub fn spec(base: KindSpec) -> KindSpec {
@@ -29,6 +29,26 @@ impl KindStrategy for CertificateSigningRequestStrategy {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({}));
         }
+    }
+
+    /// Upstream's required fields: `spec.request`, `spec.signerName`, `spec.usages` (the
+    /// request's PEM is not parsed here).
+    fn validate(&self, obj: &Value) -> Vec<Invalid> {
+        let spec = &obj["spec"];
+        let mut out = Vec::new();
+        for field in ["request", "signerName"] {
+            if spec[field].as_str().is_none_or(str::is_empty) {
+                out.push(Invalid::Required {
+                    field: format!("spec.{field}"),
+                });
+            }
+        }
+        if spec["usages"].as_array().is_none_or(Vec::is_empty) {
+            out.push(Invalid::Required {
+                field: "spec.usages".into(),
+            });
+        }
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
