@@ -504,6 +504,25 @@ mod tests {
     }
 
     #[test]
+    fn any_group_may_be_declared() {
+        let r = parse(
+            "resources:\n- {group: batch, version: v1, kind: Job}\n- {group: '', version: v1, kind: Widget}\n\
+             - {group: apps, version: v1, kind: Gizmo}\n",
+            "f",
+        )
+        .unwrap();
+        // Upstream's Job is the built-in; the others are custom resources in any group.
+        assert!(!r[0].custom_resource);
+        assert_eq!(
+            (r[0].group.as_str(), r[0].plural.as_str()),
+            ("batch", "jobs")
+        );
+        assert!(r[1].custom_resource && r[2].custom_resource);
+        assert_eq!(r[1].storage_resource, "widgets");
+        assert_eq!(r[2].storage_resource, "gizmos.apps");
+    }
+
+    #[test]
     fn plurals_are_upstreams() {
         for (kind, plural) in [
             ("ingress", "ingresses"),

@@ -67,4 +67,4 @@ pub use spec::{
     GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer, PrinterColumn,
     ScaleSubresource, StatusUpdate,
 };
-pub use strategy::{DefaultStrategy, KindStrategy, TableColumn, Times};
+pub use strategy::{DefaultStrategy, Invalid, KindStrategy, TableColumn, Times};

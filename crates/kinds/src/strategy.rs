@@ -109,6 +109,59 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     fn prepare_for_delete(&self, _obj: &mut Value) {}
 }
 
+/// One rule of a kind an object breaks (upstream's `field.Error` kinds a client sees), as the
+/// built-in kinds' simple rules write it; it becomes a [`FieldError`](crate::FieldError), a
+/// cause of a 422 `Invalid` Status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Invalid {
+    /// A required field is missing or empty (`Required value`).
+    Required {
+        /// The field's path, e.g. `spec.schedule`.
+        field: String,
+    },
+    /// A value not among the supported ones (`Unsupported value`).
+    NotSupported {
+        /// The field's path.
+        field: String,
+        /// The value found.
+        value: String,
+        /// The values allowed.
+        supported: &'static [&'static str],
+    },
+    /// A value breaking a rule (`Invalid value`).
+    Value {
+        /// The field's path.
+        field: String,
+        /// The value found, as shown.
+        value: String,
+        /// The rule.
+        detail: String,
+    },
+}
+
+impl From<Invalid> for crate::FieldError {
+    fn from(i: Invalid) -> Self {
+        match i {
+            Invalid::Required { field } => crate::FieldError::required(&field, ""),
+            Invalid::NotSupported {
+                field,
+                value,
+                supported,
+            } => crate::FieldError::not_supported_str(&field, &value, supported),
+            Invalid::Value {
+                field,
+                value,
+                detail,
+            } => crate::FieldError::invalid_str(&field, &value, detail),
+        }
+    }
+}
+
+/// A kind's simple rules as the strategy's create and update validation (the same rules on
+/// both, as upstream's strategies whose `ValidateUpdate` re-runs `Validate`).
+pub(crate) fn rules(broken: Vec<Invalid>) -> Vec<crate::FieldError> {
+    broken.into_iter().map(crate::FieldError::from).collect()
+}
 
 /// The server's clock as the Table printers read it (the endpoints implement it over the
 /// registry's clock, which this crate cannot depend on).

@@ -30,6 +30,18 @@ fn sample(info: &KindSpec) -> Map<String, Value> {
                              "spec": {"containers": [{"name": "c", "image": "i"}]}}
             });
         }
+        // The kinds with rules of their own (`KindStrategy::validate`).
+        "Job" => {
+            v["spec"] = json!({"template": {"spec": {"restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "i"}]}}});
+        }
+        "CronJob" => {
+            v["spec"] = json!({"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "i"}]}}}}});
+        }
+        "CertificateSigningRequest" => {
+            v["spec"] = json!({"request": "eA==", "signerName": "example.com/s", "usages": ["client auth"]});
+        }
         "RoleBinding" | "ClusterRoleBinding" => {
             v["roleRef"] = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"});
         }

@@ -646,6 +646,37 @@ fn discovery_of_every_derived_kind_matches_the_table() {
         br#"{"apiVersion":"v1","kind":"ComponentStatus","metadata":{"name":"x"}}"#,
     );
     assert_eq!(resp.status, 405, "{}", String::from_utf8_lossy(&resp.body));
+    // The rules clients meet first: a job's pods must not restart Always (the pod default),
+    // a signing request needs its usages.
+    let resp = http(
+        addr,
+        "POST",
+        "/apis/batch/v1/namespaces/default/jobs",
+        &[("Content-Type", "application/json")],
+        br#"{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j"},"spec":{"template":{"spec":{"containers":[{"name":"c","image":"i"}]}}}}"#,
+    );
+    assert_eq!(resp.status, 422, "{}", String::from_utf8_lossy(&resp.body));
+    let status = resp.json();
+    assert_eq!(
+        status["details"]["causes"][0]["field"], "spec.template.spec.restartPolicy",
+        "{status}"
+    );
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"Unsupported value: "Always""#),
+        "{status}"
+    );
+    let resp = http(
+        addr,
+        "POST",
+        "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+        &[("Content-Type", "application/json")],
+        br#"{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest","metadata":{"name":"c"},"spec":{"request":"eA==","signerName":"a.b/c"}}"#,
+    );
+    assert_eq!(resp.status, 422, "{}", String::from_utf8_lossy(&resp.body));
+    assert_eq!(resp.json()["details"]["causes"][0]["field"], "spec.usages");
     // Nor a watch, by parameter or by the legacy `/watch/` path.
     for path in [
         "/api/v1/componentstatuses?watch=1",

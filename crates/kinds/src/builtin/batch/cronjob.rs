@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::KindSpec;
 use crate::builtin::print;
-use crate::strategy::{KindStrategy, TableColumn, Times, set_default};
+use crate::strategy::{Invalid, KindStrategy, TableColumn, Times, set_default};
 
 /// `batch/v1` cron jobs.
 pub fn spec(base: KindSpec) -> KindSpec {
@@ -18,6 +18,24 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CronJobStrategy;
 
+impl CronJobStrategy {
+    /// The rules this kind's objects must keep, on create and update.
+    fn broken(&self, obj: &Value) -> Vec<Invalid> {
+        let spec = &obj["spec"];
+        let mut out = Vec::new();
+        if spec["schedule"].as_str().is_none_or(str::is_empty) {
+            out.push(Invalid::Required {
+                field: "spec.schedule".into(),
+            });
+        }
+        out.extend(super::job::validate_spec(
+            &spec["jobTemplate"]["spec"],
+            "spec.jobTemplate.spec",
+        ));
+        out
+    }
+}
+
 impl KindStrategy for CronJobStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         set_default(obj, &["spec", "concurrencyPolicy"], json!("Allow"));
@@ -27,6 +45,15 @@ impl KindStrategy for CronJobStrategy {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({}));
         }
+    }
+
+    /// A schedule (its cron syntax is not checked here) and a valid job template.
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        crate::strategy::rules(self.broken(obj))
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
+        crate::strategy::rules(self.broken(new))
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -12,7 +12,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::builtin::print;
-use crate::strategy::{KindStrategy, TableColumn, Times, set_default};
+use crate::strategy::{Invalid, KindStrategy, TableColumn, Times, set_default};
 use crate::{GcPolicy, KindSpec};
 
 /// The label keys of a generated selector and template.
@@ -32,6 +32,13 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct JobStrategy;
 
+impl JobStrategy {
+    /// The rules this kind's objects must keep, on create and update.
+    fn broken(&self, obj: &Value) -> Vec<Invalid> {
+        validate_spec(&obj["spec"], "spec")
+    }
+}
+
 impl KindStrategy for JobStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         defaults(obj);
@@ -44,6 +51,14 @@ impl KindStrategy for JobStrategy {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({}));
         }
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        crate::strategy::rules(self.broken(obj))
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
+        crate::strategy::rules(self.broken(new))
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
@@ -71,6 +86,60 @@ impl KindStrategy for JobStrategy {
     ) -> Option<Vec<Value>> {
         Some(cells(obj, name, age, times))
     }
+}
+
+/// The restart policies a job's pods may have (upstream's `ValidateJobSpec`).
+const RESTART_POLICIES: &[&str] = &["OnFailure", "Never"];
+
+/// Upstream's job spec rules clients meet first (pkg/apis/batch/validation): a pod template
+/// with containers and a restart policy of `OnFailure` or `Never` (unset is the pod
+/// default `Always`, refused), non-negative counts, and a selector its template's labels
+/// match. `path` is where the spec is (`spec`, or a cron job's
+/// `spec.jobTemplate.spec`).
+pub fn validate_spec(spec: &Value, path: &str) -> Vec<Invalid> {
+    let mut out = Vec::new();
+    let pod = &spec["template"]["spec"];
+    if pod["containers"].as_array().is_none_or(Vec::is_empty) {
+        out.push(Invalid::Required {
+            field: format!("{path}.template.spec.containers"),
+        });
+    }
+    let policy = pod["restartPolicy"].as_str().unwrap_or("Always");
+    if !RESTART_POLICIES.contains(&policy) {
+        out.push(Invalid::NotSupported {
+            field: format!("{path}.template.spec.restartPolicy"),
+            value: policy.to_owned(),
+            supported: RESTART_POLICIES,
+        });
+    }
+    for field in [
+        "parallelism",
+        "completions",
+        "backoffLimit",
+        "activeDeadlineSeconds",
+    ] {
+        if let Some(n) = spec[field].as_i64().filter(|n| *n < 0) {
+            out.push(Invalid::Value {
+                field: format!("{path}.{field}"),
+                value: n.to_string(),
+                detail: "must be greater than or equal to 0".into(),
+            });
+        }
+    }
+    let labels = &spec["template"]["metadata"]["labels"];
+    let unmatched = spec["selector"]["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .any(|(k, v)| labels.get(k) != Some(v));
+    if unmatched {
+        out.push(Invalid::Value {
+            field: format!("{path}.template.metadata.labels"),
+            value: print::format_labels(labels.as_object()),
+            detail: "`selector` does not match template `labels`".into(),
+        });
+    }
+    out
 }
 
 fn defaults(obj: &mut Value) {
@@ -246,6 +315,36 @@ mod tests {
             let mut job = json!({"metadata": {"name": "pi"}, "spec": spec});
             JobStrategy.prepare_for_create(&mut job);
         }
+    }
+
+    #[test]
+    fn jobs_need_containers_a_restart_policy_and_a_matching_selector() {
+        let s = JobStrategy;
+        let mut ok = json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {"template": {"spec": {
+            "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}});
+        s.prepare_for_create(&mut ok);
+        assert_eq!(s.validate(&ok), []);
+        let mut bad = json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {"backoffLimit": -1,
+            "manualSelector": true, "selector": {"matchLabels": {"a": "b"}}, "template": {"spec": {}}}});
+        s.prepare_for_create(&mut bad);
+        let fields: Vec<String> = s
+            .validate(&bad)
+            .into_iter()
+            .map(|i| match i {
+                Invalid::Required { field }
+                | Invalid::NotSupported { field, .. }
+                | Invalid::Value { field, .. } => field,
+            })
+            .collect();
+        assert_eq!(
+            fields,
+            [
+                "spec.template.spec.containers",
+                "spec.template.spec.restartPolicy",
+                "spec.backoffLimit",
+                "spec.template.metadata.labels"
+            ]
+        );
     }
 
     #[test]

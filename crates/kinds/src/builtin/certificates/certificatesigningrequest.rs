@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::KindSpec;
 use crate::builtin::print;
-use crate::strategy::{KindStrategy, TableColumn, Times};
+use crate::strategy::{Invalid, KindStrategy, TableColumn, Times};
 
 /// `certificates.k8s.io/v1` certificate signing requests.
 pub fn spec(base: KindSpec) -> KindSpec {
@@ -24,11 +24,42 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CertificateSigningRequestStrategy;
 
+impl CertificateSigningRequestStrategy {
+    /// The rules this kind's objects must keep, on create and update.
+    fn broken(&self, obj: &Value) -> Vec<Invalid> {
+        let spec = &obj["spec"];
+        let mut out = Vec::new();
+        for field in ["request", "signerName"] {
+            if spec[field].as_str().is_none_or(str::is_empty) {
+                out.push(Invalid::Required {
+                    field: format!("spec.{field}"),
+                });
+            }
+        }
+        if spec["usages"].as_array().is_none_or(Vec::is_empty) {
+            out.push(Invalid::Required {
+                field: "spec.usages".into(),
+            });
+        }
+        out
+    }
+}
+
 impl KindStrategy for CertificateSigningRequestStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({}));
         }
+    }
+
+    /// Upstream's required fields: `spec.request`, `spec.signerName`, `spec.usages` (the
+    /// request's PEM is not parsed here).
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        crate::strategy::rules(self.broken(obj))
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
+        crate::strategy::rules(self.broken(new))
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
