@@ -355,6 +355,18 @@ pub fn log_filter(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// `--service-cluster-ip-range`: one CIDR.
+pub fn service_cidr(s: &str) -> Result<listwatch_registry::service_alloc::Cidr, String> {
+    s.parse()
+        .map_err(|e: listwatch_registry::service_alloc::RangeError| e.to_string())
+}
+
+/// `--service-node-port-range`: FIRST-LAST.
+pub fn port_range(s: &str) -> Result<listwatch_registry::service_alloc::PortRange, String> {
+    s.parse()
+        .map_err(|e: listwatch_registry::service_alloc::RangeError| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -42,6 +42,8 @@ pub use crate::flag_checks::FlagConflict;
 pub use crate::options::{Backend, DEFAULT_MAX_CONNECTIONS_PER_CLIENT, LogFormat, Options};
 use listwatch_controllers::bootstrap::{self, bootstrap_until_done};
 use listwatch_controllers::singletons;
+use listwatch_controllers::{kubernetes_service, namespace_defaults, service_ips};
+use listwatch_registry::service_alloc::ServiceAllocator;
 
 /// Why the server could not start or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +84,15 @@ pub enum ServerError {
     /// Authentication, authorization or audit refused to start.
     #[error(transparent)]
     Security(#[from] security::SecurityError),
+    /// The CA to publish in `kube-root-ca.crt` cannot be read.
+    #[error("reading the CA of --client-ca-file {path}: {source}")]
+    RootCa {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// Listening or serving failed.
     #[error("serving on {addr}: {source}")]
     Io {
@@ -133,7 +144,10 @@ pub fn all_resources(opts: &Options) -> Result<Vec<KindSpec>, ServerError> {
 
 /// Builds the API for the options (exposed for tests and embedding): one storage per
 /// resource, wrapped in a [`Cacher`] unless `--watch-cache=false`.
-pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Running), ServerError> {
+pub async fn build_api(
+    opts: &Options,
+    addr: SocketAddr,
+) -> Result<(listwatch_endpoints::Api, Running), ServerError> {
     let election = election_options(opts)?;
     let backends = Backends::open(opts)?;
     // Consistent lists are served from the caches only where the backend's progress
@@ -200,9 +214,10 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         installer = installer.resource(info, storage);
     }
     let sec_opts = &opts.security;
-    let informers = (sec_opts.wants_rbac() || sec_opts.wants_service_accounts())
-        .then(|| security::rbac::Informers::start(installer.resources()))
-        .flatten();
+    // Started in every mode: the bootstrap policy (`cluster-admin`, `system:*` roles and
+    // bindings) is kept in place whether or not RBAC authorizes, as upstream's
+    // rbac/bootstrap-roles hook does whatever the authorization mode.
+    let informers = security::rbac::Informers::start(installer.resources());
     let rbac = informers
         .as_ref()
         .filter(|_| sec_opts.wants_rbac())
@@ -213,7 +228,14 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
     let security = Arc::new(sec_opts.build(installer.registry_mut(), accounts, rbac)?);
     let admission = Arc::new(security::rbac::RbacAdmission(std::sync::OnceLock::new()));
     let _ = admission.0.set(Arc::clone(&security));
-    installer = installer.admission(admission);
+    let services_alloc = Arc::new(ServiceAllocator::new(
+        opts.service_cluster_ip_range,
+        opts.service_node_port_range,
+    ));
+    installer = installer.admission(Arc::new(listwatch_registry::admission::Chain(vec![
+        admission,
+        Arc::clone(&services_alloc) as Arc<dyn listwatch_registry::admission::Admission>,
+    ])));
     let handler_authz = Arc::new(security::handler_authz::HandlerAuthorizer::default());
     let _ = handler_authz.0.set(Arc::clone(&security));
     installer = installer.authorizer(handler_authz);
@@ -230,7 +252,35 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
         .as_ref()
         .and_then(|i| i.spawn_reconciler(&api.resources()))
         .unzip();
+    // Readiness waits for the policy only where an authorizer reads it.
+    let rbac_in_force = rbac_in_force.filter(|_| sec_opts.wants_rbac());
+    let services_observer = api
+        .resources()
+        .iter()
+        .find(|r| r.info.group.is_empty() && r.info.plural == "services")
+        .and_then(|svc| service_ips::spawn(svc, Arc::clone(&services_alloc)));
+    let services_observer_started = services_observer.is_some();
     let mut work = singletons::Singletons::default();
+    let advertised = kubernetes_service::Advertised {
+        cluster_ip: services_alloc.kubernetes_ip(),
+        endpoint: SocketAddr::new(advertise_address(opts, addr), addr.port()),
+    };
+    let k8s_api = api.clone();
+    work.add(
+        "kubernetes-service",
+        Box::new(move || Box::pin(kubernetes_service::run(k8s_api.clone(), advertised.clone()))),
+    );
+    let ca_pem = root_ca(opts)?;
+    let defaults_api = api.clone();
+    work.add(
+        "namespace-defaults",
+        Box::new(move || {
+            Box::pin(namespace_defaults::run(
+                defaults_api.clone(),
+                ca_pem.clone(),
+            ))
+        }),
+    );
     let ns_api = api.clone();
     work.add(
         "namespace-controller",
@@ -279,11 +329,40 @@ pub async fn build_api(opts: &Options) -> Result<(listwatch_endpoints::Api, Runn
             security,
             informers,
             _reconciler: reconciler.map(AbortOnDrop),
+            _services_observer: services_observer.map(AbortOnDrop),
+            services_alloc: services_observer_started.then_some(services_alloc),
             rbac_in_force,
             conn_metrics,
             singletons,
         },
     ))
+}
+
+/// The address the `kubernetes` Endpoints advertise: `--advertise-address`, else the
+/// bound host, else (bound to every address) loopback.
+fn advertise_address(opts: &Options, addr: SocketAddr) -> std::net::IpAddr {
+    opts.advertise_address.unwrap_or_else(|| {
+        if addr.ip().is_unspecified() {
+            std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+        } else {
+            addr.ip()
+        }
+    })
+}
+
+/// The CA bundle published in each namespace's `kube-root-ca.crt`: the client CA
+/// (`--client-ca-file`, or `--pki-dir`'s CA, which also signed the serving certificate);
+/// `None` without one. Read once at start; a file that cannot be read stops the start.
+fn root_ca(opts: &Options) -> Result<Option<String>, ServerError> {
+    let Some(path) = &opts.security.client_ca_file else {
+        return Ok(None);
+    };
+    std::fs::read_to_string(path)
+        .map(Some)
+        .map_err(|source| ServerError::RootCa {
+            path: path.clone(),
+            source,
+        })
 }
 
 /// The leader election of `--leader-elect*` (validated), or `None` when it is off.
@@ -341,6 +420,10 @@ pub struct Running {
     security: Arc<security::Security>,
     informers: Option<security::rbac::Informers>,
     _reconciler: Option<AbortOnDrop>,
+    /// Feeds the Service allocator the stored Services.
+    _services_observer: Option<AbortOnDrop>,
+    /// The Service allocator, when its observer runs (ready once synced).
+    services_alloc: Option<Arc<ServiceAllocator>>,
     /// Turns true once the bootstrap RBAC policy is in the authorizer's stores.
     rbac_in_force: Option<tokio::sync::watch::Receiver<bool>>,
     conn_metrics: serve::ConnMetrics,
@@ -366,6 +449,12 @@ impl Running {
         futures::future::join_all(self.cachers.iter().map(|c| c.wait_ready())).await;
         if let Some(i) = &self.informers {
             i.wait_synced().await;
+        }
+        if let Some(alloc) = &self.services_alloc {
+            // Service writes are refused (429) until the stored Services are in.
+            while !alloc.is_synced() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
         }
         if let Some(rx) = &self.rbac_in_force {
             // An error means the reconciler stopped (the informers ended): nothing to wait for.
@@ -422,7 +511,7 @@ async fn run_with(
         .map_err(bind)?;
     let addr = listener.local_addr().map_err(bind)?;
     let io = |source| ServerError::Io { addr, source };
-    let (api, running) = build_api(&opts).await?;
+    let (api, running) = build_api(&opts, addr).await?;
     // Served before the storage answers: a server started together with etcd (as a service
     // manager does) waits for it, with /readyz failing and /livez saying why.
     api.set_waiting_for(Some("creating the default namespaces".into()));

@@ -187,6 +187,21 @@ pub struct Options {
     #[arg(long, default_value = "1m", value_parser = flags::duration,
         help_heading = heading::CONTROLLERS)]
     pub system_namespaces_interval: Duration,
+    /// The CIDR Services' cluster IPs are allocated from (one IPv4 or IPv6 range); its first
+    /// address is the `kubernetes` Service's. [upstream: same flag and default]
+    #[arg(long, default_value = listwatch_registry::service_alloc::DEFAULT_SERVICE_CIDR,
+        value_parser = flags::service_cidr, help_heading = heading::CONTROLLERS)]
+    pub service_cluster_ip_range: listwatch_registry::service_alloc::Cidr,
+    /// The ports NodePort and LoadBalancer Services get node ports from, FIRST-LAST.
+    /// [upstream: same flag and default]
+    #[arg(long, default_value = "30000-32767", value_parser = flags::port_range,
+        help_heading = heading::CONTROLLERS)]
+    pub service_node_port_range: listwatch_registry::service_alloc::PortRange,
+    /// The address the `kubernetes` Service's Endpoints and EndpointSlice point at [default:
+    /// the host of `--bind`, or 127.0.0.1 when that is unspecified (0.0.0.0, ::)].
+    /// [upstream: same flag; its default is the first non-loopback interface's address]
+    #[arg(long, help_heading = heading::CONTROLLERS)]
+    pub advertise_address: Option<std::net::IpAddr>,
     /// How long a leader's lease lasts after its last renewal; a replica waits this long
     /// after the last change it saw before taking a lease over.
     #[arg(long, default_value = "15s", value_parser = flags::positive_duration,

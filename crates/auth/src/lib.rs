@@ -36,6 +36,7 @@ pub mod authn;
 pub mod authz;
 pub mod rbac;
 pub mod review;
+pub mod token_review;
 pub mod user;
 
 pub use authn::{Authentication, AuthnError, Credentials};

@@ -11,6 +11,13 @@
 //! - [`bootstrap`]: the namespaces upstream's control plane creates at start (`default`,
 //!   `kube-system`, `kube-public`, `kube-node-lease`), created once the storage answers and
 //!   re-created by the system-namespaces loop;
+//! - [`kubernetes_service`]: the `kubernetes` Service, Endpoints and EndpointSlice of
+//!   `default`, pointing at this server (a singleton);
+//! - [`namespace_defaults`]: each namespace's `default` ServiceAccount and `kube-root-ca.crt`
+//!   ConfigMap (a singleton);
+//! - [`service_ips`]: the observer that keeps the registry's Service allocator in step with
+//!   the stored Services (on every replica);
+//! - [`local`]: the in-process informers and the create-or-reset write these use;
 //! - [`singletons`]: the runner of the controllers that must run once across every replica
 //!   over one storage, under client-go's leader election on a Lease read and written in
 //!   process ([`singletons::StorageLeaseLock`]).
@@ -55,6 +62,10 @@
 
 pub mod bootstrap;
 pub mod gc;
+pub mod kubernetes_service;
+pub mod local;
+pub mod namespace_defaults;
+pub mod service_ips;
 pub mod singletons;
 
 /// Why a controller could not do its work (the start-up bootstrap's failures; the

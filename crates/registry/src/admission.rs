@@ -41,8 +41,53 @@ pub struct AdmissionRequest<'a> {
     pub extensions: &'a Extensions,
 }
 
-/// Validates writes; installed with the endpoints' `Installer::admission`.
+/// One write, as a mutating hook sees it (the object itself is passed apart, mutable).
+#[derive(Debug, Clone, Copy)]
+pub struct MutationRequest<'a> {
+    /// Create or update.
+    pub operation: Operation,
+    /// The resource.
+    pub info: &'a KindSpec,
+    /// The stored object, on update.
+    pub old: Option<&'a Value>,
+    /// `dryRun=All`: the hook must not keep anything it reserves (upstream's dry-run
+    /// allocators check without allocating).
+    pub dry_run: bool,
+}
+
+/// Mutates and validates writes; installed with the endpoints' `Installer::admission`.
 pub trait Admission: Send + Sync {
+    /// Upstream's mutating admission and the registry's `BeginCreate`/`BeginUpdate` hooks:
+    /// may change the object about to be stored (e.g. allocate a Service's cluster IP); runs
+    /// before [`validate`](Self::validate). An error is the response.
+    fn mutate(&self, _request: &MutationRequest<'_>, _object: &mut Value) -> ApiResult<()> {
+        Ok(())
+    }
+
     /// `Ok` lets the write proceed; an error is the response.
     fn validate(&self, request: &AdmissionRequest<'_>) -> ApiResult<()>;
+
+    /// An object of `info` was removed from storage (upstream's `AfterDelete`): what a
+    /// mutating hook reserved for it may be released.
+    fn deleted(&self, _info: &KindSpec, _object: &listwatch_api::Object) {}
+}
+
+/// Several hooks, run in order (the first error stops the write).
+#[derive(Default)]
+pub struct Chain(pub Vec<std::sync::Arc<dyn Admission>>);
+
+impl Admission for Chain {
+    fn mutate(&self, request: &MutationRequest<'_>, object: &mut Value) -> ApiResult<()> {
+        self.0.iter().try_for_each(|h| h.mutate(request, object))
+    }
+
+    fn validate(&self, request: &AdmissionRequest<'_>) -> ApiResult<()> {
+        self.0.iter().try_for_each(|h| h.validate(request))
+    }
+
+    fn deleted(&self, info: &KindSpec, object: &listwatch_api::Object) {
+        for h in &self.0 {
+            h.deleted(info, object);
+        }
+    }
 }

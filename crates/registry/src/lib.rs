@@ -50,6 +50,7 @@ pub mod ownership;
 #[cfg(feature = "resttest")]
 pub mod resttest;
 pub mod scale;
+pub mod service_alloc;
 pub mod store;
 pub mod strategic;
 pub mod validation;

@@ -191,6 +191,9 @@ pub struct Security {
     pub rbac: Option<listwatch_auth::rbac::Rbac>,
     /// Signs TokenRequest tokens, when a signing key is configured.
     pub issuer: Option<TokenIssuer>,
+    /// The API audiences (`--api-audiences`, default the issuers): what a TokenReview
+    /// without `spec.audiences` checks tokens against.
+    pub api_audiences: Vec<String>,
     /// The audit policy and backend, when `--audit-log-path` is set.
     pub audit: Option<(Policy, LogBackend)>,
     /// The user of insecure mode.
@@ -303,6 +306,7 @@ impl SecurityOptions {
                 authz: Arc::new(AlwaysAllow),
                 rbac: None,
                 issuer,
+                api_audiences: audiences.clone(),
                 audit,
                 superuser,
                 metrics,
@@ -337,7 +341,7 @@ impl SecurityOptions {
                     "ServiceAccount tokens need the serviceaccounts resource".into(),
                 ));
             };
-            let sa = ServiceAccountTokens::load(&key_files, issuers, audiences, accounts)
+            let sa = ServiceAccountTokens::load(&key_files, issuers, audiences.clone(), accounts)
                 .map_err(file_err)?;
             authn.tokens.push(Arc::new(sa));
         }
@@ -385,6 +389,7 @@ impl SecurityOptions {
             authz: Arc::new(Chain(chain)),
             rbac: rbac_out,
             issuer,
+            api_audiences: audiences.clone(),
             audit,
             superuser,
             metrics,

@@ -139,6 +139,25 @@ async fn ssr(State(c): State<Ctx>, req: Request) -> Response {
         .await
 }
 
+/// `TokenReview`: the server's token authenticators over `spec.token`
+/// (`listwatch_auth::token_review`); `create tokenreviews` was authorized by the filter
+/// (upstream's `system:auth-delegator` grants it).
+async fn token_review(State(c): State<Ctx>, req: Request) -> Response {
+    c.api
+        .virtual_create("tokenreviews", req, |parts, b| async move {
+            let v = body(&parts, &b, "TokenReview")?;
+            let authn = match &c.sec.mode {
+                super::Mode::Secure { authn } => Some(authn),
+                super::Mode::Insecure => None,
+            };
+            listwatch_auth::token_review::token_review(authn, &c.sec.api_audiences, v)
+                .await
+                .map_err(review_err)
+                .map(|v| created(&v))
+        })
+        .await
+}
+
 /// The authenticated user the filter put on the request.
 fn identity(parts: &Parts) -> Result<Identity, ApiError> {
     parts
@@ -240,6 +259,9 @@ const ROUTES: &[ReviewRoute] = &[
     ),
     ("/apis/authentication.k8s.io/v1/selfsubjectreviews", || {
         post(ssr)
+    }),
+    ("/apis/authentication.k8s.io/v1/tokenreviews", || {
+        post(token_review)
     }),
     (
         "/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",

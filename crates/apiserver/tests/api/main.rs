@@ -35,6 +35,7 @@ mod kube_rs;
 mod kube_rs_http2;
 mod listwatch_client;
 mod registry_resttest;
+mod service_defaults;
 mod start_logs;
 mod typed_api;
 mod upstream_fixtures;

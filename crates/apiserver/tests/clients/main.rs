@@ -18,6 +18,7 @@ mod common;
 mod audit;
 mod auth;
 mod auth_defaults;
+mod bootstrap;
 mod client_credentials;
 mod compression;
 mod doc_shell_blocks;

@@ -288,6 +288,23 @@ fn collection_dry_run_and_grace_0_deletes_with_the_flag_over_http() {
     assert_eq!((status("unscheduled"), status("zero")), (404, 404));
 
     create("fg", "n1");
+    // A dependent that blocks the owner's deletion: the garbage collector keeps
+    // `foregroundDeletion` until it has deleted it, so the DELETE's own answer is what is
+    // checked (without one the collector may release the pod at any moment).
+    let fg_uid = common::http(a, "GET", &format!("{pods}/fg"), &[], b"").json()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let dependent = serde_json::json!({"metadata": {"name": "fg-dependent", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "Pod", "name": "fg", "uid": fg_uid, "blockOwnerDeletion": true}]}});
+    let r = common::http(
+        a,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        &ct,
+        dependent.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
     let r = common::http(
         a,
         "DELETE",
@@ -312,7 +329,8 @@ fn collection_dry_run_and_grace_0_deletes_with_the_flag_over_http() {
             assert_eq!(status(name), 404, "{name}");
         }
     }
-    // The garbage collector removes `foregroundDeletion` (no dependents): then it goes.
+    // The garbage collector deletes the dependent, then removes `foregroundDeletion`: then
+    // the pod goes.
     let deadline = Instant::now() + PATIENCE;
     while status("fg") != 404 {
         assert!(Instant::now() < deadline, "the foreground pod stayed");

@@ -266,6 +266,20 @@ pub fn cluster_roles() -> Vec<Role> {
                 ),
             ],
         ),
+        // Upstream's role for delegated authentication and authorization (aggregated API
+        // servers, kube-rbac-proxy): TokenReviews and SubjectAccessReviews.
+        cluster_role(
+            "system:auth-delegator",
+            &[],
+            vec![
+                r(["create"], ["authentication.k8s.io"], ["tokenreviews"]),
+                r(
+                    ["create"],
+                    ["authorization.k8s.io"],
+                    ["subjectaccessreviews"],
+                ),
+            ],
+        ),
         cluster_role(
             "system:public-info-viewer",
             &[],
@@ -438,6 +452,7 @@ mod tests {
             "view",
             "system:discovery",
             "system:basic-user",
+            "system:auth-delegator",
             "system:public-info-viewer",
         ] {
             assert!(names.iter().any(|x| x == n), "{n}");

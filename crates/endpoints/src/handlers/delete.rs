@@ -27,6 +27,9 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     if crate::lifecycle::is_namespaces(req.info()) && !opts.dry_run {
         req.shared.namespace_wake.wake();
     }
+    if let (crate::lifecycle::Deletion::Gone(o), false) = (&done, opts.dry_run) {
+        req.deleted(o);
+    }
     // Upstream: 202 only for an object kept after a DELETE with `orphanDependents: false`.
     let code = match &done {
         crate::lifecycle::Deletion::Pending(_) if opts.orphan_dependents == Some(false) => {
@@ -79,9 +82,13 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
         match crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &k, &opts, kubelet)
             .await
         {
-            Ok(crate::lifecycle::Deletion::Gone(d) | crate::lifecycle::Deletion::Pending(d)) => {
+            Ok(crate::lifecycle::Deletion::Gone(d)) => {
+                if !opts.dry_run {
+                    req.deleted(&d);
+                }
                 deleted.push(d);
             }
+            Ok(crate::lifecycle::Deletion::Pending(d)) => deleted.push(d),
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(req.storage_err(&e)),
         }

@@ -213,17 +213,28 @@ impl Request {
             .map_err(|e| self.storage_err(&e))
     }
 
-    /// Runs the admission hook, if one is installed, on the object about to be stored.
-    fn admit(&self, object: &Value, old: Option<&Value>) -> ApiResult<()> {
+    /// Runs the admission hook, if one is installed, on the object about to be stored: its
+    /// mutation, then its validation.
+    fn admit(&self, object: &mut Value, old: Option<&Value>) -> ApiResult<()> {
         let Some(hook) = &self.shared.admission else {
             return Ok(());
         };
-        hook.validate(&crate::admission::AdmissionRequest {
-            operation: if old.is_some() {
-                crate::admission::Operation::Update
-            } else {
-                crate::admission::Operation::Create
+        let operation = if old.is_some() {
+            crate::admission::Operation::Update
+        } else {
+            crate::admission::Operation::Create
+        };
+        hook.mutate(
+            &crate::admission::MutationRequest {
+                operation,
+                info: self.info(),
+                old,
+                dry_run: self.query.dry_run()?,
             },
+            object,
+        )?;
+        hook.validate(&crate::admission::AdmissionRequest {
+            operation,
             info: self.info(),
             namespace: self.ns(),
             name: self.target.name.as_deref(),
@@ -231,6 +242,13 @@ impl Request {
             old,
             extensions: &self.extensions,
         })
+    }
+
+    /// Tells the admission hook, if any, that `object` was removed from storage.
+    fn deleted(&self, object: &listwatch_api::Object) {
+        if let Some(hook) = &self.shared.admission {
+            hook.deleted(self.info(), object);
+        }
     }
 
     /// Asks the installed authorizer, if any, whether the user may `create` the object this

@@ -109,7 +109,7 @@ pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         let mut v = Value::Object(obj);
         req.field_manager()
             .update(None, &mut v, &req.update_manager());
-        req.admit(&v, None)?;
+        req.admit(&mut v, None)?;
         let object = to_object(req, v)?;
         let stored =
             match store::write_create(req.res.storage.as_ref(), &key, object, dry_run).await {
@@ -205,7 +205,7 @@ fn create_on_update(req: &Request, body: &Map<String, Value>, manager: &str) -> 
     req.authorize_create()?;
     let mut v = Value::Object(obj);
     req.field_manager().update(None, &mut v, manager);
-    req.admit(&v, None)?;
+    req.admit(&mut v, None)?;
     to_object(req, v)
 }
 
@@ -313,7 +313,7 @@ fn apply_update(
                 }
             }
             crate::lifecycle::check_update(req.info(), cur_v, &mut v, req.sub == Sub::Finalize)?;
-            req.admit(&v, Some(cur_v))?;
+            req.admit(&mut v, Some(cur_v))?;
             to_object(req, v)
         }
         Err(UpdateError::Api(e)) => Err(e),
@@ -487,8 +487,8 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             prepare_create(req.info(), &mut m, req.ns())?;
             // `patch` was authorized; an apply that creates needs `create` too.
             req.authorize_create()?;
-            let v = Value::Object(m);
-            req.admit(&v, None)?;
+            let mut v = Value::Object(m);
+            req.admit(&mut v, None)?;
             to_object(req, v)
         }
         (None, _) => Err(req.storage_err(&key.not_found())),

@@ -6,6 +6,7 @@
 pub mod apps;
 pub mod coordination;
 pub mod core;
+pub mod discovery;
 pub mod quantity;
 pub mod rbac;
 
@@ -56,6 +57,7 @@ pub fn all() -> Vec<crate::KindSpec> {
         rbac::clusterrole::spec(),
         rbac::clusterrolebinding::spec(),
         apps::deployment::spec(),
+        discovery::endpointslice::spec(),
     ]
 }
 

@@ -1,15 +1,21 @@
-//! Services (`v1`): upstream's service strategy (pkg/registry/core/service/strategy.go):
-//! `spec.type` defaults to `ClusterIP` and the status is reset on create; `/status` resets
-//! only the spec; a PUT of a missing service creates it; names are DNS-1035 labels.
+//! Services (`v1`): upstream's service strategy (pkg/registry/core/service/strategy.go) and
+//! v1 defaults (pkg/apis/core/v1/defaults.go `SetDefaults_Service`): `spec.type` defaults to
+//! `ClusterIP`, `sessionAffinity` to `None`, each port's `protocol` to `TCP` and
+//! `targetPort` to its `port`, `internalTrafficPolicy` to `Cluster` (not for
+//! `ExternalName`), `externalTrafficPolicy` to `Cluster` and (LoadBalancer)
+//! `allocateLoadBalancerNodePorts` to `true` for NodePort and LoadBalancer, a ClientIP
+//! affinity's timeout to 10800 s; the status is reset to `{loadBalancer: {}}` on create;
+//! `/status` resets only the spec; a PUT of a missing service creates it; names are DNS-1035
+//! labels. Cluster IPs and node ports are allocated by the registry's `service_alloc`, which
+//! has state and so is not part of this strategy.
 
 use serde_json::{Value, json};
 
-use crate::strategy::{KindStrategy, set_default};
-use crate::{Generation, KindSpec, NameValidation, Printer, PrinterColumn, StatusUpdate};
+use crate::strategy::{KindStrategy, TableColumn, set_default};
+use crate::{Generation, KindSpec, NameValidation, StatusUpdate};
 
 /// `v1` services.
 pub fn spec() -> KindSpec {
-    let col = PrinterColumn::new;
     KindSpec::new("", "v1", "services", "Service")
         .short_names(["svc"])
         .categories(["all"])
@@ -19,11 +25,6 @@ pub fn spec() -> KindSpec {
         .generation(Generation::None)
         .status_update(StatusUpdate::StatusAndMetadataExcept(&[]))
         .status_subresource(true)
-        .printer(Printer::Columns(vec![
-            col("Type", "string", ".spec.type"),
-            col("Cluster-IP", "string", ".spec.clusterIP"),
-            col("Selector", "string", ".spec.selector").wide(),
-        ]))
         .allow_create_on_update(true)
         .return_deleted_object(true)
         .strategy(ServiceStrategy)
@@ -35,10 +36,189 @@ pub struct ServiceStrategy;
 
 impl KindStrategy for ServiceStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(obj, &["spec", "type"], json!("ClusterIP"));
+        apply_defaults(obj);
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({"loadBalancer": {}}));
         }
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        let col = TableColumn::new;
+        let mut name = col(
+            "Name",
+            "string",
+            "Name must be unique within a namespace. Cannot be updated.",
+            0,
+        );
+        name.format = "name".into();
+        Some(vec![
+            name,
+            col("Type", "string", "The type of the service.", 0),
+            col("Cluster-IP", "string", "The IP address of the service.", 0),
+            col(
+                "External-IP",
+                "string",
+                "The external IP addresses of the service.",
+                0,
+            ),
+            col("Port(s)", "string", "The ports of the service.", 0),
+            col(
+                "Age",
+                "string",
+                "CreationTimestamp is the time this object was created.",
+                0,
+            ),
+            col(
+                "Selector",
+                "string",
+                "Route service traffic to pods with label keys and values matching this selector.",
+                1,
+            ),
+        ])
+    }
+
+    fn table_cells(&self, obj: &Value, name: &str, age: &str) -> Option<Vec<Value>> {
+        let spec = obj.get("spec").unwrap_or(&Value::Null);
+        let text = |k: &str| spec.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+        Some(vec![
+            name.into(),
+            text("type").into(),
+            text("clusterIP").into(),
+            external_ip(obj).into(),
+            ports(spec).into(),
+            age.into(),
+            selector(spec).into(),
+        ])
+    }
+}
+
+/// Upstream's `getServiceExternalIP`: `externalName` for ExternalName, the load balancer's
+/// ingress (or `<pending>`) for LoadBalancer, else the external IPs or `<none>`.
+fn external_ip(obj: &Value) -> String {
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    };
+    let external = strings(spec.get("externalIPs"));
+    match spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+    {
+        "ExternalName" => spec
+            .get("externalName")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        "LoadBalancer" => {
+            let mut all: Vec<String> = obj
+                .pointer("/status/loadBalancer/ingress")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|i| {
+                    i.get("ip")
+                        .or_else(|| i.get("hostname"))
+                        .and_then(Value::as_str)
+                })
+                .map(str::to_owned)
+                .collect();
+            all.extend(external);
+            if all.is_empty() {
+                "<pending>".into()
+            } else {
+                all.join(",")
+            }
+        }
+        _ if external.is_empty() => "<none>".into(),
+        _ => external.join(","),
+    }
+}
+
+/// Upstream's `makePortString`: `port[:nodePort]/protocol`, comma-joined, `<none>` for none.
+fn ports(spec: &Value) -> String {
+    let list: Vec<String> = spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            match p.get("nodePort").and_then(Value::as_i64).filter(|n| *n > 0) {
+                Some(n) => format!("{port}:{n}/{proto}"),
+                None => format!("{port}/{proto}"),
+            }
+        })
+        .collect();
+    if list.is_empty() {
+        "<none>".into()
+    } else {
+        list.join(",")
+    }
+}
+
+/// A selector map as `k=v,...` sorted by key, `<none>` when empty.
+fn selector(spec: &Value) -> String {
+    let Some(m) = spec.get("selector").and_then(Value::as_object) else {
+        return "<none>".into();
+    };
+    let mut pairs: Vec<String> = m
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
+    pairs.sort();
+    if pairs.is_empty() {
+        "<none>".into()
+    } else {
+        pairs.join(",")
+    }
+}
+
+/// Upstream's v1 defaulting of a Service (`SetDefaults_Service`), applied to every create
+/// and update body: only what is missing is filled.
+pub fn apply_defaults(obj: &mut Value) {
+    set_default(obj, &["spec", "type"], json!("ClusterIP"));
+    set_default(obj, &["spec", "sessionAffinity"], json!("None"));
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    let kind = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_owned();
+    if spec.get("sessionAffinity").and_then(Value::as_str) == Some("ClientIP") {
+        set_default(
+            spec,
+            &["sessionAffinityConfig", "clientIP", "timeoutSeconds"],
+            json!(10800),
+        );
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports.iter_mut().filter(|p| p.is_object()) {
+            set_default(p, &["protocol"], json!("TCP"));
+            let unset = p.get("targetPort").is_none_or(|t| {
+                t.is_null() || t.as_i64() == Some(0) || t.as_str().is_some_and(str::is_empty)
+            });
+            if unset && let Some(port) = p.get("port").cloned() {
+                p["targetPort"] = port;
+            }
+        }
+    }
+    if kind != "ExternalName" {
+        set_default(spec, &["internalTrafficPolicy"], json!("Cluster"));
+    }
+    if kind == "NodePort" || kind == "LoadBalancer" {
+        set_default(spec, &["externalTrafficPolicy"], json!("Cluster"));
+    }
+    if kind == "LoadBalancer" {
+        set_default(spec, &["allocateLoadBalancerNodePorts"], json!(true));
     }
 }
 
@@ -52,5 +232,45 @@ mod tests {
         ServiceStrategy.prepare_for_create(&mut svc);
         assert_eq!(svc["status"], json!({"loadBalancer": {}}));
         assert_eq!(svc["spec"]["type"], "ClusterIP");
+    }
+
+    #[test]
+    fn defaults_fill_what_is_missing_as_upstream() {
+        let mut svc = json!({"spec": {"type": "NodePort", "sessionAffinity": "ClientIP",
+            "ports": [{"port": 80}, {"port": 53, "protocol": "UDP", "targetPort": "dns"}]}});
+        apply_defaults(&mut svc);
+        let spec = &svc["spec"];
+        assert_eq!(
+            spec["ports"][0],
+            json!({"port": 80, "protocol": "TCP", "targetPort": 80})
+        );
+        assert_eq!(
+            spec["ports"][1],
+            json!({"port": 53, "protocol": "UDP", "targetPort": "dns"})
+        );
+        assert_eq!(spec["internalTrafficPolicy"], "Cluster");
+        assert_eq!(spec["externalTrafficPolicy"], "Cluster");
+        assert_eq!(
+            spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"],
+            10800
+        );
+        let cells = ServiceStrategy.table_cells(&json!({"spec": {"type": "NodePort", "clusterIP": "10.0.0.9",
+            "ports": [{"port": 80, "nodePort": 30080, "protocol": "TCP"}], "selector": {"b": "2", "a": "1"}}}), "s", "1m").unwrap();
+        assert_eq!(
+            cells,
+            [
+                json!("s"),
+                json!("NodePort"),
+                json!("10.0.0.9"),
+                json!("<none>"),
+                json!("80:30080/TCP"),
+                json!("1m"),
+                json!("a=1,b=2")
+            ]
+        );
+        let mut ext = json!({"spec": {"type": "ExternalName", "externalName": "x.example"}});
+        apply_defaults(&mut ext);
+        assert!(ext["spec"].get("internalTrafficPolicy").is_none());
+        assert_eq!(ext["spec"]["sessionAffinity"], "None");
     }
 }

@@ -1,0 +1,3 @@
+//! The `discovery.k8s.io` group.
+
+pub mod endpointslice;
