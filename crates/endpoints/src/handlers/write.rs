@@ -110,12 +110,23 @@ pub(super) async fn create(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
         req.field_manager()
             .update(None, &mut v, &req.update_manager());
         req.admit(&mut v, None)?;
-        let object = to_object(req, v)?;
+        let uid = v
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let object = to_object(req, v).inspect_err(|_| req.abandoned(&uid))?;
         let stored =
             match store::write_create(req.res.storage.as_ref(), &key, object, dry_run).await {
                 Ok(o) => o,
-                Err(StorageError::AlreadyExists { .. }) if generates => continue,
-                Err(e) => return Err(req.storage_err(&e)),
+                Err(StorageError::AlreadyExists { .. }) if generates => {
+                    req.abandoned(&uid);
+                    continue;
+                }
+                Err(e) => {
+                    req.abandoned(&uid);
+                    return Err(req.storage_err(&e));
+                }
             };
         if !dry_run {
             crate::namespaces::recheck_after_create(&req.shared, &req.res, req.ns(), &key, &stored)
