@@ -290,6 +290,8 @@ pub async fn build_api(
         .as_ref()
         .and_then(|i| i.spawn_reconciler(&api.resources()))
         .unzip();
+    // Readiness waits for the policy only where an authorizer reads it.
+    let rbac_in_force = rbac_in_force.filter(|_| sec_opts.wants_rbac());
     // CRDs: each replica serves the kinds they define (upstream's apiextensions-apiserver
     // runs on every replica too).
     let make = backends.factory();

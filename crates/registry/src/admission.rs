@@ -70,6 +70,10 @@ pub trait Admission: Send + Sync {
     /// An object of `info` was removed from storage (upstream's `AfterDelete`): what a
     /// mutating hook reserved for it may be released.
     fn deleted(&self, _info: &KindSpec, _object: &listwatch_api::Object) {}
+
+    /// A create [`mutate`](Self::mutate) admitted for the object of uid `uid` was not
+    /// stored (the write failed, e.g. the name exists): what it reserved may be released.
+    fn abandoned(&self, _info: &KindSpec, _uid: &str) {}
 }
 
 /// Several hooks, run in order (the first error stops the write).
@@ -88,6 +92,12 @@ impl Admission for Chain {
     fn deleted(&self, info: &KindSpec, object: &listwatch_api::Object) {
         for h in &self.0 {
             h.deleted(info, object);
+        }
+    }
+
+    fn abandoned(&self, info: &KindSpec, uid: &str) {
+        for h in &self.0 {
+            h.abandoned(info, uid);
         }
     }
 }

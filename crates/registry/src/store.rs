@@ -284,12 +284,23 @@ impl Store {
             self.field_manager(Subresource::Main)
                 .update(None, &mut v, &opts.field_manager);
             hooks.admit(&mut v, None)?;
-            let object = self.to_object(v)?;
+            let uid = v
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let object = self.to_object(v).inspect_err(|_| hooks.abandoned(&uid))?;
             let stored = match write_create(self.storage.as_ref(), &key, object, opts.dry_run).await
             {
                 Ok(o) => o,
-                Err(listwatch_storage::Error::AlreadyExists { .. }) if generates => continue,
-                Err(e) => return Err(e.into()),
+                Err(listwatch_storage::Error::AlreadyExists { .. }) if generates => {
+                    hooks.abandoned(&uid);
+                    continue;
+                }
+                Err(e) => {
+                    hooks.abandoned(&uid);
+                    return Err(e.into());
+                }
             };
             if !opts.dry_run {
                 hooks.after_create(namespace, &key, &stored).await?;

@@ -81,6 +81,13 @@ pub trait WriteHooks: Send + Sync {
         Ok(())
     }
 
+    /// The create admitted for the object of `uid` was not stored (its write failed or is
+    /// retried under another generated name): what admission reserved for it may be
+    /// released at once (upstream's allocator rollback on a failed create).
+    fn abandoned(&self, uid: &str) {
+        let _ = uid;
+    }
+
     /// The name a create settled on (a `generateName` create: each name tried), before
     /// admission and storage.
     fn named(&self, name: &str) {

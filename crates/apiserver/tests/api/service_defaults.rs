@@ -157,6 +157,31 @@ async fn kube_rs_creates_services_with_upstreams_defaults_and_allocations() {
     )
     .await
     .unwrap();
+    // A create that fails (the name exists) keeps no address: the one it asked for is
+    // free for the next.
+    let err = svcs
+        .create(
+            &PostParams::default(),
+            &service(
+                "real",
+                json!({"clusterIP": "10.96.0.8", "ports": [{"port": 80}]}),
+            ),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(e) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(e.code, 409);
+    svcs.create(
+        &PostParams::default(),
+        &service(
+            "eight",
+            json!({"clusterIP": "10.96.0.8", "ports": [{"port": 80}]}),
+        ),
+    )
+    .await
+    .unwrap();
     // Headless stays headless.
     let headless = svcs
         .create(

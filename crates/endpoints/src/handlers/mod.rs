@@ -227,6 +227,14 @@ impl Request {
             .map_err(|e| self.storage_err(&e))
     }
 
+    /// Tells the admission hook, if any, that the create it admitted for `uid` was not
+    /// stored.
+    fn abandoned(&self, uid: &str) {
+        if let Some(hook) = &self.shared.admission {
+            hook.abandoned(self.info(), uid);
+        }
+    }
+
     /// Tells the admission hook, if any, that `object` was removed from storage.
     fn deleted(&self, object: &listwatch_api::Object) {
         if let Some(hook) = &self.shared.admission {

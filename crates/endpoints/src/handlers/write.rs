@@ -75,6 +75,10 @@ impl WriteHooks for Request {
         })
     }
 
+    fn abandoned(&self, uid: &str) {
+        Request::abandoned(self, uid);
+    }
+
     fn named(&self, name: &str) {
         if let Some(slot) = self.extensions.get::<RequestObjectName>() {
             slot.set(name);

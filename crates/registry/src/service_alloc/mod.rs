@@ -19,8 +19,10 @@
 //! - an address or port is held by at most one owner (a Service's uid) at a time, under one
 //!   lock: two concurrent creates never get the same IP;
 //! - a dry run reserves nothing;
-//! - an allocation for a write that never got stored (a failed or retried write) is
-//!   *pending* until the observer sees it stored (then *confirmed*); pending allocations
+//! - a POST whose write fails (the name exists, the storage refuses) releases what it
+//!   took at once ([`Admission::abandoned`]);
+//! - an allocation for a write that never got stored (a failed or retried update, a PUT or
+//!   apply that creates and fails) is *pending* until the observer sees it stored (then *confirmed*); pending allocations
 //!   older than [`PENDING_GRACE`] are released by [`ServiceAllocator::repair`] (upstream's
 //!   repair loop releases leaks the same way);
 //! - the range's first address is the `default/kubernetes` Service's: never allocated
@@ -660,6 +662,12 @@ impl Admission for ServiceAllocator {
 
     fn validate(&self, _request: &AdmissionRequest<'_>) -> ApiResult<()> {
         Ok(())
+    }
+
+    fn abandoned(&self, info: &KindSpec, uid: &str) {
+        if is_services(info) {
+            self.forget(uid);
+        }
     }
 
     fn deleted(&self, info: &KindSpec, object: &listwatch_api::Object) {

@@ -231,3 +231,18 @@ fn a_refused_request_keeps_nothing_it_took() {
     create(&a, &mut svc("j", "u2", two), false).unwrap();
     assert_eq!(a.held(), (1, 2));
 }
+
+#[test]
+fn an_abandoned_create_releases_what_it_took() {
+    let a = alloc();
+    let mut s = svc("a", "u1", json!({"clusterIP": "10.0.0.8"}));
+    create(&a, &mut s, false).unwrap();
+    a.abandoned(&info(), "u1");
+    assert_eq!(a.held(), (0, 0));
+    create(
+        &a,
+        &mut svc("b", "u2", json!({"clusterIP": "10.0.0.8"})),
+        false,
+    )
+    .unwrap();
+}
