@@ -32,9 +32,6 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     if let (crate::lifecycle::Deletion::Gone(o), false) = (&done, opts.dry_run) {
         req.deleted(o);
     }
-    if let (crate::lifecycle::Deletion::Gone(o), false) = (&done, opts.dry_run) {
-        req.deleted(o);
-    }
     // Upstream: 202 only for an object kept after a DELETE with `orphanDependents: false`.
     let code = match &done {
         crate::lifecycle::Deletion::Pending(_) if opts.orphan_dependents == Some(false) => {
