@@ -323,12 +323,12 @@ mod tests {
         let mut ok = json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {"template": {"spec": {
             "restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}});
         s.prepare_for_create(&mut ok);
-        assert_eq!(s.validate(&ok), []);
+        assert_eq!(s.broken(&ok), []);
         let mut bad = json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {"backoffLimit": -1,
             "manualSelector": true, "selector": {"matchLabels": {"a": "b"}}, "template": {"spec": {}}}});
         s.prepare_for_create(&mut bad);
         let fields: Vec<String> = s
-            .validate(&bad)
+            .broken(&bad)
             .into_iter()
             .map(|i| match i {
                 Invalid::Required { field }
