@@ -67,10 +67,10 @@
 pub mod bootstrap;
 pub mod crd;
 pub mod gc;
+pub mod namespaces;
 pub mod kubernetes_service;
 pub mod local;
 pub mod namespace_defaults;
-pub mod namespaces;
 pub mod service_ips;
 pub mod singletons;
 

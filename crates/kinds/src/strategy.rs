@@ -109,6 +109,7 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     fn prepare_for_delete(&self, _obj: &mut Value) {}
 }
 
+
 /// The server's clock as the Table printers read it (the endpoints implement it over the
 /// registry's clock, which this crate cannot depend on).
 pub trait Times {

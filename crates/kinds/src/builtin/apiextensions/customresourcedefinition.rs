@@ -31,8 +31,8 @@
 
 use serde_json::{Value, json};
 
-use crate::FieldError;
 use crate::crd::{CLEANUP_FINALIZER, GROUP, KIND, VERSION};
+use crate::FieldError;
 use crate::strategy::{KindStrategy, TableColumn};
 use crate::{Generation, KindSpec};
 
