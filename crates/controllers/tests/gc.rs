@@ -859,6 +859,13 @@ async fn the_collectors_writes_are_recorded_as_kube_controller_manager() {
         managers.contains(&Some("kube-controller-manager")),
         "{entries:?}"
     );
+    // Issue 27: through the registry's store, still an Update (not an Apply), once.
+    let gc: Vec<&Value> = entries
+        .iter()
+        .filter(|e| e["manager"] == json!("kube-controller-manager"))
+        .collect();
+    assert_eq!(gc.len(), 1, "{entries:?}");
+    assert_eq!(gc[0]["operation"], json!("Update"), "{entries:?}");
     assert!(managers.contains(&None), "the test's create: {entries:?}");
     assert!(!managers.contains(&Some("unknown")), "{entries:?}");
 }
@@ -946,4 +953,63 @@ async fn a_kind_added_to_the_api_after_start_is_collected() {
     let (s, _) = t.call("DELETE", &format!("{CM}/owner"), "").await;
     assert_eq!(s, StatusCode::OK);
     gone(&t, &format!("{WIDGETS}/w")).await;
+}
+
+/// Issue 27: the collector's orphaning write goes through the registry's store (not the
+/// router) and its field manager: it only removes a reference, so (as upstream, whose
+/// managedFields drop a manager left owning nothing) the removed reference leaves its
+/// creator's entry and no entry of `kube-controller-manager`, `unknown` or anyone else
+/// appears. (A write of the collector that sets a field — unblocking a reference — is
+/// recorded as an `Update` by `kube-controller-manager`:
+/// `the_collectors_writes_are_recorded_as_kube_controller_manager`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphaning_write_goes_through_the_field_manager() {
+    let t = setup().await;
+    let d = t.create(DEPLOY, deployment("orphaner")).await;
+    let other = t.create(CM, json!({"metadata": {"name": "keeper"}})).await;
+    let dep = t
+        .create(
+            CM,
+            json!({"metadata": {"name": "orphaned", "labels": {"a": "b"},
+                "ownerReferences": [owner_ref(&d, true), owner_ref(&other, false)]}}),
+        )
+        .await;
+    let before = dep["metadata"]["managedFields"].as_array().unwrap().clone();
+    assert_eq!(before.len(), 1, "the test's create: {before:?}");
+    let d_uid = d["metadata"]["uid"].as_str().unwrap();
+    let d_key = format!("k:{{\"uid\":\"{d_uid}\"}}");
+    assert!(
+        before[0]["fieldsV1"]["f:metadata"]["f:ownerReferences"]
+            .get(&d_key)
+            .is_some(),
+        "{before:?}"
+    );
+    let (s, _) = t
+        .call(
+            "DELETE",
+            &format!("{DEPLOY}/orphaner"),
+            r#"{"propagationPolicy":"Orphan"}"#,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    gone(&t, &format!("{DEPLOY}/orphaner")).await;
+    let dep = t.get(&format!("{CM}/orphaned")).await;
+    assert_eq!(
+        dep["metadata"]["ownerReferences"],
+        json!([owner_ref(&other, false)]),
+        "{dep}"
+    );
+    let entries = dep["metadata"]["managedFields"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0]["manager"], before[0]["manager"], "{entries:?}");
+    assert!(
+        entries[0]["fieldsV1"]["f:metadata"]["f:ownerReferences"]
+            .get(&d_key)
+            .is_none(),
+        "the removed reference is nobody's: {entries:?}"
+    );
+    assert!(
+        !entries.iter().any(|e| e["manager"] == json!("unknown")),
+        "{entries:?}"
+    );
 }

@@ -1,29 +1,29 @@
-//! The collector's reads and writes. Reads and deletes go through the registry's store of
-//! the resource ([`listwatch_registry::Store`], as the API serves it: `Api::store`): a get is
-//! a consistent read of the latest state, a delete is the kind's deletion lifecycle with the
-//! propagation policy and preconditions a client's DELETE carries (the same lifecycle the
-//! API's DELETE handler calls). The metadata edits (finalizers, owner references) are still
-//! merge patches through the endpoints' router in process, as the user and User-Agent of
-//! upstream's collector, until the registry's store has patch; they follow exactly the rules
-//! every client's do (the update that removes the last finalizer removing the object,
-//! resourceVersion conflicts).
+//! The collector's reads and writes, all through the registry's store of the resource
+//! ([`listwatch_registry::Store`], as the API serves it: `Api::store`), never through HTTP:
+//! a get is a consistent read of the latest state; a delete is the kind's deletion lifecycle
+//! with the propagation policy and preconditions a client's DELETE carries (the same
+//! lifecycle the API's DELETE handler calls); a metadata edit (finalizers, owner references)
+//! is [`Store::patch`] with a JSON merge patch of the metadata carrying the resourceVersion
+//! read (upstream's `removeFinalizer`, and the merge-patch forms of its owner-reference
+//! edits, pkg/controller/garbagecollector/patch.go), with the uid of the object decided on
+//! as a precondition, recorded in managedFields as an Update by [`MANAGER`]. A patch
+//! follows exactly the rules every client's does (the update that removes the last
+//! finalizer removing the object, resourceVersion conflicts).
 //!
-//! Every call has a deadline ([`CALL_TIMEOUT`]); a write that loses an optimistic-concurrency
-//! race is recomputed from a fresh read at most [`MAX_CONFLICTS`] times (then it fails, and
-//! the work queue retries the item later with backoff).
+//! Invariants: every call has a deadline ([`CALL_TIMEOUT`]); a write that loses an
+//! optimistic-concurrency race is recomputed from a fresh read at most [`MAX_CONFLICTS`]
+//! times (then it fails, and the work queue retries the item later with backoff); a write
+//! never touches an object with another uid than the one decided on.
 
 use std::time::Duration;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, header};
-use listwatch_api::{Object, Status};
-use listwatch_endpoints::{Api, ClientKey, Resource};
+use listwatch_api::Object;
+use listwatch_endpoints::{Api, Resource};
 use listwatch_registry::options::{DeleteRequest, Propagation};
-use listwatch_registry::{Store, StoreError};
+use listwatch_registry::patch::Patch;
+use listwatch_registry::{PatchOptions, Store, StoreError};
 use listwatch_storage::Preconditions;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 use crate::gc::GcError;
 use crate::gc::catalog::object_path;
@@ -33,19 +33,9 @@ use crate::gc::meta::OwnerRef;
 pub(crate) const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a write is recomputed after a conflict before the item is retried later.
 pub(crate) const MAX_CONFLICTS: usize = 5;
-/// The largest response body read.
-const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
-/// The user the collector's requests are flow-controlled as (upstream's service account).
-pub(crate) const USER: &str = "system:serviceaccount:kube-system:generic-garbage-collector";
-/// The User-Agent of the collector's requests, shaped as upstream's controller clients
-/// send it (`<binary>/<version> ... /<service account>`, client-go's `AddUserAgent`): its
-/// writes are recorded in managedFields under the part before the first `/`,
-/// `kube-controller-manager`, the manager upstream's collector writes as.
-pub(crate) const USER_AGENT: &str = concat!(
-    "kube-controller-manager/v",
-    env!("CARGO_PKG_VERSION"),
-    " (listwatch) system:serviceaccount:kube-system:generic-garbage-collector"
-);
+/// The manager the collector's writes are recorded under in managedFields: upstream's
+/// collector runs in `kube-controller-manager`, whose client's User-Agent names it.
+pub(crate) const MANAGER: &str = "kube-controller-manager";
 
 /// How a DELETE propagates to the deleted object's own dependents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +67,6 @@ pub(crate) struct Decided {
 #[derive(Clone)]
 pub(crate) struct Calls {
     api: Api,
-    router: Router,
 }
 
 /// Whether `e` is the storage's `NotFound`.
@@ -90,12 +79,19 @@ fn conflict(e: &GcError) -> bool {
     matches!(e, GcError::Storage(e) if e.is_conflict())
 }
 
+/// Whether `e` is a `NotFound`, from storage or as the registry refused the write.
+fn gone(e: &GcError) -> bool {
+    not_found(e) || matches!(e, GcError::Api { code: 404, .. })
+}
+
+/// Whether `e` is an optimistic-concurrency conflict, from storage or from the registry.
+fn lost_race(e: &GcError) -> bool {
+    conflict(e) || matches!(e, GcError::Api { code: 409, .. })
+}
+
 impl Calls {
     pub(crate) fn new(api: &Api) -> Self {
-        Self {
-            api: api.clone(),
-            router: api.router(),
-        }
+        Self { api: api.clone() }
     }
 
     /// The registry store of `res`, as the API serves it.
@@ -232,9 +228,9 @@ impl Calls {
     }
 
     /// Rewrites the object's metadata with `edit` (applied to the live object's metadata;
-    /// `None`: nothing to change) as a merge patch conditional on the resourceVersion read,
-    /// recomputed after a conflict. `Ok` when done, unneeded, or the object (with `uid`) is
-    /// gone.
+    /// `None`: nothing to change) as a JSON merge patch conditional on the resourceVersion
+    /// read and on `uid`, through the registry's store as [`MANAGER`], recomputed after a
+    /// conflict. `Ok` when done, unneeded, or the object (with `uid`) is gone.
     pub(crate) async fn edit_metadata(
         &self,
         res: &Resource,
@@ -243,7 +239,14 @@ impl Calls {
         uid: &str,
         edit: impl Fn(&serde_json::Map<String, Value>) -> Option<Value>,
     ) -> Result<(), GcError> {
-        let path = object_path(&res.info, ns, name);
+        let what = || format!("PATCH {}", object_path(&res.info, ns, name));
+        let opts = PatchOptions {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..PatchOptions::by(MANAGER)
+        };
         for _ in 0..MAX_CONFLICTS {
             let Some(live) = self.get(res, ns, name).await? else {
                 return Ok(());
@@ -263,16 +266,22 @@ impl Calls {
                     meta.get("resourceVersion").cloned().unwrap_or(Value::Null),
                 );
             }
-            match self
-                .call(Method::PATCH, &path, Some(json!({"metadata": patch})))
-                .await
-            {
-                Ok(()) | Err(GcError::Api { code: 404, .. }) => return Ok(()),
-                Err(GcError::Api { code: 409, .. }) => {}
+            let patch = Patch::Merge(json!({"metadata": patch}));
+            let sent =
+                tokio::time::timeout(CALL_TIMEOUT, self.store(res).patch(ns, name, &patch, &opts))
+                    .await
+                    .map_err(|_| GcError::Timeout(what()))?
+                    .map_err(|e| Self::failed(res, what(), e));
+            match sent {
+                Ok(_) => return Ok(()),
+                Err(e) if gone(&e) => return Ok(()),
+                // A uid that no longer holds is an object recreated under the name: not
+                // the one decided on, left alone (the read above sees it).
+                Err(e) if lost_race(&e) => {}
                 Err(e) => return Err(e),
             }
         }
-        Err(GcError::Conflicts(format!("PATCH {path}")))
+        Err(GcError::Conflicts(what()))
     }
 
     /// Removes `finalizer` from the object (upstream's `removeFinalizer`).
@@ -360,50 +369,5 @@ impl Calls {
             Some(json!({"ownerReferences": unblocked}))
         })
         .await
-    }
-
-    /// One request through the router, as the collector's user: `Ok` for a 2xx answer.
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> Result<(), GcError> {
-        let what = || format!("{method} {path}");
-        let content_type = if method == Method::PATCH {
-            "application/merge-patch+json"
-        } else {
-            "application/json"
-        };
-        let mut req = Request::builder()
-            .method(method.clone())
-            .uri(path)
-            .header(header::ACCEPT, "application/json")
-            .header(header::USER_AGENT, USER_AGENT);
-        if body.is_some() {
-            req = req.header(header::CONTENT_TYPE, content_type);
-        }
-        let mut req = req
-            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
-            .map_err(|e| GcError::Request(format!("{}: {e}", what())))?;
-        req.extensions_mut().insert(ClientKey::user(USER));
-        let resp = tokio::time::timeout(CALL_TIMEOUT, self.router.clone().oneshot(req))
-            .await
-            .map_err(|_| GcError::Timeout(what()))?
-            .map_err(|e| GcError::Request(format!("{}: {e}", what())))?;
-        let code = resp.status();
-        let bytes = tokio::time::timeout(
-            CALL_TIMEOUT,
-            axum::body::to_bytes(resp.into_body(), MAX_RESPONSE_BYTES),
-        )
-        .await
-        .map_err(|_| GcError::Timeout(what()))?
-        .map_err(|e| GcError::Request(format!("{}: {e}", what())))?;
-        if code.is_success() {
-            return Ok(());
-        }
-        let message = serde_json::from_slice::<Status>(&bytes)
-            .map(|s| s.message)
-            .unwrap_or_else(|_| String::from_utf8_lossy(&bytes).into_owned());
-        Err(GcError::Api {
-            request: what(),
-            code: code.as_u16(),
-            message,
-        })
     }
 }

@@ -126,8 +126,8 @@ impl Catalog {
     }
 }
 
-/// The path of `name` (in `namespace`) of `info`, for requests through the router; every
-/// segment percent-encoded.
+/// The path of `name` (in `namespace`) of `info`, as the API serves it (what the collector's
+/// errors name its calls by); every segment percent-encoded.
 pub(crate) fn object_path(info: &KindSpec, namespace: Option<&str>, name: &str) -> String {
     let mut p = if info.group.is_empty() {
         format!("/api/{}", encode(&info.version))

@@ -20,18 +20,19 @@
 //! # Why a crate above the endpoints, not inside them
 //!
 //! Upstream's collector is a controller talking to the API server, so its every write obeys
-//! the API's rules. Here it reads and deletes through the registry's store of each kind as
-//! the API serves it ([`listwatch_endpoints::Api::store`]: a get is a consistent read, a
-//! delete the same lifecycle, with the same kubelet acknowledgement, as the API's DELETE), so
-//! it cannot get a deletion rule wrong by reimplementing it; its metadata edits (finalizers,
-//! owner references) are merge patches through the endpoints' router in process
-//! ([`listwatch_endpoints::Api::router`]), as the user
-//! `system:serviceaccount:kube-system:generic-garbage-collector` for flow control, until the
-//! registry's store has patch. Layers: it depends on `listwatch-endpoints`,
-//! `listwatch-registry`, `listwatch-runtime` (informers, work queue) and `listwatch-cacher`
-//! (the in-process lister-watcher); only the server binary depends on it. Its calls do not
-//! pass the server's authentication, authorization or audit (those wrap the router outside),
-//! and its deletes do not take a flow-control seat or count in the API's request metrics: it
+//! the API's rules. Here every read and write goes through the registry's store of each kind
+//! as the API serves it ([`listwatch_endpoints::Api::store`]), never through HTTP: a get is a
+//! consistent read, a delete the same lifecycle, with the same kubelet acknowledgement, as
+//! the API's DELETE, and a metadata edit (finalizers, owner references) is
+//! [`listwatch_registry::Store::patch`] with a JSON merge patch conditional on the
+//! resourceVersion read and the object's uid, recorded in managedFields as an `Update` by
+//! `kube-controller-manager` (the manager upstream's collector writes as) — so it cannot get
+//! a deletion or update rule wrong by reimplementing it. Layers: it depends on
+//! `listwatch-endpoints` (for `Api::store` and the served kinds), `listwatch-registry`,
+//! `listwatch-runtime` (informers, work queue) and `listwatch-cacher` (the in-process
+//! lister-watcher); only the server binary depends on it. Its calls do not pass the server's
+//! authentication, authorization, admission or audit, nor take a flow-control seat or count
+//! in the API's request metrics: it
 //! is part of the server, as the namespace controller is.
 //!
 //! # Invariants
@@ -245,8 +246,8 @@ impl GarbageCollector {
     }
 
     /// Follows the kinds `kinds` yields instead of the API's served resources (e.g. a
-    /// [`FixedKinds`]). Every kind it yields must be served by the API's router,
-    /// through which the collector writes.
+    /// [`FixedKinds`]). Every kind it yields must be served by the API, through
+    /// whose registry stores the collector writes.
     #[must_use]
     pub fn with_kinds(mut self, kinds: Arc<dyn Kinds>) -> Self {
         self.kinds = kinds;
