@@ -4,8 +4,9 @@
 //!
 //! It owns, a module each:
 //! - [`gc`]: the garbage collector (upstream's `pkg/controller/garbagecollector`): deletes
-//!   objects whose owners are gone and carries out foreground and orphan deletions, through
-//!   the endpoints' router in process (its invariants: the module doc). The kinds it follows
+//!   objects whose owners are gone and carries out foreground and orphan deletions, reading,
+//!   deleting and patching through the registry's store of each kind as the API serves it
+//!   (its invariants: the module doc). The kinds it follows
 //!   are an input that changes ([`gc::Kinds`]): by default the API's live kind set
 //!   ([`gc::ServedKinds`], the `KindSet`'s notification), so a kind served after start is
 //!   followed from then on;
@@ -23,14 +24,13 @@
 //! - [`service_ips`]: the observer that keeps the registry's Service allocator in step with
 //!   the stored Services (on every replica);
 //! - [`local`]: the in-process informers and the create-or-reset write these use;
-//! - [`singletons`]: the runner of the controllers that must run once across every replica
-//!   over one storage, under client-go's leader election on a Lease read and written in
-//!   process ([`singletons::StorageLeaseLock`]).
-//!
 //! - [`namespaces`]: the namespace controller (upstream's `pkg/controller/namespace`): empties a
 //!   terminating namespace through the registry's stores of the kinds served now (list, delete
 //!   with the lifecycle), reports on it in its status conditions and lets it go, over a narrow
-//!   [`namespaces::Server`] ([`namespaces::ApiServer`] for the endpoints' API).
+//!   [`namespaces::Server`] ([`namespaces::ApiServer`] for the endpoints' API);
+//! - [`singletons`]: the runner of the controllers that must run once across every replica
+//!   over one storage, under client-go's leader election on a Lease read and written in
+//!   process ([`singletons::StorageLeaseLock`]).
 //!
 //! # Invariants
 //! - every controller here tolerates a run cut at any await point (a lost lease or a shutdown
@@ -46,8 +46,8 @@
 //! set's snapshots; a CRD read as kinds), `listwatch-registry` (the stores the controllers go
 //! through), `listwatch-runtime` (informers, work queues, leader election),
 //! `listwatch-cacher` (the in-process lister-watcher) and `listwatch-endpoints` (the API whose
-//! kinds it follows, and the router the collector still writes through until the registry's
-//! store has update and patch). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,
+//! kinds and stores it follows, and the router the CRD controller's status writes still go
+//! through). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,
 //! audit or the server binary; only the server binary depends on it.
 //!
 //! ```no_run
@@ -71,10 +71,10 @@
 pub mod bootstrap;
 pub mod crd;
 pub mod gc;
-pub mod namespaces;
 pub mod kubernetes_service;
 pub mod local;
 pub mod namespace_defaults;
+pub mod namespaces;
 pub mod service_ips;
 pub mod singletons;
 

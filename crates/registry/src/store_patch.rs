@@ -193,17 +193,20 @@ impl Store {
                                 patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
                             let shown = (directive == Directive::Strict).then(|| patched.clone());
                             let mut found = patch_duplicates.clone();
-                            let mut unknown = crate::field_validation::prune_kind(self.info(), schema, &mut patched);
+                            let mut unknown = crate::field_validation::prune_kind(
+                                self.info(),
+                                schema,
+                                &mut patched,
+                            );
                             if !unknown.is_empty() {
                                 // What the stored object already had is dropped, not
                                 // reported (as upstream, whose stored objects decode
                                 // without them).
-                                let prior =
-                                    crate::field_validation::prune_kind(
-                                        self.info(),
-                                        schema,
-                                        &mut cur_v.clone(),
-                                    );
+                                let prior = crate::field_validation::prune_kind(
+                                    self.info(),
+                                    schema,
+                                    &mut cur_v.clone(),
+                                );
                                 unknown.retain(|f| !prior.contains(f));
                             }
                             found.extend(unknown);

@@ -31,11 +31,10 @@
 
 use serde_json::{Value, json};
 
-use crate::crd::{CLEANUP_FINALIZER, GROUP, KIND, VERSION};
 use crate::FieldError;
+use crate::crd::{CLEANUP_FINALIZER, GROUP, KIND, VERSION};
 use crate::strategy::{KindStrategy, TableColumn};
 use crate::{Generation, KindSpec};
-
 
 /// `apiextensions.k8s.io/v1` customresourcedefinitions, with `/status`.
 pub fn spec() -> KindSpec {
