@@ -10,8 +10,9 @@
 //! With a structural schema ([`schema::Structural`], built from the CRD version's
 //! `openAPIV3Schema`), every create and update is pruned, defaulted and then validated
 //! against it, as upstream's decoder and strategy do: [`KindStrategy::prepare_for_create`]
-//! and [`KindStrategy::prepare_for_update`] prune and default, [`KindStrategy::validate`]
-//! reports the schema's errors (the registry answers them as a 422 Invalid).
+//! and [`KindStrategy::prepare_for_update`] prune and default,
+//! [`KindStrategy::validate_create`] and [`KindStrategy::validate_update`] (with upstream's
+//! ratcheting) report the schema's errors (the registry answers them as a 422 Invalid).
 
 pub mod schema;
 
