@@ -33,6 +33,7 @@ use listwatch_auth::authz::{AlwaysAllow, AlwaysDeny, Chain, PrivilegedGroups};
 use listwatch_auth::{Authentication, Authorizer, UserInfo};
 
 pub mod audit_body;
+mod certificates;
 pub mod filter;
 pub mod handler_authz;
 pub mod hint;

@@ -447,6 +447,12 @@ fn forbidden(plural: &str, name: &str, message: &str) -> ApiError {
 
 impl Admission for RbacAdmission {
     fn validate(&self, req: &AdmissionRequest<'_>) -> ApiResult<()> {
+        if super::certificates::applies(req) {
+            return match (self.0.get(), req.extensions.get::<Identity>()) {
+                (Some(sec), Some(id)) => super::certificates::check(sec.authz.as_ref(), &id.0, req),
+                _ => Ok(()),
+            };
+        }
         if req.info.group != GROUP {
             return Ok(());
         }

@@ -105,6 +105,73 @@ pub(crate) fn legacy_watch(info: &KindSpec, ns: Option<&str>) -> String {
     }
 }
 
+/// The signer of the matrix's CertificateSigningRequests.
+pub(crate) const MATRIX_SIGNER: &str = "matrix.example.com/signer";
+
+/// Upstream's certificate admission: a write of a CertificateSigningRequest's `approval`
+/// needs `approve` on its signer besides the request's own permission (no matrix user
+/// holds it, so every such write by a user is refused).
+fn signer_checks(info: &KindSpec, sub: &str, verb: &str) -> Vec<Attr> {
+    if info.group == "certificates.k8s.io" && sub == "approval" && verb != "get" {
+        vec![plain_attr(
+            "approve",
+            "certificates.k8s.io",
+            "signers",
+            "",
+            MATRIX_SIGNER,
+        )]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Whether `info` serves `verb` (a kind may serve only some, e.g. componentstatuses).
+pub(crate) fn serves(info: &KindSpec, verb: &str) -> bool {
+    info.verbs.is_none_or(|v| v.contains(&verb))
+}
+
+/// A kind serving only some verbs: a request for another is 405 once authorized (upstream
+/// authorizes before it routes), and a GET finds no object (none can be created).
+fn only_served_verbs(info: &KindSpec, cases: &mut [Case]) {
+    if info.verbs.is_none() {
+        return;
+    }
+    for c in cases {
+        let Some(Attr::Resource { verb, .. }) = c.checks.first() else {
+            continue;
+        };
+        if !serves(info, verb) {
+            // The create check of a PUT or apply that creates is the handler's, and no
+            // handler serves the verb: only the request's own verb is authorized.
+            c.checks.truncate(1);
+            c.ok = 405;
+            c.stream = false;
+        } else if verb == "get" {
+            c.ok = 404;
+        }
+    }
+}
+
+/// Whether [`object`] has a rule written for `info` itself (not a generic one).
+pub(crate) fn has_object_rule(info: &KindSpec) -> bool {
+    matches!(
+        (info.group.as_str(), info.plural.as_str()),
+        (
+            "",
+            "namespaces"
+                | "nodes"
+                | "serviceaccounts"
+                | "pods"
+                | "configmaps"
+                | "secrets"
+                | "services"
+                | "endpoints"
+                | "events"
+        ) | ("coordination.k8s.io", "leases")
+            | ("apps", "deployments")
+    ) || info.group == "rbac.authorization.k8s.io"
+}
+
 /// The body of an object of `info` (the rule per resource: a resource without one fails
 /// the test).
 pub(crate) fn object(
@@ -128,6 +195,13 @@ pub(crate) fn object(
     let rbac_group = "rbac.authorization.k8s.io";
     match (info.group.as_str(), info.plural.as_str()) {
         ("", "namespaces" | "nodes" | "serviceaccounts") => {}
+        // Read-only (get and list): never created, the body is never accepted.
+        ("", "componentstatuses") => {}
+        ("admissionregistration.k8s.io", _) => {}
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            v["spec"] = json!({"request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0K",
+                "signerName": MATRIX_SIGNER, "usages": ["digital signature"]});
+        }
         ("", "pods") => v["spec"] = json!({"containers": containers}),
         ("", "configmaps") => v["data"] = json!({"k": "v"}),
         ("", "secrets") => v["data"] = json!({"k": "dg=="}),
@@ -175,6 +249,13 @@ pub(crate) fn subresource_body(
 ) -> Value {
     match sub {
         "status" => object(info, name, ns, owner, false),
+        // Upstream's `ApprovalREST`: the approval conditions are what an approver writes.
+        "approval" => {
+            let mut v = object(info, name, ns, owner, false);
+            v["status"] = json!({"conditions": [{"type": "Approved", "status": "True",
+                "reason": "Matrix", "message": "approved by the matrix"}]});
+            v
+        }
         // Upstream's `FinalizeREST`: PUT only, authorized as `update` of
         // `namespaces/finalize`; the body keeps the namespace's finalizer.
         "finalize" => {
@@ -564,7 +645,11 @@ pub(crate) fn resource_cases(info: &KindSpec, owner: &str) -> Vec<Case> {
                     label(&format!("update {sub}")),
                     "PUT",
                     path.clone(),
-                    vec![attr("update", sub, &a)],
+                    [
+                        vec![attr("update", sub, &a)],
+                        signer_checks(info, sub, "update"),
+                    ]
+                    .concat(),
                     200,
                 )
                 .body(JSON, &body)
@@ -583,7 +668,11 @@ pub(crate) fn resource_cases(info: &KindSpec, owner: &str) -> Vec<Case> {
                     label(&format!("merge patch {sub}")),
                     "PATCH",
                     path,
-                    vec![attr("patch", sub, &a)],
+                    [
+                        vec![attr("patch", sub, &a)],
+                        signer_checks(info, sub, "patch"),
+                    ]
+                    .concat(),
                     200,
                 )
                 .body(MERGE, &patch)
@@ -678,6 +767,7 @@ pub(crate) fn resource_cases(info: &KindSpec, owner: &str) -> Vec<Case> {
             .writes(Target::Collection(format!("{base}?{sel}"))),
         );
     }
+    only_served_verbs(info, &mut out);
     out
 }
 
@@ -758,6 +848,10 @@ pub(crate) fn security_cases(path: &str) -> Vec<Case> {
         "/apis/authentication.k8s.io/v1/selfsubjectreviews" => vec![
             Case::new("create selfsubjectreview".into(), "POST", path.into(), vec![plain_attr("create", "authentication.k8s.io", "selfsubjectreviews", "", "")], 201)
                 .body(JSON, &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})),
+        ],
+        "/apis/authentication.k8s.io/v1/tokenreviews" => vec![
+            Case::new("create tokenreview".into(), "POST", path.into(), vec![plain_attr("create", "authentication.k8s.io", "tokenreviews", "", "")], 201)
+                .body(JSON, &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "not-a-token"}})),
         ],
         "/api/v1/namespaces/{ns}/serviceaccounts/{name}/token" => [NS, OTHER]
             .into_iter()
@@ -880,7 +974,8 @@ pub(crate) fn sentinel_cases(resources: &[KindSpec]) -> Vec<Case> {
                 "GET",
                 path,
                 vec![res_attr("get", info, "", ns, name)],
-                200,
+                // A kind that cannot be created has no shared object to find.
+                if serves(info, "create") { 200 } else { 404 },
             )
         })
         .collect()

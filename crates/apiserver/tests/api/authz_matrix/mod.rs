@@ -141,6 +141,9 @@ fn grant(addr: &str, u: &User) {
 /// The objects a user's requests address: `<user>-a` (read and written) and `<user>-d`
 /// (deleted), in `ma` and `mb` or at the cluster scope, labelled with the user's name.
 fn fixtures(addr: &str, u: &User, info: &KindSpec) {
+    if !serves(info, "create") {
+        return;
+    }
     let scopes: Vec<Option<&str>> = if info.namespaced {
         vec![Some(NS), Some(OTHER)]
     } else {
@@ -194,7 +197,7 @@ fn shared_fixtures(addr: &str, resources: &[KindSpec]) {
         );
     }
     for info in resources {
-        if info.group.is_empty() && info.plural == "namespaces" {
+        if info.group.is_empty() && info.plural == "namespaces" || !serves(info, "create") {
             continue;
         }
         let ns = info.namespaced.then_some(NS);
@@ -207,10 +210,77 @@ fn shared_fixtures(addr: &str, resources: &[KindSpec]) {
     }
 }
 
+/// The kinds the matrix runs as users' home resources.
+///
+/// Authorization is decided by the security filter from the request's attributes alone
+/// (verb, group, resource, subresource, scope, name), the same code for every kind; what
+/// varies per kind is its shape: its scope, its subresources, whether a PUT may create, the
+/// verbs it serves, whether it is a custom resource. Every user runs every common case, so
+/// the matrix grows with the square of the kinds; with 50 built-in kinds it would take ten
+/// times as long. So the matrix keeps every kind with an object rule of its own (the kinds
+/// with checks of their own: RBAC escalation, namespaces' `/finalize`, pods, ...) and, of
+/// the others, one kind per shape not covered yet (the first by group and plural). A kind
+/// of a new shape is taken in automatically, and then fails the test until it has a rule.
+fn matrix_resources() -> Vec<KindSpec> {
+    let all = listwatch_apiserver::builtin::resources();
+    let shape = |i: &KindSpec| {
+        (
+            i.namespaced,
+            i.subresources(),
+            i.allow_create_on_update,
+            i.verbs.map(<[&str]>::to_vec),
+            i.custom_resource,
+        )
+    };
+    let (ruled, mut rest): (Vec<_>, Vec<_>) = all.into_iter().partition(has_object_rule);
+    rest.sort_by(|a, b| (&a.group, &a.plural).cmp(&(&b.group, &b.plural)));
+    let mut shapes: BTreeSet<_> = ruled.iter().map(shape).collect();
+    let mut out = ruled;
+    for info in rest {
+        if shapes.insert(shape(&info)) {
+            out.push(info);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_shape_of_kind_served_is_in_the_matrix() {
+    let chosen = matrix_resources();
+    eprintln!(
+        "DEBUGCHOSEN {:?}",
+        chosen
+            .iter()
+            .map(|c| format!("{}/{}", c.group, c.plural))
+            .collect::<Vec<_>>()
+    );
+    let shape = |i: &KindSpec| {
+        (
+            i.namespaced,
+            i.subresources(),
+            i.allow_create_on_update,
+            i.custom_resource,
+        )
+    };
+    for info in listwatch_apiserver::builtin::resources() {
+        assert!(
+            chosen.iter().any(|c| shape(c) == shape(&info)),
+            "{} has a shape the matrix does not run",
+            info.plural
+        );
+    }
+    // And the kinds of this stop's new shapes are among them.
+    assert!(
+        chosen
+            .iter()
+            .any(|c| c.plural == "certificatesigningrequests")
+    );
+}
+
 #[test]
 #[ignore = "about a minute: one server, a few hundred users, thousands of requests"]
 fn one_permission_allows_exactly_what_upstream_allows() {
-    let resources = listwatch_apiserver::builtin::resources();
+    let resources = matrix_resources();
     let routes = table(&resources);
     let users = users(&routes);
     let dir = tempfile::tempdir().unwrap();
@@ -415,9 +485,7 @@ fn a_non_resource_route_without_a_rule_fails_the_matrix() {
 #[test]
 #[should_panic(expected = "no rule for the security route")]
 fn a_security_route_without_a_rule_fails_the_matrix() {
-    route_cases(&Route::Security(
-        "/apis/authentication.k8s.io/v1/tokenreviews",
-    ));
+    route_cases(&Route::Security("/apis/example.com/v1/madeupreviews"));
 }
 
 #[test]

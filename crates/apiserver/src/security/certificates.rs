@@ -1,0 +1,168 @@
+//! Upstream's certificate admission plugins (`plugin/pkg/admission/certificates/approval`
+//! and `.../signing`): who may approve a CertificateSigningRequest, and who may sign one, is
+//! decided per signer, on top of the RBAC check of the request itself.
+//!
+//! - a write of `certificatesigningrequests/approval` needs `approve` on
+//!   `certificates.k8s.io` `signers` named the request's `spec.signerName`, or named
+//!   `<domain>/*` for the signer's domain (the part before its first `/`);
+//! - a write of `certificatesigningrequests/status` that changes `status.certificate` needs
+//!   `sign` on the signer, the same way.
+//!
+//! Invariant: the check asks the server's own authorizer for the writing user; a write with
+//! no user (the server's own) is not checked. Refusals are upstream's 403
+//! `user not permitted to approve requests with signerName "…"`.
+
+use listwatch_api::status::Status;
+use listwatch_auth::UserInfo;
+use listwatch_auth::authz::{Attributes, Authorizer};
+use listwatch_endpoints::admission::AdmissionRequest;
+use listwatch_endpoints::{ApiError, ApiResult, RequestInfo};
+use serde_json::Value;
+
+/// The API group of CertificateSigningRequests and signers.
+pub(super) const GROUP: &str = "certificates.k8s.io";
+
+/// Whether `req` writes a CertificateSigningRequest.
+pub(super) fn applies(req: &AdmissionRequest<'_>) -> bool {
+    req.info.group == GROUP && req.info.plural == "certificatesigningrequests"
+}
+
+/// Upstream's `IsAuthorizedForSignerName`: `verb` on the signer by its name, or on its
+/// domain's wildcard name.
+fn authorized_for_signer(
+    authz: &dyn Authorizer,
+    user: &UserInfo,
+    verb: &str,
+    signer: &str,
+) -> bool {
+    let attrs = |name: String| Attributes {
+        verb: verb.to_owned(),
+        resource_request: true,
+        namespace: String::new(),
+        api_group: GROUP.to_owned(),
+        api_version: "*".to_owned(),
+        resource: "signers".to_owned(),
+        subresource: String::new(),
+        name,
+        path: String::new(),
+    };
+    if authz.authorize(user, &attrs(signer.to_owned())).allowed() {
+        return true;
+    }
+    let domain = signer.split_once('/').map_or(signer, |(d, _)| d);
+    authz
+        .authorize(user, &attrs(format!("{domain}/*")))
+        .allowed()
+}
+
+/// The checks of a CertificateSigningRequest write by `user` (see the module doc).
+pub(super) fn check(
+    authz: &dyn Authorizer,
+    user: &UserInfo,
+    req: &AdmissionRequest<'_>,
+) -> ApiResult<()> {
+    let sub = req
+        .extensions
+        .get::<RequestInfo>()
+        .map_or("", |i| i.subresource.as_str());
+    let signer = req
+        .object
+        .pointer("/spec/signerName")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let verb = match sub {
+        "approval" => "approve",
+        "status" => {
+            let cert = |v: &Value| v.pointer("/status/certificate").cloned();
+            if req.old.map(cert) == Some(cert(req.object)) {
+                return Ok(());
+            }
+            "sign"
+        }
+        _ => return Ok(()),
+    };
+    if authorized_for_signer(authz, user, verb, signer) {
+        return Ok(());
+    }
+    let name = req.name.unwrap_or("");
+    Err(ApiError::from_status(
+        Status::failure(
+            403,
+            "Forbidden",
+            format!(
+                "certificatesigningrequests.{GROUP} {:?} is forbidden: user not permitted to {verb} requests with signerName {:?}",
+                listwatch_api::echo::echo(name),
+                listwatch_api::echo::echo(signer)
+            ),
+        )
+        .with_target(GROUP, "certificatesigningrequests", name),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use listwatch_auth::authz::{Decision, Reason, Rules};
+    use listwatch_endpoints::admission::Operation;
+    use serde_json::json;
+
+    /// Allows exactly `approve` on the signer names given.
+    struct Approves(&'static [&'static str]);
+
+    impl Authorizer for Approves {
+        fn authorize(&self, _: &UserInfo, a: &Attributes) -> Decision {
+            if a.verb == "approve" && a.resource == "signers" && self.0.contains(&a.name.as_str()) {
+                Decision::Allow(Reason::default())
+            } else {
+                Decision::NoOpinion(Reason::default())
+            }
+        }
+
+        fn rules_for(&self, _: &UserInfo, _: &str) -> Rules {
+            Rules::default()
+        }
+    }
+
+    fn approve(authz: &dyn Authorizer, signer: &str) -> ApiResult<()> {
+        let info = listwatch_kinds::builtin::all()
+            .into_iter()
+            .find(|k| k.plural == "certificatesigningrequests")
+            .unwrap();
+        let mut ext = http::Extensions::new();
+        ext.insert(RequestInfo::new(
+            &http::Method::PUT,
+            &"/apis/certificates.k8s.io/v1/certificatesigningrequests/c/approval"
+                .parse()
+                .unwrap(),
+        ));
+        let obj = json!({"metadata": {"name": "c"}, "spec": {"signerName": signer}});
+        check(
+            authz,
+            &UserInfo::new("approver", Vec::<String>::new()),
+            &AdmissionRequest {
+                operation: Operation::Update,
+                info: &info,
+                namespace: None,
+                name: Some("c"),
+                object: &obj,
+                old: Some(&obj),
+                extensions: &ext,
+            },
+        )
+    }
+
+    #[test]
+    fn approving_needs_approve_on_the_signer_or_its_domain() {
+        let exact = Approves(&["example.com/a"]);
+        assert!(approve(&exact, "example.com/a").is_ok());
+        assert!(approve(&exact, "example.com/b").is_err());
+        let domain = Approves(&["example.com/*"]);
+        assert!(approve(&domain, "example.com/b").is_ok());
+        let e = approve(&domain, "kubernetes.io/kube-apiserver-client").unwrap_err();
+        assert!(
+            format!("{e:?}").contains("user not permitted to approve requests with signerName"),
+            "{e:?}"
+        );
+    }
+}
