@@ -219,7 +219,12 @@ impl Definition {
                 .status_subresource(v.status)
                 .storage_resource(&self.storage_resource(names))
                 .custom_resource(v.schema.clone())
-                .strategy(CustomResourceStrategy::new(v.status));
+                .strategy(
+                    // The schema was checked by `Structural::new` when the CRD was validated
+                    // (through the API and in `--resources` alike), so it compiles here.
+                    CustomResourceStrategy::with_schema(v.status, v.schema.as_ref())
+                        .unwrap_or_else(|_| CustomResourceStrategy::new(v.status)),
+                );
             if let Some(scale) = &v.scale {
                 spec = spec.scale(scale.clone());
             }

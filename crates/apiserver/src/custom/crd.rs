@@ -44,13 +44,8 @@ pub(super) fn specs(doc: &Value) -> Result<Vec<KindSpec>, String> {
     CrdStrategy.prepare_for_create(&mut checked);
     let errs = CrdStrategy.validate_create(&checked);
     if !errs.is_empty() {
-        let causes: Vec<String> = errs
-            .iter()
-            .map(|e| match &e.value {
-                Some(v) => format!("{}: {:?}: {}", e.field, v, e.detail),
-                None => format!("{}: {}", e.field, e.detail),
-            })
-            .collect();
+        // Each as upstream's `field.Error` prints: `<field>: <type>: <value>: <detail>`.
+        let causes: Vec<String> = errs.iter().map(ToString::to_string).collect();
         return Err(causes.join("; "));
     }
     let specs = def.kind_specs(&def.names);
