@@ -46,7 +46,17 @@ pub(super) fn specs(doc: &Value) -> Result<Vec<KindSpec>, String> {
     if !errs.is_empty() {
         // Each as upstream's `field.Error` prints: `<field>: <type>: <value>: <detail>`.
         let causes: Vec<String> = errs.iter().map(ToString::to_string).collect();
-        return Err(causes.join("; "));
+        // Named as upstream names an invalid object, with the kind it would have served.
+        let name = checked
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Err(format!(
+            "CustomResourceDefinition {:?} (kind {}) is invalid: {}",
+            listwatch_api::echo::echo(name),
+            listwatch_api::echo::echo(&def.names.kind),
+            causes.join("; ")
+        ));
     }
     let specs = def.kind_specs(&def.names);
     if specs.is_empty() {
