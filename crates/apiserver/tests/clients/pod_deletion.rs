@@ -295,7 +295,12 @@ fn collection_dry_run_and_grace_0_deletes_with_the_flag_over_http() {
         .as_str()
         .unwrap()
         .to_owned();
-    let dependent = serde_json::json!({"metadata": {"name": "fg-dependent", "ownerReferences": [
+    // The dependent holds a finalizer of its own, so the collector's delete of it leaves it
+    // in place and the pod keeps `foregroundDeletion` until the test lets the dependent go:
+    // without it, the collector could finish before the DELETE's answer (which includes
+    // the server's own kubelet acknowledgement) is read back.
+    let dependent = serde_json::json!({"metadata": {"name": "fg-dependent",
+        "finalizers": ["example.com/hold"], "ownerReferences": [
         {"apiVersion": "v1", "kind": "Pod", "name": "fg", "uid": fg_uid, "blockOwnerDeletion": true}]}});
     let r = common::http(
         a,
@@ -329,8 +334,16 @@ fn collection_dry_run_and_grace_0_deletes_with_the_flag_over_http() {
             assert_eq!(status(name), 404, "{name}");
         }
     }
-    // The garbage collector deletes the dependent, then removes `foregroundDeletion`: then
-    // the pod goes.
+    // The garbage collector deletes the dependent (held by its finalizer until now), then
+    // removes `foregroundDeletion`: then the pod goes.
+    let r = common::http(
+        a,
+        "PATCH",
+        "/api/v1/namespaces/default/configmaps/fg-dependent",
+        &[("Content-Type", "application/merge-patch+json")],
+        br#"{"metadata":{"finalizers":null}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let deadline = Instant::now() + PATIENCE;
     while status("fg") != 404 {
         assert!(Instant::now() < deadline, "the foreground pod stayed");
