@@ -1,11 +1,10 @@
 //! The delete verbs: delete (one object) and deletecollection.
 //!
-//! Invariants: what a DELETE does to an object is `lifecycle`'s decision (an object it must
-//! keep, for its finalizers or a grace period, is only marked); a collection delete is the
-//! registry's `Store::delete_collection` (it checks that every object listed may be deleted
-//! before it deletes any).
-
-use std::sync::Arc;
+//! Invariants: what a DELETE does to an object is the registry's `Store::delete` (the
+//! kind's deletion lifecycle: an object it must keep, for its finalizers or a grace period,
+//! is only marked); a collection delete is the registry's `Store::delete_collection` (it
+//! checks that every object listed may be deleted before it deletes any). Both stores act
+//! as the kubelet for pods as the server's config says.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -19,13 +18,15 @@ use listwatch_api::Status;
 
 pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate_write(&req.headers)?;
+    // Before the body is read, as upstream: an immortal namespace is refused whatever the
+    // options (the store checks it again).
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
-    let key = req.object_key()?;
-    let kubelet = crate::lifecycle::Kubelet::of(req.shared.config.acknowledge_pod_deletion);
-    let done = crate::lifecycle::delete(req.res.storage.as_ref(), req.info(), &key, &opts, kubelet)
+    let done = req
+        .deleting_store()
+        .delete(req.ns(), req.name(), &opts)
         .await
-        .map_err(|e| req.storage_err(&e))?;
+        .map_err(|e| e.to_api_error(req.info()))?;
     if crate::lifecycle::is_namespaces(req.info()) && !opts.dry_run {
         req.shared.namespace_wake.notify_one();
     }
@@ -66,15 +67,8 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
     }
     let opts = req.query.delete_options(bytes)?;
     let lr = req.query.list_options(req.info(), false, None)?;
-    let store = listwatch_registry::Store::with_catalog(
-        Arc::clone(&req.res.info),
-        Arc::clone(&req.res.storage),
-        Arc::clone(&req.shared.derived(&req.kinds).catalog),
-    )
-    .with_kubelet(crate::lifecycle::Kubelet::of(
-        req.shared.config.acknowledge_pod_deletion,
-    ));
-    let list = store
+    let list = req
+        .deleting_store()
         .delete_collection(req.ns(), &lr.opts, &opts)
         .await
         .map_err(|e| e.to_api_error(req.info()))?;

@@ -198,6 +198,14 @@ impl Request {
         )
     }
 
+    /// [`store`](Self::store), acting as the kubelet for pods as the server's config says
+    /// (what a DELETE and a collection DELETE use).
+    fn deleting_store(&self) -> Store {
+        self.store().with_kubelet(crate::lifecycle::Kubelet::of(
+            self.shared.config.acknowledge_pod_deletion,
+        ))
+    }
+
     /// Runs a response body's computing pieces (Table, YAML, metadata items and watch
     /// frames) on the request compute pool in this request's client's flow; `None` without
     /// a pool.
