@@ -105,9 +105,8 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
     ),
     // The background controllers (garbage collector, namespace controller, CRD controller,
     // bootstrap and per-namespace defaults, the singleton runner and its leader election): the
-    // endpoints' API in process (its live kinds and each kind's store; the CRD controller's
-    // status writes through its router), the registry's store (every other write, with its
-    // field manager over the schema catalog), the
+    // endpoints' API in process (its live kinds and each kind's store), the registry's
+    // store (every write, with its field manager over the schema catalog), the
     // runtime's informers, work queues and elector, the cacher's in-process lister-watcher,
     // storage for the lease lock; "never HTTP serving, a concrete
     // backend, auth or the server binary; only the server binary depends on it".

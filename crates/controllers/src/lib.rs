@@ -46,8 +46,8 @@
 //! set's snapshots; a CRD read as kinds), `listwatch-registry` (the stores the controllers go
 //! through), `listwatch-runtime` (informers, work queues, leader election),
 //! `listwatch-cacher` (the in-process lister-watcher) and `listwatch-endpoints` (the API whose
-//! kinds and stores it follows, and the router the CRD controller's status writes still go
-//! through). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,
+//! kinds and stores it follows; every write goes through the registry's stores, never the
+//! router). It must never depend on HTTP serving, a concrete backend (memstore, etcd), auth,
 //! audit or the server binary; only the server binary depends on it.
 //!
 //! ```no_run

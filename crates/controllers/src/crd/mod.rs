@@ -14,7 +14,8 @@
 //!   [`StorageFactory`] the binary supplies; every other served version reads and writes the
 //!   same objects with their `apiVersion` rewritten ([`versions::Versioned`], the `None`
 //!   conversion). An update of the CRD replaces its kinds (their storage is kept);
-//! - **status**, written through the API as the server's manager (`kube-apiserver`):
+//! - **status**, written through the registry's store of the CRD kind (`calls`, a merge
+//!   patch of `/status`) as the server's manager (`kube-apiserver` in managedFields):
 //!   `acceptedNames`, `NamesAccepted`, `Established` (`InitialNamesAccepted`) and, by the
 //!   CRD strategy, `storedVersions`;
 //! - **deletion**: a CRD's first DELETE adds the `customresourcecleanup.apiextensions.k8s.io`
@@ -83,9 +84,6 @@ pub enum CrdError {
     /// A call took longer than its deadline.
     #[error("timed out: {0}")]
     Timeout(String),
-    /// A request could not be built or sent.
-    #[error("request: {0}")]
-    Request(String),
     /// The watch ended.
     #[error("the watch of CRDs ended")]
     WatchEnded,
@@ -154,7 +152,7 @@ impl CrdController {
         Self {
             api: api.clone(),
             factory,
-            calls: Calls::new(api.router()),
+            calls: Calls::new(api),
             known: HashMap::new(),
             installed: HashMap::new(),
             pending: HashSet::new(),
