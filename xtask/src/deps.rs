@@ -90,6 +90,10 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-schema",
         ],
     ),
+    // Protobuf request bodies decoded to JSON (the wire format and the kinds' field tables),
+    // with the registry's clock for `metav1.Time`; "never HTTP serving, storage or the
+    // endpoints".
+    ("listwatch-protobuf", &["listwatch-registry"]),
     // The REST endpoints over any Storage, with apply's field manager and the schemas; "never
     // a particular backend (memstore, etcd) or the cacher". The registry is what a write means.
     (
@@ -99,6 +103,7 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-storage",
             "listwatch-kinds",
             "listwatch-registry",
+            "listwatch-protobuf",
             "listwatch-apply",
             "listwatch-schema",
         ],

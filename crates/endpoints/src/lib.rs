@@ -73,7 +73,7 @@ pub mod negotiate;
 mod openapi;
 pub use listwatch_registry::patch;
 pub mod path;
-pub mod protobuf;
+pub use listwatch_protobuf as protobuf;
 pub mod query;
 mod recover;
 pub mod request_info;

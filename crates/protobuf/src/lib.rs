@@ -4,19 +4,48 @@
 //! `role|clusterrole|rolebinding|clusterrolebinding`, and the review and TokenRequest bodies
 //! of `kubectl auth can-i|whoami` and `kubectl create token`).
 //!
+//! It owns the wire decoding (varints, length-delimited fields, the `k8s\0` envelope) and
+//! the per-kind field tables (`schemas`: each message's field numbers, from k8s.io/api's
+//! `generated.proto`, and the JSON names and shapes they become). It was the endpoints'
+//! `protobuf` module; the endpoints re-export it as `listwatch_endpoints::protobuf`.
+//!
 //! A body is the envelope `k8s\0` + `runtime.Unknown{typeMeta, raw}`, where `raw` is the
 //! object's own message. Only the fields listed in the schemas below are read (the
 //! metadata a client sets and each kind's data fields); anything else is skipped by wire
 //! type, never misread. Responses are always JSON, which kubectl accepts.
 //!
-//! Invariant: decoding never panics and never reads past the buffer; any malformed input is
-//! an error.
+//! # Invariants
+//! - decoding never panics and never reads past the buffer; any malformed input is an error;
+//! - the output is bounded by the input: every value decoded is a slice of the body (or a
+//!   fixed-size number), and messages nest only as deep as the static schemas do.
+//!
+//! # Layers
+//! It depends only on `listwatch-registry`'s clock (a `metav1.Time` written as RFC 3339).
+//! It must never depend on HTTP serving, storage or the endpoints; the endpoints (body
+//! decoding) and the server binary (the audit log's bodies, the review routes) use it.
+//!
+//! ```
+//! // `kubectl create namespace demo` sends: the envelope, then `runtime.Unknown` with its
+//! // typeMeta (field 1) and the Namespace message as `raw` (field 2).
+//! fn field(n: u8, bytes: &[u8]) -> Vec<u8> {
+//!     let mut out = vec![(n << 3) | 2, u8::try_from(bytes.len()).unwrap()];
+//!     out.extend_from_slice(bytes);
+//!     out
+//! }
+//! let namespace = field(1, &field(1, b"demo")); // metadata.name
+//! let type_meta = [field(1, b"v1"), field(2, b"Namespace")].concat();
+//! let body = [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &namespace)].concat();
+//! let obj = listwatch_protobuf::decode(&body, "Namespace").unwrap();
+//! assert_eq!(obj["metadata"]["name"], "demo");
+//! assert_eq!(obj["kind"], "Namespace");
+//! assert!(listwatch_protobuf::decode(&body, "Pod").is_err()); // no schema: refused
+//! ```
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Map, Value};
 
-use crate::clock;
+use listwatch_registry::clock;
 
 const MAGIC: &[u8] = b"k8s\0";
 
