@@ -90,6 +90,9 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-schema",
         ],
     ),
+    // Server infrastructure (flow control, the request compute pool, request metrics): no
+    // workspace crate; "never HTTP serving, storage, the registry or the endpoints".
+    ("listwatch-server", &[]),
     // Protobuf request bodies decoded to JSON (the wire format and the kinds' field tables),
     // with the registry's clock for `metav1.Time`; "never HTTP serving, storage or the
     // endpoints".
@@ -104,6 +107,7 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-kinds",
             "listwatch-registry",
             "listwatch-protobuf",
+            "listwatch-server",
             "listwatch-apply",
             "listwatch-schema",
         ],

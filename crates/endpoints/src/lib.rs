@@ -57,17 +57,17 @@ pub use listwatch_registry::admission;
 pub mod authorize;
 pub use listwatch_registry::clock;
 pub mod compress;
-mod compute;
+use listwatch_server::compute;
 mod discovery;
 mod error;
 use listwatch_registry::fieldmanager;
-mod flowcontrol;
+use listwatch_server::flowcontrol;
 mod handlers;
 mod health;
 mod kubelet_pass;
 use listwatch_registry::lifecycle;
 pub mod limits;
-mod metrics;
+use listwatch_server::metrics;
 mod namespaces;
 pub mod negotiate;
 mod openapi;
@@ -152,6 +152,20 @@ pub struct Config {
     /// then. Off (upstream without a kubelet): such a pod stays `Terminating` until a client
     /// sends that DELETE. For test environments, where no kubelet runs. Default: off.
     pub acknowledge_pod_deletion: bool,
+}
+
+impl Config {
+    /// The limits of flow control (`listwatch-server`'s), from this config.
+    fn flow_limits(&self) -> flowcontrol::Limits {
+        flowcontrol::Limits {
+            max_requests_inflight: self.max_requests_inflight,
+            max_mutating_requests_inflight: self.max_mutating_requests_inflight,
+            max_watches: self.max_watches,
+            max_watches_per_client: self.max_watches_per_client,
+            max_queued_requests_per_client: self.max_queued_requests_per_client,
+            max_buffered_body_bytes: self.max_buffered_body_bytes,
+        }
+    }
 }
 
 impl Default for Config {
@@ -379,7 +393,7 @@ impl Installer {
                 None
             });
         let shared = Arc::new(Shared {
-            flow: flowcontrol::FlowControl::new(&self.config, &metrics),
+            flow: flowcontrol::FlowControl::new(&self.config.flow_limits(), &metrics),
             gzip: compress::GzipBudget::new(self.config.max_gzip_streams),
             kinds: listwatch_kinds::KindSet::new(self.resources),
             derived: listwatch_kinds::PerGeneration::default(),

@@ -14,7 +14,7 @@
 //!   upstream's queue wait). A freed seat goes to the waiting flow holding the fewest seats,
 //!   ties to the flow served least recently — APF's fair-queuing dispatch with every request
 //!   one seat of unknown duration, which is max-min fairness of concurrency. 429 when the
-//!   flow already has [`Config::max_queued_requests_per_client`](crate::Config) requests
+//!   flow already has [`Limits::max_queued_requests_per_client`] requests
 //!   waiting (for a body or a seat), when the level's queue is full and this flow's queue is
 //!   the longest (otherwise the longest queue's newest request is dropped to make room), and
 //!   when the wait runs out.
@@ -22,7 +22,7 @@
 //!   whole life, so it is never queued: over either limit it gets 429 at once. Once half of
 //!   the slots are taken, a client holding more watches than there are free slots gets 429
 //!   too ([`WatchLimits`]): a few clients cannot take every slot between them.
-//! - **Body memory** ([`Config::max_buffered_body_bytes`](crate::Config)): bytes of request
+//! - **Body memory** ([`Limits::max_buffered_body_bytes`]): bytes of request
 //!   bodies in memory — being read, queued or being served. Bodies are read before a seat is
 //!   taken, so this bounds what many concurrent uploads can make the server hold; a chunk
 //!   that does not fit is a 429.
@@ -60,7 +60,7 @@ use crate::metrics::Metrics;
 /// [`ClientKey::Unidentified`], and all such requests share one flow.
 ///
 /// ```
-/// use listwatch_endpoints::ClientKey;
+/// use listwatch_server::flowcontrol::ClientKey;
 /// let peer: std::net::SocketAddr = "[::ffff:10.0.0.7]:51234".parse().unwrap();
 /// assert_eq!(ClientKey::address(peer.ip()).to_string(), "10.0.0.7");
 /// assert_eq!(ClientKey::user("alice").to_string(), "user alice");
@@ -101,7 +101,7 @@ impl std::fmt::Display for ClientKey {
 /// Why flow control refused a request (the `reason` label of
 /// `apiserver_flowcontrol_rejected_requests_total`, upstream's words where it has them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Rejection {
+pub enum Rejection {
     /// The flow has too many waiting requests, or the level's queue is full.
     QueueFull,
     /// The request waited in its queue past its wait limit.
@@ -117,7 +117,8 @@ pub(crate) enum Rejection {
 }
 
 impl Rejection {
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The `reason` label of the rejection.
+    pub fn as_str(self) -> &'static str {
         match self {
             Rejection::QueueFull => "queue-full",
             Rejection::TimeOut => "time-out",
@@ -130,15 +131,38 @@ impl Rejection {
 }
 
 /// The API's flow control: one level per kind of request, the watch slots, the body budget.
-pub(crate) struct FlowControl {
-    pub(crate) read_only: Arc<Level>,
-    pub(crate) mutating: Arc<Level>,
-    pub(crate) watches: Arc<WatchLimits>,
-    pub(crate) bodies: BodyBudget,
+pub struct FlowControl {
+    /// The seats of non-mutating requests.
+    pub read_only: Arc<Level>,
+    /// The seats of mutating requests.
+    pub mutating: Arc<Level>,
+    /// The watch slots.
+    pub watches: Arc<WatchLimits>,
+    /// The memory of request bodies.
+    pub bodies: BodyBudget,
+}
+
+/// The limits of flow control (the endpoints' `Config` fields of the same names, from
+/// kube-apiserver's flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Non-mutating requests served at once (`--max-requests-inflight`).
+    pub max_requests_inflight: usize,
+    /// Mutating requests served at once (`--max-mutating-requests-inflight`).
+    pub max_mutating_requests_inflight: usize,
+    /// Watches open at once.
+    pub max_watches: usize,
+    /// Watches one client may have open at once.
+    pub max_watches_per_client: usize,
+    /// Requests of one client that may wait at once, per level.
+    pub max_queued_requests_per_client: usize,
+    /// Bytes of request bodies held in memory at once.
+    pub max_buffered_body_bytes: usize,
 }
 
 impl FlowControl {
-    pub(crate) fn new(config: &crate::Config, metrics: &Metrics) -> Self {
+    /// The flow control of `config`'s limits, counting in `metrics`.
+    pub fn new(config: &Limits, metrics: &Metrics) -> Self {
         let per_flow = config.max_queued_requests_per_client;
         Self {
             read_only: Level::new(
@@ -164,7 +188,7 @@ impl FlowControl {
 }
 
 /// Upstream's queue wait limit: a quarter of the request's deadline, at most a minute.
-pub(crate) fn queue_wait_limit(deadline: Duration) -> Duration {
+pub fn queue_wait_limit(deadline: Duration) -> Duration {
     (deadline / 4).min(Duration::from_secs(60))
 }
 
@@ -363,7 +387,7 @@ impl LevelState {
 }
 
 /// One pool of seats (`readOnly` or `mutating`); `None` state: no limit.
-pub(crate) struct Level {
+pub struct Level {
     name: &'static str,
     state: Option<Mutex<LevelState>>,
     metrics: Metrics,
@@ -372,12 +396,7 @@ pub(crate) struct Level {
 
 impl Level {
     /// `seats == 0` means no limit (upstream's `--max-requests-inflight 0`).
-    pub(crate) fn new(
-        name: &'static str,
-        seats: usize,
-        per_flow: usize,
-        metrics: Metrics,
-    ) -> Arc<Self> {
+    pub fn new(name: &'static str, seats: usize, per_flow: usize, metrics: Metrics) -> Arc<Self> {
         let state = (seats > 0).then(|| {
             Mutex::new(LevelState {
                 core: Core::new(seats, per_flow),
@@ -394,7 +413,7 @@ impl Level {
     }
 
     /// A request of `key` arrives.
-    pub(crate) fn admit(self: &Arc<Self>, key: &ClientKey) -> Result<Ticket, Rejection> {
+    pub fn admit(self: &Arc<Self>, key: &ClientKey) -> Result<Ticket, Rejection> {
         if let Some(state) = &self.state
             && !lock(state).core.admit(key)
         {
@@ -433,7 +452,7 @@ impl Level {
 }
 
 /// An admitted request without a seat; dropping it leaves the flow's waiting count.
-pub(crate) struct Ticket {
+pub struct Ticket {
     level: Arc<Level>,
     key: ClientKey,
     admitted: bool,
@@ -445,7 +464,7 @@ impl Ticket {
     /// # Cancel safety
     /// Cancel safe: dropping the future gives up the queue place, or the seat if it was
     /// granted meanwhile.
-    pub(crate) async fn seat(mut self, wait: Duration) -> Result<Seat, Rejection> {
+    pub async fn seat(mut self, wait: Duration) -> Result<Seat, Rejection> {
         let level = Arc::clone(&self.level);
         let Some(state) = &level.state else {
             return Ok(Seat {
@@ -564,7 +583,7 @@ impl Drop for Waiting {
 }
 
 /// A held seat; dropping it passes the seat to the next waiter.
-pub(crate) struct Seat {
+pub struct Seat {
     level: Option<Arc<Level>>,
     key: ClientKey,
 }
@@ -590,7 +609,7 @@ struct WatchCount {
 }
 
 /// Open watches from which a client's share of the slots is limited: half of them.
-pub(crate) fn fair_share_threshold(total: usize) -> usize {
+pub fn fair_share_threshold(total: usize) -> usize {
     total / 2
 }
 
@@ -603,7 +622,7 @@ pub(crate) fn fair_share_threshold(total: usize) -> usize {
 /// to clients with the fewest watches (max-min fairness, approximately, without queues).
 /// Like the per-client cap, the share applies only with a per-client limit set (a
 /// `per_client` of 0 says one client may stand for many, as a load generator does).
-pub(crate) struct WatchLimits {
+pub struct WatchLimits {
     total: usize,
     per_client: usize,
     count: Mutex<WatchCount>,
@@ -611,7 +630,9 @@ pub(crate) struct WatchLimits {
 }
 
 impl WatchLimits {
-    pub(crate) fn new(total: usize, per_client: usize, metrics: Metrics) -> Arc<Self> {
+    /// `total` slots, `per_client` for one client (0: no limit), counting refusals in
+    /// `metrics`.
+    pub fn new(total: usize, per_client: usize, metrics: Metrics) -> Arc<Self> {
         Arc::new(Self {
             total,
             per_client,
@@ -621,7 +642,7 @@ impl WatchLimits {
     }
 
     /// A slot for a new watch of `key`, or why not.
-    pub(crate) fn try_open(self: &Arc<Self>, key: &ClientKey) -> Result<WatchSlot, Rejection> {
+    pub fn try_open(self: &Arc<Self>, key: &ClientKey) -> Result<WatchSlot, Rejection> {
         if self.total == 0 && self.per_client == 0 {
             return Ok(WatchSlot {
                 limits: None,
@@ -659,7 +680,7 @@ impl WatchLimits {
 }
 
 /// An open watch's slot; dropping it frees the slot.
-pub(crate) struct WatchSlot {
+pub struct WatchSlot {
     limits: Option<Arc<WatchLimits>>,
     key: ClientKey,
 }
@@ -684,16 +705,16 @@ impl Drop for WatchSlot {
 
 /// The byte budget of request bodies in memory (`None`: no limit).
 #[derive(Clone)]
-pub(crate) struct BodyBudget(Option<Arc<Semaphore>>);
+pub struct BodyBudget(Option<Arc<Semaphore>>);
 
 impl BodyBudget {
     /// `bytes == 0` means no limit.
-    pub(crate) fn new(bytes: usize) -> Self {
+    pub fn new(bytes: usize) -> Self {
         Self((bytes > 0).then(|| Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)))))
     }
 
     /// An empty hold for one request's body.
-    pub(crate) fn hold(&self) -> BodyHold {
+    pub fn hold(&self) -> BodyHold {
         BodyHold {
             budget: self.0.clone(),
             held: None,
@@ -702,14 +723,14 @@ impl BodyBudget {
 }
 
 /// The budget one request's body holds; dropping it returns the bytes.
-pub(crate) struct BodyHold {
+pub struct BodyHold {
     budget: Option<Arc<Semaphore>>,
     held: Option<OwnedSemaphorePermit>,
 }
 
 impl BodyHold {
     /// Accounts `bytes` more of this body, or refuses when the budget is spent.
-    pub(crate) fn take(&mut self, bytes: usize) -> Result<(), Rejection> {
+    pub fn take(&mut self, bytes: usize) -> Result<(), Rejection> {
         let Some(budget) = &self.budget else {
             return Ok(());
         };

@@ -118,13 +118,15 @@ impl Metrics {
     }
 
     /// Counts a gzipped response of `kind` (`list` or `watch`).
-    pub(crate) fn gzipped(&self, kind: &'static str) {
+    pub fn gzipped(&self, kind: &'static str) {
         self.gzipped
             .get_or_create(&vec![("kind", kind.to_owned())])
             .inc();
     }
 
-    pub(crate) fn observe(&self, verb: &str, resource: &str, code: u16, seconds: Option<f64>) {
+    /// Counts a request answered with `code` (`apiserver_request_total`) and, when given,
+    /// observes its duration (`apiserver_request_duration_seconds`).
+    pub fn observe(&self, verb: &str, resource: &str, code: u16, seconds: Option<f64>) {
         self.requests
             .get_or_create(&vec![
                 ("verb", verb.to_owned()),
@@ -142,13 +144,17 @@ impl Metrics {
         }
     }
 
-    pub(crate) fn rejected(&self, kind: &'static str) {
+    /// Counts a request of `kind` refused for lack of a seat or slot
+    /// (`apiserver_dropped_requests_total`).
+    pub fn rejected(&self, kind: &'static str) {
         self.rejected
             .get_or_create(&vec![("request_kind", kind.to_owned())])
             .inc();
     }
 
-    pub(crate) fn flowcontrol_rejected(&self, level: &'static str, reason: &'static str) {
+    /// Counts a refusal of flow control's `level` for `reason`
+    /// (`apiserver_flowcontrol_rejected_requests_total`).
+    pub fn flowcontrol_rejected(&self, level: &'static str, reason: &'static str) {
         self.flow_rejected
             .get_or_create(&vec![
                 ("priority_level", level.to_owned()),
@@ -158,18 +164,19 @@ impl Metrics {
     }
 
     /// The gauge of requests waiting for a seat of `level`.
-    pub(crate) fn inqueue(&self, level: &'static str) -> Gauge {
+    pub fn inqueue(&self, level: &'static str) -> Gauge {
         self.inqueue
             .get_or_create(&vec![("priority_level", level.to_owned())])
             .clone()
     }
 
     /// The gauges of the compute pool's gate: waiting requests, admitted tasks.
-    pub(crate) fn compute_gate(&self) -> (Gauge, Gauge) {
+    pub fn compute_gate(&self) -> (Gauge, Gauge) {
         (self.compute_waiting.clone(), self.compute_admitted.clone())
     }
 
-    pub(crate) fn inflight(&self, kind: &'static str) -> GaugeGuard {
+    /// Counts a request of `kind` in flight until the guard is dropped.
+    pub fn inflight(&self, kind: &'static str) -> GaugeGuard {
         let g = self
             .inflight
             .get_or_create(&vec![("request_kind", kind.to_owned())])
@@ -178,12 +185,14 @@ impl Metrics {
         GaugeGuard(g)
     }
 
-    pub(crate) fn watch_started(&self) -> GaugeGuard {
+    /// Counts an open watch until the guard is dropped.
+    pub fn watch_started(&self) -> GaugeGuard {
         self.watches.inc();
         GaugeGuard(self.watches.clone())
     }
 
-    pub(crate) fn watch_events(&self, resource: &str) -> WatchEvents {
+    /// The per-thread counters of events sent to watchers of `resource`.
+    pub fn watch_events(&self, resource: &str) -> WatchEvents {
         self.watch_events
             .get_or_create(&vec![("resource", resource.to_owned())])
             .clone()
@@ -191,7 +200,7 @@ impl Metrics {
 }
 
 /// Watch events sent, counted per thread (see [`PerCore`]).
-pub(crate) type WatchEvents = Counter<u64, PerCore>;
+pub type WatchEvents = Counter<u64, PerCore>;
 
 /// How many shards a [`PerCore`] value has (threads beyond it share them round robin).
 const SHARDS: usize = 16;
@@ -206,7 +215,7 @@ struct Shard(AtomicU64);
 /// a line that every watch of the resource writes, and a read sums the shards. The value
 /// [`Atomic::inc_by`] returns is the shard's, not the counter's.
 #[derive(Debug)]
-pub(crate) struct PerCore([Shard; SHARDS]);
+pub struct PerCore([Shard; SHARDS]);
 
 impl Default for PerCore {
     fn default() -> Self {
@@ -242,7 +251,7 @@ impl Atomic<u64> for PerCore {
 
 /// Decrements its gauge when dropped.
 #[derive(Debug)]
-pub(crate) struct GaugeGuard(Gauge);
+pub struct GaugeGuard(Gauge);
 
 impl Drop for GaugeGuard {
     fn drop(&mut self) {

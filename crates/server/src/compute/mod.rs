@@ -8,7 +8,7 @@
 //! cheap handlers (`/healthz`, `/readyz`, `/livez`, discovery, OpenAPI, `/metrics`, GET and
 //! LIST answered as plain JSON), flow control, the cachers' dispatchers and the storage
 //! watch tasks. This module owns the other one: a multi-threaded runtime of
-//! [`Config::request_workers`](crate::Config) threads (default: the machine's available
+//! `request_workers` threads (the endpoints' `Config::request_workers`) (default: the machine's available
 //! parallelism) onto which the handler of every request that computes is spawned — every
 //! write verb (decode, patch, apply, validation, admission, the storage's update closure,
 //! the encoding of the answer), `/scale` reads, and every GET or LIST answered as a Table,
@@ -69,10 +69,10 @@ use crate::metrics::Metrics;
 /// request of a client with nothing in the pool waits for at most about `2 × N` tasks
 /// of others to finish (the next free place, then the run queue), however many requests
 /// other clients keep queued.
-pub(crate) const ADMITTED_PER_WORKER: usize = 2;
+pub const ADMITTED_PER_WORKER: usize = 2;
 
 /// The request compute runtime (see the module docs).
-pub(crate) struct ComputePool {
+pub struct ComputePool {
     /// `None` only while being dropped.
     runtime: Option<Runtime>,
     handle: Handle,
@@ -83,12 +83,12 @@ pub(crate) struct ComputePool {
 /// The pool stopped (the API is being dropped): the task never ran or was cut short.
 #[derive(Debug, thiserror::Error)]
 #[error("the request compute pool has stopped")]
-pub(crate) struct PoolStopped;
+pub struct PoolStopped;
 
 impl ComputePool {
     /// A pool of `workers` threads behind a gate of `ADMITTED_PER_WORKER × workers` places;
     /// `Ok(None)` for 0 (handlers run on the I/O runtime).
-    pub(crate) fn new(workers: usize, metrics: &Metrics) -> std::io::Result<Option<Self>> {
+    pub fn new(workers: usize, metrics: &Metrics) -> std::io::Result<Option<Self>> {
         if workers == 0 {
             return Ok(None);
         }
@@ -112,12 +112,12 @@ impl ComputePool {
     }
 
     /// The number of worker threads.
-    pub(crate) fn workers(&self) -> usize {
+    pub fn workers(&self) -> usize {
         self.workers
     }
 
     /// How many tasks may be in the pool at once (the gate's places).
-    pub(crate) fn admission_limit(&self) -> usize {
+    pub fn admission_limit(&self) -> usize {
         self.gate.limit()
     }
 
@@ -125,7 +125,7 @@ impl ComputePool {
     /// here; dropping the returned future leaves the queue or aborts the task (its place
     /// is given back when the task ends). A panic in the task is resumed on the caller's
     /// side.
-    pub(crate) fn run<F>(
+    pub fn run<F>(
         &self,
         flow: ClientKey,
         fut: F,
@@ -140,7 +140,7 @@ impl ComputePool {
     /// A handle that runs work of `flow` on the pool, for a response body that computes
     /// while it is sent (streamed Table, YAML and metadata lists, Table and metadata watch
     /// frames): each piece waits at the gate in the flow's queue like a request would.
-    pub(crate) fn offloader(&self, flow: ClientKey) -> Offloader {
+    pub fn offloader(&self, flow: ClientKey) -> Offloader {
         Offloader {
             gate: self.gate.clone(),
             handle: self.handle.clone(),
@@ -152,7 +152,7 @@ impl ComputePool {
 /// Runs pieces of a response body's work on the pool, in one client's flow
 /// ([`ComputePool::offloader`]); holds no place in the pool between pieces.
 #[derive(Clone)]
-pub(crate) struct Offloader {
+pub struct Offloader {
     gate: gate::Gate,
     handle: Handle,
     flow: ClientKey,
@@ -162,7 +162,7 @@ impl Offloader {
     /// Waits at the gate in the flow's queue, then runs `fut` on the pool and waits for it
     /// here; dropping the returned future leaves the queue or aborts the task (its place is
     /// given back when the task ends). A panic in the task is resumed on the caller's side.
-    pub(crate) fn run<F>(
+    pub fn run<F>(
         &self,
         fut: F,
     ) -> impl Future<Output = Result<F::Output, PoolStopped>> + Send + use<F>
@@ -230,7 +230,7 @@ impl Place {
 ///
 /// Cancel safe: dropped while waiting or queueing, the task holds no place (the gate's
 /// waiter leaves its queue); its end drops whatever place it holds.
-pub(crate) async fn waiting<F: Future>(fut: F) -> F::Output {
+pub async fn waiting<F: Future>(fut: F) -> F::Output {
     let held = PLACE
         .try_with(|p| p.take().map(|permit| (Arc::clone(p), permit)))
         .ok()
