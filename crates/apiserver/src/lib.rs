@@ -286,6 +286,11 @@ pub async fn build_api(
          at most request_admission in the pool at once (admitted fairly by client), \
          connections, watches and health checks run on io_workers threads"
     );
+    // Pod deletions pending from before this start, acknowledged as their kubelets would.
+    let kubelet_pass = listwatch_controllers::kubelet_pass::spawn(
+        &api,
+        listwatch_registry::lifecycle::Kubelet::of(opts.acknowledge_pod_deletion),
+    );
     let (reconciler, rbac_in_force) = informers
         .as_ref()
         .and_then(|i| i.spawn_reconciler(&api.resources()))
@@ -378,6 +383,7 @@ pub async fn build_api(
             security,
             informers,
             _reconciler: reconciler.map(AbortOnDrop),
+            _kubelet_pass: kubelet_pass.map(AbortOnDrop),
             _crd_controller: crd_controller,
             crds_synced,
             _services_observer: services_observer.map(AbortOnDrop),
@@ -506,6 +512,8 @@ pub struct Running {
     security: Arc<security::Security>,
     informers: Option<security::rbac::Informers>,
     _reconciler: Option<AbortOnDrop>,
+    /// Acknowledges the pod deletions pending at start (`--acknowledge-pod-deletion`).
+    _kubelet_pass: Option<AbortOnDrop>,
     /// Serves the kinds CRDs define.
     _crd_controller: AbortOnDrop,
     /// Turns true once the CRDs stored at start are served.

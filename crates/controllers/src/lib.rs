@@ -17,6 +17,9 @@
 //!   own kind set): serves the resource each CustomResourceDefinition defines, writes its
 //!   `NamesAccepted`/`Established` status, and on deletion removes its objects and resource
 //!   (docs/crds.md);
+//! - [`kubelet_pass`]: with the API's `acknowledge_pod_deletion`, the start-up pass that
+//!   acknowledges, as every node's kubelet would, the pods whose graceful deletion was
+//!   pending when the server started (on every replica; idempotent);
 //! - [`kubernetes_service`]: the `kubernetes` Service, Endpoints and EndpointSlice of
 //!   `default`, pointing at this server (a singleton);
 //! - [`namespace_defaults`]: each namespace's `default` ServiceAccount and `kube-root-ca.crt`
@@ -71,6 +74,7 @@
 pub mod bootstrap;
 pub mod crd;
 pub mod gc;
+pub mod kubelet_pass;
 pub mod kubernetes_service;
 pub mod local;
 pub mod namespace_defaults;

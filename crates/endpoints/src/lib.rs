@@ -64,7 +64,6 @@ use listwatch_registry::fieldmanager;
 use listwatch_server::flowcontrol;
 mod handlers;
 mod health;
-mod kubelet_pass;
 use listwatch_registry::lifecycle;
 pub mod limits;
 use listwatch_server::metrics;
@@ -148,8 +147,8 @@ pub struct Config {
     /// its grace period (a scheduled pod, `spec.nodeName` set) is followed at once by the
     /// kubelet's acknowledgement, a DELETE of grace 0 with the pod's uid as precondition, so
     /// the pod goes (watchers see the mark, MODIFIED, then DELETED) unless finalizers hold
-    /// it; pods whose graceful deletion is pending when the API is built are acknowledged
-    /// then. Off (upstream without a kubelet): such a pod stays `Terminating` until a client
+    /// it; pods whose graceful deletion was pending before are acknowledged by the start-up
+    /// pass the embedder runs (`listwatch-controllers`' `kubelet_pass`). Off (upstream without a kubelet): such a pod stays `Terminating` until a client
     /// sends that DELETE. For test environments, where no kubelet runs. Default: off.
     pub acknowledge_pod_deletion: bool,
 }
@@ -377,8 +376,9 @@ impl Installer {
         &self.resources
     }
 
-    /// Builds the API. With [`Config::acknowledge_pod_deletion`], on a tokio runtime, it also
-    /// starts one pass acknowledging the pod deletions already pending. The namespace
+    /// Builds the API. The pass acknowledging the pod deletions already pending (with
+    /// [`Config::acknowledge_pod_deletion`]) is the embedder's to run
+    /// (`listwatch-controllers`' `kubelet_pass`), as is the namespace
     /// controller, which empties terminating namespaces, is the embedder's to run
     /// (`listwatch-controllers`' `namespaces`; without it a deleted namespace stays
     /// `Terminating`).
@@ -413,7 +413,6 @@ impl Installer {
         let derived = shared.derived(&shared.kinds());
         derived.docs();
         derived.openapi();
-        kubelet_pass::start(&shared);
         Api { shared }
     }
 }

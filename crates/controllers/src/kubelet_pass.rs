@@ -1,19 +1,18 @@
-//! The start-up pass of the server's kubelet acknowledgements
-//! ([`Config::acknowledge_pod_deletion`](crate::Config)): when the API is built, every pod
-//! whose graceful deletion was already pending is acknowledged through the registry's
-//! kubelet DELETE ([`listwatch_registry::lifecycle::acknowledge_once`]).
+//! The start-up pass of the server's kubelet acknowledgements (the endpoints'
+//! `Config::acknowledge_pod_deletion`): once the API is built, every pod whose graceful
+//! deletion was already pending is acknowledged through the registry's kubelet DELETE
+//! ([`listwatch_registry::lifecycle::acknowledge_once`]), as the DELETEs the API serves
+//! from then on are. The embedder runs it ([`spawn`]); it was the endpoints' until issue 27.
 //!
 //! Invariants: it keeps no state across pods beyond one page of a list; it retries a failed
-//! pass after a backoff, and stops when the API shuts down or is dropped.
+//! pass after a backoff (at most [`RETRY_MAX`] apart), and stops once done, when the API
+//! shuts down, or when its task is aborted.
 
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use listwatch_endpoints::{Api, GracefulDeletion};
 use listwatch_registry::lifecycle::{Kubelet, acknowledge_once, is_namespaces, waits_for_kubelet};
 use listwatch_storage::{Error as StorageError, Key, ListOptions};
-
-use crate::Shared;
-use crate::resource::GracefulDeletion;
 
 /// Objects listed per page by the start-up pass.
 const PAGE: u64 = 500;
@@ -23,39 +22,27 @@ const RETRY_FIRST: Duration = Duration::from_secs(1);
 /// The longest wait between two tries of the start-up pass.
 const RETRY_MAX: Duration = Duration::from_secs(8);
 
-/// Starts the start-up pass for `shared` on the current tokio runtime when its config asks
-/// for acknowledgements (and there is a runtime). It ends once done, or when the API shuts
-/// down or is dropped.
-pub(crate) fn start(shared: &Arc<Shared>) {
-    if Kubelet::of(shared.config.acknowledge_pod_deletion) != Kubelet::Acknowledges {
-        return;
+/// Starts the start-up pass over `api` on the current tokio runtime when `kubelet` is
+/// [`Kubelet::Acknowledges`] (the API's own setting); `None` otherwise. The task ends once
+/// done or when the API shuts down; the embedder aborts it when it stops.
+pub fn spawn(api: &Api, kubelet: Kubelet) -> Option<tokio::task::JoinHandle<()>> {
+    if kubelet != Kubelet::Acknowledges {
+        return None;
     }
-    let Ok(rt) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!(
-            "no tokio runtime at build: pod deletions pending from before are not acknowledged"
-        );
-        return;
-    };
     tracing::info!(
         "pods' graceful deletions complete at once, as if their kubelets acknowledged them"
     );
-    rt.spawn(pending_pass(Arc::downgrade(shared)));
+    Some(tokio::spawn(pending_pass(api.clone())))
 }
 
 /// Acknowledges every pod whose graceful deletion is pending, retrying after failures.
-async fn pending_pass(weak: Weak<Shared>) {
+async fn pending_pass(api: Api) {
     let mut wait = RETRY_FIRST;
     loop {
-        let result = {
-            let Some(shared) = weak.upgrade() else {
-                return;
-            };
-            if shared.shutting_down() {
-                return;
-            }
-            acknowledge_pending(&shared).await
-        };
-        match result {
+        if api.is_shutting_down() {
+            return;
+        }
+        match acknowledge_pending(&api).await {
             Ok(0) => return,
             Ok(n) => {
                 tracing::info!(
@@ -76,9 +63,9 @@ async fn pending_pass(weak: Weak<Shared>) {
 /// One pass over every pod-like resource: acknowledges each pod in a pending grace period;
 /// how many it acknowledged. A failed pass is safe to redo: a pod it acknowledged no longer
 /// waits.
-async fn acknowledge_pending(shared: &Shared) -> Result<usize, StorageError> {
+async fn acknowledge_pending(api: &Api) -> Result<usize, StorageError> {
     let mut done = 0usize;
-    let kinds = shared.kinds();
+    let kinds = api.resources();
     let pods = kinds
         .iter()
         .filter(|r| r.info.graceful_deletion == GracefulDeletion::Pod && !is_namespaces(&r.info));
@@ -87,7 +74,7 @@ async fn acknowledge_pending(shared: &Shared) -> Result<usize, StorageError> {
         let mut opts = ListOptions::recursive();
         opts.limit = Some(PAGE);
         loop {
-            if shared.shutting_down() {
+            if api.is_shutting_down() {
                 return Ok(done);
             }
             let page = r.storage.list(&key, &opts).await?;
@@ -115,7 +102,7 @@ mod tests {
 
     #[test]
     fn the_default_config_leaves_pods_to_their_kubelets() {
-        let config = crate::Config::default();
+        let config = listwatch_endpoints::Config::default();
         assert_eq!(
             Kubelet::of(config.acknowledge_pod_deletion),
             Kubelet::Absent
