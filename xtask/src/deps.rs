@@ -77,6 +77,9 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
     ("listwatch-schema", &[]),
     // Server-side apply reads field types from the schemas; pure: no I/O.
     ("listwatch-apply", &["listwatch-api", "listwatch-schema"]),
+    // Server infrastructure (flow control, the request compute pool, request metrics): no
+    // workspace crate; "never HTTP serving, storage, the registry or the endpoints".
+    ("listwatch-server", &[]),
     // The registry: the typed write path over any Storage, the kinds' rules, apply's field
     // manager and the schemas; "never HTTP serving (axum, the endpoints), a particular backend
     // or the cacher".
@@ -88,11 +91,11 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-kinds",
             "listwatch-apply",
             "listwatch-schema",
+            // The request compute pool's `waiting`: the namespace lifecycle's re-read gives
+            // its place in the pool back while it pauses.
+            "listwatch-server",
         ],
     ),
-    // Server infrastructure (flow control, the request compute pool, request metrics): no
-    // workspace crate; "never HTTP serving, storage, the registry or the endpoints".
-    ("listwatch-server", &[]),
     // Protobuf request bodies decoded to JSON (the wire format and the kinds' field tables),
     // with the registry's clock for `metav1.Time`; "never HTTP serving, storage or the
     // endpoints".

@@ -67,7 +67,6 @@ mod health;
 use listwatch_registry::lifecycle;
 pub mod limits;
 use listwatch_server::metrics;
-mod namespaces;
 pub mod negotiate;
 mod openapi;
 pub use listwatch_registry::patch;

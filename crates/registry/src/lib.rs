@@ -8,7 +8,8 @@
 //! preparation and validation ([`validation`]: names, `generateName`, metadata, ownership
 //! ([`ownership`]), status and generation rules), the deletion lifecycle ([`lifecycle`]:
 //! graceful deletion, finalizers, propagation policies, the kubelet's acknowledgement), the
-//! namespace strategy ([`namespaces`]), the field manager that records `managedFields`
+//! namespace strategy ([`namespaces`]), upstream's `NamespaceLifecycle` admission rule for
+//! creates in a namespace ([`namespace_lifecycle`]), the field manager that records `managedFields`
 //! ([`fieldmanager`]), strategic merge ([`strategic`]), field validation
 //! ([`field_validation`]), the `/scale` subresource ([`scale`]), the admission hook
 //! ([`admission`]), the options of the operations ([`options`]), the typed error every
@@ -25,8 +26,8 @@
 //! - input-driven work is bounded (depth [`MAX_DEPTH`], the apply limits, the report
 //!   limits of [`error::MAX_INVALID_REPORT_BYTES`]).
 //!
-//! It depends on `listwatch-api`, `listwatch-kinds`, `listwatch-storage`, `listwatch-apply`
-//! and `listwatch-schema`; it must never depend on HTTP serving (axum, the endpoints), a
+//! It depends on `listwatch-api`, `listwatch-kinds`, `listwatch-storage`, `listwatch-apply`,
+//! `listwatch-schema` and `listwatch-server` (the request compute pool's `waiting`); it must never depend on HTTP serving (axum, the endpoints), a
 //! particular backend (memstore, etcd) or the cacher.
 //!
 //! ```
@@ -49,6 +50,7 @@ pub mod error;
 pub mod field_validation;
 pub mod fieldmanager;
 pub mod lifecycle;
+pub mod namespace_lifecycle;
 pub mod namespaces;
 pub mod options;
 pub mod ownership;

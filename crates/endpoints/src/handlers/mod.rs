@@ -198,6 +198,14 @@ impl Request {
         )
     }
 
+    /// The registry store of the served `v1` namespaces, when served (what the namespace
+    /// lifecycle admission reads).
+    fn namespaces_store(&self) -> Option<Store> {
+        self.shared
+            .namespaces()
+            .map(|r| Store::new(Arc::clone(&r.info), Arc::clone(&r.storage)))
+    }
+
     /// [`store`](Self::store), acting as the kubelet for pods as the server's config says
     /// (what a DELETE and a collection DELETE use).
     fn deleting_store(&self) -> Store {

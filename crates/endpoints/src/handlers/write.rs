@@ -86,12 +86,16 @@ impl WriteHooks for Request {
     }
 
     fn check_namespace<'a>(&'a self, namespace: Option<&'a str>, name: &'a str) -> HookFuture<'a> {
-        Box::pin(crate::namespaces::check_open(
-            &self.shared,
-            self.info(),
-            namespace,
-            name,
-        ))
+        Box::pin(async move {
+            let namespaces = self.namespaces_store();
+            listwatch_registry::namespace_lifecycle::check_open(
+                namespaces.as_ref(),
+                self.info(),
+                namespace,
+                name,
+            )
+            .await
+        })
     }
 
     fn after_create<'a>(
@@ -100,13 +104,17 @@ impl WriteHooks for Request {
         key: &'a Key,
         created: &'a listwatch_api::Object,
     ) -> HookFuture<'a> {
-        Box::pin(crate::namespaces::recheck_after_create(
-            &self.shared,
-            &self.res,
-            namespace,
-            key,
-            created,
-        ))
+        Box::pin(async move {
+            let namespaces = self.namespaces_store();
+            listwatch_registry::namespace_lifecycle::recheck_after_create(
+                namespaces.as_ref(),
+                &self.deleting_store(),
+                namespace,
+                key,
+                created,
+            )
+            .await
+        })
     }
 }
 

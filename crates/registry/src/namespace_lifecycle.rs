@@ -1,6 +1,7 @@
-//! Namespaces: the admission rule for creates in a namespace (exists, and is not being
-//! terminated), as upstream's `NamespaceLifecycle` admission plugin, and the wake-up a local
-//! namespace DELETE sends the namespace controller ([`crate::Api::namespace_deletions`]).
+//! The admission rule for creates in a namespace (exists, and is not being terminated), as
+//! upstream's `NamespaceLifecycle` admission plugin: [`check_open`] before a create's write,
+//! [`recheck_after_create`] after it. The HTTP layer calls them from its `WriteHooks`
+//! (`check_namespace`, `after_create`), with the store of the served `v1` namespaces.
 //!
 //! A DELETE of a namespace only marks it (`lifecycle`: `deletionTimestamp`, phase
 //! `Terminating`; its `spec.finalizers` hold `kubernetes` from its creation); the namespace
@@ -28,12 +29,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::Shared;
+use crate::Store;
 use crate::error::{ApiError, ApiResult};
 use crate::lifecycle::{self, State};
-use crate::query::DeleteRequest;
-use crate::resource::{KindSpec, Resource};
+use crate::options::DeleteRequest;
 use listwatch_api::Object;
+use listwatch_kinds::KindSpec;
 use listwatch_storage::{GetOptions, Key, Preconditions};
 
 fn terminating_message(ns: &str) -> String {
@@ -42,7 +43,7 @@ fn terminating_message(ns: &str) -> String {
 
 /// 403 for a create of `name` in the terminating namespace `ns`, as upstream's
 /// `NamespaceLifecycle` (with its `NamespaceTerminating` cause).
-pub(crate) fn terminating(info: &KindSpec, name: &str, ns: &str) -> ApiError {
+pub fn terminating(info: &KindSpec, name: &str, ns: &str) -> ApiError {
     let msg = terminating_message(ns);
     let mut e = ApiError::forbidden(info, name, &msg);
     // The cause's own message is the short form (plugin/pkg/admission/namespace/lifecycle
@@ -56,20 +57,15 @@ pub(crate) fn terminating(info: &KindSpec, name: &str, ns: &str) -> ApiError {
     e
 }
 
-/// The namespaces resource, when installed.
-fn namespaces(shared: &Shared) -> Option<Resource> {
-    shared.namespaces()
-}
-
-/// Reads namespace `ns` (consistently): `None` when missing.
-async fn read_namespace(shared: &Shared, ns: &str) -> ApiResult<Option<(Resource, Object)>> {
-    let Some(nsres) = namespaces(shared) else {
+/// Reads namespace `ns` (consistently) from `namespaces`: `None` when missing.
+async fn read_namespace(namespaces: Option<&Store>, ns: &str) -> ApiResult<Option<Object>> {
+    let Some(nsres) = namespaces else {
         return Ok(None);
     };
-    let key = Key::object(&nsres.info.storage_resource, None, ns)
-        .map_err(|e| ApiError::storage(&e, &nsres.info))?;
+    let key = Key::object(&nsres.info().storage_resource, None, ns)
+        .map_err(|e| ApiError::storage(&e, nsres.info()))?;
     let found = nsres
-        .storage
+        .storage()
         .get(
             &key,
             &GetOptions {
@@ -78,14 +74,15 @@ async fn read_namespace(shared: &Shared, ns: &str) -> ApiResult<Option<(Resource
             },
         )
         .await
-        .map_err(|e| ApiError::storage(&e, &nsres.info))?;
-    Ok(found.map(|o| (nsres.clone(), o)))
+        .map_err(|e| ApiError::storage(&e, nsres.info()))?;
+    Ok(found)
 }
 
-/// Before a create of `name` (a `info` object) in `ns`: 404 when the namespace is missing,
-/// 403 when it is being terminated. Nothing to check without a namespaces resource.
-pub(crate) async fn check_open(
-    shared: &Shared,
+/// Before a create of `name` (a `info` object) in `ns`: 404 when the namespace is missing
+/// from `namespaces` (the store of the served namespaces), 403 when it is being
+/// terminated. Nothing to check without a namespaces resource.
+pub async fn check_open(
+    namespaces: Option<&Store>,
     info: &KindSpec,
     ns: Option<&str>,
     name: &str,
@@ -93,16 +90,16 @@ pub(crate) async fn check_open(
     let Some(ns) = ns else {
         return Ok(());
     };
-    let Some(nsres) = namespaces(shared) else {
+    let Some(nsres) = namespaces else {
         return Ok(());
     };
-    match read_namespace(shared, ns).await? {
+    match read_namespace(Some(nsres), ns).await? {
         None => {
-            let key = Key::object(&nsres.info.storage_resource, None, ns)
-                .map_err(|e| ApiError::storage(&e, &nsres.info))?;
-            Err(ApiError::storage(&key.not_found(), &nsres.info))
+            let key = Key::object(&nsres.info().storage_resource, None, ns)
+                .map_err(|e| ApiError::storage(&e, nsres.info()))?;
+            Err(ApiError::storage(&key.not_found(), nsres.info()))
         }
-        Some((_, o)) if State::of(&o).deleting => Err(terminating(info, name, ns)),
+        Some(o) if State::of(&o).deleting => Err(terminating(info, name, ns)),
         Some(_) => Ok(()),
     }
 }
@@ -119,18 +116,15 @@ const RECHECK_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// [`read_namespace`] again while it fails with a server-side error (5xx, 429), within
 /// [`RECHECK_PATIENCE`]: a read is safe to repeat, and only an answer tells whether the
 /// object just written may stay.
-async fn read_namespace_patiently(
-    shared: &Shared,
-    ns: &str,
-) -> ApiResult<Option<(Resource, Object)>> {
+async fn read_namespace_patiently(namespaces: &Store, ns: &str) -> ApiResult<Option<Object>> {
     let deadline = Instant::now() + RECHECK_PATIENCE;
     let mut wait = RECHECK_BACKOFF;
     loop {
-        match read_namespace(shared, ns).await {
+        match read_namespace(Some(namespaces), ns).await {
             Err(e) if (e.code() >= 500 || e.code() == 429) && Instant::now() + wait < deadline => {
                 tracing::debug!(namespace = ns, error = %e.0.message, "re-reading the namespace after a create failed; trying again");
                 // A pause is a wait: no place in the request compute pool meanwhile.
-                crate::compute::waiting(tokio::time::sleep(wait)).await;
+                listwatch_server::compute::waiting(tokio::time::sleep(wait)).await;
                 wait = (wait * 2).min(RECHECK_BACKOFF_MAX);
             }
             other => return other,
@@ -138,9 +132,10 @@ async fn read_namespace_patiently(
     }
 }
 
-/// After a create wrote `created` at `key` in `ns`: if the namespace is by now terminating
-/// or gone, removes the object (in its own task: a request deadline dropping this future
-/// does not stop it) and answers as [`check_open`] would have.
+/// After a create wrote `created` at `key` in `ns` through `objects` (the store of its kind,
+/// acknowledging pods as the server's DELETEs do): if the namespace is by now terminating
+/// or gone from `namespaces`, removes the object (in its own task: a request deadline
+/// dropping this future does not stop it) and answers as [`check_open`] would have.
 ///
 /// The namespace is re-read through storage failures for up to [`RECHECK_PATIENCE`]. If it
 /// still cannot be read, the object is removed (the namespace may have been terminated
@@ -148,9 +143,9 @@ async fn read_namespace_patiently(
 /// applied and undone (or, if the removal failed too, its outcome is unknown), and clients
 /// resend any verb on that header — upstream's rule for a write whose effect the server
 /// cannot vouch for is to let the client decide.
-pub(crate) async fn recheck_after_create(
-    shared: &Shared,
-    res: &Resource,
+pub async fn recheck_after_create(
+    namespaces: Option<&Store>,
+    objects: &Store,
     ns: Option<&str>,
     key: &Key,
     created: &Object,
@@ -158,28 +153,29 @@ pub(crate) async fn recheck_after_create(
     let Some(ns) = ns else {
         return Ok(());
     };
-    if namespaces(shared).is_none() {
+    let Some(nsres) = namespaces else {
         return Ok(());
-    }
-    let (verdict, known) = match read_namespace_patiently(shared, ns).await {
-        Ok(Some((_, o))) if !State::of(&o).deleting => return Ok(()),
+    };
+    let info = objects.info();
+    let (verdict, known) = match read_namespace_patiently(nsres, ns).await {
+        Ok(Some(o)) if !State::of(&o).deleting => return Ok(()),
         Ok(_) => (
-            check_open(shared, &res.info, Some(ns), created.name())
+            check_open(Some(nsres), info, Some(ns), created.name())
                 .await
                 .err()
-                .unwrap_or_else(|| terminating(&res.info, created.name(), ns)),
+                .unwrap_or_else(|| terminating(info, created.name(), ns)),
             true,
         ),
         // Cannot tell: remove what was written, to be safe, and say why.
         Err(e) => (e, false),
     };
-    let storage = Arc::clone(&res.storage);
+    let storage = Arc::clone(objects.storage());
     let key = key.clone();
     let pre = Preconditions {
         uid: created.uid().map(str::to_owned),
         resource_version: None,
     };
-    let kubelet = lifecycle::Kubelet::of(shared.config.acknowledge_pod_deletion);
+    let kubelet = objects.kubelet;
     let cleanup = tokio::spawn(async move {
         // The object is ours (uid); a finalizer on it is honoured like any delete's.
         let info = KindSpec::new("", "", "", "");
@@ -208,7 +204,7 @@ pub(crate) async fn recheck_after_create(
         format!(
             "{} \"{}\" was written, but namespace {ns} could not be read afterwards to confirm \
              that it is still open, so the object was removed: {}",
-            res.info.qualified_resource(),
+            info.qualified_resource(),
             created.name(),
             status.message
         )
@@ -216,7 +212,7 @@ pub(crate) async fn recheck_after_create(
         format!(
             "{} \"{}\" was written, but namespace {ns} could not be read afterwards to confirm \
              that it is still open, and removing the object failed: it may or may not exist: {}",
-            res.info.qualified_resource(),
+            info.qualified_resource(),
             created.name(),
             status.message
         )
