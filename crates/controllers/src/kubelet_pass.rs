@@ -5,7 +5,7 @@
 //! from then on are. The embedder runs it ([`spawn`]); it was the endpoints' until issue 27.
 //!
 //! Invariants: it keeps no state across pods beyond one page of a list; it retries a failed
-//! pass after a backoff (at most [`RETRY_MAX`] apart), and stops once done, when the API
+//! pass after a backoff (at most 8 s apart), and stops once done, when the API
 //! shuts down, or when its task is aborted.
 
 use std::time::Duration;

@@ -137,7 +137,7 @@ async fn read_namespace_patiently(namespaces: &Store, ns: &str) -> ApiResult<Opt
 /// or gone from `namespaces`, removes the object (in its own task: a request deadline
 /// dropping this future does not stop it) and answers as [`check_open`] would have.
 ///
-/// The namespace is re-read through storage failures for up to [`RECHECK_PATIENCE`]. If it
+/// The namespace is re-read through storage failures for up to 10 s. If it
 /// still cannot be read, the object is removed (the namespace may have been terminated
 /// before the write) and the answer says so and carries no `Retry-After`: the create was
 /// applied and undone (or, if the removal failed too, its outcome is unknown), and clients

@@ -210,7 +210,7 @@ const SHARDS: usize = 16;
 #[repr(align(128))]
 struct Shard(AtomicU64);
 
-/// A counter's value spread over [`SHARDS`] cache-line-padded shards, each thread adding to
+/// A counter's value spread over 16 (`SHARDS`) cache-line-padded shards, each thread adding to
 /// its own (threads are given shards round robin on first use): an increment never touches
 /// a line that every watch of the resource writes, and a read sums the shards. The value
 /// [`Atomic::inc_by`] returns is the shard's, not the counter's.

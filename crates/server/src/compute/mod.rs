@@ -15,7 +15,7 @@
 //! YAML or partial metadata — see `handlers::computes`. The I/O side awaits the task.
 //!
 //! Which request enters the pool next is decided by the fair admission gate in front of it
-//! ([`gate`]): at most [`ADMITTED_PER_WORKER`] × `request_workers` tasks are in the pool
+//! (`gate.rs`): at most [`ADMITTED_PER_WORKER`] × `request_workers` tasks are in the pool
 //! (computing or in its run queue) at once; the others wait on the I/O runtime in their
 //! client's flow, and a freed place goes to the flow with the fewest tasks in the pool.
 //!
