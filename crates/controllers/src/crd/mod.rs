@@ -23,6 +23,9 @@
 //!   registry's deletion lifecycle, as a DELETE), waits for them to be gone (those held by
 //!   finalizers are waited for, checked again every [`RETRY`]), stops serving the kinds
 //!   (404, and gone from discovery) and removes the finalizer, which removes the CRD.
+//!   A CRD found deleting at start (the server stopped during its cleanup) is served again
+//!   under its accepted names until the cleanup ends, and every retry of a cleanup uses
+//!   one storage (a fresh cache answers "initializing" until it has listed).
 //!
 //! # Invariants
 //! - it runs on every replica (each serves from its own kind set); its writes are
@@ -122,6 +125,10 @@ pub struct CrdController {
     /// The latest state of every CRD seen, by name.
     known: HashMap<String, Value>,
     installed: HashMap<String, Installed>,
+    /// The storage (with its cache) a deleting CRD that is not served is cleaned up
+    /// through, by CRD name with its uid: kept across the cleanup's retries, since a new
+    /// cache answers "initializing" until it has listed.
+    cleanup: HashMap<String, (String, Arc<dyn Storage>)>,
     /// CRDs to look at again at the next [`RETRY`].
     pending: HashSet<String>,
     /// Turns `true` once the CRDs stored at start have been looked at (their resources
@@ -157,6 +164,7 @@ impl CrdController {
             calls: Calls::new(api.router()),
             known: HashMap::new(),
             installed: HashMap::new(),
+            cleanup: HashMap::new(),
             pending: HashSet::new(),
             synced: tokio::sync::watch::Sender::new(false),
         }
@@ -479,6 +487,7 @@ impl CrdController {
 
     /// Stops serving the CRD's kinds.
     fn uninstall(&mut self, name: &str) {
+        self.cleanup.remove(name);
         if let Some(i) = self.installed.remove(name) {
             for (g, v, p) in &i.keys {
                 let _ = self.api.remove_resource(g, v, p);
@@ -519,6 +528,16 @@ impl CrdController {
             // The next event (the status written) carries on.
             return Ok(false);
         }
+        // A CRD found deleting (the server restarted during its cleanup) is served under
+        // the names it had accepted, as upstream serves a terminating CRD: its remaining
+        // objects can be read and their finalizers removed, and the cleanup goes through
+        // one storage whose cache gets to list.
+        if !self.installed.contains_key(name) {
+            let accepted = obj.pointer("/status/acceptedNames").map(Names::read);
+            if let Some(accepted) = accepted.filter(|n| !n.plural.is_empty()) {
+                self.install(name, obj, def, &accepted);
+            }
+        }
         let names = self
             .installed
             .get(name)
@@ -526,11 +545,23 @@ impl CrdController {
         let Some(spec) = def.kind_specs(&names).into_iter().next() else {
             return Ok(false);
         };
-        let storage = self
+        let uid = meta_str(obj, "uid");
+        let storage = match self
             .installed
             .get(name)
             .filter(|i| i.storage_resource == spec.storage_resource)
-            .map_or_else(|| (self.factory)(&spec), |i| Arc::clone(&i.base));
+        {
+            Some(i) => Arc::clone(&i.base),
+            None => match self.cleanup.get(name).filter(|(u, _)| u == uid) {
+                Some((_, s)) => Arc::clone(s),
+                None => {
+                    let s = (self.factory)(&spec);
+                    self.cleanup
+                        .insert(name.to_owned(), (uid.to_owned(), Arc::clone(&s)));
+                    s
+                }
+            },
+        };
         let remaining = delete_instances(&spec, &storage).await?;
         if remaining > 0 {
             tracing::debug!(crd = name, remaining, "waiting for custom resources to go");
