@@ -416,6 +416,97 @@ fn a_crd_deleting_when_the_server_stopped_finishes_its_cleanup_after_the_restart
     assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
 }
 
+/// A CRD in a protected community group (`*.k8s.io`, `*.kubernetes.io`) needs the
+/// `api-approved.kubernetes.io` annotation, as upstream's validation requires (before: any
+/// insider who may create CRDs added kinds to `rbac.authorization.k8s.io`, or a namespaced
+/// `tokenreviews` beside the built-in review in `authentication.k8s.io`'s discovery).
+#[test]
+fn a_crd_in_a_protected_group_needs_the_api_approval_annotation() {
+    let server = Server::start(&[]);
+    let json = [("Content-Type", "application/json")];
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let crd = |group: &str, annotation: Option<&str>| {
+        let mut c = json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("tokenreviews.{group}")},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": "tokenreviews", "kind": "TokenReview"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}}}]
+            }
+        });
+        if let Some(a) = annotation {
+            c["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": a});
+        }
+        c.to_string()
+    };
+    for (annotation, cause) in [
+        (None, "FieldValueRequired"),
+        (Some("looks fine to me"), "FieldValueInvalid"),
+    ] {
+        let r = http(
+            &server.addr,
+            "POST",
+            crds,
+            &json,
+            crd("authentication.k8s.io", annotation).as_bytes(),
+        );
+        assert_eq!(r.status, 422, "{}", String::from_utf8_lossy(&r.body));
+        let status: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let causes = &status["details"]["causes"];
+        assert!(
+            causes.as_array().unwrap().iter().any(|c| c["field"]
+                == "metadata.annotations[api-approved.kubernetes.io]"
+                && c["reason"] == cause),
+            "{status}"
+        );
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .contains("protected groups must have approval annotation"),
+            "{status}"
+        );
+    }
+    let r = http(
+        &server.addr,
+        "GET",
+        "/apis/authentication.k8s.io/v1",
+        &[],
+        b"",
+    );
+    assert!(
+        !String::from_utf8_lossy(&r.body).contains("\"namespaced\":true"),
+        "a refused CRD was served: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    for (group, annotation) in [
+        ("x.k8s.io", Some("unapproved, testing only")),
+        (
+            "y.k8s.io",
+            Some("https://github.com/kubernetes/enhancements/pull/1111"),
+        ),
+        ("example.com", None),
+    ] {
+        let r = http(
+            &server.addr,
+            "POST",
+            crds,
+            &json,
+            crd(group, annotation).as_bytes(),
+        );
+        assert_eq!(
+            r.status,
+            201,
+            "{group}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+}
+
 /// A CRD's versions are listed in upstream's priority, so clients (kubectl) use the
 /// preferred one: `v2` over `v1` over `v1beta1` (before: by name, `v1` preferred).
 #[test]
