@@ -507,6 +507,86 @@ fn a_crd_in_a_protected_group_needs_the_api_approval_annotation() {
     }
 }
 
+/// A CRD naming a review resource the server answers outside its kind set (here
+/// `tokenreviews.authentication.k8s.io`, approved with an `unapproved` reason) is not
+/// served: its names conflict, as with a served built-in kind (before: `Established`, and a
+/// namespaced, storable TokenReview in the group's discovery).
+#[test]
+fn a_crd_naming_a_review_resource_is_not_accepted() {
+    let server = Server::start(&[]);
+    let json = [("Content-Type", "application/json")];
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "tokenreviews.authentication.k8s.io",
+            "annotations": {"api-approved.kubernetes.io": "unapproved, shadowing"}},
+        "spec": {
+            "group": "authentication.k8s.io",
+            "scope": "Namespaced",
+            "names": {"plural": "tokenreviews", "kind": "TokenReview"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    });
+    let path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/tokenreviews.authentication.k8s.io";
+    let r = http(
+        &server.addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &json,
+        crd.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let deadline = Instant::now() + PATIENCE;
+    let conditions = loop {
+        let r = http(&server.addr, "GET", path, &[], b"");
+        let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        let c = v.pointer("/status/conditions").cloned().unwrap_or_default();
+        if c.as_array().is_some_and(|c| !c.is_empty()) {
+            break c;
+        }
+        assert!(Instant::now() < deadline, "no conditions: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let cond = |t: &str| {
+        conditions
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == t)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(cond("NamesAccepted")["status"], "False", "{conditions}");
+    assert_eq!(
+        cond("NamesAccepted")["reason"],
+        "PluralConflict",
+        "{conditions}"
+    );
+    assert_eq!(cond("Established")["status"], "False", "{conditions}");
+    let r = http(
+        &server.addr,
+        "GET",
+        "/apis/authentication.k8s.io/v1",
+        &[],
+        b"",
+    );
+    assert!(
+        !String::from_utf8_lossy(&r.body).contains("\"namespaced\":true"),
+        "{}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let r = http(
+        &server.addr,
+        "POST",
+        "/apis/authentication.k8s.io/v1/namespaces/default/tokenreviews",
+        &json,
+        br#"{"apiVersion":"authentication.k8s.io/v1","kind":"TokenReview","metadata":{"name":"t"},"spec":{"token":"x"}}"#,
+    );
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+}
+
 /// A CRD's versions are listed in upstream's priority, so clients (kubectl) use the
 /// preferred one: `v2` over `v1` over `v1beta1` (before: by name, `v1` preferred).
 #[test]

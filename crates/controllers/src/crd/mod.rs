@@ -5,7 +5,8 @@
 //! It owns, for every CRD it watches:
 //! - **names** (`names`): `NamesAccepted` is `True` (`NoConflicts`) when each name of
 //!   `spec.names` is free in the group — not another CRD's accepted name, not a name of a
-//!   kind served otherwise — else `False` with upstream's reason (`PluralConflict`,
+//!   kind served otherwise nor of a resource answered outside the kind set
+//!   ([`CrdController::reserve`]: the review APIs) — else `False` with upstream's reason (`PluralConflict`,
 //!   `SingularConflict`, `ShortNamesConflict`, `KindConflict`, `ListKindConflict`);
 //! - **serving**: once the names are accepted, a kind per served version joins the live kind
 //!   set ([`listwatch_endpoints::Api::add_resource`]): discovery, the OpenAPI documents,
@@ -129,6 +130,9 @@ pub struct CrdController {
     /// through, by CRD name with its uid: kept across the cleanup's retries, since a new
     /// cache answers "initializing" until it has listed.
     cleanup: HashMap<String, (String, Arc<dyn Storage>)>,
+    /// Resources the server answers outside the kind set (`group`, `plural`, `kind`: the
+    /// review APIs' routes): their names are taken in their group, as a served kind's are.
+    reserved: Vec<(String, String, String)>,
     /// CRDs to look at again at the next [`RETRY`].
     pending: HashSet<String>,
     /// Turns `true` once the CRDs stored at start have been looked at (their resources
@@ -165,9 +169,20 @@ impl CrdController {
             known: HashMap::new(),
             installed: HashMap::new(),
             cleanup: HashMap::new(),
+            reserved: Vec::new(),
             pending: HashSet::new(),
             synced: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Takes the names of `plural` (kind `kind`) in `group`, a resource the server answers
+    /// outside the kind set (upstream's review APIs): a CRD naming it gets `NamesAccepted`
+    /// `False`, as one naming a served kind does.
+    #[must_use]
+    pub fn reserve(mut self, group: &str, plural: &str, kind: &str) -> Self {
+        self.reserved
+            .push((group.to_owned(), plural.to_owned(), kind.to_owned()));
+        self
     }
 
     /// Turns `true` once the CRDs stored when the controller started have been looked at
@@ -394,6 +409,17 @@ impl CrdController {
                 &i.kind,
                 &i.list_kind(),
             );
+        }
+        for (g, plural, kind) in &self.reserved {
+            if g == group {
+                taken.add(
+                    plural,
+                    &kind.to_ascii_lowercase(),
+                    &[],
+                    kind,
+                    &format!("{kind}List"),
+                );
+            }
         }
         for (other, i) in &self.installed {
             if other != name && i.keys.first().is_some_and(|k| k.0 == group) {
