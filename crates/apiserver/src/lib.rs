@@ -302,7 +302,10 @@ pub async fn build_api(
     let make = backends.factory();
     let crd_factory: listwatch_controllers::crd::StorageFactory =
         Arc::new(move |info: &KindSpec| cache.wrap(make(info), info).0);
-    let crd_controller = listwatch_controllers::crd::CrdController::new(&api, crd_factory);
+    let crd_controller = security::reviews::REVIEW_KINDS.iter().fold(
+        listwatch_controllers::crd::CrdController::new(&api, crd_factory),
+        |c, (group, plural, kind)| c.reserve(group, plural, kind),
+    );
     let crds_synced = crd_controller.synced();
     let crd_controller = AbortOnDrop(tokio::spawn(crd_controller.run()));
     let mut work = singletons::Singletons::default();

@@ -8,6 +8,15 @@
 //! - a write of `certificatesigningrequests/status` that changes `status.certificate` needs
 //!   `sign` on the signer, the same way.
 //!
+//! And upstream's strategy parts that need the request ([`mutate`]):
+//!
+//! - a create's `spec.username`, `uid`, `groups` and `extra` are the requesting user's,
+//!   whatever the body claimed (the kind's strategy has cleared them), so the requestor an
+//!   approver (or an auto-approver trusting `system:node:*` requestors) reads cannot be
+//!   forged;
+//! - an `/approval` write changes only `status.conditions`: the rest of the status is the
+//!   stored one, so approving cannot also issue a certificate without `sign`.
+//!
 //! Invariant: the check asks the server's own authorizer for the writing user; a write with
 //! no user (the server's own) is not checked. Refusals are upstream's 403
 //! `user not permitted to approve requests with signerName "…"`.
@@ -15,16 +24,72 @@
 use listwatch_api::status::Status;
 use listwatch_auth::UserInfo;
 use listwatch_auth::authz::{Attributes, Authorizer};
-use listwatch_endpoints::admission::AdmissionRequest;
+use listwatch_endpoints::admission::{AdmissionRequest, MutationRequest, Operation};
 use listwatch_endpoints::{ApiError, ApiResult, RequestInfo};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
+
+use super::filter::Identity;
 
 /// The API group of CertificateSigningRequests and signers.
 pub(super) const GROUP: &str = "certificates.k8s.io";
 
 /// Whether `req` writes a CertificateSigningRequest.
 pub(super) fn applies(req: &AdmissionRequest<'_>) -> bool {
-    req.info.group == GROUP && req.info.plural == "certificatesigningrequests"
+    is_csr(req.info)
+}
+
+/// Whether `info` is CertificateSigningRequests.
+pub(super) fn is_csr(info: &listwatch_kinds::KindSpec) -> bool {
+    info.group == GROUP && info.plural == "certificatesigningrequests"
+}
+
+/// The request-dependent parts of upstream's CSR strategies (see the module doc): on
+/// create, the requesting user into the spec; on an `/approval` write, the stored status
+/// but for the conditions.
+pub(super) fn mutate(req: &MutationRequest<'_>, object: &mut Value) {
+    let sub = req
+        .extensions
+        .get::<RequestInfo>()
+        .map_or("", |i| i.subresource.as_str());
+    match (req.operation, sub, req.old) {
+        (Operation::Create, "", _) => {
+            let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+                return;
+            };
+            for k in ["username", "uid", "groups", "extra"] {
+                spec.remove(k);
+            }
+            let Some(Identity(user)) = req.extensions.get::<Identity>() else {
+                return;
+            };
+            spec.insert("username".into(), json!(user.name));
+            if !user.uid.is_empty() {
+                spec.insert("uid".into(), json!(user.uid));
+            }
+            if !user.groups.is_empty() {
+                spec.insert("groups".into(), json!(user.groups));
+            }
+            if !user.extra.is_empty() {
+                spec.insert("extra".into(), json!(user.extra));
+            }
+        }
+        (Operation::Update, "approval", Some(old)) => {
+            let conditions = object.pointer("/status/conditions").cloned();
+            let mut status = old
+                .get("status")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_else(Map::new);
+            match conditions {
+                Some(c) => status.insert("conditions".into(), c),
+                None => status.remove("conditions"),
+            };
+            if let Some(m) = object.as_object_mut() {
+                m.insert("status".into(), Value::Object(status));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Upstream's `IsAuthorizedForSignerName`: `verb` on the signer by its name, or on its

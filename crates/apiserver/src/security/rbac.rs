@@ -17,7 +17,7 @@ use listwatch_auth::rbac::{
     bootstrap::{self, Reconcile},
 };
 use listwatch_cacher::StorageListerWatcher;
-use listwatch_endpoints::admission::{Admission, AdmissionRequest, Operation};
+use listwatch_endpoints::admission::{Admission, AdmissionRequest, MutationRequest, Operation};
 use listwatch_endpoints::{ApiError, ApiResult, Resource};
 use listwatch_registry::fieldmanager::FieldManager;
 use listwatch_registry::{CreateOptions, Store, StoreError};
@@ -446,6 +446,13 @@ fn forbidden(plural: &str, name: &str, message: &str) -> ApiError {
 }
 
 impl Admission for RbacAdmission {
+    fn mutate(&self, req: &MutationRequest<'_>, object: &mut Value) -> ApiResult<()> {
+        if super::certificates::is_csr(req.info) {
+            super::certificates::mutate(req, object);
+        }
+        Ok(())
+    }
+
     fn validate(&self, req: &AdmissionRequest<'_>) -> ApiResult<()> {
         if super::certificates::applies(req) {
             return match (self.0.get(), req.extensions.get::<Identity>()) {

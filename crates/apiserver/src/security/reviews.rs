@@ -236,6 +236,37 @@ async fn issue_token(
     }))
 }
 
+/// The review resources of this module's routes, `(group, plural, kind)`: served outside
+/// the kind set, so the CRD controller is told their names are taken.
+pub const REVIEW_KINDS: &[(&str, &str, &str)] = &[
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+    ),
+    (
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+    ),
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+    ),
+    ("authentication.k8s.io", "tokenreviews", "TokenReview"),
+];
+
 /// A route of this module: its path (axum's syntax) and its handler.
 type ReviewRoute = (&'static str, fn() -> axum::routing::MethodRouter<Ctx>);
 
@@ -290,4 +321,22 @@ pub fn router(sec: Arc<Security>, api: &Api) -> Router {
         api: api.clone(),
         service_accounts,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_review_route_is_a_reserved_kind() {
+        for path in paths().filter(|p| !p.ends_with("/token")) {
+            assert!(
+                REVIEW_KINDS.iter().any(|(group, plural, _)| path
+                    .starts_with(&format!("/apis/{group}/"))
+                    && path.ends_with(&format!("/{plural}"))),
+                "{path} is not in REVIEW_KINDS"
+            );
+        }
+        assert_eq!(REVIEW_KINDS.len(), paths().count() - 1);
+    }
 }

@@ -24,6 +24,7 @@ mod controller_example;
 mod crd_manifest;
 mod crds_kube_rs;
 mod create_authz;
+mod csr_requestor;
 mod drain;
 mod embedded_store;
 mod error_echo_bounds;

@@ -5,7 +5,8 @@
 //! It owns, for every CRD it watches:
 //! - **names** (`names`): `NamesAccepted` is `True` (`NoConflicts`) when each name of
 //!   `spec.names` is free in the group — not another CRD's accepted name, not a name of a
-//!   kind served otherwise — else `False` with upstream's reason (`PluralConflict`,
+//!   kind served otherwise nor of a resource answered outside the kind set
+//!   ([`CrdController::reserve`]: the review APIs) — else `False` with upstream's reason (`PluralConflict`,
 //!   `SingularConflict`, `ShortNamesConflict`, `KindConflict`, `ListKindConflict`);
 //! - **serving**: once the names are accepted, a kind per served version joins the live kind
 //!   set ([`listwatch_endpoints::Api::add_resource`]): discovery, the OpenAPI documents,
@@ -24,6 +25,9 @@
 //!   registry's deletion lifecycle, as a DELETE), waits for them to be gone (those held by
 //!   finalizers are waited for, checked again every [`RETRY`]), stops serving the kinds
 //!   (404, and gone from discovery) and removes the finalizer, which removes the CRD.
+//!   A CRD found deleting at start (the server stopped during its cleanup) is served again
+//!   under its accepted names until the cleanup ends, and every retry of a cleanup uses
+//!   one storage (a fresh cache answers "initializing" until it has listed).
 //!
 //! # Invariants
 //! - it runs on every replica (each serves from its own kind set); its writes are
@@ -120,6 +124,13 @@ pub struct CrdController {
     /// The latest state of every CRD seen, by name.
     known: HashMap<String, Value>,
     installed: HashMap<String, Installed>,
+    /// The storage (with its cache) a deleting CRD that is not served is cleaned up
+    /// through, by CRD name with its uid: kept across the cleanup's retries, since a new
+    /// cache answers "initializing" until it has listed.
+    cleanup: HashMap<String, (String, Arc<dyn Storage>)>,
+    /// Resources the server answers outside the kind set (`group`, `plural`, `kind`: the
+    /// review APIs' routes): their names are taken in their group, as a served kind's are.
+    reserved: Vec<(String, String, String)>,
     /// CRDs to look at again at the next [`RETRY`].
     pending: HashSet<String>,
     /// Turns `true` once the CRDs stored at start have been looked at (their resources
@@ -155,9 +166,21 @@ impl CrdController {
             calls: Calls::new(api),
             known: HashMap::new(),
             installed: HashMap::new(),
+            cleanup: HashMap::new(),
+            reserved: Vec::new(),
             pending: HashSet::new(),
             synced: tokio::sync::watch::Sender::new(false),
         }
+    }
+
+    /// Takes the names of `plural` (kind `kind`) in `group`, a resource the server answers
+    /// outside the kind set (upstream's review APIs): a CRD naming it gets `NamesAccepted`
+    /// `False`, as one naming a served kind does.
+    #[must_use]
+    pub fn reserve(mut self, group: &str, plural: &str, kind: &str) -> Self {
+        self.reserved
+            .push((group.to_owned(), plural.to_owned(), kind.to_owned()));
+        self
     }
 
     /// Turns `true` once the CRDs stored when the controller started have been looked at
@@ -385,6 +408,17 @@ impl CrdController {
                 &i.list_kind(),
             );
         }
+        for (g, plural, kind) in &self.reserved {
+            if g == group {
+                taken.add(
+                    plural,
+                    &kind.to_ascii_lowercase(),
+                    &[],
+                    kind,
+                    &format!("{kind}List"),
+                );
+            }
+        }
         for (other, i) in &self.installed {
             if other != name && i.keys.first().is_some_and(|k| k.0 == group) {
                 taken.add_names(&i.names);
@@ -477,6 +511,7 @@ impl CrdController {
 
     /// Stops serving the CRD's kinds.
     fn uninstall(&mut self, name: &str) {
+        self.cleanup.remove(name);
         if let Some(i) = self.installed.remove(name) {
             for (g, v, p) in &i.keys {
                 let _ = self.api.remove_resource(g, v, p);
@@ -517,6 +552,16 @@ impl CrdController {
             // The next event (the status written) carries on.
             return Ok(false);
         }
+        // A CRD found deleting (the server restarted during its cleanup) is served under
+        // the names it had accepted, as upstream serves a terminating CRD: its remaining
+        // objects can be read and their finalizers removed, and the cleanup goes through
+        // one storage whose cache gets to list.
+        if !self.installed.contains_key(name) {
+            let accepted = obj.pointer("/status/acceptedNames").map(Names::read);
+            if let Some(accepted) = accepted.filter(|n| !n.plural.is_empty()) {
+                self.install(name, obj, def, &accepted);
+            }
+        }
         let names = self
             .installed
             .get(name)
@@ -524,11 +569,23 @@ impl CrdController {
         let Some(spec) = def.kind_specs(&names).into_iter().next() else {
             return Ok(false);
         };
-        let storage = self
+        let uid = meta_str(obj, "uid");
+        let storage = match self
             .installed
             .get(name)
             .filter(|i| i.storage_resource == spec.storage_resource)
-            .map_or_else(|| (self.factory)(&spec), |i| Arc::clone(&i.base));
+        {
+            Some(i) => Arc::clone(&i.base),
+            None => match self.cleanup.get(name).filter(|(u, _)| u == uid) {
+                Some((_, s)) => Arc::clone(s),
+                None => {
+                    let s = (self.factory)(&spec);
+                    self.cleanup
+                        .insert(name.to_owned(), (uid.to_owned(), Arc::clone(&s)));
+                    s
+                }
+            },
+        };
         let remaining = delete_instances(&spec, &storage).await?;
         if remaining > 0 {
             tracing::debug!(crd = name, remaining, "waiting for custom resources to go");

@@ -217,6 +217,7 @@ impl KindStrategy for CrdStrategy {
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = validate_name(obj);
         errs.extend(validate_spec(obj));
+        errs.extend(super::api_approval::validate(obj, None));
         errs
     }
 
@@ -245,6 +246,7 @@ impl KindStrategy for CrdStrategy {
             "status.acceptedNames",
         ));
         errs.extend(validate_stored_versions(new));
+        errs.extend(super::api_approval::validate(new, Some(old)));
         errs
     }
 

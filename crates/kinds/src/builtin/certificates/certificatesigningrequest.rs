@@ -3,10 +3,12 @@
 //! subresources (from the derived table), `spec.signerName` as a selectable field, and the
 //! printer (NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION CONDITION).
 //!
-//! Not done as upstream: the create does not fill `spec.username`/`groups`/`uid`/`extra`
-//! from the requesting user (the strategy sees only the object), and an `/approval` write
-//! may change the whole status, as a `/status` write does (upstream's approval strategy
-//! keeps all but the conditions).
+//! As upstream's strategy, a create clears `spec.username`/`uid`/`groups`/`extra` (the
+//! server fills them from the requesting user: the apiserver's certificate admission, since
+//! the strategy sees only the object) and every update keeps the stored `spec`: the
+//! requestor an approver reads is the one who created the request, never a value its body
+//! claimed. What an `/approval` write may change (only the conditions) is also decided by
+//! that admission, which knows the subresource.
 
 use serde_json::{Value, json};
 
@@ -47,8 +49,24 @@ impl CertificateSigningRequestStrategy {
 
 impl KindStrategy for CertificateSigningRequestStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
+        if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+            for k in ["username", "uid", "groups", "extra"] {
+                spec.remove(k);
+            }
+        }
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({}));
+        }
+    }
+
+    /// Upstream's `PrepareForUpdate` of every CSR write (main resource, `/status`,
+    /// `/approval`): the spec is the stored one.
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if let Some(m) = new.as_object_mut() {
+            match old.get("spec") {
+                Some(spec) => m.insert("spec".into(), spec.clone()),
+                None => m.remove("spec"),
+            };
         }
     }
 
@@ -146,6 +164,12 @@ mod tests {
         let mut csr = json!({"spec": {"signerName": "example.com/s", "username": "alice"},
             "status": {"certificate": "x"}});
         CertificateSigningRequestStrategy.prepare_for_create(&mut csr);
+        assert_eq!(
+            csr["spec"].get("username"),
+            None,
+            "the server fills the requestor"
+        );
+        csr["spec"]["username"] = json!("alice");
         let s = CertificateSigningRequestStrategy;
         let c = s.table_cells_at(&csr, "c", "1s", &Secs).unwrap();
         assert_eq!(
