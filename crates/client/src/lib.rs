@@ -8,7 +8,7 @@
 //!   or a kubeconfig ([`HttpConfig`]: kubeconfig files, in-cluster config, exec credential
 //!   plugins, token files, client certificates, impersonation, proxies, failover servers);
 //! - [`HttpClient`]: one connection pool per config, the single-object calls a controller
-//!   needs, retries on `Retry-After`;
+//!   needs, retries on `Retry-After`, request metrics ([`ClientMetrics`], no global registry);
 //! - [`Api`]: typed access kube-rs style (get, list, watch, create, replace, [`Patch`],
 //!   delete), the path derived from the type ([`ResourceType`]) or an [`ApiResource`]; with
 //!   the `k8s-openapi` feature every k8s-openapi resource type works directly, and an `Api` is
@@ -92,9 +92,9 @@ pub use api_resource::{
     ApiResource, ClusterScope, ClusterScoped, NamespaceScope, Namespaced, ResourceType, Scope,
 };
 pub use http::{
-    Api, DeleteParams, ExecCluster, ExecConfig, HttpClient, HttpConfig, HttpLeaseLock,
-    HttpListerWatcher, HttpTyped, Impersonate, Patch, PatchParams, PostParams, Preconditions,
-    PropagationPolicy,
+    Api, ClientMetrics, DeleteParams, ExecCluster, ExecConfig, HttpClient, HttpConfig,
+    HttpLeaseLock, HttpListerWatcher, HttpTyped, Impersonate, Patch, PatchParams, PostParams,
+    Preconditions, PropagationPolicy, RequestKey, RequestStats,
 };
 pub use metadata::{
     PARTIAL_OBJECT_METADATA_API_VERSION, PARTIAL_OBJECT_METADATA_KIND, PartialObjectMetadata,

@@ -730,3 +730,63 @@ async fn refusals_past_the_retries_go_to_the_reflector_as_client_go_s_do() {
     until(|| logged(&log, "Apply p1")).await;
     assert_eq!(api.lists().len(), 2, "503: relisted");
 }
+
+/// The client's metrics count every attempt under its method and outcome, the retry after
+/// the `Retry-After`, and an attempt that got no answer under no code (client-go's
+/// `rest_client_requests_total`, `rest_client_request_retries_total`).
+#[tokio::test(start_paused = true)]
+async fn metrics_count_each_attempt_its_outcome_and_the_retries() {
+    use listwatch_client::{RequestKey, RequestStats};
+    let server = Server::start(|n| match n {
+        0 => refusal(503, "1", "the apiserver is shutting down"),
+        1 => Reply::Answer(200, None, pod("a", 5)),
+        _ => Reply::Answer(404, None, status(404, "NotFound", "pods \"b\" not found")),
+    })
+    .await;
+    let c = client(&server.url);
+    assert!(c.get(POD_A).await.unwrap().is_some());
+    assert!(
+        c.get("/api/v1/namespaces/ns/pods/b")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let m = c.metrics();
+    let count = |method: &str, code: Option<u16>| {
+        m.requests
+            .get(&RequestKey {
+                method: method.into(),
+                code,
+            })
+            .map_or(0, |s: &RequestStats| s.count)
+    };
+    assert_eq!(
+        (
+            count("GET", Some(503)),
+            count("GET", Some(200)),
+            count("GET", Some(404))
+        ),
+        (1, 1, 1),
+        "{m:?}"
+    );
+    assert_eq!(m.requests.len(), 3, "{m:?}");
+    assert_eq!(m.retries, 1, "{m:?}");
+    // Clones share the counters.
+    assert_eq!(c.clone().metrics(), m);
+
+    // No server: the attempt is counted without a code.
+    let gone = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", gone.local_addr().unwrap());
+    drop(gone);
+    let c = client(&url);
+    assert!(c.get(POD_A).await.is_err());
+    let m = c.metrics();
+    assert_eq!(
+        m.requests.keys().cloned().collect::<Vec<_>>(),
+        [RequestKey {
+            method: "GET".into(),
+            code: None
+        }],
+        "{m:?}"
+    );
+}

@@ -69,6 +69,13 @@ pub enum Error {
     /// A streaming list (sendInitialEvents) ended before its initial-events-end bookmark.
     #[error("streaming list ended before its initial-events-end bookmark")]
     StreamingListIncomplete,
+    /// A streaming list received a change (MODIFIED or DELETED) before its initial-events-end
+    /// bookmark: the server ignores sendInitialEvents and streams changes instead of its
+    /// state. The reflector lists at once and uses plain lists from then on.
+    #[error(
+        "streaming list got a {0} event before its initial-events-end bookmark: the server ignores sendInitialEvents"
+    )]
+    StreamingListUnsupported(&'static str),
     /// A request could not be built from the caller's arguments: a name or namespace that is
     /// not a valid path segment, a namespace for a cluster-scoped kind (or none for an object
     /// of a namespaced one), an object that does not serialize.

@@ -52,7 +52,8 @@
 //! reported with the object's key, and the informer goes on), a handler that panicked (the
 //! delta is skipped, the handler keeps running). [`Informer::wait_until_synced`] fails with
 //! [`SyncError::Fatal`] when the list before the first sync fails in a way retries will not
-//! mend (401, 403, 404, 405: a wrong resource or missing rights), instead of hanging; the
+//! mend (400, 401, 403, 404, 405, 406: a selector the server refuses, a wrong resource or
+//! missing rights), instead of hanging; the
 //! informer keeps retrying in the background, so a later wait succeeds once the cause is
 //! fixed.
 
@@ -345,7 +346,7 @@ impl<K: Resource> Informer<K> {
     }
 
     /// Waits for the first list; fails at once when the first list's last try failed
-    /// fatally ([`SyncError::Fatal`]: 401, 403, 404, 405) or the informer stopped.
+    /// fatally ([`SyncError::Fatal`]: 400, 401, 403, 404, 405, 406) or the informer stopped.
     ///
     /// # Cancel safety
     ///

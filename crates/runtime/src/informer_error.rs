@@ -57,17 +57,19 @@ pub enum SyncError {
     /// The informer stopped (dropped, or its driver ended) before its first sync.
     #[error("the informer stopped before its first sync")]
     Stopped,
-    /// The last try of the first list failed in a way retries do not mend (401, 403, 404,
-    /// 405), or an index function panicked on it. The informer keeps retrying.
+    /// The last try of the first list failed in a way retries do not mend (400, 401, 403,
+    /// 404, 405, 406), or an index function panicked on it. The informer keeps retrying.
     #[error("the informer cannot sync: {0}")]
     Fatal(InformerError),
 }
 
-/// Whether a list failure before the first sync will not go away by retrying: the resource
-/// does not exist or the client may not list it (kube-rs's watcher docs call these
-/// misconfigurations; client-go retries them forever, silently).
+/// Whether a list failure before the first sync will not go away by retrying: the request
+/// is malformed for this server (400: a label or field selector it does not support; 406: a
+/// content type it cannot produce), the resource does not exist or the client may not list
+/// it (kube-rs's watcher docs call these misconfigurations; client-go retries them forever,
+/// silently).
 pub(crate) fn is_fatal_before_sync(e: &Error) -> bool {
-    matches!(e.code(), Some(401 | 403 | 404 | 405))
+    matches!(e.code(), Some(400 | 401 | 403 | 404 | 405 | 406))
         || matches!(e, Error::Config(_) | Error::Request(_))
 }
 

@@ -488,6 +488,29 @@ async fn wait_until_synced_fails_on_a_forbidden_list_instead_of_hanging() {
     assert!(matches!(informer.wait_until_synced().await, Ok(())));
 }
 
+/// A list refused with 400 (a field selector the resource does not support, as
+/// kube-apiserver answers `field label not supported`) is refused the same way on every
+/// retry: the wait fails with it instead of hanging.
+#[tokio::test(start_paused = true)]
+async fn wait_until_synced_fails_on_a_bad_request_instead_of_hanging() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_lists((0..1000).map(|_| {
+        Fault::Status(Box::new(listwatch_api::Status::failure(
+            400,
+            "BadRequest",
+            "field label not supported: spec.color",
+        )))
+    }));
+    let informer = Informer::spawn(lw.clone(), config());
+    let waited = tokio::time::timeout(Duration::from_secs(600), informer.wait_until_synced()).await;
+    let Ok(Err(SyncError::Fatal(InformerError::Reflector(e)))) = waited else {
+        panic!("expected a fatal 400 within 10 minutes, got {waited:?}");
+    };
+    assert_eq!(e.code(), Some(400));
+    assert!(e.to_string().contains("field label not supported"), "{e}");
+}
+
 /// A transform that panics on one object: that object is skipped and reported with its key,
 /// the rest of the list is stored and the informer goes on (before, its driver died and the
 /// store froze).

@@ -1090,3 +1090,48 @@ async fn a_server_ignoring_send_initial_events_costs_one_short_wait_then_plain_l
     assert!(eventually(Duration::from_secs(60), || lw.lists().len() > lists_before).await);
     assert_eq!(streaming(&lw), 1, "asked for a streaming list again");
 }
+
+/// A server that ignores sendInitialEvents on a busy resource: its watch streams changes
+/// (MODIFIED) from the start, more often than `streaming_list_idle`, so the idle fallback
+/// never fires. A compliant server sends only ADDED before the initial-events-end bookmark, so
+/// the first MODIFIED or DELETED there shows the server streams changes, not a list: the
+/// reflector lists at once and keeps to plain lists.
+#[tokio::test(start_paused = true)]
+async fn a_server_ignoring_send_initial_events_under_constant_change_falls_back_at_its_first_change()
+ {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.ignore_initial_events();
+    // A change every 10 s, a third of streaming_list_idle, until the test ends.
+    let writer = {
+        let backend = backend.clone();
+        tokio::spawn(async move {
+            for i in 0u64.. {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                update(&backend, "p0", &format!("w{i}")).await;
+            }
+        })
+    };
+    let start = Instant::now();
+    let (store, _errors) = spawn_reflector(lw.clone(), config().streaming_list(true));
+    let synced = tokio::time::timeout(Duration::from_secs(3600), store.wait_until_synced()).await;
+    let waited = start.elapsed();
+    writer.abort();
+    assert!(
+        matches!(synced, Ok(Ok(()))),
+        "not synced within an hour of changes every 10 s ({} watches, {} lists)",
+        lw.watches().len(),
+        lw.lists().len()
+    );
+    assert!(
+        waited <= Duration::from_secs(11),
+        "synced only after {waited:?}: the first change (at 10 s) did not end the streaming list"
+    );
+    assert_eq!(store.len(), 2);
+    let streaming = lw
+        .watches()
+        .iter()
+        .filter(|(_, w)| w.send_initial_events)
+        .count();
+    assert_eq!(streaming, 1, "asked for a streaming list again");
+}

@@ -380,6 +380,23 @@ async fn informer_failures_reach_code_against_the_binary() {
         Ok(Err(SyncError::Fatal(InformerError::Reflector(e)))) => assert_eq!(e.code(), Some(404)),
         other => panic!("expected a fatal 404, got {other:?}"),
     }
+    // A field selector the server does not support for the kind: 400 on every try, so the
+    // wait fails with it instead of hanging.
+    let unsupported = Informer::spawn(
+        Api::<k8s_openapi::api::core::v1::Pod>::all(client.clone()),
+        InformerConfig::default().reflector(
+            listwatch_client::Config::default()
+                .fields(listwatch_api::FieldSelector::parse("spec.color=red").unwrap()),
+        ),
+    );
+    let waited = tokio::time::timeout(common::PATIENCE, unsupported.wait_until_synced()).await;
+    match waited {
+        Ok(Err(SyncError::Fatal(InformerError::Reflector(e)))) => {
+            assert_eq!(e.code(), Some(400), "{e}");
+            assert!(e.to_string().contains("spec.color"), "{e}");
+        }
+        other => panic!("expected a fatal 400, got {other:?}"),
+    }
 
     /// A ConfigMap whose `data.count` must be a number.
     #[derive(Clone, Debug, serde::Deserialize)]

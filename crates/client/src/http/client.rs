@@ -70,6 +70,8 @@ pub(crate) struct Inner {
     /// The client-side rate limiter, when configured.
     limiter: Option<super::limiter::Limiter>,
     default_namespace: Option<String>,
+    /// Request counts and times (`metrics.rs`).
+    metrics: super::metrics::Metrics,
 }
 
 /// A client of one server: a shared connection pool, credentials and deadlines. Cheap to
@@ -122,10 +124,19 @@ impl HttpClient {
                     .rate_limit
                     .map(|(qps, burst)| super::limiter::Limiter::new(qps, burst)),
                 default_namespace: config.default_namespace.clone(),
+                metrics: super::metrics::Metrics::default(),
                 https,
                 config,
             }),
         })
+    }
+
+    /// A snapshot of this client's request metrics (shared by its clones, lister-watchers
+    /// and `Api`s): attempts by method and status code with their time until the response
+    /// headers, retries after `Retry-After`, and the time spent waiting for the rate limiter
+    /// (see [`ClientMetrics`](super::ClientMetrics)).
+    pub fn metrics(&self) -> super::ClientMetrics {
+        self.inner.metrics.snapshot()
     }
 
     /// The hyper client that presents `identity` (an exec plugin's certificate; `None`: the
@@ -310,7 +321,10 @@ impl HttpClient {
                     .inner
                     .timeout
                     .map(|t| t.saturating_sub(started.elapsed()));
-                limiter.acquire(left).await?;
+                let waiting = Instant::now();
+                let acquired = limiter.acquire(left).await;
+                self.inner.metrics.limiter_wait(waiting.elapsed());
+                acquired?;
             }
             let attempt = self
                 .request_servers(
@@ -337,6 +351,7 @@ impl HttpClient {
                         return Err(error);
                     }
                     self.inner.servers.refused(server);
+                    self.inner.metrics.retry();
                     tracing::debug!(
                         path = path_and_query, %method, %error, ?wait,
                         "refused with Retry-After: sending again after the wait"
@@ -469,6 +484,7 @@ impl HttpClient {
         let call = client.request(req);
         let res = match due {
             Some(due) => tokio::time::timeout_at(due, call).await.map_err(|_| {
+                self.inner.metrics.attempt(&method, None, start.elapsed());
                 let waited = due.saturating_duration_since(start);
                 let e = format!("no response headers from {uri} within {waited:?}");
                 if cut_short {
@@ -479,6 +495,11 @@ impl HttpClient {
             })?,
             None => call.await,
         };
+        self.inner.metrics.attempt(
+            &method,
+            res.as_ref().ok().map(|r| r.status().as_u16()),
+            start.elapsed(),
+        );
         let res = res.map_err(|e| {
             if e.is_connect() {
                 Failure::NotSent(Box::new(e))

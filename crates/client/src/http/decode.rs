@@ -161,7 +161,9 @@ pub(crate) fn watch_events(
     fields: SelectableFields,
 ) -> impl Stream<Item = Result<WatchEvent<Object>>> + Send {
     watch_events_with(body, move |v| {
-        Object::from_value(v, &fields).map_err(|e| Error::Decode(format!("watch object: {e}")))
+        // The metadata is kept (it is small) to name an object that does not decode.
+        let meta = v.get("metadata").cloned();
+        Object::from_value(v, &fields).map_err(|e| super::typed::skipped_or_dynamic_event(meta, &e))
     })
 }
 

@@ -14,7 +14,7 @@ use http::Method;
 use listwatch_api::{Object, SelectableFields};
 
 use super::{HttpClient, HttpConfig, client, decode, list_body};
-use crate::{Error, Result};
+use crate::Result;
 use crate::{
     ListRequest, ListerWatcher, Page, PageStream, WatchRequest, WatchStream, collect_page,
 };
@@ -181,7 +181,8 @@ impl ListerWatcher for HttpListerWatcher {
     async fn list_stream(&self, request: &ListRequest) -> Result<PageStream<Object>> {
         let fields = self.fields.clone();
         self.list_items(request, move |item| {
-            Object::from_json(item, &fields).map_err(|e| Error::Decode(format!("list item: {e}")))
+            Object::from_json(item, &fields)
+                .map_err(|e| super::typed::skipped_or_dynamic_item(item, &e))
         })
         .await
     }

@@ -32,7 +32,7 @@
 //! reads), `list_body` (list bodies decoded item by item as they arrive), `decode` (watch
 //! frames, Status), `lease_lock` ([`HttpLeaseLock`], the leader election's lock), `auth`,
 //! `kubeconfig`, `proxy`,
-//! `env_proxy`, `servers`, `retry`, `patch`.
+//! `env_proxy`, `servers`, `retry`, `patch`, `metrics` (request counts and times per client).
 
 mod api;
 mod auth;
@@ -49,6 +49,7 @@ mod lease_lock;
 mod limiter;
 mod list_body;
 mod lister_watcher;
+mod metrics;
 mod params;
 mod patch;
 mod proxy;
@@ -63,6 +64,7 @@ pub use client::{HttpClient, MAX_OBJECT_BODY};
 pub use config::HttpConfig;
 pub use lease_lock::HttpLeaseLock;
 pub use lister_watcher::HttpListerWatcher;
+pub use metrics::{ClientMetrics, RequestKey, RequestStats};
 pub use params::{DeleteParams, PostParams, Preconditions, PropagationPolicy};
 pub use patch::{Patch, PatchParams};
 pub use typed::HttpTyped;

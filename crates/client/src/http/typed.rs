@@ -65,6 +65,28 @@ fn skipped_or_typed(item: &[u8], e: serde_json::Error) -> Error {
     }
 }
 
+/// A list item that is not a valid dynamic [`Object`](listwatch_api::Object) (listwatch's
+/// stored form: a numeric version among other rules): skipped and reported like a typed item
+/// that does not decode when its metadata reads, else a broken list.
+pub(crate) fn skipped_or_dynamic_item(item: &[u8], e: &dyn std::fmt::Display) -> Error {
+    match serde_json::from_slice::<MetaOnly>(item) {
+        Ok(m) => Error::skipped_object(&m.metadata, serde::de::Error::custom(e)),
+        Err(_) => Error::Decode(format!("list item: {e}")),
+    }
+}
+
+/// [`skipped_or_dynamic_item`] for a watch event's object, `meta` its `metadata` (read
+/// before the object was consumed).
+pub(crate) fn skipped_or_dynamic_event(
+    meta: Option<serde_json::Value>,
+    e: &dyn std::fmt::Display,
+) -> Error {
+    match meta.and_then(|m| serde_json::from_value::<ObjectMeta>(m).ok()) {
+        Some(meta) => Error::skipped_object(&meta, serde::de::Error::custom(e)),
+        None => Error::Decode(format!("watch object: {e}")),
+    }
+}
+
 #[async_trait]
 impl<K: Resource + DeserializeOwned> ListerWatcher for HttpTyped<K> {
     type Object = K;

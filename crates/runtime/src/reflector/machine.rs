@@ -39,7 +39,9 @@ use crate::resource::Resource;
 ///   pager fallback; at `""` if that is gone too), which restarts the relist with `Init`.
 /// - `StreamingList` → `InitApply` per ADDED; the initial-events-end bookmark emits
 ///   `InitDone` → `Watching` on the same stream; an in-stream error follows the rules of a
-///   refused one; any other failure → `Empty` with a plain list.
+///   refused one; a MODIFIED or DELETED (a server ignoring sendInitialEvents) or nothing
+///   for `streaming_list_idle` → `Empty` with plain lists from then on; any other failure →
+///   `Empty` with a plain list.
 /// - `Listed` → `Watching` (watch opened); 429/refused → `Backoff { then: Listed }`;
 ///   other errors → `Backoff { then: Empty }`.
 /// - `Watching` → events; normal end, dropped connection or idle deadline → `Listed`; a
@@ -293,7 +295,13 @@ impl<L: ListerWatcher> Machine<L> {
                         self.streaming_unsupported = true;
                         return Err(Error::WatchIdle(idle.limit));
                     }
-                    Some(Some(Ok(WatchEvent::Added(obj) | WatchEvent::Modified(obj)))) => {
+                    Some(Some(Ok(WatchEvent::Modified(_)))) => {
+                        return Err(self.streaming_list_unsupported("MODIFIED"));
+                    }
+                    Some(Some(Ok(WatchEvent::Deleted(_)))) => {
+                        return Err(self.streaming_list_unsupported("DELETED"));
+                    }
+                    Some(Some(Ok(WatchEvent::Added(obj)))) => {
                         if let Err(e) = versioned(&obj) {
                             self.fallback_to_list = true;
                             return Err(e);
@@ -327,7 +335,7 @@ impl<L: ListerWatcher> Machine<L> {
                             watch_idle,
                         }
                     }
-                    Some(Some(Ok(WatchEvent::Deleted(_))) | None) => {
+                    Some(None) => {
                         self.fallback_to_list = true;
                         return Err(Error::StreamingListIncomplete);
                     }
@@ -572,6 +580,22 @@ impl<L: ListerWatcher> Machine<L> {
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
         }
+    }
+
+    /// A change arrived inside a streaming list's initial events. A server that implements
+    /// sendInitialEvents sends only ADDED there (the state at the version asked), then the
+    /// initial-events-end bookmark; a change shows it ignores the parameter and streams the
+    /// watch's changes instead. Waiting for an idle period would never end on a busy
+    /// resource, so this relist and every later one use plain lists at once.
+    fn streaming_list_unsupported(&mut self, event: &'static str) -> Error {
+        tracing::warn!(
+            event,
+            "streaming list got a change before its initial-events-end bookmark: \
+             the server ignores sendInitialEvents; using plain lists from now on"
+        );
+        self.fallback_to_list = true;
+        self.streaming_unsupported = true;
+        Error::StreamingListUnsupported(event)
     }
 
     /// Opens a streaming list (client-go `watchList`); `None` when the loop goes on (a retry
