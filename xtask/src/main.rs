@@ -19,6 +19,9 @@
 //!   legal-but-nasty requests against the release apiserver, failing on a family whose server
 //!   CPU, peak memory or response grows faster than its input, or on a request over budget
 //!   (docs/endpoints.md, "Amplification harness"; [`mod@amplification`]).
+//! - `python-e2e [--bin PATH] [-- PYTEST-ARGS]` — the Python `kubernetes` client's own e2e
+//!   suite (vendored in suites/python-e2e/) against the apiserver, kubelet tests deselected
+//!   ([`mod@python_e2e`]; docs/testing.md, "Other projects' test suites").
 //! - `fuzz [TARGET] [SECONDS]` — `cargo +nightly fuzz run` on one fuzz target of fuzz/, or
 //!   on each in turn, for SECONDS (default 60) each (docs/fuzzing.md).
 //!
@@ -27,6 +30,7 @@
 
 mod amplification;
 mod deps;
+mod python_e2e;
 
 use std::env;
 use std::ffi::OsStr;
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         "provision" => provision().map(|_| ()),
         "fuzz" => fuzz(rest),
         "amplification" => amplification(rest),
+        "python-e2e" => python_e2e::run(rest, &root(), &target_dir()),
         "help" | "--help" | "-h" => {
             eprintln!("{}", HELP);
             Ok(())
@@ -89,6 +94,9 @@ const HELP: &str = "usage: cargo xtask <task>
                    against the release apiserver (built first unless --bin); fails on
                    super-linear CPU, memory or response growth or a request over budget;
                    results in docs/bench/amplification.json (docs/endpoints.md)
+  python-e2e [--bin PATH] [-- PYTEST-ARGS..]  the Python kubernetes client's e2e suite
+                   (suites/python-e2e) against the debug apiserver (or PATH), in memory;
+                   kubelet tests deselected (suites/python-e2e/deselected.txt)
   provision        only install/check etcd and the Python kubernetes client";
 
 fn root() -> PathBuf {
