@@ -49,6 +49,19 @@ pub(crate) fn run(args: &[String], root: &Path, target: &Path) -> Result {
     }
     let python = crate::ensure_python_client()?;
     ensure_pytest(&python)?;
+    // The suites are those of the 37 client, whose package has the asyncio client too.
+    let has_aio = Command::new(&python)
+        .args(["-c", "import kubernetes.aio.client"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !has_aio {
+        return Err(format!(
+            "{} has a kubernetes client without kubernetes.aio (the suites are those of \
+             37.x): pip install -U 'kubernetes>=37'",
+            python.display()
+        ));
+    }
     let bin = match bin {
         Some(b) => b,
         None => {
