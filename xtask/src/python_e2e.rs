@@ -302,9 +302,13 @@ impl ServerProcess {
                 let _ = tx.send(line);
             }
         });
-        let first = rx.recv_timeout(START_DEADLINE).map_err(|_| {
+        let first = rx.recv_timeout(START_DEADLINE).map_err(|e| {
+            let why = match e {
+                mpsc::RecvTimeoutError::Timeout => format!("within {START_DEADLINE:?}"),
+                mpsc::RecvTimeoutError::Disconnected => "before its stdout closed".to_owned(),
+            };
             format!(
-                "the server announced no address within {START_DEADLINE:?}; log:\n{}",
+                "the server announced no address {why}; log:\n{}",
                 tail(log, 40)
             )
         })?;
