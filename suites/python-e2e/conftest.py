@@ -5,14 +5,14 @@
 #   path entry, so that the suite's `from kubernetes.e2e_test import base` finds the vendored
 #   `kubernetes/e2e_test` beside the installed client (the suite is not in the PyPI package);
 # - the tests named in deselected.txt (those that need a kubelet) are deselected, with their
-#   reasons printed; those in retried.txt get a shorter timeout (the runner retries them
-#   once); an entry of either naming no collected test is an error;
+#   reasons printed; those in retried.txt get a shorter timeout (the runner retries them,
+#   at most twice); an entry of either naming no collected test is an error;
 # - a skipped test fails the run: upstream's tests skip themselves when they find no cluster
 #   or a missing feature, and a skip must not pass for a pass here;
 # - KUBECONFIG must be set and name a file, so that the suite never falls back to
 #   ~/.kube/config or a guessed 127.0.0.1:8080 and runs against some other cluster;
 # - with LISTWATCH_PY_E2E_FAILED set, the failed node ids are written there, one a line
-#   (the runner retries once those that retried.txt names, and only those).
+#   (the runner retries those that retried.txt names, and only those).
 
 import os
 
@@ -25,7 +25,7 @@ DESELECTED_FILE = os.path.join(HERE, "deselected.txt")
 RETRIED_FILE = os.path.join(HERE, "retried.txt")
 # The per-test timeout of a test in retried.txt: its own waits are at most 30 s, and a hang
 # there should cost less than the runner's general timeout before the retry.
-RETRIED_TIMEOUT = 60
+RETRIED_TIMEOUT = 40
 
 kubernetes.__path__.append(os.path.join(HERE, "kubernetes"))
 kubernetes.aio.__path__.append(os.path.join(HERE, "kubernetes", "aio"))
@@ -111,7 +111,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             terminalreporter.write_line("%s: %s" % (nodeid, reason))
     retried = config._listwatch_retried
     if retried:
-        terminalreporter.section("retried once by the runner when they fail: retried.txt")
+        terminalreporter.section(
+            "retried by the runner when they fail (at most twice): retried.txt")
         for nodeid, reason in retried.items():
             terminalreporter.write_line("%s: %s" % (nodeid, reason))
     skipped = config._listwatch_skipped
@@ -124,7 +125,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def pytest_sessionfinish(session, exitstatus):
     if session.config._listwatch_skipped and exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    # For the runner: the node ids that failed (it retries those of retried.txt once).
+    # For the runner: the node ids that failed (it retries those of retried.txt).
     out = os.environ.get("LISTWATCH_PY_E2E_FAILED")
     if out:
         with open(out, "w", encoding="utf-8") as fh:
