@@ -7,7 +7,8 @@
 //!   missing tool fails them.
 //! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
 //! - `ci`    — `deps`, `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings
-//!   denied, then `test`. This is what `.ci/run` and the GitHub workflow run.
+//!   denied, then `test`, then `python-e2e` on the apiserver the tests built. This is what
+//!   `.ci/run` and the GitHub workflow run.
 //! - `deps`  — the layering rule: every edge between workspace crates in `cargo metadata` must
 //!   be in the table of [`mod@deps`] (which says why each is there); fails naming each
 //!   forbidden edge.
@@ -19,6 +20,9 @@
 //!   legal-but-nasty requests against the release apiserver, failing on a family whose server
 //!   CPU, peak memory or response grows faster than its input, or on a request over budget
 //!   (docs/endpoints.md, "Amplification harness"; [`mod@amplification`]).
+//! - `python-e2e [--bin PATH] [-- PYTEST-ARGS]` — the Python `kubernetes` client's own e2e
+//!   suite (vendored in suites/python-e2e/) against the apiserver, kubelet tests deselected
+//!   ([`mod@python_e2e`]; docs/testing.md, "Other projects' test suites").
 //! - `fuzz [TARGET] [SECONDS]` — `cargo +nightly fuzz run` on one fuzz target of fuzz/, or
 //!   on each in turn, for SECONDS (default 60) each (docs/fuzzing.md).
 //!
@@ -27,6 +31,7 @@
 
 mod amplification;
 mod deps;
+mod python_e2e;
 
 use std::env;
 use std::ffi::OsStr;
@@ -53,6 +58,7 @@ fn main() -> ExitCode {
         "provision" => provision().map(|_| ()),
         "fuzz" => fuzz(rest),
         "amplification" => amplification(rest),
+        "python-e2e" => python_e2e::run(rest, &root(), &target_dir()),
         "help" | "--help" | "-h" => {
             eprintln!("{}", HELP);
             Ok(())
@@ -76,7 +82,7 @@ const HELP: &str = "usage: cargo xtask <task>
                    ARGS go to `cargo test` before `--` (`-p CRATE` narrows it to packages)
   e2e [ARGS]       only the end-to-end tests: the apiserver binary driven by kubectl,
                    kube-rs, the Python client and raw HTTP, on both backends
-  ci               deps, fmt --check, clippy -D warnings, doc -D warnings, then test
+  ci               deps, fmt --check, clippy -D warnings, doc -D warnings, test, python-e2e
   deps             check the edges between workspace crates against the layering table
                    (xtask/src/deps.rs); fails naming each forbidden edge
   bench [SCENARIO..]  run the performance scenarios P1..P14 (all, or the named ones)
@@ -89,6 +95,9 @@ const HELP: &str = "usage: cargo xtask <task>
                    against the release apiserver (built first unless --bin); fails on
                    super-linear CPU, memory or response growth or a request over budget;
                    results in docs/bench/amplification.json (docs/endpoints.md)
+  python-e2e [--bin PATH] [-- PYTEST-ARGS..]  the Python kubernetes client's e2e suite
+                   (suites/python-e2e) against the debug apiserver (or PATH), in memory;
+                   kubelet tests deselected (suites/python-e2e/deselected.txt)
   provision        only install/check etcd and the Python kubernetes client";
 
 fn root() -> PathBuf {
@@ -296,7 +305,21 @@ fn ci(extra: &[String]) -> Result {
     // Every test binary runs even after one fails, so one CI run reports every failure.
     let mut all = vec!["--no-fail-fast".to_string()];
     all.extend_from_slice(extra);
-    test(&all)
+    let tests = test(&all);
+    // The Python client's own e2e suites (about 40 s), on the apiserver the tests just built:
+    // built alone, its features would differ from the workspace's and it would build again.
+    let bin = target_dir().join("debug").join("listwatch-apiserver");
+    let args: Vec<String> = if bin.is_file() {
+        vec!["--bin".into(), bin.display().to_string()]
+    } else {
+        Vec::new()
+    };
+    let python = python_e2e::run(&args, &root(), &target_dir());
+    match (tests, python) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
+        (Err(t), Err(p)) => Err(format!("{t}\npython-e2e: {p}")),
+    }
 }
 
 /// Prints the free space where the build goes, so that a CI run that dies of a full disk
