@@ -54,6 +54,7 @@
 //! ```
 
 pub mod builtin;
+pub mod conversion;
 pub mod crd;
 pub mod custom;
 pub mod field;
@@ -61,6 +62,7 @@ mod set;
 mod spec;
 mod strategy;
 
+pub use conversion::{ApiVersionOnly, Conversion};
 pub use field::{ErrorType, FieldError};
 pub use set::{KindSet, KindSetError, Kinded, PerGeneration, Snapshot};
 pub use spec::{

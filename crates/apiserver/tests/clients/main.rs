@@ -25,6 +25,7 @@ mod compression;
 mod crd_schema;
 mod crds;
 mod doc_shell_blocks;
+mod events_api;
 mod field_validation;
 mod garbage_collector;
 mod http2;
