@@ -25,6 +25,7 @@ use listwatch_endpoints::{Config, Installer, KindSpec};
 use listwatch_storage::Storage;
 
 mod backends;
+pub mod binding;
 pub mod builtin;
 mod conn;
 mod conn_limit;
@@ -205,6 +206,7 @@ pub async fn build_api(
         build_info: build_info(),
         request_workers: opts.request_workers,
         acknowledge_pod_deletion: opts.acknowledge_pod_deletion,
+        create_only: listwatch_kinds::builtin::create_only::ALL,
         ..Config::default()
     };
     let mut installer = Installer::new(config);
@@ -505,6 +507,7 @@ pub fn router(api: &listwatch_endpoints::Api, running: &Running) -> axum::Router
     let sec = Arc::clone(&running.security);
     axum::Router::new()
         .merge(security::reviews::router(Arc::clone(&sec), api))
+        .merge(binding::router(api))
         .merge(api.router())
         .layer(axum::middleware::from_fn_with_state(
             sec,

@@ -18,6 +18,7 @@ mod common;
 mod audit;
 mod auth;
 mod auth_defaults;
+mod binding_reviews;
 mod bootstrap;
 mod builtin_kinds;
 mod client_credentials;

@@ -13,6 +13,7 @@ pub mod batch;
 pub mod certificates;
 pub mod coordination;
 pub mod core;
+pub mod create_only;
 pub mod derived;
 pub mod discovery;
 pub mod events;
