@@ -13,7 +13,7 @@
 //! applies it lives with the storage (`listwatch_controllers::crd::versions::Versioned`).
 //!
 //! Invariants: a conversion is pure and bounded by the object's size; `to_stored` after
-//! `from_stored` gives back the stored object (field for field, for the fields both
+//! `to_served` gives back the stored object (field for field, for the fields both
 //! versions have); every field selector label the served version accepts maps to one the
 //! storage version's objects are indexed by ([`Conversion::stored_field`]).
 
@@ -31,7 +31,7 @@ pub trait Conversion: std::fmt::Debug + Send + Sync + 'static {
 
     /// Rewrites a stored object (JSON object) as the served version shows it, `apiVersion`
     /// included.
-    fn from_stored(&self, obj: &mut Map<String, Value>) {
+    fn to_served(&self, obj: &mut Map<String, Value>) {
         obj.insert("apiVersion".into(), Value::from(self.served()));
     }
 
@@ -94,7 +94,7 @@ mod tests {
         let c = ApiVersionOnly::new("example.com/v1", "example.com/v1beta1");
         let mut o = json!({"apiVersion": "example.com/v1", "spec": {"a": 1}});
         let m = o.as_object_mut().unwrap();
-        c.from_stored(m);
+        c.to_served(m);
         assert_eq!(
             o,
             json!({"apiVersion": "example.com/v1beta1", "spec": {"a": 1}})

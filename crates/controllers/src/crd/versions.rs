@@ -98,7 +98,7 @@ impl Versioned {
             if to_stored {
                 self.conversion.to_stored(m);
             } else {
-                self.conversion.from_stored(m);
+                self.conversion.to_served(m);
             }
         }
         match Object::from_value(v, fields) {

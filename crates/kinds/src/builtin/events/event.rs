@@ -72,7 +72,7 @@ impl Conversion for EventsV1 {
         "v1"
     }
 
-    fn from_stored(&self, obj: &mut Map<String, Value>) {
+    fn to_served(&self, obj: &mut Map<String, Value>) {
         obj.insert("apiVersion".into(), Value::from(self.served()));
         let back: Vec<(&str, &str)> = RENAMED.iter().map(|(new, old)| (*old, *new)).collect();
         rename(obj, &back);
@@ -195,7 +195,7 @@ mod tests {
         });
         let orig = stored.clone();
         let m = stored.as_object_mut().unwrap();
-        EventsV1.from_stored(m);
+        EventsV1.to_served(m);
         assert_eq!(stored["apiVersion"], "events.k8s.io/v1");
         assert_eq!(stored["regarding"]["name"], "p");
         assert_eq!(stored["note"], "hello");
