@@ -53,6 +53,9 @@ pub struct MutationRequest<'a> {
     /// `dryRun=All`: the hook must not keep anything it reserves (upstream's dry-run
     /// allocators check without allocating).
     pub dry_run: bool,
+    /// The request's extensions (set by the server's filters: the user, for hooks that
+    /// record who asked, e.g. a CertificateSigningRequest's `spec.username`).
+    pub extensions: &'a Extensions,
 }
 
 /// Mutates and validates writes; installed with the endpoints' `Installer::admission`.

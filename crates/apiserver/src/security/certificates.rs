@@ -22,6 +22,38 @@ use serde_json::Value;
 /// The API group of CertificateSigningRequests and signers.
 pub(super) const GROUP: &str = "certificates.k8s.io";
 
+/// Sets a CertificateSigningRequest's `spec.username`, `uid`, `groups` and `extra` to
+/// `user`'s (each left out when empty, as upstream's `omitempty` fields), dropping what the
+/// body said (upstream's `csrStrategy.PrepareForCreate`).
+pub(super) fn record_requester(object: &mut Value, user: Option<&UserInfo>) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in ["username", "uid", "groups", "extra"] {
+        spec.remove(field);
+    }
+    let Some(user) = user else {
+        return;
+    };
+    if !user.name.is_empty() {
+        spec.insert("username".into(), Value::from(user.name.clone()));
+    }
+    if !user.uid.is_empty() {
+        spec.insert("uid".into(), Value::from(user.uid.clone()));
+    }
+    if !user.groups.is_empty() {
+        spec.insert("groups".into(), Value::from(user.groups.clone()));
+    }
+    if !user.extra.is_empty() {
+        let extra: serde_json::Map<String, Value> = user
+            .extra
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+            .collect();
+        spec.insert("extra".into(), Value::Object(extra));
+    }
+}
+
 /// Whether `req` writes a CertificateSigningRequest.
 pub(super) fn applies(req: &AdmissionRequest<'_>) -> bool {
     req.info.group == GROUP && req.info.plural == "certificatesigningrequests"

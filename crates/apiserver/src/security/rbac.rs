@@ -446,6 +446,25 @@ fn forbidden(plural: &str, name: &str, message: &str) -> ApiError {
 }
 
 impl Admission for RbacAdmission {
+    /// A CertificateSigningRequest's create records its requester (upstream's
+    /// `csrStrategy.PrepareForCreate`): `spec.username`, `uid`, `groups` and `extra` are
+    /// the request's user's, whatever the body said (cleared when there is no user).
+    fn mutate(
+        &self,
+        req: &listwatch_endpoints::admission::MutationRequest<'_>,
+        object: &mut Value,
+    ) -> ApiResult<()> {
+        if req.operation != listwatch_endpoints::admission::Operation::Create
+            || req.info.group != super::certificates::GROUP
+            || req.info.plural != "certificatesigningrequests"
+        {
+            return Ok(());
+        }
+        let user = req.extensions.get::<Identity>().map(|i| Arc::clone(&i.0));
+        super::certificates::record_requester(object, user.as_deref());
+        Ok(())
+    }
+
     fn validate(&self, req: &AdmissionRequest<'_>) -> ApiResult<()> {
         if super::certificates::applies(req) {
             return match (self.0.get(), req.extensions.get::<Identity>()) {

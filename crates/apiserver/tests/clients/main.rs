@@ -25,6 +25,7 @@ mod client_credentials;
 mod compression;
 mod crd_schema;
 mod crds;
+mod csr_requester;
 mod doc_shell_blocks;
 mod events_api;
 mod field_validation;

@@ -43,6 +43,7 @@ impl WriteHooks for Request {
                 info: self.info(),
                 old,
                 dry_run: self.query.dry_run()?,
+                extensions: &self.extensions,
             },
             object,
         )?;

@@ -20,6 +20,7 @@ fn create(a: &ServiceAllocator, obj: &mut Value, dry_run: bool) -> ApiResult<()>
             info: &info,
             old: None,
             dry_run,
+            extensions: &http::Extensions::new(),
         },
         obj,
     )
@@ -177,6 +178,7 @@ fn an_update_keeps_its_allocations_and_may_not_change_its_address() {
             info: &info,
             old: Some(&s),
             dry_run: false,
+            extensions: &http::Extensions::new(),
         },
         &mut new,
     )
@@ -195,6 +197,7 @@ fn an_update_keeps_its_allocations_and_may_not_change_its_address() {
                 info: &info,
                 old: Some(&s),
                 dry_run: false,
+                extensions: &http::Extensions::new(),
             },
             &mut moved,
         )

@@ -3,10 +3,10 @@
 //! subresources (from the derived table), `spec.signerName` as a selectable field, and the
 //! printer (NAME AGE SIGNERNAME REQUESTOR REQUESTEDDURATION CONDITION).
 //!
-//! Not done as upstream: the create does not fill `spec.username`/`groups`/`uid`/`extra`
-//! from the requesting user (the strategy sees only the object), and an `/approval` write
-//! may change the whole status, as a `/status` write does (upstream's approval strategy
-//! keeps all but the conditions).
+//! What needs the request or the subresource is done above this crate: the create's
+//! `spec.username`/`uid`/`groups`/`extra` are the requesting user's (the server's admission,
+//! `listwatch-apiserver`'s `security::certificates::record_requester`), and an `/approval`
+//! write changes only the status' conditions (the registry's `Subresource::Approval`).
 
 use serde_json::{Value, json};
 
