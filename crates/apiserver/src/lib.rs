@@ -25,6 +25,7 @@ use listwatch_endpoints::{Config, Installer, KindSpec};
 use listwatch_storage::Storage;
 
 mod backends;
+pub mod binding;
 pub mod builtin;
 mod conn;
 mod conn_limit;
@@ -205,6 +206,7 @@ pub async fn build_api(
         build_info: build_info(),
         request_workers: opts.request_workers,
         acknowledge_pod_deletion: opts.acknowledge_pod_deletion,
+        create_only: listwatch_kinds::builtin::create_only::ALL,
         ..Config::default()
     };
     let mut installer = Installer::new(config);
@@ -226,17 +228,27 @@ pub async fn build_api(
         window_bytes: (opts.watch_cache_window_bytes > 0).then_some(opts.watch_cache_window_bytes),
     };
     // The versions of one CRD share the storage version's storage (listed first); the
-    // others read and write it with their `apiVersion` rewritten.
-    let mut shared: std::collections::HashMap<String, (String, Arc<dyn Storage>)> =
-        std::collections::HashMap::new();
+    // others read and write it with their `apiVersion` rewritten. A built-in kind with a
+    // conversion (`events.k8s.io/v1` Events) is served over the storage listed before it
+    // in the same way, with its fields converted.
+    type Base = (String, listwatch_api::SelectableFields, Arc<dyn Storage>);
+    let mut shared: std::collections::HashMap<String, Base> = std::collections::HashMap::new();
     for info in all_resources(opts)? {
         let storage = match shared.get(&info.storage_resource) {
-            Some((stored, base)) if info.custom_resource => {
-                Arc::new(listwatch_controllers::crd::versions::Versioned::new(
+            Some((stored, stored_fields, base))
+                if info.custom_resource || info.conversion.is_some() =>
+            {
+                let conversion = info.conversion.clone().unwrap_or_else(|| {
+                    Arc::new(listwatch_kinds::ApiVersionOnly::new(
+                        stored,
+                        &info.api_version(),
+                    ))
+                });
+                Arc::new(listwatch_controllers::crd::versions::Versioned::converted(
                     Arc::clone(base),
-                    stored,
-                    &info.api_version(),
+                    conversion,
                     info.selectable_fields.clone(),
+                    stored_fields.clone(),
                 )) as Arc<dyn Storage>
             }
             _ => {
@@ -244,7 +256,11 @@ pub async fn build_api(
                 cachers.extend(cacher);
                 shared.insert(
                     info.storage_resource.clone(),
-                    (info.api_version(), Arc::clone(&storage)),
+                    (
+                        info.api_version(),
+                        info.selectable_fields.clone(),
+                        Arc::clone(&storage),
+                    ),
                 );
                 storage
             }
@@ -500,6 +516,7 @@ pub fn router(api: &listwatch_endpoints::Api, running: &Running) -> axum::Router
     let sec = Arc::clone(&running.security);
     axum::Router::new()
         .merge(security::reviews::router(Arc::clone(&sec), api))
+        .merge(binding::router(api))
         .merge(api.router())
         .layer(axum::middleware::from_fn_with_state(
             sec,

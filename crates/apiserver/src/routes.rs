@@ -53,7 +53,8 @@ pub enum Route {
     Resource(KindSpec),
     /// A subresource the endpoints serve for a resource (`status`, `scale`).
     Subresource(KindSpec, &'static str),
-    /// A route of the security layer (the review APIs, TokenRequest), as an axum path.
+    /// A create-only route the server routes itself (the review APIs, TokenRequest,
+    /// Binding), as an axum path.
     Security(&'static str),
     /// A path outside the resources: health, version, metrics, OpenAPI, discovery (axum
     /// syntax: `{group}` a segment, `{*path}` any tail).
@@ -70,6 +71,7 @@ pub fn table(resources: &[KindSpec]) -> Vec<Route> {
         }
     }
     out.extend(crate::security::reviews::paths().map(Route::Security));
+    out.extend(crate::binding::PATHS.into_iter().map(Route::Security));
     out.extend(listwatch_endpoints::non_resource_paths().map(Route::NonResource));
     out.extend(
         listwatch_endpoints::DISCOVERY_PATHS

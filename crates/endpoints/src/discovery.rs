@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::resource::{KindSpec, Resource};
+use listwatch_kinds::builtin::create_only::CreateOnly;
 
 /// The Kubernetes version this server reports (kubectl picks its build by the minor).
 pub const KUBE_MAJOR: &str = "1";
@@ -138,7 +139,19 @@ fn gv_string(group: &str, version: &str) -> String {
     }
 }
 
-fn api_resource(info: &KindSpec) -> Vec<Value> {
+/// The create-only subresources of `info` (`pods/binding`, `serviceaccounts/token`).
+fn create_only_subs<'a>(
+    info: &'a KindSpec,
+    create_only: &'a [CreateOnly],
+) -> impl Iterator<Item = (&'static str, &'a CreateOnly)> + 'a {
+    create_only.iter().filter_map(move |c| {
+        let (parent, sub) = c.subresource()?;
+        (c.group == info.group && c.version == info.version && parent == info.plural)
+            .then_some((sub, c))
+    })
+}
+
+fn api_resource(info: &KindSpec, create_only: &[CreateOnly]) -> Vec<Value> {
     let mut out = vec![json!({
         "name": info.plural,
         "singularName": info.singular,
@@ -187,10 +200,24 @@ fn api_resource(info: &KindSpec) -> Vec<Value> {
             "verbs": STATUS_VERBS,
         }));
     }
+    for (sub, c) in create_only_subs(info, create_only) {
+        let mut e = json!({
+            "name": format!("{}/{sub}", info.plural),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "kind": c.kind,
+            "verbs": ["create"],
+        });
+        if (c.kind_group, c.kind_version) != (c.group, c.version) {
+            e["group"] = json!(c.kind_group);
+            e["version"] = json!(c.kind_version);
+        }
+        out.push(e);
+    }
     out
 }
 
-fn aggregated_resource(info: &KindSpec) -> Value {
+fn aggregated_resource(info: &KindSpec, create_only: &[CreateOnly]) -> Value {
     let kind = json!({"group": info.group, "version": info.version, "kind": info.kind});
     let mut r = json!({
         "resource": info.plural,
@@ -217,13 +244,21 @@ fn aggregated_resource(info: &KindSpec) -> Value {
     if info.approval_subresource {
         subs.push(json!({"subresource": "approval", "responseKind": kind, "verbs": STATUS_VERBS}));
     }
+    for (sub, c) in create_only_subs(info, create_only) {
+        subs.push(json!({"subresource": sub,
+            "responseKind": {"group": c.kind_group, "version": c.kind_version, "kind": c.kind},
+            "verbs": ["create"]}));
+    }
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);
     }
     r
 }
 
-fn aggregated_list(groups: &BTreeMap<String, Vec<(String, Vec<&KindSpec>)>>) -> Value {
+fn aggregated_list(
+    groups: &BTreeMap<String, Vec<(String, Vec<&KindSpec>)>>,
+    create_only: &[CreateOnly],
+) -> Value {
     let items: Vec<Value> = groups
         .iter()
         .map(|(group, versions)| {
@@ -231,7 +266,7 @@ fn aggregated_list(groups: &BTreeMap<String, Vec<(String, Vec<&KindSpec>)>>) -> 
                 "metadata": {"name": group, "creationTimestamp": null},
                 "versions": versions.iter().map(|(v, infos)| json!({
                     "version": v,
-                    "resources": infos.iter().map(|i| aggregated_resource(i)).collect::<Vec<_>>(),
+                    "resources": infos.iter().map(|i| aggregated_resource(i, create_only)).collect::<Vec<_>>(),
                     "freshness": "Current",
                 })).collect::<Vec<_>>(),
             })
@@ -268,9 +303,29 @@ fn go_platform(os: &str, arch: &str) -> String {
     format!("{os}/{arch}")
 }
 
-/// Builds every document for a set of resources.
-pub(crate) fn build(resources: &[Resource], build_info: &BuildInfo) -> Documents {
-    let gvs = by_group_version(resources);
+/// Builds every document for a set of resources, and the create-only resources and
+/// subresources the embedding server routes itself (listed with the verb `create`; a
+/// subresource only under its served parent).
+pub(crate) fn build(
+    resources: &[Resource],
+    build_info: &BuildInfo,
+    create_only: &[CreateOnly],
+) -> Documents {
+    let top: Vec<KindSpec> = create_only
+        .iter()
+        .filter(|c| c.subresource().is_none())
+        .map(|c| {
+            KindSpec::new(c.group, c.version, c.resource, c.kind)
+                .namespaced(c.namespaced)
+                .only_verbs(&["create"])
+        })
+        .collect();
+    let mut gvs = by_group_version(resources);
+    for spec in &top {
+        gvs.entry((spec.group.clone(), spec.version.clone()))
+            .or_default()
+            .push(spec);
+    }
     let mut docs = Documents::default();
     let mut core: BTreeMap<String, Vec<(String, Vec<&KindSpec>)>> = BTreeMap::new();
     let mut groups: BTreeMap<String, Vec<(String, Vec<&KindSpec>)>> = BTreeMap::new();
@@ -280,7 +335,7 @@ pub(crate) fn build(resources: &[Resource], build_info: &BuildInfo) -> Documents
             "kind": "APIResourceList",
             "apiVersion": "v1",
             "groupVersion": gv_string(group, version),
-            "resources": infos.iter().flat_map(|i| api_resource(i)).collect::<Vec<_>>(),
+            "resources": infos.iter().flat_map(|i| api_resource(i, create_only)).collect::<Vec<_>>(),
         });
         docs.resource_lists
             .insert((group.clone(), version.clone()), bytes(&list));
@@ -319,8 +374,8 @@ pub(crate) fn build(resources: &[Resource], build_info: &BuildInfo) -> Documents
         group_list.push(g);
     }
     docs.groups = bytes(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": group_list}));
-    docs.core_aggregated = bytes(&aggregated_list(&core));
-    docs.groups_aggregated = bytes(&aggregated_list(&groups));
+    docs.core_aggregated = bytes(&aggregated_list(&core, create_only));
+    docs.groups_aggregated = bytes(&aggregated_list(&groups, create_only));
     docs.version = bytes(&json!({
         "major": KUBE_MAJOR,
         "minor": KUBE_MINOR,
@@ -390,6 +445,7 @@ mod tests {
                 mk(KindSpec::new("apps", "v1", "deployments", "Deployment")),
             ],
             &BuildInfo::default(),
+            &[],
         );
         let v: Value =
             serde_json::from_slice(&docs.resource_lists[&(String::new(), "v1".to_owned())])

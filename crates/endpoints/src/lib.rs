@@ -150,6 +150,10 @@ pub struct Config {
     /// pass the embedder runs (`listwatch-controllers`' `kubelet_pass`). Off (upstream without a kubelet): such a pod stays `Terminating` until a client
     /// sends that DELETE. For test environments, where no kubelet runs. Default: off.
     pub acknowledge_pod_deletion: bool,
+    /// The create-only resources and subresources the embedding server routes itself
+    /// (reviews, Binding, TokenRequest), listed in discovery with the verb `create`.
+    /// Default: none.
+    pub create_only: &'static [listwatch_kinds::builtin::create_only::CreateOnly],
 }
 
 impl Config {
@@ -182,6 +186,7 @@ impl Default for Config {
             build_info: BuildInfo::default(),
             request_workers: default_request_workers(),
             acknowledge_pod_deletion: false,
+            create_only: &[],
         }
     }
 }
@@ -202,6 +207,7 @@ pub fn default_request_workers() -> usize {
 pub(crate) struct Derived {
     kinds: Kinds,
     build_info: BuildInfo,
+    create_only: &'static [listwatch_kinds::builtin::create_only::CreateOnly],
     docs: std::sync::OnceLock<discovery::Documents>,
     /// The OpenAPI v3 index and documents.
     openapi: std::sync::OnceLock<openapi::Documents>,
@@ -214,13 +220,13 @@ impl Derived {
     /// The discovery documents.
     pub(crate) fn docs(&self) -> &discovery::Documents {
         self.docs
-            .get_or_init(|| discovery::build(&self.kinds, &self.build_info))
+            .get_or_init(|| discovery::build(&self.kinds, &self.build_info, self.create_only))
     }
 
     /// The OpenAPI v3 index and documents.
     pub(crate) fn openapi(&self) -> &openapi::Documents {
         self.openapi
-            .get_or_init(|| openapi::build(&self.kinds, &self.catalog))
+            .get_or_init(|| openapi::build(&self.kinds, &self.catalog, self.create_only))
     }
 }
 
@@ -285,6 +291,7 @@ impl Shared {
         self.derived.get(kinds, |k| Derived {
             kinds: Arc::clone(kinds),
             build_info: self.config.build_info.clone(),
+            create_only: self.config.create_only,
             docs: std::sync::OnceLock::new(),
             openapi: std::sync::OnceLock::new(),
             catalog: Arc::new(openapi::catalog(k)),

@@ -100,13 +100,28 @@ pub(crate) fn catalog(resources: &[Resource]) -> Catalog {
     catalog
 }
 
-/// Builds the index and the documents of every group-version of `resources`.
-pub(crate) fn build(resources: &[Resource], catalog: &Catalog) -> Documents {
+/// Builds the index and the documents of every group-version of `resources`, and of the
+/// create-only resources the embedding server routes itself (a `POST` on the collection
+/// only: what kubectl's validation of `create -f` reads).
+pub(crate) fn build(
+    resources: &[Resource],
+    catalog: &Catalog,
+    create_only: &[listwatch_kinds::builtin::create_only::CreateOnly],
+) -> Documents {
+    let top: Vec<KindSpec> = create_only
+        .iter()
+        .filter(|c| c.subresource().is_none())
+        .map(|c| {
+            KindSpec::new(c.group, c.version, c.resource, c.kind)
+                .namespaced(c.namespaced)
+                .only_verbs(&["create"])
+        })
+        .collect();
     let mut gvs: BTreeMap<(String, String), Vec<&KindSpec>> = BTreeMap::new();
-    for r in resources {
-        gvs.entry((r.info.group.clone(), r.info.version.clone()))
+    for info in resources.iter().map(|r| &*r.info).chain(&top) {
+        gvs.entry((info.group.clone(), info.version.clone()))
             .or_default()
-            .push(&r.info);
+            .push(info);
     }
     let mut out = Documents::default();
     let mut index = Map::new();
@@ -318,9 +333,11 @@ fn document(group: &str, version: &str, infos: &[&KindSpec], catalog: &Catalog) 
     for info in infos {
         let kind = info.kind.as_str();
         let (item, item_name) = kind_schema(catalog, group, version, kind);
-        let (list, list_name) = kind_schema(catalog, group, version, &info.list_kind());
         roots.extend(item_name);
-        roots.extend(list_name);
+        let (list, list_name) = kind_schema(catalog, group, version, &info.list_kind());
+        if info.serves_verb("list") {
+            roots.extend(list_name);
+        }
         let gvk = json!({"group": group, "version": version, "kind": kind});
         let scoped = if info.namespaced {
             format!("Namespaced{kind}")
@@ -351,6 +368,20 @@ fn document(group: &str, version: &str, infos: &[&KindSpec], catalog: &Catalog) 
         };
         let mut coll = Map::new();
         coll.insert("parameters".into(), Value::Array(params(scope_params)));
+        if info.verbs.is_some_and(|v| v == ["create"]) {
+            coll.insert(
+                "post".into(),
+                Op {
+                    params: params(&WRITE_PARAMS),
+                    body: Some(body(&item)),
+                    responses: responses(&["200", "201", "202"], &item, false),
+                    ..op("create", "post", "")
+                }
+                .json(),
+            );
+            paths.insert(collection, Value::Object(coll));
+            continue;
+        }
         coll.insert(
             "get".into(),
             Op {
@@ -683,7 +714,7 @@ mod tests {
     fn documents_refer_to_the_real_definitions_and_hold_all_they_reach() {
         let rs = resources();
         let catalog = catalog(&rs);
-        let docs = build(&rs, &catalog);
+        let docs = build(&rs, &catalog, &[]);
         let index: Value = serde_json::from_slice(&docs.index.body).unwrap();
         for (key, d) in &docs.groups {
             assert_eq!(

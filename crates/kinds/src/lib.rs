@@ -14,6 +14,9 @@
 //!   (`builtin/core/pod.rs`, `builtin/apps/deployment.rs`, ...), the storage-only kinds of
 //!   the derived metadata table ([`builtin::table`], checked against k8s-openapi by
 //!   `tests/derived_table.rs`), and [`builtin::all`];
+//! - [`Conversion`]: how a served version reads and writes the objects of the storage it
+//!   shares with another ([`ApiVersionOnly`] for a custom resource's versions,
+//!   `builtin::events::event::EventsV1` for `events.k8s.io/v1` Events over `v1` Events);
 //! - [`KindSet`]: the live, versioned table of served kinds, which requests read through a
 //!   cheap immutable [`Snapshot`] and which kinds join and leave at run time, with
 //!   [`PerGeneration`] caching what is derived from a whole snapshot (discovery, OpenAPI),
@@ -54,6 +57,7 @@
 //! ```
 
 pub mod builtin;
+pub mod conversion;
 pub mod crd;
 pub mod custom;
 pub mod field;
@@ -61,6 +65,7 @@ mod set;
 mod spec;
 mod strategy;
 
+pub use conversion::{ApiVersionOnly, Conversion};
 pub use field::{ErrorType, FieldError};
 pub use set::{KindSet, KindSetError, Kinded, PerGeneration, Snapshot};
 pub use spec::{

@@ -235,6 +235,11 @@ pub struct KindSpec {
     pub generation: Generation,
     /// What a `/status` write may change besides the status.
     pub status_update: StatusUpdate,
+    /// How this version reads and writes the objects of the storage it shares with an
+    /// earlier spec of the same `storage_resource` (`events.k8s.io/v1` Events over `v1`
+    /// Events); `None`: its own storage, or, for a custom resource's other versions, the
+    /// `None` conversion ([`crate::conversion::ApiVersionOnly`]).
+    pub conversion: Option<Arc<dyn crate::conversion::Conversion>>,
 }
 
 impl KindSpec {
@@ -268,6 +273,7 @@ impl KindSpec {
             return_deleted_object: false,
             generation: Generation::Spec,
             status_update: StatusUpdate::StatusOnly,
+            conversion: None,
         }
     }
 
@@ -453,6 +459,14 @@ impl KindSpec {
     #[must_use]
     pub fn status_update(mut self, s: StatusUpdate) -> Self {
         self.status_update = s;
+        self
+    }
+
+    /// Serves this version over the storage of the first spec with the same
+    /// `storage_resource`, converted by `conversion`.
+    #[must_use]
+    pub fn converted(mut self, conversion: impl crate::conversion::Conversion) -> Self {
+        self.conversion = Some(Arc::new(conversion));
         self
     }
 

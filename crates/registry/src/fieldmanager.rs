@@ -142,7 +142,7 @@ impl<'a> FieldManager<'a> {
         let types = SchemaTypes::new(self.catalog, &info.group, &info.version, &info.kind);
         let mut ignored = FieldSet::new();
         match self.subresource {
-            "status" => {
+            "status" | "approval" => {
                 ignored.insert(&field_path(&["spec"]));
                 ignored.insert(&field_path(&["metadata"]));
             }

@@ -346,8 +346,12 @@ pub(crate) fn apply_update(
             .cloned(),
         Some(_) => None,
     };
-    match prepare_update(info, cur_v, new, t.sub == Subresource::Status) {
+    let status_write = matches!(t.sub, Subresource::Status | Subresource::Approval);
+    match prepare_update(info, cur_v, new, status_write) {
         Ok(mut v) => {
+            if t.sub == Subresource::Approval {
+                keep_status_but_conditions(cur_v, &mut v);
+            }
             match (manager, applied_fields) {
                 (Some(manager), _) => {
                     t.store
@@ -388,5 +392,26 @@ pub(crate) fn apply_scale_update(
         Ok(v) => apply_update(t, &cur_v, v, Some(manager)),
         Err(crate::scale::ScaleError::Api(e)) => Err(e.into()),
         Err(crate::scale::ScaleError::Conflict) => Err(t.modified()),
+    }
+}
+
+/// An `/approval` write changes only the status' `conditions` (upstream's
+/// `csrApprovalStrategy.PrepareForUpdate`): the rest of the status is the stored one.
+fn keep_status_but_conditions(cur: &Value, new: &mut Value) {
+    let conditions = new.get("status").and_then(|s| s.get("conditions")).cloned();
+    let mut status = match cur.get("status") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    match conditions {
+        Some(c) if !c.is_null() => {
+            status.insert("conditions".into(), c);
+        }
+        _ => {
+            status.remove("conditions");
+        }
+    }
+    if let Some(obj) = new.as_object_mut() {
+        obj.insert("status".into(), Value::Object(status));
     }
 }

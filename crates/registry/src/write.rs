@@ -35,6 +35,9 @@ pub enum Subresource {
     /// `/finalize` (namespaces): an update that changes `spec.finalizers` and nothing of
     /// the status.
     Finalize,
+    /// `/approval` (certificate signing requests): a status write that changes only the
+    /// status' `conditions` (upstream's `csrApprovalStrategy`).
+    Approval,
 }
 
 impl Subresource {
@@ -45,6 +48,7 @@ impl Subresource {
             None => Self::Main,
             Some("scale") => Self::Scale,
             Some("finalize") => Self::Finalize,
+            Some("approval") => Self::Approval,
             Some(_) => Self::Status,
         }
     }
@@ -56,6 +60,7 @@ impl Subresource {
             Self::Status => "status",
             Self::Scale => "scale",
             Self::Finalize => "finalize",
+            Self::Approval => "approval",
         }
     }
 }

@@ -15,7 +15,8 @@
 //!   approver (or an auto-approver trusting `system:node:*` requestors) reads cannot be
 //!   forged;
 //! - an `/approval` write changes only `status.conditions`: the rest of the status is the
-//!   stored one, so approving cannot also issue a certificate without `sign`.
+//!   stored one (the registry's `Subresource::Approval`), so approving cannot also issue a
+//!   certificate without `sign`.
 //!
 //! Invariant: the check asks the server's own authorizer for the writing user; a write with
 //! no user (the server's own) is not checked. Refusals are upstream's 403
@@ -33,6 +34,38 @@ use super::filter::Identity;
 /// The API group of CertificateSigningRequests and signers.
 pub(super) const GROUP: &str = "certificates.k8s.io";
 
+/// Sets a CertificateSigningRequest's `spec.username`, `uid`, `groups` and `extra` to
+/// `user`'s (each left out when empty, as upstream's `omitempty` fields), dropping what the
+/// body said (upstream's `csrStrategy.PrepareForCreate`).
+pub(super) fn record_requester(object: &mut Value, user: Option<&UserInfo>) {
+    let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in ["username", "uid", "groups", "extra"] {
+        spec.remove(field);
+    }
+    let Some(user) = user else {
+        return;
+    };
+    if !user.name.is_empty() {
+        spec.insert("username".into(), Value::from(user.name.clone()));
+    }
+    if !user.uid.is_empty() {
+        spec.insert("uid".into(), Value::from(user.uid.clone()));
+    }
+    if !user.groups.is_empty() {
+        spec.insert("groups".into(), Value::from(user.groups.clone()));
+    }
+    if !user.extra.is_empty() {
+        let extra: serde_json::Map<String, Value> = user
+            .extra
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(v.clone())))
+            .collect();
+        spec.insert("extra".into(), Value::Object(extra));
+    }
+}
+
 /// Whether `req` writes a CertificateSigningRequest.
 pub(super) fn applies(req: &AdmissionRequest<'_>) -> bool {
     is_csr(req.info)
@@ -43,52 +76,17 @@ pub(super) fn is_csr(info: &listwatch_kinds::KindSpec) -> bool {
     info.group == GROUP && info.plural == "certificatesigningrequests"
 }
 
-/// The request-dependent parts of upstream's CSR strategies (see the module doc): on
-/// create, the requesting user into the spec; on an `/approval` write, the stored status
-/// but for the conditions.
+/// The request-dependent part of upstream's CSR create strategy (see the module doc): on
+/// create, the requesting user into the spec. What an `/approval` write may change (only
+/// the conditions) is the registry's `Subresource::Approval`.
 pub(super) fn mutate(req: &MutationRequest<'_>, object: &mut Value) {
     let sub = req
         .extensions
         .get::<RequestInfo>()
         .map_or("", |i| i.subresource.as_str());
-    match (req.operation, sub, req.old) {
-        (Operation::Create, "", _) => {
-            let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) else {
-                return;
-            };
-            for k in ["username", "uid", "groups", "extra"] {
-                spec.remove(k);
-            }
-            let Some(Identity(user)) = req.extensions.get::<Identity>() else {
-                return;
-            };
-            spec.insert("username".into(), json!(user.name));
-            if !user.uid.is_empty() {
-                spec.insert("uid".into(), json!(user.uid));
-            }
-            if !user.groups.is_empty() {
-                spec.insert("groups".into(), json!(user.groups));
-            }
-            if !user.extra.is_empty() {
-                spec.insert("extra".into(), json!(user.extra));
-            }
-        }
-        (Operation::Update, "approval", Some(old)) => {
-            let conditions = object.pointer("/status/conditions").cloned();
-            let mut status = old
-                .get("status")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_else(Map::new);
-            match conditions {
-                Some(c) => status.insert("conditions".into(), c),
-                None => status.remove("conditions"),
-            };
-            if let Some(m) = object.as_object_mut() {
-                m.insert("status".into(), Value::Object(status));
-            }
-        }
-        _ => {}
+    if req.operation == Operation::Create && sub.is_empty() {
+        let user = req.extensions.get::<Identity>().map(|i| &*i.0);
+        record_requester(object, user);
     }
 }
 

@@ -58,7 +58,7 @@ fn body(parts: &Parts, bytes: &[u8], kind: &str) -> Result<Value, ApiError> {
     Ok(v)
 }
 
-fn decode(headers: &HeaderMap, bytes: &[u8], kind: &str) -> Result<Value, ApiError> {
+pub(crate) fn decode(headers: &HeaderMap, bytes: &[u8], kind: &str) -> Result<Value, ApiError> {
     if bytes.is_empty() {
         return Ok(json!({}));
     }

@@ -1,10 +1,13 @@
-//! [`Versioned`]: one version of a custom resource served over its storage version's
-//! storage, as upstream serves a CRD's versions with the `None` conversion strategy: the
-//! objects are the same, only `apiVersion` differs. Reads and watch events are rewritten to
-//! the served version; writes are stored in the storage version.
+//! [`Versioned`]: one version of a kind served over its storage version's storage, through
+//! the version's [`Conversion`]: a custom resource's versions with the `None` conversion
+//! strategy (the objects are the same, only `apiVersion` differs), and built-in kinds
+//! served in two groups from one storage (`events.k8s.io/v1` Events over `v1` Events,
+//! whose fields are renamed). Reads and watch events are converted to the served version;
+//! writes are stored in the storage version; the field selectors of lists and watches are
+//! read as the storage version names its fields.
 //!
 //! Invariants: the wrapped storage only ever holds objects in the storage version (a write
-//! through any version is rewritten before it is stored); an object that does not decode
+//! through any version is converted before it is stored); an object that does not decode
 //! is passed through unchanged (the wrapped storage wrote it, so it is the stored form);
 //! the cost is one decode and encode per object crossing the wrapper.
 
@@ -13,7 +16,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use listwatch_api::{Object, SelectableFields};
+use listwatch_api::fields::FieldTerm;
+use listwatch_api::{FieldSelector, Object, SelectableFields};
+use listwatch_kinds::conversion::{ApiVersionOnly, Conversion};
 use listwatch_storage::{
     GetOptions, Key, ListOptions, ObjectList, Preconditions, Result, Stats, Storage, UpdateFn,
     Updated, ValidateDeleteFn, WatchEvent, WatchStream,
@@ -23,18 +28,20 @@ use serde_json::Value;
 /// A served version over the storage version's storage.
 pub struct Versioned {
     inner: Arc<dyn Storage>,
-    /// The storage version's `apiVersion`, e.g. `example.com/v1`.
-    stored: String,
-    /// The served version's `apiVersion`, e.g. `example.com/v1beta1`.
-    served: String,
+    /// Between the storage version and the served version.
+    conversion: Arc<dyn Conversion>,
+    /// The served version's selectable fields.
     fields: SelectableFields,
+    /// The storage version's selectable fields (what the wrapped storage's objects are
+    /// indexed by).
+    stored_fields: SelectableFields,
 }
 
 impl std::fmt::Debug for Versioned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Versioned")
-            .field("stored", &self.stored)
-            .field("served", &self.served)
+            .field("stored", &self.conversion.stored())
+            .field("served", &self.conversion.served())
             .finish_non_exhaustive()
     }
 }
@@ -48,15 +55,37 @@ impl Versioned {
         served: &str,
         fields: SelectableFields,
     ) -> Self {
+        Self::converted(
+            inner,
+            Arc::new(ApiVersionOnly::new(stored, served)),
+            fields.clone(),
+            fields,
+        )
+    }
+
+    /// `conversion`'s served version over `inner`, whose objects are its storage version;
+    /// `fields` are the served version's selectable fields, `stored_fields` the storage
+    /// version's.
+    pub fn converted(
+        inner: Arc<dyn Storage>,
+        conversion: Arc<dyn Conversion>,
+        fields: SelectableFields,
+        stored_fields: SelectableFields,
+    ) -> Self {
         Self {
             inner,
-            stored: stored.to_owned(),
-            served: served.to_owned(),
+            conversion,
             fields,
+            stored_fields,
         }
     }
 
-    fn rewrite(&self, o: Object, to: &str) -> Object {
+    fn rewrite(&self, o: Object, to_stored: bool) -> Object {
+        let (to, fields) = if to_stored {
+            (self.conversion.stored(), &self.stored_fields)
+        } else {
+            (self.conversion.served(), &self.fields)
+        };
         let rv = o.resource_version();
         let Ok(mut v) = o.to_value() else {
             return o;
@@ -66,20 +95,43 @@ impl Versioned {
             _ => {}
         }
         if let Some(m) = v.as_object_mut() {
-            m.insert("apiVersion".into(), Value::from(to));
+            if to_stored {
+                self.conversion.to_stored(m);
+            } else {
+                self.conversion.to_served(m);
+            }
         }
-        match Object::from_value(v, &self.fields) {
+        match Object::from_value(v, fields) {
             Ok(n) => n.with_resource_version(rv),
             Err(_) => o,
         }
     }
 
     fn out(&self, o: Object) -> Object {
-        self.rewrite(o, &self.served)
+        self.rewrite(o, false)
     }
 
     fn to_stored(&self, o: Object) -> Object {
-        self.rewrite(o, &self.stored)
+        self.rewrite(o, true)
+    }
+
+    /// The options with their field selector naming the storage version's fields.
+    fn stored_options(&self, opts: &ListOptions) -> ListOptions {
+        let mut opts = opts.clone();
+        if !opts.predicate.field.is_empty() {
+            let terms = opts
+                .predicate
+                .field
+                .terms()
+                .iter()
+                .map(|t| FieldTerm {
+                    field: self.conversion.stored_field(&t.field).into_owned(),
+                    ..t.clone()
+                })
+                .collect();
+            opts.predicate.field = FieldSelector::from_terms(terms);
+        }
+        opts
     }
 
     fn event(&self, e: WatchEvent) -> WatchEvent {
@@ -107,7 +159,7 @@ impl Storage for Versioned {
     }
 
     async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
-        let mut list = self.inner.list(key, opts).await?;
+        let mut list = self.inner.list(key, &self.stored_options(opts)).await?;
         list.items = std::mem::take(&mut list.items)
             .into_iter()
             .map(|o| self.out(o))
@@ -116,12 +168,12 @@ impl Storage for Versioned {
     }
 
     async fn watch(&self, key: &Key, opts: &ListOptions) -> Result<WatchStream> {
-        let stream = self.inner.watch(key, opts).await?;
+        let stream = self.inner.watch(key, &self.stored_options(opts)).await?;
         let this = Versioned {
             inner: Arc::clone(&self.inner),
-            stored: self.stored.clone(),
-            served: self.served.clone(),
+            conversion: Arc::clone(&self.conversion),
             fields: self.fields.clone(),
+            stored_fields: self.stored_fields.clone(),
         };
         Ok(Box::pin(stream.map(move |e| this.event(e))))
     }

@@ -13,8 +13,10 @@ pub mod batch;
 pub mod certificates;
 pub mod coordination;
 pub mod core;
+pub mod create_only;
 pub mod derived;
 pub mod discovery;
+pub mod events;
 pub mod networking;
 pub mod policy;
 pub mod print;
@@ -64,6 +66,7 @@ pub fn all() -> Vec<crate::KindSpec> {
         core::service::spec(),
         core::endpoints::spec(),
         core::event::spec(),
+        events::event::spec(),
         core::serviceaccount::spec(),
         coordination::lease::spec(),
         rbac::role::spec(),
@@ -135,6 +138,7 @@ mod tests {
                 "services",
                 "endpoints",
                 "events",
+                "events.events.k8s.io",
                 "leases.coordination.k8s.io",
                 "roles.rbac.authorization.k8s.io",
                 "rolebindings.rbac.authorization.k8s.io",

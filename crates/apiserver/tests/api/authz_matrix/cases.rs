@@ -866,6 +866,34 @@ pub(crate) fn security_cases(path: &str) -> Vec<Case> {
                 .body(JSON, &json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"audiences": []}}))
             })
             .collect(),
+        // Binding: `create` on `pods/binding` or `bindings`; a pod that does not exist, so
+        // every allowed request answers the same (404), whoever sent it first.
+        "/api/v1/namespaces/{ns}/pods/{name}/binding" => [NS, OTHER]
+            .into_iter()
+            .map(|ns| {
+                Case::new(
+                    format!("create pods/binding in {ns}"),
+                    "POST",
+                    format!("/api/v1/namespaces/{ns}/pods/no-such-pod/binding"),
+                    vec![plain_attr("create", "", "pods/binding", ns, "no-such-pod")],
+                    404,
+                )
+                .body(JSON, &json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "no-such-pod"}, "target": {"name": "node-1"}}))
+            })
+            .collect(),
+        "/api/v1/namespaces/{ns}/bindings" => [NS, OTHER]
+            .into_iter()
+            .map(|ns| {
+                Case::new(
+                    format!("create bindings in {ns}"),
+                    "POST",
+                    format!("/api/v1/namespaces/{ns}/bindings"),
+                    vec![plain_attr("create", "", "bindings", ns, "")],
+                    404,
+                )
+                .body(JSON, &json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "no-such-pod"}, "target": {"name": "node-1"}}))
+            })
+            .collect(),
         other => panic!("no rule for the security route {other}: add one to the matrix"),
     }
 }

@@ -7,8 +7,8 @@
 //! server fills them from the requesting user: the apiserver's certificate admission, since
 //! the strategy sees only the object) and every update keeps the stored `spec`: the
 //! requestor an approver reads is the one who created the request, never a value its body
-//! claimed. What an `/approval` write may change (only the conditions) is also decided by
-//! that admission, which knows the subresource.
+//! claimed. What an `/approval` write may change (only the conditions) is the registry's
+//! `Subresource::Approval`, which knows the subresource.
 
 use serde_json::{Value, json};
 

@@ -1,5 +1,6 @@
 //! The core group (`""`, served under `/api/v1`).
 
+pub mod binding;
 pub mod configmap;
 pub mod endpoints;
 pub mod event;

@@ -1,0 +1,160 @@
+//! `v1` Binding and the create-only review APIs in discovery (issue 28 items 2 and 3):
+//! `pods/binding` and `bindings` assign a pod to a node as upstream's `assignPod` (409 when
+//! bound already, 404 for a missing pod), through the Python client and kubectl; discovery
+//! lists `bindings`, `pods/binding`, `serviceaccounts/token` and the review resources with
+//! the verb `create`, so `kubectl create -f` of a TokenReview maps its kind.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::Command;
+
+use crate::common;
+
+use common::{Server, run_ok};
+use serde_json::Value;
+
+const BIND: &str = r#"
+import sys, json
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+c = client.Configuration()
+c.host = sys.argv[1]
+core = client.CoreV1Api(client.ApiClient(c))
+def body(name, node):
+    return client.V1Binding(metadata=client.V1ObjectMeta(name=name, annotations={"by": "test"}),
+        target=client.V1ObjectReference(api_version="v1", kind="Node", name=node))
+r = core.create_namespaced_pod_binding("web", "default", body("web", "node-1"), _preload_content=False)
+print("bound", r.status, json.loads(r.data)["status"])
+p = core.read_namespaced_pod("web", "default")
+cond = [(x.type, x.status) for x in p.status.conditions or []]
+print("pod", p.spec.node_name, p.metadata.annotations.get("by"), cond)
+try:
+    core.create_namespaced_pod_binding("web", "default", body("web", "node-2"), _preload_content=False)
+except ApiException as e:
+    print("again", e.status, json.loads(e.body)["message"])
+try:
+    core.create_namespaced_pod_binding("nope", "default", body("nope", "node-1"), _preload_content=False)
+except ApiException as e:
+    print("missing", e.status, json.loads(e.body)["reason"])
+r = core.create_namespaced_binding("default", body("web2", "node-3"), _preload_content=False)
+print("legacy", r.status, core.read_namespaced_pod("web2", "default").spec.node_name)
+"#;
+
+#[test]
+#[ignore = "needs kubectl and the Python kubernetes client"]
+fn pods_are_bound_once_and_create_only_resources_are_discovered() {
+    common::require("kubectl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+
+    let resources = run_ok(k().args(["api-resources", "-o", "wide"]));
+    for (name, group, kind) in [
+        ("bindings", "v1", "Binding"),
+        ("tokenreviews", "authentication.k8s.io/v1", "TokenReview"),
+        (
+            "selfsubjectreviews",
+            "authentication.k8s.io/v1",
+            "SelfSubjectReview",
+        ),
+        (
+            "subjectaccessreviews",
+            "authorization.k8s.io/v1",
+            "SubjectAccessReview",
+        ),
+        (
+            "localsubjectaccessreviews",
+            "authorization.k8s.io/v1",
+            "LocalSubjectAccessReview",
+        ),
+        (
+            "selfsubjectaccessreviews",
+            "authorization.k8s.io/v1",
+            "SelfSubjectAccessReview",
+        ),
+        (
+            "selfsubjectrulesreviews",
+            "authorization.k8s.io/v1",
+            "SelfSubjectRulesReview",
+        ),
+    ] {
+        let line = resources
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no {name} in:\n{resources}"));
+        assert!(
+            line.contains(group)
+                && line.contains(kind)
+                && line.split_whitespace().any(|w| w == "create"),
+            "{line}"
+        );
+    }
+    let v1: Value = serde_json::from_str(&run_ok(k().args(["get", "--raw", "/api/v1"]))).unwrap();
+    let subs: Vec<(String, String, Vec<Value>)> = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["kind"].as_str().unwrap().to_owned(),
+                r["verbs"].as_array().unwrap().clone(),
+            )
+        })
+        .collect();
+    for (name, kind) in [
+        ("pods/binding", "Binding"),
+        ("serviceaccounts/token", "TokenRequest"),
+    ] {
+        assert!(
+            subs.iter()
+                .any(|(n, k, v)| n == name && k == kind && v == &[Value::from("create")]),
+            "{name} not in {v1}"
+        );
+    }
+
+    // The Python client binds pods (the scheduler's write).
+    run_ok(k().args(["run", "web", "--image=nginx"]));
+    run_ok(k().args(["run", "web2", "--image=nginx"]));
+    let out =
+        Command::new(std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned()))
+            .args(["-c", BIND, &server.url])
+            .output()
+            .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("bound 201 Success"), "{text}");
+    assert!(
+        text.contains("pod node-1 test [('PodScheduled', 'True')]"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "again 409 Operation cannot be fulfilled on pods \"web\": pod web is already assigned to node \"node-1\""
+        ),
+        "{text}"
+    );
+    assert!(text.contains("missing 404 NotFound"), "{text}");
+    assert!(text.contains("legacy 201 node-3"), "{text}");
+
+    // kubectl maps a TokenReview's kind through discovery. Its validation needs
+    // `--validate=false` here: kubectl looks for the kind's PATCH operation, which a
+    // create-only kind has not, and then for /openapi/v2, which this server does not serve.
+    let file = dir.path().join("review.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec: {token: abc}\n",
+    )
+    .unwrap();
+    let review = run_ok(
+        k().args(["create", "--validate=false", "-o", "yaml", "-f"])
+            .arg(&file),
+    );
+    assert!(
+        review.contains("kind: TokenReview") && review.contains("status:"),
+        "{review}"
+    );
+}
