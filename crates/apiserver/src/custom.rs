@@ -229,6 +229,54 @@ fn entries(text: &str, path: &str) -> Result<Vec<Declared>, ResourcesFileError> 
     Ok(out)
 }
 
+/// The CustomResourceDefinitions of a manifest text — one, several separated by `---`, or
+/// a `kind: List` of them (a leading byte order mark is skipped) — as JSON values in order,
+/// unchecked: what a client creates through the API (the test environment does). Any other
+/// document is an error naming it.
+pub fn crd_manifests(text: &str, path: &str) -> Result<Vec<serde_json::Value>, ResourcesFileError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut out = Vec::new();
+    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value =
+            serde_yaml::Value::deserialize(doc).map_err(|source| ResourcesFileError::Parse {
+                path: path.into(),
+                source,
+            })?;
+        if value.is_null() {
+            continue;
+        }
+        let bad = |message: String| ResourcesFileError::Document {
+            path: path.into(),
+            index,
+            message,
+        };
+        let json: serde_json::Value =
+            serde_json::to_value(&value).map_err(|e| bad(e.to_string()))?;
+        let docs = match json.get("kind").and_then(serde_json::Value::as_str) {
+            Some("List") => json
+                .get("items")
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            _ => vec![json],
+        };
+        for d in docs {
+            if !crd::is_crd(&d) {
+                return Err(bad(format!(
+                    "expected a {} ({}), found kind {:?}",
+                    crd::KIND,
+                    crd::API_VERSION,
+                    d.get("kind")
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("")
+                )));
+            }
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
 /// Parses a resources document (a leading UTF-8 byte order mark, as some editors on Windows
 /// write, is skipped, as kubectl's YAML reader does).
 pub fn parse(text: &str, path: &str) -> Result<Vec<KindSpec>, ResourcesFileError> {
