@@ -24,7 +24,10 @@ pub const REPAIR_EVERY: Duration = Duration::from_secs(10);
 pub fn spawn(
     services: &Resource,
     alloc: Arc<ServiceAllocator>,
-) -> Option<(tokio::task::JoinHandle<()>, tokio::sync::watch::Receiver<bool>)> {
+) -> Option<(
+    tokio::task::JoinHandle<()>,
+    tokio::sync::watch::Receiver<bool>,
+)> {
     let informer = crate::local::informer(services)?;
     let (synced_tx, synced_rx) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {

@@ -210,7 +210,11 @@ spec:
         .collect();
     assert_eq!(
         names,
-        ["gadgets.example.org", "gizmos.example.org", "widgets.example.com"]
+        [
+            "gadgets.example.org",
+            "gizmos.example.org",
+            "widgets.example.com"
+        ]
     );
     crds.patch(
         "widgets.example.com",

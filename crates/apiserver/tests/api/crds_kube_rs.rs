@@ -367,7 +367,8 @@ fn a_crds_versions_are_discovered_in_upstreams_priority() {
 #[test]
 fn a_create_while_the_crd_is_terminating_is_405_as_upstream() {
     const JSON: (&str, &str) = ("Content-Type", "application/json");
-    const CRD: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/holds.term.example.com";
+    const CRD: &str =
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/holds.term.example.com";
     const HOLDS: &str = "/apis/term.example.com/v1/namespaces/default/holds";
     let server = Server::start(&[]);
     let addr = server.addr.as_str();
@@ -419,7 +420,10 @@ fn a_create_while_the_crd_is_terminating_is_405_as_upstream() {
     // The controller has seen the deletion once it writes its own reason.
     let deadline = Instant::now() + PATIENCE;
     while !condition("Terminating").is_some_and(|c| c["reason"] == "InstanceDeletionInProgress") {
-        assert!(Instant::now() < deadline, "never InstanceDeletionInProgress");
+        assert!(
+            Instant::now() < deadline,
+            "never InstanceDeletionInProgress"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     let r = http(addr, "POST", HOLDS, &[JSON], hold("late").as_bytes());

@@ -296,9 +296,11 @@ impl Validator {
             let chars = s.chars().count() as u64;
             let bound = Count::new(chars, path);
             out.extend(bound.over(n.max_length, ErrorType::TooLong, || None, ("byte", "bytes")));
-            out.extend(bound.under(n.min_length, || Some(go_quote(s)), |min| {
-                format!("be at least {min} chars long")
-            }));
+            out.extend(bound.under(
+                n.min_length,
+                || Some(go_quote(s)),
+                |min| format!("be at least {min} chars long"),
+            ));
         }
         if let Some(p) = &n.pattern
             && self.spend(1 + (s.len() as u64).saturating_mul(p.weight))
@@ -334,9 +336,11 @@ impl Validator {
     ) {
         let len = items.len() as u64;
         let bound = Count::new(len, path);
-        out.extend(bound.under(n.min_items, || Some(len.to_string()), |min| {
-            format!("have at least {min} items")
-        }));
+        out.extend(bound.under(
+            n.min_items,
+            || Some(len.to_string()),
+            |min| format!("have at least {min} items"),
+        ));
         out.extend(bound.over(
             n.max_items,
             ErrorType::TooMany,
@@ -431,9 +435,11 @@ impl Validator {
             || Some(size.to_string()),
             ("item", "items"),
         ));
-        out.extend(bound.under(n.min_properties, || Some(size.to_string()), |min| {
-            format!("have at least {min} properties")
-        }));
+        out.extend(bound.under(
+            n.min_properties,
+            || Some(size.to_string()),
+            |min| format!("have at least {min} properties"),
+        ));
         if let Some(a) = &n.additional {
             for (k, v) in m {
                 if out.len() >= MAX_ERRORS || self.over {
@@ -506,8 +512,18 @@ fn number(n: &Node, x: &Value, path: &str, out: &mut Vec<FieldError>) {
         }
     }
     let limits = [
-        (n.maximum, n.exclusive_maximum, Ordering::Greater, "less than"),
-        (n.minimum, n.exclusive_minimum, Ordering::Less, "greater than"),
+        (
+            n.maximum,
+            n.exclusive_maximum,
+            Ordering::Greater,
+            "less than",
+        ),
+        (
+            n.minimum,
+            n.exclusive_minimum,
+            Ordering::Less,
+            "greater than",
+        ),
     ];
     for (bound, exclusive, beyond, how) in limits {
         let Some(bound) = bound else { continue };
