@@ -202,29 +202,61 @@ fn entries(text: &str, path: &str) -> Result<Vec<Declared>, ResourcesFileError> 
             );
             continue;
         }
-        let json: serde_json::Value =
-            serde_json::to_value(&value).map_err(|e| bad(e.to_string()))?;
-        let docs = match json.get("kind").and_then(serde_json::Value::as_str) {
-            Some("List") => json
-                .get("items")
-                .and_then(serde_json::Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-            _ => vec![json],
-        };
-        for d in docs {
-            if !crd::is_crd(&d) {
-                return Err(bad(format!(
-                    "expected a `resources:` list or a {} ({}), found kind {:?}",
-                    crd::KIND,
-                    crd::API_VERSION,
-                    d.get("kind")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("")
-                )));
-            }
+        for d in crds_of(&value, "a `resources:` list or ").map_err(bad)? {
             out.push(Declared::Crd(crd::specs(&d).map_err(bad)?));
         }
+    }
+    Ok(out)
+}
+
+/// The CRD manifests of one YAML document: itself, or the items of a `kind: List`; anything
+/// else is refused, saying what was `expected` besides a CRD.
+fn crds_of(value: &serde_yaml::Value, expected: &str) -> Result<Vec<serde_json::Value>, String> {
+    let json: serde_json::Value = serde_json::to_value(value).map_err(|e| e.to_string())?;
+    let docs = match json.get("kind").and_then(serde_json::Value::as_str) {
+        Some("List") => json
+            .get("items")
+            .and_then(serde_json::Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+        _ => vec![json],
+    };
+    if let Some(d) = docs.iter().find(|d| !crd::is_crd(d)) {
+        return Err(format!(
+            "expected {expected}a {} ({}), found kind {:?}",
+            crd::KIND,
+            crd::API_VERSION,
+            d.get("kind")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("")
+        ));
+    }
+    Ok(docs)
+}
+
+/// The CustomResourceDefinitions of a manifest text — one, several separated by `---`, or
+/// a `kind: List` of them (a leading byte order mark is skipped) — as JSON values in order,
+/// unchecked: what a client creates through the API (the test environment does). Any other
+/// document is an error naming it.
+pub fn crd_manifests(text: &str, path: &str) -> Result<Vec<serde_json::Value>, ResourcesFileError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut out = Vec::new();
+    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value =
+            serde_yaml::Value::deserialize(doc).map_err(|source| ResourcesFileError::Parse {
+                path: path.into(),
+                source,
+            })?;
+        if value.is_null() {
+            continue;
+        }
+        out.extend(
+            crds_of(&value, "").map_err(|message| ResourcesFileError::Document {
+                path: path.into(),
+                index,
+                message,
+            })?,
+        );
     }
     Ok(out)
 }

@@ -334,7 +334,7 @@ pub async fn build_api(
         .iter()
         .find(|r| r.info.group.is_empty() && r.info.plural == "services")
         .and_then(|svc| service_ips::spawn(svc, Arc::clone(&services_alloc)));
-    let services_observer_started = services_observer.is_some();
+    let (services_observer, services_synced) = services_observer.unzip();
     let advertised = kubernetes_service::Advertised {
         cluster_ip: services_alloc.kubernetes_ip(),
         endpoint: SocketAddr::new(advertise_address(opts, addr), addr.port()),
@@ -406,7 +406,7 @@ pub async fn build_api(
             _crd_controller: crd_controller,
             crds_synced,
             _services_observer: services_observer.map(AbortOnDrop),
-            services_alloc: services_observer_started.then_some(services_alloc),
+            services_synced,
             rbac_in_force,
             conn_metrics,
             singletons,
@@ -540,8 +540,9 @@ pub struct Running {
     crds_synced: tokio::sync::watch::Receiver<bool>,
     /// Feeds the Service allocator the stored Services.
     _services_observer: Option<AbortOnDrop>,
-    /// The Service allocator, when its observer runs (ready once synced).
-    services_alloc: Option<Arc<ServiceAllocator>>,
+    /// Turns true once the Service allocator has every stored Service (when its observer
+    /// runs).
+    services_synced: Option<tokio::sync::watch::Receiver<bool>>,
     /// Turns true once the bootstrap RBAC policy is in the authorizer's stores.
     rbac_in_force: Option<tokio::sync::watch::Receiver<bool>>,
     conn_metrics: serve::ConnMetrics,
@@ -571,11 +572,10 @@ impl Running {
         if let Some(i) = &self.informers {
             i.wait_synced().await;
         }
-        if let Some(alloc) = &self.services_alloc {
-            // Service writes are refused (429) until the stored Services are in.
-            while !alloc.is_synced() {
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
+        if let Some(rx) = &self.services_synced {
+            // Service writes are refused (429) until the stored Services are in. An error
+            // means the observer is gone: nothing to wait for.
+            let _ = rx.clone().wait_for(|synced| *synced).await;
         }
         if let Some(rx) = &self.rbac_in_force {
             // An error means the reconciler stopped (the informers ended): nothing to wait for.

@@ -18,6 +18,7 @@ use listwatch_endpoints::{
 };
 use listwatch_memstore::MemStore;
 use listwatch_storage::Storage;
+use listwatch_testkit::router::eventually;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -169,19 +170,6 @@ fn owned(name: &str, refs: &[Value]) -> Value {
 
 fn deployment(name: &str) -> Value {
     json!({"metadata": {"name": name}, "spec": {"replicas": 1}})
-}
-
-/// Polls `f` until true, for at most 30 s (only a hang reaches that).
-async fn eventually<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !f().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Waits until `url` is gone (404).

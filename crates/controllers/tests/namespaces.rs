@@ -9,15 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use listwatch_controllers::gc::GarbageCollector;
 use listwatch_controllers::namespaces::{ApiServer, Metrics, NamespaceController};
 use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, Storage};
-use serde_json::{Value, json};
-use tower::ServiceExt;
+use listwatch_testkit::router::{JSON, MERGE, call, create_namespace, eventually};
+use serde_json::json;
 
 /// A running task, aborted when dropped.
 struct Running(tokio::task::JoinHandle<()>);
@@ -82,52 +81,7 @@ fn setup() -> T {
     }
 }
 
-async fn call(r: &Router, method: &str, uri: &str, ct: &str, body: &str) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    if !ct.is_empty() {
-        req = req.header("content-type", ct);
-    }
-    let resp = r
-        .clone()
-        .oneshot(req.body(Body::from(body.to_owned())).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, v)
-}
-
-const JSON: &str = "application/json";
-const MERGE: &str = "application/merge-patch+json";
 const PODS: &str = "/api/v1/namespaces/ns1/pods";
-
-async fn setup_ns(r: &Router) {
-    let (s, _) = call(
-        r,
-        "POST",
-        "/api/v1/namespaces",
-        JSON,
-        r#"{"metadata":{"name":"ns1"}}"#,
-    )
-    .await;
-    assert_eq!(s, StatusCode::CREATED);
-}
-
-/// Polls `f` until it is true, for at most 20 s.
-async fn eventually<F, Fut>(what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !f().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 async fn count(store: &MemStore, resource: &str, ns: &str) -> usize {
     let key = Key::collection(resource, Some(ns)).unwrap();
@@ -430,7 +384,7 @@ async fn creates_racing_a_namespace_delete_leave_no_orphans() {
 async fn a_namespace_with_a_scheduled_pod_goes_once_the_grace_period_is_over() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     let pod =
         json!({"metadata":{"name":"p"},"spec":{"nodeName":"n1","terminationGracePeriodSeconds":1}});
     assert_eq!(
@@ -463,7 +417,7 @@ async fn a_kind_added_after_start_is_collected_and_emptied_by_namespace_deletion
     let r = api.router();
     let _controller = controller(&api);
     let _gc = Running(tokio::spawn(GarbageCollector::new(&api).run()));
-    setup_ns(&r).await;
+    create_namespace(&r, "ns1").await;
     let cm = "/api/v1/namespaces/ns1/configmaps";
     let w = "/apis/example.com/v1/namespaces/ns1/widgets";
     assert_eq!(call(&r, "GET", w, "", "").await.0, StatusCode::NOT_FOUND);

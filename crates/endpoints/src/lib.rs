@@ -201,9 +201,10 @@ pub fn default_request_workers() -> usize {
 /// [`KindSet`](listwatch_kinds::KindSet) (see [`Shared::derived`]).
 ///
 /// The schema catalog is built with the generation (every write reads it); discovery and
-/// the OpenAPI documents on first use, so that a burst of kind changes (CRDs created one
-/// after the other) costs one catalog per generation and the documents only for the
-/// generations someone reads.
+/// the OpenAPI documents on first use, the first generation's (at start) included, so that
+/// a burst of kind changes (CRDs created one after the other) costs one catalog per
+/// generation and the documents only for the generations someone reads, and a start pays
+/// for none of them.
 pub(crate) struct Derived {
     kinds: Kinds,
     build_info: BuildInfo,
@@ -415,10 +416,9 @@ impl Installer {
             draining: std::sync::atomic::AtomicBool::new(false),
             compute,
         });
-        // Built now, so that the first requests do not wait for it.
-        let derived = shared.derived(&shared.kinds());
-        derived.docs();
-        derived.openapi();
+        // Discovery and the OpenAPI documents are not built here: like those of every later
+        // generation, they are built on first read, so a start (a test environment's above
+        // all) does not pay for documents nobody may read.
         Api { shared }
     }
 }

@@ -70,6 +70,6 @@ pub use field::{ErrorType, FieldError};
 pub use set::{KindSet, KindSetError, Kinded, PerGeneration, Snapshot};
 pub use spec::{
     GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer, PrinterColumn,
-    ScaleSubresource, StatusUpdate,
+    ScaleSubresource, StatusUpdate, Terminating,
 };
 pub use strategy::{DefaultStrategy, Invalid, KindStrategy, TableColumn, Times};

@@ -240,6 +240,28 @@ pub struct KindSpec {
     /// Events); `None`: its own storage, or, for a custom resource's other versions, the
     /// `None` conversion ([`crate::conversion::ApiVersionOnly`]).
     pub conversion: Option<Arc<dyn crate::conversion::Conversion>>,
+    /// Set while the kind is going away: a custom resource whose CustomResourceDefinition
+    /// is terminating, whose creates are refused (405, as upstream's CRD handler refuses
+    /// them). Shared by the clones of the spec, so the CRD controller turns it for every
+    /// served version at once without changing the kind set.
+    pub terminating: Terminating,
+}
+
+/// Whether a kind is going away ([`KindSpec::terminating`]): turned once by its owner (the
+/// CRD controller), read by every create. Clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct Terminating(Arc<std::sync::atomic::AtomicBool>);
+
+impl Terminating {
+    /// Marks the kind as going away (for good: a CRD's deletion cannot be undone).
+    pub fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether the kind is going away.
+    pub fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 impl KindSpec {
@@ -274,6 +296,7 @@ impl KindSpec {
             generation: Generation::Spec,
             status_update: StatusUpdate::StatusOnly,
             conversion: None,
+            terminating: Terminating::default(),
         }
     }
 

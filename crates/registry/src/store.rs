@@ -134,6 +134,20 @@ impl StoreError {
     }
 }
 
+/// A create of a kind that is going away ([`KindSpec::terminating`]: its CRD is being
+/// deleted), refused as upstream's CRD handler refuses it: 405 `MethodNotAllowed` naming the
+/// group and resource, "create not allowed while custom resource definition is terminating".
+fn terminating(info: &KindSpec) -> ApiError {
+    ApiError::from_status(
+        listwatch_api::Status::failure(
+            405,
+            listwatch_api::status::reason::METHOD_NOT_ALLOWED,
+            "create not allowed while custom resource definition is terminating",
+        )
+        .with_target(&info.group, &info.plural, ""),
+    )
+}
+
 /// Options of [`Store::create`] (upstream's `metav1.CreateOptions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreateOptions {
@@ -254,6 +268,9 @@ impl Store {
         hooks: &dyn WriteHooks,
     ) -> Result<Written, StoreError> {
         let info = &self.info;
+        if info.terminating.is_set() {
+            return Err(terminating(info).into());
+        }
         let findings = self.check_body(
             Subresource::Main,
             &mut obj,

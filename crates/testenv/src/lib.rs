@@ -24,8 +24,10 @@
 //!   (1 s) plus a bound; nothing of it outlives the `TestEnv` but a thread that failed to
 //!   stop in time, which is logged.
 //!
-//! CRDs are installed as the server's `--resources` manifests at start (served from the
-//! first request, with their schemas in OpenAPI and their printer columns); see
+//! CRDs are created through the API once the server is ready, as envtest installs them,
+//! and `start` returns once each is `Established` (its resource served, with its schema in
+//! OpenAPI and its printer columns): they are CustomResourceDefinition objects like any
+//! other, so code that reads, applies or waits for its own CRD works as on a cluster; see
 //! docs/testing.md for what of a CRD is served.
 //!
 //! It depends on the server (`listwatch-apiserver`) and the HTTP client; nothing in the
@@ -176,15 +178,14 @@ impl Builder {
             "--log-level".into(),
             "warn".into(),
         ];
-        let manifests = self.manifests()?;
-        if !manifests.is_empty() {
-            let path = dir.path().join("crds.yaml");
-            std::fs::write(&path, manifests.join("\n---\n")).map_err(|source| Error::Manifest {
-                path: path.clone(),
-                source,
-            })?;
-            args.push("--resources".into());
-            args.push(path.display().to_string());
+        // Read and split before the server starts: a file or document that is not a CRD
+        // manifest fails at once.
+        let mut crds = Vec::new();
+        for (source, text) in self.manifests()? {
+            crds.extend(
+                listwatch_apiserver::custom::crd_manifests(&text, &source)
+                    .map_err(|e| Error::Server(e.to_string()))?,
+            );
         }
         args.extend(self.args);
         let opts = Options::try_parse_checked_from(&args)
@@ -202,6 +203,7 @@ impl Builder {
             thread: Some(thread),
             dir,
         };
+        let started = Instant::now();
         let addr = match tokio::time::timeout(deadline, ready_rx).await {
             Ok(Ok(Ok(addr))) => addr,
             Ok(Ok(Err(e))) => return Err(Error::Server(e)),
@@ -209,16 +211,26 @@ impl Builder {
             Err(_) => return Err(Error::Timeout(deadline)),
         };
         env.addr = addr;
+        let left = deadline.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, install(&env.client()?, &crds)).await {
+            Ok(r) => r?,
+            Err(_) => return Err(Error::Timeout(deadline)),
+        }
         env.kubeconfig = env.dir.path().join("kubeconfig");
         std::fs::write(&env.kubeconfig, env.kubeconfig_yaml())?;
         Ok(env)
     }
 
-    /// The manifests, in order: the texts, then the files (each a regular file of at most
-    /// [`MAX_MANIFEST_BYTES`]; a directory's other entries — fifos, devices, sockets,
-    /// subdirectories — are skipped, a path naming one is an error).
-    fn manifests(&self) -> Result<Vec<String>, Error> {
-        let mut out = self.crds.clone();
+    /// The manifests, in order, each with what it came from: the texts, then the files (each
+    /// a regular file of at most [`MAX_MANIFEST_BYTES`]; a directory's other entries — fifos,
+    /// devices, sockets, subdirectories — are skipped, a path naming one is an error).
+    fn manifests(&self) -> Result<Vec<(String, String)>, Error> {
+        let mut out: Vec<(String, String)> = self
+            .crds
+            .iter()
+            .enumerate()
+            .map(|(i, text)| (format!("CRD text {i}"), text.clone()))
+            .collect();
         for path in &self.crd_paths {
             let read = |p: &Path| {
                 read_manifest(p).map_err(|source| Error::Manifest {
@@ -247,14 +259,79 @@ impl Builder {
                 // A stable order, whatever the directory's.
                 files.sort();
                 for f in files {
-                    out.push(read(&f)?);
+                    out.push((f.display().to_string(), read(&f)?));
                 }
             } else {
-                out.push(read(path)?);
+                out.push((path.display().to_string(), read(path)?));
             }
         }
         Ok(out)
     }
+}
+
+/// The CRDs' resource, where they are created.
+const CRDS_PATH: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// Creates `crds` through the API, as a client (envtest) does, and waits until each is
+/// `Established` (its resource served); a refused CRD, or one whose names are taken
+/// (`NamesAccepted` false), is an error naming it and the kind it would serve. The caller
+/// bounds the wait.
+async fn install(
+    client: &listwatch_client::HttpClient,
+    crds: &[serde_json::Value],
+) -> Result<(), Error> {
+    let named = |crd: &serde_json::Value| {
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        let kind = crd
+            .pointer("/spec/names/kind")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        format!("CustomResourceDefinition {name:?} (kind {kind})")
+    };
+    for crd in crds {
+        client
+            .create(CRDS_PATH, crd)
+            .await
+            .map_err(|e| Error::Server(format!("{} was refused: {e}", named(crd))))?;
+    }
+    let condition = |crd: &serde_json::Value, kind: &str| {
+        crd.pointer("/status/conditions")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|c| c.get("type").and_then(serde_json::Value::as_str) == Some(kind))
+            .and_then(|c| c.get("status").and_then(serde_json::Value::as_str))
+            .map(str::to_owned)
+    };
+    for crd in crds {
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        let path = format!("{CRDS_PATH}/{name}");
+        loop {
+            let stored = client
+                .get(&path)
+                .await
+                .map_err(|e| Error::Server(format!("{}: {e}", named(crd))))?
+                .ok_or_else(|| Error::Server(format!("{} is gone", named(crd))))?;
+            if condition(&stored, "Established").as_deref() == Some("True") {
+                break;
+            }
+            if condition(&stored, "NamesAccepted").as_deref() == Some("False") {
+                return Err(Error::Server(format!(
+                    "{}: its names are not accepted (taken by another resource)",
+                    named(crd)
+                )));
+            }
+            // The server's CRD controller establishes it within milliseconds.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    Ok(())
 }
 
 /// A regular file's text, at most [`MAX_MANIFEST_BYTES`]. The type is checked before the

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
@@ -194,6 +195,55 @@ spec:
         .await
         .unwrap();
     assert_eq!(created["x"], 1);
+
+    // They are CustomResourceDefinition objects, Established, as on a cluster: an operator
+    // that applies its own CRD at start (server-side apply) and waits for it finds it
+    // Established, not refused as a conflict with itself.
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(env.kube_client().unwrap());
+    let names: Vec<String> = crds
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "gadgets.example.org",
+            "gizmos.example.org",
+            "widgets.example.com"
+        ]
+    );
+    crds.patch(
+        "widgets.example.com",
+        &kube::api::PatchParams::apply("my-operator").force(),
+        &kube::api::Patch::Apply(Widget::crd()),
+    )
+    .await
+    .unwrap();
+    let established = tokio::time::timeout(
+        Duration::from_secs(30),
+        kube::runtime::wait::await_condition(
+            crds.clone(),
+            "widgets.example.com",
+            kube::runtime::wait::conditions::is_crd_established(),
+        ),
+    )
+    .await
+    .expect("Established after the operator's apply")
+    .unwrap();
+    let conditions = established
+        .and_then(|c| c.status)
+        .and_then(|s| s.conditions)
+        .unwrap_or_default();
+    assert!(
+        conditions
+            .iter()
+            .any(|c| c.type_ == "NamesAccepted" && c.status == "True"),
+        "{conditions:?}"
+    );
 }
 
 #[tokio::test]

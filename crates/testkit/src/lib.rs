@@ -6,9 +6,13 @@
 //!   to kill it outright, resetting every connection it carries ([`Balancer::kill`]), and that
 //!   can check its backends' `/readyz` as such a balancer does ([`Balancer::with_health_check`],
 //!   [`HealthCheck`]).
+//! - `router` (feature `router`): requests to an in-process `Router`, a namespace created
+//!   through it, and `eventually` (polling with a deadline).
 
 mod balancer;
 pub mod health;
+#[cfg(feature = "router")]
+pub mod router;
 
 pub use balancer::{Balancer, RotationChange};
 pub use health::HealthCheck;

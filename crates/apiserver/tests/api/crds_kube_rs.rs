@@ -636,3 +636,102 @@ fn a_crds_versions_are_discovered_in_upstreams_priority() {
         .collect();
     assert_eq!(versions, ["v2", "v1", "v1beta1"]);
 }
+
+/// A custom resource of a terminating CRD cannot be created: upstream's CRD handler answers
+/// a create (POST) with 405 `MethodNotAllowed` "create not allowed while custom resource
+/// definition is terminating" while the CRD's `Terminating` condition is true; the objects
+/// still there are read and written as before (here, the finalizer holding the CRD is
+/// removed with a patch), and the CRD goes once they are gone. Before, the create was
+/// stored (201) and deleted again by the CRD controller.
+#[test]
+fn a_create_while_the_crd_is_terminating_is_405_as_upstream() {
+    const JSON: (&str, &str) = ("Content-Type", "application/json");
+    const CRD: &str =
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/holds.term.example.com";
+    const HOLDS: &str = "/apis/term.example.com/v1/namespaces/default/holds";
+    let server = Server::start(&[]);
+    let addr = server.addr.as_str();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "holds.term.example.com"},
+        "spec": {
+            "group": "term.example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "holds", "singular": "hold", "kind": "Hold"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    });
+    let r = http(
+        addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &[JSON],
+        crd.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let condition = |kind: &str| {
+        let crd = http(addr, "GET", CRD, &[], b"").json();
+        crd["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == kind)
+            .cloned()
+    };
+    let deadline = Instant::now() + PATIENCE;
+    while !condition("Established").is_some_and(|c| c["status"] == "True") {
+        assert!(Instant::now() < deadline, "never Established");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let hold = |name: &str| {
+        json!({"apiVersion": "term.example.com/v1", "kind": "Hold",
+            "metadata": {"name": name, "finalizers": ["term.example.com/hold"]}})
+        .to_string()
+    };
+    let r = http(addr, "POST", HOLDS, &[JSON], hold("held").as_bytes());
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+
+    let r = http(addr, "DELETE", CRD, &[], b"");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    // The controller has seen the deletion once it writes its own reason.
+    let deadline = Instant::now() + PATIENCE;
+    while !condition("Terminating").is_some_and(|c| c["reason"] == "InstanceDeletionInProgress") {
+        assert!(
+            Instant::now() < deadline,
+            "never InstanceDeletionInProgress"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = http(addr, "POST", HOLDS, &[JSON], hold("late").as_bytes());
+    assert_eq!(r.status, 405, "{}", String::from_utf8_lossy(&r.body));
+    let status = r.json();
+    assert_eq!(status["kind"], "Status");
+    assert_eq!(status["reason"], "MethodNotAllowed");
+    assert_eq!(
+        status["message"],
+        "create not allowed while custom resource definition is terminating"
+    );
+    assert_eq!(status["details"]["group"], "term.example.com");
+    assert_eq!(status["details"]["kind"], "holds");
+    // Nothing was stored.
+    let r = http(addr, "GET", &format!("{HOLDS}/late"), &[], b"");
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+
+    // Other writes are served: the finalizer goes, then the object, then the CRD.
+    let r = http(
+        addr,
+        "PATCH",
+        &format!("{HOLDS}/held"),
+        &[("Content-Type", "application/merge-patch+json")],
+        br#"{"metadata":{"finalizers":null}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let deadline = Instant::now() + PATIENCE;
+    while http(addr, "GET", CRD, &[], b"").status != 404 {
+        assert!(Instant::now() < deadline, "the CRD never went");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -244,14 +244,20 @@ async fn kubectl_applies_and_watches_over_etcd() {
     .unwrap();
 }
 
-/// A free loopback port (a listener bound and dropped; nobody else on this machine races
-/// for it in practice).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// A loopback port reserved for a process this test starts later: a socket bound to it
+/// (`SO_REUSEADDR`, never listening) is held until that process listens. While it is held
+/// the kernel hands the port to no one else (another test's `127.0.0.1:0` bind, a free-port
+/// probe), a connect to it is refused (nothing listens), and the process it is meant for
+/// still binds it: etcd (Go) and the server (tokio) set `SO_REUSEADDR` on their listeners,
+/// and Linux lets such sockets share a port with a bound socket that does not listen.
+/// A port probed and released instead could be taken in between (it was: the server under
+/// test reached another test's HTTP server instead of etcd).
+fn reserved_port() -> (tokio::net::TcpSocket, u16) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_reuseaddr(true).unwrap();
+    socket.bind(([127, 0, 0, 1], 0).into()).unwrap();
+    let port = socket.local_addr().unwrap().port();
+    (socket, port)
 }
 
 /// Started before etcd, as a service manager starting both at once may do: the server must
@@ -261,7 +267,9 @@ fn free_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs etcd"]
 async fn a_server_started_before_etcd_waits_for_it_and_becomes_ready() {
-    let (port, etcd_port) = (free_port(), free_port());
+    // Both held until what they are for listens (see `reserved_port`).
+    let (port_hold, port) = reserved_port();
+    let (etcd_port_hold, etcd_port) = reserved_port();
     let bind = format!("127.0.0.1:{port}");
     let etcd_url = format!("http://127.0.0.1:{etcd_port}");
     // Server::start_at returns once the server announces itself, i.e. once it is ready.
@@ -275,12 +283,19 @@ async fn a_server_started_before_etcd_waits_for_it_and_becomes_ready() {
         })
     };
     let addr = bind.clone();
-    tokio::task::spawn_blocking(move || {
+    let server_listens = tokio::task::spawn_blocking(move || {
         let deadline = Instant::now() + PATIENCE;
         while std::net::TcpStream::connect(&addr).is_err() {
             assert!(Instant::now() < deadline, "the server never listened");
             std::thread::sleep(Duration::from_millis(50));
         }
+        addr
+    })
+    .await
+    .unwrap();
+    drop(port_hold);
+    tokio::task::spawn_blocking(move || {
+        let addr = server_listens;
         // Several backoff rounds (100 ms, 200 ms, ... ) pass without etcd.
         std::thread::sleep(Duration::from_secs(3));
         let ready = http(&addr, "GET", "/readyz", &[], b"");
@@ -314,6 +329,8 @@ async fn a_server_started_before_etcd_waits_for_it_and_becomes_ready() {
         .start()
         .await
         .expect("etcd");
+    // etcd listens on it now.
+    drop(etcd_port_hold);
     let etcd_up = Instant::now();
     let server = tokio::task::spawn_blocking(move || {
         started

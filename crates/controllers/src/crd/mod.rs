@@ -21,8 +21,10 @@
 //!   CRD strategy, `storedVersions`;
 //! - **deletion**: a CRD's first DELETE adds the `customresourcecleanup.apiextensions.k8s.io`
 //!   finalizer and `Terminating` (the CRD kind's strategy); the controller then sets
-//!   `Terminating` to `InstanceDeletionInProgress`, deletes every custom resource (the
-//!   registry's deletion lifecycle, as a DELETE), waits for them to be gone (those held by
+//!   `Terminating` to `InstanceDeletionInProgress`, refuses creates of the custom resources
+//!   from then on (405, as upstream's handler while `Terminating` is true; other writes are
+//!   served), deletes every custom resource (the registry's deletion lifecycle, as a
+//!   DELETE), waits for them to be gone (those held by
 //!   finalizers are waited for, checked again every [`RETRY`]), stops serving the kinds
 //!   (404, and gone from discovery) and removes the finalizer, which removes the CRD.
 //!   A CRD found deleting at start (the server stopped during its cleanup) is served again
@@ -114,6 +116,8 @@ struct Installed {
     names: Names,
     /// `(group, version, plural)` of each served version.
     keys: Vec<(String, String, String)>,
+    /// Shared by the specs of every served version: set once the CRD is terminating.
+    terminating: listwatch_kinds::Terminating,
 }
 
 /// The CRD controller; see the module doc.
@@ -467,8 +471,10 @@ impl CrdController {
             .unwrap_or_else(|| (self.factory)(first));
         let stored_api_version = first.api_version();
         let base_resource = first.storage_resource.clone();
+        let terminating = listwatch_kinds::Terminating::default();
         let mut keys = Vec::new();
-        for spec in specs {
+        for mut spec in specs {
+            spec.terminating = terminating.clone();
             keys.push((
                 spec.group.clone(),
                 spec.version.clone(),
@@ -505,6 +511,7 @@ impl CrdController {
                 generation,
                 names: names.clone(),
                 keys,
+                terminating,
             },
         );
     }
@@ -531,6 +538,12 @@ impl CrdController {
             .pointer("/metadata/finalizers")
             .and_then(Value::as_array)
             .is_some_and(|f| f.iter().any(|x| x.as_str() == Some(CLEANUP_FINALIZER)));
+        if condition_true(obj, "Terminating")
+            && let Some(i) = self.installed.get(name)
+        {
+            // Creates are refused from now on (upstream's handler reads the condition).
+            i.terminating.set();
+        }
         if !has {
             // Held by others' finalizers: still served until it is gone.
             return Ok(false);

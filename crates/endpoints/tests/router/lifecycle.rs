@@ -7,14 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use futures::StreamExt;
 use listwatch_endpoints::{Api, Config, GracefulDeletion, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, Storage, WatchEvent};
+use listwatch_testkit::router::{JSON, MERGE, call, create_namespace};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 struct T {
     #[allow(dead_code)]
@@ -55,39 +54,7 @@ fn setup() -> T {
     T { api, router, store }
 }
 
-async fn call(r: &Router, method: &str, uri: &str, ct: &str, body: &str) -> (StatusCode, Value) {
-    let mut req = Request::builder().method(method).uri(uri);
-    if !ct.is_empty() {
-        req = req.header("content-type", ct);
-    }
-    let resp = r
-        .clone()
-        .oneshot(req.body(Body::from(body.to_owned())).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    let v = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    (status, v)
-}
-
-const JSON: &str = "application/json";
-const MERGE: &str = "application/merge-patch+json";
 const CM: &str = "/api/v1/namespaces/ns1/configmaps";
-
-async fn setup_ns(r: &Router) {
-    let (s, _) = call(
-        r,
-        "POST",
-        "/api/v1/namespaces",
-        JSON,
-        r#"{"metadata":{"name":"ns1"}}"#,
-    )
-    .await;
-    assert_eq!(s, StatusCode::CREATED);
-}
 
 async fn create_held(r: &Router, name: &str) -> Value {
     let (s, v) = call(
@@ -108,7 +75,7 @@ async fn create_held(r: &Router, name: &str) -> Value {
 async fn a_finalizer_holds_a_deleted_object_until_the_update_that_removes_it() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     let ckey = Key::collection("configmaps", Some("ns1")).unwrap();
     let rv = t.store.current_resource_version().await.unwrap();
     let mut watch = t
@@ -210,7 +177,7 @@ async fn a_finalizer_holds_a_deleted_object_until_the_update_that_removes_it() {
 async fn a_put_removing_the_last_finalizer_removes_and_one_keeping_some_does_not() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     let (s, _) = call(
         r,
         "POST",
@@ -246,7 +213,7 @@ async fn a_put_removing_the_last_finalizer_removes_and_one_keeping_some_does_not
 async fn delete_preconditions_are_409_and_dry_runs_write_nothing() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     let c = create_held(r, "p").await;
     let url = format!("{CM}/p");
     for pre in [json!({"uid":"not-it"}), json!({"resourceVersion":"1"})] {
@@ -315,7 +282,7 @@ async fn delete_preconditions_are_409_and_dry_runs_write_nothing() {
 async fn delete_collection_honours_finalizers() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     create_held(r, "h").await;
     call(r, "POST", CM, JSON, r#"{"metadata":{"name":"f"}}"#).await;
     let (s, list) = call(r, "DELETE", CM, "", "").await;
@@ -373,7 +340,7 @@ async fn watch_from_now(t: &T, resource: &str) -> listwatch_storage::WatchStream
 async fn pods_are_deleted_gracefully_as_upstream() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     let mut watch = watch_from_now(&t, "pods").await;
     let pod = json!({"metadata":{"name":"web"},"spec":{"nodeName":"node-1","terminationGracePeriodSeconds":45,"containers":[{"name":"c","image":"nginx"}]},"status":{"phase":"Running"}});
     let (s, created) = call(r, "POST", PODS, JSON, &pod.to_string()).await;
@@ -490,7 +457,7 @@ async fn pods_are_deleted_gracefully_as_upstream() {
 async fn a_pod_in_its_grace_period_outlives_its_last_finalizer() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     let pod =
         json!({"metadata":{"name":"f","finalizers":["example.com/hold"]},"spec":{"nodeName":"n"}});
     assert_eq!(
@@ -545,7 +512,7 @@ async fn a_pod_in_its_grace_period_outlives_its_last_finalizer() {
 async fn propagation_policies_set_the_garbage_collector_finalizers() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     for name in ["o", "f", "b", "d", "x"] {
         let (s, _) = call(
             r,
@@ -717,7 +684,7 @@ async fn propagation_policies_set_the_garbage_collector_finalizers() {
 async fn owner_references_and_finalizers_are_validated_on_writes() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     let (s, e) = call(
         r,
         "POST",
@@ -768,7 +735,7 @@ async fn owner_references_and_finalizers_are_validated_on_writes() {
 async fn kube_rs_finalizer_helper_patches_add_and_remove_the_first_finalizer() {
     let t = setup();
     let r = &t.router;
-    setup_ns(r).await;
+    create_namespace(r, "ns1").await;
     let (s, _) = call(r, "POST", CM, JSON, r#"{"metadata":{"name":"k"}}"#).await;
     assert_eq!(s, StatusCode::CREATED);
     let url = format!("{CM}/k");

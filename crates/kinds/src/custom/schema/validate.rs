@@ -9,6 +9,7 @@
 //! (anyOf)`), followed by the errors of one failing alternative (here the one with the
 //! fewest errors, upstream's "most checks passed").
 
+use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
@@ -291,25 +292,14 @@ impl Validator {
     }
 
     fn string(&mut self, n: &Node, s: &str, path: &str, out: &mut Vec<FieldError>) {
-        let chars = || s.chars().count() as u64;
-        if let Some(max) = n.max_length
-            && chars() > max
-        {
-            out.push(FieldError::new(
-                ErrorType::TooLong,
-                path,
-                None,
-                format!("must have at most {}", plural(max, "byte", "bytes")),
-            ));
-        }
-        if let Some(min) = n.min_length
-            && chars() < min
-        {
-            out.push(FieldError::new(
-                ErrorType::Invalid,
-                path,
-                Some(go_quote(s)),
-                format!("{path} in body should be at least {min} chars long"),
+        if n.max_length.is_some() || n.min_length.is_some() {
+            let chars = s.chars().count() as u64;
+            let bound = Count::new(chars, path);
+            out.extend(bound.over(n.max_length, ErrorType::TooLong, || None, ("byte", "bytes")));
+            out.extend(bound.under(
+                n.min_length,
+                || Some(go_quote(s)),
+                |min| format!("be at least {min} chars long"),
             ));
         }
         if let Some(p) = &n.pattern
@@ -345,26 +335,18 @@ impl Validator {
         out: &mut Vec<FieldError>,
     ) {
         let len = items.len() as u64;
-        if let Some(min) = n.min_items
-            && len < min
-        {
-            out.push(FieldError::new(
-                ErrorType::Invalid,
-                path,
-                Some(len.to_string()),
-                format!("{path} in body should have at least {min} items"),
-            ));
-        }
-        if let Some(max) = n.max_items
-            && len > max
-        {
-            out.push(FieldError::new(
-                ErrorType::TooMany,
-                path,
-                Some(len.to_string()),
-                format!("must have at most {}", plural(max, "item", "items")),
-            ));
-        }
+        let bound = Count::new(len, path);
+        out.extend(bound.under(
+            n.min_items,
+            || Some(len.to_string()),
+            |min| format!("have at least {min} items"),
+        ));
+        out.extend(bound.over(
+            n.max_items,
+            ErrorType::TooMany,
+            || Some(len.to_string()),
+            ("item", "items"),
+        ));
         if let Some(s) = &n.items {
             // Upstream correlates the items of a map list by their keys, no other items.
             let old_items: HashMap<String, &Value> = match (&n.list_type, old) {
@@ -446,26 +428,18 @@ impl Validator {
         out: &mut Vec<FieldError>,
     ) {
         let size = m.len() as u64;
-        if let Some(max) = n.max_properties
-            && size > max
-        {
-            out.push(FieldError::new(
-                ErrorType::TooMany,
-                path,
-                Some(size.to_string()),
-                format!("must have at most {}", plural(max, "item", "items")),
-            ));
-        }
-        if let Some(min) = n.min_properties
-            && size < min
-        {
-            out.push(FieldError::new(
-                ErrorType::Invalid,
-                path,
-                Some(size.to_string()),
-                format!("{path} in body should have at least {min} properties"),
-            ));
-        }
+        let bound = Count::new(size, path);
+        out.extend(bound.over(
+            n.max_properties,
+            ErrorType::TooMany,
+            || Some(size.to_string()),
+            ("item", "items"),
+        ));
+        out.extend(bound.under(
+            n.min_properties,
+            || Some(size.to_string()),
+            |min| format!("have at least {min} properties"),
+        ));
         if let Some(a) = &n.additional {
             for (k, v) in m {
                 if out.len() >= MAX_ERRORS || self.over {
@@ -537,45 +511,87 @@ fn number(n: &Node, x: &Value, path: &str, out: &mut Vec<FieldError>) {
             ));
         }
     }
-    if let Some(max) = n.maximum {
-        let bad = if n.exclusive_maximum {
-            f >= max
-        } else {
-            f > max
+    let limits = [
+        (
+            n.maximum,
+            n.exclusive_maximum,
+            Ordering::Greater,
+            "less than",
+        ),
+        (
+            n.minimum,
+            n.exclusive_minimum,
+            Ordering::Less,
+            "greater than",
+        ),
+    ];
+    for (bound, exclusive, beyond, how) in limits {
+        let Some(bound) = bound else { continue };
+        // Beyond the bound, or on it when it is exclusive (NaN compares as neither).
+        let bad = match f.partial_cmp(&bound) {
+            Some(o) if o == beyond => true,
+            Some(Ordering::Equal) => exclusive,
+            _ => false,
         };
         if bad {
-            let how = if n.exclusive_maximum {
-                "less than"
+            let how = if exclusive {
+                how.to_owned()
             } else {
-                "less than or equal to"
+                format!("{how} or equal to")
             };
             out.push(FieldError::new(
                 ErrorType::Invalid,
                 path,
                 Some(shown_v.clone()),
-                format!("{path} in body should be {how} {}", go_float(max)),
+                format!("{path} in body should be {how} {}", go_float(bound)),
             ));
         }
     }
-    if let Some(min) = n.minimum {
-        let bad = if n.exclusive_minimum {
-            f <= min
-        } else {
-            f < min
-        };
-        if bad {
-            let how = if n.exclusive_minimum {
-                "greater than"
-            } else {
-                "greater than or equal to"
-            };
-            out.push(FieldError::new(
-                ErrorType::Invalid,
-                path,
-                Some(shown_v),
-                format!("{path} in body should be {how} {}", go_float(min)),
-            ));
-        }
+}
+
+/// A count (a string's characters, an array's items, an object's properties) checked
+/// against its schema's `max*` and `min*` bounds, each failure as apiextensions reports it.
+struct Count<'a> {
+    count: u64,
+    path: &'a str,
+}
+
+impl<'a> Count<'a> {
+    fn new(count: u64, path: &'a str) -> Self {
+        Self { count, path }
+    }
+
+    /// Over `max`: `kind` (`TooLong`, `TooMany`), "must have at most N <unit>".
+    fn over(
+        &self,
+        max: Option<u64>,
+        kind: ErrorType,
+        value: impl FnOnce() -> Option<String>,
+        (one, many): (&str, &str),
+    ) -> Option<FieldError> {
+        let max = max.filter(|max| self.count > *max)?;
+        Some(FieldError::new(
+            kind,
+            self.path,
+            value(),
+            format!("must have at most {}", plural(max, one, many)),
+        ))
+    }
+
+    /// Under `min`: `Invalid`, kube-openapi's "<path> in body should <what(min)>".
+    fn under(
+        &self,
+        min: Option<u64>,
+        value: impl FnOnce() -> Option<String>,
+        what: impl FnOnce(u64) -> String,
+    ) -> Option<FieldError> {
+        let min = min.filter(|min| self.count < *min)?;
+        Some(FieldError::new(
+            ErrorType::Invalid,
+            self.path,
+            value(),
+            format!("{} in body should {}", self.path, what(min)),
+        ))
     }
 }
 
