@@ -27,7 +27,7 @@ use listwatch_auth::UserInfo;
 use listwatch_auth::authz::{Attributes, Authorizer};
 use listwatch_endpoints::admission::{AdmissionRequest, MutationRequest, Operation};
 use listwatch_endpoints::{ApiError, ApiResult, RequestInfo};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use super::filter::Identity;
 
