@@ -19,6 +19,9 @@
 //!   legal-but-nasty requests against the release apiserver, failing on a family whose server
 //!   CPU, peak memory or response grows faster than its input, or on a request over budget
 //!   (docs/endpoints.md, "Amplification harness"; [`mod@amplification`]).
+//! - `kube-rs-suite` — kube-rs's own `#[ignore]`d cluster tests (kube, kube-client and
+//!   kube-runtime 5.0.0) against a fresh apiserver, kubelet-dependent ones excluded with
+//!   their reasons ([`mod@kube_rs_suite`], docs/testing.md).
 //! - `fuzz [TARGET] [SECONDS]` — `cargo +nightly fuzz run` on one fuzz target of fuzz/, or
 //!   on each in turn, for SECONDS (default 60) each (docs/fuzzing.md).
 //!
@@ -27,6 +30,7 @@
 
 mod amplification;
 mod deps;
+mod kube_rs_suite;
 
 use std::env;
 use std::ffi::OsStr;
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         "provision" => provision().map(|_| ()),
         "fuzz" => fuzz(rest),
         "amplification" => amplification(rest),
+        "kube-rs-suite" => kube_rs_suite(rest),
         "help" | "--help" | "-h" => {
             eprintln!("{}", HELP);
             Ok(())
@@ -89,6 +94,9 @@ const HELP: &str = "usage: cargo xtask <task>
                    against the release apiserver (built first unless --bin); fails on
                    super-linear CPU, memory or response growth or a request over budget;
                    results in docs/bench/amplification.json (docs/endpoints.md)
+  kube-rs-suite    kube-rs's own cluster tests (kube, kube-client, kube-runtime 5.0.0,
+                   `--ignored`) against a fresh debug apiserver; kubelet-dependent ones are
+                   skipped (xtask/src/kube_rs_suite/excluded.rs); see docs/testing.md
   provision        only install/check etcd and the Python kubernetes client";
 
 fn root() -> PathBuf {
@@ -411,6 +419,15 @@ fn amplification(args: &[String]) -> Result {
     }
     let bin = target_dir().join("release").join("listwatch-apiserver");
     amplification::run(args, &root(), bin)
+}
+
+/// kube-rs's cluster tests against the binary ([`mod@kube_rs_suite`]); curl polls `/readyz`.
+fn kube_rs_suite(args: &[String]) -> Result {
+    if let Some(a) = args.first() {
+        return Err(format!("kube-rs-suite takes no arguments (got {a:?})"));
+    }
+    ensure_debian_program("curl", &["curl"])?;
+    kube_rs_suite::run(&root(), &target_dir())
 }
 
 /// The targets of fuzz/ (its Cargo.toml `[[bin]]`s), in the order `fuzz` runs them.
