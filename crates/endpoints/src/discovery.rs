@@ -187,6 +187,15 @@ fn api_resource(info: &KindSpec) -> Vec<Value> {
             "verbs": STATUS_VERBS,
         }));
     }
+    if info.ephemeral_containers_subresource {
+        out.push(json!({
+            "name": format!("{}/ephemeralcontainers", info.plural),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": STATUS_VERBS,
+        }));
+    }
     out
 }
 
@@ -216,6 +225,12 @@ fn aggregated_resource(info: &KindSpec) -> Value {
     }
     if info.approval_subresource {
         subs.push(json!({"subresource": "approval", "responseKind": kind, "verbs": STATUS_VERBS}));
+    }
+    if info.ephemeral_containers_subresource {
+        subs.push(
+            json!({"subresource": "ephemeralcontainers", "responseKind": kind,
+            "verbs": STATUS_VERBS}),
+        );
     }
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);

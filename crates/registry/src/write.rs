@@ -35,6 +35,9 @@ pub enum Subresource {
     /// `/finalize` (namespaces): an update that changes `spec.finalizers` and nothing of
     /// the status.
     Finalize,
+    /// `/ephemeralcontainers` (pods): an update that changes `spec.ephemeralContainers` and
+    /// nothing else (the kind's strategy builds and checks it).
+    EphemeralContainers,
 }
 
 impl Subresource {
@@ -45,6 +48,7 @@ impl Subresource {
             None => Self::Main,
             Some("scale") => Self::Scale,
             Some("finalize") => Self::Finalize,
+            Some("ephemeralcontainers") => Self::EphemeralContainers,
             Some(_) => Self::Status,
         }
     }
@@ -56,6 +60,7 @@ impl Subresource {
             Self::Status => "status",
             Self::Scale => "scale",
             Self::Finalize => "finalize",
+            Self::EphemeralContainers => "ephemeralcontainers",
         }
     }
 }

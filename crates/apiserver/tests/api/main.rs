@@ -35,6 +35,7 @@ mod insecure_origin;
 mod kube_rs;
 mod kube_rs_http2;
 mod listwatch_client;
+mod pod_ephemeral_containers;
 mod registry_resttest;
 mod service_defaults;
 mod start_logs;
