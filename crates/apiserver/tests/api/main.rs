@@ -39,6 +39,7 @@ mod pod_ephemeral_containers;
 mod registry_resttest;
 mod service_defaults;
 mod start_logs;
+mod token_review_audiences;
 mod typed_api;
 mod upstream_fixtures;
 mod watch_cache;
