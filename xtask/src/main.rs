@@ -7,7 +7,7 @@
 //!   missing tool fails them.
 //! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
 //! - `ci`    — `deps`, `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings
-//!   denied, then `test`. This is what `.ci/run` and the GitHub workflow run.
+//!   denied, then `test`, then `kube-rs-suite`. This is what `.ci/run` and the GitHub workflow run.
 //! - `deps`  — the layering rule: every edge between workspace crates in `cargo metadata` must
 //!   be in the table of [`mod@deps`] (which says why each is there); fails naming each
 //!   forbidden edge.
@@ -81,7 +81,8 @@ const HELP: &str = "usage: cargo xtask <task>
                    ARGS go to `cargo test` before `--` (`-p CRATE` narrows it to packages)
   e2e [ARGS]       only the end-to-end tests: the apiserver binary driven by kubectl,
                    kube-rs, the Python client and raw HTTP, on both backends
-  ci               deps, fmt --check, clippy -D warnings, doc -D warnings, then test
+  ci               deps, fmt --check, clippy -D warnings, doc -D warnings, then test,
+                   then kube-rs-suite
   deps             check the edges between workspace crates against the layering table
                    (xtask/src/deps.rs); fails naming each forbidden edge
   bench [SCENARIO..]  run the performance scenarios P1..P14 (all, or the named ones)
@@ -304,7 +305,10 @@ fn ci(extra: &[String]) -> Result {
     // Every test binary runs even after one fails, so one CI run reports every failure.
     let mut all = vec!["--no-fail-fast".to_string()];
     all.extend_from_slice(extra);
-    test(&all)
+    test(&all)?;
+    // kube-rs's own cluster tests against the binary (docs/testing.md): about 20 s once built
+    // (a cold first build of its test binaries is ~5 CPU minutes and 2 GB under target/).
+    kube_rs_suite(&[])
 }
 
 /// Prints the free space where the build goes, so that a CI run that dies of a full disk

@@ -57,10 +57,4 @@ pub const GAPS: &[Exclusion] = &[
         reason: "componentstatuses are stored, not computed: there is no `scheduler` to get \
                  (and events.k8s.io/v1 is not served yet)",
     },
-    Exclusion {
-        krate: "kube-client",
-        test: "api::util::test::create_token_request",
-        reason: "a TokenReview checks a ServiceAccount token against the server's audiences, \
-                 not the review's `spec.audiences` (docs/security.md)",
-    },
 ];

@@ -50,8 +50,7 @@ const CRATES: [&str; 3] = ["kube-client", "kube", "kube-runtime"];
 
 /// Features of the build, as upstream's CI enables them for these tests (`derive` and
 /// `runtime` for kube's CRD and await tests, `ws` for exec, the default rustls client).
-const FEATURES: &str =
-    "kube/derive,kube/runtime,kube/ws,kube-client/ws,kube-client/rustls-tls,kube-client/unstable-client";
+const FEATURES: &str = "kube/derive,kube/runtime,kube/ws,kube-client/ws,kube-client/rustls-tls,kube-client/unstable-client";
 
 /// Longest the builds may take together (a cold build compiles k8s-openapi and ~300 crates).
 const BUILD_DEADLINE: Duration = Duration::from_secs(60 * 60);
@@ -176,7 +175,9 @@ fn registry_sources(root: &Path, deadline: Instant) -> Result<PathBuf, String> {
     fetch.current_dir(root).args(["fetch", "--locked"]);
     Group::run("cargo fetch", fetch, deadline)?;
     find().ok_or_else(|| {
-        format!("kube {KUBE_VERSION} sources are not in cargo's registry cache even after `cargo fetch`")
+        format!(
+            "kube {KUBE_VERSION} sources are not in cargo's registry cache even after `cargo fetch`"
+        )
     })
 }
 
@@ -278,10 +279,8 @@ fn build_tests(
         if msg["reason"] != "compiler-artifact" || msg["profile"]["test"] != true {
             continue;
         }
-        let (Some(name), Some(exe)) = (
-            msg["target"]["name"].as_str(),
-            msg["executable"].as_str(),
-        ) else {
+        let (Some(name), Some(exe)) = (msg["target"]["name"].as_str(), msg["executable"].as_str())
+        else {
             continue;
         };
         if let Some(krate) = CRATES.iter().find(|c| c.replace('-', "_") == name) {

@@ -46,7 +46,11 @@ impl Group {
     }
 
     /// Runs `cmd` and returns its stdout (stderr inherited); fails as [`Group::run`].
-    pub fn run_capturing(what: &str, mut cmd: Command, deadline: Instant) -> Result<String, String> {
+    pub fn run_capturing(
+        what: &str,
+        mut cmd: Command,
+        deadline: Instant,
+    ) -> Result<String, String> {
         eprintln!("$ {cmd:?}");
         cmd.stdin(Stdio::null()).stdout(Stdio::piped());
         let mut g = Self::spawn(cmd)?;
@@ -136,11 +140,7 @@ fn kill_group(pgid: u32) {
 }
 
 /// Copies `from` line by line to our stderr and to `log`, keeping the lines when `keep`.
-fn tee(
-    from: impl Read + Send + 'static,
-    log: Arc<Mutex<File>>,
-    keep: bool,
-) -> JoinHandle<String> {
+fn tee(from: impl Read + Send + 'static, log: Arc<Mutex<File>>, keep: bool) -> JoinHandle<String> {
     std::thread::spawn(move || {
         let mut kept = String::new();
         for line in BufReader::new(from).lines() {
