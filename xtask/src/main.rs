@@ -23,6 +23,9 @@
 //! - `python-e2e [--bin PATH] [-- PYTEST-ARGS]` — the Python `kubernetes` client's own e2e
 //!   suite (vendored in suites/python-e2e/) against the apiserver, kubelet tests deselected
 //!   ([`mod@python_e2e`]; docs/testing.md, "Other projects' test suites").
+//! - `kube-rs-suite` — kube-rs's own `#[ignore]`d cluster tests (kube, kube-client and
+//!   kube-runtime 5.0.0) against a fresh apiserver, kubelet-dependent ones excluded with
+//!   their reasons ([`mod@kube_rs_suite`], docs/testing.md).
 //! - `fuzz [TARGET] [SECONDS]` — `cargo +nightly fuzz run` on one fuzz target of fuzz/, or
 //!   on each in turn, for SECONDS (default 60) each (docs/fuzzing.md).
 //!
@@ -32,6 +35,7 @@
 mod amplification;
 mod deps;
 mod python_e2e;
+mod kube_rs_suite;
 
 use std::env;
 use std::ffi::OsStr;
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         "fuzz" => fuzz(rest),
         "amplification" => amplification(rest),
         "python-e2e" => python_e2e::run(rest, &root(), &target_dir()),
+        "kube-rs-suite" => kube_rs_suite(rest),
         "help" | "--help" | "-h" => {
             eprintln!("{}", HELP);
             Ok(())
@@ -98,6 +103,9 @@ const HELP: &str = "usage: cargo xtask <task>
   python-e2e [--bin PATH] [-- PYTEST-ARGS..]  the Python kubernetes client's e2e suite
                    (suites/python-e2e) against the debug apiserver (or PATH), in memory;
                    kubelet tests deselected (suites/python-e2e/deselected.txt)
+  kube-rs-suite    kube-rs's own cluster tests (kube, kube-client, kube-runtime 5.0.0,
+                   `--ignored`) against a fresh debug apiserver; kubelet-dependent ones are
+                   skipped (xtask/src/kube_rs_suite/excluded.rs); see docs/testing.md
   provision        only install/check etcd and the Python kubernetes client";
 
 fn root() -> PathBuf {
@@ -434,6 +442,15 @@ fn amplification(args: &[String]) -> Result {
     }
     let bin = target_dir().join("release").join("listwatch-apiserver");
     amplification::run(args, &root(), bin)
+}
+
+/// kube-rs's cluster tests against the binary ([`mod@kube_rs_suite`]); curl polls `/readyz`.
+fn kube_rs_suite(args: &[String]) -> Result {
+    if let Some(a) = args.first() {
+        return Err(format!("kube-rs-suite takes no arguments (got {a:?})"));
+    }
+    ensure_debian_program("curl", &["curl"])?;
+    kube_rs_suite::run(&root(), &target_dir())
 }
 
 /// The targets of fuzz/ (its Cargo.toml `[[bin]]`s), in the order `fuzz` runs them.

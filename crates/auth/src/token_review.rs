@@ -6,9 +6,9 @@
 //! Audiences: a JWT's are its `aud` claim (read once it has verified), any other token's
 //! (static tokens) are the server's API audiences (upstream's implicit audiences); a token
 //! whose audiences do not meet the wanted ones is not authenticated, with upstream's error.
-//! The ServiceAccount verifier itself checks the server's audiences, so a ServiceAccount
-//! token minted for another audience only is refused even when the review asks for it
-//! (upstream verifies against the review's audiences); said in docs/security.md.
+//! A ServiceAccount token is verified against the review's audiences (the server's when the
+//! review names none), as upstream's authenticators are: a token minted for `api` alone passes
+//! a review for `api` and is still refused as a credential of a request to this server.
 //!
 //! Invariants: the token is never echoed back beyond the body it came in; every allocation
 //! is bounded by the body (the request-size cap bounds it).
@@ -16,7 +16,7 @@
 use base64::Engine;
 use serde_json::{Map, Value, json};
 
-use crate::authn::{Authentication, AuthnError, Credentials};
+use crate::authn::{Authentication, AuthnError};
 use crate::review::ReviewError;
 
 /// The `aud` claim of a JWT, unverified (called only after a verifier accepted the token).
@@ -98,18 +98,10 @@ pub async fn token_review(
     } else {
         requested
     };
-    // Only the token: no client certificate, no anonymous fallback.
-    let tokens_only = Authentication {
-        x509: None,
-        tokens: authn.tokens.clone(),
-        anonymous: false,
-    };
-    let creds = Credentials {
-        client_certs: None,
-        bearer: Some(&token),
-    };
+    // Only the token (no client certificate, no anonymous fallback), verified for the
+    // review's audiences as upstream's authenticators are under `WithAudiences`.
     let mut status = Map::new();
-    match tokens_only.authenticate(&creds).await {
+    match authn.authenticate_token_for(&token, &wanted).await {
         Ok(user) => {
             let have = jwt_audiences(&token).unwrap_or_else(|| api_audiences.to_vec());
             let met: Vec<String> = if wanted.is_empty() {

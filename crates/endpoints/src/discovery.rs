@@ -214,6 +214,15 @@ fn api_resource(info: &KindSpec, create_only: &[CreateOnly]) -> Vec<Value> {
         }
         out.push(e);
     }
+    if info.ephemeral_containers_subresource {
+        out.push(json!({
+            "name": format!("{}/ephemeralcontainers", info.plural),
+            "singularName": "",
+            "namespaced": info.namespaced,
+            "kind": info.kind,
+            "verbs": STATUS_VERBS,
+        }));
+    }
     out
 }
 
@@ -248,6 +257,12 @@ fn aggregated_resource(info: &KindSpec, create_only: &[CreateOnly]) -> Value {
         subs.push(json!({"subresource": sub,
             "responseKind": {"group": c.kind_group, "version": c.kind_version, "kind": c.kind},
             "verbs": ["create"]}));
+    }
+    if info.ephemeral_containers_subresource {
+        subs.push(
+            json!({"subresource": "ephemeralcontainers", "responseKind": kind,
+            "verbs": STATUS_VERBS}),
+        );
     }
     if !subs.is_empty() {
         r["subresources"] = Value::Array(subs);

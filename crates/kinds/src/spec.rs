@@ -200,6 +200,10 @@ pub struct KindSpec {
     /// Whether `/approval` is a subresource (certificate signing requests: written as
     /// `/status` is, the only write that may add an `Approved` or `Denied` condition).
     pub approval_subresource: bool,
+    /// Whether `/ephemeralcontainers` is a subresource (pods: the only write that changes
+    /// `spec.ephemeralContainers`, through the strategy's
+    /// [`ephemeral_containers_update`](crate::KindStrategy::ephemeral_containers_update)).
+    pub ephemeral_containers_subresource: bool,
     /// The verbs served, when not all of them (upstream's read-only `componentstatuses`:
     /// `get` and `list`); any other verb is refused with 405.
     pub verbs: Option<&'static [&'static str]>,
@@ -283,6 +287,7 @@ impl KindSpec {
             finalize_subresource: false,
             scale: None,
             approval_subresource: false,
+            ephemeral_containers_subresource: false,
             verbs: None,
             name_validation: NameValidation::Subdomain,
             storage_resource: plural.into(),
@@ -387,6 +392,13 @@ impl KindSpec {
     #[must_use]
     pub fn approval_subresource(mut self, on: bool) -> Self {
         self.approval_subresource = on;
+        self
+    }
+
+    /// Declares an `/ephemeralcontainers` subresource (upstream serves it for pods only).
+    #[must_use]
+    pub fn ephemeral_containers_subresource(mut self, on: bool) -> Self {
+        self.ephemeral_containers_subresource = on;
         self
     }
 
@@ -513,7 +525,7 @@ impl KindSpec {
     }
 
     /// The subresources the endpoints serve for this resource (`finalize`, `status`,
-    /// `scale`, `approval`): the only ones a request may name, and what discovery lists.
+    /// `scale`, `approval`, `ephemeralcontainers`): the only ones a request may name, and what discovery lists.
     pub fn subresources(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
         if self.finalize_subresource {
@@ -527,6 +539,9 @@ impl KindSpec {
         }
         if self.approval_subresource {
             out.push("approval");
+        }
+        if self.ephemeral_containers_subresource {
+            out.push("ephemeralcontainers");
         }
         out
     }

@@ -107,6 +107,18 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     /// the `Terminating` condition): called on the stored object before the deletion
     /// lifecycle decides, only when it is not being deleted yet.
     fn prepare_for_delete(&self, _obj: &mut Value) {}
+
+    /// An update through `/ephemeralcontainers` (served for pods only, see
+    /// [`KindSpec::ephemeral_containers_subresource`](crate::KindSpec)): the object to store,
+    /// made from the stored `old` and the request's `new`, or the causes of a 422. The
+    /// default changes nothing.
+    fn ephemeral_containers_update(
+        &self,
+        _new: &Value,
+        old: &Value,
+    ) -> Result<Value, Vec<crate::FieldError>> {
+        Ok(old.clone())
+    }
 }
 
 /// One rule of a kind an object breaks (upstream's `field.Error` kinds a client sees), as the

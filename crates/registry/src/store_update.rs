@@ -346,6 +346,20 @@ pub(crate) fn apply_update(
             .cloned(),
         Some(_) => None,
     };
+    // Through `/ephemeralcontainers` the request changes that list and nothing else: the
+    // strategy builds the object from the stored one (upstream's
+    // `podEphemeralContainersStrategy`), which then passes the generic update checks.
+    let new = if t.sub == Subresource::EphemeralContainers {
+        match info.strategy.ephemeral_containers_update(&new, cur_v) {
+            Ok(v) => v,
+            Err(errs) => {
+                crate::validation::check_strategy(info, cur_v, errs)?;
+                return Err(ApiError::internal("an invalid update without causes").into());
+            }
+        }
+    } else {
+        new
+    };
     let status_write = matches!(t.sub, Subresource::Status | Subresource::Approval);
     match prepare_update(info, cur_v, new, status_write) {
         Ok(mut v) => {

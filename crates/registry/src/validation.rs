@@ -396,7 +396,7 @@ pub fn prepare_create(
 /// The kind's own checks ([`listwatch_kinds::KindStrategy::validate_create`] and
 /// `validate_update`: a custom resource's schema, a CRD's rules) of an object about to be
 /// written: 422 Invalid with one cause per error.
-fn check_strategy(
+pub(crate) fn check_strategy(
     info: &KindSpec,
     obj: &Value,
     errs: Vec<listwatch_kinds::FieldError>,

@@ -38,6 +38,9 @@ pub enum Subresource {
     /// `/approval` (certificate signing requests): a status write that changes only the
     /// status' `conditions` (upstream's `csrApprovalStrategy`).
     Approval,
+    /// `/ephemeralcontainers` (pods): an update that changes `spec.ephemeralContainers` and
+    /// nothing else (the kind's strategy builds and checks it).
+    EphemeralContainers,
 }
 
 impl Subresource {
@@ -49,6 +52,7 @@ impl Subresource {
             Some("scale") => Self::Scale,
             Some("finalize") => Self::Finalize,
             Some("approval") => Self::Approval,
+            Some("ephemeralcontainers") => Self::EphemeralContainers,
             Some(_) => Self::Status,
         }
     }
@@ -61,6 +65,7 @@ impl Subresource {
             Self::Scale => "scale",
             Self::Finalize => "finalize",
             Self::Approval => "approval",
+            Self::EphemeralContainers => "ephemeralcontainers",
         }
     }
 }

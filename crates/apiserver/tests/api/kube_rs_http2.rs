@@ -46,7 +46,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 /// rustls trusting the `--pki-dir` CA, presenting the admin certificate.
-fn admin_tls(pki: &Path) -> rustls::ClientConfig {
+pub(crate) fn admin_tls(pki: &Path) -> rustls::ClientConfig {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_file_iter(pki.join("ca.crt")).unwrap() {
         roots.add(c.unwrap()).unwrap();
@@ -66,7 +66,7 @@ fn admin_tls(pki: &Path) -> rustls::ClientConfig {
 
 /// A kube client for `url` over a hyper-util client speaking HTTP/2 over TLS: ALPN offers
 /// `h2` alone.
-fn kube_over_tls_h2(url: &str, tls: rustls::ClientConfig) -> Client {
+pub(crate) fn kube_over_tls_h2(url: &str, tls: rustls::ClientConfig) -> Client {
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_only()

@@ -98,6 +98,16 @@ impl std::fmt::Debug for TokenAnswer<'_> {
 pub trait TokenAuthenticator: Send + Sync {
     /// What this authenticator says of `token`.
     fn authenticate_token(&self, token: &str) -> TokenAnswer<'_>;
+
+    /// What it says of `token` meant for one of `audiences` (a TokenReview's
+    /// `spec.audiences`, upstream's `authenticator.WithAudiences`). Authenticators whose
+    /// tokens carry no audiences (static tokens) answer as
+    /// [`authenticate_token`](Self::authenticate_token); the review then matches the server's
+    /// audiences, upstream's implicit ones.
+    fn authenticate_token_for(&self, token: &str, audiences: &[String]) -> TokenAnswer<'_> {
+        let _ = audiences;
+        self.authenticate_token(token)
+    }
 }
 
 /// The user with `system:authenticated` (shared, not copied, when it already has it).
@@ -136,6 +146,28 @@ impl Authentication {
     /// Whether any authenticator (other than anonymous) is configured.
     pub fn has_authenticators(&self) -> bool {
         self.x509.is_some() || !self.tokens.is_empty()
+    }
+
+    /// Authenticates a bearer token alone for `audiences` (a TokenReview): no client
+    /// certificate, no anonymous fallback.
+    pub async fn authenticate_token_for(
+        &self,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<Arc<UserInfo>, AuthnError> {
+        let mut errors = Vec::new();
+        for t in &self.tokens {
+            match t.authenticate_token_for(token, audiences).resolve().await {
+                Ok(Some(user)) => return Ok(authenticated(user)),
+                Ok(None) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        match errors.len() {
+            0 => Err(AuthnError::InvalidToken),
+            1 => Err(errors.remove(0)),
+            _ => Err(AuthnError::Several(errors)),
+        }
     }
 
     /// Authenticates a request. Resolves without waiting unless a token authenticator

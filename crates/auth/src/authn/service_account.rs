@@ -277,6 +277,8 @@ struct Verified {
     name: String,
     uid: String,
     exp: i64,
+    /// Its `aud` claim: a cached token is accepted only for audiences it names.
+    audiences: Vec<String>,
     /// The user the token authenticates as, built once.
     user: Arc<UserInfo>,
 }
@@ -362,12 +364,14 @@ impl ServiceAccountTokens {
         self
     }
 
-    fn verify(&self, token: &str) -> Result<Verified, AuthnError> {
+    /// Verifies `token`'s signature and claims for `audiences` (the server's, or a
+    /// TokenReview's).
+    fn verify(&self, token: &str, audiences: &[String]) -> Result<Verified, AuthnError> {
         let mut last = String::from("no verification key");
         for (key, alg) in &self.keys {
             let mut v = Validation::new(*alg);
             v.set_issuer(&self.issuers);
-            v.set_audience(&self.audiences);
+            v.set_audience(audiences);
             v.leeway = LEEWAY_SECONDS;
             v.validate_nbf = true;
             v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
@@ -400,6 +404,7 @@ impl ServiceAccountTokens {
                         name: c.kubernetes.serviceaccount.name,
                         uid: c.kubernetes.serviceaccount.uid,
                         exp: c.exp,
+                        audiences: c.aud,
                         user: Arc::new(user.with_authenticated_group()),
                     });
                 }
@@ -492,12 +497,23 @@ fn deleted(namespace: &str, name: &str) -> AuthnError {
 
 impl TokenAuthenticator for ServiceAccountTokens {
     fn authenticate_token(&self, token: &str) -> TokenAnswer<'_> {
+        self.authenticate_token_for(token, &self.audiences)
+    }
+
+    /// As upstream's authenticator under a TokenReview's audiences: the token must name one
+    /// of `audiences` (a token cached for others is refused here, as it would be verified).
+    fn authenticate_token_for(&self, token: &str, audiences: &[String]) -> TokenAnswer<'_> {
         {
             let cache = self
                 .cache
                 .read()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(v) = cache.get(token) {
+                if !v.audiences.iter().any(|a| audiences.contains(a)) {
+                    return TokenAnswer::Now(Err(AuthnError::ServiceAccount(
+                        "InvalidAudience".into(),
+                    )));
+                }
                 return self.check(v);
             }
         }
@@ -507,7 +523,7 @@ impl TokenAuthenticator for ServiceAccountTokens {
         if !self.issuers.contains(&iss) {
             return TokenAnswer::Now(Ok(None));
         }
-        let v = match self.verify(token) {
+        let v = match self.verify(token, audiences) {
             Ok(v) => v,
             Err(e) => return TokenAnswer::Now(Err(e)),
         };

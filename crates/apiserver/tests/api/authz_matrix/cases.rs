@@ -204,6 +204,12 @@ pub(crate) fn object(
         }
         ("", "pods") => v["spec"] = json!({"containers": containers}),
         ("", "configmaps") => v["data"] = json!({"k": "v"}),
+        // The representative of (namespaced, /status) since pods' shape gained
+        // `/ephemeralcontainers`.
+        ("", "persistentvolumeclaims") => {
+            v["spec"] = json!({"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}});
+        }
         ("", "secrets") => v["data"] = json!({"k": "dg=="}),
         ("", "services") => v["spec"] = json!({"ports": [{"port": 80}]}),
         ("", "endpoints") => v["subsets"] = json!([]),
@@ -261,6 +267,13 @@ pub(crate) fn subresource_body(
         "finalize" => {
             let mut v = object(info, name, ns, owner, false);
             v["spec"] = json!({"finalizers": ["kubernetes"]});
+            v
+        }
+        // Upstream's `EphemeralContainersREST` (pods): the write adds an ephemeral container
+        // (the same one each time, so a repeated PUT changes nothing and is allowed).
+        "ephemeralcontainers" => {
+            let mut v = object(info, name, ns, owner, false);
+            v["spec"]["ephemeralContainers"] = json!([{"name": "debugger", "image": "busybox"}]);
             v
         }
         "scale" => {

@@ -9,6 +9,7 @@ pub mod node;
 pub mod persistentvolume;
 pub mod persistentvolumeclaim;
 pub mod pod;
+pub mod pod_ephemeral;
 pub mod replicationcontroller;
 pub mod secret;
 pub mod service;

@@ -41,6 +41,7 @@ pub fn spec() -> KindSpec {
         .field_default("spec.hostNetwork", "false")
         .trigger_field("spec.nodeName")
         .status_subresource(true)
+        .ephemeral_containers_subresource(true)
         .status_update(StatusUpdate::StatusAndMetadataExcept(&["ownerReferences"]))
         .graceful_deletion(GracefulDeletion::Pod)
         .return_deleted_object(true)
@@ -52,6 +53,14 @@ pub fn spec() -> KindSpec {
 pub struct PodStrategy;
 
 impl KindStrategy for PodStrategy {
+    fn ephemeral_containers_update(
+        &self,
+        new: &Value,
+        old: &Value,
+    ) -> Result<Value, Vec<crate::FieldError>> {
+        super::pod_ephemeral::update(new, old)
+    }
+
     fn prepare_for_create(&self, obj: &mut Value) {
         set_default(obj, &["spec", "restartPolicy"], json!("Always"));
         set_default(obj, &["spec", "schedulerName"], json!("default-scheduler"));
