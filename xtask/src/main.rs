@@ -34,8 +34,8 @@
 
 mod amplification;
 mod deps;
-mod python_e2e;
 mod kube_rs_suite;
+mod python_e2e;
 
 use std::env;
 use std::ffi::OsStr;
