@@ -137,7 +137,7 @@ impl StoreError {
 /// A create of a kind that is going away ([`KindSpec::terminating`]: its CRD is being
 /// deleted), refused as upstream's CRD handler refuses it: 405 `MethodNotAllowed` naming the
 /// group and resource, "create not allowed while custom resource definition is terminating".
-fn terminating(info: &KindSpec) -> ApiError {
+pub(crate) fn terminating(info: &KindSpec) -> ApiError {
     ApiError::from_status(
         listwatch_api::Status::failure(
             405,

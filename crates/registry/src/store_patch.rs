@@ -162,6 +162,11 @@ impl Store {
             opts.preconditions.as_ref(),
             |cur| match (cur, patch) {
                 (None, Patch::Apply(config)) if creates => {
+                    // An apply that creates is a create: refused while the kind goes away
+                    // (a terminating CRD's resources), as `create_with` refuses it.
+                    if info.terminating.is_set() {
+                        return Err(crate::store::terminating(info).into());
+                    }
                     let Value::Object(mut m) = fm.apply(None, config, manager, force)? else {
                         return Err(ApiError::bad_request("patch must be an object").into());
                     };

@@ -719,6 +719,25 @@ fn a_create_while_the_crd_is_terminating_is_405_as_upstream() {
     // Nothing was stored.
     let r = http(addr, "GET", &format!("{HOLDS}/late"), &[], b"");
     assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+    // A server-side apply that would create is a create too (upstream kubernetes#121490):
+    // refused the same way, and nothing is stored to outlive the CRD.
+    let r = http(
+        addr,
+        "PATCH",
+        &format!("{HOLDS}/applied?fieldManager=t"),
+        &[("Content-Type", "application/apply-patch+yaml")],
+        json!({"apiVersion": "term.example.com/v1", "kind": "Hold",
+            "metadata": {"name": "applied"}})
+        .to_string()
+        .as_bytes(),
+    );
+    assert_eq!(r.status, 405, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.json()["message"],
+        "create not allowed while custom resource definition is terminating"
+    );
+    let r = http(addr, "GET", &format!("{HOLDS}/applied"), &[], b"");
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
 
     // Other writes are served: the finalizer goes, then the object, then the CRD.
     let r = http(
