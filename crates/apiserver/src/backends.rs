@@ -116,6 +116,14 @@ impl Backends {
         }
     }
 
+    /// The etcd client, when on etcd (`componentstatuses` probes its members).
+    pub(crate) fn etcd_client(&self) -> Option<EtcdClient> {
+        match self {
+            Backends::Embedded(_) => None,
+            Backends::Etcd { client, .. } => Some(client.clone()),
+        }
+    }
+
     pub(crate) fn storage_for(&self, info: &KindSpec) -> Arc<dyn Storage> {
         match self {
             Backends::Embedded(m) => Arc::new(m.clone()),

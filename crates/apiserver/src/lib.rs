@@ -27,6 +27,7 @@ use listwatch_storage::Storage;
 mod backends;
 pub mod binding;
 pub mod builtin;
+mod componentstatus;
 mod conn;
 mod conn_limit;
 pub mod custom;
@@ -82,6 +83,9 @@ pub enum ServerError {
     /// The TLS certificate or key is unusable.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+    /// The TLS client of the `componentstatuses` probes cannot be built.
+    #[error("componentstatuses probe TLS: {0}")]
+    ComponentStatusTls(#[source] rustls::Error),
     /// Authentication, authorization or audit refused to start.
     #[error(transparent)]
     Security(#[from] security::SecurityError),
@@ -251,6 +255,15 @@ pub async fn build_api(
                     stored_fields.clone(),
                 )) as Arc<dyn Storage>
             }
+            // Computed on each read, never stored (upstream's componentstatus REST).
+            _ if info.group.is_empty() && info.plural == "componentstatuses" => Arc::new(
+                componentstatus::ComponentStatuses::new(
+                    backends.etcd_client(),
+                    info.selectable_fields.clone(),
+                )
+                .map_err(ServerError::ComponentStatusTls)?,
+            )
+                as Arc<dyn Storage>,
             _ => {
                 let (storage, cacher) = cache.wrap(backends.storage_for(&info), &info);
                 cachers.extend(cacher);

@@ -649,6 +649,33 @@ impl EtcdClient {
         Ok(())
     }
 
+    /// Each endpoint's own health, in configuration order, asked of every endpoint at once
+    /// (each bounded by the health timeout): `Ok` when it answers Status knowing a leader and
+    /// reporting no error, else why not (what upstream's `componentstatuses` shows per
+    /// member as `etcd-N`).
+    pub async fn member_health(&self) -> Vec<(String, Result<(), String>)> {
+        let probes = self
+            .inner
+            .channels
+            .iter()
+            .enumerate()
+            .map(|(idx, (name, _))| async move {
+                let health = match self.status_of(idx).await {
+                    Ok(resp) if resp.leader == 0 => {
+                        Err(format!("etcd member {name} has no leader"))
+                    }
+                    Ok(resp) if !resp.errors.is_empty() => Err(format!(
+                        "etcd member {name} reports: {}",
+                        resp.errors.join("; ")
+                    )),
+                    Ok(_) => Ok(()),
+                    Err(f) => Err(format!("etcd member {name}: {}", f.into_error(0))),
+                };
+                (name.clone(), health)
+            });
+        futures::future::join_all(probes).await
+    }
+
     /// The version of the endpoint requests go to now, asked of it (`None` while no
     /// endpoint answers).
     pub async fn server_version(&self) -> Option<ServerVersion> {

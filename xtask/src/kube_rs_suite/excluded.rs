@@ -40,8 +40,4 @@ pub const EXCLUDED: &[Exclusion] = &[
 /// Tests that fail today for a gap of this server, not for want of a kubelet. They run;
 /// their failure is reported and tolerated, and their passing fails the command, so that a
 /// fixed gap leaves this list (and docs/testing.md) at once.
-pub const GAPS: &[Exclusion] = &[Exclusion {
-    krate: "kube-runtime",
-    test: "events::test::event_recorder_attaches_events_without_namespace",
-    reason: "componentstatuses are stored, not computed: there is no `scheduler` to get",
-}];
+pub const GAPS: &[Exclusion] = &[];

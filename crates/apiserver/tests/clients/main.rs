@@ -22,6 +22,7 @@ mod binding_reviews;
 mod bootstrap;
 mod builtin_kinds;
 mod client_credentials;
+mod component_statuses;
 mod compression;
 mod crd_schema;
 mod crds;

@@ -455,3 +455,44 @@ async fn a_stale_cache_warning_names_the_resource_and_etcds_flag() {
     .await
     .unwrap();
 }
+
+/// `componentstatuses` on etcd list one `etcd-N` per `--etcd-servers` member, in order:
+/// a live member Healthy with etcd's `/health` answer, a dead one Unhealthy with its error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs etcd"]
+async fn component_statuses_probe_each_etcd_member() {
+    let etcd = EtcdServer::start().await.expect("etcd");
+    // Port 1 (tcpmux) is never an etcd: connection refused.
+    let servers = format!("{},http://127.0.0.1:1", etcd.endpoint());
+    let server = Server::start(&["--storage", "etcd", "--etcd-servers", &servers]);
+    let addr = server.addr.clone();
+    tokio::task::spawn_blocking(move || {
+        let list = http(&addr, "GET", "/api/v1/componentstatuses", &[], b"").json();
+        let items = list["items"].as_array().unwrap();
+        let names: Vec<&str> = items
+            .iter()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["controller-manager", "etcd-0", "etcd-1", "scheduler"],
+            "{list}"
+        );
+        let healthy = &items[1]["conditions"][0];
+        assert_eq!(healthy["status"], "True", "{list}");
+        assert_eq!(healthy["message"], r#"{"health":"true"}"#, "{list}");
+        let dead = &items[2]["conditions"][0];
+        assert_eq!(dead["status"], "False", "{list}");
+        assert!(
+            dead["error"].as_str().unwrap().contains("127.0.0.1:1"),
+            "{list}"
+        );
+        let one = http(&addr, "GET", "/api/v1/componentstatuses/etcd-0", &[], b"");
+        assert_eq!(one.status, 200);
+        assert_eq!(one.json()["conditions"][0]["status"], "True");
+        let none = http(&addr, "GET", "/api/v1/componentstatuses/etcd-2", &[], b"");
+        assert_eq!(none.status, 404);
+    })
+    .await
+    .unwrap();
+}

@@ -30,11 +30,16 @@ pub(crate) struct Changed {
     pub(crate) removed: Vec<usize>,
 }
 
-/// Whether the collector follows `r` (upstream's `DefaultIgnoredResources` aside).
+/// Whether the collector follows `r`: as upstream's `GetDeletableResources`, a resource
+/// serving `list`, `watch` and `delete` (not the computed, read-only `componentstatuses`),
+/// upstream's `DefaultIgnoredResources` aside.
 fn followed(r: &Resource) -> bool {
-    !IGNORED
+    ["list", "watch", "delete"]
         .iter()
-        .any(|(g, p)| r.info.group == *g && r.info.plural == *p)
+        .all(|verb| r.info.serves_verb(verb))
+        && !IGNORED
+            .iter()
+            .any(|(g, p)| r.info.group == *g && r.info.plural == *p)
 }
 
 /// The identity of a served resource across kind-set changes.
@@ -173,9 +178,15 @@ mod tests {
             res(KindSpec::new("", "v1", "configmaps", "ConfigMap")),
             res(KindSpec::new("apps", "v1", "deployments", "Deployment")),
             res(KindSpec::new("", "v1", "nodes", "Node").namespaced(false)),
+            res(
+                KindSpec::new("", "v1", "componentstatuses", "ComponentStatus")
+                    .namespaced(false)
+                    .only_verbs(&["get", "list"]),
+            ),
         ]);
-        assert_eq!(c.len(), 3, "events are not followed");
+        assert_eq!(c.len(), 3, "events and read-only kinds are not followed");
         assert_eq!(c.resolve("v1", "Event"), None);
+        assert_eq!(c.resolve("v1", "ComponentStatus"), None);
         let cm = c.resolve("v1", "ConfigMap").unwrap();
         assert_eq!(c.get(cm).unwrap().info.plural, "configmaps");
         let d = c.resolve("apps/v1beta1", "Deployment").unwrap();

@@ -122,7 +122,7 @@ fn own_code(spec: KindSpec) -> KindSpec {
     use super::{apps, autoscaling, batch, certificates, core, networking, policy, storage};
     match (spec.group.as_str(), spec.plural.as_str()) {
         ("", "replicationcontrollers") => core::replicationcontroller::spec(spec),
-        ("", "componentstatuses") => spec.only_verbs(&["get", "list"]),
+        ("", "componentstatuses") => core::componentstatus::spec(spec),
         // Kinds whose upstream columns are plain fields (printers.go), before AGE.
         ("scheduling.k8s.io", "priorityclasses") => spec.printer(columns(&[
             ("Value", "integer", ".value"),

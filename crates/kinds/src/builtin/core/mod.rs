@@ -1,6 +1,7 @@
 //! The core group (`""`, served under `/api/v1`).
 
 pub mod binding;
+pub mod componentstatus;
 pub mod configmap;
 pub mod endpoints;
 pub mod event;
