@@ -173,9 +173,15 @@ impl Drop for Life {
         self.core.stop();
         if let Ok(mut t) = self.log_thread.lock() {
             if let Some(t) = t.take() {
-                // The thread flushes what is queued, then ends; nothing to wait for after.
+                // The thread flushes what is queued, then ends.
                 let _ = t.join();
             }
+        }
+        // A snapshot being written unlinks the segments it covers when it is durable: that
+        // ends before the store is gone, so a store opened again on the directory (in this
+        // process) never sees its files vanish.
+        if let Some(log) = &self.core.log {
+            log.join_snapshot();
         }
     }
 }

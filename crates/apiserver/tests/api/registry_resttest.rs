@@ -45,6 +45,17 @@ fn sample(info: &KindSpec) -> Map<String, Value> {
         "RoleBinding" | "ClusterRoleBinding" => {
             v["roleRef"] = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"});
         }
+        // events.k8s.io/v1 (upstream's ValidateEventCreate for the group: eventTime, the
+        // reporting controller and instance, action, reason and type are required).
+        "Event" if info.group == "events.k8s.io" => {
+            v["regarding"] = json!({"kind": "Pod", "name": "p", "namespace": "default"});
+            v["eventTime"] = json!("2026-01-01T00:00:00.000000Z");
+            v["reportingController"] = json!("example.com/resttest");
+            v["reportingInstance"] = json!("resttest-1");
+            v["action"] = json!("Testing");
+            v["reason"] = json!("Tested");
+            v["type"] = json!("Normal");
+        }
         "Event" => {
             v["involvedObject"] = json!({"kind": "Pod", "name": "p", "namespace": "default"})
         }

@@ -169,6 +169,11 @@ pub(crate) struct Log {
     snapshot_min_log_bytes: u64,
     sealed: Mutex<Vec<Sealed>>,
     snapshotting: AtomicBool,
+    /// The thread writing the latest snapshot, joined when the store is dropped
+    /// ([`Log::join_snapshot`]): it unlinks the segments its snapshot covers, which must not
+    /// happen after the store is gone (a store opened again on the directory would be
+    /// reading them).
+    snapshot_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     last_snapshot_bytes: AtomicU64,
     /// Keeps the directory locked while the store lives.
     _lock: DirLock,

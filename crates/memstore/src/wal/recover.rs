@@ -319,6 +319,7 @@ impl Log {
             snapshot_min_log_bytes,
             sealed: Mutex::new(Vec::new()),
             snapshotting: AtomicBool::new(false),
+            snapshot_thread: Mutex::new(None),
             last_snapshot_bytes: AtomicU64::new(snap_bytes),
             _lock: lock,
         });

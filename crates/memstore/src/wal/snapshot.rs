@@ -75,8 +75,26 @@ impl Log {
                 }
                 log.snapshotting.store(false, Ordering::Release);
             });
-        if spawned.is_err() {
-            self.snapshotting.store(false, Ordering::Release);
+        match spawned {
+            Ok(handle) => {
+                // One snapshot is written at a time, so a previous thread has ended (or is
+                // ending): joining it here is brief.
+                if let Ok(mut slot) = self.snapshot_thread.lock()
+                    && let Some(previous) = slot.replace(handle)
+                {
+                    let _ = previous.join();
+                }
+            }
+            Err(_) => self.snapshotting.store(false, Ordering::Release),
+        }
+    }
+
+    /// Waits for the snapshot being written, if any (when the store is dropped): a
+    /// snapshot's unlinks never outlive the store.
+    pub(crate) fn join_snapshot(&self) {
+        let handle = self.snapshot_thread.lock().ok().and_then(|mut s| s.take());
+        if let Some(handle) = handle {
+            let _ = handle.join();
         }
     }
 
