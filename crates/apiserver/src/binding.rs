@@ -103,7 +103,8 @@ async fn bind(
         let mut pod = cur.to_value().map_err(|e| StorageError::Internal {
             message: e.to_string(),
         })?;
-        binding::assign(&mut pod, &node, &annotations, &now)
+        binding::preconditions(&v, &pod)
+            .and_then(|()| binding::assign(&mut pod, &node, &annotations, &now))
             .map_err(|r| key.conflict(r.to_string()))?;
         Object::from_value(pod, &info.selectable_fields).map_err(|e| StorageError::Internal {
             message: e.to_string(),
