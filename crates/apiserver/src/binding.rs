@@ -85,6 +85,9 @@ async fn bind(
             )],
         ));
     }
+    if let Some(why) = binding::malformed(&v) {
+        return Err(ApiError::bad_request(why));
+    }
     let node = binding::check(&v).map_err(|errs| {
         let causes: Vec<listwatch_endpoints::FieldError> = errs.iter().map(Into::into).collect();
         ApiError::invalid(&binding_kind(), name, &causes)

@@ -177,6 +177,16 @@ def bind(uid=None, rv=None):
     except ApiException as e:
         return "%d %s" % (e.status, json.loads(e.body)["message"])
 p = core.read_namespaced_pod("web", "default")
+# A body the typed client cannot send: a numeric uid (upstream's decoding refuses it).
+import urllib.request, urllib.error
+req = urllib.request.Request(sys.argv[1] + "/api/v1/namespaces/default/pods/web/binding",
+    data=json.dumps({"metadata": {"name": "web", "uid": 5}, "target": {"name": "node-1"}}).encode(),
+    headers={"Content-Type": "application/json"}, method="POST")
+try:
+    urllib.request.urlopen(req, timeout=30)
+    print("numeric uid accepted")
+except urllib.error.HTTPError as e:
+    print("numeric uid", e.code, json.loads(e.read())["message"])
 print("uid", bind(uid="not-the-uid"))
 print("rv", bind(rv="1" + p.metadata.resource_version))
 print("node", core.read_namespaced_pod("web", "default").spec.node_name)
@@ -215,6 +225,10 @@ fn a_binding_s_uid_and_resource_version_are_preconditions_on_the_pod() {
     );
     assert!(
         text.contains("rv 409 Operation cannot be fulfilled on pods \"web\": Precondition failed: ResourceVersion in precondition: 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("numeric uid 400 metadata.uid must be a string"),
         "{text}"
     );
     assert!(text.contains("node None\n"), "{text}");

@@ -72,6 +72,28 @@ pub fn check(binding: &Value) -> Result<String, Vec<FieldError>> {
     }
 }
 
+/// Why a binding's metadata would not decode upstream (a 400 there): a `uid`,
+/// `resourceVersion` or annotation value that is neither a string nor null.
+pub fn malformed(binding: &Value) -> Option<String> {
+    let meta = binding.get("metadata")?;
+    for field in ["uid", "resourceVersion"] {
+        if meta
+            .get(field)
+            .is_some_and(|v| !v.is_null() && !v.is_string())
+        {
+            return Some(format!("metadata.{field} must be a string"));
+        }
+    }
+    if meta
+        .get("annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|m| m.values().any(|v| !v.is_string()))
+    {
+        return Some("metadata.annotations values must be strings".to_owned());
+    }
+    None
+}
+
 /// The binding's annotations (string values only).
 pub fn annotations(binding: &Value) -> Map<String, Value> {
     binding
@@ -239,6 +261,9 @@ mod tests {
         );
         let rv = preconditions(&json!({"metadata": {"resourceVersion": "x"}}), &pod).unwrap_err();
         assert!(matches!(rv, Refused::ResourceVersion { .. }), "{rv}");
+        assert!(malformed(&json!({"metadata": {"uid": 5}})).is_some());
+        assert!(malformed(&json!({"metadata": {"annotations": {"a": 1}}})).is_some());
+        assert!(malformed(&json!({"metadata": {"uid": "u", "annotations": {"a": "b"}}})).is_none());
     }
 
     #[test]
