@@ -85,6 +85,9 @@ async fn bind(
             )],
         ));
     }
+    if let Some(why) = binding::malformed(&v) {
+        return Err(ApiError::bad_request(why));
+    }
     let node = binding::check(&v).map_err(|errs| {
         let causes: Vec<listwatch_endpoints::FieldError> = errs.iter().map(Into::into).collect();
         ApiError::invalid(&binding_kind(), name, &causes)
@@ -103,7 +106,8 @@ async fn bind(
         let mut pod = cur.to_value().map_err(|e| StorageError::Internal {
             message: e.to_string(),
         })?;
-        binding::assign(&mut pod, &node, &annotations, &now)
+        binding::preconditions(&v, &pod)
+            .and_then(|()| binding::assign(&mut pod, &node, &annotations, &now))
             .map_err(|r| key.conflict(r.to_string()))?;
         Object::from_value(pod, &info.selectable_fields).map_err(|e| StorageError::Internal {
             message: e.to_string(),

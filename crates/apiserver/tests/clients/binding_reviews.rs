@@ -158,3 +158,79 @@ fn pods_are_bound_once_and_create_only_resources_are_discovered() {
         "{review}"
     );
 }
+
+/// Binds with the binding's `metadata.uid` and `metadata.resourceVersion` as upstream's
+/// `assignPod` preconditions.
+const PRECONDITIONS: &str = r#"
+import sys, json
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+c = client.Configuration()
+c.host = sys.argv[1]
+core = client.CoreV1Api(client.ApiClient(c))
+def bind(uid=None, rv=None):
+    b = client.V1Binding(metadata=client.V1ObjectMeta(name="web", uid=uid, resource_version=rv),
+        target=client.V1ObjectReference(kind="Node", name="node-1"))
+    try:
+        r = core.create_namespaced_pod_binding("web", "default", b, _preload_content=False)
+        return r.status
+    except ApiException as e:
+        return "%d %s" % (e.status, json.loads(e.body)["message"])
+p = core.read_namespaced_pod("web", "default")
+# A body the typed client cannot send: a numeric uid (upstream's decoding refuses it).
+import urllib.request, urllib.error
+req = urllib.request.Request(sys.argv[1] + "/api/v1/namespaces/default/pods/web/binding",
+    data=json.dumps({"metadata": {"name": "web", "uid": 5}, "target": {"name": "node-1"}}).encode(),
+    headers={"Content-Type": "application/json"}, method="POST")
+try:
+    urllib.request.urlopen(req, timeout=30)
+    print("numeric uid accepted")
+except urllib.error.HTTPError as e:
+    print("numeric uid", e.code, json.loads(e.read())["message"])
+print("uid", bind(uid="not-the-uid"))
+print("rv", bind(rv="1" + p.metadata.resource_version))
+print("node", core.read_namespaced_pod("web", "default").spec.node_name)
+print("match", bind(uid=p.metadata.uid, rv=p.metadata.resource_version))
+print("node", core.read_namespaced_pod("web", "default").spec.node_name)
+"#;
+
+#[test]
+#[ignore = "needs kubectl and the Python kubernetes client"]
+fn a_binding_s_uid_and_resource_version_are_preconditions_on_the_pod() {
+    common::require("kubectl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    run_ok(
+        server
+            .kubectl(dir.path())
+            .args(["run", "web", "--image=nginx"]),
+    );
+    let out =
+        Command::new(std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned()))
+            .args(["-c", PRECONDITIONS, &server.url])
+            .output()
+            .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains(
+            "uid 409 Operation cannot be fulfilled on pods \"web\": Precondition failed: \
+             UID in precondition: not-the-uid, UID in object meta: "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("rv 409 Operation cannot be fulfilled on pods \"web\": Precondition failed: ResourceVersion in precondition: 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("numeric uid 400 metadata.uid must be a string"),
+        "{text}"
+    );
+    assert!(text.contains("node None\n"), "{text}");
+    assert!(text.contains("match 201\nnode node-1"), "{text}");
+}

@@ -161,3 +161,120 @@ fn an_event_of_either_group_is_read_selected_and_watched_through_the_other() {
         "{err}"
     );
 }
+
+/// An `events.k8s.io/v1` event that breaks one of upstream's create limits.
+fn breaking(name: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: events.k8s.io/v1\nkind: Event\nmetadata: {{name: {name}, namespace: default}}\n\
+         eventTime: \"2026-12-07T01:00:00.000000Z\"\nreportingController: example.com/c\n\
+         reportingInstance: i\nreason: R\ntype: Normal\n\
+         regarding: {{kind: Pod, name: p, namespace: default}}\n{extra}"
+    )
+}
+
+#[test]
+#[ignore = "needs kubectl"]
+fn events_v1_updates_keep_upstreams_immutable_fields_and_creates_its_limits() {
+    common::require("kubectl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+    let file = dir.path().join("event.yaml");
+    std::fs::write(&file, NEW_EVENT).unwrap();
+    run_ok(k().arg("create").arg("-f").arg(&file));
+    let kind = "events.v1.events.k8s.io";
+
+    // The red team's patch: every field it touches is immutable (upstream's
+    // `ValidateEventUpdate`), and nothing is written.
+    let err = common::run_err(k().args([
+        "patch",
+        kind,
+        "bound",
+        "--type=merge",
+        "-p",
+        r#"{"type":"Evil","reason":"","action":"","eventTime":null}"#,
+    ]));
+    for want in [
+        "type: Invalid value: \"Evil\": field is immutable",
+        "reason: Invalid value: \"\": field is immutable",
+        "action: Invalid value: \"\": field is immutable",
+        "eventTime: Invalid value: \"\": field is immutable",
+    ] {
+        assert!(err.contains(want), "{want} not in: {err}");
+    }
+    let kept: Value =
+        serde_json::from_str(&run_ok(k().args(["get", kind, "bound", "-o", "json"]))).unwrap();
+    assert_eq!(kept["type"], "Normal", "{kept}");
+    assert_eq!(kept["action"], "Binding", "{kept}");
+    // A note or a regarding object may not change either; the series may, when valid.
+    let err = common::run_err(k().args([
+        "patch",
+        kind,
+        "bound",
+        "--type=merge",
+        "-p",
+        r#"{"note":"rewritten","regarding":{"name":"other"}}"#,
+    ]));
+    assert!(
+        err.contains("message: Invalid value") && err.contains("involvedObject: Invalid value"),
+        "{err}"
+    );
+    let err = common::run_err(k().args([
+        "patch",
+        kind,
+        "bound",
+        "--type=merge",
+        "-p",
+        r#"{"series":{"count":1}}"#,
+    ]));
+    assert!(err.contains("series.count: Invalid value"), "{err}");
+    run_ok(k().args([
+        "patch",
+        kind,
+        "bound",
+        "--type=merge",
+        "-p",
+        r#"{"series":{"count":3,"lastObservedTime":"2026-12-07T01:00:09.000000Z"}}"#,
+    ]));
+
+    // Upstream's create limits (`legacyValidateEvent`, `validateV1EventSeries`).
+    for (name, extra, want) in [
+        (
+            "long-note",
+            format!("action: A\nnote: {}\n", "n".repeat(1025)),
+            "message: Invalid value: \"\": can have at most 1024 characters",
+        ),
+        (
+            "long-action",
+            format!("action: {}\n", "a".repeat(129)),
+            "action: Invalid value: \"\": can have at most 128 characters",
+        ),
+        (
+            "one-count",
+            "action: A\nseries: {count: 1, lastObservedTime: \"2026-12-07T01:00:05.000000Z\"}\n"
+                .to_owned(),
+            "series.count: Invalid value: \"\": should be at least 2",
+        ),
+        (
+            "empty-series",
+            "action: A\nseries: {}\n".to_owned(),
+            "series.lastObservedTime: Required value",
+        ),
+    ] {
+        let bad = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&bad, breaking(name, &extra)).unwrap();
+        let err = common::run_err(k().arg("create").arg("-f").arg(&bad));
+        assert!(err.contains(want), "{name}: {want} not in: {err}");
+    }
+    // At the limits, a create is accepted.
+    let fine = dir.path().join("fine.yaml");
+    std::fs::write(
+        &fine,
+        breaking(
+            "fine",
+            &format!("action: {}\nnote: {}\n", "a".repeat(128), "n".repeat(1024)),
+        ),
+    )
+    .unwrap();
+    run_ok(k().arg("create").arg("-f").arg(&fine));
+}

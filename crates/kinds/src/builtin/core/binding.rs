@@ -5,8 +5,9 @@
 //! ([`check`]) and the change to the pod ([`assign`], upstream's `setPodNodeAndMetadata`
 //! under `assignPod`'s checks); the server reads and writes the pod.
 //!
-//! Invariants: a pod that is being deleted or already has a `spec.nodeName` is never
-//! changed ([`Refused`]); the change sets `spec.nodeName`, merges the binding's
+//! Invariants: a pod that is being deleted, already has a `spec.nodeName`, or does not
+//! match the binding's `metadata.uid` or `metadata.resourceVersion` (upstream's storage
+//! preconditions in `setPodNodeAndMetadata`) is never changed ([`Refused`]); the change sets `spec.nodeName`, merges the binding's
 //! annotations and sets the `PodScheduled` condition to `True`, and nothing else.
 
 use serde_json::{Map, Value, json};
@@ -16,6 +17,24 @@ use crate::FieldError;
 /// Why a pod cannot be bound (a 409 Conflict upstream).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
+    /// The binding's `metadata.uid` is not the pod's.
+    #[error("Precondition failed: UID in precondition: {want}, UID in object meta: {got}")]
+    Uid {
+        /// The binding's (echoed, bounded).
+        want: String,
+        /// The pod's.
+        got: String,
+    },
+    /// The binding's `metadata.resourceVersion` is not the pod's.
+    #[error(
+        "Precondition failed: ResourceVersion in precondition: {want}, ResourceVersion in object meta: {got}"
+    )]
+    ResourceVersion {
+        /// The binding's (echoed, bounded).
+        want: String,
+        /// The pod's.
+        got: String,
+    },
     /// The pod has a deletion timestamp.
     #[error("pod {0} is being deleted, cannot be assigned to a host")]
     Deleting(String),
@@ -53,6 +72,28 @@ pub fn check(binding: &Value) -> Result<String, Vec<FieldError>> {
     }
 }
 
+/// Why a binding's metadata would not decode upstream (a 400 there): a `uid`,
+/// `resourceVersion` or annotation value that is neither a string nor null.
+pub fn malformed(binding: &Value) -> Option<String> {
+    let meta = binding.get("metadata")?;
+    for field in ["uid", "resourceVersion"] {
+        if meta
+            .get(field)
+            .is_some_and(|v| !v.is_null() && !v.is_string())
+        {
+            return Some(format!("metadata.{field} must be a string"));
+        }
+    }
+    if meta
+        .get("annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|m| m.values().any(|v| !v.is_string()))
+    {
+        return Some("metadata.annotations values must be strings".to_owned());
+    }
+    None
+}
+
 /// The binding's annotations (string values only).
 pub fn annotations(binding: &Value) -> Map<String, Value> {
     binding
@@ -65,6 +106,39 @@ pub fn annotations(binding: &Value) -> Map<String, Value> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The binding's preconditions on the pod (upstream's `assignPod`): its non-empty
+/// `metadata.uid` and `metadata.resourceVersion` must be the pod's, compared as strings.
+pub fn preconditions(binding: &Value, pod: &Value) -> Result<(), Refused> {
+    let field = |v: &Value, f: &str| {
+        v.pointer(&format!("/metadata/{f}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let echo = |s: &str| listwatch_api::echo::echo(s).into_owned();
+    let uid = field(binding, "uid");
+    if !uid.is_empty() {
+        let got = field(pod, "uid");
+        if got != uid {
+            return Err(Refused::Uid {
+                want: echo(&uid),
+                got,
+            });
+        }
+    }
+    let rv = field(binding, "resourceVersion");
+    if !rv.is_empty() {
+        let got = field(pod, "resourceVersion");
+        if got != rv {
+            return Err(Refused::ResourceVersion {
+                want: echo(&rv),
+                got,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Binds `pod` (its JSON) to `node`, at `now` (RFC 3339), as upstream's `assignPod`.
@@ -167,6 +241,29 @@ mod tests {
             assign(&mut gone, "n", &Map::new(), "t"),
             Err(Refused::Deleting(_))
         ));
+    }
+
+    #[test]
+    fn a_binding_s_uid_and_resource_version_must_be_the_pod_s() {
+        let pod = json!({"metadata": {"name": "p", "uid": "u1", "resourceVersion": "7"}});
+        assert!(preconditions(&json!({"metadata": {}}), &pod).is_ok());
+        assert!(
+            preconditions(
+                &json!({"metadata": {"uid": "u1", "resourceVersion": "7"}}),
+                &pod
+            )
+            .is_ok()
+        );
+        let uid = preconditions(&json!({"metadata": {"uid": "u2"}}), &pod).unwrap_err();
+        assert_eq!(
+            uid.to_string(),
+            "Precondition failed: UID in precondition: u2, UID in object meta: u1"
+        );
+        let rv = preconditions(&json!({"metadata": {"resourceVersion": "x"}}), &pod).unwrap_err();
+        assert!(matches!(rv, Refused::ResourceVersion { .. }), "{rv}");
+        assert!(malformed(&json!({"metadata": {"uid": 5}})).is_some());
+        assert!(malformed(&json!({"metadata": {"annotations": {"a": 1}}})).is_some());
+        assert!(malformed(&json!({"metadata": {"uid": "u", "annotations": {"a": "b"}}})).is_none());
     }
 
     #[test]
