@@ -307,9 +307,11 @@ fn csr_validation_refuses_what_upstream_refuses() {
 
     // The certificate through /status: PEM CERTIFICATE blocks, then immutable.
     let cert = |c: Value| json!({"status": {"certificate": c}});
-    let (code, text) = status_of(&merge("status", cert(json!(GARBAGE))));
-    assert_eq!(code, 422, "garbage certificate: {text}");
-    assert!(text.contains("status.certificate"), "{text}");
+    for (what, c) in [("garbage", json!(GARBAGE)), ("a number", json!(5))] {
+        let (code, text) = status_of(&merge("status", cert(c)));
+        assert_eq!(code, 422, "{what} as the certificate: {text}");
+        assert!(text.contains("status.certificate"), "{what}: {text}");
+    }
     ok(
         merge("status", cert(json!(CERT))),
         "issue a PEM certificate",

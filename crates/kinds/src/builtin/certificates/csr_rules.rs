@@ -106,22 +106,43 @@ pub(super) fn status_update_errors(new: &Value, old: &Value) -> Vec<FieldError> 
             ));
         }
     }
-    let cert = |v: &Value| v["status"]["certificate"].as_str().unwrap_or("").to_owned();
+    // Compared as JSON values: a non-string the body smuggled in is neither empty nor equal.
+    let cert = |v: &Value| {
+        v["status"]
+            .get("certificate")
+            .filter(|c| !c.is_null())
+            .cloned()
+    };
     let (new_cert, old_cert) = (cert(new), cert(old));
-    if new_cert != old_cert {
-        if !old_cert.is_empty() {
+    let set = |c: &Option<Value>| c.as_ref().is_some_and(|c| c.as_str() != Some(""));
+    if new_cert != old_cert && (set(&new_cert) || set(&old_cert)) {
+        if set(&old_cert) {
             out.push(FieldError::invalid_str(
                 "status.certificate",
                 "[omitted]",
                 "updates may not modify existing certificate content",
             ));
-        } else if let Err(detail) = check_certificate(&new_cert) {
-            out.push(FieldError::invalid_str(
-                "status.certificate",
-                "<certificate data>",
-                detail,
-            ));
+        } else {
+            let checked = match new_cert.as_ref().and_then(Value::as_str) {
+                Some(pem) => check_certificate(pem),
+                None => Err("must be base64-encoded bytes".into()),
+            };
+            if let Err(detail) = checked {
+                out.push(FieldError::invalid_str(
+                    "status.certificate",
+                    "<certificate data>",
+                    detail,
+                ));
+            }
         }
+    }
+    let list = &new["status"]["conditions"];
+    if !list.is_null() && !list.is_array() {
+        out.push(FieldError::invalid(
+            "status.conditions",
+            list,
+            "must be a list of conditions",
+        ));
     }
     out
 }
@@ -398,5 +419,16 @@ mod tests {
         assert!(!status_update_errors(&both, &none).is_empty());
         assert!(status_update_errors(&both, &both).is_empty());
         assert!(!status_update_errors(&none, &both).is_empty(), "removal");
+        let number = json!({"status": {"certificate": 5}});
+        assert!(!status_update_errors(&number, &none).is_empty(), "a number");
+        assert!(
+            !status_update_errors(&none, &number).is_empty(),
+            "a number, removed"
+        );
+        let text = json!({"status": {"conditions": "x"}});
+        assert!(
+            !status_update_errors(&text, &none).is_empty(),
+            "conditions text"
+        );
     }
 }
