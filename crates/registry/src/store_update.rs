@@ -361,11 +361,14 @@ pub(crate) fn apply_update(
         new
     };
     let status_write = matches!(t.sub, Subresource::Status | Subresource::Approval);
+    // As upstream's `csrApprovalStrategy.PrepareForUpdate`, before validation: the kind's
+    // rules judge the status the write will store, not a certificate it will drop.
+    let mut new = new;
+    if t.sub == Subresource::Approval {
+        keep_status_but_conditions(cur_v, &mut new);
+    }
     match prepare_update(info, cur_v, new, status_write) {
         Ok(mut v) => {
-            if t.sub == Subresource::Approval {
-                keep_status_but_conditions(cur_v, &mut v);
-            }
             match (manager, applied_fields) {
                 (Some(manager), _) => {
                     t.store

@@ -70,14 +70,20 @@ impl KindStrategy for CertificateSigningRequestStrategy {
         }
     }
 
-    /// Upstream's required fields: `spec.request`, `spec.signerName`, `spec.usages` (the
-    /// request's PEM is not parsed here).
+    /// Upstream's required fields and spec rules (`super::csr_rules`): the request's PEM
+    /// block, the signer name's form, the usages, the expiration.
     fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
-        crate::strategy::rules(self.broken(obj))
+        let mut out = crate::strategy::rules(self.broken(obj));
+        out.extend(super::csr_rules::spec_errors(obj));
+        out
     }
 
-    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
-        crate::strategy::rules(self.broken(new))
+    /// The spec is the stored one (validated on create); the conditions and certificate
+    /// follow `super::csr_rules::status_update_errors`.
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        let mut out = crate::strategy::rules(self.broken(new));
+        out.extend(super::csr_rules::status_update_errors(new, old));
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -1,3 +1,4 @@
 //! The `certificates.k8s.io` group.
 
 pub mod certificatesigningrequest;
+mod csr_rules;
