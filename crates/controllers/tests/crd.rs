@@ -9,39 +9,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use listwatch_controllers::crd::{CrdController, StorageFactory};
 use listwatch_endpoints::{Config, Installer, KindSpec};
 use listwatch_memstore::MemStore;
 use listwatch_storage::Storage;
+use listwatch_testkit::router;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
 const NAME: &str = "gadgets.example.org";
 
+/// One JSON request through the router (testkit's `call`).
 async fn call(r: &Router, method: &str, uri: &str, body: &str) -> (StatusCode, Value) {
-    let resp = r
-        .clone()
-        .oneshot(
-            Request::builder()
-                .method(method)
-                .uri(uri)
-                .header("content-type", "application/json")
-                .body(Body::from(body.to_owned()))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = resp.status();
-    let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
+    router::call(r, method, uri, router::JSON, body).await
 }
 
 /// Polls `f` until it yields, for at most 30 s (only a hang reaches that).
