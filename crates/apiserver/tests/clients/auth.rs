@@ -502,7 +502,7 @@ async fn kube_rs_with_a_bearer_token_and_bootstrap_reconciliation() {
 #[ignore = "needs the Python kubernetes client"]
 fn python_client_with_a_bearer_token() {
     let c = Cluster::start_http();
-    let python = std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let python = common::python::python();
     let importable = Command::new(&python)
         .args(["-c", "import kubernetes"])
         .output()

@@ -5,8 +5,6 @@
 //! the verb `create`, so `kubectl create -f` of a TokenReview maps its kind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
-
 use crate::common;
 
 use common::{Server, run_ok};
@@ -115,17 +113,7 @@ fn pods_are_bound_once_and_create_only_resources_are_discovered() {
     // The Python client binds pods (the scheduler's write).
     run_ok(k().args(["run", "web", "--image=nginx"]));
     run_ok(k().args(["run", "web2", "--image=nginx"]));
-    let out =
-        Command::new(std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned()))
-            .args(["-c", BIND, &server.url])
-            .output()
-            .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::python::python_ok(BIND, &[&server.url]);
     assert!(text.contains("bound 201 Success"), "{text}");
     assert!(
         text.contains("pod node-1 test [('PodScheduled', 'True')]"),
@@ -205,17 +193,7 @@ fn a_binding_s_uid_and_resource_version_are_preconditions_on_the_pod() {
             .kubectl(dir.path())
             .args(["run", "web", "--image=nginx"]),
     );
-    let out =
-        Command::new(std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned()))
-            .args(["-c", PRECONDITIONS, &server.url])
-            .output()
-            .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::python::python_ok(PRECONDITIONS, &[&server.url]);
     assert!(
         text.contains(
             "uid 409 Operation cannot be fulfilled on pods \"web\": Precondition failed: \

@@ -198,10 +198,6 @@ print("audiences", s.audiences)
 print("error", s.error)
 "#;
 
-fn python() -> String {
-    std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned())
-}
-
 #[test]
 #[ignore = "needs kubectl and the Python kubernetes client"]
 fn a_pki_server_publishes_its_ca_per_namespace_and_answers_token_reviews() {
@@ -281,7 +277,7 @@ fn a_pki_server_publishes_its_ca_per_namespace_and_answers_token_reviews() {
 
     // TokenReview with the Python client, a bearer token over TLS.
     let review = |caller: &str, token: &str| {
-        let out = Command::new(python())
+        let out = Command::new(common::python::python())
             .args([
                 "-c",
                 REVIEW,

@@ -368,7 +368,7 @@ fn curl_compressed_gets_a_gzipped_list() {
 #[test]
 #[ignore = "needs the Python kubernetes client"]
 fn python_client_gets_a_gzipped_list() {
-    let python = std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let python = common::python::python();
     let server = populated();
     let script = format!(
         r#"

@@ -4,8 +4,6 @@
 //! the status' conditions (`csrApprovalStrategy`), through kubectl and the Python client.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
-
 use crate::common;
 
 use common::{Server, run_ok};
@@ -67,17 +65,7 @@ fn a_csr_records_its_requester_and_approval_changes_only_the_conditions() {
         "{csr}"
     );
 
-    let out =
-        Command::new(std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned()))
-            .args(["-c", APPROVE, &server.url])
-            .output()
-            .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::python::python_ok(APPROVE, &[&server.url]);
     assert!(
         text.contains("approved None [('Approved', 'ByTest')]"),
         "{text}"

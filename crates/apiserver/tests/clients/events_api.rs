@@ -4,8 +4,6 @@
 //! field names; kubectl's `get events.v1.events.k8s.io` and `kubectl events` work.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
-
 use crate::common;
 
 use common::{Server, run_ok};
@@ -114,17 +112,7 @@ fn an_event_of_either_group_is_read_selected_and_watched_through_the_other() {
     );
 
     // The core group's event through the new group, with the Python client.
-    let out =
-        Command::new(std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned()))
-            .args(["-c", PY, &server.url])
-            .output()
-            .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = common::python::python_ok(PY, &[&server.url]);
     assert!(
         text.contains("read image pulled web-2 kubelet 3 kubelet"),
         "{text}"

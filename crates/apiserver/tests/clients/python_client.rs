@@ -7,16 +7,11 @@
 
 use crate::common;
 
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::metrics::{H1_REQUESTS, H2_REQUESTS, sum_of, tls_metrics};
+use common::python::{python, run_script};
 use common::{PATIENCE, Server};
-
-/// The Python to use: `$LISTWATCH_PYTHON` (set by `cargo xtask test`), else `python3`.
-fn python() -> String {
-    std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned())
-}
 
 /// Panics unless Python can import `module`: `cargo xtask test` installs the kubernetes
 /// client and `h2`.
@@ -35,30 +30,6 @@ fn require_python_module(module: &str, pip: &str) {
 
 fn require_python_client() {
     require_python_module("kubernetes", "kubernetes");
-}
-
-/// Runs a Python script to its end, killing it after `limit`.
-fn run_script(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(python())
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{args:?} still running after {limit:?}:\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
 }
 
 fn script(name: &str) -> String {

@@ -3,6 +3,7 @@
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod metrics;
+pub mod python;
 pub mod replicas;
 
 use std::io::{BufRead, BufReader, Read, Write};

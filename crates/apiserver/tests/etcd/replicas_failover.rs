@@ -189,11 +189,6 @@ async fn kube_rs_watch_through_the_balancer_resumes_on_the_other_replica() {
     task.abort();
 }
 
-/// The Python to use: `$LISTWATCH_PYTHON` (set by `cargo xtask test`), else `python3`.
-fn python() -> String {
-    std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs etcd and the Python kubernetes client"]
 async fn python_watch_through_the_balancer_resumes_on_the_other_replica() {
@@ -208,7 +203,7 @@ async fn python_watch_through_the_balancer_resumes_on_the_other_replica() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/python/replica_failover.py"
     );
-    let mut child = Command::new(python())
+    let mut child = Command::new(common::python::python())
         .args([script, &lb.url(), "3"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
