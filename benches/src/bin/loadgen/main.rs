@@ -14,6 +14,7 @@
 mod http;
 mod inproc;
 mod lists;
+mod meta;
 mod netscen;
 mod p10;
 mod p12;
@@ -21,6 +22,7 @@ mod p14;
 mod p2;
 mod p3;
 mod p5;
+mod realistic;
 mod report;
 mod slow;
 mod sys;
