@@ -170,8 +170,7 @@ pub fn render(dir: &Path, known: &[&str]) -> Result<String, String> {
     for id in &ids {
         let p = dir.join(format!("{id}.json"));
         let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let v: Value =
-            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
         results.push((id.as_str(), v));
     }
     let mut out = String::from(
@@ -202,14 +201,19 @@ pub fn splice(doc: &str, body: &str) -> Result<String, String> {
         .find(END)
         .map(|i| after + i)
         .ok_or_else(|| format!("no {END:?} marker after the begin marker"))?;
-    Ok(format!("{}\n\n{}\n{}", &doc[..after], body.trim_end(), &doc[end..]))
+    Ok(format!(
+        "{}\n\n{}\n{}",
+        &doc[..after],
+        body.trim_end(),
+        &doc[end..]
+    ))
 }
 
 /// Regenerates the summary of `root`/docs/benchmarks.md from `root`/docs/bench.
 pub fn regenerate(root: &Path, known: &[&str]) -> Result<(), String> {
     let doc_path = root.join("docs").join("benchmarks.md");
-    let doc = std::fs::read_to_string(&doc_path)
-        .map_err(|e| format!("{}: {e}", doc_path.display()))?;
+    let doc =
+        std::fs::read_to_string(&doc_path).map_err(|e| format!("{}: {e}", doc_path.display()))?;
     let body = render(&root.join("docs").join("bench"), known)?;
     let new = splice(&doc, &body)?;
     if new != doc {

@@ -11,6 +11,7 @@
 //! process; those on etcd start a throwaway etcd (`$LISTWATCH_ETCD_BIN` or `etcd` on PATH).
 #![allow(clippy::print_stdout)]
 
+mod asked;
 mod http;
 mod inproc;
 mod lists;
@@ -50,8 +51,9 @@ pub(crate) fn heap_peak() -> usize {
     ALLOC.max_allocated()
 }
 
-const ALL: [&str; 14] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14",
+const ALL: [&str; 16] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P16",
+    "P17",
 ];
 
 async fn run(id: &str) -> Result<Report, String> {
@@ -70,6 +72,8 @@ async fn run(id: &str) -> Result<Report, String> {
         "P10" => p10::p10().await,
         "P11" => inproc::p11().await,
         "P12" => p12::p12().await,
+        "P16" => asked::p16().await,
+        "P17" => asked::p17().await,
         // Not in `ALL`: it needs a baseline build of the server (see `writepath`).
         "W1" => writepath::w1().await,
         other => Err(format!(
