@@ -1,4 +1,4 @@
-//! The load generator behind `cargo xtask bench`: runs the performance scenarios P1..P14 of
+//! The load generator behind `cargo xtask bench`: runs the performance scenarios P1..P17 of
 //! docs/benchmarks.md, each beside its baseline in the same run, and writes the results as
 //! JSON, a Markdown table and an SVG plot per scenario into `docs/bench/`.
 //!

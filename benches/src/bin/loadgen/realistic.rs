@@ -284,7 +284,7 @@ pub(crate) fn note(fs: Option<&str>) -> String {
     format!(
         "Realistic configuration: --data-dir on a {} file system (under $LISTWATCH_BENCH_DATA_DIR or \
          target/bench-data), HTTPS from --pki-dir, --token-auth-file and --authorization-mode RBAC; every \
-         request carries the token of a user outside system:masters whose ClusterRole (pods, namespaces) is \
+         request carries the token of a user outside system:masters whose ClusterRole (pods, namespaces, /metrics) is \
          bound to its group; the watch clients verify the server's certificate against the generated CA.",
         fs.unwrap_or("(unknown)")
     )
