@@ -12,10 +12,12 @@
 //! - `deps`  — the layering rule: every edge between workspace crates in `cargo metadata` must
 //!   be in the table of [`mod@deps`] (which says why each is there); fails naming each
 //!   forbidden edge.
-//! - `bench [SCENARIO..]` — the performance scenarios P1..P14 (docs/benchmarks.md) with the
+//! - `bench [SCENARIO..]` — the performance scenarios P1..P14, P16, P17 (docs/benchmarks.md) with the
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
-//!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead.
+//!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead. After the
+//!   scenarios, the summary table of docs/benchmarks.md is regenerated from docs/bench/*.json
+//!   ([`mod@bench_summary`]); `bench --summary` regenerates it alone.
 //! - `amplification [..]` — the amplification harness (issue 24): size-scaled families of
 //!   legal-but-nasty requests against the release apiserver, failing on a family whose server
 //!   CPU, peak memory or response grows faster than its input, or on a request over budget
@@ -33,6 +35,7 @@
 //! runtime.
 
 mod amplification;
+mod bench_summary;
 mod deps;
 mod kube_rs_suite;
 mod python_e2e;
@@ -90,9 +93,10 @@ const HELP: &str = "usage: cargo xtask <task>
   ci               deps, fmt --check, clippy -D warnings, doc -D warnings, test, python-e2e
   deps             check the edges between workspace crates against the layering table
                    (xtask/src/deps.rs); fails naming each forbidden edge
-  bench [SCENARIO..]  run the performance scenarios P1..P14 (all, or the named ones)
+  bench [SCENARIO..]  run the performance scenarios P1..P17 (all, or the named ones)
                    with the load generator; results in docs/bench/
   bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
+  bench --summary  regenerate docs/benchmarks.md's summary table from docs/bench/*.json
   fuzz [TARGET] [SECONDS]  run one fuzz target (or each in turn) for SECONDS (default 60)
                    with `cargo +nightly fuzz`; see docs/fuzzing.md
   amplification [--bin PATH] [--factors 1,4,16] [--scale K] [--rounds R] [--only SUBSTR]
@@ -348,6 +352,7 @@ fn report_free_disk() {
 fn bench(args: &[String]) -> Result {
     match args.split_first() {
         Some((first, rest)) if first == "--criterion" => criterion(rest),
+        Some((first, [])) if first == "--summary" => bench_summary::regenerate(&root(), &SCENARIOS),
         _ => scenarios(args),
     }
 }
@@ -366,8 +371,9 @@ fn criterion(names: &[String]) -> Result {
 }
 
 /// Every scenario of the load generator, in the order docs/benchmarks.md lists them.
-const SCENARIOS: [&str; 14] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14",
+const SCENARIOS: [&str; 16] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P16",
+    "P17",
 ];
 
 /// Builds the apiserver and the load generator (release), then runs each scenario in a
@@ -417,10 +423,16 @@ fn scenarios(names: &[String]) -> Result {
             failed.push(id.clone());
         }
     }
+    // The summary from every results file there, including this run's (a failed scenario's
+    // results are written before it is reported failed).
+    let summary = bench_summary::regenerate(&root(), &SCENARIOS);
     if failed.is_empty() {
         eprintln!("results: {}/<scenario>.json, .md and .svg", out.display());
-        Ok(())
+        summary
     } else {
+        if let Err(e) = summary {
+            eprintln!("{e}");
+        }
         Err(format!("scenarios failed: {}", failed.join(" ")))
     }
 }

@@ -1,27 +1,89 @@
 //! A raw HTTP/1.1 client cheap enough not to be the bottleneck: keep-alive requests, and
-//! watches read as a chunked body split into newline-delimited frames.
+//! watches read as a chunked body split into newline-delimited frames; over plain TCP or,
+//! for the realistic configuration (`crate::realistic`), over TLS with a bearer token.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 type Result<T> = std::result::Result<T, String>;
 
+/// A byte stream to the server: TCP, or TLS over TCP.
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// TLS toward the server: one connector without ALPN (HTTP/1.1) and one offering `h2`.
+pub(crate) struct Tls {
+    pub h1: tokio_rustls::TlsConnector,
+    pub h2: tokio_rustls::TlsConnector,
+}
+
+/// Where and how to reach the server: its address, TLS if it serves HTTPS, and the bearer
+/// token every request carries. A plain address converts into a target without either.
+#[derive(Clone)]
+pub(crate) struct Target {
+    pub addr: SocketAddr,
+    pub tls: Option<Arc<Tls>>,
+    pub token: Option<Arc<str>>,
+}
+
+impl From<SocketAddr> for Target {
+    fn from(addr: SocketAddr) -> Self {
+        Self {
+            addr,
+            tls: None,
+            token: None,
+        }
+    }
+}
+
+impl Target {
+    /// A connected stream (TLS with ALPN `h2` when `h2`).
+    async fn connect(&self, h2: bool) -> Result<Box<dyn Io>> {
+        let addr = self.addr;
+        let tcp = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(addr))
+            .await
+            .map_err(|_| format!("connect {addr}: no answer in 10 s"))?
+            .map_err(|e| format!("connect {addr}: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => Ok(Box::new(tcp)),
+            Some(tls) => {
+                let connector = if h2 { &tls.h2 } else { &tls.h1 };
+                let name = rustls_pki_types::ServerName::from(addr.ip());
+                let s = tokio::time::timeout(Duration::from_secs(10), connector.connect(name, tcp))
+                    .await
+                    .map_err(|_| format!("TLS handshake with {addr}: no answer in 10 s"))?
+                    .map_err(|e| format!("TLS handshake with {addr}: {e}"))?;
+                Ok(Box::new(s))
+            }
+        }
+    }
+
+    /// The `Authorization` header line (with its CRLF), or nothing.
+    fn auth_line(&self) -> String {
+        self.token
+            .as_deref()
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default()
+    }
+}
+
 /// One keep-alive connection for requests.
 pub(crate) struct Conn {
-    conn: BufReader<TcpStream>,
+    conn: BufReader<Box<dyn Io>>,
+    auth: String,
 }
 
 impl Conn {
-    pub(crate) async fn open(addr: SocketAddr) -> Result<Self> {
-        let s = TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect {addr}: {e}"))?;
-        let _ = s.set_nodelay(true);
+    pub(crate) async fn open(to: impl Into<Target>) -> Result<Self> {
+        let to = to.into();
         Ok(Self {
-            conn: BufReader::new(s),
+            conn: BufReader::new(to.connect(false).await?),
+            auth: to.auth_line(),
         })
     }
 
@@ -34,20 +96,22 @@ impl Conn {
         body: &[u8],
     ) -> Result<(u16, Vec<u8>)> {
         let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{}Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
+            self.auth,
             body.len()
         );
         let mut req = head.into_bytes();
         req.extend_from_slice(body);
         let io = |e: std::io::Error| format!("{method} {path}: {e}");
         self.conn.get_mut().write_all(&req).await.map_err(io)?;
+        self.conn.get_mut().flush().await.map_err(io)?;
         let mut status = String::new();
         self.conn.read_line(&mut status).await.map_err(io)?;
         let code = status
             .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse().ok())
-            .ok_or_else(|| format!("bad status line {status:?}"))?;
+            .ok_or_else(|| format!("{method} {path}: bad status line {status:?}"))?;
         let mut len = 0usize;
         let mut chunked = false;
         loop {
@@ -154,7 +218,7 @@ impl Refused {
 
 /// A watch: a chunked response read frame by frame.
 pub(crate) struct Watch {
-    stream: TcpStream,
+    stream: Box<dyn Io>,
     raw: Vec<u8>,
     /// Start of the unread part of `raw`.
     pos: usize,
@@ -169,10 +233,11 @@ impl Watch {
     /// Retry-After is waited out and the watch opened again (at most 10 times, each wait at
     /// most 10 s), as client-go's reflector does; every such retry is printed with the
     /// refusal's message, and any other refusal fails with it.
-    pub(crate) async fn open(addr: SocketAddr, path: &str) -> Result<Self> {
+    pub(crate) async fn open(to: impl Into<Target>, path: &str) -> Result<Self> {
+        let to = to.into();
         let mut attempt = 0;
         loop {
-            match Self::open_once(addr, path).await? {
+            match Self::open_once(&to, path).await? {
                 Ok(w) => return Ok(w),
                 Err(Refused {
                     head,
@@ -188,12 +253,20 @@ impl Watch {
         }
     }
 
-    async fn open_once(addr: SocketAddr, path: &str) -> Result<std::result::Result<Self, Refused>> {
-        let mut stream = TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connect {addr}: {e}"))?;
+    async fn open_once(to: &Target, path: &str) -> Result<std::result::Result<Self, Refused>> {
+        let mut stream = to.connect(false).await?;
         stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .write_all(
+                format!(
+                    "GET {path} HTTP/1.1\r\nHost: localhost\r\n{}\r\n",
+                    to.auth_line()
+                )
+                .as_bytes(),
+            )
+            .await
+            .map_err(|e| format!("watch {path}: {e}"))?;
+        stream
+            .flush()
             .await
             .map_err(|e| format!("watch {path}: {e}"))?;
         let mut w = Self {
@@ -314,9 +387,21 @@ pub(crate) async fn h2_open_watch(
     uri: &str,
     deadline: Duration,
 ) -> Result<h2::RecvStream> {
-    let req = http::Request::get(uri)
-        .body(())
-        .map_err(|e| e.to_string())?;
+    h2_open_watch_as(client, uri, None, deadline).await
+}
+
+/// As [`h2_open_watch`], with a bearer token.
+pub(crate) async fn h2_open_watch_as(
+    client: &h2::client::SendRequest<bytes::Bytes>,
+    uri: &str,
+    token: Option<&str>,
+    deadline: Duration,
+) -> Result<h2::RecvStream> {
+    let mut req = http::Request::get(uri);
+    if let Some(t) = token {
+        req = req.header("authorization", format!("Bearer {t}"));
+    }
+    let req = req.body(()).map_err(|e| e.to_string())?;
     let mut ready = client
         .clone()
         .ready()
@@ -335,17 +420,15 @@ pub(crate) async fn h2_open_watch(
     Ok(resp.into_body())
 }
 
-/// An h2c connection with prior knowledge; its driver task is the second half.
+/// An HTTP/2 connection (h2c with prior knowledge, or TLS with ALPN `h2`); its driver task
+/// is the second half.
 pub(crate) async fn h2_connect(
-    addr: SocketAddr,
+    to: impl Into<Target>,
 ) -> Result<(
     h2::client::SendRequest<bytes::Bytes>,
     tokio::task::JoinHandle<()>,
 )> {
-    let tcp = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect {addr}: {e}"))?;
-    let _ = tcp.set_nodelay(true);
+    let tcp = to.into().connect(true).await?;
     let (send, conn) = h2::client::Builder::new()
         .initial_window_size(1 << 20)
         .initial_connection_window_size(16 << 20)

@@ -230,11 +230,15 @@ pub(crate) async fn p4() -> Result<Report> {
 /// P5: writes through the Cacher over the embedded store with 20 watchers and 25 writers.
 pub(crate) async fn p5() -> Result<Report> {
     const WRITERS: usize = 25;
-    const PER_WRITER: usize = 8_000;
+    let per_writer = crate::meta::scaled(8_000, 200);
     let mut r = Report::new(
         "P5",
-        "write throughput, embedded store (creates) and etcd (patches), 10 all-pod + 10 nodeName watchers, 25 writers",
-        "embedded: 200 000 creates (25 writers × 8 000); etcd: 10 000 pods, 3 rounds of 10 000 patches",
+        "write throughput: etcd PATCH through the cacher like for like with upstream's; embedded-store creates as our own figure; 10 all-pod + 10 nodeName watchers, 25 writers",
+        &format!(
+            "embedded: {} creates (25 writers × {per_writer}); etcd: {}",
+            WRITERS * per_writer,
+            crate::p5::scale_text()
+        ),
     );
     let cacher = Cacher::new(
         Arc::new(MemStore::new()),
@@ -265,14 +269,14 @@ pub(crate) async fn p5() -> Result<Report> {
             }
         });
     }
-    let objects = pods(WRITERS * PER_WRITER);
+    let objects = pods(WRITERS * per_writer);
     let mut batches: Vec<Vec<Object>> = (0..WRITERS)
-        .map(|_| Vec::with_capacity(PER_WRITER))
+        .map(|_| Vec::with_capacity(per_writer))
         .collect();
     for (i, o) in objects.into_iter().enumerate() {
         batches[i % WRITERS].push(o);
     }
-    let pb = bar((WRITERS * PER_WRITER) as u64, "creates");
+    let pb = bar((WRITERS * per_writer) as u64, "creates");
     let cpu0 = self_cpu();
     let t = Instant::now();
     let mut tasks = Vec::new();
@@ -296,7 +300,7 @@ pub(crate) async fn p5() -> Result<Report> {
     }
     let acked = t.elapsed().as_secs_f64();
     // Every all-pod watcher gets every pod; each node watcher the pods of its node.
-    let want = (10 * WRITERS * PER_WRITER + 10 * (WRITERS * PER_WRITER / 1000)) as u64;
+    let want = (10 * WRITERS * per_writer + 10 * (WRITERS * per_writer / 1000)) as u64;
     let end = Instant::now() + Duration::from_secs(120);
     while delivered.load(Ordering::Relaxed) < want && Instant::now() < end {
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -310,20 +314,21 @@ pub(crate) async fn p5() -> Result<Report> {
             delivered.load(Ordering::Relaxed)
         ));
     }
-    let writes = (WRITERS * PER_WRITER) as f64;
-    let upstream_per_core = crate::p5::UPSTREAM_WRITES_PER_S / crate::p5::UPSTREAM_THREADS;
-    r.push(Metric::new("writes/s (wall)", "writes/s", writes / wall));
+    let writes = (WRITERS * per_writer) as f64;
+    r.push(Metric::new(
+        "embedded store, creates (our own throughput, not a comparison): writes/s (wall)",
+        "writes/s",
+        writes / wall,
+    ));
+    // No baseline and no goal: in-memory creates of pre-built objects are not the work
+    // upstream's figure measures (PATCHes over etcd); the etcd rows below are the comparison.
     r.push(
         Metric::new(
-            "writes per CPU-second (whole process: writers, store, cache, watchers)",
+            "embedded store, creates (our own throughput, not a comparison): writes per CPU-second (whole process: writers, store, cache, watchers)",
             "writes/core-s",
             writes / cpu.max(1e-9),
         )
-        .baseline(
-            upstream_per_core,
-            "upstream 63.4k writes/s ÷ 24 threads (kubernetes#139440, Patch through the cacher over etcd)",
-        )
-        .goal(Goal::Ratio(Bound::AtLeast(3.0))),
+        .note("in-memory creates of pre-built objects; upstream's figure is PATCHes over etcd, so it is no baseline for this row"),
     );
     r.notes.push(format!(
         "All {} events reached the 20 watchers; the writers had their acknowledgements after {acked:.2} s, the \

@@ -1,4 +1,4 @@
-//! The load generator behind `cargo xtask bench`: runs the performance scenarios P1..P14 of
+//! The load generator behind `cargo xtask bench`: runs the performance scenarios P1..P17 of
 //! docs/benchmarks.md, each beside its baseline in the same run, and writes the results as
 //! JSON, a Markdown table and an SVG plot per scenario into `docs/bench/`.
 //!
@@ -11,9 +11,11 @@
 //! process; those on etcd start a throwaway etcd (`$LISTWATCH_ETCD_BIN` or `etcd` on PATH).
 #![allow(clippy::print_stdout)]
 
+mod asked;
 mod http;
 mod inproc;
 mod lists;
+mod meta;
 mod netscen;
 mod p10;
 mod p12;
@@ -21,6 +23,7 @@ mod p14;
 mod p2;
 mod p3;
 mod p5;
+mod realistic;
 mod report;
 mod slow;
 mod sys;
@@ -48,8 +51,9 @@ pub(crate) fn heap_peak() -> usize {
     ALLOC.max_allocated()
 }
 
-const ALL: [&str; 14] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14",
+const ALL: [&str; 16] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P16",
+    "P17",
 ];
 
 async fn run(id: &str) -> Result<Report, String> {
@@ -68,6 +72,8 @@ async fn run(id: &str) -> Result<Report, String> {
         "P10" => p10::p10().await,
         "P11" => inproc::p11().await,
         "P12" => p12::p12().await,
+        "P16" => asked::p16().await,
+        "P17" => asked::p17().await,
         // Not in `ALL`: it needs a baseline build of the server (see `writepath`).
         "W1" => writepath::w1().await,
         other => Err(format!(

@@ -4,7 +4,6 @@
 //! P9 also measures a baseline build of the server in the same run when
 //! `$LISTWATCH_BASELINE_APISERVER_BIN` names one (e.g. main before a change).
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use listwatch_cacher::{Cacher, CacherConfig};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{Key, ListOptions, Storage, WatchEvent};
 
-use crate::http::{Conn, Watch, h2_open_watch};
+use crate::http::{Conn, Target, Watch, h2_open_watch};
 use crate::inproc::bar;
 use crate::report::{Bound, Goal, Metric, Report};
 use crate::sys::{self, Server};
@@ -63,21 +62,22 @@ fn pod_body(i: usize, nodes: usize) -> Result<Vec<u8>> {
 
 /// Creates `n` pods over `conns` connections.
 pub(crate) async fn create_pods(
-    addr: SocketAddr,
+    to: impl Into<Target>,
     n: usize,
     nodes: usize,
     conns: usize,
 ) -> Result<()> {
-    let mut c = Conn::open(addr).await?;
+    let to: Target = to.into();
+    let mut c = Conn::open(to.clone()).await?;
     for ns in 0..10 {
         create_namespace(&mut c, &format!("ns-{ns:02}")).await?;
     }
     let pb = bar(n as u64, "creating pods (HTTP)");
     let mut tasks = Vec::new();
     for k in 0..conns {
-        let pb = pb.clone();
+        let (pb, to) = (pb.clone(), to.clone());
         tasks.push(tokio::spawn(async move {
-            let mut c = Conn::open(addr).await?;
+            let mut c = Conn::open(to).await?;
             for i in (k..n).step_by(conns) {
                 let body = pod_body(i, nodes)?;
                 c.expect(

@@ -9,9 +9,9 @@
 //!   the watcher minus its CPU for the same creates without it. The baseline's mpsc is fed
 //!   at the event rate the watch achieved, by a thread that wakes when the next frames are
 //!   due and sends every frame due (events arrive one by one, as from the writers);
-//! - a backlog: a watch opened at a resource version [`M`] events back, so that all of them
+//! - a backlog: a watch opened at a resource version [`m`] events back, so that all of them
 //!   are queued for it at once (from the watch cache's window); the server's CPU until the
-//!   last one arrived, per event ([`BACKLOG_WATCHES`] such watches one after the other). The
+//!   last one arrived, per event ([`backlog_watches`] such watches one after the other). The
 //!   baseline's mpsc holds the same frames before its task starts.
 //!
 //! The baseline task drains what is queued (up to 256 frames) and writes it with one
@@ -21,7 +21,13 @@
 //!
 //! With `$LISTWATCH_BASELINE_APISERVER_BIN` (another build of the server, e.g. main before a
 //! change), the backlog is also measured on that build in the same run: both servers get the
-//! same creates, then rounds alternate [`BACKLOG_WATCHES`] backlog watches on each.
+//! same creates, then rounds alternate [`backlog_watches`] backlog watches on each.
+//!
+//! Both configurations of `crate::realistic` run in the same run, on two servers set up
+//! side by side, their rounds alternating: the easy one (in memory, plaintext, no auth; the
+//! rows judged against the bare task) and the realistic one (`--data-dir` on a real disk,
+//! TLS, a bearer token checked by the token authenticator and RBAC), whose rows are
+//! reported beside the easy configuration's figure of the same round.
 
 use std::io::Read;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,22 +36,31 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
-use crate::http::{Conn, Watch};
+use crate::http::{Conn, Target, Watch};
 use crate::inproc::{bar, list};
+use crate::realistic::{self, Config, Deployed};
 use crate::report::{Bound, Goal, Metric, Report, Spread};
 use crate::sys::{self, Server};
 
 type Result<T> = std::result::Result<T, String>;
 
 const JSON: &str = "application/json";
-/// Creates per phase.
-const M: usize = 20_000;
 /// Concurrent writer connections.
 const WRITERS: usize = 4;
-/// Rounds (each: creates without the watch, the same number with it, then the backlog).
-const ROUNDS: usize = 5;
-/// Watches replaying the backlog per round, one after the other.
-const BACKLOG_WATCHES: usize = 10;
+
+/// Creates per phase (scaled by `$LISTWATCH_BENCH_SCALE`).
+fn m() -> usize {
+    crate::meta::scaled(20_000, 1_000)
+}
+/// Rounds (each: creates without the watch, the same number with it, then the backlog;
+/// scaled by `$LISTWATCH_BENCH_SCALE`).
+fn rounds_n() -> usize {
+    crate::meta::scaled(5, 2)
+}
+/// Watches replaying the backlog per round, one after the other (scaled).
+fn backlog_watches() -> usize {
+    crate::meta::scaled(10, 2)
+}
 
 fn small_pod(i: usize) -> String {
     format!(
@@ -54,10 +69,11 @@ fn small_pod(i: usize) -> String {
     )
 }
 
-/// Creates pods `first..first + M` over [`WRITERS`] connections at once.
+/// Creates pods `first..first + m()` over [`WRITERS`] connections at once.
 async fn create_burst(conns: &mut [Conn], path: &str, first: usize) -> Result<()> {
+    let m = m();
     let jobs = conns.iter_mut().enumerate().map(|(k, c)| async move {
-        for i in (first + k..first + M).step_by(WRITERS) {
+        for i in (first + k..first + m).step_by(WRITERS) {
             c.expect(201, "POST", path, JSON, small_pod(i).as_bytes())
                 .await?;
         }
@@ -90,9 +106,9 @@ struct Collector {
 }
 
 impl Collector {
-    async fn open(server: &Server, path: &str) -> Result<Self> {
-        let mut w = Watch::open(server.addr, path).await?;
-        let frames = Arc::new(Mutex::new(Vec::with_capacity(M)));
+    async fn open(to: &Target, path: &str) -> Result<Self> {
+        let mut w = Watch::open(to.clone(), path).await?;
+        let frames = Arc::new(Mutex::new(Vec::with_capacity(m())));
         let got = Arc::new(AtomicU64::new(0));
         let reads = Arc::new(AtomicU64::new(0));
         let task = {
@@ -238,25 +254,24 @@ fn bare_task_cost(frames: &[bytes::Bytes], rate: Option<f64>) -> Result<f64> {
     Ok(cost)
 }
 
-/// Server CPU per event of [`BACKLOG_WATCHES`] watches, one after the other, each replaying
-/// the `M` events after `rv`; and the median number of frames per client read.
-async fn backlog_round(server: &Server, path: &str, rv: &str) -> Result<(f64, f64)> {
+/// Server CPU per event of [`backlog_watches`] watches, one after the other, each replaying
+/// the `m()` events after `rv`; and the median number of frames per client read.
+async fn backlog_round(server: &Server, to: &Target, path: &str, rv: &str) -> Result<(f64, f64)> {
     let cpu0 = server.cpu();
     let mut reads = Vec::new();
-    for _ in 0..BACKLOG_WATCHES {
-        let watch =
-            Collector::open(server, &format!("{path}?watch=1&resourceVersion={rv}")).await?;
-        watch.wait(M as u64, Duration::from_secs(120)).await?;
+    for _ in 0..backlog_watches() {
+        let watch = Collector::open(to, &format!("{path}?watch=1&resourceVersion={rv}")).await?;
+        watch.wait(m() as u64, Duration::from_secs(120)).await?;
         reads.push(watch.finish().1);
     }
     let cpu = server.cpu() - cpu0;
     Ok((
-        cpu / (M * BACKLOG_WATCHES) as f64 * 1e6,
+        cpu / (m() * backlog_watches()) as f64 * 1e6,
         Spread::of(&reads).median,
     ))
 }
 
-/// A server from `bin` with namespace p2 and `M` pods created after the version returned.
+/// A server from `bin` with namespace p2 and `m()` pods created after the version returned.
 async fn backlog_server(bin: &std::path::Path, path: &str) -> Result<(Server, String)> {
     let server = Server::start_bin(bin, &["--storage", "embedded"])?;
     let mut conn = Conn::open(server.addr).await?;
@@ -283,15 +298,24 @@ async fn backlog_vs_build(r: &mut Report, base: &std::path::Path) -> Result<()> 
     let path = "/api/v1/namespaces/p2/pods";
     let (ours, ours_rv) = backlog_server(&sys::apiserver_bin()?, path).await?;
     let (theirs, theirs_rv) = backlog_server(base, path).await?;
+    let (ours_to, theirs_to) = (Target::from(ours.addr), Target::from(theirs.addr));
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (mut a, mut b) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
+    for round in 0..rounds_n() {
         if round % 2 == 0 {
-            a.push(backlog_round(&ours, path, &ours_rv).await?.0);
-            b.push(backlog_round(&theirs, path, &theirs_rv).await?.0);
+            a.push(backlog_round(&ours, &ours_to, path, &ours_rv).await?.0);
+            b.push(
+                backlog_round(&theirs, &theirs_to, path, &theirs_rv)
+                    .await?
+                    .0,
+            );
         } else {
-            b.push(backlog_round(&theirs, path, &theirs_rv).await?.0);
-            a.push(backlog_round(&ours, path, &ours_rv).await?.0);
+            b.push(
+                backlog_round(&theirs, &theirs_to, path, &theirs_rv)
+                    .await?
+                    .0,
+            );
+            a.push(backlog_round(&ours, &ours_to, path, &ours_rv).await?.0);
         }
     }
     let ratios: Vec<f64> = a.iter().zip(&b).map(|(x, y)| x / y.max(1e-9)).collect();
@@ -299,7 +323,9 @@ async fn backlog_vs_build(r: &mut Report, base: &std::path::Path) -> Result<()> 
     r.push(
         Metric::new(
             &format!(
-                "backlog, this build vs the baseline build: server CPU per delivered event, {M} events queued at once (median of {ROUNDS})"
+                "backlog, this build vs the baseline build: server CPU per delivered event, {} events queued at once (median of {})",
+                m(),
+                rounds_n()
             ),
             "µs",
             sa.median,
@@ -322,148 +348,234 @@ async fn backlog_vs_build(r: &mut Report, base: &std::path::Path) -> Result<()> 
     Ok(())
 }
 
-pub(crate) async fn p2() -> Result<Report> {
-    let mut r = Report::new(
-        "P2",
-        "HTTP watch, 1 watcher, small pods, fed faster than one at a time",
-        "",
-    );
-    let server = Server::start(&["--storage", "embedded"])?;
-    let mut conn = Conn::open(server.addr).await?;
-    conn.expect(
-        201,
-        "POST",
-        "/api/v1/namespaces",
-        JSON,
-        br#"{"metadata":{"name":"p2"}}"#,
-    )
-    .await?;
-    let path = "/api/v1/namespaces/p2/pods";
-    let mut writers = Vec::with_capacity(WRITERS);
-    for _ in 0..WRITERS {
-        writers.push(Conn::open(server.addr).await?);
+/// One configuration's server and what its rounds measured.
+struct Side {
+    server: Deployed,
+    config: Config,
+    conn: Conn,
+    writers: Vec<Conn>,
+    next: usize,
+    live: Vec<f64>,
+    live_base: Vec<f64>,
+    rates: Vec<f64>,
+    per_read: Vec<f64>,
+    cpus: Vec<(f64, f64)>,
+    backlog: Vec<f64>,
+    backlog_base: Vec<f64>,
+    backlog_per_read: Vec<f64>,
+}
+
+const PATH: &str = "/api/v1/namespaces/p2/pods";
+
+impl Side {
+    async fn start(config: Config) -> Result<Self> {
+        let server =
+            realistic::start(&sys::apiserver_bin()?, config, &["--storage", "embedded"]).await?;
+        let mut conn = Conn::open(server.target.clone()).await?;
+        conn.expect(
+            201,
+            "POST",
+            "/api/v1/namespaces",
+            JSON,
+            br#"{"metadata":{"name":"p2"}}"#,
+        )
+        .await?;
+        let mut writers = Vec::with_capacity(WRITERS);
+        for _ in 0..WRITERS {
+            writers.push(Conn::open(server.target.clone()).await?);
+        }
+        Ok(Self {
+            server,
+            config,
+            conn,
+            writers,
+            next: 0,
+            live: Vec::new(),
+            live_base: Vec::new(),
+            rates: Vec::new(),
+            per_read: Vec::new(),
+            cpus: Vec::new(),
+            backlog: Vec::new(),
+            backlog_base: Vec::new(),
+            backlog_per_read: Vec::new(),
+        })
     }
-    let pb = bar((2 * M * ROUNDS) as u64, "creates");
-    let mut next = 0usize;
-    // Per round: live (ours µs/event, baseline µs/event, rate, frames per read, CPU without,
-    // CPU with); backlog (ours, baseline, frames per read).
-    let (mut live, mut live_base, mut rates, mut per_read, mut cpus) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut backlog, mut backlog_base, mut backlog_per_read) =
-        (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
-        // The creates alone.
+
+    /// One round: the creates alone, as many with the watch open, then the backlog.
+    async fn round(&mut self, pb: &indicatif::ProgressBar) -> Result<()> {
+        let (server, to) = (&self.server.server, &self.server.target);
+        let m = m();
         let cpu0 = server.cpu();
-        create_burst(&mut writers, path, next).await?;
-        next += M;
-        pb.inc(M as u64);
+        create_burst(&mut self.writers, PATH, self.next).await?;
+        self.next += m;
+        pb.inc(m as u64);
         let cpu_writes = server.cpu() - cpu0;
         // As many creates with the watch open.
-        let rv = list_rv(&mut conn, path).await?;
-        let watch =
-            Collector::open(&server, &format!("{path}?watch=1&resourceVersion={rv}")).await?;
+        let rv = list_rv(&mut self.conn, PATH).await?;
+        let watch = Collector::open(to, &format!("{PATH}?watch=1&resourceVersion={rv}")).await?;
         let cpu0 = server.cpu();
         let t = Instant::now();
-        create_burst(&mut writers, path, next).await?;
-        next += M;
-        pb.inc(M as u64);
-        let done = watch.wait(M as u64, Duration::from_secs(120)).await?;
+        create_burst(&mut self.writers, PATH, self.next).await?;
+        self.next += m;
+        pb.inc(m as u64);
+        let done = watch.wait(m as u64, Duration::from_secs(120)).await?;
         let cpu_watch = server.cpu() - cpu0;
         let (frames, reads) = watch.finish();
-        let rate = M as f64 / (done - t).as_secs_f64();
-        live.push((cpu_watch - cpu_writes).max(0.0) / M as f64 * 1e6);
-        rates.push(rate);
-        per_read.push(reads);
-        cpus.push((cpu_writes, cpu_watch));
+        let rate = m as f64 / (done - t).as_secs_f64();
+        self.live
+            .push((cpu_watch - cpu_writes).max(0.0) / m as f64 * 1e6);
+        self.rates.push(rate);
+        self.per_read.push(reads);
+        self.cpus.push((cpu_writes, cpu_watch));
         let encoded = chunked(&frames);
-        live_base.push(bare_task_cost(&encoded, Some(rate))?);
+        self.live_base.push(bare_task_cost(&encoded, Some(rate))?);
         // The same events again, all queued at once: watches from before them, one after
-        // the other (BACKLOG_WATCHES of them: /proc counts the server's CPU in 10 ms ticks).
+        // the other (several: /proc counts the server's CPU in 10 ms ticks).
         tokio::time::sleep(Duration::from_millis(200)).await;
-        let (cpu, reads) = backlog_round(&server, path, &rv).await?;
-        backlog.push(cpu);
-        backlog_per_read.push(reads);
-        backlog_base.push(bare_task_cost(&encoded, None)?);
+        let (cpu, reads) = backlog_round(server, to, PATH, &rv).await?;
+        self.backlog.push(cpu);
+        self.backlog_per_read.push(reads);
+        self.backlog_base.push(bare_task_cost(&encoded, None)?);
+        Ok(())
+    }
+}
+
+pub(crate) async fn p2() -> Result<Report> {
+    let (m, rounds) = (m(), rounds_n());
+    let mut r = Report::new(
+        "P2",
+        "HTTP watch, 1 watcher, small pods, fed faster than one at a time; easy and realistic configurations",
+        &format!(
+            "{rounds} rounds of {m} creates without and {m} with the watcher, then {} backlog watches",
+            backlog_watches()
+        ),
+    );
+    let mut sides = Vec::new();
+    for c in realistic::configs() {
+        eprintln!("P2: setting up {}", c.label());
+        sides.push(Side::start(c).await?);
+    }
+    let pb = bar((2 * m * rounds * sides.len()) as u64, "creates");
+    for round in 0..rounds {
+        // Alternating which configuration goes first.
+        let n = sides.len();
+        for k in 0..n {
+            sides[(round + k) % n].round(&pb).await?;
+        }
     }
     pb.finish_and_clear();
-    drop(server);
-    let ratios = |a: &[f64], b: &[f64]| -> Vec<f64> {
-        a.iter().zip(b).map(|(x, y)| x / y.max(1e-9)).collect()
-    };
-    let (l, lb, lr) = (
-        Spread::of(&live),
-        Spread::of(&live_base),
-        Spread::of(&ratios(&live, &live_base)),
-    );
-    let (b, bb, br) = (
-        Spread::of(&backlog),
-        Spread::of(&backlog_base),
-        Spread::of(&ratios(&backlog, &backlog_base)),
-    );
-    let rate = Spread::of(&rates);
-    r.push(
-        Metric::new(
-            &format!(
-                "live: server CPU per delivered event, {WRITERS} writers creating at once (with watcher − without; median of {ROUNDS})"
-            ),
-            "µs",
-            l.median,
-        )
-        .baseline(
-            lb.median,
-            "bare tokio task: the same frames from an mpsc to a TCP socket at the same event rate",
-        )
-        .goal(Goal::Ratio(Bound::AtMost(2.0)))
-        .note(format!(
-            "ours {}; baseline {}; ratio per round {}",
-            l.text("µs"),
-            lb.text("µs"),
-            lr.text("")
-        )),
-    );
-    r.push(
-        Metric::new(
-            &format!("backlog: server CPU per delivered event, {M} events queued at once (median of {ROUNDS})"),
-            "µs",
-            b.median,
-        )
-        .baseline(
-            bb.median,
-            "bare tokio task: the same frames, all queued in its mpsc, to a TCP socket",
-        )
-        .goal(Goal::Ratio(Bound::AtMost(2.0)))
-        .note(format!(
-            "ours {}; baseline {}; ratio per round {}",
-            b.text("µs"),
-            bb.text("µs"),
-            br.text("")
-        )),
-    );
-    r.push(Metric::new(
-        "live: events/s delivered to the watcher",
-        "events/s",
-        rate.median,
-    ));
-    r.notes.push(format!(
-        "Live, per round: server µs per event {}, baseline {}, ratio {}; events/s {}; frames per client read {}; \
-         server CPU-s for {M} creates without / with the watcher {}. Backlog, per round: server µs per event {}, \
-         baseline {}, ratio {}; frames per client read {}. /proc counts CPU in 10 ms ticks.",
-        list(&live),
-        list(&live_base),
-        list(&ratios(&live, &live_base)),
-        list(&rates),
-        list(&per_read),
-        cpus.iter()
-            .map(|(a, b)| format!("({a:.2}, {b:.2})"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        list(&backlog),
-        list(&backlog_base),
-        list(&ratios(&backlog, &backlog_base)),
-        list(&backlog_per_read),
-    ));
+    let easy_live = sides
+        .iter()
+        .find(|s| s.config == Config::Easy)
+        .map(|s| (Spread::of(&s.live).median, Spread::of(&s.backlog).median));
+    let mut fs = None;
+    for side in &sides {
+        push_side(&mut r, side, easy_live);
+        if side.config == Config::Realistic {
+            fs = side.server.fs_type.clone();
+        }
+    }
+    if sides.iter().any(|s| s.config == Config::Realistic) {
+        r.notes.push(realistic::note(fs.as_deref()));
+    }
+    drop(sides);
     if let Some(base) = std::env::var_os("LISTWATCH_BASELINE_APISERVER_BIN") {
         backlog_vs_build(&mut r, std::path::Path::new(&base)).await?;
     }
     Ok(r)
+}
+
+/// The figures of one configuration. The easy one's are judged against the bare task; the
+/// realistic one's are shown beside the easy one's (`easy`: live and backlog medians).
+fn push_side(r: &mut Report, side: &Side, easy: Option<(f64, f64)>) {
+    let (m, rounds) = (m(), rounds_n());
+    let ratios = |a: &[f64], b: &[f64]| -> Vec<f64> {
+        a.iter().zip(b).map(|(x, y)| x / y.max(1e-9)).collect()
+    };
+    let (l, lb, lr) = (
+        Spread::of(&side.live),
+        Spread::of(&side.live_base),
+        Spread::of(&ratios(&side.live, &side.live_base)),
+    );
+    let (b, bb, br) = (
+        Spread::of(&side.backlog),
+        Spread::of(&side.backlog_base),
+        Spread::of(&ratios(&side.backlog, &side.backlog_base)),
+    );
+    let rate = Spread::of(&side.rates);
+    let prefix = match side.config {
+        Config::Easy => String::new(),
+        Config::Realistic => "realistic (TLS, token + RBAC, --data-dir): ".to_owned(),
+    };
+    let live = Metric::new(
+        &format!(
+            "{prefix}live: server CPU per delivered event, {WRITERS} writers creating at once (with watcher − without; median of {rounds})"
+        ),
+        "µs",
+        l.median,
+    );
+    let backlog = Metric::new(
+        &format!(
+            "{prefix}backlog: server CPU per delivered event, {m} events queued at once (median of {rounds})"
+        ),
+        "µs",
+        b.median,
+    );
+    let (live, backlog) = match (side.config, easy) {
+        (Config::Realistic, Some((el, eb))) => (
+            live.baseline(el, "the easy configuration, same run"),
+            backlog.baseline(eb, "the easy configuration, same run"),
+        ),
+        (Config::Realistic, None) => (live, backlog),
+        (Config::Easy, _) => (
+            live.baseline(
+                lb.median,
+                "bare tokio task: the same frames from an mpsc to a TCP socket at the same event rate",
+            )
+            .goal(Goal::Ratio(Bound::AtMost(2.0))),
+            backlog
+                .baseline(
+                    bb.median,
+                    "bare tokio task: the same frames, all queued in its mpsc, to a TCP socket",
+                )
+                .goal(Goal::Ratio(Bound::AtMost(2.0))),
+        ),
+    };
+    r.push(live.note(format!(
+        "ours {}; bare task {}; ratio to the bare task per round {}",
+        l.text("µs"),
+        lb.text("µs"),
+        lr.text("")
+    )));
+    r.push(backlog.note(format!(
+        "ours {}; bare task {}; ratio to the bare task per round {}",
+        b.text("µs"),
+        bb.text("µs"),
+        br.text("")
+    )));
+    r.push(Metric::new(
+        &format!("{prefix}live: events/s delivered to the watcher"),
+        "events/s",
+        rate.median,
+    ));
+    r.notes.push(format!(
+        "{}: live, per round: server µs per event {}, bare task {}, ratio {}; events/s {}; frames per client read {}; \
+         server CPU-s for {m} creates without / with the watcher {}. Backlog, per round: server µs per event {}, \
+         bare task {}, ratio {}; frames per client read {}. /proc counts CPU in 10 ms ticks.",
+        side.config.label(),
+        list(&side.live),
+        list(&side.live_base),
+        list(&ratios(&side.live, &side.live_base)),
+        list(&side.rates),
+        list(&side.per_read),
+        side.cpus
+            .iter()
+            .map(|(a, b)| format!("({a:.2}, {b:.2})"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        list(&side.backlog),
+        list(&side.backlog_base),
+        list(&ratios(&side.backlog, &side.backlog_base)),
+        list(&side.backlog_per_read),
+    ));
 }

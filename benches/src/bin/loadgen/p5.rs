@@ -44,9 +44,23 @@ pub(crate) const UPSTREAM_THREADS: f64 = 24.0;
 const PODS: usize = 10_000;
 /// Concurrent writers (upstream's parallelism).
 const WRITERS: usize = 25;
-/// Patches per writer and round.
-const PER_WRITER: usize = 400;
-const ROUNDS: usize = 3;
+/// Patches per writer and round (scaled by `$LISTWATCH_BENCH_SCALE`).
+fn per_writer() -> usize {
+    crate::meta::scaled(400, 20)
+}
+/// Rounds (scaled by `$LISTWATCH_BENCH_SCALE`).
+fn rounds() -> usize {
+    crate::meta::scaled(3, 1)
+}
+
+/// How the etcd part is sized, for the report's scale.
+pub(crate) fn scale_text() -> String {
+    format!(
+        "{PODS} pods, {} rounds of {} patches",
+        rounds(),
+        WRITERS * per_writer()
+    )
+}
 
 fn self_cpu() -> f64 {
     sys::cpu_seconds(std::process::id()).unwrap_or(0.0)
@@ -129,13 +143,13 @@ pub(crate) async fn on_etcd(r: &mut Report) -> Result<()> {
             .collect::<Result<Vec<_>>>()?,
     );
     let seq = Arc::new(AtomicU64::new(0));
-    let writes = (WRITERS * PER_WRITER) as u64;
+    let writes = (WRITERS * per_writer()) as u64;
     let (mut per_cpu, mut per_wall, mut cpus) = (Vec::new(), Vec::new(), Vec::new());
-    let pb = bar(ROUNDS as u64 * writes, "patches on etcd");
-    for round in 0..ROUNDS {
+    let pb = bar(rounds() as u64 * writes, "patches on etcd");
+    for round in 0..rounds() {
         // Which pods this round patches, and so what the node watchers must see.
-        let first = round * WRITERS * PER_WRITER;
-        let node_events = (first..first + WRITERS * PER_WRITER)
+        let first = round * WRITERS * per_writer();
+        let node_events = (first..first + WRITERS * per_writer())
             .filter(|i| (10..20).contains(&(i % PODS % 1000)))
             .count() as u64;
         let (want_all, want_nodes) = (
@@ -153,7 +167,7 @@ pub(crate) async fn on_etcd(r: &mut Report) -> Result<()> {
                 pb.clone(),
             );
             tasks.push(tokio::spawn(async move {
-                for j in 0..PER_WRITER {
+                for j in 0..per_writer() {
                     let i = (first + k + WRITERS * j) % PODS;
                     let key = keys.get(i).ok_or("no such pod")?;
                     let value = seq.fetch_add(1, Ordering::Relaxed);
@@ -196,7 +210,10 @@ pub(crate) async fn on_etcd(r: &mut Report) -> Result<()> {
     let (pc, pw) = (Spread::of(&per_cpu), Spread::of(&per_wall));
     r.push(
         Metric::new(
-            &format!("etcd, PATCH: writes/s (wall, to the last delivery; median of {ROUNDS})"),
+            &format!(
+                "etcd, PATCH: writes/s (wall, to the last delivery; median of {})",
+                rounds()
+            ),
             "writes/s",
             pw.median,
         )
@@ -205,7 +222,8 @@ pub(crate) async fn on_etcd(r: &mut Report) -> Result<()> {
     r.push(
         Metric::new(
             &format!(
-                "etcd, PATCH: writes per CPU-second (this process + etcd; median of {ROUNDS})"
+                "etcd, PATCH: writes per CPU-second (this process + etcd; median of {})",
+                rounds()
             ),
             "writes/CPU-s",
             pc.median,
@@ -218,14 +236,16 @@ pub(crate) async fn on_etcd(r: &mut Report) -> Result<()> {
         .note(pc.text("writes/CPU-s")),
     );
     r.notes.push(format!(
-        "On etcd: {PODS} pods (~2 KB), {ROUNDS} rounds of {} patches (25 writers × {PER_WRITER}, each a \
+        "On etcd: {PODS} pods (~2 KB), {} rounds of {} patches (25 writers × {}, each a \
          guaranteed_update of one annotation, the cached pod as the first attempt's suggestion), \
          with 10 all-pod + 10 nodeName watchers. Per round: writes per CPU-second {}; writes/s {}; CPU-s \
          (this process, etcd) {}. Upstream's figure is 63.4k writes/s on 24 threads (GOMAXPROCS 24; an \
          AMD Ryzen Threadripper PRO 3945WX, 12 cores with SMT, in the author's runs of the same \
          benchmark), its CPU time not reported: ÷ 24 is its per-CPU-second rate only if every thread \
          was busy throughout, so the ratio is an upper bound (÷ 12 physical cores: {:.0}/core-s).",
+        rounds(),
         writes,
+        per_writer(),
         list(&per_cpu),
         list(&per_wall),
         cpus.iter()

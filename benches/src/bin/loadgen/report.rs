@@ -194,11 +194,25 @@ pub(crate) struct Report {
 }
 
 impl Report {
+    /// A report; a run scaled down by `$LISTWATCH_BENCH_SCALE` says so in its scale.
     pub(crate) fn new(id: &str, title: &str, scale: &str) -> Self {
+        let f = crate::meta::scale();
+        let scale = if f < 1.0 {
+            let down = format!(
+                "SCALED DOWN by LISTWATCH_BENCH_SCALE={f} (sizes, rounds and durations; not a result)"
+            );
+            if scale.is_empty() {
+                down
+            } else {
+                format!("{down}; {scale}")
+            }
+        } else {
+            scale.to_owned()
+        };
         Self {
             id: id.into(),
             title: title.into(),
-            scale: scale.into(),
+            scale,
             metrics: Vec::new(),
             notes: Vec::new(),
             seconds: 0.0,
@@ -247,6 +261,7 @@ impl Report {
             "scale": self.scale,
             "seconds": self.seconds,
             "machine": machine(),
+            "run": crate::meta::run(),
             "notes": self.notes,
             "metrics": self.metrics.iter().map(|m| json!({
                 "name": m.name,
@@ -499,6 +514,12 @@ mod tests {
         assert_eq!(json["metrics"][0]["ratio"], 3.0);
         assert_eq!(json["metrics"][0]["goal_met"], false);
         assert_eq!(json["metrics"][1]["goal_met"], true);
+        // Item 5 of issue 31: every results file says what it was measured on.
+        for key in ["commit", "date"] {
+            assert!(json["run"].get(key).is_some(), "{key}: {json}");
+        }
+        assert!(json["run"]["machine"]["kernel"].is_string(), "{json}");
+        assert!(json["run"]["versions"].get("etcd").is_some(), "{json}");
         let md = std::fs::read_to_string(dir.join("P0.md")).unwrap();
         assert!(
             md.contains("`cargo xtask bench P0`")

@@ -90,6 +90,8 @@ pub(crate) fn apiserver_bin() -> Result<PathBuf, String> {
 pub(crate) struct Server {
     child: Child,
     pub addr: SocketAddr,
+    /// It serves HTTPS (its readiness is then checked by the caller, over TLS).
+    pub https: bool,
 }
 
 impl Server {
@@ -117,7 +119,7 @@ impl Server {
             .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
         let out = child.stdout.take().ok_or("no stdout")?;
         let mut lines = BufReader::new(out).lines();
-        let addr = loop {
+        let (addr, https) = loop {
             match lines.next() {
                 Some(Ok(l)) => {
                     let found = l
@@ -127,7 +129,7 @@ impl Server {
                         .and_then(|rest| rest.split_whitespace().next())
                         .and_then(|a| a.parse().ok());
                     if let Some(a) = found {
-                        break a;
+                        break (a, l.contains("https://"));
                     }
                 }
                 _ => {
@@ -150,13 +152,21 @@ impl Server {
             .spawn();
         // Keep draining stdout so the server never blocks on a full pipe.
         std::thread::spawn(move || for _ in lines {});
-        let server = Self { child, addr };
+        let server = Self { child, addr, https };
         server.wait_ready()?;
         Ok(server)
     }
 
+    /// Waits for `/readyz` (plaintext), or only for the port to accept (HTTPS).
     fn wait_ready(&self) -> Result<(), String> {
         for _ in 0..600 {
+            if self.https {
+                if std::net::TcpStream::connect(self.addr).is_ok() {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
             if let Ok(mut s) = std::net::TcpStream::connect(self.addr) {
                 use std::io::{Read, Write};
                 let _ = s.write_all(
