@@ -40,6 +40,7 @@
 //! file stops startup with a message naming the entry.
 
 mod crd;
+pub mod yaml_guard;
 
 use listwatch_endpoints::{KindSpec, Printer, PrinterColumn};
 use serde::Deserialize;
@@ -64,6 +65,14 @@ pub enum ResourcesFileError {
         /// Position of the document in the file, from 0.
         index: usize,
         /// What is wrong.
+        message: String,
+    },
+    /// YAML too costly to read for its length (nesting, alias replays): see [`yaml_guard`].
+    #[error("parsing {path}: {message}")]
+    TooCostly {
+        /// The file.
+        path: String,
+        /// Which budget it exceeds.
         message: String,
     },
     /// Not YAML of the expected shape.
@@ -175,6 +184,10 @@ pub fn plural_of(singular: &str) -> String {
 /// document a CRD, or a `List` whose items are CRDs).
 fn entries(text: &str, path: &str) -> Result<Vec<Declared>, ResourcesFileError> {
     let mut out = Vec::new();
+    yaml_guard::check(text).map_err(|message| ResourcesFileError::TooCostly {
+        path: path.into(),
+        message,
+    })?;
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value =
             serde_yaml::Value::deserialize(doc).map_err(|source| ResourcesFileError::Parse {
@@ -240,6 +253,10 @@ fn crds_of(value: &serde_yaml::Value, expected: &str) -> Result<Vec<serde_json::
 /// document is an error naming it.
 pub fn crd_manifests(text: &str, path: &str) -> Result<Vec<serde_json::Value>, ResourcesFileError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    yaml_guard::check(text).map_err(|message| ResourcesFileError::TooCostly {
+        path: path.into(),
+        message,
+    })?;
     let mut out = Vec::new();
     for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
         let value =

@@ -508,3 +508,69 @@ fn the_cli_exits_on_sigterm_with_stdin_open_and_ignores_what_stdin_sends() {
     assert!(status.success());
     drop(stdin);
 }
+
+/// A script's background job (`listwatch-testenv … &`) has `/dev/null` on stdin: the CLI
+/// serves until a signal instead of stopping as soon as it printed its kubeconfig (it used to
+/// read the end of `/dev/null` at once, stop, and remove the kubeconfig it had just printed).
+#[test]
+fn the_cli_with_dev_null_on_stdin_serves_until_sigterm() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_listwatch-testenv"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let kubeconfig = line
+        .trim()
+        .strip_prefix("KUBECONFIG=")
+        .expect(&line)
+        .to_owned();
+    // A harness reads the kubeconfig and uses the server, as a test would.
+    let read = std::fs::read_to_string(&kubeconfig);
+    let served = read.as_ref().ok().and_then(|k| {
+        let addr = k
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("server: http://"))?;
+        let mut s = std::net::TcpStream::connect(addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(30))).ok()?;
+        write!(
+            s,
+            "GET /readyz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut s, &mut answer).ok()?;
+        Some(answer)
+    });
+    let alive = child.try_wait().unwrap().is_none();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(
+        served
+            .as_deref()
+            .is_some_and(|a| a.starts_with("HTTP/1.1 200")),
+        "the server was gone once its kubeconfig was printed: kubeconfig {read:?}, answer {served:?}"
+    );
+    assert!(
+        alive && killed.success(),
+        "listwatch-testenv exited by itself"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("listwatch-testenv did not exit after SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+}

@@ -558,3 +558,32 @@ fn acknowledge_pod_deletion_is_a_go_boolean_listed_with_the_controllers() {
         }
     }
 }
+
+/// A resources file (or CRD manifest) whose YAML costs far more than its length — nesting
+/// libyaml scans in quadratic time, an anchor replayed by thousands of aliases — is refused
+/// at once, naming the budget, instead of parsing for hours or building gigabytes.
+#[test]
+fn a_resources_file_too_costly_to_read_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // 1 MB of `[`: serde_yaml alone took 14 s for 40 KB, growing with the square.
+    let deep = dir.path().join("deep.yaml");
+    std::fs::write(&deep, format!("x: {}", "[".repeat(1 << 20))).unwrap();
+    // 10 KB: one anchor of 2 000 items, aliased 2 000 times (690 MB and 10 s before).
+    let n = 2000;
+    let bomb = dir.path().join("bomb.yaml");
+    std::fs::write(
+        &bomb,
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n\
+             metadata: {{name: bombs.example.com}}\nx: &a [{}]\ny: [{}]\n",
+            vec!["x"; n].join(","),
+            vec!["*a"; n].join(",")
+        ),
+    )
+    .unwrap();
+    for file in [&deep, &bomb] {
+        let (code, stderr) = exit_of(&["--resources", file.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(stderr.contains("too costly to read"), "{stderr}");
+    }
+}

@@ -38,6 +38,7 @@ mod kube_rs_http2;
 mod listwatch_client;
 mod pod_ephemeral_containers;
 mod registry_resttest;
+mod secret_writes;
 mod service_defaults;
 mod start_logs;
 mod token_review_audiences;

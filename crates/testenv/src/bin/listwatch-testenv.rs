@@ -3,7 +3,9 @@
 //! Starts a server in memory on a free loopback port with the CRDs given, writes a kubeconfig,
 //! prints `KUBECONFIG=<path>` on stdout (one line, once the server is ready), and serves until
 //! stdin closes, SIGTERM or SIGINT — so a test harness can `export $(listwatch-testenv --crds
-//! dir)`-style read the line, run its tests, and close the pipe.
+//! dir)`-style read the line, run its tests, and close the pipe. Stdin counts only when it is
+//! a pipe, a socket or a terminal: `/dev/null` (a script's background job) or a file would end
+//! the server as soon as it is ready, so then only the signals do.
 //!
 //! ```text
 //! listwatch-testenv [--crds PATH]... [--kubeconfig PATH] [-- SERVER-FLAGS...]
@@ -81,8 +83,51 @@ fn main() -> ExitCode {
     })
 }
 
-/// Stdin closed (or unreadable), SIGTERM or SIGINT.
+/// Whether the end of stdin means the harness is done with the server: a pipe, a socket or a
+/// terminal. `/dev/null` or a regular file ends at once — a background job of a script
+/// (`listwatch-testenv … &`) gets `/dev/null` — so then only a signal stops the server.
+fn stdin_is_a_channel() -> bool {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        match std::fs::metadata("/dev/stdin") {
+            Ok(m) => m.file_type().is_fifo() || m.file_type().is_socket(),
+            // No stdin to look at: reading it ends at once, as before.
+            Err(_) => true,
+        }
+    }
+    #[cfg(not(unix))]
+    true
+}
+
+/// Stdin closed (or unreadable) when it is a channel ([`stdin_is_a_channel`]), SIGTERM or
+/// SIGINT.
 async fn wait_for_end() {
+    if !stdin_is_a_channel() {
+        eprintln!(
+            "listwatch-testenv: stdin is not a pipe or terminal: serving until SIGTERM or SIGINT"
+        );
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            if let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                return;
+            }
+        }
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    }
     // A thread of its own, not the runtime's blocking pool: a read blocked on an open stdin
     // would hold the runtime's shutdown (and the process) after a signal. Whatever stdin
     // sends is read in fixed-size pieces and dropped (no line buffering, any bytes): only its

@@ -170,6 +170,7 @@ pub(crate) fn has_object_rule(info: &KindSpec) -> bool {
         ) | ("coordination.k8s.io", "leases")
             | ("apps", "deployments")
     ) || info.group == "rbac.authorization.k8s.io"
+        || info.group == crate::authz_matrix::CUSTOM_GROUP
 }
 
 /// The body of an object of `info` (the rule per resource: a resource without one fails
@@ -219,6 +220,8 @@ pub(crate) fn object(
             v["reason"] = json!("Matrix");
             v["message"] = json!("m");
         }
+        // The matrix's custom resource (status and scale at `.spec.replicas`).
+        (g, _) if g == crate::authz_matrix::CUSTOM_GROUP => v["spec"] = json!({"replicas": 1}),
         ("coordination.k8s.io", "leases") => v["spec"] = json!({"holderIdentity": owner}),
         ("apps", "deployments") => {
             v["spec"] = json!({"replicas": 1, "selector": {"matchLabels": {"app": name}},

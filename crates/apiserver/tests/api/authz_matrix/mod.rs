@@ -65,6 +65,34 @@ const EMPTY_ROLE: &str = "matrix-empty";
 /// role with its rule) is an escalation for every one of them.
 const SECRETS_ROLE: &str = "matrix-secrets";
 
+/// The group of the matrix's custom resource.
+pub(crate) const CUSTOM_GROUP: &str = "matrix.example.com";
+
+/// A CRD served from the start (`--resources`), so that custom resources' routes — their
+/// collection and object routes and the `/status` and `/scale` subresources served from the
+/// CRD — are in the matrix like the built-ins'.
+const CUSTOM_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.matrix.example.com}
+spec:
+  group: matrix.example.com
+  names: {plural: gadgets, singular: gadget, kind: Gadget}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+    subresources:
+      status: {}
+      scale: {specReplicasPath: .spec.replicas, statusReplicasPath: .status.replicas}
+";
+
+/// The kinds of [`CUSTOM_CRD`].
+fn custom_resources() -> Vec<KindSpec> {
+    listwatch_apiserver::custom::parse(CUSTOM_CRD, "matrix-crd.yaml").unwrap()
+}
+
 /// Cases known to fail until another helper's fix is merged: (case label substring, the
 /// issue item). Once the item is merged, its entry goes: the case must then pass.
 const KNOWN: &[(&str, &str)] = &[];
@@ -236,6 +264,7 @@ fn matrix_resources() -> Vec<KindSpec> {
     rest.sort_by(|a, b| (&a.group, &a.plural).cmp(&(&b.group, &b.plural)));
     let mut shapes: BTreeSet<_> = ruled.iter().map(shape).collect();
     let mut out = ruled;
+    out.extend(custom_resources());
     for info in rest {
         if shapes.insert(shape(&info)) {
             out.push(info);
@@ -269,6 +298,13 @@ fn every_shape_of_kind_served_is_in_the_matrix() {
             info.plural
         );
     }
+    // Custom resources too, with the subresources a CRD serves.
+    assert!(
+        chosen.iter().any(|c| c.custom_resource
+            && c.subresources().contains(&"status")
+            && c.subresources().contains(&"scale")),
+        "no custom resource with /status and /scale in the matrix"
+    );
     // And the kinds of this stop's new shapes are among them.
     assert!(
         chosen
@@ -292,6 +328,8 @@ fn one_permission_allows_exactly_what_upstream_allows() {
     }
     let token_file = dir.path().join("tokens.csv");
     std::fs::write(&token_file, tokens).unwrap();
+    let crd_file = dir.path().join("matrix-crd.yaml");
+    std::fs::write(&crd_file, CUSTOM_CRD).unwrap();
     let key = rcgen::KeyPair::generate().unwrap();
     let sa_key = dir.path().join("sa.key");
     std::fs::write(&sa_key, key.serialize_pem()).unwrap();
@@ -300,6 +338,8 @@ fn one_permission_allows_exactly_what_upstream_allows() {
         token_file.to_str().unwrap(),
         "--service-account-signing-key-file",
         sa_key.to_str().unwrap(),
+        "--resources",
+        crd_file.to_str().unwrap(),
     ]);
     let addr = server.addr.clone();
     let started = Instant::now();
