@@ -1,5 +1,10 @@
-//! Config maps (`v1`): no status, no generation, no strategy code.
+//! Config maps (`v1`): no status, no generation; upstream's printer (NAME DATA AGE, DATA
+//! counting `data` and `binaryData` keys).
 
+use serde_json::Value;
+
+use crate::builtin::print::{self, Printed};
+use crate::strategy::TableColumn;
 use crate::{Generation, KindSpec};
 
 /// `v1` config maps.
@@ -7,4 +12,40 @@ pub fn spec() -> KindSpec {
     KindSpec::new("", "v1", "configmaps", "ConfigMap")
         .short_names(["cm"])
         .generation(Generation::None)
+        .strategy(Printed::new(columns, cells))
+}
+
+fn columns() -> Vec<TableColumn> {
+    vec![
+        print::name_column(),
+        print::col(
+            "Data",
+            "string",
+            "The number of keys in data and binaryData.",
+        ),
+        print::age_column(),
+    ]
+}
+
+fn cells(obj: &Value, name: &str, age: &str) -> Vec<Value> {
+    let n = |f: &str| obj[f].as_object().map_or(0, serde_json::Map::len) as u64;
+    vec![
+        Value::String(name.into()),
+        Value::from(n("data") + n("binaryData")),
+        Value::String(age.into()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn data_counts_both_maps() {
+        let cm = json!({"data": {"a": "1", "b": "2"}, "binaryData": {"c": "AA=="}});
+        assert_eq!(cells(&cm, "c", "1m"), [json!("c"), json!(3), json!("1m")]);
+        assert_eq!(cells(&json!({}), "c", "1m")[1], json!(0));
+        assert_eq!(columns().len(), 3);
+    }
 }

@@ -3,10 +3,11 @@
 
 use crate::{GcPolicy, Generation, KindSpec, NameValidation, Printer, PrinterColumn};
 
-/// Event fields a field selector may name (upstream's `event.ToSelectableFields`, whose
-/// `source` — declared with how it is read in [`spec`] — is `source.component`, else
-/// `reportingComponent`; `source.component` is accepted too).
-pub const EVENT_FIELDS: [&str; 11] = [
+/// Event fields a field selector may name (upstream's `event.ToSelectableFields` and core/v1's
+/// event field label function, whose `source` — declared with how it is read in [`spec`] —
+/// is `source.component`, else `reportingComponent`; `source.component` itself is not a
+/// label the function accepts).
+pub const EVENT_FIELDS: [&str; 10] = [
     "involvedObject.kind",
     "involvedObject.namespace",
     "involvedObject.name",
@@ -16,7 +17,6 @@ pub const EVENT_FIELDS: [&str; 11] = [
     "involvedObject.fieldPath",
     "reason",
     "reportingComponent",
-    "source.component",
     "type",
 ];
 
