@@ -42,7 +42,7 @@ fn cells(obj: &Value, name: &str, age: &str) -> Vec<Value> {
 }
 
 /// `ip:port` (`[ip]:port` for IPv6, as Go's `net.JoinHostPort`) of every address and port
-/// of every subset (the addresses alone for a subset without ports), cut after [`SHOWN`].
+/// of every subset (the addresses alone for a subset without ports), cut after three (`SHOWN`).
 pub fn format_endpoints(subsets: &Value) -> String {
     let Some(subsets) = subsets.as_array().filter(|s| !s.is_empty()) else {
         return "<none>".into();
