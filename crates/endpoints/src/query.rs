@@ -212,11 +212,13 @@ impl Query {
         };
         check_selector_size("fieldSelector", field.terms().len())?;
         for f in field.fields() {
-            if !info.selectable_fields.supports(f) {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {f}",
-                    f = echo(f)
-                )));
+            if info.field_label_error(f).is_some() {
+                // The same message about the label as it may be echoed (bounded, escaped).
+                let shown = echo(f);
+                let message = info
+                    .field_label_error(&shown)
+                    .unwrap_or_else(|| format!("field label not supported: {shown}"));
+                return Err(ApiError::bad_request(message));
             }
         }
         if let Some(name) = path_name {

@@ -69,7 +69,7 @@ pub use conversion::{ApiVersionOnly, Conversion};
 pub use field::{ErrorType, FieldError};
 pub use set::{KindSet, KindSetError, Kinded, PerGeneration, Snapshot};
 pub use spec::{
-    GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer, PrinterColumn,
-    ScaleSubresource, StatusUpdate, Terminating,
+    FieldLabels, GcPolicy, Generation, GracefulDeletion, KindSpec, NameValidation, Printer,
+    PrinterColumn, ScaleSubresource, StatusUpdate, Terminating,
 };
 pub use strategy::{DefaultStrategy, Invalid, KindStrategy, TableColumn, Times};

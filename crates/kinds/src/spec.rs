@@ -102,6 +102,43 @@ impl ScaleSubresource {
     }
 }
 
+/// Which field selector labels a request may name, and how an unknown one is refused
+/// (upstream: the field label conversion function a kind's version registers with
+/// `AddFieldLabelConversionFunc`, which the list and watch handlers call on every label
+/// before reading anything; a 400 with the function's message).
+///
+/// Invariant: a kind that declares selectable fields is not at [`FieldLabels::Default`]
+/// (the builders that declare them move it to [`FieldLabels::NOT_SUPPORTED`]), so a declared
+/// field is always reachable; a kind whose upstream `GetAttrs` has fields no registered
+/// function accepts (`apps/v1` replica sets' `status.replicas`) declares none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldLabels {
+    /// No function registered (most kinds, every `apps/v1` one included): `metadata.name`
+    /// and `metadata.namespace` only; anything else is
+    /// `"X" is not a known field selector: only "metadata.name", "metadata.namespace"`
+    /// (`runtime.DefaultMetaV1FieldSelectorConversion`).
+    #[default]
+    Default,
+    /// A registered function answering `field label not supported: X` (core `v1` pods,
+    /// nodes, replication controllers, events, namespaces, secrets, services;
+    /// `certificates.k8s.io/v1` CSRs; `events.k8s.io/v1` events): `metadata.name`, the
+    /// declared fields, and `metadata.namespace` when `namespace` (nodes, namespaces and CSRs
+    /// do not list it).
+    NotSupported {
+        /// Whether `metadata.namespace` is accepted.
+        namespace: bool,
+    },
+    /// `batch/v1` jobs' function: `field label "X" not supported for batchv1.Job`.
+    Job,
+}
+
+impl FieldLabels {
+    /// A registered function that accepts `metadata.namespace`.
+    pub const NOT_SUPPORTED: Self = Self::NotSupported { namespace: true };
+    /// A registered function of a kind that does not list `metadata.namespace`.
+    pub const NOT_SUPPORTED_NO_NAMESPACE: Self = Self::NotSupported { namespace: false };
+}
+
 /// Whether a DELETE may leave an object for a grace period (upstream's
 /// `RESTGracefulDeleteStrategy`); see `docs/endpoints.md`, Object lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -186,6 +223,11 @@ pub struct KindSpec {
     pub categories: Vec<String>,
     /// Fields a field selector may name (beyond `metadata.name`/`metadata.namespace`).
     pub selectable_fields: SelectableFields,
+    /// Which field selector labels are accepted and how others are refused. Custom resources
+    /// follow upstream's custom resource converter whatever this says: `metadata.name`,
+    /// `metadata.namespace` when namespaced, the declared `selectableFields`, else
+    /// `field label not supported: X`.
+    pub field_labels: FieldLabels,
     /// The field the cacher indexes watchers by (pods: `spec.nodeName`).
     pub trigger_field: Option<String>,
     /// Server-side Table printing.
@@ -281,6 +323,7 @@ impl KindSpec {
             short_names: Vec::new(),
             categories: Vec::new(),
             selectable_fields: SelectableFields::none(),
+            field_labels: FieldLabels::Default,
             trigger_field: None,
             printer: Printer::Default,
             status_subresource: false,
@@ -333,6 +376,16 @@ impl KindSpec {
         paths: I,
     ) -> Self {
         self.selectable_fields = SelectableFields::new(paths);
+        self.registers_field_labels()
+    }
+
+    /// Declaring selectable fields is what upstream's registered field label function does:
+    /// a kind still at [`FieldLabels::Default`] moves to [`FieldLabels::NOT_SUPPORTED`] (a kind
+    /// that set its own function first keeps it).
+    fn registers_field_labels(mut self) -> Self {
+        if self.field_labels == FieldLabels::Default {
+            self.field_labels = FieldLabels::NOT_SUPPORTED;
+        }
         self
     }
 
@@ -341,7 +394,7 @@ impl KindSpec {
     #[must_use]
     pub fn field_default(mut self, path: &str, value: &str) -> Self {
         self.selectable_fields = self.selectable_fields.with_default(path, value);
-        self
+        self.registers_field_labels()
     }
 
     /// Declares a selectable field `name` read from the first of `paths` with a non-empty
@@ -349,7 +402,49 @@ impl KindSpec {
     #[must_use]
     pub fn field_reads(mut self, name: &str, paths: &[&str]) -> Self {
         self.selectable_fields = self.selectable_fields.with_reads(name, paths);
+        self.registers_field_labels()
+    }
+
+    /// Sets how field selector labels are checked.
+    #[must_use]
+    pub fn field_labels(mut self, labels: FieldLabels) -> Self {
+        self.field_labels = labels;
         self
+    }
+
+    /// The 400 message for a field selector naming `label`, or `None` when the label is
+    /// accepted (see [`FieldLabels`]).
+    pub fn field_label_error(&self, label: &str) -> Option<String> {
+        let declared = || self.selectable_fields.paths().any(|p| p == label);
+        if self.custom_resource {
+            let ok = label == "metadata.name"
+                || (self.namespaced && label == "metadata.namespace")
+                || declared();
+            return (!ok).then(|| format!("field label not supported: {label}"));
+        }
+        match self.field_labels {
+            FieldLabels::Default => (label != "metadata.name" && label != "metadata.namespace")
+                .then(|| {
+                    let q = crate::field::go_quote(label);
+                    format!(
+                        "{q} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+                    )
+                }),
+            FieldLabels::NotSupported { namespace } => {
+                let ok = label == "metadata.name"
+                    || (namespace && label == "metadata.namespace")
+                    || declared();
+                (!ok).then(|| format!("field label not supported: {label}"))
+            }
+            FieldLabels::Job => {
+                let ok =
+                    label == "metadata.name" || label == "metadata.namespace" || declared();
+                (!ok).then(|| {
+                    let q = crate::field::go_quote(label);
+                    format!("field label {q} not supported for batchv1.Job")
+                })
+            }
+        }
     }
 
     /// Sets the trigger field (must also be selectable).

@@ -96,17 +96,18 @@ fn an_event_of_either_group_is_read_selected_and_watched_through_the_other() {
         core.get("note").is_none() && core.get("regarding").is_none(),
         "{core}"
     );
+    // Upstream's one event printer for both groups: LAST SEEN TYPE REASON OBJECT MESSAGE
+    // (the name only with `-o wide`).
     let table = run_ok(k().args(["get", "events.v1.events.k8s.io"]));
     let header: Vec<&str> = table.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "TYPE", "REASON", "OBJECT", "MESSAGE", "AGE"],
+        ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
         "{table}"
     );
     assert!(
-        table.lines().any(|l| l.starts_with("bound ")
-            && l.contains("Scheduled")
-            && l.contains("web-1")
+        table.lines().any(|l| l.contains("Scheduled")
+            && l.contains("pod/web-1")
             && l.contains("pod bound to node-1")),
         "{table}"
     );

@@ -377,7 +377,8 @@ fn kubectl_gets_and_deletes_a_name_with_a_colon() {
     )
     .unwrap();
     assert!(run_ok(k().arg("create").arg("-f").arg(&file)).contains("event/a:b created"));
-    let got = run_ok(k().args(["get", "event", "a:b", "-n", "default", "-v=6"]));
+    // `-o wide`: upstream's event printer shows the name only there.
+    let got = run_ok(k().args(["get", "event", "a:b", "-n", "default", "-o", "wide", "-v=6"]));
     assert!(got.contains("a:b"), "{got}");
     let raw = run_ok(k().args(["get", "--raw", "/api/v1/namespaces/default/events/a%3Ab"]));
     let v: serde_json::Value = serde_json::from_str(&raw).unwrap();

@@ -108,42 +108,26 @@ fn spec_of(row: &KindRow) -> KindSpec {
     own_code(spec)
 }
 
-/// A printer of plain-field columns (NAME, these, AGE).
-fn columns(cols: &[(&str, &str, &str)]) -> Printer {
-    Printer::Columns(
-        cols.iter()
-            .map(|(name, type_, path)| PrinterColumn::new(name, type_, path))
-            .collect(),
-    )
-}
-
-/// The kinds with code of their own (their file under their group).
+/// The kinds with code of their own (their file under their group). A kind with `/status`
+/// whose file prints it gets the empty status its create resets to.
 fn own_code(spec: KindSpec) -> KindSpec {
-    use super::{apps, autoscaling, batch, certificates, core, networking, policy, storage};
+    use super::{
+        admissionregistration as admission, apiregistration, apps, autoscaling, batch,
+        certificates, core, flowcontrol, networking, policy, scheduling, storage,
+    };
+    let status = empty_status(&spec.group, &spec.plural);
     match (spec.group.as_str(), spec.plural.as_str()) {
         ("", "replicationcontrollers") => core::replicationcontroller::spec(spec),
         ("", "componentstatuses") => core::componentstatus::spec(spec),
-        // Kinds whose upstream columns are plain fields (printers.go), before AGE.
-        ("scheduling.k8s.io", "priorityclasses") => spec.printer(columns(&[
-            ("Value", "integer", ".value"),
-            ("Global-Default", "boolean", ".globalDefault"),
-        ])),
-        ("node.k8s.io", "runtimeclasses") => {
-            spec.printer(columns(&[("Handler", "string", ".handler")]))
-        }
-        ("storage.k8s.io", "volumeattachments") => spec.printer(columns(&[
-            ("Attacher", "string", ".spec.attacher"),
-            ("PV", "string", ".spec.source.persistentVolumeName"),
-            ("Node", "string", ".spec.nodeName"),
-            ("Attached", "boolean", ".status.attached"),
-        ])),
         ("", "persistentvolumes") => core::persistentvolume::spec(spec),
         ("", "persistentvolumeclaims") => core::persistentvolumeclaim::spec(spec),
-        // Upstream's limit range strategy allows create on update.
-        ("", "limitranges") => spec.allow_create_on_update(true),
+        ("", "limitranges") => core::limitrange::spec(spec),
+        ("", "resourcequotas") => core::resourcequota::spec(spec, status),
+        ("", "podtemplates") => core::podtemplate::spec(spec),
         ("apps", "replicasets") => apps::replicaset::spec(spec),
         ("apps", "daemonsets") => apps::daemonset::spec(spec),
         ("apps", "statefulsets") => apps::statefulset::spec(spec),
+        ("apps", "controllerrevisions") => apps::controllerrevision::spec(spec),
         ("batch", "jobs") => batch::job::spec(spec),
         ("batch", "cronjobs") => batch::cronjob::spec(spec),
         ("autoscaling", "horizontalpodautoscalers") => {
@@ -151,10 +135,41 @@ fn own_code(spec: KindSpec) -> KindSpec {
         }
         ("policy", "poddisruptionbudgets") => policy::poddisruptionbudget::spec(spec),
         ("networking.k8s.io", "ingresses") => networking::ingress::spec(spec),
+        ("networking.k8s.io", "ingressclasses") => networking::ingressclass::spec(spec),
         ("networking.k8s.io", "networkpolicies") => networking::networkpolicy::spec(spec),
         ("storage.k8s.io", "storageclasses") => storage::storageclass::spec(spec),
+        ("storage.k8s.io", "csidrivers") => storage::csidriver::spec(spec),
+        ("storage.k8s.io", "csinodes") => storage::csinode::spec(spec),
+        ("storage.k8s.io", "csistoragecapacities") => storage::csistoragecapacity::spec(spec),
+        ("storage.k8s.io", "volumeattachments") => storage::volumeattachment::spec(spec, status),
         ("certificates.k8s.io", "certificatesigningrequests") => {
             certificates::certificatesigningrequest::spec(spec)
+        }
+        ("scheduling.k8s.io", "priorityclasses") => scheduling::priorityclass::spec(spec),
+        // Upstream's printer of runtime classes is a plain field (printers.go).
+        ("node.k8s.io", "runtimeclasses") => {
+            spec.printer(Printer::Columns(vec![PrinterColumn::new(
+                "Handler", "string", ".handler",
+            )]))
+        }
+        (
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations" | "validatingwebhookconfigurations",
+        ) => admission::webhookconfiguration::spec(spec),
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            admission::validatingadmissionpolicy::spec(spec, status)
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            admission::validatingadmissionpolicybinding::spec(spec)
+        }
+        ("apiregistration.k8s.io", "apiservices") => {
+            apiregistration::apiservice::spec(spec, status)
+        }
+        ("flowcontrol.apiserver.k8s.io", "flowschemas") => {
+            flowcontrol::flowschema::spec(spec, status)
+        }
+        ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations") => {
+            flowcontrol::prioritylevelconfiguration::spec(spec, status)
         }
         _ => spec,
     }

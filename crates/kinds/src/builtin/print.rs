@@ -1,14 +1,128 @@
 //! Pieces shared by the built-in kinds' Table printers (upstream's
-//! pkg/printers/internalversion/printers.go helpers): the NAME and AGE columns, `<none>` for
-//! empty values, a pod template's containers and images, label selectors as
-//! `metav1.FormatLabelSelector` writes them.
+//! pkg/printers/internalversion/printers.go helpers): the NAME and AGE columns, the NAME and
+//! CREATED AT of upstream's default table convertor, `<none>` for empty values, a pod
+//! template's containers and images, label selectors as `metav1.FormatLabelSelector` writes
+//! them, lists cut after a few entries (`a,b,c + 2 more...`), and [`Printed`], the strategy of
+//! a kind whose only code is its printer (its columns and cells stay in the kind's own file).
 //!
 //! Invariant: every helper reads only the value it is given, in one pass, and never panics
 //! on a value of the wrong JSON type (it prints as absent).
 
 use serde_json::{Map, Value};
 
-use crate::strategy::TableColumn;
+use crate::strategy::{KindStrategy, TableColumn};
+
+/// The strategy of a kind whose code is its Table printer (and, for a kind with `/status`,
+/// the status reset on create): `columns` and `cells` are the functions of the kind's own
+/// file, so every printer stays beside its kind.
+///
+/// Invariant (the kind file's): `cells` returns one value per column of `columns`.
+#[derive(Debug, Clone, Copy)]
+pub struct Printed {
+    /// The column definitions, NAME first.
+    pub columns: fn() -> Vec<TableColumn>,
+    /// The cells of one object, given its name and printed age.
+    pub cells: fn(&Value, &str, &str) -> Vec<Value>,
+    /// The status a create resets to (upstream's `PrepareForCreate` of a kind with
+    /// `/status`), or `None` for a kind whose create keeps what it is given.
+    pub reset_status: Option<fn() -> Value>,
+}
+
+impl Printed {
+    /// A printer for a kind without a status to reset.
+    pub const fn new(
+        columns: fn() -> Vec<TableColumn>,
+        cells: fn(&Value, &str, &str) -> Vec<Value>,
+    ) -> Self {
+        Self {
+            columns,
+            cells,
+            reset_status: None,
+        }
+    }
+
+    /// The same printer for a kind whose create resets its status to `status()`.
+    #[must_use]
+    pub const fn resetting_status(mut self, status: fn() -> Value) -> Self {
+        self.reset_status = Some(status);
+        self
+    }
+}
+
+impl KindStrategy for Printed {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if let (Some(status), Some(m)) = (self.reset_status, obj.as_object_mut()) {
+            m.insert("status".into(), status());
+        }
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        Some((self.columns)())
+    }
+
+    fn table_cells(&self, obj: &Value, name: &str, age: &str) -> Option<Vec<Value>> {
+        Some((self.cells)(obj, name, age))
+    }
+}
+
+/// NAME and CREATED AT, upstream's default table convertor
+/// (`rest.NewDefaultTableConvertor`, used by the kinds printers.go has no handler for:
+/// roles, cluster roles, limit ranges).
+pub fn created_at_columns() -> Vec<TableColumn> {
+    vec![
+        name_column(),
+        TableColumn::new(
+            "Created At",
+            "date",
+            "CreationTimestamp is the time this object was created.",
+            0,
+        ),
+    ]
+}
+
+/// The cells of [`created_at_columns`]: the name and the creation timestamp as RFC 3339 in
+/// UTC (as stored: the server writes creation timestamps in UTC with second precision).
+pub fn created_at_cells(obj: &Value, name: &str, _age: &str) -> Vec<Value> {
+    vec![
+        Value::String(name.into()),
+        Value::String(
+            obj["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned(),
+        ),
+    ]
+}
+
+/// A string field, or `default` when absent or not a string.
+pub fn str_or(v: &Value, default: &str) -> Value {
+    Value::String(v.as_str().unwrap_or(default).to_owned())
+}
+
+/// The number of entries of an array or object (0 when absent or of another type), as
+/// upstream's `int64(len(x))`.
+pub fn len_of(v: &Value) -> Value {
+    let n = match v {
+        Value::Array(a) => a.len(),
+        Value::Object(m) => m.len(),
+        _ => 0,
+    };
+    Value::from(n as u64)
+}
+
+/// Upstream's "three then `+ N more...`" lists (`formatEndpoints`, `listWithMoreString`):
+/// the first `max` of `items` joined by `,`, then ` + N more...` for the `count - max` not
+/// shown, where `count` is the number of items in all; `empty` when there are none.
+pub fn list_with_more(shown: &[String], count: usize, max: usize, empty: &str) -> String {
+    let joined = shown.join(",");
+    if count > max {
+        return format!("{joined} + {} more...", count - max);
+    }
+    if joined.is_empty() {
+        return empty.to_owned();
+    }
+    joined
+}
 
 /// The NAME column (format `name`).
 pub fn name_column() -> TableColumn {

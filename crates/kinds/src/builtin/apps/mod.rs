@@ -1,5 +1,6 @@
 //! The `apps` group.
 
+pub mod controllerrevision;
 pub mod daemonset;
 pub mod deployment;
 pub mod replicaset;

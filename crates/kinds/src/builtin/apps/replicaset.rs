@@ -1,6 +1,6 @@
 //! Replica sets (`apps/v1`): upstream's v1 default (`replicas: 1`), the status reset on
-//! create (pkg/registry/apps/replicaset/strategy.go), `status.replicas` as a selectable field,
-//! and the printer (NAME DESIRED CURRENT READY AGE, and CONTAINERS IMAGES SELECTOR for
+//! create (pkg/registry/apps/replicaset/strategy.go), no selectable field (`apps/v1` has no
+//! field label function), and the printer (NAME DESIRED CURRENT READY AGE, and CONTAINERS IMAGES SELECTOR for
 //! `-o wide`, shared with replication controllers).
 
 use serde_json::{Value, json};
@@ -11,8 +11,10 @@ use crate::strategy::{KindStrategy, TableColumn, set_default};
 
 /// `apps/v1` replica sets.
 pub fn spec(base: KindSpec) -> KindSpec {
-    base.selectable_fields(["status.replicas"])
-        .strategy(ReplicaSetStrategy)
+    // No field label function is registered for `apps/v1` (only `apps/v1beta1`/`v1beta2`
+    // stateful sets have one), so `status.replicas`, which the registry's `GetAttrs` has, is
+    // refused like any field but `metadata.name`/`metadata.namespace`.
+    base.strategy(ReplicaSetStrategy)
 }
 
 /// The replica set strategy.

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use crate::builtin::print;
 use crate::strategy::{Invalid, KindStrategy, TableColumn, Times, set_default};
-use crate::{GcPolicy, KindSpec};
+use crate::{FieldLabels, GcPolicy, KindSpec};
 
 /// The label keys of a generated selector and template.
 const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
@@ -23,7 +23,10 @@ const LEGACY_JOB_NAME: &str = "job-name";
 
 /// `batch/v1` jobs.
 pub fn spec(base: KindSpec) -> KindSpec {
-    base.field_reads("status.successful", &["status.succeeded"])
+    // `strconv.Itoa(int(job.Status.Succeeded))`: an unset count reads as `0`.
+    base.field_labels(FieldLabels::Job)
+        .field_reads("status.successful", &["status.succeeded"])
+        .field_default("status.successful", "0")
         .gc_policy(GcPolicy::OrphanDependents)
         .strategy(JobStrategy)
 }

@@ -12,13 +12,15 @@
 
 use serde_json::{Value, json};
 
-use crate::KindSpec;
 use crate::builtin::print;
 use crate::strategy::{Invalid, KindStrategy, TableColumn, Times};
+use crate::{FieldLabels, KindSpec};
 
 /// `certificates.k8s.io/v1` certificate signing requests.
 pub fn spec(base: KindSpec) -> KindSpec {
+    // certificates/v1's field label function lists `metadata.name` and `spec.signerName`.
     base.selectable_fields(["spec.signerName"])
+        .field_labels(FieldLabels::NOT_SUPPORTED_NO_NAMESPACE)
         .strategy(CertificateSigningRequestStrategy)
 }
 

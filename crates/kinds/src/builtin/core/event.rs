@@ -1,12 +1,19 @@
 //! Events (`v1`): upstream's event selectable fields, create on PUT, no part in garbage
-//! collection; no strategy code.
+//! collection, and upstream's printer (LAST SEEN TYPE REASON OBJECT MESSAGE, and SUBOBJECT
+//! SOURCE FIRST SEEN COUNT NAME for `-o wide`; no NAME or AGE in the default view), which
+//! `events.k8s.io/v1` events share.
 
-use crate::{GcPolicy, Generation, KindSpec, NameValidation, Printer, PrinterColumn};
+use serde_json::Value;
 
-/// Event fields a field selector may name (upstream's `event.ToSelectableFields`, whose
-/// `source` — declared with how it is read in [`spec`] — is `source.component`, else
-/// `reportingComponent`; `source.component` is accepted too).
-pub const EVENT_FIELDS: [&str; 11] = [
+use crate::builtin::print;
+use crate::strategy::{KindStrategy, TableColumn, Times};
+use crate::{GcPolicy, Generation, KindSpec, NameValidation};
+
+/// Event fields a field selector may name (upstream's `event.ToSelectableFields` and core/v1's
+/// event field label function, whose `source` — declared with how it is read in [`spec`] —
+/// is `source.component`, else `reportingComponent`; `source.component` itself is not a
+/// label the function accepts).
+pub const EVENT_FIELDS: [&str; 10] = [
     "involvedObject.kind",
     "involvedObject.namespace",
     "involvedObject.name",
@@ -16,13 +23,11 @@ pub const EVENT_FIELDS: [&str; 11] = [
     "involvedObject.fieldPath",
     "reason",
     "reportingComponent",
-    "source.component",
     "type",
 ];
 
 /// `v1` events.
 pub fn spec() -> KindSpec {
-    let col = PrinterColumn::new;
     KindSpec::new("", "v1", "events", "Event")
         .short_names(["ev"])
         .selectable_fields(EVENT_FIELDS)
@@ -32,10 +37,162 @@ pub fn spec() -> KindSpec {
         .allow_create_on_update(true)
         // Upstream: events take no part in garbage collection.
         .gc_policy(GcPolicy::Unsupported)
-        .printer(Printer::Columns(vec![
-            col("Type", "string", ".type"),
-            col("Reason", "string", ".reason"),
-            col("Object", "string", ".involvedObject.name"),
-            col("Message", "string", ".message"),
-        ]))
+        .strategy(EventStrategy)
+}
+
+/// The strategy of `v1` events: their printer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EventStrategy;
+
+impl KindStrategy for EventStrategy {
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        Some(columns())
+    }
+
+    fn table_cells_at(
+        &self,
+        obj: &Value,
+        name: &str,
+        _age: &str,
+        times: &dyn Times,
+    ) -> Option<Vec<Value>> {
+        Some(cells(obj, name, times))
+    }
+}
+
+/// The event columns (printers.go's, in its order).
+pub fn columns() -> Vec<TableColumn> {
+    let mut name = print::name_column();
+    name.priority = 1;
+    vec![
+        print::col("Last Seen", "string", "The time the event was last seen."),
+        print::col("Type", "string", "Type of this event (Normal, Warning)."),
+        print::col("Reason", "string", "Why the action was taken."),
+        print::col("Object", "string", "The object this event is about."),
+        print::wide(
+            "Subobject",
+            "string",
+            "The part of the object the event is about.",
+        ),
+        print::wide(
+            "Source",
+            "string",
+            "The component (and host) reporting the event.",
+        ),
+        print::col(
+            "Message",
+            "string",
+            "A human-readable description of the event.",
+        ),
+        print::wide("First Seen", "string", "The time the event was first seen."),
+        print::wide("Count", "string", "The number of times the event occurred."),
+        name,
+    ]
+}
+
+/// The cells of a `v1`-shaped event, as upstream's `printEvent`: LAST SEEN from
+/// `lastTimestamp`, else FIRST SEEN (`firstTimestamp`, else `eventTime`), or from
+/// `series.lastObservedTime` with the series' count; a count of 0 prints 1; OBJECT as
+/// `kind/name` in lower case; SOURCE as `component[, host]` (`reportingComponent` and
+/// `reportingInstance` when the source's are empty); the message trimmed.
+pub fn cells(obj: &Value, name: &str, times: &dyn Times) -> Vec<Value> {
+    let text = |v: &Value| v.as_str().unwrap_or("").to_owned();
+    fn set(v: &Value) -> Option<&str> {
+        v.as_str().filter(|s| !s.is_empty())
+    }
+    let since = |v: &Value| set(v).map(|t| times.since(t));
+    let first = since(&obj["firstTimestamp"])
+        .or_else(|| since(&obj["eventTime"]))
+        .unwrap_or_else(|| "<unknown>".to_owned());
+    let mut last = since(&obj["lastTimestamp"]).unwrap_or_else(|| first.clone());
+    let mut count = obj["count"].as_i64().unwrap_or(0);
+    let series = &obj["series"];
+    if series.is_object() {
+        last = since(&series["lastObservedTime"]).unwrap_or_else(|| "<unknown>".to_owned());
+        count = series["count"].as_i64().unwrap_or(0);
+    } else if count == 0 {
+        count = 1;
+    }
+    let involved = &obj["involvedObject"];
+    let kind = text(&involved["kind"]).to_lowercase();
+    let target = match set(&involved["name"]) {
+        Some(n) => format!("{kind}/{n}"),
+        None => kind,
+    };
+    let component = set(&obj["source"]["component"])
+        .or_else(|| set(&obj["reportingComponent"]))
+        .unwrap_or("");
+    let source = match set(&obj["source"]["host"]).or_else(|| set(&obj["reportingInstance"])) {
+        Some(host) => format!("{component}, {host}"),
+        None => component.to_owned(),
+    };
+    vec![
+        Value::String(last),
+        Value::String(text(&obj["type"])),
+        Value::String(text(&obj["reason"])),
+        Value::String(target),
+        Value::String(text(&involved["fieldPath"])),
+        Value::String(source),
+        Value::String(text(&obj["message"]).trim().to_owned()),
+        Value::String(first),
+        Value::from(count),
+        Value::String(name.into()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct Clock;
+
+    impl Times for Clock {
+        fn since(&self, t: &str) -> String {
+            format!("since {t}")
+        }
+        fn between(&self, _: &str, _: &str) -> Option<String> {
+            None
+        }
+        fn human(&self, s: u64) -> String {
+            s.to_string()
+        }
+    }
+
+    #[test]
+    fn rows_print_as_upstreams_event_printer() {
+        let e = json!({"firstTimestamp": "t1", "lastTimestamp": "t2", "count": 0,
+            "involvedObject": {"kind": "Pod", "name": "p", "fieldPath": "spec.containers{c}"},
+            "type": "Normal", "reason": "Pulled", "message": " done\n",
+            "source": {"component": "", "host": "n1"}, "reportingComponent": "kubelet"});
+        let c = cells(&e, "p.1", &Clock);
+        assert_eq!(c.len(), columns().len());
+        assert_eq!(
+            c,
+            [
+                json!("since t2"),
+                json!("Normal"),
+                json!("Pulled"),
+                json!("pod/p"),
+                json!("spec.containers{c}"),
+                json!("kubelet, n1"),
+                json!("done"),
+                json!("since t1"),
+                json!(1),
+                json!("p.1")
+            ]
+        );
+        let s = json!({"eventTime": "t0", "series": {"count": 4, "lastObservedTime": "t3"},
+            "involvedObject": {"kind": "Node"}});
+        let c = cells(&s, "n.1", &Clock);
+        assert_eq!(
+            (&c[0], &c[3], &c[7], &c[8]),
+            (
+                &json!("since t3"),
+                &json!("node"),
+                &json!("since t0"),
+                &json!(4)
+            )
+        );
+    }
 }

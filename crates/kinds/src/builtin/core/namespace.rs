@@ -7,7 +7,9 @@
 use serde_json::{Value, json};
 
 use crate::strategy::{KindStrategy, set_default};
-use crate::{Generation, KindSpec, NameValidation, Printer, PrinterColumn, StatusUpdate};
+use crate::{
+    FieldLabels, Generation, KindSpec, NameValidation, Printer, PrinterColumn, StatusUpdate,
+};
 
 /// `v1` namespaces.
 pub fn spec() -> KindSpec {
@@ -17,6 +19,8 @@ pub fn spec() -> KindSpec {
         .name_validation(NameValidation::Label)
         .selectable_fields(["status.phase"])
         .field_default("status.phase", "Active")
+        // core/v1's field label function for namespaces lists `metadata.name` only.
+        .field_labels(FieldLabels::NOT_SUPPORTED_NO_NAMESPACE)
         .generation(Generation::None)
         .return_deleted_object(true)
         .status_subresource(true)

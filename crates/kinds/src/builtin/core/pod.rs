@@ -17,15 +17,19 @@ use crate::builtin::quantity::quantity_nanos;
 use crate::strategy::{KindStrategy, TableColumn, set_default};
 use crate::{GracefulDeletion, KindSpec, StatusUpdate};
 
-/// Pod fields a field selector may name (upstream's `pod.ToSelectableFields`;
-/// `spec.hostNetwork` is declared with its default in [`spec`]).
-pub const POD_FIELDS: [&str; 7] = [
+/// Pod fields a field selector may name (upstream's `pod.ToSelectableFields` and core/v1's
+/// pod field label function; `spec.hostNetwork` is declared with its default and the legacy
+/// `spec.host`, which the function renames `spec.nodeName`, with what it reads in [`spec`]).
+/// `status.podIPs` is accepted but, as upstream's selectable set has no value for it, reads
+/// as `""` (a list is never a selectable value).
+pub const POD_FIELDS: [&str; 8] = [
     "spec.nodeName",
     "spec.restartPolicy",
     "spec.schedulerName",
     "spec.serviceAccountName",
     "status.phase",
     "status.podIP",
+    "status.podIPs",
     "status.nominatedNodeName",
 ];
 
@@ -39,6 +43,7 @@ pub fn spec() -> KindSpec {
         .field_default("spec.restartPolicy", "Always")
         .field_default("spec.schedulerName", "default-scheduler")
         .field_default("spec.hostNetwork", "false")
+        .field_reads("spec.host", &["spec.nodeName"])
         .trigger_field("spec.nodeName")
         .status_subresource(true)
         .ephemeral_containers_subresource(true)

@@ -13,7 +13,9 @@ use crate::{GcPolicy, KindSpec};
 
 /// `v1` replication controllers.
 pub fn spec(base: KindSpec) -> KindSpec {
+    // `strconv.Itoa(int(rc.Status.Replicas))`: an unset count reads as `0`.
     base.selectable_fields(["status.replicas"])
+        .field_default("status.replicas", "0")
         .gc_policy(GcPolicy::OrphanDependents)
         .strategy(ReplicationControllerStrategy)
 }

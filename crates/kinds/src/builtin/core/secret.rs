@@ -2,13 +2,14 @@
 //! object without one as `Opaque` too); `stringData` is write-only, folded into `data` on
 //! every write as upstream's v1 conversion does (its entries override `data`'s, and it is
 //! never stored or returned); `type` never changes, and a secret marked `immutable` keeps
-//! its `data` and the mark.
+//! its `data` and the mark; upstream's printer (NAME TYPE DATA AGE).
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::strategy::{KindStrategy, set_default};
-use crate::{FieldError, Generation, KindSpec, Printer, PrinterColumn};
+use crate::builtin::print;
+use crate::strategy::{KindStrategy, TableColumn, set_default};
+use crate::{FieldError, Generation, KindSpec};
 
 /// `v1` secrets.
 pub fn spec() -> KindSpec {
@@ -16,9 +17,6 @@ pub fn spec() -> KindSpec {
         .selectable_fields(["type"])
         .field_default("type", "Opaque")
         .generation(Generation::None)
-        .printer(Printer::Columns(vec![PrinterColumn::new(
-            "Type", "string", ".type",
-        )]))
         .strategy(SecretStrategy)
 }
 
@@ -51,6 +49,35 @@ impl KindStrategy for SecretStrategy {
         }
         out.extend(immutable_contents(new, old, &["data"]));
         out
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        Some(vec![
+            print::name_column(),
+            print::col("Type", "string", "The type of the secret."),
+            print::col("Data", "string", "The number of keys in data."),
+            print::age_column(),
+        ])
+    }
+
+    fn table_cells(&self, obj: &Value, name: &str, age: &str) -> Option<Vec<Value>> {
+        // Upstream's decoding merges `stringData` into `data`; a key in both counts once.
+        let mut keys: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        for f in ["data", "stringData"] {
+            keys.extend(
+                obj[f]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, _)| k.as_str()),
+            );
+        }
+        Some(vec![
+            Value::String(name.into()),
+            print::str_or(&obj["type"], ""),
+            Value::from(keys.len() as u64),
+            Value::String(age.into()),
+        ])
     }
 }
 
@@ -165,4 +192,19 @@ mod tests {
         let changed = json!({"type": "kubernetes.io/tls", "immutable": false, "data": {}});
         assert_eq!(SecretStrategy.validate_update(&changed, &old).len(), 3);
     }
+
+    #[test]
+    fn rows_print_type_and_data_keys() {
+        let s = json!({"type": "kubernetes.io/tls", "data": {"a": "", "b": ""}, "stringData": {"b": "x", "c": "y"}});
+        let c = SecretStrategy.table_cells(&s, "s", "2m").unwrap();
+        assert_eq!(
+            c,
+            [
+                json!("s"),
+                json!("kubernetes.io/tls"),
+                json!(3),
+                json!("2m")
+            ]
+        );
+        assert_eq!(c.len(), SecretStrategy.table_columns().unwrap().len());
 }

@@ -38,8 +38,8 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use crate::conversion::{Conversion, rename};
-use crate::strategy::{Invalid, KindStrategy};
-use crate::{GcPolicy, Generation, KindSpec, NameValidation, Printer, PrinterColumn};
+use crate::strategy::{Invalid, KindStrategy, TableColumn, Times};
+use crate::{GcPolicy, Generation, KindSpec, NameValidation};
 
 /// `(events.k8s.io/v1 name, v1 name)` of the renamed top-level fields.
 const RENAMED: [(&str, &str); 7] = [
@@ -106,7 +106,6 @@ impl Conversion for EventsV1 {
 
 /// `events.k8s.io/v1` events, over core events' storage.
 pub fn spec() -> KindSpec {
-    let col = PrinterColumn::new;
     KindSpec::new("events.k8s.io", "v1", "events", "Event")
         .short_names(["ev"])
         .selectable_fields(EVENTS_V1_FIELDS)
@@ -116,12 +115,6 @@ pub fn spec() -> KindSpec {
         .gc_policy(GcPolicy::Unsupported)
         .storage_resource("events")
         .strategy(EventsV1Strategy)
-        .printer(Printer::Columns(vec![
-            col("Type", "string", ".type"),
-            col("Reason", "string", ".reason"),
-            col("Object", "string", ".regarding.name"),
-            col("Message", "string", ".note"),
-        ]))
         .converted(EventsV1)
 }
 
@@ -299,6 +292,28 @@ fn immutable(field: &str, new: Option<&Value>) -> Invalid {
 }
 
 impl KindStrategy for EventsV1Strategy {
+    /// Upstream prints both groups' events with the one internal-event printer: the core
+    /// event printer, on the object under its `v1` names.
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        Some(crate::builtin::core::event::columns())
+    }
+
+    fn table_cells_at(
+        &self,
+        obj: &Value,
+        name: &str,
+        _age: &str,
+        times: &dyn Times,
+    ) -> Option<Vec<Value>> {
+        let mut stored = obj.as_object().cloned().unwrap_or_default();
+        EventsV1.to_stored(&mut stored);
+        Some(crate::builtin::core::event::cells(
+            &Value::Object(stored),
+            name,
+            times,
+        ))
+    }
+
     fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
         let mut out = Vec::new();
         legacy(obj, &mut out);

@@ -1,0 +1,3 @@
+//! The `apiregistration.k8s.io` group: stored only (nothing is proxied).
+
+pub mod apiservice;

@@ -1,0 +1,3 @@
+//! The `scheduling.k8s.io` group.
+
+pub mod priorityclass;
