@@ -207,4 +207,5 @@ mod tests {
             ]
         );
         assert_eq!(c.len(), SecretStrategy.table_columns().unwrap().len());
+    }
 }
