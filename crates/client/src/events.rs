@@ -11,8 +11,14 @@
 //!   Event, not thousands;
 //! - the recorder remembers at most [`MAX_SERIES`] series (the oldest is forgotten first):
 //!   memory is bounded whatever the number of objects;
-//! - a failed write is returned to the caller (events are best-effort; callers usually log
-//!   and go on).
+//! - a write that fails because the server could not be reached (a refused, reset or cut
+//!   connection: [`Error::Connect`], [`Error::Http`]) is tried again, at most [`MAX_TRIES`]
+//!   times in all with a doubling wait (100 ms up to 2 s), as client-go's broadcaster retries
+//!   such failures (`maxTriesPerEvent` = 12); a retried create answered 409 AlreadyExists was
+//!   the earlier try landing, and counts as recorded. A refusal by the server (any status
+//!   code) is not retried (client-go's "will not retry!"): it is returned to the caller at
+//!   once, as is the last transport failure (events are best-effort; callers usually log and
+//!   go on).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -22,10 +28,47 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
-use crate::{HttpClient, Patch, PatchParams, Result};
+use crate::{Error, HttpClient, Patch, PatchParams, Result};
 
 /// How many event series a recorder remembers for de-duplication.
 pub const MAX_SERIES: usize = 1024;
+
+/// How many times one write of an event is tried when the server cannot be reached
+/// (client-go's `maxTriesPerEvent`).
+pub const MAX_TRIES: u32 = 12;
+
+/// The wait before the first retry; it doubles up to [`MAX_RETRY_WAIT`].
+const FIRST_RETRY_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+/// The longest wait between two tries.
+const MAX_RETRY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether `e` means the server was not reached or its answer lost (worth another try),
+/// rather than a refusal (client-go's `recordEvent`: only non-`StatusError`s are retried).
+fn unreached(e: &Error) -> bool {
+    matches!(e, Error::Connect(_) | Error::Http(_))
+}
+
+/// Runs `write` until it succeeds, fails with something other than [`unreached`], or has
+/// been tried [`MAX_TRIES`] times; `write` gets the number of the try (1, 2, …).
+async fn with_retries<T, F, Fut>(mut write: F) -> Result<T>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let mut wait = FIRST_RETRY_WAIT;
+    let mut tries = 1;
+    loop {
+        match write(tries).await {
+            Err(e) if unreached(&e) && tries < MAX_TRIES => {
+                tracing::debug!(error = %e, tries, "event not written, trying again");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(MAX_RETRY_WAIT);
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
 
 /// `Normal` or `Warning`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -174,12 +217,10 @@ impl Recorder {
             .map(|s| (s.namespace.clone(), s.name.clone(), s.count));
         if let Some((namespace, name, count)) = known {
             let path = format!("/api/v1/namespaces/{namespace}/events/{name}");
-            let patch = json!({"count": count + 1, "lastTimestamp": seconds});
-            match self
-                .client
-                .patch(&path, &Patch::Merge(patch), &PatchParams::default())
-                .await
-            {
+            let patch = Patch::Merge(json!({"count": count + 1, "lastTimestamp": seconds}));
+            let params = PatchParams::default();
+            let patched = with_retries(|_| self.client.patch(&path, &patch, &params)).await;
+            match patched {
                 Ok(_) => {
                     if let Some(s) = self.lock().series.get_mut(&key) {
                         s.count = count + 1;
@@ -226,9 +267,18 @@ impl Recorder {
             "reportingComponent": self.controller,
             "reportingInstance": self.instance,
         });
-        self.client
-            .create(&format!("/api/v1/namespaces/{namespace}/events"), &body)
-            .await?;
+        let collection = format!("/api/v1/namespaces/{namespace}/events");
+        with_retries(|tries| {
+            let created = self.client.create(&collection, &body);
+            async move {
+                match created.await {
+                    // An earlier try was stored and only its answer lost.
+                    Err(e) if tries > 1 && e.code() == Some(409) => Ok(()),
+                    r => r.map(|_| ()),
+                }
+            }
+        })
+        .await?;
         let mut m = self.lock();
         if m.series.len() >= MAX_SERIES
             && let Some(old) = m.order.pop_front()
@@ -245,5 +295,92 @@ impl Recorder {
             },
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that closes its first `drop_first` connections after reading the request
+    /// (the answer is lost) and answers `status` on the others; counts connections.
+    async fn flaky_server(drop_first: u32, status: &'static str) -> (String, Arc<AtomicU32>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let seen = Arc::new(AtomicU32::new(0));
+        let s = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let n = s.fetch_add(1, Ordering::SeqCst);
+                let mut buf = vec![0u8; 64 * 1024];
+                let _ = conn.read(&mut buf).await;
+                if n < drop_first {
+                    continue;
+                }
+                let body = r#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"e"}}"#;
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            }
+        });
+        (url, seen)
+    }
+
+    fn event() -> (ObjectReference, EventData) {
+        let regarding = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            namespace: Some("ns".into()),
+            name: Some("cm".into()),
+            uid: Some("u1".into()),
+            ..ObjectReference::default()
+        };
+        let data = EventData {
+            type_: EventType::Normal,
+            reason: "Synced".into(),
+            action: "Reconcile".into(),
+            note: None,
+        };
+        (regarding, data)
+    }
+
+    /// Regression: one cut connection lost the event for good (a reconcile that changed
+    /// nothing more never published it again), where client-go retries until the server is
+    /// back. The write is tried again, and the retried create's 409 counts as written.
+    #[tokio::test]
+    async fn an_event_whose_connection_is_cut_is_written_on_a_later_try() {
+        let (url, seen) = flaky_server(2, "201 Created").await;
+        let client = HttpClient::new(crate::HttpConfig::new(url).unwrap()).unwrap();
+        let recorder = Recorder::new(client, "example.com/test", "test-0");
+        let (regarding, data) = event();
+        recorder.publish(&regarding, &data).await.unwrap();
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            3,
+            "two lost tries, one answered"
+        );
+
+        // The answer of a stored create lost, the retry told it exists: recorded.
+        let (url, seen) = flaky_server(1, "409 Conflict").await;
+        let client = HttpClient::new(crate::HttpConfig::new(url).unwrap()).unwrap();
+        let recorder = Recorder::new(client, "example.com/test", "test-0");
+        recorder.publish(&regarding, &data).await.unwrap();
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+
+    /// A refusal is not retried (client-go's "will not retry!").
+    #[tokio::test]
+    async fn a_refused_event_is_not_retried() {
+        let (url, seen) = flaky_server(0, "422 Unprocessable Entity").await;
+        let client = HttpClient::new(crate::HttpConfig::new(url).unwrap()).unwrap();
+        let recorder = Recorder::new(client, "example.com/test", "test-0");
+        let (regarding, data) = event();
+        let e = recorder.publish(&regarding, &data).await.unwrap_err();
+        assert_eq!(e.code(), Some(422), "{e}");
+        assert_eq!(seen.load(Ordering::SeqCst), 1);
     }
 }

@@ -2,12 +2,16 @@
 //! of an owned object wakes the reconcile of its controlling owner. For k8s-openapi types
 //! (feature `k8s-openapi`).
 //!
+//! The other direction, [`controller_owner_reference`], builds the reference a controller
+//! puts on the children it creates (kube-rs's `Resource::controller_owner_ref`,
+//! controller-runtime's `SetControllerReference`).
+//!
 //! Invariant: only the owner reference with `controller: true` whose `apiVersion` and `kind`
 //! are the owner type's counts (at most one per object, as the API server enforces); its key
 //! is in the owned object's namespace for a namespaced owner, cluster-wide otherwise.
 
 use k8s_openapi::Metadata;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use crate::ObjectKey;
 use crate::api_resource::{ApiResource, ResourceType, Scope};
@@ -27,6 +31,52 @@ pub fn controller_owner_key<Owner: ResourceType, K: Metadata<Ty = ObjectMeta>>(
         None
     };
     Some(ObjectKey::new(namespace, &owner.name))
+}
+
+/// The owner reference naming `owner` as the controller of an object: its `apiVersion`,
+/// `kind`, `name` and `uid`, `controller: true` and `blockOwnerDeletion: true` (a foreground
+/// deletion of the owner waits for the child). `None` when `owner` has no name or uid yet
+/// (not read from the server): a reference without a uid would be refused.
+///
+/// ```
+/// use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+/// use listwatch_client::relations::{controller_owner_key, controller_owner_reference};
+///
+/// let owner = Deployment {
+///     metadata: ObjectMeta {
+///         name: Some("web".into()),
+///         namespace: Some("ns".into()),
+///         uid: Some("1234".into()),
+///         ..ObjectMeta::default()
+///     },
+///     ..Deployment::default()
+/// };
+/// let reference = controller_owner_reference(&owner).unwrap();
+/// assert_eq!((reference.kind.as_str(), reference.controller), ("Deployment", Some(true)));
+/// let child = ReplicaSet {
+///     metadata: ObjectMeta {
+///         namespace: Some("ns".into()),
+///         owner_references: Some(vec![reference]),
+///         ..ObjectMeta::default()
+///     },
+///     ..ReplicaSet::default()
+/// };
+/// assert_eq!(controller_owner_key::<Deployment, _>(&child).unwrap().as_str(), "ns/web");
+/// ```
+pub fn controller_owner_reference<Owner>(owner: &Owner) -> Option<OwnerReference>
+where
+    Owner: ResourceType + Metadata<Ty = ObjectMeta>,
+{
+    let meta = Metadata::metadata(owner);
+    Some(OwnerReference {
+        api_version: ApiResource::of::<Owner>().api_version(),
+        kind: <Owner as ResourceType>::KIND.to_owned(),
+        name: meta.name.clone().filter(|n| !n.is_empty())?,
+        uid: meta.uid.clone().filter(|u| !u.is_empty())?,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    })
 }
 
 /// The mapping for [`Controller::enqueue`](crate::Controller::enqueue) of an owned kind:

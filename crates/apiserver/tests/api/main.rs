@@ -47,4 +47,5 @@ mod upstream_fixtures;
 mod watch_cache;
 mod watch_frames;
 mod watch_latency;
+mod website_operator;
 mod websocket;

@@ -2,6 +2,7 @@
 //! client, and kubectl.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod fault_proxy;
 pub mod metrics;
 pub mod python;
 pub mod replicas;
