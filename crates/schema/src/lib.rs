@@ -56,6 +56,8 @@
 mod catalog;
 mod node;
 mod normalize;
+mod typecheck;
 
 pub use catalog::{BUILTIN_VERSION, Catalog, MAX_CUSTOM_SCHEMA_DEPTH, SchemaError};
 pub use node::{ListType, MapType, Node, PatchStrategy, Shape};
+pub use typecheck::TypeError;

@@ -42,3 +42,4 @@ mod registry_strategies;
 mod schemas;
 mod server_side_apply;
 mod tls;
+mod typed_validation;
