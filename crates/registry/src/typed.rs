@@ -81,7 +81,8 @@ pub fn check_apply(info: &KindSpec, catalog: &Catalog, config: &Value) -> ApiRes
             info.group,
             info.version,
             info.kind,
-            e.apply_message()
+            // The path names map keys, which the caller chose: cut like any echoed value.
+            echo::echo_within(&e.apply_message(), echo::MAX_ECHO_BYTES)
         ))),
     }
 }
@@ -116,6 +117,13 @@ mod tests {
             "failed to create typed patch object (/v1, Kind=ConfigMap): .data.k: expected string, got float64"
         );
         check_body(&info, &cat, &json!({"data": {"k": "v"}})).unwrap();
+        let long = json!({"data": {"k".repeat(100_000): 1}});
+        let e = check_apply(&info, &cat, &long).unwrap_err();
+        assert!(
+            e.0.message.len() < 2 * echo::MAX_ECHO_BYTES,
+            "{}",
+            e.0.message.len()
+        );
         let custom = KindSpec::new("example.com", "v1", "widgets", "Widget").custom_resource(None);
         check_body(&custom, &cat, &json!({"spec": 1})).unwrap();
     }
