@@ -185,7 +185,7 @@ impl Findings {
 
 /// Go's `%q` for the text this module quotes: `"` and `\` escaped, control characters
 /// written as escapes.
-fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

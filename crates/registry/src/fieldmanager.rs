@@ -146,8 +146,30 @@ impl<'a> FieldManager<'a> {
                 ignored.insert(&field_path(&["spec"]));
                 ignored.insert(&field_path(&["metadata"]));
             }
-            _ if info.status_subresource => ignored.insert(&field_path(&["status"])),
-            _ => {}
+            // Upstream's `podEphemeralContainersStrategy.GetResetFields`: through
+            // `/ephemeralcontainers` only `spec.ephemeralContainers` is ever owned.
+            "ephemeralcontainers" => {
+                ignored.insert(&field_path(&["metadata"]));
+                ignored.insert(&field_path(&["status"]));
+                let spec = self
+                    .catalog
+                    .lookup(&info.group, &info.version, &info.kind, &["spec"]);
+                for f in spec.iter().flat_map(|n| n.field_names()) {
+                    if f != "ephemeralContainers" {
+                        ignored.insert(&field_path(&["spec", f]));
+                    }
+                }
+            }
+            _ => {
+                if info.status_subresource {
+                    ignored.insert(&field_path(&["status"]));
+                }
+                // A kind whose ephemeral containers change only through their
+                // subresource (pods) never has them owned through the object itself.
+                if info.ephemeral_containers_subresource {
+                    ignored.insert(&field_path(&["spec", "ephemeralContainers"]));
+                }
+            }
         }
         let scope = Scope {
             types: &types,

@@ -11,7 +11,7 @@
 //! namespace strategy ([`namespaces`]), upstream's `NamespaceLifecycle` admission rule for
 //! creates in a namespace ([`namespace_lifecycle`]), the field manager that records `managedFields`
 //! ([`fieldmanager`]), strategic merge ([`strategic`]), field validation
-//! ([`field_validation`]), the `/scale` subresource ([`scale`]), the admission hook
+//! ([`field_validation`]), typed validation of built-in bodies ([`typed`]), the `/scale` subresource ([`scale`]), the admission hook
 //! ([`admission`]), the options of the operations ([`options`]), the typed error every
 //! rule reports ([`error::ApiError`], which carries upstream's `Status`) and the typed
 //! store of a kind ([`Store`]: create, get, list, watch, update, patch, delete and
@@ -65,6 +65,7 @@ mod store_list;
 pub mod store_patch;
 pub mod store_update;
 pub mod strategic;
+pub mod typed;
 pub mod validation;
 pub mod write;
 

@@ -364,6 +364,13 @@ impl Store {
         let mut found = Findings::duplicates(duplicates);
         if sub != Subresource::Scale {
             let mut v = Value::Object(std::mem::take(body));
+            let typed = crate::typed::check_body(&self.info, &self.catalog, &v);
+            if let Err(e) = typed {
+                if let Value::Object(m) = v {
+                    *body = m;
+                }
+                return Err(e);
+            }
             found.extend(crate::field_validation::prune_kind(
                 &self.info,
                 self.kind_schema(),

@@ -141,6 +141,7 @@ impl Store {
         if let Patch::Apply(config) = patch
             && sub != Subresource::Scale
         {
+            crate::typed::check_apply(info, self.catalog(), config)?;
             crate::field_validation::refuse_undeclared(self.kind_schema(), info, config)?;
         }
         let limits = PatchLimits {
@@ -196,6 +197,7 @@ impl Store {
                             let schema = self.kind_schema();
                             let mut patched =
                                 patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
+                            crate::typed::check_patched(info, self.catalog(), &patched)?;
                             let shown = (directive == Directive::Strict).then(|| patched.clone());
                             let mut found = patch_duplicates.clone();
                             let mut unknown = crate::field_validation::prune_kind(

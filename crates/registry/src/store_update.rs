@@ -357,6 +357,8 @@ pub(crate) fn apply_update(
                 return Err(ApiError::internal("an invalid update without causes").into());
             }
         }
+    } else if t.sub == Subresource::Main && info.ephemeral_containers_subresource {
+        keep_ephemeral_containers(cur_v, new)
     } else {
         new
     };
@@ -391,6 +393,19 @@ pub(crate) fn apply_update(
         Err(UpdateError::Api(e)) => Err(e.into()),
         Err(UpdateError::Conflict) => Err(t.modified()),
     }
+}
+
+/// A write of a pod itself keeps the stored `spec.ephemeralContainers` (upstream's pod
+/// strategy): only `/ephemeralcontainers` changes them.
+fn keep_ephemeral_containers(cur: &Value, mut new: Value) -> Value {
+    let stored = cur.get("spec").and_then(|s| s.get("ephemeralContainers"));
+    if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+        match stored {
+            Some(list) => spec.insert("ephemeralContainers".into(), list.clone()),
+            None => spec.remove("ephemeralContainers"),
+        };
+    }
+    new
 }
 
 /// A write through `/scale`: `new_scale` turns the current Scale into the wanted one (the

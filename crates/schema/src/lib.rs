@@ -11,6 +11,9 @@
 //! - **Custom resources' schemas** ([`Catalog::add_custom`]): the declared
 //!   `openAPIV3Schema`, or one that keeps every field, named and completed as upstream
 //!   publishes CRDs.
+//! - **Typed validation** ([`Node::check_types`], [`TypeError`]): whether a body would
+//!   decode into upstream's Go types (shapes, scalar types, integer ranges, base64,
+//!   `IntOrString`, `Quantity`, times), worded as upstream's decoder and apply conversion.
 //! - **The lookup API** ([`Node`]) that strategic merge and server-side apply use instead
 //!   of tables keyed by field name, and the `components.schemas` of the `/openapi/v3`
 //!   documents ([`Catalog::components`]). Serving those documents (paths, hashing, caching)
@@ -56,6 +59,8 @@
 mod catalog;
 mod node;
 mod normalize;
+mod typecheck;
 
 pub use catalog::{BUILTIN_VERSION, Catalog, MAX_CUSTOM_SCHEMA_DEPTH, SchemaError};
 pub use node::{ListType, MapType, Node, PatchStrategy, Shape};
+pub use typecheck::TypeError;

@@ -147,6 +147,15 @@ impl<'a> Node<'a> {
         }
     }
 
+    /// The fields a struct declares (none for anything else), in the schema's order.
+    pub fn field_names(&self) -> impl Iterator<Item = &'a str> + use<'a> {
+        let props = match self.shape() {
+            Shape::Struct => self.ty.get("properties").and_then(Value::as_object),
+            _ => None,
+        };
+        props.into_iter().flat_map(|m| m.keys().map(String::as_str))
+    }
+
     /// The items of a list (`None` for anything else; untyped items for an untyped node).
     pub fn items(&self) -> Option<Node<'a>> {
         match self.shape() {
@@ -230,6 +239,30 @@ impl<'a> Node<'a> {
             std::ptr::from_ref(self.site) as usize,
             std::ptr::from_ref(self.ty) as usize,
         )
+    }
+
+    /// The definition the declaration refers to (`io.k8s.api.core.v1.PodSpec`), if it is
+    /// a reference (`$ref`, or a single-reference `allOf`).
+    pub(crate) fn ref_name(&self) -> Option<&'a str> {
+        let site = self.site;
+        site.get("$ref")
+            .and_then(Value::as_str)
+            .or_else(|| {
+                match site
+                    .get("allOf")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                {
+                    Some([only]) => only.get("$ref").and_then(Value::as_str),
+                    _ => None,
+                }
+            })
+            .and_then(|r| r.strip_prefix(crate::normalize::COMPONENTS_PREFIX))
+    }
+
+    /// The schema the declaration resolves to.
+    pub(crate) fn resolved(&self) -> &'a Value {
+        self.ty
     }
 
     /// The declaration's schema as served (with its `allOf`/`$ref`), e.g. to embed.

@@ -345,6 +345,27 @@ pub fn all() -> Vec<Family> {
             },
         },
         Family {
+            name: "create-pod-mistyped",
+            what: "POST Pod, JSON, N containers, the last one's image a number",
+            watches: "typed validation (a full walk, then the refusal)",
+            base: 50,
+            ok: &[400],
+            setup: none,
+            request: |n| {
+                let body = bodies::pod(&format!("amp-cpm-{n}"), n, 0);
+                // The last container's image (`"image":"img"`) becomes a number.
+                let body = match body.rfind("\"img\"") {
+                    Some(at) => format!(
+                        "{}1{}",
+                        body.get(..at).unwrap_or_default(),
+                        body.get(at + 5..).unwrap_or_default()
+                    ),
+                    None => body,
+                };
+                req("POST", format!("{NS}/pods?{DRY}"), JSON, body)
+            },
+        },
+        Family {
             name: "create-managed-fields",
             what: "POST ConfigMap, JSON, N managedFields entries",
             watches: "managedFields decoding",

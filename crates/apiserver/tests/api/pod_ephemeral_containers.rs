@@ -148,3 +148,104 @@ async fn ephemeral_containers_are_added_through_their_subresource_only() {
         Some(2)
     );
 }
+
+/// The managedFields entry of `manager` (its `fieldsV1`), if any.
+fn fields_of(pod: &serde_json::Value, manager: &str) -> Option<serde_json::Value> {
+    pod["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|m| m["manager"] == manager)
+        .map(|m| m["fieldsV1"].clone())
+}
+
+#[test]
+fn writes_of_the_pod_itself_keep_its_ephemeral_containers_and_the_subresource_owns_only_them() {
+    let server = Server::start(&[]);
+    let addr = &server.addr;
+    let pod = "/api/v1/namespaces/default/pods/keep";
+    let create = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "keep"},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}]}});
+    let r = http(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &[("Content-Type", "application/json")],
+        create.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    // An apply through the subresource, naming other fields too: only the ephemeral
+    // containers change, and only they are owned by its manager.
+    let apply = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "keep", "labels": {"x": "y"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox"}],
+            "ephemeralContainers": [{"name": "dbg", "image": "busybox"}]}});
+    let r = http(
+        addr,
+        "PATCH",
+        &format!("{pod}/ephemeralcontainers?fieldManager=debugger"),
+        &[("Content-Type", "application/apply-patch+yaml")],
+        apply.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let got = r.json();
+    assert_eq!(got["spec"]["ephemeralContainers"][0]["name"], "dbg");
+    assert_eq!(got["metadata"].get("labels"), None);
+    let owned = fields_of(&got, "debugger").unwrap();
+    assert_eq!(
+        owned,
+        json!({"f:spec": {"f:ephemeralContainers": {"k:{\"name\":\"dbg\"}": {".": {}, "f:image": {}, "f:name": {}}}}}),
+        "{owned}"
+    );
+
+    // Writes of the pod itself (PUT, merge patch, strategic merge, apply) cannot change
+    // them: the stored list stays, and is never owned through the pod.
+    let mut put = got.clone();
+    put["spec"]["ephemeralContainers"] = json!([{"name": "other", "image": "x"}]);
+    put["metadata"]["labels"] = json!({"put": "1"});
+    let r = http(
+        addr,
+        "PUT",
+        pod,
+        &[("Content-Type", "application/json")],
+        put.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["metadata"]["labels"]["put"], "1");
+    for (ct, body) in [
+        (
+            "application/merge-patch+json",
+            json!({"spec": {"ephemeralContainers": null}}),
+        ),
+        (
+            "application/strategic-merge-patch+json",
+            json!({"spec": {"ephemeralContainers": [{"name": "more", "image": "x"}]}}),
+        ),
+        (
+            "application/apply-patch+yaml",
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "keep"},
+                "spec": {"ephemeralContainers": [{"name": "applied", "image": "x"}]}}),
+        ),
+    ] {
+        let r = http(
+            addr,
+            "PATCH",
+            &format!("{pod}?fieldManager=owner"),
+            &[("Content-Type", ct)],
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{ct}: {}", String::from_utf8_lossy(&r.body));
+    }
+    let got = http(addr, "GET", pod, &[], b"").json();
+    let names: Vec<&str> = got["spec"]["ephemeralContainers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert_eq!(names, ["dbg"], "{}", got["spec"]);
+    assert_eq!(got["spec"]["ephemeralContainers"][0]["image"], "busybox");
+    let owner = fields_of(&got, "owner").unwrap_or_default();
+    assert!(
+        owner["f:spec"].get("f:ephemeralContainers").is_none(),
+        "{owner}"
+    );
+}

@@ -44,3 +44,4 @@ mod schemas;
 mod selectable_fields;
 mod server_side_apply;
 mod tls;
+mod typed_validation;

@@ -162,10 +162,12 @@ fn kubectl_patch_strategic_on_a_custom_resource_is_415_and_merge_works() {
     assert_eq!(got, "red");
     // A built-in resource takes it, reading the schema (containers merged by name).
     let pod = dir.path().join("p.yaml");
+    // `y` is quoted: unquoted, YAML 1.1 (kubectl's go-yaml) reads it as `true`, which
+    // upstream's decoder (and this server's typed validation) refuses for a string field.
     std::fs::write(
         &pod,
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: default\nspec:\n  containers:\n  \
-         - {name: a, image: x}\n  - {name: b, image: y}\n",
+         - {name: a, image: x}\n  - {name: b, image: \"y\"}\n",
     )
     .unwrap();
     run_ok(k().arg("create").arg("-f").arg(&pod));
