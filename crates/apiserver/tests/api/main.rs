@@ -39,6 +39,7 @@ mod listwatch_client;
 mod pod_ephemeral_containers;
 mod registry_resttest;
 mod service_defaults;
+mod sharded_list_watch;
 mod start_logs;
 mod token_review_audiences;
 mod typed_api;
