@@ -9,7 +9,7 @@
 //! the client would get without the parameter, minus the field.
 //!
 //! Invariants: the scan reads each byte at most a few times, allocates only the output, never
-//! indexes past the input, and nests at most [`MAX_DEPTH`] deep (deeper input is left
+//! indexes past the input, and nests at most 512 deep (deeper input is left
 //! unchanged: the server's own stored JSON is bounded far below it); input that is not a JSON
 //! object with that member comes back as `None` (nothing to cut).
 
