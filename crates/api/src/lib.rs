@@ -7,6 +7,9 @@
 //!   concatenation and never a re-serialization,
 //! - resource versions ([`rv`]),
 //! - label and field selectors with Kubernetes' grammar ([`labels`], [`fields`]),
+//! - `metadata.managedFields` cut from an object's JSON for clients that opt out
+//!   ([`drop_fields`]),
+//! - shard selectors (`shardSelector`, upstream's sharded list and watch: [`shard`]),
 //! - watch event framing ([`watch`]),
 //! - the order upstream writes FieldsV1 keys in ([`fields_v1`]), which the object encoder
 //!   keeps,
@@ -28,6 +31,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod drop_fields;
 pub mod echo;
 pub mod fields;
 pub mod fields_v1;
@@ -36,6 +40,7 @@ pub mod meta;
 mod object;
 pub mod resource;
 pub mod rv;
+pub mod shard;
 pub mod status;
 pub mod text;
 pub mod watch;
@@ -45,5 +50,6 @@ pub use labels::LabelSelector;
 pub use meta::{ListMeta, ObjectMeta, TypeMeta};
 pub use object::{LabelSet, Object, ObjectError, ObjectParts, SelectableFields, wire_encode_count};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
+pub use shard::ShardSelector;
 pub use status::Status;
 pub use watch::{EventType, WatchEvent};

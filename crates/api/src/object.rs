@@ -220,6 +220,9 @@ struct Body {
     /// ([`Object::with_replay_encoding`]), held weakly: a stored object never keeps bytes
     /// alive by it.
     replay: Mutex<(u64, Weak<SharedWire>)>,
+    /// The FNV-1a hashes of `uid` and `namespace` ([`Object::shard_hash`]), computed on first
+    /// use: once per stored body, however many shard-selected watches and lists read it.
+    shard_hashes: [OnceLock<u64>; 2],
 }
 
 /// Everything an [`Object`] is made of, as plain values: for a store that persists an object's
@@ -367,6 +370,7 @@ impl Object {
                 fields: fields.clone(),
                 field_values,
                 replay: Mutex::default(),
+                shard_hashes: Default::default(),
             }),
             rv,
             wire: None,
@@ -417,6 +421,7 @@ impl Object {
                 fields,
                 field_values: field_values.into_boxed_slice(),
                 replay: Mutex::default(),
+                shard_hashes: Default::default(),
             }),
             rv,
             wire: None,
@@ -519,6 +524,26 @@ impl Object {
         self.body.uid.as_deref()
     }
 
+    /// The 64-bit FNV-1a hash of `field` (`""` when the object has none), which a
+    /// [`crate::shard::ShardSelector`] ranges over: computed once per stored body and shared by
+    /// every clone (all the watchers of an event, every list of the object).
+    pub fn shard_hash(&self, field: crate::shard::ShardField) -> u64 {
+        use crate::shard::{ShardField, fnv1a64};
+        let (slot, value) = match field {
+            ShardField::Uid => (&self.body.shard_hashes[0], self.uid()),
+            ShardField::Namespace => (&self.body.shard_hashes[1], self.namespace()),
+        };
+        *slot.get_or_init(|| fnv1a64(value.unwrap_or("").as_bytes()))
+    }
+
+    /// Whether `selector` selects this object.
+    pub fn in_shard(&self, selector: &crate::shard::ShardSelector) -> bool {
+        match selector.field() {
+            None => true,
+            Some(f) => selector.contains(self.shard_hash(f)),
+        }
+    }
+
     /// `metadata.labels`.
     pub fn labels(&self) -> &LabelSet {
         &self.body.labels
@@ -578,6 +603,32 @@ impl Object {
         match &self.wire {
             Some(w) => w.json.get_or_init(encode).clone(),
             None => encode(),
+        }
+    }
+
+    /// The wire JSON without `metadata.managedFields` (upstream's
+    /// `drop=metadata.managedFields`, [`crate::drop_fields`]); the wire JSON itself when the
+    /// object has none. Not kept: a caller that sends it to many watchers shares it through
+    /// [`Object::shared_encoding`].
+    pub fn to_json_bytes_without_managed_fields(&self) -> Bytes {
+        let wire = self.to_json_bytes();
+        match crate::drop_fields::without_managed_fields(&wire) {
+            Some(cut) => Bytes::from(cut),
+            None => wire,
+        }
+    }
+
+    /// The same object without `metadata.managedFields` (a client that does not read them
+    /// keeps less: the informer's strip transform, client-go's `TransformStripManagedFields`
+    /// idiom); the object itself when it has none.
+    #[must_use]
+    pub fn without_managed_fields(&self) -> Object {
+        let Some(cut) = crate::drop_fields::without_managed_fields(&self.body.json) else {
+            return self.clone();
+        };
+        match Object::from_json(&cut, &self.body.fields) {
+            Ok(o) => o.with_resource_version(self.rv),
+            Err(_) => self.clone(),
         }
     }
 

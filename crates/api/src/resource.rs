@@ -33,6 +33,12 @@ pub trait Resource: Clone + Send + Sync + 'static {
     /// and [`crate::rv`]).
     fn resource_version(&self) -> Cow<'_, str>;
 
+    /// `metadata.uid`, when the type carries it (a sharded reflector filters by it; `None`
+    /// lets every object through).
+    fn uid(&self) -> Option<&str> {
+        None
+    }
+
     /// The store key of this object.
     fn key(&self) -> ObjectKey {
         ObjectKey::new(self.namespace(), self.name())
@@ -52,6 +58,9 @@ impl Resource for Object {
             rv => Cow::Owned(crate::rv::format(rv)),
         }
     }
+    fn uid(&self) -> Option<&str> {
+        Object::uid(self)
+    }
 }
 
 /// The metadata fields the client reads: implemented for listwatch's
@@ -63,6 +72,10 @@ pub trait MetadataFields {
     fn namespace(&self) -> Option<&str>;
     /// `resourceVersion`, as sent.
     fn resource_version(&self) -> Option<&str>;
+    /// `uid` (`None` for a metadata type without it).
+    fn uid(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl MetadataFields for ObjectMeta {
@@ -74,6 +87,9 @@ impl MetadataFields for ObjectMeta {
     }
     fn resource_version(&self) -> Option<&str> {
         self.resource_version.as_deref()
+    }
+    fn uid(&self) -> Option<&str> {
+        self.uid.as_deref()
     }
 }
 
@@ -119,6 +135,9 @@ impl<T: HasMetadata + Clone + Send + Sync + 'static> Resource for T {
     fn resource_version(&self) -> Cow<'_, str> {
         Cow::Borrowed(self.metadata().resource_version().unwrap_or(""))
     }
+    fn uid(&self) -> Option<&str> {
+        self.metadata().uid()
+    }
 }
 
 #[cfg(feature = "k8s-openapi")]
@@ -139,6 +158,9 @@ mod k8s {
         }
         fn resource_version(&self) -> Option<&str> {
             self.resource_version.as_deref()
+        }
+        fn uid(&self) -> Option<&str> {
+            self.uid.as_deref()
         }
     }
 

@@ -158,6 +158,7 @@ fn options(
         predicate: SelectionPredicate {
             label: label.clone(),
             field: field.clone(),
+            ..SelectionPredicate::default()
         },
         ..ListOptions::recursive()
     }

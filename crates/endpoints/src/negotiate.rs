@@ -5,7 +5,9 @@
 //! for YAML (`application/yaml`: objects, lists and errors of resource requests; not
 //! watches, which upstream cannot stream as YAML either).
 //! Media ranges are tried in the client's order, highest `q` first; a range this server
-//! cannot produce is skipped; when none remains the answer is 406.
+//! cannot produce is skipped; when none remains the answer is 406. The range picked may also
+//! ask for `metadata.managedFields` to be left out of the objects (`drop=`, upstream's
+//! KEP-5958 opt-out: [`negotiate_dropping`]).
 
 use axum::http::HeaderMap;
 use axum::http::header::ACCEPT;
@@ -62,8 +64,28 @@ pub enum Offer {
 
 /// Picks the representation for a request.
 pub fn negotiate(headers: &HeaderMap, offer: Offer) -> ApiResult<Format> {
+    negotiate_dropping(headers, offer).map(|(f, _)| f)
+}
+
+/// Picks the representation for a request, and whether the media range it picked asks for
+/// `metadata.managedFields` to be left out (`drop=metadata.managedFields`, upstream's
+/// KEP-5958; targets joined by `+`, unknown ones ignored as upstream ignores them).
+pub fn negotiate_dropping(headers: &HeaderMap, offer: Offer) -> ApiResult<(Format, bool)> {
     pick(headers, Format::Json, supported(offer), |r| {
         match_range(r, offer)
+    })
+}
+
+/// Whether a media range's `drop` parameter names `metadata.managedFields`.
+fn drops_managed_fields(range: &str) -> bool {
+    range.split(';').skip(1).any(|p| {
+        p.split_once('=').is_some_and(|(k, v)| {
+            k.trim() == "drop"
+                && v.trim()
+                    .trim_matches('"')
+                    .split('+')
+                    .any(|t| t.trim() == "metadata.managedFields")
+        })
     })
 }
 
@@ -94,6 +116,12 @@ pub enum WriteFormat {
 
 /// Picks the representation of a write's answer (see [`WriteFormat`]).
 pub fn negotiate_write(headers: &HeaderMap) -> ApiResult<WriteFormat> {
+    negotiate_write_dropping(headers).map(|(f, _)| f)
+}
+
+/// [`negotiate_write`], and whether the picked range drops `metadata.managedFields` (see
+/// [`negotiate_dropping`]).
+pub fn negotiate_write_dropping(headers: &HeaderMap) -> ApiResult<(WriteFormat, bool)> {
     pick(
         headers,
         WriteFormat::Json,
@@ -123,15 +151,15 @@ fn pick<T>(
     default: T,
     supported: &str,
     matcher: impl Fn(&str) -> Option<T>,
-) -> ApiResult<T> {
+) -> ApiResult<(T, bool)> {
     let Some(accept) = headers.get(ACCEPT) else {
-        return Ok(default);
+        return Ok((default, false));
     };
     let accept = accept
         .to_str()
         .map_err(|_| ApiError::not_acceptable(supported))?;
     if accept.trim().is_empty() {
-        return Ok(default);
+        return Ok((default, false));
     }
     let mut ranges: Vec<(f32, usize, &str)> = Vec::new();
     for (i, range) in accept.split(',').enumerate() {
@@ -148,7 +176,7 @@ fn pick<T>(
     ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     for (_, _, range) in ranges {
         if let Some(f) = matcher(range) {
-            return Ok(f);
+            return Ok((f, drops_managed_fields(range)));
         }
     }
     Err(ApiError::not_acceptable(supported))
@@ -326,6 +354,45 @@ mod tests {
             )
             .unwrap(),
             Format::Json
+        );
+    }
+
+    #[test]
+    fn the_drop_parameter_of_the_picked_range_is_read() {
+        let drop = |a: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(ACCEPT, a.parse().unwrap());
+            negotiate_dropping(&h, Offer::JsonOrTable).unwrap()
+        };
+        assert_eq!(
+            drop("application/json;drop=metadata.managedFields"),
+            (Format::Json, true)
+        );
+        assert_eq!(
+            drop("application/json; drop=metadata.managedFields, */*; drop=metadata.managedFields"),
+            (Format::Json, true)
+        );
+        assert_eq!(
+            drop("application/json;drop=spec.someFutureField+metadata.managedFields"),
+            (Format::Json, true)
+        );
+        assert_eq!(
+            drop("application/json;drop=spec.someFutureField"),
+            (Format::Json, false)
+        );
+        assert_eq!(drop("application/json"), (Format::Json, false));
+        assert_eq!(
+            drop(
+                "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;drop=metadata.managedFields"
+            ),
+            (Format::Metadata, true)
+        );
+        // The range picked decides: a drop on a range not picked is not applied.
+        assert_eq!(
+            drop(
+                "application/vnd.kubernetes.protobuf;drop=metadata.managedFields, application/json"
+            ),
+            (Format::Json, false)
         );
     }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use listwatch_api::echo::echo;
 use listwatch_api::fields::{FieldOperator, FieldTerm};
-use listwatch_api::{FieldSelector, LabelSelector, rv};
+use listwatch_api::{FieldSelector, LabelSelector, ShardSelector, rv};
 use listwatch_storage::{ListOptions, Preconditions, ResourceVersionMatch, SelectionPredicate};
 
 use crate::error::{ApiError, ApiResult, FieldError};
@@ -240,6 +240,13 @@ impl Query {
                 }
             }
         }
+        // Upstream's `shardSelector` (KEP-5866): an invalid one is a 400 "invalid shard
+        // selector: ..." as its ListOptions conversion answers.
+        let shard = match self.get("shardSelector") {
+            None => ShardSelector::everything(),
+            Some(s) => ShardSelector::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("invalid shard selector: {e}")))?,
+        };
         let limit = self.uint("limit")?;
         let continue_token = self
             .get("continue")
@@ -254,7 +261,11 @@ impl Query {
         let opts = ListOptions {
             resource_version,
             resource_version_match,
-            predicate: SelectionPredicate { label, field },
+            predicate: SelectionPredicate {
+                label,
+                field,
+                shard,
+            },
             limit,
             continue_token,
             recursive: true,

@@ -106,10 +106,22 @@ impl Items {
     }
 }
 
+/// What a list response says beyond its items: the shard selector it honoured and whether
+/// its objects go out without `metadata.managedFields`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListExtras {
+    /// `metadata.shardInfo.selector` (upstream's KEP-5866 echo): the canonical text of the
+    /// request's `shardSelector`, `None` without one.
+    pub(crate) shard_info: Option<String>,
+    /// The client's `Accept` asked `drop=metadata.managedFields` (KEP-5958).
+    pub(crate) drop_managed_fields: bool,
+}
+
 /// A list being encoded.
 struct Encoding {
     info: Arc<KindSpec>,
     items: Items,
+    extras: ListExtras,
     objects: Vec<Object>,
     /// The next object to encode.
     next: usize,
@@ -151,6 +163,11 @@ impl Encoding {
             out.extend_from_slice(b",\"remainingItemCount\":");
             out.extend_from_slice(n.to_string().as_bytes());
         }
+        if let Some(sel) = &self.extras.shard_info {
+            out.extend_from_slice(b",\"shardInfo\":{\"selector\":");
+            write_json(&mut out, &Value::String(sel.clone()));
+            out.push(b'}');
+        }
         out.push(b'}');
         match self.items {
             Items::Table { .. } => {
@@ -185,9 +202,15 @@ impl Encoding {
                 out.push(b',');
             }
             match self.items {
+                Items::Json if self.extras.drop_managed_fields => {
+                    out.extend_from_slice(&o.to_json_bytes_without_managed_fields());
+                }
                 Items::Json => o.write_json(out),
                 Items::Metadata => {
-                    let v = decoded(o)?;
+                    let mut v = decoded(o)?;
+                    if self.extras.drop_managed_fields {
+                        drop_managed_fields(&mut v);
+                    }
                     out.extend_from_slice(&table::partial_metadata_json(&v, false));
                 }
                 Items::Table { include, now, .. } => {
@@ -208,6 +231,13 @@ fn decoded(obj: &Object) -> ApiResult<Value> {
         .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
 }
 
+/// Removes `metadata.managedFields` from a decoded object (`drop=metadata.managedFields`).
+pub(crate) fn drop_managed_fields(v: &mut Value) {
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+}
+
 fn write_json(out: &mut Vec<u8>, v: &Value) {
     // Writing a Value into a Vec cannot fail.
     let _ = serde_json::to_writer(out, v);
@@ -219,6 +249,7 @@ fn write_json(out: &mut Vec<u8>, v: &Value) {
 pub(crate) fn respond(
     info: Arc<KindSpec>,
     items: Items,
+    extras: ListExtras,
     mut list: ObjectList,
     gzip: Option<OwnedSemaphorePermit>,
     offload: Option<Offloader>,
@@ -228,6 +259,7 @@ pub(crate) fn respond(
     let mut enc = Encoding {
         info,
         items,
+        extras,
         objects: std::mem::take(&mut list.items),
         next: 0,
     };
@@ -439,6 +471,7 @@ mod tests {
                 let resp = respond(
                     info(),
                     Items::Json,
+                    ListExtras::default(),
                     list(n, pad),
                     permit,
                     None,
@@ -477,6 +510,7 @@ mod tests {
             let resp = respond(
                 info(),
                 items,
+                ListExtras::default(),
                 list(3000, 10),
                 None,
                 None,
@@ -526,7 +560,16 @@ mod tests {
             beta: false,
             now: 0,
         };
-        let resp = respond(info(), items, list, None, None, Duration::from_secs(60)).unwrap();
+        let resp = respond(
+            info(),
+            items,
+            ListExtras::default(),
+            list,
+            None,
+            None,
+            Duration::from_secs(60),
+        )
+        .unwrap();
         let mut body = resp.into_body().into_data_stream();
         let mut big_rows_per_piece = Vec::new();
         while let Some(piece) = body.next().await {
@@ -547,6 +590,7 @@ mod tests {
         let resp = respond(
             info(),
             Items::Json,
+            ListExtras::default(),
             list(2000, 1000),
             None,
             None,
@@ -573,6 +617,7 @@ mod tests {
         let resp = respond(
             info(),
             Items::Json,
+            ListExtras::default(),
             list(400, 1000),
             None,
             None,
@@ -593,6 +638,7 @@ mod tests {
         let small = respond(
             info(),
             Items::Json,
+            ListExtras::default(),
             list(1, 1),
             None,
             None,

@@ -139,8 +139,13 @@ pub(crate) struct Encoder {
     include: IncludeObject,
     /// Whether the client asked for bookmarks (`allowWatchBookmarks=true`).
     pub(crate) bookmarks: bool,
-    /// The shared-encoding key of this watcher's object encoding (Table, metadata).
+    /// The shared-encoding key of this watcher's object encoding (Table, metadata, JSON
+    /// without managedFields).
     key: u64,
+    /// The client's `Accept` asked `drop=metadata.managedFields` (KEP-5958): objects go out
+    /// without it, each event's cut encoded once for every such watcher (its own shared
+    /// encoding, as upstream's `cachingObject` keeps one per serializer identifier).
+    drop_managed_fields: bool,
 }
 
 impl Encoder {
@@ -169,7 +174,25 @@ impl Encoder {
             include,
             bookmarks,
             key,
+            drop_managed_fields: false,
         }
+    }
+
+    /// The same encoder, leaving `metadata.managedFields` out of objects when `drop`
+    /// (`Accept: ...;drop=metadata.managedFields`). A Table's rows are unchanged (their
+    /// object, with `includeObject=Object`, keeps the field).
+    #[must_use]
+    pub(crate) fn dropping_managed_fields(mut self, drop: bool) -> Self {
+        if drop && !matches!(self.format, Format::Table { .. }) {
+            self.drop_managed_fields = true;
+            self.key = match self.format {
+                Format::Metadata => {
+                    ENCODING_KEYS.hash_one("PartialObjectMetadata;drop=metadata.managedFields")
+                }
+                _ => ENCODING_KEYS.hash_one("json;drop=metadata.managedFields"),
+            };
+        }
+        self
     }
 
     fn error(&self, e: &listwatch_storage::Error) -> (Frame, bool) {
@@ -202,8 +225,16 @@ impl Encoder {
             }),
             Format::Metadata => obj.shared_encoding(self.key, |o| {
                 o.to_value()
-                    .map(|v| Bytes::from(table::partial_metadata_json(&v, false)))
+                    .map(|mut v| {
+                        if self.drop_managed_fields {
+                            crate::stream_list::drop_managed_fields(&mut v);
+                        }
+                        Bytes::from(table::partial_metadata_json(&v, false))
+                    })
                     .map_err(|e| format!("stored object does not decode: {e}"))
+            }),
+            _ if self.drop_managed_fields => obj.shared_encoding(self.key, |o| {
+                Ok::<_, String>(o.to_json_bytes_without_managed_fields())
             }),
             _ => Ok(obj.to_json_bytes()),
         };
@@ -253,7 +284,9 @@ impl Encoder {
     /// encoding): its frame's type and the object, so that the body copies the (shared) wire
     /// bytes straight into its batch; `None` for anything else ([`Encoder::encode`]).
     fn wire<'a>(&self, ev: &'a WatchEvent) -> Option<(EventType, &'a listwatch_api::Object)> {
-        if matches!(self.format, Format::Table { .. } | Format::Metadata) {
+        if self.drop_managed_fields
+            || matches!(self.format, Format::Table { .. } | Format::Metadata)
+        {
             return None;
         }
         match ev {

@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::ErrorResponse;
 use crate::error::{ApiError, ApiResult};
-use crate::negotiate::{WriteFormat, negotiate_write};
+use crate::negotiate::{WriteFormat, negotiate_write_dropping};
 use crate::query::IncludeObject;
 use crate::resource::KindSpec;
 use crate::table;
@@ -33,6 +33,8 @@ use crate::table;
 pub(crate) struct Conversion {
     format: WriteFormat,
     include: IncludeObject,
+    /// `drop=metadata.managedFields` (KEP-5958): the answer's object goes out without it.
+    drop_managed_fields: bool,
 }
 
 impl Conversion {
@@ -44,8 +46,15 @@ impl Conversion {
         include: IncludeObject,
         collection: bool,
     ) -> ApiResult<Option<Self>> {
-        let format = negotiate_write(headers)?;
+        let (format, drop) = negotiate_write_dropping(headers)?;
         match format {
+            // A JSON answer whose client opts out of managedFields is cut (a collection
+            // delete's list too: its items lose the field by the same cut of each).
+            WriteFormat::Json if drop && !collection => Ok(Some(Self {
+                format,
+                include,
+                drop_managed_fields: true,
+            })),
             WriteFormat::Json | WriteFormat::Yaml => Ok(None),
             WriteFormat::MetadataList => Err(ApiError::not_acceptable_conversion(&format!(
                 "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
@@ -54,9 +63,11 @@ impl Conversion {
             _ if collection => Err(ApiError::not_acceptable_conversion(
                 "a collection delete's answer is not converted here; ask for application/json",
             )),
-            WriteFormat::Table { .. } | WriteFormat::Metadata { .. } => {
-                Ok(Some(Self { format, include }))
-            }
+            WriteFormat::Table { .. } | WriteFormat::Metadata { .. } => Ok(Some(Self {
+                format,
+                include,
+                drop_managed_fields: drop,
+            })),
         }
     }
 
@@ -78,6 +89,16 @@ impl Conversion {
                     .into_response();
             }
         };
+        if self.format == WriteFormat::Json {
+            // The object's own bytes without the member: nothing else changes.
+            return match listwatch_api::drop_fields::without_managed_fields(&bytes) {
+                Some(cut) => {
+                    parts.headers.remove(header::CONTENT_LENGTH);
+                    Response::from_parts(parts, Body::from(cut))
+                }
+                None => Response::from_parts(parts, Body::from(bytes)),
+            };
+        }
         let converted = match serde_json::from_slice::<Value>(&bytes) {
             Ok(v) if v.get("kind").and_then(Value::as_str) == Some("Status") => None,
             Ok(v) => Some(self.convert(info, v)),
@@ -100,8 +121,11 @@ impl Conversion {
         }
     }
 
-    fn convert(self, info: &KindSpec, v: Value) -> ApiResult<Vec<u8>> {
-        // Only Table and Metadata are ever built (`Conversion::of`).
+    fn convert(self, info: &KindSpec, mut v: Value) -> ApiResult<Vec<u8>> {
+        if self.drop_managed_fields {
+            crate::stream_list::drop_managed_fields(&mut v);
+        }
+        // Only Table and Metadata reach here (`Conversion::of`; JSON is cut in `apply`).
         match self.format {
             WriteFormat::Metadata { beta } => Ok(table::partial_metadata_json(&v, beta)),
             WriteFormat::Table { beta } => {

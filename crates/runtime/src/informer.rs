@@ -66,6 +66,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use listwatch_api::Object;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -150,6 +151,18 @@ impl<K> InformerConfig<K> {
     pub fn transform(mut self, f: impl Fn(K) -> K + Send + Sync + 'static) -> Self {
         self.transform = Some(Arc::new(f));
         self
+    }
+}
+
+impl InformerConfig<Object> {
+    /// Stores objects without `metadata.managedFields` (the client-side strip transform of
+    /// upstream's KEP-5958: controllers that never read field ownership keep 20–60 % less
+    /// per object). Replaces any transform set before. A server that honours
+    /// `Accept: ...;drop=metadata.managedFields` sends them without it already; this holds
+    /// the store to it whatever the server sends.
+    #[must_use]
+    pub fn drop_managed_fields(self) -> Self {
+        self.transform(|o: Object| o.without_managed_fields())
     }
 }
 

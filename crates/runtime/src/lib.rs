@@ -81,6 +81,7 @@ mod lister;
 pub mod predicate;
 mod reflector;
 mod resource;
+pub mod shard;
 pub mod store;
 mod token_bucket;
 pub mod workqueue;
@@ -99,6 +100,7 @@ pub use lister::{
 pub use predicate::Filtered;
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
+pub use shard::Sharded;
 pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};
 pub use token_bucket::TokenBucket;
 pub use workqueue::{Processing, RateLimits, WorkQueue};

@@ -28,7 +28,7 @@ use std::marker::PhantomData;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use listwatch_api::{FieldSelector, LabelSelector, Object};
+use listwatch_api::{FieldSelector, LabelSelector, Object, ShardSelector};
 use serde::de::DeserializeOwned;
 
 use crate::error::{Error, Result};
@@ -69,6 +69,8 @@ pub struct ListRequest {
     pub label_selector: LabelSelector,
     /// Field selector.
     pub field_selector: FieldSelector,
+    /// Shard selector (`shardSelector`; empty: none).
+    pub shard_selector: ShardSelector,
 }
 
 /// Parameters of one watch call.
@@ -88,6 +90,8 @@ pub struct WatchRequest {
     pub label_selector: LabelSelector,
     /// Field selector.
     pub field_selector: FieldSelector,
+    /// Shard selector (`shardSelector`; empty: none).
+    pub shard_selector: ShardSelector,
 }
 
 /// One page of a list.

@@ -1,6 +1,6 @@
 //! Options, preconditions and events of storage operations.
 
-use listwatch_api::{FieldSelector, LabelSelector, Object};
+use listwatch_api::{FieldSelector, LabelSelector, Object, ShardSelector};
 
 use crate::error::{Error, Result};
 use crate::key::Key;
@@ -14,13 +14,17 @@ pub enum ResourceVersionMatch {
     Exact,
 }
 
-/// Label and field selectors together; an object passes when both match.
+/// Label, field and shard selectors together; an object passes when all match.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SelectionPredicate {
     /// The label selector.
     pub label: LabelSelector,
     /// The field selector.
     pub field: FieldSelector,
+    /// The shard selector (`shardSelector`, upstream's sharded list and watch): the object's
+    /// hashed uid or namespace in one of its ranges. The hash is kept with the object, so
+    /// every watcher and list of one event hashes it once.
+    pub shard: ShardSelector,
 }
 
 impl SelectionPredicate {
@@ -31,12 +35,12 @@ impl SelectionPredicate {
 
     /// Whether the predicate selects everything.
     pub fn is_empty(&self) -> bool {
-        self.label.is_empty() && self.field.is_empty()
+        self.label.is_empty() && self.field.is_empty() && self.shard.is_empty()
     }
 
     /// Whether `obj` passes.
     pub fn matches(&self, obj: &Object) -> bool {
-        self.label.matches(obj) && self.field.matches(obj)
+        obj.in_shard(&self.shard) && self.label.matches(obj) && self.field.matches(obj)
     }
 }
 

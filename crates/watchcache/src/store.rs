@@ -288,13 +288,15 @@ fn remove_member(index: &mut OrdMap<Arc<str>, Members>, value: &str, key: &str) 
 }
 
 /// Whether every object under a prefix in `namespace` (when set) whose `field` equals
-/// `value` (when set) matches `predicate`: each of its terms is one of those equalities.
+/// `value` (when set) matches `predicate`: each of its terms is one of those equalities, and
+/// it selects no shard.
 fn answered(
     predicate: &SelectionPredicate,
     namespace: Option<&str>,
     indexed: Option<(&str, &str)>,
 ) -> bool {
     predicate.label.is_empty()
+        && predicate.shard.is_empty()
         && predicate.field.terms().iter().all(|t| {
             let equality = matches!(
                 t.operator,
@@ -370,6 +372,7 @@ mod tests {
         SelectionPredicate {
             label: LabelSelector::parse(label).unwrap(),
             field: FieldSelector::parse(field).unwrap(),
+            ..SelectionPredicate::default()
         }
     }
 

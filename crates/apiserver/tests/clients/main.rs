@@ -34,6 +34,7 @@ mod garbage_collector;
 mod http2;
 mod kubectl;
 mod lifecycle;
+mod managed_fields_opt_out;
 mod namespaces;
 mod pki_dir;
 mod pod_deletion;

@@ -160,6 +160,7 @@ fn predicate(spec: &WatcherSpec) -> SelectionPredicate {
             NodeSel::Empty => FieldSelector::equals("spec.nodeName", ""),
             NodeSel::NotN1 => FieldSelector::parse("spec.nodeName!=n1").unwrap(),
         },
+        ..SelectionPredicate::default()
     }
 }
 

@@ -24,6 +24,13 @@ pub(crate) const METADATA_LIST: &str =
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1";
 /// `Accept` of a metadata-only watch or object: each object is a `PartialObjectMetadata`.
 pub(crate) const METADATA: &str = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1";
+/// The three above asking the server to leave `metadata.managedFields` out (upstream's
+/// KEP-5958 `drop` parameter; a server without it ignores the parameter).
+const JSON_DROP: &str = "application/json;drop=metadata.managedFields";
+const METADATA_LIST_DROP: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1;drop=metadata.managedFields";
+const METADATA_DROP: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;drop=metadata.managedFields";
 
 /// A [`ListerWatcher`] of dynamic [`Object`]s over HTTP. Wrap it in
 /// [`Typed`](crate::Typed) for a serde type.
@@ -35,6 +42,8 @@ pub struct HttpListerWatcher {
     fields: SelectableFields,
     /// Lists and watches ask for `PartialObjectMetadata` (see [`Self::metadata_only`]).
     metadata_only: bool,
+    /// Objects without `metadata.managedFields` (see [`Self::without_managed_fields`]).
+    drop_managed_fields: bool,
     /// The server the last watch was opened on, blamed when the reflector finds that watch
     /// idle past its deadline ([`ListerWatcher::watch_idle`]); `usize::MAX` before any.
     watch_server: Arc<AtomicUsize>,
@@ -64,6 +73,7 @@ impl HttpListerWatcher {
             path,
             fields: SelectableFields::none(),
             metadata_only: false,
+            drop_managed_fields: false,
             watch_server: Arc::new(AtomicUsize::new(usize::MAX)),
         })
     }
@@ -88,6 +98,16 @@ impl HttpListerWatcher {
         self
     }
 
+    /// Objects without `metadata.managedFields`: lists and watches send
+    /// `Accept: ...;drop=metadata.managedFields` (upstream's KEP-5958 opt-out, so the server
+    /// neither encodes nor sends them), and what still carries them (a server that ignores
+    /// the parameter) is stripped here as it is decoded, as client-go's defensive strip.
+    #[must_use]
+    pub fn without_managed_fields(mut self) -> Self {
+        self.drop_managed_fields = true;
+        self
+    }
+
     /// Remembers its watches' server in `cell` (shared with an [`Api`] handle).
     pub(crate) fn with_watch_server(mut self, cell: Arc<AtomicUsize>) -> Self {
         self.watch_server = cell;
@@ -107,10 +127,13 @@ impl HttpListerWatcher {
         // Watches are never compressed (kube-apiserver does not, and frames must arrive as
         // they are sent); lists may be.
         let compressible = !query.starts_with("watch=");
-        let accept = match (self.metadata_only, compressible) {
-            (false, _) => client::JSON,
-            (true, true) => METADATA_LIST,
-            (true, false) => METADATA,
+        let accept = match (self.metadata_only, compressible, self.drop_managed_fields) {
+            (false, _, false) => client::JSON,
+            (true, true, false) => METADATA_LIST,
+            (true, false, false) => METADATA,
+            (false, _, true) => JSON_DROP,
+            (true, true, true) => METADATA_LIST_DROP,
+            (true, false, true) => METADATA_DROP,
         };
         self.client
             .request(Method::GET, &uri, None, compressible, accept)
@@ -137,6 +160,7 @@ pub(crate) fn list_query(r: &ListRequest) -> String {
     query(&[
         ("labelSelector", selector(r.label_selector.to_string())),
         ("fieldSelector", selector(r.field_selector.to_string())),
+        ("shardSelector", selector(r.shard_selector.canonical())),
         ("limit", r.limit.filter(|l| *l > 0).map(|l| l.to_string())),
         ("continue", r.continue_token.clone()),
         ("resourceVersion", r.resource_version.clone()),
@@ -153,6 +177,7 @@ pub(crate) fn watch_query(r: &WatchRequest) -> String {
         ("watch", Some("1".into())),
         ("labelSelector", selector(r.label_selector.to_string())),
         ("fieldSelector", selector(r.field_selector.to_string())),
+        ("shardSelector", selector(r.shard_selector.canonical())),
         ("resourceVersion", r.resource_version.clone()),
         (
             "resourceVersionMatch",
@@ -180,8 +205,10 @@ impl ListerWatcher for HttpListerWatcher {
 
     async fn list_stream(&self, request: &ListRequest) -> Result<PageStream<Object>> {
         let fields = self.fields.clone();
+        let drop = self.drop_managed_fields;
         self.list_items(request, move |item| {
             Object::from_json(item, &fields)
+                .map(|o| if drop { o.without_managed_fields() } else { o })
                 .map_err(|e| super::typed::skipped_or_dynamic_item(item, &e))
         })
         .await
@@ -189,7 +216,26 @@ impl ListerWatcher for HttpListerWatcher {
 
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<Object>> {
         let body = self.open_watch(request).await?;
-        Ok(decode::watch_events(body, self.fields.clone()).boxed())
+        let events = decode::watch_events(body, self.fields.clone());
+        if !self.drop_managed_fields {
+            return Ok(events.boxed());
+        }
+        Ok(events
+            .map(|e| {
+                e.map(|e| match e {
+                    crate::WatchEvent::Added(o) => {
+                        crate::WatchEvent::Added(o.without_managed_fields())
+                    }
+                    crate::WatchEvent::Modified(o) => {
+                        crate::WatchEvent::Modified(o.without_managed_fields())
+                    }
+                    crate::WatchEvent::Deleted(o) => {
+                        crate::WatchEvent::Deleted(o.without_managed_fields())
+                    }
+                    other => other,
+                })
+            })
+            .boxed())
     }
 
     fn watch_idle(&self) {
@@ -268,6 +314,19 @@ mod tests {
         assert_eq!(
             watch_query(&w),
             "watch=1&resourceVersion=12&allowWatchBookmarks=true&timeoutSeconds=301"
+        );
+        let sharded = WatchRequest {
+            shard_selector: listwatch_api::ShardSelector::nth_of(
+                listwatch_api::shard::ShardField::Uid,
+                1,
+                2,
+            )
+            .unwrap(),
+            ..Default::default()
+        };
+        assert_eq!(
+            watch_query(&sharded),
+            "watch=1&shardSelector=shardRange%28object.metadata.uid%2C+%270x8000000000000000%27%2C+%270x10000000000000000%27%29"
         );
     }
 }

@@ -13,7 +13,7 @@ use super::read::list_response;
 use super::{Request, object_response};
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::negotiate_write;
-use crate::stream_list::Items;
+use crate::stream_list::{Items, ListExtras};
 use listwatch_api::Status;
 
 pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
@@ -72,5 +72,5 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
         .delete_collection(req.ns(), &lr.opts, &opts)
         .await
         .map_err(|e| e.to_api_error(req.info()))?;
-    list_response(req, Items::Json, list)
+    list_response(req, Items::Json, ListExtras::default(), list)
 }

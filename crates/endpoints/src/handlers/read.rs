@@ -17,10 +17,10 @@ use listwatch_storage::{Error as StorageError, GetOptions, ObjectList, WatchEven
 use super::{Request, Sub, decoded, object_response, scale_response};
 use crate::error::{ApiError, ApiResult};
 use crate::flowcontrol::WatchSlot;
-use crate::negotiate::{Format, Offer, negotiate};
+use crate::negotiate::{Format, Offer, negotiate_dropping};
 use crate::query::IncludeObject;
 use crate::resource::KindSpec;
-use crate::stream_list::{self, Items};
+use crate::stream_list::{self, Items, ListExtras};
 use crate::watch_server::{self, Encoder, WatchState};
 use crate::{encoded_response, table};
 
@@ -42,7 +42,7 @@ fn table_response(
 }
 
 pub(super) async fn get(req: &Request) -> ApiResult<Response> {
-    let fmt = negotiate(&req.headers, Offer::JsonOrTable)?;
+    let (fmt, drop) = negotiate_dropping(&req.headers, Offer::JsonOrTable)?;
     let include = req.query.include_object()?;
     let opts = GetOptions {
         resource_version: req.query.get_resource_version()?,
@@ -67,7 +67,10 @@ pub(super) async fn get(req: &Request) -> ApiResult<Response> {
             beta,
         ),
         Format::Metadata => {
-            let v = decoded(&obj)?;
+            let mut v = decoded(&obj)?;
+            if drop {
+                stream_list::drop_managed_fields(&mut v);
+            }
             let body = table::partial_metadata_json(&v, false);
             Ok(encoded_response(
                 StatusCode::OK,
@@ -75,12 +78,17 @@ pub(super) async fn get(req: &Request) -> ApiResult<Response> {
                 &body,
             ))
         }
+        Format::Json if drop => Ok(encoded_response(
+            StatusCode::OK,
+            "application/json",
+            &obj.to_json_bytes_without_managed_fields(),
+        )),
         _ => Ok(object_response(StatusCode::OK, &obj)),
     }
 }
 
 pub(super) async fn list(req: &Request) -> ApiResult<Response> {
-    let fmt = negotiate(&req.headers, Offer::JsonOrTable)?;
+    let (fmt, drop) = negotiate_dropping(&req.headers, Offer::JsonOrTable)?;
     let include = req.query.include_object()?;
     let lr = req.query.list_options(req.info(), false, None)?;
     let key = req.collection_key()?;
@@ -88,11 +96,23 @@ pub(super) async fn list(req: &Request) -> ApiResult<Response> {
     let list = crate::compute::waiting(req.res.storage.list(&key, &lr.opts))
         .await
         .map_err(|e| req.storage_err(&e))?;
-    list_response(req, Items::for_format(fmt, include), list)
+    let extras = ListExtras {
+        // Upstream's echo of an honoured `shardSelector` (KEP-5866): the client learns that
+        // the list is this shard's subset, not the whole collection.
+        shard_info: (!lr.opts.predicate.shard.is_empty())
+            .then(|| lr.opts.predicate.shard.canonical()),
+        drop_managed_fields: drop,
+    };
+    list_response(req, Items::for_format(fmt, include), extras, list)
 }
 
 /// A list's response: whole, or streamed and (for clients that accept it) gzipped.
-pub(super) fn list_response(req: &Request, items: Items, list: ObjectList) -> ApiResult<Response> {
+pub(super) fn list_response(
+    req: &Request,
+    items: Items,
+    extras: ListExtras,
+    list: ObjectList,
+) -> ApiResult<Response> {
     if matches!(items, Items::Json) && crate::yaml::wanted(&req.headers, Offer::JsonOrTable) {
         return crate::yaml::list(&req.res.info, list, req.offloader());
     }
@@ -102,6 +122,7 @@ pub(super) fn list_response(req: &Request, items: Items, list: ObjectList) -> Ap
     let resp = stream_list::respond(
         Arc::clone(&req.res.info),
         items,
+        extras,
         list,
         gzip,
         // Table and metadata items compute; JSON items are copies of stored bytes.
@@ -120,7 +141,7 @@ pub(super) async fn watch_request(
     ws: Option<WebSocketUpgrade>,
     slot: WatchSlot,
 ) -> ApiResult<Response> {
-    let format = negotiate(&req.headers, Offer::JsonOrTable)?;
+    let (format, drop) = negotiate_dropping(&req.headers, Offer::JsonOrTable)?;
     if format == Format::Yaml {
         // Upstream has no YAML stream serializer.
         return Err(ApiError::not_acceptable("application/json"));
@@ -162,7 +183,8 @@ pub(super) async fn watch_request(
             format,
             include,
             lr.opts.allow_watch_bookmarks,
-        ),
+        )
+        .dropping_managed_fields(drop),
         deadline: Box::pin(tokio::time::sleep_until(deadline)),
         stop: shared.watch_stop.listen(),
         removed: req.res.removed.listen(),

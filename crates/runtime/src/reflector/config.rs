@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use listwatch_api::{FieldSelector, LabelSelector};
+use listwatch_api::{FieldSelector, LabelSelector, ShardSelector};
 
 /// client-go `pager.defaultPageSize`.
 pub(crate) const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -14,6 +14,11 @@ pub struct Config {
     pub label_selector: LabelSelector,
     /// Only objects whose fields match.
     pub field_selector: FieldSelector,
+    /// Only this shard of the collection (upstream's `shardSelector`, KEP-5866): sent to the
+    /// server with every list and watch, and applied again to what comes back, so the store
+    /// holds this shard alone whether or not the server honours it (client-go's
+    /// `NewShardedListWatch`). Empty (the default): everything.
+    pub shard_selector: ShardSelector,
     /// Objects per list page. `None` (the default) follows client-go: pages of 500
     /// (`pager.defaultPageSize`) when listing at RV `"0"` or `""`, and one unpaginated list
     /// when relisting at a specific version, so that kube-apiserver's watch cache can serve
@@ -68,6 +73,7 @@ impl Default for Config {
         Self {
             label_selector: LabelSelector::everything(),
             field_selector: FieldSelector::everything(),
+            shard_selector: ShardSelector::everything(),
             // client-go reflector.go list(): pager.defaultPageSize = 500, dropped for relists
             page_size: None,
             // client-go WatchListClient: beta, on by default since 1.35; off here (see the field)
@@ -104,6 +110,14 @@ impl Config {
     #[must_use]
     pub fn fields(mut self, selector: FieldSelector) -> Self {
         self.field_selector = selector;
+        self
+    }
+
+    /// Keeps to one shard of the collection: a sharded reflector (see
+    /// [`Config::shard_selector`]; `ShardSelector::nth_of` splits the hash space evenly).
+    #[must_use]
+    pub fn shard(mut self, selector: ShardSelector) -> Self {
+        self.shard_selector = selector;
         self
     }
 

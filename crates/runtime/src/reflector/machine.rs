@@ -564,6 +564,7 @@ impl<L: ListerWatcher> Machine<L> {
             continue_token,
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
+            shard_selector: self.config.shard_selector.clone(),
         }
     }
 
@@ -579,6 +580,7 @@ impl<L: ListerWatcher> Machine<L> {
             timeout_seconds: Some(((min * (1.0 + r)) as u64).max(1)),
             label_selector: self.config.label_selector.clone(),
             field_selector: self.config.field_selector.clone(),
+            shard_selector: self.config.shard_selector.clone(),
         }
     }
 

@@ -99,6 +99,8 @@ pub fn watcher<L: ListerWatcher>(
     lw: L,
     config: Config,
 ) -> impl Stream<Item = Result<Event<L::Object>>> + Send {
+    // A sharded reflector keeps to its shard whatever the server sends (`Config::shard`).
+    let lw = crate::shard::Sharded::new(lw, config.shard_selector.clone());
     let machine = Machine::new(lw, config);
     futures::stream::unfold(machine, |mut m| async move {
         let item = m.step().await;

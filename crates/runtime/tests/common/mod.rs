@@ -206,6 +206,7 @@ impl ListerWatcher for StorageLw {
             predicate: SelectionPredicate {
                 label: r.label_selector.clone(),
                 field: r.field_selector.clone(),
+                shard: r.shard_selector.clone(),
             },
             limit: r.limit.map(u64::from),
             continue_token: r.continue_token.clone(),
@@ -237,6 +238,7 @@ impl ListerWatcher for StorageLw {
             predicate: SelectionPredicate {
                 label: r.label_selector.clone(),
                 field: r.field_selector.clone(),
+                shard: r.shard_selector.clone(),
             },
             recursive: true,
             allow_watch_bookmarks: r.allow_bookmarks,

@@ -266,6 +266,7 @@ pub(crate) fn pred(label: &str, field: &str) -> SelectionPredicate {
     SelectionPredicate {
         label: LabelSelector::parse(label).expect("test label selector"),
         field: FieldSelector::parse(field).expect("test field selector"),
+        ..SelectionPredicate::default()
     }
 }
 

@@ -319,6 +319,7 @@ fn selectors_filter_and_indexes_answer_exact_fields() {
     opts.predicate = SelectionPredicate {
         label: LabelSelector::parse("app in (x,y)").unwrap(),
         field: FieldSelector::parse("spec.nodeName=n2").unwrap(),
+        ..SelectionPredicate::default()
     };
     assert_eq!(names(&v.list(&all(), &opts).unwrap()), ["y"]);
     opts.predicate.field = FieldSelector::parse("spec.nodeName!=n2").unwrap();
