@@ -122,7 +122,8 @@ pub(crate) async fn p20() -> Result<Report> {
             "--storage".to_owned(),
             "embedded".to_owned(),
             "--data-dir".to_owned(),
-            d.display().to_string(),
+            // A directory the server creates itself (with the mode it requires).
+            d.join("data").display().to_string(),
         ]
     };
     let (d_with, d_without) =
