@@ -35,7 +35,7 @@ const JSON: &str = "application/json";
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// Bytes of compact JSON of every pod, read in pages of 5 000; also their count.
-async fn stored_json(conn: &mut Conn) -> Result<(usize, u64)> {
+pub(crate) async fn stored_json(conn: &mut Conn) -> Result<(usize, u64)> {
     let (mut n, mut bytes) = (0usize, 0u64);
     let mut cont = String::new();
     loop {

@@ -8,7 +8,7 @@
 //! every server of the run (the empty store is another `--etcd-prefix` of the same etcd). On
 //! `--data-dir` a first server writes them into a directory on a real disk (tmpfs refused, as
 //! the realistic configuration's); the empty store is a second, empty directory. After each
-//! start the number of pods is checked (a list of one and its `remainingItemCount`).
+//! start the number of pods is checked (a paged list of all).
 //!
 //! The etcd of this scenario runs on tmpfs (the test harness's), so its figure does not
 //! include a disk; `--data-dir`'s does. Sizes scale with `$LISTWATCH_BENCH_SCALE`.
@@ -24,15 +24,12 @@ use crate::sys::{Server, apiserver_bin};
 
 type Result<T> = std::result::Result<T, String>;
 
-/// Pods in the whole store, from a list of one.
+/// Pods in the whole store, from a paged list of all.
 async fn count_pods(server: &Server) -> Result<u64> {
     let mut c = Conn::open(server.addr).await?;
-    let body = c
-        .expect(200, "GET", "/api/v1/pods?limit=1", "application/json", b"")
-        .await?;
-    let v: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
-    let items = v["items"].as_array().map_or(0, Vec::len) as u64;
-    Ok(items + v["metadata"]["remainingItemCount"].as_u64().unwrap_or(0))
+    crate::memory::stored_json(&mut c)
+        .await
+        .map(|(n, _)| n as u64)
 }
 
 /// Spawns a server with `args` and times it to ready; checks it holds `want` pods.

@@ -1,7 +1,8 @@
 //! **P19 — P3 across object sizes, 4 KB to 1 MB** (issue 31 item 4): the kubelet pattern of
 //! P3 (one `spec.nodeName` watcher per node, h2c streams 250 per connection, each write
 //! reaching exactly one watcher) with pods padded to 4 KiB, 64 KiB, 256 KiB and 1 MiB of JSON
-//! (an annotation of filler), each size on a fresh server.
+//! (the value of an environment variable: annotations are limited to 256 KiB), each size on
+//! a fresh server.
 //!
 //! What changes with the size: the number of pods (the stored JSON is held to one budget,
 //! 1 GiB at full scale, at most P3's 150 000 pods) and the write rate (100/s as P3's, but at
@@ -55,13 +56,14 @@ fn pods(size: usize) -> usize {
 /// A pod of about `size` bytes of JSON on `node`.
 fn pod_body(i: usize, node: usize, size: usize) -> String {
     let base = format!(
-        r#"{{"metadata":{{"name":"pod-{i:06}","labels":{{"app":"web"}},"annotations":{{"p19/pad":""}}}},"spec":{{"nodeName":"node-{node:04}","containers":[{{"name":"c","image":"registry.example/app:1.0"}}]}}}}"#
+        r#"{{"metadata":{{"name":"pod-{i:06}","labels":{{"app":"web"}}}},"spec":{{"nodeName":"node-{node:04}","containers":[{{"name":"c","image":"registry.example/app:1.0","env":[{{"name":"PAD","value":""}}]}}]}}}}"#
     );
-    // The server adds ~300 bytes (uid, timestamps, defaults); pad the rest.
+    // The server adds ~300 bytes (uid, timestamps, defaults); pad the rest. The filler is an
+    // environment variable's value: annotations are limited to 256 KiB in all, as upstream's.
     let pad = size.saturating_sub(base.len() + 300);
     base.replacen(
-        r#""p19/pad":"""#,
-        &format!(r#""p19/pad":"{}""#, "x".repeat(pad)),
+        r#""name":"PAD","value":"""#,
+        &format!(r#""name":"PAD","value":"{}""#, "x".repeat(pad)),
         1,
     )
 }
@@ -291,7 +293,7 @@ pub(crate) async fn p19() -> Result<Report> {
     }
     r.notes.push(format!(
         "Each size on a fresh server; sizes run one after another (not alternated). A pod is padded \
-         with one annotation to its size; each write merge-PATCHes one label of one pod, so the server \
+         to its size by one environment variable's value; each write merge-PATCHes one label of one pod, so the server \
          re-encodes and sends the whole object to one watcher. Watches are h2c streams, \
          {STREAMS_PER_CONN} per connection, one per node. Open-file limit {limit}."
     ));
