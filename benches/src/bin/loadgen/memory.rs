@@ -315,7 +315,9 @@ pub(crate) async fn p18() -> Result<Report> {
     );
     let server = Server::start(&["--storage", "embedded"])?;
     create_pods(server.addr, pods, 1_000, 4).await?;
-    // One list alone, for the size of a response and the serial baseline.
+    // One list alone, for the size of a response and the serial baseline (the server settled
+    // after the creates first).
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let mut one = Conn::open(server.addr).await?;
     let (mut alone, mut bytes) = (Vec::new(), 0usize);
     for _ in 0..5 {
