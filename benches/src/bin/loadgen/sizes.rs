@@ -304,3 +304,34 @@ pub(crate) async fn p19() -> Result<Report> {
     ));
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_padded_pod_is_about_its_size_and_names_itself_once() {
+        for size in SIZES {
+            let body = pod_body(7, 3, size);
+            assert!(
+                body.len() + 300 >= size && body.len() <= size,
+                "{size}: {}",
+                body.len()
+            );
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            assert_eq!(v["metadata"]["name"], "pod-000007");
+            assert_eq!(body.matches(r#""name":"pod-"#).count(), 1);
+        }
+    }
+
+    #[test]
+    fn only_modified_events_name_their_pod() {
+        let obj = pod_body(42, 0, 64 << 10);
+        let modified = format!(r#"{{"type":"MODIFIED","object":{obj}}}"#);
+        assert_eq!(modified_pod(modified.as_bytes()), Some("pod-000042"));
+        let added = format!(r#"{{"type":"ADDED","object":{obj}}}"#);
+        assert_eq!(modified_pod(added.as_bytes()), None);
+        assert_eq!(modified_pod(br#"{"type":"MODIFIED","object":{}}"#), None);
+        assert_eq!(modified_pod(b""), None);
+    }
+}
