@@ -95,6 +95,32 @@ impl Conn {
         content_type: &str,
         body: &[u8],
     ) -> Result<(u16, Vec<u8>)> {
+        let (code, out, _) = self
+            .exchange(method, path, content_type, body, true)
+            .await?;
+        Ok((code, out))
+    }
+
+    /// As [`Conn::request`], reading the response body without keeping it (a thousand
+    /// clients' lists at once need not be held by this process): the status code, the
+    /// body's first 64 KiB (for an error's message) and its length.
+    pub(crate) async fn request_discard(
+        &mut self,
+        method: &str,
+        path: &str,
+    ) -> Result<(u16, Vec<u8>, usize)> {
+        self.exchange(method, path, "application/json", b"", false)
+            .await
+    }
+
+    async fn exchange(
+        &mut self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+        keep: bool,
+    ) -> Result<(u16, Vec<u8>, usize)> {
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{}Content-Type: {content_type}\r\nContent-Length: {}\r\n\r\n",
             self.auth,
@@ -131,24 +157,46 @@ impl Conn {
             }
         }
         let mut out = Vec::new();
+        let mut total = 0usize;
+        // Without `keep`, the body's first 64 KiB are kept and the rest read into a scratch.
+        const HEAD: usize = 64 * 1024;
+        let mut scratch = Vec::new();
+        let take = |out: &mut Vec<u8>, bytes: &[u8]| {
+            if keep {
+                out.extend_from_slice(bytes);
+            } else if out.len() < HEAD {
+                let n = (HEAD - out.len()).min(bytes.len());
+                out.extend_from_slice(&bytes[..n]);
+            }
+        };
         if chunked {
             loop {
                 let mut size = String::new();
                 self.conn.read_line(&mut size).await.map_err(io)?;
                 let n = usize::from_str_radix(size.trim().split(';').next().unwrap_or("0"), 16)
                     .unwrap_or(0);
-                let mut chunk = vec![0u8; n + 2];
-                self.conn.read_exact(&mut chunk).await.map_err(io)?;
-                out.extend_from_slice(&chunk[..n]);
+                scratch.resize(n + 2, 0);
+                self.conn.read_exact(&mut scratch).await.map_err(io)?;
+                take(&mut out, &scratch[..n]);
+                total += n;
                 if n == 0 {
                     break;
                 }
             }
-        } else {
+        } else if keep {
             out.resize(len, 0);
             self.conn.read_exact(&mut out).await.map_err(io)?;
+            total = len;
+        } else {
+            while total < len {
+                let n = (len - total).min(HEAD);
+                scratch.resize(n, 0);
+                self.conn.read_exact(&mut scratch).await.map_err(io)?;
+                take(&mut out, &scratch);
+                total += n;
+            }
         }
-        Ok((code, out))
+        Ok((code, out, total))
     }
 
     /// A request that must answer `want`.

@@ -1,4 +1,4 @@
-//! The load generator behind `cargo xtask bench`: runs the performance scenarios P1..P17 of
+//! The load generator behind `cargo xtask bench`: runs the performance scenarios P1..P20 of
 //! docs/benchmarks.md, each beside its baseline in the same run, and writes the results as
 //! JSON, a Markdown table and an SVG plot per scenario into `docs/bench/`.
 //!
@@ -15,6 +15,7 @@ mod asked;
 mod http;
 mod inproc;
 mod lists;
+mod memory;
 mod meta;
 mod netscen;
 mod p10;
@@ -25,6 +26,8 @@ mod p3;
 mod p5;
 mod realistic;
 mod report;
+mod restart;
+mod sizes;
 mod slow;
 mod sys;
 mod writepath;
@@ -51,9 +54,9 @@ pub(crate) fn heap_peak() -> usize {
     ALLOC.max_allocated()
 }
 
-const ALL: [&str; 16] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P16",
-    "P17",
+const ALL: [&str; 20] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P15",
+    "P16", "P17", "P18", "P19", "P20",
 ];
 
 async fn run(id: &str) -> Result<Report, String> {
@@ -74,6 +77,10 @@ async fn run(id: &str) -> Result<Report, String> {
         "P12" => p12::p12().await,
         "P16" => asked::p16().await,
         "P17" => asked::p17().await,
+        "P15" => memory::p15().await,
+        "P18" => memory::p18().await,
+        "P19" => sizes::p19().await,
+        "P20" => restart::p20().await,
         // Not in `ALL`: it needs a baseline build of the server (see `writepath`).
         "W1" => writepath::w1().await,
         other => Err(format!(

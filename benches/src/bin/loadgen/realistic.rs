@@ -60,7 +60,7 @@ pub(crate) struct Deployed {
 }
 
 /// Removes a directory when dropped (declared after the server, so dropped after it).
-struct DirGuard(PathBuf);
+pub(crate) struct DirGuard(pub(crate) PathBuf);
 
 impl Drop for DirGuard {
     fn drop(&mut self) {
@@ -69,7 +69,7 @@ impl Drop for DirGuard {
 }
 
 /// The file system type of the mount holding `path` (longest mount-point prefix).
-fn fs_type(path: &Path) -> Option<String> {
+pub(crate) fn fs_type(path: &Path) -> Option<String> {
     let mounts = std::fs::read_to_string("/proc/mounts").ok()?;
     let path = path.canonicalize().ok()?;
     mounts
@@ -84,7 +84,7 @@ fn fs_type(path: &Path) -> Option<String> {
 }
 
 /// A fresh directory for one realistic server.
-fn fresh_dir() -> Result<PathBuf> {
+pub(crate) fn fresh_dir() -> Result<PathBuf> {
     static N: AtomicUsize = AtomicUsize::new(0);
     let parent = std::env::var_os("LISTWATCH_BENCH_DATA_DIR")
         .map(PathBuf::from)
