@@ -12,7 +12,7 @@
 //! - `deps`  — the layering rule: every edge between workspace crates in `cargo metadata` must
 //!   be in the table of [`mod@deps`] (which says why each is there); fails naming each
 //!   forbidden edge.
-//! - `bench [SCENARIO..]` — the performance scenarios P1..P14 (docs/benchmarks.md) with the
+//! - `bench [SCENARIO..]` — the performance scenarios P1..P14 and W2 (docs/benchmarks.md) with the
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
 //!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead.
@@ -90,7 +90,7 @@ const HELP: &str = "usage: cargo xtask <task>
   ci               deps, fmt --check, clippy -D warnings, doc -D warnings, test, python-e2e
   deps             check the edges between workspace crates against the layering table
                    (xtask/src/deps.rs); fails naming each forbidden edge
-  bench [SCENARIO..]  run the performance scenarios P1..P14 (all, or the named ones)
+  bench [SCENARIO..]  run the performance scenarios P1..P14, W2 (all, or the named ones)
                    with the load generator; results in docs/bench/
   bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
   fuzz [TARGET] [SECONDS]  run one fuzz target (or each in turn) for SECONDS (default 60)
@@ -366,8 +366,8 @@ fn criterion(names: &[String]) -> Result {
 }
 
 /// Every scenario of the load generator, in the order docs/benchmarks.md lists them.
-const SCENARIOS: [&str; 14] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14",
+const SCENARIOS: [&str; 15] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "W2",
 ];
 
 /// Builds the apiserver and the load generator (release), then runs each scenario in a
@@ -390,6 +390,8 @@ fn scenarios(names: &[String]) -> Result {
     for (package, bin) in [
         ("listwatch-apiserver", "listwatch-apiserver"),
         ("listwatch-benches", "loadgen"),
+        // W2's bare baseline (same package: no second flavour of its dependencies).
+        ("listwatch-benches", "write-bare"),
     ] {
         let mut build = cargo();
         build.args([

@@ -24,6 +24,7 @@ mod p5;
 mod report;
 mod slow;
 mod sys;
+mod w2;
 mod writepath;
 
 use std::alloc::System;
@@ -48,8 +49,8 @@ pub(crate) fn heap_peak() -> usize {
     ALLOC.max_allocated()
 }
 
-const ALL: [&str; 14] = [
-    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14",
+const ALL: [&str; 15] = [
+    "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "W2",
 ];
 
 async fn run(id: &str) -> Result<Report, String> {
@@ -70,6 +71,7 @@ async fn run(id: &str) -> Result<Report, String> {
         "P12" => p12::p12().await,
         // Not in `ALL`: it needs a baseline build of the server (see `writepath`).
         "W1" => writepath::w1().await,
+        "W2" => w2::w2().await,
         other => Err(format!(
             "unknown scenario {other:?} (known: {})",
             ALL.join(" ")
