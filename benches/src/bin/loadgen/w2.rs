@@ -40,6 +40,9 @@ fn pod(name: &str, i: usize) -> Vec<u8> {
     .into_bytes()
 }
 
+/// One request to send: the status it must answer, method, path, content type and body.
+type Req = (u16, &'static str, String, &'static str, Vec<u8>);
+
 /// The merge PATCH of one label.
 fn label_patch(j: usize) -> Vec<u8> {
     format!(r#"{{"metadata":{{"labels":{{"bench":"w{j}"}}}}}}"#).into_bytes()
@@ -115,7 +118,7 @@ async fn sequential(
     server: &Server,
     conn: &mut Conn,
     n: usize,
-    mut one: impl FnMut(usize) -> (u16, &'static str, String, &'static str, Vec<u8>),
+    mut one: impl FnMut(usize) -> Req,
 ) -> Result<(f64, f64)> {
     let (c0, t0) = (server.cpu(), Instant::now());
     for i in 0..n {
@@ -134,7 +137,7 @@ async fn sequential(
 async fn concurrent(
     server: &Server,
     conns: Vec<Conn>,
-    one: fn(usize, usize) -> (u16, &'static str, String, &'static str, Vec<u8>),
+    one: fn(usize, usize) -> Req,
 ) -> Result<((f64, f64), Vec<Conn>)> {
     let (c0, t0) = (server.cpu(), Instant::now());
     let mut tasks = Vec::new();
@@ -156,7 +159,7 @@ async fn concurrent(
     Ok(((n / wall, (server.cpu() - c0) / n * 1e6), back))
 }
 
-fn many_create(k: usize, i: usize) -> (u16, &'static str, String, &'static str, Vec<u8>) {
+fn many_create(k: usize, i: usize) -> Req {
     (
         201,
         "POST",
@@ -166,7 +169,7 @@ fn many_create(k: usize, i: usize) -> (u16, &'static str, String, &'static str, 
     )
 }
 
-fn many_patch(k: usize, i: usize) -> (u16, &'static str, String, &'static str, Vec<u8>) {
+fn many_patch(k: usize, i: usize) -> Req {
     (
         200,
         "PATCH",
