@@ -12,7 +12,7 @@
 //! - `deps`  — the layering rule: every edge between workspace crates in `cargo metadata` must
 //!   be in the table of [`mod@deps`] (which says why each is there); fails naming each
 //!   forbidden edge.
-//! - `bench [SCENARIO..]` — the performance scenarios P1..P20 (docs/benchmarks.md) with the
+//! - `bench [SCENARIO..]` — the performance scenarios P1..P20 and W2 (docs/benchmarks.md) with the
 //!   load generator (`listwatch-benches`' `loadgen`), each in its own process, after building
 //!   the apiserver it starts; results as JSON, Markdown and SVG in docs/bench/.
 //!   `bench --criterion [NAME..]` runs the criterion micro-benchmarks instead. After the
@@ -93,7 +93,7 @@ const HELP: &str = "usage: cargo xtask <task>
   ci               deps, fmt --check, clippy -D warnings, doc -D warnings, test, python-e2e
   deps             check the edges between workspace crates against the layering table
                    (xtask/src/deps.rs); fails naming each forbidden edge
-  bench [SCENARIO..]  run the performance scenarios P1..P20 (all, or the named ones)
+  bench [SCENARIO..]  run the performance scenarios P1..P20 and W2 (all, or the named ones)
                    with the load generator; results in docs/bench/
   bench --criterion [NAME..]  run the criterion micro-benchmarks (all, or the named targets)
   bench --summary  regenerate docs/benchmarks.md's summary table from docs/bench/*.json
@@ -371,9 +371,9 @@ fn criterion(names: &[String]) -> Result {
 }
 
 /// Every scenario of the load generator, in the order docs/benchmarks.md lists them.
-const SCENARIOS: [&str; 20] = [
+const SCENARIOS: [&str; 21] = [
     "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P15",
-    "P16", "P17", "P18", "P19", "P20",
+    "P16", "P17", "P18", "P19", "P20", "W2",
 ];
 
 /// Builds the apiserver and the load generator (release), then runs each scenario in a
@@ -396,6 +396,8 @@ fn scenarios(names: &[String]) -> Result {
     for (package, bin) in [
         ("listwatch-apiserver", "listwatch-apiserver"),
         ("listwatch-benches", "loadgen"),
+        // W2's bare baseline (same package: no second flavour of its dependencies).
+        ("listwatch-benches", "write-bare"),
     ] {
         let mut build = cargo();
         build.args([

@@ -30,6 +30,7 @@ mod restart;
 mod sizes;
 mod slow;
 mod sys;
+mod w2;
 mod writepath;
 
 use std::alloc::System;
@@ -54,9 +55,9 @@ pub(crate) fn heap_peak() -> usize {
     ALLOC.max_allocated()
 }
 
-const ALL: [&str; 20] = [
+const ALL: [&str; 21] = [
     "P1", "P2", "P3", "P4", "P5", "P6", "P7", "P8", "P9", "P10", "P11", "P12", "P13", "P14", "P15",
-    "P16", "P17", "P18", "P19", "P20",
+    "P16", "P17", "P18", "P19", "P20", "W2",
 ];
 
 async fn run(id: &str) -> Result<Report, String> {
@@ -83,6 +84,7 @@ async fn run(id: &str) -> Result<Report, String> {
         "P20" => restart::p20().await,
         // Not in `ALL`: it needs a baseline build of the server (see `writepath`).
         "W1" => writepath::w1().await,
+        "W2" => w2::w2().await,
         other => Err(format!(
             "unknown scenario {other:?} (known: {})",
             ALL.join(" ")
