@@ -164,7 +164,13 @@ impl Informers {
                     d = binding_changes.next() => if d.is_none() { return },
                     () = retry => {}
                 }
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                // After a pass that wrote, the changes are mostly this pass's own writes
+                // coming back from the watch cache: a short wait lets them land (start-up
+                // goes through a few such passes — the policy, then aggregation rounds —
+                // before the server may announce itself). A change from elsewhere gets
+                // the longer wait, for a burst (`kubectl apply` of many roles) to settle.
+                let debounce = if settled { 100 } else { 10 };
+                tokio::time::sleep(Duration::from_millis(debounce)).await;
                 while futures::FutureExt::now_or_never(role_changes.next())
                     .flatten()
                     .is_some()

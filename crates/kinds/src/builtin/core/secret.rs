@@ -32,6 +32,9 @@ impl KindStrategy for SecretStrategy {
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         fold_string_data(new);
+        // Go defaults every decoded body, an update's too: a body without `type` is Opaque
+        // before `type`'s immutability is checked.
+        set_default(new, &["type"], json!("Opaque"));
     }
 
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
@@ -191,6 +194,9 @@ mod tests {
         assert!(SecretStrategy.validate_update(&same, &old).is_empty());
         let changed = json!({"type": "kubernetes.io/tls", "immutable": false, "data": {}});
         assert_eq!(SecretStrategy.validate_update(&changed, &old).len(), 3);
+        let mut untyped = json!({"immutable": true, "data": {"a": "eA=="}});
+        SecretStrategy.prepare_for_update(&mut untyped, &old);
+        assert!(SecretStrategy.validate_update(&untyped, &old).is_empty());
     }
 
     #[test]
