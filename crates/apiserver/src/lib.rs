@@ -31,6 +31,7 @@ mod componentstatus;
 mod conn;
 mod conn_limit;
 pub mod custom;
+pub mod eviction;
 pub mod flag_checks;
 pub mod flags;
 mod options;
@@ -530,6 +531,7 @@ pub fn router(api: &listwatch_endpoints::Api, running: &Running) -> axum::Router
     axum::Router::new()
         .merge(security::reviews::router(Arc::clone(&sec), api))
         .merge(binding::router(api))
+        .merge(eviction::router(api))
         .merge(api.router())
         .layer(axum::middleware::from_fn_with_state(
             sec,

@@ -37,6 +37,7 @@ mod lifecycle;
 mod namespaces;
 mod pki_dir;
 mod pod_deletion;
+mod pod_eviction;
 mod python_client;
 mod registry_strategies;
 mod schemas;
