@@ -23,7 +23,8 @@ use listwatch_storage::Storage;
 
 use crate::backends::Backends;
 use crate::{
-    Options, ServerError, binding, build_info, builtin, componentstatus, custom, security, serve,
+    Options, ServerError, binding, build_info, builtin, componentstatus, custom, eviction, security,
+    serve,
 };
 
 /// Every resource to serve: the built-ins, then those of `--resources`. An entry naming a
@@ -418,6 +419,7 @@ pub fn router(api: &listwatch_endpoints::Api, running: &Running) -> axum::Router
     axum::Router::new()
         .merge(security::reviews::router(Arc::clone(&sec), api))
         .merge(binding::router(api))
+        .merge(eviction::router(api))
         .merge(api.router())
         .layer(axum::middleware::from_fn_with_state(
             sec,

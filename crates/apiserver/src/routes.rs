@@ -72,6 +72,7 @@ pub fn table(resources: &[KindSpec]) -> Vec<Route> {
     }
     out.extend(crate::security::reviews::paths().map(Route::Security));
     out.extend(crate::binding::PATHS.into_iter().map(Route::Security));
+    out.extend(crate::eviction::PATHS.into_iter().map(Route::Security));
     out.extend(listwatch_endpoints::non_resource_paths().map(Route::NonResource));
     out.extend(
         listwatch_endpoints::DISCOVERY_PATHS

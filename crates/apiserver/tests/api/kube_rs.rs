@@ -468,3 +468,30 @@ async fn a_decode_error_points_at_upstreams_column() {
         "{err}"
     );
 }
+
+/// The eviction half of kube-rs's `can_get_pod_logs_and_evict` (excluded from the kube-rs
+/// suite: its first half reads a running container's logs): `Api::<Pod>::evict` answers
+/// `Success` and the pod goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_rs_evicts_a_pod() {
+    let server = Server::start(&[]);
+    let client = client(&server).await;
+    namespace(&client, "evict").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "evict");
+    pods.create(&PostParams::default(), &pod("busybox-kube3"))
+        .await
+        .unwrap();
+    let status = pods
+        .evict("busybox-kube3", &kube::api::EvictParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        status.status,
+        Some(kube::core::response::StatusSummary::Success)
+    );
+    let err = pods.get("busybox-kube3").await.unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 404),
+        "{err:?}"
+    );
+}

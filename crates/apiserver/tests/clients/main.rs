@@ -38,6 +38,7 @@ mod managed_fields_opt_out;
 mod namespaces;
 mod pki_dir;
 mod pod_deletion;
+mod pod_eviction;
 mod printer_columns;
 mod python_client;
 mod registry_strategies;

@@ -183,6 +183,7 @@ pub fn cluster_roles() -> Vec<Role> {
                     ],
                 ),
                 r(["create"], [""], ["serviceaccounts/token"]),
+                r(["create"], [""], ["pods/eviction"]),
                 r(["impersonate"], [""], ["serviceaccounts"]),
                 r(WRITE, ["apps"], apps_write),
                 r(WRITE, ["autoscaling"], ["horizontalpodautoscalers"]),

@@ -51,7 +51,7 @@ impl CreateOnly {
 }
 
 /// The review APIs (upstream's authentication and authorization groups), `v1` Binding and
-/// `pods/binding`, and `serviceaccounts/token`.
+/// `pods/binding`, `pods/eviction` (a `policy/v1` Eviction), and `serviceaccounts/token`.
 pub const ALL: &[CreateOnly] = &[
     CreateOnly::new(
         "authentication.k8s.io",
@@ -91,6 +91,15 @@ pub const ALL: &[CreateOnly] = &[
     ),
     CreateOnly::new("", "bindings", true, "Binding"),
     CreateOnly::new("", "pods/binding", true, "Binding"),
+    CreateOnly {
+        group: "",
+        version: "v1",
+        resource: "pods/eviction",
+        namespaced: true,
+        kind_group: "policy",
+        kind_version: "v1",
+        kind: "Eviction",
+    },
     CreateOnly {
         group: "",
         version: "v1",

@@ -897,6 +897,21 @@ pub(crate) fn security_cases(path: &str) -> Vec<Case> {
                 .body(JSON, &json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "no-such-pod"}, "target": {"name": "node-1"}}))
             })
             .collect(),
+        // Eviction: `create` on `pods/eviction`; a pod that does not exist (404 for every
+        // allowed request).
+        "/api/v1/namespaces/{ns}/pods/{name}/eviction" => [NS, OTHER]
+            .into_iter()
+            .map(|ns| {
+                Case::new(
+                    format!("create pods/eviction in {ns}"),
+                    "POST",
+                    format!("/api/v1/namespaces/{ns}/pods/no-such-pod/eviction"),
+                    vec![plain_attr("create", "", "pods/eviction", ns, "no-such-pod")],
+                    404,
+                )
+                .body(JSON, &json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "no-such-pod"}}))
+            })
+            .collect(),
         "/api/v1/namespaces/{ns}/bindings" => [NS, OTHER]
             .into_iter()
             .map(|ns| {

@@ -1,3 +1,4 @@
 //! The `policy` group.
 
+pub mod eviction;
 pub mod poddisruptionbudget;
