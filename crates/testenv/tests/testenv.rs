@@ -766,3 +766,32 @@ fn kubectl_with_the_kubeconfig_works_and_curl_without_it_is_refused() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A client kept after its environment stops must not reach a later one (which may get the
+/// same port): each environment has its own CA and admin certificate, so a client of one,
+/// pointed at another's address (as if the port were reused), fails the TLS handshake.
+#[tokio::test]
+async fn a_client_of_one_environment_cannot_use_another() {
+    let (a, b) = tokio::join!(TestEnv::start(), TestEnv::start());
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_ne!(a.ca_pem(), b.ca_pem(), "each environment has its own CA");
+    let dir = tempfile::tempdir().unwrap();
+    // A's kubeconfig (its CA, its admin certificate) at B's address.
+    let stale = a.kubeconfig_yaml().replace(&a.url(), &b.url());
+    let client = listwatch_client::HttpClient::new(
+        listwatch_client::HttpConfig::from_kubeconfig_yaml(&stale, dir.path()).unwrap(),
+    )
+    .unwrap();
+    let answer = client.get("/api/v1/namespaces/default").await;
+    let err = answer.expect_err("a client of another environment was served");
+    assert!(err.to_string().contains("connection failed"), "{err}");
+    // B's own client is served.
+    assert!(
+        b.client()
+            .unwrap()
+            .get("/api/v1/namespaces/default")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
