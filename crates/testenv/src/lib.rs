@@ -18,8 +18,14 @@
 //! - the server is reachable and every cache has listed before `start` returns; a server
 //!   that fails to start is an [`Error`] (never a hang: start has a deadline, 60 s by
 //!   default);
-//! - the server serves loopback only, plain HTTP, no authentication (every client is
-//!   `system:masters`, the server's insecure loopback mode): a test server, not a cluster;
+//! - the server serves loopback only, over TLS with a CA made for this environment alone
+//!   (the server's `--pki-dir` setup, in the environment's private directory, mode 0700),
+//!   and authenticates every request: the admin client certificate (`kubernetes-admin` in
+//!   `system:masters`) is the only credential it hands out, anonymous requests are off (401)
+//!   and RBAC authorizes the rest. So another local user of the machine, or a client of an
+//!   earlier environment that had the same port, cannot use it (envtest's posture);
+//! - the kubeconfig (file mode 0600) and every client it returns carry the CA and the admin
+//!   certificate;
 //! - drop stops the server and waits for its thread, at most the shutdown grace period
 //!   (1 s) plus a bound; nothing of it outlives the `TestEnv` but a thread that failed to
 //!   stop in time, which is logged.
@@ -72,6 +78,9 @@ pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long a stopping server may finish its requests.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+
+/// The environment's `--pki-dir`, inside its private directory.
+const PKI_DIR: &str = "pki";
 
 /// The largest CRD manifest file read (a bundle of many CRDs fits; `/dev/zero` does not).
 pub const MAX_MANIFEST_BYTES: u64 = 64 << 20;
@@ -169,6 +178,13 @@ impl Builder {
         let dir = tempfile::Builder::new()
             .prefix("listwatch-testenv-")
             .tempdir()?;
+        // Private: it holds the CA key and the admin key (tempfile makes it 0700 already;
+        // said here, not assumed).
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        }
         let mut args: Vec<String> = vec![
             "listwatch-apiserver".into(),
             "--bind".into(),
@@ -188,9 +204,13 @@ impl Builder {
             );
         }
         args.extend(self.args);
-        let opts = Options::try_parse_checked_from(&args)
+        let mut opts = Options::try_parse_checked_from(&args)
             .map_err(|e| Error::Flags(e.to_string().trim().to_owned()))?;
         refuse_unreachable(&opts)?;
+        // TLS with a CA of this environment, client certificates, RBAC; no anonymous user.
+        let pki = dir.path().join(PKI_DIR);
+        opts.security.pki_dir = Some(pki.clone());
+        opts.security.anonymous_auth = false;
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SocketAddr, String>>();
         let thread = std::thread::Builder::new()
@@ -199,6 +219,7 @@ impl Builder {
         let mut env = TestEnv {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             kubeconfig: PathBuf::new(),
+            credentials: Credentials::default(),
             stop,
             thread: Some(thread),
             dir,
@@ -211,13 +232,15 @@ impl Builder {
             Err(_) => return Err(Error::Timeout(deadline)),
         };
         env.addr = addr;
+        // The server made them before it listened.
+        env.credentials = Credentials::read(&pki)?;
+        env.kubeconfig = env.dir.path().join("kubeconfig");
+        write_private(&env.kubeconfig, env.kubeconfig_yaml().as_bytes())?;
         let left = deadline.saturating_sub(started.elapsed());
         match tokio::time::timeout(left, install(&env.client()?, &crds)).await {
             Ok(r) => r?,
             Err(_) => return Err(Error::Timeout(deadline)),
         }
-        env.kubeconfig = env.dir.path().join("kubeconfig");
-        std::fs::write(&env.kubeconfig, env.kubeconfig_yaml())?;
         Ok(env)
     }
 
@@ -353,14 +376,15 @@ fn read_manifest(path: &Path) -> std::io::Result<String> {
     Ok(text)
 }
 
-/// The environment hands out a plain-HTTP, credential-free kubeconfig for a loopback port
-/// it picks: flags that would make that kubeconfig wrong (TLS, an authenticator, another
-/// address) are refused rather than served unreachable.
+/// The environment hands out a kubeconfig for a loopback port it picks, with the CA and
+/// admin certificate it makes: flags that would make that kubeconfig wrong (TLS files of
+/// another CA, other authenticators, another address) are refused rather than served
+/// unreachable.
 fn refuse_unreachable(opts: &Options) -> Result<(), Error> {
     let refuse = |what: &str| {
         Err(Error::Flags(format!(
-            "{what}: the test environment serves plain HTTP on a loopback port it picks, without \
-             authentication, and its kubeconfig says so"
+            "{what}: the test environment serves TLS with a CA of its own on a loopback port \
+             it picks, authenticates its admin client certificate, and its kubeconfig says so"
         )))
     };
     if opts.scheme() == "https" {
@@ -422,11 +446,63 @@ fn serve(
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
 }
 
+/// Writes a file only its owner can read (mode 0600 even when it existed with another).
+fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        opts.mode(0o600);
+        let mut file = opts.open(path)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.write_all(data)
+    }
+    #[cfg(not(unix))]
+    opts.open(path)?.write_all(data)
+}
+
+/// Writes the kubeconfig of `env` at `path`, mode 0600 (it holds the admin key).
+///
+/// # Errors
+/// The file could not be written.
+pub fn write_kubeconfig(env: &TestEnv, path: &Path) -> std::io::Result<()> {
+    write_private(path, env.kubeconfig_yaml().as_bytes())
+}
+
+/// The PEM files of the environment's `--pki-dir` a client needs.
+#[derive(Debug, Default, Clone)]
+struct Credentials {
+    /// `ca.crt`: the CA that signed the serving certificate.
+    ca: String,
+    /// `admin.crt`: `kubernetes-admin` in `system:masters`.
+    cert: String,
+    /// `admin.key`.
+    key: String,
+}
+
+impl Credentials {
+    fn read(pki: &Path) -> std::io::Result<Self> {
+        let read = |name: &str| {
+            std::fs::read_to_string(pki.join(name)).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("{}: {e}", pki.join(name).display()))
+            })
+        };
+        Ok(Self {
+            ca: read("ca.crt")?,
+            cert: read("admin.crt")?,
+            key: read("admin.key")?,
+        })
+    }
+}
+
 /// A running test server; stops when dropped.
 #[derive(Debug)]
 pub struct TestEnv {
     addr: SocketAddr,
     kubeconfig: PathBuf,
+    credentials: Credentials,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Option<JoinHandle<()>>,
     dir: tempfile::TempDir,
@@ -451,19 +527,34 @@ impl TestEnv {
         self.addr
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `https://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("https://{}", self.addr)
     }
 
-    /// A kubeconfig file for this server (context `listwatch-testenv`), for kubectl and
+    /// The environment's CA certificate (PEM): the serving certificate chains to it.
+    pub fn ca_pem(&self) -> &str {
+        &self.credentials.ca
+    }
+
+    /// The admin client certificate and its private key (PEM): `kubernetes-admin` in
+    /// `system:masters`, the credential of every client the environment hands out.
+    pub fn admin_cert_pem(&self) -> (&str, &str) {
+        (&self.credentials.cert, &self.credentials.key)
+    }
+
+    /// A kubeconfig file for this server (context `listwatch-testenv`, with the CA and the
+    /// admin certificate; mode 0600 in a directory only its owner reads), for kubectl and
     /// other languages' clients (`KUBECONFIG=<path>`); removed on drop.
     pub fn kubeconfig_path(&self) -> &Path {
         &self.kubeconfig
     }
 
-    /// The same kubeconfig, as YAML.
+    /// The same kubeconfig, as YAML. It holds the admin key: write it with
+    /// [`write_kubeconfig`] (mode 0600), not to a file others can read.
     pub fn kubeconfig_yaml(&self) -> String {
+        use base64::Engine;
+        let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
         format!(
             "apiVersion: v1
 kind: Config
@@ -471,9 +562,12 @@ clusters:
 - name: listwatch-testenv
   cluster:
     server: {url}
+    certificate-authority-data: {ca}
 users:
 - name: listwatch-testenv
-  user: {{}}
+  user:
+    client-certificate-data: {cert}
+    client-key-data: {key}
 contexts:
 - name: listwatch-testenv
   context:
@@ -482,7 +576,10 @@ contexts:
     namespace: default
 current-context: listwatch-testenv
 ",
-            url = self.url()
+            url = self.url(),
+            ca = b64(&self.credentials.ca),
+            cert = b64(&self.credentials.cert),
+            key = b64(&self.credentials.key),
         )
     }
 
@@ -491,7 +588,10 @@ current-context: listwatch-testenv
     /// # Errors
     /// The client could not be built (does not happen for a started server's URL).
     pub fn client(&self) -> Result<listwatch_client::HttpClient, Error> {
-        let config = listwatch_client::HttpConfig::new(self.url())?;
+        let config = listwatch_client::HttpConfig::from_kubeconfig_yaml(
+            &self.kubeconfig_yaml(),
+            self.dir.path(),
+        )?;
         Ok(listwatch_client::HttpClient::new(config)?)
     }
 
@@ -501,13 +601,56 @@ current-context: listwatch-testenv
     /// kube-rs refused the configuration.
     #[cfg(feature = "kube")]
     pub fn kube_client(&self) -> Result<kube::Client, Error> {
+        use kube::client::ConfigExt;
         let url = self
             .url()
             .parse()
             .map_err(|e: http::uri::InvalidUri| Error::Kube(e.to_string()))?;
         let mut config = kube::Config::new(url);
         config.default_namespace = "default".into();
-        kube::Client::try_from(config).map_err(|e| Error::Kube(e.to_string()))
+        // kube-rs 5 is built here without a TLS feature: its base-URI layer over a hyper-util
+        // client whose rustls trusts this environment's CA alone and presents the admin
+        // certificate (HTTP/1.1 or HTTP/2 by ALPN).
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(self.rustls_config()?)
+            .https_only()
+            .enable_http1()
+            .enable_http2()
+            .build();
+        let hyper =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(connector);
+        let service = tower::ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .service(hyper);
+        Ok(kube::Client::new(service, config.default_namespace))
+    }
+
+    /// rustls trusting this environment's CA alone, presenting the admin certificate.
+    #[cfg(feature = "kube")]
+    fn rustls_config(&self) -> Result<rustls::ClientConfig, Error> {
+        use rustls_pki_types::pem::PemObject;
+        use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+        let bad = |what: &str, e: &dyn std::fmt::Display| Error::Kube(format!("{what}: {e}"));
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in CertificateDer::pem_slice_iter(self.credentials.ca.as_bytes()) {
+            roots
+                .add(cert.map_err(|e| bad("ca.crt", &e))?)
+                .map_err(|e| bad("ca.crt", &e))?;
+        }
+        let certs = CertificateDer::pem_slice_iter(self.credentials.cert.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad("admin.crt", &e))?;
+        let key = PrivateKeyDer::from_pem_slice(self.credentials.key.as_bytes())
+            .map_err(|e| bad("admin.key", &e))?;
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad("TLS versions", &e))?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(certs, key)
+        .map_err(|e| bad("admin certificate", &e))
     }
 
     /// Stops the server now and waits for it (as drop does).

@@ -65,7 +65,8 @@ fn main() -> ExitCode {
             }
         };
         let path = match kubeconfig {
-            Some(p) => match std::fs::write(&p, env.kubeconfig_yaml()) {
+            // Mode 0600: it holds the admin key.
+            Some(p) => match listwatch_testenv::write_kubeconfig(&env, &p) {
                 Ok(()) => p,
                 Err(e) => {
                     eprintln!("listwatch-testenv: cannot write {}: {e}", p.display());
