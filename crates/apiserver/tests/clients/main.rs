@@ -20,6 +20,7 @@ mod auth;
 mod auth_defaults;
 mod binding_reviews;
 mod bootstrap;
+mod builtin_defaults;
 mod builtin_kinds;
 mod client_credentials;
 mod component_statuses;

@@ -16,6 +16,7 @@ pub mod certificates;
 pub mod coordination;
 pub mod core;
 pub mod create_only;
+pub mod defaults;
 pub mod derived;
 pub mod discovery;
 pub mod events;

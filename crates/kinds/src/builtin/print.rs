@@ -26,6 +26,9 @@ pub struct Printed {
     /// The status a create resets to (upstream's `PrepareForCreate` of a kind with
     /// `/status`), or `None` for a kind whose create keeps what it is given.
     pub reset_status: Option<fn() -> Value>,
+    /// Upstream's v1 defaulting of the kind ([`crate::builtin::defaults`]), applied on
+    /// create and on update (Go defaults every decoded body), or `None`.
+    pub defaults: Option<fn(&mut Value)>,
 }
 
 impl Printed {
@@ -38,6 +41,7 @@ impl Printed {
             columns,
             cells,
             reset_status: None,
+            defaults: None,
         }
     }
 
@@ -47,12 +51,28 @@ impl Printed {
         self.reset_status = Some(status);
         self
     }
+
+    /// The same printer for a kind whose bodies upstream defaults with `defaults`.
+    #[must_use]
+    pub const fn defaulting(mut self, defaults: fn(&mut Value)) -> Self {
+        self.defaults = Some(defaults);
+        self
+    }
 }
 
 impl KindStrategy for Printed {
     fn prepare_for_create(&self, obj: &mut Value) {
         if let (Some(status), Some(m)) = (self.reset_status, obj.as_object_mut()) {
             m.insert("status".into(), status());
+        }
+        if let Some(defaults) = self.defaults {
+            defaults(obj);
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        if let Some(defaults) = self.defaults {
+            defaults(new);
         }
     }
 

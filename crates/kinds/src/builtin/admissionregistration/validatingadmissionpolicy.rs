@@ -11,7 +11,11 @@ use crate::strategy::TableColumn;
 /// `admissionregistration.k8s.io/v1` validating admission policies, from the derived
 /// table's row; `status` is the empty status a create resets to.
 pub fn spec(base: KindSpec, status: fn() -> Value) -> KindSpec {
-    base.strategy(Printed::new(columns, cells).resetting_status(status))
+    base.strategy(
+        Printed::new(columns, cells)
+            .resetting_status(status)
+            .defaulting(crate::builtin::defaults::admission_policy),
+    )
 }
 
 fn columns() -> Vec<TableColumn> {

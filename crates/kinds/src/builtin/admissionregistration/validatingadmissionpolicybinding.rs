@@ -14,7 +14,9 @@ use crate::strategy::TableColumn;
 /// `admissionregistration.k8s.io/v1` validating admission policy bindings, from the
 /// derived table's row.
 pub fn spec(base: KindSpec) -> KindSpec {
-    base.strategy(Printed::new(columns, cells))
+    base.strategy(
+        Printed::new(columns, cells).defaulting(crate::builtin::defaults::admission_policy_binding),
+    )
 }
 
 fn columns() -> Vec<TableColumn> {

@@ -9,7 +9,12 @@ use crate::strategy::TableColumn;
 
 /// Either webhook configuration kind, from the derived table's row.
 pub fn spec(base: KindSpec) -> KindSpec {
-    base.strategy(Printed::new(columns, cells))
+    let defaults = if base.kind == "MutatingWebhookConfiguration" {
+        crate::builtin::defaults::mutating_webhooks
+    } else {
+        crate::builtin::defaults::validating_webhooks
+    };
+    base.strategy(Printed::new(columns, cells).defaulting(defaults))
 }
 
 fn columns() -> Vec<TableColumn> {

@@ -18,19 +18,24 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DaemonSetStrategy;
 
+/// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
+fn defaults(obj: &mut Value) {
+    set_default(
+        obj,
+        &["spec", "updateStrategy", "type"],
+        json!("RollingUpdate"),
+    );
+    if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
+        let ru = ["spec", "updateStrategy", "rollingUpdate"];
+        set_default(obj, &[ru[0], ru[1], ru[2], "maxUnavailable"], json!(1));
+        set_default(obj, &[ru[0], ru[1], ru[2], "maxSurge"], json!(0));
+    }
+    set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+}
+
 impl KindStrategy for DaemonSetStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(
-            obj,
-            &["spec", "updateStrategy", "type"],
-            json!("RollingUpdate"),
-        );
-        if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
-            let ru = ["spec", "updateStrategy", "rollingUpdate"];
-            set_default(obj, &[ru[0], ru[1], ru[2], "maxUnavailable"], json!(1));
-            set_default(obj, &[ru[0], ru[1], ru[2], "maxSurge"], json!(0));
-        }
-        set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+        defaults(obj);
         if let Some(m) = obj.as_object_mut() {
             m.insert(
                 "status".into(),
@@ -38,6 +43,10 @@ impl KindStrategy for DaemonSetStrategy {
                        "desiredNumberScheduled": 0, "numberReady": 0}),
             );
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

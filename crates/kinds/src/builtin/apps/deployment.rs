@@ -1,4 +1,4 @@
-//! Deployments (`apps/v1`): upstream's deployment strategy
+//! Deployments (`apps/v1`): upstream's v1 defaults (create and update) and deployment strategy
 //! (pkg/registry/apps/deployment/strategy.go: the status reset on create, the generation
 //! bumped on spec or annotation changes, a `/status` write that keeps the labels) and
 //! printer (NAME READY UP-TO-DATE AVAILABLE AGE, and CONTAINERS IMAGES SELECTOR for
@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::strategy::{KindStrategy, TableColumn};
+use crate::strategy::{KindStrategy, TableColumn, set_default};
 use crate::{Generation, KindSpec, ScaleSubresource, StatusUpdate};
 
 /// `apps/v1` deployments, with `/status` and `/scale`.
@@ -27,11 +27,34 @@ pub fn spec() -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DeploymentStrategy;
 
+/// apps/v1's `SetDefaults_Deployment`, on create and on update (Go defaults every decoded
+/// body): one replica, a rolling update of 25% unavailable and 25% surge, ten revisions
+/// kept, a 600 s progress deadline.
+fn defaults(obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
+    set_default(obj, &["spec", "replicas"], json!(1));
+    set_default(obj, &["spec", "strategy", "type"], json!("RollingUpdate"));
+    if obj["spec"]["strategy"]["type"] == "RollingUpdate" {
+        let ru = ["spec", "strategy", "rollingUpdate"];
+        set_default(obj, &[ru[0], ru[1], ru[2], "maxUnavailable"], json!("25%"));
+        set_default(obj, &[ru[0], ru[1], ru[2], "maxSurge"], json!("25%"));
+    }
+    set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+    set_default(obj, &["spec", "progressDeadlineSeconds"], json!(600));
+}
+
 impl KindStrategy for DeploymentStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
+        defaults(obj);
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({}));
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

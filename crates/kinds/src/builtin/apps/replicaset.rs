@@ -21,12 +21,21 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReplicaSetStrategy;
 
+/// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
+fn defaults(obj: &mut Value) {
+    set_default(obj, &["spec", "replicas"], json!(1));
+}
+
 impl KindStrategy for ReplicaSetStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(obj, &["spec", "replicas"], json!(1));
+        defaults(obj);
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({"replicas": 0}));
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

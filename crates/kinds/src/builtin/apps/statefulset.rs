@@ -19,40 +19,49 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StatefulSetStrategy;
 
+/// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
+fn defaults(obj: &mut Value) {
+    set_default(obj, &["spec", "replicas"], json!(1));
+    set_default(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
+    set_default(
+        obj,
+        &["spec", "updateStrategy", "type"],
+        json!("RollingUpdate"),
+    );
+    if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
+        set_default(
+            obj,
+            &["spec", "updateStrategy", "rollingUpdate", "partition"],
+            json!(0),
+        );
+    }
+    set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+    let retention = ["spec", "persistentVolumeClaimRetentionPolicy"];
+    set_default(
+        obj,
+        &[retention[0], retention[1], "whenDeleted"],
+        json!("Retain"),
+    );
+    set_default(
+        obj,
+        &[retention[0], retention[1], "whenScaled"],
+        json!("Retain"),
+    );
+}
+
 impl KindStrategy for StatefulSetStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(obj, &["spec", "replicas"], json!(1));
-        set_default(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
-        set_default(
-            obj,
-            &["spec", "updateStrategy", "type"],
-            json!("RollingUpdate"),
-        );
-        if obj["spec"]["updateStrategy"]["type"] == "RollingUpdate" {
-            set_default(
-                obj,
-                &["spec", "updateStrategy", "rollingUpdate", "partition"],
-                json!(0),
-            );
-        }
-        set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
-        let retention = ["spec", "persistentVolumeClaimRetentionPolicy"];
-        set_default(
-            obj,
-            &[retention[0], retention[1], "whenDeleted"],
-            json!("Retain"),
-        );
-        set_default(
-            obj,
-            &[retention[0], retention[1], "whenScaled"],
-            json!("Retain"),
-        );
+        defaults(obj);
         if let Some(m) = obj.as_object_mut() {
             m.insert(
                 "status".into(),
                 json!({"replicas": 0, "availableReplicas": 0}),
             );
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -19,19 +19,57 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HorizontalPodAutoscalerStrategy;
 
+/// `SetDefaults_HorizontalPodAutoscalerBehavior`: a set `behavior` gets upstream's scale-up
+/// rules (no stabilization window, `selectPolicy: Max`, 4 pods or 100% per 15 s) and
+/// scale-down rules (`selectPolicy: Max`, 100% per 15 s; the window stays unset) where its
+/// own leave a field unset.
+fn behavior(obj: &mut Value) {
+    let Some(b) = obj
+        .get_mut("spec")
+        .and_then(|s| s.get_mut("behavior"))
+        .filter(|b| b.is_object())
+    else {
+        return;
+    };
+    set_default(b, &["scaleUp", "stabilizationWindowSeconds"], json!(0));
+    set_default(b, &["scaleUp", "selectPolicy"], json!("Max"));
+    set_default(
+        b,
+        &["scaleUp", "policies"],
+        json!([{"type": "Pods", "value": 4, "periodSeconds": 15},
+               {"type": "Percent", "value": 100, "periodSeconds": 15}]),
+    );
+    set_default(b, &["scaleDown", "selectPolicy"], json!("Max"));
+    set_default(
+        b,
+        &["scaleDown", "policies"],
+        json!([{"type": "Percent", "value": 100, "periodSeconds": 15}]),
+    );
+}
+
+/// Upstream's v2 defaulting, on create and on update (Go defaults every decoded body).
+fn defaults(obj: &mut Value) {
+    behavior(obj);
+    set_default(obj, &["spec", "minReplicas"], json!(1));
+    if obj["spec"]["metrics"].as_array().is_none_or(Vec::is_empty) {
+        set_default(obj, &["spec", "metrics"], json!([]));
+        if let Some(m) = obj.pointer_mut("/spec/metrics") {
+            *m = json!([{"type": "Resource", "resource": {"name": "cpu",
+                "target": {"type": "Utilization", "averageUtilization": 80}}}]);
+        }
+    }
+}
+
 impl KindStrategy for HorizontalPodAutoscalerStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(obj, &["spec", "minReplicas"], json!(1));
-        if obj["spec"]["metrics"].as_array().is_none_or(Vec::is_empty) {
-            set_default(obj, &["spec", "metrics"], json!([]));
-            if let Some(m) = obj.pointer_mut("/spec/metrics") {
-                *m = json!([{"type": "Resource", "resource": {"name": "cpu",
-                    "target": {"type": "Utilization", "averageUtilization": 80}}}]);
-            }
-        }
+        defaults(obj);
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({"desiredReplicas": 0}));
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -36,15 +36,24 @@ impl CronJobStrategy {
     }
 }
 
+/// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
+fn defaults(obj: &mut Value) {
+    set_default(obj, &["spec", "concurrencyPolicy"], json!("Allow"));
+    set_default(obj, &["spec", "suspend"], json!(false));
+    set_default(obj, &["spec", "successfulJobsHistoryLimit"], json!(3));
+    set_default(obj, &["spec", "failedJobsHistoryLimit"], json!(1));
+}
+
 impl KindStrategy for CronJobStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(obj, &["spec", "concurrencyPolicy"], json!("Allow"));
-        set_default(obj, &["spec", "suspend"], json!(false));
-        set_default(obj, &["spec", "successfulJobsHistoryLimit"], json!(3));
-        set_default(obj, &["spec", "failedJobsHistoryLimit"], json!(1));
+        defaults(obj);
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({}));
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     /// A schedule (its cron syntax is not checked here) and a valid job template.

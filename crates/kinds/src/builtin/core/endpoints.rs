@@ -18,7 +18,7 @@ pub fn spec() -> KindSpec {
         .singular("endpoints")
         .generation(Generation::None)
         .allow_create_on_update(true)
-        .strategy(Printed::new(columns, cells))
+        .strategy(Printed::new(columns, cells).defaulting(crate::builtin::defaults::endpoints))
 }
 
 fn columns() -> Vec<TableColumn> {

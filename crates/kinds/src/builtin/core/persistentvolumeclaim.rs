@@ -18,12 +18,21 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct PersistentVolumeClaimStrategy;
 
+/// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
+fn defaults(obj: &mut Value) {
+    set_default(obj, &["spec", "volumeMode"], json!("Filesystem"));
+}
+
 impl KindStrategy for PersistentVolumeClaimStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(obj, &["spec", "volumeMode"], json!("Filesystem"));
+        defaults(obj);
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({"phase": "Pending"}));
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -77,6 +77,14 @@ fn endpoints(obj: &Value) -> String {
 }
 
 impl KindStrategy for EndpointSliceStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        crate::builtin::defaults::endpoint_slice(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        crate::builtin::defaults::endpoint_slice(new);
+    }
+
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
         let col = TableColumn::new;
         let mut name = col(

@@ -12,7 +12,11 @@ use crate::strategy::TableColumn;
 /// `flowcontrol.apiserver.k8s.io/v1` flow schemas, from the derived table's row; `status`
 /// is the empty status a create resets to.
 pub fn spec(base: KindSpec, status: fn() -> Value) -> KindSpec {
-    base.strategy(Printed::new(columns, cells).resetting_status(status))
+    base.strategy(
+        Printed::new(columns, cells)
+            .resetting_status(status)
+            .defaulting(crate::builtin::defaults::flow_schema),
+    )
 }
 
 fn columns() -> Vec<TableColumn> {

@@ -17,21 +17,30 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NetworkPolicyStrategy;
 
+/// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
+fn defaults(obj: &mut Value) {
+    let unset = obj["spec"]["policyTypes"]
+        .as_array()
+        .is_none_or(Vec::is_empty);
+    if unset && obj["spec"].is_object() {
+        let egress = obj["spec"]["egress"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty());
+        obj["spec"]["policyTypes"] = if egress {
+            json!(["Ingress", "Egress"])
+        } else {
+            json!(["Ingress"])
+        };
+    }
+}
+
 impl KindStrategy for NetworkPolicyStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        let unset = obj["spec"]["policyTypes"]
-            .as_array()
-            .is_none_or(Vec::is_empty);
-        if unset && obj["spec"].is_object() {
-            let egress = obj["spec"]["egress"]
-                .as_array()
-                .is_some_and(|e| !e.is_empty());
-            obj["spec"]["policyTypes"] = if egress {
-                json!(["Ingress", "Egress"])
-            } else {
-                json!(["Ingress"])
-            };
-        }
+        defaults(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

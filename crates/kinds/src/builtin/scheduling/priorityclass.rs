@@ -9,7 +9,7 @@ use crate::strategy::TableColumn;
 
 /// `scheduling.k8s.io/v1` priority classes, from the derived table's row.
 pub fn spec(base: KindSpec) -> KindSpec {
-    base.strategy(Printed::new(columns, cells))
+    base.strategy(Printed::new(columns, cells).defaulting(crate::builtin::defaults::priority_class))
 }
 
 fn columns() -> Vec<TableColumn> {

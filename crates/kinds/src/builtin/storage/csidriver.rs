@@ -10,7 +10,7 @@ use crate::strategy::TableColumn;
 
 /// `storage.k8s.io/v1` CSI drivers, from the derived table's row.
 pub fn spec(base: KindSpec) -> KindSpec {
-    base.strategy(Printed::new(columns, cells))
+    base.strategy(Printed::new(columns, cells).defaulting(crate::builtin::defaults::csi_driver))
 }
 
 fn columns() -> Vec<TableColumn> {

@@ -23,10 +23,19 @@ pub fn spec(base: KindSpec) -> KindSpec {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StorageClassStrategy;
 
+/// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
+fn defaults(obj: &mut Value) {
+    set_default(obj, &["reclaimPolicy"], json!("Delete"));
+    set_default(obj, &["volumeBindingMode"], json!("Immediate"));
+}
+
 impl KindStrategy for StorageClassStrategy {
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(obj, &["reclaimPolicy"], json!("Delete"));
-        set_default(obj, &["volumeBindingMode"], json!("Immediate"));
+        defaults(obj);
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
