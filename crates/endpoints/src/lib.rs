@@ -69,6 +69,7 @@ pub mod limits;
 use listwatch_server::metrics;
 pub mod negotiate;
 mod openapi;
+mod openapi_v2;
 pub use listwatch_registry::patch;
 pub mod path;
 pub use listwatch_protobuf as protobuf;
@@ -212,6 +213,8 @@ pub(crate) struct Derived {
     docs: std::sync::OnceLock<discovery::Documents>,
     /// The OpenAPI v3 index and documents.
     openapi: std::sync::OnceLock<openapi::Documents>,
+    /// The OpenAPI v2 document (JSON and protobuf).
+    openapi_v2: std::sync::OnceLock<openapi_v2::Document>,
     /// The schemas of the served kinds (built-in definitions and custom resources'): the
     /// field manager, strategic merge and the OpenAPI documents read them.
     pub(crate) catalog: Arc<listwatch_schema::Catalog>,
@@ -228,6 +231,18 @@ impl Derived {
     pub(crate) fn openapi(&self) -> &openapi::Documents {
         self.openapi
             .get_or_init(|| openapi::build(&self.kinds, &self.catalog, self.create_only))
+    }
+
+    /// The OpenAPI v2 document, derived from the v3 group-version documents.
+    pub(crate) fn openapi_v2(&self) -> &openapi_v2::Document {
+        self.openapi_v2.get_or_init(|| {
+            let docs: Vec<serde_json::Value> =
+                openapi::group_documents(&self.kinds, &self.catalog, self.create_only)
+                    .into_iter()
+                    .map(|(_, v)| v)
+                    .collect();
+            openapi_v2::build(&docs)
+        })
     }
 }
 
@@ -295,6 +310,7 @@ impl Shared {
             create_only: self.config.create_only,
             docs: std::sync::OnceLock::new(),
             openapi: std::sync::OnceLock::new(),
+            openapi_v2: std::sync::OnceLock::new(),
             catalog: Arc::new(openapi::catalog(k)),
         })
     }
@@ -498,6 +514,7 @@ const NON_RESOURCE_ROUTES: &[NonResourceRoute] = &[
     ("/readyz", || get(health::readyz)),
     ("/readyz/{check}", || get(health::readyz_check)),
     ("/metrics", || get(metrics_text)),
+    ("/openapi/v2", || get(openapi_v2::serve)),
     ("/openapi/v3", || get(openapi::index)),
     ("/openapi/v3/{*path}", || get(openapi::group_version)),
 ];

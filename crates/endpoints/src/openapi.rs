@@ -21,7 +21,8 @@
 //! Invariants: the documents are built once, when the API is built, and never change
 //! (the server's resources are fixed at start); a document's hash is its ETag; every
 //! `$ref` in a document resolves within its own `components.schemas`. Protobuf documents
-//! are not served: a request that accepts only them is 406.
+//! are not served: a request that accepts only them is 406. `/openapi/v2` (the
+//! `openapi_v2` module) is derived from the same per-group-version documents.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -58,7 +59,7 @@ pub(crate) struct Documents {
     groups: HashMap<String, Doc>,
 }
 
-fn etag(body: &[u8]) -> String {
+pub(crate) fn etag(body: &[u8]) -> String {
     let digest = ring::digest::digest(&ring::digest::SHA512, body);
     digest.as_ref().iter().map(|b| format!("{b:02X}")).collect()
 }
@@ -108,6 +109,27 @@ pub(crate) fn build(
     catalog: &Catalog,
     create_only: &[listwatch_kinds::builtin::create_only::CreateOnly],
 ) -> Documents {
+    let mut out = Documents::default();
+    let mut index = Map::new();
+    for (key, v) in group_documents(resources, catalog, create_only) {
+        let d = doc(&v);
+        index.insert(
+            key.clone(),
+            json!({"serverRelativeURL": server_relative_url(&key, &d.etag)}),
+        );
+        out.groups.insert(key, d);
+    }
+    out.index = doc(&json!({"paths": index}));
+    out
+}
+
+/// The v3 document of every group-version (`api/v1` or `apis/{group}/{version}` → its
+/// document), before encoding: what [`build`] serves and `/openapi/v2` is derived from.
+pub(crate) fn group_documents(
+    resources: &[Resource],
+    catalog: &Catalog,
+    create_only: &[listwatch_kinds::builtin::create_only::CreateOnly],
+) -> Vec<(String, Value)> {
     let top: Vec<KindSpec> = create_only
         .iter()
         .filter(|c| c.subresource().is_none())
@@ -123,23 +145,16 @@ pub(crate) fn build(
             .or_default()
             .push(info);
     }
-    let mut out = Documents::default();
-    let mut index = Map::new();
-    for ((group, version), infos) in &gvs {
-        let key = if group.is_empty() {
-            format!("api/{version}")
-        } else {
-            format!("apis/{group}/{version}")
-        };
-        let d = doc(&document(group, version, infos, catalog));
-        index.insert(
-            key.clone(),
-            json!({"serverRelativeURL": server_relative_url(&key, &d.etag)}),
-        );
-        out.groups.insert(key, d);
-    }
-    out.index = doc(&json!({"paths": index}));
-    out
+    gvs.iter()
+        .map(|((group, version), infos)| {
+            let key = if group.is_empty() {
+                format!("api/{version}")
+            } else {
+                format!("apis/{group}/{version}")
+            };
+            (key, document(group, version, infos, catalog))
+        })
+        .collect()
 }
 
 /// `coreV1`, `appsV1`, `rbacAuthorizationV1`, `exampleComV1`: the group-version part of
@@ -552,7 +567,7 @@ fn upper_first(s: &str) -> String {
 }
 
 /// Whether `If-None-Match` names `etag` (or is `*`), weak tags compared weakly.
-fn not_modified(headers: &HeaderMap, etag: &str) -> bool {
+pub(crate) fn not_modified(headers: &HeaderMap, etag: &str) -> bool {
     headers
         .get_all(header::IF_NONE_MATCH)
         .iter()

@@ -2,7 +2,8 @@
 //! `pods/binding` and `bindings` assign a pod to a node as upstream's `assignPod` (409 when
 //! bound already, 404 for a missing pod), through the Python client and kubectl; discovery
 //! lists `bindings`, `pods/binding`, `serviceaccounts/token` and the review resources with
-//! the verb `create`, so `kubectl create -f` of a TokenReview maps its kind.
+//! the verb `create`, so `kubectl create -f` of a TokenReview maps its kind; kubectl's
+//! default validation of create-only kinds reads `/openapi/v2`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -128,23 +129,91 @@ fn pods_are_bound_once_and_create_only_resources_are_discovered() {
     assert!(text.contains("missing 404 NotFound"), "{text}");
     assert!(text.contains("legacy 201 node-3"), "{text}");
 
-    // kubectl maps a TokenReview's kind through discovery. Its validation needs
-    // `--validate=false` here: kubectl looks for the kind's PATCH operation, which a
-    // create-only kind has not, and then for /openapi/v2, which this server does not serve.
+    // kubectl maps a TokenReview's kind through discovery (its validation: the next test).
     let file = dir.path().join("review.yaml");
     std::fs::write(
         &file,
         "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec: {token: abc}\n",
     )
     .unwrap();
-    let review = run_ok(
-        k().args(["create", "--validate=false", "-o", "yaml", "-f"])
-            .arg(&file),
-    );
+    let review = run_ok(k().args(["create", "-o", "yaml", "-f"]).arg(&file));
     assert!(
         review.contains("kind: TokenReview") && review.contains("status:"),
         "{review}"
     );
+}
+
+/// kubectl's default (strict) validation of a create-only kind: its OpenAPI v3 document has
+/// no PATCH operation of the kind, so kubectl reads `/openapi/v2` (protobuf) and validates
+/// the object against the kind's v2 definition there, as against upstream. A kind with a
+/// PATCH operation is still validated by the server (`fieldValidation=Strict`).
+#[test]
+#[ignore = "needs kubectl"]
+fn create_only_kinds_are_validated_by_kubectl_against_openapi_v2() {
+    common::require("kubectl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+    let write = |name: &str, text: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).unwrap();
+        f
+    };
+
+    let review = write(
+        "review.yaml",
+        "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec: {token: abc}\n",
+    );
+    let out = run_ok(k().args(["create", "-o", "yaml", "-f"]).arg(&review));
+    assert!(out.contains("kind: TokenReview"), "{out}");
+    let sar = write(
+        "sar.yaml",
+        "apiVersion: authorization.k8s.io/v1\nkind: SubjectAccessReview\n\
+         spec: {user: alice, resourceAttributes: {verb: get, resource: pods}}\n",
+    );
+    let out = run_ok(k().args(["create", "-o", "json", "-f"]).arg(&sar));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["kind"], "SubjectAccessReview", "{out}");
+    assert_eq!(v["status"]["allowed"], true, "{out}");
+    let eviction_like = write(
+        "ssr.yaml",
+        "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\n\
+         spec: {resourceAttributes: {verb: list, resource: secrets}}\n",
+    );
+    run_ok(k().args(["create", "-o", "name", "-f"]).arg(&eviction_like));
+
+    // kubectl's own validation refuses an unknown field of a create-only kind, before any
+    // request (the message names the v2 definition).
+    let bad = write(
+        "bad-review.yaml",
+        "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec: {token: abc, bogus: 1}\n",
+    );
+    let err = common::run_err(k().args(["create", "-f"]).arg(&bad));
+    assert!(
+        err.contains(
+            "ValidationError(TokenReview.spec): unknown field \"bogus\" in io.k8s.api.authentication.v1.TokenReviewSpec"
+        ),
+        "{err}"
+    );
+    // A pod with an unknown field is still refused under --validate=strict.
+    let pod = write(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n\
+         spec: {containers: [{name: c, image: nginx}], bogus: 1}\n",
+    );
+    let err = common::run_err(k().args(["create", "--validate=strict", "-f"]).arg(&pod));
+    assert!(err.contains("unknown field \"spec.bogus\""), "{err}");
+    // And a valid one is created, by create and by apply.
+    let pod = write(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, image: nginx}]}\n",
+    );
+    run_ok(k().args(["apply", "-f"]).arg(&pod));
+    let cm = write(
+        "cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: b}\n",
+    );
+    run_ok(k().args(["create", "-f"]).arg(&cm));
 }
 
 /// Binds with the binding's `metadata.uid` and `metadata.resourceVersion` as upstream's

@@ -830,10 +830,7 @@ async fn discovery_version_and_openapi_are_served() {
         .to_owned();
     let doc = call(r, "GET", &url, None, "").await.json();
     assert_eq!(doc["openapi"], "3.0.0");
-    assert_eq!(
-        call(r, "GET", "/openapi/v2", None, "").await.status,
-        StatusCode::NOT_FOUND
-    );
+    openapi_v2(r).await;
     assert_eq!(call(r, "GET", "/healthz", None, "").await.body, "ok");
     assert_eq!(
         call(r, "GET", "/readyz", None, "").await.status,
@@ -1153,4 +1150,73 @@ async fn a_panic_while_a_write_computes_on_the_pool_is_a_500_and_the_pool_serves
     )
     .await;
     assert_eq!(ok.status, StatusCode::CREATED, "{:?}", ok.json());
+}
+
+/// `/openapi/v2` as kube-openapi serves it: JSON (every `$ref` resolving within its
+/// `definitions`, the kinds' GVK extensions kept), protobuf under the dotted media type,
+/// one ETag for both, `-gzip` for a gzipped body, 304 on a match, 406 otherwise.
+async fn openapi_v2(r: &Router) {
+    let v2 = call(r, "GET", "/openapi/v2", None, "").await;
+    assert_eq!(v2.status, StatusCode::OK);
+    let doc = v2.json();
+    assert_eq!(doc["swagger"], "2.0");
+    let defs = doc["definitions"].as_object().unwrap();
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|c| refs(c, out));
+            }
+            Value::Array(a) => a.iter().for_each(|c| refs(c, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(!all.is_empty());
+    for r in &all {
+        let name = r
+            .strip_prefix("#/definitions/")
+            .unwrap_or_else(|| panic!("{r}"));
+        assert!(defs.contains_key(name), "{r} does not resolve");
+    }
+    assert_eq!(
+        defs["io.k8s.api.core.v1.Pod"]["x-kubernetes-group-version-kind"][0]["kind"],
+        "Pod"
+    );
+    assert!(!doc.to_string().contains("allOf"), "a v3 wrapper was left");
+    let etag = v2.headers["etag"].to_str().unwrap().to_owned();
+    assert_eq!(v2.headers["content-type"], "application/json");
+
+    let pb = call_with(
+        r,
+        "GET",
+        "/openapi/v2",
+        &[(
+            "accept",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        )],
+        "",
+    )
+    .await;
+    assert_eq!(pb.status, StatusCode::OK);
+    assert_eq!(
+        pb.headers["content-type"],
+        "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+    );
+    assert_eq!(pb.headers["etag"].to_str().unwrap(), etag);
+    // Document.swagger (field 1, length-delimited) = "2.0".
+    assert_eq!(&pb.body[..5], b"\x0a\x032.0");
+    let again = call_with(r, "GET", "/openapi/v2", &[("if-none-match", &etag)], "").await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    let gz = call_with(r, "GET", "/openapi/v2", &[("accept-encoding", "gzip")], "").await;
+    assert_eq!(gz.headers["content-encoding"], "gzip");
+    assert_eq!(
+        gz.headers["etag"].to_str().unwrap(),
+        format!("{}-gzip\"", etag.trim_end_matches('"'))
+    );
+    let html = call_with(r, "GET", "/openapi/v2", &[("accept", "text/html")], "").await;
+    assert_eq!(html.status, StatusCode::NOT_ACCEPTABLE);
 }
