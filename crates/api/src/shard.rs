@@ -69,10 +69,16 @@ impl ShardRange {
 }
 
 /// A parsed `shardSelector`: empty (selects everything) or ranges of one field.
+///
+/// One pointer wide: every watcher and list carries one in its predicate, nearly always
+/// empty, so the ranges live behind a box only when there are any.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct ShardSelector {
-    /// The field every range hashes; `None` for the empty selector.
-    field: Option<ShardField>,
+pub struct ShardSelector(Option<Box<Ranges>>);
+
+/// The ranges of a non-empty selector and the one field they hash.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Ranges {
+    field: ShardField,
     ranges: Vec<ShardRange>,
 }
 
@@ -99,17 +105,17 @@ impl ShardSelector {
 
     /// Whether this selects everything.
     pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
+        self.0.is_none()
     }
 
     /// The hashed field (`None` when empty).
     pub fn field(&self) -> Option<ShardField> {
-        self.field
+        self.0.as_ref().map(|r| r.field)
     }
 
     /// The ranges, in the order given.
     pub fn ranges(&self) -> &[ShardRange] {
-        &self.ranges
+        self.0.as_deref().map_or(&[], |r| &r.ranges)
     }
 
     /// Shard `index` of `count` equal parts of the hash space over `field` (client-go's
@@ -121,23 +127,25 @@ impl ShardSelector {
         let space: u128 = 1 << 64;
         let bound = |i: u64| u128::from(i) * space / u128::from(count);
         let start = u64::try_from(bound(index)).ok()?;
-        Some(Self {
-            field: Some(field),
+        Some(Self(Some(Box::new(Ranges {
+            field,
             ranges: vec![ShardRange {
                 start,
                 end: bound(index + 1),
             }],
-        })
+        }))))
     }
 
     /// Whether a hash of this selector's field is selected (true for the empty selector).
     pub fn contains(&self, hash: u64) -> bool {
-        self.ranges.is_empty() || self.ranges.iter().any(|r| r.contains(hash))
+        self.0
+            .as_ref()
+            .is_none_or(|r| r.ranges.iter().any(|x| x.contains(hash)))
     }
 
     /// Whether an object with these field values is selected, hashing the one field asked.
     pub fn matches_values(&self, uid: Option<&str>, namespace: Option<&str>) -> bool {
-        match self.field {
+        match self.field() {
             None => true,
             Some(ShardField::Uid) => self.contains(fnv1a64(uid.unwrap_or("").as_bytes())),
             Some(ShardField::Namespace) => {
@@ -167,13 +175,14 @@ impl ShardSelector {
         if p.at_end() {
             return Ok(Self::everything());
         }
-        let mut sel = Self::default();
+        let mut field_seen: Option<ShardField> = None;
+        let mut ranges = Vec::new();
         loop {
-            if sel.ranges.len() == MAX_RANGES {
+            if ranges.len() == MAX_RANGES {
                 return Err(p.error(&format!("too many shardRange terms (max {MAX_RANGES})")));
             }
             let (field, range) = p.range()?;
-            match sel.field {
+            match field_seen {
                 Some(f) if f != field => {
                     return Err(ShardSelectorError(format!(
                         "inconsistent shard keys: {:?} vs {:?}",
@@ -181,12 +190,12 @@ impl ShardSelector {
                         field.path()
                     )));
                 }
-                _ => sel.field = Some(field),
+                _ => field_seen = Some(field),
             }
-            sel.ranges.push(range);
+            ranges.push(range);
             p.skip_ws();
             if p.at_end() {
-                return Ok(sel);
+                return Ok(Self(Some(Box::new(Ranges { field, ranges }))));
             }
             if !p.eat("||") {
                 return Err(p.error("expected '||'"));
@@ -198,10 +207,10 @@ impl ShardSelector {
 
 impl fmt::Display for ShardSelector {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Some(field) = self.field else {
+        let Some(field) = self.field() else {
             return Ok(());
         };
-        for (i, r) in self.ranges.iter().enumerate() {
+        for (i, r) in self.ranges().iter().enumerate() {
             if i > 0 {
                 f.write_str(" || ")?;
             }

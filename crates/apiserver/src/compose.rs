@@ -23,8 +23,8 @@ use listwatch_storage::Storage;
 
 use crate::backends::Backends;
 use crate::{
-    Options, ServerError, binding, build_info, builtin, componentstatus, custom, eviction, security,
-    serve,
+    Options, ServerError, binding, build_info, builtin, componentstatus, custom, eviction,
+    security, serve,
 };
 
 /// Every resource to serve: the built-ins, then those of `--resources`. An entry naming a
