@@ -1,4 +1,4 @@
-//! Upstream's v1 defaulting (`SetDefaults_*` of pkg/apis/<group>/v1/defaults.go) of the
+//! Upstream's v1 defaulting (`SetDefaults_*` of `pkg/apis/<group>/v1/defaults.go`) of the
 //! built-in kinds whose strategy is a plain [`Printed`](crate::builtin::print::Printed)
 //! printer: CSI drivers, flow schemas, priority level configurations, webhook
 //! configurations, validating admission policies and their bindings, priority classes,
