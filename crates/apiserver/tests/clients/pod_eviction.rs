@@ -9,8 +9,7 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use common::{PATIENCE, Server, http, run_ok};
 use serde_json::{Value, json};
@@ -291,31 +290,6 @@ fn kubectl_drain_evicts_the_pods_of_a_node() {
     assert_eq!(unsched, "true");
 }
 
-/// Runs a Python script to its end, killing it after `limit`.
-fn run_script(args: &[&str], limit: Duration) -> Output {
-    let py = std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    let mut child = Command::new(py)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + limit;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{args:?} still running after {limit:?}:\n{}\n{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    child.wait_with_output().unwrap()
-}
-
 #[test]
 #[ignore = "needs the Python kubernetes client"]
 fn python_client_evicts_a_pod() {
@@ -324,7 +298,7 @@ fn python_client_evicts_a_pod() {
         "{}/tests/python/eviction_checks.py",
         env!("CARGO_MANIFEST_DIR")
     );
-    let out = run_script(&[&script, &server.url], 2 * PATIENCE);
+    let out = common::python::run_script(&[&script, &server.url], 2 * PATIENCE);
     assert!(
         out.status.success(),
         "python eviction checks failed:\n{}\n{}",
