@@ -188,9 +188,13 @@ pub async fn build_api(
         opts.service_cluster_ip_range,
         opts.service_node_port_range,
     ));
+    let priority = Arc::new(listwatch_controllers::priority::PriorityAdmission::start(
+        installer.resources(),
+    ));
     installer = installer.admission(Arc::new(listwatch_registry::admission::Chain(vec![
         admission,
         Arc::clone(&services_alloc) as Arc<dyn listwatch_registry::admission::Admission>,
+        priority,
     ])));
     let handler_authz = Arc::new(security::handler_authz::HandlerAuthorizer::default());
     let _ = handler_authz.0.set(Arc::clone(&security));

@@ -1,7 +1,8 @@
 //! The namespaces upstream's control plane creates at start (`default`, `kube-system`,
 //! `kube-public`, `kube-node-lease`), created once the storage answers, and kept: the
 //! system-namespaces loop ([`ensure_system_namespaces`], a singleton) re-creates any that
-//! went, as upstream's system-namespaces controller does every minute.
+//! went, as upstream's system-namespaces controller does every minute. After them, at start,
+//! the system priority classes ([`crate::priority::bootstrap_system_classes`]).
 //!
 //! Invariants: an existing namespace is left as it is; failures that pass by themselves
 //! (the storage unreachable, slow or shedding load) are retried with a bounded exponential
@@ -83,7 +84,16 @@ fn passes(e: &listwatch_storage::Error) -> bool {
     )
 }
 
-/// Creates the built-in namespaces, retrying with exponential backoff (100 ms doubling to
+/// Whether a bootstrap failure passes by itself ([`passes`]).
+fn bootstrap_passes(e: &ServerError) -> bool {
+    match e {
+        ServerError::Bootstrap { source, .. }
+        | ServerError::BootstrapPriorityClass { source, .. } => passes(source),
+    }
+}
+
+/// Creates the built-in namespaces and then the system priority classes
+/// ([`crate::priority::bootstrap_system_classes`]), retrying with exponential backoff (100 ms doubling to
 /// 5 s) for as long as the storage fails in a way that passes (upstream's apiserver also
 /// keeps retrying etcd instead of exiting). Meanwhile the server already listens: `/readyz`
 /// fails and `/livez` answers 200, both with the reason. Any other failure is returned.
@@ -91,7 +101,11 @@ pub async fn bootstrap_until_done(api: &listwatch_endpoints::Api) -> Result<(), 
     let (mut delay, max) = BOOTSTRAP_BACKOFF;
     let mut attempts = 0u64;
     loop {
-        match bootstrap_namespaces(api).await {
+        let done = match bootstrap_namespaces(api).await {
+            Ok(()) => crate::priority::bootstrap_system_classes(api).await,
+            Err(e) => Err(e),
+        };
+        match done {
             Ok(()) => {
                 if attempts > 0 {
                     tracing::info!(attempts, "the storage answers: default namespaces in place");
@@ -99,9 +113,11 @@ pub async fn bootstrap_until_done(api: &listwatch_endpoints::Api) -> Result<(), 
                 api.set_waiting_for(None);
                 return Ok(());
             }
-            Err(ServerError::Bootstrap { name, source }) if passes(&source) => {
+            Err(
+                e @ (ServerError::Bootstrap { .. } | ServerError::BootstrapPriorityClass { .. }),
+            ) if bootstrap_passes(&e) => {
                 attempts += 1;
-                let reason = format!("the storage: creating namespace {name}: {source}");
+                let reason = format!("the storage: {e}");
                 // Every attempt at first, then every tenth: a long outage must not flood
                 // the log.
                 if attempts <= 3 || attempts.is_multiple_of(10) {

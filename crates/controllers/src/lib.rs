@@ -79,6 +79,7 @@ pub mod kubernetes_service;
 pub mod local;
 pub mod namespace_defaults;
 pub mod namespaces;
+pub mod priority;
 pub mod service_ips;
 pub mod singletons;
 
@@ -90,6 +91,15 @@ pub enum Error {
     #[error("creating namespace {name}: {source}")]
     Bootstrap {
         /// The namespace.
+        name: String,
+        /// Why.
+        #[source]
+        source: listwatch_storage::Error,
+    },
+    /// Bootstrapping the system priority classes failed.
+    #[error("creating priority class {name}: {source}")]
+    BootstrapPriorityClass {
+        /// The class.
         name: String,
         /// Why.
         #[source]

@@ -23,12 +23,22 @@ fn sample(info: &KindSpec) -> Map<String, Value> {
                        "metadata": {"labels": {"resttest": "yes"}}});
     match info.kind.as_str() {
         "Pod" => v["spec"] = json!({"containers": [{"name": "c", "image": "i"}]}),
-        "Deployment" => {
+        "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet" => {
             v["spec"] = json!({
                 "selector": {"matchLabels": {"app": "a"}},
                 "template": {"metadata": {"labels": {"app": "a"}},
                              "spec": {"containers": [{"name": "c", "image": "i"}]}}
             });
+        }
+        "ReplicationController" => {
+            v["spec"] = json!({
+                "selector": {"app": "a"},
+                "template": {"metadata": {"labels": {"app": "a"}},
+                             "spec": {"containers": [{"name": "c", "image": "i"}]}}
+            });
+        }
+        "PodTemplate" => {
+            v["template"] = json!({"spec": {"containers": [{"name": "c", "image": "i"}]}});
         }
         // The kinds with rules of their own (`KindStrategy::validate`).
         "Job" => {

@@ -50,12 +50,7 @@ fn kubectl_creates_applies_gets_labels_and_deletes() {
     let pod_file = dir.path().join("pod.yaml");
     std::fs::write(&pod_file, POD).unwrap();
     assert!(run_ok(k().arg("apply").arg("-f").arg(&pod_file)).contains("pod/web created"));
-    std::fs::write(
-        &pod_file,
-        POD.replace("nginx:1.26", "nginx:1.27")
-            .replace("value: one", "value: two"),
-    )
-    .unwrap();
+    std::fs::write(&pod_file, POD.replace("nginx:1.26", "nginx:1.27")).unwrap();
     assert!(run_ok(k().arg("apply").arg("-f").arg(&pod_file)).contains("pod/web configured"));
 
     let json: serde_json::Value = serde_json::from_str(&run_ok(
@@ -71,13 +66,26 @@ fn kubectl_creates_applies_gets_labels_and_deletes() {
     assert_eq!(containers[0]["image"], "nginx:1.27");
     assert_eq!(
         containers[0]["env"],
-        serde_json::json!([{"name":"MODE","value":"two"}])
+        serde_json::json!([{"name":"MODE","value":"one"}])
     );
     assert_eq!(containers[0]["ports"][0]["containerPort"], 80);
     assert_eq!(json["metadata"]["generation"], 2);
     assert!(
         json["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
             .is_string()
+    );
+
+    // Anything but the image is refused (upstream's pod update rule), nothing stored.
+    std::fs::write(
+        &pod_file,
+        POD.replace("nginx:1.26", "nginx:1.27")
+            .replace("value: one", "value: two"),
+    )
+    .unwrap();
+    let err = run_err(k().arg("apply").arg("-f").arg(&pod_file));
+    assert!(
+        err.contains("pod updates may not change fields other than"),
+        "{err}"
     );
 
     let yaml = run_ok(k().args(["get", "pod", "web", "-n", "e2e", "-o", "yaml"]));

@@ -48,3 +48,4 @@ mod selectable_fields;
 mod server_side_apply;
 mod tls;
 mod typed_validation;
+mod workload_validation;

@@ -205,9 +205,11 @@ fn unset_selectable_fields_read_as_upstreams_defaults() {
         "/api/v1/namespaces/e2e/pods",
         Some(json!({"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","image":"i"}]}})),
     );
-    // A PUT without the defaulted fields stores them unset.
+    // A PUT without the defaulted fields (but the service account, which only a create
+    // defaults; a pod update may not change it): defaulted again, as upstream decodes it,
+    // and `spec.hostNetwork`, which no default spells, stays unset.
     let mut bare = pod.clone();
-    bare["spec"] = json!({"containers":[{"name":"c","image":"i"}]});
+    bare["spec"] = json!({"containers":[{"name":"c","image":"i"}],"serviceAccountName":"default"});
     ok(&server, "PUT", "/api/v1/namespaces/e2e/pods/p", Some(bare));
     for sel in [
         "spec.hostNetwork%3Dfalse",

@@ -22,6 +22,7 @@ pub mod discovery;
 pub mod events;
 pub mod flowcontrol;
 pub mod networking;
+pub mod podspec;
 pub mod policy;
 pub mod print;
 pub mod quantity;

@@ -203,7 +203,11 @@ pub(crate) fn object(
             v["spec"] = json!({"request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KTUlIcU1JR1NBZ0VBTURBeEZ6QVZCZ05WQkFNTURuTjVjM1JsYlRwdWIyUmxPbTR4TVJVd0V3WURWUVFLREF4egplWE4wWlcwNmJtOWtaWE13V1RBVEJnY3Foa2pPUFFJQkJnZ3Foa2pPUFFNQkJ3TkNBQVRQRDhIWUU0cDI5V25LCmN1dDBBRi95QXo4WTA3MzZOTC9RMTRxN0xHMVkrMjhyaVVmL3V6UkVRSHlmTTRKU1JVSmxCR2s0UlhrS2QwOFoKNkVIdkh2eUdvQUF3Q2dZSUtvWkl6ajBFQXdJRFJ3QXdSQUlnU3pzQ0RZUVFyZDlBQzZQRHAxeXhVOGRZVlNKYgpFMFNXYXNZbUdEelJuS2NDSUgvUjlsdmp0Wm5NVTZudXJva2R6U3NrMHQxRlJsK2hVNzJ2QXVOL3Rzc1cKLS0tLS1FTkQgQ0VSVElGSUNBVEUgUkVRVUVTVC0tLS0tCg==",
                 "signerName": MATRIX_SIGNER, "usages": ["digital signature"]});
         }
-        ("", "pods") => v["spec"] = json!({"containers": containers}),
+        // The service account the create defaults (upstream's ServiceAccount admission),
+        // so that a PUT of this body changes nothing a pod update may not change.
+        ("", "pods") => {
+            v["spec"] = json!({"containers": containers, "serviceAccountName": "default"});
+        }
         ("", "configmaps") => v["data"] = json!({"k": "v"}),
         // The representative of (namespaced, /status) since pods' shape gained
         // `/ephemeralcontainers`.

@@ -1,11 +1,14 @@
 //! Daemon sets (`apps/v1`): upstream's v1 defaults (`updateStrategy` RollingUpdate with
-//! `maxUnavailable: 1, maxSurge: 0`, `revisionHistoryLimit: 10`), the status reset on create
+//! `maxUnavailable: 1, maxSurge: 0`, `revisionHistoryLimit: 10`, the pod template's),
+//! validation (the selector required, matching the template and immutable; the template's
+//! pod spec: [`crate::builtin::podspec::workload`]), the status reset on create
 //! (pkg/registry/apps/daemonset/strategy.go) and the printer (NAME DESIRED CURRENT READY
 //! UP-TO-DATE AVAILABLE NODE SELECTOR AGE, and CONTAINERS IMAGES SELECTOR for `-o wide`).
 
 use serde_json::{Value, json};
 
 use crate::KindSpec;
+use crate::builtin::podspec::{self, workload};
 use crate::builtin::print;
 use crate::strategy::{KindStrategy, TableColumn, set_default};
 
@@ -20,6 +23,9 @@ pub struct DaemonSetStrategy;
 
 /// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
 fn defaults(obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
     set_default(
         obj,
         &["spec", "updateStrategy", "type"],
@@ -31,6 +37,7 @@ fn defaults(obj: &mut Value) {
         set_default(obj, &[ru[0], ru[1], ru[2], "maxSurge"], json!(0));
     }
     set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
+    podspec::defaults::template(obj.get_mut("spec").and_then(|s| s.get_mut("template")));
 }
 
 impl KindStrategy for DaemonSetStrategy {
@@ -47,6 +54,16 @@ impl KindStrategy for DaemonSetStrategy {
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         defaults(new);
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        workload::selector_spec(&obj["spec"], "daemonset", "DaemonSet")
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        let mut out = workload::selector_spec(&new["spec"], "daemonset", "DaemonSet");
+        out.extend(workload::selector_immutable(new, old));
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -1,4 +1,6 @@
-//! Deployments (`apps/v1`): upstream's v1 defaults (create and update) and deployment strategy
+//! Deployments (`apps/v1`): upstream's v1 defaults (create and update, the pod template's
+//! included), validation (the selector required, matching the template and immutable; the
+//! template's pod spec: [`crate::builtin::podspec::workload`]) and deployment strategy
 //! (pkg/registry/apps/deployment/strategy.go: the status reset on create, the generation
 //! bumped on spec or annotation changes, a `/status` write that keeps the labels) and
 //! printer (NAME READY UP-TO-DATE AVAILABLE AGE, and CONTAINERS IMAGES SELECTOR for
@@ -8,6 +10,7 @@
 
 use serde_json::{Value, json};
 
+use crate::builtin::podspec::{self, workload};
 use crate::strategy::{KindStrategy, TableColumn, set_default};
 use crate::{Generation, KindSpec, ScaleSubresource, StatusUpdate};
 
@@ -29,7 +32,7 @@ pub struct DeploymentStrategy;
 
 /// apps/v1's `SetDefaults_Deployment`, on create and on update (Go defaults every decoded
 /// body): one replica, a rolling update of 25% unavailable and 25% surge, ten revisions
-/// kept, a 600 s progress deadline.
+/// kept, a 600 s progress deadline, and the pod template's defaults.
 fn defaults(obj: &mut Value) {
     if !obj.get("spec").is_some_and(Value::is_object) {
         return;
@@ -43,6 +46,7 @@ fn defaults(obj: &mut Value) {
     }
     set_default(obj, &["spec", "revisionHistoryLimit"], json!(10));
     set_default(obj, &["spec", "progressDeadlineSeconds"], json!(600));
+    podspec::defaults::template(obj.get_mut("spec").and_then(|s| s.get_mut("template")));
 }
 
 impl KindStrategy for DeploymentStrategy {
@@ -55,6 +59,16 @@ impl KindStrategy for DeploymentStrategy {
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         defaults(new);
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        workload::selector_spec(&obj["spec"], "deployment", "ReplicaSet")
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        let mut out = workload::selector_spec(&new["spec"], "deployment", "ReplicaSet");
+        out.extend(workload::selector_immutable(new, old));
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -1,4 +1,6 @@
-//! Replica sets (`apps/v1`): upstream's v1 default (`replicas: 1`), the status reset on
+//! Replica sets (`apps/v1`): upstream's v1 default (`replicas: 1`, and the pod template's),
+//! validation (the selector required, matching the template and immutable; the template's
+//! pod spec: [`crate::builtin::podspec::workload`]), the status reset on
 //! create (pkg/registry/apps/replicaset/strategy.go), no selectable field (`apps/v1` has no
 //! field label function), and the printer (NAME DESIRED CURRENT READY AGE, and CONTAINERS IMAGES SELECTOR for
 //! `-o wide`, shared with replication controllers).
@@ -7,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::super::print;
 use crate::KindSpec;
+use crate::builtin::podspec::{self, workload};
 use crate::strategy::{KindStrategy, TableColumn, set_default};
 
 /// `apps/v1` replica sets.
@@ -23,7 +26,11 @@ pub struct ReplicaSetStrategy;
 
 /// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
 fn defaults(obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
     set_default(obj, &["spec", "replicas"], json!(1));
+    podspec::defaults::template(obj.get_mut("spec").and_then(|s| s.get_mut("template")));
 }
 
 impl KindStrategy for ReplicaSetStrategy {
@@ -36,6 +43,17 @@ impl KindStrategy for ReplicaSetStrategy {
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         defaults(new);
+    }
+
+    /// Upstream's message for an empty selector names deployments here too.
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        workload::selector_spec(&obj["spec"], "deployment", "ReplicaSet")
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        let mut out = workload::selector_spec(&new["spec"], "deployment", "ReplicaSet");
+        out.extend(workload::selector_immutable(new, old));
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

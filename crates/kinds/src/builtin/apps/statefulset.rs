@@ -1,12 +1,17 @@
 //! Stateful sets (`apps/v1`): upstream's v1 defaults (`replicas: 1`, `podManagementPolicy:
 //! OrderedReady`, `updateStrategy` RollingUpdate with `partition: 0`,
-//! `revisionHistoryLimit: 10`, `persistentVolumeClaimRetentionPolicy` Retain/Retain), the
+//! `revisionHistoryLimit: 10`, `persistentVolumeClaimRetentionPolicy` Retain/Retain, the pod
+//! template's), validation (the selector required and matching the template, the template's
+//! pod spec, and on update only `replicas`, `ordinals`, `template`, `updateStrategy`,
+//! `revisionHistoryLimit`, `persistentVolumeClaimRetentionPolicy` and `minReadySeconds`
+//! changing: [`crate::builtin::podspec::workload`]), the
 //! status reset on create (pkg/registry/apps/statefulset/strategy.go) and the printer (NAME
 //! READY AGE, and CONTAINERS IMAGES for `-o wide`).
 
 use serde_json::{Value, json};
 
 use crate::KindSpec;
+use crate::builtin::podspec::{self, workload};
 use crate::builtin::print;
 use crate::strategy::{KindStrategy, TableColumn, set_default};
 
@@ -21,6 +26,9 @@ pub struct StatefulSetStrategy;
 
 /// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
 fn defaults(obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
     set_default(obj, &["spec", "replicas"], json!(1));
     set_default(obj, &["spec", "podManagementPolicy"], json!("OrderedReady"));
     set_default(
@@ -47,6 +55,7 @@ fn defaults(obj: &mut Value) {
         &[retention[0], retention[1], "whenScaled"],
         json!("Retain"),
     );
+    podspec::defaults::template(obj.get_mut("spec").and_then(|s| s.get_mut("template")));
 }
 
 impl KindStrategy for StatefulSetStrategy {
@@ -62,6 +71,16 @@ impl KindStrategy for StatefulSetStrategy {
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         defaults(new);
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        workload::selector_spec(&obj["spec"], "statefulset", "StatefulSet")
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        let mut out = workload::selector_spec(&new["spec"], "statefulset", "StatefulSet");
+        out.extend(workload::stateful_set_update(new, old));
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -6,8 +6,9 @@
 use serde_json::{Value, json};
 
 use crate::KindSpec;
+use crate::builtin::podspec;
 use crate::builtin::print;
-use crate::strategy::{Invalid, KindStrategy, TableColumn, Times, set_default};
+use crate::strategy::{KindStrategy, TableColumn, Times, set_default};
 
 /// `batch/v1` cron jobs.
 pub fn spec(base: KindSpec) -> KindSpec {
@@ -20,13 +21,11 @@ pub struct CronJobStrategy;
 
 impl CronJobStrategy {
     /// The rules this kind's objects must keep, on create and update.
-    fn broken(&self, obj: &Value) -> Vec<Invalid> {
+    fn broken(&self, obj: &Value) -> Vec<crate::FieldError> {
         let spec = &obj["spec"];
         let mut out = Vec::new();
         if spec["schedule"].as_str().is_none_or(str::is_empty) {
-            out.push(Invalid::Required {
-                field: "spec.schedule".into(),
-            });
+            out.push(crate::FieldError::required("spec.schedule", ""));
         }
         out.extend(super::job::validate_spec(
             &spec["jobTemplate"]["spec"],
@@ -38,6 +37,10 @@ impl CronJobStrategy {
 
 /// Upstream's v1 defaulting, on create and on update (Go defaults every decoded body).
 fn defaults(obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
+    podspec::defaults::template(obj.pointer_mut("/spec/jobTemplate/spec/template"));
     set_default(obj, &["spec", "concurrencyPolicy"], json!("Allow"));
     set_default(obj, &["spec", "suspend"], json!(false));
     set_default(obj, &["spec", "successfulJobsHistoryLimit"], json!(3));
@@ -58,11 +61,11 @@ impl KindStrategy for CronJobStrategy {
 
     /// A schedule (its cron syntax is not checked here) and a valid job template.
     fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
-        crate::strategy::rules(self.broken(obj))
+        self.broken(obj)
     }
 
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
-        crate::strategy::rules(self.broken(new))
+        self.broken(new)
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -11,6 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::builtin::podspec::{self, workload};
 use crate::builtin::print;
 use crate::strategy::{Invalid, KindStrategy, TableColumn, Times, set_default};
 use crate::{FieldLabels, GcPolicy, KindSpec};
@@ -37,7 +38,7 @@ pub struct JobStrategy;
 
 impl JobStrategy {
     /// The rules this kind's objects must keep, on create and update.
-    fn broken(&self, obj: &Value) -> Vec<Invalid> {
+    fn broken(&self, obj: &Value) -> Vec<crate::FieldError> {
         validate_spec(&obj["spec"], "spec")
     }
 }
@@ -56,12 +57,18 @@ impl KindStrategy for JobStrategy {
         }
     }
 
-    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
-        crate::strategy::rules(self.broken(obj))
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        defaults(new);
     }
 
-    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
-        crate::strategy::rules(self.broken(new))
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        self.broken(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        let mut out = self.broken(new);
+        out.extend(validate_update(&new["spec"], &old["spec"], old));
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
@@ -99,14 +106,9 @@ const RESTART_POLICIES: &[&str] = &["OnFailure", "Never"];
 /// default `Always`, refused), non-negative counts, and a selector its template's labels
 /// match. `path` is where the spec is (`spec`, or a cron job's
 /// `spec.jobTemplate.spec`).
-pub fn validate_spec(spec: &Value, path: &str) -> Vec<Invalid> {
+pub fn validate_spec(spec: &Value, path: &str) -> Vec<crate::FieldError> {
     let mut out = Vec::new();
     let pod = &spec["template"]["spec"];
-    if pod["containers"].as_array().is_none_or(Vec::is_empty) {
-        out.push(Invalid::Required {
-            field: format!("{path}.template.spec.containers"),
-        });
-    }
     let policy = pod["restartPolicy"].as_str().unwrap_or("Always");
     if !RESTART_POLICIES.contains(&policy) {
         out.push(Invalid::NotSupported {
@@ -129,23 +131,94 @@ pub fn validate_spec(spec: &Value, path: &str) -> Vec<Invalid> {
             });
         }
     }
+    let mut out = crate::strategy::rules(out);
     let labels = &spec["template"]["metadata"]["labels"];
-    let unmatched = spec["selector"]["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .any(|(k, v)| labels.get(k) != Some(v));
-    if unmatched {
-        out.push(Invalid::Value {
-            field: format!("{path}.template.metadata.labels"),
-            value: print::format_labels(labels.as_object()),
-            detail: "`selector` does not match template `labels`".into(),
-        });
+    if workload::matches(&spec["selector"], labels) == Some(false) {
+        out.push(crate::FieldError::new(
+            crate::field::ErrorType::Invalid,
+            &format!("{path}.template.metadata.labels"),
+            Some(podspec::go_string_map(labels)),
+            workload::NOT_MATCHING,
+        ));
+    }
+    let mut pod_errors = workload::template(&spec["template"], &format!("{path}.template"), None);
+    // The restart policy's rule above is the job's own (upstream's order: the pod spec's
+    // errors come first, then the job's).
+    pod_errors.append(&mut out);
+    pod_errors
+}
+
+/// Upstream's `ValidateJobSpecUpdate` rules: `selector`, `completionMode`,
+/// `podFailurePolicy`, `backoffLimitPerIndex`, `managedBy` and `successPolicy` immutable;
+/// `completions` too, but for an indexed job changing it with `parallelism`; and the pod
+/// template immutable, but for its node selector, tolerations, labels, annotations and
+/// scheduling gates while the job is suspended and never started (`old` is the stored job).
+fn validate_update(spec: &Value, old_spec: &Value, old: &Value) -> Vec<crate::FieldError> {
+    let mut out = Vec::new();
+    let json = |v: &Value| crate::field::shown(v);
+    let indexed = spec["completionMode"] == "Indexed";
+    let elastic =
+        indexed && !spec["completions"].is_null() && spec["completions"] == spec["parallelism"];
+    if !elastic {
+        out.extend(workload::immutable(
+            &spec["completions"],
+            &old_spec["completions"],
+            "spec.completions",
+            json,
+        ));
+    }
+    out.extend(workload::immutable(
+        &spec["selector"],
+        &old_spec["selector"],
+        "spec.selector",
+        workload::go_label_selector,
+    ));
+    let mut old_template = old_spec["template"].clone();
+    let suspended_unstarted = spec["suspend"] == true && old["status"]["startTime"].is_null();
+    if suspended_unstarted && old_template.is_object() {
+        let new_template = &spec["template"];
+        for (parent, field) in [
+            ("spec", "nodeSelector"),
+            ("spec", "tolerations"),
+            ("spec", "schedulingGates"),
+            ("spec", "affinity"),
+            ("metadata", "labels"),
+            ("metadata", "annotations"),
+        ] {
+            if !old_template[parent].is_object() {
+                old_template[parent] = Value::Object(Map::new());
+            }
+            old_template[parent][field] = new_template[parent][field].clone();
+        }
+    }
+    out.extend(workload::immutable(
+        &spec["template"],
+        &old_template,
+        "spec.template",
+        json,
+    ));
+    for field in [
+        "completionMode",
+        "podFailurePolicy",
+        "backoffLimitPerIndex",
+        "managedBy",
+        "successPolicy",
+    ] {
+        out.extend(workload::immutable(
+            &spec[field],
+            &old_spec[field],
+            &format!("spec.{field}"),
+            json,
+        ));
     }
     out
 }
 
 fn defaults(obj: &mut Value) {
+    if !obj.get("spec").is_some_and(Value::is_object) {
+        return;
+    }
+    podspec::defaults::template(obj.get_mut("spec").and_then(|s| s.get_mut("template")));
     let spec = &obj["spec"];
     if spec["completions"].is_null() && spec["parallelism"].is_null() {
         set_default(obj, &["spec", "completions"], json!(1));
@@ -330,15 +403,7 @@ mod tests {
         let mut bad = json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {"backoffLimit": -1,
             "manualSelector": true, "selector": {"matchLabels": {"a": "b"}}, "template": {"spec": {}}}});
         s.prepare_for_create(&mut bad);
-        let fields: Vec<String> = s
-            .broken(&bad)
-            .into_iter()
-            .map(|i| match i {
-                Invalid::Required { field }
-                | Invalid::NotSupported { field, .. }
-                | Invalid::Value { field, .. } => field,
-            })
-            .collect();
+        let fields: Vec<String> = s.broken(&bad).into_iter().map(|e| e.field).collect();
         assert_eq!(
             fields,
             [

@@ -3,16 +3,21 @@
 //! READINESS GATES for `-o wide`, computed like kubectl's).
 //!
 //! On create the status is reset to `{phase: Pending, qosClass}` (plus
-//! `PodScheduled=False/SchedulingGated` for a pod with scheduling gates) and the v1 defaults
-//! this server applies are set. Invariant: one pass over the containers for the QoS class, and
-//! one over the containers' statuses and conditions for a row; a quantity that does not parse
-//! counts as absent (upstream's validation refuses it; this server does not validate pod
-//! specs).
+//! `PodScheduled=False/SchedulingGated` for a pod with scheduling gates), the service account
+//! defaults to `default` (upstream's ServiceAccount admission), and on create and update the
+//! pod gets upstream's v1 defaults ([`crate::builtin::podspec::defaults::pod`]). A create is
+//! validated as upstream's `ValidatePodCreate` (the spec rules of
+//! [`crate::builtin::podspec::validate`]), an update as `ValidatePodUpdate` (only images,
+//! the active deadline, tolerations, scheduling gates and a few more may change:
+//! [`crate::builtin::podspec::update`]). Invariant: one pass over the containers for the QoS
+//! class, and one over the containers' statuses and conditions for a row; a quantity that
+//! does not parse counts as absent.
 
 use std::collections::HashMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::builtin::podspec;
 use crate::builtin::quantity::quantity_nanos;
 use crate::strategy::{KindStrategy, TableColumn, set_default};
 use crate::{GracefulDeletion, KindSpec, StatusUpdate};
@@ -67,9 +72,10 @@ impl KindStrategy for PodStrategy {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
-        set_default(obj, &["spec", "restartPolicy"], json!("Always"));
-        set_default(obj, &["spec", "schedulerName"], json!("default-scheduler"));
-        set_default(obj, &["spec", "serviceAccountName"], json!("default"));
+        if obj.get("spec").is_some_and(Value::is_object) {
+            set_default(obj, &["spec", "serviceAccountName"], json!("default"));
+        }
+        podspec::defaults::pod(obj);
         let qos = qos_class(&obj["spec"]);
         let mut status = json!({"phase": "Pending", "qosClass": qos});
         if obj["spec"]["schedulingGates"]
@@ -88,6 +94,29 @@ impl KindStrategy for PodStrategy {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), status);
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        podspec::defaults::pod(new);
+        // What the Priority admission resolved on create stays when a body omits it
+        // (upstream's plugin on update).
+        if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+            for field in ["priority", "preemptionPolicy"] {
+                if spec.get(field).is_none_or(Value::is_null)
+                    && let Some(v) = old["spec"].get(field).filter(|v| !v.is_null())
+                {
+                    spec.insert(field.into(), v.clone());
+                }
+            }
+        }
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        podspec::validate::pod_create(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        podspec::update::pod_update(new, old)
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

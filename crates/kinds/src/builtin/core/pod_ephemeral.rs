@@ -17,6 +17,7 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use crate::FieldError;
+use crate::builtin::podspec::validate::dns_label;
 
 /// Container fields an ephemeral container may not set (upstream's
 /// `validateEphemeralContainers`: no ports, probes, lifecycle, resources or restart policy).
@@ -170,28 +171,6 @@ fn check_container(
             Some(crate::field::go_quote(target)),
             "must be the name of a container in the pod",
         ));
-    }
-}
-
-/// Upstream's `IsDNS1123Label`, with its messages.
-fn dns_label(v: &str) -> Result<(), String> {
-    let bytes = v.as_bytes();
-    if bytes.len() > 63 {
-        return Err("must be no more than 63 characters".into());
-    }
-    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    let ok = bytes.first().is_some_and(alnum)
-        && bytes.last().is_some_and(alnum)
-        && bytes.iter().all(|b| alnum(b) || *b == b'-');
-    if ok {
-        Ok(())
-    } else {
-        Err(
-            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or \
-             '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or \
-             '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
-                .into(),
-        )
     }
 }
 

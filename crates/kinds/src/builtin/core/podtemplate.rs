@@ -1,14 +1,47 @@
-//! Pod templates (`v1`): upstream's printer (NAME CONTAINERS IMAGES POD LABELS, no AGE).
+//! Pod templates (`v1`): the template's v1 defaults and upstream's `ValidatePodTemplate`
+//! (the template's pod spec, [`crate::builtin::podspec`]) and upstream's printer (NAME
+//! CONTAINERS IMAGES POD LABELS, no AGE).
 
 use serde_json::Value;
 
-use crate::KindSpec;
-use crate::builtin::print::{self, Printed};
-use crate::strategy::TableColumn;
+use crate::builtin::podspec::{self, workload};
+use crate::builtin::print;
+use crate::strategy::{KindStrategy, TableColumn};
+use crate::{FieldError, KindSpec};
 
 /// `v1` pod templates, from the derived table's row.
 pub fn spec(base: KindSpec) -> KindSpec {
-    base.strategy(Printed::new(columns, cells))
+    base.strategy(PodTemplateStrategy)
+}
+
+/// The pod template strategy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PodTemplateStrategy;
+
+impl KindStrategy for PodTemplateStrategy {
+    fn prepare_for_create(&self, obj: &mut Value) {
+        podspec::defaults::template(obj.get_mut("template"));
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        podspec::defaults::template(new.get_mut("template"));
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
+        workload::template(&obj["template"], "template", None)
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        workload::template(&new["template"], "template", None)
+    }
+
+    fn table_columns(&self) -> Option<Vec<TableColumn>> {
+        Some(columns())
+    }
+
+    fn table_cells(&self, obj: &Value, name: &str, age: &str) -> Option<Vec<Value>> {
+        Some(cells(obj, name, age))
+    }
 }
 
 fn columns() -> Vec<TableColumn> {

@@ -1,0 +1,331 @@
+//! Upstream's `ValidatePodUpdate` (pkg/apis/core/validation): what an update of a pod may
+//! change in its spec. Only the containers' and init containers' images, a lower (or a
+//! first) `activeDeadlineSeconds`, added tolerations (and existing ones' seconds), removed
+//! scheduling gates, node selector additions while the pod is gated, and a negative
+//! `terminationGracePeriodSeconds` set to 1; anything else is upstream's 403-like 422
+//! `spec: Forbidden: pod updates may not change fields other than ...`, followed by what
+//! changed. The spec is compared as upstream's semantic equality does
+//! ([`super::semantic_eq`]), after both sides were defaulted; `spec.ephemeralContainers`
+//! is left to its own subresource (the main resource keeps the stored ones).
+//!
+//! Invariants: those of the parent module; the spec is copied once, only when it changed.
+
+use serde_json::{Map, Value};
+
+use super::{is_zero, semantic_eq};
+use crate::FieldError;
+use crate::field::shown;
+
+/// Upstream's message (v1.32) for a change to a field a pod update may not change.
+pub const NOT_UPDATABLE: &str = "pod updates may not change fields other than \
+`spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,\
+`spec.tolerations` (only additions to existing tolerations),\
+`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+/// The spec field kept out of the comparison (its own subresource writes it).
+const EPHEMERAL: &str = "ephemeralContainers";
+
+/// The most changed fields a refusal lists.
+const SHOWN_CHANGES: usize = 8;
+
+/// The errors of an update of the pod `old` to `new` (both defaulted); none when the spec
+/// did not change (a status or metadata write).
+pub fn pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let empty = Map::new();
+    let ns = new["spec"].as_object().unwrap_or(&empty);
+    let os = old["spec"].as_object().unwrap_or(&empty);
+    if eq_except(ns, os, EPHEMERAL) {
+        return Vec::new();
+    }
+    let mut out = super::validate::pod_spec(&new["spec"], "spec");
+    for list in ["containers", "initContainers"] {
+        let (n, o) = (list_of(ns, list), list_of(os, list));
+        if n.len() != o.len() {
+            out.push(FieldError::forbidden(
+                &format!("spec.{list}"),
+                "pod updates may not add or remove containers",
+            ));
+            return out;
+        }
+        for (i, c) in n.iter().enumerate() {
+            if let Some(image) = c["image"].as_str().filter(|i| i.trim() != *i) {
+                out.push(FieldError::invalid_str(
+                    &format!("spec.{list}[{i}].image"),
+                    image,
+                    "must not have leading or trailing whitespace",
+                ));
+            }
+        }
+    }
+    if let Some(e) = deadline(ns, os) {
+        out.push(e);
+        return out;
+    }
+    out.extend(tolerations(ns, os));
+    out.extend(scheduling_gates(ns, os));
+
+    let mut munged = ns.clone();
+    munged.remove(EPHEMERAL);
+    for list in ["containers", "initContainers"] {
+        if let (Some(Value::Array(n)), Value::Array(o)) =
+            (munged.get_mut(list), os.get(list).unwrap_or(&Value::Null))
+        {
+            for (c, old_c) in n.iter_mut().zip(o) {
+                if let Some(c) = c.as_object_mut() {
+                    match old_c.get("image") {
+                        Some(i) => c.insert("image".into(), i.clone()),
+                        None => c.remove("image"),
+                    };
+                }
+            }
+        }
+    }
+    for field in ["activeDeadlineSeconds", "schedulingGates", "tolerations"] {
+        keep_old(&mut munged, os, field);
+    }
+    let grace = "terminationGracePeriodSeconds";
+    if os.get(grace).and_then(Value::as_i64).is_some_and(|g| g < 0)
+        && munged.get(grace).and_then(Value::as_i64) == Some(1)
+    {
+        keep_old(&mut munged, os, grace);
+    }
+    // A gated pod may gain node selector entries (never lose or change one).
+    let gated = os
+        .get("schedulingGates")
+        .and_then(Value::as_array)
+        .is_some_and(|g| !g.is_empty());
+    if gated {
+        let superset = os
+            .get("nodeSelector")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .all(|(k, v)| munged["nodeSelector"].get(k) == Some(v));
+        if superset {
+            keep_old(&mut munged, os, "nodeSelector");
+        }
+    }
+    if !eq_except(&munged, os, EPHEMERAL) {
+        out.push(FieldError::forbidden(
+            "spec",
+            format!("{NOT_UPDATABLE}\n{}", changes(os, &munged)),
+        ));
+    }
+    out
+}
+
+/// `activeDeadlineSeconds` may be set, or lowered, never raised or removed.
+fn deadline(ns: &Map<String, Value>, os: &Map<String, Value>) -> Option<FieldError> {
+    let field = "spec.activeDeadlineSeconds";
+    let old = os.get("activeDeadlineSeconds").filter(|v| !v.is_null());
+    match ns.get("activeDeadlineSeconds").filter(|v| !v.is_null()) {
+        Some(v) => {
+            let n = v.as_i64().unwrap_or(-1);
+            if n <= 0 || n > i64::from(i32::MAX) {
+                return Some(FieldError::invalid(
+                    field,
+                    v,
+                    "must be between 0 and 2147483647, inclusive",
+                ));
+            }
+            match old.and_then(Value::as_i64) {
+                Some(o) if o < n => Some(FieldError::invalid(
+                    field,
+                    v,
+                    "must be less than or equal to previous value",
+                )),
+                _ => None,
+            }
+        }
+        None => old.map(|_| {
+            FieldError::invalid(
+                field,
+                &Value::Null,
+                "must not update from a positive integer to nil value",
+            )
+        }),
+    }
+}
+
+/// Every old toleration must stay, but for its `tolerationSeconds`.
+fn tolerations(ns: &Map<String, Value>, os: &Map<String, Value>) -> Option<FieldError> {
+    let new = list_of(ns, "tolerations");
+    let without_seconds = |t: &Value| {
+        let mut t = t.clone();
+        if let Some(m) = t.as_object_mut() {
+            m.remove("tolerationSeconds");
+        }
+        t
+    };
+    let new: Vec<Value> = new.iter().map(without_seconds).collect();
+    let kept = list_of(os, "tolerations").iter().all(|old| {
+        let old = without_seconds(old);
+        new.iter().any(|n| semantic_eq(n, &old))
+    });
+    (!kept).then(|| {
+        FieldError::forbidden(
+            "spec.tolerations",
+            "existing toleration can not be modified except its tolerationSeconds",
+        )
+    })
+}
+
+/// Scheduling gates may only be removed.
+fn scheduling_gates(ns: &Map<String, Value>, os: &Map<String, Value>) -> Vec<FieldError> {
+    let old: Vec<&str> = list_of(os, "schedulingGates")
+        .iter()
+        .filter_map(|g| g["name"].as_str())
+        .collect();
+    list_of(ns, "schedulingGates")
+        .iter()
+        .enumerate()
+        .filter_map(|(i, g)| {
+            let name = g["name"].as_str().unwrap_or("");
+            (!old.contains(&name)).then(|| {
+                FieldError::forbidden(
+                    &format!("spec.schedulingGates[{i}].name"),
+                    format!("only deletion is allowed, but found new scheduling gate '{name}'"),
+                )
+            })
+        })
+        .collect()
+}
+
+fn list_of<'a>(spec: &'a Map<String, Value>, field: &str) -> &'a [Value] {
+    spec.get(field)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// `munged[field]` as in `old` (absent when `old` lacks it).
+fn keep_old(munged: &mut Map<String, Value>, old: &Map<String, Value>, field: &str) {
+    match old.get(field) {
+        Some(v) => munged.insert(field.into(), v.clone()),
+        None => munged.remove(field),
+    };
+}
+
+/// Whether two spec objects are semantically equal, leaving out `skip`.
+fn eq_except(a: &Map<String, Value>, b: &Map<String, Value>, skip: &str) -> bool {
+    let null = Value::Null;
+    a.iter()
+        .filter(|(k, _)| *k != skip)
+        .all(|(k, v)| semantic_eq(v, b.get(k).unwrap_or(&null)))
+        && b.iter()
+            .filter(|(k, _)| *k != skip && !a.contains_key(*k))
+            .all(|(_, v)| is_zero(v))
+}
+
+/// The changed fields, `- field: old` / `+ field: new` lines as a diff (upstream prints a
+/// `cmp.Diff` of its Go structs), at most [`SHOWN_CHANGES`] of them, each value cut.
+fn changes(old: &Map<String, Value>, new: &Map<String, Value>) -> String {
+    let null = Value::Null;
+    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut lines = Vec::new();
+    for k in keys
+        .into_iter()
+        .filter(|k| k.as_str() != EPHEMERAL)
+        .filter(|k| !semantic_eq(old.get(*k).unwrap_or(&null), new.get(*k).unwrap_or(&null)))
+        .take(SHOWN_CHANGES)
+    {
+        lines.push(format!("- {k}: {}", shown(old.get(k).unwrap_or(&null))));
+        lines.push(format!("+ {k}: {}", shown(new.get(k).unwrap_or(&null))));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(spec: Value) -> Value {
+        json!({"metadata": {"name": "p"}, "spec": spec})
+    }
+
+    fn base() -> Value {
+        json!({"containers": [{"name": "c", "image": "nginx:1"}], "restartPolicy": "Always",
+            "activeDeadlineSeconds": 100, "tolerations": [{"key": "k", "operator": "Exists"}],
+            "schedulingGates": [{"name": "g"}, {"name": "h"}]})
+    }
+
+    fn update(change: impl FnOnce(&mut Value)) -> Vec<String> {
+        let old = pod(base());
+        let mut new = old.clone();
+        change(&mut new["spec"]);
+        pod_update(&new, &old)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn the_mutable_fields_may_change() {
+        assert!(
+            update(|s| {
+                s["containers"][0]["image"] = json!("nginx:2");
+                s["activeDeadlineSeconds"] = json!(50);
+                s["tolerations"][0]["tolerationSeconds"] = json!(5);
+                s["tolerations"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"key": "new"}));
+                s["schedulingGates"] = json!([{"name": "h"}]);
+                s["nodeSelector"] = json!({"zone": "a"});
+                s["ephemeralContainers"] = json!([{"name": "e", "image": "x"}]);
+            })
+            .is_empty()
+        );
+        assert!(
+            update(|s| s["hostNetwork"] = json!(false)).is_empty(),
+            "zero values"
+        );
+    }
+
+    #[test]
+    fn anything_else_is_forbidden() {
+        let got = update(|s| s["nodeName"] = json!("n1"));
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].starts_with(&format!(
+                "spec: Forbidden: {NOT_UPDATABLE}\n- nodeName: null\n+ nodeName: \"n1\""
+            )),
+            "{got:?}"
+        );
+        let got = update(|s| s["containers"] = json!([]));
+        assert_eq!(
+            got,
+            [
+                "spec.containers: Required value",
+                "spec.containers: Forbidden: pod updates may not add or remove containers"
+            ]
+        );
+        assert_eq!(
+            update(|s| s["activeDeadlineSeconds"] = json!(200)),
+            [
+                "spec.activeDeadlineSeconds: Invalid value: 200: must be less than or equal to previous value"
+            ]
+        );
+        assert_eq!(
+            update(|s| s["tolerations"] = json!([])),
+            [
+                "spec.tolerations: Forbidden: existing toleration can not be modified except its tolerationSeconds"
+            ]
+        );
+        assert_eq!(
+            update(|s| s["schedulingGates"] = json!([{"name": "g"}, {"name": "new"}])),
+            [
+                "spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'new'"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_emptied_spec_is_refused() {
+        let old = pod(base());
+        let got = pod_update(&pod(json!({})), &old);
+        assert!(!got.is_empty());
+    }
+}
