@@ -42,7 +42,7 @@ fn is_zero(v: &Value) -> bool {
 }
 
 /// Upstream's `apiequality.Semantic.DeepEqual` of two decoded values, over JSON: a member
-/// absent on one side equals a zero one on the other ([`is_zero`]); numbers compare by value.
+/// absent on one side equals a zero one on the other (`is_zero`); numbers compare by value.
 pub fn semantic_eq(a: &Value, b: &Value) -> bool {
     if is_zero(a) && is_zero(b) {
         return true;

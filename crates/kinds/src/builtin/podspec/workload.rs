@@ -220,7 +220,7 @@ const STATEFUL_SET_MUTABLE: [&str; 7] = [
     "minReadySeconds",
 ];
 
-/// A stateful set update's rule: only [`STATEFUL_SET_MUTABLE`] fields of the spec change.
+/// A stateful set update's rule: only the fields upstream lists (`STATEFUL_SET_MUTABLE`) change.
 pub fn stateful_set_update(new: &Value, old: &Value) -> Option<FieldError> {
     let null = Value::Null;
     let empty = serde_json::Map::new();
