@@ -6,7 +6,9 @@
 //! - the versions of a custom resource with the `None` strategy ([`ApiVersionOnly`]: the
 //!   objects are the same, only `apiVersion` differs);
 //! - built-in kinds served in two groups from one storage (`events.k8s.io/v1` Events over
-//!   `v1` Events: [`crate::builtin::events::event::EventsV1`]), whose fields are renamed.
+//!   `v1` Events: [`crate::builtin::events::event::EventsV1`]), whose fields are renamed,
+//!   or in two versions of one group (`autoscaling/v1` autoscalers over `autoscaling/v2`:
+//!   [`crate::builtin::autoscaling::v1::HpaV1`]), whose fields are converted.
 //!
 //! A [`KindSpec`](crate::KindSpec) with a conversion is served over the storage of the
 //! first spec with the same `storage_resource` (the storage version's); the wrapper that

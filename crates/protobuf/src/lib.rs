@@ -60,7 +60,7 @@ pub enum ProtobufError {
     Malformed(&'static str),
     /// A kind this server has no protobuf schema for.
     #[error(
-        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, CertificateSigningRequest, PodDisruptionBudget, PriorityClass, Ingress, ResourceQuota, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
+        "protobuf bodies are accepted only for Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Job, CronJob, CertificateSigningRequest, PodDisruptionBudget, PriorityClass, Ingress, ResourceQuota, autoscaling/v1 HorizontalPodAutoscaler, the RBAC kinds, the review kinds and TokenRequest, not {0:?}; send JSON (e.g. kubectl apply -f)"
     )]
     Unsupported(String),
 }
@@ -319,7 +319,17 @@ fn decode_message(buf: &[u8], schema: &[(u32, F)]) -> Result<Map<String, Value>,
 /// Decodes a protobuf request body of `kind` into its JSON form.
 pub fn decode(body: &[u8], kind: &str) -> Result<Map<String, Value>, ProtobufError> {
     let inner = body.strip_prefix(MAGIC).ok_or(ProtobufError::NoEnvelope)?;
+    let unknown = decode_message(inner, UNKNOWN)?;
+    let api_version = unknown
+        .get("typeMeta")
+        .and_then(|t| t.get("apiVersion"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let schema = match kind {
+        // v1's message only (`kubectl autoscale`): a v2 body would lose its metrics.
+        "HorizontalPodAutoscaler" if api_version == "autoscaling/v1" => {
+            HORIZONTAL_POD_AUTOSCALER_V1
+        }
         "Namespace" => NAMESPACE,
         "ConfigMap" => CONFIG_MAP,
         "Secret" => SECRET,
@@ -342,7 +352,6 @@ pub fn decode(body: &[u8], kind: &str) -> Result<Map<String, Value>, ProtobufErr
         "RoleBinding" | "ClusterRoleBinding" => ROLE_BINDING,
         other => return Err(ProtobufError::Unsupported(other.to_owned())),
     };
-    let unknown = decode_message(inner, UNKNOWN)?;
     let raw = unknown
         .get("raw")
         .and_then(Value::as_str)
@@ -436,7 +445,7 @@ mod tests {
         fn arbitrary_bodies_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..96)) {
             for kind in ["Namespace", "ConfigMap", "Secret", "ServiceAccount", "Job", "CronJob",
                          "CertificateSigningRequest", "PodDisruptionBudget", "PriorityClass",
-                         "Ingress", "ResourceQuota"] {
+                         "Ingress", "ResourceQuota", "HorizontalPodAutoscaler"] {
                 let _ = decode(&[MAGIC, &bytes[..]].concat(), kind);
             }
         }

@@ -348,6 +348,33 @@ pub(super) const RESOURCE_QUOTA: &[(u32, F)] = &[
     ),
 ];
 
+/// `autoscaling/v1` `HorizontalPodAutoscaler` (`kubectl autoscale`).
+pub(super) const HORIZONTAL_POD_AUTOSCALER_V1: &[(u32, F)] = &[
+    (1, F::Msg("metadata", OBJECT_META)),
+    (
+        2,
+        F::Msg(
+            "spec",
+            &[
+                (
+                    1,
+                    F::Msg(
+                        "scaleTargetRef",
+                        &[
+                            (1, F::Str("kind")),
+                            (2, F::Str("name")),
+                            (3, F::Str("apiVersion")),
+                        ],
+                    ),
+                ),
+                (2, F::Int("minReplicas")),
+                (3, F::IntZ("maxReplicas")),
+                (4, F::Int("targetCPUUtilizationPercentage")),
+            ],
+        ),
+    ),
+];
+
 /// `scheduling.k8s.io/v1` `PriorityClass` (`kubectl create priorityclass`).
 pub(super) const PRIORITY_CLASS: &[(u32, F)] = &[
     (1, F::Msg("metadata", OBJECT_META)),

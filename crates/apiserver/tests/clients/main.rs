@@ -32,6 +32,7 @@ mod doc_shell_blocks;
 mod events_api;
 mod field_validation;
 mod garbage_collector;
+mod hpa_v1;
 mod http2;
 mod kubectl;
 mod lifecycle;

@@ -85,6 +85,8 @@ pub fn all() -> Vec<crate::KindSpec> {
     ]
     .into_iter()
     .chain(derived::all())
+    // Served over the `autoscaling/v2` storage of the derived table's row, so after it.
+    .chain(std::iter::once(autoscaling::v1::spec()))
     .collect()
 }
 

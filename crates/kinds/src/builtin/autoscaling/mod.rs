@@ -1,3 +1,4 @@
 //! The `autoscaling` group.
 
 pub mod horizontalpodautoscaler;
+pub mod v1;
