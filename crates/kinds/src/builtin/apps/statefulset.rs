@@ -79,7 +79,10 @@ impl KindStrategy for StatefulSetStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
         let mut out = workload::selector_spec(&new["spec"], "statefulset", "StatefulSet");
-        out.extend(workload::stateful_set_update(new, old));
+        // The stored set defaulted as upstream defaults what it reads.
+        let mut old = old.clone();
+        defaults(&mut old);
+        out.extend(workload::stateful_set_update(new, &old));
         out
     }
 

@@ -67,7 +67,11 @@ impl KindStrategy for JobStrategy {
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
         let mut out = self.broken(new);
-        out.extend(validate_update(&new["spec"], &old["spec"], old));
+        // The stored job defaulted as upstream defaults what it reads: one stored before a
+        // default existed compares equal to its defaulted self.
+        let mut old = old.clone();
+        defaults(&mut old);
+        out.extend(validate_update(&new["spec"], &old["spec"], &old));
         out
     }
 
@@ -413,6 +417,21 @@ mod tests {
                 "spec.template.metadata.labels"
             ]
         );
+    }
+
+    #[test]
+    fn a_job_stored_without_template_defaults_may_be_updated() {
+        let old = json!({"metadata": {"name": "pi", "uid": "u"}, "spec": {
+            "selector": {"matchLabels": {CONTROLLER_UID: "u"}},
+            "template": {"metadata": {"labels": {CONTROLLER_UID: "u"}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}});
+        let mut new = old.clone();
+        JobStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(JobStrategy.validate_update(&new, &old), []);
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("j");
+        let errs = JobStrategy.validate_update(&new, &old);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].field, "spec.template");
     }
 
     #[test]

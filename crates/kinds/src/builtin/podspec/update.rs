@@ -28,9 +28,14 @@ const EPHEMERAL: &str = "ephemeralContainers";
 /// The most changed fields a refusal lists.
 const SHOWN_CHANGES: usize = 8;
 
-/// The errors of an update of the pod `old` to `new` (both defaulted); none when the spec
-/// did not change (a status or metadata write).
+/// The errors of an update of the pod `old` to `new` (`new` defaulted); none when the spec
+/// did not change (a status or metadata write). `old` is defaulted here too, as upstream
+/// defaults what it reads from storage: a pod stored before these defaults existed compares
+/// equal to its defaulted self.
 pub fn pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
+    let mut old = old.clone();
+    super::defaults::pod(&mut old);
+    let old = &old;
     let empty = Map::new();
     let ns = new["spec"].as_object().unwrap_or(&empty);
     let os = old["spec"].as_object().unwrap_or(&empty);
@@ -255,6 +260,8 @@ mod tests {
         let old = pod(base());
         let mut new = old.clone();
         change(&mut new["spec"]);
+        // As the strategy's update preparation does before validation.
+        crate::builtin::podspec::defaults::pod(&mut new);
         pod_update(&new, &old)
             .iter()
             .map(ToString::to_string)
@@ -320,6 +327,14 @@ mod tests {
                 "spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'new'"
             ]
         );
+    }
+
+    #[test]
+    fn a_pod_stored_without_defaults_takes_status_writes() {
+        let old = pod(json!({"containers": [{"name": "c", "image": "i"}]}));
+        let mut new = old.clone();
+        crate::builtin::podspec::defaults::pod(&mut new);
+        assert!(pod_update(&new, &old).is_empty());
     }
 
     #[test]
