@@ -4,7 +4,8 @@
 //! [`HasMetadata`], for any typed struct that carries an [`ObjectMeta`] (so a user can keep a
 //! `Store<MyPod>`) or, with the `k8s-openapi` feature, k8s-openapi's (`Store<Pod>`). Keys
 //! follow client-go's `MetaNamespaceKeyFunc`: `namespace/name`, or `name` for cluster-scoped
-//! objects.
+//! objects. With the `kube` feature, every kube-rs resource of a static type is one too
+//! (`kube_core::Resource<DynamicType = ()>`: what kube-rs's `#[derive(CustomResource)]` makes).
 //!
 //! Why it lives here and not in listwatch-client, which is its user: k8s-openapi's types reach
 //! [`Resource`] through one blanket implementation (`impl<K: k8s_openapi::Metadata> HasMetadata
@@ -143,7 +144,9 @@ impl<T: HasMetadata + Clone + Send + Sync + 'static> Resource for T {
 #[cfg(feature = "k8s-openapi")]
 mod k8s {
     //! k8s-openapi's types: its `ObjectMeta` has the fields, and every type with that
-    //! metadata (`Pod`, `Deployment`, `ClusterRole`, …) is [`HasMetadata`], hence [`Resource`].
+    //! metadata (`Pod`, `Deployment`, `ClusterRole`, …) is [`HasMetadata`], hence [`Resource`];
+    //! with the `kube` feature, every kube-rs resource of a static type too (the types of
+    //! kube-rs's `#[derive(CustomResource)]`).
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -164,10 +167,26 @@ mod k8s {
         }
     }
 
+    #[cfg(not(feature = "kube"))]
     impl<K: k8s_openapi::Metadata<Ty = ObjectMeta>> HasMetadata for K {
         type Metadata = ObjectMeta;
         fn metadata(&self) -> &ObjectMeta {
             k8s_openapi::Metadata::metadata(self)
+        }
+    }
+
+    // With the `kube` feature the one blanket implementation is over kube-rs's `Resource`
+    // instead: kube-core implements that for every `k8s_openapi::Metadata<Ty = ObjectMeta>`
+    // type, so this covers all the implementation above did, plus the types of kube-rs's
+    // `#[derive(CustomResource)]` (which implement kube-rs's trait only). Two blanket
+    // implementations side by side would overlap (a k8s-openapi type is both), hence the
+    // switch rather than an addition. `DynamicType = ()`: a type whose kind is known at
+    // compile time (not kube-rs's `DynamicObject`).
+    #[cfg(feature = "kube")]
+    impl<K: kube_core::Resource<DynamicType = ()>> HasMetadata for K {
+        type Metadata = ObjectMeta;
+        fn metadata(&self) -> &ObjectMeta {
+            kube_core::Resource::meta(self)
         }
     }
 }

@@ -29,12 +29,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Container, PodSpec, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::CustomResource;
 use listwatch_client::events::{EventData, EventType, Recorder, object_reference};
 use listwatch_client::finalizer::{Event, FinalizerError, finalizer};
+use listwatch_client::kube::CustomResourceExt;
 use listwatch_client::leaderelection::{
     HttpLeaseLock, LeaderElectionConfig, LeaderElector, default_identity,
 };
@@ -43,6 +44,7 @@ use listwatch_client::{
     Action, Api, Controller, HttpClient, HttpConfig, Informer, InformerConfig, ObjectKey, Patch,
     PatchParams, Store,
 };
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -55,29 +57,22 @@ pub const REGISTRY: &str = "website-registry";
 /// The field manager of the operator's writes.
 const MANAGER: &str = "website-operator";
 
-/// A Website: what to serve and how many replicas serve it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Website {
-    /// Standard metadata.
-    pub metadata: ObjectMeta,
-    /// What the user wants.
-    pub spec: WebsiteSpec,
-    /// What the operator observed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<WebsiteStatus>,
-}
-
-/// `spec` of a [`Website`].
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+/// A Website: what to serve and how many replicas serve it. kube-rs's derive writes the
+/// `Website` type, its CRD and schema (`Website::crd()`); listwatch-client's `kube` feature
+/// makes it a resource for `Api`, informers, the finalizer, owner references and events.
+#[derive(CustomResource, Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[kube(group = "example.com", version = "v1", kind = "Website", namespaced)]
+#[kube(status = "WebsiteStatus")]
 pub struct WebsiteSpec {
     /// The page served.
     pub content: String,
     /// How many replicas serve it.
+    #[schemars(range(min = 0))]
     pub replicas: i32,
 }
 
 /// `status` of a [`Website`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WebsiteStatus {
     /// The generation the status describes.
@@ -89,7 +84,7 @@ pub struct WebsiteStatus {
 }
 
 /// A status condition (metav1.Condition's fields).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Condition {
     /// The condition's type, `Ready`.
@@ -108,57 +103,6 @@ pub struct Condition {
     /// When `status` last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
-}
-
-// A custom resource is a k8s-openapi resource type: then `Api<Website>`, `Store<Website>`,
-// the finalizer helper, owner references and events take it like any built-in kind.
-impl k8s_openapi::Resource for Website {
-    const API_VERSION: &'static str = "example.com/v1";
-    const GROUP: &'static str = "example.com";
-    const KIND: &'static str = "Website";
-    const VERSION: &'static str = "v1";
-    const URL_PATH_SEGMENT: &'static str = "websites";
-    type Scope = NamespaceResourceScope;
-}
-impl k8s_openapi::ListableResource for Website {
-    const LIST_KIND: &'static str = "WebsiteList";
-}
-impl k8s_openapi::Metadata for Website {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
-/// The CustomResourceDefinition of [`Website`].
-pub fn crd() -> serde_json::Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "websites.example.com"},
-        "spec": {
-            "group": "example.com",
-            "names": {"plural": "websites", "singular": "website", "kind": "Website", "listKind": "WebsiteList"},
-            "scope": "Namespaced",
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "spec": {"type": "object", "required": ["content", "replicas"], "properties": {
-                            "content": {"type": "string"},
-                            "replicas": {"type": "integer", "minimum": 0},
-                        }},
-                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                    },
-                }},
-            }],
-        },
-    })
 }
 
 /// A reconcile's error: the API call that failed, or the finalizer's bookkeeping.
@@ -510,7 +454,7 @@ pub async fn run(
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if std::env::args().nth(1).as_deref() == Some("--crd") {
-        println!("{}", serde_json::to_string_pretty(&crd())?);
+        println!("{}", serde_json::to_string_pretty(&Website::crd())?);
         return Ok(());
     }
     tracing_subscriber::fmt()

@@ -4,8 +4,10 @@
 //! [`ApiResource`] is that information as a value (for dynamic use, and what [`Api`](crate::Api)
 //! carries); [`ResourceType`] is the same information attached to a Rust type, so that
 //! `Api::<Pod>::namespaced(client, "ns")` needs no hand-written URL. With the `k8s-openapi`
-//! feature every k8s-openapi resource type is a [`ResourceType`] (`k8s.rs`); a type of your own
-//! (a custom resource) implements it in a few lines.
+//! feature every k8s-openapi resource type is a [`ResourceType`] (`k8s.rs`), with the `kube`
+//! feature every kube-rs resource of a static type, those of kube-rs's
+//! `#[derive(CustomResource)]` included (`kube.rs`); a type of your own implements it in a few
+//! lines.
 //!
 //! Paths follow kube-apiserver's layout, as kube-rs and client-go build them:
 //! - the legacy core group (`""`) lives under `/api/{version}`, every other group under
@@ -59,10 +61,14 @@ impl ClusterScoped for ClusterScope {}
 
 /// A Rust type of one kind of object: where its collection lives.
 ///
-/// Every k8s-openapi resource type implements it with the `k8s-openapi` feature. For a custom
-/// resource of your own:
+/// Every k8s-openapi resource type implements it with the `k8s-openapi` feature, and every
+/// type made by kube-rs's `#[derive(CustomResource)]` with the `kube` feature (module
+/// `listwatch_client::kube`): that is the way to a custom resource with its CRD and schema derived.
+/// By hand, for a type with listwatch's own [`ObjectMeta`](listwatch_api::ObjectMeta):
 ///
 /// ```
+/// use std::borrow::Cow;
+///
 /// use listwatch_api::ObjectMeta;
 /// use listwatch_client::{ApiResource, HasMetadata, NamespaceScope, ResourceType};
 ///
@@ -78,10 +84,18 @@ impl ClusterScoped for ClusterScope {}
 /// }
 /// impl ResourceType for Widget {
 ///     type Scope = NamespaceScope;
-///     const GROUP: &'static str = "example.com";
-///     const VERSION: &'static str = "v1";
-///     const KIND: &'static str = "Widget";
-///     const PLURAL: &'static str = "widgets";
+///     fn group() -> Cow<'static, str> {
+///         "example.com".into()
+///     }
+///     fn version() -> Cow<'static, str> {
+///         "v1".into()
+///     }
+///     fn kind() -> Cow<'static, str> {
+///         "Widget".into()
+///     }
+///     fn plural() -> Cow<'static, str> {
+///         "widgets".into()
+///     }
 /// }
 /// let ar = ApiResource::of::<Widget>();
 /// assert_eq!(ar.collection_path(Some("ns")).unwrap(), "/apis/example.com/v1/namespaces/ns/widgets");
@@ -90,13 +104,13 @@ pub trait ResourceType: Resource {
     /// [`NamespaceScope`] or [`ClusterScope`] (k8s-openapi's scope types for its own).
     type Scope: Scope;
     /// The API group, `""` for the legacy core group.
-    const GROUP: &'static str;
+    fn group() -> Cow<'static, str>;
     /// The API version within the group, e.g. `v1`.
-    const VERSION: &'static str;
+    fn version() -> Cow<'static, str>;
     /// The kind, e.g. `Pod`.
-    const KIND: &'static str;
+    fn kind() -> Cow<'static, str>;
     /// The resource's plural name, its URL path segment, e.g. `pods`.
-    const PLURAL: &'static str;
+    fn plural() -> Cow<'static, str>;
     /// Whether `Self` is the server's metadata-only form of the kind: then an
     /// [`Api`](crate::Api) of it asks for `PartialObjectMetadata` on its reads (gets, lists,
     /// watches). `false` unless overridden; [`PartialObjectMetadata`](crate::PartialObjectMetadata)
@@ -124,10 +138,10 @@ impl ApiResource {
     /// The place of `K`.
     pub fn of<K: ResourceType>() -> Self {
         Self {
-            group: K::GROUP.to_owned(),
-            version: K::VERSION.to_owned(),
-            kind: K::KIND.to_owned(),
-            plural: K::PLURAL.to_owned(),
+            group: K::group().into_owned(),
+            version: K::version().into_owned(),
+            kind: K::kind().into_owned(),
+            plural: K::plural().into_owned(),
             namespaced: <K::Scope as Scope>::NAMESPACED,
         }
     }

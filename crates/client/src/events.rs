@@ -1,6 +1,7 @@
 //! [`Recorder`]: Kubernetes Events about the objects a controller manages (client-go's
 //! `record.EventRecorder`, kube-runtime's `events::Recorder`), posted as core/v1 `Event`s
-//! (feature `k8s-openapi`).
+//! (feature `k8s-openapi`), about k8s-openapi's types and kube-rs's derived custom resources
+//! (feature `kube`).
 //!
 //! Invariants:
 //! - an event is named `<object name>.<hex nanoseconds>` (client-go's legacy recorder) in the
@@ -23,12 +24,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::Metadata;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
-use crate::{Error, HttpClient, Patch, PatchParams, Result};
+use crate::{
+    ApiResource, Error, HasMetadata, HttpClient, Patch, PatchParams, ResourceType, Result,
+};
 
 /// How many event series a recorder remembers for de-duplication.
 pub const MAX_SERIES: usize = 1024;
@@ -105,12 +107,12 @@ pub struct EventData {
 /// resourceVersion).
 pub fn object_reference<K>(object: &K) -> ObjectReference
 where
-    K: k8s_openapi::Resource + Metadata<Ty = ObjectMeta>,
+    K: ResourceType + HasMetadata<Metadata = ObjectMeta>,
 {
-    let meta = Metadata::metadata(object);
+    let meta = HasMetadata::metadata(object);
     ObjectReference {
-        api_version: Some(K::API_VERSION.to_owned()),
-        kind: Some(K::KIND.to_owned()),
+        api_version: Some(ApiResource::of::<K>().api_version()),
+        kind: Some(K::kind().into_owned()),
         namespace: meta.namespace.clone(),
         name: meta.name.clone(),
         uid: meta.uid.clone(),

@@ -1,7 +1,7 @@
 //! [`finalizer`]: run cleanup before an object goes away (kube-runtime's `finalizer`,
-//! controller-runtime's `controllerutil.AddFinalizer` pattern), for k8s-openapi types
-//! (feature `k8s-openapi`; custom resources whose metadata is k8s-openapi's `ObjectMeta`
-//! included).
+//! controller-runtime's `controllerutil.AddFinalizer` pattern), for types whose metadata is
+//! k8s-openapi's `ObjectMeta`: k8s-openapi's (feature `k8s-openapi`) and kube-rs's derived
+//! custom resources (feature `kube`).
 //!
 //! Invariants:
 //! - an object not being deleted gets the finalizer *before* the reconcile sees it
@@ -16,13 +16,12 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::Metadata;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::{Action, Api, Patch, PatchParams, Resource};
+use crate::{Action, Api, HasMetadata, Patch, PatchParams, Resource};
 
 /// What the reconcile is asked to do.
 #[derive(Debug, Clone)]
@@ -77,11 +76,11 @@ pub async fn finalizer<K, F, Fut, E>(
     reconcile: F,
 ) -> Result<Action, FinalizerError<E>>
 where
-    K: Resource + Metadata<Ty = ObjectMeta> + Serialize + DeserializeOwned,
+    K: Resource + HasMetadata<Metadata = ObjectMeta> + Serialize + DeserializeOwned,
     F: FnOnce(Event<K>) -> Fut,
     Fut: Future<Output = Result<Action, E>>,
 {
-    let meta = Metadata::metadata(&*object);
+    let meta = HasMetadata::metadata(&*object);
     let object_name = meta.name.clone().ok_or(FinalizerError::Unnamed)?;
     let finalizers = meta.finalizers.clone().unwrap_or_default();
     let position = finalizers.iter().position(|f| f == name);

@@ -13,10 +13,9 @@
 //! This crate picks no Kubernetes version feature of k8s-openapi (its rule for libraries):
 //! the final binary does, as with kube-rs.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{ClusterResourceScope, ListableResource, Metadata, NamespaceResourceScope};
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 
-use crate::api_resource::{ClusterScoped, Namespaced, ResourceType, Scope};
+use crate::api_resource::{ClusterScoped, Namespaced, Scope};
 
 impl Scope for NamespaceResourceScope {
     const NAMESPACED: bool = true;
@@ -28,16 +27,36 @@ impl Scope for ClusterResourceScope {
 }
 impl ClusterScoped for ClusterResourceScope {}
 
-impl<K> ResourceType for K
-where
-    K: ListableResource + Metadata<Ty = ObjectMeta> + Clone + Send + Sync + 'static,
-    <K as k8s_openapi::Resource>::Scope: Scope,
-{
-    type Scope = <K as k8s_openapi::Resource>::Scope;
-    const GROUP: &'static str = <K as k8s_openapi::Resource>::GROUP;
-    const VERSION: &'static str = <K as k8s_openapi::Resource>::VERSION;
-    const KIND: &'static str = <K as k8s_openapi::Resource>::KIND;
-    const PLURAL: &'static str = <K as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+// With the `kube` feature the blanket implementation is over kube-rs's `Resource` instead
+// (`kube.rs`), which kube-core implements for every type this one covers.
+#[cfg(not(feature = "kube"))]
+mod blanket {
+    use std::borrow::Cow;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::{ListableResource, Metadata, Resource};
+
+    use crate::api_resource::{ResourceType, Scope};
+
+    impl<K> ResourceType for K
+    where
+        K: ListableResource + Metadata<Ty = ObjectMeta> + Clone + Send + Sync + 'static,
+        <K as Resource>::Scope: Scope,
+    {
+        type Scope = <K as Resource>::Scope;
+        fn group() -> Cow<'static, str> {
+            <K as Resource>::GROUP.into()
+        }
+        fn version() -> Cow<'static, str> {
+            <K as Resource>::VERSION.into()
+        }
+        fn kind() -> Cow<'static, str> {
+            <K as Resource>::KIND.into()
+        }
+        fn plural() -> Cow<'static, str> {
+            <K as Resource>::URL_PATH_SEGMENT.into()
+        }
+    }
 }
 
 #[cfg(test)]

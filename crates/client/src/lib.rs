@@ -26,7 +26,9 @@
 //!
 //! Features: `rustls` (https servers), `k8s-openapi` (k8s-openapi's resource types as
 //! [`Resource`]s and [`ResourceType`]s; no Kubernetes version feature of k8s-openapi is
-//! enabled, the final binary picks one).
+//! enabled, the final binary picks one), `kube` (the same for every kube-rs resource of a
+//! static type: custom resources made by kube-rs's `#[derive(CustomResource)]`, with their
+//! CRD and schema; module `kube`).
 //!
 //! It sits at the client end of the pipeline and depends only on `listwatch-api` and
 //! `listwatch-runtime`: it must never depend on storage, the watch cache or the server crates.
@@ -73,6 +75,8 @@ pub mod finalizer;
 pub mod http;
 #[cfg(feature = "k8s-openapi")]
 mod k8s;
+#[cfg(feature = "kube")]
+pub mod kube;
 mod metadata;
 #[cfg(feature = "k8s-openapi")]
 pub mod relations;

@@ -15,6 +15,7 @@
 //! nothing else is kept even if a server sends more; `K` only names the kind (its path, its
 //! scope and its metadata type), no `K` value is ever built.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -82,10 +83,18 @@ where
     K::Metadata: Clone + Send + Sync + 'static,
 {
     type Scope = K::Scope;
-    const GROUP: &'static str = K::GROUP;
-    const VERSION: &'static str = K::VERSION;
-    const KIND: &'static str = K::KIND;
-    const PLURAL: &'static str = K::PLURAL;
+    fn group() -> Cow<'static, str> {
+        K::group()
+    }
+    fn version() -> Cow<'static, str> {
+        K::version()
+    }
+    fn kind() -> Cow<'static, str> {
+        K::kind()
+    }
+    fn plural() -> Cow<'static, str> {
+        K::plural()
+    }
     const METADATA_ONLY: bool = true;
 }
 

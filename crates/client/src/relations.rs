@@ -1,6 +1,7 @@
 //! Owns relations (controller-runtime's `Owns`, kube-runtime's `Controller::owns`): a change
-//! of an owned object wakes the reconcile of its controlling owner. For k8s-openapi types
-//! (feature `k8s-openapi`).
+//! of an owned object wakes the reconcile of its controlling owner. For types whose metadata
+//! is k8s-openapi's `ObjectMeta`: k8s-openapi's (feature `k8s-openapi`) and kube-rs's derived
+//! custom resources (feature `kube`).
 //!
 //! The other direction, [`controller_owner_reference`], builds the reference a controller
 //! puts on the children it creates (kube-rs's `Resource::controller_owner_ref`,
@@ -10,21 +11,22 @@
 //! are the owner type's counts (at most one per object, as the API server enforces); its key
 //! is in the owned object's namespace for a namespaced owner, cluster-wide otherwise.
 
-use k8s_openapi::Metadata;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-use crate::ObjectKey;
 use crate::api_resource::{ApiResource, ResourceType, Scope};
+use crate::{HasMetadata, ObjectKey};
 
 /// The key of `object`'s controlling owner of type `Owner`, if it has one.
-pub fn controller_owner_key<Owner: ResourceType, K: Metadata<Ty = ObjectMeta>>(
+pub fn controller_owner_key<Owner: ResourceType, K: HasMetadata<Metadata = ObjectMeta>>(
     object: &K,
 ) -> Option<ObjectKey> {
-    let meta = Metadata::metadata(object);
+    let meta = HasMetadata::metadata(object);
     let api_version = ApiResource::of::<Owner>().api_version();
-    let owner = meta.owner_references.as_deref()?.iter().find(|r| {
-        r.controller == Some(true) && r.kind == Owner::KIND && r.api_version == api_version
-    })?;
+    let kind = Owner::kind();
+    let owner =
+        meta.owner_references.as_deref()?.iter().find(|r| {
+            r.controller == Some(true) && r.kind == kind && r.api_version == api_version
+        })?;
     let namespace = if <Owner::Scope as Scope>::NAMESPACED {
         meta.namespace.as_deref()
     } else {
@@ -66,12 +68,12 @@ pub fn controller_owner_key<Owner: ResourceType, K: Metadata<Ty = ObjectMeta>>(
 /// ```
 pub fn controller_owner_reference<Owner>(owner: &Owner) -> Option<OwnerReference>
 where
-    Owner: ResourceType + Metadata<Ty = ObjectMeta>,
+    Owner: ResourceType + HasMetadata<Metadata = ObjectMeta>,
 {
-    let meta = Metadata::metadata(owner);
+    let meta = HasMetadata::metadata(owner);
     Some(OwnerReference {
         api_version: ApiResource::of::<Owner>().api_version(),
-        kind: <Owner as ResourceType>::KIND.to_owned(),
+        kind: <Owner as ResourceType>::kind().into_owned(),
         name: meta.name.clone().filter(|n| !n.is_empty())?,
         uid: meta.uid.clone().filter(|u| !u.is_empty())?,
         controller: Some(true),
@@ -97,7 +99,7 @@ where
 pub fn owned_by<Owner, K>() -> impl Fn(&K) -> Option<ObjectKey> + Send + 'static
 where
     Owner: ResourceType,
-    K: Metadata<Ty = ObjectMeta>,
+    K: HasMetadata<Metadata = ObjectMeta>,
 {
     |object: &K| controller_owner_key::<Owner, K>(object)
 }

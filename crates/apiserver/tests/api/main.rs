@@ -33,6 +33,7 @@ mod health;
 mod http_errors;
 mod impersonation;
 mod insecure_origin;
+mod kube_derive;
 mod kube_rs;
 mod kube_rs_http2;
 mod listwatch_client;

@@ -424,7 +424,7 @@ async fn reflector_and_informer_follow<R, W>(
 
     // A pod's DELETE writes its deletionTimestamp before it removes it (upstream's graceful
     // deletion strategy, with grace 0 for an unscheduled pod): one more update first.
-    let graceful = W::PLURAL == "pods";
+    let graceful = W::plural() == "pods";
     let events: &[&str] = if graceful {
         &[
             "listed t-pre",

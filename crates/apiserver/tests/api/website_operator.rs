@@ -147,13 +147,12 @@ impl Replica {
     }
 }
 
+/// The Website CRD, as each operator's kube-rs derive writes it.
 fn crd(imp: Impl) -> Value {
+    use kube::CustomResourceExt;
     match imp {
-        Impl::Listwatch => listwatch_operator::crd(),
-        Impl::KubeRs => {
-            use kube::CustomResourceExt;
-            serde_json::to_value(kube_operator::Website::crd()).unwrap()
-        }
+        Impl::Listwatch => serde_json::to_value(listwatch_operator::Website::crd()).unwrap(),
+        Impl::KubeRs => serde_json::to_value(kube_operator::Website::crd()).unwrap(),
     }
 }
 
