@@ -491,7 +491,10 @@ mod tests {
                 PolicyRule::resources([verb], ["discovery.k8s.io"], ["endpointslices"]),
             ];
             for w in write {
-                assert!(!rules::covers(&edit, &[w.clone()]).0, "edit grants {w:?}");
+                assert!(
+                    !rules::covers(&edit, std::slice::from_ref(&w)).0,
+                    "edit grants {w:?}"
+                );
             }
         }
         let view = rules_of("system:aggregate-to-view");
