@@ -220,9 +220,6 @@ struct Body {
     /// ([`Object::with_replay_encoding`]), held weakly: a stored object never keeps bytes
     /// alive by it.
     replay: Mutex<(u64, Weak<SharedWire>)>,
-    /// The FNV-1a hashes of `uid` and `namespace` ([`Object::shard_hash`]), computed on first
-    /// use: once per stored body, however many shard-selected watches and lists read it.
-    shard_hashes: [OnceLock<u64>; 2],
 }
 
 /// Everything an [`Object`] is made of, as plain values: for a store that persists an object's
@@ -370,7 +367,6 @@ impl Object {
                 fields: fields.clone(),
                 field_values,
                 replay: Mutex::default(),
-                shard_hashes: Default::default(),
             }),
             rv,
             wire: None,
@@ -421,7 +417,6 @@ impl Object {
                 fields,
                 field_values: field_values.into_boxed_slice(),
                 replay: Mutex::default(),
-                shard_hashes: Default::default(),
             }),
             rv,
             wire: None,
@@ -525,15 +520,16 @@ impl Object {
     }
 
     /// The 64-bit FNV-1a hash of `field` (`""` when the object has none), which a
-    /// [`crate::shard::ShardSelector`] ranges over: computed once per stored body and shared by
-    /// every clone (all the watchers of an event, every list of the object).
+    /// [`crate::shard::ShardSelector`] ranges over. Computed when asked, not kept: hashing a
+    /// uid is a few dozen multiply-xors, cheaper than the bytes a cached hash would add to
+    /// every stored object of a server that never sees a shard selector.
     pub fn shard_hash(&self, field: crate::shard::ShardField) -> u64 {
         use crate::shard::{ShardField, fnv1a64};
-        let (slot, value) = match field {
-            ShardField::Uid => (&self.body.shard_hashes[0], self.uid()),
-            ShardField::Namespace => (&self.body.shard_hashes[1], self.namespace()),
+        let value = match field {
+            ShardField::Uid => self.uid(),
+            ShardField::Namespace => self.namespace(),
         };
-        *slot.get_or_init(|| fnv1a64(value.unwrap_or("").as_bytes()))
+        fnv1a64(value.unwrap_or("").as_bytes())
     }
 
     /// Whether `selector` selects this object.
@@ -873,6 +869,20 @@ fn canonical(top: &Map<String, Value>) -> Result<(Vec<u8>, usize, bool), ObjectE
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_stored_body_carries_no_per_object_caches_beyond_its_parsed_view() {
+        // Every stored object of every resource has one `Body`; bytes added here multiply by
+        // the object count (P8). Printed so a change shows its cost.
+        let size = std::mem::size_of::<super::Body>();
+        println!("size_of::<Body>() = {size}");
+        assert!(
+            size <= BODY_BYTES,
+            "Body grew to {size} bytes (bound {BODY_BYTES})"
+        );
+    }
+    // 168 on x86_64 (was 200 with the two cached shard hashes, session 8).
+    const BODY_BYTES: usize = 168;
+
     use super::*;
     use proptest::prelude::*;
 

@@ -17,8 +17,9 @@
 //!   `" || "` between ranges), and parsing it gives the same selector;
 //! - a shard's membership never changes over an object's life (the uid and namespace are
 //!   immutable), so filtering a watch needs no ADDED/DELETED conversion;
-//! - the hash of an object's field is computed once per stored object body and shared by
-//!   every watcher and list that asks ([`crate::Object::shard_hash`]).
+//! - the hash of an object's field is computed when a selector asks
+//!   ([`crate::Object::shard_hash`]), not stored: a server that never sees a shard selector
+//!   pays nothing per stored object.
 
 use std::fmt;
 

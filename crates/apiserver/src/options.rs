@@ -314,8 +314,9 @@ pub struct Options {
     /// its event window (and pinned list states) hold, beyond the current objects. Past it
     /// the oldest events are dropped, whatever the event count; a watch from before the
     /// window gets 410 Expired and relists. Per resource: the caches together hold at most
-    /// this times the number of resources (12 built-in, plus --resources). 0: no byte bound,
-    /// only upstream's event count (up to 102400 events). [upstream: none; count only]
+    /// this times the number of cached resources (49 built-in, plus each CRD and --resources
+    /// kind). 0: no byte bound, only upstream's event count (up to 102400 events).
+    /// [upstream: none; count only]
     #[arg(long, default_value = "64Mi", value_parser = flags::bytes_limit,
         help_heading = heading::WATCH_CACHE)]
     pub watch_cache_window_bytes: usize,

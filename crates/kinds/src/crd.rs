@@ -105,6 +105,10 @@ pub struct Version {
     pub columns: Vec<PrinterColumn>,
     /// `selectableFields[].jsonPath`, without the leading dot.
     pub selectable_fields: Vec<String>,
+    /// `deprecated`.
+    pub deprecated: bool,
+    /// `deprecationWarning`.
+    pub deprecation_warning: Option<String>,
 }
 
 /// What a CRD defines.
@@ -199,6 +203,30 @@ impl Definition {
             .or_else(|| self.versions.iter().find(|v| v.served))
     }
 
+    /// The warning a request to version `v` gets: none unless `v` is deprecated; then its
+    /// `deprecationWarning`, or upstream's default: `<group>/<version> <Kind> is deprecated`,
+    /// followed by `; use <group>/<newest> <Kind>` naming the newest served, not deprecated
+    /// version of the same or a greater stability (GA over beta over alpha), if any.
+    pub fn deprecation_warning(&self, v: &Version, kind: &str) -> Option<String> {
+        if !v.deprecated {
+            return None;
+        }
+        if let Some(w) = &v.deprecation_warning {
+            return Some(w.clone());
+        }
+        let mut msg = format!("{}/{} {kind} is deprecated", self.group, v.name);
+        let floor = version_priority(&v.name).0;
+        let newest = self
+            .versions
+            .iter()
+            .filter(|o| o.served && !o.deprecated && version_priority(&o.name).0 >= floor)
+            .max_by(|a, b| version_priority(&a.name).cmp(&version_priority(&b.name)));
+        if let Some(n) = newest {
+            msg.push_str(&format!("; use {}/{} {kind}", self.group, n.name));
+        }
+        Some(msg)
+    }
+
     /// `<plural>.<group>` under `names`: the storage key segment every version shares.
     pub fn storage_resource(&self, names: &Names) -> String {
         format!("{}.{}", names.plural, self.group)
@@ -231,6 +259,7 @@ impl Definition {
             if !v.columns.is_empty() {
                 spec = spec.printer(Printer::Columns(v.columns.clone()));
             }
+            spec.warning = self.deprecation_warning(v, &names.kind);
             if Some(&v.name) == storage.as_ref() {
                 out.insert(0, spec);
             } else {
@@ -238,6 +267,34 @@ impl Definition {
             }
         }
         out
+    }
+}
+
+/// Upstream's Kubernetes-aware version order (`v2` > `v1` > `v1beta2` > `v1beta1` >
+/// `v1alpha1` > anything else), as a sortable key: (stability, major, minor). A name not of
+/// the form `v<major>[alpha|beta<minor>]` has stability 0 and sorts below every other.
+fn version_priority(name: &str) -> (u8, u64, u64) {
+    let Some(rest) = name.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let (major, tail) = rest.split_at(digits);
+    let Ok(major) = major.parse::<u64>() else {
+        return (0, 0, 0);
+    };
+    let level = |t: &str| -> Option<u64> {
+        t.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| t.parse().ok())
+            .flatten()
+    };
+    match tail {
+        "" => (3, major, 0),
+        t => match (t.strip_prefix("beta"), t.strip_prefix("alpha")) {
+            (Some(m), _) => level(m).map_or((0, 0, 0), |m| (2, major, m)),
+            (_, Some(m)) => level(m).map_or((0, 0, 0), |m| (1, major, m)),
+            _ => (0, 0, 0),
+        },
     }
 }
 
@@ -306,6 +363,8 @@ fn read_version(v: &Value) -> Result<Version, String> {
         scale,
         columns,
         selectable_fields,
+        deprecated: flag("deprecated"),
+        deprecation_warning: str_at(v, "deprecationWarning").map(str::to_owned),
     })
 }
 
@@ -337,6 +396,49 @@ mod tests {
                 ]
             }
         })
+    }
+
+    #[test]
+    fn versions_order_as_upstreams_kube_aware_comparison() {
+        let mut names = [
+            "v1alpha1", "foo", "v2", "v1beta1", "v1", "v1beta2", "v10", "v3alpha1",
+        ];
+        names.sort_by_key(|n| std::cmp::Reverse(version_priority(n)));
+        assert_eq!(
+            names,
+            [
+                "v10", "v2", "v1", "v1beta2", "v1beta1", "v3alpha1", "v1alpha1", "foo"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_deprecated_version_warns_with_its_text_or_upstreams_default() {
+        let mut c = crd();
+        c["spec"]["versions"] = json!([
+            {"name": "v1alpha1", "served": true, "storage": false, "deprecated": true},
+            {"name": "v1beta1", "served": true, "storage": false, "deprecated": true,
+             "deprecationWarning": "use v1, please"},
+            {"name": "v1", "served": true, "storage": true},
+            {"name": "v2alpha1", "served": true, "storage": false}
+        ]);
+        let d = Definition::read(&c).unwrap();
+        let names = d.names.clone();
+        let warnings: Vec<_> = d
+            .kind_specs(&names)
+            .into_iter()
+            .map(|s| (s.version.clone(), s.warning.clone()))
+            .collect();
+        let of = |v: &str| warnings.iter().find(|w| w.0 == v).and_then(|w| w.1.clone());
+        assert_eq!(of("v1"), None);
+        assert_eq!(of("v2alpha1"), None);
+        assert_eq!(of("v1beta1").as_deref(), Some("use v1, please"));
+        // The newest served, not deprecated version of equal or greater stability: v1 (GA)
+        // over v2alpha1.
+        assert_eq!(
+            of("v1alpha1").as_deref(),
+            Some("example.com/v1alpha1 Widget is deprecated; use example.com/v1 Widget")
+        );
     }
 
     #[test]

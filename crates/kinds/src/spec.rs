@@ -291,6 +291,9 @@ pub struct KindSpec {
     /// them). Shared by the clones of the spec, so the CRD controller turns it for every
     /// served version at once without changing the kind set.
     pub terminating: Terminating,
+    /// The `Warning` every request to this version is answered with (a custom resource's
+    /// deprecated version: its `deprecationWarning`, or upstream's default text).
+    pub warning: Option<String>,
 }
 
 /// Whether a kind is going away ([`KindSpec::terminating`]): turned once by its owner (the
@@ -344,6 +347,7 @@ impl KindSpec {
             generation: Generation::Spec,
             status_update: StatusUpdate::StatusOnly,
             conversion: None,
+            warning: None,
             terminating: Terminating::default(),
         }
     }

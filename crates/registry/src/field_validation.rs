@@ -176,11 +176,17 @@ impl Findings {
     /// escaped).
     pub fn warn(&self, headers: &mut HeaderMap) {
         for s in &self.0 {
-            if let Ok(v) = HeaderValue::from_str(&format!("299 - {}", quote(s))) {
+            if let Some(v) = warning_header(s) {
                 headers.append("warning", v);
             }
         }
     }
+}
+
+/// `text` as a `Warning` header value in upstream's form (`299 - "text"`); `None` when the
+/// quoted text is not a valid header value.
+pub fn warning_header(text: &str) -> Option<HeaderValue> {
+    HeaderValue::from_str(&format!("299 - {}", quote(text))).ok()
 }
 
 /// Go's `%q` for the text this module quotes: `"` and `\` escaped, control characters

@@ -461,7 +461,7 @@ pub(crate) async fn p8() -> Result<Report> {
         Ok(crate::heap().saturating_sub(before))
     };
     let evented = by_events(config.clone())?;
-    let no_snapshots = by_events(config.with_snapshots(false))?;
+    let no_snapshots = by_events(config.clone().with_snapshots(false))?;
     let per_json = json_total as f64 / N as f64;
     // Each figure is bytes held per pod, against the pod's own JSON size.
     for (what, held) in [
@@ -490,7 +490,87 @@ pub(crate) async fn p8() -> Result<Report> {
         evented as f64 / 1048576.0,
         no_snapshots as f64 / 1048576.0,
     ));
+    p8_history(&mut r, &jsons[..MODIFIED_PODS.min(jsons.len())], &config)?;
     Ok(r)
+}
+
+/// Pods whose versions P8's history rows keep (each modified many times).
+const MODIFIED_PODS: usize = 20_000;
+
+/// P8's history rows (issue 33 item 7): the bytes a cache holds beyond its current objects
+/// when the window fills with MODIFIED events, each keeping the version it replaced, with no
+/// byte bound (upstream's count bound alone) and with the apiserver's default history budget
+/// (`--watch-cache-window-bytes`, 64 MiB per resource).
+fn p8_history(
+    r: &mut Report,
+    jsons: &[Vec<u8>],
+    config: &listwatch_watchcache::Config,
+) -> Result<()> {
+    const BUDGET: usize = 64 << 20;
+    let events =
+        listwatch_watchcache::DEFAULT_MAX_CAPACITY + listwatch_watchcache::DEFAULT_MAX_CAPACITY / 2;
+    let fields = pod_fields();
+    let n = jsons.len().max(1);
+    // Heap held by the cache after `events` modifications, and its accounted history.
+    let run = |budget: Option<usize>| -> Result<(usize, usize, usize)> {
+        let before = crate::heap();
+        let mut cache =
+            listwatch_watchcache::WatchCache::new(config.clone().with_window_byte_budget(budget));
+        let first: Vec<Object> = jsons
+            .iter()
+            .filter_map(|j| Object::from_json(j, &fields).ok())
+            .collect();
+        cache.replace(first, 1).map_err(|e| e.to_string())?;
+        for i in 0..events {
+            // Decoded afresh, as off the wire: each version owns its bytes.
+            let j = jsons.get(i % n).ok_or("no pods")?;
+            let o = Object::from_json(j, &fields)
+                .map_err(|e| e.to_string())?
+                .with_resource_version(i as u64 + 2);
+            cache
+                .apply(WatchEvent::Modified {
+                    object: o,
+                    prev: None,
+                })
+                .map_err(|e| e.to_string())?;
+        }
+        let view = cache.view();
+        let held = crate::heap().saturating_sub(before);
+        Ok((held, view.memory().history(), view.window().len()))
+    };
+    let (open_held, open_history, open_len) = run(None)?;
+    let (held, history, len) = run(Some(BUDGET))?;
+    let mib = |b: usize| b as f64 / 1048576.0;
+    r.push(
+        Metric::new(
+            "MiB held by one resource's cache, window full of MODIFIED events, 64 MiB history budget (the default)",
+            "MiB",
+            mib(held),
+        )
+        .baseline(mib(open_held), "the same events with no byte budget (upstream's count bound alone)")
+        .goal(Goal::None),
+    );
+    r.push(
+        Metric::new(
+            "MiB of history the cache accounts, 64 MiB history budget",
+            "MiB",
+            mib(history),
+        )
+        .baseline(mib(BUDGET), "the budget")
+        .goal(Goal::Ratio(Bound::AtMost(1.0))),
+    );
+    r.notes.push(format!(
+        "History rows: {n} pods, {events} MODIFIED events (each version decoded afresh, so the \
+         window keeps every replaced version). No byte budget: the window holds {open_len} \
+         events, {:.1} MiB of history accounted, {:.1} MiB held in all. Budget 64 MiB: {len} \
+         events, {:.1} MiB accounted, {:.1} MiB held. A watch older than the window gets 410 and \
+         relists either way; the budget trades window length for memory.",
+        mib(open_history),
+        mib(open_held),
+        mib(history),
+        mib(held),
+    ));
+    Ok(())
 }
 
 /// An in-process lister-watcher of `jsons` (decoded afresh on every list, as off the wire):

@@ -118,7 +118,8 @@ pub fn cluster_roles() -> Vec<Role> {
         "pods/portforward",
         "pods/proxy",
         "configmaps",
-        "endpoints",
+        // Not "endpoints": upstream removed Endpoints writes from edit in 1.22
+        // (kubernetes#103704, CVE-2021-25740); `view` still reads them.
         "persistentvolumeclaims",
         "replicationcontrollers",
         "replicationcontrollers/scale",
@@ -467,6 +468,45 @@ mod tests {
                 "{b:?}"
             );
         }
+    }
+
+    /// Upstream removed Endpoints writes from `system:aggregate-to-edit` in 1.22
+    /// (kubernetes#103704, CVE-2021-25740: Endpoints and EndpointSlice writes let a
+    /// namespace editor forward a Service to any address). `edit` (and `admin`, which
+    /// aggregates it) may read Endpoints and EndpointSlices (through `view`), not write them.
+    #[test]
+    fn edit_does_not_write_endpoints_as_upstream_since_1_22() {
+        let roles = cluster_roles();
+        let rules_of = |name: &str| {
+            roles
+                .iter()
+                .find(|r| r.metadata.name.as_deref() == Some(name))
+                .map(|r| r.rules.clone())
+                .unwrap_or_default()
+        };
+        let edit = rules_of("system:aggregate-to-edit");
+        for verb in ["create", "update", "patch", "delete"] {
+            let write = [
+                PolicyRule::resources([verb], [""], ["endpoints"]),
+                PolicyRule::resources([verb], ["discovery.k8s.io"], ["endpointslices"]),
+            ];
+            for w in write {
+                assert!(
+                    !rules::covers(&edit, std::slice::from_ref(&w)).0,
+                    "edit grants {w:?}"
+                );
+            }
+        }
+        let view = rules_of("system:aggregate-to-view");
+        let read = [
+            PolicyRule::resources(["get", "list", "watch"], [""], ["endpoints"]),
+            PolicyRule::resources(
+                ["get", "list", "watch"],
+                ["discovery.k8s.io"],
+                ["endpointslices"],
+            ),
+        ];
+        assert!(rules::covers(&view, &read).0, "view must still read them");
     }
 
     #[test]

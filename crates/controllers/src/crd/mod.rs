@@ -473,6 +473,11 @@ impl CrdController {
         let base_resource = first.storage_resource.clone();
         let terminating = listwatch_kinds::Terminating::default();
         let mut keys = Vec::new();
+        // With more than one version, objects may be stored under a version that is no longer
+        // the storage version (written before the storage version moved), so even the
+        // storage version's route converts what it reads, as upstream's codec converts every
+        // object to the requested version.
+        let several_versions = def.versions.len() > 1;
         for mut spec in specs {
             spec.terminating = terminating.clone();
             keys.push((
@@ -480,16 +485,17 @@ impl CrdController {
                 spec.version.clone(),
                 spec.plural.clone(),
             ));
-            let storage: Arc<dyn Storage> = if spec.api_version() == stored_api_version {
-                Arc::clone(&base)
-            } else {
-                Arc::new(versions::Versioned::new(
-                    Arc::clone(&base),
-                    &stored_api_version,
-                    &spec.api_version(),
-                    spec.selectable_fields.clone(),
-                ))
-            };
+            let storage: Arc<dyn Storage> =
+                if spec.api_version() == stored_api_version && !several_versions {
+                    Arc::clone(&base)
+                } else {
+                    Arc::new(versions::Versioned::new(
+                        Arc::clone(&base),
+                        &stored_api_version,
+                        &spec.api_version(),
+                        spec.selectable_fields.clone(),
+                    ))
+                };
             self.api.add_resource(spec, storage);
         }
         if let Some(i) = prev {

@@ -6,10 +6,13 @@
 //! writes are stored in the storage version; the field selectors of lists and watches are
 //! read as the storage version names its fields.
 //!
-//! Invariants: the wrapped storage only ever holds objects in the storage version (a write
-//! through any version is converted before it is stored); an object that does not decode
-//! is passed through unchanged (the wrapped storage wrote it, so it is the stored form);
-//! the cost is one decode and encode per object crossing the wrapper.
+//! Invariants: every write through any version is converted to the storage version before
+//! it is stored; the wrapped storage may still hold objects of an earlier storage version
+//! (a custom resource's storage version can move), so every read is converted to the served
+//! version, the storage version's own route included when the kind has several versions;
+//! an object that does not decode is passed through unchanged (the wrapped storage wrote
+//! it, so it is the stored form); the cost is one decode and encode per object whose
+//! `apiVersion` differs, a prefix compare of its stored bytes for the others.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +89,9 @@ impl Versioned {
         } else {
             (self.conversion.served(), &self.fields)
         };
+        if has_api_version(&o, to) {
+            return o;
+        }
         let rv = o.resource_version();
         let Ok(mut v) = o.to_value() else {
             return o;
@@ -145,6 +151,16 @@ impl Versioned {
             other => other,
         }
     }
+}
+
+/// Whether `o` is already of `api_version`, read off its stored bytes without decoding: a
+/// custom resource's canonical JSON is in key order, so `apiVersion` leads it. `false` when
+/// it does not lead (the caller then decodes and compares).
+fn has_api_version(o: &Object, api_version: &str) -> bool {
+    let json: &[u8] = o.stored_json();
+    json.strip_prefix(b"{\"apiVersion\":\"".as_slice())
+        .and_then(|rest| rest.strip_prefix(api_version.as_bytes()))
+        .is_some_and(|rest| rest.first() == Some(&b'"'))
 }
 
 #[async_trait]

@@ -507,6 +507,14 @@ async fn resource_request(
             resp
         }
     };
+    let mut resp = resp;
+    if let Some(w) = req.res.info.warning.as_deref() {
+        // A deprecated custom resource version: every answer carries it, as upstream's CRD
+        // handler adds it before serving.
+        if let Some(v) = listwatch_registry::field_validation::warning_header(w) {
+            resp.headers_mut().append(header::WARNING, v);
+        }
+    }
     let code = resp.status().as_u16();
     let seconds = (verb != Verb::Watch).then(|| started.elapsed().as_secs_f64());
     tracing::debug!(verb = verb.metric_name(), resource = %plural, code, seconds, "request");
