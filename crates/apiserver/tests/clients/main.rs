@@ -47,4 +47,5 @@ mod schemas;
 mod selectable_fields;
 mod server_side_apply;
 mod tls;
+mod typed_canonical;
 mod typed_validation;
