@@ -57,6 +57,13 @@ async fn bind(
     if !body.is_empty() {
         listwatch_endpoints::RequestObject::record(&parts.extensions, || v.clone());
     }
+    // Upstream decodes the body into its Go type first: a mistyped field (a numeric
+    // `target.name`) is that decoder's 400, not a validation 422.
+    listwatch_registry::typed::check_body(
+        &binding_kind(),
+        &listwatch_schema::Catalog::builtin(),
+        &v,
+    )?;
     let name = v
         .pointer("/metadata/name")
         .and_then(Value::as_str)

@@ -92,6 +92,9 @@ async fn evict(
     if !body.is_empty() {
         listwatch_endpoints::RequestObject::record(&parts.extensions, || v.clone());
     }
+    // Decoded into upstream's Go type first: a mistyped field is the decoder's 400.
+    let kind = KindSpec::new("policy", "v1", "evictions", "Eviction");
+    listwatch_registry::typed::check_body(&kind, &listwatch_schema::Catalog::builtin(), &v)?;
     eviction::check_body(&v, ns, name).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let mut opts = delete_request(&query, &v)?;
     let pods = resource(api, "", "pods")?;

@@ -49,6 +49,7 @@ pub mod decode;
 pub mod error;
 pub mod field_validation;
 pub mod fieldmanager;
+pub mod label_selectors;
 pub mod lifecycle;
 pub mod namespace_lifecycle;
 pub mod namespaces;

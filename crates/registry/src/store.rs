@@ -7,7 +7,7 @@
 //!
 //! Invariants:
 //! - every object [`Store::create`] writes went through field validation of its body, the
-//!   kind's create rules ([`prepare_create`]: type, namespace, name or `generateName`,
+//!   kind's create rules ([`prepare_create`](crate::validation::prepare_create): type, namespace, name or `generateName`,
 //!   metadata), the caller's [`WriteHooks`] (namespace lifecycle, admission) and the
 //!   storage's size limit, and has a managedFields entry for [`CreateOptions::field_manager`]
 //!   (upstream records its loopback and controller clients' writes the same way);
@@ -30,7 +30,7 @@ use crate::field_validation::{Directive, Findings};
 use crate::fieldmanager::FieldManager;
 use crate::lifecycle::{self, Deletion, Kubelet};
 use crate::options::DeleteRequest;
-use crate::validation::prepare_create;
+use crate::validation::prepare_create_in;
 use crate::write::{NoHooks, Subresource, WriteHooks, Written, check_object_size};
 
 /// How many names a create with `generateName` tries (upstream's
@@ -284,7 +284,7 @@ impl Store {
         let mut name = String::new();
         for _ in 0..attempts {
             let mut prepared = obj.clone();
-            prepare_create(info, &mut prepared, namespace)?;
+            prepare_create_in(info, Some(&self.catalog), &mut prepared, namespace)?;
             name = prepared
                 .get("metadata")
                 .and_then(|m| m.get("name"))
@@ -371,6 +371,7 @@ impl Store {
                 }
                 return Err(e);
             }
+            crate::typed::canonicalize(&self.info, &self.catalog, &mut v);
             found.extend(crate::field_validation::prune_kind(
                 &self.info,
                 self.kind_schema(),

@@ -18,7 +18,7 @@ use crate::field_validation::{Directive, Findings};
 use crate::patch::{Patch, PatchError, PatchLimits, PatchType};
 use crate::store::{Store, StoreError};
 use crate::store_update::{Target, apply_scale_update, apply_update, read_modify_write};
-use crate::validation::prepare_create;
+use crate::validation::prepare_create_in;
 use crate::write::{NoHooks, Subresource, WriteHooks, Written, decoded};
 
 /// Options of [`Store::patch`] (upstream's `metav1.PatchOptions`, with the subresource of
@@ -168,11 +168,13 @@ impl Store {
                     if info.terminating.is_set() {
                         return Err(crate::store::terminating(info).into());
                     }
-                    let Value::Object(mut m) = fm.apply(None, config, manager, force)? else {
+                    let mut applied = fm.apply(None, config, manager, force)?;
+                    crate::typed::canonicalize(info, self.catalog(), &mut applied);
+                    let Value::Object(mut m) = applied else {
                         return Err(ApiError::bad_request("patch must be an object").into());
                     };
                     t.name_mismatch(&m)?;
-                    prepare_create(info, &mut m, t.namespace)?;
+                    prepare_create_in(info, Some(self.catalog()), &mut m, t.namespace)?;
                     // `patch` was authorized; an apply that creates needs `create` too.
                     hooks.authorize_create()?;
                     let mut v = Value::Object(m);
@@ -190,7 +192,8 @@ impl Store {
                     let cur_v = decoded(cur)?;
                     match patch {
                         Patch::Apply(config) => {
-                            let applied = fm.apply(Some(&cur_v), config, manager, force)?;
+                            let mut applied = fm.apply(Some(&cur_v), config, manager, force)?;
+                            crate::typed::canonicalize(info, self.catalog(), &mut applied);
                             apply_update(&t, &cur_v, applied, None)
                         }
                         _ => {
@@ -198,6 +201,7 @@ impl Store {
                             let mut patched =
                                 patch.apply(&cur_v, schema, limits).map_err(unprocessable)?;
                             crate::typed::check_patched(info, self.catalog(), &patched)?;
+                            crate::typed::canonicalize(info, self.catalog(), &mut patched);
                             let shown = (directive == Directive::Strict).then(|| patched.clone());
                             let mut found = patch_duplicates.clone();
                             let mut unknown = crate::field_validation::prune_kind(

@@ -2,7 +2,7 @@
 //! `/scale` or `/finalize`), and the read-modify-write every update and patch shares.
 //!
 //! Invariants: writes go to the kind's storage only (never a cache); a dry run writes
-//! nothing; every object stored is validated ([`prepare_update`], the deletion lifecycle's
+//! nothing; every object stored is validated ([`prepare_update`](crate::validation::prepare_update), the deletion lifecycle's
 //! update rules), has its managedFields recorded and passes the caller's admission first;
 //! an update that creates its object (create-on-update) is checked as a create, authorized
 //! for `create` ([`WriteHooks::authorize_create`]) and its namespace checked; an update is
@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 use crate::error::ApiError;
 use crate::field_validation::Directive;
 use crate::store::{Store, StoreError};
-use crate::validation::{UpdateError, prepare_create, prepare_update};
+use crate::validation::{UpdateError, prepare_create_in, prepare_update_in};
 use crate::write::{NoHooks, Subresource, WriteHooks, Written, decoded};
 
 /// Upstream's message for an optimistic-concurrency failure.
@@ -248,7 +248,12 @@ fn create_on_update(
         meta.remove("resourceVersion");
     }
     t.name_mismatch(&obj)?;
-    prepare_create(t.store.info(), &mut obj, t.namespace)?;
+    prepare_create_in(
+        t.store.info(),
+        Some(t.store.catalog()),
+        &mut obj,
+        t.namespace,
+    )?;
     // As upstream, after the create's own validation and before admission: `update` was
     // authorized, a create needs `create` too.
     t.hooks.authorize_create()?;
@@ -369,7 +374,7 @@ pub(crate) fn apply_update(
     if t.sub == Subresource::Approval {
         keep_status_but_conditions(cur_v, &mut new);
     }
-    match prepare_update(info, cur_v, new, status_write) {
+    match prepare_update_in(info, Some(t.store.catalog()), cur_v, new, status_write) {
         Ok(mut v) => {
             match (manager, applied_fields) {
                 (Some(manager), _) => {

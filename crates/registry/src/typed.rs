@@ -13,6 +13,11 @@
 //!   Kind=<K>): .spec.replicas: expected numeric (int or float), got string`, as the typed
 //!   conversion of server-side apply answers.
 //!
+//! A body that passes is then written back as upstream would store it ([`canonicalize`]:
+//! quantities as canonical strings, `null` items of typed lists and values of typed maps as
+//! their zero values), on every path that decodes one: a create's or update's body (and
+//! through `/status`), a patched object, an applied one (create or update), dry run or not.
+//!
 //! The rules themselves (which JSON fits which Go type, and the wording) are the schema
 //! crate's [`listwatch_schema::Node::check_types`], read from upstream's vendored
 //! definitions. Custom resources are not checked here (their structural schema validation
@@ -40,6 +45,18 @@ fn find(info: &KindSpec, catalog: &Catalog, v: &Value) -> Option<Box<TypeError>>
     let def = catalog.definition_name(&info.group, &info.version, &info.kind)?;
     let node = catalog.kind(&info.group, &info.version, &info.kind)?;
     node.check_types(def, v).err()
+}
+
+/// Writes `v` (a body [`check_body`], [`check_patched`] or an apply accepted) back as
+/// upstream's decoding leaves it: [`listwatch_schema::Node::canonicalize`]. Nothing for
+/// custom resources or kinds without a definition.
+pub fn canonicalize(info: &KindSpec, catalog: &Catalog, v: &mut Value) {
+    if info.custom_resource {
+        return;
+    }
+    if let Some(node) = catalog.kind(&info.group, &info.version, &info.kind) {
+        node.canonicalize(v);
+    }
 }
 
 /// A create's or update's body: 400 with upstream's decode-error wording.

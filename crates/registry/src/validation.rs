@@ -346,6 +346,17 @@ pub fn prepare_create(
     obj: &mut Map<String, Value>,
     path_ns: Option<&str>,
 ) -> ApiResult<()> {
+    prepare_create_in(info, None, obj, path_ns)
+}
+
+/// [`prepare_create`], with the kind's schemas in `catalog` also validating what they type
+/// (the label selectors: [`crate::label_selectors`]).
+pub fn prepare_create_in(
+    info: &KindSpec,
+    catalog: Option<&listwatch_schema::Catalog>,
+    obj: &mut Map<String, Value>,
+    path_ns: Option<&str>,
+) -> ApiResult<()> {
     check_type(info, obj)?;
     let meta = metadata_mut(obj)?;
     check_namespace(info, meta, path_ns)?;
@@ -386,7 +397,11 @@ pub fn prepare_create(
     crate::lifecycle::prepare_create(info, obj)?;
     let mut v = Value::Object(std::mem::take(obj));
     info.strategy.prepare_for_create(&mut v);
-    let checked = check_strategy(info, &v, info.strategy.validate_create(&v));
+    let mut errs = info.strategy.validate_create(&v);
+    if let Some(catalog) = catalog {
+        errs.extend(crate::label_selectors::errors(info, catalog, &v, true));
+    }
+    let checked = check_strategy(info, &v, errs);
     if let Value::Object(m) = v {
         *obj = m;
     }
@@ -424,6 +439,18 @@ pub(crate) fn check_strategy(
 ///   metadata and status changed (for deployments, also when the annotations changed).
 pub fn prepare_update(
     info: &KindSpec,
+    current: &Value,
+    new: Value,
+    subresource_status: bool,
+) -> Result<Value, UpdateError> {
+    prepare_update_in(info, None, current, new, subresource_status)
+}
+
+/// [`prepare_update`], with the kind's schemas in `catalog` also validating what they type
+/// (the label selectors: [`crate::label_selectors`]).
+pub fn prepare_update_in(
+    info: &KindSpec,
+    catalog: Option<&listwatch_schema::Catalog>,
     current: &Value,
     new: Value,
     subresource_status: bool,
@@ -584,8 +611,11 @@ pub fn prepare_update(
         }
     }
     let new = Value::Object(new);
-    check_strategy(info, &new, info.strategy.validate_update(&new, current))
-        .map_err(UpdateError::Api)?;
+    let mut errs = info.strategy.validate_update(&new, current);
+    if let Some(catalog) = catalog {
+        errs.extend(crate::label_selectors::errors(info, catalog, &new, false));
+    }
+    check_strategy(info, &new, errs).map_err(UpdateError::Api)?;
     Ok(new)
 }
 

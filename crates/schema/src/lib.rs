@@ -14,6 +14,11 @@
 //! - **Typed validation** ([`Node::check_types`], [`TypeError`]): whether a body would
 //!   decode into upstream's Go types (shapes, scalar types, integer ranges, base64,
 //!   `IntOrString`, `Quantity`, times), worded as upstream's decoder and apply conversion.
+//! - **Canonical form** ([`Node::canonicalize`]): what upstream's decoding makes of a
+//!   well-typed body — quantities as upstream's canonical strings ([`quantity`]), `null`
+//!   items of typed lists and values of typed maps as their Go zero values.
+//! - **Label selectors** ([`Node::label_selectors`]): where a body holds a
+//!   `metav1.LabelSelector`, for the registry's validation of them.
 //! - **The lookup API** ([`Node`]) that strategic merge and server-side apply use instead
 //!   of tables keyed by field name, and the `components.schemas` of the `/openapi/v3`
 //!   documents ([`Catalog::components`]). Serving those documents (paths, hashing, caching)
@@ -56,9 +61,12 @@
 //! one, or a reference cycle, reads as untyped rather than looping); custom schemas are
 //! refused if they contain `$ref` or nest deeper than [`MAX_CUSTOM_SCHEMA_DEPTH`].
 
+mod canonical;
 mod catalog;
 mod node;
 mod normalize;
+pub mod quantity;
+mod selectors;
 mod typecheck;
 
 pub use catalog::{BUILTIN_VERSION, Catalog, MAX_CUSTOM_SCHEMA_DEPTH, SchemaError};

@@ -172,10 +172,10 @@ fn go_names(def: &str) -> (String, &str) {
 }
 
 /// The apimachinery types with their own JSON decoders.
-const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
-const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
-const TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Time";
-const MICRO_TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
+pub(crate) const INT_OR_STRING: &str = "io.k8s.apimachinery.pkg.util.intstr.IntOrString";
+pub(crate) const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+pub(crate) const TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Time";
+pub(crate) const MICRO_TIME: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime";
 
 impl Node<'_> {
     /// Checks that `v` would decode into this node's Go type (see the module doc); the

@@ -71,6 +71,13 @@ pub(crate) fn decode(headers: &HeaderMap, bytes: &[u8], kind: &str) -> Result<Va
             .map(Value::Object)
             .map_err(|e| ApiError::bad_request(e.to_string()));
     }
+    // YAML as upstream's serializer takes it for these bodies too (an Eviction or Binding
+    // from a YAML client), within the same decode limits.
+    let essence = ct.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case("application/yaml") {
+        return listwatch_endpoints::limits::decode_yaml(bytes)
+            .map_err(|e| e.into_api_error("YAML"));
+    }
     listwatch_endpoints::limits::decode_json(bytes).map_err(|e| e.into_api_error("JSON"))
 }
 

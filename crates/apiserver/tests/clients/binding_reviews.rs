@@ -275,7 +275,7 @@ fn a_binding_s_uid_and_resource_version_are_preconditions_on_the_pod() {
         "{text}"
     );
     assert!(
-        text.contains("numeric uid 400 metadata.uid must be a string"),
+        text.contains("numeric uid 400 Binding in version \"v1\" cannot be handled as a Binding: json: cannot unmarshal number into Go struct field ObjectMeta.metadata.uid of type string"),
         "{text}"
     );
     assert!(text.contains("node None\n"), "{text}");

@@ -48,5 +48,6 @@ mod schemas;
 mod selectable_fields;
 mod server_side_apply;
 mod tls;
+mod typed_canonical;
 mod typed_validation;
 mod workload_validation;

@@ -1,6 +1,8 @@
-//! Config maps (`v1`): no status, no generation; a config map marked `immutable` keeps its
-//! `data`, `binaryData` and the mark (upstream's `ValidateConfigMapUpdate`); upstream's printer (NAME DATA AGE, DATA
-//! counting `data` and `binaryData` keys).
+//! Config maps (`v1`): no status, no generation; keys of `data` and `binaryData` are config
+//! keys and in one of the two only ([`super::data_keys`], upstream's `ValidateConfigMap`); a
+//! config map marked `immutable` keeps its `data`, `binaryData` and the mark (upstream's
+//! `ValidateConfigMapUpdate`); upstream's printer (NAME DATA AGE, DATA counting `data` and
+//! `binaryData` keys).
 
 use serde_json::Value;
 
@@ -21,8 +23,18 @@ pub fn spec() -> KindSpec {
 pub struct ConfigMapStrategy;
 
 impl KindStrategy for ConfigMapStrategy {
+    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
+        super::data_keys::config_map_errors(obj)
+    }
+
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
-        super::secret::immutable_contents(new, old, &["data", "binaryData"])
+        let mut out = super::data_keys::config_map_errors(new);
+        out.extend(super::secret::immutable_contents(
+            new,
+            old,
+            &["data", "binaryData"],
+        ));
+        out
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

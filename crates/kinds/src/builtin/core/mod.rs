@@ -3,6 +3,7 @@
 pub mod binding;
 pub mod componentstatus;
 pub mod configmap;
+pub mod data_keys;
 pub mod endpoints;
 pub mod event;
 pub mod limitrange;

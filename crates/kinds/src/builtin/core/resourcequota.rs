@@ -1,8 +1,8 @@
 //! Resource quotas (`v1`): stored only (no admission counts or refuses anything); the status
 //! reset on create; upstream's printer (NAME REQUEST LIMIT AGE): for each resource of
 //! `status.hard` in name order, `name: used/hard`, in LIMIT when the name's first dotted part
-//! is `limits` and in REQUEST otherwise. Quantities print as stored (upstream prints its
-//! canonical form of the parsed quantity: `1000m` as `1`).
+//! is `limits` and in REQUEST otherwise. Quantities print as stored, which is upstream's
+//! canonical form (`1000m` as `1`): the registry stores every quantity canonical.
 
 use serde_json::Value;
 

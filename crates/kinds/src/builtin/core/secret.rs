@@ -1,7 +1,8 @@
 //! Secrets (`v1`): upstream's v1 defaults set `type` to `Opaque` (a field selector reads an
 //! object without one as `Opaque` too); `stringData` is write-only, folded into `data` on
 //! every write as upstream's v1 conversion does (its entries override `data`'s, and it is
-//! never stored or returned); `type` never changes, and a secret marked `immutable` keeps
+//! never stored or returned); the keys of `data` (after the fold) are config keys
+//! ([`super::data_keys`], upstream's `ValidateSecret`); `type` never changes, and a secret marked `immutable` keeps
 //! its `data` and the mark; upstream's printer (NAME TYPE DATA AGE).
 
 use base64::Engine as _;
@@ -38,11 +39,14 @@ impl KindStrategy for SecretStrategy {
     }
 
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
-        string_data_left(obj)
+        let mut out = string_data_left(obj);
+        out.extend(super::data_keys::key_errors(obj, "data", None));
+        out
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut out = string_data_left(new);
+        out.extend(super::data_keys::key_errors(new, "data", None));
         if new.get("type") != old.get("type") {
             out.push(FieldError::invalid(
                 "type",
