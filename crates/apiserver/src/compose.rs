@@ -114,6 +114,9 @@ pub async fn build_api(
     let conn_metrics = serve::ConnMetrics::register(installer.registry_mut());
     let mut cachers = Vec::new();
     let cache = CacheOptions {
+        // The built-in kinds' caches list at start: KEP-4568's 429 at once (the server
+        // reports ready once they have listed).
+        initial_wait: std::time::Duration::ZERO,
         on: opts.watch_cache,
         metrics: cacher_metrics.clone(),
         consistent_reads_from_cache,
@@ -221,9 +224,15 @@ pub async fn build_api(
     let rbac_in_force = rbac_in_force.filter(|_| sec_opts.wants_rbac());
     // CRDs: each replica serves the kinds they define (upstream's apiextensions-apiserver
     // runs on every replica too).
+    // A new custom resource's first clients (an operator's informers, the garbage
+    // collector's) wait for its cache's first list instead of a 429 and a backoff.
     let make = backends.factory();
+    let crd_cache = CacheOptions {
+        initial_wait: CRD_CACHE_INITIAL_WAIT,
+        ..cache
+    };
     let crd_factory: listwatch_controllers::crd::StorageFactory =
-        Arc::new(move |info: &KindSpec| cache.wrap(make(info), info).0);
+        Arc::new(move |info: &KindSpec| crd_cache.wrap(make(info), info).0);
     let crd_controller = security::reviews::REVIEW_KINDS.iter().fold(
         listwatch_controllers::crd::CrdController::new(&api, crd_factory),
         |c, (group, plural, kind)| c.reserve(group, plural, kind),
@@ -320,9 +329,15 @@ pub async fn build_api(
     ))
 }
 
+/// How long a custom resource's first lists and watches wait for its new cache's first
+/// list (`CacherConfig::initial_wait`); the watch cache's freshness timeout.
+const CRD_CACHE_INITIAL_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// How each resource's storage is cached (`--watch-cache*`).
 #[derive(Clone)]
 struct CacheOptions {
+    /// How long a list or watch waits for the cache's first list (zero: 429 at once).
+    initial_wait: std::time::Duration,
     on: bool,
     metrics: CacherMetrics,
     consistent_reads_from_cache: bool,
@@ -345,6 +360,7 @@ impl CacheOptions {
             CacherConfig::new(info.storage_resource.clone()).with_metrics(self.metrics.clone());
         config.consistent_reads_from_cache = self.consistent_reads_from_cache;
         config.consistent_read_fallback = self.consistent_read_fallback;
+        config.initial_wait = self.initial_wait;
         let window_bytes = self.window_bytes;
         config = config.with_watch_cache(|c| c.with_window_byte_budget(window_bytes));
         if let Some(trigger) = &info.trigger_field {

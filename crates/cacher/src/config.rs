@@ -49,6 +49,13 @@ pub struct CacherConfig {
     /// encoded once per format, not once per watcher. Upstream encodes each replayed event
     /// per watcher.
     pub replay_encoding_budget: usize,
+    /// How long a list or watch that finds the cache listing for the first time (it never
+    /// served yet) waits for it before the not-ready answer (429, or a page delegated to the
+    /// backend); zero (the default) answers at once, as upstream's KEP-4568 does at server
+    /// start. A cache that lists again after it served is never waited for. Meant for a
+    /// resource created at run time (a new custom resource's cache lists an empty or small
+    /// collection in milliseconds), whose first clients would otherwise pay a backoff.
+    pub initial_wait: Duration,
     /// Where the metrics go.
     pub metrics: CacherMetrics,
 }
@@ -77,6 +84,7 @@ impl CacherConfig {
             consistent_reads_from_cache: true,
             consistent_read_fallback: true,
             replay_encoding_budget: DEFAULT_REPLAY_ENCODING_BUDGET,
+            initial_wait: Duration::ZERO,
             metrics: CacherMetrics::default(),
         }
     }
@@ -94,6 +102,13 @@ impl CacherConfig {
     #[must_use]
     pub fn with_metrics(mut self, metrics: CacherMetrics) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// Sets [`CacherConfig::initial_wait`].
+    #[must_use]
+    pub fn with_initial_wait(mut self, wait: Duration) -> Self {
+        self.initial_wait = wait;
         self
     }
 

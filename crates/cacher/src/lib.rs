@@ -19,7 +19,9 @@
 //! back to Pending for the whole of each relist (see `feed`). While not ready, as upstream
 //! (KEP-4568): watches fail with 429 and a Retry-After growing with the downtime (upstream's
 //! `exp(0.06 × downtime)`, 1 to 30 s); gets, and lists with a limit and no selector, go to the
-//! backend; other lists get the same 429.
+//! backend; other lists get the same 429. With [`CacherConfig::initial_wait`] (a resource
+//! created at run time, e.g. a new custom resource), a list or watch during the cache's
+//! first list waits for it that long first.
 //!
 //! Modules: `event` is a leaf (the shared event form and a buffer's items); `watcher::{state,
 //! queue, spec, filter}` sit on it; `dispatch` (with `registry` and `recent`) and
@@ -258,6 +260,18 @@ impl Inner {
         });
     }
 
+    /// Waits (at most [`CacherConfig::initial_wait`]) while the cache lists for the first
+    /// time; returns at once when it is ready, stopped, or was ready before (a relist).
+    async fn wait_first_list(&self) {
+        let bound = self.config.initial_wait;
+        let mut rx = self.ready.subscribe();
+        let first_list = |r: &Readiness| r.state == ReadyState::Pending && r.generation == 0;
+        if bound.is_zero() || !first_list(&rx.borrow_and_update()) {
+            return;
+        }
+        let _ = tokio::time::timeout(bound, rx.wait_for(|r| !first_list(r))).await;
+    }
+
     /// Waits until the cache has caught up with the backend's current revision.
     async fn wait_consistent(&self) -> Result<Arc<listwatch_watchcache::CacheView>> {
         let rv = self.backend.current_resource_version().await?;
@@ -493,6 +507,7 @@ impl Storage for Cacher {
     async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         opts.validate_list()?;
         let inner = &self.inner;
+        inner.wait_first_list().await;
         if let Some(e) = inner.not_ready() {
             // Upstream (KEP-4568): only what etcd serves cheaply is delegated, a page of
             // everything; the rest waits for the cache.
@@ -543,6 +558,7 @@ impl Storage for Cacher {
 
     async fn watch(&self, key: &Key, opts: &ListOptions) -> Result<WatchStream> {
         let inner = &self.inner;
+        inner.wait_first_list().await;
         if let Some(e) = inner.not_ready() {
             return Err(e);
         }

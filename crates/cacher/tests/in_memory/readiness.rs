@@ -210,3 +210,60 @@ async fn an_event_the_cache_is_past_makes_it_relist_and_tells_its_watchers() {
         .unwrap();
     assert_eq!(listed.items.len(), 1);
 }
+
+/// With `initial_wait` (the binary sets it for a custom resource created at run time), a
+/// watch and a list that find the cache on its first list wait for it instead of answering
+/// 429 (before: 429 at once, and an informer's backoff); a relist is not waited for (429 at
+/// once, KEP-4568); and the wait is bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_initial_wait_the_first_list_is_waited_for_and_a_relist_is_not() {
+    let probe = Probe::new(MemStore::new());
+    probe.hold_lists(true);
+    let mut config = CacherConfig::new("pods").with_initial_wait(Duration::from_secs(3600));
+    config.list_page_size = u32::try_from(HELD_PAGE_SIZE).unwrap();
+    let cacher = Cacher::new(Arc::new(probe.clone()), config);
+    put(&probe.inner, pod("ns", "a", "n1", 0)).await;
+    assert_eq!(cacher.ready_state(), (ReadyState::Pending, 0));
+
+    // Both find the first list under way (polled before it is let go) and wait for it.
+    let (key, opts) = (all(), ListOptions::recursive());
+    let (watch, list, ()) = tokio::time::timeout(Duration::from_secs(30), async {
+        tokio::join!(cacher.watch(&key, &opts), cacher.list(&key, &opts), async {
+            probe.hold_lists(false)
+        },)
+    })
+    .await
+    .expect("the first list never ended the wait");
+    let mut watch = watch.expect("a watch during the first list waits for it");
+    let list = list.expect("a list during the first list waits for it");
+    assert_eq!(list.items.len(), 1);
+    match next(&mut watch).await {
+        Some(WatchEvent::Added(o)) => assert_eq!(o.name(), "a"),
+        other => panic!("{other:?}"),
+    }
+
+    // A relist: answered at once (a wait would run into this test's deadline).
+    probe.wait_for_watches(1).await;
+    probe.hold_lists(true);
+    probe.cut_watches();
+    wait_for_state(&cacher, ReadyState::Pending).await;
+    tokio::time::timeout(Duration::from_secs(30), assert_pending_answers(&cacher, 1))
+        .await
+        .expect("a relist was waited for");
+    probe.hold_lists(false);
+    drop(watch);
+
+    // Bounded: a first list that does not end in time gets the not-ready answer.
+    let held = Probe::new(MemStore::new());
+    held.hold_lists(true);
+    let mut config = CacherConfig::new("pods").with_initial_wait(Duration::from_millis(50));
+    config.list_page_size = u32::try_from(HELD_PAGE_SIZE).unwrap();
+    let cacher = Cacher::new(Arc::new(held.clone()), config);
+    let e = cacher
+        .watch(&all(), &ListOptions::recursive())
+        .await
+        .err()
+        .expect("a watch past the wait");
+    assert_eq!(e.to_status().code, 429, "{e:?}");
+    held.hold_lists(false);
+}

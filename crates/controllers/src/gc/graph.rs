@@ -262,6 +262,7 @@ impl Graph {
                     .is_none_or(|(_, o)| o.metadata.deleting_dependents())
             });
             if unsure {
+                tracing::debug!(res, item = %item.name, uid = %item.uid, "garbage collector: an owner is not cached (or deletes in the foreground): checking");
                 q.delete.add(item.clone());
             }
             // Owners this object no longer blocks (or no longer has) may be free to go.
@@ -280,10 +281,12 @@ impl Graph {
         }
     }
 
-    fn absent(&self, _res: usize, gone: &Meta, q: &Queues) {
+    fn absent(&self, res: usize, gone: &Meta, q: &Queues) {
         let m = &gone.metadata;
         if let Some(uid) = m.uid.as_deref() {
-            for (d, _) in self.dependents(uid) {
+            let dependents = self.dependents(uid);
+            tracing::debug!(res, item = ?m.name, uid, dependents = dependents.len(), "garbage collector: an object went away");
+            for (d, _) in dependents {
                 q.delete.add(d);
             }
         }

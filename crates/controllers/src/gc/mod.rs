@@ -49,6 +49,10 @@
 //!   every call has a deadline, every failure is retried with per-item exponential backoff
 //!   (the work queue's rate limits), and a periodic sweep re-queues every object still held
 //!   by a collector finalizer, so a missed event delays work but never loses it;
+//! - no owner's deletion goes unseen: a dependent is left alone only when each of its live
+//!   owners is in the caches (whose deletion then arrives as an event, or as a relist's
+//!   `final_state_unknown` deletion); a dependent whose owner was found live but is not cached
+//!   yet is verified again, with backoff, until it is (`worker`);
 //! - cycles do not hang: an object deleted in the foreground because its owner is, whose
 //!   own dependents include one deleting in the foreground, first stops blocking its owners
 //!   (upstream's rule), so a ring of blocking references unwinds;
@@ -103,6 +107,18 @@ pub enum GcError {
         api_version: String,
         /// The reference's `kind`.
         kind: String,
+    },
+    /// An owner exists (a live read found it) but the collector's caches have not shown it
+    /// yet: its dependent is verified again later, since the owner's deletion would reach
+    /// the collector only through a cache that holds it.
+    #[error("owner {kind} {name:?} (uid {uid}) exists but is not in the collector's caches yet")]
+    OwnerNotObserved {
+        /// The owner reference's `kind`.
+        kind: String,
+        /// The owner reference's `name`.
+        name: String,
+        /// The owner reference's `uid`.
+        uid: String,
     },
     /// The API refused a request.
     #[error("{request}: {code}: {message}")]
@@ -390,8 +406,9 @@ where
 
 fn log_failure(item: &Item, e: &GcError) {
     match e {
-        // Expected while a custom kind is not served (yet): quiet.
-        GcError::Unresolvable { .. } => {
+        // Expected while a custom kind is not served (yet), or while an informer catches up
+        // with an owner created since it last listed (upstream logs it at V(5)): quiet.
+        GcError::Unresolvable { .. } | GcError::OwnerNotObserved { .. } => {
             tracing::debug!(item = %item.name, error = %e, "garbage collector: retrying later");
         }
         _ => tracing::warn!(item = %item.name, error = %e, "garbage collector: retrying later"),

@@ -19,6 +19,17 @@
 //! dependents are queued. An owner being deleted with `orphan` has the references to it
 //! removed from every cached dependent, then loses the finalizer.
 //!
+//! An owner found solid by its live read but not in the collector's caches (with that uid)
+//! is *unobserved*: the object is verified again later (the item re-queued with its backoff,
+//! [`GcError::OwnerNotObserved`]) until the owner's informer shows it — from then on its
+//! deletion reaches the collector as an event, or as a relist's `final_state_unknown`
+//! deletion — or a live read finds it gone. Without this, an owner created and deleted while
+//! its informer could not watch (a just-created custom resource's cache answering 429, then
+//! 410 and a relist after the deletion) was never seen at all, and its dependents, checked
+//! once while it lived, stayed forever. Upstream's collector re-queues such "virtual" owners
+//! the same way until an informer observes them (`processAttemptToDeleteWorker`, kubernetes
+//! issue 56121).
+//!
 //! Absent owners are remembered (by namespace and uid, at most [`ABSENT_CAPACITY`]), so that
 //! a thousand dependents of one deleted owner cost one read of it. So are owners that were
 //! deleted with orphaning (same bound): a dependent the caches had not seen yet when its
@@ -141,6 +152,8 @@ impl Workers {
         }
         let (mut solid, mut dangling, mut waiting, mut orphaned) =
             (0usize, Vec::new(), Vec::new(), Vec::new());
+        // Owners found live that the caches have not shown yet (see the module doc).
+        let mut unobserved = None;
         for r in &m.owner_references {
             match self.classify(item, r).await? {
                 None => {
@@ -149,7 +162,12 @@ impl Workers {
                     tracing::debug!(item = %item.name, owner = %r.name, "garbage collector: a cluster-scoped object refers to a namespaced owner");
                     return Ok(());
                 }
-                Some(Owner::Solid) => solid += 1,
+                Some(Owner::Solid) => {
+                    solid += 1;
+                    if unobserved.is_none() && self.graph.cached_owner(item.ns(), r).is_none() {
+                        unobserved = Some(r);
+                    }
+                }
                 Some(Owner::Dangling) => dangling.push(r.uid.clone()),
                 Some(Owner::Waiting) => waiting.push(r.uid.clone()),
                 Some(Owner::Orphaned) => orphaned.push(r.uid.clone()),
@@ -159,14 +177,25 @@ impl Workers {
         if solid > 0 || (dangling.is_empty() && waiting.is_empty()) {
             dangling.extend(waiting);
             dangling.extend(orphaned);
-            if dangling.is_empty() {
-                return Ok(());
+            if !dangling.is_empty() {
+                tracing::debug!(item = %item.name, owners = ?dangling, "garbage collector: removing references to absent or deleting owners");
+                self.calls
+                    .remove_owner_refs(res, item.ns(), &item.name, &item.uid, &dangling)
+                    .await?;
             }
-            tracing::debug!(item = %item.name, owners = ?dangling, "garbage collector: removing references to absent or deleting owners");
-            return self
-                .calls
-                .remove_owner_refs(res, item.ns(), &item.name, &item.uid, &dangling)
-                .await;
+            return match unobserved {
+                // Its deletion might never reach the caches: verified again, with backoff,
+                // until the caches show it or a live read finds it gone.
+                Some(r) => Err(GcError::OwnerNotObserved {
+                    kind: r.kind.clone(),
+                    name: r.name.clone(),
+                    uid: r.uid.clone(),
+                }),
+                None => {
+                    tracing::debug!(item = %item.name, "garbage collector: its owners exist: kept");
+                    Ok(())
+                }
+            };
         }
         if !waiting.is_empty() && self.graph.has_dependents(&item.uid) {
             let cycle = self
