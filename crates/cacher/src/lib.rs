@@ -65,8 +65,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use listwatch_api::Object;
 use listwatch_storage::{
-    Error, GetOptions, Key, ListOptions, ObjectList, Preconditions, ResourceVersionMatch, Result,
-    Stats, Storage, UpdateFn, ValidateDeleteFn, WatchStream,
+    Error, GetOptions, Key, ListCost, ListOptions, ObjectList, Preconditions, ResourceVersionMatch,
+    Result, Stats, Storage, UpdateFn, ValidateDeleteFn, WatchStream,
 };
 use listwatch_watchcache::{WatchCache, WatchCacheReader};
 use tokio::sync::{mpsc, watch};
@@ -634,6 +634,35 @@ impl Storage for Cacher {
 
     async fn stats(&self, key: &Key) -> Result<Stats> {
         self.inner.backend.stats(key).await
+    }
+
+    /// From the cache's current state: its object count and accounted bytes (the state's
+    /// serialized objects and keys), and whether [`Storage::list`] would answer `opts` from
+    /// the cache (by the same rules, without waiting: a version the cache has not reached
+    /// yet counts as served from it, as it waits for it). `None` while the cache is not ready.
+    fn list_cost(&self, opts: &ListOptions) -> Option<ListCost> {
+        let inner = &self.inner;
+        if inner.not_ready().is_some() {
+            return None;
+        }
+        let view = inner.reader.view();
+        let object_count = u64::try_from(view.len()).unwrap_or(u64::MAX);
+        let bytes = u64::try_from(view.memory().state_bytes).unwrap_or(u64::MAX);
+        let from_cache = match (&opts.continue_token, opts.resource_version) {
+            // A continuation: from the cache unless it must go to the backend.
+            (Some(token), _) => {
+                listwatch_storage::decode_continue(token, "").is_ok_and(|(_, rv)| {
+                    rv >= inner.backend.compacted_revision() && !inner.delegate_behind(rv)
+                })
+            }
+            (None, None) => inner.config.consistent_reads_from_cache,
+            (None, Some(rv)) => !inner.delegate_behind(rv),
+        };
+        Some(ListCost {
+            object_count,
+            average_object_bytes: bytes.checked_div(object_count).unwrap_or(0),
+            from_cache,
+        })
     }
 
     /// Asks the backend for progress and, once the cache has everything up to the backend's

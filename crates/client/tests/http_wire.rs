@@ -29,6 +29,8 @@ enum Reply {
     EndlessList,
     /// A complete response with this code and `content-encoding: gzip`, body compressed.
     Gzip(u16, Vec<u8>),
+    /// A chunked 200 response with `content-encoding: gzip`: these raw chunks, in order.
+    GzipChunks(Vec<Vec<u8>>),
 }
 
 fn gzip(data: &[u8]) -> Vec<u8> {
@@ -107,6 +109,19 @@ async fn serve(route: impl Fn(&str) -> Reply + Send + Sync + 'static) -> (String
                         );
                         sock.write_all(head.as_bytes()).await.unwrap();
                         sock.write_all(&body).await.unwrap();
+                    }
+                    Reply::GzipChunks(chunks) => {
+                        sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n").await.unwrap();
+                        for c in chunks {
+                            let mut frame = format!("{:x}\r\n", c.len()).into_bytes();
+                            frame.extend_from_slice(&c);
+                            frame.extend_from_slice(b"\r\n");
+                            if sock.write_all(&frame).await.is_err() {
+                                return;
+                            }
+                            sock.flush().await.unwrap();
+                        }
+                        let _ = sock.write_all(b"0\r\n\r\n").await;
                     }
                     Reply::Chunked(chunks, gate) => {
                         sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n").await.unwrap();
@@ -626,7 +641,7 @@ async fn a_kubeconfig_user_with_an_exec_plugin_is_never_anonymous() {
 }
 
 #[tokio::test]
-async fn gzip_answers_are_inflated_within_the_body_limit_and_watches_ask_for_none() {
+async fn gzip_answers_are_inflated_within_the_body_limit_and_plain_watches_ask_for_none() {
     let pods: Vec<String> = (0..50).map(|i| pod(&format!("p{i}"), i + 1)).collect();
     let list = list_body(60, "", &pods);
     let bomb = gzip(&vec![b' '; 4 << 20]);
@@ -665,20 +680,137 @@ async fn gzip_answers_are_inflated_within_the_body_limit_and_watches_ask_for_non
         lw.watch(&WatchRequest::default()),
     )
     .await;
+    let _ = tokio::time::timeout(
+        Duration::from_millis(200),
+        lw.watch(&WatchRequest {
+            send_initial_events: true,
+            ..WatchRequest::default()
+        }),
+    )
+    .await;
     let heads = seen.lock().unwrap().clone();
     let (watches, lists): (Vec<&String>, Vec<&String>) =
         heads.iter().partition(|h| h.contains("watch="));
+    let (watch_lists, plain): (Vec<&String>, Vec<&String>) = watches
+        .iter()
+        .partition(|h| h.contains("sendInitialEvents=true"));
     assert!(
         lists
             .iter()
-            .all(|h| h.to_lowercase().contains("accept-encoding: gzip"))
+            .chain(&watch_lists)
+            .all(|h| h.to_lowercase().contains("accept-encoding: gzip")),
+        "lists and watch-lists accept gzip: {heads:?}"
     );
-    assert!(!watches.is_empty());
+    assert!(!plain.is_empty() && !watch_lists.is_empty());
     assert!(
-        watches
+        plain
             .iter()
             .all(|h| !h.to_lowercase().contains("accept-encoding"))
     );
+}
+
+fn frame(kind: &str, object: &str) -> String {
+    format!("{{\"type\":\"{kind}\",\"object\":{object}}}\n")
+}
+
+/// The bookmark that ends a watch-list's initial events.
+fn initial_events_end(rv: u64) -> String {
+    frame(
+        "BOOKMARK",
+        &format!(
+            r#"{{"kind":"Pod","apiVersion":"v1","metadata":{{"resourceVersion":"{rv}","annotations":{{"k8s.io/initial-events-end":"true"}}}}}}"#
+        ),
+    )
+}
+
+/// kube-apiserver 1.37 gzips a watch-list with one gzip member per flush
+/// (`WatchListCompression`): a decoder that stops after the first member, or refuses what
+/// follows it, loses the watch. Here three members, the second split across chunks at an
+/// odd place, and every event comes out, in order.
+#[tokio::test]
+async fn a_watch_list_sent_as_three_gzip_members_decodes_every_event() {
+    let first = gzip(frame("ADDED", &pod("a", 5)).as_bytes());
+    let second =
+        gzip(format!("{}{}", frame("ADDED", &pod("b", 6)), initial_events_end(6)).as_bytes());
+    let third = gzip(frame("MODIFIED", &pod("a", 7)).as_bytes());
+    let (s1, s2) = second.split_at(7);
+    let chunks = vec![first, s1.to_vec(), [s2, &third[..]].concat()];
+    let (url, seen) = serve(move |_| Reply::GzipChunks(chunks.clone())).await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    let events: Vec<_> = lw
+        .watch(&WatchRequest {
+            send_initial_events: true,
+            allow_bookmarks: true,
+            ..WatchRequest::default()
+        })
+        .await
+        .unwrap()
+        .collect()
+        .await;
+    let got: Vec<String> = events
+        .into_iter()
+        .map(|e| match e.unwrap() {
+            WatchEvent::Added(o) => format!("added {}@{}", o.name(), o.resource_version()),
+            WatchEvent::Modified(o) => format!("modified {}@{}", o.name(), o.resource_version()),
+            WatchEvent::Bookmark {
+                resource_version,
+                initial_events_end,
+            } => format!("bookmark {resource_version} {initial_events_end}"),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        got,
+        ["added a@5", "added b@6", "bookmark 6 true", "modified a@7"]
+    );
+    let heads = seen.lock().unwrap().clone();
+    assert!(heads[0].to_lowercase().contains("accept-encoding: gzip"));
+}
+
+/// A list body of several gzip members (what a proxy re-compressing per flush sends) is the
+/// whole list, not its first member's part.
+#[tokio::test]
+async fn a_list_sent_as_three_gzip_members_is_the_whole_list() {
+    let pods: Vec<String> = (0..30).map(|i| pod(&format!("p{i}"), i + 1)).collect();
+    let body = list_body(40, "", &pods);
+    let (a, rest) = body.split_at(body.len() / 3);
+    let (b, c) = rest.split_at(rest.len() / 2);
+    let chunks = vec![gzip(a.as_bytes()), gzip(b.as_bytes()), gzip(c.as_bytes())];
+    let (url, _) = serve(move |_| Reply::GzipChunks(chunks.clone())).await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    let page = lw.list(&ListRequest::default()).await.unwrap();
+    assert_eq!(
+        (page.items.len(), page.resource_version.as_str()),
+        (30, "40")
+    );
+}
+
+/// A gzip bomb in a watch body: a few KiB that inflate to 64 MiB without a newline. The
+/// watch fails once one frame passes its 16 MiB bound; it never inflates the rest first.
+#[tokio::test]
+async fn a_gzip_bomb_in_a_watch_body_is_refused_at_the_frame_bound() {
+    let mut raw = b"{\"type\":\"ADDED\",\"object\":".to_vec();
+    raw.resize(64 << 20, b' ');
+    let bomb = gzip(&raw);
+    assert!(bomb.len() < 128 << 10, "{}", bomb.len());
+    let ok = gzip(frame("ADDED", &pod("a", 5)).as_bytes());
+    let chunks = vec![ok, bomb];
+    let (url, _) = serve(move |_| Reply::GzipChunks(chunks.clone())).await;
+    let lw = HttpListerWatcher::new(HttpConfig::new(&url).unwrap(), "/api/v1/pods").unwrap();
+    let mut events = lw
+        .watch(&WatchRequest {
+            send_initial_events: true,
+            ..WatchRequest::default()
+        })
+        .await
+        .unwrap();
+    assert!(matches!(
+        events.next().await,
+        Some(Ok(WatchEvent::Added(_)))
+    ));
+    let e = events.next().await.unwrap().unwrap_err();
+    assert!(e.to_string().contains("watch frame larger than"), "{e}");
+    assert!(events.next().await.is_none(), "the watch ends there");
 }
 
 /// Lists through `lw` from a server that holds the rest of the body until `gate` opens:

@@ -14,11 +14,13 @@
 //!   any weight that is not a valid qvalue) refuses it; `*` is not taken as `gzip` (upstream
 //!   neither). At most [`MAX_CODINGS`] list elements are read, so a huge header costs a
 //!   bounded scan and no allocation;
-//! - upstream does not compress watches. Here a watch-list (`sendInitialEvents=true`)
-//!   response is gzipped when the client accepts it (`GzipWatch`): its initial events are
-//!   one large burst, the same size as a list. Events are flushed (a deflate sync flush)
-//!   whenever the watch has nothing more ready, so a client never waits for bytes the
-//!   server holds back.
+//! - a watch-list (`sendInitialEvents=true`) response is gzipped when the client accepts it
+//!   (`GzipWatch`), whatever its size, as upstream 1.37's `WatchListCompression` (beta, on):
+//!   its initial events are one large burst, the same size as a list; plain watches are not.
+//!   Events are flushed (a deflate sync flush) whenever the watch has nothing more ready, so
+//!   a client never waits for bytes the server holds back. Upstream ends a gzip member at
+//!   every flush (a body of many members, live events compressed too); here the body is
+//!   one member, so a client that reads only one member reads it whole.
 //!
 //! Bounds (per response and in total):
 //! - CPU: level 1, and at most `MAX_INPUT_PER_POLL` (256 KiB) bytes compressed per poll of a body, so

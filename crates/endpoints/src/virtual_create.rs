@@ -63,6 +63,7 @@ impl Api {
             body: Some(body),
             started,
             compute: true,
+            width: 1,
         };
         let result = admission.serve(|bytes| serve(parts, bytes)).await;
         let resp = match result {

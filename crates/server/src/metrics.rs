@@ -26,6 +26,10 @@ pub struct Metrics {
     rejected: Family<Labels, Counter>,
     flow_rejected: Family<Labels, Counter>,
     inqueue: Family<Labels, Gauge>,
+    /// Seats held by executing requests, per level.
+    executing_seats: Family<Labels, Gauge>,
+    /// The seats each request asked for, per level (its work estimate, capped by the level).
+    estimated_seats: Family<Labels, Histogram, fn() -> Histogram>,
     /// Requests waiting at the compute pool's admission gate, and tasks admitted to the pool.
     compute_waiting: Gauge,
     compute_admitted: Gauge,
@@ -43,6 +47,12 @@ fn histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.0005, 4.0, 10))
 }
 
+/// Upstream's buckets of `apiserver_flowcontrol_work_estimated_seats` (up to the list
+/// maximum, 100).
+fn seats_histogram() -> Histogram {
+    Histogram::new([1.0, 2.0, 4.0, 10.0, 25.0, 50.0, 100.0])
+}
+
 impl Metrics {
     /// Creates the metrics and registers them.
     pub fn register(registry: &mut Registry) -> Self {
@@ -55,6 +65,8 @@ impl Metrics {
             rejected: Family::default(),
             flow_rejected: Family::default(),
             inqueue: Family::default(),
+            executing_seats: Family::default(),
+            estimated_seats: Family::new_with_constructor(seats_histogram as fn() -> Histogram),
             compute_waiting: Gauge::default(),
             compute_admitted: Gauge::default(),
             gzipped: Family::default(),
@@ -98,6 +110,16 @@ impl Metrics {
             "apiserver_flowcontrol_current_inqueue_requests",
             "Requests waiting for a seat, by priority level",
             m.inqueue.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_current_executing_seats",
+            "Seats held by executing requests, by priority level (a list holds its estimated width)",
+            m.executing_seats.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_work_estimated_seats",
+            "Seats requests asked for (their work estimate as the level counts it), by priority level",
+            m.estimated_seats.clone(),
         );
         registry.register(
             "apiserver_request_compute_current_waiting_requests",
@@ -166,6 +188,20 @@ impl Metrics {
     /// The gauge of requests waiting for a seat of `level`.
     pub fn inqueue(&self, level: &'static str) -> Gauge {
         self.inqueue
+            .get_or_create(&vec![("priority_level", level.to_owned())])
+            .clone()
+    }
+
+    /// The gauge of the seats held in `level`.
+    pub fn executing_seats(&self, level: &'static str) -> Gauge {
+        self.executing_seats
+            .get_or_create(&vec![("priority_level", level.to_owned())])
+            .clone()
+    }
+
+    /// The histogram of the seats requests of `level` ask for.
+    pub fn estimated_seats(&self, level: &'static str) -> Histogram {
+        self.estimated_seats
             .get_or_create(&vec![("priority_level", level.to_owned())])
             .clone()
     }

@@ -37,7 +37,7 @@ pub mod conformance;
 pub use error::{Error, Result};
 pub use key::{Key, decode_continue, encode_continue};
 pub use options::{
-    Bookmark, GetOptions, ListOptions, ObjectList, Preconditions, ResourceVersionMatch,
+    Bookmark, GetOptions, ListCost, ListOptions, ObjectList, Preconditions, ResourceVersionMatch,
     SelectionPredicate, Stats, WatchEvent,
 };
 
@@ -147,6 +147,15 @@ pub trait Storage: Send + Sync + 'static {
 
     /// Counts objects under a key.
     async fn stats(&self, key: &Key) -> Result<Stats>;
+
+    /// What a list of this storage's resource with `opts` is expected to cost, from what is
+    /// known without I/O (upstream's object count tracker, read by flow control's list work
+    /// estimator before the request takes its seats); `None` when nothing is known, which
+    /// costs a list the minimum. The default knows nothing; a cache answers from its state.
+    fn list_cost(&self, opts: &ListOptions) -> Option<ListCost> {
+        let _ = opts;
+        None
+    }
 
     /// Asks every watch with progress notification on to report a bookmark at the current
     /// revision, once it has delivered everything up to it.

@@ -235,6 +235,21 @@ pub struct Stats {
     pub object_count: u64,
 }
 
+/// What a list is expected to cost ([`Storage::list_cost`](crate::Storage::list_cost)):
+/// upstream's `storage.Stats` as its APF list work estimator reads them, and where the list
+/// would be served from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListCost {
+    /// Objects of the resource, in every namespace (upstream counts per resource too).
+    pub object_count: u64,
+    /// Their average encoded size in bytes; 0 when unknown (then taken as the largest
+    /// object, upstream's 1.5 MB, whenever there are objects).
+    pub average_object_bytes: u64,
+    /// The list would be served from memory (a cache) and streamed as it is sent, rather
+    /// than read whole from the backend first.
+    pub from_cache: bool,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -109,7 +109,7 @@ async fn converges(store: &Store<Object>, server: &Server) {
     }
 }
 
-async fn reflector_mirrors_writes(config: Config) {
+async fn reflector_mirrors_writes(config: Config) -> Server {
     let server = Server::start(&[]);
     setup(&server).await;
     for i in 0..5 {
@@ -165,6 +165,7 @@ async fn reflector_mirrors_writes(config: Config) {
     converges(&store, &server).await;
     assert_eq!(store.len(), 20);
     driver.abort();
+    server
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,9 +173,22 @@ async fn http_reflector_with_paged_lists_mirrors_the_server() {
     reflector_mirrors_writes(Config::default().page_size(2)).await;
 }
 
+/// The streaming list is a watch-list, which listwatch-client asks gzipped and the server
+/// gzips: the reflector mirrors the server through a compressed watch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_reflector_with_streaming_list_mirrors_the_server() {
-    reflector_mirrors_writes(Config::default().streaming_list(true)).await;
+    let server = reflector_mirrors_writes(Config::default().streaming_list(true)).await;
+    let metrics = call(&server.addr, "GET", "/metrics".into(), &[], String::new()).await;
+    let gzipped_watches = String::from_utf8_lossy(&metrics.body)
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("listwatch_gzip_responses_total{kind=\"watch\"}")?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or(0.0);
+    assert!(gzipped_watches >= 1.0, "the watch-list came gzipped");
 }
 
 struct Recorder(tokio::sync::mpsc::UnboundedSender<String>);

@@ -274,6 +274,65 @@ fn a_watch_list_is_gzipped_and_each_burst_is_decodable_as_it_arrives() {
     );
 }
 
+/// The sum of the seats read-only requests asked for (`apiserver_flowcontrol_work_estimated_seats`).
+fn estimated_read_seats(addr: &str) -> f64 {
+    metric(
+        addr,
+        "apiserver_flowcontrol_work_estimated_seats_sum{priority_level=\"readOnly\"}",
+    )
+}
+
+/// A list of ~450 KB from the cache takes one seat per 100 KB (upstream's size-based list
+/// cost), a GET one, a page of five one; the metric shows each request's estimate.
+#[test]
+fn a_large_list_costs_seats_by_its_bytes_and_the_metric_shows_them() {
+    let server = populated();
+    let path = format!("/api/v1/namespaces/{NS}/configmaps");
+    let before = estimated_read_seats(&server.addr);
+    assert_eq!(http(&server.addr, "GET", &path, &[], b"").status, 200);
+    let list = estimated_read_seats(&server.addr) - before;
+    // 200 objects of ~2.3 KB (and the namespaces' few small ones): 5 seats, not 1.
+    assert!(
+        (4.0..=6.0).contains(&list),
+        "a large list asked for {list} seats"
+    );
+    let before = estimated_read_seats(&server.addr);
+    assert_eq!(
+        http(&server.addr, "GET", &format!("{path}?limit=5"), &[], b"").status,
+        200
+    );
+    assert_eq!(
+        http(&server.addr, "GET", &format!("{path}/cm-0001"), &[], b"").status,
+        200
+    );
+    assert_eq!(estimated_read_seats(&server.addr) - before, 2.0);
+}
+
+#[test]
+#[ignore = "needs curl"]
+fn curl_compressed_reads_a_gzipped_watch_list() {
+    common::require("curl");
+    let server = populated();
+    let dir = tempfile::tempdir().unwrap();
+    let headers = dir.path().join("headers");
+    let out = common::run_ok(
+        Command::new("curl")
+            .args(["-sS", "--compressed", "-D"])
+            .arg(&headers)
+            .arg(format!(
+                "{}/api/v1/namespaces/{NS}/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2",
+                server.url
+            )),
+    );
+    let head = std::fs::read_to_string(&headers)
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    let added = out.lines().filter(|l| l.contains("\"ADDED\"")).count();
+    assert_eq!(added, COUNT);
+    assert!(out.contains("initial-events-end"), "the closing bookmark");
+}
+
 #[test]
 fn a_streamed_list_whose_client_goes_away_frees_its_seat_and_buffers() {
     let server = Server::start(&[]);

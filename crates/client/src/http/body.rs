@@ -23,7 +23,7 @@ pub(crate) async fn within<T>(
 }
 
 /// Reads a whole body of at most `limit` bytes; a longer one is an error.
-/// A gzip-encoded answer (`Content-Encoding: gzip`) is decompressed, also to at most
+/// A gzip-encoded answer (`Content-Encoding: gzip`, any number of members) is decompressed, also to at most
 /// `limit` bytes: a small body that inflates past it is the same error.
 pub(crate) async fn read_body(
     res: hyper::Response<hyper::body::Incoming>,
@@ -46,27 +46,13 @@ pub(crate) async fn read_body(
     if !gzip {
         return Ok(body);
     }
-    gunzip(&body, limit).map_err(|e| Error::Decode(format!("{what} body: {e}")))
+    super::gzip::gunzip(&body, limit).map_err(|e| Error::Decode(format!("{what} body: {e}")))
 }
 
 pub(crate) fn is_gzip<B>(res: &hyper::Response<B>) -> bool {
     res.headers()
         .get(http::header::CONTENT_ENCODING)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"))
-}
-
-/// Inflates a gzip body to at most `limit` bytes.
-pub(crate) fn gunzip(body: &[u8], limit: usize) -> std::result::Result<Bytes, String> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(body)
-        .take(limit as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| format!("bad gzip: {e}"))?;
-    if out.len() > limit {
-        return Err(format!("larger than {limit} bytes once decompressed"));
-    }
-    Ok(Bytes::from(out))
 }
 
 /// Reads the first `limit` bytes of a body (or all of a shorter one).

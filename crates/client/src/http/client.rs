@@ -531,7 +531,7 @@ impl HttpClient {
             Ok(mut body) => {
                 if gzip {
                     // A cut gzip body does not inflate; the code then speaks alone.
-                    body = body::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
+                    body = super::gzip::gunzip(&body, MAX_ERROR_BODY).unwrap_or_default();
                 }
                 decode::decode_status(code, &body)
             }

@@ -3,7 +3,10 @@
 //! The watch body is decoded incrementally: bytes accumulate only until a frame's newline
 //! (the apiserver's JSON encoder ends every frame with one), so memory holds at most one
 //! frame plus one network chunk, never the stream. A frame larger than [`MAX_FRAME`] is an
-//! error rather than unbounded buffering.
+//! error rather than unbounded buffering. A gzipped watch body (a watch-list of
+//! kube-apiserver 1.37 or of this server, one gzip member or many) is inflated one bounded
+//! step at a time, and only when no complete frame is left: the bound stays one frame plus
+//! one step's output (32 KiB) plus one network chunk, however far the body inflates.
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures::Stream;
@@ -14,6 +17,7 @@ use listwatch_api::{EventType, Object, SelectableFields, Status};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::gzip::Inflater;
 use crate::WatchEvent;
 use crate::{Error, Result};
 
@@ -22,13 +26,18 @@ use crate::{Error, Result};
 pub(crate) struct WatchBody {
     body: Incoming,
     on_cut: Option<Box<dyn FnOnce() + Send>>,
+    /// The body is gzipped (`Content-Encoding: gzip`).
+    gzip: bool,
 }
 
 impl WatchBody {
-    pub(crate) fn new(body: Incoming, on_cut: Box<dyn FnOnce() + Send>) -> Self {
+    /// The body of `res`, gzipped or not as its headers say.
+    pub(crate) fn new(res: hyper::Response<Incoming>, on_cut: Box<dyn FnOnce() + Send>) -> Self {
+        let gzip = super::body::is_gzip(&res);
         Self {
-            body,
+            body: res.into_body(),
             on_cut: Some(on_cut),
+            gzip,
         }
     }
 }
@@ -180,12 +189,22 @@ where
         body: WatchBody,
         frames: FrameBuffer,
         object: F,
+        /// Present for a gzipped body.
+        inflater: Option<Inflater>,
+        /// Compressed bytes received and not inflated yet (a gzipped body only).
+        pending: Bytes,
+        /// The body has ended (and its gzip stream was finished): what is left is framed.
+        ended: bool,
         done: bool,
     }
+    let inflater = body.gzip.then(|| Inflater::new("watch body"));
     let s = S {
         body,
         frames: FrameBuffer::default(),
         object,
+        inflater,
+        pending: Bytes::new(),
+        ended: false,
         done: false,
     };
     futures::stream::unfold(s, |mut s| async move {
@@ -206,14 +225,35 @@ where
                     return Some((Err(e), s));
                 }
             }
+            // No complete frame left: inflate one more step of what arrived, if any.
+            if let Some(inflater) = &mut s.inflater
+                && !s.pending.is_empty()
+            {
+                let frames = &mut s.frames;
+                match inflater.step(&s.pending, &mut |out| {
+                    frames.push(out);
+                    Ok(())
+                }) {
+                    Ok(n) => s.pending.advance(n.min(s.pending.len())),
+                    Err(e) => {
+                        s.done = true;
+                        return Some((Err(e), s));
+                    }
+                }
+                continue;
+            }
+            if s.ended {
+                s.done = true;
+                let rest = s.frames.finish()?;
+                return Some((decode_frame_with(&rest, &s.object), s));
+            }
             match s.body.body.frame().await {
                 Some(Ok(frame)) => {
-                    if let Ok(mut data) = frame.into_data() {
-                        while data.has_remaining() {
-                            let chunk = data.chunk();
-                            let n = chunk.len();
-                            s.frames.push(chunk);
-                            data.advance(n);
+                    if let Ok(data) = frame.into_data() {
+                        if s.inflater.is_some() {
+                            s.pending = data;
+                        } else {
+                            s.frames.push(&data);
                         }
                     }
                 }
@@ -226,9 +266,19 @@ where
                     return Some((Err(Error::Http(Box::new(e))), s));
                 }
                 None => {
-                    s.done = true;
-                    let rest = s.frames.finish()?;
-                    return Some((decode_frame_with(&rest, &s.object), s));
+                    s.ended = true;
+                    if let Some(inflater) = &mut s.inflater {
+                        // The last member's end and trailer: a stream cut inside a member is
+                        // an error, never a silently shorter watch.
+                        let frames = &mut s.frames;
+                        if let Err(e) = inflater.finish(&mut |out| {
+                            frames.push(out);
+                            Ok(())
+                        }) {
+                            s.done = true;
+                            return Some((Err(e), s));
+                        }
+                    }
                 }
             }
         }

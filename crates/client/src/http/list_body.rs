@@ -6,8 +6,8 @@
 //! JSON value, and keeps every other top-level value (`kind`, `apiVersion`, `metadata`) only
 //! until it is parsed. It never recurses and does not validate inside values: serde parses
 //! each item and envelope value it hands out, with its own nesting limit, so malformed JSON
-//! anywhere is still an error, as with a whole-body parse. [`Inflater`] undoes gzip chunk by
-//! chunk, with its output bounded per step.
+//! anywhere is still an error, as with a whole-body parse. A gzipped body (one member or
+//! several) is undone chunk by chunk by `gzip::Inflater`, its output bounded per step.
 //!
 //! Bounds (every input-driven allocation): the body's bytes, compressed and inflated, at most
 //! the config's `max_list_bytes`; one item at most [`MAX_ITEM`]; one envelope value at most
@@ -19,7 +19,6 @@
 //! the body whole before decoding it, so only the server's time counts there too.
 
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -30,6 +29,8 @@ use serde::de::IgnoredAny;
 
 use crate::{Error, Result};
 use crate::{PageEnd, PageItem, PageStream};
+
+use super::gzip::Inflater;
 
 /// The largest list item accepted (as a watch frame: kube-apiserver's objects are at most a
 /// few MiB).
@@ -422,72 +423,6 @@ impl ListSplitter {
     }
 }
 
-/// Undoes a gzip `Content-Encoding` chunk by chunk. Each step inflates at most one internal
-/// buffer (32 KiB) before its output is handed on, so a small chunk that inflates hugely is
-/// never expanded in one allocation.
-pub(crate) struct Inflater {
-    decoder: flate2::write::GzDecoder<Vec<u8>>,
-}
-
-impl Inflater {
-    pub(crate) fn new() -> Self {
-        Self {
-            decoder: flate2::write::GzDecoder::new(Vec::new()),
-        }
-    }
-
-    /// Inflates `chunk`, handing the output to `out` piece by piece.
-    pub(crate) fn push(
-        &mut self,
-        mut chunk: &[u8],
-        out: &mut impl FnMut(&[u8]) -> Result<()>,
-    ) -> Result<()> {
-        while !chunk.is_empty() {
-            let n = self
-                .decoder
-                .write(chunk)
-                .map_err(|e| Error::Decode(format!("list body: bad gzip: {e}")))?;
-            self.drain(out)?;
-            if n == 0 {
-                return Err(Error::Decode(
-                    "list body: data after the end of the gzip stream".into(),
-                ));
-            }
-            chunk = chunk.get(n..).unwrap_or_default();
-        }
-        Ok(())
-    }
-
-    /// The compressed stream ended: the rest of the output, and the trailer checked.
-    pub(crate) fn finish(&mut self, out: &mut impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        loop {
-            // `flush` writes out what is buffered, one buffer at a time.
-            let before = self.decoder.get_ref().len();
-            self.decoder
-                .flush()
-                .map_err(|e| Error::Decode(format!("list body: bad gzip: {e}")))?;
-            let wrote = self.decoder.get_ref().len() > before;
-            self.drain(out)?;
-            if !wrote {
-                break;
-            }
-        }
-        self.decoder
-            .try_finish()
-            .map_err(|e| Error::Decode(format!("list body: bad gzip: {e}")))?;
-        self.drain(out)
-    }
-
-    fn drain(&mut self, out: &mut impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        let buf = self.decoder.get_mut();
-        if !buf.is_empty() {
-            out(buf)?;
-            buf.clear();
-        }
-        Ok(())
-    }
-}
-
 /// A list response's body as a [`PageStream`], each item decoded by `decode` as soon as its
 /// bytes are complete. The body is read under `timeout` (from now) and bounded by
 /// `max_bytes`, compressed and inflated.
@@ -520,7 +455,7 @@ where
     let gzip = super::body::is_gzip(&res);
     let s = S {
         body: res.into_body(),
-        inflater: gzip.then(Inflater::new),
+        inflater: gzip.then(|| Inflater::new("list body")),
         splitter: ListSplitter::default(),
         left: timeout,
         timeout,

@@ -124,10 +124,12 @@ impl HttpListerWatcher {
         } else {
             format!("{}?{}", self.path, query)
         };
-        // Watches are never compressed (kube-apiserver does not, and frames must arrive as
-        // they are sent); lists may be.
-        let compressible = !query.starts_with("watch=");
-        let accept = match (self.metadata_only, compressible, self.drop_managed_fields) {
+        // Lists and watch-lists may come gzipped (kube-apiserver 1.37 gzips a watch-list for
+        // a client that accepts it, `WatchListCompression`, one gzip member per flush, and so
+        // does this server); a plain watch is asked for as is, as no server compresses one.
+        let watch = query.starts_with("watch=");
+        let compressible = !watch || query.contains("sendInitialEvents=true");
+        let accept = match (self.metadata_only, !watch, self.drop_managed_fields) {
             (false, _, false) => client::JSON,
             (true, true, false) => METADATA_LIST,
             (true, false, false) => METADATA,
@@ -272,7 +274,7 @@ impl HttpListerWatcher {
         self.watch_server.store(server, Ordering::Release);
         let servers = self.client.clone();
         Ok(decode::WatchBody::new(
-            res.into_body(),
+            res,
             Box::new(move || {
                 servers.inner.servers.failed(server);
             }),

@@ -29,7 +29,7 @@
 //! Modules: `config` ([`HttpConfig`] and its sources), `client` ([`HttpClient`]: the pool,
 //! credentials, failover and single-object calls), `lister_watcher` ([`HttpListerWatcher`]),
 //! `typed` and `api` (typed access), `connector` (TCP, proxy, TLS), `body` (bounded body
-//! reads), `list_body` (list bodies decoded item by item as they arrive), `decode` (watch
+//! reads), `gzip` (gzip bodies of one or several members, inflated in bounded steps), `list_body` (list bodies decoded item by item as they arrive), `decode` (watch
 //! frames, Status), `lease_lock` ([`HttpLeaseLock`], the leader election's lock), `auth`,
 //! `kubeconfig`, `proxy`,
 //! `env_proxy`, `servers`, `retry`, `patch`, `metrics` (request counts and times per client).
@@ -42,6 +42,7 @@ mod config;
 mod connector;
 mod decode;
 mod env_proxy;
+mod gzip;
 #[cfg(feature = "rustls")]
 mod insecure;
 mod kubeconfig;

@@ -19,6 +19,7 @@
 
 mod delete;
 mod read;
+mod work;
 mod write;
 
 use std::sync::Arc;
@@ -540,6 +541,10 @@ async fn limited(
         body: verb.has_body().then_some(body),
         started,
         compute: computes(verb, req.sub, &req.headers),
+        width: match verb {
+            Verb::List => work::list_seats(req),
+            _ => 1,
+        },
     };
     let req = Arc::clone(req);
     admission
@@ -574,6 +579,8 @@ pub(crate) struct Admission<'a> {
     pub(crate) started: Instant,
     /// Whether the handler runs on the request compute pool (when the API has one).
     pub(crate) compute: bool,
+    /// The seats it takes (its work estimate: 1, or a list's, `handlers::work`).
+    pub(crate) width: usize,
 }
 
 impl Admission<'_> {
@@ -599,7 +606,8 @@ impl Admission<'_> {
         let deadline = self.started + allowed;
         let ticket = level
             .admit(self.client)
-            .map_err(|_| ApiError::too_many_requests())?;
+            .map_err(|_| ApiError::too_many_requests())?
+            .width(self.width);
         let mut hold = shared.flow.bodies.hold();
         let bytes = match self.body {
             Some(body) => {

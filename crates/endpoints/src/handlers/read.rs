@@ -167,6 +167,12 @@ pub(super) async fn watch_request(
         .checked_add(timeout)
         .unwrap_or_else(|| now + std::time::Duration::from_secs(86_400));
     lr.opts.deadline = Some(deadline.into_std());
+    // A watch-list costs seats while the storage takes its initial state (as a list from the
+    // cache would, but only until the watch starts); a plain watch costs its slot alone.
+    let initializing = match lr.opts.send_initial_events {
+        Some(true) => Some(super::work::watch_list_seat(req, &lr.opts).await?),
+        _ => None,
+    };
     let stream = match req.res.storage.watch(&key, &lr.opts).await {
         Ok(s) => s,
         // Like upstream's cacher (an "error watcher"): a version too old or too new is an
@@ -176,6 +182,7 @@ pub(super) async fn watch_request(
         }
         Err(e) => return Err(req.storage_err(&e)),
     };
+    std::mem::drop(initializing);
     let state = WatchState {
         stream,
         encoder: Encoder::new(
@@ -199,7 +206,7 @@ pub(super) async fn watch_request(
             .on_upgrade(move |socket| watch_server::forward_to_websocket(socket, state)));
     }
     // A watch-list's initial events are as large as a list: gzipped for clients that
-    // accept it (upstream compresses no watch; see `compress`).
+    // accept it (as upstream 1.37's `WatchListCompression`; see `compress`).
     let gzip = (lr.opts.send_initial_events == Some(true)
         && crate::compress::accepts_gzip(&req.headers))
     .then(|| shared.gzip.try_take())

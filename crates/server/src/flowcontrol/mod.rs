@@ -11,9 +11,14 @@
 //!   it arrives, before its body is read, and asks for a seat once its body is in memory, so
 //!   a slow body never holds a seat. A free seat is taken at once; otherwise the request
 //!   waits in its flow's queue, at most a quarter of its deadline and at most a minute (as
-//!   upstream's queue wait). A freed seat goes to the waiting flow holding the fewest seats,
-//!   ties to the flow served least recently — APF's fair-queuing dispatch with every request
-//!   one seat of unknown duration, which is max-min fairness of concurrency. 429 when the
+//!   upstream's queue wait). A request takes as many seats as its work estimate says
+//!   ([`estimate`]: one, or for a list one per 100 KB it holds at once, capped per level —
+//!   upstream's `SizeBasedListCostEstimate`), so a flood of large lists holds its share of
+//!   the level, not every seat. Freed seats go to the waiting flow holding the fewest seats,
+//!   ties to the flow served least recently — APF's fair-queuing dispatch with requests of
+//!   unknown duration, which is max-min fairness of seats; the request in line waits until
+//!   its width is free, and no narrower one passes it (so a wide request is never starved;
+//!   it is also what upstream's dispatcher does). 429 when the
 //!   flow already has [`Limits::max_queued_requests_per_client`] requests
 //!   waiting (for a body or a seat), when the level's queue is full and this flow's queue is
 //!   the longest (otherwise the longest queue's newest request is dropped to make room), and
@@ -29,14 +34,17 @@
 //!
 //! What it does not do (upstream does): priority levels and flow schemas (every client is
 //! one flow of one level per kind; no exempt requests), borrowing seats between levels,
-//! request width (a LIST of many objects is one seat), virtual-time accounting of how long
-//! requests actually ran, counting a watch's initialization as a seat, and shuffle
+//! the width of writes (upstream adds seats for a write's many watchers), virtual-time
+//! accounting of how long requests actually ran, and shuffle
 //! sharding — flows are exact: per-flow state exists only while a flow has a seat, a
 //! waiting request or an open watch, so it is bounded by the limits, not by the number of
 //! clients. A client with many addresses (before authentication) is many flows.
 //!
 //! Invariants:
-//! - work conserving: a request waits only while every seat of its level is taken;
+//! - work conserving up to width: requests wait only while the one in line needs more
+//!   seats than are free (with one-seat requests: only while every seat is taken);
+//! - seats in use never exceed the level's, and a request's width is in
+//!   `1..=estimate::max_width(seats)`;
 //! - seats, queue places, watch slots and body bytes are released exactly once, by a
 //!   guard's `Drop`, also when a request is cancelled (client gone, deadline);
 //! - the locks are taken when a request arrives, is seated and ends, and when a watch opens
@@ -48,9 +56,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::metrics::Metrics;
+
+pub mod estimate;
 
 /// The flow a request is accounted to: set as a request extension by whoever knows the
 /// client best. The connection layer sets [`ClientKey::Address`] from the peer address;
@@ -204,12 +215,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// One flow's share of a level.
 #[derive(Debug, Default)]
 struct Flow {
-    /// Seats held.
+    /// Seats held (a request holds its width).
     in_use: usize,
     /// Admitted requests without a seat: reading their body, or queued.
     waiting: usize,
-    /// Queued requests, oldest first.
-    queue: VecDeque<u64>,
+    /// Queued requests and their widths, oldest first.
+    queue: VecDeque<(u64, usize)>,
     /// The level's dispatch count when this flow last got a seat (0: never).
     last_served: u64,
 }
@@ -225,13 +236,20 @@ enum Outcome {
     Rejected,
 }
 
+/// A queued request given its seats by a dispatch: its flow, its id, its width.
+type Dispatched = (ClientKey, u64, usize);
+
 /// Every decision of one level, without clocks or channels (so a model can check it).
 #[derive(Debug)]
 struct Core {
     seats: usize,
+    /// The most seats one request takes ([`estimate::max_width`] of `seats`).
+    max_width: usize,
     queue_capacity: usize,
     per_flow: usize,
+    /// Seats held, summed over the flows.
     in_use: usize,
+    /// Queued requests.
     queued: usize,
     dispatches: u64,
     flows: HashMap<ClientKey, Flow>,
@@ -242,6 +260,7 @@ impl Core {
         let per_flow = per_flow.max(1);
         Self {
             seats,
+            max_width: estimate::max_width(seats),
             // Room for one flow's whole queue, and for every seat to turn over once.
             queue_capacity: seats.max(per_flow),
             per_flow,
@@ -250,6 +269,11 @@ impl Core {
             dispatches: 0,
             flows: HashMap::new(),
         }
+    }
+
+    /// A request's width as this level counts it: at least one, at most `max_width`.
+    fn width(&self, asked: usize) -> usize {
+        asked.clamp(1, self.max_width)
     }
 
     /// A request arrives; false when its flow already has `per_flow` waiting.
@@ -273,13 +297,47 @@ impl Core {
         self.forget_if_idle(key);
     }
 
-    /// An admitted request asks for a seat; `id` names it in the queue.
-    fn request_seat(&mut self, key: &ClientKey, id: u64) -> Outcome {
-        if self.in_use < self.seats {
-            self.seat(key);
-            return Outcome::Seated;
-        }
+    /// The order in which queued requests are dispatched: the flow holding the fewest
+    /// seats, then the flow served least recently, then the oldest request.
+    fn rank(f: &Flow, head: u64) -> (usize, u64, u64) {
+        (f.in_use, f.last_served, head)
+    }
+
+    /// The queued request dispatch would take next: its flow, id and width.
+    fn next_in_line(&self) -> Option<Dispatched> {
+        self.flows
+            .iter()
+            .filter_map(|(k, f)| f.queue.front().map(|&(id, w)| (k, f, id, w)))
+            .min_by_key(|(_, f, id, _)| Self::rank(f, *id))
+            .map(|(k, _, id, w)| (k.clone(), id, w))
+    }
+
+    /// Whether `width` more seats fit.
+    fn fits(&self, width: usize) -> bool {
+        self.in_use + width <= self.seats
+    }
+
+    /// An admitted request of `width` seats asks for them; `id` names it in the queue. It is
+    /// seated at once when its seats are free and dispatch would take it before every
+    /// queued request (its flow has none queued and ranks first); otherwise it queues.
+    fn request_seat(&mut self, key: &ClientKey, id: u64, width: usize) -> Outcome {
+        let width = self.width(width);
         let mine = self.flows.get(key).map_or(0, |f| f.queue.len());
+        if self.fits(width) && mine == 0 {
+            let my_rank = self
+                .flows
+                .get(key)
+                .map_or((0, 0, id), |f| Self::rank(f, id));
+            let first = self.flows.iter().all(|(_, f)| {
+                f.queue
+                    .front()
+                    .is_none_or(|&(head, _)| Self::rank(f, head) > my_rank)
+            });
+            if first {
+                self.seat(key, width);
+                return Outcome::Seated;
+            }
+        }
         let mut evicted = None;
         if self.queued >= self.queue_capacity {
             // The longest queue (of the flow holding most seats, among equals) gives up its
@@ -288,14 +346,14 @@ impl Core {
                 .flows
                 .iter()
                 .filter(|(k, f)| *k != key && f.queue.len() > mine + 1)
-                .max_by_key(|(_, f)| (f.queue.len(), f.in_use, f.queue.back().copied()))
+                .max_by_key(|(_, f)| (f.queue.len(), f.in_use, f.queue.back().map(|q| q.0)))
                 .map(|(k, _)| k.clone());
             let Some(victim) = victim else {
                 self.abandon(key);
                 return Outcome::Rejected;
             };
             if let Some(f) = self.flows.get_mut(&victim) {
-                evicted = f.queue.pop_back();
+                evicted = f.queue.pop_back().map(|q| q.0);
                 f.waiting = f.waiting.saturating_sub(1);
                 self.queued -= 1;
             }
@@ -305,17 +363,18 @@ impl Core {
             .entry(key.clone())
             .or_default()
             .queue
-            .push_back(id);
+            .push_back((id, width));
         self.queued += 1;
         Outcome::Queued { evicted }
     }
 
     /// A queued request gives up; false when it is no longer queued (seated or evicted).
+    /// The caller dispatches afterwards: the request may have been the one in line.
     fn withdraw(&mut self, key: &ClientKey, id: u64) -> bool {
         let Some(f) = self.flows.get_mut(key) else {
             return false;
         };
-        let Some(pos) = f.queue.iter().position(|q| *q == id) else {
+        let Some(pos) = f.queue.iter().position(|q| q.0 == id) else {
             return false;
         };
         f.queue.remove(pos);
@@ -325,35 +384,42 @@ impl Core {
         true
     }
 
-    /// A seat is freed; returns the queued request that takes it, if any.
-    fn release(&mut self, key: &ClientKey) -> Option<(ClientKey, u64)> {
+    /// `width` seats of `key` are freed; returns the queued requests that take seats.
+    fn release(&mut self, key: &ClientKey, width: usize) -> Vec<Dispatched> {
         if let Some(f) = self.flows.get_mut(key) {
-            f.in_use = f.in_use.saturating_sub(1);
-            self.in_use = self.in_use.saturating_sub(1);
+            let width = width.min(f.in_use);
+            f.in_use -= width;
+            self.in_use = self.in_use.saturating_sub(width);
         }
         self.forget_if_idle(key);
-        if self.in_use >= self.seats || self.queued == 0 {
-            return None;
-        }
-        let next = self
-            .flows
-            .iter()
-            .filter_map(|(k, f)| f.queue.front().map(|head| (k, f, *head)))
-            .min_by_key(|(_, f, head)| (f.in_use, f.last_served, *head))
-            .map(|(k, _, _)| k.clone())?;
-        let id = self.flows.get_mut(&next)?.queue.pop_front()?;
-        self.queued -= 1;
-        self.seat(&next);
-        Some((next, id))
+        self.dispatch()
     }
 
-    fn seat(&mut self, key: &ClientKey) {
+    /// Seats queued requests in rank order while the one in line fits (it is never skipped
+    /// for a narrower one behind it, so a wide request is not starved by narrow ones).
+    fn dispatch(&mut self) -> Vec<Dispatched> {
+        let mut seated = Vec::new();
+        while let Some((key, id, width)) = self.next_in_line() {
+            if !self.fits(width) {
+                break;
+            }
+            if let Some(f) = self.flows.get_mut(&key) {
+                f.queue.pop_front();
+            }
+            self.queued -= 1;
+            self.seat(&key, width);
+            seated.push((key, id, width));
+        }
+        seated
+    }
+
+    fn seat(&mut self, key: &ClientKey, width: usize) {
         self.dispatches += 1;
         let f = self.flows.entry(key.clone()).or_default();
         f.waiting = f.waiting.saturating_sub(1);
-        f.in_use += 1;
+        f.in_use += width;
         f.last_served = self.dispatches;
-        self.in_use += 1;
+        self.in_use += width;
     }
 
     fn forget_if_idle(&mut self, key: &ClientKey) {
@@ -381,9 +447,39 @@ struct LevelState {
 }
 
 impl LevelState {
-    fn publish(&self, inqueue: &Gauge) {
-        inqueue.set(i64::try_from(self.core.queued).unwrap_or(i64::MAX));
+    fn publish(&self, gauges: &LevelGauges) {
+        gauges
+            .inqueue
+            .set(i64::try_from(self.core.queued).unwrap_or(i64::MAX));
+        gauges
+            .executing_seats
+            .set(i64::try_from(self.core.in_use).unwrap_or(i64::MAX));
     }
+
+    /// Tells the requests a dispatch seated; a seat whose waiter is gone (unreachable: a
+    /// waiter withdraws under this lock before it goes away) is passed on, so that a lost
+    /// seat never shrinks the level for good.
+    fn hand_out(&mut self, mut seated: Vec<Dispatched>) {
+        while let Some((next, id, width)) = seated.pop() {
+            let sent = self
+                .waiters
+                .remove(&id)
+                .is_some_and(|tx| tx.send(Signal::Seated).is_ok());
+            if !sent {
+                seated.extend(self.core.release(&next, width));
+            }
+        }
+    }
+}
+
+/// A level's gauges, updated under its lock.
+struct LevelGauges {
+    /// `apiserver_flowcontrol_current_inqueue_requests`.
+    inqueue: Gauge,
+    /// `apiserver_flowcontrol_current_executing_seats`.
+    executing_seats: Gauge,
+    /// `apiserver_flowcontrol_work_estimated_seats`.
+    estimated_seats: Histogram,
 }
 
 /// One pool of seats (`readOnly` or `mutating`); `None` state: no limit.
@@ -391,7 +487,7 @@ pub struct Level {
     name: &'static str,
     state: Option<Mutex<LevelState>>,
     metrics: Metrics,
-    inqueue: Gauge,
+    gauges: LevelGauges,
 }
 
 impl Level {
@@ -407,12 +503,17 @@ impl Level {
         Arc::new(Self {
             name,
             state,
-            inqueue: metrics.inqueue(name),
+            gauges: LevelGauges {
+                inqueue: metrics.inqueue(name),
+                executing_seats: metrics.executing_seats(name),
+                estimated_seats: metrics.estimated_seats(name),
+            },
             metrics,
         })
     }
 
-    /// A request of `key` arrives.
+    /// A request of `key` arrives; it will ask for one seat unless told its width
+    /// ([`Ticket::width`]).
     pub fn admit(self: &Arc<Self>, key: &ClientKey) -> Result<Ticket, Rejection> {
         if let Some(state) = &self.state
             && !lock(state).core.admit(key)
@@ -423,6 +524,7 @@ impl Level {
         Ok(Ticket {
             level: Arc::clone(self),
             key: key.clone(),
+            width: 1,
             admitted: self.state.is_some(),
         })
     }
@@ -432,22 +534,11 @@ impl Level {
         self.metrics.flowcontrol_rejected(self.name, why.as_str());
     }
 
-    /// Frees a seat of `key` and seats the next waiter, under the lock.
-    fn release(&self, state: &mut LevelState, key: &ClientKey) {
-        let mut freed = key.clone();
-        while let Some((next, id)) = state.core.release(&freed) {
-            let sent = state
-                .waiters
-                .remove(&id)
-                .is_some_and(|tx| tx.send(Signal::Seated).is_ok());
-            if sent {
-                break;
-            }
-            // Unreachable (a waiter withdraws under this lock before it goes away), but a
-            // lost seat would shrink the level for good: pass it on.
-            freed = next;
-        }
-        state.publish(&self.inqueue);
+    /// Frees `width` seats of `key` and seats the waiters that then fit, under the lock.
+    fn release(&self, state: &mut LevelState, key: &ClientKey, width: usize) {
+        let seated = state.core.release(key, width);
+        state.hand_out(seated);
+        state.publish(&self.gauges);
     }
 }
 
@@ -455,14 +546,23 @@ impl Level {
 pub struct Ticket {
     level: Arc<Level>,
     key: ClientKey,
+    /// The seats it asks for (the level caps it: at least 1, at most its maximum width).
+    width: usize,
     admitted: bool,
 }
 
 impl Ticket {
-    /// Takes a seat, waiting in the flow's queue at most `wait`.
+    /// Asks for `seats` seats instead of one (a list's work estimate, [`estimate`]).
+    #[must_use]
+    pub fn width(mut self, seats: usize) -> Self {
+        self.width = seats;
+        self
+    }
+
+    /// Takes its seats, waiting in the flow's queue at most `wait`.
     ///
     /// # Cancel safety
-    /// Cancel safe: dropping the future gives up the queue place, or the seat if it was
+    /// Cancel safe: dropping the future gives up the queue place, or the seats if they were
     /// granted meanwhile.
     pub async fn seat(mut self, wait: Duration) -> Result<Seat, Rejection> {
         let level = Arc::clone(&self.level);
@@ -470,20 +570,25 @@ impl Ticket {
             return Ok(Seat {
                 level: None,
                 key: self.key.clone(),
+                width: 0,
             });
         };
         let (tx, rx) = oneshot::channel();
-        let id = {
+        let (id, width) = {
             let mut st = lock(state);
             let id = st.next_id;
             st.next_id += 1;
+            let width = st.core.width(self.width);
+            level.gauges.estimated_seats.observe(width as f64);
             // From here on the outcome owns the waiting count.
             self.admitted = false;
-            match st.core.request_seat(&self.key, id) {
+            match st.core.request_seat(&self.key, id, width) {
                 Outcome::Seated => {
+                    st.publish(&level.gauges);
                     return Ok(Seat {
                         level: Some(Arc::clone(&level)),
                         key: self.key.clone(),
+                        width,
                     });
                 }
                 Outcome::Rejected => {
@@ -496,15 +601,16 @@ impl Ticket {
                     if let Some(tx) = evicted.and_then(|e| st.waiters.remove(&e)) {
                         let _ = tx.send(Signal::Evicted);
                     }
-                    st.publish(&level.inqueue);
+                    st.publish(&level.gauges);
                 }
             }
-            id
+            (id, width)
         };
         let mut waiting = Waiting {
             level: Arc::clone(&level),
             key: self.key.clone(),
             id,
+            width,
             rx,
             settled: false,
         };
@@ -514,6 +620,7 @@ impl Ticket {
                 Ok(Seat {
                     level: Some(Arc::clone(&level)),
                     key: self.key.clone(),
+                    width,
                 })
             }
             Ok(Ok(Signal::Evicted)) => {
@@ -541,11 +648,12 @@ impl Drop for Ticket {
     }
 }
 
-/// A queued request; dropping it unsettled leaves the queue (or frees the seat it got).
+/// A queued request; dropping it unsettled leaves the queue (or frees the seats it got).
 struct Waiting {
     level: Arc<Level>,
     key: ClientKey,
     id: u64,
+    width: usize,
     rx: oneshot::Receiver<Signal>,
     settled: bool,
 }
@@ -559,7 +667,10 @@ impl Waiting {
         let mut st = lock(state);
         if st.core.withdraw(&self.key, self.id) {
             st.waiters.remove(&self.id);
-            st.publish(&self.level.inqueue);
+            // It may have been the request in line, holding back narrower ones.
+            let seated = st.core.dispatch();
+            st.hand_out(seated);
+            st.publish(&self.level.gauges);
             return Err(Rejection::TimeOut);
         }
         // No longer queued: its signal was sent under this lock.
@@ -567,6 +678,7 @@ impl Waiting {
             Ok(Signal::Seated) => Ok(Seat {
                 level: Some(Arc::clone(&self.level)),
                 key: self.key.clone(),
+                width: self.width,
             }),
             Ok(Signal::Evicted) | Err(_) => Err(Rejection::QueueFull),
         }
@@ -576,16 +688,25 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         if !self.settled {
-            // A seat granted meanwhile is dropped here, which passes it on.
+            // Seats granted meanwhile are dropped here, which passes them on.
             let _ = self.settle();
         }
     }
 }
 
-/// A held seat; dropping it passes the seat to the next waiter.
+/// Held seats; dropping them passes them to the waiters that then fit.
 pub struct Seat {
     level: Option<Arc<Level>>,
     key: ClientKey,
+    /// The seats held (as the level counted the request's width).
+    width: usize,
+}
+
+impl Seat {
+    /// The seats held (0 in a level without a limit).
+    pub fn width(&self) -> usize {
+        self.width
+    }
 }
 
 impl Drop for Seat {
@@ -593,7 +714,7 @@ impl Drop for Seat {
         if let Some(level) = &self.level
             && let Some(state) = &level.state
         {
-            level.release(&mut lock(state), &self.key);
+            level.release(&mut lock(state), &self.key, self.width);
         }
     }
 }

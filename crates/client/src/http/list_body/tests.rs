@@ -154,6 +154,7 @@ fn multibyte_text_is_kept_byte_for_byte() {
 #[test]
 fn gzip_inflates_in_bounded_steps_and_checks_the_trailer() {
     use flate2::write::GzEncoder;
+    use std::io::Write as _;
     let plain = vec![b'a'; 4 << 20];
     let mut enc = GzEncoder::new(Vec::new(), flate2::Compression::best());
     enc.write_all(&plain).unwrap();
@@ -163,7 +164,7 @@ fn gzip_inflates_in_bounded_steps_and_checks_the_trailer() {
         "a 4 MiB body compresses to {}",
         gz.len()
     );
-    let mut inf = Inflater::new();
+    let mut inf = Inflater::new("list body");
     let (mut total, mut largest) = (0, 0);
     let mut out = |b: &[u8]| {
         total += b.len();
@@ -175,11 +176,11 @@ fn gzip_inflates_in_bounded_steps_and_checks_the_trailer() {
     assert_eq!(total, plain.len());
     assert!(largest <= 64 << 10, "one step handed out {largest} bytes");
     // A cut stream and garbage are errors.
-    let mut inf = Inflater::new();
+    let mut inf = Inflater::new("list body");
     let mut sink = |_: &[u8]| Ok(());
     inf.push(gz.get(..gz.len() / 2).unwrap(), &mut sink)
         .unwrap();
     assert!(inf.finish(&mut sink).is_err());
-    let mut inf = Inflater::new();
+    let mut inf = Inflater::new("list body");
     assert!(inf.push(b"not gzip at all", &mut sink).is_err());
 }
