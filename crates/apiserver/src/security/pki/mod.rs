@@ -4,6 +4,9 @@
 //! `DIR/admin.kubeconfig`, written once the server knows its address.
 //!
 //! Invariants:
+//! - the directory is one this creates (mode 0700) or an existing one owned by the server's
+//!   user with no group or other access; anything else is refused before a key is written
+//!   (another user could read the keys, or replace a file by a link that a write follows);
 //! - private keys (and the kubeconfig, which holds the admin key) are mode 0600 after every
 //!   write, whatever mode an earlier file had; a directory this creates is mode 0700;
 //! - without a usable CA (`ca.crt` and `ca.key`) everything is made anew, so no certificate
@@ -228,6 +231,87 @@ fn admin_unfit(cert_pem: &[u8], ca_pem: &[u8]) -> Option<String> {
     check().err()
 }
 
+/// Makes `dir` (mode 0700, its missing parents too) or accepts it as it is when it is a
+/// directory of this user that nobody else can enter or list (no group or other bits): the
+/// files go in with their own names, so a directory another user created first (or can
+/// write to) would let that user read the keys or swap a file for a link.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut parents = std::fs::DirBuilder::new();
+    parents.recursive(true);
+    let mut this = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        parents.mode(0o700);
+        this.mode(0o700);
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        parents.create(parent)?;
+    }
+    match this.create(dir) {
+        // Made here: this user's, 0700 (less with a umask).
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => existing_dir_is_private(dir),
+        Err(e) => Err(e),
+    }
+}
+
+/// Why an existing `dir` cannot hold the keys (see [`private_dir`]); a link counts as its
+/// target, and must be this user's too.
+#[cfg(unix)]
+fn existing_dir_is_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let link = std::fs::symlink_metadata(dir)?;
+    let meta = std::fs::metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(err("it exists and is not a directory"));
+    }
+    if let Some(why) = dir_unfit(
+        link.file_type().is_symlink().then_some(link.uid()),
+        meta.uid(),
+        meta.mode(),
+        me,
+    ) {
+        return Err(err(why));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn existing_dir_is_private(dir: &Path) -> std::io::Result<()> {
+    if std::fs::metadata(dir)?.is_dir() {
+        Ok(())
+    } else {
+        Err(err("it exists and is not a directory"))
+    }
+}
+
+/// Why an existing directory owned by `owner` with `mode` (and, when the path is a link, the
+/// link's owner `link_owner`) cannot hold the keys of user `me`; `None` when it can.
+pub(crate) fn dir_unfit(link_owner: Option<u32>, owner: u32, mode: u32, me: u32) -> Option<String> {
+    if let Some(l) = link_owner.filter(|l| *l != me) {
+        return Some(format!(
+            "it is a link owned by uid {l}, not by this user (uid {me}): use a directory of \
+             this user"
+        ));
+    }
+    if owner != me {
+        return Some(format!(
+            "it exists and is owned by uid {owner}, not by this user (uid {me}): use a \
+             directory of this user, or let the server create it"
+        ));
+    }
+    if mode & 0o077 != 0 {
+        return Some(format!(
+            "its mode is {:04o}: others may read or change it; it must be this user's alone \
+             (chmod 700)",
+            mode & 0o7777
+        ));
+    }
+    None
+}
+
 impl Pki {
     /// A path in the directory.
     pub fn path(&self, name: &str) -> PathBuf {
@@ -255,13 +339,7 @@ impl Pki {
         let pki = Self {
             dir: dir.to_owned(),
         };
-        if !dir.exists() {
-            let mut b = std::fs::DirBuilder::new();
-            b.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-            b.create(dir)?;
-        }
+        private_dir(dir)?;
         let names = ServingNames::wanted(bind, extra_sans);
         let mut made = Vec::new();
         let (ca_pem, issuer) = if pki.exists(&["ca.crt", "ca.key"]) {
