@@ -212,6 +212,8 @@ impl Builder {
         // TLS with a CA of this environment, client certificates, RBAC; no anonymous user.
         let pki = dir.path().join(PKI_DIR);
         opts.security.pki_dir = Some(pki.clone());
+        // Removed with the environment: not flushed to disk file by file.
+        opts.security.pki_ephemeral = true;
         opts.security.anonymous_auth = false;
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SocketAddr, String>>();

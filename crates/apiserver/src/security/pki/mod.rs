@@ -43,6 +43,10 @@ pub use names::{
 pub struct Pki {
     /// The directory.
     pub dir: PathBuf,
+    /// Whether each write is flushed to disk (`fsync`) before the next: so a crash leaves
+    /// no key behind its certificate. Off for a directory thrown away with the process
+    /// (the test environment's), where it only waits on the disk.
+    pub durable: bool,
 }
 
 /// The admin user of the generated client certificate.
@@ -54,7 +58,7 @@ pub const RENEW_BEFORE_DAYS: u64 = 30;
 
 /// Writes `data`; a secret ends up mode 0600 even when the file existed with another mode
 /// (the mode of `open` only applies to a file it creates).
-fn write(path: &Path, data: &[u8], secret: bool) -> std::io::Result<()> {
+fn write(path: &Path, data: &[u8], secret: bool, durable: bool) -> std::io::Result<()> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -72,7 +76,7 @@ fn write(path: &Path, data: &[u8], secret: bool) -> std::io::Result<()> {
     #[cfg(not(unix))]
     let _ = secret;
     std::io::Write::write_all(&mut f, data)?;
-    f.sync_all()
+    if durable { f.sync_all() } else { Ok(()) }
 }
 
 fn err(e: impl std::fmt::Display) -> std::io::Error {
@@ -328,16 +332,27 @@ impl Pki {
     }
 
     fn write_pair(&self, cert: &str, key: &str, pem: &(String, String)) -> std::io::Result<()> {
-        write(&self.path(key), pem.1.as_bytes(), true)?;
-        write(&self.path(cert), pem.0.as_bytes(), false)
+        write(&self.path(key), pem.1.as_bytes(), true, self.durable)?;
+        write(&self.path(cert), pem.0.as_bytes(), false, self.durable)
     }
 
     /// Creates what is missing or unfit (see the module's invariants) for a server bound to
     /// `bind` with the extra serving names `extra_sans` (`--tls-san`, each a [`parse_san`]
     /// result).
     pub fn ensure(dir: &Path, bind: SocketAddr, extra_sans: &[String]) -> std::io::Result<Self> {
+        Self::ensure_with(dir, bind, extra_sans, true)
+    }
+
+    /// [`Pki::ensure`], flushing each file to disk only when `durable`.
+    pub fn ensure_with(
+        dir: &Path,
+        bind: SocketAddr,
+        extra_sans: &[String],
+        durable: bool,
+    ) -> std::io::Result<Self> {
         let pki = Self {
             dir: dir.to_owned(),
+            durable,
         };
         private_dir(dir)?;
         let names = ServingNames::wanted(bind, extra_sans);
@@ -355,8 +370,9 @@ impl Pki {
                 &pki.path("ca.key"),
                 issuer.key().serialize_pem().as_bytes(),
                 true,
+                pki.durable,
             )?;
-            write(&pki.path("ca.crt"), pem.as_bytes(), false)?;
+            write(&pki.path("ca.crt"), pem.as_bytes(), false, pki.durable)?;
             made.push("CA".to_owned());
             // Everything the old CA signed goes with it.
             for f in ["server.crt", "admin.crt"] {
@@ -424,7 +440,7 @@ impl Pki {
             b64("admin.key")?,
         );
         let path = self.path("admin.kubeconfig");
-        write(&path, config.as_bytes(), true)?;
+        write(&path, config.as_bytes(), true, self.durable)?;
         Ok(path)
     }
 }
@@ -447,7 +463,8 @@ pub fn dialable(addr: SocketAddr) -> SocketAddr {
 /// client certificates, ServiceAccount tokens, RBAC) where the flags do not already say
 /// otherwise.
 pub fn apply(opts: &mut crate::Options, dir: &Path) -> Result<Pki, crate::ServerError> {
-    let pki = Pki::ensure(dir, opts.bind, &opts.security.tls_san).map_err(|e| {
+    let durable = !opts.security.pki_ephemeral;
+    let pki = Pki::ensure_with(dir, opts.bind, &opts.security.tls_san, durable).map_err(|e| {
         crate::security::SecurityError::File(format!("--pki-dir {}: {e}", dir.display()))
     })?;
     if opts.tls_cert_file.is_none() {

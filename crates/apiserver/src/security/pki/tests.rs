@@ -309,3 +309,26 @@ fn a_directory_or_link_of_another_user_is_refused() {
     assert_eq!(dir_unfit(Some(me), me, 0o40700, me), None);
     assert!(dir_unfit(None, me, 0o40701, me).is_some());
 }
+
+/// The test environment's `--pki-dir` (thrown away with it) is written without a flush per
+/// file: the same files, the same modes.
+#[cfg(unix)]
+#[test]
+fn an_ephemeral_directory_gets_the_same_files_and_modes() {
+    let dir = private_tempdir();
+    let pki = Pki::ensure_with(
+        &dir.path().join("pki"),
+        "127.0.0.1:6443".parse().unwrap(),
+        &[],
+        false,
+    )
+    .unwrap();
+    assert!(!pki.durable);
+    for key in ["ca.key", "server.key", "admin.key", "service-account.key"] {
+        assert_eq!(mode(&pki, key), 0o600, "{key}");
+    }
+    assert!(serves(&pki, "127.0.0.1"));
+    pki.write_kubeconfig("127.0.0.1:1".parse().unwrap())
+        .unwrap();
+    assert_eq!(mode(&pki, "admin.kubeconfig"), 0o600);
+}
