@@ -5,7 +5,9 @@
 //! rules are `listwatch_kinds::builtin::policy::eviction`'s; this module reads and writes.
 //!
 //! Invariants: the filter has authorized `create` on `pods/eviction`; each request goes
-//! through the API's flow control as a create ([`Api::virtual_create`]). A pod that has
+//! through the API's flow control as a create ([`Api::virtual_create`]). The
+//! `deleteOptions` preconditions (uid, resourceVersion) are checked against the pod before
+//! any budget is read or spent: a mismatch is the deletion's 409 and changes nothing. A pod that has
 //! ended, is `Pending` or is being deleted, or that no budget covers, is deleted with the
 //! eviction's `deleteOptions`; a pod covered by more than one budget is a 500 and nothing
 //! changes; with one budget, a ready pod is deleted only after `disruptionsAllowed` was
@@ -106,6 +108,14 @@ async fn evict(
         Ok(None) => return Err(ApiError::storage(&key.not_found(), info)),
         Err(e) => return Err(ApiError::storage(&e, info)),
     };
+    // Every precondition of the eviction's deleteOptions (uid, resourceVersion) is checked
+    // against the pod read here before a budget is read or spent: a request for a pod that
+    // is gone (another with its name) or changed spends nothing. The deletion checks them
+    // again, against the pod as it is then.
+    if let Some(pre) = &opts.preconditions {
+        pre.check(&key, &pod)
+            .map_err(|e| ApiError::storage(&e, info))?;
+    }
     let pod_v = pod
         .to_value()
         .map_err(|e| ApiError::internal(e.to_string()))?;

@@ -23,10 +23,15 @@
 //!   `application/*`, `*/*` or no `Accept`; protobuf for the two protobuf media types;
 //!   the first acceptable range in `q` order wins; otherwise 406. Protobuf is answered as
 //!   `application/com.github.proto-openapi.spec.v2.v1.0+protobuf` (client-go cannot parse
-//!   the `@` spelling it asks with). Both encodings carry the JSON's ETag (upper-case hex
-//!   SHA-512, quoted), `-gzip` appended when the body is gzipped (each encoding is kept
-//!   gzipped too, for a client whose `Accept-Encoding` names gzip); `If-None-Match` with
-//!   it is a 304; `Vary: Accept, Accept-Encoding` always.
+//!   the `@` spelling it asks with). Each encoding carries an ETag of its own: the
+//!   upper-case hex SHA-512 of its body, quoted (kube-openapi gives the protobuf the JSON's
+//!   ETag and counts on `Vary: Accept`; but a strong validator names one representation
+//!   (RFC 9110 §8.8.1), and a cache that revalidates its stored variants with one
+//!   `If-None-Match` picks the one whose ETag the 304 carries (RFC 9111 §4.3.4) — with a
+//!   shared ETag it could hand a JSON client the protobuf), `-gzip` appended when the body
+//!   is gzipped (each encoding is kept gzipped too, for a client whose `Accept-Encoding`
+//!   names gzip); `If-None-Match` with the ETag of the encoding asked for is a 304;
+//!   `Vary: Accept, Accept-Encoding` always.
 //!
 //! Invariants: the two encodings are built once per kind-set generation (lazily, on the
 //! first request; see [`crate::Derived`]) and never change; every `$ref` in the document
@@ -49,11 +54,14 @@ const PROTOBUF_SERVED: &str = "application/com.github.proto-openapi.spec.v2.v1.0
 const V3_PREFIX: &str = "#/components/schemas/";
 const V2_PREFIX: &str = "#/definitions/";
 
-/// One encoding, plain and gzipped.
+/// One encoding, plain and gzipped, with its ETag.
 #[derive(Debug, Default)]
 struct Encoded {
     plain: Bytes,
     gzipped: Bytes,
+    /// The plain body's upper-case hex SHA-512 (kube-openapi's form), `-gzip` appended for
+    /// the gzipped body.
+    etag: String,
 }
 
 impl Encoded {
@@ -65,32 +73,28 @@ impl Encoded {
             .and_then(|()| gz.finish())
             .unwrap_or_default();
         Self {
+            etag: crate::openapi::etag(&plain),
             plain: Bytes::from(plain),
             gzipped: Bytes::from(gzipped),
         }
     }
 }
 
-/// The v2 document in both encodings, each plain and gzipped.
+/// The v2 document in both encodings, each plain and gzipped, each with its own ETag.
 #[derive(Debug, Default)]
 pub(crate) struct Document {
     json: Encoded,
     proto: Encoded,
-    /// The ETag of both encodings (kube-openapi's: the JSON's SHA-512; `Vary: Accept`
-    /// tells caches apart), `-gzip` appended for a gzipped body.
-    etag: String,
 }
 
 /// Builds the v2 document from the group-versions' v3 documents.
 pub(crate) fn build(v3_docs: &[Value]) -> Document {
     let doc = document(v3_docs);
     let json = serde_json::to_vec(&doc).unwrap_or_default();
-    let etag = crate::openapi::etag(&json);
     let proto = proto::document(&doc);
     Document {
         json: Encoded::new(json),
         proto: Encoded::new(proto),
-        etag,
     }
 }
 
@@ -331,9 +335,9 @@ pub(crate) async fn serve(State(s): State<Arc<Shared>>, headers: HeaderMap) -> R
     };
     let gzip = crate::compress::accepts_gzip(&headers) && !encoded.gzipped.is_empty();
     let (body, etag) = if gzip {
-        (&encoded.gzipped, format!("{}-gzip", d.etag))
+        (&encoded.gzipped, format!("{}-gzip", encoded.etag))
     } else {
-        (&encoded.plain, d.etag.clone())
+        (&encoded.plain, encoded.etag.clone())
     };
     let mut resp = if crate::openapi::not_modified(&headers, &etag) {
         StatusCode::NOT_MODIFIED.into_response()

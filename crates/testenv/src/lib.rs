@@ -73,6 +73,8 @@ use std::time::{Duration, Instant};
 
 use listwatch_apiserver::Options;
 
+pub mod private_file;
+
 /// How long [`Builder::start`] waits for the server by default.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -210,6 +212,8 @@ impl Builder {
         // TLS with a CA of this environment, client certificates, RBAC; no anonymous user.
         let pki = dir.path().join(PKI_DIR);
         opts.security.pki_dir = Some(pki.clone());
+        // Removed with the environment: not flushed to disk file by file.
+        opts.security.pki_ephemeral = true;
         opts.security.anonymous_auth = false;
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<SocketAddr, String>>();
@@ -235,7 +239,7 @@ impl Builder {
         // The server made them before it listened.
         env.credentials = Credentials::read(&pki)?;
         env.kubeconfig = env.dir.path().join("kubeconfig");
-        write_private(&env.kubeconfig, env.kubeconfig_yaml().as_bytes())?;
+        private_file::write(&env.kubeconfig, env.kubeconfig_yaml().as_bytes())?;
         let left = deadline.saturating_sub(started.elapsed());
         match tokio::time::timeout(left, install(&env.client()?, &crds)).await {
             Ok(r) => r?,
@@ -446,29 +450,14 @@ fn serve(
     runtime.shutdown_timeout(SHUTDOWN_GRACE);
 }
 
-/// Writes a file only its owner can read (mode 0600 even when it existed with another).
-fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-        opts.mode(0o600);
-        let mut file = opts.open(path)?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        file.write_all(data)
-    }
-    #[cfg(not(unix))]
-    opts.open(path)?.write_all(data)
-}
-
-/// Writes the kubeconfig of `env` at `path`, mode 0600 (it holds the admin key).
+/// Writes the kubeconfig of `env` at `path`, mode 0600 (it holds the admin key): a new file
+/// (never through a link), or the replacement of a regular file of this user; any other
+/// existing path is refused and left as it was (see [`private_file`]).
 ///
 /// # Errors
-/// The file could not be written.
+/// `path` is a link, not a regular file, or another user's; the file could not be written.
 pub fn write_kubeconfig(env: &TestEnv, path: &Path) -> std::io::Result<()> {
-    write_private(path, env.kubeconfig_yaml().as_bytes())
+    private_file::write(path, env.kubeconfig_yaml().as_bytes())
 }
 
 /// The PEM files of the environment's `--pki-dir` a client needs.

@@ -154,6 +154,11 @@ pub struct SecurityOptions {
     #[arg(long, value_delimiter = ',', value_parser = pki::parse_san, requires = "pki_dir",
         help_heading = crate::options::heading::SECURE_SERVING)]
     pub tls_san: Vec<String>,
+    /// Not a flag: the `--pki-dir` goes with the process (an embedding program's temporary
+    /// directory, the test environment's), so its files are not flushed to disk one by
+    /// one (`fsync`, milliseconds each on a disk); their modes and contents are the same.
+    #[arg(skip)]
+    pub pki_ephemeral: bool,
 }
 
 /// Why the security setup refused to start.

@@ -146,9 +146,34 @@ impl Informers {
                 return;
             }
             loop {
-                let settled = reconcile(&roles_res, &bindings_res, &roles, &bindings).await;
+                let (settled, written) =
+                    reconcile(&roles_res, &bindings_res, &roles, &bindings).await;
                 if settled {
                     in_force_tx.send_if_modified(|v| !std::mem::replace(v, true));
+                } else if written.any() {
+                    // A pass that wrote is followed by another as soon as the informers
+                    // hold its writes (start-up goes through a few: the policy, then
+                    // aggregation rounds, before the server may announce itself): waited
+                    // for by their versions, event by event, not by a sleep.
+                    let deadline = tokio::time::Instant::now() + OWN_WRITES_DEADLINE;
+                    while !written.seen_by(&roles, &bindings) {
+                        tokio::select! {
+                            d = role_changes.next() => if d.is_none() { return },
+                            d = binding_changes.next() => if d.is_none() { return },
+                            () = tokio::time::sleep_until(deadline) => break,
+                        }
+                    }
+                    if written.seen_by(&roles, &bindings) {
+                        while futures::FutureExt::now_or_never(role_changes.next())
+                            .flatten()
+                            .is_some()
+                        {}
+                        while futures::FutureExt::now_or_never(binding_changes.next())
+                            .flatten()
+                            .is_some()
+                        {}
+                        continue;
+                    }
                 }
                 // Wait for a change (the writes of this pass come back as changes), or
                 // retry after a second when this pass had to write (a write may have
@@ -164,11 +189,9 @@ impl Informers {
                     d = binding_changes.next() => if d.is_none() { return },
                     () = retry => {}
                 }
-                // After a pass that wrote, the changes are mostly this pass's own writes
-                // coming back from the watch cache: a short wait lets them land (start-up
-                // goes through a few such passes — the policy, then aggregation rounds —
-                // before the server may announce itself). A change from elsewhere gets
-                // the longer wait, for a burst (`kubectl apply` of many roles) to settle.
+                // After a pass that could not write everything (or whose writes did not
+                // come back in time), a short wait; a change from elsewhere gets the
+                // longer one, for a burst (`kubectl apply` of many roles) to settle.
                 let debounce = if settled { 100 } else { 10 };
                 tokio::time::sleep(Duration::from_millis(debounce)).await;
                 while futures::FutureExt::now_or_never(role_changes.next())
@@ -188,11 +211,11 @@ impl Informers {
 /// Prepares a new object like an API create (uid, timestamps) and stores it. Metadata the
 /// server sets is dropped first, so a copy of a stored object creates cleanly (a create
 /// with a `resourceVersion` is refused).
-/// Creates the object `value`; `Ok(false)` when it already exists (another pass or replica
-/// wrote it first: nothing was written here).
-async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<bool> {
+/// Creates the object `value`; `Ok(Some(rv))` with the version written, `Ok(None)` when it
+/// already exists (another pass or replica wrote it first: nothing was written here).
+async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<Option<u64>> {
     let Value::Object(mut map) = value else {
-        return Ok(false);
+        return Ok(None);
     };
     if let Some(Value::Object(meta)) = map.get_mut("metadata") {
         for field in [
@@ -217,15 +240,16 @@ async fn create(res: &Resource, value: Value) -> listwatch_storage::Result<bool>
         )
         .await
     {
-        Ok(_) => Ok(true),
-        Err(e) if e.is_already_exists() => Ok(false),
+        Ok(o) => Ok(Some(o.resource_version())),
+        Err(e) if e.is_already_exists() => Ok(None),
         Err(StoreError::Storage(e)) => Err(e),
         Err(StoreError::Rejected(e)) => Err(listwatch_storage::Error::internal(e.to_string())),
     }
 }
 
-/// Replaces the stored object's fields with those of `value` (keeping server-set metadata).
-async fn update(res: &Resource, name: &str, value: Value) -> listwatch_storage::Result<()> {
+/// Replaces the stored object's fields with those of `value` (keeping server-set metadata);
+/// the version stored.
+async fn update(res: &Resource, name: &str, value: Value) -> listwatch_storage::Result<u64> {
     update_fields(res, name, value, false).await
 }
 
@@ -239,7 +263,7 @@ async fn update_fields(
     name: &str,
     value: Value,
     aggregation: bool,
-) -> listwatch_storage::Result<()> {
+) -> listwatch_storage::Result<u64> {
     let selectors = |v: &Value| {
         serde_json::from_value::<Role>(v.clone())
             .ok()
@@ -298,23 +322,25 @@ async fn update_fields(
     res.storage
         .guaranteed_update(&key, None, false, &mut step, None)
         .await
-        .map(|_| ())
+        .map(|o| o.resource_version())
 }
 
 /// Makes the stored object what `what` says; returns whether there was nothing to do (the
 /// informer's copy is already as wanted). A write that succeeded is counted in `written`
-/// (logged once per pass by [`reconcile`], not once per object).
+/// (logged once per pass by [`reconcile`], not once per object), its version raised into
+/// `rv`.
 async fn write<T: serde::Serialize>(
     res: &Resource,
     name: &str,
     what: Reconcile<T>,
     written: &mut usize,
+    rv: &mut u64,
 ) -> bool {
     let to_value = |t: &T| serde_json::to_value(t).unwrap_or(Value::Null);
     let result = match &what {
         Reconcile::Keep => return true,
         Reconcile::Create(t) => create(res, to_value(t)).await,
-        Reconcile::Update(t) => update(res, name, to_value(t)).await.map(|()| true),
+        Reconcile::Update(t) => update(res, name, to_value(t)).await.map(Some),
         Reconcile::Recreate(t) => {
             let deleted = match Key::object(&res.info.storage_resource, None, name) {
                 Ok(key) => res
@@ -333,8 +359,9 @@ async fn write<T: serde::Serialize>(
     match result {
         // Already there (an informer not synced yet saw nothing): nothing written, not
         // counted — a second pass would otherwise log the whole policy again.
-        Ok(false) => {}
-        Ok(true) => {
+        Ok(None) => {}
+        Ok(Some(v)) => {
+            *rv = (*rv).max(v);
             *written += 1;
             tracing::debug!(resource = %res.info.plural, name, "bootstrap policy reconciled");
         }
@@ -345,15 +372,48 @@ async fn write<T: serde::Serialize>(
     false
 }
 
+/// The newest versions one reconciler pass wrote, per resource (0: nothing written there).
+#[derive(Debug, Default, Clone, Copy)]
+struct Written {
+    roles: u64,
+    bindings: u64,
+}
+
+impl Written {
+    /// Whether the pass wrote anything.
+    fn any(self) -> bool {
+        self.roles > 0 || self.bindings > 0
+    }
+
+    /// Whether the informer stores reflect every write of the pass: their version (the
+    /// server's own, a number) is at least the newest one written.
+    fn seen_by(
+        self,
+        roles: &listwatch_runtime::Store<Role>,
+        bindings: &listwatch_runtime::Store<RoleBinding>,
+    ) -> bool {
+        let at_least =
+            |rv: String, want: u64| want == 0 || rv.parse::<u64>().is_ok_and(|v| v >= want);
+        at_least(roles.resource_version(), self.roles)
+            && at_least(bindings.resource_version(), self.bindings)
+    }
+}
+
+/// How long the reconciler waits for its own writes to come back through the informers
+/// before its next pass; they come back within milliseconds, the bound is for a stalled
+/// watch (the next pass then writes what it does not see, as before).
+const OWN_WRITES_DEADLINE: Duration = Duration::from_secs(1);
+
 /// One pass over the bootstrap policy; returns whether it is in force, i.e. the informer
 /// stores (which the authorizer reads) already held every role and binding as wanted, so
-/// that nothing had to be written.
+/// that nothing had to be written, and the versions it wrote.
 async fn reconcile(
     roles_res: &Resource,
     bindings_res: &Resource,
     roles: &listwatch_runtime::Store<Role>,
     bindings: &listwatch_runtime::Store<RoleBinding>,
-) -> bool {
+) -> (bool, Written) {
+    let mut rv = Written::default();
     let mut in_force = true;
     let (mut roles_written, mut bindings_written) = (0, 0);
     for want in bootstrap::cluster_roles() {
@@ -364,6 +424,7 @@ async fn reconcile(
             &name,
             bootstrap::reconcile_role(have.as_deref(), &want),
             &mut roles_written,
+            &mut rv.roles,
         )
         .await;
     }
@@ -375,6 +436,7 @@ async fn reconcile(
             &name,
             bootstrap::reconcile_binding(have.as_deref(), &want),
             &mut bindings_written,
+            &mut rv.bindings,
         )
         .await;
     }
@@ -388,12 +450,13 @@ async fn reconcile(
     for new in rbac::aggregation_pass(&roles.list()) {
         let name = new.metadata.name.clone().unwrap_or_default();
         let value = serde_json::to_value(&new).unwrap_or(Value::Null);
-        if let Err(e) = update_fields(roles_res, &name, value, true).await {
-            tracing::warn!(name, error = %e, "aggregating a ClusterRole failed");
+        match update_fields(roles_res, &name, value, true).await {
+            Ok(v) => rv.roles = rv.roles.max(v),
+            Err(e) => tracing::warn!(name, error = %e, "aggregating a ClusterRole failed"),
         }
         in_force = false;
     }
-    in_force
+    (in_force, rv)
 }
 
 /// Whether `new` differs from the stored `old` only in the fields the garbage collector

@@ -222,6 +222,87 @@ fn eviction_honours_budgets_as_upstream() {
     assert_eq!(allowed(&server, ns, "db-a"), 1);
 }
 
+/// Issue 28 (red team): an eviction whose uid or resourceVersion precondition does not
+/// match the pod is the deletion's 409 and spends nothing. Before, the budget was lowered
+/// first and the deletion's precondition failed after: each such request burned one
+/// disruption of the budget without evicting anything.
+#[test]
+fn a_failed_precondition_spends_no_budget() {
+    let server = Server::start(&["--acknowledge-pod-deletion"]);
+    let ns = "default";
+    pod(&server, ns, "web-1", "n1", "web", true);
+    budget(&server, ns, "web", "web", 2, json!({}));
+    let (_, p) = get(&server, "/api/v1/namespaces/default/pods/web-1");
+    let uid = p["metadata"]["uid"].as_str().unwrap().to_owned();
+    let rv = p["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    for pre in [
+        json!({"uid": "00000000-0000-0000-0000-000000000000"}),
+        json!({"uid": uid, "resourceVersion": "1"}),
+    ] {
+        let (code, v) = evict(
+            &server,
+            ns,
+            "web-1",
+            json!({"deleteOptions": {"preconditions": pre}}),
+        );
+        assert_eq!(code, 409, "{pre}: {v}");
+        assert_eq!(v["reason"], "Conflict", "{v}");
+        assert!(
+            v["message"]
+                .as_str()
+                .unwrap()
+                .contains("Precondition failed"),
+            "{v}"
+        );
+        assert_eq!(
+            allowed(&server, ns, "web"),
+            2,
+            "{pre}: the budget is untouched"
+        );
+        assert_eq!(pod_code(&server, ns, "web-1"), 200);
+    }
+    // Matching preconditions evict and spend one.
+    let (code, v) = evict(
+        &server,
+        ns,
+        "web-1",
+        json!({"deleteOptions": {"preconditions": {"uid": uid, "resourceVersion": rv}}}),
+    );
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(allowed(&server, ns, "web"), 1);
+    assert_eq!(pod_code(&server, ns, "web-1"), 404);
+}
+
+/// Issue 28 (red team): eight budgets of 30 000 expressions each (all holding for the pod
+/// but the last, so every one is read to its end) are judged, and the pod they do not
+/// cover is evicted. Each expression is read once per eviction (see
+/// `listwatch_kinds::builtin::policy::eviction::covers`).
+#[test]
+fn budgets_of_many_expressions_are_judged() {
+    let server = Server::start(&["--acknowledge-pod-deletion"]);
+    let ns = "default";
+    pod(&server, ns, "web-1", "n1", "web", true);
+    let coll = format!("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets");
+    for b in 0..8 {
+        let mut exprs: Vec<Value> = (0..30_000)
+            .map(|i| json!({"key": format!("k{i}"), "operator": "DoesNotExist"}))
+            .collect();
+        exprs.push(json!({"key": "app", "operator": "NotIn", "values": ["web"]}));
+        let body = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": format!("big-{b}")},
+            "spec": {"minAvailable": 1, "selector": {"matchExpressions": exprs}}});
+        let (code, v) = post(&server, &coll, &body);
+        assert_eq!(code, 201, "{}", v["message"]);
+    }
+    let (code, v) = evict(&server, ns, "web-1", json!({}));
+    assert_eq!(code, 201, "{v}");
+    assert_eq!(pod_code(&server, ns, "web-1"), 404);
+}
+
 fn kubectl_ok(k: &dyn Fn() -> Command, args: &[&str]) -> String {
     run_ok(k().args(args))
 }

@@ -1154,7 +1154,10 @@ async fn a_panic_while_a_write_computes_on_the_pool_is_a_500_and_the_pool_serves
 
 /// `/openapi/v2` as kube-openapi serves it: JSON (every `$ref` resolving within its
 /// `definitions`, the kinds' GVK extensions kept), protobuf under the dotted media type,
-/// one ETag for both, `-gzip` for a gzipped body, 304 on a match, 406 otherwise.
+/// an ETag of each encoding's own (issue 28: they shared the JSON's), `-gzip` for a gzipped
+/// body, 304 on a match of the encoding asked for, 406 otherwise.
+const PB_ACCEPT: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+
 async fn openapi_v2(r: &Router) {
     let v2 = call(r, "GET", "/openapi/v2", None, "").await;
     assert_eq!(v2.status, StatusCode::OK);
@@ -1206,9 +1209,24 @@ async fn openapi_v2(r: &Router) {
         pb.headers["content-type"],
         "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
     );
-    assert_eq!(pb.headers["etag"].to_str().unwrap(), etag);
+    let pb_etag = pb.headers["etag"].to_str().unwrap().to_owned();
+    assert!(
+        pb_etag.len() == 130 && pb_etag.starts_with('"'),
+        "{pb_etag}"
+    );
+    assert_ne!(pb_etag, etag, "each encoding has its own ETag");
     // Document.swagger (field 1, length-delimited) = "2.0".
     assert_eq!(&pb.body[..5], b"\x0a\x032.0");
+    // A cache holding both variants revalidates with both ETags: the 304 names the one
+    // asked for; the JSON's ETag alone does not validate the protobuf.
+    let both_tags = format!("{etag}, {pb_etag}");
+    let ask = |tags| [("accept", PB_ACCEPT), ("if-none-match", tags)];
+    let both = call_with(r, "GET", "/openapi/v2", &ask(&both_tags), "").await;
+    assert_eq!(both.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(both.headers["etag"].to_str().unwrap(), pb_etag);
+    let json_tag = call_with(r, "GET", "/openapi/v2", &ask(&etag), "").await;
+    assert_eq!(json_tag.status, StatusCode::OK);
+    assert_eq!(&json_tag.body[..5], b"\x0a\x032.0");
     let again = call_with(r, "GET", "/openapi/v2", &[("if-none-match", &etag)], "").await;
     assert_eq!(again.status, StatusCode::NOT_MODIFIED);
     let gz = call_with(r, "GET", "/openapi/v2", &[("accept-encoding", "gzip")], "").await;

@@ -10,6 +10,10 @@
 //! ```text
 //! listwatch-testenv [--crds PATH]... [--kubeconfig PATH] [-- SERVER-FLAGS...]
 //! ```
+//!
+//! `--kubeconfig PATH` is created mode 0600 (never through a link), or replaces a regular
+//! file of the same user; a link, another user's file or anything else is refused before
+//! the server starts.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -46,6 +50,14 @@ fn main() -> ExitCode {
             other => return usage(&format!("unknown argument {other:?}")),
         }
     }
+    // Refused before the server starts: a link, a directory, another user's file (see
+    // `private_file`); the write after the start checks again.
+    if let Some(p) = &kubeconfig
+        && let Err(e) = listwatch_testenv::private_file::check(p)
+    {
+        eprintln!("listwatch-testenv: cannot write {}: {e}", p.display());
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -65,7 +77,8 @@ fn main() -> ExitCode {
             }
         };
         let path = match kubeconfig {
-            // Mode 0600: it holds the admin key.
+            // Mode 0600, never through a link or into another user's file: it holds the
+            // admin key.
             Some(p) => match listwatch_testenv::write_kubeconfig(&env, &p) {
                 Ok(()) => p,
                 Err(e) => {

@@ -4,6 +4,9 @@
 //! `DIR/admin.kubeconfig`, written once the server knows its address.
 //!
 //! Invariants:
+//! - the directory is one this creates (mode 0700) or an existing one owned by the server's
+//!   user with no group or other access; anything else is refused before a key is written
+//!   (another user could read the keys, or replace a file by a link that a write follows);
 //! - private keys (and the kubeconfig, which holds the admin key) are mode 0600 after every
 //!   write, whatever mode an earlier file had; a directory this creates is mode 0700;
 //! - without a usable CA (`ca.crt` and `ca.key`) everything is made anew, so no certificate
@@ -40,6 +43,10 @@ pub use names::{
 pub struct Pki {
     /// The directory.
     pub dir: PathBuf,
+    /// Whether each write is flushed to disk (`fsync`) before the next: so a crash leaves
+    /// no key behind its certificate. Off for a directory thrown away with the process
+    /// (the test environment's), where it only waits on the disk.
+    pub durable: bool,
 }
 
 /// The admin user of the generated client certificate.
@@ -51,7 +58,7 @@ pub const RENEW_BEFORE_DAYS: u64 = 30;
 
 /// Writes `data`; a secret ends up mode 0600 even when the file existed with another mode
 /// (the mode of `open` only applies to a file it creates).
-fn write(path: &Path, data: &[u8], secret: bool) -> std::io::Result<()> {
+fn write(path: &Path, data: &[u8], secret: bool, durable: bool) -> std::io::Result<()> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);
     #[cfg(unix)]
@@ -69,7 +76,7 @@ fn write(path: &Path, data: &[u8], secret: bool) -> std::io::Result<()> {
     #[cfg(not(unix))]
     let _ = secret;
     std::io::Write::write_all(&mut f, data)?;
-    f.sync_all()
+    if durable { f.sync_all() } else { Ok(()) }
 }
 
 fn err(e: impl std::fmt::Display) -> std::io::Error {
@@ -228,6 +235,87 @@ fn admin_unfit(cert_pem: &[u8], ca_pem: &[u8]) -> Option<String> {
     check().err()
 }
 
+/// Makes `dir` (mode 0700, its missing parents too) or accepts it as it is when it is a
+/// directory of this user that nobody else can enter or list (no group or other bits): the
+/// files go in with their own names, so a directory another user created first (or can
+/// write to) would let that user read the keys or swap a file for a link.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut parents = std::fs::DirBuilder::new();
+    parents.recursive(true);
+    let mut this = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        parents.mode(0o700);
+        this.mode(0o700);
+    }
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        parents.create(parent)?;
+    }
+    match this.create(dir) {
+        // Made here: this user's, 0700 (less with a umask).
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => existing_dir_is_private(dir),
+        Err(e) => Err(e),
+    }
+}
+
+/// Why an existing `dir` cannot hold the keys (see [`private_dir`]); a link counts as its
+/// target, and must be this user's too.
+#[cfg(unix)]
+fn existing_dir_is_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = rustix::process::geteuid().as_raw();
+    let link = std::fs::symlink_metadata(dir)?;
+    let meta = std::fs::metadata(dir)?;
+    if !meta.is_dir() {
+        return Err(err("it exists and is not a directory"));
+    }
+    if let Some(why) = dir_unfit(
+        link.file_type().is_symlink().then_some(link.uid()),
+        meta.uid(),
+        meta.mode(),
+        me,
+    ) {
+        return Err(err(why));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn existing_dir_is_private(dir: &Path) -> std::io::Result<()> {
+    if std::fs::metadata(dir)?.is_dir() {
+        Ok(())
+    } else {
+        Err(err("it exists and is not a directory"))
+    }
+}
+
+/// Why an existing directory owned by `owner` with `mode` (and, when the path is a link, the
+/// link's owner `link_owner`) cannot hold the keys of user `me`; `None` when it can.
+pub(crate) fn dir_unfit(link_owner: Option<u32>, owner: u32, mode: u32, me: u32) -> Option<String> {
+    if let Some(l) = link_owner.filter(|l| *l != me) {
+        return Some(format!(
+            "it is a link owned by uid {l}, not by this user (uid {me}): use a directory of \
+             this user"
+        ));
+    }
+    if owner != me {
+        return Some(format!(
+            "it exists and is owned by uid {owner}, not by this user (uid {me}): use a \
+             directory of this user, or let the server create it"
+        ));
+    }
+    if mode & 0o077 != 0 {
+        return Some(format!(
+            "its mode is {:04o}: others may read or change it; it must be this user's alone \
+             (chmod 700)",
+            mode & 0o7777
+        ));
+    }
+    None
+}
+
 impl Pki {
     /// A path in the directory.
     pub fn path(&self, name: &str) -> PathBuf {
@@ -244,24 +332,29 @@ impl Pki {
     }
 
     fn write_pair(&self, cert: &str, key: &str, pem: &(String, String)) -> std::io::Result<()> {
-        write(&self.path(key), pem.1.as_bytes(), true)?;
-        write(&self.path(cert), pem.0.as_bytes(), false)
+        write(&self.path(key), pem.1.as_bytes(), true, self.durable)?;
+        write(&self.path(cert), pem.0.as_bytes(), false, self.durable)
     }
 
     /// Creates what is missing or unfit (see the module's invariants) for a server bound to
     /// `bind` with the extra serving names `extra_sans` (`--tls-san`, each a [`parse_san`]
     /// result).
     pub fn ensure(dir: &Path, bind: SocketAddr, extra_sans: &[String]) -> std::io::Result<Self> {
+        Self::ensure_with(dir, bind, extra_sans, true)
+    }
+
+    /// [`Pki::ensure`], flushing each file to disk only when `durable`.
+    pub fn ensure_with(
+        dir: &Path,
+        bind: SocketAddr,
+        extra_sans: &[String],
+        durable: bool,
+    ) -> std::io::Result<Self> {
         let pki = Self {
             dir: dir.to_owned(),
+            durable,
         };
-        if !dir.exists() {
-            let mut b = std::fs::DirBuilder::new();
-            b.recursive(true);
-            #[cfg(unix)]
-            std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-            b.create(dir)?;
-        }
+        private_dir(dir)?;
         let names = ServingNames::wanted(bind, extra_sans);
         let mut made = Vec::new();
         let (ca_pem, issuer) = if pki.exists(&["ca.crt", "ca.key"]) {
@@ -277,8 +370,9 @@ impl Pki {
                 &pki.path("ca.key"),
                 issuer.key().serialize_pem().as_bytes(),
                 true,
+                pki.durable,
             )?;
-            write(&pki.path("ca.crt"), pem.as_bytes(), false)?;
+            write(&pki.path("ca.crt"), pem.as_bytes(), false, pki.durable)?;
             made.push("CA".to_owned());
             // Everything the old CA signed goes with it.
             for f in ["server.crt", "admin.crt"] {
@@ -346,7 +440,7 @@ impl Pki {
             b64("admin.key")?,
         );
         let path = self.path("admin.kubeconfig");
-        write(&path, config.as_bytes(), true)?;
+        write(&path, config.as_bytes(), true, self.durable)?;
         Ok(path)
     }
 }
@@ -369,7 +463,8 @@ pub fn dialable(addr: SocketAddr) -> SocketAddr {
 /// client certificates, ServiceAccount tokens, RBAC) where the flags do not already say
 /// otherwise.
 pub fn apply(opts: &mut crate::Options, dir: &Path) -> Result<Pki, crate::ServerError> {
-    let pki = Pki::ensure(dir, opts.bind, &opts.security.tls_san).map_err(|e| {
+    let durable = !opts.security.pki_ephemeral;
+    let pki = Pki::ensure_with(dir, opts.bind, &opts.security.tls_san, durable).map_err(|e| {
         crate::security::SecurityError::File(format!("--pki-dir {}: {e}", dir.display()))
     })?;
     if opts.tls_cert_file.is_none() {

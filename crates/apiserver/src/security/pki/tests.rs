@@ -22,6 +22,17 @@ fn serves(pki: &Pki, name: &str) -> bool {
         .is_ok()
 }
 
+/// A temporary directory only its owner can enter, as `--pki-dir` wants an existing one.
+fn private_tempdir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    dir
+}
+
 #[cfg(unix)]
 fn mode(pki: &Pki, name: &str) -> u32 {
     use std::os::unix::fs::PermissionsExt;
@@ -34,7 +45,7 @@ fn mode(pki: &Pki, name: &str) -> u32 {
 
 #[test]
 fn generates_once_and_the_admin_certificate_verifies() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let bind: SocketAddr = "127.0.0.1:6443".parse().unwrap();
     let pki = Pki::ensure(dir.path(), bind, &[]).unwrap();
     let before: Vec<_> = ["ca.crt", "server.crt", "admin.crt", "service-account.pub"]
@@ -79,7 +90,7 @@ fn generates_once_and_the_admin_certificate_verifies() {
 
 #[test]
 fn a_wildcard_bind_names_the_host_name_and_the_interface_addresses() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let pki = Pki::ensure(dir.path(), "0.0.0.0:6443".parse().unwrap(), &[]).unwrap();
     let addrs: Vec<IpAddr> = interface_addresses()
         .into_iter()
@@ -110,7 +121,7 @@ fn a_wildcard_bind_names_the_host_name_and_the_interface_addresses() {
 
 #[test]
 fn new_names_remake_the_serving_certificate_and_keep_the_ca() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let bind: SocketAddr = "127.0.0.1:6443".parse().unwrap();
     let pki = Pki::ensure(dir.path(), bind, &[]).unwrap();
     let (ca, admin, server) = (
@@ -146,7 +157,7 @@ fn new_names_remake_the_serving_certificate_and_keep_the_ca() {
 
 #[test]
 fn expiring_or_foreign_certificates_are_remade_with_the_ca() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let bind: SocketAddr = "127.0.0.1:6443".parse().unwrap();
     let pki = Pki::ensure(dir.path(), bind, &[]).unwrap();
     let ca = read(&pki, "ca.crt");
@@ -178,7 +189,7 @@ fn expiring_or_foreign_certificates_are_remade_with_the_ca() {
 
 #[test]
 fn a_lost_ca_remakes_everything_it_signed() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let bind: SocketAddr = "127.0.0.1:6443".parse().unwrap();
     let pki = Pki::ensure(dir.path(), bind, &[]).unwrap();
     let (ca, admin, sa) = (
@@ -206,7 +217,7 @@ fn a_lost_ca_remakes_everything_it_signed() {
 
 #[test]
 fn a_ca_key_that_does_not_match_its_certificate_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let bind: SocketAddr = "127.0.0.1:6443".parse().unwrap();
     let pki = Pki::ensure(dir.path(), bind, &[]).unwrap();
     let other = KeyPair::generate().unwrap();
@@ -219,7 +230,7 @@ fn a_ca_key_that_does_not_match_its_certificate_is_refused() {
 #[test]
 fn keys_are_0600_after_every_write_whatever_mode_they_had() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
+    let dir = private_tempdir();
     let bind: SocketAddr = "127.0.0.1:6443".parse().unwrap();
     let pki = Pki::ensure(dir.path(), bind, &[]).unwrap();
     let loosen = |name: &str| {
@@ -242,4 +253,82 @@ fn keys_are_0600_after_every_write_whatever_mode_they_had() {
     let p = Pki::ensure(&nested, bind, &[]).unwrap();
     let m = std::fs::metadata(&p.dir).unwrap().permissions().mode() & 0o777;
     assert_eq!(m, 0o700);
+}
+
+/// Issue 28 (red team): a `--pki-dir` another user made first, or one others can enter, is
+/// refused before a key is written; a link to a directory of another user too. Without the
+/// check the server wrote its CA and admin keys into the 0777 directory.
+#[cfg(unix)]
+#[test]
+fn a_directory_others_can_reach_is_refused_and_nothing_is_written() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = private_tempdir();
+    let bind: SocketAddr = "127.0.0.1:6443".parse().unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = Pki::ensure(&open, bind, &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("its mode is 0777") && e.contains("chmod 700"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&open).unwrap().count(),
+        0,
+        "nothing written"
+    );
+    // Group-readable is refused too; the owner's own 0700 is accepted.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o750)).unwrap();
+    assert!(Pki::ensure(&open, bind, &[]).is_err());
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o700)).unwrap();
+    Pki::ensure(&open, bind, &[]).unwrap();
+    // A link to an open directory is judged by its target.
+    let target = dir.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    assert!(Pki::ensure(&link, bind, &[]).is_err());
+    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
+    // A file is not a directory.
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").unwrap();
+    assert!(Pki::ensure(&file, bind, &[]).is_err());
+}
+
+/// Ownership, decided apart from the file system (a test cannot make another user's
+/// directory without being root).
+#[test]
+fn a_directory_or_link_of_another_user_is_refused() {
+    let me = 1000;
+    assert_eq!(dir_unfit(None, me, 0o40700, me), None);
+    let other = dir_unfit(None, 0, 0o40700, me).unwrap();
+    assert!(other.contains("owned by uid 0"), "{other}");
+    let link = dir_unfit(Some(0), me, 0o40700, me).unwrap();
+    assert!(link.contains("link owned by uid 0"), "{link}");
+    assert_eq!(dir_unfit(Some(me), me, 0o40700, me), None);
+    assert!(dir_unfit(None, me, 0o40701, me).is_some());
+}
+
+/// The test environment's `--pki-dir` (thrown away with it) is written without a flush per
+/// file: the same files, the same modes.
+#[cfg(unix)]
+#[test]
+fn an_ephemeral_directory_gets_the_same_files_and_modes() {
+    let dir = private_tempdir();
+    let pki = Pki::ensure_with(
+        &dir.path().join("pki"),
+        "127.0.0.1:6443".parse().unwrap(),
+        &[],
+        false,
+    )
+    .unwrap();
+    assert!(!pki.durable);
+    for key in ["ca.key", "server.key", "admin.key", "service-account.key"] {
+        assert_eq!(mode(&pki, key), 0o600, "{key}");
+    }
+    assert!(serves(&pki, "127.0.0.1"));
+    pki.write_kubeconfig("127.0.0.1:1".parse().unwrap())
+        .unwrap();
+    assert_eq!(mode(&pki, "admin.kubeconfig"), 0o600);
 }

@@ -13,9 +13,7 @@
 //! then lowers `disruptionsAllowed` by exactly one and records the pod in
 //! `status.disruptedPods`.
 
-use listwatch_api::labels::{LabelSelector, Operator, Requirement};
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
 
 /// Upstream's `MaxDisruptedPodSize`: more pods awaiting the disruption controller's
 /// confirmation than this and a budget refuses evictions.
@@ -122,65 +120,104 @@ pub fn unhealthy_may_go(pdb: &Value) -> bool {
     status("currentHealthy") >= desired && desired > 0
 }
 
-/// A `metav1.LabelSelector` value as a selector; `None` when it is missing, empty or
-/// malformed (upstream's `LabelSelectorAsSelector` failing, or `Empty()`).
-fn selector(sel: &Value) -> Option<LabelSelector> {
-    let sel = sel.as_object()?;
-    let mut reqs = Vec::new();
+/// One requirement of a `metav1.LabelSelector`, checked as it is read: `Err(())` when it
+/// is malformed (upstream's `LabelSelectorAsSelector` failing), else whether `label` (the
+/// pod's value of its key) satisfies it. Allocates nothing; linear in its values.
+fn requirement_holds(
+    key: &str,
+    op: &str,
+    values: Option<&Value>,
+    label: Option<&str>,
+) -> Result<bool, ()> {
+    use listwatch_api::labels::{validate_key, validate_value};
+    validate_key(key).map_err(|_| ())?;
+    let values: &[Value] = match values {
+        None | Some(Value::Null) => &[],
+        Some(Value::Array(vs)) => vs,
+        Some(_) => return Err(()),
+    };
+    let mut found = false;
+    for v in values {
+        let v = v.as_str().ok_or(())?;
+        validate_value(v).map_err(|_| ())?;
+        found |= label == Some(v);
+    }
+    match op {
+        "In" if !values.is_empty() => Ok(found),
+        "NotIn" if !values.is_empty() => Ok(!found),
+        "Exists" if values.is_empty() => Ok(label.is_some()),
+        "DoesNotExist" if values.is_empty() => Ok(label.is_none()),
+        _ => Err(()),
+    }
+}
+
+/// Whether the `metav1.LabelSelector` value `sel` matches `labels` (a pod's
+/// `metadata.labels`). A missing, empty or malformed selector matches nothing (upstream:
+/// "it should match nothing, not everything"). One pass over the selector, nothing built:
+/// since a malformed selector and a failed requirement both mean "no", the first
+/// requirement that is malformed or fails ends it, and a budget costs at most one look at
+/// each of its requirements and values (a selector of tens of thousands of expressions,
+/// as a budget may hold, is read once per eviction, never copied into a set).
+fn selector_matches(sel: &Value, labels: Option<&Map<String, Value>>) -> bool {
+    let Some(sel) = sel.as_object() else {
+        return false;
+    };
+    let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    let mut any = false;
     if let Some(ml) = sel.get("matchLabels").filter(|x| !x.is_null()) {
-        for (k, v) in ml.as_object()? {
-            reqs.push(Requirement::new(k, Operator::Equals, [v.as_str()?.to_owned()]).ok()?);
+        let Some(ml) = ml.as_object() else {
+            return false;
+        };
+        for (k, v) in ml {
+            let Some(v) = v.as_str() else {
+                return false;
+            };
+            let ok = listwatch_api::labels::validate_key(k).is_ok()
+                && listwatch_api::labels::validate_value(v).is_ok()
+                && label(k) == Some(v);
+            if !ok {
+                return false;
+            }
+            any = true;
         }
     }
     if let Some(me) = sel.get("matchExpressions").filter(|x| !x.is_null()) {
-        for e in me.as_array()? {
-            let key = e.get("key")?.as_str()?;
-            let op = match e.get("operator")?.as_str()? {
-                "In" => Operator::In,
-                "NotIn" => Operator::NotIn,
-                "Exists" => Operator::Exists,
-                "DoesNotExist" => Operator::DoesNotExist,
-                _ => return None,
+        let Some(me) = me.as_array() else {
+            return false;
+        };
+        for e in me {
+            let (Some(key), Some(op)) = (
+                e.get("key").and_then(Value::as_str),
+                e.get("operator").and_then(Value::as_str),
+            ) else {
+                return false;
             };
-            let values = match e.get("values") {
-                None | Some(Value::Null) => Vec::new(),
-                Some(vs) => vs
-                    .as_array()?
-                    .iter()
-                    .map(|x| x.as_str().map(str::to_owned))
-                    .collect::<Option<Vec<_>>>()?,
-            };
-            reqs.push(Requirement::new(key, op, values).ok()?);
+            if requirement_holds(key, op, e.get("values"), label(key)) != Ok(true) {
+                return false;
+            }
+            any = true;
         }
     }
-    let s = LabelSelector::from_requirements(reqs);
-    (!s.is_empty()).then_some(s)
+    any
 }
 
 /// Whether `pdb` covers `pod` (same namespace, a non-empty selector matching its labels).
 pub fn covers(pdb: &Value, pod: &Value) -> bool {
-    let ns = |o: &Value| {
+    fn ns(o: &Value) -> &str {
         o.pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .unwrap_or("")
-            .to_owned()
-    };
+    }
     if ns(pdb) != ns(pod) {
         return false;
     }
-    let Some(sel) = pdb.pointer("/spec/selector").and_then(selector) else {
+    let Some(sel) = pdb.pointer("/spec/selector") else {
         return false;
     };
-    let labels: BTreeMap<String, String> = pod
-        .pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default();
-    sel.matches(&labels)
+    selector_matches(
+        sel,
+        pod.pointer("/metadata/labels").and_then(Value::as_object),
+    )
 }
 
 /// Why a budget refuses an eviction.
@@ -343,6 +380,118 @@ mod tests {
         let mut other = pdb(json!({"matchLabels": {"app": "web"}}), json!({}));
         other["metadata"]["namespace"] = json!("m");
         assert!(!covers(&other, &pod));
+    }
+
+    /// The one-pass matcher against the selector built in full (`LabelSelector` from
+    /// `Requirement`s, as before): the same answer for matching, failing and malformed
+    /// requirements wherever they stand, so stopping at the first "no" changes nothing.
+    #[test]
+    fn the_one_pass_matcher_answers_as_the_built_selector() {
+        use listwatch_api::labels::{LabelSelector, Operator, Requirement};
+        fn built(sel: &Value, labels: &std::collections::BTreeMap<String, String>) -> bool {
+            let build = || -> Option<LabelSelector> {
+                let sel = sel.as_object()?;
+                let mut reqs = Vec::new();
+                if let Some(ml) = sel.get("matchLabels").filter(|x| !x.is_null()) {
+                    for (k, v) in ml.as_object()? {
+                        reqs.push(
+                            Requirement::new(k, Operator::Equals, [v.as_str()?.to_owned()]).ok()?,
+                        );
+                    }
+                }
+                if let Some(me) = sel.get("matchExpressions").filter(|x| !x.is_null()) {
+                    for e in me.as_array()? {
+                        let op = match e.get("operator")?.as_str()? {
+                            "In" => Operator::In,
+                            "NotIn" => Operator::NotIn,
+                            "Exists" => Operator::Exists,
+                            "DoesNotExist" => Operator::DoesNotExist,
+                            _ => return None,
+                        };
+                        let values = match e.get("values") {
+                            None | Some(Value::Null) => Vec::new(),
+                            Some(vs) => vs
+                                .as_array()?
+                                .iter()
+                                .map(|x| x.as_str().map(str::to_owned))
+                                .collect::<Option<Vec<_>>>()?,
+                        };
+                        reqs.push(Requirement::new(e.get("key")?.as_str()?, op, values).ok()?);
+                    }
+                }
+                let s = LabelSelector::from_requirements(reqs);
+                (!s.is_empty()).then_some(s)
+            };
+            build().is_some_and(|s| s.matches(labels))
+        }
+        let pod = json!({"metadata": {"namespace": "n",
+            "labels": {"app": "web", "tier": "front", "n": 1}}});
+        let labels: std::collections::BTreeMap<String, String> =
+            [("app", "web"), ("tier", "front")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+        let exprs = [
+            json!({"key": "app", "operator": "In", "values": ["db", "web"]}),
+            json!({"key": "app", "operator": "In", "values": ["db"]}),
+            json!({"key": "app", "operator": "In", "values": []}),
+            json!({"key": "app", "operator": "NotIn", "values": ["db"]}),
+            json!({"key": "app", "operator": "NotIn", "values": ["web"]}),
+            json!({"key": "gone", "operator": "NotIn", "values": ["x"]}),
+            json!({"key": "tier", "operator": "Exists"}),
+            json!({"key": "tier", "operator": "Exists", "values": ["x"]}),
+            json!({"key": "gone", "operator": "DoesNotExist"}),
+            json!({"key": "app", "operator": "DoesNotExist"}),
+            json!({"key": "app", "operator": "Gt", "values": ["1"]}),
+            json!({"key": "bad key!", "operator": "Exists"}),
+            json!({"key": "app", "operator": "In", "values": ["web", "bad value!"]}),
+            json!({"key": "app", "operator": "In", "values": ["web", 3]}),
+            json!({"key": "n", "operator": "Exists"}),
+            json!({"operator": "Exists"}),
+        ];
+        let mut cases = vec![
+            json!(null),
+            json!({}),
+            json!({"matchLabels": {}}),
+            json!({"matchLabels": {"app": "web"}}),
+            json!({"matchLabels": {"app": "db"}}),
+            json!({"matchLabels": {"app": 1}}),
+            json!({"matchLabels": {"app": "web", "bad key!": "x"}}),
+            json!({"matchExpressions": "no"}),
+        ];
+        // Every expression alone, and every pair in both orders (a malformed one after a
+        // failing one and the reverse), with and without matchLabels.
+        for a in &exprs {
+            cases.push(json!({"matchExpressions": [a]}));
+            for b in &exprs {
+                cases.push(json!({"matchExpressions": [a, b]}));
+                cases.push(json!({"matchLabels": {"tier": "front"}, "matchExpressions": [a, b]}));
+            }
+        }
+        for sel in &cases {
+            let budget = pdb(sel.clone(), json!({}));
+            assert_eq!(covers(&budget, &pod), built(sel, &labels), "{sel}");
+        }
+    }
+
+    /// Issue 28 (red team): budgets of tens of thousands of expressions that all hold are
+    /// still judged right (the matcher reads each once; before, each was built into a set).
+    #[test]
+    fn a_budget_of_thirty_thousand_expressions_is_judged() {
+        let pod = json!({"metadata": {"namespace": "n", "labels": {"app": "web"}}});
+        let many: Vec<Value> = (0..30_000)
+            .map(|i| json!({"key": format!("k{i}"), "operator": "DoesNotExist"}))
+            .collect();
+        assert!(covers(
+            &pdb(json!({"matchExpressions": many.clone()}), json!({})),
+            &pod
+        ));
+        let mut last_bad = many;
+        last_bad.push(json!({"key": "app", "operator": "NotIn", "values": ["web"]}));
+        assert!(!covers(
+            &pdb(json!({"matchExpressions": last_bad}), json!({})),
+            &pod
+        ));
     }
 
     #[test]
