@@ -187,11 +187,11 @@ impl Store {
                     })
                 }
                 (Some(cur), patch) => {
-                    let cur_v = decoded(cur)?;
+                    let mut cur_v = decoded(cur)?;
                     match patch {
                         Patch::Apply(config) => {
                             let applied = fm.apply(Some(&cur_v), config, manager, force)?;
-                            apply_update(&t, &cur_v, applied, None)
+                            apply_update(&t, &mut cur_v, applied, None)
                         }
                         _ => {
                             let schema = self.kind_schema();
@@ -222,7 +222,7 @@ impl Store {
                             if let Ok(mut slot) = patch_findings.lock() {
                                 *slot = found;
                             }
-                            apply_update(&t, &cur_v, patched, Some(manager))
+                            apply_update(&t, &mut cur_v, patched, Some(manager))
                         }
                     }
                 }
