@@ -190,6 +190,34 @@ impl Scope<'_> {
     /// a reset, updates are not tracked again until an apply).
     pub fn update(&self, live: Option<&Value>, new: &mut Value, manager: &str) {
         let live_fields = live.and_then(meta).and_then(|m| m.get("managedFields"));
+        let stripped = live.map(without_managed_fields);
+        self.update_stripped(stripped.as_ref(), live_fields, new, manager);
+    }
+
+    /// [`Scope::update`] of an existing object, without copying it: `live`'s managedFields
+    /// are taken out for the walk and put back after, so `live` ends as it began.
+    pub fn update_live(&self, live: &mut Value, new: &mut Value, manager: &str) {
+        let fields = live
+            .get_mut("metadata")
+            .and_then(Value::as_object_mut)
+            .and_then(|m| m.remove("managedFields"));
+        self.update_stripped(Some(live), fields.as_ref(), new, manager);
+        if let (Some(f), Some(m)) = (
+            fields,
+            live.get_mut("metadata").and_then(Value::as_object_mut),
+        ) {
+            m.insert("managedFields".into(), f);
+        }
+    }
+
+    /// [`Scope::update`] from `live` without its managedFields, which are `live_fields`.
+    fn update_stripped(
+        &self,
+        live: Option<&Value>,
+        live_fields: Option<&Value>,
+        new: &mut Value,
+        manager: &str,
+    ) {
         let new_fields = meta(new).and_then(|m| m.get("managedFields"));
         let decoded = if !self.subresource.is_empty() {
             Managed::decode(live_fields, self.limits)
@@ -211,7 +239,8 @@ impl Scope<'_> {
             // create is always tracked.
             return;
         }
-        let live = live.map_or_else(|| Value::Object(Map::new()), without_managed_fields);
+        let empty = Value::Object(Map::new());
+        let live = live.unwrap_or(&empty);
         let current = ManagerId::new(
             CURRENT_OPERATION,
             Operation::Update,
@@ -219,7 +248,7 @@ impl Scope<'_> {
             self.subresource,
         );
         self.updater()
-            .update(&live, new, self.api_version, &mut managed.fields, &current);
+            .update(live, new, self.api_version, &mut managed.fields, &current);
         self.strip(&mut managed, &current);
         if let Some(mut vs) = managed.fields.remove(&current) {
             let id = ManagerId::new(

@@ -12,7 +12,10 @@
 //! (the server decodes bodies and stored objects within its depth limit). Every walk costs
 //! O(size of the values and sets it is given): the type is walked alongside the value (a
 //! [`TypeAt`] per level, never the path), and field sets are built level by level (a
-//! subtree is moved into its parent once, not each path inserted from the root).
+//! subtree is moved into its parent once, not each path inserted from the root). The
+//! comparison passes over a child equal in both values after one equality check (no type
+//! lookup, no allocation), so what it builds is proportional to what changed; its equality
+//! checks cost at most the values' size per level of the deepest change.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -321,6 +324,9 @@ fn compare_at(
             let keys: BTreeSet<&String> = lm.into_iter().chain(rm).flat_map(Map::keys).collect();
             for k in keys {
                 let (lv, rv) = (lm.and_then(|m| m.get(k)), rm.and_then(|m| m.get(k)));
+                if unchanged(lv, rv) {
+                    continue;
+                }
                 let mut sub = Comparison::default();
                 let own = compare_at(types, lv, rv, types.field(at, k), &mut sub);
                 c.add_child(PathElement::Field(k.clone()), own, sub);
@@ -340,6 +346,13 @@ fn compare_at(
     } else {
         Own::None
     }
+}
+
+/// Whether a child is in both values and equal there: then nothing under it is added,
+/// modified or removed, and the walk passes over it without building anything (a write
+/// that changes one label compares the rest of the object once, allocating nothing).
+fn unchanged(l: Option<&Value>, r: Option<&Value>) -> bool {
+    matches!((l, r), (Some(a), Some(b)) if a == b)
 }
 
 /// Items grouped by step.
@@ -369,6 +382,11 @@ fn compare_items(
     for pe in order {
         let ll = lg.get(pe).map_or(&[][..], Vec::as_slice);
         let rl = rg.get(pe).map_or(&[][..], Vec::as_slice);
+        if let ([l], [r]) = (ll, rl)
+            && unchanged(Some(*l), Some(*r))
+        {
+            continue;
+        }
         let mut sub = Comparison::default();
         let own = match (ll.len(), rl.len()) {
             (0, 0) => Own::None,
@@ -601,4 +619,64 @@ fn ensure_at(types: &dyn TypeInfo, mut set: FieldSet, at: TypeAt) -> FieldSet {
         set.add_child(pe, child);
     }
     set
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::path::Path;
+    use crate::types::Untyped;
+
+    /// [`Untyped`], counting the type lookups a walk makes: one per child it descends into.
+    #[derive(Default)]
+    struct Counting(Cell<usize>);
+
+    impl TypeInfo for Counting {
+        fn field(&self, at: TypeAt, name: &str) -> TypeAt {
+            self.0.set(self.0.get() + 1);
+            Untyped.field(at, name)
+        }
+
+        fn list_type(&self, at: TypeAt) -> ListType {
+            Untyped.list_type(at)
+        }
+
+        fn map_type(&self, at: TypeAt) -> MapType {
+            Untyped.map_type(at)
+        }
+    }
+
+    #[test]
+    fn a_comparison_passes_over_what_did_not_change() {
+        let annotations: Map<String, Value> = (0..200)
+            .map(|i| (format!("note-{i}"), json!(format!("value {i}"))))
+            .collect();
+        let containers: Vec<Value> = (0..20)
+            .map(|i| json!({"name": format!("c{i}"), "image": "x", "args": ["a", "b"], "env": [{"name": "K", "value": "V"}]}))
+            .collect();
+        let old = json!({
+            "metadata": {"name": "p", "labels": {"app": "web"}, "annotations": annotations},
+            "spec": {"containers": containers, "nodeName": "n1"},
+        });
+        let mut new = old.clone();
+        new["metadata"]["labels"]["bench"] = json!("w1");
+        new["spec"]["nodeName"] = json!("n2");
+        let types = Counting::default();
+        let c = compare(&types, &old, &new);
+        let path = |p: &[&str]| Path::fields(p).0;
+        assert!(c.added.has(&path(&["metadata", "labels", "bench"])));
+        assert!(c.modified.has(&path(&["spec", "nodeName"])));
+        assert_eq!(c.added.len() + c.modified.len() + c.removed.len(), 2);
+        // metadata, labels, bench, spec, nodeName: the unchanged annotations and containers
+        // (over 300 fields) are never descended into.
+        assert_eq!(types.0.get(), 5);
+        // Equal values compare as nothing at all.
+        let same = Counting::default();
+        assert_eq!(compare(&same, &old, &old.clone()), Comparison::default());
+        assert_eq!(same.0.get(), 0);
+    }
 }

@@ -186,6 +186,18 @@ proptest! {
                         want = want.difference(&s);
                     }
                     prop_assert_eq!(mine, want);
+                    // An update of the result read in place (`update_live`, no copy of the
+                    // object) records what one by copy does, and leaves the object as it was.
+                    let mut edited = out.clone();
+                    if let Some(m) = edited.get_mut("metadata").and_then(Value::as_object_mut) {
+                        m.insert("labels".into(), json!({"edited": "yes"}));
+                    }
+                    let mut by_copy = edited.clone();
+                    scope.update(Some(&out), &mut by_copy, "editor");
+                    let mut in_place = out.clone();
+                    scope.update_live(&mut in_place, &mut edited, "editor");
+                    prop_assert_eq!(&by_copy, &edited);
+                    prop_assert_eq!(&in_place, &out);
                     live = out;
                     APPLIED.fetch_add(1, Relaxed);
                 }

@@ -188,6 +188,13 @@ impl<'a> FieldManager<'a> {
         self.with_scope(|s| s.update(live, new, manager));
     }
 
+    /// Records an update or non-apply patch by `manager` of the stored object `live`, which
+    /// is read in place (its managedFields taken out for the walk and put back: `live` ends
+    /// as it began, and is not copied).
+    pub fn update_live(&self, live: &mut Value, new: &mut Value, manager: &str) {
+        self.with_scope(|s| s.update_live(live, new, manager));
+    }
+
     /// Applies `config` by `manager` over `live` (`None`: the apply creates the object).
     pub fn apply(
         &self,

@@ -189,12 +189,12 @@ impl Store {
                     })
                 }
                 (Some(cur), patch) => {
-                    let cur_v = decoded(cur)?;
+                    let mut cur_v = decoded(cur)?;
                     match patch {
                         Patch::Apply(config) => {
                             let mut applied = fm.apply(Some(&cur_v), config, manager, force)?;
                             crate::typed::canonicalize(info, self.catalog(), &mut applied);
-                            apply_update(&t, &cur_v, applied, None)
+                            apply_update(&t, &mut cur_v, applied, None)
                         }
                         _ => {
                             let schema = self.kind_schema();
@@ -226,7 +226,7 @@ impl Store {
                             if let Ok(mut slot) = patch_findings.lock() {
                                 *slot = found;
                             }
-                            apply_update(&t, &cur_v, patched, Some(manager))
+                            apply_update(&t, &mut cur_v, patched, Some(manager))
                         }
                     }
                 }

@@ -168,7 +168,7 @@ impl Store {
                         check_uid_precondition(&t, cur, &new)?;
                         apply_update(
                             &t,
-                            &decoded(cur)?,
+                            &mut decoded(cur)?,
                             Value::Object(new.clone()),
                             Some(manager),
                         )
@@ -335,10 +335,11 @@ pub(crate) async fn read_modify_write(
 /// Validates and completes an update of the stored object to `new`; `manager` records it
 /// as an Update in managedFields (`None`: an apply already recorded it). `cur_v` is the
 /// stored object as decoded once per write by the caller ([`decoded`]): the patch, the
-/// field manager, the update checks and admission all read that one value.
+/// field manager, the update checks and admission all read that one value (mutable only so
+/// that the field manager reads it without a copy: it ends as it began).
 pub(crate) fn apply_update(
     t: &Target<'_>,
-    cur_v: &Value,
+    cur_v: &mut Value,
     new: Value,
     manager: Option<&str>,
 ) -> Result<Object, StoreError> {
@@ -380,7 +381,7 @@ pub(crate) fn apply_update(
                 (Some(manager), _) => {
                     t.store
                         .field_manager(t.sub)
-                        .update(Some(cur_v), &mut v, manager);
+                        .update_live(cur_v, &mut v, manager);
                 }
                 (None, fields) => {
                     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
@@ -392,7 +393,7 @@ pub(crate) fn apply_update(
                 }
             }
             crate::lifecycle::check_update(info, cur_v, &mut v, t.sub == Subresource::Finalize)?;
-            t.hooks.admit(&mut v, Some(cur_v))?;
+            t.hooks.admit(&mut v, Some(&*cur_v))?;
             Ok(t.store.to_object(v)?)
         }
         Err(UpdateError::Api(e)) => Err(e.into()),
@@ -423,10 +424,10 @@ pub(crate) fn apply_scale_update(
 ) -> Result<Object, StoreError> {
     let info = t.store.info();
     let spec = info.scale.as_ref().ok_or_else(ApiError::path_not_found)?;
-    let cur_v = decoded(cur)?;
+    let mut cur_v = decoded(cur)?;
     let wanted = new_scale(&crate::scale::to_scale(spec, &cur_v))?;
     match crate::scale::apply_scale(info, spec, &cur_v, &wanted) {
-        Ok(v) => apply_update(t, &cur_v, v, Some(manager)),
+        Ok(v) => apply_update(t, &mut cur_v, v, Some(manager)),
         Err(crate::scale::ScaleError::Api(e)) => Err(e.into()),
         Err(crate::scale::ScaleError::Conflict) => Err(t.modified()),
     }

@@ -466,11 +466,11 @@ pub fn prepare_update_in(
         )));
     };
     check_type(info, &mut new).map_err(UpdateError::Api)?;
+    let no_meta = Map::new();
     let cur_meta = cur
         .get("metadata")
         .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+        .unwrap_or(&no_meta);
     {
         let meta = metadata_mut(&mut new).map_err(UpdateError::Api)?;
         let cur_name = cur_meta.get("name").and_then(Value::as_str).unwrap_or("");
