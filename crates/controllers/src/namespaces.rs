@@ -510,9 +510,15 @@ async fn delete_all_content(c: &NamespaceController, stores: &[Store], ns: &Obje
         })
         .unwrap_or(now);
     let mut pass = Pass::default();
+    // One resource served at several versions (a multi-version CRD) is one storage: its
+    // objects are deleted and counted once, as upstream's pass over the preferred versions.
+    let mut seen = std::collections::HashSet::new();
     for r in stores.iter().filter(|r| r.info().namespaced) {
         let info = r.info();
         let resource = format!("{}.{}", info.plural, info.group);
+        if !seen.insert(resource.clone()) {
+            continue;
+        }
         let mut estimate = 0i64;
         let before = pass.report.total_remaining();
         let mut with_finalizers = false;

@@ -342,21 +342,24 @@ pub(crate) struct WatchState {
 }
 
 impl WatchState {
-    /// Whether the watch is over (shutdown, its resource removed, deadline); if not, `cx`
-    /// is woken when it is.
+    /// Whether the watch is over (shutdown, deadline); if not, `cx` is woken when it is.
+    /// The removal of its resource ends it once the events already handed to it are sent
+    /// (see [`Self::poll_event`]).
     fn poll_over(&mut self, cx: &mut Context<'_>) -> bool {
-        self.stop.poll_stopped(cx)
-            || self.removed.poll_stopped(cx)
-            || self.deadline.as_mut().poll(cx).is_ready()
+        self.stop.poll_stopped(cx) || self.deadline.as_mut().poll(cx).is_ready()
     }
 
     /// The next event to send (bookmarks only to clients that asked for them, whatever
-    /// storage sends); `None` when the storage stream ends.
+    /// storage sends); `None` when the storage stream ends, or when nothing is ready and
+    /// the resource is no longer served (a CRD's deletion: its objects' DELETED events,
+    /// dispatched before the removal, are still sent).
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<WatchEvent>> {
         loop {
-            match std::task::ready!(self.stream.poll_next_unpin(cx)) {
-                Some(WatchEvent::Bookmark(_)) if !self.encoder.bookmarks => {}
-                other => return Poll::Ready(other),
+            match self.stream.poll_next_unpin(cx) {
+                Poll::Ready(Some(WatchEvent::Bookmark(_))) if !self.encoder.bookmarks => {}
+                Poll::Ready(other) => return Poll::Ready(other),
+                Poll::Pending if self.removed.poll_stopped(cx) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
             }
         }
     }

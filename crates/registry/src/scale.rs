@@ -57,6 +57,19 @@ fn selector_string(v: &Value) -> Option<String> {
     }
 }
 
+/// A replica count at `path` of `obj`: an integer, or an integral float (an object stored
+/// before its numbers were normalised, as upstream reads every integral number); else 0.
+fn replicas_at(obj: &Value, path: &str) -> i64 {
+    at(obj, path)
+        .and_then(|v| {
+            v.as_i64().or_else(|| {
+                v.as_f64()
+                    .and_then(listwatch_kinds::custom::numbers::integral)
+            })
+        })
+        .unwrap_or(0)
+}
+
 /// The Scale of an object (its wire JSON, with `metadata.resourceVersion`).
 pub fn to_scale(spec: &ScaleSubresource, obj: &Value) -> Value {
     let meta = &obj["metadata"];
@@ -73,7 +86,7 @@ pub fn to_scale(spec: &ScaleSubresource, obj: &Value) -> Value {
         }
     }
     let mut status = json!({
-        "replicas": at(obj, &spec.status_replicas_path).and_then(Value::as_i64).unwrap_or(0),
+        "replicas": replicas_at(obj, &spec.status_replicas_path),
     });
     if let Some(sel) = spec
         .label_selector_path
@@ -87,7 +100,7 @@ pub fn to_scale(spec: &ScaleSubresource, obj: &Value) -> Value {
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
         "metadata": m,
-        "spec": {"replicas": at(obj, &spec.spec_replicas_path).and_then(Value::as_i64).unwrap_or(0)},
+        "spec": {"replicas": replicas_at(obj, &spec.spec_replicas_path)},
         "status": status,
     })
 }
@@ -165,6 +178,16 @@ mod tests {
         // A replication controller's plain label map.
         let rc = json!({"metadata":{"name":"r"},"spec":{"replicas":1,"selector":{"app":"r"}}});
         assert_eq!(to_scale(&spec, &rc)["status"]["selector"], "app=r");
+    }
+
+    /// Red team rt9 item 3: a custom resource stored with `replicas: 2.0` read as 0.
+    #[test]
+    fn scale_reads_integral_floats_as_upstream_reads_integral_numbers() {
+        let spec = ScaleSubresource::replicas();
+        let o = json!({"metadata":{"name":"c"},"spec":{"replicas":2.0},"status":{"replicas":1.5}});
+        let s = to_scale(&spec, &o);
+        assert_eq!(s["spec"]["replicas"], 2);
+        assert_eq!(s["status"]["replicas"], 0);
     }
 
     #[test]

@@ -10,7 +10,10 @@
 //! - integer-valued JSON numbers (`2.0`, `2e0`) of custom resources are kept as floats,
 //!   which typed clients (client-go, kube-rs) cannot decode into integers, and `/scale`
 //!   reads them as 0; an integer beyond 2^53 is accepted where upstream refuses it;
-//! - a deprecated version's `deprecationWarning` is never sent.
+//! - a deprecated version's `deprecationWarning` is never sent;
+//! - `spec.preserveUnknownFields: true` and `x-kubernetes-preserve-unknown-fields: false`
+//!   are accepted (upstream's v1 validation refuses both);
+//! - a terminating namespace counts a multi-version CRD's objects once per served version.
 #![allow(clippy::unwrap_used, clippy::expect_used, unreachable_pub)]
 
 use crate::common;
@@ -283,5 +286,136 @@ fn a_deprecated_version_sends_its_deprecation_warning() {
         Some(r#"299 - "rt9 v1 is going away""#),
         "{:?}",
         r.headers
+    );
+}
+
+/// A merge patch's integral floats are integers too (every write path normalises, as
+/// upstream's decoder of the patched object).
+#[test]
+fn integral_floats_written_by_a_patch_are_integers() {
+    let server = Server::start(&[]);
+    let addr = server.addr.as_str();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "patches.rt9.example.com"},
+        "spec": {"group": "rt9.example.com", "scope": "Namespaced",
+            "names": {"plural": "patches", "kind": "Patch"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": open_schema()}]}
+    });
+    establish(addr, &crd);
+    let path = "/apis/rt9.example.com/v1/namespaces/default/patches";
+    post(
+        addr,
+        path,
+        &json!({"apiVersion": "rt9.example.com/v1", "kind": "Patch", "metadata": {"name": "p"}}),
+    );
+    let r = http(
+        addr,
+        "PATCH",
+        &format!("{path}/p"),
+        &[("Content-Type", "application/merge-patch+json")],
+        br#"{"spec":{"n":3.0,"big":1e300,"half":0.5}}"#,
+    );
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let got = http(addr, "GET", &format!("{path}/p"), &[], b"").json();
+    assert_eq!(got["spec"]["n"].as_i64(), Some(3), "{got}");
+    assert_eq!(got["spec"]["half"].as_f64(), Some(0.5), "{got}");
+    assert!(got["spec"]["big"].is_f64(), "{got}");
+}
+
+/// `spec.preserveUnknownFields: true` and `x-kubernetes-preserve-unknown-fields: false` are
+/// refused with upstream's messages (v1 validation). Before: both were stored (the first
+/// ignored).
+#[test]
+fn preserve_unknown_fields_at_the_spec_or_false_in_a_schema_is_refused() {
+    let server = Server::start(&[]);
+    let addr = server.addr.as_str();
+    let base = |name: &str, schema: Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{name}.rt9.example.com")},
+            "spec": {"group": "rt9.example.com", "scope": "Namespaced",
+                "names": {"plural": name, "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": schema}}]}
+        })
+    };
+    let mut at_spec = base("specs", json!({"type": "object"}));
+    at_spec["spec"]["preserveUnknownFields"] = json!(true);
+    let r = http(addr, "POST", CRDS, &[JSON], at_spec.to_string().as_bytes());
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(r.status, 422, "{text}");
+    assert!(
+        text.contains("spec.preserveUnknownFields: Invalid value: true: cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead"),
+        "{text}"
+    );
+    let falsy = base(
+        "falses",
+        json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-preserve-unknown-fields": false}}}),
+    );
+    let r = http(addr, "POST", CRDS, &[JSON], falsy.to_string().as_bytes());
+    let text = String::from_utf8_lossy(&r.body).into_owned();
+    assert_eq!(r.status, 422, "{text}");
+    assert!(
+        text.contains("spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-preserve-unknown-fields: Invalid value: false: must be true or undefined"),
+        "{text}"
+    );
+}
+
+/// A terminating namespace counts the objects of a CRD served at two versions once (one
+/// storage), as upstream's pass over the preferred versions. Before: "has 2 resource
+/// instances" for one object.
+#[test]
+fn namespace_deletion_counts_a_multi_version_crds_objects_once() {
+    let server = Server::start(&[]);
+    let addr = server.addr.as_str();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "twins.rt9.example.com"},
+        "spec": {"group": "rt9.example.com", "scope": "Namespaced",
+            "names": {"plural": "twins", "kind": "Twin"},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": open_schema()},
+                {"name": "v2", "served": true, "storage": false, "schema": open_schema()}]}
+    });
+    establish(addr, &crd);
+    post(
+        addr,
+        "/api/v1/namespaces",
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "twins"}}),
+    );
+    post(
+        addr,
+        "/apis/rt9.example.com/v1/namespaces/twins/twins",
+        &json!({"apiVersion": "rt9.example.com/v1", "kind": "Twin",
+            "metadata": {"name": "t", "finalizers": ["rt9.example.com/hold"]}}),
+    );
+    let r = http(addr, "DELETE", "/api/v1/namespaces/twins", &[], b"");
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let deadline = Instant::now() + PATIENCE;
+    let message = loop {
+        let ns = http(addr, "GET", "/api/v1/namespaces/twins", &[], b"").json();
+        let found = ns["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "NamespaceContentRemaining" && c["status"] == "True")
+            .map(|c| c["message"].as_str().unwrap().to_owned());
+        if let Some(m) = found {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never NamespaceContentRemaining: {ns}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(
+        message,
+        "Some resources are remaining: twins.rt9.example.com has 1 resource instances"
     );
 }

@@ -25,7 +25,9 @@
 //!   from then on (405, as upstream's handler while `Terminating` is true; other writes are
 //!   served), deletes every custom resource (the registry's deletion lifecycle, as a
 //!   DELETE), waits for them to be gone (those held by
-//!   finalizers are waited for, checked again every [`RETRY`]), stops serving the kinds
+//!   finalizers are waited for, checked again every [`RETRY`]), waits (at most
+//!   [`DISPATCH_WAIT`]) until the watch cache has handed the deletions to the open watches
+//!   (which send what they were handed before they end), stops serving the kinds
 //!   (404, and gone from discovery) and removes the finalizer, which removes the CRD.
 //!   A CRD found deleting at start (the server stopped during its cleanup) is served again
 //!   under its accepted names until the cleanup ends, and every retry of a cleanup uses
@@ -610,6 +612,8 @@ impl CrdController {
             tracing::debug!(crd = name, remaining, "waiting for custom resources to go");
             return Ok(true);
         }
+        // Open watches get their DELETED events before the resource stops being served.
+        dispatched(&spec, &storage).await;
         self.uninstall(name);
         // A create that raced the deletion (served until now) goes too: no object of the
         // CRD may outlive it, to reappear when a CRD of the same name is created again.
@@ -672,6 +676,47 @@ async fn delete_instances(spec: &KindSpec, storage: &Arc<dyn Storage>) -> Result
         }
     }
     Ok(left)
+}
+
+/// How long [`dispatched`] waits for the watch cache to hand out the deletions.
+const DISPATCH_WAIT: Duration = Duration::from_secs(5);
+/// How often [`dispatched`] asks for progress again while it waits.
+const PROGRESS_RETRY: Duration = Duration::from_millis(100);
+
+/// Waits (at most [`DISPATCH_WAIT`]) until every change of `storage` up to its current
+/// revision has been handed to the open watches of the resource, as upstream's watchers get
+/// the finalizer's deletions before the storage is torn down: a progress-notifying watch
+/// from that revision, and a progress request, whose bookmark the cache sends only once it
+/// has dispatched everything up to the revision (its watchers get events in order). A
+/// storage that never answers delays the removal by the bound only.
+async fn dispatched(spec: &KindSpec, storage: &Arc<dyn Storage>) {
+    let wait = async {
+        let rev = storage.current_resource_version().await?;
+        let key = Key::collection(&spec.storage_resource, None)?;
+        let mut opts = ListOptions::recursive().at(Some(rev), None);
+        opts.allow_watch_bookmarks = true;
+        opts.progress_notify = true;
+        let mut stream = storage.watch(&key, &opts).await?;
+        loop {
+            // Asked again until answered: a request that reaches the cache before this
+            // watch is registered with it is answered to the others only.
+            storage.request_watch_progress().await?;
+            match tokio::time::timeout(PROGRESS_RETRY, stream.next()).await {
+                Ok(Some(WatchEvent::Bookmark(b))) if b.resource_version >= rev => break,
+                Ok(Some(WatchEvent::Error(e))) => return Err(e),
+                Ok(None) => break,
+                Ok(Some(_)) | Err(_) => {}
+            }
+        }
+        Ok::<(), listwatch_storage::Error>(())
+    };
+    match tokio::time::timeout(DISPATCH_WAIT, wait).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(resource = %spec.storage_resource, error = %e,
+            "could not wait for the deletions to reach the watches"),
+        Err(_) => tracing::debug!(resource = %spec.storage_resource,
+            "the deletions did not reach the watches in time"),
+    }
 }
 
 /// `f`, or [`CrdError::Timeout`] after [`calls::CALL_TIMEOUT`].

@@ -13,7 +13,11 @@
 //! and [`KindStrategy::prepare_for_update`] prune and default,
 //! [`KindStrategy::validate_create`] and [`KindStrategy::validate_update`] (with upstream's
 //! ratcheting) report the schema's errors (the registry answers them as a 422 Invalid).
+//!
+//! Every create and update first has its integral floats made integers
+//! ([`numbers::normalize`]), as upstream's unstructured decoding and encoding leave them.
 
+pub mod numbers;
 pub mod schema;
 
 use std::sync::Arc;
@@ -59,8 +63,10 @@ impl CustomResourceStrategy {
         })
     }
 
-    /// Prunes and defaults `obj` (upstream's decoder does both before the strategy runs).
+    /// Normalises the numbers of `obj`, prunes and defaults it (upstream's decoder does all
+    /// three before the strategy runs).
     fn prune_and_default(&self, obj: &mut Value) {
+        numbers::normalize(obj);
         if let Some(s) = &self.schema {
             s.prune(obj);
             s.default(obj);

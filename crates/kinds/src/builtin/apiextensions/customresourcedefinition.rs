@@ -217,6 +217,7 @@ impl KindStrategy for CrdStrategy {
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = validate_name(obj);
         errs.extend(validate_spec(obj));
+        errs.extend(validate_preserve_unknown_fields(obj, None));
         errs.extend(super::api_approval::validate(obj, None));
         errs
     }
@@ -246,6 +247,7 @@ impl KindStrategy for CrdStrategy {
             "status.acceptedNames",
         ));
         errs.extend(validate_stored_versions(new));
+        errs.extend(validate_preserve_unknown_fields(new, Some(old)));
         errs.extend(super::api_approval::validate(new, Some(old)));
         errs
     }
@@ -573,12 +575,67 @@ fn validate_version(v: &Value, i: usize) -> Vec<FieldError> {
         }
     }
     if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
-        errs.extend(validate_schema(
-            schema,
-            &format!("{base}.schema.openAPIV3Schema"),
-        ));
+        let at = format!("{base}.schema.openAPIV3Schema");
+        errs.extend(validate_schema(schema, &at));
+        preserve_unknown_false(schema, &at, 0, &mut errs);
     }
     errs
+}
+
+/// Upstream's v1 rule: `x-kubernetes-preserve-unknown-fields` is true or absent, in every
+/// schema of the tree (properties, items, additionalProperties, the junctors and `not`).
+/// Checked on writes of the CRD only, so a CRD stored before the rule is still served.
+fn preserve_unknown_false(schema: &Value, at: &str, depth: usize, errs: &mut Vec<FieldError>) {
+    // The structural check refuses deeper schemas; this walk only needs to end.
+    if depth > 128 {
+        return;
+    }
+    let Some(m) = schema.as_object() else {
+        return;
+    };
+    let key = "x-kubernetes-preserve-unknown-fields";
+    if let Some(v @ Value::Bool(false)) = m.get(key) {
+        errs.push(FieldError::invalid(
+            &format!("{at}.{key}"),
+            v,
+            "must be true or undefined",
+        ));
+    }
+    if let Some(props) = m.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            preserve_unknown_false(v, &format!("{at}.properties[{k}]"), depth + 1, errs);
+        }
+    }
+    for k in ["items", "additionalProperties", "not"] {
+        if let Some(v) = m.get(k) {
+            preserve_unknown_false(v, &format!("{at}.{k}"), depth + 1, errs);
+        }
+    }
+    for k in ["allOf", "anyOf", "oneOf"] {
+        for (i, v) in m
+            .get(k)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            preserve_unknown_false(v, &format!("{at}.{k}[{i}]"), depth + 1, errs);
+        }
+    }
+}
+
+/// Upstream's v1 rule: `spec.preserveUnknownFields` cannot be set to true (an update of a
+/// CRD that already had it may keep it, as upstream ratchets it).
+fn validate_preserve_unknown_fields(new: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let set = |v: &Value| v.pointer("/spec/preserveUnknownFields") == Some(&Value::Bool(true));
+    if set(new) && !old.is_some_and(set) {
+        return vec![FieldError::invalid(
+            "spec.preserveUnknownFields",
+            &Value::Bool(true),
+            "cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead",
+        )];
+    }
+    Vec::new()
 }
 
 /// The checks of one version's `openAPIV3Schema`: it must be a structural schema, without
@@ -706,6 +763,37 @@ mod tests {
 
     fn fields(errs: &[FieldError]) -> Vec<&str> {
         errs.iter().map(|e| e.field.as_str()).collect()
+    }
+
+    /// Red team rt9 item 7: both were accepted (and the first ignored).
+    #[test]
+    fn preserve_unknown_fields_false_or_at_the_spec_is_refused_as_upstream() {
+        let mut c = crd();
+        c["spec"]["preserveUnknownFields"] = json!(true);
+        let c = created(c);
+        let errs = CrdStrategy.validate_create(&c);
+        assert_eq!(fields(&errs), ["spec.preserveUnknownFields"]);
+        assert!(errs[0].to_string().contains("cannot set to true, set x-kubernetes-preserve-unknown-fields to true in spec.versions[*].schema instead"), "{}", errs[0]);
+        // An update of a CRD that already had it may keep it (upstream ratchets).
+        assert!(
+            !fields(&CrdStrategy.validate_update(&c, &c)).contains(&"spec.preserveUnknownFields")
+        );
+
+        let mut c = crd();
+        c["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({"type": "object",
+            "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": false}}});
+        let errs = CrdStrategy.validate_create(&created(c));
+        assert_eq!(
+            fields(&errs),
+            [
+                "spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-preserve-unknown-fields"
+            ]
+        );
+        assert!(
+            errs[0].to_string().contains("must be true or undefined"),
+            "{}",
+            errs[0]
+        );
     }
 
     #[test]

@@ -154,6 +154,12 @@ impl Pruner {
             Value::Object(m) => {
                 for (k, v) in m.iter_mut() {
                     if s.embedded && META_FIELDS.contains(&k.as_str()) {
+                        // Preserving unknown fields does not keep unknown metadata: it is
+                        // ObjectMeta (upstream's `objectmeta.Coerce` visits every embedded
+                        // resource).
+                        if k == "metadata" {
+                            self.object_meta(k, v);
+                        }
                         continue;
                     }
                     if let Some(c) = s.properties.get(k).or(s.additional.as_deref()) {

@@ -673,3 +673,20 @@ fn embedded_resources_need_a_type_and_valid_metadata() {
         .is_empty()
     );
 }
+
+/// Red team rt9 item 10: an embedded resource that preserves unknown fields kept unknown
+/// fields of its metadata (upstream's `objectmeta.Coerce` drops them).
+#[test]
+fn an_embedded_resource_preserving_unknown_fields_keeps_objectmeta_fields_only() {
+    let schema = s(spec(json!({
+        "t": {"type": "object", "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true},
+    })));
+    let mut obj = json!({"spec": {"t": {"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "x", "bogus": 1, "labels": {"a": "b"}}, "extra": {"kept": true}}}});
+    let pruned = schema.prune(&mut obj);
+    assert_eq!(pruned, ["spec.t.metadata.bogus"]);
+    assert_eq!(
+        obj["spec"]["t"],
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "labels": {"a": "b"}}, "extra": {"kept": true}})
+    );
+}

@@ -78,13 +78,14 @@ fn child(path: &str, k: &str) -> String {
 }
 
 /// The JSON type of a value as kube-openapi names it (`integer` for a whole number
-/// decoded as an integer, `number` for a float).
+/// decoded as an integer, `number` for a float; an integer beyond int64 is a float, as Go's
+/// unstructured decoder reads it).
 fn actual(x: &Value) -> &'static str {
     match x {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
         Value::String(_) => "string",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(n) if n.is_i64() => "integer",
         Value::Number(_) => "number",
         Value::Array(_) => "array",
         Value::Object(_) => "object",
@@ -173,7 +174,11 @@ impl Validator {
         }
         let got = actual(x);
         if !types.is_empty() {
-            let whole_float = got == "number" && x.as_f64().is_some_and(|f| f.fract() == 0.0);
+            // kube-openapi's IsFloat64AJSONInteger: integral and within ±(2^53 - 1).
+            let whole_float = got == "number"
+                && x.as_f64()
+                    .and_then(crate::custom::numbers::integral)
+                    .is_some();
             let ok = types.contains(&got)
                 || (whole_float && types.contains(&"integer"))
                 || (got == "integer" && types.contains(&"number"));
