@@ -365,3 +365,80 @@ fn kubectl_prints_the_cause_sees_defaults_and_strict_refuses_unknown_fields() {
         "{stored}"
     );
 }
+
+/// Ordinary Unicode name patterns (Go's `regexp` accepts them; the engine compiles their
+/// classes to megabytes of UTF-8 states) are accepted in a CRD posted through the API and
+/// enforced on its custom resources.
+#[test]
+fn unicode_patterns_are_accepted_and_enforced() {
+    let server = Server::start(&[]);
+    let addr = &server.addr;
+    let patterns = [
+        (r"^[\p{L}\p{N}_-]{1,63}$", "émile_2", "a b"),
+        (r"^\p{L}{1,100}$", "Ωmega", "abc1"),
+        (
+            r"^[\p{L}\p{N}][\p{L}\p{N} ._-]{0,252}$",
+            "東京 2.0",
+            " lead",
+        ),
+        (r"^[^/]{1,255}(/[^/]{1,255}){0,10}$", "a/b/ç", "a//b"),
+    ];
+    let props: serde_json::Map<String, serde_json::Value> = patterns
+        .iter()
+        .enumerate()
+        .map(|(i, (p, _, _))| (format!("f{i}"), json!({"type": "string", "pattern": p})))
+        .collect();
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "names.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced",
+            "names": {"plural": "names", "singular": "name", "kind": "Name", "listKind": "NameList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": props}}}}}]}});
+    let r = http(
+        addr,
+        "POST",
+        "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+        &[("Content-Type", "application/json")],
+        crd.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201, "{}", text(&r));
+    let post_name = |name: &str, spec: serde_json::Value| {
+        http(
+            addr,
+            "POST",
+            "/apis/example.com/v1/namespaces/default/names",
+            &[("Content-Type", "application/json")],
+            json!({"apiVersion": "example.com/v1", "kind": "Name",
+                "metadata": {"name": name}, "spec": spec})
+            .to_string()
+            .as_bytes(),
+        )
+    };
+    let good: serde_json::Map<String, serde_json::Value> = patterns
+        .iter()
+        .enumerate()
+        .map(|(i, (_, ok, _))| (format!("f{i}"), json!(ok)))
+        .collect();
+    // Served once established (the deadline only stops a hang).
+    let deadline = std::time::Instant::now() + common::PATIENCE;
+    let r = loop {
+        let r = post_name("good", good.clone().into());
+        if r.status != 404 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(r.status, 201, "{}", text(&r));
+    for (i, (p, _, bad)) in patterns.iter().enumerate() {
+        let r = post_name(&format!("bad{i}"), json!({format!("f{i}"): bad}));
+        assert_eq!(r.status, 422, "{p}: {}", text(&r));
+        let causes = r.json()["details"]["causes"].clone();
+        assert_eq!(causes[0]["field"], format!("spec.f{i}"), "{causes}");
+        let message = causes[0]["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(&format!("should match '{p}'")),
+            "{p}: {message}"
+        );
+    }
+}

@@ -459,6 +459,8 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
     let mut seen = std::collections::HashSet::new();
     let mut unique = true;
     let mut storage = 0usize;
+    // One pattern budget for every version: the CRD's compiled patterns are bounded together.
+    let mut budget = crate::custom::schema::PatternBudget::default();
     for (i, v) in versions.iter().enumerate() {
         let name = str_at(v, "/name");
         if v.get("storage").and_then(Value::as_bool) == Some(true) {
@@ -474,7 +476,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
                 e,
             ));
         }
-        errs.extend(validate_version(v, i));
+        errs.extend(validate_version(v, i, &mut budget));
     }
     if !unique {
         errs.push(FieldError::invalid_str(
@@ -522,7 +524,11 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
     errs
 }
 
-fn validate_version(v: &Value, i: usize) -> Vec<FieldError> {
+fn validate_version(
+    v: &Value,
+    i: usize,
+    budget: &mut crate::custom::schema::PatternBudget,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let base = format!("spec.versions[{i}]");
     if let Some(cols) = v.get("additionalPrinterColumns").and_then(Value::as_array) {
@@ -576,7 +582,7 @@ fn validate_version(v: &Value, i: usize) -> Vec<FieldError> {
     }
     if let Some(schema) = v.pointer("/schema/openAPIV3Schema") {
         let at = format!("{base}.schema.openAPIV3Schema");
-        errs.extend(validate_schema(schema, &at));
+        errs.extend(validate_schema_within(schema, &at, budget));
         preserve_unknown_false(schema, &at, 0, &mut errs);
     }
     errs
@@ -643,7 +649,17 @@ fn validate_preserve_unknown_fields(new: &Value, old: Option<&Value>) -> Vec<Fie
 /// [`Structural::new`](crate::custom::schema::Structural::new) decides; each of its errors is
 /// a cause under `at`.
 pub fn validate_schema(schema: &Value, at: &str) -> Vec<FieldError> {
-    match crate::custom::schema::Structural::new(schema) {
+    validate_schema_within(schema, at, &mut Default::default())
+}
+
+/// [`validate_schema`] with the schema's patterns charged to `budget`, shared by every
+/// version of one CRD.
+fn validate_schema_within(
+    schema: &Value,
+    at: &str,
+    budget: &mut crate::custom::schema::PatternBudget,
+) -> Vec<FieldError> {
+    match crate::custom::schema::Structural::new_within(schema, budget) {
         Ok(_) => Vec::new(),
         Err(errs) => errs.into_iter().map(|e| e.prefixed(at)).collect(),
     }

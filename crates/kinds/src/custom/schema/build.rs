@@ -6,10 +6,9 @@
 
 use serde_json::{Map, Value};
 
-use super::pattern;
 use super::{
     ListType, MAX_DEPTH, MAX_ERRORS, MAX_NODES, MAX_REGEX_BYTES, MAX_REGEX_TOTAL_BYTES, Node,
-    Pattern, Ty, mutate, validate,
+    Pattern, PatternBudget, Ty, mutate, pattern, pattern_cache, validate,
 };
 use crate::field::FieldError;
 
@@ -32,13 +31,11 @@ enum Ctx {
     },
 }
 
-struct Builder {
+struct Builder<'a> {
     errs: Vec<FieldError>,
     nodes: usize,
-    /// Each distinct pattern, compiled once.
-    patterns: std::collections::HashMap<String, regex_automata::meta::Regex>,
-    /// The heap the compiled patterns take together.
-    regex_bytes: usize,
+    /// The patterns already charged, shared by every schema of one CRD.
+    budget: &'a mut PatternBudget,
 }
 
 /// `path.seg` (`seg` alone at the root).
@@ -55,12 +52,11 @@ fn key(path: &str, seg: &str, k: &str) -> String {
 }
 
 /// Compiles a schema (see [`super::Structural::new`]).
-pub(super) fn compile(v: &Value) -> Result<Node, Vec<FieldError>> {
+pub(super) fn compile(v: &Value, budget: &mut PatternBudget) -> Result<Node, Vec<FieldError>> {
     let mut b = Builder {
         errs: Vec::new(),
         nodes: 0,
-        patterns: std::collections::HashMap::new(),
-        regex_bytes: 0,
+        budget,
     };
     let root = b.node(v, "", Level::Root, Ctx::Structural, 0);
     if b.errs.is_empty() {
@@ -88,7 +84,7 @@ fn is_int_or_string_any_of(v: Option<&Value>) -> bool {
     })
 }
 
-impl Builder {
+impl Builder<'_> {
     fn err(&mut self, e: FieldError) {
         if self.errs.len() < MAX_ERRORS {
             self.errs.push(e);
@@ -151,34 +147,34 @@ impl Builder {
             self.err(FieldError::invalid(path, v, "must be a string"));
             return None;
         };
-        if let Some(re) = self.patterns.get(src) {
+        if let Some(re) = self.budget.patterns.get(src) {
             return Some(Pattern {
                 source: src.to_owned(),
                 re: re.clone(),
                 weight: pattern::weight(re),
             });
         }
-        if self.regex_bytes > MAX_REGEX_TOTAL_BYTES {
+        if self.budget.bytes > MAX_REGEX_TOTAL_BYTES {
             self.err(FieldError::invalid(
                 path,
                 v,
                 format!(
-                    "must be a valid regular expression, but isn't: the schema's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
+                    "must be a valid regular expression, but isn't: the CRD's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
                 ),
             ));
             return None;
         }
-        let built = pattern::compile(src);
+        let built = pattern_cache::get(src);
         if built.as_ref().err().and_then(|e| e.size_limit()).is_some() {
             // A refused attempt cost its compilation: it counts as a full pattern, so a
             // schema of many oversized patterns stops compiling early.
-            self.regex_bytes = self.regex_bytes.saturating_add(MAX_REGEX_BYTES);
+            self.budget.bytes = self.budget.bytes.saturating_add(MAX_REGEX_BYTES);
         }
         let why = match built {
             Ok(re) => {
-                self.regex_bytes = self.regex_bytes.saturating_add(re.memory_usage());
-                if self.regex_bytes <= MAX_REGEX_TOTAL_BYTES {
-                    self.patterns.insert(src.to_owned(), re.clone());
+                self.budget.bytes = self.budget.bytes.saturating_add(re.memory_usage());
+                if self.budget.bytes <= MAX_REGEX_TOTAL_BYTES {
+                    self.budget.patterns.insert(src.to_owned(), re.clone());
                     return Some(Pattern {
                         source: src.to_owned(),
                         weight: pattern::weight(&re),
@@ -186,7 +182,7 @@ impl Builder {
                     });
                 }
                 format!(
-                    "the schema's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
+                    "the CRD's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
                 )
             }
             Err(e) => match (e.size_limit(), e.syntax_error()) {

@@ -30,7 +30,8 @@
 //! are compiled by the `regex` crate's engine (`regex-automata`: RE2 syntax as Go's
 //! `regexp`, matched by its PikeVM or one-pass DFA, linear in the string; no lazy DFA or
 //! backtracker, whose per-thread caches would grow with use) within [`MAX_REGEX_BYTES`] of
-//! program each and [`MAX_REGEX_TOTAL_BYTES`] of heap together; at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
+//! program each and [`MAX_REGEX_TOTAL_BYTES`] of heap together per CRD ([`PatternBudget`]),
+//! each distinct pattern once per process (a bounded LRU cache, `pattern_cache`); at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
 //! here panics on any schema or object (a property test checks it).
 
 //!
@@ -67,6 +68,9 @@ mod embedded;
 mod format;
 mod mutate;
 mod pattern;
+mod pattern_cache;
+
+pub use pattern_cache::{MAX_CACHE_BYTES, MAX_CACHE_ENTRIES, compiles as pattern_compiles};
 mod validate;
 
 #[cfg(test)]
@@ -85,12 +89,25 @@ pub const MAX_DEPTH: usize = 64;
 /// The most schema nodes one schema may have.
 pub const MAX_NODES: usize = 20_000;
 
-/// The most compiled program one `pattern` may take (its NFA's size limit).
-pub const MAX_REGEX_BYTES: usize = 256 << 10;
+/// The most compiled program one `pattern` may take (its NFA's size limit). The engine
+/// compiles a Unicode class to UTF-8 byte states, so `^\p{L}{1,100}$` takes ~1.5 MiB and
+/// `^[\p{L}\p{N}][\p{L}\p{N} ._-]{0,252}$` ~4.4 MiB; Go's `regexp` accepts both.
+pub const MAX_REGEX_BYTES: usize = 8 << 20;
 
-/// The most heap all of one schema's compiled patterns may take together (identical
-/// patterns are compiled once).
-pub const MAX_REGEX_TOTAL_BYTES: usize = 16 << 20;
+/// The most heap all of one CRD's compiled patterns may take together, summed over all its
+/// versions' schemas (identical patterns count once; a pattern refused as too large counts
+/// [`MAX_REGEX_BYTES`]), so a CRD write compiles at most this much program.
+pub const MAX_REGEX_TOTAL_BYTES: usize = 32 << 20;
+
+/// The patterns one CRD's schemas have compiled, and the heap they take together: the
+/// CRD's validation compiles every version's schema with one budget
+/// ([`Structural::new_within`]), so [`MAX_REGEX_TOTAL_BYTES`] bounds the CRD, not each
+/// version.
+#[derive(Debug, Default)]
+pub struct PatternBudget {
+    patterns: std::collections::HashMap<String, regex_automata::meta::Regex>,
+    bytes: usize,
+}
 
 /// The most steps one validation may take before it stops with an error.
 pub const VALIDATION_BUDGET: u64 = 20_000_000;
@@ -190,7 +207,16 @@ impl Structural {
     /// Compiles `open_api_v3_schema`, or refuses it with every reason (upstream's messages,
     /// paths relative to the schema, sorted as upstream sorts them).
     pub fn new(open_api_v3_schema: &Value) -> Result<Structural, Vec<FieldError>> {
-        build::compile(open_api_v3_schema).map(|root| Structural { root })
+        Self::new_within(open_api_v3_schema, &mut PatternBudget::default())
+    }
+
+    /// [`Structural::new`] with its patterns charged to `budget`, shared with the other
+    /// schemas of the same CRD.
+    pub fn new_within(
+        open_api_v3_schema: &Value,
+        budget: &mut PatternBudget,
+    ) -> Result<Structural, Vec<FieldError>> {
+        build::compile(open_api_v3_schema, budget).map(|root| Structural { root })
     }
 
     /// Removes every field the schema does not declare and returns their paths

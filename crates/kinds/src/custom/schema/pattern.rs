@@ -6,13 +6,16 @@ use regex_automata::meta;
 
 use super::MAX_REGEX_BYTES;
 
+/// The most a pattern's one-pass DFA may take (past it, the PikeVM alone matches).
+const ONEPASS_BYTES: usize = 1 << 20;
+
 /// Compiles a Go pattern (see [`go_syntax`]) within [`MAX_REGEX_BYTES`] of program.
 pub(super) fn compile(src: &str) -> Result<meta::Regex, Box<meta::BuildError>> {
     meta::Regex::builder()
         .configure(
             meta::Regex::config()
                 .nfa_size_limit(Some(MAX_REGEX_BYTES))
-                .onepass_size_limit(Some(MAX_REGEX_BYTES))
+                .onepass_size_limit(Some(ONEPASS_BYTES))
                 .hybrid(false)
                 .backtrack(false)
                 .dfa(false),
