@@ -270,6 +270,20 @@ pub async fn build_api(
             ))
         }),
     );
+    let apisvc_api = api.clone();
+    work.add(
+        "local-apiservices",
+        Box::new(move || Box::pin(listwatch_controllers::apiservices::run(apisvc_api.clone()))),
+    );
+    let apf_api = api.clone();
+    work.add(
+        "flowcontrol-defaults",
+        Box::new(move || {
+            Box::pin(listwatch_controllers::flowcontrol_defaults::run(
+                apf_api.clone(),
+            ))
+        }),
+    );
     work.add(
         "namespace-controller",
         Box::new(move || Box::pin(ns_controller.clone().run())),

@@ -3,6 +3,8 @@
 //! bootstrap controllers) run beside the API.
 //!
 //! It owns, a module each:
+//! - [`flowcontrol_defaults`]: the mandatory FlowSchemas and PriorityLevelConfigurations
+//!   (`exempt`, `catch-all`), created when missing; stored only (a singleton);
 //! - [`gc`]: the garbage collector (upstream's `pkg/controller/garbagecollector`): deletes
 //!   objects whose owners are gone and carries out foreground and orphan deletions, reading,
 //!   deleting and patching through the registry's store of each kind as the API serves it
@@ -13,6 +15,9 @@
 //! - [`bootstrap`]: the namespaces upstream's control plane creates at start (`default`,
 //!   `kube-system`, `kube-public`, `kube-node-lease`), created once the storage answers and
 //!   re-created by the system-namespaces loop;
+//! - [`apiservices`]: the local `APIService` of each group version served (built-in ones
+//!   with upstream's priorities, CRD ones added and removed as CRDs come and go; a
+//!   singleton);
 //! - [`crd`]: the CRD controller, run on every replica (not a singleton: each serves from its
 //!   own kind set): serves the resource each CustomResourceDefinition defines, writes its
 //!   `NamesAccepted`/`Established` status, and on deletion removes its objects and resource
@@ -71,8 +76,10 @@
 //! # }
 //! ```
 
+pub mod apiservices;
 pub mod bootstrap;
 pub mod crd;
+pub mod flowcontrol_defaults;
 pub mod gc;
 pub mod kubelet_pass;
 pub mod kubernetes_service;

@@ -15,6 +15,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod apiservices_secrets;
 mod audit;
 mod auth;
 mod auth_defaults;

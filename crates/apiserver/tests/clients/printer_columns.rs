@@ -475,7 +475,12 @@ fn cases() -> Vec<Case> {
             "v1.cols.example.com",
             false,
             &["NAME", "SERVICE", "AVAILABLE", "AGE"],
-            &["v1.cols.example.com", "cols/api", "Unknown", AGE],
+            &[
+                "v1.cols.example.com",
+                "cols/api",
+                "False (FailedDiscoveryCheck)",
+                AGE,
+            ],
         ),
         case(
             "flowschemas.flowcontrol.apiserver.k8s.io",

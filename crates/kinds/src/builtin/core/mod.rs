@@ -17,5 +17,6 @@ pub mod podtemplate;
 pub mod replicationcontroller;
 pub mod resourcequota;
 pub mod secret;
+pub mod secret_type;
 pub mod service;
 pub mod serviceaccount;

@@ -2,8 +2,9 @@
 //! object without one as `Opaque` too); `stringData` is write-only, folded into `data` on
 //! every write as upstream's v1 conversion does (its entries override `data`'s, and it is
 //! never stored or returned); the keys of `data` (after the fold) are config keys
-//! ([`super::data_keys`], upstream's `ValidateSecret`); `type` never changes, and a secret marked `immutable` keeps
-//! its `data` and the mark; upstream's printer (NAME TYPE DATA AGE).
+//! ([`super::data_keys`], upstream's `ValidateSecret`); `type` never changes, and a secret
+//! marked `immutable` keeps its `data` and the mark; what each `type` requires
+//! ([`super::secret_type`]); upstream's printer (NAME TYPE DATA AGE).
 
 use base64::Engine as _;
 use serde_json::{Value, json};
@@ -41,12 +42,14 @@ impl KindStrategy for SecretStrategy {
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         let mut out = string_data_left(obj);
         out.extend(super::data_keys::key_errors(obj, "data", None));
+        out.extend(super::secret_type::validate(obj));
         out
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut out = string_data_left(new);
         out.extend(super::data_keys::key_errors(new, "data", None));
+        out.extend(super::secret_type::validate(new));
         if new.get("type") != old.get("type") {
             out.push(FieldError::invalid(
                 "type",
@@ -196,7 +199,7 @@ mod tests {
         let old = json!({"type": "Opaque", "immutable": true, "data": {"a": "eA=="}});
         let same = old.clone();
         assert!(SecretStrategy.validate_update(&same, &old).is_empty());
-        let changed = json!({"type": "kubernetes.io/tls", "immutable": false, "data": {}});
+        let changed = json!({"type": "kubernetes.io/tls", "immutable": false, "data": {"tls.crt": "", "tls.key": ""}});
         assert_eq!(SecretStrategy.validate_update(&changed, &old).len(), 3);
         let mut untyped = json!({"immutable": true, "data": {"a": "eA=="}});
         SecretStrategy.prepare_for_update(&mut untyped, &old);
