@@ -1,7 +1,7 @@
 //! Writing a secret (the kubeconfig, which holds the admin key) to a path the caller names,
 //! without handing it to another local user.
 //!
-//! Owns [`write`]. Invariants:
+//! Owns [`write()`]. Invariants:
 //! - a new file is created with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600: never through a
 //!   link, never into a file someone else created in the meantime;
 //! - an existing path is replaced only when it is a regular file (not a link, a fifo, a
@@ -32,7 +32,7 @@ pub(crate) fn existing_unfit(file: bool, owner: u32, me: u32) -> Option<String> 
     None
 }
 
-/// Checks that `path` may be written by [`write`] (missing, or a regular file of this user),
+/// Checks that `path` may be written by [`write()`] (missing, or a regular file of this user),
 /// without writing: a caller can fail before starting anything.
 ///
 /// # Errors

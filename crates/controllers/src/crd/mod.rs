@@ -26,7 +26,7 @@
 //!   served), deletes every custom resource (the registry's deletion lifecycle, as a
 //!   DELETE), waits for them to be gone (those held by
 //!   finalizers are waited for, checked again every [`RETRY`]), waits (at most
-//!   [`DISPATCH_WAIT`]) until the watch cache has handed the deletions to the open watches
+//!   `DISPATCH_WAIT`, 5 s) until the watch cache has handed the deletions to the open watches
 //!   (which send what they were handed before they end), stops serving the kinds
 //!   (404, and gone from discovery) and removes the finalizer, which removes the CRD.
 //!   A CRD found deleting at start (the server stopped during its cleanup) is served again
