@@ -256,6 +256,9 @@ struct Shared<K> {
     default_resync: Option<Duration>,
     /// Every failure, for [`Informer::errors`].
     errors: tokio::sync::broadcast::Sender<InformerError>,
+    /// A receiver made before the driver started, for the first [`Informer::errors`] call,
+    /// so that a failure reported between `spawn` and that call is not lost.
+    first_errors: Mutex<Option<tokio::sync::broadcast::Receiver<InformerError>>>,
     /// The last failure of the first list if it was fatal (see [`SyncError::Fatal`]); `None`
     /// after a non-fatal failure or once synced.
     fatal: tokio::sync::watch::Sender<Option<InformerError>>,
@@ -326,6 +329,7 @@ impl<K: Resource> Informer<K> {
     /// ```
     pub fn spawn<L: ListerWatcher<Object = K>>(lw: L, config: InformerConfig<K>) -> Self {
         let writer = Writer::new(config.indexers);
+        let (errors, first_errors) = tokio::sync::broadcast::channel(ERROR_BUFFER);
         let shared = Arc::new(Shared {
             registry: Mutex::new(Registry {
                 subs: Vec::new(),
@@ -335,7 +339,8 @@ impl<K: Resource> Informer<K> {
             store: writer.store(),
             buffer: config.subscriber_buffer.max(1),
             default_resync: config.resync_period.map(|p| p.max(MIN_RESYNC)),
-            errors: tokio::sync::broadcast::channel(ERROR_BUFFER).0,
+            errors,
+            first_errors: Mutex::new(Some(first_errors)),
             fatal: tokio::sync::watch::channel(None).0,
         });
         let driver = tokio::spawn(drive(
@@ -391,10 +396,19 @@ impl<K: Resource> Informer<K> {
         }
     }
 
-    /// A receiver of the informer's failures from now on (see the module doc). It holds the
-    /// last 64 a slow reader has not read; older ones are dropped (`recv` reports `Lagged`).
+    /// A receiver of the informer's failures (see the module doc). The first call's receiver
+    /// has every failure since [`Informer::spawn`] (so one reported before the call, say by a
+    /// first list that failed at once, is not lost); later calls' receive those from the call
+    /// on. Each holds the last 64 its reader has not read; older ones are dropped (`recv`
+    /// reports `Lagged`).
     pub fn errors(&self) -> tokio::sync::broadcast::Receiver<InformerError> {
-        self.shared.errors.subscribe()
+        let first = self
+            .shared
+            .first_errors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        first.unwrap_or_else(|| self.shared.errors.subscribe())
     }
 
     /// Subscribes: the current state as `Added { in_initial_list: true }`, then every change.

@@ -488,6 +488,33 @@ async fn wait_until_synced_fails_on_a_forbidden_list_instead_of_hanging() {
     assert!(matches!(informer.wait_until_synced().await, Ok(())));
 }
 
+/// A failure reported before `errors()` was first called (here the first list's 403, long
+/// before the call) reaches that first receiver: a caller that spawns and then subscribes
+/// loses nothing to the race between the two (before, the receiver only had later failures,
+/// and `api client_toolkit::informer_failures_reach_code_against_the_binary` failed under
+/// load when the driver's first list beat the subscription).
+#[tokio::test(start_paused = true)]
+async fn the_first_errors_receiver_has_the_failures_from_the_start() {
+    let backend = seeded(2).await;
+    let lw = StorageLw::new(backend.clone());
+    lw.fail_lists((0..30).map(|_| Fault::Status(forbidden())));
+    let informer = Informer::spawn(lw.clone(), config());
+    let waited = tokio::time::timeout(Duration::from_secs(600), informer.wait_until_synced()).await;
+    assert!(
+        matches!(waited, Ok(Err(SyncError::Fatal(_)))),
+        "expected the 403 first: {waited:?}"
+    );
+    // Only now the first receiver: it still has the 403 reported before it existed.
+    let mut first = informer.errors();
+    let reported = first
+        .try_recv()
+        .expect("the failure reported before the call");
+    assert!(reported.to_string().contains("403"), "{reported}");
+    // A later receiver starts from its call.
+    let mut later = informer.errors();
+    assert!(later.try_recv().is_err());
+}
+
 /// A list refused with 400 (a field selector the resource does not support, as
 /// kube-apiserver answers `field label not supported`) is refused the same way on every
 /// retry: the wait fails with it instead of hanging.
