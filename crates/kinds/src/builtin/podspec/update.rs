@@ -34,8 +34,45 @@ const SHOWN_CHANGES: usize = 8;
 /// equal to its defaulted self.
 pub fn pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
     let mut old = old.clone();
+    // Which of the stored containers had no pull policy: stored by a build that did not
+    // default it, so upstream (which defaults on read, before the change applies) would have
+    // carried the old image's policy into the new object; here the new object was defaulted
+    // from its own image, so the two are not compared.
+    let unset_policy = |o: &Value, list: &str| -> Vec<bool> {
+        o["spec"][list]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| c.get("imagePullPolicy").is_none())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let unset = [
+        ("containers", unset_policy(&old, "containers")),
+        ("initContainers", unset_policy(&old, "initContainers")),
+    ];
     super::defaults::pod(&mut old);
-    let old = &old;
+    for (list, unset) in &unset {
+        if let (Some(Value::Array(olds)), Some(Value::Array(news))) = (
+            old.get_mut("spec").and_then(|s| s.get_mut(*list)),
+            new.get("spec").and_then(|s| s.get(*list)),
+        ) {
+            for ((o, n), unset) in olds.iter_mut().zip(news).zip(unset) {
+                if let (true, Some(o), Some(p)) =
+                    (*unset, o.as_object_mut(), n.get("imagePullPolicy"))
+                {
+                    o.insert("imagePullPolicy".into(), p.clone());
+                }
+            }
+        }
+    }
+    // Quantities compare by value, as upstream's semantic equality compares
+    // `resource.Quantity`: a pod stored as `cpu: 1` by an earlier build equals the canonical
+    // `"1"` its update is normalised to.
+    let mut new = new.clone();
+    same_quantities(&mut new, &mut old);
+    let (new, old) = (&new, &old);
     let empty = Map::new();
     let ns = new["spec"].as_object().unwrap_or(&empty);
     let os = old["spec"].as_object().unwrap_or(&empty);
@@ -241,6 +278,60 @@ fn changes(old: &Map<String, Value>, new: &Map<String, Value>) -> String {
     lines.join("\n")
 }
 
+/// Where a pod spec holds quantities: each container's (and init container's) resource
+/// limits and requests, and the pod's overhead.
+fn quantity_maps(spec: &mut Value) -> Vec<&mut Map<String, Value>> {
+    let mut out = Vec::new();
+    let Some(spec) = spec.as_object_mut() else {
+        return out;
+    };
+    for (k, v) in spec.iter_mut() {
+        match (k.as_str(), v) {
+            ("overhead", Value::Object(m)) => out.push(m),
+            ("containers" | "initContainers", Value::Array(cs)) => {
+                for c in cs {
+                    if let Some(Value::Object(r)) = c.get_mut("resources") {
+                        for (rk, rv) in r.iter_mut() {
+                            if let ("limits" | "requests", Value::Object(m)) = (rk.as_str(), rv) {
+                                out.push(m);
+                            }
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Rewrites the quantities of `old`'s spec that equal `new`'s by value (`1` and `"1"`,
+/// `"1000m"` and `"1"`) as `new` writes them, so that the comparison sees no change there.
+fn same_quantities(new: &mut Value, old: &mut Value) {
+    let (Some(new_spec), Some(old_spec)) = (new.get_mut("spec"), old.get_mut("spec")) else {
+        return;
+    };
+    let news: Vec<Map<String, Value>> = quantity_maps(new_spec)
+        .into_iter()
+        .map(|m| m.clone())
+        .collect();
+    let mut olds = quantity_maps(old_spec);
+    if olds.len() != news.len() {
+        return;
+    }
+    for (o, n) in olds.iter_mut().zip(&news) {
+        for (k, ov) in o.iter_mut() {
+            if let Some(nv) = n.get(k) {
+                let same = crate::builtin::quantity::quantity_nanos(ov)
+                    .is_some_and(|a| Some(a) == crate::builtin::quantity::quantity_nanos(nv));
+                if same {
+                    *ov = nv.clone();
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,6 +357,38 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect()
+    }
+
+    /// A pod stored by an earlier build (no pull policy; quantities as written: `cpu: 1`, a
+    /// non-canonical `1.5Gi`) may still be relabelled and get a new image: upstream defaults
+    /// and reads quantities by value before comparing. Before, each of these updates was 422
+    /// "pod updates may not change fields other than ..." (red team rt10, finding 1).
+    #[test]
+    fn a_pod_stored_before_defaults_and_canonical_quantities_still_updates() {
+        let old = pod(json!({"containers": [{"name": "c", "image": "nginx:1",
+            "resources": {"limits": {"cpu": 1, "memory": "1.5Gi"},
+                          "requests": {"cpu": "500m"}}}]}));
+        let canonical = |v: &mut Value| {
+            v["spec"]["containers"][0]["resources"] = json!({
+                "limits": {"cpu": "1", "memory": "1536Mi"}, "requests": {"cpu": "500m"}});
+        };
+        // A label change (the spec as read back, normalised by the write path).
+        let mut relabel = old.clone();
+        relabel["metadata"]["labels"] = json!({"a": "b"});
+        canonical(&mut relabel);
+        crate::builtin::podspec::defaults::pod(&mut relabel);
+        assert_eq!(pod_update(&relabel, &old), Vec::new());
+        // `kubectl set image` to a `latest` image: the new object's pull policy is defaulted
+        // from its own image (Always), the stored one had none.
+        let mut image = old.clone();
+        image["spec"]["containers"][0]["image"] = json!("nginx:latest");
+        canonical(&mut image);
+        crate::builtin::podspec::defaults::pod(&mut image);
+        assert_eq!(pod_update(&image, &old), Vec::new());
+        // A real change of a quantity is still refused.
+        let mut more = relabel.clone();
+        more["spec"]["containers"][0]["resources"]["limits"]["cpu"] = json!("2");
+        assert_eq!(pod_update(&more, &old).len(), 1);
     }
 
     #[test]
