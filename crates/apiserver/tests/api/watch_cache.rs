@@ -131,11 +131,14 @@ fn a_watch_gets_a_bookmark_just_before_its_timeout() {
     let lines = watch.lines();
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["type"], "BOOKMARK", "{lines:?}");
-    assert_eq!(
-        lines[0]["object"]["metadata"]["resourceVersion"],
-        rv.to_string(),
-        "{lines:?}"
-    );
+    // The bookmark carries the cache's progress, which is the whole store's revision: at
+    // least the watch's start, and more when the server's own bootstrap controllers (local
+    // APIServices, flow-control defaults) write in the meantime, as upstream's would.
+    let bookmarked: u64 = lines[0]["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    assert!(bookmarked >= rv, "{lines:?}");
 }
 
 /// Reads a watch's chunked body until `want` object events arrived; returns their
