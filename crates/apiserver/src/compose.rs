@@ -459,6 +459,7 @@ pub fn router(api: &listwatch_endpoints::Api, running: &Running) -> axum::Router
             sec,
             security::filter::filter,
         ))
+        .layer(axum::middleware::from_fn(crate::drain::drain_unread_body))
 }
 
 /// What must live as long as the server: the backends (and etcd's compactor) and the

@@ -28,6 +28,7 @@ mod compose;
 mod conn;
 mod conn_limit;
 pub mod custom;
+pub mod drain;
 pub mod eviction;
 pub mod flag_checks;
 pub mod flags;

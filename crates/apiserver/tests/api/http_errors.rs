@@ -248,3 +248,88 @@ fn limits_answer_429_with_retry_after_and_watch_headers_come_at_once() {
     assert_eq!(refused.header("retry-after"), Some("1"));
     assert_eq!(refused.json()["details"]["retryAfterSeconds"], 1);
 }
+
+/// Reads one HTTP/1.1 response (head and `Content-Length` body) from `stream`.
+fn read_response(stream: &mut std::net::TcpStream) -> (u16, Vec<u8>) {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        assert_eq!(stream.read(&mut byte).unwrap(), 1, "connection closed");
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let status: u16 = head[9..12].parse().unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().parse().unwrap())
+        })
+        .unwrap();
+    let mut body = vec![0u8; len];
+    stream.read_exact(&mut body).unwrap();
+    (status, body)
+}
+
+/// An answer given before the body is read (here 403: the insecure mode refuses a `Host`
+/// that is not its own, before any handler) keeps the connection usable: the server reads the
+/// rest of a small body after the handler, as Go's server does. Without it the connection is
+/// closed with the body unread, the kernel resets it, and a client still sending may lose the
+/// answer (curl's `000`, the flake of `testenv kubectl_with_the_kubeconfig_works_…`).
+#[test]
+fn an_early_answer_keeps_the_connection_when_the_body_is_small() {
+    use std::io::Write;
+    let server = Server::start(&[]);
+    let mut stream = std::net::TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let body = format!("{{\"a\":\"{}\"}}", "x".repeat(100_000));
+    for _ in 0..3 {
+        write!(
+            stream,
+            "POST /api/v1/namespaces/default/nonexistents HTTP/1.1\r\nHost: x\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let (status, answer) = read_response(&mut stream);
+        assert!(
+            status == 403 || status == 404,
+            "{status} {}",
+            String::from_utf8_lossy(&answer)
+        );
+    }
+    // Still the same connection: a request after three early answers is served.
+    write!(stream, "GET /version HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let (status, answer) = read_response(&mut stream);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+}
+
+/// A body declared larger than the drain limit is not read after an early answer: the
+/// connection closes (the server does not take in what it refused).
+#[test]
+fn an_early_answer_does_not_read_a_large_body() {
+    use std::io::{Read, Write};
+    let server = Server::start(&[]);
+    let mut stream = std::net::TcpStream::connect(&server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    // Declares 10 MiB, sends only the head: the answer comes, then the server closes.
+    write!(
+        stream,
+        "POST /api/v1/namespaces/default/nonexistents HTTP/1.1\r\nHost: x\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        10 << 20
+    )
+    .unwrap();
+    let (status, _) = read_response(&mut stream);
+    assert!(status == 403 || status == 404, "{status}");
+    let mut rest = Vec::new();
+    // EOF (or a reset) rather than waiting for the 10 MiB.
+    let _ = stream.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}
