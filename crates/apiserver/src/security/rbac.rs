@@ -594,7 +594,9 @@ impl Admission for RbacAdmission {
                 }
             }
             "rolebindings" | "clusterrolebindings" => {
-                let b: RoleBinding = serde_json::from_value(req.object.clone()).map_err(bad)?;
+                let mut b: RoleBinding = serde_json::from_value(req.object.clone()).map_err(bad)?;
+                // Validated as stored: defaulted first, as upstream decodes then validates.
+                rbac::default_subjects(&mut b);
                 let old_ref = match (req.operation, req.old) {
                     (Operation::Update, Some(old)) => {
                         serde_json::from_value::<RoleBinding>(old.clone())

@@ -42,7 +42,7 @@ pub use types::{
     AggregationRule, GROUP, LabelSelector, LabelSelectorRequirement, PolicyRule, Role, RoleBinding,
     RoleRef, Subject,
 };
-pub use validate::{FieldError, validate_binding, validate_role};
+pub use validate::{FieldError, default_subjects, validate_binding, validate_role};
 
 /// The name of the subject index every binding store must have ([`subject_index`]).
 pub const SUBJECT_INDEX: &str = "subject";

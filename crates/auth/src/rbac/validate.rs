@@ -71,6 +71,17 @@ pub fn validate_role(role: &Role, namespaced: bool) -> Vec<FieldError> {
     out
 }
 
+/// Upstream's `SetDefaults_Subject`, which runs before validation: a `User` or `Group`
+/// subject without `apiGroup` gets `rbac.authorization.k8s.io` (a `ServiceAccount`'s stays
+/// `""`). The stored object gets the same from the kind's strategy.
+pub fn default_subjects(b: &mut RoleBinding) {
+    for s in &mut b.subjects {
+        if s.api_group.is_empty() && matches!(s.kind.as_str(), "User" | "Group") {
+            crate::rbac::GROUP.clone_into(&mut s.api_group);
+        }
+    }
+}
+
 /// Checks a RoleBinding (`namespaced`) or ClusterRoleBinding; `old_ref` is the stored
 /// binding's role reference on update (it may not change).
 pub fn validate_binding(

@@ -83,16 +83,66 @@ fn rbac(plural: &str, kind: &str, namespaced: bool) -> KindSpec {
         .name_validation(NameValidation::PathSegment)
         .allow_create_on_update(true)
         .strategy(if kind.ends_with("Binding") {
-            BINDING_PRINTER
+            BINDING_PRINTER.defaulting(subject_defaults)
         } else {
             ROLE_PRINTER
         })
+}
+
+/// Upstream's `SetDefaults_Subject` on every subject of a binding: a `User` or `Group`
+/// without `apiGroup` gets `rbac.authorization.k8s.io`, a `ServiceAccount` `""` (hand-written
+/// and charted bindings often leave it out; validation then requires exactly these).
+fn subject_defaults(obj: &mut Value) {
+    let Some(subjects) = obj.get_mut("subjects").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for s in subjects.iter_mut().filter_map(Value::as_object_mut) {
+        if s.get("apiGroup").is_some_and(|g| g.as_str() != Some("")) {
+            continue;
+        }
+        let group = match s.get("kind").and_then(Value::as_str) {
+            Some("User" | "Group") => "rbac.authorization.k8s.io",
+            Some("ServiceAccount") => "",
+            _ => continue,
+        };
+        s.insert("apiGroup".into(), Value::String(group.into()));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn subjects_without_an_api_group_get_upstreams() {
+        let mut b = json!({"subjects": [
+            {"kind": "User", "name": "jane"},
+            {"kind": "Group", "name": "devs", "apiGroup": ""},
+            {"kind": "ServiceAccount", "name": "default", "namespace": "a"},
+            {"kind": "User", "name": "x", "apiGroup": "other.example.com"},
+            {"kind": "Robot", "name": "r"},
+            null
+        ]});
+        subject_defaults(&mut b);
+        let groups: Vec<_> = b["subjects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.get("apiGroup").cloned())
+            .collect();
+        assert_eq!(
+            groups,
+            vec![
+                Some(json!("rbac.authorization.k8s.io")),
+                Some(json!("rbac.authorization.k8s.io")),
+                Some(json!("")),
+                Some(json!("other.example.com")),
+                None,
+                None
+            ]
+        );
+    }
 
     #[test]
     fn bindings_print_the_role_and_subjects_by_kind() {
