@@ -91,7 +91,12 @@ impl Conversion for HpaV1 {
             notes.push((BEHAVIOR, b.clone()));
         }
         obj.insert("spec".into(), Value::Object(v1));
-        if let Some(status) = status {
+        // v1's status is a struct (always encoded) whose `currentReplicas` and
+        // `desiredReplicas` have no `omitempty`, so a v1 reader always gets both (v2's
+        // `currentReplicas` is `omitempty`: an HPA made through v2 may store none, and the
+        // Python client's v1 model requires it).
+        {
+            let status = status.unwrap_or_default();
             let mut s = Map::new();
             copy(
                 &status,
@@ -123,6 +128,9 @@ impl Conversion for HpaV1 {
                 .filter(|c| !c.is_empty())
             {
                 notes.push((CONDITIONS, Value::Array(c.clone())));
+            }
+            for key in ["currentReplicas", "desiredReplicas"] {
+                s.entry(key).or_insert(Value::from(0));
             }
             obj.insert("status".into(), Value::Object(s));
         }
@@ -562,6 +570,30 @@ mod tests {
         // v1 keeps the cpu target last, after the metrics of the annotation (upstream's order).
         assert_eq!(back["spec"]["metrics"], want["spec"]["metrics"]);
         assert_eq!(back, std::mem::take(&mut want));
+    }
+
+    /// rt3 finding 5: an HPA made through v2 with no `currentReplicas` (v2's is
+    /// `omitempty`) read through v1 carries `currentReplicas: 0`, as upstream's v1 encoding.
+    #[test]
+    fn v1_always_carries_both_replica_counts() {
+        for status in [None, Some(json!({"desiredReplicas": 2})), Some(json!({}))] {
+            let mut obj = json!({"apiVersion": "autoscaling/v2", "metadata": {"name": "h"},
+                "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d"}, "maxReplicas": 3}});
+            if let Some(s) = status.clone() {
+                obj["status"] = s;
+            }
+            let Value::Object(mut m) = obj else {
+                unreachable!()
+            };
+            HpaV1.to_served(&mut m);
+            let want = status
+                .as_ref()
+                .and_then(|s| s.get("desiredReplicas"))
+                .cloned()
+                .unwrap_or(json!(0));
+            assert_eq!(m["status"]["currentReplicas"], 0, "{status:?}");
+            assert_eq!(m["status"]["desiredReplicas"], want, "{status:?}");
+        }
     }
 
     #[test]
