@@ -278,6 +278,45 @@ pub fn crd_manifests(text: &str, path: &str) -> Result<Vec<serde_json::Value>, R
     Ok(out)
 }
 
+/// The CustomResourceDefinitions of a manifest file as envtest reads its CRD paths: as
+/// [`crd_manifests`], but a document (or `List` item) of another kind is skipped, not an
+/// error, so a kubebuilder `config/crd` directory with its `kustomization.yaml` works. A text
+/// that is not YAML is still an error.
+pub fn crd_manifests_skipping_others(
+    text: &str,
+    path: &str,
+) -> Result<Vec<serde_json::Value>, ResourcesFileError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    yaml_guard::check(text).map_err(|message| ResourcesFileError::TooCostly {
+        path: path.into(),
+        message,
+    })?;
+    let mut out = Vec::new();
+    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let value =
+            serde_yaml::Value::deserialize(doc).map_err(|source| ResourcesFileError::Parse {
+                path: path.into(),
+                source,
+            })?;
+        let json: serde_json::Value =
+            serde_json::to_value(&value).map_err(|e| ResourcesFileError::Document {
+                path: path.into(),
+                index,
+                message: e.to_string(),
+            })?;
+        let docs = match json.get("kind").and_then(serde_json::Value::as_str) {
+            Some("List") => json
+                .get("items")
+                .and_then(serde_json::Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            _ => vec![json],
+        };
+        out.extend(docs.into_iter().filter(crd::is_crd));
+    }
+    Ok(out)
+}
+
 /// Parses a resources document (a leading UTF-8 byte order mark, as some editors on Windows
 /// write, is skipped, as kubectl's YAML reader does).
 pub fn parse(text: &str, path: &str) -> Result<Vec<KindSpec>, ResourcesFileError> {

@@ -147,7 +147,9 @@ impl Builder {
     }
 
     /// Installs the CRDs of a file, or of every `*.yaml`, `*.yml` and `*.json` file of a
-    /// directory (not recursive), read when the environment starts.
+    /// directory (not recursive), read when the environment starts. As envtest's CRD paths,
+    /// documents of other kinds in those files (a kubebuilder `kustomization.yaml`) are
+    /// skipped.
     #[must_use]
     pub fn crds_from(mut self, path: impl Into<PathBuf>) -> Self {
         self.crd_paths.push(path.into());
@@ -199,11 +201,15 @@ impl Builder {
         // Read and split before the server starts: a file or document that is not a CRD
         // manifest fails at once.
         let mut crds = Vec::new();
-        for (source, text) in self.manifests()? {
-            crds.extend(
-                listwatch_apiserver::custom::crd_manifests(&text, &source)
-                    .map_err(|e| Error::Server(e.to_string()))?,
-            );
+        for (source, text, from_file) in self.manifests()? {
+            // Files are read as envtest reads its CRD paths: other kinds' documents (a
+            // kustomization, a sample) are skipped; a text given as a CRD must be one.
+            let read = if from_file {
+                listwatch_apiserver::custom::crd_manifests_skipping_others
+            } else {
+                listwatch_apiserver::custom::crd_manifests
+            };
+            crds.extend(read(&text, &source).map_err(|e| Error::Server(e.to_string()))?);
         }
         args.extend(self.args);
         let mut opts = Options::try_parse_checked_from(&args)
@@ -251,12 +257,12 @@ impl Builder {
     /// The manifests, in order, each with what it came from: the texts, then the files (each
     /// a regular file of at most [`MAX_MANIFEST_BYTES`]; a directory's other entries — fifos,
     /// devices, sockets, subdirectories — are skipped, a path naming one is an error).
-    fn manifests(&self) -> Result<Vec<(String, String)>, Error> {
-        let mut out: Vec<(String, String)> = self
+    fn manifests(&self) -> Result<Vec<(String, String, bool)>, Error> {
+        let mut out: Vec<(String, String, bool)> = self
             .crds
             .iter()
             .enumerate()
-            .map(|(i, text)| (format!("CRD text {i}"), text.clone()))
+            .map(|(i, text)| (format!("CRD text {i}"), text.clone(), false))
             .collect();
         for path in &self.crd_paths {
             let read = |p: &Path| {
@@ -286,10 +292,10 @@ impl Builder {
                 // A stable order, whatever the directory's.
                 files.sort();
                 for f in files {
-                    out.push((f.display().to_string(), read(&f)?));
+                    out.push((f.display().to_string(), read(&f)?, true));
                 }
             } else {
-                out.push((path.display().to_string(), read(path)?));
+                out.push((path.display().to_string(), read(path)?, true));
             }
         }
         Ok(out)

@@ -283,6 +283,62 @@ spec:
     assert!(matches!(missing, Error::Manifest { .. }), "{missing}");
 }
 
+/// A CRD directory laid out as kubebuilder's (a `kustomization.yaml` and a sample beside the
+/// CRDs) is read as envtest reads it: the other kinds' documents are skipped (red team rt3
+/// finding 7: it failed to start); a file that is not YAML still fails.
+#[tokio::test]
+async fn a_crd_directory_skips_documents_of_other_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("kustomization.yaml"),
+        "resources:\n- bases/example.org_gadgets.yaml\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("gadgets.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: sample}\n---\n\
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: gadgets.example.org}
+spec:
+  group: example.org
+  names: {plural: gadgets, kind: Gadget}
+  scope: Namespaced
+  versions:
+  - {name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}
+",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("README.md"), "not yaml: [").unwrap();
+    let env = TestEnv::builder()
+        .crds_from(dir.path())
+        .start()
+        .await
+        .unwrap();
+    let crds: Api<CustomResourceDefinition> = Api::all(env.kube_client().unwrap());
+    let names: Vec<String> = crds
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(names, vec!["gadgets.example.org".to_owned()]);
+    drop(env);
+
+    std::fs::write(dir.path().join("broken.yaml"), "a: [").unwrap();
+    let err = TestEnv::builder()
+        .crds_from(dir.path())
+        .start()
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Server(ref m) if m.contains("broken.yaml")),
+        "{err}"
+    );
+}
+
 #[tokio::test]
 async fn drop_stops_the_server_and_removes_its_files() {
     let env = TestEnv::start().await.unwrap();
