@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::builtin::print;
 use crate::strategy::{KindStrategy, TableColumn, Times};
-use crate::{GcPolicy, Generation, KindSpec, NameValidation};
+use crate::{FieldError, GcPolicy, Generation, KindSpec, NameValidation};
 
 /// Event fields a field selector may name (upstream's `event.ToSelectableFields` and core/v1's
 /// event field label function, whose `source` — declared with how it is read in [`spec`] —
@@ -40,11 +40,43 @@ pub fn spec() -> KindSpec {
         .strategy(EventStrategy)
 }
 
-/// The strategy of `v1` events: their printer.
+/// Upstream's rule (core validation's `legacyValidateEvent`) that an event lives beside what
+/// it is about: an event without `eventTime` (a core recorder's) whose involved object has a
+/// namespace must be in that namespace, and one about a cluster-scoped object in `default`
+/// (or no namespace); an event with `eventTime` about a cluster-scoped object must be in
+/// `default` or `kube-system`.
+fn namespace_errors(obj: &Value) -> Option<FieldError> {
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or("");
+    let involved = obj["involvedObject"]["namespace"].as_str().unwrap_or("");
+    let legacy = obj.get("eventTime").is_none_or(Value::is_null);
+    let fits = match (legacy, involved) {
+        (true, "") => matches!(ns, "" | "default"),
+        (true, theirs) => theirs == ns,
+        (false, "") => matches!(ns, "default" | "kube-system"),
+        (false, _) => true,
+    };
+    (!fits).then(|| {
+        FieldError::invalid_str(
+            "involvedObject.namespace",
+            involved,
+            "does not match event.namespace",
+        )
+    })
+}
+
+/// The strategy of `v1` events: their printer and the namespace rule.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EventStrategy;
 
 impl KindStrategy for EventStrategy {
+    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
+        namespace_errors(obj).into_iter().collect()
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<FieldError> {
+        namespace_errors(new).into_iter().collect()
+    }
+
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
         Some(columns())
     }
@@ -157,6 +189,32 @@ mod tests {
         fn human(&self, s: u64) -> String {
             s.to_string()
         }
+    }
+
+    /// rt3: an event in one namespace about an object of another was accepted.
+    #[test]
+    fn an_event_lives_beside_what_it_is_about() {
+        let ev = |ns: &str, involved: Option<&str>, time: bool| {
+            let mut e = json!({"metadata": {"name": "e", "namespace": ns},
+                "involvedObject": {"kind": "Pod", "name": "p"}});
+            if let Some(i) = involved {
+                e["involvedObject"]["namespace"] = json!(i);
+            }
+            if time {
+                e["eventTime"] = json!("2026-12-07T00:00:00.000000Z");
+            }
+            namespace_errors(&e).map(|e| format!("{}: {}", e.field, e.body()))
+        };
+        assert_eq!(ev("a", Some("a"), false), None);
+        assert_eq!(
+            ev("a", Some("b"), false).as_deref(),
+            Some("involvedObject.namespace: Invalid value: \"b\": does not match event.namespace")
+        );
+        assert_eq!(ev("default", None, false), None);
+        assert!(ev("a", None, false).is_some());
+        assert_eq!(ev("kube-system", None, true), None);
+        assert!(ev("a", None, true).is_some());
+        assert_eq!(ev("a", Some("b"), true), None);
     }
 
     #[test]

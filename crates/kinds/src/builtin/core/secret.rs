@@ -42,6 +42,7 @@ impl KindStrategy for SecretStrategy {
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         let mut out = string_data_left(obj);
         out.extend(super::data_keys::key_errors(obj, "data", None));
+        out.extend(super::data_keys::secret_size_errors(obj));
         out.extend(super::secret_type::validate(obj));
         out
     }
@@ -49,6 +50,7 @@ impl KindStrategy for SecretStrategy {
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
         let mut out = string_data_left(new);
         out.extend(super::data_keys::key_errors(new, "data", None));
+        out.extend(super::data_keys::secret_size_errors(new));
         out.extend(super::secret_type::validate(new));
         if new.get("type") != old.get("type") {
             out.push(FieldError::invalid(
