@@ -23,8 +23,16 @@
 //!   one member, so a client that reads only one member reads it whole.
 //!
 //! Bounds (per response and in total):
-//! - CPU: level 1, and at most `MAX_INPUT_PER_POLL` (256 KiB) bytes compressed per poll of a body, so
-//!   a large response never holds a runtime thread for long;
+//! - CPU: level 1, and at most `MAX_INPUT_PER_POLL` (256 KiB) bytes compressed per poll of a
+//!   body, so a large response never holds a thread for long. Where: on the request compute
+//!   pool (`listwatch_server::compute`), one piece per task behind its fair gate in the
+//!   client's flow — a gzipped list's every piece (`stream_list`), a watch-list's every
+//!   compression step ([`GzipWatch`]) — never on the threads that drive the sockets (red
+//!   team rt10 finding 3: 20 lists of 30 MB gzipped on those threads held another user's
+//!   tiny list up to 10 s). Only without a pool (`request_workers` 0) does it run where
+//!   the body is polled. The seats a list took are held until its last piece is out, so
+//!   its compression counts against its flow, as upstream gzips in the handler that holds
+//!   the seat;
 //! - memory: a deflate compressor is a few hundred KiB; at most
 //!   [`crate::Config::max_gzip_streams`] exist at once (`GzipBudget`). A response that
 //!   finds none free goes out uncompressed (identity is always acceptable, as upstream
@@ -41,6 +49,7 @@
 //! client sees a broken stream, never a shorter valid one.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -50,6 +59,8 @@ use bytes::Bytes;
 use flate2::{Compress, Compression, FlushCompress, Status};
 use futures::Stream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::compute::{Offloader, PoolStopped};
 
 /// Responses at most this long are not compressed (upstream's `defaultGzipThresholdBytes`).
 pub const GZIP_THRESHOLD: usize = 128 * 1024;
@@ -295,18 +306,61 @@ const STAGE_BYTES: usize = 64 * 1024;
 /// The annotation of the bookmark that ends a watch-list's initial events.
 const INITIAL_EVENTS_END: &[u8] = b"\"k8s.io/initial-events-end\":\"true\"";
 
+/// What a compression step does after writing its input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Nothing more (more input follows at once).
+    Write,
+    /// The watch has nothing more ready: flush, and once the initial events are out, drop
+    /// the compressor.
+    Pause { stop: bool },
+    /// The watch ended: end the member.
+    Finish,
+}
+
+impl Step {
+    fn apply(self, gz: &mut Gzip, input: &[u8]) -> Result<(), GzipError> {
+        gz.write(input)?;
+        match self {
+            Step::Write => Ok(()),
+            Step::Pause { stop } => {
+                gz.flush()?;
+                if stop && gz.compressing() {
+                    gz.stop_compressing()?;
+                }
+                Ok(())
+            }
+            Step::Finish => gz.finish(),
+        }
+    }
+}
+
+/// A compression step running on the request compute pool: the encoder comes back with
+/// its result.
+type Job = Pin<Box<dyn Future<Output = Result<(Gzip, Result<(), GzipError>), PoolStopped>> + Send>>;
+
 /// A watch body, gzipped (see the module docs): the watch's chunks are compressed and
 /// flushed whenever the watch has nothing more ready; after the initial-events-end bookmark
 /// has gone out, the compressor is released and the rest is sent in stored blocks.
+///
+/// While it compresses, the compression runs on the request compute pool in the client's
+/// flow when there is one (`offload`), one [`STAGE_BYTES`] step per task, so a watch-list's
+/// initial burst does not hold the threads that drive the sockets; the body waits for each
+/// step (the output stays in order). Stored blocks are copies, made on the polling thread.
 pub(crate) struct GzipWatch<S> {
     inner: Pin<Box<S>>,
-    gz: Gzip,
+    /// `None` while a step runs on the pool (`job`).
+    gz: Option<Gzip>,
     /// Chunks not compressed yet: a watch's frames come in small pieces (a prefix, the
     /// object, a suffix), compressed together once [`STAGE_BYTES`] are waiting or the watch
     /// pauses.
     stage: Vec<u8>,
     /// Whether the initial-events-end bookmark has been seen.
     initial_done: bool,
+    offload: Option<Offloader>,
+    /// The step running on the pool, and what it was.
+    job: Option<(Job, Step)>,
+    /// The member is ended (or broken): nothing more to send.
     ended: bool,
 }
 
@@ -314,13 +368,121 @@ impl<S> GzipWatch<S>
 where
     S: Stream<Item = Result<Bytes, Infallible>> + Send,
 {
-    pub(crate) fn new(inner: S, permit: OwnedSemaphorePermit) -> Self {
+    pub(crate) fn new(inner: S, permit: OwnedSemaphorePermit, offload: Option<Offloader>) -> Self {
         Self {
             inner: Box::pin(inner),
-            gz: Gzip::new(Some(permit)),
+            gz: Some(Gzip::new(Some(permit))),
             stage: Vec::new(),
             initial_done: false,
+            offload,
+            job: None,
             ended: false,
+        }
+    }
+
+    /// Runs `step` over the staged input: on the pool (the result comes with the job's
+    /// completion, `None` here) or, without a pool or once the encoder only copies, at once.
+    /// Returns what is to be sent now (see [`Self::after`]; `hand_on`: a write's output
+    /// goes too).
+    fn run_step(&mut self, step: Step, hand_on: bool) -> Result<Option<Bytes>, std::io::Error> {
+        let input = std::mem::take(&mut self.stage);
+        let Some(mut gz) = self.gz.take() else {
+            return Err(std::io::Error::other("gzip: no encoder between steps"));
+        };
+        match self.offload.as_ref().filter(|_| gz.compressing()) {
+            Some(pool) => {
+                let job = pool.run(async move {
+                    let r = step.apply(&mut gz, &input);
+                    (gz, r)
+                });
+                self.job = Some((Box::pin(job), step));
+                Ok(None)
+            }
+            None => {
+                let r = step.apply(&mut gz, &input);
+                self.gz = Some(gz);
+                r?;
+                Ok(self.after(step, hand_on))
+            }
+        }
+    }
+
+    /// What to send once `step` is done: the member's end, what a pause flushed, and a
+    /// write's output only when `hand_on` (else it waits in the encoder for more).
+    fn after(&mut self, step: Step, hand_on: bool) -> Option<Bytes> {
+        let gz = self.gz.as_mut()?;
+        match step {
+            Step::Finish => {
+                self.ended = true;
+                Some(gz.take())
+            }
+            Step::Write if !hand_on => None,
+            Step::Write | Step::Pause { .. } => (gz.ready() > 0).then(|| gz.take()),
+        }
+    }
+
+    fn poll_step(&mut self, cx: &mut Context<'_>) -> Poll<Result<Option<Bytes>, std::io::Error>> {
+        let mut input = 0usize;
+        loop {
+            if let Some((job, step)) = &mut self.job {
+                let step = *step;
+                let Poll::Ready(done) = job.as_mut().poll(cx) else {
+                    return Poll::Pending;
+                };
+                self.job = None;
+                let (gz, r) = done.map_err(std::io::Error::other)?;
+                self.gz = Some(gz);
+                r?;
+                // Each step on the pool is a pause of the body anyway: hand its output on.
+                match self.after(step, true) {
+                    Some(out) => return Poll::Ready(Ok(Some(out))),
+                    None => continue,
+                }
+            }
+            if self.ended {
+                return Poll::Ready(Ok(None));
+            }
+            let out = match self.inner.as_mut().poll_next(cx) {
+                Poll::Ready(Some(Ok(chunk))) => {
+                    input += chunk.len();
+                    if !self.initial_done && contains(&chunk, INITIAL_EVENTS_END) {
+                        self.initial_done = true;
+                    }
+                    self.stage.extend_from_slice(&chunk);
+                    if self.stage.len() < STAGE_BYTES {
+                        continue;
+                    }
+                    // Output is handed on once this poll has taken its share of input.
+                    match self.run_step(Step::Write, input >= MAX_INPUT_PER_POLL)? {
+                        Some(out) => out,
+                        None => continue,
+                    }
+                }
+                Poll::Ready(None) => match self.run_step(Step::Finish, true)? {
+                    Some(out) => out,
+                    None => continue,
+                },
+                Poll::Pending => {
+                    let idle = self.stage.is_empty()
+                        && self.gz.as_ref().is_none_or(|gz| {
+                            !gz.unflushed
+                                && gz.ready() == 0
+                                && !(self.initial_done && gz.compressing())
+                        });
+                    if idle {
+                        return Poll::Pending;
+                    }
+                    // An idle watch keeps no staging buffer (`run_step` takes it).
+                    let stop = self.initial_done;
+                    match self.run_step(Step::Pause { stop }, true)? {
+                        Some(out) => out,
+                        // Nothing to send: the inner stream has our waker.
+                        None if self.job.is_none() => return Poll::Pending,
+                        None => continue,
+                    }
+                }
+            };
+            return Poll::Ready(Ok(Some(out)));
         }
     }
 }
@@ -333,46 +495,14 @@ where
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
-        if this.ended {
-            return Poll::Ready(None);
-        }
-        let mut input = 0usize;
-        loop {
-            match this.inner.as_mut().poll_next(cx) {
-                Poll::Ready(Some(Ok(chunk))) => {
-                    input += chunk.len();
-                    if !this.initial_done && contains(&chunk, INITIAL_EVENTS_END) {
-                        this.initial_done = true;
-                    }
-                    this.stage.extend_from_slice(&chunk);
-                    if this.stage.len() >= STAGE_BYTES {
-                        this.gz.write(&this.stage)?;
-                        this.stage.clear();
-                    }
-                    if input >= MAX_INPUT_PER_POLL && this.gz.ready() > 0 {
-                        return Poll::Ready(Some(Ok(this.gz.take())));
-                    }
-                }
-                Poll::Ready(None) => {
-                    this.ended = true;
-                    this.gz.write(&this.stage)?;
-                    this.stage = Vec::new();
-                    this.gz.finish()?;
-                    return Poll::Ready(Some(Ok(this.gz.take())));
-                }
-                Poll::Pending => {
-                    this.gz.write(&this.stage)?;
-                    // An idle watch keeps no staging buffer.
-                    this.stage = Vec::new();
-                    this.gz.flush()?;
-                    if this.initial_done && this.gz.compressing() {
-                        this.gz.stop_compressing()?;
-                    }
-                    if this.gz.ready() > 0 {
-                        return Poll::Ready(Some(Ok(this.gz.take())));
-                    }
-                    return Poll::Pending;
-                }
+        match this.poll_step(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(out)) => Poll::Ready(out.map(Ok)),
+            // A broken member is not ended: the client sees a broken stream.
+            Poll::Ready(Err(e)) => {
+                this.ended = true;
+                this.job = None;
+                Poll::Ready(Some(Err(e)))
             }
         }
     }
@@ -385,10 +515,42 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use axum::http::HeaderValue;
     use std::io::Read;
+
+    use crate::compute::ComputePool;
+    use crate::flowcontrol::ClientKey;
+
+    /// A request compute pool of one thread with every place taken by another client's
+    /// tasks, which end when the returned senders are dropped.
+    pub(crate) async fn full_pool() -> (ComputePool, Vec<tokio::sync::oneshot::Sender<()>>) {
+        let metrics = crate::metrics::Metrics::register(
+            &mut prometheus_client::registry::Registry::default(),
+        );
+        let pool = ComputePool::new(1, &metrics).unwrap().unwrap();
+        let release = fill(&pool).await;
+        (pool, release)
+    }
+
+    /// Takes every place in `pool` with another client's tasks, which end when the
+    /// returned senders are dropped.
+    pub(crate) async fn fill(pool: &ComputePool) -> Vec<tokio::sync::oneshot::Sender<()>> {
+        let mut release = Vec::new();
+        for _ in 0..pool.admission_limit() {
+            let (started_tx, started) = tokio::sync::oneshot::channel();
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let task = pool.offloader(ClientKey::user("other")).run(async move {
+                let _ = started_tx.send(());
+                let _ = rx.await;
+            });
+            tokio::spawn(task);
+            started.await.unwrap();
+            release.push(tx);
+        }
+        release
+    }
 
     fn gunzip(data: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -502,7 +664,7 @@ mod tests {
         assert!(budget.try_take().is_none(), "one compressor at a time");
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
         let inner = tokio_stream_from(rx);
-        let mut body = GzipWatch::new(inner, permit);
+        let mut body = GzipWatch::new(inner, permit, None);
         let added = Bytes::from_static(b"{\"type\":\"ADDED\",\"object\":{}}\n");
         let end = Bytes::from_static(
             b"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n",
@@ -511,7 +673,7 @@ mod tests {
         tx.send(end.clone()).unwrap();
         let first = body.next().await.unwrap().unwrap();
         assert!(
-            !body.gz.compressing(),
+            !body.gz.as_ref().unwrap().compressing(),
             "released at the first pause after the bookmark"
         );
         assert!(budget.try_take().is_some(), "its permit is back");
@@ -521,6 +683,52 @@ mod tests {
         let last = body.next().await.unwrap().unwrap();
         assert!(body.next().await.is_none());
         let wire = [first, second, last].concat();
+        assert_eq!(gunzip(&wire), [added.clone(), end, added].concat());
+    }
+
+    /// A watch-list's compression runs on the request compute pool, in the client's flow,
+    /// not on the thread polling the body (red team rt10 finding 3): while every place in
+    /// the pool is taken no compressed byte comes, and once one is free the events do, in
+    /// order, as one gzip member; after the initial events the stored blocks need no pool.
+    #[tokio::test]
+    async fn a_watch_list_compresses_on_the_compute_pool() {
+        use futures::{FutureExt, StreamExt};
+        let (pool, release) = full_pool().await;
+        let budget = GzipBudget::new(1);
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+        let mut body = GzipWatch::new(
+            tokio_stream_from(rx),
+            budget.try_take().unwrap(),
+            Some(pool.offloader(ClientKey::user("alice"))),
+        );
+        let added = Bytes::from(format!(
+            "{{\"type\":\"ADDED\",\"object\":{{\"data\":\"{}\"}}}}\n",
+            "x".repeat(100_000)
+        ));
+        let end = Bytes::from_static(
+            b"{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n",
+        );
+        tx.send(added.clone()).unwrap();
+        tx.send(end.clone()).unwrap();
+        assert!(
+            body.next().now_or_never().is_none(),
+            "nothing is compressed while the pool is full"
+        );
+        drop(release);
+        let mut wire = Vec::new();
+        while body.gz.as_ref().is_none_or(Gzip::compressing) {
+            wire.extend_from_slice(&body.next().await.unwrap().unwrap());
+        }
+        assert!(budget.try_take().is_some(), "its compressor is released");
+        let _full_again = fill(&pool).await;
+        tx.send(added.clone()).unwrap();
+        let live = body.next().now_or_never();
+        let live = live.expect("stored blocks are copies, made without the pool");
+        wire.extend_from_slice(&live.unwrap().unwrap());
+        drop(tx);
+        while let Some(piece) = body.next().await {
+            wire.extend_from_slice(&piece.unwrap());
+        }
         assert_eq!(gunzip(&wire), [added.clone(), end, added].concat());
     }
 

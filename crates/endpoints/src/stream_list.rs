@@ -14,9 +14,14 @@
 //!   a compressor is free), so the memory a list holds beyond the objects themselves is one
 //!   batch (plus a compressor), whatever its length. The objects are the list's handles on
 //!   the storage's (or cache's) shared objects: 24 bytes each, no copy of their bytes;
-//! - the batches after the first of a Table or metadata list are encoded (and compressed) on
-//!   the request compute pool, one task per batch behind its fair gate in the client's flow
-//!   (`ListBody::offload`); a JSON list's batches copy stored bytes on the polling thread;
+//! - the pieces that compute run on the request compute pool, one task per piece behind
+//!   its fair gate in the client's flow (`ListBody::offload`): every batch after the first
+//!   of a Table or metadata list, and every piece of a gzipped list, the first included
+//!   (deflate is the costly part of a large JSON list: 20 of them compressing on the
+//!   I/O threads held another client's tiny list for seconds, red team rt10 finding 3).
+//!   Only an uncompressed JSON list's batches, copies of stored bytes, are made on the
+//!   thread polling the body. The seat is held throughout (below), so a list's
+//!   compression counts against its flow's seats, as upstream's handler gzips on its seat;
 //! - a streamed list keeps its request's seat, in-flight gauge and body-memory hold until its
 //!   last byte has been handed on (or the client went away): the expensive part of a large
 //!   list is its sending, and upstream holds the seat for it too ([`Streamed`] marks such a
@@ -275,20 +280,17 @@ pub(crate) fn respond(
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         return Ok(resp);
     }
-    let mut gz = gzip.map(|permit| Gzip::new(Some(permit)));
-    let first = match &mut gz {
-        Some(g) => {
-            g.write(&first)?;
-            g.take()
-        }
-        None => Bytes::from(first),
-    };
+    let gz = gzip.map(|permit| Gzip::new(Some(permit)));
     let compressed = gz.is_some();
+    // Compression computes whatever the items are: a gzipped list's pieces, its first
+    // included, are made on the pool like a Table's (red team rt10 finding 3: 20 gzipped
+    // lists compressing on the I/O threads held another client's tiny list for seconds).
+    let computes = compressed || !matches!(enc.items, Items::Json);
     let body = ListBody {
         enc,
         gz,
-        first: Some(first),
-        offload,
+        first: Some(Bytes::from(first)),
+        offload: offload.filter(|_| computes),
         deadline: Instant::now() + deadline,
         ended: false,
     };
@@ -313,10 +315,11 @@ impl From<crate::compress::GzipError> for ApiError {
 struct ListBody {
     enc: Encoding,
     gz: Option<Gzip>,
+    /// The bytes encoded before the body was made, not compressed yet.
     first: Option<Bytes>,
-    /// Where the batches after the first are encoded (and compressed): the request compute
-    /// pool, in the client's flow, for items that compute (Table rows, metadata); `None`:
-    /// on the thread polling the body.
+    /// Where the pieces are encoded and compressed: the request compute pool, in the
+    /// client's flow, when they compute (Table rows, metadata, and every piece of a gzipped
+    /// list, the first included); `None`: on the thread polling the body.
     offload: Option<Offloader>,
     deadline: Instant,
     ended: bool,
@@ -325,7 +328,9 @@ struct ListBody {
 impl ListBody {
     /// The next piece of the body, or an error that cuts it.
     fn next_piece(&mut self) -> Result<Option<Bytes>, std::io::Error> {
-        if let Some(first) = self.first.take() {
+        if self.gz.is_none()
+            && let Some(first) = self.first.take()
+        {
             return Ok(Some(first));
         }
         if self.ended {
@@ -340,17 +345,24 @@ impl ListBody {
         }
         let mut input = 0usize;
         loop {
-            let mut buf = Vec::with_capacity(BATCH_BYTES + 16 * 1024);
-            self.enc
-                .fill(&mut buf, BATCH_BYTES)
-                .map_err(|e| std::io::Error::other(e.0.message))?;
-            if self.enc.done() {
-                buf.extend_from_slice(Encoding::TAIL);
-                self.ended = true;
-            }
+            let buf = match self.first.take() {
+                // Only a gzipped list's first bytes are still here.
+                Some(first) => first,
+                None => {
+                    let mut buf = Vec::with_capacity(BATCH_BYTES + 16 * 1024);
+                    self.enc
+                        .fill(&mut buf, BATCH_BYTES)
+                        .map_err(|e| std::io::Error::other(e.0.message))?;
+                    if self.enc.done() {
+                        buf.extend_from_slice(Encoding::TAIL);
+                        self.ended = true;
+                    }
+                    Bytes::from(buf)
+                }
+            };
             input += buf.len();
             let Some(gz) = &mut self.gz else {
-                return Ok(Some(Bytes::from(buf)));
+                return Ok(Some(buf));
             };
             gz.write(&buf)?;
             if self.ended {
@@ -368,7 +380,9 @@ impl ListBody {
     fn into_stream(self) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
         futures::stream::unfold(Some(self), |state| async move {
             let mut body = state?;
-            let (body, piece) = match body.offload.clone().filter(|_| body.first.is_none()) {
+            // A plain first piece is ready as it is; everything else is work.
+            let ready = body.first.is_some() && body.gz.is_none();
+            let (body, piece) = match body.offload.clone().filter(|_| !ready) {
                 // One batch per task: the body moves to the pool and back (ordered: the
                 // next poll waits for it); a client that goes away drops the wait, which
                 // aborts the task (or leaves the gate's queue) and drops the body there.
@@ -583,6 +597,60 @@ mod tests {
             most <= 1024 * 1024 / (300 * 1024) + 1,
             "one batch read {most} objects of 300 KiB: {big_rows_per_piece:?}"
         );
+    }
+
+    /// A gzipped list is compressed on the request compute pool, in its client's flow, not
+    /// on the thread polling its body (red team rt10 finding 3: 20 such lists compressing
+    /// on the I/O threads held another user's tiny list for seconds): while every place in
+    /// the pool is taken, not one byte of it is made — its first included — and once places
+    /// free up the whole list comes. An uncompressed JSON list (copies of stored bytes)
+    /// needs no place.
+    #[tokio::test]
+    async fn a_gzipped_list_compresses_on_the_compute_pool() {
+        use futures::FutureExt;
+        let (pool, release) = crate::compress::tests::full_pool().await;
+        let alice = crate::flowcontrol::ClientKey::user("alice");
+        let budget = crate::compress::GzipBudget::new(1);
+        let gzipped = respond(
+            info(),
+            Items::Json,
+            ListExtras::default(),
+            list(400, 1000),
+            budget.try_take(),
+            Some(pool.offloader(alice.clone())),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        assert!(gzipped.headers().contains_key(header::CONTENT_ENCODING));
+        let plain = respond(
+            info(),
+            Items::Json,
+            ListExtras::default(),
+            list(400, 1000),
+            None,
+            Some(pool.offloader(alice)),
+            Duration::from_secs(60),
+        )
+        .unwrap();
+        let mut body = gzipped.into_body().into_data_stream();
+        assert!(
+            body.next().now_or_never().is_none(),
+            "nothing is compressed while the pool is full"
+        );
+        let (plain, _) = body_of(plain).await;
+        drop(release);
+        let mut wire = Vec::new();
+        while let Some(piece) = body.next().await {
+            wire.extend_from_slice(&piece.unwrap());
+        }
+        let mut json = Vec::new();
+        use std::io::Read;
+        flate2::read::GzDecoder::new(&wire[..])
+            .read_to_end(&mut json)
+            .unwrap();
+        assert_eq!(json, plain, "the same list, gzipped");
+        let v: Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(v["items"].as_array().unwrap().len(), 400);
     }
 
     #[tokio::test]

@@ -125,8 +125,8 @@ pub(super) fn list_response(
         extras,
         list,
         gzip,
-        // Table and metadata items compute; JSON items are copies of stored bytes.
-        req.offloader().filter(|_| !matches!(items, Items::Json)),
+        // Used for the pieces that compute: Table and metadata items, and gzip.
+        req.offloader(),
         // The server's response deadline (the request timeout) comes first; this is a backstop.
         req.shared.config.request_timeout.saturating_mul(2),
     )?;
@@ -216,6 +216,7 @@ pub(super) async fn watch_request(
         Some(permit) => Body::from_stream(crate::compress::GzipWatch::new(
             watch_server::byte_stream(state),
             permit,
+            req.offloader(),
         )),
         None => watch_server::body(state),
     }

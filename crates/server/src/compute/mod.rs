@@ -4,7 +4,8 @@
 //! The server has two tokio runtimes. The embedder's (the *I/O runtime*) runs the accept
 //! loop, every connection, the polling of response bodies (watches, streamed lists: the
 //! pieces of a body that compute — Table, YAML and metadata items, Table and metadata
-//! watch frames not encoded yet — run on this module's pool through an [`Offloader`]), the
+//! watch frames not encoded yet, gzip compression of lists and watch-lists — run on this
+//! module's pool through an [`Offloader`]), the
 //! cheap handlers (`/healthz`, `/readyz`, `/livez`, discovery, OpenAPI, `/metrics`, GET and
 //! LIST answered as plain JSON), flow control, the cachers' dispatchers and the storage
 //! watch tasks. This module owns the other one: a multi-threaded runtime of
@@ -139,7 +140,8 @@ impl ComputePool {
 
     /// A handle that runs work of `flow` on the pool, for a response body that computes
     /// while it is sent (streamed Table, YAML and metadata lists, Table and metadata watch
-    /// frames): each piece waits at the gate in the flow's queue like a request would.
+    /// frames, gzipped lists and watch-lists): each piece waits at the gate in the flow's
+    /// queue like a request would.
     pub fn offloader(&self, flow: ClientKey) -> Offloader {
         Offloader {
             gate: self.gate.clone(),
