@@ -108,6 +108,15 @@ pub trait KindStrategy: std::fmt::Debug + Send + Sync + 'static {
     /// lifecycle decides, only when it is not being deleted yet.
     fn prepare_for_delete(&self, _obj: &mut Value) {}
 
+    /// Why a DELETE of the object `name` is refused before anything is read (upstream: a
+    /// kind's own `REST.Delete` that answers 403 without calling the store, e.g. for a
+    /// system priority class); `None` lets the deletion lifecycle decide. A collection
+    /// delete does not ask: upstream's `DeleteCollection` deletes each object through the
+    /// generic store, not the kind's `Delete`.
+    fn delete_forbidden(&self, _name: &str) -> Option<String> {
+        None
+    }
+
     /// An update through `/ephemeralcontainers` (served for pods only, see
     /// [`KindSpec::ephemeral_containers_subresource`](crate::KindSpec)): the object to store,
     /// made from the stored `old` and the request's `new`, or the causes of a 422. The

@@ -406,8 +406,24 @@ impl Store {
     /// Deletes `name` in `namespace` as a DELETE with `opts` does (the kind's deletion
     /// lifecycle: grace periods, finalizers, propagation, preconditions, dry run); the
     /// object gone, or still there marked as being deleted. Pods are acknowledged as
-    /// [`with_kubelet`](Self::with_kubelet) says (by default, by nobody).
+    /// [`with_kubelet`](Self::with_kubelet) says (by default, by nobody). A name the
+    /// kind's strategy refuses to delete ([`KindStrategy::delete_forbidden`](listwatch_kinds::KindStrategy::delete_forbidden))
+    /// is a 403 whatever the options.
     pub async fn delete(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        opts: &DeleteRequest,
+    ) -> Result<Deletion, StoreError> {
+        if let Some(why) = self.info.strategy.delete_forbidden(name) {
+            return Err(ApiError::forbidden(&self.info, name, &why).into());
+        }
+        self.delete_listed(namespace, name, opts).await
+    }
+
+    /// [`Store::delete`] without asking the kind's strategy: a collection delete's step
+    /// (upstream's `DeleteCollection` deletes through the generic store).
+    pub(crate) async fn delete_listed(
         &self,
         namespace: Option<&str>,
         name: &str,

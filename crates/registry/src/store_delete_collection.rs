@@ -7,7 +7,11 @@
 //! before any is deleted; each delete is [`Store::delete`]'s lifecycle with the same options
 //! (grace periods, finalizers, propagation, preconditions, dry run), so an object held by a
 //! finalizer or a grace period is only marked, and a pod is acknowledged as the store's
-//! kubelet says.
+//! kubelet says. The kind's own refusals of a DELETE
+//! ([`KindStrategy::delete_forbidden`](listwatch_kinds::KindStrategy::delete_forbidden)) are
+//! not asked: upstream's `DeleteCollection` deletes through the generic store, not the
+//! kind's `Delete`, so a collection delete of priority classes removes the system ones too
+//! (they come back at the next start).
 //!
 //! Namespaces have no collection delete (upstream's namespace registry does not offer one):
 //! it is refused with 405 before anything is listed.
@@ -43,7 +47,7 @@ impl Store {
         }
         let mut deleted = Vec::with_capacity(listed.items.len());
         for o in std::mem::take(&mut listed.items) {
-            match self.delete(o.namespace(), o.name(), opts).await {
+            match self.delete_listed(o.namespace(), o.name(), opts).await {
                 Ok(Deletion::Gone(d) | Deletion::Pending(d)) => deleted.push(d),
                 Err(StoreError::Storage(e)) if e.is_not_found() => {}
                 Err(e) => return Err(e),

@@ -55,7 +55,7 @@ pub fn canonicalize(info: &KindSpec, catalog: &Catalog, v: &mut Value) {
         return;
     }
     if let Some(node) = catalog.kind(&info.group, &info.version, &info.kind) {
-        node.canonicalize(v);
+        node.canonicalize(v, listwatch_schema::rounds_resource_lists(&info.group));
     }
 }
 

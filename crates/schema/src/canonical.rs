@@ -6,6 +6,10 @@
 //!
 //! - a `Quantity` (a string or a JSON number) becomes upstream's canonical string
 //!   ([`crate::quantity::canonical`]: `1` → `"1"`, `1.5` → `"1500m"`, `"1000m"` → `"1"`);
+//!   a value of a `ResourceList` (a map of quantities: `limits`, `hard`, `capacity`, …) of
+//!   a kind whose upstream v1 defaulting rounds them ([`rounds_resource_lists`]) is also
+//!   rounded up to a thousandth ([`crate::quantity::canonical_in_resource_list`]: `"1n"` →
+//!   `"1m"`);
 //!   an `IntOrString` keeps its JSON kind (a number stays a number);
 //! - a `null` item of a typed list, or `null` value of a typed map, becomes the zero value
 //!   of its Go type, as Go's decoder leaves it: `{}` for a struct (which the kind's
@@ -28,21 +32,33 @@ use crate::node::{Node, Shape};
 use crate::typecheck::{INT_OR_STRING, MICRO_TIME, QUANTITY, TIME};
 
 impl Node<'_> {
-    /// Rewrites `v` as upstream's decoding would leave it (see the module doc). Meant for a
-    /// value [`Node::check_types`] accepted; anything else is walked as far as it fits.
-    pub fn canonicalize(&self, v: &mut Value) {
-        walk(*self, v);
+    /// Rewrites `v` as upstream's decoding would leave it (see the module doc), the values
+    /// of its `ResourceList`s rounded up to a thousandth when `round_resource_lists` (see
+    /// [`rounds_resource_lists`]). Meant for a value [`Node::check_types`] accepted;
+    /// anything else is walked as far as it fits.
+    pub fn canonicalize(&self, v: &mut Value, round_resource_lists: bool) {
+        walk(*self, v, false, round_resource_lists);
     }
 }
 
-fn walk(node: Node<'_>, v: &mut Value) {
+/// Whether upstream's v1 defaulting of a built-in kind of `group` rounds the values of its
+/// `ResourceList`s up to a thousandth: `SetDefaults_ResourceList`, which the defaulters of
+/// core/v1 call and those of the groups that embed pod templates or volume claim
+/// templates (apps/v1, batch/v1) call too. Other groups' maps of quantities (a
+/// RuntimeClass's `overhead.podFixed`) have no defaulter.
+pub fn rounds_resource_lists(group: &str) -> bool {
+    matches!(group, "" | "apps" | "batch")
+}
+
+/// `in_list`: `v` is a value of a map of quantities, to be rounded when `round`.
+fn walk(node: Node<'_>, v: &mut Value, in_list: bool, round: bool) {
     if v.is_null() {
         return;
     }
     if let Some(name) = node.ref_name() {
         match name {
             QUANTITY => {
-                if let Some(c) = crate::quantity::canonical_value(v)
+                if let Some(c) = crate::quantity::canonical_value(v, in_list && round)
                     && v.as_str() != Some(c.as_str())
                 {
                     *v = Value::String(c);
@@ -58,7 +74,7 @@ fn walk(node: Node<'_>, v: &mut Value) {
             if let Value::Object(m) = v {
                 for (k, child) in m.iter_mut() {
                     if let Some(field) = node.field(k) {
-                        walk(field, child);
+                        walk(field, child, false, round);
                     }
                 }
             }
@@ -66,14 +82,14 @@ fn walk(node: Node<'_>, v: &mut Value) {
         Shape::Map => {
             if let (Value::Object(m), Some(val)) = (v, node.field("")) {
                 for child in m.values_mut() {
-                    item(val, child);
+                    item(val, child, true, round);
                 }
             }
         }
         Shape::List => {
             if let (Value::Array(items), Some(it)) = (v, node.items()) {
                 for child in items.iter_mut() {
-                    item(it, child);
+                    item(it, child, false, round);
                 }
             }
         }
@@ -81,15 +97,15 @@ fn walk(node: Node<'_>, v: &mut Value) {
     }
 }
 
-/// A list's item or a map's value: `null` becomes the zero value.
-fn item(node: Node<'_>, v: &mut Value) {
+/// A list's item or a map's value (`in_map`): `null` becomes the zero value.
+fn item(node: Node<'_>, v: &mut Value, in_map: bool, round: bool) {
     if v.is_null() {
         if let Some(zero) = zero_value(node) {
             *v = zero;
         }
         return;
     }
-    walk(node, v);
+    walk(node, v, in_map, round);
 }
 
 /// The JSON Go writes for the zero value of the type at `node`; `None` where it writes
@@ -129,7 +145,7 @@ mod tests {
         let node = cat.kind(group, "v1", kind).unwrap();
         let def = cat.definition_name(group, "v1", kind).unwrap().to_owned();
         node.check_types(&def, &v).unwrap();
-        node.canonicalize(&mut v);
+        node.canonicalize(&mut v, super::rounds_resource_lists(group));
         v
     }
 
@@ -167,6 +183,40 @@ mod tests {
             json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}]}}),
         );
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 8080);
+    }
+
+    #[test]
+    fn resource_lists_of_defaulted_groups_round_up_to_a_thousandth() {
+        // `SetDefaults_ResourceList`: core, apps and batch round their ResourceLists.
+        let pod = canon(
+            "",
+            "Pod",
+            json!({"spec": {"containers": [{"name": "c", "resources": {
+                "limits": {"cpu": "1n", "memory": "+1"}, "requests": {"cpu": "1e-1000000"}}}],
+                "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1n"}}]}}),
+        );
+        let res = &pod["spec"]["containers"][0]["resources"];
+        assert_eq!(res["limits"], json!({"cpu": "1m", "memory": "+1"}));
+        assert_eq!(res["requests"]["cpu"], "1e-3");
+        // A quantity outside a ResourceList is not rounded.
+        assert_eq!(pod["spec"]["volumes"][0]["emptyDir"]["sizeLimit"], "1n");
+        let dep = canon(
+            "apps",
+            "Deployment",
+            json!({"spec": {"template": {"spec": {"containers": [{"name": "c",
+                "resources": {"limits": {"cpu": "1.0001"}}}]}}}}),
+        );
+        assert_eq!(
+            dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+            "1001m"
+        );
+        // A RuntimeClass's overhead has no defaulter upstream.
+        let rc = canon(
+            "node.k8s.io",
+            "RuntimeClass",
+            json!({"handler": "h", "overhead": {"podFixed": {"cpu": "1n"}}}),
+        );
+        assert_eq!(rc["overhead"]["podFixed"]["cpu"], "1n");
     }
 
     #[test]

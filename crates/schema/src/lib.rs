@@ -69,6 +69,7 @@ pub mod quantity;
 mod selectors;
 mod typecheck;
 
+pub use canonical::rounds_resource_lists;
 pub use catalog::{BUILTIN_VERSION, Catalog, MAX_CUSTOM_SCHEMA_DEPTH, SchemaError};
 pub use node::{ListType, MapType, Node, PatchStrategy, Shape};
 pub use typecheck::TypeError;

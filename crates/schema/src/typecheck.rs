@@ -445,9 +445,6 @@ fn parse_quantity(s: &str) -> Result<(), &'static str> {
     if i < b.len() {
         return Err(QUANTITY_FORMAT);
     }
-    if !numeric_ok {
-        return Err("unable to parse numeric part of quantity");
-    }
     let suffix = s.get(suffix_start..).unwrap_or("");
     let known = matches!(
         suffix,
@@ -467,15 +464,20 @@ fn parse_quantity(s: &str) -> Result<(), &'static str> {
             | "P"
             | "E"
     );
+    // An exponent is read as Go's `ParseInt(…, 10, 64)` reads it: past int64 it fails.
     let exponent = suffix
         .strip_prefix(['e', 'E'])
-        .map(|r| r.strip_prefix(['+', '-']).unwrap_or(r))
-        .is_some_and(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()));
-    if known || exponent {
-        Ok(())
-    } else {
-        Err("unable to parse quantity's suffix")
+        .and_then(crate::quantity::parse_i64)
+        .is_some();
+    if !(known || exponent) {
+        return Err("unable to parse quantity's suffix");
     }
+    // Upstream's fast path reads a number without digits (`.`, `+`, `Ki`) as zero; its
+    // exact path (`.e-20`) cannot read it.
+    if !numeric_ok && crate::quantity::canonical(s).is_none() {
+        return Err("unable to parse numeric part of quantity");
+    }
+    Ok(())
 }
 
 /// `Time`/`MicroTime`: an RFC 3339 string.
@@ -774,9 +776,28 @@ mod tests {
             "unable to parse quantity's suffix"
         );
         for ok in [
-            "1", "+1.5", "-0.5Gi", "100m", "1e3", "1E-3", ".5", "5.", "2k",
+            "1",
+            "+1.5",
+            "-0.5Gi",
+            "100m",
+            "1e3",
+            "1E-3",
+            ".5",
+            "5.",
+            "2k",
+            "1e+3",
+            "1e9223372036854775807",
+            "1e-9223372036854775808",
         ] {
             assert_eq!(parse_quantity(ok), Ok(()), "{ok}");
+        }
+        // Past int64, upstream's `ParseInt` of the exponent fails.
+        for bad in ["1e9223372036854775808", "1e-9223372036854775809"] {
+            assert_eq!(
+                parse_quantity(bad),
+                Err("unable to parse quantity's suffix"),
+                "{bad}"
+            );
         }
         assert_eq!(
             go("", "Secret", json!({"data": {"a": "not base64!"}})),

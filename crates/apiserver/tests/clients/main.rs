@@ -48,6 +48,7 @@ mod registry_strategies;
 mod schemas;
 mod selectable_fields;
 mod server_side_apply;
+mod system_priority_classes;
 mod tls;
 mod typed_canonical;
 mod typed_validation;

@@ -163,6 +163,73 @@ fn quantities_are_stored_as_upstreams_canonical_strings_on_every_write_path() {
     assert_eq!(pdb["spec"]["minAvailable"], 1);
 }
 
+/// Red team rt10 finding 8, checked against upstream's `resource.Quantity` code: a text
+/// upstream's fast path keeps stays as sent (`+1`, `5.`, `1E3`), a far exponent is
+/// written out without expanding it (`1e1000000` → `10e999999`), a value below a billionth
+/// rounds up to one (`1e-1000000` → `1e-9`), and a `ResourceList`'s values round up to a
+/// thousandth as upstream's v1 defaulting does (`1n` → `1m`) where other quantities
+/// (`emptyDir.sizeLimit`) keep nano precision; any number of digits is accepted, and an
+/// exponent past int64 is upstream's decode error. Before: `1n`, `1e1000000` and
+/// `1e-1000000` were stored as sent.
+#[test]
+fn far_long_and_tiny_quantities_are_stored_as_upstreams() {
+    let server = Server::start(&[]);
+    let addr = &server.addr;
+    let j = "application/json";
+    let nines = "9".repeat(5000);
+    let mut body = pod(
+        "forms",
+        json!({"limits": {"cpu": "+1", "memory": "5.", "example.com/a": "1E3",
+                "example.com/b": "1e1000000", "example.com/c": nines},
+            "requests": {"cpu": "1n", "memory": "1e-1000000"}}),
+    );
+    body["spec"]["volumes"] = json!([{"name": "v", "emptyDir": {"sizeLimit": "1n"}}]);
+    body["spec"]["overhead"] = json!({"cpu": "0.0000000001"});
+    let created = json_ok(addr, "POST", PODS, j, &body);
+    let want_limits = json!({"cpu": "+1", "memory": "5.", "example.com/a": "1E3",
+        "example.com/b": "10e999999", "example.com/c": nines});
+    // Requests take the limits they do not name (upstream's pod defaulting).
+    let mut want_requests = want_limits.clone();
+    want_requests["cpu"] = json!("1m");
+    want_requests["memory"] = json!("1e-3");
+    for v in [created, get(addr, &format!("{PODS}/forms"))] {
+        let res = &v["spec"]["containers"][0]["resources"];
+        assert_eq!(res["limits"], want_limits);
+        assert_eq!(res["requests"], want_requests);
+        assert_eq!(v["spec"]["volumes"][0]["emptyDir"]["sizeLimit"], "1n");
+        assert_eq!(v["spec"]["overhead"]["cpu"], "1m");
+    }
+    // A quota's hard limits are a ResourceList too.
+    let quota = json_ok(
+        addr,
+        "POST",
+        QUOTAS,
+        j,
+        &json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "forms"},
+            "spec": {"hard": {"cpu": "1e-2147483648", "pods": "1e1000000"}}}),
+    );
+    assert_eq!(
+        quota["spec"]["hard"],
+        json!({"cpu": "1e-3", "pods": "10e999999"})
+    );
+    // Past int64 the exponent does not parse (upstream's `ParseInt`): the decoder's 400.
+    let (code, v) = send(
+        addr,
+        "POST",
+        PODS,
+        j,
+        &pod("bad", json!({"limits": {"cpu": "1e9223372036854775808"}})).to_string(),
+    );
+    assert_eq!(code, 400, "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("unable to parse quantity's suffix"),
+        "{v}"
+    );
+}
+
 #[test]
 fn null_items_are_zero_values_and_selectors_and_keys_are_validated() {
     let server = Server::start(&[]);

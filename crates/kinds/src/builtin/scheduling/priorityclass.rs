@@ -3,7 +3,10 @@
 //! a user class's `value` at most [`HIGHEST_USER_DEFINABLE_PRIORITY`], the `system-` name
 //! prefix reserved for [`SYSTEM_PRIORITY_CLASSES`] with their values, `value` and
 //! `preemptionPolicy` immutable) and printer (NAME VALUE GLOBAL-DEFAULT AGE
-//! PREEMPTIONPOLICY; an unset `globalDefault` prints `false`).
+//! PREEMPTIONPOLICY; an unset `globalDefault` prints `false`). A DELETE of a system class is
+//! upstream's 403 `this is a system priority class and cannot be deleted`; an update of one
+//! is judged as any class's (upstream's `ValidatePriorityClassUpdate`: `value` and
+//! `preemptionPolicy` immutable, the name's reservation not asked again).
 //!
 //! That at most one class is the global default, and a pod's `priorityClassName` resolved
 //! into its priority, need the other stored classes: the server's admission
@@ -78,6 +81,15 @@ impl KindStrategy for PriorityClassStrategy {
             ));
         }
         out
+    }
+
+    /// Upstream's `REST.Delete` (pkg/registry/scheduling/priorityclass/storage): a system
+    /// class may not be deleted (a collection delete still removes it, as upstream's).
+    fn delete_forbidden(&self, name: &str) -> Option<String> {
+        SYSTEM_PRIORITY_CLASSES
+            .iter()
+            .any(|(n, ..)| *n == name)
+            .then(|| "this is a system priority class and cannot be deleted".to_owned())
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
@@ -198,6 +210,16 @@ mod tests {
             ]
         );
         assert!(errors(&pc("system-node-critical", 2_000_001_000)).is_empty());
+        assert_eq!(
+            PriorityClassStrategy.delete_forbidden("system-node-critical"),
+            Some("this is a system priority class and cannot be deleted".to_owned())
+        );
+        assert!(
+            PriorityClassStrategy
+                .delete_forbidden("system-cluster-critical")
+                .is_some()
+        );
+        assert_eq!(PriorityClassStrategy.delete_forbidden("high"), None);
         let old = json!({"value": 5, "preemptionPolicy": "Never"});
         let new = json!({"value": 6, "preemptionPolicy": "Never"});
         assert_eq!(
