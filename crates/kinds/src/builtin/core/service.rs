@@ -6,7 +6,8 @@
 //! `allocateLoadBalancerNodePorts` to `true` for NodePort and LoadBalancer, a ClientIP
 //! affinity's timeout to 10800 s; the status is reset to `{loadBalancer: {}}` on create;
 //! `/status` resets only the spec; a PUT of a missing service creates it; names are DNS-1035
-//! labels. Cluster IPs and node ports are allocated by the registry's `service_alloc`, which
+//! labels; the spec's ports are validated as upstream's `ValidateService` does
+//! ([`super::service_validate`]). Cluster IPs and node ports are allocated by the registry's `service_alloc`, which
 //! has state and so is not part of this strategy.
 
 use serde_json::{Value, json};
@@ -40,6 +41,33 @@ impl KindStrategy for ServiceStrategy {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({"loadBalancer": {}}));
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        // Validation judges the defaulted object, as upstream decodes with its defaults.
+        apply_defaults(new);
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        super::service_validate::service(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        // The cluster IPs an update omits are the stored ones (upstream's
+        // `patchAllocatedValues` runs before validation), so a headless service stays one.
+        let omitted = |k: &str| new["spec"].get(k).is_none_or(Value::is_null);
+        if (omitted("clusterIP") || omitted("clusterIPs")) && new["spec"].is_object() {
+            let mut carried = new.clone();
+            for k in ["clusterIP", "clusterIPs"] {
+                if omitted(k)
+                    && let Some(v) = old["spec"].get(k)
+                {
+                    carried["spec"][k] = v.clone();
+                }
+            }
+            return super::service_validate::service(&carried);
+        }
+        super::service_validate::service(new)
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
