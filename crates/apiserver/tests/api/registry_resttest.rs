@@ -37,6 +37,8 @@ fn sample(info: &KindSpec) -> Map<String, Value> {
                              "spec": {"containers": [{"name": "c", "image": "i"}]}}
             });
         }
+        // Upstream's `ValidateService`: a ClusterIP service needs ports.
+        "Service" => v["spec"] = json!({"ports": [{"port": 80}]}),
         "PodTemplate" => {
             v["template"] = json!({"spec": {"containers": [{"name": "c", "image": "i"}]}});
         }

@@ -65,7 +65,7 @@ async fn kube_rs_creates_services_with_upstreams_defaults_and_allocations() {
     let np = svcs
         .create(
             &PostParams::default(),
-            &service("np", json!({"type": "NodePort", "ports": [{"port": 80}, {"port": 81, "nodePort": 31000}]})),
+            &service("np", json!({"type": "NodePort", "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81, "nodePort": 31000}]})),
         )
         .await
         .unwrap();

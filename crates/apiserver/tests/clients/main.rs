@@ -26,6 +26,7 @@ mod builtin_kinds;
 mod client_credentials;
 mod component_statuses;
 mod compression;
+mod container_validation;
 mod crd_schema;
 mod crds;
 mod csr_requester;

@@ -7,6 +7,7 @@
 //! table.
 
 pub mod admissionregistration;
+pub mod amount;
 pub mod apiextensions;
 pub mod apiregistration;
 pub mod apps;

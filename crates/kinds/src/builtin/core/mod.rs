@@ -19,4 +19,5 @@ pub mod resourcequota;
 pub mod secret;
 pub mod secret_type;
 pub mod service;
+pub mod service_validate;
 pub mod serviceaccount;

@@ -6,8 +6,9 @@
 //! is the stored pod with the request's list (and the request's name, namespace, uid and
 //! resourceVersion, which the generic update checks against the stored ones). Ephemeral
 //! containers may be added, never changed or removed; each new one needs a DNS-label name
-//! unique among the pod's containers, an image, and none of the fields upstream forbids for
-//! them. Running them is a kubelet's business: this server only stores them.
+//! unique among the pod's containers, an image, valid environment variables (upstream's
+//! `ValidateEnv`), and none of the fields upstream forbids for them. Running them is a
+//! kubelet's business: this server only stores them.
 //!
 //! Invariants: the functions here look only at the two objects given (cost linear in their
 //! size; names are compared through one set); they never panic on any JSON.
@@ -161,6 +162,10 @@ fn check_container(
             ));
         }
     }
+    errs.extend(crate::builtin::podspec::ports_env::env(
+        c.get("env").unwrap_or(&Value::Null),
+        &format!("{at}.env"),
+    ));
     if let Some(target) = c.get("targetContainerName").and_then(Value::as_str)
         && !target.is_empty()
         && !regular.contains(target)

@@ -6,7 +6,8 @@
 //! `allocateLoadBalancerNodePorts` to `true` for NodePort and LoadBalancer, a ClientIP
 //! affinity's timeout to 10800 s; the status is reset to `{loadBalancer: {}}` on create;
 //! `/status` resets only the spec; a PUT of a missing service creates it; names are DNS-1035
-//! labels. Cluster IPs and node ports are allocated by the registry's `service_alloc`, which
+//! labels; the spec's ports are validated as upstream's `ValidateService` does
+//! ([`super::service_validate`]). Cluster IPs and node ports are allocated by the registry's `service_alloc`, which
 //! has state and so is not part of this strategy.
 
 use serde_json::{Value, json};
@@ -40,6 +41,38 @@ impl KindStrategy for ServiceStrategy {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({"loadBalancer": {}}));
         }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
+        // Validation judges the defaulted object, as upstream decodes with its defaults.
+        apply_defaults(new);
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        super::service_validate::service(obj)
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
+        // A write that leaves the spec as stored (a `/status` or metadata write) is not
+        // judged by rules the stored spec may predate.
+        if crate::builtin::podspec::semantic_eq(&new["spec"], &old["spec"]) {
+            return Vec::new();
+        }
+        // The cluster IPs an update omits are the stored ones (upstream's
+        // `patchAllocatedValues` runs before validation), so a headless service stays one.
+        let omitted = |k: &str| new["spec"].get(k).is_none_or(Value::is_null);
+        if (omitted("clusterIP") || omitted("clusterIPs")) && new["spec"].is_object() {
+            let mut carried = new.clone();
+            for k in ["clusterIP", "clusterIPs"] {
+                if omitted(k)
+                    && let Some(v) = old["spec"].get(k)
+                {
+                    carried["spec"][k] = v.clone();
+                }
+            }
+            return super::service_validate::service(&carried);
+        }
+        super::service_validate::service(new)
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
@@ -225,6 +258,27 @@ pub fn apply_defaults(obj: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn updates_are_validated_with_the_stored_cluster_ips_and_only_when_the_spec_changes() {
+        let old = json!({"spec": {"type": "ClusterIP", "clusterIP": "None"}});
+        // The body omits the cluster IP: the stored `None` keeps it headless.
+        let mut new = json!({"metadata": {"labels": {"a": "b"}}, "spec": {"selector": {"a": "b"}}});
+        ServiceStrategy.prepare_for_update(&mut new, &old);
+        assert_eq!(ServiceStrategy.validate_update(&new, &old), Vec::new());
+        // A stored spec without ports (an earlier build's) still takes a status write.
+        let stored = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.0.0.1"}});
+        assert_eq!(
+            ServiceStrategy.validate_update(&stored, &stored),
+            Vec::new()
+        );
+        let mut emptied = json!({"spec": {"clusterIP": "10.0.0.1", "ports": []}});
+        ServiceStrategy.prepare_for_update(&mut emptied, &stored);
+        let errs =
+            ServiceStrategy.validate_update(&emptied, &json!({"spec": {"ports": [{"port": 80}]}}));
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].to_string(), "spec.ports: Required value");
+    }
 
     #[test]
     fn create_resets_the_status() {

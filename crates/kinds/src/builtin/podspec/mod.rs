@@ -3,7 +3,8 @@
 //! spec holds, pkg/apis/core/v1/defaults.go; [`defaults`]), the part of upstream's
 //! `ValidatePodSpec` clients meet first (containers required, container names DNS labels
 //! unique in the pod, images required, the enumerations of restart, DNS, pull and
-//! termination message policies; [`validate`]), a pod update's rule that only a few spec
+//! termination message policies; [`validate`]; with each container's ports and environment,
+//! [`ports_env`], resource requirements, [`resources`], and the tolerations, [`tolerations`]), a pod update's rule that only a few spec
 //! fields may change (`ValidatePodUpdate`; [`update`]), and the workloads' selector rules
 //! (required, not empty, matching the template's labels, immutable; [`workload`]).
 //!
@@ -18,6 +19,9 @@
 //! absent, `null` or Go's zero value, never changes what a body sets.
 
 pub mod defaults;
+pub mod ports_env;
+pub mod resources;
+pub mod tolerations;
 pub mod update;
 pub mod validate;
 pub mod workload;

@@ -343,7 +343,7 @@ mod tests {
 
     fn base() -> Value {
         json!({"containers": [{"name": "c", "image": "nginx:1"}], "restartPolicy": "Always",
-            "activeDeadlineSeconds": 100, "tolerations": [{"key": "k", "operator": "Exists"}],
+            "activeDeadlineSeconds": 100, "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute"}],
             "schedulingGates": [{"name": "g"}, {"name": "h"}]})
     }
 

@@ -2,7 +2,9 @@
 //! first, for a pod's spec and every pod template's: at least one container; each container
 //! and init container named with a DNS label unique among the pod's containers and init
 //! containers, with an image, and with a pull and termination message policy upstream
-//! supports; the pod's restart and DNS policies among upstream's. A pod's create adds
+//! supports, with valid ports ([`super::ports_env`]), environment variables and resource
+//! requirements ([`super::resources`]); the pod's restart and DNS policies among upstream's,
+//! its tolerations valid ([`super::tolerations`]). A pod's create adds
 //! upstream's `ValidatePodCreate` rules: no ephemeral containers, no node name while
 //! scheduling gates remain.
 //!
@@ -13,6 +15,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use super::{ports_env, resources, tolerations};
 use crate::FieldError;
 
 /// `spec.restartPolicy`'s values.
@@ -33,6 +36,10 @@ pub fn pod_spec(spec: &Value, path: &str) -> Vec<FieldError> {
     }
     enumerated(spec, "restartPolicy", path, RESTART_POLICIES, &mut out);
     enumerated(spec, "dnsPolicy", path, DNS_POLICIES, &mut out);
+    out.extend(tolerations::tolerations(
+        &spec["tolerations"],
+        &format!("{path}.tolerations"),
+    ));
     out
 }
 
@@ -88,7 +95,16 @@ fn containers(
         if c["image"].as_str().is_none_or(str::is_empty) {
             out.push(FieldError::required(&format!("{at}.image"), ""));
         }
+        out.extend(ports_env::container_ports(
+            &c["ports"],
+            &format!("{at}.ports"),
+        ));
+        out.extend(ports_env::env(&c["env"], &format!("{at}.env")));
         enumerated(c, "imagePullPolicy", &at, PULL_POLICIES, out);
+        out.extend(resources::requirements(
+            &c["resources"],
+            &format!("{at}.resources"),
+        ));
         enumerated(c, "terminationMessagePolicy", &at, MESSAGE_POLICIES, out);
     }
 }
