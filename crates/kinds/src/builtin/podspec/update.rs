@@ -322,8 +322,12 @@ fn same_quantities(new: &mut Value, old: &mut Value) {
     for (o, n) in olds.iter_mut().zip(&news) {
         for (k, ov) in o.iter_mut() {
             if let Some(nv) = n.get(k) {
-                let same = crate::builtin::quantity::quantity_nanos(ov)
-                    .is_some_and(|a| Some(a) == crate::builtin::quantity::quantity_nanos(nv));
+                let nanos = crate::builtin::quantity::quantity_nanos;
+                let same = nanos(ov).is_some_and(|a| Some(a) == nanos(nv))
+                    // A value stored by an earlier build below a thousandth (`1n`) reads as
+                    // upstream's v1 defaulting rounds it (`1m`), as an update normalises it.
+                    || listwatch_schema::quantity::canonical_value(ov, true)
+                        .is_some_and(|r| nanos(&Value::String(r)).is_some_and(|a| Some(a) == nanos(nv)));
                 if same {
                     *ov = nv.clone();
                 }
@@ -345,6 +349,29 @@ mod tests {
         json!({"containers": [{"name": "c", "image": "nginx:1"}], "restartPolicy": "Always",
             "activeDeadlineSeconds": 100, "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoExecute"}],
             "schedulingGates": [{"name": "g"}, {"name": "h"}]})
+    }
+
+    /// A pod stored by an earlier build with a sub-milli request (`1n`) still takes a label:
+    /// its update is normalised to `1m` (upstream's ResourceList rounding), which is the
+    /// stored value as upstream reads it.
+    #[test]
+    fn a_stored_sub_milli_quantity_equals_its_rounded_self() {
+        let c = |cpu: &str| {
+            json!({"containers": [{"name": "c", "image": "nginx:1",
+                "resources": {"requests": {"cpu": cpu}}}]})
+        };
+        let mut old = pod(c("1n"));
+        crate::builtin::podspec::defaults::pod(&mut old);
+        let mut new = pod(c("1m"));
+        crate::builtin::podspec::defaults::pod(&mut new);
+        assert!(
+            pod_update(&new, &old).is_empty(),
+            "{:?}",
+            pod_update(&new, &old)
+        );
+        let mut other = pod(c("2m"));
+        crate::builtin::podspec::defaults::pod(&mut other);
+        assert!(!pod_update(&other, &old).is_empty());
     }
 
     fn update(change: impl FnOnce(&mut Value)) -> Vec<String> {
