@@ -157,7 +157,20 @@ pub async fn build_api(
             )
                 as Arc<dyn Storage>,
             _ => {
-                let (storage, cacher) = cache.wrap(backends.storage_for(&info), &info);
+                let backend = backends.storage_for(&info);
+                // A custom resource's reads are decoded as upstream's CRD codec decodes
+                // them (pruned, defaulted by its schema), under its cache.
+                let backend = if info.custom_resource {
+                    listwatch_controllers::crd::decode::ReadSchemas::single(
+                        &info.api_version(),
+                        info.custom_schema.as_deref(),
+                        info.selectable_fields.clone(),
+                    )
+                    .over(backend)
+                } else {
+                    backend
+                };
+                let (storage, cacher) = cache.wrap(backend, &info);
                 cachers.extend(cacher);
                 shared.insert(
                     info.storage_resource.clone(),
@@ -231,8 +244,11 @@ pub async fn build_api(
         initial_wait: CRD_CACHE_INITIAL_WAIT,
         ..cache
     };
-    let crd_factory: listwatch_controllers::crd::StorageFactory =
-        Arc::new(move |info: &KindSpec| crd_cache.wrap(make(info), info).0);
+    let crd_factory: listwatch_controllers::crd::StorageFactory = Arc::new(
+        move |info: &KindSpec, read: &listwatch_controllers::crd::decode::ReadSchemas| {
+            crd_cache.wrap(read.over(make(info)), info).0
+        },
+    );
     let crd_controller = security::reviews::REVIEW_KINDS.iter().fold(
         listwatch_controllers::crd::CrdController::new(&api, crd_factory),
         |c, (group, plural, kind)| c.reserve(group, plural, kind),

@@ -26,6 +26,7 @@ mod builtin_kinds;
 mod client_credentials;
 mod component_statuses;
 mod compression;
+mod crd_read_defaults;
 mod crd_schema;
 mod crds;
 mod csr_requester;
