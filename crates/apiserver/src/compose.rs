@@ -157,7 +157,20 @@ pub async fn build_api(
             )
                 as Arc<dyn Storage>,
             _ => {
-                let (storage, cacher) = cache.wrap(backends.storage_for(&info), &info);
+                let backend = backends.storage_for(&info);
+                // A custom resource's reads are decoded as upstream's CRD codec decodes
+                // them (pruned, defaulted by its schema), under its cache.
+                let backend = if info.custom_resource {
+                    listwatch_controllers::crd::decode::ReadSchemas::single(
+                        &info.api_version(),
+                        info.custom_schema.as_deref(),
+                        info.selectable_fields.clone(),
+                    )
+                    .over(backend)
+                } else {
+                    backend
+                };
+                let (storage, cacher) = cache.wrap(backend, &info);
                 cachers.extend(cacher);
                 shared.insert(
                     info.storage_resource.clone(),
@@ -220,7 +233,18 @@ pub async fn build_api(
         .as_ref()
         .and_then(|i| i.spawn_reconciler(&api.resources()))
         .unzip();
-    // Readiness waits for the policy only where an authorizer reads it.
+    // Upstream's post-start hooks: `/readyz` lists each as `poststarthook/<name>` and the
+    // server reports ready once each has done its first pass (docs/architecture.md).
+    let mut hooks = listwatch_controllers::poststart::Hooks::default();
+    let bootstrap_done = vec![
+        hooks.add("start-system-namespaces-controller"),
+        hooks.add("scheduling/bootstrap-system-priority-classes"),
+    ];
+    // The bootstrap policy is written in every mode; ready once it is in place.
+    if let Some(rx) = &rbac_in_force {
+        hooks.add_signal("rbac/bootstrap-roles", rx.clone());
+    }
+    // The message "waiting for the bootstrap RBAC policy" only where an authorizer reads it.
     let rbac_in_force = rbac_in_force.filter(|_| sec_opts.wants_rbac());
     // CRDs: each replica serves the kinds they define (upstream's apiextensions-apiserver
     // runs on every replica too).
@@ -231,13 +255,26 @@ pub async fn build_api(
         initial_wait: CRD_CACHE_INITIAL_WAIT,
         ..cache
     };
-    let crd_factory: listwatch_controllers::crd::StorageFactory =
-        Arc::new(move |info: &KindSpec| crd_cache.wrap(make(info), info).0);
+    let crd_factory: listwatch_controllers::crd::StorageFactory = Arc::new(
+        move |info: &KindSpec, read: &listwatch_controllers::crd::decode::ReadSchemas| {
+            crd_cache.wrap(read.over(make(info)), info).0
+        },
+    );
     let crd_controller = security::reviews::REVIEW_KINDS.iter().fold(
         listwatch_controllers::crd::CrdController::new(&api, crd_factory),
         |c, (group, plural, kind)| c.reserve(group, plural, kind),
     );
     let crds_synced = crd_controller.synced();
+    hooks.add_signal("crd-informer-synced", crds_synced.clone());
+    // The singletons' hooks gate readiness where this replica runs them at once (the
+    // embedded store, or no election); under an election only the leader runs them, and
+    // another replica's readiness cannot wait for them.
+    let singleton_hooks = !(matches!(backends, Backends::Etcd { .. }) && election.is_some());
+    let mut singleton_hook = |name: &'static str| singleton_hooks.then(|| hooks.add(name));
+    let k8s_done = singleton_hook("bootstrap-controller");
+    let defaults_done = singleton_hook("namespace-defaults");
+    let apisvc_done = singleton_hook("kube-apiserver-autoregistration");
+    let apf_done = singleton_hook("apiserver/bootstrap-system-flowcontrol-configuration");
     let crd_controller = AbortOnDrop(tokio::spawn(crd_controller.run()));
     let mut work = singletons::Singletons::default();
     let ns_controller = namespaces::NamespaceController::new(
@@ -250,6 +287,9 @@ pub async fn build_api(
         .find(|r| r.info.group.is_empty() && r.info.plural == "services")
         .and_then(|svc| service_ips::spawn(svc, Arc::clone(&services_alloc)));
     let (services_observer, services_synced) = services_observer.unzip();
+    if let Some(rx) = &services_synced {
+        hooks.add_signal("start-service-ip-repair-controllers", rx.clone());
+    }
     let advertised = kubernetes_service::Advertised {
         cluster_ip: services_alloc.kubernetes_ip(),
         endpoint: SocketAddr::new(advertise_address(opts, addr), addr.port()),
@@ -257,7 +297,13 @@ pub async fn build_api(
     let k8s_api = api.clone();
     work.add(
         "kubernetes-service",
-        Box::new(move || Box::pin(kubernetes_service::run(k8s_api.clone(), advertised.clone()))),
+        Box::new(move || {
+            Box::pin(kubernetes_service::run(
+                k8s_api.clone(),
+                advertised.clone(),
+                k8s_done.clone(),
+            ))
+        }),
     );
     let ca_pem = root_ca(opts)?;
     let defaults_api = api.clone();
@@ -267,13 +313,24 @@ pub async fn build_api(
             Box::pin(namespace_defaults::run(
                 defaults_api.clone(),
                 ca_pem.clone(),
+                defaults_done.clone(),
             ))
         }),
     );
     let apisvc_api = api.clone();
+    let apisvc_crds = crds_synced.clone();
     work.add(
         "local-apiservices",
-        Box::new(move || Box::pin(listwatch_controllers::apiservices::run(apisvc_api.clone()))),
+        Box::new(move || {
+            let (api, done, mut crds) =
+                (apisvc_api.clone(), apisvc_done.clone(), apisvc_crds.clone());
+            // The first round after the CRDs stored at start are served, so that their
+            // groups' APIServices are in place before the server reports ready.
+            Box::pin(async move {
+                let _ = crds.wait_for(|synced| *synced).await;
+                listwatch_controllers::apiservices::run(api, done).await;
+            })
+        }),
     );
     let apf_api = api.clone();
     work.add(
@@ -281,6 +338,7 @@ pub async fn build_api(
         Box::new(move || {
             Box::pin(listwatch_controllers::flowcontrol_defaults::run(
                 apf_api.clone(),
+                apf_done.clone(),
             ))
         }),
     );
@@ -334,6 +392,8 @@ pub async fn build_api(
             _kubelet_pass: kubelet_pass.map(AbortOnDrop),
             _crd_controller: crd_controller,
             crds_synced,
+            hooks,
+            bootstrap_done,
             _services_observer: services_observer.map(AbortOnDrop),
             services_synced,
             rbac_in_force,
@@ -476,6 +536,11 @@ pub struct Running {
     _crd_controller: AbortOnDrop,
     /// Turns true once the CRDs stored at start are served.
     crds_synced: tokio::sync::watch::Receiver<bool>,
+    /// The post-start hooks `/readyz` lists; ready once each is done.
+    hooks: listwatch_controllers::poststart::Hooks,
+    /// The hooks of the built-in namespaces and system priority classes, done once
+    /// `bootstrap_until_done` returned ([`Running::bootstrapped`]).
+    bootstrap_done: Vec<listwatch_controllers::poststart::Done>,
     /// Feeds the Service allocator the stored Services.
     _services_observer: Option<AbortOnDrop>,
     /// Turns true once the Service allocator has every stored Service (when its observer
@@ -507,6 +572,8 @@ impl Running {
         futures::future::join_all(self.cachers.iter().map(|c| c.wait_ready())).await;
         // The CRDs stored before this start are served (an error: the controller is gone).
         let _ = self.crds_synced.clone().wait_for(|synced| *synced).await;
+        // Every post-start hook's first pass (the bootstrap objects are in place).
+        self.hooks.wait_all().await;
         if let Some(i) = &self.informers {
             i.wait_synced().await;
         }
@@ -518,6 +585,21 @@ impl Running {
         if let Some(rx) = &self.rbac_in_force {
             // An error means the reconciler stopped (the informers ended): nothing to wait for.
             let _ = rx.clone().wait_for(|in_force| *in_force).await;
+        }
+    }
+
+    /// The built-in namespaces and the system priority classes are in place (their
+    /// post-start hooks are done).
+    pub(crate) fn bootstrapped(&self) {
+        for d in &self.bootstrap_done {
+            d.mark();
+        }
+    }
+
+    /// The post-start hooks, for `/readyz` ([`listwatch_endpoints::Api::add_post_start_hook`]).
+    pub(crate) fn register_hooks(&self, api: &listwatch_endpoints::Api) {
+        for (name, rx) in self.hooks.all() {
+            api.add_post_start_hook(name, rx.clone());
         }
     }
 

@@ -178,6 +178,7 @@ async fn run_with(
     let addr = listener.local_addr().map_err(bind)?;
     let io = |source| ServerError::Io { addr, source };
     let (api, running) = build_api(&opts, addr).await?;
+    running.register_hooks(&api);
     // Served before the storage answers: a server started together with etcd (as a service
     // manager does) waits for it, with /readyz failing and /livez saying why.
     api.set_waiting_for(Some("creating the default namespaces".into()));
@@ -203,6 +204,7 @@ async fn run_with(
     let announced = tokio::select! {
         res = async {
             bootstrap_until_done(&api).await?;
+            running.bootstrapped();
             // /readyz fails until the bootstrap RBAC policy is in force, as upstream's
             // rbac/bootstrap-roles hook.
             if running.rbac_in_force.is_some() {

@@ -91,13 +91,19 @@ pub async fn reconcile(resources: &[Resource]) -> Result<(), String> {
 }
 
 /// Keeps the mandatory objects in place: a round at once, then every [`INTERVAL`]
-/// (sooner, after a second, when a round failed). Runs until dropped.
-pub async fn run(api: listwatch_endpoints::Api) {
+/// (sooner, after a second, when a round failed); marks `done` (its post-start hook) after
+/// the first round that succeeded. Runs until dropped.
+pub async fn run(api: listwatch_endpoints::Api, done: Option<crate::poststart::Done>) {
     loop {
         let resources = api.resources();
         let round = tokio::time::timeout(ROUND_DEADLINE, reconcile(&resources)).await;
         let wait = match round.unwrap_or_else(|_| Err("the round timed out".into())) {
-            Ok(()) => INTERVAL,
+            Ok(()) => {
+                if let Some(d) = &done {
+                    d.mark();
+                }
+                INTERVAL
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "mandatory flow control objects: reconciling failed; retrying");
                 Duration::from_secs(1)

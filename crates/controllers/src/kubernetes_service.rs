@@ -176,12 +176,22 @@ async fn current_spec(svc: &Resource) -> Result<Value, String> {
 }
 
 /// Keeps the three objects in place: a round at once, then every [`INTERVAL`] (sooner,
-/// after a second, when a round failed). Runs until dropped.
-pub async fn run(api: listwatch_endpoints::Api, advertised: Advertised) {
+/// after a second, when a round failed); marks `done` (its post-start hook) after the
+/// first round that succeeded. Runs until dropped.
+pub async fn run(
+    api: listwatch_endpoints::Api,
+    advertised: Advertised,
+    done: Option<crate::poststart::Done>,
+) {
     loop {
         let resources = api.resources();
         let wait = match reconcile(&resources, &advertised).await {
-            Ok(()) => INTERVAL,
+            Ok(()) => {
+                if let Some(d) = &done {
+                    d.mark();
+                }
+                INTERVAL
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "the kubernetes Service: reconciling failed; retrying");
                 Duration::from_secs(1)

@@ -86,6 +86,7 @@ pub mod kubernetes_service;
 pub mod local;
 pub mod namespace_defaults;
 pub mod namespaces;
+pub mod poststart;
 pub mod priority;
 pub mod service_ips;
 pub mod singletons;

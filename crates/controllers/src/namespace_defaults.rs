@@ -88,10 +88,18 @@ async fn sync(
 }
 
 /// Runs the controller until dropped. `ca_pem`: the CA bundle to publish, if the server
-/// has one.
-pub async fn run(api: listwatch_endpoints::Api, ca_pem: Option<String>) {
+/// has one. `done` (its post-start hook) is marked once every namespace of the first list
+/// has its defaults (or at once when namespaces are not served).
+pub async fn run(
+    api: listwatch_endpoints::Api,
+    ca_pem: Option<String>,
+    done: Option<crate::poststart::Done>,
+) {
     let resources = api.resources();
     let Some(namespaces) = find(&resources, "", "namespaces").cloned() else {
+        if let Some(d) = &done {
+            d.mark();
+        }
         return;
     };
     let accounts = find(&resources, "", "serviceaccounts").cloned();
@@ -107,6 +115,24 @@ pub async fn run(api: listwatch_endpoints::Api, ca_pem: Option<String>) {
     let cm_informer = configmaps.as_ref().and_then(informer);
     let mut cm_events = cm_informer.as_ref().map(|i| i.subscribe());
     let mut queue: BTreeSet<String> = BTreeSet::new();
+    // The first pass: every namespace of the first list (its events may still be on the
+    // way; a namespace queued twice is synced twice, harmlessly).
+    let mut first_pass = done;
+    if first_pass.is_some() {
+        match ns_informer.wait_until_synced().await {
+            Ok(()) => queue.extend(
+                ns_informer
+                    .store()
+                    .list()
+                    .iter()
+                    .map(|ns| ns.name().to_owned()),
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "namespace defaults: the namespaces never listed");
+                return;
+            }
+        }
+    }
     let mut failed: BTreeSet<String> = BTreeSet::new();
     let mut retry = tokio::time::interval(RETRY);
     retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -125,6 +151,11 @@ pub async fn run(api: listwatch_endpoints::Api, ca_pem: Option<String>) {
                 tracing::warn!(namespace = %ns, error = %e, "namespace defaults: retrying");
                 failed.insert(ns);
             }
+        }
+        if failed.is_empty()
+            && let Some(d) = first_pass.take()
+        {
+            d.mark();
         }
         let sa_next = async {
             match sa_events.as_mut() {

@@ -75,8 +75,11 @@ async fn the_crd_controllers_writes_are_recorded_as_kube_apiserver() {
             s,
         )
         .build();
-    let factory: StorageFactory =
-        Arc::new(|_: &KindSpec| -> Arc<dyn Storage> { Arc::new(MemStore::new()) });
+    let factory: StorageFactory = Arc::new(
+        |_: &KindSpec,
+         read: &listwatch_controllers::crd::decode::ReadSchemas|
+         -> Arc<dyn Storage> { read.over(Arc::new(MemStore::new())) },
+    );
     let controller = tokio::spawn(CrdController::new(&api, factory).run());
     let r = api.router();
 

@@ -11,7 +11,9 @@
 //!
 //! Checks: `/readyz` — `ping`, `shutdown` (fails once a drain or shutdown began), `start-up`
 //! (fails while start-up waits, [`crate::Api::set_waiting_for`]), `storage` (fails while a
-//! resource's storage is not ready); `/livez` and `/healthz` — `ping` (the process is
+//! resource's storage is not ready), then `poststarthook/<name>` for each post-start hook the
+//! embedder added ([`crate::Api::add_post_start_hook`]: fails until the hook is done);
+//! `/livez` and `/healthz` — `ping` (the process is
 //! alive; a server waiting for its storage is alive and retrying, so a supervisor must not
 //! restart it).
 //!
@@ -48,13 +50,34 @@ impl Kind {
         }
     }
 
-    fn checks(self) -> &'static [&'static str] {
+    fn fixed_checks(self) -> &'static [&'static str] {
         match self {
             Kind::Healthz | Kind::Livez => &["ping"],
             Kind::Readyz => &["ping", "shutdown", "start-up", "storage"],
         }
     }
+
+    /// The fixed checks, then (for `/readyz`) `poststarthook/<name>` for each post-start
+    /// hook in the order added.
+    fn checks(self, shared: &Shared) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .fixed_checks()
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect();
+        if self == Kind::Readyz {
+            let hooks = shared
+                .post_start
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            out.extend(hooks.iter().map(|(n, _)| format!("{POST_START_PREFIX}{n}")));
+        }
+        out
+    }
 }
+
+/// The prefix of a post-start hook's check.
+const POST_START_PREFIX: &str = "poststarthook/";
 
 /// Runs one check: `Err(reason)` when it fails.
 async fn run(shared: &Shared, check: &str) -> Result<(), String> {
@@ -79,7 +102,23 @@ async fn run(shared: &Shared, check: &str) -> Result<(), String> {
             }
             Ok(())
         }
-        _ => Ok(()),
+        other => match other.strip_prefix(POST_START_PREFIX) {
+            Some(hook) => {
+                let done = shared
+                    .post_start
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .iter()
+                    .find(|(n, _)| n == hook)
+                    .is_some_and(|(_, rx)| *rx.borrow());
+                if done {
+                    Ok(())
+                } else {
+                    Err("not finished".into())
+                }
+            }
+            None => Ok(()),
+        },
     }
 }
 
@@ -110,8 +149,9 @@ pub(crate) async fn root(shared: &Shared, kind: Kind, query: Option<&str>) -> Re
         }
     }
     let mut out = String::new();
-    let mut failed: Vec<&str> = Vec::new();
-    for &check in kind.checks() {
+    let mut failed: Vec<String> = Vec::new();
+    for check in kind.checks(shared) {
+        let check = check.as_str();
         if let Some(i) = excluded.iter().position(|e| e == check) {
             excluded.swap_remove(i);
             let _ = writeln!(out, "[+]{check} excluded: ok");
@@ -125,7 +165,7 @@ pub(crate) async fn root(shared: &Shared, kind: Kind, query: Option<&str>) -> Re
                 // Never in the response: the root endpoints are public.
                 tracing::debug!(endpoint = kind.name(), check, %reason, "health check failed");
                 let _ = writeln!(out, "[-]{check} failed: reason withheld");
-                failed.push(check);
+                failed.push(check.to_owned());
             }
         }
     }
@@ -154,7 +194,7 @@ pub(crate) async fn root(shared: &Shared, kind: Kind, query: Option<&str>) -> Re
 
 /// One check's own endpoint: `ok`, or 500 with the reason; 404 for an unknown check.
 pub(crate) async fn single(shared: &Shared, kind: Kind, check: &str) -> Response {
-    if !kind.checks().contains(&check) {
+    if !kind.checks(shared).iter().any(|c| c == check) {
         return ApiError::path_not_found().into_response();
     }
     match run(shared, check).await {
@@ -188,4 +228,8 @@ pub(crate) async fn livez_check(State(s): State<Arc<Shared>>, Path(c): Path<Stri
 
 pub(crate) async fn readyz_check(State(s): State<Arc<Shared>>, Path(c): Path<String>) -> Response {
     single(&s, Kind::Readyz, &c).await
+}
+
+pub(crate) async fn readyz_hook(State(s): State<Arc<Shared>>, Path(h): Path<String>) -> Response {
+    single(&s, Kind::Readyz, &format!("{POST_START_PREFIX}{h}")).await
 }

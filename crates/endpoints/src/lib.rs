@@ -267,6 +267,9 @@ pub(crate) struct Shared {
     /// What start-up is still waiting for (e.g. the storage backend to answer); `/readyz`
     /// fails (its `start-up` check) while it is set. See [`Api::set_waiting_for`].
     pub(crate) waiting_for: watch::Sender<Option<String>>,
+    /// The post-start hooks `/readyz` lists as `poststarthook/<name>` (each fails until its
+    /// receiver is `true`). See [`Api::add_post_start_hook`].
+    pub(crate) post_start: std::sync::RwLock<Vec<(String, watch::Receiver<bool>)>>,
     pub(crate) metrics: Metrics,
     pub(crate) registry: Registry,
     /// Validates writes before they are stored.
@@ -424,6 +427,7 @@ impl Installer {
             shutdown,
             watch_stop: Arc::default(),
             waiting_for,
+            post_start: std::sync::RwLock::default(),
             metrics,
             registry: self.registry,
             admission: self.admission,
@@ -513,6 +517,7 @@ const NON_RESOURCE_ROUTES: &[NonResourceRoute] = &[
     ("/livez/{check}", || get(health::livez_check)),
     ("/readyz", || get(health::readyz)),
     ("/readyz/{check}", || get(health::readyz_check)),
+    ("/readyz/poststarthook/{*hook}", || get(health::readyz_hook)),
     ("/metrics", || get(metrics_text)),
     ("/openapi/v2", || get(openapi_v2::serve)),
     ("/openapi/v3", || get(openapi::index)),
@@ -671,6 +676,20 @@ impl Api {
     /// it).
     pub fn set_waiting_for(&self, reason: Option<String>) {
         self.shared.waiting_for.send_replace(reason);
+    }
+
+    /// Adds a post-start hook to `/readyz`: the check `poststarthook/<name>` fails until
+    /// `done` is `true` (upstream's `[-]poststarthook/<name> failed` while a hook runs), and
+    /// is served alone at `/readyz/poststarthook/<name>`. A name added twice is listed once
+    /// (the later receiver).
+    pub fn add_post_start_hook(&self, name: &str, done: watch::Receiver<bool>) {
+        let mut hooks = self
+            .shared
+            .post_start
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        hooks.retain(|(n, _)| n != name);
+        hooks.push((name.to_owned(), done));
     }
 }
 

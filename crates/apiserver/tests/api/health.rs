@@ -110,9 +110,27 @@ fn health_reasons_are_withheld_from_public_callers() {
         Some("[+]ping ok")
     );
     assert!(
+        get(
+            &server,
+            "/readyz?exclude=shutdown&exclude=bogus&verbose",
+            None
+        )
+        .1
+        .contains("[+]shutdown excluded: ok\n[+]start-up ok\n[+]storage ok\n[+]poststarthook/"),
+    );
+    assert!(
+        get(
+            &server,
+            "/readyz?exclude=shutdown&exclude=bogus&verbose",
+            None
+        )
+        .1
+        .contains("[+]poststarthook/bootstrap-controller ok\n"),
+    );
+    assert!(
         get(&server, "/readyz?exclude=shutdown&exclude=bogus&verbose", None)
             .1
-            .contains("[+]shutdown excluded: ok\n[+]start-up ok\n[+]storage ok\nwarn: some health checks cannot be excluded: no matches for \"bogus\"\n"),
+            .ends_with("\nwarn: some health checks cannot be excluded: no matches for \"bogus\"\nreadyz check passed\n"),
     );
 }
 

@@ -329,3 +329,115 @@ fn a_pki_server_publishes_its_ca_per_namespace_and_answers_token_reviews() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Issue 28: "ready" means the bootstrap objects exist. Right after the server announces
+/// itself (it does once `/readyz` would pass), `/readyz?verbose` lists every post-start hook
+/// done, as upstream's `[+]poststarthook/<name> ok`; every bootstrap object is there; and no
+/// bootstrap write follows: watches of every bootstrap resource from the version read at
+/// readiness see nothing for a second.
+#[test]
+fn at_readiness_the_bootstrap_objects_exist_and_no_bootstrap_write_follows() {
+    let server = Server::start(&[]);
+    let addr = &server.addr;
+    let get = |path: &str| -> Value {
+        let r = common::http(addr, "GET", path, &[], b"");
+        assert_eq!(
+            r.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        r.json()
+    };
+    // The version of the store at readiness (a consistent list reads the newest).
+    let rv = get("/api/v1/namespaces")["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let r = common::http(addr, "GET", "/readyz?verbose", &[], b"");
+    assert_eq!(r.status, 200);
+    let verbose = String::from_utf8_lossy(&r.body).into_owned();
+    for hook in [
+        "start-system-namespaces-controller",
+        "scheduling/bootstrap-system-priority-classes",
+        "rbac/bootstrap-roles",
+        "crd-informer-synced",
+        "bootstrap-controller",
+        "namespace-defaults",
+        "kube-apiserver-autoregistration",
+        "apiserver/bootstrap-system-flowcontrol-configuration",
+        "start-service-ip-repair-controllers",
+    ] {
+        assert!(
+            verbose.contains(&format!("[+]poststarthook/{hook} ok\n")),
+            "{hook}: {verbose}"
+        );
+        let one = common::http(
+            addr,
+            "GET",
+            &format!("/readyz/poststarthook/{hook}"),
+            &[],
+            b"",
+        );
+        assert_eq!(one.status, 200, "{hook}");
+    }
+
+    for path in [
+        "/api/v1/namespaces/default/services/kubernetes",
+        "/api/v1/namespaces/default/endpoints/kubernetes",
+        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes",
+        "/api/v1/namespaces/default/serviceaccounts/default",
+        "/api/v1/namespaces/kube-system/serviceaccounts/default",
+        "/api/v1/namespaces/kube-public/serviceaccounts/default",
+        "/api/v1/namespaces/kube-node-lease/serviceaccounts/default",
+        "/apis/apiregistration.k8s.io/v1/apiservices/v1.",
+        "/apis/apiregistration.k8s.io/v1/apiservices/v1.apps",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/exempt",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/catch-all",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations/exempt",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations/catch-all",
+        "/apis/scheduling.k8s.io/v1/priorityclasses/system-cluster-critical",
+        "/apis/scheduling.k8s.io/v1/priorityclasses/system-node-critical",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/cluster-admin",
+    ] {
+        get(path);
+    }
+
+    // Opened together, read one after the other: each ends after its second.
+    let watches: Vec<(&str, common::WatchEvents)> = [
+        "/api/v1/namespaces",
+        "/api/v1/services",
+        "/api/v1/endpoints",
+        "/apis/discovery.k8s.io/v1/endpointslices",
+        "/api/v1/serviceaccounts",
+        "/api/v1/configmaps",
+        "/apis/apiregistration.k8s.io/v1/apiservices",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/prioritylevelconfigurations",
+        "/apis/scheduling.k8s.io/v1/priorityclasses",
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        "/apis/rbac.authorization.k8s.io/v1/roles",
+        "/apis/rbac.authorization.k8s.io/v1/rolebindings",
+    ]
+    .into_iter()
+    .map(|path| {
+        let (stream, status) = common::open_stream(
+            addr,
+            &format!("{path}?watch=1&resourceVersion={rv}&timeoutSeconds=1"),
+        );
+        assert_eq!(status, 200, "{path}");
+        (path, common::WatchEvents::new(stream))
+    })
+    .collect();
+    for (path, mut events) in watches {
+        while let Some(e) = events.next() {
+            assert_eq!(
+                e["type"], "BOOKMARK",
+                "{path}: a write after readiness (from {rv}): {e}"
+            );
+        }
+    }
+}

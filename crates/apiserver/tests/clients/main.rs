@@ -27,6 +27,7 @@ mod client_credentials;
 mod component_statuses;
 mod compression;
 mod container_validation;
+mod crd_read_defaults;
 mod crd_schema;
 mod crds;
 mod csr_requester;

@@ -14,7 +14,10 @@
 //!   then the generic ones. The storage version's storage (and cache) comes from the
 //!   [`StorageFactory`] the binary supplies; every other served version reads and writes the
 //!   same objects with their `apiVersion` rewritten ([`versions::Versioned`], the `None`
-//!   conversion). An update of the CRD replaces its kinds (their storage is kept);
+//!   conversion). Every object read from the storage is decoded by the schema of the
+//!   version it is stored in (pruned, defaulted: [`decode`]) before the cache takes it. An
+//!   update of the CRD replaces its kinds; their storage is kept unless the update changed
+//!   a schema, which builds a new one (and cache) decoding by the new schemas;
 //! - **status**, written through the registry's store of the CRD kind (`calls`, a merge
 //!   patch of `/status`) as the server's manager (`kube-apiserver` in managedFields):
 //!   `acceptedNames`, `NamesAccepted`, `Established` (`InitialNamesAccepted`) and, by the
@@ -45,6 +48,7 @@
 //!   most 5 s.
 
 mod calls;
+pub mod decode;
 mod names;
 pub mod versions;
 
@@ -63,10 +67,14 @@ use listwatch_storage::{Key, ListOptions, Storage, WatchEvent};
 use serde_json::{Value, json};
 
 use calls::Calls;
+use decode::ReadSchemas;
 use names::Taken;
 
-/// Builds the storage (with its cache) of a custom resource's storage version.
-pub type StorageFactory = Arc<dyn Fn(&KindSpec) -> Arc<dyn Storage> + Send + Sync>;
+/// Builds the storage (with its cache) of a custom resource's storage version: the
+/// backend's storage of `spec`, made by [`ReadSchemas::over`] into one whose reads are
+/// decoded as upstream's (pruned, defaulted), under the cache, so that the cache holds and
+/// every read answers decoded objects ([`decode`]).
+pub type StorageFactory = Arc<dyn Fn(&KindSpec, &ReadSchemas) -> Arc<dyn Storage> + Send + Sync>;
 
 /// How often pending work (a deleting CRD whose resources are not all gone, a failed
 /// write) is tried again.
@@ -112,6 +120,8 @@ struct Installed {
     uid: String,
     /// The storage of the objects (the storage version's, with its cache).
     base: Arc<dyn Storage>,
+    /// What `base` decodes the objects it reads by.
+    read: ReadSchemas,
     /// Its key segment.
     storage_resource: String,
     generation: i64,
@@ -465,12 +475,21 @@ impl CrdController {
             self.uninstall(name);
             return;
         };
-        // The storage (and cache) of the objects: kept across updates of the same CRD.
+        // The storage (and cache) of the objects: kept across updates of the same CRD that
+        // leave its schemas as they were; one that changes them gets a new storage, whose
+        // cache lists again and so holds the objects as the new schemas decode them (new
+        // defaults, fields no longer declared pruned), as upstream rebuilds a CRD's storage
+        // on an update. The old cache stops once no kind holds it (its watches end).
+        let read = ReadSchemas::of(def, first.selectable_fields.clone());
         let base = prev
             .as_ref()
-            .filter(|i| i.uid == uid && i.storage_resource == first.storage_resource)
+            .filter(|i| {
+                i.uid == uid
+                    && i.storage_resource == first.storage_resource
+                    && i.read.same_as(&read)
+            })
             .map(|i| Arc::clone(&i.base))
-            .unwrap_or_else(|| (self.factory)(first));
+            .unwrap_or_else(|| (self.factory)(first, &read));
         let stored_api_version = first.api_version();
         let base_resource = first.storage_resource.clone();
         let terminating = listwatch_kinds::Terminating::default();
@@ -516,6 +535,7 @@ impl CrdController {
                 uid,
                 storage_resource: base_resource,
                 base,
+                read,
                 generation,
                 names: names.clone(),
                 keys,
@@ -600,7 +620,10 @@ impl CrdController {
             None => match self.cleanup.get(name).filter(|(u, _)| u == uid) {
                 Some((_, s)) => Arc::clone(s),
                 None => {
-                    let s = (self.factory)(&spec);
+                    let s = (self.factory)(
+                        &spec,
+                        &ReadSchemas::of(def, spec.selectable_fields.clone()),
+                    );
                     self.cleanup
                         .insert(name.to_owned(), (uid.to_owned(), Arc::clone(&s)));
                     s

@@ -809,6 +809,7 @@ pub(crate) fn route_cases(route: &Route) -> Vec<Case> {
                 "/healthz/{check}" => "/healthz/ping",
                 "/livez/{check}" => "/livez/ping",
                 "/readyz/{check}" => "/readyz/ping",
+                "/readyz/poststarthook/{*hook}" => "/readyz/poststarthook/bootstrap-controller",
                 p if !p.contains('{') => p,
                 other => {
                     panic!("no rule for the non-resource route {other}: add one to the matrix")
