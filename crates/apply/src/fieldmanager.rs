@@ -3,6 +3,8 @@
 //! unowned, times stamped, old update managers capped, managedFields written back; and the
 //! client-side-apply upgrade rules for the `kubectl` manager.
 
+use std::sync::LazyLock;
+
 use serde_json::{Map, Value};
 
 use crate::managed::{Conflicts, Managed, ManagerId, Operation};
@@ -96,7 +98,12 @@ fn object_type_mismatch(config: &Value, api_version: &str, kind: &str) -> Option
 }
 
 /// Paths never owned (upstream's `stripMetaManager`): type and server-set metadata.
-fn strip_set() -> FieldSet {
+fn strip_set() -> &'static FieldSet {
+    static STRIP: LazyLock<FieldSet> = LazyLock::new(build_strip_set);
+    &STRIP
+}
+
+fn build_strip_set() -> FieldSet {
     let mut s = FieldSet::new();
     for p in [
         &["apiVersion"][..],
@@ -171,7 +178,7 @@ impl Scope<'_> {
 
     fn strip(&self, managed: &mut Managed, id: &ManagerId) {
         if let Some(vs) = managed.fields.get_mut(id) {
-            vs.set = vs.set.difference(&strip_set());
+            vs.set.remove_all(strip_set());
             if vs.set.is_empty() {
                 managed.fields.remove(id);
             }
@@ -239,16 +246,20 @@ impl Scope<'_> {
             // create is always tracked.
             return;
         }
-        let empty = Value::Object(Map::new());
-        let live = live.unwrap_or(&empty);
         let current = ManagerId::new(
             CURRENT_OPERATION,
             Operation::Update,
             self.api_version,
             self.subresource,
         );
-        self.updater()
-            .update(live, new, self.api_version, &mut managed.fields, &current);
+        let updater = self.updater();
+        match live {
+            Some(live) => {
+                updater.update(live, new, self.api_version, &mut managed.fields, &current);
+            }
+            // A create: the update from `{}`, read off the new object alone.
+            None => updater.create(new, self.api_version, &mut managed.fields, &current),
+        }
         self.strip(&mut managed, &current);
         if let Some(mut vs) = managed.fields.remove(&current) {
             let id = ManagerId::new(
@@ -308,13 +319,7 @@ impl Scope<'_> {
                 self.api_version,
                 self.subresource,
             );
-            updater.update(
-                &Value::Object(Map::new()),
-                &live_v,
-                self.api_version,
-                &mut managed.fields,
-                &before,
-            );
+            updater.create(&live_v, self.api_version, &mut managed.fields, &before);
             self.strip(&mut managed, &before);
             // Stamped like any update (upstream runs it through `managedFieldsUpdater`).
             if managed.fields.contains_key(&before) {

@@ -5,6 +5,7 @@
 //! member as `".": {}` beside the children). Invariant: no child subtree is empty — every
 //! operation that can empty one drops it, so two equal sets are equal as values.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
@@ -190,6 +191,58 @@ impl FieldSet {
         }
     }
 
+    /// Adds every path of `other`, taking it: [`FieldSet::union_with`] without copying
+    /// what `other` holds (into an empty set, the whole of it is moved in).
+    pub fn union_owned(&mut self, other: FieldSet) {
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        self.members.extend(other.members);
+        for (pe, c) in other.children {
+            match self.children.entry(pe) {
+                Entry::Occupied(mine) => mine.into_mut().union_owned(c),
+                Entry::Vacant(slot) => {
+                    slot.insert(c);
+                }
+            }
+        }
+    }
+
+    /// Takes out the paths of `other` in place: the set becomes
+    /// [`FieldSet::difference`]`(other)`, at a cost in `other`'s size (the sets removed are
+    /// small: reset and server-owned fields, one write's removals), nothing copied.
+    pub fn remove_all(&mut self, other: &FieldSet) {
+        for m in &other.members {
+            self.members.remove(m);
+        }
+        for (pe, o) in &other.children {
+            if let Some(mine) = self.children.get_mut(pe) {
+                mine.remove_all(o);
+                if mine.is_empty() {
+                    self.children.remove(pe);
+                }
+            }
+        }
+    }
+
+    /// Takes out the paths of `other` and everything under its members in place: the set
+    /// becomes [`FieldSet::recursive_difference`]`(other)`, at a cost in `other`'s size.
+    pub fn remove_recursive(&mut self, other: &FieldSet) {
+        for m in &other.members {
+            self.members.remove(m);
+            self.children.remove(m);
+        }
+        for (pe, o) in &other.children {
+            if let Some(mine) = self.children.get_mut(pe) {
+                mine.remove_recursive(o);
+                if mine.is_empty() {
+                    self.children.remove(pe);
+                }
+            }
+        }
+    }
+
     /// Paths in both sets.
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
         let members = self.members.intersection(&other.members).cloned().collect();
@@ -354,6 +407,37 @@ mod tests {
                 r#".spec.finalizers[="x"]"#
             ]
         );
+    }
+
+    /// Small random sets: paths of up to 3 steps over 3 names.
+    fn arb_set() -> impl proptest::strategy::Strategy<Value = FieldSet> {
+        use proptest::prelude::*;
+        prop::collection::vec(prop::collection::vec(0u8..3, 1..4), 0..12).prop_map(|paths| {
+            let mut s = FieldSet::new();
+            for p in paths {
+                let names: Vec<String> = p.iter().map(|i| format!("n{i}")).collect();
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                s.insert(&Path::fields(&names).0);
+            }
+            s
+        })
+    }
+
+    proptest::proptest! {
+        /// The in-place operations give what the copying ones give (the copying ones are
+        /// the reference: upstream's algebra, path by path).
+        #[test]
+        fn in_place_operations_equal_the_copying_ones(a in arb_set(), b in arb_set()) {
+            let mut u = a.clone();
+            u.union_owned(b.clone());
+            proptest::prop_assert_eq!(&u, &a.union(&b));
+            let mut d = a.clone();
+            d.remove_all(&b);
+            proptest::prop_assert_eq!(&d, &a.difference(&b));
+            let mut r = a.clone();
+            r.remove_recursive(&b);
+            proptest::prop_assert_eq!(&r, &a.recursive_difference(&b));
+        }
     }
 
     #[test]

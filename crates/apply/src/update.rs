@@ -47,35 +47,51 @@ impl Updater<'_> {
         force: bool,
     ) -> Result<Comparison, ConflictSets> {
         let mut c = value::compare(self.types, old, new);
+        self.take_changes(&mut c, managers, workflow, force)?;
+        Ok(c)
+    }
+
+    /// [`Updater::take`] of a comparison already made; leaves the ignored fields out of it.
+    fn take_changes(
+        &self,
+        c: &mut Comparison,
+        managers: &mut Managers,
+        workflow: &ManagerId,
+        force: bool,
+    ) -> Result<(), ConflictSets> {
         c.exclude(&self.ignored);
-        let changed = c.modified.union(&c.added);
-        let mut conflicts = Vec::new();
-        for (id, vs) in managers.iter() {
-            if id == workflow {
-                continue;
+        // What changed is only looked at in other managers' sets (a create's usually has
+        // none): the union is built only when there is one.
+        if managers.keys().any(|id| id != workflow) {
+            let changed = c.modified.union(&c.added);
+            let mut conflicts = Vec::new();
+            for (id, vs) in managers.iter() {
+                if id == workflow {
+                    continue;
+                }
+                let taken = vs.set.intersection(&changed);
+                if !taken.is_empty() {
+                    conflicts.push((id.clone(), taken));
+                }
             }
-            let taken = vs.set.intersection(&changed);
-            if !taken.is_empty() {
-                conflicts.push((id.clone(), taken));
+            if !force && !conflicts.is_empty() {
+                return Err(ConflictSets(conflicts));
             }
-        }
-        if !force && !conflicts.is_empty() {
-            return Err(ConflictSets(conflicts));
-        }
-        for (id, taken) in &conflicts {
-            if let Some(vs) = managers.get_mut(id) {
-                vs.set = vs.set.difference(taken);
+            for (id, taken) in &conflicts {
+                if let Some(vs) = managers.get_mut(id) {
+                    vs.set.remove_all(taken);
+                }
             }
         }
         if !c.removed.is_empty() {
             for (id, vs) in managers.iter_mut() {
                 if id != workflow {
-                    vs.set = vs.set.difference(&c.removed);
+                    vs.set.remove_all(&c.removed);
                 }
             }
         }
         managers.retain(|_, vs| !vs.set.is_empty());
-        Ok(c)
+        Ok(())
     }
 
     /// An update from `live` to `new` by `manager` at `version`: it owns what it added or
@@ -88,19 +104,43 @@ impl Updater<'_> {
         managers: &mut Managers,
         manager: &ManagerId,
     ) {
-        let c = match self.take(live, new, managers, manager, true) {
-            Ok(c) => c,
-            // Unreachable: a forced take reports no conflict.
-            Err(_) => return,
+        let c = value::compare(self.types, live, new);
+        self.record(c, version, managers, manager);
+    }
+
+    /// The update that creates `new` by `manager` at `version`: [`Updater::update`] from
+    /// an empty object, with the comparison read off `new` alone
+    /// ([`value::added_by_create`]: every path of `new` is added, nothing is compared).
+    pub fn create(&self, new: &Value, version: &str, managers: &mut Managers, manager: &ManagerId) {
+        let c = Comparison {
+            added: value::added_by_create(self.types, new),
+            ..Comparison::default()
         };
+        self.record(c, version, managers, manager);
+    }
+
+    /// The ownership an update's comparison `c` gives: `manager` owns what it added or
+    /// changed, beside what it owned and is still there. Sets are moved and changed in
+    /// place, never copied whole.
+    fn record(
+        &self,
+        mut c: Comparison,
+        version: &str,
+        managers: &mut Managers,
+        manager: &ManagerId,
+    ) {
+        // A forced take reports no conflict.
+        if self.take_changes(&mut c, managers, manager, true).is_err() {
+            return;
+        }
         let mut set = managers
             .remove(manager)
             .map(|vs| vs.set)
-            .unwrap_or_default()
-            .difference(&c.removed);
-        set.union_with(&c.modified);
-        set.union_with(&c.added);
-        let set = set.recursive_difference(&self.ignored);
+            .unwrap_or_default();
+        set.remove_all(&c.removed);
+        set.union_owned(c.modified);
+        set.union_owned(c.added);
+        set.remove_recursive(&self.ignored);
         if !set.is_empty() {
             managers.insert(
                 manager.clone(),

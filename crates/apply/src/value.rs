@@ -1,7 +1,8 @@
 //! The four walks of structured merge over JSON values, each steered by a [`TypeInfo`]:
 //! the field set a value spells ([`to_field_set`]), the difference between two values
-//! ([`compare`]), an apply configuration merged over a live object ([`merge`]), and a
-//! value with the paths of a set taken out ([`remove_items`]).
+//! ([`compare`]; against nothing, a create's, [`added_by_create`]), an apply configuration
+//! merged over a live object ([`merge`]), and a value with the paths of a set taken out
+//! ([`remove_items`]).
 //!
 //! The shape of a value decides what it is (object, list, scalar); the types decide how it
 //! merges. A list whose items cannot be identified by its type (a map-list item without a
@@ -42,9 +43,9 @@ impl Comparison {
         if ignored.is_empty() {
             return;
         }
-        self.added = self.added.recursive_difference(ignored);
-        self.modified = self.modified.recursive_difference(ignored);
-        self.removed = self.removed.recursive_difference(ignored);
+        self.added.remove_recursive(ignored);
+        self.modified.remove_recursive(ignored);
+        self.removed.remove_recursive(ignored);
     }
 }
 
@@ -231,6 +232,92 @@ pub fn compare(types: &dyn TypeInfo, old: &Value, new: &Value) -> Comparison {
     // The root path is never a member.
     let _ = compare_at(types, Some(old), Some(new), types.root(), &mut c);
     c
+}
+
+/// What a create adds: the paths [`compare`] of an empty object with `new` reports added
+/// (every path of `new`, containers included, as the [`to_field_set`] of an object nobody
+/// had would not say), walked over `new` alone. Nothing is compared and no type is looked
+/// up for a scalar or an empty container (their type changes nothing): the walk costs one
+/// set entry per path and one type lookup per non-empty container.
+///
+/// Equal to `compare(types, &json!({}), new).added` (the other two sets are then empty);
+/// `tests/robust.rs` checks it on arbitrary objects of built-in kinds.
+pub fn added_by_create(types: &dyn TypeInfo, new: &Value) -> FieldSet {
+    let mut set = FieldSet::new();
+    let root = types.root();
+    // The root is never a member; an atomic root is one leaf, the root itself.
+    if let Value::Object(m) = new
+        && !m.is_empty()
+        && types.map_type(root) != MapType::Atomic
+    {
+        added_fields(types, m, root, &mut set);
+    }
+    set
+}
+
+/// Adds every field of an object of type `at` to `out` (the set under its path), each a
+/// member with what is under it.
+fn added_fields(types: &dyn TypeInfo, m: &Map<String, Value>, at: TypeAt, out: &mut FieldSet) {
+    for (k, val) in m {
+        let sub = added_under(types, val, Step::Field(at, k));
+        let pe = PathElement::Field(k.clone());
+        out.insert_member(pe.clone());
+        out.add_child(pe, sub);
+    }
+}
+
+/// How to find a value's type, when it matters: a field of an object of a type, or the type
+/// of a list's items (the list's own).
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Field(TypeAt, &'a str),
+    Item(TypeAt),
+}
+
+impl Step<'_> {
+    fn at(self, types: &dyn TypeInfo) -> TypeAt {
+        match self {
+            Step::Field(at, name) => types.field(at, name),
+            Step::Item(at) => at,
+        }
+    }
+}
+
+/// The paths under `v` (not `v`'s own), whose type `step` finds when it matters:
+/// [`compare_at`] with nothing on the left.
+fn added_under(types: &dyn TypeInfo, v: &Value, step: Step<'_>) -> FieldSet {
+    let mut sub = FieldSet::new();
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            let at = step.at(types);
+            if types.map_type(at) != MapType::Atomic {
+                added_fields(types, m, at, &mut sub);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            let at = step.at(types);
+            // A list whose items cannot be identified is one leaf.
+            if let Some(pes) = elements(types, at, items) {
+                let mut count: BTreeMap<&PathElement, usize> = BTreeMap::new();
+                for pe in &pes {
+                    *count.entry(pe).or_default() += 1;
+                }
+                for (pe, item) in pes.iter().zip(items) {
+                    // An item whose step repeats is added whole, nothing under it (as the
+                    // comparison of a list with two items of one key against none).
+                    if count.get(pe).copied().unwrap_or(0) > 1 {
+                        sub.insert_member(pe.clone());
+                        continue;
+                    }
+                    let under = added_under(types, item, Step::Item(at));
+                    sub.insert_member(pe.clone());
+                    sub.add_child(pe.clone(), under);
+                }
+            }
+        }
+        _ => {}
+    }
+    sub
 }
 
 fn is_empty_container(v: &Value) -> bool {

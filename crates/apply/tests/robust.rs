@@ -6,8 +6,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use listwatch_apply::value::to_field_set;
-use listwatch_apply::{FieldSet, FieldsLimits, Managed, Operation, SchemaTypes, Scope};
+use listwatch_apply::managed::{Managers, VersionedSet};
+use listwatch_apply::update::Updater;
+use listwatch_apply::value::{added_by_create, compare, to_field_set};
+use listwatch_apply::{FieldSet, FieldsLimits, Managed, ManagerId, Operation, SchemaTypes, Scope};
 use listwatch_schema::Catalog;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -209,6 +211,56 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// A create's field set read off the object alone (`added_by_create`, `Updater::create`)
+    /// is what the comparison with an empty object gives (`compare`, `Updater::update` from
+    /// `{}`: the reference, still the path of every other update), also with other managers
+    /// owning some of it and with reset fields.
+    #[test]
+    fn a_create_records_what_an_update_from_nothing_records(
+        kind in prop::sample::select(vec![
+            ("Pod", "", "v1"), ("Deployment", "apps", "v1"), ("Widget", "example.com", "v1"),
+        ]),
+        body in value(),
+        containers in prop::option::of(containers()),
+        other in value(),
+        reset_status in any::<bool>(),
+    ) {
+        let (kind, group, version) = kind;
+        let api_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+        let catalog = Catalog::builtin();
+        let types = SchemaTypes::new(&catalog, group, version, kind);
+        let obj = with_containers(object(kind, &api_version, body), kind, containers);
+        let c = compare(&types, &json!({}), &obj);
+        prop_assert_eq!(&added_by_create(&types, &obj), &c.added);
+        prop_assert!(c.modified.is_empty() && c.removed.is_empty());
+        // Also when the object is not one (never for a create through the API).
+        for v in [json!({}), json!([1]), json!("x"), json!(null)] {
+            prop_assert_eq!(added_by_create(&types, &v), compare(&types, &json!({}), &v).added);
+        }
+
+        let mut ignored = FieldSet::new();
+        if reset_status {
+            ignored.insert(&listwatch_apply::fieldmanager::field_path(&["status"]));
+        }
+        let updater = Updater { types: &types, ignored };
+        let mut managers = Managers::new();
+        let other = object(kind, &api_version, other);
+        managers.insert(
+            ManagerId::new("other", Operation::Apply, &api_version, ""),
+            VersionedSet { set: to_field_set(&types, &other), api_version: api_version.clone(), applied: true },
+        );
+        let id = ManagerId::new("maker", Operation::Update, &api_version, "");
+        let mut by_create = managers.clone();
+        updater.create(&obj, &api_version, &mut by_create, &id);
+        let mut by_update = managers;
+        updater.update(&json!({}), &obj, &api_version, &mut by_update, &id);
+        prop_assert_eq!(by_create, by_update);
     }
 }
 

@@ -81,14 +81,19 @@ pub struct Node<'a> {
     site: &'a Value,
     /// The schema the declaration resolves to.
     ty: &'a Value,
+    /// What a value here is: read off `ty` once, when the node is made (every walk asks it
+    /// at least once per node, most several times: [`Node::field`], [`Node::items`]).
+    shape: Shape,
 }
 
 impl<'a> Node<'a> {
     pub(crate) fn new(catalog: &'a Catalog, site: &'a Value) -> Self {
+        let ty = resolve(catalog, site);
         Self {
             catalog,
             site,
-            ty: resolve(catalog, site),
+            ty,
+            shape: shape_of(ty),
         }
     }
 
@@ -103,21 +108,7 @@ impl<'a> Node<'a> {
 
     /// What a value here is.
     pub fn shape(&self) -> Shape {
-        let ty = self.ty;
-        if ty.get("properties").is_some_and(Value::is_object) {
-            return Shape::Struct;
-        }
-        match ty.get("type").and_then(Value::as_str) {
-            Some("array") => Shape::List,
-            Some("object") => match ty.get("additionalProperties") {
-                Some(Value::Object(_) | Value::Bool(true)) => Shape::Map,
-                _ => Shape::Untyped,
-            },
-            Some("string" | "integer" | "number" | "boolean") => Shape::Scalar,
-            _ if ty.get("oneOf").is_some() || ty.get("anyOf").is_some() => Shape::Scalar,
-            _ if ty.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) => Shape::Scalar,
-            _ => Shape::Untyped,
-        }
+        self.shape
     }
 
     /// The field `name` of a value here: a struct's declared field, a map's value type, a
@@ -271,6 +262,24 @@ impl<'a> Node<'a> {
     }
 }
 
+/// What a value of the resolved schema `ty` is.
+fn shape_of(ty: &Value) -> Shape {
+    if ty.get("properties").is_some_and(Value::is_object) {
+        return Shape::Struct;
+    }
+    match ty.get("type").and_then(Value::as_str) {
+        Some("array") => Shape::List,
+        Some("object") => match ty.get("additionalProperties") {
+            Some(Value::Object(_) | Value::Bool(true)) => Shape::Map,
+            _ => Shape::Untyped,
+        },
+        Some("string" | "integer" | "number" | "boolean") => Shape::Scalar,
+        _ if ty.get("oneOf").is_some() || ty.get("anyOf").is_some() => Shape::Scalar,
+        _ if ty.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) => Shape::Scalar,
+        _ => Shape::Untyped,
+    }
+}
+
 /// Follows `$ref` and single-reference `allOf` to the schema they name; an unresolvable
 /// reference (or a cycle past [`MAX_REF_HOPS`]) resolves to untyped.
 fn resolve<'a>(catalog: &'a Catalog, mut v: &'a Value) -> &'a Value {
@@ -300,6 +309,33 @@ mod tests {
         static CAT: LazyLock<Catalog> = LazyLock::new(Catalog::new);
         CAT.lookup("", "v1", "Pod", path)
             .unwrap_or_else(|| panic!("no {path:?}"))
+    }
+
+    /// The shape kept in a node is the one its resolved schema spells, at every node of a
+    /// pod's and a deployment's schema (the computation on every call is the reference).
+    #[test]
+    fn a_nodes_kept_shape_is_its_schemas() {
+        fn walk(n: Node<'_>, depth: usize, seen: &mut usize) {
+            assert_eq!(n.shape(), shape_of(n.resolved()), "{:?}", n.declaration());
+            *seen += 1;
+            if depth == 0 {
+                return;
+            }
+            for f in n.field_names() {
+                if let Some(c) = n.field(f) {
+                    walk(c, depth - 1, seen);
+                }
+            }
+            for c in [n.items(), n.field("any-key")].into_iter().flatten() {
+                walk(c, depth - 1, seen);
+            }
+        }
+        let cat = Catalog::new();
+        let mut seen = 0;
+        for (group, kind) in [("", "Pod"), ("apps", "Deployment")] {
+            walk(cat.kind(group, "v1", kind).unwrap(), 6, &mut seen);
+        }
+        assert!(seen > 1000, "{seen}");
     }
 
     #[test]
