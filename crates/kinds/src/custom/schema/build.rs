@@ -4,6 +4,8 @@
 //! metadata) and completeness (everything a junctor names is specified outside it), the
 //! CRD API's refusals of unsupported keywords, and the defaults' own validity.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use super::{
@@ -11,6 +13,15 @@ use super::{
     Pattern, PatternBudget, Ty, mutate, pattern, pattern_cache, validate,
 };
 use crate::field::FieldError;
+
+/// Why a pattern is refused past the server-wide limit (with the live total now).
+fn server_full() -> String {
+    format!(
+        "must be a valid regular expression, but isn't: the patterns of the server's CRDs would take more than the limit of {} bytes together ({} bytes in use)",
+        pattern_cache::limit(),
+        pattern_cache::live_bytes()
+    )
+}
 
 /// Where a node sits, for upstream's "must not be empty ..." wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -150,8 +161,8 @@ impl Builder<'_> {
         if let Some(re) = self.budget.patterns.get(src) {
             return Some(Pattern {
                 source: src.to_owned(),
-                re: re.clone(),
-                weight: pattern::weight(re),
+                weight: pattern::weight(re.regex()),
+                re: Arc::clone(re),
             });
         }
         if self.budget.bytes > MAX_REGEX_TOTAL_BYTES {
@@ -164,6 +175,11 @@ impl Builder<'_> {
             ));
             return None;
         }
+        if self.budget.server_full {
+            // Refused once: the CRD is refused, so nothing more is compiled for it.
+            self.err(FieldError::invalid(path, v, server_full()));
+            return None;
+        }
         let built = pattern_cache::get(src);
         if built.as_ref().err().and_then(|e| e.size_limit()).is_some() {
             // A refused attempt cost its compilation: it counts as a full pattern, so a
@@ -171,13 +187,21 @@ impl Builder<'_> {
             self.budget.bytes = self.budget.bytes.saturating_add(MAX_REGEX_BYTES);
         }
         let why = match built {
-            Ok(re) => {
-                self.budget.bytes = self.budget.bytes.saturating_add(re.memory_usage());
+            // A pattern the served schemas do not hold yet adds to the server's total: the
+            // admission of a CRD refuses it past the server-wide limit (this schema's
+            // earlier patterns, held by the budget, count).
+            Ok((_, true)) if self.budget.admission && !pattern_cache::within_limit() => {
+                self.budget.server_full = true;
+                self.err(FieldError::invalid(path, v, server_full()));
+                return None;
+            }
+            Ok((re, _)) => {
+                self.budget.bytes = self.budget.bytes.saturating_add(re.bytes());
                 if self.budget.bytes <= MAX_REGEX_TOTAL_BYTES {
-                    self.budget.patterns.insert(src.to_owned(), re.clone());
+                    self.budget.patterns.insert(src.to_owned(), Arc::clone(&re));
                     return Some(Pattern {
                         source: src.to_owned(),
-                        weight: pattern::weight(&re),
+                        weight: pattern::weight(re.regex()),
                         re,
                     });
                 }
