@@ -4,24 +4,13 @@
 //! metadata) and completeness (everything a junctor names is specified outside it), the
 //! CRD API's refusals of unsupported keywords, and the defaults' own validity.
 
-use std::sync::Arc;
-
 use serde_json::{Map, Value};
 
 use super::{
-    ListType, MAX_DEPTH, MAX_ERRORS, MAX_NODES, MAX_REGEX_BYTES, MAX_REGEX_TOTAL_BYTES, Node,
-    Pattern, PatternBudget, Ty, mutate, pattern, pattern_cache, validate,
+    ListType, MAX_DEPTH, MAX_ERRORS, MAX_NODES, Node, Pattern, PatternBudget, Ty, mutate, pattern,
+    validate,
 };
 use crate::field::FieldError;
-
-/// Why a pattern is refused past the server-wide limit (with the live total now).
-fn server_full() -> String {
-    format!(
-        "must be a valid regular expression, but isn't: the patterns of the server's CRDs would take more than the limit of {} bytes together ({} bytes in use)",
-        pattern_cache::limit(),
-        pattern_cache::live_bytes()
-    )
-}
 
 /// Where a node sits, for upstream's "must not be empty ..." wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,78 +147,18 @@ impl Builder<'_> {
             self.err(FieldError::invalid(path, v, "must be a string"));
             return None;
         };
-        if let Some(re) = self.budget.patterns.get(src) {
-            return Some(Pattern {
-                source: src.to_owned(),
-                weight: pattern::weight(re.regex()),
-                re: Arc::clone(re),
-            });
-        }
-        if self.budget.bytes > MAX_REGEX_TOTAL_BYTES {
-            self.err(FieldError::invalid(
-                path,
-                v,
-                format!(
-                    "must be a valid regular expression, but isn't: the CRD's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
-                ),
-            ));
-            return None;
-        }
-        if self.budget.server_full {
-            // Refused once: the CRD is refused, so nothing more is compiled for it.
-            self.err(FieldError::invalid(path, v, server_full()));
-            return None;
-        }
-        let built = pattern_cache::get(src);
-        if built.as_ref().err().and_then(|e| e.size_limit()).is_some() {
-            // A refused attempt cost its compilation: it counts as a full pattern, so a
-            // schema of many oversized patterns stops compiling early.
-            self.budget.bytes = self.budget.bytes.saturating_add(MAX_REGEX_BYTES);
-        }
-        let why = match built {
-            // A pattern the served schemas do not hold yet adds to the server's total: the
-            // admission of a CRD refuses it past the server-wide limit (this schema's
-            // earlier patterns, held by the budget, count).
-            Ok((_, true)) if self.budget.admission && !pattern_cache::within_limit() => {
-                self.budget.server_full = true;
-                self.err(FieldError::invalid(path, v, server_full()));
-                return None;
+        match pattern::admit(src, self.budget) {
+            Ok(p) => Some(p),
+            Err(Some(why)) => {
+                self.err(FieldError::invalid(
+                    path,
+                    v,
+                    format!("must be a valid regular expression, but isn't: {why}"),
+                ));
+                None
             }
-            Ok((re, _)) => {
-                self.budget.bytes = self.budget.bytes.saturating_add(re.bytes());
-                if self.budget.bytes <= MAX_REGEX_TOTAL_BYTES {
-                    self.budget.patterns.insert(src.to_owned(), Arc::clone(&re));
-                    return Some(Pattern {
-                        source: src.to_owned(),
-                        weight: pattern::weight(re.regex()),
-                        re,
-                    });
-                }
-                format!(
-                    "the CRD's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
-                )
-            }
-            Err(e) => match (e.size_limit(), e.syntax_error()) {
-                (Some(n), _) => {
-                    format!("the compiled pattern is larger than the limit of {n} bytes")
-                }
-                (None, Some(syntax)) => {
-                    let text = syntax.to_string();
-                    let last = text.lines().last().unwrap_or_default().trim();
-                    format!(
-                        "error parsing regexp: {}",
-                        last.strip_prefix("error: ").unwrap_or(last)
-                    )
-                }
-                (None, None) => e.to_string(),
-            },
-        };
-        self.err(FieldError::invalid(
-            path,
-            v,
-            format!("must be a valid regular expression, but isn't: {why}"),
-        ));
-        None
+            Err(None) => None,
+        }
     }
 
     /// One schema node at `path`.
