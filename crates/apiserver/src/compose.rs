@@ -112,6 +112,7 @@ pub async fn build_api(
         store.register_metrics(installer.registry_mut());
     }
     let conn_metrics = serve::ConnMetrics::register(installer.registry_mut());
+    crate::crd_patterns::install(opts.max_crd_pattern_bytes, installer.registry_mut());
     let mut cachers = Vec::new();
     let cache = CacheOptions {
         // The built-in kinds' caches list at start: KEP-4568's 429 at once (the server

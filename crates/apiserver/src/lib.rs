@@ -27,6 +27,7 @@ mod componentstatus;
 mod compose;
 mod conn;
 mod conn_limit;
+mod crd_patterns;
 pub mod custom;
 pub mod drain;
 pub mod eviction;

@@ -256,6 +256,14 @@ pub struct Options {
     #[arg(long, default_value = "256Mi", value_parser = flags::bytes_limit,
         help_heading = heading::LIMITS)]
     pub max_buffered_request_bytes: usize,
+    /// Bytes the compiled `pattern`s of the served CRDs' schemas may take together
+    /// (`apiserver_crd_pattern_bytes`); a CRD whose new patterns would take more is refused
+    /// (422). The engine compiles a Unicode class to UTF-8 byte states, so
+    /// `^(\pL|\pN){12}$` takes ~200 KiB (0: no limit). [upstream: none; Go's rune-based
+    /// `regexp` holds such a pattern in a few KB]
+    #[arg(long, default_value = "256Mi", value_parser = flags::bytes_limit,
+        help_heading = heading::LIMITS)]
+    pub max_crd_pattern_bytes: usize,
     /// Connections open at once, TLS handshakes included; one more is accepted and closed
     /// (0: no limit). Keep it above --max-watches (an HTTP/1.1 watch is a connection).
     /// [upstream: none]

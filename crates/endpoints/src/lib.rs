@@ -614,6 +614,8 @@ impl Api {
         let (generation, replaced) = self.shared.kinds.add(Resource::new(info, storage));
         if let Some(old) = replaced {
             old.removed.stop();
+            // What the cached documents hold of the old kind (its schema) goes with it.
+            self.shared.derived.forget_before(generation);
         }
         tracing::info!(generation, "served kinds changed: added a resource");
         generation
@@ -632,6 +634,8 @@ impl Api {
     ) -> Result<(u64, Resource), listwatch_kinds::KindSetError> {
         let (generation, removed) = self.shared.kinds.remove(group, version, plural)?;
         removed.removed.stop();
+        // What the cached documents hold of the removed kind (its schema) goes with it.
+        self.shared.derived.forget_before(generation);
         tracing::info!(generation, resource = %removed.info.qualified_resource(),
             "served kinds changed: removed a resource");
         Ok((generation, removed))

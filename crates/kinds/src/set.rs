@@ -253,6 +253,21 @@ impl<D> PerGeneration<D> {
         *cached = Some((snapshot.generation, Arc::clone(&d)));
         d
     }
+
+    /// Drops the cached value if it was built for a generation before `generation` (a kind
+    /// was removed or replaced: what the value holds of the old snapshot — its kinds'
+    /// strategies and schemas — is freed now rather than at the next build).
+    pub fn forget_before(&self, generation: u64) {
+        let old = {
+            let mut cached = self.cached.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*cached {
+                Some((g, _)) if *g < generation => cached.take(),
+                _ => None,
+            }
+        };
+        // Dropped outside the lock.
+        drop(old);
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod client_http2;
 mod client_toolkit;
 mod controller_example;
 mod crd_manifest;
+mod crd_pattern_memory;
 mod crd_red_team;
 mod crds_kube_rs;
 mod create_authz;

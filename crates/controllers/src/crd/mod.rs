@@ -523,6 +523,8 @@ impl CrdController {
             for (g, v, p) in i.keys.iter().filter(|k| !keys.contains(k)) {
                 let _ = self.api.remove_resource(g, v, p);
             }
+            // The old schemas' patterns no other schema holds are freed with them.
+            listwatch_kinds::custom::schema::release_unused_patterns();
         }
         tracing::info!(
             crd = name,
@@ -551,6 +553,8 @@ impl CrdController {
             for (g, v, p) in &i.keys {
                 let _ = self.api.remove_resource(g, v, p);
             }
+            // Its patterns no other schema holds are freed with its kinds.
+            listwatch_kinds::custom::schema::release_unused_patterns();
             tracing::info!(crd = name, "no longer serving a custom resource");
         }
     }
@@ -607,7 +611,10 @@ impl CrdController {
             .installed
             .get(name)
             .map_or_else(|| def.names.clone(), |i| i.names.clone());
-        let Some(spec) = def.kind_specs(&names).into_iter().next() else {
+        // Every version's spec is held until the finalizer is removed: that last write
+        // validates the CRD again, and finds its patterns compiled.
+        let specs = def.kind_specs(&names);
+        let Some(spec) = specs.first().cloned() else {
             return Ok(false);
         };
         let uid = meta_str(obj, "uid");
@@ -662,6 +669,9 @@ impl CrdController {
         self.calls
             .put_finalizers(name, meta_str(obj, "resourceVersion"), rest)
             .await?;
+        // The CRD is gone: its patterns that no other schema holds are freed.
+        drop((spec, specs));
+        listwatch_kinds::custom::schema::release_unused_patterns();
         Ok(false)
     }
 }

@@ -460,7 +460,7 @@ fn validate_spec(obj: &Value) -> Vec<FieldError> {
     let mut unique = true;
     let mut storage = 0usize;
     // One pattern budget for every version: the CRD's compiled patterns are bounded together.
-    let mut budget = crate::custom::schema::PatternBudget::default();
+    let mut budget = crate::custom::schema::PatternBudget::admission();
     for (i, v) in versions.iter().enumerate() {
         let name = str_at(v, "/name");
         if v.get("storage").and_then(Value::as_bool) == Some(true) {

@@ -7,8 +7,8 @@
 use serde_json::{Map, Value};
 
 use super::{
-    ListType, MAX_DEPTH, MAX_ERRORS, MAX_NODES, MAX_REGEX_BYTES, MAX_REGEX_TOTAL_BYTES, Node,
-    Pattern, PatternBudget, Ty, mutate, pattern, pattern_cache, validate,
+    ListType, MAX_DEPTH, MAX_ERRORS, MAX_NODES, Node, Pattern, PatternBudget, Ty, mutate, pattern,
+    validate,
 };
 use crate::field::FieldError;
 
@@ -147,65 +147,18 @@ impl Builder<'_> {
             self.err(FieldError::invalid(path, v, "must be a string"));
             return None;
         };
-        if let Some(re) = self.budget.patterns.get(src) {
-            return Some(Pattern {
-                source: src.to_owned(),
-                re: re.clone(),
-                weight: pattern::weight(re),
-            });
-        }
-        if self.budget.bytes > MAX_REGEX_TOTAL_BYTES {
-            self.err(FieldError::invalid(
-                path,
-                v,
-                format!(
-                    "must be a valid regular expression, but isn't: the CRD's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
-                ),
-            ));
-            return None;
-        }
-        let built = pattern_cache::get(src);
-        if built.as_ref().err().and_then(|e| e.size_limit()).is_some() {
-            // A refused attempt cost its compilation: it counts as a full pattern, so a
-            // schema of many oversized patterns stops compiling early.
-            self.budget.bytes = self.budget.bytes.saturating_add(MAX_REGEX_BYTES);
-        }
-        let why = match built {
-            Ok(re) => {
-                self.budget.bytes = self.budget.bytes.saturating_add(re.memory_usage());
-                if self.budget.bytes <= MAX_REGEX_TOTAL_BYTES {
-                    self.budget.patterns.insert(src.to_owned(), re.clone());
-                    return Some(Pattern {
-                        source: src.to_owned(),
-                        weight: pattern::weight(&re),
-                        re,
-                    });
-                }
-                format!(
-                    "the CRD's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
-                )
+        match pattern::admit(src, self.budget) {
+            Ok(p) => Some(p),
+            Err(Some(why)) => {
+                self.err(FieldError::invalid(
+                    path,
+                    v,
+                    format!("must be a valid regular expression, but isn't: {why}"),
+                ));
+                None
             }
-            Err(e) => match (e.size_limit(), e.syntax_error()) {
-                (Some(n), _) => {
-                    format!("the compiled pattern is larger than the limit of {n} bytes")
-                }
-                (None, Some(syntax)) => {
-                    let text = syntax.to_string();
-                    let last = text.lines().last().unwrap_or_default().trim();
-                    format!(
-                        "error parsing regexp: {}",
-                        last.strip_prefix("error: ").unwrap_or(last)
-                    )
-                }
-                (None, None) => e.to_string(),
-            },
-        };
-        self.err(FieldError::invalid(
-            path,
-            v,
-            format!("must be a valid regular expression, but isn't: {why}"),
-        ));
-        None
+            Err(None) => None,
+        }
     }
 
     /// One schema node at `path`.

@@ -31,7 +31,10 @@
 //! `regexp`, matched by its PikeVM or one-pass DFA, linear in the string; no lazy DFA or
 //! backtracker, whose per-thread caches would grow with use) within [`MAX_REGEX_BYTES`] of
 //! program each and [`MAX_REGEX_TOTAL_BYTES`] of heap together per CRD ([`PatternBudget`]),
-//! each distinct pattern once per process (a bounded LRU cache, `pattern_cache`); at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
+//! each distinct pattern once per process while something holds it (`pattern_cache`: the
+//! sum of the live patterns, [`pattern_bytes`], is bounded across the server by
+//! [`pattern_limit`] when a CRD is validated, and drops when a CRD's schema is no longer
+//! served); at most [`MAX_ERRORS`] errors and [`MAX_PRUNED`] pruned paths are kept. Nothing
 //! here panics on any schema or object (a property test checks it).
 
 //!
@@ -70,7 +73,11 @@ mod mutate;
 mod pattern;
 mod pattern_cache;
 
-pub use pattern_cache::{MAX_CACHE_BYTES, MAX_CACHE_ENTRIES, compiles as pattern_compiles};
+pub use pattern_cache::{
+    DEFAULT_LIMIT_BYTES as DEFAULT_PATTERN_LIMIT_BYTES, MAX_RECENT_BYTES, MAX_RECENT_ENTRIES,
+    compiles as pattern_compiles, limit as pattern_limit, live_bytes as pattern_bytes,
+    release_recent as release_unused_patterns, set_limit as set_pattern_limit,
+};
 mod validate;
 
 #[cfg(test)]
@@ -102,11 +109,29 @@ pub const MAX_REGEX_TOTAL_BYTES: usize = 32 << 20;
 /// The patterns one CRD's schemas have compiled, and the heap they take together: the
 /// CRD's validation compiles every version's schema with one budget
 /// ([`Structural::new_within`]), so [`MAX_REGEX_TOTAL_BYTES`] bounds the CRD, not each
-/// version.
+/// version. A budget for admission ([`PatternBudget::admission`]) also refuses a pattern
+/// that the served schemas do not hold already while the server's live patterns take more
+/// than [`pattern_limit`] ([`pattern_bytes`]): the server-wide bound of what CRDs compile.
 #[derive(Debug, Default)]
 pub struct PatternBudget {
-    patterns: std::collections::HashMap<String, regex_automata::meta::Regex>,
+    patterns: std::collections::HashMap<String, pattern_cache::Shared>,
     bytes: usize,
+    /// Whether [`pattern_limit`] applies (a CRD's validation; not the strategies built
+    /// from a stored CRD, which must serve it).
+    admission: bool,
+    /// Whether a pattern was refused for the server's limit (the rest are then refused
+    /// without compiling).
+    server_full: bool,
+}
+
+impl PatternBudget {
+    /// The budget of a CRD's validation: bounded per CRD and by the server's limit.
+    pub fn admission() -> Self {
+        Self {
+            admission: true,
+            ..Self::default()
+        }
+    }
 }
 
 /// The most steps one validation may take before it stops with an error.
@@ -155,7 +180,7 @@ pub(crate) enum ListType {
 #[derive(Debug, Clone)]
 pub(crate) struct Pattern {
     source: String,
-    re: regex_automata::meta::Regex,
+    re: pattern_cache::Shared,
     /// Steps per byte matched: the PikeVM's work grows with the program's size.
     weight: u64,
 }

@@ -1,10 +1,80 @@
 //! A CRD schema's `pattern`: Go's `regexp` syntax read by the `regex` crate's engine
 //! (`regex-automata`'s meta regex), compiled within a program size limit, matched in linear
-//! time without caches that grow per thread and pattern (no lazy DFA, no backtracker).
+//! time without caches that grow per thread and pattern (no lazy DFA, no backtracker), and
+//! admitted within the CRD's budget and, for a CRD's validation, the server's ([`admit`]).
+
+use std::sync::Arc;
 
 use regex_automata::meta;
 
-use super::MAX_REGEX_BYTES;
+use super::{MAX_REGEX_BYTES, MAX_REGEX_TOTAL_BYTES, Pattern, PatternBudget, pattern_cache};
+
+/// `src` compiled (or shared) and charged to `budget`; else why not (`None`: refused
+/// without a word, the server's limit having been named once for this CRD).
+pub(super) fn admit(src: &str, budget: &mut PatternBudget) -> Result<Pattern, Option<String>> {
+    if let Some(re) = budget.patterns.get(src) {
+        return Ok(Pattern {
+            source: src.to_owned(),
+            weight: weight(re.regex()),
+            re: Arc::clone(re),
+        });
+    }
+    if budget.bytes > MAX_REGEX_TOTAL_BYTES {
+        return Err(Some(format!(
+            "the CRD's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
+        )));
+    }
+    if budget.server_full {
+        // Refused once, with the limit named: the CRD is refused, so nothing more is
+        // compiled for it (nor reported: one cause says it).
+        return Err(None);
+    }
+    let built = pattern_cache::get(src);
+    if built.as_ref().err().and_then(|e| e.size_limit()).is_some() {
+        // A refused attempt cost its compilation: it counts as a full pattern, so a
+        // schema of many oversized patterns stops compiling early.
+        budget.bytes = budget.bytes.saturating_add(MAX_REGEX_BYTES);
+    }
+    match built {
+        // A pattern the served schemas do not hold yet adds to the server's total: the
+        // admission of a CRD refuses it past the server-wide limit (this CRD's earlier
+        // patterns, held by the budget, count).
+        Ok((_, true)) if budget.admission && !pattern_cache::within_limit() => {
+            budget.server_full = true;
+            Err(Some(format!(
+                "the patterns of the server's CRDs would take more than the limit of {} bytes together ({} bytes in use)",
+                pattern_cache::limit(),
+                pattern_cache::live_bytes()
+            )))
+        }
+        Ok((re, _)) => {
+            budget.bytes = budget.bytes.saturating_add(re.bytes());
+            if budget.bytes > MAX_REGEX_TOTAL_BYTES {
+                return Err(Some(format!(
+                    "the CRD's patterns take more than the limit of {MAX_REGEX_TOTAL_BYTES} bytes together"
+                )));
+            }
+            budget.patterns.insert(src.to_owned(), Arc::clone(&re));
+            Ok(Pattern {
+                source: src.to_owned(),
+                weight: weight(re.regex()),
+                re,
+            })
+        }
+        Err(e) => Err(Some(match (e.size_limit(), e.syntax_error()) {
+            (Some(n), _) => format!("the compiled pattern is larger than the limit of {n} bytes"),
+            (None, Some(syntax)) => {
+                let text = syntax.to_string();
+                let last = text.lines().last().unwrap_or_default().trim();
+                format!(
+                    "error parsing regexp: {}",
+                    last.strip_prefix("error: ").unwrap_or(last)
+                )
+            }
+            (None, None) => e.to_string(),
+        })),
+    }
+}
 
 /// The most a pattern's one-pass DFA may take (past it, the PikeVM alone matches).
 const ONEPASS_BYTES: usize = 1 << 20;

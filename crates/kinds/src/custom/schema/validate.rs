@@ -309,7 +309,7 @@ impl Validator {
         }
         if let Some(p) = &n.pattern
             && self.spend(1 + (s.len() as u64).saturating_mul(p.weight))
-            && !p.re.is_match(s)
+            && !p.re.regex().is_match(s)
         {
             out.push(FieldError::new(
                 ErrorType::Invalid,
