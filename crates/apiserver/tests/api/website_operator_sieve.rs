@@ -96,7 +96,9 @@ impl Run {
         ));
     }
 
-    async fn stop(mut self) {
+    /// Stops the replica gracefully (its reconciles in flight finish), so that the end
+    /// state and the history read next hold every write it will make.
+    async fn stop(&mut self) {
         if let Some(r) = self.replica.take() {
             r.stop().await;
         }
@@ -348,9 +350,13 @@ async fn stale_script(perturb: bool) -> (Value, Vec<Write>) {
         run.proxy.freeze(website_ref("alpha"), before);
         run.crash_and_restart().await;
         // The new replica has reconciled what its first view held (every term reconciles
-        // every Website: beta, and alpha if the view was stale).
+        // every Website it lists: beta, and alpha too if the view was stale).
         let deadline = Instant::now() + PATIENCE;
-        while run.reconciles.load(Ordering::Relaxed) == 0 {
+        while run
+            .proxy
+            .listed("websites")
+            .is_none_or(|n| run.reconciles.load(Ordering::Relaxed) < n as u64)
+        {
             assert!(
                 Instant::now() < deadline,
                 "the restarted operator never reconciled"
@@ -360,9 +366,9 @@ async fn stale_script(perturb: bool) -> (Value, Vec<Write>) {
         run.proxy.thaw();
     }
     must_converge(&addr, AB, &after, "after the stale view").await;
+    run.stop().await;
     let end = state(&addr, AB).await;
     let writes = run.proxy.writes();
-    run.stop().await;
     (end, writes)
 }
 
@@ -377,7 +383,7 @@ async fn stale_view_after_restart_changes_nothing() {
 /// (b)'s script: alpha and beta created, beta changed twice; with `pause`, beta's events
 /// are dropped from the first change until the second.
 async fn unobserved_script(pause: bool) -> (Value, Vec<Write>) {
-    let run = Run::start().await;
+    let mut run = Run::start().await;
     let addr = run.addr().to_owned();
     create(&addr, "alpha", "alpha", 1).await;
     create(&addr, "beta", "beta", 2).await;
@@ -413,9 +419,9 @@ async fn unobserved_script(pause: bool) -> (Value, Vec<Write>) {
         registry(&[("alpha", 1), ("beta", 4)]),
     );
     must_converge(&addr, AB, &v3, "beta v3").await;
+    run.stop().await;
     let end = state(&addr, AB).await;
     let writes = run.proxy.writes();
-    run.stop().await;
     (end, writes)
 }
 
@@ -477,10 +483,10 @@ async fn crash_script(kill_after: Option<u64>) -> (Value, Vec<Write>, bool) {
             serde_json::to_string_pretty(&got).unwrap()
         );
     }
+    run.stop().await;
     let end = state(&addr, &["alpha"]).await;
     let writes = run.proxy.writes();
     let killed = run.proxy.hit();
-    run.stop().await;
     (end, writes, killed)
 }
 

@@ -101,6 +101,8 @@ struct State {
     successful: u64,
     kill_after: Option<u64>,
     killed: bool,
+    /// How many items the last LIST of each resource carried, as answered.
+    listed: HashMap<String, usize>,
     /// Raised by a thaw: every open watch ends.
     thaws: Option<tokio::sync::watch::Sender<u64>>,
 }
@@ -163,7 +165,15 @@ impl ViewProxy {
 
     /// Serves `stale` as `object` (see the module doc) until [`thaw`](Self::thaw).
     pub fn freeze(&self, object: ObjectRef, stale: Value) {
-        self.state.lock().unwrap().frozen.insert(object, stale);
+        let mut st = self.state.lock().unwrap();
+        st.listed.remove(&object.resource);
+        st.frozen.insert(object, stale);
+    }
+
+    /// How many items the last LIST of `resource` answered carried (since the last
+    /// [`freeze`](Self::freeze) of one of its objects).
+    pub fn listed(&self, resource: &str) -> Option<usize> {
+        self.state.lock().unwrap().listed.get(resource).copied()
     }
 
     /// Serves every object fresh again: ends every watch and answers the next watch of each
@@ -397,6 +407,12 @@ async fn relay(
                 .then(|| stale_list(&state, &res, &list))
                 .flatten()
                 .unwrap_or_else(|| list.to_vec());
+            let items = serde_json::from_slice::<Value>(&out)
+                .ok()
+                .and_then(|l| l["items"].as_array().map(Vec::len));
+            if let Some(n) = items {
+                state.lock().unwrap().listed.insert(res.clone(), n);
+            }
             let mut r = full(200, out);
             *r.headers_mut() = parts.headers;
             r.headers_mut().remove(hyper::header::CONTENT_LENGTH);
