@@ -22,7 +22,10 @@
 //! - **status conditions** (`Ready`) with `observedGeneration`, written through the status
 //!   subresource only when they change;
 //! - **leader election** on the Lease `website-system/website-operator`: only the leader
-//!   reconciles; every term reconciles every Website again.
+//!   reconciles; every term reconciles every Website again;
+//! - **consistent first views**: its informers start from lists at no version (fresh, as
+//!   etcd has it; `Config::consistent_first_list`), so a restart never acts on a lagging
+//!   server's cache.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,8 +44,8 @@ use listwatch_client::leaderelection::{
 };
 use listwatch_client::relations::{controller_owner_reference, owned_by};
 use listwatch_client::{
-    Action, Api, Controller, HttpClient, HttpConfig, Informer, InformerConfig, ObjectKey, Patch,
-    PatchParams, Store,
+    Action, Api, Config, Controller, HttpClient, HttpConfig, Informer, InformerConfig, ObjectKey,
+    Patch, PatchParams, Store,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -115,7 +118,8 @@ pub struct Options {
     pub identity: String,
     /// The Lease's duration, renew deadline and retry period.
     pub lease: (Duration, Duration, Duration),
-    /// Counts reconciles (a figure for comparisons).
+    /// Counts finished reconciles, failed ones included (a figure for comparisons; the
+    /// stale-view tests wait on it).
     pub reconciles: Arc<AtomicU64>,
 }
 
@@ -347,7 +351,16 @@ async fn reconcile(
     key: ObjectKey,
     website: Option<Arc<Website>>,
 ) -> Result<Action, ReconcileError> {
+    let outcome = reconcile_website(&ctx, key, website).await;
     ctx.reconciles.fetch_add(1, Ordering::Relaxed);
+    outcome
+}
+
+async fn reconcile_website(
+    ctx: &Arc<Context>,
+    key: ObjectKey,
+    website: Option<Arc<Website>>,
+) -> Result<Action, ReconcileError> {
     let Some(website) = website else {
         return Ok(Action::Done);
     };
@@ -355,7 +368,7 @@ async fn reconcile(
         return Ok(Action::Done);
     };
     let api = Api::<Website>::namespaced(ctx.client.clone(), ns);
-    let c = Arc::clone(&ctx);
+    let c = Arc::clone(ctx);
     finalizer(&api, FINALIZER, website, |event| async move {
         match event {
             Event::Apply(w) => apply(&c, &w).await,
@@ -372,17 +385,26 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), listwatch_client::Error> {
     let client = HttpClient::new(config)?;
+    // Consistent first views: each informer starts from a list at no version (served as
+    // fresh as etcd), not at version "0", which any server may answer from a lagging cache.
+    // A restart against such a cache would see a Website already deleted and cleaned up as
+    // live, and record it again in the registry for good (found by
+    // `website_operator_sieve::stale_view_after_restart_changes_nothing`).
+    let consistent = || Config {
+        consistent_first_list: true,
+        ..Config::default()
+    };
     let websites = Informer::spawn(
         Api::<Website>::all(client.clone()),
-        InformerConfig::default(),
+        InformerConfig::default().reflector(consistent()),
     );
     let configmaps = Informer::spawn(
         Api::<ConfigMap>::all(client.clone()),
-        InformerConfig::default(),
+        InformerConfig::default().reflector(consistent()),
     );
     let deployments = Informer::spawn(
         Api::<Deployment>::all(client.clone()),
-        InformerConfig::default(),
+        InformerConfig::default().reflector(consistent()),
     );
     let controller = Controller::default();
     let _w = websites

@@ -91,6 +91,28 @@ async fn first_list_pages_at_rv_zero_then_watches_from_the_list_version_with_boo
     );
 }
 
+/// `consistent_first_list`: the first list asks for no version (a consistent read, never a
+/// lagging cache's copy), and the watch goes on from the list's version.
+#[tokio::test(start_paused = true)]
+async fn a_consistent_first_list_asks_for_no_version() {
+    let backend = seeded(3).await;
+    let lw = StorageLw::new(backend.clone());
+    let config = Config {
+        consistent_first_list: true,
+        ..config()
+    };
+    let (store, _) = spawn_reflector(lw.clone(), config);
+    store.wait_until_synced().await.unwrap();
+    assert_eq!(store_state(&store), backend_state(&backend).await);
+    let lists = lw.lists();
+    assert_eq!(lists[0].resource_version, None, "{lists:?}");
+    assert!(eventually(Duration::from_secs(1), || !lw.watches().is_empty()).await);
+    assert_eq!(
+        lw.watches()[0].1.resource_version,
+        Some(backend.current_revision().to_string())
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn expired_watch_relists_from_the_last_version_and_reports_vanished_keys_as_unknown() {
     let backend = seeded(3).await;

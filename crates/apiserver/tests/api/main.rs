@@ -52,4 +52,5 @@ mod watch_cache;
 mod watch_frames;
 mod watch_latency;
 mod website_operator;
+mod website_operator_sieve;
 mod websocket;

@@ -39,14 +39,14 @@ use crate::common::{PATIENCE, Server, http};
 
 #[path = "../../../client/examples/website_operator.rs"]
 #[allow(dead_code, unreachable_pub)]
-mod listwatch_operator;
+pub(super) mod listwatch_operator;
 
 #[path = "../../examples/website_operator_kube.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod kube_operator;
 
-const NS: &str = "web";
-const SYSTEM: &str = "website-system";
+pub(super) const NS: &str = "web";
+pub(super) const SYSTEM: &str = "website-system";
 const JSON: (&str, &str) = ("Content-Type", "application/json");
 const MERGE: (&str, &str) = ("Content-Type", "application/merge-patch+json");
 /// `watch_cuts`: how many cuts, how far apart.
@@ -59,7 +59,7 @@ const LEASE: (Duration, Duration, Duration) = (
 );
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Impl {
+pub(super) enum Impl {
     Listwatch,
     KubeRs,
 }
@@ -74,7 +74,12 @@ enum Fault {
 
 use crate::common;
 
-async fn call(addr: &str, method: &'static str, path: String, body: Value) -> common::Response {
+pub(super) async fn call(
+    addr: &str,
+    method: &'static str,
+    path: String,
+    body: Value,
+) -> common::Response {
     let addr = addr.to_owned();
     let header = if method == "PATCH" { MERGE } else { JSON };
     let body = if body.is_null() {
@@ -87,19 +92,24 @@ async fn call(addr: &str, method: &'static str, path: String, body: Value) -> co
         .unwrap()
 }
 
-async fn get(addr: &str, path: String) -> Option<Value> {
+pub(super) async fn get(addr: &str, path: String) -> Option<Value> {
     let r = call(addr, "GET", path, Value::Null).await;
     (r.status == 200).then(|| r.json())
 }
 
 /// One replica of an operator, running in a task of its own.
-struct Replica {
+pub(super) struct Replica {
     task: tokio::task::JoinHandle<()>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Replica {
-    fn start(imp: Impl, url: String, identity: &str, reconciles: Arc<AtomicU64>) -> Self {
+    pub(super) fn start(
+        imp: Impl,
+        url: String,
+        identity: &str,
+        reconciles: Arc<AtomicU64>,
+    ) -> Self {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let shutdown = async move {
             stopped.await.ok();
@@ -133,12 +143,18 @@ impl Replica {
     }
 
     /// Stops it as a process would be killed: no lease release, nothing finished.
-    fn kill(&self) {
+    pub(super) fn kill(&self) {
         self.task.abort();
     }
 
+    /// Kills it ([`kill`](Self::kill)) and waits until its task has ended.
+    pub(super) async fn killed(mut self) {
+        self.task.abort();
+        let _ = tokio::time::timeout(PATIENCE, &mut self.task).await;
+    }
+
     /// Stops it gracefully (the lease released).
-    async fn stop(mut self) {
+    pub(super) async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             s.send(()).ok();
         }
@@ -157,7 +173,7 @@ fn crd(imp: Impl) -> Value {
 }
 
 /// Starts a server on `dir` with the namespaces and the Website CRD.
-async fn server(imp: Impl, dir: &str) -> Server {
+pub(super) async fn server(imp: Impl, dir: &str) -> Server {
     let s = Server::start(&["--data-dir", dir]);
     for ns in [NS, SYSTEM] {
         let r = call(
@@ -189,7 +205,7 @@ async fn server(imp: Impl, dir: &str) -> Server {
     s
 }
 
-async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
+pub(super) async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + PATIENCE;
     while !check().await {
         assert!(Instant::now() < deadline, "never: {what}");
@@ -197,7 +213,7 @@ async fn until(what: &str, mut check: impl AsyncFnMut() -> bool) {
     }
 }
 
-fn website(name: &str, content: &str, replicas: i32) -> Value {
+pub(super) fn website(name: &str, content: &str, replicas: i32) -> Value {
     json!({
         "apiVersion": "example.com/v1", "kind": "Website",
         "metadata": {"name": name, "namespace": NS},
@@ -207,6 +223,12 @@ fn website(name: &str, content: &str, replicas: i32) -> Value {
 
 /// The observable end state, normalized (no uids, versions or times).
 async fn snapshot(addr: &str) -> Value {
+    snapshot_of(addr, &["alpha", "beta", "gamma"]).await
+}
+
+/// The observable state of the Websites `names` (in namespace `web`), their children and
+/// Events, and the registry: normalized (no uids, versions or times).
+pub(super) async fn snapshot_of(addr: &str, names: &[&str]) -> Value {
     let mut out = serde_json::Map::new();
     let events = get(addr, format!("/api/v1/namespaces/{NS}/events"))
         .await
@@ -223,7 +245,7 @@ async fn snapshot(addr: &str) -> Value {
         r.dedup();
         r
     };
-    for name in ["alpha", "beta", "gamma"] {
+    for &name in names {
         let w = get(
             addr,
             format!("/apis/example.com/v1/namespaces/{NS}/websites/{name}"),
@@ -281,21 +303,29 @@ async fn snapshot(addr: &str) -> Value {
     Value::Object(out)
 }
 
+/// The converged state of a live Website in [`snapshot_of`].
+pub(super) fn live(name: &str, content: &str, replicas: i32) -> Value {
+    let owner = json!({"count": 1, "kind": "Website", "name": name, "controller": true, "uid_matches": true});
+    json!({
+        "website": {
+            "spec": {"content": content, "replicas": replicas},
+            "finalizers": ["example.com/website-registry"],
+            "observed_current": true, "ready": true, "condition_current": true,
+        },
+        "configmap": {"data": {"index.html": content}, "owner": owner},
+        "deployment": {"replicas": replicas, "owner": owner},
+        "events": ["ChildrenApplied"],
+    })
+}
+
+/// The converged state of a deleted Website in [`snapshot_of`].
+pub(super) fn gone() -> Value {
+    json!({"website": null, "configmap": null, "deployment": null,
+           "events": ["ChildrenApplied", "RegistryCleaned"]})
+}
+
 /// The state every run must end in after step `step` (1, 2 or 3).
 fn expected(step: u8) -> Value {
-    let live = |name: &str, content: &str, replicas: i32| {
-        let owner = json!({"count": 1, "kind": "Website", "name": name, "controller": true, "uid_matches": true});
-        json!({
-            "website": {
-                "spec": {"content": content, "replicas": replicas},
-                "finalizers": ["example.com/website-registry"],
-                "observed_current": true, "ready": true, "condition_current": true,
-            },
-            "configmap": {"data": {"index.html": content}, "owner": owner},
-            "deployment": {"replicas": replicas, "owner": owner},
-            "events": ["ChildrenApplied"],
-        })
-    };
     let beta = if step >= 2 {
         live("beta", "beta v2", 5)
     } else {
@@ -303,8 +333,7 @@ fn expected(step: u8) -> Value {
     };
     let (gamma, registry) = if step >= 3 {
         (
-            json!({"website": null, "configmap": null, "deployment": null,
-                   "events": ["ChildrenApplied", "RegistryCleaned"]}),
+            gone(),
             json!({"web.alpha": "replicas=1", "web.beta": "replicas=5"}),
         )
     } else {

@@ -6,6 +6,7 @@ pub mod fault_proxy;
 pub mod metrics;
 pub mod python;
 pub mod replicas;
+pub mod view_proxy;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -10,7 +10,8 @@
 //! after a member that are not another member are an error.
 //!
 //! Bounds: [`Inflater::step`] inflates at most one internal buffer of flate2 (32 KiB) per
-//! call before its output is handed on, so a small input that inflates hugely (a gzip bomb)
+//! call, plus what its decoder still held for the input already taken, before its output is
+//! handed on (and hands all of it on: nothing inflated waits for more input), so a small input that inflates hugely (a gzip bomb)
 //! is never expanded in one allocation: the caller decides between steps whether to take
 //! more (list bodies count the inflated bytes against their limit; watch bodies take the
 //! next step only when no complete frame is left, so they hold one partial frame at most).
@@ -52,6 +53,12 @@ impl Inflater {
         out: &mut impl FnMut(&[u8]) -> Result<()>,
     ) -> Result<usize> {
         let n = self.decoder.write(input).map_err(|e| self.bad(&e))?;
+        // flate2's writer keeps what one write inflated in its own buffer until the next
+        // write or a flush: without this, the last event of every burst of a gzipped watch
+        // stayed there until more bytes came (a watch-list's initial-events-end bookmark
+        // until the 30 s streaming-list idle deadline). A flush hands out only what the
+        // input taken so far inflates to, so the step stays bounded.
+        self.decoder.flush().map_err(|e| self.bad(&e))?;
         self.drain(out)?;
         if n == 0 && !input.is_empty() {
             return Err(Error::Decode(format!(
@@ -94,10 +101,11 @@ impl Inflater {
 
     fn drain(&mut self, out: &mut impl FnMut(&[u8]) -> Result<()>) -> Result<()> {
         let buf = self.decoder.get_mut();
-        if !buf.is_empty() {
-            out(buf)?;
-            buf.clear();
+        // In pieces of at most one flate2 buffer, whatever a flush wrote out at once.
+        for piece in buf.chunks(32 << 10) {
+            out(piece)?;
         }
+        buf.clear();
         Ok(())
     }
 }
@@ -139,6 +147,24 @@ mod tests {
         }
         inf.finish(&mut out)?;
         Ok(got)
+    }
+
+    /// A watch's gzip stream sync-flushed after an event, and nothing after it (an idle
+    /// watch): the event comes out of the step that took its bytes.
+    #[test]
+    fn a_sync_flushed_event_is_handed_out_at_once() {
+        let mut enc = GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        enc.write_all(b"{\"type\":\"BOOKMARK\"}\n").unwrap();
+        enc.flush().unwrap();
+        let wire = enc.get_ref().clone();
+        let mut inf = Inflater::new("test body");
+        let mut got = Vec::new();
+        inf.push(&wire, &mut |b: &[u8]| {
+            got.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, b"{\"type\":\"BOOKMARK\"}\n");
     }
 
     #[test]

@@ -32,6 +32,16 @@ pub struct Config {
     /// turned it on in 1.35, but kube-apiserver's cacher turns it off for its own reflector
     /// (`UseWatchList = false`), and the cacher is this crate's main in-process user.
     pub streaming_list: bool,
+    /// The first list (an informer's start) asks for no version (`resourceVersion` unset: a
+    /// consistent read, as fresh as etcd) instead of `"0"` (any version: a server may answer
+    /// from a cache that lags). client-go lists at `"0"`, so a controller restarted against
+    /// a lagging server can go back in time and act on objects already changed or deleted
+    /// (found by `website_operator_sieve::stale_view_after_restart_changes_nothing`: a
+    /// deleted Website recorded again for good). Off by default (client-go's behaviour, the
+    /// cheaper read for many watchers); a controller whose writes outlive what it read turns
+    /// it on. Later relists never go back in time either way (they ask for at least the
+    /// last version seen).
+    pub consistent_first_list: bool,
     /// A streaming list that delivers nothing, not even its initial-events-end bookmark, for
     /// this long is taken as a server that ignores `sendInitialEvents` (a server without the
     /// feature sends a plain watch: no initial state, no bookmark): the reflector falls back
@@ -78,6 +88,8 @@ impl Default for Config {
             page_size: None,
             // client-go WatchListClient: beta, on by default since 1.35; off here (see the field)
             streaming_list: false,
+            // client-go lists at "0" first; ours (see the field)
+            consistent_first_list: false,
             // ours (see the field)
             streaming_list_idle: Duration::from_secs(30),
             // client-go reflector.go: defaultMinWatchTimeout = 5 * time.Minute

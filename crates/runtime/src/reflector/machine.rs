@@ -531,12 +531,14 @@ impl<L: ListerWatcher> Machine<L> {
         };
     }
 
-    /// client-go `relistResourceVersion`.
+    /// client-go `relistResourceVersion`; with `consistent_first_list`, no version for the
+    /// first list either.
     fn relist_rv(&self) -> Option<String> {
-        if self.rv_unavailable {
-            None
-        } else {
-            Some(self.last_rv.clone().unwrap_or_else(|| "0".to_owned()))
+        match &self.last_rv {
+            _ if self.rv_unavailable => None,
+            Some(rv) => Some(rv.clone()),
+            None if self.config.consistent_first_list => None,
+            None => Some("0".to_owned()),
         }
     }
 
