@@ -48,6 +48,7 @@ mod registry_strategies;
 mod schemas;
 mod selectable_fields;
 mod server_side_apply;
+mod ssa_noop;
 mod tls;
 mod typed_canonical;
 mod typed_validation;
