@@ -9,6 +9,7 @@
 //! - [`update`]: who owns what after an update or an apply, and the conflicts;
 //! - [`managed`]: `metadata.managedFields`, decoded and encoded as upstream does;
 //! - [`fieldmanager`]: one write's field manager, as the API server calls it;
+//! - [`noop`]: a write that changes nothing but its managers' times keeps the stored ones;
 //! - [`schema`]: [`TypeInfo`] read from a kind's OpenAPI schema (`listwatch-schema`).
 //!
 //! Invariants:
@@ -28,6 +29,7 @@
 
 pub mod fieldmanager;
 pub mod managed;
+pub mod noop;
 pub mod path;
 pub mod schema;
 pub mod set;
@@ -37,6 +39,7 @@ pub mod value;
 
 pub use fieldmanager::{ApplyError, Scope};
 pub use managed::{Conflicts, MAX_CONFLICT_REPORT_BYTES, Managed, ManagerId, Operation};
+pub use noop::keep_times_if_unchanged;
 pub use path::{Path, PathElement};
 pub use schema::SchemaTypes;
 pub use set::{FieldSet, FieldsLimits};

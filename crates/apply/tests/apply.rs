@@ -557,3 +557,48 @@ fn large_and_deep_configurations_are_handled_without_quadratic_work_or_deep_stac
     let b = s.apply(Some(&a), &cm(json!({})), "alice", false).unwrap();
     assert!(b.get("spec").is_none(), "dropped, nobody else owns it");
 }
+
+/// What the server's strategy does after an apply to the object itself: the stored status.
+fn reset_status(new: &mut Value, live: &Value) {
+    match live.get("status") {
+        Some(s) => new["status"] = s.clone(),
+        None => {
+            if let Some(o) = new.as_object_mut() {
+                o.remove("status");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_later_identical_apply_carrying_status_changes_nothing() {
+    let types = Untyped;
+    let config = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns"},
+                        "data":{"a":"1"},"status":{"phase":"Bound"}});
+    let first = scope(&types, "2026-12-07T11:00:00Z");
+    let mut live = first.apply(None, &config, "kubectl", false).unwrap();
+    reset_status(&mut live, &json!({}));
+    assert_eq!(fields_of(&live, "kubectl"), json!({"f:data":{"f:a":{}}}));
+
+    // The same configuration a second later: the merge changes status (the time is stamped),
+    // the strategy puts the stored status back, and what is left is the stored object.
+    let later = scope(&types, "2026-12-07T11:00:01Z");
+    let mut again = later.apply(Some(&live), &config, "kubectl", false).unwrap();
+    reset_status(&mut again, &live);
+    assert!(listwatch_apply::keep_times_if_unchanged(&mut again, &live));
+    assert_eq!(again, live);
+
+    // A changed configuration is stamped with its time and kept.
+    let changed = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns"},
+                         "data":{"a":"2"},"status":{"phase":"Bound"}});
+    let mut next = later
+        .apply(Some(&live), &changed, "kubectl", false)
+        .unwrap();
+    reset_status(&mut next, &live);
+    assert!(!listwatch_apply::keep_times_if_unchanged(&mut next, &live));
+    assert_eq!(next["data"]["a"], "2");
+    assert_eq!(
+        next["metadata"]["managedFields"][0]["time"],
+        "2026-12-07T11:00:01Z"
+    );
+}

@@ -4,6 +4,8 @@
 //! Invariants: writes go to the kind's storage only (never a cache); a dry run writes
 //! nothing; every object stored is validated ([`prepare_update`](crate::validation::prepare_update), the deletion lifecycle's
 //! update rules), has its managedFields recorded and passes the caller's admission first;
+//! an update that leaves the object as stored but for managedFields times keeps the stored
+//! times (so it writes nothing);
 //! an update that creates its object (create-on-update) is checked as a create, authorized
 //! for `create` ([`WriteHooks::authorize_create`]) and its namespace checked; an update is
 //! a read-modify-write that storage retries on conflict, and whose request errors are
@@ -394,6 +396,11 @@ pub(crate) fn apply_update(
             }
             crate::lifecycle::check_update(info, cur_v, &mut v, t.sub == Subresource::Finalize)?;
             t.hooks.admit(&mut v, Some(&*cur_v))?;
+            // What the strategy reset (an apply's `status`, a `/status` write's `spec`)
+            // may leave the object as stored but for its managers' times: then it is
+            // stored as it was, and storage writes nothing (upstream's
+            // `IgnoreManagedFieldsTimestampsTransformer`).
+            listwatch_apply::keep_times_if_unchanged(&mut v, cur_v);
             Ok(t.store.to_object(v)?)
         }
         Err(UpdateError::Api(e)) => Err(e.into()),

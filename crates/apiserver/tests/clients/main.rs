@@ -50,6 +50,7 @@ mod registry_strategies;
 mod schemas;
 mod selectable_fields;
 mod server_side_apply;
+mod ssa_noop;
 mod system_priority_classes;
 mod tls;
 mod typed_canonical;
