@@ -208,10 +208,15 @@ pub async fn build_api(
     let priority = Arc::new(listwatch_controllers::priority::PriorityAdmission::start(
         installer.resources(),
     ));
+    // Upstream's default-on DefaultStorageClass and DefaultIngressClass.
+    let default_class = Arc::new(
+        listwatch_controllers::default_class::DefaultClassAdmission::start(installer.resources()),
+    );
     installer = installer.admission(Arc::new(listwatch_registry::admission::Chain(vec![
         admission,
         Arc::clone(&services_alloc) as Arc<dyn listwatch_registry::admission::Admission>,
         priority,
+        default_class,
     ])));
     let handler_authz = Arc::new(security::handler_authz::HandlerAuthorizer::default());
     let _ = handler_authz.0.set(Arc::clone(&security));

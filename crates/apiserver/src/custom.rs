@@ -222,18 +222,23 @@ fn entries(text: &str, path: &str) -> Result<Vec<Declared>, ResourcesFileError> 
     Ok(out)
 }
 
-/// The CRD manifests of one YAML document: itself, or the items of a `kind: List`; anything
-/// else is refused, saying what was `expected` besides a CRD.
-fn crds_of(value: &serde_yaml::Value, expected: &str) -> Result<Vec<serde_json::Value>, String> {
-    let json: serde_json::Value = serde_json::to_value(value).map_err(|e| e.to_string())?;
-    let docs = match json.get("kind").and_then(serde_json::Value::as_str) {
+/// One document as the objects it holds: the items of a `kind: List`, else itself.
+fn list_items(json: serde_json::Value) -> Vec<serde_json::Value> {
+    match json.get("kind").and_then(serde_json::Value::as_str) {
         Some("List") => json
             .get("items")
             .and_then(serde_json::Value::as_array)
             .cloned()
             .unwrap_or_default(),
         _ => vec![json],
-    };
+    }
+}
+
+/// The CRD manifests of one YAML document: itself, or the items of a `kind: List`; anything
+/// else is refused, saying what was `expected` besides a CRD.
+fn crds_of(value: &serde_yaml::Value, expected: &str) -> Result<Vec<serde_json::Value>, String> {
+    let json: serde_json::Value = serde_json::to_value(value).map_err(|e| e.to_string())?;
+    let docs = list_items(json);
     if let Some(d) = docs.iter().find(|d| !crd::is_crd(d)) {
         return Err(format!(
             "expected {expected}a {} ({}), found kind {:?}",
@@ -252,6 +257,26 @@ fn crds_of(value: &serde_yaml::Value, expected: &str) -> Result<Vec<serde_json::
 /// unchecked: what a client creates through the API (the test environment does). Any other
 /// document is an error naming it.
 pub fn crd_manifests(text: &str, path: &str) -> Result<Vec<serde_json::Value>, ResourcesFileError> {
+    manifests(text, path, false)
+}
+
+/// The CustomResourceDefinitions of a manifest file as envtest reads its CRD paths: as
+/// [`crd_manifests`], but a document (or `List` item) of another kind is skipped, not an
+/// error, so a kubebuilder `config/crd` directory with its `kustomization.yaml` works. A text
+/// that is not YAML is still an error.
+pub fn crd_manifests_skipping_others(
+    text: &str,
+    path: &str,
+) -> Result<Vec<serde_json::Value>, ResourcesFileError> {
+    manifests(text, path, true)
+}
+
+/// [`crd_manifests`], or with `skip_others` [`crd_manifests_skipping_others`].
+fn manifests(
+    text: &str,
+    path: &str,
+    skip_others: bool,
+) -> Result<Vec<serde_json::Value>, ResourcesFileError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     yaml_guard::check(text).map_err(|message| ResourcesFileError::TooCostly {
         path: path.into(),
@@ -267,52 +292,18 @@ pub fn crd_manifests(text: &str, path: &str) -> Result<Vec<serde_json::Value>, R
         if value.is_null() {
             continue;
         }
-        out.extend(
-            crds_of(&value, "").map_err(|message| ResourcesFileError::Document {
-                path: path.into(),
-                index,
-                message,
-            })?,
-        );
-    }
-    Ok(out)
-}
-
-/// The CustomResourceDefinitions of a manifest file as envtest reads its CRD paths: as
-/// [`crd_manifests`], but a document (or `List` item) of another kind is skipped, not an
-/// error, so a kubebuilder `config/crd` directory with its `kustomization.yaml` works. A text
-/// that is not YAML is still an error.
-pub fn crd_manifests_skipping_others(
-    text: &str,
-    path: &str,
-) -> Result<Vec<serde_json::Value>, ResourcesFileError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    yaml_guard::check(text).map_err(|message| ResourcesFileError::TooCostly {
-        path: path.into(),
-        message,
-    })?;
-    let mut out = Vec::new();
-    for (index, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        let value =
-            serde_yaml::Value::deserialize(doc).map_err(|source| ResourcesFileError::Parse {
-                path: path.into(),
-                source,
-            })?;
-        let json: serde_json::Value =
-            serde_json::to_value(&value).map_err(|e| ResourcesFileError::Document {
-                path: path.into(),
-                index,
-                message: e.to_string(),
-            })?;
-        let docs = match json.get("kind").and_then(serde_json::Value::as_str) {
-            Some("List") => json
-                .get("items")
-                .and_then(serde_json::Value::as_array)
-                .cloned()
-                .unwrap_or_default(),
-            _ => vec![json],
+        let bad = |message: String| ResourcesFileError::Document {
+            path: path.into(),
+            index,
+            message,
         };
-        out.extend(docs.into_iter().filter(crd::is_crd));
+        if skip_others {
+            let json: serde_json::Value =
+                serde_json::to_value(&value).map_err(|e| bad(e.to_string()))?;
+            out.extend(list_items(json).into_iter().filter(crd::is_crd));
+        } else {
+            out.extend(crds_of(&value, "").map_err(bad)?);
+        }
     }
     Ok(out)
 }

@@ -79,6 +79,7 @@
 pub mod apiservices;
 pub mod bootstrap;
 pub mod crd;
+pub mod default_class;
 pub mod flowcontrol_defaults;
 pub mod gc;
 pub mod kubelet_pass;
