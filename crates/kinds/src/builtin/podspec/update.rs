@@ -323,11 +323,20 @@ fn same_quantities(new: &mut Value, old: &mut Value) {
         for (k, ov) in o.iter_mut() {
             if let Some(nv) = n.get(k) {
                 let nanos = crate::builtin::quantity::quantity_nanos;
-                let same = nanos(ov).is_some_and(|a| Some(a) == nanos(nv))
-                    // A value stored by an earlier build below a thousandth (`1n`) reads as
-                    // upstream's v1 defaulting rounds it (`1m`), as an update normalises it.
-                    || listwatch_schema::quantity::canonical_value(ov, true)
-                        .is_some_and(|r| nanos(&Value::String(r)).is_some_and(|a| Some(a) == nanos(nv)));
+                // A value stored by an earlier build with a part below a thousandth (`1n`)
+                // reads as upstream's v1 defaulting rounds it (`RoundUp(-3)`, away from zero:
+                // `1m`), as an update of it is normalised.
+                let to_milli = |n: i128| {
+                    let m = 1_000_000;
+                    let rest = n % m;
+                    if rest == 0 {
+                        n
+                    } else {
+                        n.saturating_sub(rest).saturating_add(m * n.signum())
+                    }
+                };
+                let same = nanos(ov)
+                    .is_some_and(|a| Some(a) == nanos(nv) || Some(to_milli(a)) == nanos(nv));
                 if same {
                     *ov = nv.clone();
                 }
