@@ -43,6 +43,7 @@ mod pod_ephemeral_containers;
 mod registry_resttest;
 mod secret_writes;
 mod service_defaults;
+mod service_type_changes;
 mod sharded_list_watch;
 mod start_logs;
 mod token_review_audiences;

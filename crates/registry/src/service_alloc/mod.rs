@@ -7,7 +7,11 @@
 //! creates) gets a free cluster IP unless it asks for one (honoured when free and in range,
 //! else 422 with upstream's message) or is headless (`None`) or `ExternalName`; NodePort and
 //! LoadBalancer Services get node ports the same way; an update keeps what the stored object
-//! was given (a cluster IP may not change once set) and allocates only what it newly needs.
+//! was given (a cluster IP may not change once set) and allocates only what it newly needs;
+//! the ports of one port number (TCP and UDP 53) share one node port, as upstream's
+//! `initNodePorts`. What an update no longer uses (the kind's strategy drops a cluster IP or
+//! node ports the new `type` does not need) is released when the observer sees the update
+//! stored, not before: a write that then fails keeps what the stored object holds.
 //!
 //! Where the allocations live: in memory, rebuilt from the stored Services (an observer —
 //! `listwatch-controllers`' `service_ips` — feeds [`ServiceAllocator::observe`] every stored
@@ -493,6 +497,10 @@ impl ServiceAllocator {
         let Some(ports) = obj.pointer_mut("/spec/ports").and_then(Value::as_array_mut) else {
             return Ok(());
         };
+        // The node port given to each port number: the protocols of one port number share
+        // it (upstream's `initNodePorts`).
+        let mut by_port: Vec<(Value, u16)> = Vec::new();
+        let mut unassigned: Vec<usize> = Vec::new();
         for (i, p) in ports.iter_mut().enumerate() {
             let Some(port) = p.as_object_mut() else {
                 continue;
@@ -528,6 +536,10 @@ impl ServiceAllocator {
                         )],
                     ));
                 }
+                let number = port.get("port").cloned().unwrap_or(Value::Null);
+                if !by_port.iter().any(|(k, _)| *k == number) {
+                    by_port.push((number, n));
+                }
                 continue;
             }
             // The stored object's node port for the same port and protocol.
@@ -545,11 +557,32 @@ impl ServiceAllocator {
                 .and_then(|o| o.get("nodePort"))
                 .and_then(Value::as_u64)
                 .and_then(|n| u16::try_from(n).ok());
-            let n = match kept {
+            match kept {
+                Some(n) => {
+                    port.insert("nodePort".into(), json!(n));
+                    let number = port.get("port").cloned().unwrap_or(Value::Null);
+                    if !by_port.iter().any(|(k, _)| *k == number) {
+                        by_port.push((number, n));
+                    }
+                }
+                None => unassigned.push(i),
+            }
+        }
+        for i in unassigned {
+            let Some(port) = ports.get_mut(i).and_then(Value::as_object_mut) else {
+                continue;
+            };
+            let number = port.get("port").cloned().unwrap_or(Value::Null);
+            let shared = by_port.iter().find(|(k, _)| *k == number).map(|(_, n)| *n);
+            let n = match shared {
                 Some(n) => n,
-                None => Self::next_port(st, self.ports, owner, dry_run).ok_or_else(|| {
-                    ApiError::internal("failed to allocate a nodePort: range is full")
-                })?,
+                None => {
+                    let n = Self::next_port(st, self.ports, owner, dry_run).ok_or_else(|| {
+                        ApiError::internal("failed to allocate a nodePort: range is full")
+                    })?;
+                    by_port.push((number, n));
+                    n
+                }
             };
             port.insert("nodePort".into(), json!(n));
         }
@@ -625,9 +658,11 @@ impl Admission for ServiceAllocator {
         }
         // An update that keeps its address needs nothing more (even when the range changed
         // since it was given).
+        // An ExternalName Service holds no address, even one an earlier build left in its
+        // spec: leaving ExternalName claims the address afresh (or is refused).
         let keeps_ip = old.is_some_and(|o| {
             let was = requested_ip(o);
-            !was.is_empty() && was == requested_ip(object)
+            service_type(o) != "ExternalName" && !was.is_empty() && was == requested_ip(object)
         });
         let held_before: Vec<Slot> = st.owned.get(&owner).cloned().unwrap_or_default();
         let mut assign = || -> ApiResult<()> {

@@ -249,3 +249,94 @@ fn an_abandoned_create_releases_what_it_took() {
     )
     .unwrap();
 }
+
+fn update(a: &ServiceAllocator, old: &Value, new: &mut Value) -> ApiResult<()> {
+    let info = info();
+    a.mutate(
+        &MutationRequest {
+            operation: Operation::Update,
+            info: &info,
+            old: Some(old),
+            dry_run: false,
+            extensions: &http::Extensions::new(),
+        },
+        new,
+    )
+}
+
+#[test]
+fn the_protocols_of_one_port_number_share_a_node_port() {
+    let a = alloc();
+    let mut s = svc(
+        "n",
+        "u1",
+        json!({"type": "NodePort", "ports": [
+            {"port": 53, "protocol": "TCP"}, {"port": 53, "protocol": "UDP"}, {"port": 80}]}),
+    );
+    create(&a, &mut s, false).unwrap();
+    let ports = &s["spec"]["ports"];
+    assert_eq!(ports[0]["nodePort"], ports[1]["nodePort"]);
+    assert_ne!(ports[0]["nodePort"], ports[2]["nodePort"]);
+    assert_eq!(a.held(), (1, 2));
+    // An asked node port is shared too, whichever port comes first.
+    let mut t = svc(
+        "m",
+        "u2",
+        json!({"type": "NodePort", "ports": [
+            {"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP", "nodePort": 30053}]}),
+    );
+    create(&a, &mut t, false).unwrap();
+    assert_eq!(t["spec"]["ports"][0]["nodePort"], 30053);
+    // An update adding UDP to a stored TCP port takes the TCP port's node port.
+    let mut tcp = svc(
+        "p",
+        "u3",
+        json!({"type": "NodePort", "ports": [{"port": 8053, "protocol": "TCP"}]}),
+    );
+    create(&a, &mut tcp, false).unwrap();
+    a.observe(&tcp);
+    let mut both = tcp.clone();
+    both["spec"]["ports"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"port": 8053, "protocol": "UDP"}));
+    update(&a, &tcp, &mut both).unwrap();
+    assert_eq!(
+        both["spec"]["ports"][1]["nodePort"],
+        tcp["spec"]["ports"][0]["nodePort"]
+    );
+}
+
+#[test]
+fn leaving_external_name_never_keeps_an_address_another_service_took() {
+    let a = alloc();
+    // An ExternalName Service an earlier build stored with its old address in the spec.
+    let stale = svc(
+        "b",
+        "u1",
+        json!({"type": "ExternalName", "externalName": "x.example", "clusterIP": "10.0.0.9",
+            "clusterIPs": ["10.0.0.9"]}),
+    );
+    a.observe(&stale);
+    let mut e = svc("e", "u2", json!({"clusterIP": "10.0.0.9"}));
+    create(&a, &mut e, false).unwrap();
+    a.observe(&e);
+    let mut back = stale.clone();
+    back["spec"]["type"] = json!("ClusterIP");
+    let err = update(&a, &stale, &mut back).unwrap_err();
+    assert!(
+        err.0.message.contains("provided IP is already allocated"),
+        "{}",
+        err.0.message
+    );
+    // As stored by this build (the strategy dropped the address): a fresh one.
+    let dropped = svc(
+        "b",
+        "u1",
+        json!({"type": "ExternalName", "externalName": "x.example"}),
+    );
+    let mut back = svc("b", "u1", json!({"type": "ClusterIP"}));
+    update(&a, &dropped, &mut back).unwrap();
+    assert_ne!(back["spec"]["clusterIP"], "10.0.0.9");
+    assert!(back["spec"]["clusterIP"].is_string());
+}
