@@ -51,6 +51,11 @@ fn sample(info: &KindSpec) -> Map<String, Value> {
             v["spec"] = json!({"schedule": "* * * * *", "jobTemplate": {"spec": {"template": {"spec": {
                 "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "i"}]}}}}});
         }
+        // Upstream requires `maxReplicas` of at least 1 (and at least `minReplicas`).
+        "HorizontalPodAutoscaler" => {
+            v["spec"] = json!({"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                "maxReplicas": 1});
+        }
         "CertificateSigningRequest" => {
             v["spec"] = json!({"request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KTUlIcU1JR1NBZ0VBTURBeEZ6QVZCZ05WQkFNTURuTjVjM1JsYlRwdWIyUmxPbTR4TVJVd0V3WURWUVFLREF4egplWE4wWlcwNmJtOWtaWE13V1RBVEJnY3Foa2pPUFFJQkJnZ3Foa2pPUFFNQkJ3TkNBQVRQRDhIWUU0cDI5V25LCmN1dDBBRi95QXo4WTA3MzZOTC9RMTRxN0xHMVkrMjhyaVVmL3V6UkVRSHlmTTRKU1JVSmxCR2s0UlhrS2QwOFoKNkVIdkh2eUdvQUF3Q2dZSUtvWkl6ajBFQXdJRFJ3QXdSQUlnU3pzQ0RZUVFyZDlBQzZQRHAxeXhVOGRZVlNKYgpFMFNXYXNZbUdEelJuS2NDSUgvUjlsdmp0Wm5NVTZudXJva2R6U3NrMHQxRlJsK2hVNzJ2QXVOL3Rzc1cKLS0tLS1FTkQgQ0VSVElGSUNBVEUgUkVRVUVTVC0tLS0tCg==", "signerName": "example.com/s", "usages": ["client auth"]});
         }

@@ -37,6 +37,7 @@ mod field_validation;
 mod garbage_collector;
 mod hpa_v1;
 mod http2;
+mod kind_validation;
 mod kubectl;
 mod lifecycle;
 mod managed_fields_opt_out;

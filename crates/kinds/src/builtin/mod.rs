@@ -22,6 +22,7 @@ pub mod derived;
 pub mod discovery;
 pub mod events;
 pub mod flowcontrol;
+pub(crate) mod int_or_percent;
 pub mod networking;
 pub mod podspec;
 pub mod policy;

@@ -6,10 +6,15 @@
 //! printer (NAME READY UP-TO-DATE AVAILABLE AGE, and CONTAINERS IMAGES SELECTOR for
 //! `-o wide`).
 //!
+//! The deployment's own rules (pkg/apis/apps/validation `ValidateDeploymentSpec`): a
+//! rolling update's `maxSurge` and `maxUnavailable` non-negative, at most 100%, and not both
+//! 0; no `rollingUpdate` for `Recreate`; `progressDeadlineSeconds` above `minReadySeconds`.
+//!
 //! Invariant: a row is one pass over the template's containers and the selector's labels.
 
 use serde_json::{Value, json};
 
+use crate::builtin::int_or_percent::{int_or_percent, positive_int_or_percent};
 use crate::builtin::podspec::{self, workload};
 use crate::strategy::{KindStrategy, TableColumn, set_default};
 use crate::{Generation, KindSpec, ScaleSubresource, StatusUpdate};
@@ -62,11 +67,14 @@ impl KindStrategy for DeploymentStrategy {
     }
 
     fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
-        workload::selector_spec(&obj["spec"], "deployment", "ReplicaSet")
+        let mut out = workload::selector_spec(&obj["spec"], "deployment", "ReplicaSet");
+        out.extend(rollout_rules(&obj["spec"]));
+        out
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
         let mut out = workload::selector_spec(&new["spec"], "deployment", "ReplicaSet");
+        out.extend(rollout_rules(&new["spec"]));
         out.extend(workload::selector_immutable(new, old));
         out
     }
@@ -164,9 +172,94 @@ fn cells(d: &Value, name: String, age: String) -> Vec<Value> {
     ]
 }
 
+/// The deployment's rollout rules (see the module doc).
+fn rollout_rules(spec: &Value) -> Vec<crate::FieldError> {
+    let mut out = Vec::new();
+    let strategy = &spec["strategy"];
+    let ru = &strategy["rollingUpdate"];
+    if strategy["type"] == "Recreate" && !ru.is_null() {
+        out.push(crate::FieldError::forbidden(
+            "spec.strategy.rollingUpdate",
+            "may not be specified when strategy `type` is 'Recreate'",
+        ));
+    } else if ru.is_object() {
+        let unavailable = "spec.strategy.rollingUpdate.maxUnavailable";
+        positive_int_or_percent(&ru["maxUnavailable"], unavailable, &mut out);
+        positive_int_or_percent(
+            &ru["maxSurge"],
+            "spec.strategy.rollingUpdate.maxSurge",
+            &mut out,
+        );
+        if int_or_percent(&ru["maxUnavailable"]) == 0 && int_or_percent(&ru["maxSurge"]) == 0 {
+            out.push(crate::FieldError::invalid(
+                unavailable,
+                &ru["maxUnavailable"],
+                "may not be 0 when `maxSurge` is 0",
+            ));
+        }
+    }
+    let min_ready = spec["minReadySeconds"].as_i64().unwrap_or(0);
+    if let Some(deadline) = spec["progressDeadlineSeconds"].as_i64()
+        && deadline <= min_ready
+    {
+        out.push(crate::FieldError::invalid(
+            "spec.progressDeadlineSeconds",
+            &spec["progressDeadlineSeconds"],
+            "must be greater than minReadySeconds",
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn broken(spec: Value) -> Vec<String> {
+        let mut d = json!({"metadata": {"name": "d"}, "spec": spec});
+        DeploymentStrategy.prepare_for_create(&mut d);
+        rollout_rules(&d["spec"])
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect()
+    }
+
+    #[test]
+    fn rollouts_need_room_and_a_deadline_past_min_ready() {
+        assert_eq!(broken(json!({})), Vec::<String>::new());
+        assert_eq!(
+            broken(json!({"strategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": "0%"}}})),
+            [
+                "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: \"0%\": may not be 0 when `maxSurge` is 0"
+            ]
+        );
+        assert_eq!(
+            broken(
+                json!({"strategy": {"rollingUpdate": {"maxSurge": "150%", "maxUnavailable": -1}}})
+            ),
+            [
+                "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: -1: must be greater than or equal to 0",
+                "spec.strategy.rollingUpdate.maxSurge: Invalid value: \"150%\": must not be greater than 100%",
+            ]
+        );
+        assert_eq!(
+            broken(json!({"strategy": {"type": "Recreate", "rollingUpdate": {}}})),
+            [
+                "spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'"
+            ]
+        );
+        // The 600 s default deadline against a 700 s minReadySeconds.
+        assert_eq!(
+            broken(json!({"minReadySeconds": 700})),
+            [
+                "spec.progressDeadlineSeconds: Invalid value: 600: must be greater than minReadySeconds"
+            ]
+        );
+        assert_eq!(
+            broken(json!({"minReadySeconds": 599})),
+            Vec::<String>::new()
+        );
+    }
 
     #[test]
     fn deployments_print_ready_over_desired() {

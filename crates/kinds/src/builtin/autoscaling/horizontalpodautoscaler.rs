@@ -2,7 +2,9 @@
 //! (pkg/apis/autoscaling/v2/defaults.go: `minReplicas: 1`, and without metrics one on cpu at
 //! 80% average utilization), the status reset on create, and the printer (NAME REFERENCE
 //! TARGETS MINPODS MAXPODS REPLICAS AGE, the targets as upstream's `formatHPAMetrics`: at
-//! most two, then `+ N more...`).
+//! most two, then `+ N more...`), and the replica bounds (pkg/apis/autoscaling/validation
+//! `validateHorizontalPodAutoscalerSpec`: `minReplicas` ≥ 1, `maxReplicas` ≥ 1 and ≥
+//! `minReplicas`), which the v1 strategy shares.
 
 use serde_json::{Value, json};
 
@@ -70,6 +72,14 @@ impl KindStrategy for HorizontalPodAutoscalerStrategy {
 
     fn prepare_for_update(&self, new: &mut Value, _old: &Value) {
         defaults(new);
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        replica_bounds(&obj["spec"])
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
+        replica_bounds(&new["spec"])
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
@@ -195,9 +205,76 @@ fn targets(specs: &Value, statuses: &Value) -> String {
     out
 }
 
+/// The replica bounds of an autoscaler's spec (v1 and v2 name them alike).
+pub(crate) fn replica_bounds(spec: &Value) -> Vec<crate::FieldError> {
+    let mut out = Vec::new();
+    let min = spec["minReplicas"].as_i64();
+    if let Some(m) = min.filter(|m| *m < 1) {
+        out.push(crate::FieldError::invalid(
+            "spec.minReplicas",
+            &json!(m),
+            "must be greater than or equal to 1",
+        ));
+    }
+    let max = spec["maxReplicas"].as_i64().unwrap_or(0);
+    if max < 1 {
+        out.push(crate::FieldError::invalid(
+            "spec.maxReplicas",
+            &json!(max),
+            "must be greater than 0",
+        ));
+    }
+    if min.is_some_and(|m| max < m) {
+        out.push(crate::FieldError::invalid(
+            "spec.maxReplicas",
+            &json!(max),
+            "must be greater than or equal to `minReplicas`",
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_replicas_is_at_least_one_and_min_replicas() {
+        let bodies = |spec: Value| -> Vec<String> {
+            replica_bounds(&spec)
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.body()))
+                .collect()
+        };
+        assert_eq!(
+            bodies(json!({"minReplicas": 1, "maxReplicas": 1})),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            bodies(json!({"minReplicas": 20, "maxReplicas": 10})),
+            ["spec.maxReplicas: Invalid value: 10: must be greater than or equal to `minReplicas`"]
+        );
+        assert_eq!(
+            bodies(json!({"minReplicas": 0, "maxReplicas": 0})),
+            [
+                "spec.minReplicas: Invalid value: 0: must be greater than or equal to 1",
+                "spec.maxReplicas: Invalid value: 0: must be greater than 0",
+            ]
+        );
+        let hpa = json!({"spec": {"minReplicas": 3, "maxReplicas": 2}});
+        assert_eq!(
+            HorizontalPodAutoscalerStrategy
+                .validate_update(&hpa, &hpa)
+                .len(),
+            1
+        );
+        assert_eq!(
+            crate::builtin::autoscaling::v1::V1Strategy
+                .validate_create(&hpa)
+                .len(),
+            1
+        );
+    }
 
     #[test]
     fn create_defaults_a_cpu_metric_and_rows_print_targets() {

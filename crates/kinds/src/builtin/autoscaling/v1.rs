@@ -15,7 +15,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::KindSpec;
-use crate::builtin::autoscaling::horizontalpodautoscaler::HorizontalPodAutoscalerStrategy;
+use crate::builtin::autoscaling::horizontalpodautoscaler::{self, HorizontalPodAutoscalerStrategy};
 use crate::conversion::Conversion;
 use crate::strategy::{KindStrategy, TableColumn, set_default};
 
@@ -245,6 +245,14 @@ impl KindStrategy for V1Strategy {
         if new.get("spec").is_some_and(Value::is_object) {
             set_default(new, &["spec", "minReplicas"], json!(1));
         }
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        horizontalpodautoscaler::replica_bounds(&obj["spec"])
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
+        horizontalpodautoscaler::replica_bounds(&new["spec"])
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {

@@ -2,6 +2,10 @@
 //! `concurrencyPolicy: Allow`, `suspend: false`, `successfulJobsHistoryLimit: 3`,
 //! `failedJobsHistoryLimit: 1`), the status reset on create and the printer (NAME SCHEDULE
 //! TIMEZONE SUSPEND ACTIVE LAST SCHEDULE AGE, and CONTAINERS IMAGES SELECTOR for `-o wide`).
+//! Validation: a schedule (its cron syntax is not checked), a known `timeZone`
+//! ([`super::timezone`]), the job template's rules, and on create a name of at most 52
+//! characters (upstream's `ValidateCronJobCreate`: the 63 of a DNS-1035 label less the 11 of
+//! a job's `-<timestamp>` suffix).
 
 use serde_json::{Value, json};
 
@@ -15,6 +19,9 @@ pub fn spec(base: KindSpec) -> KindSpec {
     base.strategy(CronJobStrategy)
 }
 
+/// The longest name a cron job may have on create (a DNS-1035 label's 63 less 11).
+const MAX_NAME: usize = 52;
+
 /// The cron job strategy.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CronJobStrategy;
@@ -27,6 +34,10 @@ impl CronJobStrategy {
         if spec["schedule"].as_str().is_none_or(str::is_empty) {
             out.push(crate::FieldError::required("spec.schedule", ""));
         }
+        out.extend(super::timezone::validate(
+            &spec["timeZone"],
+            "spec.timeZone",
+        ));
         out.extend(super::job::validate_spec(
             &spec["jobTemplate"]["spec"],
             "spec.jobTemplate.spec",
@@ -59,9 +70,20 @@ impl KindStrategy for CronJobStrategy {
         defaults(new);
     }
 
-    /// A schedule (its cron syntax is not checked here) and a valid job template.
+    /// A schedule (its cron syntax is not checked here), a known time zone, a valid job
+    /// template and a name that leaves room for the jobs' suffix.
     fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
-        self.broken(obj)
+        let mut out = Vec::new();
+        let name = &obj["metadata"]["name"];
+        if name.as_str().is_some_and(|n| n.len() > MAX_NAME) {
+            out.push(crate::FieldError::invalid(
+                "metadata.name",
+                name,
+                format!("must be no more than {MAX_NAME} characters"),
+            ));
+        }
+        out.extend(self.broken(obj));
+        out
     }
 
     fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
@@ -117,6 +139,48 @@ impl KindStrategy for CronJobStrategy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_fit_a_jobs_suffix_and_zones_are_known() {
+        let cj = |name: &str, tz: Value| {
+            let mut c = json!({"metadata": {"name": name}, "spec": {"schedule": "@daily",
+                "timeZone": tz, "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}});
+            CronJobStrategy.prepare_for_create(&mut c);
+            c
+        };
+        let bodies = |c: &Value| -> Vec<String> {
+            CronJobStrategy
+                .validate_create(c)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(
+            bodies(&cj(&"c".repeat(52), json!("Europe/Berlin"))),
+            Vec::<String>::new()
+        );
+        let long = "c".repeat(53);
+        assert_eq!(
+            bodies(&cj(&long, Value::Null)),
+            [format!(
+                "metadata.name: Invalid value: \"{long}\": must be no more than 52 characters"
+            )]
+        );
+        let mars = cj("c", json!("Mars/Olympus"));
+        let want =
+            ["spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus"];
+        assert_eq!(bodies(&mars), want);
+        // The zone on update too; the name rule only on create.
+        let mut renamed = mars.clone();
+        renamed["metadata"]["name"] = json!(long);
+        let upd: Vec<String> = CronJobStrategy
+            .validate_update(&renamed, &mars)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(upd, want);
+    }
 
     #[test]
     fn create_defaults_policy_and_limits() {

@@ -7,7 +7,9 @@
 //! `batch.kubernetes.io/controller-uid`, `controller-uid`, `batch.kubernetes.io/job-name`
 //! and `job-name` labels), the status reset on create, orphaning dependents by default,
 //! `status.successful` as a selectable field, and the printer (NAME STATUS COMPLETIONS
-//! DURATION AGE, and CONTAINERS IMAGES SELECTOR for `-o wide`).
+//! DURATION AGE, and CONTAINERS IMAGES SELECTOR for `-o wide`). A selector given without
+//! `manualSelector` keeps its labels, gains the uid, and is refused as upstream refuses it
+//! (`` `selector` not auto-generated ``).
 
 use serde_json::{Map, Value, json};
 
@@ -62,7 +64,9 @@ impl KindStrategy for JobStrategy {
     }
 
     fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
-        self.broken(obj)
+        let mut out = self.broken(obj);
+        out.extend(generated_selector(obj));
+        out
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<crate::FieldError> {
@@ -120,22 +124,54 @@ pub fn validate_spec(spec: &Value, path: &str) -> Vec<crate::FieldError> {
             value: policy.to_owned(),
             supported: RESTART_POLICIES,
         });
+    } else if policy != "Never" {
+        let needs_never = ["podFailurePolicy", "backoffLimitPerIndex"]
+            .into_iter()
+            .find(|f| !spec[*f].is_null());
+        if let Some(f) = needs_never {
+            out.push(Invalid::Value {
+                field: format!("{path}.template.spec.restartPolicy"),
+                value: policy.to_owned(),
+                detail: format!("only \"Never\" is supported when {f} is specified"),
+            });
+        }
     }
+    let mut counts = Vec::new();
     for field in [
         "parallelism",
         "completions",
         "backoffLimit",
         "activeDeadlineSeconds",
+        "ttlSecondsAfterFinished",
+        "backoffLimitPerIndex",
     ] {
-        if let Some(n) = spec[field].as_i64().filter(|n| *n < 0) {
-            out.push(Invalid::Value {
-                field: format!("{path}.{field}"),
-                value: n.to_string(),
-                detail: "must be greater than or equal to 0".into(),
-            });
+        // Shown as the number it is (`Invalid value: -1`), as upstream's int64.
+        if spec[field].as_i64().is_some_and(|n| n < 0) {
+            counts.push(crate::FieldError::invalid(
+                &format!("{path}.{field}"),
+                &spec[field],
+                "must be greater than or equal to 0",
+            ));
         }
     }
     let mut out = crate::strategy::rules(out);
+    out.append(&mut counts);
+    let indexed = spec["completionMode"] == "Indexed";
+    if indexed && spec["completions"].is_null() {
+        out.push(crate::FieldError::required(
+            &format!("{path}.completions"),
+            "when completion mode is Indexed",
+        ));
+    }
+    for field in ["backoffLimitPerIndex", "successPolicy"] {
+        if !indexed && !spec[field].is_null() {
+            out.push(crate::FieldError::invalid(
+                &format!("{path}.{field}"),
+                &spec[field],
+                "requires indexed completion mode",
+            ));
+        }
+    }
     let labels = &spec["template"]["metadata"]["labels"];
     if workload::matches(&spec["selector"], labels) == Some(false) {
         out.push(crate::FieldError::new(
@@ -280,7 +316,37 @@ fn generate_selector(obj: &mut Value) {
             labels.insert(k.into(), Value::String(v.clone()));
         }
     }
-    obj["spec"]["selector"] = json!({"matchLabels": {CONTROLLER_UID: uid}});
+    // A selector the client gave keeps its terms (validation refuses it: not generated).
+    if !obj["spec"]["selector"].is_object() {
+        obj["spec"]["selector"] = json!({});
+    }
+    if !obj["spec"]["selector"]["matchLabels"].is_object() {
+        obj["spec"]["selector"]["matchLabels"] = json!({});
+    }
+    if let Some(m) = obj
+        .pointer_mut("/spec/selector/matchLabels")
+        .and_then(Value::as_object_mut)
+    {
+        m.entry(CONTROLLER_UID).or_insert(Value::String(uid));
+    }
+}
+
+/// Upstream's `validateGeneratedSelector` on create: without `manualSelector`, the selector
+/// is exactly the generated one.
+fn generated_selector(obj: &Value) -> Option<crate::FieldError> {
+    let spec = &obj["spec"];
+    if spec["manualSelector"].as_bool() == Some(true) || spec["selector"].is_null() {
+        return None;
+    }
+    let uid = obj["metadata"]["uid"].as_str().unwrap_or("");
+    let expected = json!({"matchLabels": {CONTROLLER_UID: uid}});
+    (spec["selector"] != expected).then(|| {
+        crate::FieldError::invalid(
+            "spec.selector",
+            &spec["selector"],
+            "`selector` not auto-generated",
+        )
+    })
 }
 
 fn has_condition(status: &Value, type_: &str) -> bool {
@@ -340,6 +406,66 @@ fn cells(obj: &Value, name: &str, age: &str, times: &dyn Times) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn job_errors(spec: Value) -> Vec<String> {
+        let mut j = json!({"metadata": {"name": "j", "uid": "u1"}, "spec": spec});
+        JobStrategy.prepare_for_create(&mut j);
+        JobStrategy
+            .validate_create(&j)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn job_rules_clients_rely_on() {
+        let pod = |policy: &str| json!({"spec": {"restartPolicy": policy, "containers": [{"name": "c", "image": "busybox"}]}});
+        let ok = job_errors(json!({"completionMode": "Indexed", "completions": 3,
+            "backoffLimitPerIndex": 1, "successPolicy": {"rules": [{"succeededCount": 1}]},
+            "podFailurePolicy": {"rules": []}, "ttlSecondsAfterFinished": 0, "template": pod("Never")}));
+        assert_eq!(ok, Vec::<String>::new());
+        let cases = [
+            (
+                // (Without `parallelism` either, both default to 1, as upstream's.)
+                json!({"completionMode": "Indexed", "parallelism": 2, "template": pod("Never")}),
+                "spec.completions: Required value: when completion mode is Indexed",
+            ),
+            (
+                json!({"podFailurePolicy": {"rules": []}, "template": pod("OnFailure")}),
+                "spec.template.spec.restartPolicy: Invalid value: \"OnFailure\": only \"Never\" is supported when podFailurePolicy is specified",
+            ),
+            (
+                json!({"backoffLimitPerIndex": 1, "template": pod("Never")}),
+                "spec.backoffLimitPerIndex: Invalid value: 1: requires indexed completion mode",
+            ),
+            (
+                json!({"successPolicy": {"rules": []}, "template": pod("Never")}),
+                "spec.successPolicy: Invalid value: {\"rules\":[]}: requires indexed completion mode",
+            ),
+            (
+                json!({"ttlSecondsAfterFinished": -5, "template": pod("Never")}),
+                "spec.ttlSecondsAfterFinished: Invalid value: -5: must be greater than or equal to 0",
+            ),
+        ];
+        for (spec, want) in cases {
+            assert_eq!(job_errors(spec), [want]);
+        }
+        // A selector without manualSelector is not the generated one.
+        let mut tpl = pod("Never");
+        tpl["metadata"] = json!({"labels": {"a": "b"}});
+        let errs = job_errors(json!({"selector": {"matchLabels": {"a": "b"}}, "template": tpl}));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with("spec.selector: Invalid value: "),
+            "{errs:?}"
+        );
+        assert!(
+            errs[0].ends_with(": `selector` not auto-generated"),
+            "{errs:?}"
+        );
+        let manual = json!({"manualSelector": true, "selector": {"matchLabels": {"a": "b"}}, "template": tpl});
+        assert_eq!(job_errors(manual), Vec::<String>::new());
+    }
 
     struct Fixed;
     impl Times for Fixed {

@@ -1,6 +1,10 @@
 //! Ingresses (`networking.k8s.io/v1`): the status reset on create
-//! (pkg/registry/networking/ingress/strategy.go) and the printer (NAME CLASS HOSTS ADDRESS
-//! PORTS AGE).
+//! (pkg/registry/networking/ingress/strategy.go), the HTTP path rules clients meet
+//! (pkg/apis/networking/validation: every path has a `pathType`, `Exact` and `Prefix` paths
+//! are absolute and clean) and the printer (NAME CLASS HOSTS ADDRESS PORTS AGE).
+//!
+//! Invariant: validation is one pass over the rules' paths, whose number the request's size
+//! bounds, with a fixed number of checks per path.
 
 use serde_json::{Value, json};
 
@@ -22,6 +26,14 @@ impl KindStrategy for IngressStrategy {
         if let Some(m) = obj.as_object_mut() {
             m.insert("status".into(), json!({"loadBalancer": {}}));
         }
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<crate::FieldError> {
+        paths(&obj["spec"])
+    }
+
+    fn validate_update(&self, new: &Value, _old: &Value) -> Vec<crate::FieldError> {
+        paths(&new["spec"])
     }
 
     fn table_columns(&self) -> Option<Vec<TableColumn>> {
@@ -80,9 +92,113 @@ impl KindStrategy for IngressStrategy {
     }
 }
 
+/// The path types upstream supports, sorted as its `NotSupported` lists them.
+const PATH_TYPES: &[&str] = &["Exact", "ImplementationSpecific", "Prefix"];
+
+/// Sequences an `Exact` or `Prefix` path may not contain, and endings it may not have
+/// (upstream's `invalidPathSequences`, `invalidPathSuffixes`).
+const BAD_SEQUENCES: &[&str] = &["//", "/./", "/../", "%2f", "%2F"];
+const BAD_SUFFIXES: &[&str] = &["/..", "/."];
+
+/// Upstream's `validateHTTPIngressPath` for every rule's path: `pathType` required and
+/// supported; an `Exact` or `Prefix` path absolute, without `//`, `/./`, `/../`, `%2f`, and
+/// not ending in `/.` or `/..`; an `ImplementationSpecific` one absolute when set.
+fn paths(spec: &Value) -> Vec<crate::FieldError> {
+    let mut out = Vec::new();
+    for (i, rule) in spec["rules"].as_array().into_iter().flatten().enumerate() {
+        let http_paths = rule["http"]["paths"].as_array().into_iter().flatten();
+        for (j, p) in http_paths.enumerate() {
+            let at = format!("spec.rules[{i}].http.paths[{j}]");
+            let path = p["path"].as_str().unwrap_or("");
+            let absolute = || {
+                crate::FieldError::invalid_str(
+                    &format!("{at}.path"),
+                    path,
+                    "must be an absolute path",
+                )
+            };
+            match p["pathType"].as_str() {
+                None => out.push(crate::FieldError::required(
+                    &format!("{at}.pathType"),
+                    "pathType must be specified",
+                )),
+                Some("Exact" | "Prefix") => {
+                    if !path.starts_with('/') {
+                        out.push(absolute());
+                    }
+                    for bad in BAD_SEQUENCES.iter().filter(|b| path.contains(**b)) {
+                        out.push(crate::FieldError::invalid_str(
+                            &format!("{at}.path"),
+                            path,
+                            format!("must not contain '{bad}'"),
+                        ));
+                    }
+                    for bad in BAD_SUFFIXES.iter().filter(|b| path.ends_with(**b)) {
+                        out.push(crate::FieldError::invalid_str(
+                            &format!("{at}.path"),
+                            path,
+                            format!("cannot end with '{bad}'"),
+                        ));
+                    }
+                }
+                Some("ImplementationSpecific") => {
+                    if !path.is_empty() && !path.starts_with('/') {
+                        out.push(absolute());
+                    }
+                }
+                Some(other) => out.push(crate::FieldError::not_supported_str(
+                    &format!("{at}.pathType"),
+                    other,
+                    PATH_TYPES,
+                )),
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ingress(paths: Value) -> Value {
+        json!({"spec": {"rules": [{"http": {"paths": paths}}]}})
+    }
+
+    #[test]
+    fn paths_need_a_type_and_prefix_paths_are_absolute() {
+        let backend = json!({"service": {"name": "s", "port": {"number": 80}}});
+        let ok = ingress(json!([
+            {"path": "/", "pathType": "Prefix", "backend": backend},
+            {"path": "/a/b", "pathType": "Exact", "backend": backend},
+            {"pathType": "ImplementationSpecific", "backend": backend},
+        ]));
+        assert_eq!(IngressStrategy.validate_create(&ok), []);
+        let bad = ingress(json!([
+            {"path": "/", "backend": backend},
+            {"path": "nope", "pathType": "Prefix", "backend": backend},
+            {"path": "/a//b", "pathType": "Exact", "backend": backend},
+            {"path": "/a/..", "pathType": "Prefix", "backend": backend},
+            {"path": "x", "pathType": "ImplementationSpecific", "backend": backend},
+            {"path": "/", "pathType": "Regex", "backend": backend},
+        ]));
+        let errs: Vec<String> = IngressStrategy
+            .validate_update(&bad, &ok)
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.body()))
+            .collect();
+        assert_eq!(
+            errs,
+            [
+                "spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified",
+                "spec.rules[0].http.paths[1].path: Invalid value: \"nope\": must be an absolute path",
+                "spec.rules[0].http.paths[2].path: Invalid value: \"/a//b\": must not contain '//'",
+                "spec.rules[0].http.paths[3].path: Invalid value: \"/a/..\": cannot end with '/..'",
+                "spec.rules[0].http.paths[4].path: Invalid value: \"x\": must be an absolute path",
+                "spec.rules[0].http.paths[5].pathType: Unsupported value: \"Regex\": supported values: \"Exact\", \"ImplementationSpecific\", \"Prefix\"",
+            ]
+        );
+    }
 
     #[test]
     fn rows_print_hosts_and_ports() {
