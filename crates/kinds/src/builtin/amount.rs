@@ -65,6 +65,26 @@ impl Amount {
         })
     }
 
+    /// The value in billionths (upstream's `Quantity.ScaledValue(Nano)` of a parsed value,
+    /// which the parse has already rounded to a billionth); `None` when it does not fit
+    /// an `i128`. Reads at most 39 digits.
+    pub fn nanos(&self) -> Option<i128> {
+        if self.digits.len() > 39 {
+            return None;
+        }
+        let mut n: i128 = 0;
+        for d in &self.digits {
+            n = n.checked_mul(10)?.checked_add(i128::from(*d))?;
+        }
+        let shift = self.exp.checked_add(9)?;
+        // A parsed value is a whole number of billionths, so `shift` is not negative.
+        let shift = u32::try_from(shift).ok()?;
+        if n != 0 {
+            n = n.checked_mul(10i128.checked_pow(shift)?)?;
+        }
+        Some(if self.negative { -n } else { n })
+    }
+
     /// Whether it is below zero.
     pub fn is_negative(&self) -> bool {
         self.negative && !self.digits.is_empty()
