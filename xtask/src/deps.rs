@@ -71,8 +71,8 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
     // Audit records auth's user and attributes; "nothing HTTP".
     ("listwatch-audit", &["listwatch-auth"]),
     // The kinds served, as data over api's types; "never storage, HTTP, the registry or the
-    // server crates".
-    ("listwatch-kinds", &["listwatch-api"]),
+    // server crates". Quantities are read by the schema crate's parse (pure data).
+    ("listwatch-kinds", &["listwatch-api", "listwatch-schema"]),
     // The vendored OpenAPI schemas: pure data, no workspace crate.
     ("listwatch-schema", &[]),
     // Server-side apply reads field types from the schemas; pure: no I/O.

@@ -31,9 +31,10 @@
 //!
 //! Invariants: a spec is data plus a stateless strategy, cheap to clone and share behind an
 //! `Arc`; neither holds storage, a client or any I/O. A snapshot never changes once
-//! published. This crate depends only on `listwatch-api` among the workspace's crates (and
-//! on tokio's `sync::watch` for the notification) ("must never depend on storage, HTTP, the
-//! registry or the server crates": `cargo xtask deps` checks it).
+//! published. This crate depends only on `listwatch-api` and `listwatch-schema` (pure: its
+//! quantity parse) among the workspace's crates (and on tokio's `sync::watch` for the
+//! notification) ("must never depend on storage, HTTP, the registry or the server crates":
+//! `cargo xtask deps` checks it).
 //!
 //! ```
 //! use listwatch_kinds::{KindSpec, Printer, PrinterColumn};

@@ -93,8 +93,10 @@ fn invalid_resources_ports_env_tolerations_and_service_ports_are_422() {
                 "limits": {"memory": "1e2147483646"}}}),
                 json!({}),
             ),
+            // The decoder has made the request upstream's canonical string, which
+            // upstream's message shows (`quantity.String()`); the limit is already one.
             vec![
-                "spec.containers[0].resources.requests: Invalid value: \"1e2147483647\": must be less than or equal to memory limit of 1e2147483646",
+                "spec.containers[0].resources.requests: Invalid value: \"10e2147483646\": must be less than or equal to memory limit of 1e2147483646",
             ],
         ),
         (

@@ -6,25 +6,20 @@
 //! What it owns: [`Amount`], a sign, the significant decimal digits and the power of ten of
 //! the last one, so that a value of any size — `1e2147483647`, a 100 000-digit number —
 //! is held in as many bytes as its text has digits and compared in one pass over them,
-//! never expanded. The parse follows upstream's: the number `[+-]?[0-9]*(\.[0-9]*)?`, then
-//! a suffix — decimal SI (`n u m "" k M G T P E`), binary SI (`Ki`…`Ei`: the digits
-//! multiplied by 2^10…2^60) or a decimal exponent (`e`/`E` and a 64-bit integer, which
-//! upstream then casts to 32 bits: `1e9223372036854775807` reads as `1e-1`, as there); the
-//! value rounded away from zero to a billionth (`1e-10` reads as `1n`); a binary-suffixed
-//! value capped at 2^63-1. One difference: upstream adds the cast exponent to the number's
-//! 32-bit scale, which can wrap (`1e-2147483648`); here that sum is exact.
+//! never expanded; and the comparisons on it. It does not parse: the value is the schema
+//! crate's ([`listwatch_schema::quantity::exact`]), the same parse that writes the
+//! quantity's canonical text — upstream's rounding away from zero to a billionth, its
+//! 2^63-1 cap of a binary-suffixed value and its 32-bit exponent arithmetic
+//! (`1e9223372036854775807` reads as `1e-1`, as there).
 //!
-//! Invariants: every function is linear in the text's length (a binary suffix multiplies
-//! the digits by one 64-bit factor, a remainder is one pass plus a logarithmic power), the
-//! digits kept are at most the text's digits plus 20 (the binary factor), and nothing
-//! panics on any input; what does not parse is `None`.
+//! Invariants: every function is linear in the value's digits (a remainder is one pass
+//! plus a logarithmic power), the digits are at most the text's digits plus 20, and
+//! nothing panics on any input; what does not parse is `None`.
 
 use std::cmp::Ordering;
 
+use listwatch_schema::quantity::{self, Exact};
 use serde_json::Value;
-
-/// Upstream's cap of a binary-suffixed value (`maxAllowed`, 2^63-1).
-const MAX_BINARY: &str = "9223372036854775807";
 
 /// A quantity's exact value: `±digits × 10^exp`, `digits` without leading or trailing
 /// zeros (empty for zero, which has no sign).
@@ -56,49 +51,38 @@ impl Amount {
         }
     }
 
-    /// Upstream's `ParseQuantity` of `s`, as a value.
+    /// Upstream's `ParseQuantity` of `s`, as a value (the schema crate's parse).
     pub fn parse(s: &str) -> Option<Self> {
-        let (negative, rest) = match s.as_bytes().first()? {
-            b'-' => (true, s.get(1..)?),
-            b'+' => (false, s.get(1..)?),
-            _ => (false, s),
-        };
-        let int_end = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let (int, after) = rest.split_at(int_end);
-        let (frac, suffix) = match after.strip_prefix('.') {
-            Some(f) => f.split_at(f.find(|c: char| !c.is_ascii_digit()).unwrap_or(f.len())),
-            None => ("", after),
-        };
-        if int.is_empty() && frac.is_empty() {
-            return None;
-        }
-        let (binary, power) = suffix_power(suffix)?;
-        let frac_len = i64::try_from(frac.len()).ok()?;
-        let mut digits: Vec<u8> = int
-            .bytes()
-            .chain(frac.bytes())
-            .map(|b| b.saturating_sub(b'0'))
-            .collect();
-        let mut exp = -frac_len;
-        if binary {
-            // `power` is 10..=60: one multiplication by 2^power.
-            multiply(&mut digits, 1u64.checked_shl(u32::try_from(power).ok()?)?);
-        } else {
-            exp = exp.checked_add(power)?;
-        }
-        let mut a = Amount {
+        let Exact {
             negative,
             digits,
             exp,
-        };
-        a.normalise();
-        a.round_up_to_nano();
-        if binary && !a.negative && a.cmp_magnitude(&binary_cap()) == Ordering::Greater {
-            a = binary_cap();
+        } = quantity::exact(s)?;
+        Some(Self {
+            negative,
+            digits,
+            exp,
+        })
+    }
+
+    /// The value in billionths (upstream's `Quantity.ScaledValue(Nano)` of a parsed value,
+    /// which the parse has already rounded to a billionth); `None` when it does not fit
+    /// an `i128`. Reads at most 39 digits.
+    pub fn nanos(&self) -> Option<i128> {
+        if self.digits.len() > 39 {
+            return None;
         }
-        Some(a)
+        let mut n: i128 = 0;
+        for d in &self.digits {
+            n = n.checked_mul(10)?.checked_add(i128::from(*d))?;
+        }
+        let shift = self.exp.checked_add(9)?;
+        // A parsed value is a whole number of billionths, so `shift` is not negative.
+        let shift = u32::try_from(shift).ok()?;
+        if n != 0 {
+            n = n.checked_mul(10i128.checked_pow(shift)?)?;
+        }
+        Some(if self.negative { -n } else { n })
     }
 
     /// Whether it is below zero.
@@ -173,114 +157,6 @@ impl Amount {
             // is larger (its last digit is not zero).
             self.digits.cmp(&other.digits)
         })
-    }
-
-    /// Leading zeros dropped, trailing zeros moved into the exponent; zero unsigned.
-    fn normalise(&mut self) {
-        let lead = self.digits.iter().take_while(|d| **d == 0).count();
-        self.digits.drain(..lead);
-        let trail = self.digits.iter().rev().take_while(|d| **d == 0).count();
-        self.digits.truncate(self.digits.len() - trail);
-        self.exp = self
-            .exp
-            .saturating_add(i64::try_from(trail).unwrap_or(i64::MAX));
-        if self.digits.is_empty() {
-            *self = Amount::zero();
-        }
-    }
-
-    /// Rounded away from zero to a multiple of 10^-9, as upstream's parse does.
-    fn round_up_to_nano(&mut self) {
-        if self.digits.is_empty() || self.exp >= -9 {
-            return;
-        }
-        let drop = usize::try_from(-9 - self.exp).unwrap_or(usize::MAX);
-        let keep = self.digits.len().saturating_sub(drop);
-        // Some dropped digit is not zero (the last one never is): add one nano.
-        self.digits.truncate(keep);
-        self.exp = -9;
-        let mut i = self.digits.len();
-        loop {
-            if i == 0 {
-                self.digits.insert(0, 1);
-                break;
-            }
-            i -= 1;
-            if let Some(d) = self.digits.get_mut(i) {
-                if *d == 9 {
-                    *d = 0;
-                } else {
-                    *d += 1;
-                    break;
-                }
-            }
-        }
-        self.normalise();
-    }
-}
-
-/// 2^63-1 as an amount.
-fn binary_cap() -> Amount {
-    let mut a = Amount {
-        negative: false,
-        digits: MAX_BINARY.bytes().map(|b| b - b'0').collect(),
-        exp: 0,
-    };
-    a.normalise();
-    a
-}
-
-/// A suffix: whether it is binary, and its power (of 2 when binary, else of 10).
-fn suffix_power(suffix: &str) -> Option<(bool, i64)> {
-    let dec = |p| Some((false, p));
-    let bin = |p| Some((true, p));
-    match suffix {
-        "" => dec(0),
-        "n" => dec(-9),
-        "u" => dec(-6),
-        "m" => dec(-3),
-        "k" => dec(3),
-        "M" => dec(6),
-        "G" => dec(9),
-        "T" => dec(12),
-        "P" => dec(15),
-        "E" => dec(18),
-        "Ki" => bin(10),
-        "Mi" => bin(20),
-        "Gi" => bin(30),
-        "Ti" => bin(40),
-        "Pi" => bin(50),
-        "Ei" => bin(60),
-        _ => {
-            let rest = suffix.strip_prefix(['e', 'E'])?;
-            // Go's `strconv.ParseInt(_, 10, 64)`, then upstream's `int32(parsed)`.
-            let digits = rest.strip_prefix(['+', '-']).unwrap_or(rest);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let parsed: i64 = rest.parse().ok()?;
-            let cast = parsed as i32;
-            dec(i64::from(cast))
-        }
-    }
-}
-
-/// `digits` (most significant first) multiplied by `factor`, in place.
-fn multiply(digits: &mut Vec<u8>, factor: u64) {
-    let mut carry: u128 = 0;
-    for d in digits.iter_mut().rev() {
-        let v = u128::from(*d) * u128::from(factor) + carry;
-        *d = u8::try_from(v % 10).unwrap_or(0);
-        carry = v / 10;
-    }
-    let mut head = Vec::new();
-    while carry > 0 {
-        head.push(u8::try_from(carry % 10).unwrap_or(0));
-        carry /= 10;
-    }
-    head.reverse();
-    if !head.is_empty() {
-        digits.splice(0..0, head);
     }
 }
 
@@ -424,5 +300,14 @@ mod tests {
         assert_eq!(a("1e30").ceil_rem(7), 1); // 10^30 = (10^6)^5 and 10^6 mod 7 = 1
         assert_eq!(a("0.5").ceil_rem(2), 1);
         assert_eq!(a("2Gi").ceil_rem(1 << 30), 0);
+    }
+
+    #[test]
+    fn far_exponents_read_as_upstreams_32_bit_scale_does() {
+        // 19 digits take upstream's exact path, whose 32-bit scale wraps: the value is a
+        // billionth (the decoder stores `1e-9`), so it is below a limit of `1m`.
+        let far = a("1111111111111111111e2147483647");
+        assert_eq!(far, a("1n"));
+        assert_eq!(far.cmp_value(&a("1m")), Ordering::Less);
     }
 }

@@ -386,6 +386,47 @@ fn binary(mut w: u128) -> String {
     format!("{w}{suffix}")
 }
 
+/// A quantity's exact value as upstream's `ParseQuantity` leaves it (rounded away from
+/// zero to a billionth, a binary-suffixed value capped at 2^63-1, upstream's 32-bit
+/// exponent arithmetic kept): `±digits × 10^exp`, for the rules that compare quantities.
+///
+/// Invariants: `digits` are `0..=9`, most significant first, with no leading or trailing
+/// zero (empty for zero, which is never negative); they number at most the text's digits
+/// and 20 more.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exact {
+    /// Whether the value is below zero.
+    pub negative: bool,
+    /// The significant decimal digits, each `0..=9`.
+    pub digits: Vec<u8>,
+    /// The power of ten of the last digit.
+    pub exp: i64,
+}
+
+/// The exact value of the quantity `text` (not trimmed), linear in its length; `None`
+/// where [`canonical`] is, and for a number without a digit (`-`, `.`, `e3`, which
+/// upstream's int64 fast path reads as zero and the decoder has already written `0`).
+///
+/// ```
+/// use listwatch_schema::quantity::exact;
+/// let parts = |e: listwatch_schema::quantity::Exact| (e.negative, e.digits, e.exp);
+/// assert_eq!(exact("1.5Ki").map(parts), Some((false, vec![1, 5, 3, 6], 0)));
+/// assert_eq!(exact("-1e-12").map(parts), Some((true, vec![1], -9)));
+/// ```
+pub fn exact(text: &str) -> Option<Exact> {
+    let q = parse(text)?;
+    if text != "0" && !split(text)?.any_digit {
+        return None;
+    }
+    let (digits, exp) = q.value.normalized();
+    let digits: Vec<u8> = digits.iter().map(|d| d.saturating_sub(b'0')).collect();
+    Some(Exact {
+        negative: q.negative && !digits.is_empty(),
+        exp: if digits.is_empty() { 0 } else { exp },
+        digits,
+    })
+}
+
 /// The text upstream stores and serves for the quantity `text` (trimmed of whitespace, as
 /// its decoder does); `None` when it does not parse.
 ///

@@ -356,3 +356,29 @@ fn numbers_read_from_their_text() {
     assert_eq!(canonical_value(&json!("1n"), false).as_deref(), Some("1n"));
     assert_eq!(canonical_value(&json!(true), false), None);
 }
+
+#[test]
+fn the_exact_value_is_the_one_its_canonical_text_writes() {
+    for (text, encoded, in_list) in UPSTREAM {
+        let value = exact(text);
+        assert!(value.is_some(), "{text}");
+        assert_eq!(exact(encoded), value, "{text} as {encoded}");
+        let rounded = exact(in_list);
+        assert!(rounded.is_some(), "{text} in a list");
+    }
+    let parts = |t: &str| exact(t).map(|e| (e.negative, e.digits, e.exp));
+    assert_eq!(parts("1.5Ki"), Some((false, vec![1, 5, 3, 6], 0)));
+    assert_eq!(parts("-0"), Some((false, vec![], 0)));
+    assert_eq!(parts("-0.000e5"), Some((false, vec![], 0)));
+    assert_eq!(parts("1e-10"), Some((false, vec![1], -9)));
+    assert_eq!(parts("16Ei"), parts("9223372036854775807"));
+    // Upstream's 32-bit scale wraps: this many digits take its exact path, where the
+    // exponent 2^31-1 becomes a shift of nearly -2^31 and the value rounds up to `1n`,
+    // the value of the text the decoder writes.
+    let far = "1111111111111111111e2147483647";
+    assert_eq!(canonical(far).as_deref(), Some("1e-9"));
+    assert_eq!(parts(far), parts("1n"));
+    for no_digit in ["-", ".", "e3", "+.", "Ki", ""] {
+        assert_eq!(exact(no_digit), None, "{no_digit}");
+    }
+}
