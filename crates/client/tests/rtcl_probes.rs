@@ -394,3 +394,84 @@ async fn a_controller_run_again_after_a_graceful_stop_reconciles() {
         "the second run reconciled nothing and reported nothing"
     );
 }
+
+/// Item 4 variant: a transform that panics on the new version of an object that exists
+/// (one the relist after a 410 brings) skips it, so the relist's replace deletes the live
+/// object and handlers get `on_delete` (reported to `errors()` only). client-go's
+/// HandleCrash re-panics (the process restarts, no wrong view); kube-rs's `modify` panics
+/// the stream's task. Same mechanism as the undecodable relist item above.
+#[tokio::test]
+async fn a_transform_panic_in_a_relist_does_not_report_a_live_object_deleted() {
+    let (url, _log) = scripted(|_, target, n| {
+        if target.contains("watch=") {
+            if n == 0 {
+                Reply::Watch(vec![
+                    r#"{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Expired","code":410,"message":"too old resource version"}}"#.into(),
+                ])
+            } else {
+                Reply::Watch(vec![])
+            }
+        } else if n == 0 {
+            Reply::Body(200, pod_list(10, &[pod("a", 5, "\"node-1\"")]))
+        } else {
+            Reply::Body(200, pod_list(20, &[pod("a", 15, "\"node-2\"")]))
+        }
+    })
+    .await;
+    let client = HttpClient::new(HttpConfig::new(&url).unwrap()).unwrap();
+    let config = InformerConfig::default().transform(|p: Pod| {
+        assert!(
+            p.metadata.resource_version.as_deref() != Some("15"),
+            "transform bug on this version"
+        );
+        p
+    });
+    let informer = Informer::spawn(Api::<Pod>::all(client), config);
+    let deltas = Deltas::default();
+    let _reg = informer.add_handler(deltas.clone());
+    tokio::time::timeout(Duration::from_secs(10), informer.wait_until_synced())
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let seen = deltas.0.lock().unwrap().clone();
+    assert!(
+        !seen.iter().any(|d| d.starts_with("delete a")),
+        "a live object was reported deleted because the transform panicked on it: {seen:?}"
+    );
+}
+
+/// `Recorder::publish` is awaited inside the reconcile (examples/website_operator.rs does),
+/// and retries an unreachable server 12 times with waits up to 2 s: each publish holds the
+/// reconcile (and its key) ~15 s of waits plus 12 connection attempts while the server is
+/// unreachable. client-go's `Eventf` never blocks the caller (the broadcaster queues and
+/// retries in the background); kube-rs's publish is one request.
+#[tokio::test(start_paused = true)]
+async fn publishing_an_event_does_not_hold_the_reconcile_while_the_server_is_unreachable() {
+    // A port with nothing listening: every connection is refused at once.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let client = HttpClient::new(HttpConfig::new(&url).unwrap()).unwrap();
+    let recorder = Recorder::new(client, "example.com/op", "op-0");
+    let regarding = ObjectReference {
+        kind: Some("Website".into()),
+        namespace: Some("ns".into()),
+        name: Some("w".into()),
+        uid: Some("u1".into()),
+        ..ObjectReference::default()
+    };
+    let data = EventData {
+        type_: EventType::Normal,
+        reason: "ChildrenApplied".into(),
+        action: "Reconcile".into(),
+        note: None,
+    };
+    let start = tokio::time::Instant::now();
+    let r = recorder.publish(&regarding, &data).await;
+    let held = start.elapsed();
+    assert!(
+        held < Duration::from_secs(1),
+        "publish held the reconcile {held:?} (virtual) before returning {r:?}"
+    );
+}
