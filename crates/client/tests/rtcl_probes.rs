@@ -475,3 +475,48 @@ async fn publishing_an_event_does_not_hold_the_reconcile_while_the_server_is_unr
         "publish held the reconcile {held:?} (virtual) before returning {r:?}"
     );
 }
+
+/// The limiter reserves a token before it waits and never gives it back: requests dropped
+/// while they wait (a lost lease drops every reconcile in flight, a caller's own timeout)
+/// keep their tokens reserved, so the next request waits behind requests that will never be
+/// sent. golang.org/x/time/rate's `Wait` (client-go's token bucket) cancels the reservation
+/// when its context ends, giving the tokens back. QPS 1 / burst 1: 20 requests start, are
+/// dropped 100 ms later; the next one should go within ~1 s.
+#[tokio::test(start_paused = true)]
+async fn requests_dropped_while_throttled_give_their_tokens_back() {
+    let (url, _log) = scripted(|_, _, _| {
+        Reply::Body(
+            200,
+            r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}}"#.into(),
+        )
+    })
+    .await;
+    let client = HttpClient::new(
+        HttpConfig::new(&url)
+            .unwrap()
+            .request_timeout(Duration::from_secs(60))
+            .rate_limit(1.0, 1),
+    )
+    .unwrap();
+    let path = "/api/v1/namespaces/d/configmaps/a";
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let c = client.clone();
+            tokio::spawn(async move { c.get(path).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for t in &tasks {
+        t.abort();
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    let start = tokio::time::Instant::now();
+    client.get(path).await.unwrap();
+    let waited = start.elapsed();
+    assert!(
+        waited < Duration::from_secs(2),
+        "the next request waited {waited:?} (virtual) for tokens of 19 dropped requests"
+    );
+}
