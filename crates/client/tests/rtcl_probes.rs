@@ -520,3 +520,37 @@ async fn requests_dropped_while_throttled_give_their_tokens_back() {
         "the next request waited {waited:?} (virtual) for tokens of 19 dropped requests"
     );
 }
+
+/// `owned_by` / `controller_owner_key` match the owner reference's whole `apiVersion`, so a
+/// child created while the owner was served at another version (a CRD moved from
+/// `example.com/v1beta1` to `v1`, children kept) no longer wakes its owner: deleting or
+/// editing that child is never repaired, silently. controller-runtime's
+/// `EnqueueRequestForOwner` compares group and kind only (the version is ignored); the
+/// garbage collector resolves owners by group and kind too.
+#[test]
+fn an_owner_reference_of_another_version_of_the_owner_still_maps_to_it() {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use listwatch_client::relations::controller_owner_key;
+    let child = ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some("web-1".into()),
+            namespace: Some("ns".into()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: "apps/v1beta2".into(),
+                kind: "Deployment".into(),
+                name: "web".into(),
+                uid: "1234".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        },
+        ..ReplicaSet::default()
+    };
+    assert_eq!(
+        controller_owner_key::<Deployment, _>(&child).map(|k| k.as_str().to_owned()),
+        Some("ns/web".to_owned()),
+        "a child whose controller reference names apps/v1beta2 Deployment web is not mapped to it"
+    );
+}
