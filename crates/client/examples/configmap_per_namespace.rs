@@ -117,8 +117,10 @@ pub async fn run(
             .flatten()
     }));
     // Reconcile only from complete caches (client-go's WaitForCacheSync).
-    namespaces.wait_until_synced().await.ok();
-    configmaps.wait_until_synced().await.ok();
+    // A list refused for good (403: RBAC missing) fails the run instead of hanging.
+    let not_synced = |e| listwatch_client::Error::Config(format!("cache cannot sync: {e}"));
+    namespaces.wait_until_synced().await.map_err(not_synced)?;
+    configmaps.wait_until_synced().await.map_err(not_synced)?;
     let ctx = Arc::new(Context {
         client,
         namespaces: namespaces.store(),

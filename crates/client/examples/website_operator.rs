@@ -45,7 +45,7 @@ use listwatch_client::leaderelection::{
 use listwatch_client::relations::{controller_owner_reference, owned_by};
 use listwatch_client::{
     Action, Api, Config, Controller, HttpClient, HttpConfig, Informer, InformerConfig, ObjectKey,
-    Patch, PatchParams, Store,
+    Patch, PatchParams, Resource, Store,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -378,6 +378,18 @@ async fn reconcile_website(
     .await
 }
 
+/// Waits for the first sync of `informer`; its failure (a list refused for good: 400, 401,
+/// 403, 404, 405, 406) is returned, not ignored.
+async fn synced<K: Resource>(
+    informer: &Informer<K>,
+    what: &str,
+) -> Result<(), listwatch_client::Error> {
+    informer
+        .wait_until_synced()
+        .await
+        .map_err(|e| listwatch_client::Error::Config(format!("the {what} cache cannot sync: {e}")))
+}
+
 /// Runs one replica of the operator against `config` until `shutdown` resolves.
 pub async fn run(
     config: HttpConfig,
@@ -443,18 +455,18 @@ pub async fn run(
             ..LeaderElectionConfig::new(options.identity)
         },
     )?;
+    // Reconcile only from complete caches (client-go's WaitForCacheSync); a list the server
+    // refuses for good (403: RBAC missing for one of them) fails the run instead of hanging.
+    synced(&websites, "websites").await?;
+    synced(&configmaps, "configmaps").await?;
+    synced(&deployments, "deployments").await?;
     let store = websites.store();
     elector
         .run(
             || {
                 let (controller, store, ctx) =
                     (controller.clone(), store.clone(), Arc::clone(&ctx));
-                let (cms, deploys) = (configmaps.store(), deployments.store());
                 async move {
-                    // Reconcile only from complete caches (client-go's WaitForCacheSync).
-                    cms.wait_until_synced().await.ok();
-                    deploys.wait_until_synced().await.ok();
-                    store.wait_until_synced().await.ok();
                     controller
                         .run_with_objects(
                             store,

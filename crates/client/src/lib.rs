@@ -53,10 +53,10 @@
 //! use k8s_openapi::api::core::v1::Pod;
 //! use listwatch_client::{Api, HttpClient, HttpConfig, Informer, InformerConfig};
 //!
-//! # async fn demo() -> listwatch_client::Result<()> {
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! let client = HttpClient::new(HttpConfig::from_default_kubeconfig()?)?;
 //! let pods = Informer::spawn(Api::<Pod>::all(client.clone()), InformerConfig::default());
-//! pods.wait_until_synced().await.ok();
+//! pods.wait_until_synced().await?; // fails (not hangs) on a 403
 //! for pod in pods.store().list() {
 //!     let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
 //!     println!("{:?} on {node:?}", pod.metadata.name);

@@ -37,11 +37,11 @@ pub const PARTIAL_OBJECT_METADATA_KIND: &str = "PartialObjectMetadata";
 /// use listwatch_client::{
 ///     Api, HttpClient, HttpConfig, Informer, InformerConfig, PartialObjectMetadata,
 /// };
-/// # async fn demo() -> listwatch_client::Result<()> {
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// let client = HttpClient::new(HttpConfig::from_default_kubeconfig()?)?;
 /// let pods = Api::<PartialObjectMetadata<Pod>>::all(client);
 /// let informer = Informer::spawn(pods, InformerConfig::default());
-/// informer.wait_until_synced().await.ok();
+/// informer.wait_until_synced().await?; // fails (not hangs) on a 403
 /// for pod in informer.store().list() {
 ///     // metadata only: k8s-openapi's ObjectMeta, as on a Pod
 ///     println!("{:?} {:?}", pod.metadata.name, pod.metadata.labels);

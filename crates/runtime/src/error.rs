@@ -43,8 +43,9 @@ pub enum Error {
     /// One object of a list or watch is well-formed JSON with readable metadata but does not
     /// decode into the requested type: it is skipped, and the list or watch goes on (a
     /// [`PageStream`](crate::PageStream) or [`WatchStream`](crate::WatchStream) yields this
-    /// and continues). The reflector reports it and keeps the rest of the list, so one bad
-    /// object cannot freeze a store.
+    /// and continues). The reflector fails a list with such an object as a whole (a list
+    /// committed without it would delete it from the store) and retries it after a backoff;
+    /// in a watch it reports the event and goes on past its version.
     #[error(
         "object {key} (resourceVersion {resource_version}) skipped: cannot decode it into the requested type: {source}"
     )]

@@ -49,7 +49,9 @@
 //! Every failure is sent, typed, to [`Informer::errors`] (client-go's
 //! `SetWatchErrorHandler`, and more): the reflector's errors (it recovers from them by
 //! itself), an object its transform or an index function panicked on (the event is skipped,
-//! reported with the object's key, and the informer goes on), a handler that panicked (the
+//! reported with the object's key, and the informer goes on; a transform panic on an object
+//! of a list fails that whole list instead, which is retried after a backoff, so the store
+//! keeps its last good state rather than a relist deleting the object), a handler that panicked (the
 //! delta is skipped, the handler keeps running). [`Informer::wait_until_synced`] fails with
 //! [`SyncError::Fatal`] when the list before the first sync fails in a way retries will not
 //! mend (400, 401, 403, 404, 405, 406: a selector the server refuses, a wrong resource or
@@ -75,7 +77,7 @@ use crate::informer_error::{
 };
 pub use crate::informer_error::{InformerError, SyncError};
 use crate::lister::ListerWatcher;
-use crate::reflector::{Config, watcher};
+use crate::reflector::{Config, Event, watcher_with_abandon};
 use crate::resource::{ObjectKey, Resource};
 use crate::store::{Delta, IndexFn, Store, Writer, WriterDropped};
 
@@ -754,7 +756,8 @@ async fn drive<L: ListerWatcher>(
     shared: Arc<Shared<L::Object>>,
 ) {
     let _close = CloseOnDrop(Arc::clone(&shared));
-    let mut events = std::pin::pin!(watcher(lw, config));
+    let abandon = Arc::new(AtomicBool::new(false));
+    let mut events = std::pin::pin!(watcher_with_abandon(lw, config, Arc::clone(&abandon)));
     loop {
         let next_resync = shared.lock().next_resync;
         let resync_due = async {
@@ -767,13 +770,25 @@ async fn drive<L: ListerWatcher>(
             event = events.next() => match event {
                 Some(Ok(event)) => {
                     let event = match &transform {
-                        Some(f) => match transformed(event, f) {
-                            Ok(e) => e,
-                            Err(e) => {
-                                shared.report(e);
-                                continue;
+                        Some(f) => {
+                            let relist_item = matches!(event, Event::InitApply(_));
+                            match transformed(event, f) {
+                                Ok(e) => e,
+                                Err(e) => {
+                                    if relist_item {
+                                        // Skipping the object would make the relist's
+                                        // commit delete it: the list fails as a whole
+                                        // instead, the store keeps its last good state.
+                                        abandon.store(true, Ordering::Release);
+                                        if !shared.store.has_synced() {
+                                            shared.fatal.send_replace(Some(e.clone()));
+                                        }
+                                    }
+                                    shared.report(e);
+                                    continue;
+                                }
                             }
-                        },
+                        }
                         None => event,
                     };
                     let what = describe(&event);

@@ -24,7 +24,8 @@ pub enum InformerError {
     /// The reflector failed a list or watch (it retries by itself, with backoff).
     #[error("reflector: {0}")]
     Reflector(Arc<Error>),
-    /// The transform panicked on an object; its event was skipped.
+    /// The transform panicked on an object; its watch event was skipped, or the list it
+    /// was in failed as a whole (and is retried).
     #[error("transform panicked on {key}: {message}; the event was skipped")]
     TransformPanicked {
         /// The object's key.
@@ -58,7 +59,7 @@ pub enum SyncError {
     #[error("the informer stopped before its first sync")]
     Stopped,
     /// The last try of the first list failed in a way retries do not mend (400, 401, 403,
-    /// 404, 405, 406), or an index function panicked on it. The informer keeps retrying.
+    /// 404, 405, 406), or a transform or an index function panicked on it. The informer keeps retrying.
     #[error("the informer cannot sync: {0}")]
     Fatal(InformerError),
 }

@@ -538,15 +538,17 @@ async fn wait_until_synced_fails_on_a_bad_request_instead_of_hanging() {
     assert!(e.to_string().contains("field label not supported"), "{e}");
 }
 
-/// A transform that panics on one object: that object is skipped and reported with its key,
-/// the rest of the list is stored and the informer goes on (before, its driver died and the
-/// store froze).
+/// A transform that panics on one object of the list: the list fails as a whole (a list
+/// committed without the object would delete it from a synced store), the panic is reported
+/// with its key, the first wait fails instead of hanging, and the informer keeps retrying
+/// (before, its driver died and the store froze).
 #[tokio::test(start_paused = true)]
-async fn a_panicking_transform_skips_the_object_reports_it_and_the_informer_goes_on() {
+async fn a_transform_panic_in_the_list_fails_the_list_reports_it_and_the_informer_goes_on() {
     let backend = seeded(2).await;
     create(&backend, "bad", "v").await;
+    let lw = StorageLw::new(backend.clone());
     let informer = Informer::spawn(
-        StorageLw::new(backend.clone()),
+        lw.clone(),
         config().transform(|o: Object| {
             assert!(o.name() != "bad", "injected transform panic");
             o
@@ -554,19 +556,23 @@ async fn a_panicking_transform_skips_the_object_reports_it_and_the_informer_goes
     );
     let mut errors = informer.errors();
     let waited = tokio::time::timeout(Duration::from_secs(600), informer.wait_until_synced()).await;
-    assert!(matches!(waited, Ok(Ok(()))), "{waited:?}");
-    let reported = errors.recv().await.unwrap();
-    let InformerError::TransformPanicked { key, message } = reported else {
-        panic!("expected TransformPanicked, got {reported:?}");
+    let Ok(Err(SyncError::Fatal(InformerError::TransformPanicked { key, message }))) = waited
+    else {
+        panic!("expected a fatal TransformPanicked, got {waited:?}");
     };
     assert_eq!(key.name(), "bad");
     assert!(message.contains("injected transform panic"), "{message}");
-    create(&backend, "later", "v").await;
-    let store = informer.store();
+    assert!(matches!(
+        errors.recv().await.unwrap(),
+        InformerError::TransformPanicked { .. }
+    ));
+    assert!(!informer.has_synced());
+    assert_eq!(informer.store().len(), 0);
+    // The informer goes on: it retries the list.
+    let lists = lw.lists().len();
     assert!(
-        eventually(Duration::from_secs(60), || store.len() == 3).await,
-        "the informer stopped after the panic: {} objects",
-        store.len()
+        eventually(Duration::from_secs(120), || lw.lists().len() > lists).await,
+        "the list was not retried"
     );
 }
 

@@ -357,8 +357,8 @@ async fn finalizer_helper_and_event_recorder() {
 }
 
 /// Issue 32 item 1 against the binary: an informer of a resource the server does not serve
-/// (404) fails its wait instead of hanging; one object that does not decode into the type is
-/// skipped and reported while the rest syncs.
+/// (404) fails its wait instead of hanging; one object that does not decode into the type
+/// fails the list as a whole (reported) until it is gone, then the rest syncs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn informer_failures_reach_code_against_the_binary() {
     use listwatch_client::{ApiResource, Informer, InformerConfig, InformerError, SyncError};
@@ -429,6 +429,15 @@ async fn informer_failures_reach_code_against_the_binary() {
     );
     let informer = Informer::spawn(counted, InformerConfig::default());
     let mut errors = informer.errors();
+    // The list with `bad` fails as a whole (client-go, kube-rs): reported, never synced
+    // without it; once `bad` is gone a relist syncs.
+    let reported = tokio::time::timeout(common::PATIENCE, errors.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(reported.to_string().contains("tk/bad"), "{reported}");
+    assert!(!informer.has_synced());
+    assert!(cms.delete("bad").await.unwrap());
     tokio::time::timeout(common::PATIENCE, informer.wait_until_synced())
         .await
         .unwrap()
@@ -444,9 +453,4 @@ async fn informer_failures_reach_code_against_the_binary() {
         k
     };
     assert_eq!(keys, ["tk/good-1", "tk/good-2"]);
-    let reported = tokio::time::timeout(common::PATIENCE, errors.recv())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(reported.to_string().contains("tk/bad"), "{reported}");
 }

@@ -8,6 +8,8 @@
 //! completed relist.
 
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -49,11 +51,13 @@ use crate::resource::Resource;
 ///   an `ERROR` event with 429 → `Backoff { then: Listed }`, with 500 → the same while within
 ///   the retry window; very short watch or any other `ERROR` → `Backoff { then: Empty }`.
 /// - `Backoff` → `then` when the delay is over.
-/// - In `Listing`, `StreamingList` and `Watching`, an object that does not decode into the
-///   type ([`Error::SkippedObject`]) is yielded as an error and the state stays: the list or
-///   watch goes on without it (a watch's version moves past it), so one bad object neither
-///   freezes the store nor makes the reflector relist in a loop. client-go and kube-rs fail
-///   the whole list (or end the watch) and retry forever, the store silently stale.
+/// - In `Listing` and `StreamingList`, an object that does not decode into the type
+///   ([`Error::SkippedObject`]) fails the list as a whole → `Backoff { then: Empty }` (as
+///   client-go and kube-rs): a list that went on without it would, at `InitDone`, delete the
+///   live object from the store. In `Watching` it is yielded as an error and the state stays:
+///   the watch goes on past its version.
+/// - [`Machine::abandon_list`] (the informer, when its transform panicked on an `InitApply`)
+///   fails the list in progress the same way.
 pub(super) enum State<K> {
     Empty,
     Listing {
@@ -172,6 +176,8 @@ pub(super) struct Machine<L: ListerWatcher> {
     /// When the current run of in-stream 500 errors began.
     pub(super) internal_errors_since: Option<Instant>,
     pub(super) backoff: Backoff,
+    /// Set by the consumer to fail the list in progress ([`Machine::abandon_list`]).
+    pub(super) abandon: Arc<AtomicBool>,
 }
 
 impl<L: ListerWatcher> Machine<L> {
@@ -194,11 +200,29 @@ impl<L: ListerWatcher> Machine<L> {
             paginated_result: false,
             internal_errors_since: None,
             backoff,
+            abandon: Arc::default(),
+        }
+    }
+
+    /// If the consumer asked (through [`Machine::abandon`]) and a list is in progress, fails
+    /// it as a whole: its stream is dropped and the relist starts over after a backoff, so
+    /// its `InitDone` (which would delete what the consumer could not take) never comes.
+    fn abandon_list(&mut self) {
+        if !self.abandon.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        if matches!(
+            self.state,
+            State::Listing { .. } | State::StreamingList { .. }
+        ) {
+            tracing::warn!("list abandoned by its consumer; relisting after a backoff");
+            self.back_off(State::Empty, None);
         }
     }
 
     /// Advances until one item can be yielded.
     pub(super) async fn step(&mut self) -> Result<Event<L::Object>> {
+        self.abandon_list();
         loop {
             let state = std::mem::replace(&mut self.state, State::Empty);
             match state {
@@ -258,17 +282,12 @@ impl<L: ListerWatcher> Machine<L> {
                             }
                         }
                     }
-                    Some(Err(e)) if e.is_skipped_object() => {
-                        self.state = State::Listing {
-                            items,
-                            asked,
-                            probe,
-                        };
-                        return Err(e);
-                    }
                     Some(Err(e)) => {
-                        // A body cut or undecodable mid-page: the relist starts over after a
-                        // backoff (the store keeps its state until a relist completes).
+                        // A body cut or undecodable mid-page, or one object that does not
+                        // decode into the type (`Error::SkippedObject`): the list fails as a
+                        // whole and starts over after a backoff; the store keeps its last
+                        // good state until a relist completes (client-go, kube-rs). Going on
+                        // without the object would make the relist's commit delete it.
                         drop(items);
                         self.back_off(State::Empty, e.retry_after());
                         return Err(e);
@@ -340,11 +359,10 @@ impl<L: ListerWatcher> Machine<L> {
                         return Err(Error::StreamingListIncomplete);
                     }
                     Some(Some(Err(e))) if e.is_skipped_object() => {
-                        self.state = State::StreamingList {
-                            stream,
-                            idle,
-                            watch_idle,
-                        };
+                        // As in a plain list: the list fails as a whole (its commit would
+                        // delete the object), and is retried after a backoff.
+                        drop(stream);
+                        self.back_off(State::Empty, None);
                         return Err(e);
                     }
                     Some(Some(Err(e))) => {

@@ -47,6 +47,9 @@
 mod config;
 mod machine;
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
 use futures::{Stream, StreamExt};
 
 pub use config::Config;
@@ -100,8 +103,20 @@ pub fn watcher<L: ListerWatcher>(
     config: Config,
 ) -> impl Stream<Item = Result<Event<L::Object>>> + Send {
     // A sharded reflector keeps to its shard whatever the server sends (`Config::shard`).
+    watcher_with_abandon(lw, config, Arc::default())
+}
+
+/// [`watcher`] whose list in progress the consumer can fail as a whole by setting `abandon`
+/// (the informer does, when its transform panicked on an object of a relist): the next
+/// item is the relist starting over after a backoff, never that list's `InitDone`.
+pub(crate) fn watcher_with_abandon<L: ListerWatcher>(
+    lw: L,
+    config: Config,
+    abandon: Arc<AtomicBool>,
+) -> impl Stream<Item = Result<Event<L::Object>>> + Send {
     let lw = crate::shard::Sharded::new(lw, config.shard_selector.clone());
-    let machine = Machine::new(lw, config);
+    let mut machine = Machine::new(lw, config);
+    machine.abandon = abandon;
     futures::stream::unfold(machine, |mut m| async move {
         let item = m.step().await;
         Some((item, m))
