@@ -27,7 +27,7 @@
 //!   body, so a large response never holds a thread for long. Where: on the request compute
 //!   pool (`listwatch_server::compute`), one piece per task behind its fair gate in the
 //!   client's flow — a gzipped list's every piece (`stream_list`), a watch-list's every
-//!   compression step ([`GzipWatch`]) — never on the threads that drive the sockets (red
+//!   compression step (`GzipWatch`) — never on the threads that drive the sockets (red
 //!   team rt10 finding 3: 20 lists of 30 MB gzipped on those threads held another user's
 //!   tiny list up to 10 s). Only without a pool (`request_workers` 0) does it run where
 //!   the body is polled. The seats a list took are held until its last piece is out, so

@@ -18,14 +18,14 @@
 //! computes a result at all: where its rounding would build a number of billions of
 //! digits (exponents near ±2^31 with many digits or a large negative exponent) this
 //! computes the value that work would give, and the one input upstream's rounding
-//! panics on ([`parse`]) is left as given.
+//! panics on (`parse`) is left as given.
 //!
 //! A JSON number decodes from its literal text; serde keeps only its value, so a float is
 //! read from its shortest rendering (`1e3` is read as `1000.0`, giving `1k` where upstream
 //! keeps `1e3`; `1e21` stays `1e21`).
 //!
 //! Invariants: never panics; every step is linear in the text's length (values are exact
-//! decimal strings, [`digits`], never expanded by their exponent), so the request body
+//! decimal strings, `digits`, never expanded by their exponent), so the request body
 //! limit bounds the work and the output (at most the input's digits and 20 more); what
 //! does not parse is `None` and the caller keeps the text.
 

@@ -9,7 +9,7 @@
 //! than 2025b is refused until the list is regenerated:
 //! `awk '$1=="Z"{print $2} $1=="L"{print $3}' /usr/share/zoneinfo/tzdata.zi | LC_ALL=C sort -u`.
 //!
-//! Invariant: a name longer than [`MAX_NAME`] is refused before any lookup; the lookup is a
+//! Invariant: a name longer than `MAX_NAME` is refused before any lookup; the lookup is a
 //! binary search over the embedded, sorted list.
 
 use serde_json::Value;
