@@ -157,9 +157,19 @@ fn the_embedded_object_limit_is_a_flag_and_zero_lifts_it() {
     let r = http(&server.addr, "GET", &format!("{cms}/big"), &[], b"");
     assert_eq!(r.status, 404, "nothing was written");
 
-    // 0: no storage limit; the request body limit (3 MiB) still holds.
+    // 0: no storage limit; the request body limit (3 MiB) still holds. A 2 MiB Event (a
+    // ConfigMap's data may not pass 1 MiB, as upstream's validation).
     let server = Server::start(&["--embedded-max-object-bytes", "0"]);
-    let r = http(&server.addr, "POST", cms, &ct, &configmap("big", 2 << 20));
+    let event = serde_json::json!({"metadata": {"name": "big"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "message": "x".repeat(2 << 20)});
+    let r = http(
+        &server.addr,
+        "POST",
+        "/api/v1/namespaces/default/events",
+        &ct,
+        event.to_string().as_bytes(),
+    );
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
 }
 

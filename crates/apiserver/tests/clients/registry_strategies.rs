@@ -641,7 +641,7 @@ fn kubectl_selects_events_by_source() {
         Some(json!({"metadata":{"name":"e2e"}})),
     );
     let event = |name: &str, extra: Value| {
-        let mut e = json!({"metadata":{"name":name},"involvedObject":{"kind":"Pod","name":"p"},
+        let mut e = json!({"metadata":{"name":name},"involvedObject":{"kind":"Pod","name":"p","namespace":"e2e"},
             "reason":"R","message":"m","type":"Normal"});
         for (k, v) in extra.as_object().unwrap() {
             e[k] = v.clone();

@@ -69,7 +69,7 @@ def main(url: str) -> None:
     # path parameters, so it reads `.../events/a%3Ab`, which must name `a:b`.
     ev = client.CoreV1Event(
         metadata=client.V1ObjectMeta(name="a:b"),
-        involved_object=client.V1ObjectReference(kind="Pod", name="x"),
+        involved_object=client.V1ObjectReference(kind="Pod", name="x", namespace="py"),
         reason="Test",
     )
     api.create_namespaced_event("py", ev)

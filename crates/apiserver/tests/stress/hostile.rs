@@ -454,17 +454,42 @@ fn every_attack_gets_its_answer_memory_stays_bounded_and_a_good_client_is_served
     assert_eq!(a.reason(), "Invalid");
 
     // An object over the backend's limit (1.5 MiB on the embedded store) in a body under
-    // the request limit (3 MiB): 413 before anything is written.
-    let body = json!({"metadata": {"name": "big"}, "data": {"k": "x".repeat(2 * 1024 * 1024)}});
-    let a = attack(&addr, "POST", CM, &json_ct(), body.to_string().as_bytes());
+    // the request limit (3 MiB): 413 before anything is written (an Event: a ConfigMap's data
+    // may not pass 1 MiB, refused by validation first, as upstream).
+    let body = json!({"metadata": {"name": "big"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+        "message": "x".repeat(2 * 1024 * 1024)});
+    let a = attack(
+        &addr,
+        "POST",
+        "/api/v1/namespaces/default/events",
+        &json_ct(),
+        body.to_string().as_bytes(),
+    );
     a.expect(413, "an object over the backend limit");
-    // The same size reached by a merge patch of a stored object.
+    // The same size reached by a merge patch of a stored object (an Event, as above).
+    let events = "/api/v1/namespaces/default/events";
+    let stored = json!({"metadata": {"name": "target-event"},
+        "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "message": "m"});
+    let created = http(
+        &addr,
+        "POST",
+        events,
+        &json_ct(),
+        stored.to_string().as_bytes(),
+    );
+    assert_eq!(
+        created.status,
+        201,
+        "{}",
+        String::from_utf8_lossy(&created.body)
+    );
     let a = attack(
         &addr,
         "PATCH",
-        &format!("{CM}/target"),
+        &format!("{events}/target-event"),
         &[("Content-Type", "application/merge-patch+json")],
-        json!({"data": {"big": "x".repeat(2 * 1024 * 1024)}})
+        json!({"message": "x".repeat(2 * 1024 * 1024)})
             .to_string()
             .as_bytes(),
     );
