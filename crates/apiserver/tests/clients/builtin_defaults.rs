@@ -386,9 +386,15 @@ const DEFAULTED: &[(&str, &str, bool, &str, &str)] = &[
     ),
 ];
 
-fn kubectl_stdin(server: &Server, dir: &std::path::Path, verb: &str) {
+/// kubectl with `args` and `input` on its standard input; its output, whatever the status.
+fn kubectl_with_input(
+    server: &Server,
+    dir: &std::path::Path,
+    args: &[&str],
+    input: &str,
+) -> std::process::Output {
     let mut cmd = server.kubectl(dir);
-    cmd.args([verb, "-f", "-"])
+    cmd.args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -397,9 +403,13 @@ fn kubectl_stdin(server: &Server, dir: &std::path::Path, verb: &str) {
         .stdin
         .take()
         .unwrap()
-        .write_all(OBJECTS.as_bytes())
+        .write_all(input.as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn kubectl_stdin(server: &Server, dir: &std::path::Path, verb: &str) {
+    let out = kubectl_with_input(server, dir, &[verb, "-f", "-"], OBJECTS);
     assert!(
         out.status.success(),
         "kubectl {verb}: {}",
@@ -457,19 +467,12 @@ fn claims_and_ingresses_without_a_class_get_the_default_class() {
     let server = Server::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let apply = |yaml: &str| {
-        let mut cmd = server.kubectl(dir.path());
-        cmd.args(["create", "-f", "-", "-o", "name"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(yaml.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = kubectl_with_input(
+            &server,
+            dir.path(),
+            &["create", "-f", "-", "-o", "name"],
+            yaml,
+        );
         assert!(
             out.status.success(),
             "{}",
@@ -512,25 +515,19 @@ fn claims_and_ingresses_without_a_class_get_the_default_class() {
     };
     let start = std::time::Instant::now();
     loop {
-        let mut cmd = server.kubectl(dir.path());
-        cmd.args([
-            "create",
-            "--dry-run=server",
-            "-f",
-            "-",
-            "-o",
-            "jsonpath={.spec.storageClassName}",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped());
-        let mut child = cmd.spawn().unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(claim("probe", "").as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let out = kubectl_with_input(
+            &server,
+            dir.path(),
+            &[
+                "create",
+                "--dry-run=server",
+                "-f",
+                "-",
+                "-o",
+                "jsonpath={.spec.storageClassName}",
+            ],
+            &claim("probe", ""),
+        );
         if String::from_utf8_lossy(&out.stdout) == "standard" {
             break;
         }
