@@ -8,7 +8,8 @@
 //! - `e2e`   — only the end-to-end tests (the apiserver binary and real clients).
 //! - `ci`    — `deps`, `fmt --check`, `clippy --all-targets -D warnings`, `doc` with warnings
 //!   denied, then `test`, then `python-e2e` on the apiserver the tests built. This is what
-//!   `.ci/run` and the GitHub workflow run.
+//!   `.ci/run` and the GitHub workflow run. The names and first output lines of failed tests are
+//!   said again at the end ([`mod@failures`]).
 //! - `deps`  — the layering rule: every edge between workspace crates in `cargo metadata` must
 //!   be in the table of [`mod@deps`] (which says why each is there); fails naming each
 //!   forbidden edge.
@@ -37,6 +38,7 @@
 mod amplification;
 mod bench_summary;
 mod deps;
+mod failures;
 mod kube_rs_suite;
 mod python_e2e;
 
@@ -288,7 +290,12 @@ fn run_tests(packages: &[&str], extra: &[String]) -> Result {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    run(cmd)
+    if CI_MODE.load(Ordering::Relaxed) {
+        // Kept to be said again at the end of the log, where a reader of its tail looks.
+        failures::run_teed(cmd)
+    } else {
+        run(cmd)
+    }
 }
 
 fn ci(extra: &[String]) -> Result {
@@ -327,6 +334,7 @@ fn ci(extra: &[String]) -> Result {
         Vec::new()
     };
     let python = python_e2e::run(&args, &root(), &target_dir());
+    eprint!("{}", failures::summary());
     match (tests, python) {
         (Ok(()), Ok(())) => Ok(()),
         (Err(e), Ok(())) | (Ok(()), Err(e)) => Err(e),
