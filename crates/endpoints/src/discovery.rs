@@ -76,6 +76,10 @@ pub(crate) struct Documents {
     pub(crate) groups: Bytes,
     pub(crate) core_aggregated: Bytes,
     pub(crate) groups_aggregated: Bytes,
+    /// The ETags of the two aggregated documents, quoted (upstream's: the SHA-512 of the
+    /// JSON in upper-case hex, `ServeHTTPWithETag` in `endpoints/discovery/aggregated`).
+    pub(crate) core_aggregated_etag: String,
+    pub(crate) groups_aggregated_etag: String,
     /// `(group, version)` → APIResourceList; `("", "v1")` is `/api/v1`.
     pub(crate) resource_lists: HashMap<(String, String), Bytes>,
     /// group → APIGroup.
@@ -391,6 +395,8 @@ pub(crate) fn build(
     docs.groups = bytes(&json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": group_list}));
     docs.core_aggregated = bytes(&aggregated_list(&core, create_only));
     docs.groups_aggregated = bytes(&aggregated_list(&groups, create_only));
+    docs.core_aggregated_etag = format!("\"{}\"", crate::openapi::etag(&docs.core_aggregated));
+    docs.groups_aggregated_etag = format!("\"{}\"", crate::openapi::etag(&docs.groups_aggregated));
     docs.version = bytes(&json!({
         "major": KUBE_MAJOR,
         "minor": KUBE_MINOR,

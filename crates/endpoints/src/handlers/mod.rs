@@ -337,11 +337,17 @@ fn discovery_request(
     let docs = derived.docs();
     let (fmt, body) = match p {
         ApiPath::CoreVersions => match negotiate(headers, Offer::JsonOrDiscovery)? {
-            Format::DiscoveryV2 => (Format::DiscoveryV2, docs.core_aggregated.clone()),
+            Format::DiscoveryV2 => {
+                let (body, etag) = (&docs.core_aggregated, &docs.core_aggregated_etag);
+                return Ok(aggregated_discovery(headers, body, etag));
+            }
             _ => (Format::Json, docs.core_versions.clone()),
         },
         ApiPath::Groups => match negotiate(headers, Offer::JsonOrDiscovery)? {
-            Format::DiscoveryV2 => (Format::DiscoveryV2, docs.groups_aggregated.clone()),
+            Format::DiscoveryV2 => {
+                let (body, etag) = (&docs.groups_aggregated, &docs.groups_aggregated_etag);
+                return Ok(aggregated_discovery(headers, body, etag));
+            }
             _ => (Format::Json, docs.groups.clone()),
         },
         ApiPath::Group(g) => {
@@ -367,6 +373,31 @@ fn discovery_request(
         ApiPath::Resource(_) => return Err(ApiError::path_not_found()),
     };
     Ok(json_response(StatusCode::OK, fmt.content_type(), body))
+}
+
+/// An aggregated discovery document with its ETag, or 304 when the client's
+/// `If-None-Match` names it (upstream compares the header with the quoted hash as a whole).
+/// `Vary: Accept`: the same path answers the legacy document to other `Accept`s.
+fn aggregated_discovery(headers: &HeaderMap, body: &Bytes, etag: &str) -> Response {
+    let cached = headers
+        .get(header::IF_NONE_MATCH)
+        .is_some_and(|v| v.as_bytes() == etag.as_bytes());
+    let mut resp = if cached {
+        axum::response::IntoResponse::into_response(StatusCode::NOT_MODIFIED)
+    } else {
+        json_response(
+            StatusCode::OK,
+            Format::DiscoveryV2.content_type(),
+            body.clone(),
+        )
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        h.insert(header::ETAG, v);
+    }
+    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("public"));
+    resp
 }
 
 /// Picks the verb for a method on a target, or the error upstream would give.

@@ -783,6 +783,52 @@ async fn tables_print_pods_and_printer_columns() {
     assert_eq!(one["columnDefinitions"][1]["name"], "Replicas");
 }
 
+/// Aggregated discovery carries upstream's ETag (quoted SHA-512 hex of the document),
+/// `Vary: Accept` and `Cache-Control: public`, and answers a matching `If-None-Match` with
+/// 304 and no body (client-go's disk cache revalidates this way); the legacy documents on the
+/// same paths carry no ETag.
+#[tokio::test]
+async fn aggregated_discovery_has_an_etag_and_a_matching_if_none_match_is_304() {
+    let t = test_api(Config::default());
+    let r = &t.router;
+    let agg = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    for path in ["/api", "/apis"] {
+        let first = call_with(r, "GET", path, &[("accept", agg)], "").await;
+        assert_eq!(first.status, StatusCode::OK);
+        let etag = first.headers[header::ETAG].to_str().unwrap().to_owned();
+        assert!(
+            etag.len() == 130 && etag.starts_with('"') && etag.ends_with('"'),
+            "{etag}"
+        );
+        assert_eq!(first.headers[header::VARY], "Accept");
+        assert_eq!(first.headers[header::CACHE_CONTROL], "public");
+        let again = call_with(
+            r,
+            "GET",
+            path,
+            &[("accept", agg), ("if-none-match", &etag)],
+            "",
+        )
+        .await;
+        assert_eq!(again.status, StatusCode::NOT_MODIFIED, "{path}");
+        assert!(again.body.is_empty());
+        assert_eq!(again.headers[header::ETAG], etag.as_str());
+        let other = call_with(
+            r,
+            "GET",
+            path,
+            &[("accept", agg), ("if-none-match", "\"0\"")],
+            "",
+        )
+        .await;
+        assert_eq!(other.status, StatusCode::OK);
+        assert_eq!(other.body, first.body);
+        let legacy = call_with(r, "GET", path, &[("if-none-match", &etag)], "").await;
+        assert_eq!(legacy.status, StatusCode::OK);
+        assert!(legacy.headers.get(header::ETAG).is_none());
+    }
+}
+
 #[tokio::test]
 async fn discovery_version_and_openapi_are_served() {
     let t = test_api(Config::default());
