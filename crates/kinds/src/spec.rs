@@ -294,6 +294,10 @@ pub struct KindSpec {
     /// The `Warning` every request to this version is answered with (a custom resource's
     /// deprecated version: its `deprecationWarning`, or upstream's default text).
     pub warning: Option<String>,
+    /// The `Warning` a DELETE or collection DELETE that names no propagation policy (neither
+    /// `propagationPolicy` nor `orphanDependents`) is answered with: upstream's Job storage
+    /// warns that a batch/v1 job's pods are kept by default.
+    pub delete_warning: Option<&'static str>,
 }
 
 /// Whether a kind is going away ([`KindSpec::terminating`]): turned once by its owner (the
@@ -348,6 +352,7 @@ impl KindSpec {
             status_update: StatusUpdate::StatusOnly,
             conversion: None,
             warning: None,
+            delete_warning: None,
             terminating: Terminating::default(),
         }
     }
@@ -571,6 +576,14 @@ impl KindSpec {
     #[must_use]
     pub fn gc_policy(mut self, p: GcPolicy) -> Self {
         self.gc_policy = p;
+        self
+    }
+
+    /// Sets the warning a DELETE without a propagation policy is answered with
+    /// ([`KindSpec::delete_warning`]).
+    #[must_use]
+    pub fn delete_warning(mut self, text: &'static str) -> Self {
+        self.delete_warning = Some(text);
         self
     }
 

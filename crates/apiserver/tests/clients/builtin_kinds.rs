@@ -691,3 +691,44 @@ fn discovery_of_every_derived_kind_matches_the_table() {
         );
     }
 }
+
+/// A DELETE of jobs that names no propagation policy is warned that the pods stay (upstream's
+/// job storage, for one job and a collection), and kubectl prints it; `kubectl delete job`
+/// sends `propagationPolicy=Background` and is not warned, nor is an explicit `Orphan`.
+#[test]
+#[ignore = "needs kubectl"]
+fn a_job_delete_without_a_propagation_policy_is_warned_that_the_pods_stay() {
+    common::require("kubectl");
+    let server = Server::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let k = || server.kubectl(dir.path());
+    for name in ["j1", "j2", "j3", "j4"] {
+        run_ok(k().args(["create", "job", name, "--image=busybox", "--", "true"]));
+    }
+    let stderr_of = |args: &[&str]| {
+        let out = k().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let warned = "child pods are preserved by default when jobs are deleted";
+    let raw = stderr_of(&[
+        "delete",
+        "--raw",
+        "/apis/batch/v1/namespaces/default/jobs/j1",
+    ]);
+    assert!(raw.contains(&format!("Warning: {warned}")), "{raw}");
+    let cascade = stderr_of(&["delete", "job", "j2"]);
+    assert!(!cascade.contains(warned), "{cascade}");
+    let orphan = stderr_of(&["delete", "job", "j3", "--cascade=orphan"]);
+    assert!(!orphan.contains(warned), "{orphan}");
+    let all = stderr_of(&["delete", "--raw", "/apis/batch/v1/namespaces/default/jobs"]);
+    assert!(all.contains(warned), "{all}");
+    // Not for other kinds.
+    run_ok(k().args(["create", "configmap", "c1"]));
+    let cm = stderr_of(&[
+        "delete",
+        "--raw",
+        "/api/v1/namespaces/default/configmaps/c1",
+    ]);
+    assert!(!cm.contains("Warning"), "{cm}");
+}

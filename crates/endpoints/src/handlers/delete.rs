@@ -6,7 +6,7 @@
 //! checks that every object listed may be deleted before it deletes any). Both stores act
 //! as the kubelet for pods as the server's config says.
 
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use axum::response::Response;
 
 use super::read::list_response;
@@ -15,6 +15,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::negotiate::negotiate_write;
 use crate::stream_list::{Items, ListExtras};
 use listwatch_api::Status;
+use listwatch_registry::options::DeleteRequest;
 
 pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     negotiate_write(&req.headers)?;
@@ -22,6 +23,7 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     // options (the store checks it again).
     crate::validation::check_delete(req.info(), req.name())?;
     let opts = req.query.delete_options(bytes)?;
+    let warning = default_propagation_warning(req, &opts);
     let done = req
         .deleting_store()
         .delete(req.ns(), req.name(), &opts)
@@ -47,16 +49,30 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
             let info = req.info();
             let status =
                 Status::deleted(&info.group, &info.plural, o.name(), o.uid().unwrap_or(""));
-            Ok(crate::encoded_response(
-                code,
-                "application/json",
-                &status.to_json(),
+            Ok(with_warning(
+                crate::encoded_response(code, "application/json", &status.to_json()),
+                warning,
             ))
         }
         crate::lifecycle::Deletion::Gone(o) | crate::lifecycle::Deletion::Pending(o) => {
-            Ok(object_response(code, &o))
+            Ok(with_warning(object_response(code, &o), warning))
         }
     }
+}
+
+/// The kind's warning for a DELETE that leaves the propagation to the kind's default
+/// (upstream's job storage: only when neither `propagationPolicy` nor `orphanDependents`
+/// was given).
+fn default_propagation_warning(req: &Request, opts: &DeleteRequest) -> Option<&'static str> {
+    let unset = opts.propagation.is_none() && opts.orphan_dependents.is_none();
+    req.info().delete_warning.filter(|_| unset)
+}
+
+fn with_warning(mut resp: Response, warning: Option<&'static str>) -> Response {
+    if let Some(v) = warning.and_then(listwatch_registry::field_validation::warning_header) {
+        resp.headers_mut().append(header::WARNING, v);
+    }
+    resp
 }
 
 pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
@@ -66,11 +82,15 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
         return Err(ApiError::method_not_allowed());
     }
     let opts = req.query.delete_options(bytes)?;
+    let warning = default_propagation_warning(req, &opts);
     let lr = req.query.list_options(req.info(), false, None)?;
     let list = req
         .deleting_store()
         .delete_collection(req.ns(), &lr.opts, &opts)
         .await
         .map_err(|e| e.to_api_error(req.info()))?;
-    list_response(req, Items::Json, ListExtras::default(), list)
+    Ok(with_warning(
+        list_response(req, Items::Json, ListExtras::default(), list)?,
+        warning,
+    ))
 }

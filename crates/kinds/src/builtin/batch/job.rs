@@ -24,6 +24,12 @@ const LEGACY_CONTROLLER_UID: &str = "controller-uid";
 const JOB_NAME: &str = "batch.kubernetes.io/job-name";
 const LEGACY_JOB_NAME: &str = "job-name";
 
+/// What a DELETE of jobs without a propagation policy is warned (upstream's job storage
+/// says it in these words; clients and their tests match on it).
+pub const ORPHANS_BY_DEFAULT: &str = "child pods are preserved by default when jobs are deleted; \
+     set propagationPolicy=Background to remove them or set propagationPolicy=Orphan to \
+     suppress this warning";
+
 /// `batch/v1` jobs.
 pub fn spec(base: KindSpec) -> KindSpec {
     // `strconv.Itoa(int(job.Status.Succeeded))`: an unset count reads as `0`.
@@ -31,6 +37,7 @@ pub fn spec(base: KindSpec) -> KindSpec {
         .field_reads("status.successful", &["status.succeeded"])
         .field_default("status.successful", "0")
         .gc_policy(GcPolicy::OrphanDependents)
+        .delete_warning(ORPHANS_BY_DEFAULT)
         .strategy(JobStrategy)
 }
 
