@@ -491,6 +491,7 @@ fn entry(index: usize, e: Entry, custom: bool) -> Result<KindSpec, ResourcesFile
                     json_path: c.json_path,
                     description: c.description,
                     priority: c.priority,
+                    format: String::new(),
                 })
                 .collect(),
         ));

@@ -32,7 +32,13 @@ pub fn column_definitions(info: &KindSpec) -> Vec<Value> {
     match &info.printer {
         Printer::Columns(extra) => {
             for c in extra {
-                cols.push(def(&c.name, column_type(c), "", &c.description, c.priority));
+                cols.push(def(
+                    &c.name,
+                    &c.type_,
+                    &c.format,
+                    &c.description,
+                    c.priority,
+                ));
             }
         }
         Printer::Default => {}
@@ -45,15 +51,6 @@ pub fn column_definitions(info: &KindSpec) -> Vec<Value> {
         0,
     ));
     cols
-}
-
-fn column_type(c: &PrinterColumn) -> &str {
-    // Dates are printed as ages, so clients see strings.
-    if c.type_ == "date" {
-        "string"
-    } else {
-        &c.type_
-    }
 }
 
 /// The cells of one object.
@@ -99,20 +96,38 @@ impl listwatch_kinds::Times for ServerTimes {
     }
 }
 
+/// One cell as upstream's CRD table convertor makes it: a missing or null value is `null`;
+/// a `string` column prints whatever it finds (numbers and booleans as text, objects and
+/// arrays as JSON); the other types take only a value of their type, else `null`: an
+/// `integer` column truncates a fractional number, a `date` column prints the age of an
+/// RFC 3339 time, `<unknown>` for `""` and `<invalid>` for any other text.
 fn column_cell(c: &PrinterColumn, obj: &Value, now: i64) -> Value {
     let Some(v) = json_path(obj, &c.json_path) else {
         return Value::Null;
     };
     match (c.type_.as_str(), v) {
-        ("date", Value::String(s)) => Value::String(clock::age(Some(s), now)),
-        (_, Value::String(s)) => Value::String(s.clone()),
-        (_, n @ (Value::Number(_) | Value::Bool(_))) => n.clone(),
         (_, Value::Null) => Value::Null,
-        (_, other) => Value::String(other.to_string()),
+        ("string", Value::String(s)) => Value::String(s.clone()),
+        ("string", other) => Value::String(other.to_string()),
+        ("integer", Value::Number(n)) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Value::from(i),
+            (None, Some(u), _) => Value::from(u),
+            // Go's int64(float64): towards zero (saturating here, where Go's is undefined).
+            (None, None, Some(f)) if f.is_finite() => Value::from(f.trunc() as i64),
+            _ => Value::Null,
+        },
+        ("number", n @ Value::Number(_)) | ("boolean", n @ Value::Bool(_)) => n.clone(),
+        ("date", Value::String(s)) if s.is_empty() => Value::String("<unknown>".into()),
+        ("date", Value::String(s)) => match clock::parse_rfc3339(s) {
+            Some(_) => Value::String(clock::age(Some(s), now)),
+            None => Value::String("<invalid>".into()),
+        },
+        _ => Value::Null,
     }
 }
 
-/// Reads a simple JSONPath: `.a.b`, `{.a.b}`, `.a[0].b`, `.a[?(@.type=="Ready")].status`.
+/// Reads a simple JSONPath: `.a.b`, `{.a.b}`, `.a[0].b`, `.a[-1]`, `.a[*].b` (the first),
+/// `.a[?(@.type=="Ready")].status`.
 pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
     let p = path.trim();
     let p = p
@@ -139,8 +154,20 @@ pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
                     .as_array()?
                     .iter()
                     .find(|e| e.get(key.trim()).and_then(Value::as_str) == Some(want))?;
+            } else if inner.trim() == "*" {
+                // Upstream's convertor prints the first of the results.
+                cur = cur.as_array()?.first()?;
             } else {
-                cur = cur.get(inner.trim().parse::<usize>().ok()?)?;
+                let items = cur.as_array()?;
+                let i = inner.trim().parse::<i64>().ok()?;
+                let i = if i < 0 {
+                    items
+                        .len()
+                        .checked_sub(usize::try_from(i.unsigned_abs()).ok()?)?
+                } else {
+                    usize::try_from(i).ok()?
+                };
+                cur = items.get(i)?;
             }
             rest = after;
         } else {
@@ -360,6 +387,50 @@ mod tests {
             ]
         );
         assert_eq!(column_definitions(&info).len(), c.len());
+    }
+
+    /// Upstream's CRD table convertor (`cellForJSONValue`): each type takes only its values.
+    #[test]
+    fn printer_columns_keep_only_values_of_their_type() {
+        let col = |t: &str, p: &str| PrinterColumn::new("C", t, p);
+        let obj = json!({"metadata":{"name":"o"},"spec":{
+            "s":"text","i":7,"f":2.75,"neg":-2.5,"b":true,"o":{"k":[1,"x"]},"n":null,
+            "when":"2026-01-01T00:00:00Z","bad":"yesterday","empty":"",
+            "list":[{"name":"first"},{"name":"second"}]}});
+        let now = 1_767_225_600 + 3 * 86_400; // three days after `when`
+        let cell = |t: &str, p: &str| column_cell(&col(t, p), &obj, now);
+        assert_eq!(cell("string", ".spec.s"), json!("text"));
+        assert_eq!(cell("string", ".spec.i"), json!("7"));
+        assert_eq!(cell("string", ".spec.b"), json!("true"));
+        assert_eq!(cell("string", ".spec.o"), json!(r#"{"k":[1,"x"]}"#));
+        assert_eq!(cell("string", ".spec.n"), Value::Null);
+        assert_eq!(cell("string", ".spec.missing"), Value::Null);
+        assert_eq!(cell("integer", ".spec.i"), json!(7));
+        assert_eq!(cell("integer", ".spec.f"), json!(2));
+        assert_eq!(cell("integer", ".spec.neg"), json!(-2));
+        assert_eq!(cell("integer", ".spec.s"), Value::Null);
+        assert_eq!(cell("number", ".spec.f"), json!(2.75));
+        assert_eq!(cell("number", ".spec.b"), Value::Null);
+        assert_eq!(cell("boolean", ".spec.b"), json!(true));
+        assert_eq!(cell("boolean", ".spec.s"), Value::Null);
+        assert_eq!(cell("date", ".spec.when"), json!("3d"));
+        assert_eq!(cell("date", ".spec.bad"), json!("<invalid>"));
+        assert_eq!(cell("date", ".spec.empty"), json!("<unknown>"));
+        assert_eq!(cell("date", ".spec.i"), Value::Null);
+        assert_eq!(cell("string", ".spec.list[*].name"), json!("first"));
+        assert_eq!(cell("string", ".spec.list[-1].name"), json!("second"));
+        assert_eq!(cell("string", ".spec.list[-3].name"), Value::Null);
+        let info = KindSpec::new("x.io", "v1", "things", "Thing").printer(Printer::Columns(vec![
+            PrinterColumn {
+                format: "int32".into(),
+                ..col("integer", ".spec.i")
+            },
+            col("date", ".spec.when"),
+        ]));
+        let defs = column_definitions(&info);
+        assert_eq!(defs[1]["type"], "integer");
+        assert_eq!(defs[1]["format"], "int32");
+        assert_eq!(defs[2]["type"], "date");
     }
 
     #[test]

@@ -321,6 +321,7 @@ fn read_version(v: &Value) -> Result<Version, String> {
                             .and_then(Value::as_i64)
                             .and_then(|p| i32::try_from(p).ok())
                             .unwrap_or(0),
+                        format: str_at(c, "format").unwrap_or("").to_owned(),
                     })
                 })
                 .collect::<Result<Vec<_>, &str>>()

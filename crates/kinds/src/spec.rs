@@ -40,6 +40,8 @@ pub struct PrinterColumn {
     pub description: String,
     /// 0 for the default view, 1 and up for `-o wide`.
     pub priority: i32,
+    /// The OpenAPI format clients are told (a CRD column's `format`), `""` for none.
+    pub format: String,
 }
 
 impl PrinterColumn {
@@ -51,6 +53,7 @@ impl PrinterColumn {
             json_path: json_path.into(),
             description: String::new(),
             priority: 0,
+            format: String::new(),
         }
     }
 
