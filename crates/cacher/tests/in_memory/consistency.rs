@@ -284,3 +284,27 @@ async fn a_check_holds_up_neither_writes_nor_watches() {
         "{outcome:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_rebuilds_a_wrong_cache_and_the_next_check_agrees() {
+    let probe = Probe::new(MemStore::new());
+    let mut registry = Registry::default();
+    let cacher = cacher(&probe, &mut registry, PERIOD, 1000);
+    cacher.wait_ready().await;
+    put(&cacher, pod("ns", "a", "n1", 0)).await;
+    cacher.set_faults(vec![MissEvents::new(Some("ns"), "lost")]);
+    put(&cacher, pod("ns", "lost", "n1", 0)).await;
+    eventually("the corruption is detected", || !cacher.is_consistent()).await;
+
+    // The cache relists (its storage watch fails): the new list has the object.
+    cacher.set_faults(Vec::new());
+    let generation = cacher.ready_state().1;
+    probe.cut_watches();
+    eventually("the cache relists", || cacher.ready_state().1 > generation).await;
+    eventually("a check agrees again", || cacher.is_consistent()).await;
+    probe.lists_fail.store(true, Ordering::SeqCst);
+    let any = ListOptions::recursive().at(Some(0), None);
+    let from_cache = cacher.list(&all(), &any).await.unwrap();
+    assert_eq!(from_cache.items.len(), 2, "the rebuilt cache answers");
+    probe.lists_fail.store(false, Ordering::SeqCst);
+}
