@@ -122,6 +122,7 @@ pub async fn build_api(
         metrics: cacher_metrics.clone(),
         consistent_reads_from_cache,
         consistent_read_fallback: opts.watch_cache_consistent_read_fallback,
+        consistency_check_period: opts.watch_cache_consistency_check_period,
         window_bytes: (opts.watch_cache_window_bytes > 0).then_some(opts.watch_cache_window_bytes),
     };
     // The versions of one CRD share the storage version's storage (listed first); the
@@ -422,6 +423,7 @@ struct CacheOptions {
     metrics: CacherMetrics,
     consistent_reads_from_cache: bool,
     consistent_read_fallback: bool,
+    consistency_check_period: std::time::Duration,
     window_bytes: Option<usize>,
 }
 
@@ -440,6 +442,7 @@ impl CacheOptions {
             CacherConfig::new(info.storage_resource.clone()).with_metrics(self.metrics.clone());
         config.consistent_reads_from_cache = self.consistent_reads_from_cache;
         config.consistent_read_fallback = self.consistent_read_fallback;
+        config.consistency_check_period = self.consistency_check_period;
         config.initial_wait = self.initial_wait;
         let window_bytes = self.window_bytes;
         config = config.with_watch_cache(|c| c.with_window_byte_budget(window_bytes));

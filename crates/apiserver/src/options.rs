@@ -318,6 +318,15 @@ pub struct Options {
         value_parser = flags::go_bool, action = clap::ArgAction::Set,
         help_heading = heading::WATCH_CACHE)]
     pub watch_cache_consistent_read_fallback: bool,
+    /// How often each resource's watch cache is compared with the storage (the keys and
+    /// resource versions of every object, at one revision); on a mismatch the resource's
+    /// lists and gets read the storage until a check agrees again
+    /// (`apiserver_storage_consistency_checks_total`). Each check starts between half this
+    /// and this long after the previous one. 0: no checks. [upstream: 5m, the
+    /// DetectCacheInconsistency feature gate]
+    #[arg(long, default_value = "5m", value_parser = flags::duration,
+        help_heading = heading::WATCH_CACHE)]
+    pub watch_cache_consistency_check_period: Duration,
     /// Bytes of history each resource's watch cache keeps at most: the object versions only
     /// its event window (and pinned list states) hold, beyond the current objects. Past it
     /// the oldest events are dropped, whatever the event count; a watch from before the

@@ -56,9 +56,19 @@ pub struct CacherConfig {
     /// resource created at run time (a new custom resource's cache lists an empty or small
     /// collection in milliseconds), whose first clients would otherwise pay a backoff.
     pub initial_wait: Duration,
+    /// How often the cache's state is compared with the backend's (see `consistency`):
+    /// each check starts between half this and this long after the previous one ended
+    /// (upstream's `DetectCacheInconsistency`, 5 minutes); zero turns the checks off.
+    pub consistency_check_period: Duration,
+    /// Objects per page of the backend lists a consistency check reads (and per chunk of
+    /// the cache's state it hashes): what a check holds at once.
+    pub consistency_check_page_size: u32,
     /// Where the metrics go.
     pub metrics: CacherMetrics,
 }
+
+/// The default [`CacherConfig::consistency_check_period`] (upstream's `CheckPeriod`).
+pub const DEFAULT_CONSISTENCY_CHECK_PERIOD: Duration = Duration::from_secs(5 * 60);
 
 /// The default [`CacherConfig::replay_encoding_budget`].
 pub const DEFAULT_REPLAY_ENCODING_BUDGET: usize = 32 << 20;
@@ -85,6 +95,8 @@ impl CacherConfig {
             consistent_read_fallback: true,
             replay_encoding_budget: DEFAULT_REPLAY_ENCODING_BUDGET,
             initial_wait: Duration::ZERO,
+            consistency_check_period: DEFAULT_CONSISTENCY_CHECK_PERIOD,
+            consistency_check_page_size: 1000,
             metrics: CacherMetrics::default(),
         }
     }
@@ -109,6 +121,13 @@ impl CacherConfig {
     #[must_use]
     pub fn with_initial_wait(mut self, wait: Duration) -> Self {
         self.initial_wait = wait;
+        self
+    }
+
+    /// Sets [`CacherConfig::consistency_check_period`] (zero: no checks).
+    #[must_use]
+    pub fn with_consistency_check_period(mut self, period: Duration) -> Self {
+        self.consistency_check_period = period;
         self
     }
 

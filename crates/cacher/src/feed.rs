@@ -133,6 +133,19 @@ async fn run_reflector(
                 continue;
             }
         };
+        #[cfg(feature = "fault-injection")]
+        if let ReflectorEvent::Apply(o) | ReflectorEvent::Delete(o) = &ev
+            && inner.faults.misses(o)
+        {
+            let _ = arrivals.take(o.resource_version());
+            tracing::warn!(
+                resource,
+                rv = o.resource_version(),
+                name = o.name(),
+                "fault injection: the watch cache misses this event"
+            );
+            continue;
+        }
         match ev {
             ReflectorEvent::Init => {
                 relist.clear();

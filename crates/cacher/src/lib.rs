@@ -48,8 +48,11 @@
 
 mod cache_metrics;
 mod config;
+mod consistency;
 mod dispatch;
 mod event;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
 mod feed;
 #[cfg(test)]
 mod import_graph;
@@ -72,7 +75,10 @@ use listwatch_watchcache::{WatchCache, WatchCacheReader};
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-pub use crate::config::{CacherConfig, DEFAULT_REPLAY_ENCODING_BUDGET};
+pub use crate::config::{
+    CacherConfig, DEFAULT_CONSISTENCY_CHECK_PERIOD, DEFAULT_REPLAY_ENCODING_BUDGET,
+};
+pub use crate::consistency::{ConsistencyCheck, Digest};
 pub use crate::lw::StorageListerWatcher;
 pub use crate::metrics::{CacherMetrics, ResourceLabel};
 
@@ -124,6 +130,12 @@ pub(crate) struct Inner {
     pub(crate) last_error: std::sync::Mutex<Option<String>>,
     /// When [`Inner::warn_stale`] last warned.
     last_stale_warning: std::sync::Mutex<Option<Instant>>,
+    /// False while the last consistency check found the cache disagreeing with the
+    /// backend: lists and gets then read the backend (see `consistency`, the only writer).
+    consistent: std::sync::atomic::AtomicBool,
+    /// Events the feeder is to miss (see `fault`).
+    #[cfg(feature = "fault-injection")]
+    faults: fault::Faults,
 }
 
 /// How often [`Inner::warn_stale`] may warn per resource.
@@ -189,6 +201,16 @@ impl Inner {
 
     fn ready_state(&self) -> ReadyState {
         self.ready.borrow().state
+    }
+
+    /// Whether reads may come from the cache as far as the consistency checks know; when
+    /// not, counts the read that goes to the backend instead.
+    fn consistent_or_count(&self) -> bool {
+        let consistent = self.consistent.load(std::sync::atomic::Ordering::SeqCst);
+        if !consistent {
+            self.metrics.inconsistent_reads_from_backend.inc();
+        }
+        consistent
     }
 
     /// Says (at most once a minute per resource) that a request waited for the cache to
@@ -332,6 +354,9 @@ impl Cacher {
             recent: Arc::new(Recent::new(config.replay_encoding_budget)),
             last_error: std::sync::Mutex::new(None),
             last_stale_warning: std::sync::Mutex::new(None),
+            consistent: std::sync::atomic::AtomicBool::new(true),
+            #[cfg(feature = "fault-injection")]
+            faults: fault::Faults::from_env(&config.resource),
             config,
         });
         let dispatcher = Dispatcher::new(
@@ -349,6 +374,7 @@ impl Cacher {
         tokio::spawn(dispatcher.run(rx, inner.stop.subscribe()));
         tokio::spawn(feed::feed(Arc::clone(&inner), cache, tx));
         tokio::spawn(feed::request_progress(Arc::clone(&inner)));
+        tokio::spawn(consistency::run(Arc::clone(&inner)));
         Self {
             _stop: Arc::new(StopOnDrop(Arc::clone(&inner))),
             inner,
@@ -388,6 +414,27 @@ impl Cacher {
             .wait_until_fresh(rv, None)
             .await
             .map(|_| ())
+    }
+
+    /// Compares the cache with the backend now, as the periodic check does (see
+    /// [`CacherConfig::consistency_check_period`]), and acts on the outcome the same way.
+    pub async fn check_consistency(&self) -> ConsistencyCheck {
+        consistency::check(&self.inner).await
+    }
+
+    /// False while the last consistency check found the cache disagreeing with the backend
+    /// (lists and gets then read the backend).
+    pub fn is_consistent(&self) -> bool {
+        self.inner
+            .consistent
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Makes the cache miss the events of these objects from now on (none: every event is
+    /// applied again); see `fault`. Tests only.
+    #[cfg(feature = "fault-injection")]
+    pub fn set_faults(&self, faults: Vec<fault::MissEvents>) {
+        self.inner.faults.set(faults);
     }
 
     /// How many watchers are registered with the dispatcher.
@@ -496,7 +543,10 @@ impl Storage for Cacher {
         let inner = &self.inner;
         // A consistent get (no version) reads the backend, as upstream does; so does any get
         // while the cache is not ready (KEP-4568).
-        if inner.not_ready().is_some() || opts.resource_version.is_none() {
+        if inner.not_ready().is_some()
+            || opts.resource_version.is_none()
+            || !inner.consistent_or_count()
+        {
             return inner.backend.get(key, opts).await;
         }
         let rv = opts.resource_version.unwrap_or(0);
@@ -507,6 +557,11 @@ impl Storage for Cacher {
     async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         opts.validate_list()?;
         let inner = &self.inner;
+        if !inner.consistent_or_count() {
+            // The last consistency check found the cache wrong: the backend answers every
+            // list, whatever its version, limit or token (see `consistency`).
+            return inner.backend.list(key, opts).await;
+        }
         inner.wait_first_list().await;
         if let Some(e) = inner.not_ready() {
             // Upstream (KEP-4568): only what etcd serves cheaply is delegated, a page of
@@ -658,10 +713,11 @@ impl Storage for Cacher {
             (None, None) => inner.config.consistent_reads_from_cache,
             (None, Some(rv)) => !inner.delegate_behind(rv),
         };
+        let consistent = inner.consistent.load(std::sync::atomic::Ordering::SeqCst);
         Some(ListCost {
             object_count,
             average_object_bytes: bytes.checked_div(object_count).unwrap_or(0),
-            from_cache,
+            from_cache: from_cache && consistent,
         })
     }
 

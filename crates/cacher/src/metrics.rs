@@ -36,6 +36,9 @@ pub struct CacherMetrics {
     freshness_waits: Family<ResourceLabel, Counter>,
     freshness_timeouts: Family<ResourceLabel, Counter>,
     dispatch_stages: Family<StageLabels, StageHistogram>,
+    consistency_checks: Family<CheckLabels, Counter>,
+    inconsistent: Family<ResourceLabel, Gauge>,
+    inconsistent_reads_from_backend: Family<ResourceLabel, Counter>,
     /// The watch caches' own families (see `cache_metrics`).
     watch_cache: WatchCacheFamilies,
 }
@@ -61,6 +64,9 @@ impl Default for CacherMetrics {
             freshness_waits: Family::default(),
             freshness_timeouts: Family::default(),
             dispatch_stages: Family::default(),
+            consistency_checks: Family::default(),
+            inconsistent: Family::default(),
+            inconsistent_reads_from_backend: Family::default(),
             watch_cache: WatchCacheFamilies::default(),
         }
     }
@@ -76,6 +82,11 @@ impl CacherMetrics {
             m.dispatch_stages.clone(),
         );
         m.watch_cache.register(registry);
+        registry.register(
+            "apiserver_storage_consistency_checks",
+            "Consistency checks between the backend and the watch cache, by resource and status: success (the keys and versions agree), failure (they differ: reads of the resource go to the backend until a check agrees), error (no comparison could be made)",
+            m.consistency_checks.clone(),
+        );
         let r = registry.sub_registry_with_prefix("listwatch_cacher");
         r.register(
             "events_dispatched",
@@ -157,6 +168,16 @@ impl CacherMetrics {
             "Waits for the cache to reach a version that ran out of time (the freshness timeout, 3 s)",
             m.freshness_timeouts.clone(),
         );
+        r.register(
+            "inconsistent",
+            "1 while the last consistency check found the watch cache disagreeing with the backend (lists and gets of the resource read the backend), else 0",
+            m.inconsistent.clone(),
+        );
+        r.register(
+            "inconsistent_reads_from_backend",
+            "Lists and gets read from the backend because the last consistency check found the watch cache disagreeing with it",
+            m.inconsistent_reads_from_backend.clone(),
+        );
         m
     }
 
@@ -194,6 +215,19 @@ impl CacherMetrics {
             storage_watch_failures: self.storage_watch_failures.get_or_create(&l).clone(),
             freshness_waits: self.freshness_waits.get_or_create(&l).clone(),
             freshness_timeouts: self.freshness_timeouts.get_or_create(&l).clone(),
+            checks: ["success", "failure", "error"].map(|status| {
+                self.consistency_checks
+                    .get_or_create(&CheckLabels {
+                        resource: resource.to_owned(),
+                        status,
+                    })
+                    .clone()
+            }),
+            inconsistent: self.inconsistent.get_or_create(&l).clone(),
+            inconsistent_reads_from_backend: self
+                .inconsistent_reads_from_backend
+                .get_or_create(&l)
+                .clone(),
             stages: Stages::new(|stage| {
                 self.dispatch_stages
                     .get_or_create(&StageLabels {
@@ -225,6 +259,17 @@ pub(crate) struct ResourceMetrics {
     pub(crate) storage_watch_failures: Counter,
     pub(crate) freshness_waits: Counter,
     pub(crate) freshness_timeouts: Counter,
+    /// Consistency checks by status: success, failure, error (`consistency`).
+    pub(crate) checks: [Counter; 3],
+    pub(crate) inconsistent: Gauge,
+    pub(crate) inconsistent_reads_from_backend: Counter,
     /// Dispatch latency by stage (`latency`).
     pub(crate) stages: Stages,
+}
+
+/// The labels of upstream's `apiserver_storage_consistency_checks_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub(crate) struct CheckLabels {
+    resource: String,
+    status: &'static str,
 }

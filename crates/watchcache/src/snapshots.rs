@@ -187,6 +187,13 @@ impl Pins {
         self.update_len(&inner);
     }
 
+    /// Drops every pin, keeping the generation (the cache's state was found corrupt).
+    pub(crate) fn clear(&self) {
+        let mut inner = self.lock();
+        inner.by_rv.clear();
+        self.update_len(&inner);
+    }
+
     /// A compaction to `revision`: the pins below it can no longer be read.
     pub(crate) fn drop_below(&self, revision: u64) {
         if self.len() == 0 {

@@ -2,6 +2,7 @@
 //! client, and kubectl.
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod consistency;
 pub mod fault_proxy;
 pub mod metrics;
 pub mod python;
@@ -48,7 +49,12 @@ impl Server {
 
     /// Starts the binary listening on `bind` (e.g. the address of a server that stopped).
     pub fn start_at(bind: &str, extra: &[&str]) -> Self {
-        Self::spawn(bind, extra, None)
+        Self::spawn(bind, extra, None, &[])
+    }
+
+    /// Starts the binary on a free loopback port with extra flags and environment variables.
+    pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::spawn("127.0.0.1:0", extra, None, env)
     }
 
     /// Starts the binary listening on `bind` and keeps what it prints: the stdout lines
@@ -56,13 +62,14 @@ impl Server {
     /// stderr).
     pub fn start_logged(bind: &str, extra: &[&str]) -> (Self, Logs) {
         let logs = Logs::default();
-        (Self::spawn(bind, extra, Some(logs.clone())), logs)
+        (Self::spawn(bind, extra, Some(logs.clone()), &[]), logs)
     }
 
-    fn spawn(bind: &str, extra: &[&str], logs: Option<Logs>) -> Self {
+    fn spawn(bind: &str, extra: &[&str], logs: Option<Logs>, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_listwatch-apiserver"))
             .args(["--bind", bind, "--log-level", "warn"])
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(if logs.is_some() {
                 Stdio::piped()

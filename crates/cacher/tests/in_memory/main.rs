@@ -16,6 +16,7 @@ mod common;
 mod behaviour;
 mod bookmarks;
 mod conformance_memstore;
+mod consistency;
 mod consistent_reads;
 mod continue_pages;
 mod dispatch_latency;

@@ -51,6 +51,14 @@ impl WatchCacheReader {
         self.shared.published.borrow().rv
     }
 
+    /// Drops every pinned past state (the next Exact list or continuation at a past version
+    /// rebuilds from the window, or is `Expired`). The cacher calls it when its consistency
+    /// check finds the cache's state disagreeing with the backend's: a state pinned from a
+    /// corrupt cache must not be read again. Pins taken later are kept as usual.
+    pub fn drop_snapshots(&self) {
+        self.view().pins.clear();
+    }
+
     /// Whether some reader is waiting in [`wait_until_fresh`](Self::wait_until_fresh); the
     /// owner then asks the backend for progress notifications.
     pub fn has_waiters(&self) -> bool {
