@@ -449,14 +449,13 @@ impl<L: ListerWatcher> Machine<L> {
                         return Ok(out);
                     }
                     Some(Some(Err(e))) if e.is_skipped_object() => {
-                        // Skipped: the watch goes on past its version.
-                        if let Error::SkippedObject {
-                            resource_version, ..
-                        } = &e
+                        // Skipped: the watch goes on past its version. A skipped delete
+                        // (`Error::SkippedDelete`) is applied by its key by the store's
+                        // feeder (`reflector`, the informer).
+                        if let Some(resource_version) = e.skipped_resource_version()
+                            && !no_version(resource_version)
                         {
-                            if !no_version(resource_version) {
-                                self.last_rv = Some(resource_version.clone());
-                            }
+                            self.last_rv = Some(resource_version.to_owned());
                         }
                         self.state = State::Watching {
                             stream,
@@ -517,7 +516,13 @@ impl<L: ListerWatcher> Machine<L> {
     /// frame as an `ERROR` event, which ends `ListAndWatch` and waits its backoff; a dropped
     /// connection re-watches as a watch that ended.
     fn after_watch_error(&mut self, started: Instant, events: u64, e: &Error) {
-        if matches!(e, Error::Decode(_) | Error::Typed(_)) {
+        if matches!(e, Error::Typed(_)) {
+            // An object that does not decode and cannot be named (its metadata does not
+            // read): watching again from the last version would meet it again, and a delete
+            // it may be cannot be applied by key. Relist, as client-go does after a watch
+            // decode error (the store keeps its state until the list completes).
+            self.back_off(State::Empty, None);
+        } else if matches!(e, Error::Decode(_)) {
             self.back_off(State::Listed, None);
         } else {
             self.after_watch_end(started, events);
