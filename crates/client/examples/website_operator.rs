@@ -481,6 +481,9 @@ pub async fn run(
             shutdown,
         )
         .await;
+    // Events are written in the background (`Recorder::publish` never waits): write what is
+    // still queued before going.
+    ctx.recorder.flush(Duration::from_secs(5)).await;
     Ok(())
 }
 

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use listwatch_client::events::{EventData, EventType, MAX_QUEUED, Recorder};
 use listwatch_client::{
     Action, Api, Controller, EventHandler, HttpClient, HttpConfig, Informer, InformerConfig,
     ObjectKey, SyncError,
@@ -467,4 +468,92 @@ async fn an_unnamable_undecodable_delete_forces_a_relist() {
         gone.is_ok(),
         "no relist after the undecodable delete ({lists} lists)"
     );
+}
+
+fn website() -> ObjectReference {
+    ObjectReference {
+        api_version: Some("example.com/v1".into()),
+        kind: Some("Website".into()),
+        namespace: Some("ns".into()),
+        name: Some("w".into()),
+        uid: Some("u1".into()),
+        ..ObjectReference::default()
+    }
+}
+
+/// rtcl M4: the recorder's series key included the message, so events differing only in it
+/// (an error text with a version) were each a new Event, for ever. client-go's
+/// EventCorrelator combines similar events after 10 distinct messages in 10 minutes into one
+/// "(combined from similar events)" Event whose count is raised, and its spam filter lets 25
+/// writes about one object through, then one per 5 minutes: 50 failures with varying
+/// messages make at most 11 Events (here 10 creates, 15 count updates, 25 held back).
+#[tokio::test]
+async fn events_differing_only_in_their_message_do_not_create_an_event_each() {
+    let (url, log) = scripted(|method, _, _| {
+        let body = r#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"e","namespace":"ns"}}"#;
+        Reply::Body(if method == "POST" { 201 } else { 200 }, body.into())
+    })
+    .await;
+    let client = HttpClient::new(HttpConfig::new(&url).unwrap()).unwrap();
+    let recorder = Recorder::new(client, "example.com/op", "op-0");
+    for i in 0..50 {
+        let data = EventData {
+            type_: EventType::Warning,
+            reason: "ReconcileFailed".into(),
+            action: "Reconcile".into(),
+            note: Some(format!(
+                "Operation cannot be fulfilled: the object has been modified (resourceVersion {})",
+                1000 + i
+            )),
+        };
+        recorder.publish(&website(), &data).await.unwrap();
+    }
+    assert!(recorder.flush(Duration::from_secs(30)).await);
+    let log = log.lock().unwrap();
+    let creates = log.iter().filter(|(m, _)| m == "POST").count();
+    let updates = log.iter().filter(|(m, _)| m == "PATCH").count();
+    assert!(
+        creates <= 11,
+        "{creates} Event objects created for one failing reconcile ({} writes in all)",
+        log.len()
+    );
+    assert_eq!((creates, updates), (10, 15), "{log:?}");
+    let stats = recorder.stats();
+    assert_eq!((stats.queued, stats.written, stats.filtered), (50, 25, 25));
+}
+
+/// rtcl M5: `Recorder::publish` is awaited inside the reconcile and retried an unreachable
+/// server 12 times with waits up to 2 s: each publish held the reconcile ~15 s. client-go's
+/// `Eventf` never blocks (the broadcaster queues and retries in the background). Now it
+/// queues and returns; past the queue's bound events are dropped and counted, never waited
+/// for.
+#[tokio::test(start_paused = true)]
+async fn publishing_an_event_does_not_hold_the_reconcile_while_the_server_is_unreachable() {
+    // A port with nothing listening: every connection is refused at once.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let client = HttpClient::new(HttpConfig::new(&url).unwrap()).unwrap();
+    let recorder = Recorder::new(client, "example.com/op", "op-0");
+    let data = EventData {
+        type_: EventType::Normal,
+        reason: "ChildrenApplied".into(),
+        action: "Reconcile".into(),
+        note: None,
+    };
+    let start = tokio::time::Instant::now();
+    let r = recorder.publish(&website(), &data).await;
+    let held = start.elapsed();
+    assert!(
+        held < Duration::from_secs(1),
+        "publish held the reconcile {held:?} (virtual) before returning {r:?}"
+    );
+    // A burst past the queue's bound: dropped and counted, nothing waited for.
+    for _ in 0..MAX_QUEUED + 10 {
+        recorder.publish(&website(), &data).await.unwrap();
+    }
+    assert_eq!(start.elapsed(), held, "publish waited for the queue");
+    let stats = recorder.stats();
+    assert!(stats.dropped >= 9, "{stats:?}");
+    assert_eq!(stats.queued + stats.dropped, MAX_QUEUED as u64 + 11);
 }
