@@ -48,6 +48,8 @@ use crate::resource::Resource;
 ///   other errors → `Backoff { then: Empty }`.
 /// - `Watching` → events; normal end, dropped connection or idle deadline → `Listed`; a
 ///   frame that does not decode (or an event without a version) → `Backoff { then: Listed }`;
+///   an object that does not decode and whose metadata does not read either
+///   (`Error::Typed`: it cannot even be named) → `Backoff { then: Empty }`;
 ///   an `ERROR` event with 429 → `Backoff { then: Listed }`, with 500 → the same while within
 ///   the retry window; very short watch or any other `ERROR` → `Backoff { then: Empty }`.
 /// - `Backoff` → `then` when the delay is over.
@@ -55,7 +57,8 @@ use crate::resource::Resource;
 ///   ([`Error::SkippedObject`]) fails the list as a whole → `Backoff { then: Empty }` (as
 ///   client-go and kube-rs): a list that went on without it would, at `InitDone`, delete the
 ///   live object from the store. In `Watching` it is yielded as an error and the state stays:
-///   the watch goes on past its version.
+///   the watch goes on past its version; for a DELETED it is [`Error::SkippedDelete`],
+///   which the store's feeder applies by key.
 /// - [`Machine::abandon_list`] (the informer, when its transform panicked on an `InitApply`)
 ///   fails the list in progress the same way.
 pub(super) enum State<K> {
