@@ -308,13 +308,7 @@ async fn apply(ctx: &Context, website: &Website) -> listwatch_client::Result<Act
                 generation.unwrap_or_default()
             )),
         };
-        if let Err(e) = ctx
-            .recorder
-            .publish(&object_reference(website), &event)
-            .await
-        {
-            tracing::warn!(website = name, error = %e, "event not recorded");
-        }
+        publish(ctx, website, &event).await;
         let status = WebsiteStatus {
             observed_generation: generation,
             conditions: vec![want],
@@ -327,6 +321,23 @@ async fn apply(ctx: &Context, website: &Website) -> listwatch_client::Result<Act
     Ok(Action::Done)
 }
 
+/// Records `event` and waits (at most 15 s) until it is written: the status transition or
+/// finalizer removal that follows stops it from being published again, so it must be on the
+/// server first (a crash right after that write would lose a queued event). `publish` alone
+/// never waits.
+async fn publish(ctx: &Context, website: &Website, event: &EventData) {
+    if let Err(e) = ctx
+        .recorder
+        .publish(&object_reference(website), event)
+        .await
+    {
+        tracing::warn!(error = %e, "event not recorded");
+    }
+    if !ctx.recorder.flush(Duration::from_secs(15)).await {
+        tracing::warn!(reason = %event.reason, "event not written within 15 s");
+    }
+}
+
 async fn cleanup(ctx: &Context, website: &Website) -> listwatch_client::Result<Action> {
     record(&ctx.client, &record_key(website), None).await?;
     let event = EventData {
@@ -335,13 +346,7 @@ async fn cleanup(ctx: &Context, website: &Website) -> listwatch_client::Result<A
         action: "Cleanup".into(),
         note: Some("removed from the registry".into()),
     };
-    if let Err(e) = ctx
-        .recorder
-        .publish(&object_reference(website), &event)
-        .await
-    {
-        tracing::warn!(error = %e, "event not recorded");
-    }
+    publish(ctx, website, &event).await;
     // The children go with the Website: the garbage collector follows their owner references.
     Ok(Action::Done)
 }
@@ -481,6 +486,9 @@ pub async fn run(
             shutdown,
         )
         .await;
+    // Events are written in the background (`Recorder::publish` never waits): write what is
+    // still queued before going.
+    ctx.recorder.flush(Duration::from_secs(5)).await;
     Ok(())
 }
 

@@ -109,6 +109,6 @@ pub use runtime::{
     LeaderElector, LeaseLock, LeaseRecord, LeaseState, ListRequest, ListerWatcher, MetadataFields,
     ObjectKey, Page, PageEnd, PageItem, PageStream, Processing, RateLimits, Reflector, Resource,
     Result, Store, Subscription, SyncError, Transform, Typed, VersionMatch, WatchEvent,
-    WatchRequest, WatchStream, WorkQueue, Writer, WriterDropped, collect_page, controller,
-    dispatch, page_stream, predicate, reflector, store, watcher, workqueue,
+    WatchRequest, WatchStream, WorkQueue, Writer, collect_page, controller, dispatch, page_stream,
+    predicate, reflector, store, watcher, workqueue,
 };

@@ -7,9 +7,12 @@
 //! puts on the children it creates (kube-rs's `Resource::controller_owner_ref`,
 //! controller-runtime's `SetControllerReference`).
 //!
-//! Invariant: only the owner reference with `controller: true` whose `apiVersion` and `kind`
-//! are the owner type's counts (at most one per object, as the API server enforces); its key
-//! is in the owned object's namespace for a namespaced owner, cluster-wide otherwise.
+//! Invariant: only the owner reference with `controller: true` whose group (the `apiVersion`
+//! before its `/`, none for the core group) and `kind` are the owner type's counts (at most
+//! one per object, as the API server enforces); the version is not compared, as
+//! controller-runtime's `EnqueueRequestForOwner` and the garbage collector do not, so a child
+//! made while its owner was served at another version still maps to it. Its key is in the
+//! owned object's namespace for a namespaced owner, cluster-wide otherwise.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -21,18 +24,23 @@ pub fn controller_owner_key<Owner: ResourceType, K: HasMetadata<Metadata = Objec
     object: &K,
 ) -> Option<ObjectKey> {
     let meta = HasMetadata::metadata(object);
-    let api_version = ApiResource::of::<Owner>().api_version();
+    let group = Owner::group();
     let kind = Owner::kind();
-    let owner =
-        meta.owner_references.as_deref()?.iter().find(|r| {
-            r.controller == Some(true) && r.kind == kind && r.api_version == api_version
-        })?;
+    let owner = meta.owner_references.as_deref()?.iter().find(|r| {
+        r.controller == Some(true) && r.kind == kind && group_of(&r.api_version) == group
+    })?;
     let namespace = if <Owner::Scope as Scope>::NAMESPACED {
         meta.namespace.as_deref()
     } else {
         None
     };
     Some(ObjectKey::new(namespace, &owner.name))
+}
+
+/// The group of an `apiVersion`: what comes before its `/`, or `""` (the core group) when
+/// it has none (`v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.split_once('/').map_or("", |(group, _)| group)
 }
 
 /// The owner reference naming `owner` as the controller of an object: its `apiVersion`,
@@ -139,6 +147,7 @@ mod tests {
         let rs = owned(vec![
             reference("apps/v1", "Deployment", "not-controller", false),
             reference("v1", "Deployment", "wrong-group", true),
+            reference("extensions/v1beta1", "Deployment", "other-group", true),
             reference("apps/v1", "Deployment", "web", true),
         ]);
         assert_eq!(

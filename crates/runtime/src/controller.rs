@@ -8,9 +8,11 @@
 //! - an `Err` (or a panic) requeues the key with the per-key exponential backoff and the
 //!   overall token bucket; `Ok(Action::RequeueAfter(d))` forgets the failures and requeues
 //!   after `d`; `Ok(Action::Done)` forgets them;
-//! - shutdown stops the queue, drops the keys not yet handed out (a backlog of thousands of
-//!   keys does not delay shutdown) and waits, at most a deadline, for the reconciles in
-//!   flight only;
+//! - shutdown stops this run's workers from taking keys (a backlog of thousands of keys does
+//!   not delay it) and waits, at most a deadline, for the reconciles in flight only. The
+//!   queue itself is not shut down: the backlog, delayed keys and keys added after the stop
+//!   wait in it, so a later `run` over the same controller (the next leadership term)
+//!   reconciles them — a graceful stop is never a silent end of the controller;
 //! - **a cancelled reconcile strands no key**: dropping the future of [`Controller::run`]
 //!   (as a [`LeaderElector`](crate::LeaderElector) does when its lease is lost), aborting it
 //!   at the drain deadline or a panic hands each key being reconciled back to the queue, so
@@ -155,9 +157,12 @@ impl Controller {
         .await
     }
 
-    /// Runs `workers` workers calling `reconcile` until `shutdown` resolves, then stops the
-    /// queue (dropping the keys still waiting) and waits at most `drain` for the reconciles in
-    /// flight; returns whether they all finished.
+    /// Runs `workers` workers calling `reconcile` until `shutdown` resolves, then stops them
+    /// taking keys and waits at most `drain` for the reconciles in flight (those still running
+    /// then are cancelled and their keys handed back); returns whether they all finished.
+    /// The keys still waiting stay in the queue, and keys added afterwards are kept: a later
+    /// `run` of a clone of this controller reconciles them. Only
+    /// [`WorkQueue::shut_down`] on [`queue`](Self::queue) ends the controller for good.
     ///
     /// # Cancel safety
     /// Dropping the returned future cancels the reconciles in flight; their keys go back to
@@ -175,12 +180,23 @@ impl Controller {
         E: std::fmt::Display + Send + 'static,
     {
         let reconcile = Arc::new(reconcile);
+        // This run's stop signal: the queue is shared with later runs and not shut down.
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..workers.max(1) {
             let queue = self.queue.clone();
             let reconcile = Arc::clone(&reconcile);
+            let mut stopped = stopped.clone();
             tasks.spawn(async move {
-                while let Some(taken) = queue.get_guarded().await {
+                loop {
+                    // `get_guarded` takes a key only when it returns it, so dropping it for
+                    // the stop loses none.
+                    let taken = tokio::select! {
+                        biased;
+                        _ = stopped.wait_for(|s| *s) => break,
+                        taken = queue.get_guarded() => taken,
+                    };
+                    let Some(taken) = taken else { break };
                     // The guard hands the key back if this task is aborted mid-reconcile.
                     let key = taken.key().clone();
                     let outcome = std::panic::AssertUnwindSafe(reconcile(key.clone()))
@@ -207,11 +223,15 @@ impl Controller {
         }
         // Dropping `tasks` (this future dropped) aborts the workers: their guards requeue.
         shutdown.await;
-        let drained = self.queue.shut_down_in_flight(drain).await;
-        if drained {
-            while tasks.join_next().await.is_some() {}
-        } else {
+        stop.send_replace(true);
+        let drained =
+            tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} })
+                .await
+                .is_ok();
+        if !drained {
+            // Their guards hand the keys back to the queue for the next run.
             tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
         }
         drained
     }
@@ -347,6 +367,52 @@ mod tests {
             calls.load(Ordering::SeqCst),
             3,
             "reconciles after the shutdown signal (backlog drained)"
+        );
+    }
+
+    /// A graceful stop leaves the backlog and the delayed keys in the queue: the next run
+    /// (the next leadership term) reconciles them, and keys added in between.
+    #[tokio::test(start_paused = true)]
+    async fn a_graceful_stop_keeps_the_backlog_for_the_next_run() {
+        let c = Controller::default();
+        for i in 0..3 {
+            c.queue().add(ObjectKey::new(None, &format!("k{i}")));
+        }
+        c.queue()
+            .add_after(ObjectKey::new(None, "later"), Duration::from_secs(30));
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let reconcile = |seen: Arc<Mutex<Vec<String>>>| {
+            move |key: ObjectKey| {
+                seen.lock().unwrap().push(key.as_str().to_owned());
+                async {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Ok::<_, String>(Action::Done)
+                }
+            }
+        };
+        let first = c.clone().run(
+            1,
+            reconcile(Arc::clone(&seen)),
+            tokio::time::sleep(Duration::from_millis(1500)),
+            Duration::from_secs(60),
+        );
+        assert!(first.await);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["k0", "k1"],
+            "k1 was in flight at the stop"
+        );
+        c.queue().add(ObjectKey::new(None, "between"));
+        let second = c.clone().run(
+            1,
+            reconcile(Arc::clone(&seen)),
+            tokio::time::sleep(Duration::from_secs(60)),
+            Duration::from_secs(60),
+        );
+        assert!(second.await);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["k0", "k1", "k2", "between", "later"]
         );
     }
 

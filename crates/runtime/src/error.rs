@@ -58,6 +58,23 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// A watch `DELETED` event whose object does not decode into the requested type but
+    /// whose metadata reads: the object is gone whatever its last state, so the reflector's
+    /// store removes `key` (reporting its last cached state as deleted, final state unknown)
+    /// and the watch goes on past the version. A [`SkippedObject`](Error::SkippedObject)
+    /// otherwise ([`is_skipped_object`](Error::is_skipped_object) is true for both).
+    #[error(
+        "deleted object {key} (resourceVersion {resource_version}) does not decode into the requested type: {source}; removed by its key"
+    )]
+    SkippedDelete {
+        /// The object's key (`namespace/name`).
+        key: String,
+        /// Its resource version as sent (`""` when unreadable).
+        resource_version: String,
+        /// Why it does not decode.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A watch ended within the minimum watch duration without delivering anything
     /// (client-go's "very short watch"): the server is probably unhealthy.
     #[error("very short watch: closed after {0:?} with no events")]
@@ -113,10 +130,56 @@ impl Error {
         }
     }
 
-    /// Whether this is a per-object failure ([`Error::SkippedObject`]) after which a list or
-    /// watch goes on.
+    /// Whether this is a per-object failure ([`Error::SkippedObject`],
+    /// [`Error::SkippedDelete`]) after which a list or watch goes on.
     pub fn is_skipped_object(&self) -> bool {
-        matches!(self, Error::SkippedObject { .. })
+        matches!(
+            self,
+            Error::SkippedObject { .. } | Error::SkippedDelete { .. }
+        )
+    }
+
+    /// The resource version of a skipped object, as sent (`""` when unreadable).
+    pub fn skipped_resource_version(&self) -> Option<&str> {
+        match self {
+            Error::SkippedObject {
+                resource_version, ..
+            }
+            | Error::SkippedDelete {
+                resource_version, ..
+            } => Some(resource_version),
+            _ => None,
+        }
+    }
+
+    /// The same failure for a watch `DELETED` event: a [`SkippedObject`](Error::SkippedObject)
+    /// becomes a [`SkippedDelete`](Error::SkippedDelete); anything else is unchanged.
+    pub fn for_deleted(self) -> Self {
+        match self {
+            Error::SkippedObject {
+                key,
+                resource_version,
+                source,
+            } => Error::SkippedDelete {
+                key,
+                resource_version,
+                source,
+            },
+            other => other,
+        }
+    }
+
+    /// The store key of the object an [`Error::SkippedDelete`] names.
+    pub fn deleted_key(&self) -> Option<listwatch_api::resource::ObjectKey> {
+        match self {
+            Error::SkippedDelete { key, .. } => Some(match key.split_once('/') {
+                Some((namespace, name)) => {
+                    listwatch_api::resource::ObjectKey::new(Some(namespace), name)
+                }
+                None => listwatch_api::resource::ObjectKey::new(None, key),
+            }),
+            _ => None,
+        }
     }
 
     /// The HTTP code of an API error.

@@ -72,14 +72,12 @@ use listwatch_api::Object;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::informer_error::{
-    ERROR_BUFFER, describe, is_fatal_before_sync, panic_message, transformed,
-};
+use crate::informer_error::{ERROR_BUFFER, describe, panic_message, transformed};
 pub use crate::informer_error::{InformerError, SyncError};
 use crate::lister::ListerWatcher;
 use crate::reflector::{Config, Event, watcher_with_abandon};
 use crate::resource::{ObjectKey, Resource};
-use crate::store::{Delta, IndexFn, Store, Writer, WriterDropped};
+use crate::store::{Delta, IndexFn, Store, Writer};
 
 /// client-go `minimumResyncPeriod`.
 const MIN_RESYNC: Duration = Duration::from_secs(1);
@@ -261,9 +259,6 @@ struct Shared<K> {
     /// A receiver made before the driver started, for the first [`Informer::errors`] call,
     /// so that a failure reported between `spawn` and that call is not lost.
     first_errors: Mutex<Option<tokio::sync::broadcast::Receiver<InformerError>>>,
-    /// The last failure of the first list if it was fatal (see [`SyncError::Fatal`]); `None`
-    /// after a non-fatal failure or once synced.
-    fatal: tokio::sync::watch::Sender<Option<InformerError>>,
 }
 
 impl<K> Shared<K> {
@@ -343,7 +338,6 @@ impl<K: Resource> Informer<K> {
             default_resync: config.resync_period.map(|p| p.max(MIN_RESYNC)),
             errors,
             first_errors: Mutex::new(Some(first_errors)),
-            fatal: tokio::sync::watch::channel(None).0,
         });
         let driver = tokio::spawn(drive(
             lw,
@@ -372,30 +366,9 @@ impl<K: Resource> Informer<K> {
     ///
     /// Cancel safe, like [`Store::wait_until_synced`].
     pub async fn wait_until_synced(&self) -> Result<(), SyncError> {
-        let mut fatal = self.shared.fatal.subscribe();
-        let failed = async {
-            loop {
-                if let Some(e) = fatal.borrow_and_update().clone() {
-                    return e;
-                }
-                if fatal.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            }
-        };
-        tokio::select! {
-            biased;
-            synced = self.shared.store.wait_until_synced() => {
-                synced.map_err(|WriterDropped| SyncError::Stopped)
-            }
-            e = failed => {
-                if self.shared.store.has_synced() {
-                    Ok(())
-                } else {
-                    Err(SyncError::Fatal(e))
-                }
-            }
-        }
+        // The informer reports its fatal failures to its store: every reader of the store
+        // waits the same way.
+        self.shared.store.wait_until_synced().await
     }
 
     /// A receiver of the informer's failures (see the module doc). The first call's receiver
@@ -780,9 +753,7 @@ async fn drive<L: ListerWatcher>(
                                         // commit delete it: the list fails as a whole
                                         // instead, the store keeps its last good state.
                                         abandon.store(true, Ordering::Release);
-                                        if !shared.store.has_synced() {
-                                            shared.fatal.send_replace(Some(e.clone()));
-                                        }
+                                        writer.report_sync_failure(Some(e.clone()));
                                     }
                                     shared.report(e);
                                     continue;
@@ -808,29 +779,39 @@ async fn drive<L: ListerWatcher>(
                                 message: panic_message(p.as_ref()),
                             };
                             if !was_synced {
-                                shared.fatal.send_replace(Some(e.clone()));
+                                writer.report_sync_failure(Some(e.clone()));
                             }
                             shared.report(e);
                             continue;
                         }
                     };
                     let first_sync = !was_synced && shared.store.has_synced();
-                    if first_sync {
-                        shared.fatal.send_replace(None);
-                    }
                     if !deltas.is_empty() || first_sync {
                         publish(&shared, &mut reg, &deltas, first_sync);
                     }
                 }
                 Some(Err(e)) => {
-                    let fatal = !shared.store.has_synced() && is_fatal_before_sync(&e);
-                    let e = InformerError::Reflector(Arc::new(e));
-                    if fatal {
-                        shared.fatal.send_replace(Some(e.clone()));
-                    } else if shared.fatal.borrow().is_some() {
-                        shared.fatal.send_replace(None);
+                    // A fatal failure before the first sync fails the store's waits; a
+                    // delete whose object does not decode removes its key (an index
+                    // function runs on the removed object: caught as for an event).
+                    let mut reg = shared.lock();
+                    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        writer.apply_error(&e)
+                    }));
+                    match applied {
+                        Ok(Some(removed)) => {
+                            publish(&shared, &mut reg, std::slice::from_ref(&removed), false);
+                        }
+                        Ok(None) => {}
+                        Err(p) => {
+                            drop(reg);
+                            shared.report(InformerError::IndexPanicked {
+                                event: e.deleted_key().map_or_else(String::new, |k| k.to_string()),
+                                message: panic_message(p.as_ref()),
+                            });
+                        }
                     }
-                    shared.report(e);
+                    shared.report(InformerError::Reflector(Arc::new(e)));
                 }
                 None => return,
             },

@@ -52,11 +52,13 @@ pub enum InformerError {
     },
 }
 
-/// Why [`Informer::wait_until_synced`](crate::Informer::wait_until_synced) gave up.
+/// Why [`Informer::wait_until_synced`](crate::Informer::wait_until_synced) or
+/// [`Store::wait_until_synced`](crate::Store::wait_until_synced) gave up.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum SyncError {
-    /// The informer stopped (dropped, or its driver ended) before its first sync.
-    #[error("the informer stopped before its first sync")]
+    /// The informer stopped (dropped, or its driver ended), or the store's writer went
+    /// away, before the first sync.
+    #[error("stopped before the first sync: the informer or the store's writer went away")]
     Stopped,
     /// The last try of the first list failed in a way retries do not mend (400, 401, 403,
     /// 404, 405, 406), or a transform or an index function panicked on it. The informer keeps retrying.
@@ -72,6 +74,21 @@ pub enum SyncError {
 pub(crate) fn is_fatal_before_sync(e: &Error) -> bool {
     matches!(e.code(), Some(400 | 401 | 403 | 404 | 405 | 406))
         || matches!(e, Error::Config(_) | Error::Request(_))
+}
+
+/// A copy of `e` when it is fatal before the first sync ([`is_fatal_before_sync`]): those
+/// variants hold plain data, so the caller keeps `e` and the store gets the copy.
+pub(crate) fn fatal_copy(e: &Error) -> Option<Error> {
+    if !is_fatal_before_sync(e) {
+        return None;
+    }
+    Some(match e {
+        Error::Api(status) => Error::Api(status.clone()),
+        Error::Config(m) => Error::Config(m.clone()),
+        Error::Request(m) => Error::Request(m.clone()),
+        // A fatal code is an `Api` error; anything else is described.
+        other => Error::Decode(other.to_string()),
+    })
 }
 
 /// The message of a caught panic.

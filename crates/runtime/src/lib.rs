@@ -101,6 +101,6 @@ pub use predicate::Filtered;
 pub use reflector::{Config, Event, Reflector, reflector, watcher};
 pub use resource::{HasMetadata, MetadataFields, ObjectKey, Resource};
 pub use shard::Sharded;
-pub use store::{Delta, IndexFn, Store, Writer, WriterDropped};
+pub use store::{Delta, IndexFn, Store, Writer};
 pub use token_bucket::TokenBucket;
 pub use workqueue::{Processing, RateLimits, WorkQueue};

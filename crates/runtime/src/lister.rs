@@ -322,7 +322,15 @@ where
     async fn watch(&self, request: &WatchRequest) -> Result<WatchStream<K>> {
         let events = self.inner.watch(request).await?;
         Ok(events
-            .and_then(|e| futures::future::ready(e.try_map(decode)))
+            .and_then(|e| {
+                futures::future::ready(match e {
+                    // The object is gone: one that does not decode still names what to remove.
+                    WatchEvent::Deleted(o) => decode(o)
+                        .map(WatchEvent::Deleted)
+                        .map_err(Error::for_deleted),
+                    e => e.try_map(decode),
+                })
+            })
             .boxed())
     }
 }

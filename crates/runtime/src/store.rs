@@ -38,6 +38,17 @@
 //! lock only map operations run. A panicking index function therefore unwinds before
 //! anything changed: readers keep the whole previous state (a relist is never half applied),
 //! and the lock is not poisoned.
+//!
+//! # Waiting for the first sync can fail
+//!
+//! [`Store::wait_until_synced`] returns once the first relist completed, and fails with
+//! [`SyncError::Fatal`] while the feeder has reported ([`Writer::report_sync_failure`]) that
+//! the first list fails in a way retries do not mend (a 403 for missing RBAC, a 404 for a
+//! resource the server does not serve): every reader, not only the informer, sees the
+//! failure instead of waiting for good (client-go's `WaitForCacheSync` and kube-rs's
+//! `wait_until_ready` wait). The [`reflector`](crate::reflector()) and the
+//! [`Informer`](crate::Informer) report such failures; a failure is cleared by a later
+//! non-fatal one and never reported once synced.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -45,6 +56,7 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::watch;
 
+use crate::informer_error::{InformerError, SyncError};
 use crate::reflector::Event;
 use crate::resource::{ObjectKey, Resource};
 
@@ -186,11 +198,22 @@ struct Relist<K> {
     staged: HashMap<ObjectKey, Arc<K>>,
 }
 
+/// Where a store is on its way to its first sync; readers wait on it.
+#[derive(Debug, Clone)]
+enum SyncState {
+    /// Not synced; the feeder has not reported a fatal failure (or a later try cleared it).
+    Pending,
+    /// Not synced; the first list's last try failed in a way retries do not mend.
+    Failed(InformerError),
+    /// The first relist completed.
+    Synced,
+}
+
 /// The one writer of a store. Not `Clone`: exactly one reflector feeds a store.
 pub struct Writer<K> {
     shared: Arc<Shared<K>>,
-    /// `true` once the first relist completed; readers wait on it.
-    synced: watch::Sender<bool>,
+    /// The way to the first sync; readers wait on it.
+    synced: watch::Sender<SyncState>,
     generation: u64,
     relist: Option<Relist<K>>,
 }
@@ -198,7 +221,7 @@ pub struct Writer<K> {
 /// A cheap, cloneable reader of a store.
 pub struct Store<K> {
     shared: Arc<Shared<K>>,
-    synced: watch::Receiver<bool>,
+    synced: watch::Receiver<SyncState>,
 }
 
 impl<K> Clone for Store<K> {
@@ -220,11 +243,6 @@ impl<K> fmt::Debug for Store<K> {
     }
 }
 
-/// The writer went away before the store ever synced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("store writer dropped before the first sync")]
-pub struct WriterDropped;
-
 impl<K: Resource> Default for Writer<K> {
     fn default() -> Self {
         Self::new(Vec::new())
@@ -235,7 +253,7 @@ impl<K: Resource> Writer<K> {
     /// A writer with the given index functions (name, function).
     pub fn new(indexers: Vec<(String, IndexFn<K>)>) -> Self {
         let indices = indexers.iter().map(|_| HashMap::new()).collect();
-        let (synced, _) = watch::channel(false);
+        let (synced, _) = watch::channel(SyncState::Pending);
         Self {
             shared: Arc::new(Shared {
                 state: RwLock::new(State {
@@ -257,6 +275,29 @@ impl<K: Resource> Writer<K> {
             shared: Arc::clone(&self.shared),
             synced: self.synced.subscribe(),
         }
+    }
+
+    /// Whether the first relist has completed.
+    pub fn has_synced(&self) -> bool {
+        matches!(*self.synced.borrow(), SyncState::Synced)
+    }
+
+    /// Reports that the first list failed in a way retries do not mend (`Some`), so that
+    /// [`Store::wait_until_synced`] fails with [`SyncError::Fatal`] instead of waiting, or
+    /// that it no longer is (`None`: a later try failed otherwise). Ignored once synced.
+    pub fn report_sync_failure(&self, failure: Option<InformerError>) {
+        self.synced
+            .send_if_modified(|state| match (&*state, failure) {
+                (SyncState::Synced, _) | (SyncState::Pending, None) => false,
+                (_, Some(e)) => {
+                    *state = SyncState::Failed(e);
+                    true
+                }
+                (SyncState::Failed(_), None) => {
+                    *state = SyncState::Pending;
+                    true
+                }
+            });
     }
 
     /// Applies one reflector event and returns what changed, in order.
@@ -318,6 +359,35 @@ impl<K: Resource> Writer<K> {
         }
     }
 
+    /// Removes `key`: a watch delete whose object did not decode
+    /// ([`Error::SkippedDelete`](crate::Error::SkippedDelete)), so its last cached state is
+    /// reported deleted with `final_state_unknown`; the store's version moves to
+    /// `resource_version` (when not empty). Nothing when the key is not held.
+    pub fn delete_key(&mut self, key: &ObjectKey, resource_version: &str) -> Option<Delta<K>> {
+        let old = self
+            .current(key)
+            .map(|o| index_values(&self.shared.indexers, &o));
+        let mut s = self.shared.write();
+        let removed = old.and_then(|values| remove(&mut s, key, &values));
+        advance(&mut s.resource_version, resource_version.to_owned());
+        removed.map(|object| Delta::Deleted {
+            object,
+            final_state_unknown: true,
+        })
+    }
+
+    /// What a reflector failure means for the store: a fatal one before the first sync
+    /// fails its waits ([`Writer::report_sync_failure`]), any other clears that; a skipped
+    /// delete ([`Error::SkippedDelete`](crate::Error::SkippedDelete)) removes its key.
+    /// Returns the delta of that removal.
+    pub fn apply_error(&mut self, e: &crate::Error) -> Option<Delta<K>> {
+        self.report_sync_failure(
+            crate::informer_error::fatal_copy(e).map(|f| InformerError::Reflector(Arc::new(f))),
+        );
+        let key = e.deleted_key()?;
+        self.delete_key(&key, e.skipped_resource_version().unwrap_or(""))
+    }
+
     fn stage(&mut self, obj: K) {
         let Some(relist) = self.relist.as_mut() else {
             // InitApply outside a relist cannot come from the reflector; treat it as a
@@ -347,7 +417,7 @@ impl<K: Resource> Writer<K> {
             return;
         };
         let indexers = &self.shared.indexers;
-        let first = !*self.synced.borrow();
+        let first = !self.has_synced();
         if indexers.is_empty() {
             // No caller code to keep out of the lock: apply the staged objects and drop the
             // vanished keys in one pass, with no list of them beside the store.
@@ -373,7 +443,7 @@ impl<K: Resource> Writer<K> {
             }
             s.resource_version = resource_version;
             drop(s);
-            self.synced.send_replace(true);
+            self.synced.send_replace(SyncState::Synced);
             return;
         }
         // Everything the change needs from the caller's index functions, before the write
@@ -426,7 +496,7 @@ impl<K: Resource> Writer<K> {
         }
         s.resource_version = resource_version;
         drop(s);
-        self.synced.send_replace(true);
+        self.synced.send_replace(SyncState::Synced);
     }
 
     /// The live object at `key` (read lock only; the writer is the only one changing it).
@@ -607,20 +677,46 @@ impl<K: Resource> Store<K> {
 
     /// Whether the first relist has completed.
     pub fn has_synced(&self) -> bool {
-        *self.synced.borrow()
+        matches!(*self.synced.borrow(), SyncState::Synced)
     }
 
-    /// Waits until the first relist has completed.
+    /// Waits until the first relist has completed. Fails with [`SyncError::Fatal`] when (or
+    /// while) the first list fails in a way retries do not mend — 400, 401, 403, 404, 405,
+    /// 406, or a transform or index function that panicked on it (see the module doc) —
+    /// and with [`SyncError::Stopped`] when the writer went away first. The feeder keeps
+    /// retrying after a fatal failure, so a later call succeeds once RBAC or the resource is
+    /// fixed.
     ///
     /// # Cancel safety
     ///
     /// Cancel safe: dropping the future loses nothing; call again to keep waiting.
-    pub async fn wait_until_synced(&self) -> Result<(), WriterDropped> {
+    pub async fn wait_until_synced(&self) -> Result<(), SyncError> {
         let mut rx = self.synced.clone();
-        rx.wait_for(|s| *s)
+        let state = rx
+            .wait_for(|s| !matches!(s, SyncState::Pending))
+            .await
+            .map_err(|_| SyncError::Stopped)?;
+        match &*state {
+            SyncState::Failed(e) => Err(SyncError::Fatal(e.clone())),
+            SyncState::Synced | SyncState::Pending => Ok(()),
+        }
+    }
+
+    /// Waits until the first relist has completed however long the feeder keeps retrying
+    /// failures, fatal ones included (client-go's `WaitForCacheSync`, kube-rs's
+    /// `wait_until_ready`): fails only with [`SyncError::Stopped`]. For a wait that must
+    /// outlast a fix made elsewhere (RBAC granted, a CRD installed); anything else should
+    /// use [`wait_until_synced`](Self::wait_until_synced), which reports those failures.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, like [`wait_until_synced`](Self::wait_until_synced).
+    pub async fn wait_until_synced_ignoring_failures(&self) -> Result<(), SyncError> {
+        let mut rx = self.synced.clone();
+        rx.wait_for(|s| matches!(s, SyncState::Synced))
             .await
             .map(|_| ())
-            .map_err(|_| WriterDropped)
+            .map_err(|_| SyncError::Stopped)
     }
 }
 

@@ -140,8 +140,12 @@ impl Informers {
         let (in_force_tx, in_force) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
             use futures::StreamExt;
-            if roles.wait_until_synced().await.is_err()
-                || bindings.wait_until_synced().await.is_err()
+            // Only a stopped informer ends the reconciler: it outlasts failed lists.
+            if roles.wait_until_synced_ignoring_failures().await.is_err()
+                || bindings
+                    .wait_until_synced_ignoring_failures()
+                    .await
+                    .is_err()
             {
                 return;
             }

@@ -318,6 +318,8 @@ async fn finalizer_helper_and_event_recorder() {
         ..synced.clone()
     };
     recorder.publish(&reference, &failed).await.unwrap();
+    // Written in the background: wait for the queue.
+    assert!(recorder.flush(std::time::Duration::from_secs(30)).await);
     let events = client
         .get("/api/v1/namespaces/tk/events")
         .await

@@ -210,6 +210,8 @@ async fn kube_derived_custom_resources_work_with_listwatch_client() {
         .publish(&object_reference(&updated), &event)
         .await
         .unwrap();
+    // Written in the background: wait for the queue.
+    assert!(recorder.flush(Duration::from_secs(30)).await);
     let events = client
         .get("/api/v1/namespaces/dv/events")
         .await

@@ -122,7 +122,7 @@ impl HttpClient {
                 max_retries: config.max_retries,
                 limiter: config
                     .rate_limit
-                    .map(|(qps, burst)| super::limiter::Limiter::new(qps, burst)),
+                    .and_then(|(qps, burst)| super::limiter::Limiter::new(qps, burst)),
                 default_namespace: config.default_namespace.clone(),
                 metrics: super::metrics::Metrics::default(),
                 https,
@@ -313,19 +313,12 @@ impl HttpClient {
         compressible: bool,
         accept: &'static str,
     ) -> Result<(hyper::Response<hyper::body::Incoming>, usize)> {
+        // The first try waits for its token before the request timeout starts, as client-go
+        // throttles it before setting up its timeout (`limiter.rs`).
+        self.throttle(None).await?;
         let mut retries = Retries::new(self.inner.max_retries, self.inner.timeout);
         let started = tokio::time::Instant::now();
         loop {
-            if let Some(limiter) = &self.inner.limiter {
-                let left = self
-                    .inner
-                    .timeout
-                    .map(|t| t.saturating_sub(started.elapsed()));
-                let waiting = Instant::now();
-                let acquired = limiter.acquire(left).await;
-                self.inner.metrics.limiter_wait(waiting.elapsed());
-                acquired?;
-            }
             let attempt = self
                 .request_servers(
                     &method,
@@ -357,10 +350,27 @@ impl HttpClient {
                         "refused with Retry-After: sending again after the wait"
                     );
                     tokio::time::sleep(wait).await;
+                    // A retry's token must come within the request's deadline.
+                    let left = self
+                        .inner
+                        .timeout
+                        .map(|t| t.saturating_sub(started.elapsed()));
+                    self.throttle(left).await?;
                 }
                 Err(Attempt::Failed(error)) => return Err(error),
             }
         }
+    }
+
+    /// Takes a token of the client-side rate limiter, when there is one (`limiter.rs`).
+    async fn throttle(&self, deadline: Option<Duration>) -> Result<()> {
+        let Some(limiter) = &self.inner.limiter else {
+            return Ok(());
+        };
+        let waiting = Instant::now();
+        let acquired = limiter.acquire(deadline).await;
+        self.inner.metrics.limiter_wait(waiting.elapsed());
+        acquired
     }
 
     /// One attempt: the current server, then the next ones on connection failures that
@@ -465,7 +475,7 @@ impl HttpClient {
         if let Some((_, content_type)) = &body {
             req = req.header(CONTENT_TYPE, *content_type);
         }
-        if compressible {
+        if compressible && !self.inner.config.disable_compression {
             // As Go's transport does for client-go; kube-apiserver compresses large answers.
             req = req.header(ACCEPT_ENCODING, "gzip");
         }

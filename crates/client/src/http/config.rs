@@ -47,6 +47,10 @@ pub struct HttpConfig {
     /// `Insecure`): the connection is encrypted but the server is not authenticated. Not
     /// with a CA. Off by default.
     pub insecure_skip_tls_verify: bool,
+    /// Ask for no compressed answers (kubeconfig `disable-compression`, client-go's
+    /// `DisableCompression`): no `Accept-Encoding: gzip` on lists, objects and watch-lists,
+    /// for fast networks where the server's gzip costs more than it saves. Off by default.
+    pub disable_compression: bool,
     /// An `http://` proxy every connection tunnels through with `CONNECT`. When unset, the
     /// proxy comes from the environment as client-go's: `HTTPS_PROXY` (or `HTTP_PROXY` for
     /// an `http://` server) unless `NO_PROXY` names the server; never for `localhost` or a
@@ -86,8 +90,12 @@ pub struct HttpConfig {
     pub max_retries: u32,
     /// Client-side rate limit, `(qps, burst)` (client-go's `QPS`/`Burst`, 5/10 there by
     /// default): every request, each retry included, waits for a token of one bucket per
-    /// client; `None` (the default, as kube-rs) sends requests as callers make them. A wait
-    /// that would pass the request timeout is an error at once.
+    /// client; `None` (the default, as kube-rs) sends requests as callers make them, and so
+    /// does a `qps` of 0 or less. A request's first try waits for its token however long
+    /// that takes, before its timeout starts (client-go: a throttled client does not time
+    /// out requests it never sent; drop the call to give up); a retry's token must come
+    /// within the request timeout, else the refusal is returned at once. A request dropped
+    /// while it waits gives its token back.
     pub rate_limit: Option<(f64, u32)>,
 }
 
@@ -107,6 +115,7 @@ impl Default for HttpConfig {
             client_identity_pem: None,
             default_namespace: None,
             insecure_skip_tls_verify: false,
+            disable_compression: false,
             request_timeout: Some(Duration::from_secs(60)),
             connect_timeout: Some(Duration::from_secs(30)),
             tcp_keepalive: Some(Duration::from_secs(30)),
@@ -134,6 +143,7 @@ impl std::fmt::Debug for HttpConfig {
             .field("impersonate", &self.impersonate)
             .field("tls_server_name", &self.tls_server_name)
             .field("insecure_skip_tls_verify", &self.insecure_skip_tls_verify)
+            .field("disable_compression", &self.disable_compression)
             .field("proxy_url", &self.proxy_url.as_ref().map(|_| "<set>"))
             .field("ca_pem", &self.ca_pem.as_ref().map(Vec::len))
             .field("client_identity_pem", &self.client_identity_pem.is_some())
@@ -300,6 +310,13 @@ impl HttpConfig {
         self
     }
 
+    /// Asks for no compressed answers (see the field).
+    #[must_use]
+    pub fn disable_compression(mut self, on: bool) -> Self {
+        self.disable_compression = on;
+        self
+    }
+
     /// Reads the current context of a kubeconfig file.
     pub fn from_kubeconfig(path: &Path) -> Result<Self> {
         Self::from_kubeconfigs(&[path.to_path_buf()])
@@ -336,6 +353,7 @@ impl HttpConfig {
         config.impersonate = r.impersonate;
         config.tls_server_name = r.tls_server_name;
         config.insecure_skip_tls_verify = r.insecure_skip_tls_verify;
+        config.disable_compression = r.disable_compression;
         config.proxy_url = r.proxy_url;
         config.ca_pem = r.ca_pem;
         config.default_namespace = r.namespace;
@@ -403,11 +421,13 @@ impl HttpConfig {
         Ok(config)
     }
 
-    /// The configuration wherever the program runs (kube-rs's `Config::infer`): the
-    /// kubeconfig files of `$KUBECONFIG` or `~/.kube/config` when one of them exists (its
-    /// errors are returned as they are: a broken kubeconfig does not silently become another
-    /// cluster), else the pod's in-cluster configuration; when neither is there, an error
-    /// naming both.
+    /// The configuration wherever the program runs (kube-rs's `Config::infer`, client-go's
+    /// deferred loading): the kubeconfig files of `$KUBECONFIG` or `~/.kube/config` when one
+    /// of them exists and they are not all empty (its errors are returned as they are: a
+    /// broken kubeconfig does not silently become another cluster), else the pod's
+    /// in-cluster configuration; when neither is there, an error naming both. Files that
+    /// exist but hold nothing (no current context, context, cluster or user) count as no
+    /// kubeconfig, as client-go's `ErrEmptyConfig` does.
     ///
     /// ```no_run
     /// use listwatch_client::{HttpClient, HttpConfig};
@@ -428,8 +448,8 @@ impl HttpConfig {
     /// [`infer`](Self::infer) from these kubeconfig paths, service address and mount
     /// directory.
     pub fn infer_from(kubeconfigs: &[PathBuf], host: &str, port: &str, dir: &Path) -> Result<Self> {
-        if kubeconfigs.iter().any(|p| p.exists()) {
-            return Self::from_kubeconfigs(kubeconfigs);
+        if let Some(resolved) = kubeconfig::load_merged_unless_empty(kubeconfigs)? {
+            return Self::from_resolved(resolved);
         }
         Self::in_cluster_from(host, port, dir).map_err(|e| {
             let paths: Vec<String> = kubeconfigs
@@ -437,7 +457,7 @@ impl HttpConfig {
                 .map(|p| p.display().to_string())
                 .collect();
             Error::Config(format!(
-                "no kubeconfig (looked for {}) and not in a cluster: {e}",
+                "no kubeconfig, or only empty ones (looked for {}), and not in a cluster: {e}",
                 if paths.is_empty() {
                     "none: no KUBECONFIG and no HOME".to_owned()
                 } else {

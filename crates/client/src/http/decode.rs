@@ -97,7 +97,10 @@ pub(crate) fn decode_frame_with<K>(
     match ev.event_type {
         EventType::Added => Ok(WatchEvent::Added(object(ev.object)?)),
         EventType::Modified => Ok(WatchEvent::Modified(object(ev.object)?)),
-        EventType::Deleted => Ok(WatchEvent::Deleted(object(ev.object)?)),
+        // The object is gone: one that does not decode still names what to remove.
+        EventType::Deleted => Ok(WatchEvent::Deleted(
+            object(ev.object).map_err(Error::for_deleted)?,
+        )),
         EventType::Bookmark => {
             let meta = &ev.object["metadata"];
             // Opaque: kept as sent, whatever the server's versions look like.

@@ -65,6 +65,8 @@ struct Cluster {
     #[serde(default)]
     insecure_skip_tls_verify: bool,
     #[serde(default)]
+    disable_compression: bool,
+    #[serde(default)]
     tls_server_name: Option<String>,
     #[serde(default)]
     proxy_url: Option<String>,
@@ -207,6 +209,8 @@ pub(crate) struct Resolved {
     pub(crate) proxy_url: Option<String>,
     /// `insecure-skip-tls-verify`.
     pub(crate) insecure_skip_tls_verify: bool,
+    /// `disable-compression`.
+    pub(crate) disable_compression: bool,
 }
 
 fn cfg_err(msg: impl Into<String>) -> Error {
@@ -282,6 +286,14 @@ impl Merged {
                 .or_insert_with(|| (u.value, dir.to_path_buf()));
         }
         Ok(())
+    }
+
+    /// Nothing at all: no current context, context, cluster or user.
+    fn is_empty(&self) -> bool {
+        self.current_context.is_empty()
+            && self.contexts.is_empty()
+            && self.clusters.is_empty()
+            && self.users.is_empty()
     }
 
     /// Resolves the current context.
@@ -386,6 +398,7 @@ impl Merged {
             tls_server_name: cluster.tls_server_name.clone().filter(|n| !n.is_empty()),
             proxy_url: cluster.proxy_url.clone().filter(|u| !u.is_empty()),
             insecure_skip_tls_verify: cluster.insecure_skip_tls_verify,
+            disable_compression: cluster.disable_compression,
         })
     }
 }
@@ -400,6 +413,25 @@ pub(crate) fn resolve_current(yaml: &str, dir: &Path) -> Result<Resolved> {
 /// Reads and merges `paths` in order (kubectl's `KUBECONFIG` list); missing files are
 /// skipped, unreadable or malformed ones are errors.
 pub(crate) fn load_merged(paths: &[PathBuf]) -> Result<Resolved> {
+    read_merged(paths)?.resolve()
+}
+
+/// Like [`load_merged`], but `None` when no file exists or the files merged are empty (no
+/// current context, context, cluster or user: an empty `~/.kube/config` in an image, a
+/// `KUBECONFIG` naming an empty mount). client-go's deferred loading treats that as no
+/// kubeconfig (`ErrEmptyConfig`) and goes on to the in-cluster configuration.
+pub(crate) fn load_merged_unless_empty(paths: &[PathBuf]) -> Result<Option<Resolved>> {
+    if !paths.iter().any(|p| p.exists()) {
+        return Ok(None);
+    }
+    let m = read_merged(paths)?;
+    if m.is_empty() {
+        return Ok(None);
+    }
+    m.resolve().map(Some)
+}
+
+fn read_merged(paths: &[PathBuf]) -> Result<Merged> {
     let mut m = Merged::default();
     let mut found = 0;
     for path in paths {
@@ -417,7 +449,7 @@ pub(crate) fn load_merged(paths: &[PathBuf]) -> Result<Resolved> {
     if found == 0 {
         return Err(cfg_err(format!("none of {paths:?} exists")));
     }
-    m.resolve()
+    Ok(m)
 }
 
 /// The files of `$KUBECONFIG` (all of its entries, in order) or `~/.kube/config`.

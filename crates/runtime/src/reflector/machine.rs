@@ -48,6 +48,8 @@ use crate::resource::Resource;
 ///   other errors → `Backoff { then: Empty }`.
 /// - `Watching` → events; normal end, dropped connection or idle deadline → `Listed`; a
 ///   frame that does not decode (or an event without a version) → `Backoff { then: Listed }`;
+///   an object that does not decode and whose metadata does not read either
+///   (`Error::Typed`: it cannot even be named) → `Backoff { then: Empty }`;
 ///   an `ERROR` event with 429 → `Backoff { then: Listed }`, with 500 → the same while within
 ///   the retry window; very short watch or any other `ERROR` → `Backoff { then: Empty }`.
 /// - `Backoff` → `then` when the delay is over.
@@ -55,7 +57,8 @@ use crate::resource::Resource;
 ///   ([`Error::SkippedObject`]) fails the list as a whole → `Backoff { then: Empty }` (as
 ///   client-go and kube-rs): a list that went on without it would, at `InitDone`, delete the
 ///   live object from the store. In `Watching` it is yielded as an error and the state stays:
-///   the watch goes on past its version.
+///   the watch goes on past its version; for a DELETED it is [`Error::SkippedDelete`],
+///   which the store's feeder applies by key.
 /// - [`Machine::abandon_list`] (the informer, when its transform panicked on an `InitApply`)
 ///   fails the list in progress the same way.
 pub(super) enum State<K> {
@@ -449,14 +452,13 @@ impl<L: ListerWatcher> Machine<L> {
                         return Ok(out);
                     }
                     Some(Some(Err(e))) if e.is_skipped_object() => {
-                        // Skipped: the watch goes on past its version.
-                        if let Error::SkippedObject {
-                            resource_version, ..
-                        } = &e
+                        // Skipped: the watch goes on past its version. A skipped delete
+                        // (`Error::SkippedDelete`) is applied by its key by the store's
+                        // feeder (`reflector`, the informer).
+                        if let Some(resource_version) = e.skipped_resource_version()
+                            && !no_version(resource_version)
                         {
-                            if !no_version(resource_version) {
-                                self.last_rv = Some(resource_version.clone());
-                            }
+                            self.last_rv = Some(resource_version.to_owned());
                         }
                         self.state = State::Watching {
                             stream,
@@ -517,7 +519,13 @@ impl<L: ListerWatcher> Machine<L> {
     /// frame as an `ERROR` event, which ends `ListAndWatch` and waits its backoff; a dropped
     /// connection re-watches as a watch that ended.
     fn after_watch_error(&mut self, started: Instant, events: u64, e: &Error) {
-        if matches!(e, Error::Decode(_) | Error::Typed(_)) {
+        if matches!(e, Error::Typed(_)) {
+            // An object that does not decode and cannot be named (its metadata does not
+            // read): watching again from the last version would meet it again, and a delete
+            // it may be cannot be applied by key. Relist, as client-go does after a watch
+            // decode error (the store keeps its state until the list completes).
+            self.back_off(State::Empty, None);
+        } else if matches!(e, Error::Decode(_)) {
             self.back_off(State::Listed, None);
         } else {
             self.after_watch_end(started, events);

@@ -124,7 +124,11 @@ pub(crate) fn watcher_with_abandon<L: ListerWatcher>(
 }
 
 /// Applies `events` to `writer` and yields what changed in the store, one delta at a time.
-/// Errors pass through.
+/// Errors pass through, and [`Writer::apply_error`] reads them: one that retries will not
+/// mend before the first sync (400, 401, 403, 404, 405, 406) makes the store's
+/// [`Store::wait_until_synced`](crate::Store) fail until a later try fails otherwise or
+/// succeeds; a delete whose object does not decode ([`Error::SkippedDelete`](crate::Error))
+/// removes its key, its delta following the error.
 pub fn reflector<K, S>(
     mut writer: Writer<K>,
     events: S,
@@ -136,7 +140,12 @@ where
     events.flat_map(move |e| {
         let items: Vec<Result<Delta<K>>> = match e {
             Ok(e) => writer.apply(e).into_iter().map(Ok).collect(),
-            Err(e) => vec![Err(e)],
+            Err(e) => {
+                // A failure retries will not mend, before the first sync, fails the store's
+                // waits (`Store::wait_until_synced`); a skipped delete removes its key.
+                let removed = writer.apply_error(&e);
+                std::iter::once(Err(e)).chain(removed.map(Ok)).collect()
+            }
         };
         futures::stream::iter(items)
     })

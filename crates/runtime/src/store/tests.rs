@@ -278,10 +278,67 @@ async fn wait_until_synced_returns_after_the_first_relist_or_errs_when_the_write
     w.apply(Event::InitDone {
         resource_version: "1".into(),
     });
-    assert_eq!(waiter.await.unwrap(), Ok(()));
+    assert!(matches!(waiter.await.unwrap(), Ok(())));
 
     let w2: Writer<Object> = Writer::default();
     let r2 = w2.store();
     drop(w2);
-    assert_eq!(r2.wait_until_synced().await, Err(WriterDropped));
+    assert!(matches!(
+        r2.wait_until_synced().await,
+        Err(crate::SyncError::Stopped)
+    ));
+}
+
+/// rtcl M1: a list refused for good (403, 404) used to leave `Store::wait_until_synced`
+/// waiting for ever (only the informer's own wait failed). The reflector reports it to the
+/// store: the wait fails with `SyncError::Fatal` while it lasts, waits again once a later
+/// try fails otherwise, and succeeds at the first sync; nothing is reported after it.
+#[tokio::test]
+async fn a_list_refused_for_good_fails_the_stores_wait_until_a_later_try() {
+    use crate::error::Error;
+    use crate::informer_error::SyncError;
+    use futures::StreamExt;
+    use listwatch_api::Status;
+    let (tx, rx) = futures::channel::mpsc::unbounded::<crate::error::Result<Event<Object>>>();
+    let w: Writer<Object> = Writer::default();
+    let r = w.store();
+    let mut deltas = Box::pin(crate::reflector(w, rx));
+    let forbidden = || {
+        Error::Api(Box::new(Status::failure(
+            403,
+            "Forbidden",
+            "pods is forbidden",
+        )))
+    };
+    tx.unbounded_send(Err(forbidden())).unwrap();
+    assert!(deltas.next().await.unwrap().is_err());
+    match r.wait_until_synced().await {
+        Err(SyncError::Fatal(e)) => assert!(e.to_string().contains("403"), "{e}"),
+        other => panic!("the store's wait on a 403: {other:?}"),
+    }
+    // A later try that fails otherwise (the server went away): waiting again.
+    tx.unbounded_send(Err(Error::Decode("cut".into()))).unwrap();
+    assert!(deltas.next().await.unwrap().is_err());
+    let waiter = tokio::spawn({
+        let r = r.clone();
+        async move { r.wait_until_synced().await }
+    });
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished());
+    tx.unbounded_send(Ok(Event::Init)).unwrap();
+    tx.unbounded_send(Ok(Event::InitDone {
+        resource_version: "1".into(),
+    }))
+    .unwrap();
+    tx.unbounded_send(Err(forbidden())).unwrap();
+    while let Some(d) = deltas.next().await {
+        if d.is_err() {
+            break;
+        }
+    }
+    assert!(matches!(waiter.await.unwrap(), Ok(())));
+    assert!(
+        matches!(r.wait_until_synced().await, Ok(())),
+        "a 403 after the sync is not a sync failure"
+    );
 }
