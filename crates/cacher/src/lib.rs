@@ -19,11 +19,13 @@
 //! back to Pending for the whole of each relist (see `feed`). While not ready, as upstream
 //! (KEP-4568): watches fail with 429 and a Retry-After growing with the downtime (upstream's
 //! `exp(0.06 × downtime)`, 1 to 30 s); gets, and lists with a limit and no selector, go to the
-//! backend; other lists get the same 429. With [`CacherConfig::initial_wait`] (a resource
+//! backend (the lowest version those lists hand out is where the coming window starts: see
+//! `floor`); other lists get the same 429. With [`CacherConfig::initial_wait`] (a resource
 //! created at run time, e.g. a new custom resource), a list or watch during the cache's
 //! first list waits for it that long first.
 //!
-//! Modules: `event` is a leaf (the shared event form and a buffer's items); `watcher::{state,
+//! Modules: `event` and `floor` are leaves (the shared event form and a buffer's items; the
+//! floor of a (re)initialized window); `watcher::{state,
 //! queue, spec, filter}` sit on it; `dispatch` (with `registry` and `recent`) and
 //! `watcher::stream` sit on those; only the crate root ties them together. The
 //! `import_graph` test fails on any other module cycle.
@@ -51,6 +53,7 @@ mod config;
 mod dispatch;
 mod event;
 mod feed;
+mod floor;
 #[cfg(test)]
 mod import_graph;
 pub mod latency;
@@ -124,6 +127,9 @@ pub(crate) struct Inner {
     pub(crate) last_error: std::sync::Mutex<Option<String>>,
     /// When [`Inner::warn_stale`] last warned.
     last_stale_warning: std::sync::Mutex<Option<Instant>>,
+    /// The lowest version a list answered by the backend handed out while the cache was not
+    /// ready (see `floor`).
+    floor: floor::Floor,
 }
 
 /// How often [`Inner::warn_stale`] may warn per resource.
@@ -332,6 +338,7 @@ impl Cacher {
             recent: Arc::new(Recent::new(config.replay_encoding_budget)),
             last_error: std::sync::Mutex::new(None),
             last_stale_warning: std::sync::Mutex::new(None),
+            floor: floor::Floor::default(),
             config,
         });
         let dispatcher = Dispatcher::new(
@@ -482,42 +489,42 @@ impl Cacher {
     }
 }
 
-#[async_trait]
-impl Storage for Cacher {
-    async fn create(&self, key: &Key, obj: Object, ttl: Option<Duration>) -> Result<Object> {
-        self.inner.backend.create(key, obj, ttl).await
-    }
-
-    fn max_object_bytes(&self) -> Option<usize> {
-        self.inner.backend.max_object_bytes()
-    }
-
-    async fn get(&self, key: &Key, opts: &GetOptions) -> Result<Option<Object>> {
+impl Cacher {
+    /// A page of everything while the cache is not ready: the backend's answer, its version
+    /// recorded as the floor of the cache's coming window (see `floor`). When the cache
+    /// turned ready meanwhile, its window may start above that version: the list is answered
+    /// again from the cache (at most a few times, as the cache may turn Pending again).
+    async fn list_while_not_ready(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         let inner = &self.inner;
-        // A consistent get (no version) reads the backend, as upstream does; so does any get
-        // while the cache is not ready (KEP-4568).
-        if inner.not_ready().is_some() || opts.resource_version.is_none() {
-            return inner.backend.get(key, opts).await;
+        for _ in 0..3 {
+            let list = inner.backend.list(key, opts).await?;
+            let mut floor = inner.floor.lock().await;
+            match inner.ready_state() {
+                ReadyState::Pending => {
+                    floor::record(&mut floor, list.resource_version);
+                    return Ok(list);
+                }
+                ReadyState::Stopped => break,
+                ReadyState::Ready => {
+                    drop(floor);
+                    tracing::debug!(
+                        resource = %inner.config.resource,
+                        rv = list.resource_version,
+                        "the cache turned ready during a list answered by the backend; answering from the cache"
+                    );
+                    match self.list_ready(key, opts).await {
+                        Err(Error::NotReady { .. }) => continue,
+                        other => return other,
+                    }
+                }
+            }
         }
-        let rv = opts.resource_version.unwrap_or(0);
-        let view = inner.wait_fresh(rv, None).await?;
-        view.get(key, opts)
+        Err(inner.not_ready().unwrap_or_else(|| inner.reinitializing()))
     }
 
-    async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
-        opts.validate_list()?;
+    /// A list while the cache is ready, by its resource-version semantics.
+    async fn list_ready(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
         let inner = &self.inner;
-        inner.wait_first_list().await;
-        if let Some(e) = inner.not_ready() {
-            // Upstream (KEP-4568): only what etcd serves cheaply is delegated, a page of
-            // everything; the rest waits for the cache.
-            let cheap = opts.predicate.is_empty() && opts.page_limit().is_some();
-            return if cheap {
-                inner.backend.list(key, opts).await
-            } else {
-                Err(e)
-            };
-        }
         if let Some(token) = &opts.continue_token {
             return self.continued_list(key, opts, token).await;
         }
@@ -554,6 +561,46 @@ impl Storage for Cacher {
                 view.list(key, opts)
             }
         }
+    }
+}
+
+#[async_trait]
+impl Storage for Cacher {
+    async fn create(&self, key: &Key, obj: Object, ttl: Option<Duration>) -> Result<Object> {
+        self.inner.backend.create(key, obj, ttl).await
+    }
+
+    fn max_object_bytes(&self) -> Option<usize> {
+        self.inner.backend.max_object_bytes()
+    }
+
+    async fn get(&self, key: &Key, opts: &GetOptions) -> Result<Option<Object>> {
+        let inner = &self.inner;
+        // A consistent get (no version) reads the backend, as upstream does; so does any get
+        // while the cache is not ready (KEP-4568).
+        if inner.not_ready().is_some() || opts.resource_version.is_none() {
+            return inner.backend.get(key, opts).await;
+        }
+        let rv = opts.resource_version.unwrap_or(0);
+        let view = inner.wait_fresh(rv, None).await?;
+        view.get(key, opts)
+    }
+
+    async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
+        opts.validate_list()?;
+        let inner = &self.inner;
+        inner.wait_first_list().await;
+        if let Some(e) = inner.not_ready() {
+            // Upstream (KEP-4568): only what etcd serves cheaply is delegated, a page of
+            // everything; the rest waits for the cache.
+            let cheap = opts.predicate.is_empty() && opts.page_limit().is_some();
+            return if cheap {
+                self.list_while_not_ready(key, opts).await
+            } else {
+                Err(e)
+            };
+        }
+        self.list_ready(key, opts).await
     }
 
     async fn watch(&self, key: &Key, opts: &ListOptions) -> Result<WatchStream> {

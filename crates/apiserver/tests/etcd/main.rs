@@ -13,6 +13,7 @@
 mod common;
 
 mod etcd_backend;
+mod etcd_cache_reinit;
 mod etcd_compaction;
 mod etcd_frozen_member;
 mod etcd_history_reset;
