@@ -28,7 +28,7 @@ use tokio::time::Instant;
 
 use crate::dispatch::Incoming;
 use crate::latency::Stage;
-use crate::{Inner, ReadyState, lw};
+use crate::{Inner, ReadyState, floor, lw};
 
 /// Why one reflector's run ended.
 enum Ended {
@@ -36,6 +36,9 @@ enum Ended {
     Stop,
     /// The backend's stream and the cache disagree: start over with a relist.
     Resync,
+    /// The list read above the floor of the window (see `floor`): relist at once, at
+    /// exactly the floor.
+    RelistAtFloor,
 }
 
 /// Runs reflectors until the cacher stops; see the module docs.
@@ -52,11 +55,18 @@ pub(crate) async fn feed(inner: Arc<Inner>, mut cache: WatchCache, tx: mpsc::Sen
     let arrivals = lw::Arrivals::default();
     lw.arrivals = Some(arrivals.clone());
     let mut stop = inner.stop.subscribe();
-    while let Ended::Resync = run_reflector(&inner, &mut cache, &tx, lw.clone(), &arrivals).await {
-        // A backend that keeps disagreeing must not make this a hot loop.
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_secs(1)) => {}
-            _ = stop.changed() => break,
+    // The floor an exact relist tried in this pending period (see `floor::relist_at`).
+    let mut tried = None;
+    loop {
+        match run_reflector(&inner, &mut cache, &tx, lw.clone(), &arrivals, &mut tried).await {
+            Ended::Stop => break,
+            // Each such relist is at a strictly lower floor than the last: no hot loop.
+            Ended::RelistAtFloor => {}
+            // A backend that keeps disagreeing must not make this a hot loop.
+            Ended::Resync => tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                _ = stop.changed() => break,
+            },
         }
     }
     inner.set_ready(ReadyState::Stopped);
@@ -68,6 +78,7 @@ async fn run_reflector(
     tx: &mpsc::Sender<Incoming>,
     lw: lw::StorageListerWatcher,
     arrivals: &lw::Arrivals,
+    tried: &mut Option<u64>,
 ) -> Ended {
     // The storage watch never times out (see `lw`) and a dead backend connection ends it with
     // an error, so no idle deadline: a quiet resource may see no event for hours.
@@ -77,6 +88,8 @@ async fn run_reflector(
     let mut relists = lw.relists.subscribe();
     // The relists begun up to the last one whose objects started arriving.
     let mut seen = *relists.borrow_and_update();
+    // The reflector takes the lister-watcher; this handle asks it for an exact relist.
+    let relister = lw.clone();
     let events = listwatch_runtime::watcher(lw, config);
     futures::pin_mut!(events);
     let mut stop = inner.stop.subscribe();
@@ -120,7 +133,9 @@ async fn run_reflector(
                 // relists; until the relist succeeds the resource is Pending.
                 tracing::warn!(resource, error = %e, "the cacher's storage watch failed; ending every watcher and relisting");
                 inner.metrics.storage_watch_failures.inc();
-                if !begin_relist(inner, tx).await {
+                // A 410 says the storage's history moved away (compacted past the cache, or
+                // reset under it): no resuming from the cache's version then.
+                if !begin_relist_from(inner, tx, !e.is_expired()).await {
                     return Ended::Stop;
                 }
                 return Ended::Resync;
@@ -164,6 +179,22 @@ async fn run_reflector(
                     inner.metrics.resyncs.inc();
                     return Ended::Resync;
                 };
+                // Held until the cacher is Ready: no list answered by the backend records a
+                // version in between (see `floor`).
+                let mut floor = inner.floor.lock().await;
+                let compacted = inner.backend.compacted_revision();
+                if let Some(at) = floor::relist_at(&floor, resource_version, compacted, *tried) {
+                    tracing::info!(
+                        resource,
+                        listed = resource_version,
+                        floor = at,
+                        "a list answered by the storage while the cache listed handed out an \
+                         older version; relisting at it, so that a watch from it is served"
+                    );
+                    *tried = Some(at);
+                    relister.list_next_at(at);
+                    return Ended::RelistAtFloor;
+                }
                 if let Err(e) = cache.replace(std::mem::take(&mut relist), resource_version) {
                     tracing::error!(resource, error = %e, "cannot replace the watch cache");
                     inner.metrics.resyncs.inc();
@@ -179,6 +210,9 @@ async fn run_reflector(
                     return Ended::Stop;
                 }
                 inner.set_ready(ReadyState::Ready);
+                *floor = None;
+                *tried = None;
+                drop(floor);
                 tracing::info!(resource, rv = resource_version, "watch cache ready");
             }
             ReflectorEvent::Apply(o) | ReflectorEvent::Delete(o)
@@ -248,12 +282,29 @@ async fn run_reflector(
 /// "not ready"), and no one registers until the new state is in (see `Incoming::Reset`).
 /// False when the dispatcher is gone.
 async fn begin_relist(inner: &Inner, tx: &mpsc::Sender<Incoming>) -> bool {
+    begin_relist_from(inner, tx, false).await
+}
+
+/// [`begin_relist`]; with `resume`, the cache's version is the floor of the new window (see
+/// `floor`): the storage's watch failed (etcd restarted, lost its quorum) without a 410, so
+/// nothing says the cache's history is gone, and the watchers it ends now, and the clients
+/// of its last lists,
+/// come back from versions up to it — served, if the storage still has that history,
+/// instead of a 410 and a relist each.
+async fn begin_relist_from(inner: &Inner, tx: &mpsc::Sender<Incoming>, resume: bool) -> bool {
     if inner.ready_state() != ReadyState::Ready {
         return true;
     }
     tracing::info!(resource = %inner.config.resource, "watch cache relisting");
     inner.metrics.relists.inc();
-    inner.set_ready(ReadyState::Pending);
+    {
+        let mut floor = inner.floor.lock().await;
+        inner.set_ready(ReadyState::Pending);
+        let rv = inner.reader.resource_version();
+        if resume && rv > 0 {
+            floor::record(&mut floor, rv);
+        }
+    }
     let (done, reset) = tokio::sync::oneshot::channel();
     tx.send(Incoming::Reset(done)).await.is_ok() && reset.await.is_ok()
 }

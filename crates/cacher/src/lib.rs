@@ -19,11 +19,13 @@
 //! back to Pending for the whole of each relist (see `feed`). While not ready, as upstream
 //! (KEP-4568): watches fail with 429 and a Retry-After growing with the downtime (upstream's
 //! `exp(0.06 × downtime)`, 1 to 30 s); gets, and lists with a limit and no selector, go to the
-//! backend; other lists get the same 429. With [`CacherConfig::initial_wait`] (a resource
+//! backend (the lowest version those lists hand out is where the coming window starts: see
+//! `floor`); other lists get the same 429. With [`CacherConfig::initial_wait`] (a resource
 //! created at run time, e.g. a new custom resource), a list or watch during the cache's
 //! first list waits for it that long first.
 //!
-//! Modules: `event` is a leaf (the shared event form and a buffer's items); `watcher::{state,
+//! Modules: `event` and `floor` are leaves (the shared event form and a buffer's items; the
+//! floor of a (re)initialized window); `watcher::{state,
 //! queue, spec, filter}` sit on it; `dispatch` (with `registry` and `recent`) and
 //! `watcher::stream` sit on those; only the crate root ties them together. The
 //! `import_graph` test fails on any other module cycle.
@@ -54,6 +56,7 @@ mod event;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 mod feed;
+mod floor;
 #[cfg(test)]
 mod import_graph;
 pub mod latency;
@@ -136,6 +139,9 @@ pub(crate) struct Inner {
     /// Events the feeder is to miss (see `fault`).
     #[cfg(feature = "fault-injection")]
     faults: fault::Faults,
+    /// The lowest version a list answered by the backend handed out while the cache was not
+    /// ready (see `floor`).
+    floor: floor::Floor,
 }
 
 /// How often [`Inner::warn_stale`] may warn per resource.
@@ -357,6 +363,7 @@ impl Cacher {
             consistent: std::sync::atomic::AtomicBool::new(true),
             #[cfg(feature = "fault-injection")]
             faults: fault::Faults::from_env(&config.resource),
+            floor: floor::Floor::default(),
             config,
         });
         let dispatcher = Dispatcher::new(
@@ -529,6 +536,81 @@ impl Cacher {
     }
 }
 
+impl Cacher {
+    /// A page of everything while the cache is not ready: the backend's answer, its version
+    /// recorded as the floor of the cache's coming window (see `floor`). When the cache
+    /// turned ready meanwhile, its window may start above that version: the list is answered
+    /// again from the cache (at most a few times, as the cache may turn Pending again).
+    async fn list_while_not_ready(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
+        let inner = &self.inner;
+        for _ in 0..3 {
+            let list = inner.backend.list(key, opts).await?;
+            let mut floor = inner.floor.lock().await;
+            match inner.ready_state() {
+                ReadyState::Pending => {
+                    floor::record(&mut floor, list.resource_version);
+                    return Ok(list);
+                }
+                ReadyState::Stopped => break,
+                ReadyState::Ready => {
+                    drop(floor);
+                    tracing::debug!(
+                        resource = %inner.config.resource,
+                        rv = list.resource_version,
+                        "the cache turned ready during a list answered by the backend; answering from the cache"
+                    );
+                    match self.list_ready(key, opts).await {
+                        Err(Error::NotReady { .. }) => continue,
+                        other => return other,
+                    }
+                }
+            }
+        }
+        Err(inner.not_ready().unwrap_or_else(|| inner.reinitializing()))
+    }
+
+    /// A list while the cache is ready, by its resource-version semantics.
+    async fn list_ready(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
+        let inner = &self.inner;
+        if let Some(token) = &opts.continue_token {
+            return self.continued_list(key, opts, token).await;
+        }
+        match (opts.resource_version, opts.resource_version_match) {
+            (None, _) if !inner.config.consistent_reads_from_cache => {
+                inner.backend.list(key, opts).await
+            }
+            (None, _) => self.consistent_list(key, opts).await,
+            // Upstream's "legacy exact match": a version without a match but with a limit
+            // reads exactly at it, as on etcd (so that the pages of a walk line up).
+            (Some(rv), m @ (Some(ResourceVersionMatch::Exact) | None))
+                if m.is_some() || (rv > 0 && opts.page_limit().is_some()) =>
+            {
+                if inner.delegate_behind(rv) {
+                    inner.metrics.exact_reads_from_backend.inc();
+                    return inner.backend.list(key, opts).await;
+                }
+                inner.check_compacted(rv)?;
+                let view = inner.wait_fresh(rv, None).await?;
+                let exact = ListOptions {
+                    resource_version_match: Some(ResourceVersionMatch::Exact),
+                    ..opts.clone()
+                };
+                match view.list(key, &exact) {
+                    Err(Error::Expired { .. }) => {
+                        inner.metrics.exact_reads_from_backend.inc();
+                        inner.backend.list(key, opts).await
+                    }
+                    other => other,
+                }
+            }
+            (Some(rv), _) => {
+                let view = inner.wait_fresh(rv, None).await?;
+                view.list(key, opts)
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl Storage for Cacher {
     async fn create(&self, key: &Key, obj: Object, ttl: Option<Duration>) -> Result<Object> {
@@ -568,47 +650,12 @@ impl Storage for Cacher {
             // everything; the rest waits for the cache.
             let cheap = opts.predicate.is_empty() && opts.page_limit().is_some();
             return if cheap {
-                inner.backend.list(key, opts).await
+                self.list_while_not_ready(key, opts).await
             } else {
                 Err(e)
             };
         }
-        if let Some(token) = &opts.continue_token {
-            return self.continued_list(key, opts, token).await;
-        }
-        match (opts.resource_version, opts.resource_version_match) {
-            (None, _) if !inner.config.consistent_reads_from_cache => {
-                inner.backend.list(key, opts).await
-            }
-            (None, _) => self.consistent_list(key, opts).await,
-            // Upstream's "legacy exact match": a version without a match but with a limit
-            // reads exactly at it, as on etcd (so that the pages of a walk line up).
-            (Some(rv), m @ (Some(ResourceVersionMatch::Exact) | None))
-                if m.is_some() || (rv > 0 && opts.page_limit().is_some()) =>
-            {
-                if inner.delegate_behind(rv) {
-                    inner.metrics.exact_reads_from_backend.inc();
-                    return inner.backend.list(key, opts).await;
-                }
-                inner.check_compacted(rv)?;
-                let view = inner.wait_fresh(rv, None).await?;
-                let exact = ListOptions {
-                    resource_version_match: Some(ResourceVersionMatch::Exact),
-                    ..opts.clone()
-                };
-                match view.list(key, &exact) {
-                    Err(Error::Expired { .. }) => {
-                        inner.metrics.exact_reads_from_backend.inc();
-                        inner.backend.list(key, opts).await
-                    }
-                    other => other,
-                }
-            }
-            (Some(rv), _) => {
-                let view = inner.wait_fresh(rv, None).await?;
-                view.list(key, opts)
-            }
-        }
+        self.list_ready(key, opts).await
     }
 
     async fn watch(&self, key: &Key, opts: &ListOptions) -> Result<WatchStream> {

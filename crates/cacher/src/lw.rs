@@ -6,7 +6,8 @@
 //! for, and a watch never ends by a timeout (both as upstream's cacher lister-watcher: one
 //! storage watch per resource until it fails); storage errors become the `Status` the wire
 //! would carry, so the reflector's recovery rules (relist on 410, back off on 429) apply
-//! unchanged.
+//! unchanged. The one exception is the cacher's own: a relist the feeder asks to read at
+//! exactly the floor of the cache's window (see `floor`) reads there.
 
 use std::sync::Arc;
 
@@ -34,6 +35,9 @@ pub struct StorageListerWatcher {
     /// When set, when each object event left the backend's watch stream, by version (the
     /// start of the dispatch-latency stages; see `Arrivals`).
     pub(crate) arrivals: Option<Arrivals>,
+    /// When set, the next list reads at exactly this version (the feeder's relist at the
+    /// floor of the cache's window); cleared once a list read there or found it compacted.
+    pub(crate) exact: Arc<std::sync::Mutex<Option<u64>>>,
 }
 
 impl StorageListerWatcher {
@@ -45,10 +49,29 @@ impl StorageListerWatcher {
     pub const NO_IDLE_DEADLINE: std::time::Duration =
         std::time::Duration::from_secs(10 * 365 * 24 * 3600);
 
+    /// The largest backoff of a reflector over a `StorageListerWatcher` (client-go's is
+    /// 30 s): a retry is an in-process call, or (the cache's own reflector) one list of its
+    /// backend, and what an in-process reflector waits for — a backend coming up, a cache
+    /// turning ready — should be seen within seconds: the server's own informers gate its
+    /// readiness, and with a 30 s cap a server started before etcd stayed unready for up
+    /// to a minute after etcd came up. A 429's Retry-After is capped by it too.
+    pub const MAX_BACKOFF: std::time::Duration = std::time::Duration::from_secs(2);
+
     /// A reflector configuration for this lister-watcher: `base` with
-    /// [`Self::NO_IDLE_DEADLINE`] as its idle margin.
+    /// [`Self::NO_IDLE_DEADLINE`] as its idle margin and its backoff capped at
+    /// [`Self::MAX_BACKOFF`].
     pub fn reflector_config(base: listwatch_runtime::Config) -> listwatch_runtime::Config {
-        base.watch_idle_margin(Self::NO_IDLE_DEADLINE)
+        let (initial, reset, jitter) = (
+            base.initial_backoff.min(Self::MAX_BACKOFF),
+            base.backoff_reset,
+            base.backoff_jitter,
+        );
+        base.watch_idle_margin(Self::NO_IDLE_DEADLINE).backoff(
+            initial,
+            Self::MAX_BACKOFF,
+            reset,
+            jitter,
+        )
     }
 }
 
@@ -102,7 +125,24 @@ impl StorageListerWatcher {
             key,
             relists: Arc::new(tokio::sync::watch::channel(0).0),
             arrivals: None,
+            exact: Arc::default(),
         }
+    }
+
+    /// Makes the next list (its first page) read at exactly `rv`.
+    pub(crate) fn list_next_at(&self, rv: u64) {
+        *self
+            .exact
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(rv);
+    }
+
+    /// The version the next first page must read at exactly, if any.
+    fn exact_at(&self) -> Option<u64> {
+        *self
+            .exact
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn relist_begins(&self) {
@@ -172,22 +212,38 @@ impl ListerWatcher for StorageListerWatcher {
     /// as upstream's cacher lister-watcher does: the reflector relists at its last version
     /// with a page size, which on etcd (and here on every backend) is a legacy Exact read at
     /// that version, so a relist would rebuild the cache at a stale state (or fail with 410
-    /// once that version is compacted) instead of the current one.
+    /// once that version is compacted) instead of the current one. Only a first page the
+    /// feeder asked for with [`Self::list_next_at`] reads at exactly that version.
     async fn list(&self, request: &ListRequest) -> listwatch_runtime::Result<Page<Object>> {
         let r = request;
-        if r.continue_token.is_none() {
+        let exact = if r.continue_token.is_none() {
             self.relist_begins();
-        }
+            self.exact_at()
+        } else {
+            None
+        };
         let opts = ListOptions {
             limit: r.limit.map(u64::from),
             continue_token: r.continue_token.clone(),
-            ..options(None, None, &r.label_selector, &r.field_selector)
+            ..options(
+                exact,
+                exact.map(|_| VersionMatch::Exact),
+                &r.label_selector,
+                &r.field_selector,
+            )
         };
-        let list = self
-            .backend
-            .list(&self.key, &opts)
-            .await
-            .map_err(|e| to_client(&e))?;
+        let list = self.backend.list(&self.key, &opts).await;
+        if exact.is_some() && !matches!(&list, Err(Error::Unreachable { .. })) {
+            // Read there (the continuations follow from their token), or refused (compacted,
+            // or a version the storage has not reached after a history reset): either way
+            // the next relist reads the latest state. Only an unreachable storage is tried
+            // again at the same version.
+            *self
+                .exact
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        }
+        let list = list.map_err(|e| to_client(&e))?;
         Ok(Page {
             items: list.items,
             resource_version: listwatch_api::rv::format(list.resource_version),

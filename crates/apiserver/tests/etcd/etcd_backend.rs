@@ -252,7 +252,7 @@ async fn kubectl_applies_and_watches_over_etcd() {
 /// and Linux lets such sockets share a port with a bound socket that does not listen.
 /// A port probed and released instead could be taken in between (it was: the server under
 /// test reached another test's HTTP server instead of etcd).
-fn reserved_port() -> (tokio::net::TcpSocket, u16) {
+pub(crate) fn reserved_port() -> (tokio::net::TcpSocket, u16) {
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_reuseaddr(true).unwrap();
     socket.bind(([127, 0, 0, 1], 0).into()).unwrap();

@@ -14,6 +14,7 @@ mod common;
 
 mod etcd_backend;
 mod etcd_cache_consistency;
+mod etcd_cache_reinit;
 mod etcd_compaction;
 mod etcd_frozen_member;
 mod etcd_history_reset;

@@ -84,6 +84,8 @@ pub struct Probe {
     pub watches: Arc<AtomicUsize>,
     /// When set, the next object event a watch forwards is forwarded twice.
     pub duplicate_next: Arc<AtomicBool>,
+    /// When set, `cut_watches` ends watches as a lost backend does (Unreachable), not 410.
+    pub cut_unreachable: Arc<AtomicBool>,
 }
 
 impl Probe {
@@ -100,6 +102,7 @@ impl Probe {
             cuts: Arc::new(tokio::sync::watch::channel(0).0),
             watches: Arc::default(),
             duplicate_next: Arc::default(),
+            cut_unreachable: Arc::default(),
         }
     }
 
@@ -169,6 +172,7 @@ impl Storage for Probe {
         let mut events = self.inner.watch(k, o).await?;
         self.watches.fetch_add(1, Ordering::SeqCst);
         let duplicate = Arc::clone(&self.duplicate_next);
+        let unreachable = Arc::clone(&self.cut_unreachable);
         let stream = async_stream(move |tx| async move {
             loop {
                 tokio::select! {
@@ -186,7 +190,12 @@ impl Storage for Probe {
                         None => return,
                     },
                     _ = cuts.changed() => {
-                        let _ = tx.send(WatchEvent::Error(Error::too_old(0, 1))).await;
+                        let e = if unreachable.load(Ordering::SeqCst) {
+                            Error::Unreachable { message: "gone".into() }
+                        } else {
+                            Error::too_old(0, 1)
+                        };
+                        let _ = tx.send(WatchEvent::Error(e)).await;
                         return;
                     }
                 }

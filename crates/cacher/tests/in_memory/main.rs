@@ -1,5 +1,6 @@
 //! The cacher over the embedded store (or a `common::Probe` around it): its behaviour,
-//! bookmarks, consistent reads, continue tokens, readiness, the dispatch model and
+//! bookmarks, consistent reads, continue tokens, readiness, the window of a (re)initialized
+//! cache (`init_window`), the dispatch model and
 //! metrics, the window budget, encoding once, and the storage conformance suite over a
 //! Cacher on a MemStore.
 //!
@@ -22,5 +23,6 @@ mod continue_pages;
 mod dispatch_latency;
 mod dispatch_model;
 mod encode_once;
+mod init_window;
 mod readiness;
 mod window_budget;
