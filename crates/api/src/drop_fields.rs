@@ -103,7 +103,7 @@ fn skip_string(json: &[u8], mut i: usize) -> Option<usize> {
 }
 
 /// The offset just past the value starting at `i`.
-fn skip_value(json: &[u8], i: usize, depth: usize) -> Option<usize> {
+pub(crate) fn skip_value(json: &[u8], i: usize, depth: usize) -> Option<usize> {
     match json.get(i)? {
         b'"' => skip_string(json, i),
         open @ (b'{' | b'[') => {

@@ -281,6 +281,9 @@ const OTHER_ENCODINGS: usize = 8;
 #[derive(Default)]
 struct SharedWire {
     json: OnceLock<Bytes>,
+    /// The `meta.k8s.io/v1` `PartialObjectMetadata` projection ([`crate::partial_meta`]),
+    /// shared by every metadata consumer of the event.
+    metadata: OnceLock<Bytes>,
     /// Other encodings by their caller's key; allocated on first use.
     others: OnceLock<Box<OtherEncodings>>,
 }
@@ -626,6 +629,39 @@ impl Object {
             Ok(o) => o.with_resource_version(self.rv),
             Err(_) => self.clone(),
         }
+    }
+
+    /// The object's `meta.k8s.io/v1` `PartialObjectMetadata` JSON at its version, cut from the
+    /// stored bytes without decoding them ([`crate::partial_meta`]). On a
+    /// [`Object::with_shared_encoding`] (or replay) result it is built at most once and shared
+    /// by every clone, so every metadata consumer of one event (HTTP metadata watchers,
+    /// in-process metadata informers) gets the same bytes; otherwise each call builds it.
+    /// An error only for a persisted body whose metadata cannot be followed.
+    pub fn partial_metadata_json(&self) -> Result<Bytes, ObjectError> {
+        let Some(wire) = &self.wire else {
+            return self.partial_metadata_json_at(false);
+        };
+        if let Some(b) = wire.metadata.get() {
+            return Ok(b.clone());
+        }
+        let b = self.partial_metadata_json_at(false)?;
+        // Two racing first callers may both build it; one result is kept and shared.
+        Ok(wire.metadata.get_or_init(|| b).clone())
+    }
+
+    /// The `PartialObjectMetadata` JSON at `meta.k8s.io/v1` or, when `beta`, `v1beta1`, built
+    /// for this call (never shared).
+    pub fn partial_metadata_json_at(&self, beta: bool) -> Result<Bytes, ObjectError> {
+        let b = &self.body;
+        crate::partial_meta::project(&b.json, b.rv_at, b.meta_has_members, self.rv, beta)
+    }
+
+    /// Whether this object's shared `PartialObjectMetadata` projection is built already
+    /// ([`Object::partial_metadata_json`]); always false without a shared encoding.
+    pub fn has_partial_metadata(&self) -> bool {
+        self.wire
+            .as_ref()
+            .is_some_and(|w| w.metadata.get().is_some())
     }
 
     /// Calls `f` with the wire JSON, without a new reference to it: the shared encoding when

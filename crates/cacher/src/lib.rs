@@ -30,6 +30,10 @@
 //! `watcher::stream` sit on those; only the crate root ties them together. The
 //! `import_graph` test fails on any other module cycle.
 //!
+//! In-process consumers list and watch a cacher through [`StorageListerWatcher`] (whole
+//! objects) or [`MetadataListerWatcher`] (each object's metadata-only projection, built once
+//! per dispatched event for every metadata consumer: `metadata_lw`).
+//!
 //! Consistent lists (no resource version) wait until the cache has the backend's current
 //! revision; the backend is asked for progress as soon as the first one waits, then every
 //! 100 ms while any does, and never otherwise.
@@ -61,6 +65,7 @@ mod floor;
 mod import_graph;
 pub mod latency;
 mod lw;
+mod metadata_lw;
 mod metric_label;
 mod metrics;
 mod watcher;
@@ -83,6 +88,7 @@ pub use crate::config::{
 };
 pub use crate::consistency::{ConsistencyCheck, Digest};
 pub use crate::lw::StorageListerWatcher;
+pub use crate::metadata_lw::MetadataListerWatcher;
 pub use crate::metrics::{CacherMetrics, ResourceLabel};
 
 use crate::dispatch::recent::Recent;

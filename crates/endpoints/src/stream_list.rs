@@ -212,11 +212,17 @@ impl Encoding {
                 }
                 Items::Json => o.write_json(out),
                 Items::Metadata => {
-                    let mut v = decoded(o)?;
-                    if self.extras.drop_managed_fields {
-                        drop_managed_fields(&mut v);
+                    // Cut from the stored bytes: the spec and status are not decoded.
+                    let p = o.partial_metadata_json().map_err(|e| {
+                        ApiError::internal(format!("stored object does not decode: {e}"))
+                    })?;
+                    match self.extras.drop_managed_fields {
+                        true => match listwatch_api::drop_fields::without_managed_fields(&p) {
+                            Some(cut) => out.extend_from_slice(&cut),
+                            None => out.extend_from_slice(&p),
+                        },
+                        false => out.extend_from_slice(&p),
                     }
-                    out.extend_from_slice(&table::partial_metadata_json(&v, false));
                 }
                 Items::Table { include, now, .. } => {
                     let row = table::row(&self.info, o, include, now)
@@ -229,11 +235,6 @@ impl Encoding {
         }
         Ok(())
     }
-}
-
-fn decoded(obj: &Object) -> ApiResult<Value> {
-    obj.to_value()
-        .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))
 }
 
 /// Removes `metadata.managedFields` from a decoded object (`drop=metadata.managedFields`).

@@ -5,10 +5,13 @@
 //! - the response head goes out before the first event (hyper flushes it while the body is
 //!   pending), so clients see `200` at once;
 //! - an object event's object part is built once per event and format and shared by every
-//!   watcher: the JSON wire bytes by the cacher's shared encoding, Table and metadata-only
-//!   objects by [`listwatch_api::Object::shared_encoding`] under a key naming the format and everything it
-//!   depends on ([`Encoder::new`]); only bookmarks and errors are built per watcher;
-//! - a Table or metadata frame whose shared encoding is not built yet ([`Encoder::costly`])
+//!   watcher: the JSON wire bytes by the cacher's shared encoding, metadata-only objects by
+//!   the event's shared projection ([`listwatch_api::Object::partial_metadata_json`], which
+//!   in-process metadata informers share too), Table objects (and cuts without managedFields)
+//!   by [`listwatch_api::Object::shared_encoding`] under a key naming the format and
+//!   everything it depends on ([`Encoder::new`]); only bookmarks and errors are built per
+//!   watcher;
+//! - a Table frame whose shared encoding is not built yet ([`Encoder::costly`])
 //!   is encoded on the request compute pool, behind its fair gate in the client's flow
 //!   ([`WatchState::offload`]): the body waits for it before taking the next event (frames
 //!   stay in order) and dropping the body drops the wait (the task is aborted). The thread
@@ -223,14 +226,19 @@ impl Encoder {
                 .map(Bytes::from)
                 .map_err(|e| format!("printing a table row failed: {e}"))
             }),
+            // The event's shared metadata-only projection, built once for every metadata
+            // consumer of the event (these watchers and in-process metadata informers).
+            Format::Metadata if !self.drop_managed_fields => obj
+                .partial_metadata_json()
+                .map_err(|e| format!("stored object does not decode: {e}")),
             Format::Metadata => obj.shared_encoding(self.key, |o| {
-                o.to_value()
-                    .map(|mut v| {
-                        if self.drop_managed_fields {
-                            crate::stream_list::drop_managed_fields(&mut v);
-                        }
-                        Bytes::from(table::partial_metadata_json(&v, false))
-                    })
+                o.partial_metadata_json()
+                    .map(
+                        |p| match listwatch_api::drop_fields::without_managed_fields(&p) {
+                            Some(cut) => Bytes::from(cut),
+                            None => p,
+                        },
+                    )
                     .map_err(|e| format!("stored object does not decode: {e}"))
             }),
             _ if self.drop_managed_fields => obj.shared_encoding(self.key, |o| {
@@ -244,12 +252,14 @@ impl Encoder {
         }
     }
 
-    /// Whether `ev`'s frame costs an encoding: a Table or metadata-only object whose
-    /// encoding for this watcher's key is not shared yet (the first watcher of the event,
-    /// or any watcher of an object without a shared encoding, e.g. a replayed one). Such
-    /// frames are encoded on the request compute pool when the API has one ([`WatchState::offload`]).
+    /// Whether `ev`'s frame costs an encoding: a Table object whose encoding for this
+    /// watcher's key is not shared yet (the first watcher of the event, or any watcher of an
+    /// object without a shared encoding, e.g. a replayed one). Such frames are encoded on the
+    /// request compute pool when the API has one ([`WatchState::offload`]). A metadata-only
+    /// object is not: its projection is cut from the stored bytes (a scan and a copy of the
+    /// metadata, like the wire JSON's splice), not decoded.
     pub(crate) fn costly(&self, ev: &WatchEvent) -> bool {
-        if !matches!(self.format, Format::Table { .. } | Format::Metadata) {
+        if !matches!(self.format, Format::Table { .. }) {
             return false;
         }
         match ev {
@@ -666,12 +676,49 @@ mod tests {
             (bytes, costly)
         };
         let first: Vec<_> = variants.iter().map(|&(f, i)| frame(f, i)).collect();
-        assert!(first.iter().all(|(_, costly)| *costly), "nothing kept yet");
+        for (&(f, i), (_, costly)) in variants.iter().zip(&first) {
+            // A metadata-only frame is cut from the stored bytes, never offloaded.
+            let table = matches!(f, Format::Table { .. });
+            assert_eq!(*costly, table, "{f:?} {i:?}: nothing kept yet");
+        }
         for (&(f, i), (bytes, _)) in variants.iter().zip(&first) {
             let (again, costly) = frame(f, i);
             assert!(!costly, "{f:?} {i:?}: kept for the next watcher");
             assert_eq!(again.as_ptr(), bytes.as_ptr(), "{f:?} {i:?}: shared");
         }
+    }
+
+    /// Issue 33 item 7: N metadata watchers of one event send the event's one shared
+    /// metadata-only projection — the very bytes an in-process metadata informer (the garbage
+    /// collector's `MetadataListerWatcher`) decodes — built once, with no spec or status.
+    #[test]
+    fn metadata_watchers_share_the_events_one_projection() {
+        let v = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "n", "uid": "u"},
+            "spec": {"containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running"}});
+        let o = Object::from_value(v, &SelectableFields::none())
+            .unwrap()
+            .with_resource_version(9)
+            .with_shared_encoding();
+        let watchers: Vec<_> = (0..10).map(|_| encoder(Format::Metadata)).collect();
+        let mut sent = Vec::new();
+        for w in &watchers {
+            let (Frame::Object(EventType::Added, bytes), false) =
+                w.encode(&WatchEvent::Added(o.clone()))
+            else {
+                panic!("an object frame")
+            };
+            sent.push(bytes);
+        }
+        let informer = o.partial_metadata_json().unwrap();
+        for b in &sent {
+            assert_eq!(b.as_ptr(), informer.as_ptr(), "one projection for all");
+        }
+        let got: serde_json::Value = serde_json::from_slice(&informer).unwrap();
+        assert_eq!(got["kind"], "PartialObjectMetadata");
+        assert_eq!(got["metadata"]["resourceVersion"], "9");
+        assert!(got.get("spec").is_none() && got.get("status").is_none());
     }
 
     #[test]

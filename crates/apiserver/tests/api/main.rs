@@ -40,6 +40,7 @@ mod kube_derive;
 mod kube_rs;
 mod kube_rs_http2;
 mod listwatch_client;
+mod metadata_only;
 mod pod_ephemeral_containers;
 mod registry_resttest;
 mod secret_writes;

@@ -21,9 +21,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use listwatch_cacher::StorageListerWatcher;
+use listwatch_cacher::{MetadataListerWatcher, StorageListerWatcher};
 use listwatch_endpoints::Resource;
-use listwatch_runtime::{Delta, Informer, InformerConfig, Store, Typed, WorkQueue};
+use listwatch_runtime::{Delta, Informer, InformerConfig, Store, WorkQueue};
 
 use crate::gc::catalog::Catalog;
 use listwatch_storage::Key;
@@ -123,7 +123,7 @@ fn informer(r: &Resource, key: &Key) -> Informer<Meta> {
                 v
             }),
         );
-    Informer::spawn(Typed::<_, Meta>::new(lw), config)
+    Informer::spawn(MetadataListerWatcher::<Meta>::new(lw), config)
 }
 
 impl Graph {

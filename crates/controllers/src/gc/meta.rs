@@ -1,6 +1,8 @@
 //! What the collector keeps of an object: its identity, whether it is being deleted, its
 //! finalizers and its owner references — nothing else (the caches hold one per object of
-//! every served resource, so they must stay small).
+//! every served resource, so they must stay small). It is decoded from each event's shared
+//! metadata-only projection (`listwatch_cacher::MetadataListerWatcher`), so the spec and the
+//! status are neither decoded nor copied for the collector.
 //!
 //! Decoding is lenient: the server does not validate `finalizers` or `ownerReferences`, and
 //! one malformed object must not stop a whole resource's informer (a typed list fails as a
@@ -250,5 +252,45 @@ mod tests {
         );
         let null_meta: Meta = serde_json::from_value(json!({"metadata": null})).unwrap();
         assert_eq!(null_meta, Meta::default());
+    }
+
+    /// Issue 33 item 7: the collector's informers decode `Meta` from each event's shared
+    /// metadata-only projection (`listwatch_cacher::MetadataListerWatcher`), not from the
+    /// whole object: it must lose nothing the collector reads.
+    #[test]
+    fn the_metadata_projection_gives_the_collector_what_the_whole_object_does() {
+        let o = listwatch_api::Object::from_value(
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {
+                    "name": "a", "namespace": "n", "uid": "u1",
+                    "deletionTimestamp": "2026-01-01T00:00:00Z",
+                    "finalizers": ["foregroundDeletion", "x/y"],
+                    "ownerReferences": [
+                        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                         "uid": "u0", "blockOwnerDeletion": true, "controller": true}
+                    ],
+                    "labels": {"app": "web"},
+                    "managedFields": [{"manager": "m", "fieldsV1": {"f:spec": {}}}]
+                },
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Running"}
+            }),
+            &listwatch_api::SelectableFields::none(),
+        )
+        .unwrap()
+        .with_resource_version(42);
+        let whole: Meta = o.deserialize().unwrap();
+        let projection = o.partial_metadata_json().unwrap();
+        let meta: Meta = serde_json::from_slice(&projection).unwrap();
+        assert_eq!(meta, whole);
+        assert_eq!(meta.metadata.resource_version.as_deref(), Some("42"));
+        assert!(meta.metadata.deleting_dependents());
+        assert!(
+            meta.metadata
+                .reference_to("u0")
+                .unwrap()
+                .block_owner_deletion
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! It owns
 //! - following every served resource (custom ones included; events excepted, as upstream)
 //!   through metadata-only informers over each resource's storage, indexed by owner uid
-//!   (`graph`);
+//!   (`graph`): their lister-watcher (`listwatch_cacher::MetadataListerWatcher`) gives them
+//!   each event's shared `PartialObjectMetadata` projection, never the object, and their
+//!   stores hold [`meta::Meta`] (identity, deletion, finalizers, owner references) only;
 //! - deciding, on live reads, what happens to an object whose owner references point at
 //!   owners that are absent (uid-checked: an object of the same name with another uid does
 //!   not own it), replaced, or being deleted in the foreground (`worker`), and to owners held

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use listwatch_api::Object;
 use listwatch_storage::{Error as StorageError, GetOptions, ObjectList, WatchEvent};
 
-use super::{Request, Sub, decoded, object_response, scale_response};
+use super::{Request, Sub, object_response, scale_response};
 use crate::error::{ApiError, ApiResult};
 use crate::flowcontrol::WatchSlot;
 use crate::negotiate::{Format, Offer, negotiate_dropping};
@@ -67,11 +67,14 @@ pub(super) async fn get(req: &Request) -> ApiResult<Response> {
             beta,
         ),
         Format::Metadata => {
-            let mut v = decoded(&obj)?;
-            if drop {
-                stream_list::drop_managed_fields(&mut v);
-            }
-            let body = table::partial_metadata_json(&v, false);
+            let p = obj
+                .partial_metadata_json()
+                .map_err(|e| ApiError::internal(format!("stored object does not decode: {e}")))?;
+            let body = match drop {
+                true => listwatch_api::drop_fields::without_managed_fields(&p)
+                    .map_or(p, bytes::Bytes::from),
+                false => p,
+            };
             Ok(encoded_response(
                 StatusCode::OK,
                 Format::Metadata.content_type(),
