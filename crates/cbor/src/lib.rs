@@ -231,6 +231,24 @@ pub fn decode(input: &[u8]) -> Result<Value, DecodeError> {
     }
 }
 
+/// Decodes a CBOR sequence (RFC 8742: data items one after another, an
+/// `application/cbor-seq` watch body) of at most `max_items` items, each as [`decode`] reads
+/// one.
+pub fn decode_sequence(input: &[u8], max_items: usize) -> Result<Vec<Value>, DecodeError> {
+    let mut r = Reader {
+        dec: Decoder::from(input),
+        len: input.len(),
+    };
+    let mut items = Vec::new();
+    while r.remaining() > 0 {
+        if items.len() == max_items {
+            return Err(DecodeError::TooMany("sequence"));
+        }
+        items.push(r.value(0)?);
+    }
+    Ok(items)
+}
+
 /// Decodes `input` (one data item) and writes it as JSON.
 pub fn to_json(input: &[u8]) -> Result<Vec<u8>, DecodeError> {
     let v = decode(input)?;

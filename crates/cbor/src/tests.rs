@@ -55,6 +55,26 @@ fn an_event_prefix_puts_type_before_object() {
 }
 
 #[test]
+fn a_sequence_is_its_items_one_after_another() {
+    let mut seq = event_prefix("ADDED");
+    seq.extend(encode(&json!({"a": 1})));
+    seq.extend(event_prefix("DELETED"));
+    seq.extend(encode(&json!({"a": 2})));
+    let items = decode_sequence(&seq, 10).unwrap();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[1], json!({"type": "DELETED", "object": {"a": 2}}));
+    assert_eq!(
+        decode_sequence(&seq, 1),
+        Err(DecodeError::TooMany("sequence"))
+    );
+    assert_eq!(decode_sequence(&[], 1).unwrap(), Vec::<Value>::new());
+    assert_eq!(
+        decode_sequence(&seq[..seq.len() - 1], 10),
+        Err(DecodeError::Truncated)
+    );
+}
+
+#[test]
 fn what_upstream_accepts_is_read() {
     // Text keys and values, indefinite lengths, chunked strings, the self-described tag,
     // tag 0 around a time, undefined as null.

@@ -17,6 +17,7 @@ mod common;
 
 mod authz_escalation;
 mod authz_matrix;
+mod cbor;
 mod client_certificates;
 mod client_http2;
 mod client_toolkit;
