@@ -184,6 +184,8 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-watchcache",
             "listwatch-cacher",
             "listwatch-runtime",
+            // The CBOR wire variant of `wire_variants` (issue 33 item 3).
+            "listwatch-cbor",
         ],
     ),
     // The developer workflows drive cargo, never the crates.
