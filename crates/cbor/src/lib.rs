@@ -117,11 +117,26 @@ pub fn encode(value: &Value) -> Vec<u8> {
     out
 }
 
-/// The JSON document `json` as [`encode`] writes it.
+/// The JSON document `json` as [`encode`] writes its value, in one pass over the text: no
+/// tree is built; each map's members are written as they are parsed and reordered in place
+/// once the map ends (`transcode`).
 pub fn from_json(json: &[u8]) -> Result<Vec<u8>, EncodeError> {
-    let value: Value = serde_json::from_slice(json)?;
-    Ok(encode(&value))
+    let mut out = Vec::with_capacity(json.len());
+    out.extend_from_slice(&SELF_DESCRIBED);
+    from_json_into(json, &mut out)?;
+    Ok(out)
 }
+
+/// Appends the CBOR (no tag) of the JSON document `json` to `out`, as [`from_json`] writes
+/// it: the form of an item nested in a list. On error `out` may hold part of it.
+pub fn from_json_into(json: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let mut de = serde_json::Deserializer::from_slice(json);
+    serde::de::DeserializeSeed::deserialize(transcode::Transcode { out }, &mut de)?;
+    de.end()?;
+    Ok(())
+}
+
+mod transcode;
 
 /// Appends `value`'s CBOR (no tag) to `out`: the form of an item nested in a list.
 pub fn encode_into(value: &Value, out: &mut Vec<u8>) {
@@ -171,7 +186,7 @@ fn key_order(a: &str, b: &str) -> Ordering {
         .then_with(|| a.as_bytes().cmp(b.as_bytes()))
 }
 
-fn string(s: &str, out: &mut Vec<u8>) {
+pub(crate) fn string(s: &str, out: &mut Vec<u8>) {
     head(2, s.len() as u64, out);
     out.extend_from_slice(s.as_bytes());
 }
@@ -192,14 +207,14 @@ fn number(n: &Number, out: &mut Vec<u8>) {
 
 /// The shortest of float16, float32 and float64 that holds `f` exactly (upstream's
 /// `ShortestFloat16`), through ciborium's header encoding, which picks it.
-fn float(f: f64, out: &mut Vec<u8>) {
+pub(crate) fn float(f: f64, out: &mut Vec<u8>) {
     let mut enc = ciborium_ll::Encoder::from(&mut *out);
     // Writing into a Vec cannot fail.
     enc.push(Header::Float(f)).unwrap_or(());
 }
 
 /// A head in its shortest form: major type `major`, argument `n`.
-fn head(major: u8, n: u64, out: &mut Vec<u8>) {
+pub(crate) fn head(major: u8, n: u64, out: &mut Vec<u8>) {
     let m = major << 5;
     if n < 24 {
         out.push(m | n as u8);

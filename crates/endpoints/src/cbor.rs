@@ -240,9 +240,8 @@ fn encode_batch(
         } else {
             obj.to_json_bytes()
         };
-        let v: Value = serde_json::from_slice(&json)
-            .map_err(|e| std::io::Error::other(format!("stored object does not decode: {e}")))?;
-        listwatch_cbor::encode_into(&v, &mut out);
+        listwatch_cbor::from_json_into(&json, &mut out)
+            .map_err(|e| std::io::Error::other(format!("stored object does not encode: {e}")))?;
     }
     Ok(Bytes::from(out))
 }
