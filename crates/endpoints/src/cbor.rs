@@ -4,6 +4,8 @@
 //! listwatch-cbor's transcoding of the JSON representation, so every rule of the JSON path
 //! (member order aside: CBOR's is the deterministic one) holds for CBOR too.
 //!
+//! `DeleteOptions` bodies in CBOR are read too ([`options_body`]).
+//!
 //! What is served as CBOR: objects of get, create, update, patch and delete, lists (list and
 //! collection delete), the `Status` of a failed resource request, and watches — an
 //! `application/cbor-seq` stream (RFC 8742) of `WatchEvent` items, each the self-described
@@ -258,6 +260,24 @@ pub(crate) fn decode_object(bytes: &[u8]) -> ApiResult<serde_json::Map<String, V
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/cbor: {e}"
         ))),
     }
+}
+
+/// A `DeleteOptions` body as JSON: a CBOR body (`Content-Type: application/cbor`, as a
+/// client that speaks CBOR sends its options) transcoded, within the same bounds as an
+/// object body; any other body as it is.
+pub(crate) fn options_body<'a>(
+    headers: &HeaderMap,
+    bytes: &'a [u8],
+) -> ApiResult<std::borrow::Cow<'a, [u8]>> {
+    let essence = crate::limits::content_type(headers)
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim();
+    if bytes.is_empty() || !essence.eq_ignore_ascii_case(CONTENT_TYPE) {
+        return Ok(std::borrow::Cow::Borrowed(bytes));
+    }
+    apply_patch_json(bytes).map(std::borrow::Cow::Owned)
 }
 
 /// A CBOR apply patch (`application/apply-patch+cbor`) as the JSON bytes of the same patch.

@@ -206,7 +206,26 @@ fn a_cbor_client_reads_watches_and_writes_the_objects_json_clients_see() {
     assert_eq!(r.status, 200);
     assert_eq!(r.json()["kind"], "APIVersions");
 
-    // DELETE answered in CBOR (its Success Status, as upstream's for a ConfigMap).
+    // DELETE with CBOR `DeleteOptions`: a wrong uid precondition is read (409), then the
+    // delete is answered in CBOR (its Success Status, as upstream's for a ConfigMap).
+    let wrong = json!({"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": "not-its-uid"}});
+    let r = http(
+        addr,
+        "DELETE",
+        &format!("{CMS}/a"),
+        &[CBOR_BODY, ACCEPT_CBOR],
+        &listwatch_cbor::encode(&wrong),
+    );
+    assert_eq!(r.status, 409, "{:?}", String::from_utf8_lossy(&r.body));
+    assert_eq!(cbor_of(&r)["reason"], "Conflict");
+    let r = http(
+        addr,
+        "DELETE",
+        &format!("{CMS}/a"),
+        &[CBOR_BODY, ACCEPT_CBOR],
+        &[0x9f; 100],
+    );
+    assert_eq!(r.status, 400, "a malformed CBOR DeleteOptions body");
     let r = http(addr, "DELETE", &format!("{CMS}/a"), &[ACCEPT_CBOR], b"");
     assert_eq!(r.status, 200);
     let gone = cbor_of(&r);

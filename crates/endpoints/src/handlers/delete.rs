@@ -21,7 +21,9 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     // Before the body is read, as upstream: an immortal namespace is refused whatever the
     // options (the store checks it again).
     crate::validation::check_delete(req.info(), req.name())?;
-    let opts = req.query.delete_options(bytes)?;
+    let opts = req
+        .query
+        .delete_options(&crate::cbor::options_body(&req.headers, bytes)?)?;
     let done = req
         .deleting_store()
         .delete(req.ns(), req.name(), &opts)
@@ -65,7 +67,9 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
         // Upstream's namespace registry has no collection delete.
         return Err(ApiError::method_not_allowed());
     }
-    let opts = req.query.delete_options(bytes)?;
+    let opts = req
+        .query
+        .delete_options(&crate::cbor::options_body(&req.headers, bytes)?)?;
     let lr = req.query.list_options(req.info(), false, None)?;
     let list = req
         .deleting_store()
