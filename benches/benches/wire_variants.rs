@@ -8,6 +8,10 @@
 //!   part is the cut, which a server does once per event for all watchers that opt out.
 //! - `shard/*`: matching an event against 100 watchers' shard selectors with the hash kept
 //!   on the object (the server: one FNV-1a per event) against hashing per watcher.
+//! - `cbor/*` (KEP-4222): the same pod's watch frame as JSON and as an `application/cbor-seq`
+//!   item; bytes both ways are printed once; the timed parts are what the server does once
+//!   per event and format: the wire JSON (a splice of the stored bytes) and its CBOR
+//!   (listwatch-cbor's transcoding of that JSON), and a CBOR client's decoding of a frame.
 #![allow(missing_docs)]
 
 use std::hint::black_box;
@@ -65,5 +69,33 @@ fn shard(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, managed_fields, shard);
+fn cbor(c: &mut Criterion) {
+    let Ok(pod) = Object::from_json(POD, &SelectableFields::none()) else {
+        panic!("the fixture must parse");
+    };
+    let pod = pod.with_resource_version(12_345);
+    let json = pod.to_json_bytes();
+    let Ok(object) = listwatch_cbor::from_json(&json) else {
+        panic!("the fixture must encode");
+    };
+    let cbor_frame = listwatch_cbor::event_prefix("ADDED").len() + object.len();
+    let json_frame = frame(&json);
+    println!(
+        "bytes per watched pod: {json_frame} as a JSON frame, {cbor_frame} as a CBOR item ({:.0}% less)",
+        100.0 * (json_frame - cbor_frame) as f64 / json_frame as f64
+    );
+    c.bench_function("cbor/json_object_per_event", |b| {
+        b.iter(|| black_box(&pod).to_json_bytes())
+    });
+    c.bench_function("cbor/cbor_object_per_event", |b| {
+        b.iter(|| listwatch_cbor::from_json(&black_box(&pod).to_json_bytes()))
+    });
+    let mut item = listwatch_cbor::event_prefix("ADDED");
+    item.extend_from_slice(&object);
+    c.bench_function("cbor/client_decodes_a_cbor_item", |b| {
+        b.iter(|| listwatch_cbor::decode(black_box(&item)))
+    });
+}
+
+criterion_group!(benches, managed_fields, shard, cbor);
 criterion_main!(benches);

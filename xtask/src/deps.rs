@@ -100,6 +100,8 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
     // with the registry's clock for `metav1.Time`; "never HTTP serving, storage or the
     // endpoints".
     ("listwatch-protobuf", &["listwatch-registry"]),
+    // CBOR (KEP-4222) transcoded to and from JSON: pure, no workspace crate.
+    ("listwatch-cbor", &[]),
     // The REST endpoints over any Storage, with apply's field manager and the schemas; "never
     // a particular backend (memstore, etcd) or the cacher". The registry is what a write means.
     (
@@ -110,6 +112,7 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-kinds",
             "listwatch-registry",
             "listwatch-protobuf",
+            "listwatch-cbor",
             "listwatch-server",
             "listwatch-apply",
             "listwatch-schema",
@@ -181,6 +184,8 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
             "listwatch-watchcache",
             "listwatch-cacher",
             "listwatch-runtime",
+            // The CBOR wire variant of `wire_variants` (issue 33 item 3).
+            "listwatch-cbor",
         ],
     ),
     // The developer workflows drive cargo, never the crates.

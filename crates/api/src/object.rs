@@ -272,10 +272,11 @@ pub struct Object {
 /// How many other encodings (besides the wire JSON) one shared object keeps: enough for
 /// every variant a watch can ask for, so that W watchers of one variant cost one encoding,
 /// not W — a Table (`meta.k8s.io/v1` or `v1beta1`) with `includeObject` `None`, `Metadata`
-/// or `Object` (six) and `PartialObjectMetadata` (one) — plus one spare for the same object
-/// served through a second resource description. The slots are allocated on first use
-/// (8 × 40 bytes) and live as long as the event.
-const OTHER_ENCODINGS: usize = 8;
+/// or `Object` (six), `PartialObjectMetadata` with and without `metadata.managedFields`
+/// (two), the JSON without them (one), CBOR with and without them (two) — plus one spare
+/// for the same object served through a second resource description. The slots are
+/// allocated on first use (12 × 40 bytes) and live as long as the event.
+const OTHER_ENCODINGS: usize = 12;
 
 /// The encodings shared by the clones of one [`Object::with_shared_encoding`] result.
 #[derive(Default)]

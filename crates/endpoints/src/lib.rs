@@ -55,6 +55,7 @@ use tokio::sync::watch;
 
 pub use listwatch_registry::admission;
 pub mod authorize;
+mod cbor;
 pub use listwatch_registry::clock;
 pub mod compress;
 use listwatch_server::compute;

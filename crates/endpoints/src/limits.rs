@@ -92,7 +92,7 @@ fn body_capacity(cap: usize, needed: usize, most: usize) -> usize {
 }
 
 /// Media types accepted for object bodies.
-const OBJECT_MEDIA: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Role, ClusterRole, RoleBinding, ClusterRoleBinding)";
+const OBJECT_MEDIA: &str = "application/json, application/yaml, application/cbor, application/vnd.kubernetes.protobuf (Namespace, ConfigMap, Secret, ServiceAccount, Service, Deployment, Role, ClusterRole, RoleBinding, ClusterRoleBinding)";
 
 /// The request's `Content-Type`, `""` when absent or not text.
 pub(crate) fn content_type(headers: &HeaderMap) -> &str {
@@ -102,8 +102,9 @@ pub(crate) fn content_type(headers: &HeaderMap) -> &str {
         .unwrap_or("")
 }
 
-/// Decodes an object body (JSON, YAML, or protobuf for a few kinds) into a JSON map, within
-/// the decode limits: nesting at most [`MAX_DEPTH`], YAML expanding at most
+/// Decodes an object body (JSON, YAML, CBOR, or protobuf for a few kinds) into a JSON map,
+/// within the decode limits: nesting at most [`MAX_DEPTH`] (CBOR: upstream's 64 levels and
+/// 1 024 elements per array or map, `crate::cbor`), YAML expanding at most
 /// [`yaml_budget`], protobuf bounded by its schemas (each field maps to at most its bytes,
 /// base64 to 4/3 of them).
 /// Also returns the keys a JSON or YAML body repeated in one object (for
@@ -124,6 +125,8 @@ pub(crate) fn decode_object_keys(
         // Upstream reads a body without Content-Type as JSON (some clients send none).
         "application/json" | "" => decode_json_keys(bytes).map_err(|e| e.into_api_error("JSON"))?,
         "application/yaml" => decode_yaml_keys(bytes).map_err(|e| e.into_api_error("YAML"))?,
+        // CBOR has no duplicate keys to report: upstream refuses such a body outright.
+        "application/cbor" => return crate::cbor::decode_object(bytes).map(|m| (m, Vec::new())),
         "application/vnd.kubernetes.protobuf" => {
             return crate::protobuf::decode(bytes, &info.kind)
                 .map(|m| (m, Vec::new()))

@@ -7,7 +7,9 @@
 //! Media ranges are tried in the client's order, highest `q` first; a range this server
 //! cannot produce is skipped; when none remains the answer is 406. The range picked may also
 //! ask for `metadata.managedFields` to be left out of the objects (`drop=`, upstream's
-//! KEP-5958 opt-out: [`negotiate_dropping`]).
+//! KEP-5958 opt-out: [`negotiate_dropping`]). `application/cbor` (KEP-4222) is served for
+//! what JSON is served for on resources (objects, lists, watches, writes, errors), except
+//! Tables and metadata-only forms: a CBOR range with `as=` is skipped (the `cbor` module).
 
 use axum::http::HeaderMap;
 use axum::http::header::ACCEPT;
@@ -31,6 +33,9 @@ pub enum Format {
     Metadata,
     /// `application/yaml`: the JSON representation, as YAML (the `yaml` module).
     Yaml,
+    /// `application/cbor`: the JSON representation, as CBOR (the `cbor` module; a watch
+    /// answers `application/cbor-seq`).
+    Cbor,
 }
 
 impl Format {
@@ -44,6 +49,7 @@ impl Format {
                 "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
             }
             Format::Yaml => "application/yaml",
+            Format::Cbor => crate::cbor::CONTENT_TYPE,
         }
     }
 }
@@ -99,6 +105,8 @@ pub enum WriteFormat {
     Json,
     /// The same, as YAML.
     Yaml,
+    /// The same, as CBOR.
+    Cbor,
     /// `meta.k8s.io` `v1` (or `v1beta1`) `Table` of the one object.
     Table {
         /// Whether `v1beta1` was asked.
@@ -133,6 +141,7 @@ pub fn negotiate_write_dropping(headers: &HeaderMap) -> ApiResult<(WriteFormat, 
 fn match_write_range(range: &str) -> Option<WriteFormat> {
     Some(match match_range(range, Offer::JsonOrTable)? {
         Format::Yaml => WriteFormat::Yaml,
+        Format::Cbor => WriteFormat::Cbor,
         Format::Table { beta } => WriteFormat::Table { beta },
         Format::Metadata => match media_params(range) {
             (Some("PartialObjectMetadataList"), _, _) => WriteFormat::MetadataList,
@@ -203,7 +212,9 @@ fn media_params(range: &str) -> (Option<&str>, Option<&str>, Option<&str>) {
 fn supported(offer: Offer) -> &'static str {
     match offer {
         Offer::Json => "application/json",
-        Offer::Object | Offer::JsonOrTable => "application/json, application/yaml",
+        Offer::Object | Offer::JsonOrTable => {
+            "application/json, application/yaml, application/cbor"
+        }
         Offer::JsonOrDiscovery => {
             "application/json, application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
         }
@@ -218,6 +229,12 @@ fn match_range(range: &str, offer: Offer) -> Option<Format> {
         let plain = parts.all(|p| !p.trim_start().starts_with("as="));
         return (plain && matches!(offer, Offer::Object | Offer::JsonOrTable))
             .then_some(Format::Yaml);
+    }
+    if essence == "application/cbor" {
+        // Plain CBOR only: Tables and metadata-only forms are JSON here.
+        let plain = media_params(range).0.is_none();
+        return (plain && matches!(offer, Offer::Object | Offer::JsonOrTable))
+            .then_some(Format::Cbor);
     }
     if !matches!(
         essence.as_str(),
@@ -335,6 +352,62 @@ mod tests {
             406
         );
         assert_eq!(pick(Some("*/*"), Offer::Object).unwrap(), Format::Json);
+    }
+
+    #[test]
+    fn cbor_is_served_for_resources_with_q_values_and_falls_back_otherwise() {
+        assert_eq!(
+            pick(Some("application/cbor"), Offer::JsonOrTable).unwrap(),
+            Format::Cbor
+        );
+        assert_eq!(
+            pick(Some("APPLICATION/CBOR"), Offer::Object).unwrap(),
+            Format::Cbor
+        );
+        assert_eq!(
+            pick(
+                Some("application/json;q=0.5, application/cbor"),
+                Offer::JsonOrTable
+            )
+            .unwrap(),
+            Format::Cbor
+        );
+        assert_eq!(
+            pick(
+                Some("application/cbor;q=0.5, application/json"),
+                Offer::JsonOrTable
+            )
+            .unwrap(),
+            Format::Json
+        );
+        // Discovery is JSON only: a client listing JSON after CBOR gets JSON, alone 406.
+        assert_eq!(
+            pick(
+                Some("application/cbor, application/json;q=0.9"),
+                Offer::Json
+            )
+            .unwrap(),
+            Format::Json
+        );
+        assert_eq!(
+            pick(Some("application/cbor"), Offer::Json)
+                .unwrap_err()
+                .code(),
+            406
+        );
+        // Tables and metadata-only forms are not served as CBOR: the range is skipped.
+        let table = "application/cbor;as=Table;v=v1;g=meta.k8s.io, application/json";
+        assert_eq!(pick(Some(table), Offer::JsonOrTable).unwrap(), Format::Json);
+        // A watch stream's own media type is not an Accept for one object.
+        assert_eq!(
+            pick(Some("application/cbor-seq"), Offer::JsonOrTable)
+                .unwrap_err()
+                .code(),
+            406
+        );
+        let mut h = HeaderMap::new();
+        h.insert(ACCEPT, "application/cbor".parse().unwrap());
+        assert_eq!(negotiate_write(&h).unwrap(), WriteFormat::Cbor);
     }
 
     #[test]

@@ -98,7 +98,9 @@ impl Items {
                 now: clock::now_unix(),
             },
             Format::Metadata => Items::Metadata,
-            Format::Json | Format::DiscoveryV2 | Format::Yaml => Items::Json,
+            // YAML and CBOR lists are their own modules'; a collection delete's list is
+            // built as JSON and converted.
+            Format::Json | Format::DiscoveryV2 | Format::Yaml | Format::Cbor => Items::Json,
         }
     }
 

@@ -94,32 +94,54 @@ pub(crate) enum Frame {
     One(Bytes),
     /// An object event: [`frame_prefix`], the object's (shared) bytes, [`FRAME_SUFFIX`].
     Object(EventType, Bytes),
+    /// A CBOR frame built for this watcher (bookmarks, errors: `application/cbor-seq`).
+    CborOne(Bytes),
+    /// A CBOR object event: [`crate::cbor::event_prefix`], then the object's (shared)
+    /// tagged CBOR; nothing after it (each item of a CBOR sequence delimits itself).
+    CborObject(EventType, Bytes),
 }
 
 impl Frame {
-    fn len(&self) -> usize {
+    /// What goes before an object event's object bytes, and after them.
+    fn framing(&self) -> (&'static [u8], &'static [u8]) {
         match self {
-            Frame::One(b) => b.len(),
-            Frame::Object(t, o) => frame_prefix(*t).len() + o.len() + FRAME_SUFFIX.len(),
+            Frame::Object(t, _) => (frame_prefix(*t), FRAME_SUFFIX),
+            Frame::CborObject(t, _) => (crate::cbor::event_prefix(*t), b""),
+            Frame::One(_) | Frame::CborOne(_) => (b"", b""),
+        }
+    }
+
+    fn len(&self) -> usize {
+        let (prefix, suffix) = self.framing();
+        match self {
+            Frame::One(b) | Frame::CborOne(b) => b.len(),
+            Frame::Object(_, o) | Frame::CborObject(_, o) => prefix.len() + o.len() + suffix.len(),
         }
     }
 
     fn write_to(&self, out: &mut BytesMut) {
+        let (prefix, suffix) = self.framing();
         match self {
-            Frame::One(b) => out.extend_from_slice(b),
-            Frame::Object(t, o) => {
-                out.extend_from_slice(frame_prefix(*t));
+            Frame::One(b) | Frame::CborOne(b) => out.extend_from_slice(b),
+            Frame::Object(_, o) | Frame::CborObject(_, o) => {
+                out.extend_from_slice(prefix);
                 out.extend_from_slice(o);
-                out.extend_from_slice(FRAME_SUFFIX);
+                out.extend_from_slice(suffix);
             }
         }
     }
 
-    /// The frame as one buffer, without its trailing newline (a websocket message).
+    /// Whether the frame is CBOR (a binary websocket message, nothing to trim).
+    fn is_cbor(&self) -> bool {
+        matches!(self, Frame::CborOne(_) | Frame::CborObject(..))
+    }
+
+    /// The frame as one buffer, without a JSON frame's trailing newline (a websocket
+    /// message).
     fn message(&self) -> Bytes {
         let mut m = BytesMut::with_capacity(self.len());
         self.write_to(&mut m);
-        let end = m.len() - usize::from(m.ends_with(b"\n"));
+        let end = m.len() - usize::from(!self.is_cbor() && m.ends_with(b"\n"));
         m.truncate(end);
         m.freeze()
     }
@@ -169,6 +191,7 @@ impl Encoder {
                 &info.plural,
                 format!("{:?} {:?}", info.printer, info.strategy),
             )),
+            Format::Cbor => crate::cbor::object_key(false),
             _ => metadata_key(),
         };
         Self {
@@ -192,6 +215,7 @@ impl Encoder {
                 Format::Metadata => {
                     ENCODING_KEYS.hash_one("PartialObjectMetadata;drop=metadata.managedFields")
                 }
+                Format::Cbor => crate::cbor::object_key(true),
                 _ => ENCODING_KEYS.hash_one("json;drop=metadata.managedFields"),
             };
         }
@@ -200,9 +224,18 @@ impl Encoder {
 
     fn error(&self, e: &listwatch_storage::Error) -> (Frame, bool) {
         (
-            Frame::One(encode_error(&ApiError::storage(e, &self.info).0)),
+            self.one(encode_error(&ApiError::storage(e, &self.info).0)),
             true,
         )
+    }
+
+    /// A frame built for this watcher from its JSON form: as it is, or as a CBOR event item
+    /// for a CBOR watch.
+    fn one(&self, json_frame: Bytes) -> Frame {
+        match self.format {
+            Format::Cbor => Frame::CborOne(crate::cbor::event_from_json(&json_frame)),
+            _ => Frame::One(json_frame),
+        }
     }
 
     /// The frame for one event, and whether it is the last (an error).
@@ -241,6 +274,14 @@ impl Encoder {
                     )
                     .map_err(|e| format!("stored object does not decode: {e}"))
             }),
+            Format::Cbor => {
+                return match obj.shared_encoding(self.key, |o| {
+                    crate::cbor::object(o, self.drop_managed_fields)
+                }) {
+                    Ok(o) => (Frame::CborObject(ty, o), false),
+                    Err(e) => (self.one(encode_error(&e.0)), true),
+                };
+            }
             _ if self.drop_managed_fields => obj.shared_encoding(self.key, |o| {
                 Ok::<_, String>(o.to_json_bytes_without_managed_fields())
             }),
@@ -252,14 +293,14 @@ impl Encoder {
         }
     }
 
-    /// Whether `ev`'s frame costs an encoding: a Table object whose encoding for this
+    /// Whether `ev`'s frame costs an encoding: a Table or CBOR object whose encoding for this
     /// watcher's key is not shared yet (the first watcher of the event, or any watcher of an
     /// object without a shared encoding, e.g. a replayed one). Such frames are encoded on the
     /// request compute pool when the API has one ([`WatchState::offload`]). A metadata-only
     /// object is not: its projection is cut from the stored bytes (a scan and a copy of the
     /// metadata, like the wire JSON's splice), not decoded.
     pub(crate) fn costly(&self, ev: &WatchEvent) -> bool {
-        if !matches!(self.format, Format::Table { .. }) {
+        if !matches!(self.format, Format::Table { .. } | Format::Cbor) {
             return false;
         }
         match ev {
@@ -295,7 +336,10 @@ impl Encoder {
     /// bytes straight into its batch; `None` for anything else ([`Encoder::encode`]).
     fn wire<'a>(&self, ev: &'a WatchEvent) -> Option<(EventType, &'a listwatch_api::Object)> {
         if self.drop_managed_fields
-            || matches!(self.format, Format::Table { .. } | Format::Metadata)
+            || matches!(
+                self.format,
+                Format::Table { .. } | Format::Metadata | Format::Cbor
+            )
         {
             return None;
         }
@@ -330,7 +374,7 @@ impl Encoder {
                 rv,
                 end,
             )),
-            _ => Frame::One(encode_bookmark(&self.info.type_meta(), rv, end)),
+            _ => self.one(encode_bookmark(&self.info.type_meta(), rv, end)),
         }
     }
 }
@@ -469,11 +513,12 @@ impl WatchBody {
         if batch.is_empty() {
             batch.reserve(frame.len().clamp(512, COPY_MAX));
         }
+        let (prefix, suffix) = frame.framing();
         match frame {
-            Frame::Object(t, object) if object.len() > COPY_MAX => {
-                batch.extend_from_slice(frame_prefix(t));
+            Frame::Object(_, object) | Frame::CborObject(_, object) if object.len() > COPY_MAX => {
+                batch.extend_from_slice(prefix);
                 self.object = Some(object);
-                self.suffix_due = true;
+                self.suffix_due = !suffix.is_empty();
                 false
             }
             frame => {
@@ -596,8 +641,13 @@ pub(crate) async fn forward_to_websocket(mut socket: WebSocket, state: WatchStat
         tokio::select! {
             frame = frames.next() => {
                 let Some(frame) = frame else { break };
-                let Ok(text) = Utf8Bytes::try_from(frame.message()) else { return };
-                if socket.send(Message::Text(text)).await.is_err() {
+                let message = if frame.is_cbor() {
+                    Message::Binary(frame.message())
+                } else {
+                    let Ok(text) = Utf8Bytes::try_from(frame.message()) else { return };
+                    Message::Text(text)
+                };
+                if socket.send(message).await.is_err() {
                     return;
                 }
             }
@@ -721,6 +771,76 @@ mod tests {
         assert!(got.get("spec").is_none() && got.get("status").is_none());
     }
 
+    /// CBOR watchers (KEP-4222) share one encoding per event, with and without
+    /// managedFields, beside every other variant's; each item decodes to the JSON frame.
+    #[test]
+    fn cbor_frames_are_encoded_once_per_event_and_decode_to_the_json_frame() {
+        let o = object("a", 5, 1);
+        let ev = WatchEvent::Modified {
+            object: o.clone(),
+            prev: None,
+        };
+        // Every other variant first (six Tables, metadata with and without managedFields,
+        // JSON without them): CBOR's two encodings must still find slots.
+        for beta in [false, true] {
+            for include in [
+                IncludeObject::None,
+                IncludeObject::Metadata,
+                IncludeObject::Object,
+            ] {
+                Encoder::new(info(), Format::Table { beta }, include, false).encode(&ev);
+            }
+        }
+        for drop in [false, true] {
+            encoder(Format::Metadata)
+                .dropping_managed_fields(drop)
+                .encode(&ev);
+        }
+        encoder(Format::Json)
+            .dropping_managed_fields(true)
+            .encode(&ev);
+        for drop in [false, true] {
+            let enc = || encoder(Format::Cbor).dropping_managed_fields(drop);
+            assert!(enc().costly(&ev), "the first CBOR watcher encodes");
+            let (Frame::CborObject(EventType::Modified, first), false) = enc().encode(&ev) else {
+                panic!()
+            };
+            assert!(!enc().costly(&ev), "kept for the next watcher");
+            let (frame, false) = enc().encode(&ev) else {
+                panic!()
+            };
+            let Frame::CborObject(_, again) = &frame else {
+                panic!()
+            };
+            assert_eq!(again.as_ptr(), first.as_ptr(), "one encoding, shared");
+            let mut b = BytesMut::new();
+            frame.write_to(&mut b);
+            assert!(listwatch_cbor::is_self_described(&b));
+            let item = listwatch_cbor::decode(&b).unwrap();
+            assert_eq!(item["type"], "MODIFIED");
+            let json: serde_json::Value = serde_json::from_slice(&o.to_json_bytes()).unwrap();
+            assert_eq!(item["object"], json);
+            // The object part is itself tagged, as upstream embeds an encoded object.
+            assert!(listwatch_cbor::is_self_described(&first));
+        }
+        // Bookmarks and errors are CBOR items too.
+        let (bm, false) =
+            encoder(Format::Cbor).encode(&WatchEvent::Bookmark(listwatch_storage::Bookmark {
+                resource_version: 9,
+                initial_events_end: true,
+            }))
+        else {
+            panic!()
+        };
+        let mut b = BytesMut::new();
+        bm.write_to(&mut b);
+        let item = listwatch_cbor::decode(&b).unwrap();
+        assert_eq!(item["type"], "BOOKMARK");
+        assert_eq!(item["object"]["metadata"]["resourceVersion"], "9");
+        assert_eq!(item["object"]["kind"], "ConfigMap");
+        assert!(bm.is_cbor() && bm.message().len() == b.len());
+    }
+
     #[test]
     fn object_frames_share_one_encoding_per_format_across_watchers() {
         let o = object("a", 5, 1);
@@ -760,7 +880,7 @@ mod tests {
                     assert_eq!(obj["rows"][0]["cells"][0], "a");
                     assert_eq!(obj["rows"][0]["object"]["kind"], "PartialObjectMetadata");
                 }
-                Format::DiscoveryV2 | Format::Yaml => unreachable!(),
+                Format::DiscoveryV2 | Format::Yaml | Format::Cbor => unreachable!(),
             }
             let msg = fb.message();
             assert!(!msg.ends_with(b"\n") && msg.ends_with(b"}"));

@@ -55,7 +55,13 @@ impl Conversion {
                 include,
                 drop_managed_fields: true,
             })),
-            WriteFormat::Json | WriteFormat::Yaml => Ok(None),
+            // The same cut for a CBOR answer, which `handlers::handle` then converts.
+            WriteFormat::Cbor if drop && !collection => Ok(Some(Self {
+                format: WriteFormat::Json,
+                include,
+                drop_managed_fields: true,
+            })),
+            WriteFormat::Json | WriteFormat::Yaml | WriteFormat::Cbor => Ok(None),
             WriteFormat::MetadataList => Err(ApiError::not_acceptable_conversion(&format!(
                 "you requested PartialObjectMetadataList, but the requested object is not a list ({})",
                 go_type(info)
@@ -141,9 +147,12 @@ impl Conversion {
                 )
                 .map_err(|e| ApiError::internal(format!("printing a table failed: {e}")))
             }
-            WriteFormat::Json | WriteFormat::Yaml | WriteFormat::MetadataList => Err(
-                ApiError::internal("a write's answer converted to its own format"),
-            ),
+            WriteFormat::Json
+            | WriteFormat::Yaml
+            | WriteFormat::Cbor
+            | WriteFormat::MetadataList => Err(ApiError::internal(
+                "a write's answer converted to its own format",
+            )),
         }
     }
 }

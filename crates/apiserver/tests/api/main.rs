@@ -18,6 +18,7 @@ mod common;
 mod authz_escalation;
 mod authz_matrix;
 mod cache_consistency;
+mod cbor;
 mod client_certificates;
 mod client_http2;
 mod client_toolkit;

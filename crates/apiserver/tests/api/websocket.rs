@@ -143,3 +143,60 @@ fn an_inbound_frame_over_the_limit_closes_the_websocket() {
         .is_some();
     assert!(close, "a 1009 close frame: {got:?}");
 }
+
+/// A CBOR client's websocket watch (`Accept: application/cbor`, KEP-4222): one binary
+/// message per event, each a whole CBOR item (the self-described tag, `{type, object}`)
+/// with nothing trimmed, then a close.
+#[test]
+fn a_cbor_websocket_watch_sends_one_binary_cbor_item_per_event() {
+    let server = Server::start(&[]);
+    for name in ["a", "b"] {
+        let body = format!(r#"{{"metadata":{{"name":"{name}"}},"data":{{"k":"v\n"}}}}"#);
+        let r = http(
+            &server.addr,
+            "POST",
+            "/api/v1/namespaces/default/configmaps",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 201);
+    }
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(PATIENCE)).unwrap();
+    write!(
+        s,
+        "GET /api/v1/namespaces/default/configmaps?watch=1&resourceVersion=0&timeoutSeconds=2 HTTP/1.1\r\n\
+         Host: {}\r\nAccept: application/cbor\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        server.addr
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).unwrap();
+        head.push(byte[0]);
+    }
+    assert!(head.starts_with(b"HTTP/1.1 101"));
+    let mut names = Vec::new();
+    let mut closed = false;
+    while let Some((opcode, payload)) = read_frame(&mut s) {
+        match opcode {
+            0x2 => {
+                assert!(listwatch_cbor::is_self_described(&payload));
+                let e = listwatch_cbor::decode(&payload).unwrap();
+                assert_eq!(e["type"], "ADDED");
+                assert_eq!(e["object"]["data"]["k"], "v\n");
+                names.push(e["object"]["metadata"]["name"].as_str().unwrap().to_owned());
+            }
+            0x8 => {
+                closed = true;
+                break;
+            }
+            other => panic!("unexpected opcode {other}"),
+        }
+    }
+    assert!(closed);
+    names.sort_unstable();
+    assert_eq!(names, ["a", "b"]);
+}

@@ -23,6 +23,7 @@ mod binding_reviews;
 mod bootstrap;
 mod builtin_defaults;
 mod builtin_kinds;
+mod cbor_kubectl;
 mod client_credentials;
 mod component_statuses;
 mod compression;

@@ -22,7 +22,9 @@ pub(super) async fn delete(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     // Before the body is read, as upstream: an immortal namespace is refused whatever the
     // options (the store checks it again).
     crate::validation::check_delete(req.info(), req.name())?;
-    let opts = req.query.delete_options(bytes)?;
+    let opts = req
+        .query
+        .delete_options(&crate::cbor::options_body(&req.headers, bytes)?)?;
     let warning = default_propagation_warning(req, &opts);
     let done = req
         .deleting_store()
@@ -81,7 +83,9 @@ pub(super) async fn delete_collection(req: &Request, bytes: &[u8]) -> ApiResult<
         // Upstream's namespace registry has no collection delete.
         return Err(ApiError::method_not_allowed());
     }
-    let opts = req.query.delete_options(bytes)?;
+    let opts = req
+        .query
+        .delete_options(&crate::cbor::options_body(&req.headers, bytes)?)?;
     let warning = default_propagation_warning(req, &opts);
     let lr = req.query.list_options(req.info(), false, None)?;
     let list = req

@@ -530,6 +530,9 @@ async fn resource_request(
             let mut resp = e.into_response();
             if crate::yaml::wanted(&req.headers, Offer::Object) {
                 resp = crate::yaml::from_json(resp).await;
+            } else if crate::cbor::wanted(&req.headers, Offer::Object) {
+                // Upstream writes a failure's Status with the negotiated serializer.
+                resp = crate::cbor::from_json(resp).await;
             }
             if unread_body {
                 // The rest of the body may still come: this connection cannot be reused.
@@ -694,9 +697,9 @@ async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
             verb == Verb::DeleteCollection,
         )?,
     };
-    let resp = handle_verb(req, verb, body).await?;
+    let mut resp = handle_verb(req, verb, body).await?;
     if let Some(c) = conversion {
-        return Ok(c.apply(req.info(), resp).await);
+        resp = c.apply(req.info(), resp).await;
     }
     let offer = match verb {
         Verb::Get | Verb::List => Offer::JsonOrTable,
@@ -704,6 +707,10 @@ async fn handle(req: &Request, verb: Verb, body: Bytes) -> ApiResult<Response> {
     };
     Ok(if crate::yaml::wanted(&req.headers, offer) {
         crate::yaml::from_json(resp).await
+    } else if crate::cbor::wanted(&req.headers, offer) {
+        // Whatever was answered as JSON (a write's object, a Scale, a Status, a collection
+        // delete's list); objects and lists read as CBOR are CBOR already.
+        crate::cbor::from_json(resp).await
     } else {
         resp
     })

@@ -81,6 +81,7 @@ pub(super) async fn get(req: &Request) -> ApiResult<Response> {
                 &body,
             ))
         }
+        Format::Cbor => crate::cbor::object_response(StatusCode::OK, &obj, drop),
         Format::Json if drop => Ok(encoded_response(
             StatusCode::OK,
             "application/json",
@@ -106,6 +107,9 @@ pub(super) async fn list(req: &Request) -> ApiResult<Response> {
             .then(|| lr.opts.predicate.shard.canonical()),
         drop_managed_fields: drop,
     };
+    if fmt == Format::Cbor {
+        return crate::cbor::list(&req.res.info, list, extras, req.offloader());
+    }
     list_response(req, Items::for_format(fmt, include), extras, list)
 }
 
@@ -231,10 +235,12 @@ pub(super) async fn watch_request(
         h.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
         h.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
     }
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(format.content_type()),
-    );
+    // A client that accepts `application/cbor` gets a CBOR sequence, as upstream answers.
+    let content_type = match format {
+        Format::Cbor => crate::cbor::SEQ_CONTENT_TYPE,
+        other => other.content_type(),
+    };
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),

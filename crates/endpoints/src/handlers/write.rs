@@ -196,6 +196,21 @@ pub(super) async fn patch(req: &Request, bytes: &[u8]) -> ApiResult<Response> {
     req.query.validate_write("PatchOptions")?;
     let dry_run = req.query.dry_run()?;
     let ct = crate::limits::content_type(&req.headers);
+    // A server-side apply in CBOR (KEP-4222's `application/apply-patch+cbor`) is the same
+    // apply as its JSON form; upstream accepts no other patch type in CBOR.
+    let cbor_apply = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .eq_ignore_ascii_case(crate::cbor::APPLY_PATCH_CONTENT_TYPE);
+    let transcoded;
+    let (ct, bytes) = if cbor_apply {
+        transcoded = crate::cbor::apply_patch_json(bytes)?;
+        ("application/apply-patch+yaml", transcoded.as_slice())
+    } else {
+        (ct, bytes)
+    };
     let accepted = PatchType::accepted(req.info().custom_resource);
     let kind = PatchType::from_content_type(ct)
         .filter(|k| !(req.info().custom_resource && *k == PatchType::StrategicMerge))
