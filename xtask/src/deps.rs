@@ -169,8 +169,10 @@ pub(crate) const ALLOWED: &[(&str, &[&str])] = &[
         "listwatch-testenv",
         &["listwatch-apiserver", "listwatch-client"],
     ),
-    // Test harness pieces: a dev-dependency only, so nothing has it in a normal row.
-    ("listwatch-testkit", &[]),
+    // Test harness pieces: a dev-dependency only, so nothing has it in a normal row. Its
+    // storage wrapper (feature `storage`) implements the Storage trait over another storage;
+    // "never a backend, the cache or HTTP serving beyond the router helpers".
+    ("listwatch-testkit", &["listwatch-api", "listwatch-storage"]),
     // The benchmarks and load generator drive the pipeline's layers directly, and the
     // runtime's reflector (over an in-process lister-watcher); they measure the server over
     // HTTP with their own requests, not through the client.

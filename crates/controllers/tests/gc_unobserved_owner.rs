@@ -19,26 +19,24 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Duration;
 
 use axum::Router;
 use axum::http::StatusCode;
-use listwatch_api::Object;
 use listwatch_controllers::gc::GarbageCollector;
 use listwatch_endpoints::{Config, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
-use listwatch_storage::{
-    Error, GetOptions, Key, ListOptions, ObjectList, Preconditions, Result, Stats, Storage,
-    UpdateFn, ValidateDeleteFn, WatchStream,
-};
+use listwatch_storage::{Error, Key, ListOptions, Result, Storage};
 use listwatch_testkit::router::{JSON, call, create_namespace, eventually};
+use listwatch_testkit::storage::{Hooked, Hooks};
 use serde_json::{Value, json};
 
 /// A store whose watches are refused on cue, as a custom resource's fresh cache refuses
 /// them: 429 while `blind`, then 410 once (the cache listed after the watcher did).
+type Blinded = Hooked<MemStore, Blind>;
+
+/// The cues and counts of a [`Blinded`] store.
 #[derive(Default)]
-struct Blinded {
-    inner: MemStore,
+struct Blind {
     blind: AtomicBool,
     expire_next: AtomicBool,
     /// Watches refused so far.
@@ -49,24 +47,16 @@ struct Blinded {
     owner_reads: AtomicUsize,
 }
 
-#[async_trait::async_trait]
-impl Storage for Blinded {
-    async fn create(&self, key: &Key, obj: Object, ttl: Option<Duration>) -> Result<Object> {
-        self.inner.create(key, obj, ttl).await
-    }
-    async fn get(&self, key: &Key, opts: &GetOptions) -> Result<Option<Object>> {
-        let got = self.inner.get(key, opts).await;
+impl Hooks for Blind {
+    fn after_get(&self, key: &Key) {
         if key.to_string().ends_with("/owner") {
             self.owner_reads.fetch_add(1, Ordering::SeqCst);
         }
-        got
     }
-    async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
-        let listed = self.inner.list(key, opts).await;
+    fn after_list(&self, _key: &Key) {
         self.lists.fetch_add(1, Ordering::SeqCst);
-        listed
     }
-    async fn watch(&self, key: &Key, opts: &ListOptions) -> Result<WatchStream> {
+    fn before_watch(&self, _key: &Key, opts: &ListOptions) -> Result<()> {
         if self.blind.load(Ordering::SeqCst) {
             self.refused.fetch_add(1, Ordering::SeqCst);
             return Err(Error::NotReady {
@@ -79,45 +69,7 @@ impl Storage for Blinded {
             let rv = opts.resource_version.unwrap_or_default();
             return Err(Error::too_old(rv, rv + 1));
         }
-        self.inner.watch(key, opts).await
-    }
-    async fn guaranteed_update(
-        &self,
-        key: &Key,
-        preconditions: Option<&Preconditions>,
-        ignore_not_found: bool,
-        update: &mut UpdateFn<'_>,
-        suggestion: Option<Object>,
-    ) -> Result<Object> {
-        self.inner
-            .guaranteed_update(key, preconditions, ignore_not_found, update, suggestion)
-            .await
-    }
-    async fn delete(
-        &self,
-        key: &Key,
-        preconditions: Option<&Preconditions>,
-        validate: &ValidateDeleteFn<'_>,
-        suggestion: Option<Object>,
-    ) -> Result<Object> {
-        self.inner
-            .delete(key, preconditions, validate, suggestion)
-            .await
-    }
-    async fn stats(&self, key: &Key) -> Result<Stats> {
-        self.inner.stats(key).await
-    }
-    async fn request_watch_progress(&self) -> Result<()> {
-        self.inner.request_watch_progress().await
-    }
-    async fn current_resource_version(&self) -> Result<u64> {
-        self.inner.current_resource_version().await
-    }
-    async fn readiness(&self) -> Result<()> {
-        self.inner.readiness().await
-    }
-    fn compacted_revision(&self) -> u64 {
-        self.inner.compacted_revision()
+        Ok(())
     }
 }
 
@@ -132,11 +84,13 @@ fn count(c: &AtomicUsize) -> usize {
 /// refused from the start) with a running collector and namespace `ns1`.
 async fn setup() -> (Router, Arc<Blinded>, tokio::task::JoinHandle<()>) {
     let store = MemStore::new();
-    let widgets = Arc::new(Blinded {
-        inner: store.clone(),
-        blind: AtomicBool::new(true),
-        ..Blinded::default()
-    });
+    let widgets = Arc::new(Hooked::new(
+        store.clone(),
+        Blind {
+            blind: AtomicBool::new(true),
+            ..Blind::default()
+        },
+    ));
     let s: Arc<dyn Storage> = Arc::new(store);
     let api = Installer::new(Config::default())
         .resource(
@@ -180,7 +134,7 @@ async fn an_owner_created_and_deleted_while_its_informer_was_blind_still_frees_i
 
     // 1. The widget informer listed (nothing) and cannot watch.
     eventually("the collector's widget watch refused", || async {
-        count(&widgets.refused) > 0
+        count(&widgets.hooks.refused) > 0
     })
     .await;
 
@@ -196,18 +150,18 @@ async fn an_owner_created_and_deleted_while_its_informer_was_blind_still_frees_i
     .await;
     assert_eq!(st, StatusCode::CREATED, "{dep}");
     eventually("the collector's live read of the owner", || async {
-        count(&widgets.owner_reads) > 0
+        count(&widgets.hooks.owner_reads) > 0
     })
     .await;
 
     // 3. The owner goes; the informer's next watch gets 410 and it relists without it.
-    let lists = count(&widgets.lists);
+    let lists = count(&widgets.hooks.lists);
     let (st, _) = call(&r, "DELETE", &format!("{WIDGETS}/owner"), "", "").await;
     assert_eq!(st, StatusCode::OK);
-    widgets.expire_next.store(true, Ordering::SeqCst);
-    widgets.blind.store(false, Ordering::SeqCst);
+    widgets.hooks.expire_next.store(true, Ordering::SeqCst);
+    widgets.hooks.blind.store(false, Ordering::SeqCst);
     eventually("the widget informer relisted", || async {
-        count(&widgets.lists) > lists
+        count(&widgets.hooks.lists) > lists
     })
     .await;
 
@@ -230,7 +184,7 @@ async fn an_owner_created_and_deleted_while_its_informer_was_blind_still_frees_i
 async fn a_dependent_checked_before_its_owner_was_cached_is_kept_then_collected_with_it() {
     let (r, widgets, gc) = setup().await;
     eventually("the collector's widget watch refused", || async {
-        count(&widgets.refused) > 0
+        count(&widgets.hooks.refused) > 0
     })
     .await;
     let reference = create_owner(&r).await;
@@ -244,14 +198,14 @@ async fn a_dependent_checked_before_its_owner_was_cached_is_kept_then_collected_
     .await;
     assert_eq!(st, StatusCode::CREATED);
     eventually("the collector's live read of the owner", || async {
-        count(&widgets.owner_reads) > 0
+        count(&widgets.hooks.owner_reads) > 0
     })
     .await;
     // The informer watches again and sees the owner: the dependent stays.
-    widgets.blind.store(false, Ordering::SeqCst);
+    widgets.hooks.blind.store(false, Ordering::SeqCst);
     eventually(
         "the owner read again until the informer shows it",
-        || async { count(&widgets.owner_reads) > 1 },
+        || async { count(&widgets.hooks.owner_reads) > 1 },
     )
     .await;
     let (st, v) = call(&r, "GET", &format!("{CM}/dep"), "", "").await;

@@ -8,11 +8,15 @@
 //!   [`HealthCheck`]).
 //! - `router` (feature `router`): requests to an in-process `Router`, a namespace created
 //!   through it, and `eventually` (polling with a deadline).
+//! - `storage` (feature `storage`): `Hooked`, a storage forwarding every call to another,
+//!   with a test's `Hooks` around some of them (faults on cue, counting).
 
 mod balancer;
 pub mod health;
 #[cfg(feature = "router")]
 pub mod router;
+#[cfg(feature = "storage")]
+pub mod storage;
 
 pub use balancer::{Balancer, RotationChange};
 pub use health::HealthCheck;

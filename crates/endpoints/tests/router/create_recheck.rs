@@ -16,37 +16,32 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
 use futures::StreamExt;
-use listwatch_api::Object;
 use listwatch_endpoints::{Api, Config, Installer, KindSpec, NameValidation};
 use listwatch_memstore::MemStore;
 use listwatch_storage::{
-    Error as StorageError, GetOptions, Key, ListOptions, ObjectList, Preconditions, Result, Stats,
-    Storage, UpdateFn, ValidateDeleteFn, WatchEvent, WatchStream,
+    Error as StorageError, Key, ListOptions, Result, Storage, WatchEvent, WatchStream,
 };
+use listwatch_testkit::storage::{Hooked, Hooks};
 use serde_json::Value;
 use tower::ServiceExt;
 
-/// Storage shared by the namespaces and the ConfigMaps: the namespaces' `get`s
-/// (`gets_fail`) fail with `Unreachable` (as the etcd adapter reports a read no member
-/// answered) while `failing` is above zero, one failure per get; a ConfigMap create
+/// The hooks of the storage shared by the namespaces and the ConfigMaps: the namespaces'
+/// `get`s (`gets_fail`) fail with `Unreachable` (as the etcd adapter reports a read no
+/// member answered) while `failing` is above zero, one failure per get; a ConfigMap create
 /// (`arm_on_create` > 0) sets `failing` to it once written, so the reads after it fail.
-struct Faulty {
-    store: MemStore,
+struct Faults {
     failing: Arc<AtomicUsize>,
     gets_fail: bool,
     arm_on_create: usize,
 }
 
-#[async_trait::async_trait]
-impl Storage for Faulty {
-    async fn create(&self, key: &Key, obj: Object, ttl: Option<Duration>) -> Result<Object> {
-        let created = self.store.create(key, obj, ttl).await?;
+impl Hooks for Faults {
+    fn after_create(&self, _key: &Key) {
         if self.arm_on_create > 0 {
             self.failing.store(self.arm_on_create, Ordering::SeqCst);
         }
-        Ok(created)
     }
-    async fn get(&self, key: &Key, opts: &GetOptions) -> Result<Option<Object>> {
+    fn before_get(&self, _key: &Key) -> Result<()> {
         let failed = self.gets_fail
             && self
                 .failing
@@ -57,51 +52,7 @@ impl Storage for Faulty {
                 message: "http://127.0.0.1:2379: Unavailable: etcdserver: leader changed".into(),
             });
         }
-        self.store.get(key, opts).await
-    }
-    async fn list(&self, key: &Key, opts: &ListOptions) -> Result<ObjectList> {
-        self.store.list(key, opts).await
-    }
-    async fn watch(&self, key: &Key, opts: &ListOptions) -> Result<WatchStream> {
-        self.store.watch(key, opts).await
-    }
-    async fn guaranteed_update(
-        &self,
-        key: &Key,
-        preconditions: Option<&Preconditions>,
-        ignore_not_found: bool,
-        update: &mut UpdateFn<'_>,
-        suggestion: Option<Object>,
-    ) -> Result<Object> {
-        self.store
-            .guaranteed_update(key, preconditions, ignore_not_found, update, suggestion)
-            .await
-    }
-    async fn delete(
-        &self,
-        key: &Key,
-        preconditions: Option<&Preconditions>,
-        validate: &ValidateDeleteFn<'_>,
-        suggestion: Option<Object>,
-    ) -> Result<Object> {
-        self.store
-            .delete(key, preconditions, validate, suggestion)
-            .await
-    }
-    async fn stats(&self, key: &Key) -> Result<Stats> {
-        self.store.stats(key).await
-    }
-    async fn request_watch_progress(&self) -> Result<()> {
-        self.store.request_watch_progress().await
-    }
-    async fn current_resource_version(&self) -> Result<u64> {
-        self.store.current_resource_version().await
-    }
-    async fn readiness(&self) -> Result<()> {
-        self.store.readiness().await
-    }
-    fn compacted_revision(&self) -> u64 {
-        self.store.compacted_revision()
+        Ok(())
     }
 }
 
@@ -109,18 +60,22 @@ impl Storage for Faulty {
 fn setup(fails: usize) -> (Api, Router, MemStore) {
     let store = MemStore::new();
     let failing = Arc::new(AtomicUsize::new(0));
-    let namespaces: Arc<dyn Storage> = Arc::new(Faulty {
-        store: store.clone(),
-        failing: Arc::clone(&failing),
-        gets_fail: true,
-        arm_on_create: 0,
-    });
-    let configmaps: Arc<dyn Storage> = Arc::new(Faulty {
-        store: store.clone(),
-        failing,
-        gets_fail: false,
-        arm_on_create: fails,
-    });
+    let namespaces: Arc<dyn Storage> = Arc::new(Hooked::new(
+        store.clone(),
+        Faults {
+            failing: Arc::clone(&failing),
+            gets_fail: true,
+            arm_on_create: 0,
+        },
+    ));
+    let configmaps: Arc<dyn Storage> = Arc::new(Hooked::new(
+        store.clone(),
+        Faults {
+            failing,
+            gets_fail: false,
+            arm_on_create: fails,
+        },
+    ));
     let api = Installer::new(Config::default())
         .resource(
             KindSpec::new("", "v1", "namespaces", "Namespace")

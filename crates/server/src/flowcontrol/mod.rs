@@ -57,11 +57,16 @@ use std::time::Duration;
 
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::oneshot;
 
 use crate::metrics::Metrics;
 
+mod body;
 pub mod estimate;
+mod watches;
+
+pub use body::{BodyBudget, BodyHold};
+pub use watches::{WatchLimits, WatchSlot, fair_share_threshold};
 
 /// The flow a request is accounted to: set as a request extension by whoever knows the
 /// client best. The connection layer sets [`ClientKey::Address`] from the peer address;
@@ -716,165 +721,6 @@ impl Drop for Seat {
         {
             level.release(&mut lock(state), &self.key, self.width);
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Watches.
-// ---------------------------------------------------------------------------------------
-
-#[derive(Default)]
-struct WatchCount {
-    open: usize,
-    by_client: HashMap<ClientKey, usize>,
-}
-
-/// Open watches from which a client's share of the slots is limited: half of them.
-pub fn fair_share_threshold(total: usize) -> usize {
-    total / 2
-}
-
-/// Open watches, in total and per client (0: no limit). Under pressure — once
-/// [`fair_share_threshold`] of the slots are taken — a client may open another watch only
-/// while it holds no more watches than there are free slots: a client holding many is
-/// refused long before the pool is spent, and one holding few still finds a slot. One
-/// client alone can take at most about half of the slots past the threshold; each client
-/// that comes later, at most about half of what is still free, so the last slots always go
-/// to clients with the fewest watches (max-min fairness, approximately, without queues).
-/// Like the per-client cap, the share applies only with a per-client limit set (a
-/// `per_client` of 0 says one client may stand for many, as a load generator does).
-pub struct WatchLimits {
-    total: usize,
-    per_client: usize,
-    count: Mutex<WatchCount>,
-    metrics: Metrics,
-}
-
-impl WatchLimits {
-    /// `total` slots, `per_client` for one client (0: no limit), counting refusals in
-    /// `metrics`.
-    pub fn new(total: usize, per_client: usize, metrics: Metrics) -> Arc<Self> {
-        Arc::new(Self {
-            total,
-            per_client,
-            count: Mutex::new(WatchCount::default()),
-            metrics,
-        })
-    }
-
-    /// A slot for a new watch of `key`, or why not.
-    pub fn try_open(self: &Arc<Self>, key: &ClientKey) -> Result<WatchSlot, Rejection> {
-        if self.total == 0 && self.per_client == 0 {
-            return Ok(WatchSlot {
-                limits: None,
-                key: key.clone(),
-            });
-        }
-        let mut c = lock(&self.count);
-        let mine = c.by_client.get(key).copied().unwrap_or(0);
-        let refused = if self.total > 0 && c.open >= self.total {
-            Some(Rejection::ConcurrencyLimit)
-        } else if self.per_client > 0 && mine >= self.per_client {
-            Some(Rejection::ClientConcurrencyLimit)
-        } else if self.total > 0
-            && self.per_client > 0
-            && c.open >= fair_share_threshold(self.total)
-            && mine > self.total - c.open
-        {
-            Some(Rejection::FairShare)
-        } else {
-            None
-        };
-        if let Some(why) = refused {
-            drop(c);
-            self.metrics.rejected("watch");
-            self.metrics.flowcontrol_rejected("watch", why.as_str());
-            return Err(why);
-        }
-        c.open += 1;
-        *c.by_client.entry(key.clone()).or_default() += 1;
-        Ok(WatchSlot {
-            limits: Some(Arc::clone(self)),
-            key: key.clone(),
-        })
-    }
-}
-
-/// An open watch's slot; dropping it frees the slot.
-pub struct WatchSlot {
-    limits: Option<Arc<WatchLimits>>,
-    key: ClientKey,
-}
-
-impl Drop for WatchSlot {
-    fn drop(&mut self) {
-        let Some(limits) = &self.limits else { return };
-        let mut c = lock(&limits.count);
-        c.open = c.open.saturating_sub(1);
-        if let Some(n) = c.by_client.get_mut(&self.key) {
-            *n -= 1;
-            if *n == 0 {
-                c.by_client.remove(&self.key);
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Body memory.
-// ---------------------------------------------------------------------------------------
-
-/// The byte budget of request bodies in memory (`None`: no limit).
-#[derive(Clone)]
-pub struct BodyBudget(Option<Arc<Semaphore>>);
-
-impl BodyBudget {
-    /// `bytes == 0` means no limit.
-    pub fn new(bytes: usize) -> Self {
-        Self((bytes > 0).then(|| Arc::new(Semaphore::new(bytes.min(Semaphore::MAX_PERMITS)))))
-    }
-
-    /// An empty hold for one request's body.
-    pub fn hold(&self) -> BodyHold {
-        BodyHold {
-            budget: self.0.clone(),
-            held: None,
-        }
-    }
-}
-
-/// The budget one request's body holds; dropping it returns the bytes.
-pub struct BodyHold {
-    budget: Option<Arc<Semaphore>>,
-    held: Option<OwnedSemaphorePermit>,
-}
-
-impl BodyHold {
-    /// Accounts `bytes` more of this body, or refuses when the budget is spent.
-    pub fn take(&mut self, bytes: usize) -> Result<(), Rejection> {
-        let Some(budget) = &self.budget else {
-            return Ok(());
-        };
-        if bytes == 0 {
-            return Ok(());
-        }
-        let n = u32::try_from(bytes).map_err(|_| Rejection::BodyMemory)?;
-        let permit = Arc::clone(budget)
-            .try_acquire_many_owned(n)
-            .map_err(|_| Rejection::BodyMemory)?;
-        match &mut self.held {
-            Some(h) => h.merge(permit),
-            None => self.held = Some(permit),
-        }
-        Ok(())
-    }
-
-    /// Bytes held.
-    #[cfg(test)]
-    fn held(&self) -> usize {
-        self.held
-            .as_ref()
-            .map_or(0, OwnedSemaphorePermit::num_permits)
     }
 }
 

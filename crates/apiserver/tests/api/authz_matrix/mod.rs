@@ -36,6 +36,7 @@ mod cases;
 use crate::common;
 mod http;
 mod model;
+mod other_cases;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -45,6 +46,7 @@ use std::sync::Mutex;
 use cases::*;
 use http::*;
 use model::*;
+use other_cases::*;
 use std::time::Instant;
 
 use common::{PATIENCE, Server};

@@ -81,7 +81,7 @@ impl Conversion for HpaV1 {
                     v1.entry("targetCPUUtilizationPercentage")
                         .or_insert_with(|| u.clone());
                 }
-                None => other.push(metric_spec_to_v1(m)),
+                None => other.push(metric_to_v1(m, "target")),
             }
         }
         if !other.is_empty() {
@@ -119,7 +119,7 @@ impl Conversion for HpaV1 {
             if let Some(c) = current.filter(|c| !c.is_empty()) {
                 notes.push((
                     CURRENT_METRICS,
-                    Value::Array(c.iter().map(metric_status_to_v1).collect()),
+                    Value::Array(c.iter().map(|m| metric_to_v1(m, "current")).collect()),
                 ));
             }
             if let Some(c) = status
@@ -278,10 +278,12 @@ fn cpu_utilization<'a>(m: &'a Value, at: &str) -> Option<&'a Value> {
         .filter(|u| !u.is_null())
 }
 
-/// A v2 `MetricSpec` as v1's (`autoscaling/v1` `MetricSpec`, the v2beta1 shapes).
-fn metric_spec_to_v1(m: &Value) -> Value {
+/// A v2 `MetricSpec` (`side` `target`) or `MetricStatus` (`side` `current`) as v1's
+/// (`autoscaling/v1` `MetricSpec` and `MetricStatus`, the v2beta1 shapes): the two are
+/// the same conversion, each v2 `<side>` value becoming v1's `<side>…` field.
+fn metric_to_v1(m: &Value, side: &str) -> Value {
     let mut out = json!({"type": m["type"]});
-    let t = |s: &Value| s["target"].clone();
+    let field = |name: &str| format!("{side}{name}");
     match m["type"].as_str().unwrap_or("") {
         "Resource" | "ContainerResource" => {
             let key = if m["type"] == "Resource" {
@@ -293,25 +295,25 @@ fn metric_spec_to_v1(m: &Value) -> Value {
             let mut r = json!({"name": s["name"]});
             put(
                 &mut r,
-                "targetAverageUtilization",
-                &t(s)["averageUtilization"],
+                &field("AverageUtilization"),
+                &s[side]["averageUtilization"],
             );
-            put(&mut r, "targetAverageValue", &t(s)["averageValue"]);
+            put(&mut r, &field("AverageValue"), &s[side]["averageValue"]);
             put(&mut r, "container", &s["container"]);
             out[key] = r;
         }
         "Pods" => {
             let s = &m["pods"];
             let mut r = json!({"metricName": s["metric"]["name"]});
-            put(&mut r, "targetAverageValue", &t(s)["averageValue"]);
+            put(&mut r, &field("AverageValue"), &s[side]["averageValue"]);
             put(&mut r, "selector", &s["metric"]["selector"]);
             out["pods"] = r;
         }
         "Object" => {
             let s = &m["object"];
             let mut r = json!({"target": s["describedObject"], "metricName": s["metric"]["name"]});
-            put(&mut r, "targetValue", &t(s)["value"]);
-            put(&mut r, "averageValue", &t(s)["averageValue"]);
+            put(&mut r, &field("Value"), &s[side]["value"]);
+            put(&mut r, "averageValue", &s[side]["averageValue"]);
             put(&mut r, "selector", &s["metric"]["selector"]);
             out["object"] = r;
         }
@@ -319,8 +321,8 @@ fn metric_spec_to_v1(m: &Value) -> Value {
             let s = &m["external"];
             let mut r = json!({"metricName": s["metric"]["name"]});
             put(&mut r, "metricSelector", &s["metric"]["selector"]);
-            put(&mut r, "targetValue", &t(s)["value"]);
-            put(&mut r, "targetAverageValue", &t(s)["averageValue"]);
+            put(&mut r, &field("Value"), &s[side]["value"]);
+            put(&mut r, &field("AverageValue"), &s[side]["averageValue"]);
             out["external"] = r;
         }
         _ => return m.clone(),
@@ -372,56 +374,6 @@ fn metric_spec_to_v2(m: &Value) -> Value {
             };
             out["external"] = json!({"metric": metric_id(&s["metricName"], &s["metricSelector"]),
                 "target": target});
-        }
-        _ => return m.clone(),
-    }
-    out
-}
-
-/// A v2 `MetricStatus` as v1's.
-fn metric_status_to_v1(m: &Value) -> Value {
-    let mut out = json!({"type": m["type"]});
-    let c = |s: &Value| s["current"].clone();
-    match m["type"].as_str().unwrap_or("") {
-        "Resource" | "ContainerResource" => {
-            let key = if m["type"] == "Resource" {
-                "resource"
-            } else {
-                "containerResource"
-            };
-            let s = &m[key];
-            let mut r = json!({"name": s["name"]});
-            put(
-                &mut r,
-                "currentAverageUtilization",
-                &c(s)["averageUtilization"],
-            );
-            put(&mut r, "currentAverageValue", &c(s)["averageValue"]);
-            put(&mut r, "container", &s["container"]);
-            out[key] = r;
-        }
-        "Pods" => {
-            let s = &m["pods"];
-            let mut r = json!({"metricName": s["metric"]["name"]});
-            put(&mut r, "currentAverageValue", &c(s)["averageValue"]);
-            put(&mut r, "selector", &s["metric"]["selector"]);
-            out["pods"] = r;
-        }
-        "Object" => {
-            let s = &m["object"];
-            let mut r = json!({"target": s["describedObject"], "metricName": s["metric"]["name"]});
-            put(&mut r, "currentValue", &c(s)["value"]);
-            put(&mut r, "averageValue", &c(s)["averageValue"]);
-            put(&mut r, "selector", &s["metric"]["selector"]);
-            out["object"] = r;
-        }
-        "External" => {
-            let s = &m["external"];
-            let mut r = json!({"metricName": s["metric"]["name"]});
-            put(&mut r, "metricSelector", &s["metric"]["selector"]);
-            put(&mut r, "currentValue", &c(s)["value"]);
-            put(&mut r, "currentAverageValue", &c(s)["averageValue"]);
-            out["external"] = r;
         }
         _ => return m.clone(),
     }
@@ -627,5 +579,53 @@ mod tests {
             HpaV1.to_served(&mut m);
             HpaV1.to_stored(&mut m);
         }
+    }
+
+    /// Every v2 metric type read through v1, as a spec's target and as a status's current
+    /// value: the v1 shapes (the two conversions are one function, `metric_to_v1`).
+    #[test]
+    fn every_metric_type_reads_through_v1_on_both_sides() {
+        let metrics = |side: &str| {
+            json!([
+                {"type": "Resource", "resource": {"name": "memory",
+                    side: {"type": "AverageValue", "averageValue": "1Gi"}}},
+                {"type": "ContainerResource", "containerResource": {"name": "cpu",
+                    "container": "app", side: {"type": "Utilization", "averageUtilization": 60}}},
+                {"type": "Pods", "pods": {"metric": {"name": "qps", "selector": {"matchLabels": {"a": "b"}}},
+                    side: {"type": "AverageValue", "averageValue": "10"}}},
+                {"type": "Object", "object": {"describedObject": {"kind": "Service", "name": "s"},
+                    "metric": {"name": "rps"}, side: {"type": "Value", "value": "5", "averageValue": "2"}}},
+                {"type": "External", "external": {"metric": {"name": "queue", "selector": {"matchLabels": {"q": "1"}}},
+                    side: {"type": "Value", "value": "7", "averageValue": "3"}}},
+                {"type": "Custom", "custom": {"x": 1}}
+            ])
+        };
+        let want = |side: &str| {
+            let f = |name: &str| format!("{side}{name}");
+            json!([
+                {"type": "Resource", "resource": {"name": "memory", f("AverageValue"): "1Gi"}},
+                {"type": "ContainerResource", "containerResource": {"name": "cpu",
+                    f("AverageUtilization"): 60, "container": "app"}},
+                {"type": "Pods", "pods": {"metricName": "qps", f("AverageValue"): "10",
+                    "selector": {"matchLabels": {"a": "b"}}}},
+                {"type": "Object", "object": {"target": {"kind": "Service", "name": "s"},
+                    "metricName": "rps", f("Value"): "5", "averageValue": "2"}},
+                {"type": "External", "external": {"metricName": "queue",
+                    "metricSelector": {"matchLabels": {"q": "1"}}, f("Value"): "7", f("AverageValue"): "3"}},
+                {"type": "Custom", "custom": {"x": 1}}
+            ])
+        };
+        let Value::Object(mut m) = json!({"apiVersion": "autoscaling/v2", "metadata": {"name": "h"},
+            "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "d"}, "maxReplicas": 3,
+                "metrics": metrics("target")},
+            "status": {"currentMetrics": metrics("current")}})
+        else {
+            unreachable!()
+        };
+        HpaV1.to_served(&mut m);
+        let a = &m["metadata"]["annotations"];
+        let read = |k: &str| serde_json::from_str::<Value>(a[k].as_str().unwrap_or("")).ok();
+        assert_eq!(read(METRICS), Some(want("target")));
+        assert_eq!(read(CURRENT_METRICS), Some(want("current")));
     }
 }
