@@ -105,15 +105,17 @@ impl Informers {
 
     /// Waits until every informer has listed.
     pub async fn wait_synced(&self) {
+        // Readiness means listed: a failed list is retried, not taken as the end of the wait.
         let _ = futures::future::join4(
-            self.roles.wait_until_synced(),
-            self.cluster_roles.wait_until_synced(),
-            self.role_bindings.wait_until_synced(),
-            self.cluster_role_bindings.wait_until_synced(),
+            self.roles.wait_until_synced_ignoring_failures(),
+            self.cluster_roles.wait_until_synced_ignoring_failures(),
+            self.role_bindings.wait_until_synced_ignoring_failures(),
+            self.cluster_role_bindings
+                .wait_until_synced_ignoring_failures(),
         )
         .await;
         if let Some(sa) = &self.service_accounts {
-            let _ = sa.wait_until_synced().await;
+            let _ = sa.wait_until_synced_ignoring_failures().await;
         }
     }
 }
