@@ -26,11 +26,13 @@
 //! unknown field); the walk is recursive over an already decoded value, whose depth the
 //! decoder bounds; nothing here reads the network.
 
+use std::fmt::Write as _;
+
 use http::{HeaderMap, HeaderValue};
 use listwatch_api::Status;
 use listwatch_api::echo;
 use listwatch_api::status::reason;
-use listwatch_schema::{Node, Shape};
+use listwatch_schema::{Node, SchemaView, Shape};
 use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult};
@@ -238,7 +240,7 @@ pub fn refuse_undeclared(kind: Option<Node<'_>>, info: &KindSpec, config: &Value
 /// Removes from `obj` every field its kind's schema does not declare, and names each
 /// (`unknown field "spec.foo"`). `kind` is `None` for a kind without a schema: nothing is
 /// removed.
-pub fn prune(kind: Option<Node<'_>>, obj: &mut Value) -> Findings {
+pub fn prune<S: SchemaView>(kind: Option<S>, obj: &mut Value) -> Findings {
     let mut out = Findings::default();
     if let Some(node) = kind {
         let mut path = String::new();
@@ -251,7 +253,7 @@ pub fn prune(kind: Option<Node<'_>>, obj: &mut Value) -> Findings {
 /// with a structural schema: [`listwatch_kinds::KindStrategy::prune_unknown`]) is pruned by
 /// it, and only its root `metadata` by `kind` (ObjectMeta's schema, as upstream's
 /// `objectmeta.Coerce`); any other kind by `kind` alone.
-pub fn prune_kind(info: &KindSpec, kind: Option<Node<'_>>, obj: &mut Value) -> Findings {
+pub fn prune_kind<S: SchemaView>(info: &KindSpec, kind: Option<S>, obj: &mut Value) -> Findings {
     let Some(paths) = info.strategy.prune_unknown(obj) else {
         return prune(kind, obj);
     };
@@ -271,8 +273,8 @@ pub fn prune_kind(info: &KindSpec, kind: Option<Node<'_>>, obj: &mut Value) -> F
 
 /// [`prune`]'s walk; `paths` also receives each unknown field's path (at most
 /// [`MAX_FINDINGS`]).
-fn walk_paths(
-    node: Node<'_>,
+fn walk_paths<S: SchemaView>(
+    node: S,
     v: &mut Value,
     path: &mut String,
     out: &mut Findings,
@@ -288,7 +290,7 @@ struct Walk<'w> {
 }
 
 impl Walk<'_> {
-    fn walk(&mut self, node: Node<'_>, v: &mut Value, path: &mut String) {
+    fn walk<S: SchemaView>(&mut self, node: S, v: &mut Value, path: &mut String) {
         match (node.shape(), v) {
             (Shape::Struct, Value::Object(m)) => self.struct_fields(node, m, path),
             (Shape::Map, Value::Object(m)) => {
@@ -305,7 +307,8 @@ impl Walk<'_> {
                 if let Some(n) = node.items() {
                     for (i, child) in items.iter_mut().enumerate() {
                         let len = path.len();
-                        path.push_str(&format!("[{i}]"));
+                        // Written in place: no string per item.
+                        let _ = write!(path, "[{i}]");
                         self.walk(n, child, path);
                         path.truncate(len);
                     }
@@ -316,7 +319,12 @@ impl Walk<'_> {
         }
     }
 
-    fn struct_fields(&mut self, node: Node<'_>, m: &mut Map<String, Value>, path: &mut String) {
+    fn struct_fields<S: SchemaView>(
+        &mut self,
+        node: S,
+        m: &mut Map<String, Value>,
+        path: &mut String,
+    ) {
         let mut unknown = Vec::new();
         for (k, child) in m.iter_mut() {
             let len = path.len();
@@ -394,10 +402,69 @@ mod tests {
         );
     }
 
+    fn arb_body() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        const NAMES: &[&str] = &[
+            "metadata",
+            "labels",
+            "name",
+            "bogus",
+            "spec",
+            "containers",
+            "image",
+            "ports",
+            "containerPort",
+            "resources",
+            "limits",
+            "cpu",
+            "volumes",
+            "emptyDir",
+            "selector",
+            "matchLabels",
+            "template",
+            "replicas",
+            "data",
+            "foo",
+            "",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<i32>().prop_map(|n| json!(n)),
+            Just(json!("x")),
+        ];
+        leaf.prop_recursive(6, 64, 5, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                prop::collection::vec((prop::sample::select(NAMES), inner), 0..5).prop_map(|kv| {
+                    Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// Pruning by a kind's plan removes and names what pruning by its nodes does.
+        #[test]
+        fn pruning_by_the_plan_equals_pruning_by_the_nodes(
+            kind in proptest::sample::select(vec!["Pod", "ConfigMap", "Service"]),
+            spec in arb_body(),
+            meta in arb_body(),
+        ) {
+            let catalog = Catalog::builtin();
+            let plan = catalog.plan("", "v1", kind).unwrap();
+            let body = json!({"metadata": meta, "spec": spec, "data": {"a": 1}, "x": 1});
+            let (mut a, mut b) = (body.clone(), body);
+            let fa = prune(catalog.kind("", "v1", kind), &mut a);
+            let fb = prune(Some(plan.root()), &mut b);
+            proptest::prop_assert_eq!(fa, fb);
+            proptest::prop_assert_eq!(a, b);
+        }
+    }
+
     #[test]
     fn a_kind_without_a_schema_keeps_everything() {
         let mut v = json!({"spec": {"foo": 1}});
-        assert!(prune(None, &mut v).is_empty());
+        assert!(prune(None::<Node<'_>>, &mut v).is_empty());
         assert_eq!(v, json!({"spec": {"foo": 1}}));
     }
 

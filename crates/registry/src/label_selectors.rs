@@ -32,8 +32,8 @@ pub fn errors(info: &KindSpec, catalog: &Catalog, obj: &Value, create: bool) -> 
     if info.custom_resource {
         return out;
     }
-    if let Some(node) = catalog.kind(&info.group, &info.version, &info.kind) {
-        node.label_selectors(obj, &mut |path, sel| {
+    if let Some(plan) = catalog.plan(&info.group, &info.version, &info.kind) {
+        plan.label_selectors(obj, &mut |path, sel| {
             validate(path, sel, create, &mut out);
         });
     }

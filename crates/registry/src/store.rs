@@ -342,6 +342,12 @@ impl Store {
             .kind(&self.info.group, &self.info.version, &self.info.kind)
     }
 
+    /// The kind's schema compiled for the write path's walks (`None`: none known).
+    pub(crate) fn plan(&self) -> Option<Arc<listwatch_schema::Plan>> {
+        self.catalog
+            .plan(&self.info.group, &self.info.version, &self.info.kind)
+    }
+
     /// The object about to be written, refused (413) when its encoded size is over what
     /// the storage accepts.
     pub(crate) fn to_object(&self, v: Value) -> ApiResult<Object> {
@@ -372,9 +378,10 @@ impl Store {
                 return Err(e);
             }
             crate::typed::canonicalize(&self.info, &self.catalog, &mut v);
+            let plan = self.plan();
             found.extend(crate::field_validation::prune_kind(
                 &self.info,
-                self.kind_schema(),
+                plan.as_deref().map(listwatch_schema::Plan::root),
                 &mut v,
             ));
             if let Value::Object(m) = v {

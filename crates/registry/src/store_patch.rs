@@ -204,9 +204,11 @@ impl Store {
                             crate::typed::canonicalize(info, self.catalog(), &mut patched);
                             let shown = (directive == Directive::Strict).then(|| patched.clone());
                             let mut found = patch_duplicates.clone();
+                            let plan = self.plan();
+                            let plan = plan.as_deref().map(listwatch_schema::Plan::root);
                             let mut unknown = crate::field_validation::prune_kind(
                                 self.info(),
-                                schema,
+                                plan,
                                 &mut patched,
                             );
                             if !unknown.is_empty() {
@@ -215,7 +217,7 @@ impl Store {
                                 // without them).
                                 let prior = crate::field_validation::prune_kind(
                                     self.info(),
-                                    schema,
+                                    plan,
                                     &mut cur_v.clone(),
                                 );
                                 unknown.retain(|f| !prior.contains(f));

@@ -42,9 +42,8 @@ fn find(info: &KindSpec, catalog: &Catalog, v: &Value) -> Option<Box<TypeError>>
     if info.custom_resource {
         return None;
     }
-    let def = catalog.definition_name(&info.group, &info.version, &info.kind)?;
-    let node = catalog.kind(&info.group, &info.version, &info.kind)?;
-    node.check_types(def, v).err()
+    let plan = catalog.plan(&info.group, &info.version, &info.kind)?;
+    plan.check_types(v).err()
 }
 
 /// Writes `v` (a body [`check_body`], [`check_patched`] or an apply accepted) back as
@@ -54,8 +53,8 @@ pub fn canonicalize(info: &KindSpec, catalog: &Catalog, v: &mut Value) {
     if info.custom_resource {
         return;
     }
-    if let Some(node) = catalog.kind(&info.group, &info.version, &info.kind) {
-        node.canonicalize(v, listwatch_schema::rounds_resource_lists(&info.group));
+    if let Some(plan) = catalog.plan(&info.group, &info.version, &info.kind) {
+        plan.canonicalize(v, listwatch_schema::rounds_resource_lists(&info.group));
     }
 }
 

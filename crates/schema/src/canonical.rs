@@ -29,7 +29,7 @@
 use serde_json::{Map, Value};
 
 use crate::node::{Node, Shape};
-use crate::typecheck::{INT_OR_STRING, MICRO_TIME, QUANTITY, TIME};
+use crate::plan::{Plan, Scalar, SchemaView, Special};
 
 impl Node<'_> {
     /// Rewrites `v` as upstream's decoding would leave it (see the module doc), the values
@@ -38,6 +38,13 @@ impl Node<'_> {
     /// anything else is walked as far as it fits.
     pub fn canonicalize(&self, v: &mut Value, round_resource_lists: bool) {
         walk(*self, v, false, round_resource_lists);
+    }
+}
+
+impl Plan {
+    /// [`Node::canonicalize`] of the kind's body `v`, read from the plan.
+    pub fn canonicalize(&self, v: &mut Value, round_resource_lists: bool) {
+        walk(self.root(), v, false, round_resource_lists);
     }
 }
 
@@ -51,23 +58,21 @@ pub fn rounds_resource_lists(group: &str) -> bool {
 }
 
 /// `in_list`: `v` is a value of a map of quantities, to be rounded when `round`.
-fn walk(node: Node<'_>, v: &mut Value, in_list: bool, round: bool) {
+fn walk<S: SchemaView>(node: S, v: &mut Value, in_list: bool, round: bool) {
     if v.is_null() {
         return;
     }
-    if let Some(name) = node.ref_name() {
-        match name {
-            QUANTITY => {
-                if let Some(c) = crate::quantity::canonical_value(v, in_list && round)
-                    && v.as_str() != Some(c.as_str())
-                {
-                    *v = Value::String(c);
-                }
-                return;
+    match node.special() {
+        Special::Quantity => {
+            if let Some(c) = crate::quantity::canonical_value(v, in_list && round)
+                && v.as_str() != Some(c.as_str())
+            {
+                *v = Value::String(c);
             }
-            INT_OR_STRING | TIME | MICRO_TIME => return,
-            _ => {}
+            return;
         }
+        Special::IntOrString | Special::Time => return,
+        Special::LabelSelector | Special::None => {}
     }
     match node.shape() {
         Shape::Struct => {
@@ -98,7 +103,7 @@ fn walk(node: Node<'_>, v: &mut Value, in_list: bool, round: bool) {
 }
 
 /// A list's item or a map's value (`in_map`): `null` becomes the zero value.
-fn item(node: Node<'_>, v: &mut Value, in_map: bool, round: bool) {
+fn item<S: SchemaView>(node: S, v: &mut Value, in_map: bool, round: bool) {
     if v.is_null() {
         if let Some(zero) = zero_value(node) {
             *v = zero;
@@ -110,28 +115,23 @@ fn item(node: Node<'_>, v: &mut Value, in_map: bool, round: bool) {
 
 /// The JSON Go writes for the zero value of the type at `node`; `None` where it writes
 /// `null` or the type is not known.
-fn zero_value(node: Node<'_>) -> Option<Value> {
-    if let Some(name) = node.ref_name() {
-        match name {
-            QUANTITY => return Some(Value::String("0".into())),
-            INT_OR_STRING => return Some(Value::from(0)),
-            TIME | MICRO_TIME => return None,
-            _ => {}
-        }
+fn zero_value<S: SchemaView>(node: S) -> Option<Value> {
+    match node.special() {
+        Special::Quantity => return Some(Value::String("0".into())),
+        Special::IntOrString => return Some(Value::from(0)),
+        Special::Time => return None,
+        Special::LabelSelector | Special::None => {}
     }
     match node.shape() {
         Shape::Struct | Shape::Map => Some(Value::Object(Map::new())),
         Shape::List => Some(Value::Array(Vec::new())),
         Shape::Untyped => None,
-        Shape::Scalar => {
-            let ty = node.resolved();
-            match ty.get("type").and_then(Value::as_str) {
-                Some("string") => Some(Value::String(String::new())),
-                Some("integer" | "number") => Some(Value::from(0)),
-                Some("boolean") => Some(Value::Bool(false)),
-                _ => None,
-            }
-        }
+        Shape::Scalar => match node.scalar() {
+            Scalar::String | Scalar::Bytes => Some(Value::String(String::new())),
+            Scalar::Int32 | Scalar::Int64 | Scalar::Number => Some(Value::from(0)),
+            Scalar::Boolean => Some(Value::Bool(false)),
+            Scalar::Object | Scalar::Array | Scalar::Other => None,
+        },
     }
 }
 

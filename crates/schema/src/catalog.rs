@@ -2,12 +2,13 @@
 //! process) plus the declared schemas of custom resources, indexed by group-version-kind.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
 
 use serde_json::{Map, Value, json};
 
 use crate::node::Node;
 use crate::normalize::{self, COMPONENTS_PREFIX};
+use crate::plan::Plan;
 
 /// Kubernetes v1.32.0's definitions, as vendored (see `upstream/README.md`).
 const BUILTIN: &str = include_str!("../upstream/v1.32.0/_definitions.json");
@@ -120,6 +121,9 @@ pub enum SchemaError {
 pub struct Catalog {
     custom_defs: HashMap<String, Value>,
     custom_kinds: HashMap<GvkKey, String>,
+    /// Each kind's [`Plan`], by definition name, compiled when first asked for
+    /// ([`Catalog::plan`]); at most one per kind the catalog has.
+    plans: RwLock<HashMap<String, Arc<Plan>>>,
 }
 
 impl Catalog {
@@ -149,6 +153,12 @@ impl Catalog {
         kind: &str,
         declared: Option<&Value>,
     ) -> Result<(), SchemaError> {
+        // Plans compiled so far are of other kinds and stay true; dropped all the same, so
+        // nothing compiled before a change is kept past it.
+        self.plans
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         let key: GvkKey = (group.into(), version.into(), kind.into());
         let list_kind = format!("{kind}List");
         let list_key: GvkKey = (group.into(), version.into(), list_kind.clone());
@@ -222,6 +232,34 @@ impl Catalog {
         let name = self.definition_name(group, version, kind)?;
         let def = self.definition(name)?;
         Some(Node::new(self, def))
+    }
+
+    /// The kind's schema compiled for the write path's walks ([`Plan`]), built on the
+    /// first call for the kind and shared after; `None` when the catalog has no such kind.
+    pub fn plan(&self, group: &str, version: &str, kind: &str) -> Option<Arc<Plan>> {
+        let name = self.definition_name(group, version, kind)?;
+        if let Some(p) = self
+            .plans
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+        {
+            return Some(Arc::clone(p));
+        }
+        let root = self.kind(group, version, kind)?;
+        let plan = Arc::new(Plan::compile(name, root));
+        let mut plans = self.plans.write().unwrap_or_else(PoisonError::into_inner);
+        Some(Arc::clone(plans.entry(name.to_owned()).or_insert(plan)))
+    }
+
+    /// Every built-in kind's group, version and kind (unordered).
+    pub fn builtin_kinds(&self) -> impl Iterator<Item = (String, String, String)> + use<> {
+        BUILTIN_DEFS
+            .kinds
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+            .into_iter()
     }
 
     /// The node at a dotted field path of a kind (`["spec", "containers", "ports"]`); list

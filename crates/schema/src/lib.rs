@@ -19,6 +19,11 @@
 //!   items of typed lists and values of typed maps as their Go zero values.
 //! - **Label selectors** ([`Node::label_selectors`]): where a body holds a
 //!   `metav1.LabelSelector`, for the registry's validation of them.
+//! - **Plans** ([`Catalog::plan`], [`Plan`]): a kind's schema compiled once into a table
+//!   the write path's walks (typed check, canonical form, label selectors, field
+//!   validation's unknown fields) read with one binary search per field instead of the
+//!   definitions' JSON; the walks are written once against [`SchemaView`], which [`Node`]
+//!   (the reference) and [`PlanNode`] answer alike.
 //! - **The lookup API** ([`Node`]) that strategic merge and server-side apply use instead
 //!   of tables keyed by field name, and the `components.schemas` of the `/openapi/v3`
 //!   documents ([`Catalog::components`]). Serving those documents (paths, hashing, caching)
@@ -65,6 +70,7 @@ mod canonical;
 mod catalog;
 mod node;
 mod normalize;
+mod plan;
 pub mod quantity;
 mod selectors;
 mod typecheck;
@@ -72,4 +78,5 @@ mod typecheck;
 pub use canonical::rounds_resource_lists;
 pub use catalog::{BUILTIN_VERSION, Catalog, MAX_CUSTOM_SCHEMA_DEPTH, SchemaError};
 pub use node::{ListType, MapType, Node, PatchStrategy, Shape};
+pub use plan::{Plan, PlanNode, Scalar, SchemaView, Special};
 pub use typecheck::TypeError;

@@ -12,9 +12,7 @@
 use serde_json::Value;
 
 use crate::node::{Node, Shape};
-
-/// The definition of `metav1.LabelSelector`.
-const LABEL_SELECTOR: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector";
+use crate::plan::{Plan, SchemaView, Special};
 
 /// One step of the path to the current value; `parent` is the step before.
 struct Path<'p> {
@@ -62,11 +60,24 @@ impl Node<'_> {
     }
 }
 
-fn walk(node: Node<'_>, path: Option<&Path<'_>>, v: &Value, found: &mut dyn FnMut(&str, &Value)) {
-    if v.is_null() {
+impl Plan {
+    /// [`Node::label_selectors`] of the kind's body `v`, read from the plan: the parts of
+    /// the body that cannot hold a selector are passed over.
+    pub fn label_selectors(&self, v: &Value, found: &mut dyn FnMut(&str, &Value)) {
+        walk(self.root(), None, v, found);
+    }
+}
+
+fn walk<S: SchemaView>(
+    node: S,
+    path: Option<&Path<'_>>,
+    v: &Value,
+    found: &mut dyn FnMut(&str, &Value),
+) {
+    if v.is_null() || !node.may_hold_selector() {
         return;
     }
-    if node.ref_name() == Some(LABEL_SELECTOR) {
+    if node.special() == Special::LabelSelector {
         let text = path.map(Path::render).unwrap_or_default();
         found(&text, v);
         return;

@@ -29,6 +29,7 @@
 use serde_json::Value;
 
 use crate::node::{Node, Shape};
+use crate::plan::{Plan, Scalar, SchemaView, Special};
 
 /// The kind of a JSON value, in Go's decoder's words.
 fn json_kind(v: &Value) -> &'static str {
@@ -181,72 +182,80 @@ impl Node<'_> {
     /// Checks that `v` would decode into this node's Go type (see the module doc); the
     /// root is a kind's definition named `def_name` (`io.k8s.api.core.v1.Pod`).
     pub fn check_types(&self, def_name: &str, v: &Value) -> Result<(), Box<TypeError>> {
-        let mut e = match check(*self, Some(def_name), v) {
-            Ok(()) => return Ok(()),
-            Err(e) => e,
-        };
-        e.path.reverse();
-        Err(e)
-    }
-
-    /// The Go type of a value here (for messages only).
-    fn go_type(&self) -> String {
-        if let Some(name) = self.ref_name() {
-            match name {
-                INT_OR_STRING => return "intstr.IntOrString".into(),
-                QUANTITY => return "resource.Quantity".into(),
-                _ if self.shape() == Shape::Struct => return go_names(name).0,
-                _ => {}
-            }
-        }
-        match self.shape() {
-            Shape::List => match self.items() {
-                Some(i) => format!("[]{}", i.go_type()),
-                None => "[]interface {}".into(),
-            },
-            Shape::Map => match self.field("") {
-                Some(val) => format!("map[string]{}", val.go_type()),
-                None => "map[string]interface {}".into(),
-            },
-            _ => scalar_go_type(self.resolved()).into(),
-        }
+        check_types(*self, def_name, v)
     }
 }
 
-fn scalar_go_type(ty: &Value) -> &'static str {
-    let format = ty.get("format").and_then(Value::as_str);
-    match (ty.get("type").and_then(Value::as_str), format) {
-        (Some("integer"), Some("int32")) => "int32",
-        (Some("integer"), _) => "int64",
-        (Some("number"), _) => "float64",
-        (Some("boolean"), _) => "bool",
-        (Some("string"), Some("byte")) => "[]uint8",
-        (Some("string"), _) => "string",
-        (Some("object"), _) => "map[string]interface {}",
-        (Some("array"), _) => "[]interface {}",
-        _ => "interface {}",
+impl Plan {
+    /// [`Node::check_types`] of the kind's body `v`, read from the plan.
+    pub fn check_types(&self, v: &Value) -> Result<(), Box<TypeError>> {
+        check_types(self.root(), self.def_name(), v)
+    }
+}
+
+fn check_types<S: SchemaView>(root: S, def_name: &str, v: &Value) -> Result<(), Box<TypeError>> {
+    let mut e = match check(root, Some(def_name), v) {
+        Ok(()) => return Ok(()),
+        Err(e) => e,
+    };
+    e.path.reverse();
+    Err(e)
+}
+
+/// The Go type of a value at `node` (for messages only).
+fn go_type<S: SchemaView>(node: S) -> String {
+    if let Some(name) = node.ref_name() {
+        match name {
+            INT_OR_STRING => return "intstr.IntOrString".into(),
+            QUANTITY => return "resource.Quantity".into(),
+            _ if node.shape() == Shape::Struct => return go_names(name).0,
+            _ => {}
+        }
+    }
+    match node.shape() {
+        Shape::List => match node.items() {
+            Some(i) => format!("[]{}", go_type(i)),
+            None => "[]interface {}".into(),
+        },
+        Shape::Map => match node.field("") {
+            Some(val) => format!("map[string]{}", go_type(val)),
+            None => "map[string]interface {}".into(),
+        },
+        _ => scalar_go_type(node.scalar()).into(),
+    }
+}
+
+fn scalar_go_type(ty: Scalar) -> &'static str {
+    match ty {
+        Scalar::Int32 => "int32",
+        Scalar::Int64 => "int64",
+        Scalar::Number => "float64",
+        Scalar::Boolean => "bool",
+        Scalar::Bytes => "[]uint8",
+        Scalar::String => "string",
+        Scalar::Object => "map[string]interface {}",
+        Scalar::Array => "[]interface {}",
+        Scalar::Other => "interface {}",
     }
 }
 
 /// Checks `v` against `node`; `root` names the kind's definition at the root (whose own
 /// schema is not reached through a `$ref`).
-fn check(node: Node<'_>, root: Option<&str>, v: &Value) -> Result<(), Box<TypeError>> {
+fn check<S: SchemaView>(node: S, root: Option<&str>, v: &Value) -> Result<(), Box<TypeError>> {
     if v.is_null() {
         return Ok(());
     }
-    if let Some(name) = node.ref_name() {
-        match name {
-            INT_OR_STRING => return int_or_string(v),
-            QUANTITY => return quantity(v),
-            TIME | MICRO_TIME => return time(v),
-            _ => {}
-        }
+    match node.special() {
+        Special::IntOrString => return int_or_string(v),
+        Special::Quantity => return quantity(v),
+        Special::Time => return time(v),
+        Special::LabelSelector | Special::None => {}
     }
     match node.shape() {
         Shape::Untyped => Ok(()),
         Shape::Struct => {
             let Value::Object(m) = v else {
-                return Err(TypeError::mismatch(v, node.go_type(), expected_map(v)));
+                return Err(TypeError::mismatch(v, go_type(node), expected_map(v)));
             };
             for (k, child) in m {
                 let Some(field) = node.field(k) else { continue };
@@ -263,7 +272,7 @@ fn check(node: Node<'_>, root: Option<&str>, v: &Value) -> Result<(), Box<TypeEr
         }
         Shape::Map => {
             let Value::Object(m) = v else {
-                return Err(TypeError::mismatch(v, node.go_type(), expected_map(v)));
+                return Err(TypeError::mismatch(v, go_type(node), expected_map(v)));
             };
             let Some(val) = node.field("") else {
                 return Ok(());
@@ -280,7 +289,7 @@ fn check(node: Node<'_>, root: Option<&str>, v: &Value) -> Result<(), Box<TypeEr
             let Value::Array(items) = v else {
                 return Err(TypeError::mismatch(
                     v,
-                    node.go_type(),
+                    go_type(node),
                     format!("expected list, got {}", smd_value(v)),
                 ));
             };
@@ -295,7 +304,7 @@ fn check(node: Node<'_>, root: Option<&str>, v: &Value) -> Result<(), Box<TypeEr
             }
             Ok(())
         }
-        Shape::Scalar => scalar(node.resolved(), v),
+        Shape::Scalar => scalar(node.scalar(), v),
     }
 }
 
@@ -327,19 +336,18 @@ fn smd_scalar(expected: &str, v: &Value) -> String {
     format!("expected {expected}, got {got}")
 }
 
-fn scalar(ty: &Value, v: &Value) -> Result<(), Box<TypeError>> {
-    let format = ty.get("format").and_then(Value::as_str);
-    match ty.get("type").and_then(Value::as_str) {
-        Some("string") if format == Some("byte") => bytes(v),
-        Some("string") => match v {
+fn scalar(ty: Scalar, v: &Value) -> Result<(), Box<TypeError>> {
+    match ty {
+        Scalar::Bytes => bytes(v),
+        Scalar::String => match v {
             Value::String(_) => Ok(()),
             _ => Err(TypeError::mismatch(v, "string", smd_scalar("string", v))),
         },
-        Some("boolean") => match v {
+        Scalar::Boolean => match v {
             Value::Bool(_) => Ok(()),
             _ => Err(TypeError::mismatch(v, "bool", smd_scalar("boolean", v))),
         },
-        Some("number") => match v {
+        Scalar::Number => match v {
             Value::Number(_) => Ok(()),
             _ => Err(TypeError::mismatch(
                 v,
@@ -347,12 +355,10 @@ fn scalar(ty: &Value, v: &Value) -> Result<(), Box<TypeError>> {
                 smd_scalar("numeric (int or float)", v),
             )),
         },
-        Some("integer") => {
-            let int32 = format == Some("int32");
-            integer(v, if int32 { "int32" } else { "int64" }, int32)
-        }
+        Scalar::Int32 => integer(v, "int32", true),
+        Scalar::Int64 => integer(v, "int64", false),
         // `oneOf`/`anyOf` scalars other than the known ones: not checked.
-        _ => Ok(()),
+        Scalar::Object | Scalar::Array | Scalar::Other => Ok(()),
     }
 }
 

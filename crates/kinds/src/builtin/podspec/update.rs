@@ -28,12 +28,23 @@ const EPHEMERAL: &str = "ephemeralContainers";
 /// The most changed fields a refusal lists.
 const SHOWN_CHANGES: usize = 8;
 
+/// A copy of `pod` holding its `spec` alone.
+fn spec_only(pod: &Value) -> Value {
+    let mut m = Map::new();
+    if let Some(spec) = pod.get("spec") {
+        m.insert("spec".into(), spec.clone());
+    }
+    Value::Object(m)
+}
+
 /// The errors of an update of the pod `old` to `new` (`new` defaulted); none when the spec
 /// did not change (a status or metadata write). `old` is defaulted here too, as upstream
 /// defaults what it reads from storage: a pod stored before these defaults existed compares
 /// equal to its defaulted self.
 pub fn pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
-    let mut old = old.clone();
+    // Only the specs are read, defaulted and compared: the rest of either pod (its metadata
+    // with managedFields, its status) is not copied.
+    let mut old = spec_only(old);
     // Which of the stored containers had no pull policy: stored by a build that did not
     // default it, so upstream (which defaults on read, before the change applies) would have
     // carried the old image's policy into the new object; here the new object was defaulted
@@ -70,7 +81,7 @@ pub fn pod_update(new: &Value, old: &Value) -> Vec<FieldError> {
     // Quantities compare by value, as upstream's semantic equality compares
     // `resource.Quantity`: a pod stored as `cpu: 1` by an earlier build equals the canonical
     // `"1"` its update is normalised to.
-    let mut new = new.clone();
+    let mut new = spec_only(new);
     same_quantities(&mut new, &mut old);
     let (new, old) = (&new, &old);
     let empty = Map::new();
@@ -381,6 +392,36 @@ mod tests {
         let mut other = pod(c("2m"));
         crate::builtin::podspec::defaults::pod(&mut other);
         assert!(!pod_update(&other, &old).is_empty());
+    }
+
+    /// Only the specs decide: the same update with other metadata (managedFields, labels)
+    /// and status on either side gives the same errors, allowed or refused.
+    #[test]
+    fn metadata_and_status_play_no_part() {
+        let old = pod(base());
+        let mut changed = old.clone();
+        changed["spec"]["restartPolicy"] = json!("Never");
+        for mut new in [old.clone(), changed] {
+            crate::builtin::podspec::defaults::pod(&mut new);
+            let plain: Vec<String> = pod_update(&new, &old)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            let dress = |mut p: Value, n: i64| {
+                p["metadata"]["labels"] = json!({"bench": format!("w{n}")});
+                p["metadata"]["managedFields"] = json!([{"manager": "m", "operation": "Update",
+                    "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]);
+                p["status"] = json!({"phase": if n == 0 { "Pending" } else { "Running" }});
+                p
+            };
+            let dressed: Vec<String> = pod_update(&dress(new.clone(), 1), &dress(old.clone(), 0))
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            assert_eq!(plain, dressed);
+            let allowed = new["spec"]["restartPolicy"] == "Always";
+            assert_eq!(plain.is_empty(), allowed, "{plain:?}");
+        }
     }
 
     fn update(change: impl FnOnce(&mut Value)) -> Vec<String> {
