@@ -86,7 +86,7 @@ pub fn negotiate_dropping(headers: &HeaderMap, offer: Offer) -> ApiResult<(Forma
 fn drops_managed_fields(range: &str) -> bool {
     range.split(';').skip(1).any(|p| {
         p.split_once('=').is_some_and(|(k, v)| {
-            k.trim() == "drop"
+            k.trim().eq_ignore_ascii_case("drop")
                 && v.trim()
                     .trim_matches('"')
                     .split('+')
@@ -175,7 +175,10 @@ fn pick<T>(
         let q = range
             .split(';')
             .skip(1)
-            .filter_map(|p| p.trim().strip_prefix("q="))
+            .filter_map(|p| {
+                let (k, v) = p.split_once('=')?;
+                k.trim().eq_ignore_ascii_case("q").then_some(v)
+            })
             .find_map(|q| q.trim().parse::<f32>().ok())
             .unwrap_or(1.0);
         if q > 0.0 {
@@ -199,7 +202,9 @@ fn media_params(range: &str) -> (Option<&str>, Option<&str>, Option<&str>) {
             continue;
         };
         let val = val.trim().trim_matches('"');
-        match k.trim() {
+        // Parameter names are case-insensitive (RFC 9110 §5.6.6; Go's `mime.ParseMediaType`,
+        // which upstream's Accept parsing uses, lowercases them).
+        match k.trim().to_ascii_lowercase().as_str() {
             "as" => as_ = Some(val),
             "g" => g = Some(val),
             "v" => v = Some(val),
@@ -226,7 +231,7 @@ fn match_range(range: &str, offer: Offer) -> Option<Format> {
     let essence = parts.next()?.trim().to_ascii_lowercase();
     if essence == "application/yaml" {
         // Plain YAML only (no `as=`: tables and metadata are JSON here).
-        let plain = parts.all(|p| !p.trim_start().starts_with("as="));
+        let plain = media_params(range).0.is_none();
         return (plain && matches!(offer, Offer::Object | Offer::JsonOrTable))
             .then_some(Format::Yaml);
     }
@@ -454,6 +459,19 @@ mod tests {
             (Format::Json, false)
         );
         assert_eq!(drop("application/json"), (Format::Json, false));
+        // Parameter names are case-insensitive (rt5's finding: `DROP=` was ignored).
+        assert_eq!(
+            drop("application/json;DROP=metadata.managedFields"),
+            (Format::Json, true)
+        );
+        assert_eq!(
+            drop("application/json;AS=PartialObjectMetadata;G=meta.k8s.io;V=v1"),
+            (Format::Metadata, false)
+        );
+        assert_eq!(
+            drop("application/yaml;Q=0, application/json;q=0.5"),
+            (Format::Json, false)
+        );
         assert_eq!(
             drop(
                 "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1;drop=metadata.managedFields"
