@@ -106,16 +106,21 @@ impl Informers {
     /// Waits until every informer has listed.
     pub async fn wait_synced(&self) {
         // Readiness means listed: a failed list is retried, not taken as the end of the wait.
+        let stores = (
+            self.roles.store(),
+            self.cluster_roles.store(),
+            self.role_bindings.store(),
+            self.cluster_role_bindings.store(),
+        );
         let _ = futures::future::join4(
-            self.roles.wait_until_synced_ignoring_failures(),
-            self.cluster_roles.wait_until_synced_ignoring_failures(),
-            self.role_bindings.wait_until_synced_ignoring_failures(),
-            self.cluster_role_bindings
-                .wait_until_synced_ignoring_failures(),
+            stores.0.wait_until_synced_ignoring_failures(),
+            stores.1.wait_until_synced_ignoring_failures(),
+            stores.2.wait_until_synced_ignoring_failures(),
+            stores.3.wait_until_synced_ignoring_failures(),
         )
         .await;
         if let Some(sa) = &self.service_accounts {
-            let _ = sa.wait_until_synced_ignoring_failures().await;
+            let _ = sa.store().wait_until_synced_ignoring_failures().await;
         }
     }
 }
