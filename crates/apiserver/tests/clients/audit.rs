@@ -488,6 +488,31 @@ fn impersonation_is_audited_under_the_requester() {
     );
 }
 
+/// A TLS server (its PKI under `dir`) with [`TOKENS`] and a Request-level audit of Secrets
+/// and ConfigMaps (no `RequestReceived` stage) written to `log`; its policy and token files
+/// are written under `dir`.
+fn request_level_server(dir: &std::path::Path, log: &std::path::Path) -> Server {
+    let p = |n: &str| dir.join(n);
+    std::fs::write(p("tokens.csv"), TOKENS).unwrap();
+    std::fs::write(
+        p("policy.yaml"),
+        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
+         - level: Request\n  resources: [{group: \"\", resources: [secrets, configmaps]}]\n",
+    )
+    .unwrap();
+    let s = |x: &std::path::Path| x.to_str().unwrap().to_owned();
+    Server::start(&[
+        "--pki-dir",
+        &s(&p("pki")),
+        "--token-auth-file",
+        &s(&p("tokens.csv")),
+        "--audit-log-path",
+        &s(log),
+        "--audit-policy-file",
+        &s(&p("policy.yaml")),
+    ])
+}
+
 /// Issue 23 item 6: the audit log was created 0644 while Request-level events hold Secret
 /// payloads, and Request-level events dropped the bodies of protobuf and YAML requests —
 /// every `kubectl create secret` sends protobuf, so a Secret's creation left no payload in
@@ -499,25 +524,9 @@ fn request_level_audit_records_protobuf_and_yaml_bodies_in_a_private_log() {
     common::require("kubectl");
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n);
-    std::fs::write(p("tokens.csv"), TOKENS).unwrap();
-    std::fs::write(
-        p("policy.yaml"),
-        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
-         - level: Request\n  resources: [{group: \"\", resources: [secrets, configmaps]}]\n",
-    )
-    .unwrap();
     let log = p("logs/audit.log");
     let s = |x: &std::path::Path| x.to_str().unwrap().to_owned();
-    let server = Server::start(&[
-        "--pki-dir",
-        &s(&p("pki")),
-        "--token-auth-file",
-        &s(&p("tokens.csv")),
-        "--audit-log-path",
-        &s(&log),
-        "--audit-policy-file",
-        &s(&p("policy.yaml")),
-    ]);
+    let server = request_level_server(dir.path(), &log);
     assert!(server.url.starts_with("https://"), "{}", server.url);
     #[cfg(unix)]
     {
@@ -614,25 +623,9 @@ fn request_level_audit_records_what_the_handler_decoded() {
     common::require("curl");
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n);
-    std::fs::write(p("tokens.csv"), TOKENS).unwrap();
-    std::fs::write(
-        p("policy.yaml"),
-        "apiVersion: audit.k8s.io/v1\nkind: Policy\nomitStages: [RequestReceived]\nrules:\n\
-         - level: Request\n  resources: [{group: \"\", resources: [secrets, configmaps]}]\n",
-    )
-    .unwrap();
     let log = p("audit.log");
     let s = |x: &std::path::Path| x.to_str().unwrap().to_owned();
-    let server = Server::start(&[
-        "--pki-dir",
-        &s(&p("pki")),
-        "--token-auth-file",
-        &s(&p("tokens.csv")),
-        "--audit-log-path",
-        &s(&log),
-        "--audit-policy-file",
-        &s(&p("policy.yaml")),
-    ]);
+    let server = request_level_server(dir.path(), &log);
     let curl = |ct: &str, method: &str, body: &std::path::Path, path: &str| {
         common::run_ok(
             std::process::Command::new("curl")
