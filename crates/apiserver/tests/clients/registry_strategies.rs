@@ -54,6 +54,18 @@ fn ok(server: &Server, method: &str, path: &str, body: Option<Value>) -> Value {
     v
 }
 
+/// A server with the namespace `e2e`.
+fn server_with_e2e() -> Server {
+    let server = Server::start(&[]);
+    ok(
+        &server,
+        "POST",
+        "/api/v1/namespaces",
+        Some(json!({"metadata":{"name":"e2e"}})),
+    );
+    server
+}
+
 fn names(list: &Value) -> Vec<String> {
     let mut n: Vec<String> = list["items"]
         .as_array()
@@ -192,13 +204,7 @@ fn kubectl_selects_schedulable_nodes_that_leave_unschedulable_unset() {
 #[ignore = "needs curl"]
 fn unset_selectable_fields_read_as_upstreams_defaults() {
     common::require("curl");
-    let server = Server::start(&[]);
-    ok(
-        &server,
-        "POST",
-        "/api/v1/namespaces",
-        Some(json!({"metadata":{"name":"e2e"}})),
-    );
+    let server = server_with_e2e();
     let pod = ok(
         &server,
         "POST",
@@ -378,13 +384,7 @@ async fn kube_rs_delete_gets_a_status_or_the_object_as_upstream_answers() {
 #[ignore = "needs curl"]
 fn curl_delete_status_has_upstreams_shape_and_checks_preconditions() {
     common::require("curl");
-    let server = Server::start(&[]);
-    ok(
-        &server,
-        "POST",
-        "/api/v1/namespaces",
-        Some(json!({"metadata":{"name":"e2e"}})),
-    );
+    let server = server_with_e2e();
     let lease = ok(
         &server,
         "POST",
@@ -525,13 +525,7 @@ fn generation_only_where_upstreams_strategy_keeps_one() {
 #[ignore = "needs curl"]
 fn a_pod_status_write_keeps_its_label_changes_but_not_owner_references() {
     common::require("curl");
-    let server = Server::start(&[]);
-    ok(
-        &server,
-        "POST",
-        "/api/v1/namespaces",
-        Some(json!({"metadata":{"name":"e2e"}})),
-    );
+    let server = server_with_e2e();
     let p = ok(
         &server,
         "POST",
@@ -632,14 +626,8 @@ fn a_pod_status_write_keeps_its_label_changes_but_not_owner_references() {
 fn kubectl_selects_events_by_source() {
     common::require("kubectl");
     common::require("curl");
-    let server = Server::start(&[]);
+    let server = server_with_e2e();
     let dir = tempfile::tempdir().unwrap();
-    ok(
-        &server,
-        "POST",
-        "/api/v1/namespaces",
-        Some(json!({"metadata":{"name":"e2e"}})),
-    );
     let event = |name: &str, extra: Value| {
         let mut e = json!({"metadata":{"name":name},"involvedObject":{"kind":"Pod","name":"p","namespace":"e2e"},
             "reason":"R","message":"m","type":"Normal"});
