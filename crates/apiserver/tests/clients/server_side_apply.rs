@@ -314,6 +314,24 @@ fn call(server: &Server, method: &str, path: &str, ct: &str, body: &Value) -> co
 
 const CM_PATH: &str = "/api/v1/namespaces/e2e/configmaps/c";
 
+/// A server with the namespace `e2e`.
+fn server_with_e2e() -> Server {
+    let server = Server::start(&[]);
+    let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"e2e"}});
+    assert_eq!(
+        call(
+            &server,
+            "POST",
+            "/api/v1/namespaces",
+            "application/json",
+            &ns
+        )
+        .status,
+        201
+    );
+    server
+}
+
 /// The managers of an object's managedFields, `""` for an entry without one.
 fn managers(obj: &Value) -> Vec<String> {
     obj["metadata"]["managedFields"]
@@ -445,19 +463,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// another version or kind, is a 400 with upstream's `versionCheckManager` message.
 #[test]
 fn applies_of_another_type_are_refused_with_upstreams_message() {
-    let server = Server::start(&[]);
-    let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"e2e"}});
-    assert_eq!(
-        call(
-            &server,
-            "POST",
-            "/api/v1/namespaces",
-            "application/json",
-            &ns
-        )
-        .status,
-        201
-    );
+    let server = server_with_e2e();
     let apply = |path: &str, body: Value| {
         let r = call(
             &server,
@@ -552,19 +558,7 @@ fn update_managers_come_from_the_user_agent_as_upstream_reads_it() {
 /// has a time like every other.
 #[test]
 fn a_reset_stops_tracking_and_before_first_apply_has_a_time() {
-    let server = Server::start(&[]);
-    let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"e2e"}});
-    assert_eq!(
-        call(
-            &server,
-            "POST",
-            "/api/v1/namespaces",
-            "application/json",
-            &ns
-        )
-        .status,
-        201
-    );
+    let server = server_with_e2e();
     let mut cm = json!({"apiVersion":"v1","kind":"ConfigMap",
         "metadata":{"name":"c","namespace":"e2e"},"data":{"a":"1"}});
     let r = call(
@@ -666,19 +660,7 @@ fn kubectl_strategic_patch_appends_list_items_without_nulls() {
 /// port 9 before 8080; as text `8080` sorts first), in the response and the stored object.
 #[test]
 fn fields_v1_keys_are_written_in_upstreams_order() {
-    let server = Server::start(&[]);
-    let ns = json!({"apiVersion":"v1","kind":"Namespace","metadata":{"name":"e2e"}});
-    assert_eq!(
-        call(
-            &server,
-            "POST",
-            "/api/v1/namespaces",
-            "application/json",
-            &ns
-        )
-        .status,
-        201
-    );
+    let server = server_with_e2e();
     let deploy = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
         "spec":{"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},
         "spec":{"containers":[{"name":"app","image":"nginx",
