@@ -93,7 +93,7 @@ pub use error::{
     ApiError, ApiResult, ErrorResponse, FieldError, MAX_INVALID_REPORT_BYTES, SentStatus,
 };
 pub use fieldmanager::{SERVER_MANAGER, record_create};
-pub use flowcontrol::ClientKey;
+pub use flowcontrol::{ClientKey, EXEMPT_GROUP, Exempt};
 pub use handlers::{RequestObject, RequestObjectName};
 pub use metrics::Metrics;
 pub use request_info::RequestInfo;

@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 use crate::ErrorResponse;
 use crate::error::ApiResult;
-use crate::flowcontrol::ClientKey;
+use crate::flowcontrol::{ClientKey, Exempt};
 use crate::handlers::Admission;
 use crate::query::Query;
 use crate::{Api, ApiError};
@@ -60,6 +60,7 @@ impl Api {
             headers: &headers,
             query: &query,
             client: &client,
+            exempt: parts.extensions.get::<Exempt>().is_some(),
             body: Some(body),
             started,
             compute: true,

@@ -28,6 +28,8 @@ pub struct Metrics {
     inqueue: Family<Labels, Gauge>,
     /// Seats held by executing requests, per level.
     executing_seats: Family<Labels, Gauge>,
+    /// Requests executing, per level (the exempt level's too, which holds no seats).
+    executing_requests: Family<Labels, Gauge>,
     /// The seats each request asked for, per level (its work estimate, capped by the level).
     estimated_seats: Family<Labels, Histogram, fn() -> Histogram>,
     /// Requests waiting at the compute pool's admission gate, and tasks admitted to the pool.
@@ -66,6 +68,7 @@ impl Metrics {
             flow_rejected: Family::default(),
             inqueue: Family::default(),
             executing_seats: Family::default(),
+            executing_requests: Family::default(),
             estimated_seats: Family::new_with_constructor(seats_histogram as fn() -> Histogram),
             compute_waiting: Gauge::default(),
             compute_admitted: Gauge::default(),
@@ -115,6 +118,11 @@ impl Metrics {
             "apiserver_flowcontrol_current_executing_seats",
             "Seats held by executing requests, by priority level (a list holds its estimated width)",
             m.executing_seats.clone(),
+        );
+        registry.register(
+            "apiserver_flowcontrol_current_executing_requests",
+            "Requests executing, by priority level (exempt requests hold no seat)",
+            m.executing_requests.clone(),
         );
         registry.register(
             "apiserver_flowcontrol_work_estimated_seats",
@@ -197,6 +205,16 @@ impl Metrics {
         self.executing_seats
             .get_or_create(&vec![("priority_level", level.to_owned())])
             .clone()
+    }
+
+    /// Counts a request executing in `level` until the guard is dropped.
+    pub fn executing_request(&self, level: &'static str) -> GaugeGuard {
+        let g = self
+            .executing_requests
+            .get_or_create(&vec![("priority_level", level.to_owned())])
+            .clone();
+        g.inc();
+        GaugeGuard(g)
     }
 
     /// The histogram of the seats requests of `level` ask for.

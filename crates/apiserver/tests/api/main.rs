@@ -33,6 +33,7 @@ mod drain;
 mod embedded_store;
 mod error_echo_bounds;
 mod flags;
+mod flow_control_fairness;
 mod health;
 mod http_errors;
 mod impersonation;

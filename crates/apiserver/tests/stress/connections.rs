@@ -289,13 +289,14 @@ fn a_client_flooding_seats_and_watches_gets_429s_while_another_lists_watches_and
         })
         .collect();
     drop(tx);
-    // Two seated, two queued: the rest of the flood is refused.
+    // One seated (a flow holds at most half of the two seats), two queued: the rest of the
+    // flood is refused.
     let mut codes = Vec::new();
     while codes.iter().filter(|c| **c == 429).count() < 6 {
         codes.push(rx.recv_timeout(PATIENCE).expect("an answer"));
     }
     // Throughout, another client (127.0.0.1) lists, watches and writes as usual: its list
-    // waits for the next free seat, ahead of the flooder's queue.
+    // takes the seat the flooder may not, or the next free one, ahead of the flooder's queue.
     for _ in 0..3 {
         let r = http(
             &server.addr,

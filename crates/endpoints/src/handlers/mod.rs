@@ -39,7 +39,7 @@ use tokio::time::Instant;
 
 use crate::ErrorResponse;
 use crate::error::{ApiError, ApiResult};
-use crate::flowcontrol::{ClientKey, queue_wait_limit};
+use crate::flowcontrol::{ClientKey, Exempt, queue_wait_limit};
 use crate::negotiate::{Format, Offer, negotiate};
 use crate::path::{self, ApiPath, PathError, Target};
 use crate::query::Query;
@@ -572,6 +572,7 @@ async fn limited(
         headers: &req.headers,
         query: &req.query,
         client,
+        exempt: req.extensions.get::<Exempt>().is_some(),
         body: verb.has_body().then_some(body),
         started,
         compute: computes(verb, req.sub, &req.headers),
@@ -607,6 +608,8 @@ pub(crate) struct Admission<'a> {
     pub(crate) headers: &'a HeaderMap,
     pub(crate) query: &'a Query,
     pub(crate) client: &'a ClientKey,
+    /// Flow control does not limit it ([`Exempt`]): it takes no seat.
+    pub(crate) exempt: bool,
     /// The body to read (a mutating request), or `None` (a read-only one).
     pub(crate) body: Option<Body>,
     /// When the request arrived: its deadline counts from here.
@@ -631,11 +634,8 @@ impl Admission<'_> {
         let shared = self.shared;
         // Only a read may be sent again after a timeout: a write's outcome is unknown.
         let read_only = self.body.is_none();
-        let (kind, level) = if self.body.is_some() {
-            ("mutating", &shared.flow.mutating)
-        } else {
-            ("readOnly", &shared.flow.read_only)
-        };
+        let kind = if read_only { "readOnly" } else { "mutating" };
+        let level = shared.flow.level(!read_only, self.exempt);
         let allowed = self.query.timeout(shared.config.request_timeout)?;
         let deadline = self.started + allowed;
         let ticket = level

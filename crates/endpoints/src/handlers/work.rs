@@ -9,7 +9,7 @@
 //! asked one synchronous question; nothing waits but a watch-list for its seats.
 
 use listwatch_server::flowcontrol::estimate::{self, ListWork};
-use listwatch_server::flowcontrol::{ClientKey, Seat, queue_wait_limit};
+use listwatch_server::flowcontrol::{ClientKey, Exempt, Seat, queue_wait_limit};
 use listwatch_storage::ListOptions;
 
 use super::Request;
@@ -54,10 +54,11 @@ pub(super) async fn watch_list_seat(req: &Request, opts: &ListOptions) -> ApiRes
         .get::<ClientKey>()
         .cloned()
         .unwrap_or(ClientKey::Unidentified);
+    let exempt = req.extensions.get::<Exempt>().is_some();
     let ticket = req
         .shared
         .flow
-        .read_only
+        .level(false, exempt)
         .admit(&client)
         .map_err(|_| ApiError::too_many_requests())?
         .width(watch_list_seats(req, opts));

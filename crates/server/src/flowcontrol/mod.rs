@@ -14,7 +14,14 @@
 //!   upstream's queue wait). A request takes as many seats as its work estimate says
 //!   ([`estimate`]: one, or for a list one per 100 KB it holds at once, capped per level —
 //!   upstream's `SizeBasedListCostEstimate`), so a flood of large lists holds its share of
-//!   the level, not every seat. Freed seats go to the waiting flow holding the fewest seats,
+//!   the level, not every seat. One flow holds at most [`flow_cap`] seats of a level (half of
+//!   them, never less than one request's maximum width): past it its requests wait in its
+//!   queue while other flows are served, even with seats free — so a client stalling wide
+//!   lists it never reads (each holds its seats while its answer is sent) cannot take the
+//!   whole level while others wait (red team rt5). Upstream has no per-flow cap: it splits
+//!   clients into priority levels by FlowSchema and shuffle-shards flows onto queues; with
+//!   one level per kind here, the cap is what keeps one flow from the rest. Freed seats go
+//!   to the waiting flow holding the fewest seats,
 //!   ties to the flow served least recently — APF's fair-queuing dispatch with requests of
 //!   unknown duration, which is max-min fairness of seats; the request in line waits until
 //!   its width is free, and no narrower one passes it (so a wide request is never starved;
@@ -32,8 +39,14 @@
 //!   taken, so this bounds what many concurrent uploads can make the server hold; a chunk
 //!   that does not fit is a 429.
 //!
-//! What it does not do (upstream does): priority levels and flow schemas (every client is
-//! one flow of one level per kind; no exempt requests), borrowing seats between levels,
+//! - **Exempt** requests ([`Exempt`]: authentication marks those of group
+//!   [`EXEMPT_GROUP`], `system:masters`, upstream's mandatory `exempt` FlowSchema) take no
+//!   seat and are never queued or refused for lack of one; they count in the metrics of
+//!   the level `exempt`. Upstream's `probes` FlowSchema (`/healthz`, `/livez`, `/readyz`
+//!   exempt for everyone) needs nothing here: those paths never reach flow control.
+//!
+//! What it does not do (upstream does): configurable priority levels and flow schemas
+//! (every other client is one flow of one level per kind), borrowing seats between levels,
 //! the width of writes (upstream adds seats for a write's many watchers), virtual-time
 //! accounting of how long requests actually ran, and shuffle
 //! sharding — flows are exact: per-flow state exists only while a flow has a seat, a
@@ -41,8 +54,9 @@
 //! clients. A client with many addresses (before authentication) is many flows.
 //!
 //! Invariants:
-//! - work conserving up to width: requests wait only while the one in line needs more
-//!   seats than are free (with one-seat requests: only while every seat is taken);
+//! - work conserving up to width and the per-flow cap: requests wait only while the one in
+//!   line needs more seats than are free, or while every queued flow is at its cap;
+//! - no flow holds more than [`flow_cap`] seats of a level;
 //! - seats in use never exceed the level's, and a request's width is in
 //!   `1..=estimate::max_width(seats)`;
 //! - seats, queue places, watch slots and body bytes are released exactly once, by a
@@ -59,7 +73,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::oneshot;
 
-use crate::metrics::Metrics;
+use crate::metrics::{GaugeGuard, Metrics};
 
 mod body;
 pub mod estimate;
@@ -114,6 +128,18 @@ impl std::fmt::Display for ClientKey {
     }
 }
 
+/// Marks a request flow control does not limit (a request extension, set by authentication
+/// for users of group [`EXEMPT_GROUP`]): upstream's mandatory `exempt` FlowSchema and
+/// priority level. Such a request is never queued and never refused for lack of a seat; it
+/// holds no seat, and counts in the metrics of the level `exempt`
+/// ([`FlowControl::level`]). Watch slots and body memory still apply to it: they bound
+/// memory, not turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Exempt;
+
+/// The group whose requests are [`Exempt`] (upstream's `exempt` FlowSchema matches it).
+pub const EXEMPT_GROUP: &str = "system:masters";
+
 /// Why flow control refused a request (the `reason` label of
 /// `apiserver_flowcontrol_rejected_requests_total`, upstream's words where it has them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,6 +178,8 @@ pub struct FlowControl {
     pub read_only: Arc<Level>,
     /// The seats of mutating requests.
     pub mutating: Arc<Level>,
+    /// The level of [`Exempt`] requests: no limit, counted in the metrics only.
+    pub exempt: Arc<Level>,
     /// The watch slots.
     pub watches: Arc<WatchLimits>,
     /// The memory of request bodies.
@@ -193,12 +221,25 @@ impl FlowControl {
                 per_flow,
                 metrics.clone(),
             ),
+            exempt: Level::new("exempt", 0, per_flow, metrics.clone()),
             watches: WatchLimits::new(
                 config.max_watches,
                 config.max_watches_per_client,
                 metrics.clone(),
             ),
             bodies: BodyBudget::new(config.max_buffered_body_bytes),
+        }
+    }
+}
+
+impl FlowControl {
+    /// The level of a request: [`Exempt`] ones in `exempt` whatever they do, others in
+    /// `mutating` or `read_only`.
+    pub fn level(&self, mutating: bool, exempt: bool) -> &Arc<Level> {
+        match (exempt, mutating) {
+            (true, _) => &self.exempt,
+            (false, true) => &self.mutating,
+            (false, false) => &self.read_only,
         }
     }
 }
@@ -250,6 +291,8 @@ struct Core {
     seats: usize,
     /// The most seats one request takes ([`estimate::max_width`] of `seats`).
     max_width: usize,
+    /// The most seats one flow holds at once ([`flow_cap`]).
+    flow_cap: usize,
     queue_capacity: usize,
     per_flow: usize,
     /// Seats held, summed over the flows.
@@ -266,6 +309,7 @@ impl Core {
         Self {
             seats,
             max_width: estimate::max_width(seats),
+            flow_cap: flow_cap(seats),
             // Room for one flow's whole queue, and for every seat to turn over once.
             queue_capacity: seats.max(per_flow),
             per_flow,
@@ -308,13 +352,20 @@ impl Core {
         (f.in_use, f.last_served, head)
     }
 
-    /// The queued request dispatch would take next: its flow, id and width.
+    /// The queued request dispatch would take next: its flow, id and width. A flow whose
+    /// next request would take it past its cap is not in line.
     fn next_in_line(&self) -> Option<Dispatched> {
         self.flows
             .iter()
             .filter_map(|(k, f)| f.queue.front().map(|&(id, w)| (k, f, id, w)))
+            .filter(|(_, f, _, w)| self.within_cap(f.in_use, *w))
             .min_by_key(|(_, f, id, _)| Self::rank(f, *id))
             .map(|(k, _, id, w)| (k.clone(), id, w))
+    }
+
+    /// Whether a flow holding `held` seats may take `width` more.
+    fn within_cap(&self, held: usize, width: usize) -> bool {
+        held + width <= self.flow_cap
     }
 
     /// Whether `width` more seats fit.
@@ -328,15 +379,17 @@ impl Core {
     fn request_seat(&mut self, key: &ClientKey, id: u64, width: usize) -> Outcome {
         let width = self.width(width);
         let mine = self.flows.get(key).map_or(0, |f| f.queue.len());
-        if self.fits(width) && mine == 0 {
+        let held = self.flows.get(key).map_or(0, |f| f.in_use);
+        if self.fits(width) && mine == 0 && self.within_cap(held, width) {
             let my_rank = self
                 .flows
                 .get(key)
                 .map_or((0, 0, id), |f| Self::rank(f, id));
+            // Ahead of every queued request dispatch would take (flows at their cap wait).
             let first = self.flows.iter().all(|(_, f)| {
-                f.queue
-                    .front()
-                    .is_none_or(|&(head, _)| Self::rank(f, head) > my_rank)
+                f.queue.front().is_none_or(|&(head, w)| {
+                    Self::rank(f, head) > my_rank || !self.within_cap(f.in_use, w)
+                })
             });
             if first {
                 self.seat(key, width);
@@ -436,6 +489,13 @@ impl Core {
             self.flows.remove(key);
         }
     }
+}
+
+/// The most seats one flow of a level of `seats` holds at once: half of them, and never
+/// less than one request's [`estimate::max_width`] (so any request of the level fits a flow
+/// holding nothing).
+pub fn flow_cap(seats: usize) -> usize {
+    (seats / 2).max(estimate::max_width(seats))
 }
 
 /// What a queued request is told.
@@ -539,6 +599,16 @@ impl Level {
         self.metrics.flowcontrol_rejected(self.name, why.as_str());
     }
 
+    /// The guard of `width` seats of `key` just taken.
+    fn seated(self: &Arc<Self>, key: &ClientKey, width: usize) -> Seat {
+        Seat {
+            level: Some(Arc::clone(self)),
+            key: key.clone(),
+            width,
+            _executing: self.metrics.executing_request(self.name),
+        }
+    }
+
     /// Frees `width` seats of `key` and seats the waiters that then fit, under the lock.
     fn release(&self, state: &mut LevelState, key: &ClientKey, width: usize) {
         let seated = state.core.release(key, width);
@@ -576,6 +646,7 @@ impl Ticket {
                 level: None,
                 key: self.key.clone(),
                 width: 0,
+                _executing: level.metrics.executing_request(level.name),
             });
         };
         let (tx, rx) = oneshot::channel();
@@ -590,11 +661,7 @@ impl Ticket {
             match st.core.request_seat(&self.key, id, width) {
                 Outcome::Seated => {
                     st.publish(&level.gauges);
-                    return Ok(Seat {
-                        level: Some(Arc::clone(&level)),
-                        key: self.key.clone(),
-                        width,
-                    });
+                    return Ok(level.seated(&self.key, width));
                 }
                 Outcome::Rejected => {
                     drop(st);
@@ -622,11 +689,7 @@ impl Ticket {
         let result = match tokio::time::timeout(wait, &mut waiting.rx).await {
             Ok(Ok(Signal::Seated)) => {
                 waiting.settled = true;
-                Ok(Seat {
-                    level: Some(Arc::clone(&level)),
-                    key: self.key.clone(),
-                    width,
-                })
+                Ok(level.seated(&self.key, width))
             }
             Ok(Ok(Signal::Evicted)) => {
                 waiting.settled = true;
@@ -680,11 +743,7 @@ impl Waiting {
         }
         // No longer queued: its signal was sent under this lock.
         match self.rx.try_recv() {
-            Ok(Signal::Seated) => Ok(Seat {
-                level: Some(Arc::clone(&self.level)),
-                key: self.key.clone(),
-                width: self.width,
-            }),
+            Ok(Signal::Seated) => Ok(self.level.seated(&self.key, self.width)),
             Ok(Signal::Evicted) | Err(_) => Err(Rejection::QueueFull),
         }
     }
@@ -705,6 +764,8 @@ pub struct Seat {
     key: ClientKey,
     /// The seats held (as the level counted the request's width).
     width: usize,
+    /// `apiserver_flowcontrol_current_executing_requests` of the level.
+    _executing: GaugeGuard,
 }
 
 impl Seat {

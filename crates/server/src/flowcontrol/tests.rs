@@ -29,10 +29,15 @@ fn addresses_are_canonical_and_keys_print_readably() {
 
 #[tokio::test(start_paused = true)]
 async fn a_freed_seat_goes_to_the_flow_holding_fewest_not_to_the_flooder() {
-    let level = Level::new("readOnly", 2, 50, metrics());
-    let (a, b) = (client(1), client(2));
+    // Four seats: a flow holds at most two; a and c hold them all.
+    let level = Level::new("readOnly", 4, 50, metrics());
+    let (a, b, c) = (client(1), client(2), client(3));
     let s1 = seat(&level, &a, Duration::from_secs(15)).await.unwrap();
     let s2 = seat(&level, &a, Duration::from_secs(15)).await.unwrap();
+    let c_seats = [
+        seat(&level, &c, Duration::ZERO).await.unwrap(),
+        seat(&level, &c, Duration::ZERO).await.unwrap(),
+    ];
     // The flooder queues first, then the other client.
     let a3 = tokio::spawn({
         let level = Arc::clone(&level);
@@ -54,7 +59,7 @@ async fn a_freed_seat_goes_to_the_flow_holding_fewest_not_to_the_flooder() {
     assert!(!a3.is_finished(), "the flooder still waits");
     drop(s2);
     let a_seat = a3.await.unwrap().expect("then the flooder");
-    drop((b_seat, a_seat));
+    drop((b_seat, a_seat, c_seats));
     let st = lock(level.state.as_ref().unwrap());
     assert_eq!((st.core.in_use, st.core.queued), (0, 0));
     assert!(st.core.flows.is_empty() && st.waiters.is_empty());
@@ -70,56 +75,62 @@ fn seats_and_queue(level: &Level) -> (usize, usize) {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_flood_of_wide_lists_holds_its_width_and_a_small_get_is_served_before_it() {
-    // 100 seats: one request takes at most 15; a large list from the cache asks for 10.
+async fn a_flood_of_wide_lists_holds_at_most_half_the_level_and_other_flows_are_served_at_once() {
+    // 100 seats: one request takes at most 15, one flow holds at most 50; a large list from
+    // the cache asks for 10.
     let level = Level::new("readOnly", 100, 50, metrics());
-    let (lister, getter) = (client(1), client(2));
+    assert_eq!(flow_cap(100), 50);
+    let (lister, getter, other) = (client(1), client(2), client(3));
     let list_width = estimate::list_seats(&estimate::ListWork {
         stats: Some((1_000, 4_000)),
         from_cache: true,
         ..Default::default()
     });
     assert_eq!(list_width, 10);
-    let mut lists = Vec::new();
-    for _ in 0..12 {
+    let list = |who: &ClientKey| {
         let level = Arc::clone(&level);
-        let lister = lister.clone();
-        lists.push(tokio::spawn(async move {
+        let who = who.clone();
+        tokio::spawn(async move {
             level
-                .admit(&lister)?
+                .admit(&who)?
                 .width(list_width)
                 .seat(Duration::from_secs(60))
                 .await
-        }));
+        })
+    };
+    let mut lists = Vec::new();
+    for _ in 0..12 {
+        lists.push(list(&lister));
         tokio::task::yield_now().await;
     }
-    // Ten lists hold every seat; two wait (with one seat each, all twelve would run).
-    assert_eq!(seats_and_queue(&level), (100, 2));
+    // Five lists hold the lister's half; seven wait although fifty seats are free.
+    assert_eq!(seats_and_queue(&level), (50, 7));
     let mut running = Vec::new();
-    for l in lists.drain(..10) {
+    for l in lists.drain(..5) {
         running.push(l.await.unwrap().unwrap());
     }
     assert!(running.iter().all(|s| s.width() == 10));
-    // A GET of another client queues behind the lister's two...
-    let get = tokio::spawn({
-        let level = Arc::clone(&level);
-        async move { seat(&level, &getter, Duration::from_secs(60)).await }
-    });
-    tokio::task::yield_now().await;
-    assert_eq!(seats_and_queue(&level), (100, 3));
-    // ...and takes the first freed seats: its flow holds none. The next list needs ten and
-    // nine are free: it waits; no narrower request of the lister passes it either.
-    drop(running.pop());
-    let get = get.await.unwrap().expect("the GET is served first");
+    // Another client's GET and lists are seated at once, past the lister's queue.
+    let get = seat(&level, &getter, Duration::ZERO)
+        .await
+        .expect("the GET is served at once");
     assert_eq!(get.width(), 1);
-    assert_eq!(seats_and_queue(&level), (91, 2));
-    drop(get);
-    // Ten free: the lister's next list.
-    let eleventh = lists.remove(0).await.unwrap().unwrap();
-    assert_eq!(seats_and_queue(&level), (100, 1));
-    drop((eleventh, running));
-    let twelfth = lists.remove(0).await.unwrap().unwrap();
-    drop(twelfth);
+    let others: Vec<Seat> = {
+        let mut v = Vec::new();
+        for _ in 0..4 {
+            v.push(list(&other).await.unwrap().expect("another flow's list"));
+        }
+        v
+    };
+    assert_eq!(seats_and_queue(&level), (91, 7));
+    // A freed list of the lister's: its next list takes its place.
+    drop(running.pop());
+    let sixth = lists.remove(0).await.unwrap().unwrap();
+    assert_eq!(seats_and_queue(&level), (91, 6));
+    drop((get, others, sixth, running));
+    for l in lists {
+        drop(l.await.unwrap().unwrap());
+    }
     assert_eq!(seats_and_queue(&level), (0, 0));
     let st = lock(level.state.as_ref().unwrap());
     assert!(st.core.flows.is_empty() && st.waiters.is_empty());
@@ -129,12 +140,15 @@ async fn a_flood_of_wide_lists_holds_its_width_and_a_small_get_is_served_before_
 async fn a_wide_request_in_line_gets_its_seats_when_a_narrower_one_behind_it_gives_up() {
     let level = Level::new("readOnly", 20, 50, metrics());
     assert_eq!(Core::new(20, 50).max_width, 3);
-    let (a, b) = (client(1), client(2));
+    let (a, b, c) = (client(1), client(2), client(3));
     let mut held = Vec::new();
-    for _ in 0..18 {
-        held.push(seat(&level, &a, Duration::ZERO).await.unwrap());
+    // a holds its cap (10), c eight.
+    for who in [&a, &c] {
+        for _ in 0..(if *who == a { 10 } else { 8 }) {
+            held.push(seat(&level, who, Duration::ZERO).await.unwrap());
+        }
     }
-    // b asks for 3 (2 free): in line. A narrower request of a queues behind it.
+    // b asks for 3 (2 free): in line. A narrower request of c queues behind it.
     let wide = tokio::spawn({
         let level = Arc::clone(&level);
         async move {
@@ -146,13 +160,60 @@ async fn a_wide_request_in_line_gets_its_seats_when_a_narrower_one_behind_it_giv
         }
     });
     tokio::task::yield_now().await;
-    let narrow = level.admit(&a).unwrap().seat(Duration::from_secs(5));
+    let narrow = level.admit(&c).unwrap().seat(Duration::from_secs(5));
     assert_eq!(narrow.await.err(), Some(Rejection::TimeOut));
     assert_eq!(seats_and_queue(&level), (18, 1));
     drop(held.pop());
     let wide = wide.await.unwrap().unwrap();
     assert_eq!(wide.width(), 3, "capped at the level's maximum");
     assert_eq!(seats_and_queue(&level), (20, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exempt_request_is_seated_when_its_level_is_full() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let m = Metrics::register(&mut registry);
+    let executing = |level: &str| {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let series = format!(
+            "apiserver_flowcontrol_current_executing_requests{{priority_level=\"{level}\"}} "
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(series.as_str())?.parse::<i64>().ok())
+            .unwrap()
+    };
+    let limits = Limits {
+        max_requests_inflight: 1,
+        max_mutating_requests_inflight: 1,
+        max_watches: 1,
+        max_watches_per_client: 1,
+        max_queued_requests_per_client: 1,
+        max_buffered_body_bytes: 1,
+    };
+    let flow = FlowControl::new(&limits, &m);
+    let held = seat(flow.level(false, false), &client(1), Duration::ZERO)
+        .await
+        .unwrap();
+    assert_eq!(
+        seat(flow.level(false, false), &client(2), Duration::ZERO)
+            .await
+            .err(),
+        Some(Rejection::TimeOut)
+    );
+    // The same client, exempt, reading and writing: seated at once, holding no seat.
+    let mut exempt = Vec::new();
+    for mutating in [false, true, false] {
+        let s = seat(flow.level(mutating, true), &client(2), Duration::ZERO)
+            .await
+            .expect("exempt");
+        assert_eq!(s.width(), 0);
+        exempt.push(s);
+    }
+    assert_eq!(seats_and_queue(&flow.read_only), (1, 0));
+    assert_eq!((executing("exempt"), executing("readOnly")), (3, 1));
+    drop((held, exempt));
+    assert_eq!((executing("exempt"), executing("readOnly")), (0, 0));
 }
 
 #[tokio::test(start_paused = true)]
@@ -356,6 +417,8 @@ struct Req {
 struct Model {
     seats: usize,
     cap: usize,
+    /// The most seats one flow holds.
+    flow_cap: usize,
     per_flow: usize,
     reqs: Vec<Req>,
     clock: u64,
@@ -419,6 +482,14 @@ impl Model {
             .collect()
     }
 
+    /// The heads dispatch may take: their flow stays within its cap.
+    fn eligible_heads(&self) -> Vec<&Req> {
+        self.heads()
+            .into_iter()
+            .filter(|h| self.held(Some(h.flow)) + h.width <= self.flow_cap)
+            .collect()
+    }
+
     /// Fewest seats held, then served least recently, then oldest head.
     fn rank(&self, flow: u8, id: u64) -> (usize, u64, u64) {
         (
@@ -433,10 +504,13 @@ impl Model {
         let flow = self.reqs[i].flow;
         self.reqs[i].width = width;
         let mine = self.count(Some(flow), &[St::Queued]);
-        if mine == 0 && self.held(None) + width <= self.seats {
+        if mine == 0
+            && self.held(None) + width <= self.seats
+            && self.held(Some(flow)) + width <= self.flow_cap
+        {
             let my_rank = self.rank(flow, id);
             if self
-                .heads()
+                .eligible_heads()
                 .iter()
                 .all(|h| self.rank(h.flow, h.id) > my_rank)
             {
@@ -496,7 +570,7 @@ impl Model {
     fn dispatch(&mut self) -> Vec<u64> {
         let mut seated = Vec::new();
         while let Some((id, flow, width)) = self
-            .heads()
+            .eligible_heads()
             .iter()
             .min_by_key(|h| self.rank(h.flow, h.id))
             .map(|h| (h.id, h.flow, h.width))
@@ -575,6 +649,7 @@ fn core_decides_like_the_naive_model() {
         let mut model = Model {
             seats,
             cap: core.queue_capacity,
+            flow_cap: flow_cap(seats),
             per_flow,
             reqs: Vec::new(),
             clock: 0,
@@ -650,12 +725,23 @@ fn core_decides_like_the_naive_model() {
             prop_assert_eq!(core.in_use, model.held(None));
             prop_assert_eq!(core.queued, model.count(None, &[St::Queued]));
             prop_assert!(core.in_use <= seats && core.queued <= core.queue_capacity);
-            // Work conserving up to width: whoever is in line does not fit.
-            if let Some((_, _, width)) = core.next_in_line() {
-                prop_assert!(core.in_use + width > seats, "a request in line fits");
+            // Work conserving up to width and the flows' caps: whoever is in line does not
+            // fit, and every other queue head would take its flow past its cap.
+            match core.next_in_line() {
+                Some((_, _, width)) => {
+                    prop_assert!(core.in_use + width > seats, "a request in line fits");
+                }
+                None => {
+                    for f in core.flows.values() {
+                        if let Some(&(_, w)) = f.queue.front() {
+                            prop_assert!(!core.within_cap(f.in_use, w), "a head is left out");
+                        }
+                    }
+                }
             }
             for (k, f) in &core.flows {
                 prop_assert!(f.in_use > 0 || f.waiting > 0, "idle flow kept: {}", k);
+                prop_assert!(f.in_use <= flow_cap(seats), "{} past its cap", k);
                 prop_assert!(f.queue.len() <= f.waiting && f.waiting <= per_flow);
             }
             prop_assert_eq!(
@@ -682,9 +768,12 @@ fn freeing_a_wide_requests_seats_seats_every_waiter_that_then_fits() {
     let (a, b, c, d) = (client(1), client(2), client(3), client(4));
     assert!(core.admit(&a));
     assert_eq!(core.request_seat(&a, 1, 3), Outcome::Seated);
+    let e = client(5);
     for id in 2..19 {
-        assert!(core.admit(&b));
-        assert_eq!(core.request_seat(&b, id, 1), Outcome::Seated);
+        // b takes its cap (10 of 20), e the rest.
+        let who = if id < 12 { &b } else { &e };
+        assert!(core.admit(who));
+        assert_eq!(core.request_seat(who, id, 1), Outcome::Seated);
     }
     assert!(core.admit(&c) && core.admit(&d));
     assert_eq!(
