@@ -95,11 +95,17 @@ struct LogEvery(std::sync::Mutex<Option<Instant>>);
 
 impl LogEvery {
     fn allow(&self) -> bool {
+        self.allow_or_force(false)
+    }
+
+    /// Whether to log now: always when `force`d, else once per period; either way a line
+    /// logged starts the period.
+    fn allow_or_force(&self, force: bool) -> bool {
         let mut last = self
             .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if last.is_some_and(|t| t.elapsed() < REPEAT_LOG_EVERY) {
+        if !force && last.is_some_and(|t| t.elapsed() < REPEAT_LOG_EVERY) {
             return false;
         }
         *last = Some(Instant::now());
@@ -223,7 +229,7 @@ pub(crate) async fn check(inner: &Inner) -> ConsistencyCheck {
             let was_consistent = inner.consistent.swap(false, Ordering::SeqCst);
             inner.reader.drop_snapshots();
             inner.metrics.inconsistent.set(1);
-            if was_consistent || inner.check_logs.inconsistent.allow() {
+            if inner.check_logs.inconsistent.allow_or_force(was_consistent) {
                 tracing::error!(resource, rv, cache = %cache, storage = %backend,
                     "watch cache inconsistent with the storage: its snapshots are dropped and lists and gets of the resource read the storage until a check agrees");
             } else {
@@ -437,6 +443,12 @@ mod tests {
         assert!(every.allow());
         assert!(!every.allow());
         assert!(!every.allow());
+        // The line that starts a failure is logged whatever the period, and starts one:
+        // the next check that is still failing is quiet.
+        let every = LogEvery::default();
+        assert!(every.allow_or_force(true));
+        assert!(!every.allow_or_force(false));
+        assert!(every.allow_or_force(true));
     }
 
     #[test]
