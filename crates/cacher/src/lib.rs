@@ -142,6 +142,8 @@ pub(crate) struct Inner {
     /// False while the last consistency check found the cache disagreeing with the
     /// backend: lists and gets then read the backend (see `consistency`, the only writer).
     consistent: std::sync::atomic::AtomicBool,
+    /// The rate limits of the consistency checks' repeated log lines.
+    check_logs: consistency::CheckLogs,
     /// Events the feeder is to miss (see `fault`).
     #[cfg(feature = "fault-injection")]
     faults: fault::Faults,
@@ -367,6 +369,7 @@ impl Cacher {
             last_error: std::sync::Mutex::new(None),
             last_stale_warning: std::sync::Mutex::new(None),
             consistent: std::sync::atomic::AtomicBool::new(true),
+            check_logs: consistency::CheckLogs::default(),
             #[cfg(feature = "fault-injection")]
             faults: fault::Faults::from_env(&config.resource),
             floor: floor::Floor::default(),

@@ -86,6 +86,8 @@ pub struct Probe {
     pub duplicate_next: Arc<AtomicBool>,
     /// When set, `cut_watches` ends watches as a lost backend does (Unreachable), not 410.
     pub cut_unreachable: Arc<AtomicBool>,
+    /// While true, watches forward nothing (their events wait, in order).
+    events_held: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl Probe {
@@ -103,7 +105,13 @@ impl Probe {
             watches: Arc::default(),
             duplicate_next: Arc::default(),
             cut_unreachable: Arc::default(),
+            events_held: Arc::new(tokio::sync::watch::channel(false).0),
         }
+    }
+
+    /// Holds (or releases) every watch's events: a cache lagging its backend.
+    pub fn hold_events(&self, held: bool) {
+        self.events_held.send_replace(held);
     }
 
     /// Holds (or releases) the lists of pages of `held_limit` (configure the cacher's
@@ -173,11 +181,15 @@ impl Storage for Probe {
         self.watches.fetch_add(1, Ordering::SeqCst);
         let duplicate = Arc::clone(&self.duplicate_next);
         let unreachable = Arc::clone(&self.cut_unreachable);
+        let mut held = self.events_held.subscribe();
         let stream = async_stream(move |tx| async move {
             loop {
                 tokio::select! {
                     ev = events.next() => match ev {
                         Some(ev) => {
+                            if held.wait_for(|h| !*h).await.is_err() {
+                                return;
+                            }
                             let again = ev.object().is_some()
                                 && duplicate.swap(false, Ordering::SeqCst);
                             if again && tx.send(ev.clone()).await.is_err() {

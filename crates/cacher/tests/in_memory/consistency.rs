@@ -308,3 +308,57 @@ async fn a_relist_rebuilds_a_wrong_cache_and_the_next_check_agrees() {
     assert_eq!(from_cache.items.len(), 2, "the rebuilt cache answers");
     probe.lists_fail.store(false, Ordering::SeqCst);
 }
+
+/// A cache whose version is compacted away (an idle resource on a backend that cannot be
+/// asked for progress) and that lags a write made just before a check: the check compares
+/// with the backend's current state, sees the difference, waits for the cache to catch up
+/// (the write's event is released only once the check has listed the backend) and then
+/// agrees. A lagging cache is never flagged. Before: the check listed the backend at the
+/// cache's compacted version and counted an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_waits_for_a_lagging_cache_whose_version_is_compacted() {
+    let probe = Probe::new(MemStore::new());
+    probe.progress_answered.store(false, Ordering::SeqCst);
+    let mut registry = Registry::default();
+    let mut config = CacherConfig::new("pods")
+        .with_metrics(CacherMetrics::register(&mut registry))
+        .with_consistency_check_period(Duration::ZERO);
+    config.consistent_reads_from_cache = false;
+    config.consistency_check_page_size = 1;
+    let cacher = Cacher::new(Arc::new(probe.clone()), config);
+    cacher.wait_ready().await;
+    let a = put(&probe, pod("ns", "a", "n1", 0)).await;
+    cacher.wait_until_fresh(a.resource_version()).await.unwrap();
+    let mut now = 0;
+    for name in ["x", "y"] {
+        now = common::put_in(&probe, "configmaps", pod("ns", name, "n1", 0))
+            .await
+            .resource_version();
+    }
+    probe.inner.compact(now).unwrap();
+    assert!(cacher.cache_resource_version() < probe.compacted_revision());
+
+    probe.hold_events(true);
+    put(&probe, pod("ns", "b", "n1", 0)).await;
+    let lists = probe.lists.load(Ordering::SeqCst);
+    let check = tokio::spawn({
+        let cacher = cacher.clone();
+        async move { cacher.check_consistency().await }
+    });
+    // The Exact list at the cache's version (compacted), then the current state's pages.
+    eventually("the check listed the backend's current state", || {
+        probe.lists.load(Ordering::SeqCst) >= lists + 3
+    })
+    .await;
+    probe.hold_events(false);
+    let check = check.await.unwrap();
+    let ConsistencyCheck::Consistent { digest, .. } = check else {
+        panic!("a cache that only lagged: {check:?}");
+    };
+    assert_eq!(digest.objects, 2);
+    assert!(cacher.is_consistent());
+    assert_eq!(
+        (checks(&registry, "success"), checks(&registry, "error")),
+        (1, 0)
+    );
+}
