@@ -193,7 +193,7 @@ pub(crate) fn string(s: &str, out: &mut Vec<u8>) {
 
 fn number(n: &Number, out: &mut Vec<u8>) {
     if let Some(u) = n.as_u64() {
-        head(0, u, out);
+        unsigned(u, out);
     } else if let Some(i) = n.as_i64() {
         // Negative: CBOR's major type 1 holds -1 - i, which is !i for two's complement.
         head(1, !(i as u64), out);
@@ -202,6 +202,17 @@ fn number(n: &Number, out: &mut Vec<u8>) {
     } else {
         // serde_json numbers are u64, i64 or a finite f64; nothing else reaches here.
         out.push(0xf6);
+    }
+}
+
+/// A non-negative integer: as an integer within int64, else as the nearest float64 — what
+/// upstream's JSON decoding (sigs.k8s.io/json) makes of such a number, and the only form
+/// upstream's CBOR decoder (and ours) accepts back: integers past int64 are refused there.
+pub(crate) fn unsigned(u: u64, out: &mut Vec<u8>) {
+    if i64::try_from(u).is_ok() {
+        head(0, u, out);
+    } else {
+        float(u as f64, out);
     }
 }
 

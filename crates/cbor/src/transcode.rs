@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
-use crate::{float, head, string};
+use crate::{float, head, string, unsigned};
 
 /// Writes the CBOR of the next JSON value to `out`.
 pub(crate) struct Transcode<'a> {
@@ -75,7 +75,7 @@ impl<'de> Visitor<'de> for Transcode<'_> {
     }
 
     fn visit_u64<E>(self, v: u64) -> Result<(), E> {
-        head(0, v, self.out);
+        unsigned(v, self.out);
         Ok(())
     }
 
