@@ -40,6 +40,13 @@ pub use listwatch_registry::decode::{
     max_replayed_events, yaml_budget,
 };
 
+/// Decodes an object body sent as CBOR (`Content-Type: application/cbor`) within upstream's
+/// bounds, as the resource handlers do: for the server's own endpoints outside them (reviews,
+/// token requests, evictions, bindings).
+pub fn decode_cbor_object(bytes: &[u8]) -> ApiResult<Map<String, Value>> {
+    crate::cbor::decode_object(bytes)
+}
+
 /// Reads a body, refusing more than `limit` bytes (413) — by its declared `Content-Length`
 /// before reading anything, and by counting while reading otherwise. The buffer grows as
 /// bytes arrive, and every byte of buffer is taken from the body-memory budget through

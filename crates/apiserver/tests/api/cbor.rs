@@ -351,3 +351,63 @@ fn hostile_cbor_bodies_are_400_and_the_server_keeps_serving() {
     );
     assert_eq!(r.status, 201);
 }
+
+/// The server's own create-only endpoints take CBOR bodies too (rt6 M2: a
+/// SelfSubjectAccessReview, an Eviction and a Binding in CBOR were read as JSON and refused).
+#[test]
+fn reviews_evictions_and_bindings_take_cbor_bodies() {
+    let server = Server::start(&[]);
+    let addr = server.addr.as_str();
+    let ssar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "pods", "namespace": "default"}}});
+    let r = http(
+        addr,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        &[CBOR_BODY],
+        &listwatch_cbor::encode(&ssar),
+    );
+    assert_eq!(r.status, 201, "{:?}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.json()["status"]["allowed"], true);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let r = http(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        &[JSON_BODY],
+        pod.to_string().as_bytes(),
+    );
+    assert_eq!(r.status, 201);
+    let binding = json!({"apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": "p", "namespace": "default"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}});
+    let r = http(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/pods/p/binding",
+        &[CBOR_BODY],
+        &listwatch_cbor::encode(&binding),
+    );
+    assert_eq!(r.status, 201, "{:?}", String::from_utf8_lossy(&r.body));
+    let eviction = json!({"apiVersion": "policy/v1", "kind": "Eviction",
+        "metadata": {"name": "p", "namespace": "default"}});
+    let r = http(
+        addr,
+        "POST",
+        "/api/v1/namespaces/default/pods/p/eviction",
+        &[CBOR_BODY],
+        &listwatch_cbor::encode(&eviction),
+    );
+    assert_eq!(r.status, 201, "{:?}", String::from_utf8_lossy(&r.body));
+    // Hostile CBOR there is refused as on the resource handlers.
+    let r = http(
+        addr,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        &[CBOR_BODY],
+        &[0xd9, 0xd9, 0xf7, 0xbf],
+    );
+    assert_eq!(r.status, 400, "{:?}", String::from_utf8_lossy(&r.body));
+}
