@@ -525,4 +525,49 @@ mod tests {
         assert!(c.panics() >= 1);
         assert!(c.queue().num_requeues(&bad) >= 1, "the key backs off");
     }
+
+    /// `Ok(Action::RequeueAfter(Duration::MAX))` ("no need to look again") overflowed
+    /// `Instant` in `add_after` and killed the worker; it now waits "for ever" (saturated)
+    /// and the other keys are reconciled.
+    #[tokio::test(start_paused = true)]
+    async fn a_huge_requeue_after_does_not_kill_the_workers() {
+        let c = Controller::default();
+        c.queue().add(ObjectKey::new(Some("ns"), "far"));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let run = tokio::spawn(c.clone().run(
+            2,
+            move |key: ObjectKey| {
+                let tx = tx.clone();
+                async move {
+                    tx.send(key.as_str().to_owned()).ok();
+                    if key.as_str() == "ns/far" {
+                        Ok::<_, String>(Action::RequeueAfter(Duration::MAX))
+                    } else {
+                        Ok(Action::Done)
+                    }
+                }
+            },
+            std::future::pending::<()>(),
+            Duration::from_secs(5),
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.queue().add(ObjectKey::new(Some("ns"), "next"));
+        let mut seen = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(k) = rx.recv().await {
+                seen.push(k.clone());
+                if k == "ns/next" {
+                    break;
+                }
+            }
+        })
+        .await;
+        run.abort();
+        assert_eq!(
+            seen,
+            ["ns/far", "ns/next"],
+            "far is not due again, next is reconciled"
+        );
+        assert_eq!(c.panics(), 0, "no overflow panic");
+    }
 }

@@ -401,7 +401,7 @@ impl<K: Resource> Informer<K> {
         let mut reg = self.shared.lock();
         let synced = self.shared.store.has_synced();
         let initial = self.shared.store.list();
-        let resync = resync.map(|p| (p, Instant::now() + p));
+        let resync = resync.map(|p| (p, crate::instant::from_now(p)));
         let sub = Arc::new(Sub {
             queue: Mutex::new(Queue {
                 items: VecDeque::new(),
@@ -686,8 +686,9 @@ fn resync<K: Resource>(shared: &Shared<K>, reg: &mut Registry<K>) {
                         queued = q.items.len(),
                         "informer subscriber busy, resync skipped for this period"
                     );
-                    q.resync = Some((period, now + period));
-                    next = Some(next.map_or(now + period, |n| n.min(now + period)));
+                    let due = crate::instant::after(now, period);
+                    q.resync = Some((period, due));
+                    next = Some(next.map_or(due, |n| n.min(due)));
                     continue;
                 }
                 q.items.extend(
@@ -699,7 +700,7 @@ fn resync<K: Resource>(shared: &Shared<K>, reg: &mut Registry<K>) {
                     wake.push(w);
                 }
             }
-            now + period
+            crate::instant::after(now, period)
         } else {
             due
         };
