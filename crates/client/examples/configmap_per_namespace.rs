@@ -117,10 +117,18 @@ pub async fn run(
             .flatten()
     }));
     // Reconcile only from complete caches (client-go's WaitForCacheSync).
-    // A list refused for good (403: RBAC missing) fails the run instead of hanging.
+    // A list refused for good (403: RBAC missing) fails the run instead of hanging, and so
+    // does a server still unreachable after a minute.
     let not_synced = |e| listwatch_client::Error::Config(format!("cache cannot sync: {e}"));
-    namespaces.wait_until_synced().await.map_err(not_synced)?;
-    configmaps.wait_until_synced().await.map_err(not_synced)?;
+    let within = std::time::Duration::from_secs(60);
+    namespaces
+        .wait_until_synced_within(within)
+        .await
+        .map_err(not_synced)?;
+    configmaps
+        .wait_until_synced_within(within)
+        .await
+        .map_err(not_synced)?;
     let ctx = Arc::new(Context {
         client,
         namespaces: namespaces.store(),

@@ -98,7 +98,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .resync_period(Duration::from_secs(300)),
     );
     let printer = informer.add_handler(PrintChanges);
-    informer.wait_until_synced().await?;
+    // Bounded: a wrong URL or an outage is an error here, not a silent hang.
+    informer
+        .wait_until_synced_within(Duration::from_secs(60))
+        .await?;
     println!("synced: {} pods", informer.store().len());
     tokio::select! {
         _ = printer => {}

@@ -383,14 +383,15 @@ async fn reconcile_website(
     .await
 }
 
-/// Waits for the first sync of `informer`; its failure (a list refused for good: 400, 401,
-/// 403, 404, 405, 406) is returned, not ignored.
+/// Waits, at most a minute, for the first sync of `informer`; its failure (a list refused
+/// for good: 400, 401, 403, 404, 405, 406, an answer that is not the list; or still failing
+/// after a minute: the server unreachable, 5xx, 429) is returned, not ignored.
 async fn synced<K: Resource>(
     informer: &Informer<K>,
     what: &str,
 ) -> Result<(), listwatch_client::Error> {
     informer
-        .wait_until_synced()
+        .wait_until_synced_within(std::time::Duration::from_secs(60))
         .await
         .map_err(|e| listwatch_client::Error::Config(format!("the {what} cache cannot sync: {e}")))
 }

@@ -5,7 +5,8 @@
 //! keys from the queue and call the reconcile function with each. Invariants:
 //! - a key is never reconciled by two workers at once and is reconciled again after any
 //!   change seen while it was being reconciled (the queue's rules);
-//! - an `Err` (or a panic) requeues the key with the per-key exponential backoff and the
+//! - an `Err` (or a panic, whether the reconcile function panics while building its future
+//!   or the future panics while running: controller-runtime's `RecoverPanic`) requeues the key with the per-key exponential backoff and the
 //!   overall token bucket; `Ok(Action::RequeueAfter(d))` forgets the failures and requeues
 //!   after `d`; `Ok(Action::Done)` forgets them;
 //! - shutdown stops this run's workers from taking keys (a backlog of thousands of keys does
@@ -16,10 +17,15 @@
 //! - **a cancelled reconcile strands no key**: dropping the future of [`Controller::run`]
 //!   (as a [`LeaderElector`](crate::LeaderElector) does when its lease is lost), aborting it
 //!   at the drain deadline or a panic hands each key being reconciled back to the queue, so
-//!   the next `run` over the same controller (after re-election) reconciles it again.
+//!   the next `run` over the same controller (after re-election) reconciles it again;
+//! - **a panic never kills a worker**: it is caught, logged, counted
+//!   ([`Controller::panics`]) and the key requeued with backoff, so one bad key cannot take
+//!   every worker down (which would leave `run` waiting for its shutdown, reconciling
+//!   nothing).
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -42,6 +48,8 @@ pub enum Action {
 #[derive(Clone)]
 pub struct Controller {
     queue: WorkQueue<ObjectKey>,
+    /// Reconciles that panicked (shared by the clones).
+    panics: Arc<AtomicU64>,
 }
 
 impl Default for Controller {
@@ -81,7 +89,16 @@ where
 impl Controller {
     /// A controller over `queue` (e.g. one with other [`RateLimits`](crate::RateLimits)).
     pub fn new(queue: WorkQueue<ObjectKey>) -> Self {
-        Self { queue }
+        Self {
+            queue,
+            panics: Arc::default(),
+        }
+    }
+
+    /// How many reconciles panicked so far (in any `run` of this controller or its clones);
+    /// each was caught and its key requeued with backoff.
+    pub fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
     }
 
     /// The work queue (to add keys from elsewhere).
@@ -185,6 +202,7 @@ impl Controller {
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..workers.max(1) {
             let queue = self.queue.clone();
+            let panics = Arc::clone(&self.panics);
             let reconcile = Arc::clone(&reconcile);
             let mut stopped = stopped.clone();
             tasks.spawn(async move {
@@ -199,9 +217,15 @@ impl Controller {
                     let Some(taken) = taken else { break };
                     // The guard hands the key back if this task is aborted mid-reconcile.
                     let key = taken.key().clone();
-                    let outcome = std::panic::AssertUnwindSafe(reconcile(key.clone()))
-                        .catch_unwind()
-                        .await;
+                    // Both the call (a closure that panics before it returns its future) and
+                    // the future are guarded: an unguarded panic would kill this worker.
+                    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        reconcile(key.clone())
+                    }));
+                    let outcome = match built {
+                        Ok(fut) => std::panic::AssertUnwindSafe(fut).catch_unwind().await,
+                        Err(p) => Err(p),
+                    };
                     match outcome {
                         Ok(Ok(Action::Done)) => queue.forget(&key),
                         Ok(Ok(Action::RequeueAfter(d))) => {
@@ -212,8 +236,10 @@ impl Controller {
                             tracing::warn!(key = %key.as_str(), error = %e, requeues = queue.num_requeues(&key), "reconcile failed, requeued with backoff");
                             queue.add_rate_limited(key.clone());
                         }
-                        Err(_) => {
-                            tracing::error!(key = %key.as_str(), "reconcile panicked, requeued with backoff");
+                        Err(p) => {
+                            panics.fetch_add(1, Ordering::Relaxed);
+                            let message = crate::informer_error::panic_message(p.as_ref());
+                            tracing::error!(key = %key.as_str(), panic = %message, "reconcile panicked, requeued with backoff");
                             queue.add_rate_limited(key.clone());
                         }
                     }
@@ -467,5 +493,81 @@ mod tests {
             c.queue().num_requeues(&ObjectKey::new(Some("ns"), "flaky")),
             0
         );
+    }
+
+    /// A reconcile closure that panics before returning its future (a cache-miss `unwrap`
+    /// in `move |key| { … async move { … } }`) must not kill the workers: the panic is
+    /// caught and counted, the key backs off, and other keys are still reconciled.
+    #[tokio::test(start_paused = true)]
+    async fn a_closure_panicking_before_its_future_does_not_kill_the_workers() {
+        let c = Controller::default();
+        let bad = ObjectKey::new(Some("ns"), "bad");
+        c.queue().add(bad.clone());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let run = tokio::spawn(c.clone().run(
+            2,
+            move |key: ObjectKey| {
+                assert!(key.as_str() != "ns/bad", "cache miss unwrap");
+                let tx = tx.clone();
+                async move {
+                    tx.send(key.as_str().to_owned()).ok();
+                    Ok::<_, String>(Action::Done)
+                }
+            },
+            std::future::pending::<()>(),
+            Duration::from_secs(5),
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.queue().add(ObjectKey::new(Some("ns"), "good"));
+        let good = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        run.abort();
+        assert_eq!(good.ok().flatten().as_deref(), Some("ns/good"));
+        assert!(c.panics() >= 1);
+        assert!(c.queue().num_requeues(&bad) >= 1, "the key backs off");
+    }
+
+    /// `Ok(Action::RequeueAfter(Duration::MAX))` ("no need to look again") overflowed
+    /// `Instant` in `add_after` and killed the worker; it now waits "for ever" (saturated)
+    /// and the other keys are reconciled.
+    #[tokio::test(start_paused = true)]
+    async fn a_huge_requeue_after_does_not_kill_the_workers() {
+        let c = Controller::default();
+        c.queue().add(ObjectKey::new(Some("ns"), "far"));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let run = tokio::spawn(c.clone().run(
+            2,
+            move |key: ObjectKey| {
+                let tx = tx.clone();
+                async move {
+                    tx.send(key.as_str().to_owned()).ok();
+                    if key.as_str() == "ns/far" {
+                        Ok::<_, String>(Action::RequeueAfter(Duration::MAX))
+                    } else {
+                        Ok(Action::Done)
+                    }
+                }
+            },
+            std::future::pending::<()>(),
+            Duration::from_secs(5),
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        c.queue().add(ObjectKey::new(Some("ns"), "next"));
+        let mut seen = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(k) = rx.recv().await {
+                seen.push(k.clone());
+                if k == "ns/next" {
+                    break;
+                }
+            }
+        })
+        .await;
+        run.abort();
+        assert_eq!(
+            seen,
+            ["ns/far", "ns/next"],
+            "far is not due again, next is reconciled"
+        );
+        assert_eq!(c.panics(), 0, "no overflow panic");
     }
 }

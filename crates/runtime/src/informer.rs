@@ -55,7 +55,9 @@
 //! delta is skipped, the handler keeps running). [`Informer::wait_until_synced`] fails with
 //! [`SyncError::Fatal`] when the list before the first sync fails in a way retries will not
 //! mend (400, 401, 403, 404, 405, 406: a selector the server refuses, a wrong resource or
-//! missing rights), instead of hanging; the
+//! missing rights; an object the type cannot decode or an answer that is not the list's
+//! JSON, at the first such failure), instead of hanging, and
+//! [`Informer::wait_until_synced_within`] bounds the wait through retriable failures; the
 //! informer keeps retrying in the background, so a later wait succeeds once the cause is
 //! fixed.
 
@@ -360,7 +362,10 @@ impl<K: Resource> Informer<K> {
     }
 
     /// Waits for the first list; fails at once when the first list's last try failed
-    /// fatally ([`SyncError::Fatal`]: 400, 401, 403, 404, 405, 406) or the informer stopped.
+    /// fatally ([`SyncError::Fatal`]: 400, 401, 403, 404, 405, 406, an object the type
+    /// cannot decode, an answer that is not the list's JSON) or the informer stopped. A
+    /// first list failing with retriable errors (refused, 5xx, 429) is waited through: use
+    /// [`wait_until_synced_within`](Self::wait_until_synced_within) to bound that.
     ///
     /// # Cancel safety
     ///
@@ -369,6 +374,18 @@ impl<K: Resource> Informer<K> {
         // The informer reports its fatal failures to its store: every reader of the store
         // waits the same way.
         self.shared.store.wait_until_synced().await
+    }
+
+    /// [`wait_until_synced`](Self::wait_until_synced) for at most `deadline`: also fails,
+    /// with [`SyncError::TimedOut`], when the first list keeps failing in ways retries may
+    /// mend (refused connections, 5xx, 429: see [`errors`](Self::errors) for which) or is
+    /// that slow. The informer keeps retrying either way.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, like [`Store::wait_until_synced`].
+    pub async fn wait_until_synced_within(&self, deadline: Duration) -> Result<(), SyncError> {
+        self.shared.store.wait_until_synced_within(deadline).await
     }
 
     /// A receiver of the informer's failures (see the module doc). The first call's receiver
@@ -401,7 +418,7 @@ impl<K: Resource> Informer<K> {
         let mut reg = self.shared.lock();
         let synced = self.shared.store.has_synced();
         let initial = self.shared.store.list();
-        let resync = resync.map(|p| (p, Instant::now() + p));
+        let resync = resync.map(|p| (p, crate::instant::from_now(p)));
         let sub = Arc::new(Sub {
             queue: Mutex::new(Queue {
                 items: VecDeque::new(),
@@ -686,8 +703,9 @@ fn resync<K: Resource>(shared: &Shared<K>, reg: &mut Registry<K>) {
                         queued = q.items.len(),
                         "informer subscriber busy, resync skipped for this period"
                     );
-                    q.resync = Some((period, now + period));
-                    next = Some(next.map_or(now + period, |n| n.min(now + period)));
+                    let due = crate::instant::after(now, period);
+                    q.resync = Some((period, due));
+                    next = Some(next.map_or(due, |n| n.min(due)));
                     continue;
                 }
                 q.items.extend(
@@ -699,7 +717,7 @@ fn resync<K: Resource>(shared: &Shared<K>, reg: &mut Registry<K>) {
                     wake.push(w);
                 }
             }
-            now + period
+            crate::instant::after(now, period)
         } else {
             due
         };

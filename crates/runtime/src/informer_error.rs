@@ -61,19 +61,40 @@ pub enum SyncError {
     #[error("stopped before the first sync: the informer or the store's writer went away")]
     Stopped,
     /// The last try of the first list failed in a way retries do not mend (400, 401, 403,
-    /// 404, 405, 406), or a transform or an index function panicked on it. The informer keeps retrying.
+    /// 404, 405, 406; an answer that is not a list of the type: an object that does not
+    /// decode into it, a body that is not the list's JSON, a content type that is not
+    /// JSON), or a transform or an index function panicked on it. The informer keeps
+    /// retrying.
     #[error("the informer cannot sync: {0}")]
     Fatal(InformerError),
+    /// A bounded wait (`wait_until_synced_within`) ran out before the first sync, the
+    /// first list failing with retriable errors (refused connections, 5xx, 429) or slow.
+    /// The informer keeps retrying; its failures are on `Informer::errors`.
+    #[error("not synced within {0:?}: the first list is still failing or slow")]
+    TimedOut(std::time::Duration),
 }
 
 /// Whether a list failure before the first sync will not go away by retrying: the request
 /// is malformed for this server (400: a label or field selector it does not support; 406: a
 /// content type it cannot produce), the resource does not exist or the client may not list
 /// it (kube-rs's watcher docs call these misconfigurations; client-go retries them forever,
-/// silently).
+/// silently). Also, at the first failure of the kind, an answer that is not a list of the
+/// type: an object the type cannot decode (`SkippedObject`, `Typed`: a CRD without a
+/// structural schema, a field of another type — the server holds it, so every retry gets
+/// it again) or a body that is not the list's JSON (`Decode`: a wrong URL answering HTML,
+/// a non-JSON content type, a list without a resourceVersion). Transient kinds (refused or
+/// cut connections, 5xx, 429, timeouts) are never fatal: bound those waits with
+/// `wait_until_synced_within`.
 pub(crate) fn is_fatal_before_sync(e: &Error) -> bool {
     matches!(e.code(), Some(400 | 401 | 403 | 404 | 405 | 406))
-        || matches!(e, Error::Config(_) | Error::Request(_))
+        || matches!(
+            e,
+            Error::Config(_)
+                | Error::Request(_)
+                | Error::Decode(_)
+                | Error::Typed(_)
+                | Error::SkippedObject { .. }
+        )
 }
 
 /// A copy of `e` when it is fatal before the first sync ([`is_fatal_before_sync`]): those
@@ -86,6 +107,7 @@ pub(crate) fn fatal_copy(e: &Error) -> Option<Error> {
         Error::Api(status) => Error::Api(status.clone()),
         Error::Config(m) => Error::Config(m.clone()),
         Error::Request(m) => Error::Request(m.clone()),
+        Error::Decode(m) => Error::Decode(m.clone()),
         // A fatal code is an `Api` error; anything else is described.
         other => Error::Decode(other.to_string()),
     })

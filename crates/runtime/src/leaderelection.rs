@@ -355,8 +355,8 @@ impl<L: LeaseLock> LeaderElector<L> {
     async fn renew_until_lost(&mut self, acquired_at: Instant) -> String {
         let mut renewed_at = acquired_at;
         loop {
-            let deadline = renewed_at + self.config.renew_deadline;
-            let next = (Instant::now() + self.config.retry_period).min(deadline);
+            let deadline = crate::instant::after(renewed_at, self.config.renew_deadline);
+            let next = crate::instant::from_now(self.config.retry_period).min(deadline);
             tokio::time::sleep_until(next).await;
             let started = Instant::now();
             if started >= deadline {

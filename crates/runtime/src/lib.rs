@@ -76,6 +76,7 @@ pub mod controller;
 mod error;
 mod informer;
 mod informer_error;
+pub mod instant;
 pub mod leaderelection;
 mod lister;
 pub mod predicate;

@@ -702,6 +702,23 @@ impl<K: Resource> Store<K> {
         }
     }
 
+    /// [`wait_until_synced`](Self::wait_until_synced) for at most `deadline`: fails with
+    /// [`SyncError::TimedOut`] when the first list keeps failing in ways retries may mend
+    /// (refused connections, 5xx, 429) or is that slow. What an operator should call at
+    /// start, so that a wrong server or an outage is an error, not a silent hang.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe, like [`wait_until_synced`](Self::wait_until_synced).
+    pub async fn wait_until_synced_within(
+        &self,
+        deadline: std::time::Duration,
+    ) -> Result<(), SyncError> {
+        tokio::time::timeout(deadline, self.wait_until_synced())
+            .await
+            .unwrap_or(Err(SyncError::TimedOut(deadline)))
+    }
+
     /// Waits until the first relist has completed however long the feeder keeps retrying
     /// failures, fatal ones included (client-go's `WaitForCacheSync`, kube-rs's
     /// `wait_until_ready`): fails only with [`SyncError::Stopped`]. For a wait that must

@@ -180,7 +180,7 @@ impl<K: Clone + Eq + Hash + Send + 'static> WorkQueue<K> {
         if s.shutting_down {
             return;
         }
-        let at = Instant::now() + delay;
+        let at = crate::instant::from_now(delay);
         if s.waiting.get(&key).is_some_and(|t| *t <= at) {
             return;
         }
@@ -614,5 +614,27 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all, (0..10).collect::<Vec<_>>());
+    }
+
+    /// A delay of `Duration::MAX` (a caller's "never", a huge rate-limit delay) saturates
+    /// instead of overflowing `Instant` (which panicked in the caller's worker).
+    #[tokio::test(start_paused = true)]
+    async fn a_delay_of_duration_max_saturates_instead_of_panicking() {
+        let q = WorkQueue::<String>::default();
+        q.add_after("never".to_owned(), Duration::MAX);
+        q.add_after("soon".to_owned(), Duration::from_secs(1));
+        assert_eq!(
+            tokio::time::timeout(Duration::from_secs(3600), q.get())
+                .await
+                .ok()
+                .flatten()
+                .as_deref(),
+            Some("soon")
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_secs(3600), q.get())
+                .await
+                .is_err()
+        );
     }
 }

@@ -671,3 +671,21 @@ async fn resyncs_respect_the_subscriber_queue_bound() {
         stuck.queued()
     );
 }
+
+/// A resync period of `Duration::MAX` ("practically never") is a period, not a panic:
+/// `now + period` overflowed `Instant` in the subscription (and killed the caller).
+#[tokio::test(start_paused = true)]
+async fn a_resync_period_of_duration_max_never_resyncs_and_does_not_panic() {
+    let backend = seeded(2).await;
+    let informer = Informer::spawn(
+        StorageLw::new(backend.clone()),
+        config().resync_period(Duration::MAX),
+    );
+    let log = Log::default();
+    let _h = informer.add_handler_with_resync(log.clone(), Duration::MAX);
+    let _s = informer.subscribe();
+    informer.wait_until_synced().await.unwrap();
+    assert!(eventually(Duration::from_secs(5), || log.len() == 2).await);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(log.take().len(), 2, "the initial adds only, no resync");
+}

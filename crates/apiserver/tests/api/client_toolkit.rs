@@ -432,18 +432,26 @@ async fn informer_failures_reach_code_against_the_binary() {
     let informer = Informer::spawn(counted, InformerConfig::default());
     let mut errors = informer.errors();
     // The list with `bad` fails as a whole (client-go, kube-rs): reported, never synced
-    // without it; once `bad` is gone a relist syncs.
+    // without it (and `wait_until_synced` fails with it); once `bad` is gone a relist
+    // syncs: the wait that outlasts a fix made elsewhere.
     let reported = tokio::time::timeout(common::PATIENCE, errors.recv())
         .await
         .unwrap()
         .unwrap();
     assert!(reported.to_string().contains("tk/bad"), "{reported}");
     assert!(!informer.has_synced());
+    assert!(matches!(
+        informer.wait_until_synced().await,
+        Err(listwatch_client::SyncError::Fatal(_))
+    ));
     assert!(cms.delete("bad").await.unwrap());
-    tokio::time::timeout(common::PATIENCE, informer.wait_until_synced())
-        .await
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(
+        common::PATIENCE,
+        informer.store().wait_until_synced_ignoring_failures(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let keys: Vec<String> = {
         let mut k: Vec<String> = informer
             .store()

@@ -16,10 +16,11 @@
 //!   token the event is not written (client-go's `EventSourceObjectSpamFilter`, 25 then one
 //!   per 5 minutes);
 //! - memory is bounded: each of the three caches keeps at most [`MAX_SERIES`](super::MAX_SERIES)
-//!   entries, the oldest forgotten first, each key once (client-go's LRUs of 4096), and a
-//!   group of similar events holds at most [`MAX_SIMILAR`] messages.
+//!   entries, the least recently used forgotten first (a lookup refreshes), each key once
+//!   (client-go's LRUs of 4096), a group of similar events holds at most [`MAX_SIMILAR`]
+//!   messages, and every note is cut to 1 KiB before it is queued.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -40,50 +41,76 @@ pub const SPAM_INTERVAL: Duration = Duration::from_secs(300);
 /// The prefix of a combined Event's message (client-go's wording).
 pub(super) const COMBINED_PREFIX: &str = "(combined from similar events): ";
 
-/// A map of at most [`MAX_SERIES`] entries; the oldest inserted is forgotten first. The
-/// order holds each key once (an update does not move or repeat it).
+/// A map of at most [`MAX_SERIES`] entries, least recently used forgotten first (client-go's
+/// LRUs): every lookup ([`get_mut`](Self::get_mut), [`entry`](Self::entry)) and insert
+/// refreshes its key, so a key in use (a hot object's spam bucket, a series still firing)
+/// is never the one evicted. The order holds each key once, under its last use's stamp.
 pub(super) struct Bounded<K, V> {
-    map: HashMap<K, V>,
-    order: VecDeque<K>,
+    map: HashMap<K, (V, u64)>,
+    /// Keys by the stamp of their last use; the first is the least recently used.
+    order: BTreeMap<u64, K>,
+    /// The next use's stamp.
+    clock: u64,
 }
 
 impl<K, V> Default for Bounded<K, V> {
     fn default() -> Self {
         Self {
             map: HashMap::new(),
-            order: VecDeque::new(),
+            order: BTreeMap::new(),
+            clock: 0,
         }
     }
 }
 
 impl<K: Clone + Eq + Hash, V> Bounded<K, V> {
-    pub(super) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        self.map.get_mut(key)
+    /// Moves `key` (present) to the most recently used end.
+    fn touch(&mut self, key: &K) {
+        let stamp = self.clock;
+        self.clock += 1;
+        if let Some((_, s)) = self.map.get_mut(key) {
+            self.order.remove(s);
+            *s = stamp;
+            self.order.insert(stamp, key.clone());
+        }
     }
 
-    /// Inserts or replaces `key`; a new key past the bound forgets the oldest.
+    /// The value of `key`, refreshed as the most recently used.
+    pub(super) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        self.touch(key);
+        self.map.get_mut(key).map(|(v, _)| v)
+    }
+
+    /// Inserts or replaces `key` as the most recently used; a new key past the bound
+    /// forgets the least recently used.
     pub(super) fn insert(&mut self, key: K, value: V) {
-        if let Some(v) = self.map.get_mut(&key) {
+        if let Some((v, _)) = self.map.get_mut(&key) {
             *v = value;
+            self.touch(&key);
             return;
         }
         while self.map.len() >= MAX_SERIES {
-            let Some(old) = self.order.pop_front() else {
+            let Some((_, old)) = self.order.pop_first() else {
                 break;
             };
             self.map.remove(&old);
         }
-        self.order.push_back(key.clone());
-        self.map.insert(key, value);
+        let stamp = self.clock;
+        self.clock += 1;
+        self.order.insert(stamp, key.clone());
+        self.map.insert(key, (value, stamp));
     }
 
-    /// The entry of `key`, made by `new` when absent.
+    /// The entry of `key` (refreshed), made by `new` when absent.
     pub(super) fn entry(&mut self, key: &K, new: impl FnOnce() -> V) -> &mut V {
-        if !self.map.contains_key(key) {
+        if self.map.contains_key(key) {
+            self.touch(key);
+        } else {
             self.insert(key.clone(), new());
         }
         self.map
             .get_mut(key)
+            .map(|(v, _)| v)
             .unwrap_or_else(|| unreachable!("inserted just above"))
     }
 
@@ -303,5 +330,25 @@ mod tests {
             play(&mut c, &format!("o{i}"), std::iter::once(failed("x")));
         }
         assert_eq!(c.series_len(), MAX_SERIES);
+    }
+
+    /// A key in use is not the one evicted (LRU, as client-go's caches): a hot object's
+    /// spam bucket survives thousands of other objects' events.
+    #[test]
+    fn a_lookup_keeps_a_key_from_being_evicted() {
+        let mut b: Bounded<u32, u32> = Bounded::default();
+        b.insert(0, 0);
+        for i in 1..(MAX_SERIES as u32 * 2) {
+            b.insert(i, i);
+            if i % 100 == 0 {
+                assert!(b.get_mut(&0).is_some(), "key 0 evicted after {i} inserts");
+            }
+        }
+        assert_eq!(b.len(), MAX_SERIES);
+        assert_eq!(b.order_len(), MAX_SERIES);
+        assert!(
+            b.get_mut(&1).is_none(),
+            "the least recently used went first"
+        );
     }
 }

@@ -16,8 +16,9 @@
 //!   events differing only in their message are combined after 10 distinct ones in 10
 //!   minutes into one `(combined from similar events)` Event; a spam filter lets 25 writes
 //!   about one object through, then one per 5 minutes ([`RecorderStats::filtered`]);
-//! - memory is bounded: the queue, and each cache of the correlator at [`MAX_SERIES`]
-//!   entries (the oldest forgotten first);
+//! - memory is bounded: the queue (each event's note cut to 1 KiB when published), and
+//!   each cache of the correlator at [`MAX_SERIES`] entries (the least recently used
+//!   forgotten first);
 //! - a write that fails because the server could not be reached (a refused, reset or cut
 //!   connection: [`Error::Connect`], [`Error::Http`]) is tried again, at most [`MAX_TRIES`]
 //!   times in all with a doubling wait (100 ms up to 2 s), as client-go's broadcaster retries
@@ -305,9 +306,15 @@ impl Recorder {
         let now = crate::leaderelection::micro_time_now();
         // RFC 3339 seconds for the `Time` fields.
         let at = now.get(..19).map_or(now.clone(), |s| format!("{s}Z"));
+        // The note cut to its 1 KiB now: the queue and the correlator's caches (whose keys
+        // hold it) never hold more.
+        let event = EventData {
+            note: truncated(event.note.as_deref()),
+            ..event.clone()
+        };
         let message = Message::Event(Box::new(Queued {
             regarding: regarding.clone(),
-            event: event.clone(),
+            event,
             at,
         }));
         let counters = &self.writer.counters;

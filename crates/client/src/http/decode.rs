@@ -79,6 +79,32 @@ pub(crate) fn decode_status(code: u16, body: &[u8]) -> Error {
     Error::api(Status::failure(code, reason, text))
 }
 
+/// Refuses a successful answer whose `Content-Type` says it is not JSON (the client asks
+/// for JSON only): a wrong server URL answering `text/html` (a web server, an ingress's
+/// page) is told as such, as an `Error::Decode` that fails the wait for the first sync,
+/// not as a JSON syntax error retried for ever. No `Content-Type` at all is let through
+/// (the body decides).
+pub(crate) fn expect_json(headers: &hyper::HeaderMap, what: &str) -> Result<()> {
+    let Some(value) = headers.get(hyper::header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(value.as_bytes());
+    let media = text
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if media == "application/json" || media.ends_with("+json") {
+        return Ok(());
+    }
+    // The server's header in the message, bounded.
+    let shown: String = text.chars().take(80).collect();
+    Err(Error::Decode(format!(
+        "the server answered the {what} with Content-Type {shown:?}, not JSON: is the server URL a Kubernetes API server?"
+    )))
+}
+
 /// Decodes one watch frame (without its newline).
 #[cfg(test)]
 pub(crate) fn decode_frame(frame: &[u8], fields: &SelectableFields) -> Result<WatchEvent<Object>> {

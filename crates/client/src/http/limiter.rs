@@ -5,7 +5,8 @@
 //!
 //! Invariants: a bucket of `burst` tokens refilled at `qps` per second; a request that finds
 //! none reserves the next one (the count may go negative) and waits until it is due, so
-//! requests are served in the order they asked. The first try of a request waits as long as
+//! requests are served in the order they asked; a request dropped while it waits gives back
+//! only what no later request was promised (`TokenBucket::cancel`). The first try of a request waits as long as
 //! its token takes, before the request timeout starts (client-go throttles the first try
 //! before it sets up the timeout, so that a throttled client does not time out requests it
 //! never sent); the caller bounds that wait by dropping the request. A retry's wait that
@@ -62,8 +63,10 @@ impl Limiter {
     /// would be past it (the token is not taken then). Dropped while waiting, the token is
     /// given back.
     pub(crate) async fn acquire(&self, deadline: Option<Duration>) -> Result<()> {
-        let reserved = self.bucket().reserve(deadline);
-        let wait = reserved.map_err(|wait| {
+        // The due instant as the bucket recorded it: what `cancel` matches against the
+        // reservations made after this one.
+        let reserved = self.bucket().reserve_due(deadline);
+        let (wait, due) = reserved.map_err(|wait| {
             Error::Http(
                 format!(
                     "client rate limiter: the retry is due in {wait:?}, past the request timeout"
@@ -74,7 +77,7 @@ impl Limiter {
         if !wait.is_zero() {
             let mut waiting = Waiting {
                 limiter: self,
-                due: Instant::now().checked_add(wait),
+                due: Some(due),
             };
             tracing::debug!(?wait, "client rate limiter: waiting");
             tokio::time::sleep(wait).await;

@@ -259,6 +259,7 @@ impl HttpListerWatcher {
         F: Fn(&[u8]) -> Result<K> + Send + 'static,
     {
         let (res, _) = self.get(list_query(request)).await?;
+        decode::expect_json(res.headers(), "list")?;
         let inner = &self.client.inner;
         Ok(list_body::page_stream(
             res,
@@ -271,6 +272,7 @@ impl HttpListerWatcher {
     /// Opens a watch; its body reports a cut connection as a failure of its server.
     pub(crate) async fn open_watch(&self, request: &WatchRequest) -> Result<decode::WatchBody> {
         let (res, server) = self.get(watch_query(request)).await?;
+        decode::expect_json(res.headers(), "watch")?;
         self.watch_server.store(server, Ordering::Release);
         let servers = self.client.clone();
         Ok(decode::WatchBody::new(

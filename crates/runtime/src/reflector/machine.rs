@@ -105,7 +105,7 @@ impl IdleDeadline {
     fn new(limit: Duration) -> Self {
         let now = Instant::now();
         Self {
-            sleep: Box::pin(tokio::time::sleep_until(now + limit)),
+            sleep: Box::pin(tokio::time::sleep_until(crate::instant::after(now, limit))),
             limit,
             last: now,
         }
@@ -115,7 +115,7 @@ impl IdleDeadline {
     async fn expired(&mut self) {
         loop {
             self.sleep.as_mut().await;
-            let due = self.last + self.limit;
+            let due = crate::instant::after(self.last, self.limit);
             if due <= Instant::now() {
                 return;
             }

@@ -317,7 +317,7 @@ async fn a_list_refused_for_good_fails_the_stores_wait_until_a_later_try() {
         other => panic!("the store's wait on a 403: {other:?}"),
     }
     // A later try that fails otherwise (the server went away): waiting again.
-    tx.unbounded_send(Err(Error::Decode("cut".into()))).unwrap();
+    tx.unbounded_send(Err(Error::Http("cut".into()))).unwrap();
     assert!(deltas.next().await.unwrap().is_err());
     let waiter = tokio::spawn({
         let r = r.clone();
