@@ -213,7 +213,7 @@ impl ListerWatcher for StorageListerWatcher {
     /// with a page size, which on etcd (and here on every backend) is a legacy Exact read at
     /// that version, so a relist would rebuild the cache at a stale state (or fail with 410
     /// once that version is compacted) instead of the current one. Only a first page the
-    /// feeder asked for with [`Self::list_next_at`] reads at exactly that version.
+    /// feeder asked for with `list_next_at` reads at exactly that version.
     async fn list(&self, request: &ListRequest) -> listwatch_runtime::Result<Page<Object>> {
         let r = request;
         let exact = if r.continue_token.is_none() {
