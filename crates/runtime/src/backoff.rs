@@ -34,7 +34,15 @@ impl Backoff {
             initial,
             max: max.max(initial),
             reset_after,
-            jitter: jitter.max(0.0),
+            // Finite and at most 10 (a delay of up to 11× the base): "forever" settings must
+            // not make the arithmetic below panic (rtcl3).
+            jitter: if jitter.is_finite() {
+                jitter.clamp(0.0, 10.0)
+            } else if jitter > 0.0 {
+                10.0
+            } else {
+                0.0
+            },
             next: initial,
             last: None,
         }
@@ -51,9 +59,10 @@ impl Backoff {
         }
         self.last = Some(now);
         let base = self.next;
-        self.next = (self.next * 2).min(self.max);
+        self.next = self.next.saturating_mul(2).min(self.max);
         let r: f64 = rand::rng().random();
-        base.mul_f64(1.0 + self.jitter * r)
+        Duration::try_from_secs_f64(base.as_secs_f64() * (1.0 + self.jitter * r))
+            .unwrap_or(Duration::MAX)
     }
 }
 

@@ -166,7 +166,11 @@ pub async fn collect_page<K>(mut stream: PageStream<K>) -> Result<Page<K>> {
             }
         }
     }
-    Err(Error::Decode("list ended before its end".into()))
+    // Cut short: a transport failure to retry, not an answer that does not decode.
+    Err(Error::Http(Box::new(std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        "list ended before its end",
+    ))))
 }
 
 /// One decoded watch event.

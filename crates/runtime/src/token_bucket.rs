@@ -13,8 +13,9 @@
 //! becomes a free slot that the next reservation takes when it is sooner than the count's
 //! next token (so the tokens of many dropped waiters are not lost, rtcl M3, and no one is
 //! double-booked, rtcl2 L1). A free slot whose time passes unused is dropped (using it late
-//! could exceed the rate); at most 4096 are kept. Reservations keep their due
-//! times, so the rate is never exceeded. Plain data: the caller holds it under its own lock
+//! could exceed the rate); at most 4096 are kept, and past that a cancelled token goes
+//! back to the count (a storm of dropped waiters never stalls the bucket). Reservations keep
+//! their due times. Plain data: the caller holds it under its own lock
 //! and does the waiting outside that lock.
 //!
 //! [`cancel`]: TokenBucket::cancel
@@ -25,7 +26,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 /// Free slots (due times of cancelled reservations that later ones were counted against)
-/// kept at most; past that a cancelled one's token is simply not given back.
+/// kept at most; past that a cancelled one's token goes back to the count.
 const MAX_FREE_SLOTS: usize = 4096;
 
 /// A token bucket whose tokens may be reserved ahead.
@@ -107,7 +108,15 @@ impl TokenBucket {
             // Later reservations were counted against this token: keep its slot instead.
             if self.free.len() < MAX_FREE_SLOTS {
                 self.free.insert(due);
+                return;
             }
+            // Past the bound the token goes back to the count (x/time/rate's behaviour before
+            // its fix): a later request may then be due beside a waiting one, but a storm of
+            // dropped waits never stalls the bucket (rtcl3).
+            let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+            self.tokens =
+                ((self.tokens + elapsed * self.qps).min(self.burst) + 1.0).min(self.burst);
+            self.refilled = now;
             return;
         }
         let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();

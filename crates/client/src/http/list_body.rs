@@ -411,7 +411,12 @@ impl ListSplitter {
     /// The body ended: the list's version and continue token, if the list was complete.
     pub(crate) fn finish(&mut self) -> Result<PageEnd> {
         if self.st != St::Done {
-            return Err(malformed("the body ended before the list did"));
+            // A cut body (a close-delimited answer or a proxy's chunked reply ended early) is
+            // a transport failure to retry, not a server answering something else (rtcl3).
+            return Err(Error::Http(Box::new(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "list: the body ended before the list did",
+            ))));
         }
         let meta = self.metadata.take().unwrap_or_default();
         // Opaque: kept as sent ("" when absent, which the reflector refuses).

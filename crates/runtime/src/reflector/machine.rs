@@ -297,7 +297,10 @@ impl<L: ListerWatcher> Machine<L> {
                     }
                     None => {
                         self.back_off(State::Empty, None);
-                        return Err(Error::Decode("list ended before its end".into()));
+                        return Err(Error::Http(Box::new(std::io::Error::new(
+                            std::io::ErrorKind::UnexpectedEof,
+                            "list ended before its end",
+                        ))));
                     }
                 },
                 State::StreamingList {
@@ -682,9 +685,10 @@ impl<L: ListerWatcher> Machine<L> {
 
     /// How long a watch opened with `request` may go without an event.
     fn idle_limit(&self, request: &WatchRequest) -> Duration {
-        let server = request
-            .timeout_seconds
-            .map_or(self.config.min_watch_timeout * 2, Duration::from_secs);
+        let server = request.timeout_seconds.map_or_else(
+            || self.config.min_watch_timeout.saturating_mul(2),
+            Duration::from_secs,
+        );
         server.saturating_add(self.config.watch_idle_margin)
     }
 
