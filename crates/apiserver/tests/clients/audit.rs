@@ -264,6 +264,9 @@ fn request_level_audit_reads_no_body_outside_flow_control() {
         &p("policy.yaml"),
         "--max-queued-requests-per-client",
         "1",
+        // alice may create (the test is about flow control, not authorization).
+        "--authorization-mode",
+        "AlwaysAllow",
     ]);
     let (tx, rx) = std::sync::mpsc::channel();
     let mut open = Vec::new();
