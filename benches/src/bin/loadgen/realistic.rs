@@ -59,6 +59,13 @@ pub(crate) struct Deployed {
     _dir: Option<DirGuard>,
 }
 
+impl Deployed {
+    /// The server, how to reach it, and what keeps its directory: drop the server first.
+    pub(crate) fn split(self) -> (Server, Target, Option<DirGuard>) {
+        (self.server, self.target, self._dir)
+    }
+}
+
 /// Removes a directory when dropped (declared after the server, so dropped after it).
 pub(crate) struct DirGuard(pub(crate) PathBuf);
 

@@ -3,9 +3,11 @@
 //! connection, beside `write-bare` (benches/src/bin/write_bare.rs: hyper + serde_json + a
 //! map doing the same I/O) started the same way; then the throughput of 64 concurrent
 //! clients; and the same figures of the server with `--data-dir` (durable, on the disk the
-//! temporary directory is on) beside them.
+//! temporary directory is on) and of the realistic configuration (`realistic.rs`: its own
+//! data directory, TLS, a token authenticator and RBAC) beside them.
 //!
-//! Each round starts each side fresh, in the order bare, ours, ours with `--data-dir`, so
+//! Each round starts each side fresh, in the order bare, ours, ours with `--data-dir`, ours
+//! realistic, so
 //! that load from elsewhere on a shared machine falls on all of them alike; the figures are
 //! the median of the rounds, with their range in the notes. CPU is the server's utime +
 //! stime from /proc (10 ms ticks: each phase runs for well over a second of CPU on our
@@ -14,7 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::http::Conn;
+use crate::http::{Conn, Target};
+use crate::realistic::{self, Config};
 use crate::report::{Bound, Goal, Metric, Report, Spread};
 use crate::sys::Server;
 
@@ -54,6 +57,9 @@ enum Side<'a> {
     Bare,
     Ours,
     Durable,
+    /// The realistic configuration (`realistic.rs`): `--data-dir` on the disk, TLS, a
+    /// token of a user outside `system:masters`, RBAC.
+    Realistic,
     /// Another build or configuration of ours, in memory ([`variants`]).
     Variant(&'a Variant),
 }
@@ -139,6 +145,7 @@ async fn concurrent(
     conns: Vec<Conn>,
     one: fn(usize, usize) -> Req,
 ) -> Result<((f64, f64), Vec<Conn>)> {
+    let clients = conns.len();
     let (c0, t0) = (server.cpu(), Instant::now());
     let mut tasks = Vec::new();
     for (k, mut c) in conns.into_iter().enumerate() {
@@ -155,7 +162,7 @@ async fn concurrent(
         back.push(t.await.map_err(|e| e.to_string())??);
     }
     let wall = t0.elapsed().as_secs_f64();
-    let n = (CLIENTS * PER_CLIENT) as f64;
+    let n = (clients * PER_CLIENT) as f64;
     Ok(((n / wall, (server.cpu() - c0) / n * 1e6), back))
 }
 
@@ -182,6 +189,8 @@ fn many_patch(k: usize, i: usize) -> Req {
 /// One side's round on a fresh server.
 async fn round(side: Side<'_>, bare: &Path, data_dir: &Path) -> Result<Round> {
     let dir = data_dir.to_string_lossy().into_owned();
+    // The realistic server's directory (data, PKI, tokens) lives as long as `deployed`.
+    let mut deployed = None;
     let server = match side {
         Side::Bare => Server::start_bin(bare, &[])?,
         Side::Ours => Server::start(&["--storage", "embedded"])?,
@@ -189,13 +198,28 @@ async fn round(side: Side<'_>, bare: &Path, data_dir: &Path) -> Result<Round> {
             let _ = std::fs::remove_dir_all(data_dir);
             Server::start(&["--storage", "embedded", "--data-dir", &dir])?
         }
+        Side::Realistic => {
+            let d = realistic::start(
+                &crate::sys::apiserver_bin()?,
+                Config::Realistic,
+                &["--storage", "embedded"],
+            )
+            .await?;
+            let (server, target, rest) = d.split();
+            deployed = Some((target, rest));
+            server
+        }
         Side::Variant(v) => {
             let args: Vec<&str> = v.args.iter().map(String::as_str).collect();
             Server::start_bin(&v.bin, &args)?
         }
     };
+    let target: Target = match &deployed {
+        Some((t, _)) => t.clone(),
+        None => Target::from(server.addr),
+    };
     let name = |i: usize| format!("pod-{i:06}");
-    let mut conn = Conn::open(server.addr).await?;
+    let mut conn = Conn::open(target.clone()).await?;
     let mut r = Round {
         create: sequential(&server, &mut conn, SEQ, |i| {
             (201, "POST", PODS.to_owned(), JSON, pod(&name(i), i))
@@ -221,13 +245,14 @@ async fn round(side: Side<'_>, bare: &Path, data_dir: &Path) -> Result<Round> {
     .await?;
     let mut conns = Vec::new();
     for _ in 0..CLIENTS {
-        conns.push(Conn::open(server.addr).await?);
+        conns.push(Conn::open(target.clone()).await?);
     }
     let (many, conns) = concurrent(&server, conns, many_create).await?;
     r.many_create = many;
     let (many, _) = concurrent(&server, conns, many_patch).await?;
     r.many_patch = many;
     drop(server);
+    drop(deployed);
     if side == Side::Durable {
         let _ = std::fs::remove_dir_all(data_dir);
     }
@@ -258,13 +283,14 @@ pub(crate) async fn w2() -> Result<Report> {
     let bare = bare_bin()?;
     let data_dir = std::env::temp_dir().join(format!("listwatch-w2-{}", std::process::id()));
     let vars = variants();
-    let (mut b, mut o, mut d) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut b, mut o, mut d, mut re) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut vr: Vec<Vec<Round>> = vec![Vec::new(); vars.len()];
     for k in 0..n {
         eprintln!("  round {} of {n}", k + 1);
         b.push(round(Side::Bare, &bare, &data_dir).await?);
         o.push(round(Side::Ours, &bare, &data_dir).await?);
         d.push(round(Side::Durable, &bare, &data_dir).await?);
+        re.push(round(Side::Realistic, &bare, &data_dir).await?);
         for (v, out) in vars.iter().zip(vr.iter_mut()) {
             out.push(round(Side::Variant(v), &bare, &data_dir).await?);
         }
@@ -369,6 +395,56 @@ pub(crate) async fn w2() -> Result<Report> {
             .note(format!("ours {}", ours.text(""))),
         );
     }
+    // The realistic configuration beside the bare program and beside the easy one (no goal:
+    // the issue judges the easy configuration against the bare program; this is what the
+    // deployment users run costs on top).
+    for (what, f, _) in figures {
+        let (real, base, easy) = (
+            Spread::of(&cpu(&re, f)),
+            Spread::of(&cpu(&b, f)),
+            Spread::of(&cpu(&o, f)),
+        );
+        r.push(
+            Metric::new(
+                &format!(
+                    "realistic (--data-dir, TLS, token + RBAC), sequential {what}: server CPU per request (median of {n} rounds)"
+                ),
+                "µs",
+                real.median,
+            )
+            .baseline(base.median, bare_is)
+            .note(format!(
+                "realistic {} {}; easy {} ({:.2}× easy)",
+                real.text("µs"),
+                each(&cpu(&re, f)),
+                easy.text("µs"),
+                real.median / easy.median.max(f64::MIN_POSITIVE)
+            )),
+        );
+    }
+    for (what, f) in many {
+        let (real, base, easy) = (
+            Spread::of(&cpu(&re, f)),
+            Spread::of(&cpu(&b, f)),
+            Spread::of(&cpu(&o, f)),
+        );
+        r.push(
+            Metric::new(
+                &format!(
+                    "realistic (--data-dir, TLS, token + RBAC), {CLIENTS} clients, {what}: requests/s (median of {n} rounds)"
+                ),
+                "req/s",
+                real.median,
+            )
+            .baseline(base.median, bare_is)
+            .note(format!(
+                "realistic {}; easy {} ({:.2}× easy)",
+                real.text(""),
+                easy.text(""),
+                real.median / easy.median.max(f64::MIN_POSITIVE)
+            )),
+        );
+    }
     for (v, rounds) in vars.iter().zip(&vr) {
         let label = &v.label;
         for (what, f, _) in figures {
@@ -399,7 +475,9 @@ pub(crate) async fn w2() -> Result<Report> {
     let conc_cpu = |v: &[Round], f: Pick| v.iter().map(|x| f(x).1).collect::<Vec<_>>();
     r.notes.push(format!(
         "{n} rounds; each round starts each side fresh, in the order bare, ours (in memory), ours \
-         with `--data-dir` ({}); per side and round: {SEQ} sequential creates, {SEQ} merge \
+         with `--data-dir` ({}), ours realistic (its own data directory on the disk, HTTPS, every \
+         request with the bearer token of a user outside system:masters authorized by RBAC; \
+         the load generator verifies the certificate and pays the TLS work too); per side and round: {SEQ} sequential creates, {SEQ} merge \
          PATCHes of one label and {SEQ} GETs on one keep-alive HTTP/1.1 connection, then \
          {CLIENTS} clients × {PER_CLIENT} creates and × {PER_CLIENT} merge PATCHes. The pod \
          body is {} bytes. Server CPU per request with {CLIENTS} clients, create: ours {}, \
