@@ -139,7 +139,7 @@ struct Round {
 }
 
 fn self_cpu() -> f64 {
-    sys::cpu_seconds(std::process::id()).unwrap_or(0.0)
+    sys::own_cpu_seconds()
 }
 
 /// Runs `readers` threads doing `one(n)` (which returns the objects listed) for a round.

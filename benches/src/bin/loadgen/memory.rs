@@ -5,10 +5,11 @@
 //!   RSS when it was ready and empty, divided by N, beside the bytes of JSON the pods are
 //!   stored as (each item of a paged list, serialised compactly). Goal: ≤ 2× the JSON. Two
 //!   servers side by side, the update rounds alternating: one with its defaults (the embedded
-//!   store keeps 5 minutes / 10 000 revisions of history, as etcd's default compaction keeps 5
-//!   minutes), whose figure includes the history the updates leave in that window, as a
-//!   deployed server's would; one compacting history as soon as it may, which shows the
-//!   history's share.
+//!   store keeps every version younger than 5 minutes and at least the last 10 000 revisions,
+//!   up to its byte cap, as etcd's default compaction keeps 5 minutes), whose figure
+//!   includes the history the updates leave in that window, as a deployed server's would;
+//!   one keeping only the last 10 000 revisions (`--embedded-retain-window 0s`), which shows
+//!   the share of the 5-minute window.
 //! - **P18 — 1 000 clients relisting at once**: 1 000 keep-alive connections each list a
 //!   namespace's pods (a few thousand) at the same instant, from the watch cache
 //!   (`resourceVersion=0`) and as a consistent read (`resourceVersion` unset), the modes
@@ -126,21 +127,17 @@ pub(crate) async fn p15() -> Result<Report> {
     let mut sides = [
         p15_side(
             n,
-            "default history (5 min / 10 000 revisions)",
+            "default history (every version younger than 5 min, at least the last 10 000, at most the byte cap)",
             &["--storage", "embedded"],
         )
         .await?,
         p15_side(
             n,
-            "history compacted as writes go (--embedded-retain-window 0s --embedded-retain-revisions 0)",
-            &[
-                "--storage",
-                "embedded",
-                "--embedded-retain-window",
-                "0s",
-                "--embedded-retain-revisions",
-                "0",
-            ],
+            // Not 0 revisions: a store that compacts every write away makes its own watch
+            // cache's storage watch fall off the history whenever it lags (410, relist), so
+            // that server would be measured relisting, not in a steady state.
+            "history of the last 10 000 revisions only (--embedded-retain-window 0s)",
+            &["--storage", "embedded", "--embedded-retain-window", "0s"],
         )
         .await?,
     ];

@@ -117,10 +117,25 @@ fn fixed() -> &'static Value {
         let baseline = std::env::var("LISTWATCH_BASELINE_APISERVER_BIN").ok();
         let baseline_version = baseline.as_ref().and_then(|p| all_lines(p, &["--version"]));
         let python = std::env::var("LISTWATCH_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+        // The knobs that change what a scenario measures, as set for this run.
+        let knobs: serde_json::Map<String, Value> = std::env::vars()
+            .filter(|(k, _)| {
+                k.starts_with("LISTWATCH_BENCH_")
+                    || k.starts_with("LISTWATCH_W2_")
+                    || k.starts_with("LISTWATCH_P10_")
+                    || k == "LISTWATCH_BASELINE_APISERVER_BIN"
+            })
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
         json!({
+            "environment": knobs,
             "commit": git(&["rev-parse", "HEAD"]),
-            "commit_dirty": git(&["status", "--porcelain", "--untracked-files=no"])
-                .map(|s| !s.is_empty()),
+            // Changes to what was measured only: the run itself rewrites docs/bench.
+            "commit_dirty": git(&[
+                "status", "--porcelain", "--untracked-files=no", "--",
+                "crates", "benches", "xtask", "Cargo.toml", "Cargo.lock",
+            ])
+            .map(|s| !s.is_empty()),
             "machine": {
                 "cpu": cpu_model(),
                 "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),

@@ -64,27 +64,32 @@ const STREAMS_PER_CONN: usize = 250;
 const OBJECTS: usize = 100;
 /// Size of each object's JSON.
 const VALUE_BYTES: usize = 1024;
-/// Writes per second, on both sides.
-/// Writes per second, on both sides: 100, or `$LISTWATCH_P10_RATE` (1..=1000) when the
-/// direct side does not keep up at 100 on the machine at hand (the report says whether it
-/// did).
+/// Writes per second, on both sides: 30, or `$LISTWATCH_P10_RATE` (1..=1000). At 30/s the
+/// direct side (etcd 3.4 spends ~25–30 µs of CPU per delivered event here) needs under a
+/// core for its 30 000 deliveries a second, so it keeps up on a 2-core machine that also
+/// runs the watch clients; the report checks that it did (achieved rate and lag from the
+/// scheduled time) and judges the ratio only then.
 fn rate() -> u64 {
     std::env::var("LISTWATCH_P10_RATE")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())
         .filter(|r| (1..=1_000).contains(r))
-        .unwrap_or(100)
+        .unwrap_or(30)
 }
 /// Writes per round and side (scaled by `$LISTWATCH_BENCH_SCALE`).
 fn writes() -> usize {
-    crate::meta::scaled(300, 30)
+    crate::meta::scaled(150, 30)
 }
 /// Rounds per side and topology (scaled by `$LISTWATCH_BENCH_SCALE`).
 fn rounds_n() -> usize {
     crate::meta::scaled(5, 2)
 }
-/// The most the last event may arrive after the last write for a side to have kept up.
-const KEEPS_UP: Duration = Duration::from_secs(1);
+/// The most the last event may arrive after the last write's *scheduled* time for a side to
+/// have kept up (with the writes sent at ≥ [`KEEPS_RATE`] of the rate).
+const KEEPS_UP: Duration = Duration::from_millis(250);
+/// The least fraction of the offered write rate a round must achieve to count as kept up
+/// (the writer waits for each Put's answer: an overloaded etcd slows the writes down).
+const KEEPS_RATE: f64 = 0.95;
 
 const NS: &str = "p10";
 
@@ -243,8 +248,11 @@ struct Side<'a> {
     cpu: Box<dyn Fn() -> (f64, f64) + 'a>,
     /// Per round: (events, CPU-s of the server, CPU-s of etcd).
     rounds: Vec<(u64, f64, f64)>,
-    /// Per round: seconds from the last write's acknowledgement to the last event.
+    /// Per round: seconds from the last write's scheduled time to the last event.
     lag: Vec<f64>,
+    /// Per round: the write rate achieved (writes ÷ time from the first send to the last
+    /// answer).
+    achieved: Vec<f64>,
 }
 
 impl Side<'_> {
@@ -266,8 +274,11 @@ async fn rounds(kv: &mut KvClient<Channel>, sides: &mut [Side<'_>; 2], label: &s
             let before = side.counts.events.load(Ordering::Relaxed);
             let want = before + (writes() * watchers()) as u64;
             let (s0, e0) = (side.cpu)();
+            let t0 = Instant::now();
             write_round(kv, &side.prefix, generation).await?;
             let written = Instant::now();
+            let scheduled_last =
+                t0 + Duration::from_secs_f64((writes() - 1) as f64 / rate() as f64);
             generation += writes();
             if !wait_for(&side.counts.events, want, Duration::from_secs(120)).await {
                 return Err(format!(
@@ -278,7 +289,13 @@ async fn rounds(kv: &mut KvClient<Channel>, sides: &mut [Side<'_>; 2], label: &s
                 ));
             }
             let (s1, e1) = (side.cpu)();
-            side.lag.push(written.elapsed().as_secs_f64());
+            side.lag.push(
+                Instant::now()
+                    .saturating_duration_since(scheduled_last)
+                    .as_secs_f64(),
+            );
+            side.achieved
+                .push(writes() as f64 / (written - t0).as_secs_f64().max(1e-9));
             let got = side.counts.events.load(Ordering::Relaxed) - before;
             side.rounds.push((got, s1 - s0, e1 - e0));
             pb.inc(1);
@@ -364,20 +381,32 @@ fn push_topology(r: &mut Report, what: &str, sides: &[Side<'_>; 2], notes: &mut 
     let ratio = Spread::of(&ratios);
     let direct_lag = Spread::of(&direct.lag);
     let ours_lag = Spread::of(&ours.lag);
-    let sustained = direct_lag.max <= KEEPS_UP.as_secs_f64();
+    let direct_rate = Spread::of(&direct.achieved);
+    let ours_rate = Spread::of(&ours.achieved);
+    let offered = rate() as f64;
+    let sustained = direct_lag.max <= KEEPS_UP.as_secs_f64()
+        && direct_rate.min >= KEEPS_RATE * offered
+        && ours_rate.min >= KEEPS_RATE * offered;
+    let ratio_metric = Metric::new(
+        &format!(
+            "{what}: delivered events per CPU-second, both sides without the previous object (median of {n} rounds)"
+        ),
+        "events/CPU-s",
+        o.median,
+    )
+    .baseline(
+        d.median,
+        &format!("the same watches directly on etcd, no prev_kv, {what}"),
+    );
+    // Judged only at a rate both sides sustained: against an overloaded etcd the ratio
+    // compares with a side that did less work than offered.
+    let ratio_metric = if sustained {
+        ratio_metric.goal(Goal::Ratio(Bound::AtLeast(5.0)))
+    } else {
+        ratio_metric
+    };
     r.push(
-        Metric::new(
-            &format!(
-                "{what}: delivered events per CPU-second, both sides without the previous object (median of {n} rounds)"
-            ),
-            "events/CPU-s",
-            o.median,
-        )
-        .baseline(
-            d.median,
-            &format!("the same watches directly on etcd, no prev_kv, {what}"),
-        )
-        .goal(Goal::Ratio(Bound::AtLeast(5.0)))
+        ratio_metric
         .note(format!(
             "listwatch {}; etcd direct {}; per-round ratio {}{}",
             o.text("events/CPU-s"),
@@ -386,7 +415,9 @@ fn push_topology(r: &mut Report, what: &str, sides: &[Side<'_>; 2], notes: &mut 
             if sustained {
                 String::new()
             } else {
-                "; the direct side did NOT keep up at this rate (see its lag)".to_owned()
+                "; NOT JUDGED: a side did not keep up at this rate (see the lag and achieved-rate rows); \
+                 re-run with a lower LISTWATCH_P10_RATE"
+                    .to_owned()
             }
         )),
     );
@@ -417,7 +448,7 @@ fn push_topology(r: &mut Report, what: &str, sides: &[Side<'_>; 2], notes: &mut 
     r.push(
         Metric::new(
             &format!(
-                "{what}: direct etcd side, last event after the last write (worst of {n} rounds)"
+                "{what}: direct etcd side, last event after the last write's scheduled time (worst of {n} rounds)"
             ),
             "s",
             direct_lag.max,
@@ -425,9 +456,25 @@ fn push_topology(r: &mut Report, what: &str, sides: &[Side<'_>; 2], notes: &mut 
         .baseline(ours_lag.max, "listwatch side, worst round")
         .goal(Goal::Value(Bound::AtMost(KEEPS_UP.as_secs_f64())))
         .note(format!(
-            "the rate is one the direct side sustains when this is met; direct {}, listwatch {}",
+            "with the achieved-rate row, whether the rate is one the direct side sustains; direct {}, listwatch {}",
             direct_lag.text("s"),
             ours_lag.text("s")
+        )),
+    );
+    r.push(
+        Metric::new(
+            &format!(
+                "{what}: direct etcd side, write rate achieved (worst of {n} rounds; offered {offered} writes/s)"
+            ),
+            "writes/s",
+            direct_rate.min,
+        )
+        .baseline(ours_rate.min, "listwatch side, worst round")
+        .goal(Goal::Value(Bound::AtLeast(KEEPS_RATE * offered)))
+        .note(format!(
+            "each Put waits for its answer, so an etcd that cannot keep up slows the writer; direct {}, listwatch {}",
+            direct_rate.text("writes/s"),
+            ours_rate.text("writes/s")
         )),
     );
     notes.push(format!(
@@ -479,7 +526,8 @@ pub(crate) async fn p10() -> Result<Report> {
         "--idle-connection-timeout",
         "3600",
     ])?;
-    let etcd_cpu = || sys::cpu_seconds(etcd_pid).unwrap_or(0.0);
+    let etcd_meter = sys::CpuMeter::of(etcd_pid);
+    let etcd_cpu = || etcd_meter.seconds();
     let ours_prefix = format!("/registry/pods/{NS}/");
     let direct_prefix = format!("/direct/pods/{NS}/");
     let mut conn = Conn::open(server.addr).await?;
@@ -532,6 +580,7 @@ pub(crate) async fn p10() -> Result<Report> {
                 cpu: Box::new(|| (server.cpu(), etcd_cpu())),
                 rounds: Vec::new(),
                 lag: Vec::new(),
+                achieved: Vec::new(),
             },
             Side {
                 name: "etcd direct (a client each)",
@@ -540,6 +589,7 @@ pub(crate) async fn p10() -> Result<Report> {
                 cpu: Box::new(|| (0.0, etcd_cpu())),
                 rounds: Vec::new(),
                 lag: Vec::new(),
+                achieved: Vec::new(),
             },
         ];
         let mut tasks = Vec::with_capacity(2 * watchers());
@@ -575,6 +625,7 @@ pub(crate) async fn p10() -> Result<Report> {
                 cpu: Box::new(|| (server.cpu(), etcd_cpu())),
                 rounds: Vec::new(),
                 lag: Vec::new(),
+                achieved: Vec::new(),
             },
             Side {
                 name: "etcd direct (shared connections)",
@@ -583,6 +634,7 @@ pub(crate) async fn p10() -> Result<Report> {
                 cpu: Box::new(|| (0.0, etcd_cpu())),
                 rounds: Vec::new(),
                 lag: Vec::new(),
+                achieved: Vec::new(),
             },
         ];
         let conns = watchers().div_ceil(STREAMS_PER_CONN);

@@ -401,15 +401,29 @@ impl Side {
         })
     }
 
-    /// One round: the creates alone, as many with the watch open, then the backlog.
-    async fn round(&mut self, pb: &indicatif::ProgressBar) -> Result<()> {
-        let (server, to) = (&self.server.server, &self.server.target);
+    /// The creates alone: the server's CPU for them.
+    async fn alone(&mut self, pb: &indicatif::ProgressBar) -> Result<f64> {
+        let server = &self.server.server;
         let m = m();
         let cpu0 = server.cpu();
         create_burst(&mut self.writers, PATH, self.next).await?;
         self.next += m;
         pb.inc(m as u64);
-        let cpu_writes = server.cpu() - cpu0;
+        Ok(server.cpu() - cpu0)
+    }
+
+    /// One round: the creates alone and as many with the watch open (in round `k`'s order:
+    /// alone first in even rounds, second in odd ones, so that a drift of the creates' cost
+    /// over the run — the store grows — does not fall on one side), then the backlog.
+    async fn round(&mut self, pb: &indicatif::ProgressBar, k: usize) -> Result<()> {
+        let alone_first = k % 2 == 0;
+        let mut cpu_writes = if alone_first {
+            self.alone(pb).await?
+        } else {
+            0.0
+        };
+        let (server, to) = (&self.server.server, &self.server.target);
+        let m = m();
         // As many creates with the watch open.
         let rv = list_rv(&mut self.conn, PATH).await?;
         let watch = Collector::open(to, &format!("{PATH}?watch=1&resourceVersion={rv}")).await?;
@@ -422,11 +436,9 @@ impl Side {
         let cpu_watch = server.cpu() - cpu0;
         let (frames, reads) = watch.finish();
         let rate = m as f64 / (done - t).as_secs_f64();
-        self.live
-            .push((cpu_watch - cpu_writes).max(0.0) / m as f64 * 1e6);
+        let live_at = self.live.len();
         self.rates.push(rate);
         self.per_read.push(reads);
-        self.cpus.push((cpu_writes, cpu_watch));
         let encoded = chunked(&frames);
         self.live_base.push(bare_task_cost(&encoded, Some(rate))?);
         // The same events again, all queued at once: watches from before them, one after
@@ -436,6 +448,14 @@ impl Side {
         self.backlog.push(cpu);
         self.backlog_per_read.push(reads);
         self.backlog_base.push(bare_task_cost(&encoded, None)?);
+        if !alone_first {
+            cpu_writes = self.alone(pb).await?;
+        }
+        // Not clamped: a round whose creates cost less with the watcher than without shows
+        // as a negative figure, which is what tells the difference is within the noise.
+        self.live
+            .insert(live_at, (cpu_watch - cpu_writes) / m as f64 * 1e6);
+        self.cpus.push((cpu_writes, cpu_watch));
         Ok(())
     }
 }
@@ -460,7 +480,7 @@ pub(crate) async fn p2() -> Result<Report> {
         // Alternating which configuration goes first.
         let n = sides.len();
         for k in 0..n {
-            sides[(round + k) % n].round(&pb).await?;
+            sides[(round + k) % n].round(&pb, round).await?;
         }
     }
     pb.finish_and_clear();
@@ -521,6 +541,7 @@ fn push_side(r: &mut Report, side: &Side, easy: Option<(f64, f64)>) {
         "µs",
         b.median,
     );
+    let mut unjudged = None;
     let (live, backlog) = match (side.config, easy) {
         (Config::Realistic, Some((el, eb))) => (
             live.baseline(el, "the easy configuration, same run"),
@@ -528,11 +549,26 @@ fn push_side(r: &mut Report, side: &Side, easy: Option<(f64, f64)>) {
         ),
         (Config::Realistic, None) => (live, backlog),
         (Config::Easy, _) => (
-            live.baseline(
-                lb.median,
-                "bare tokio task: the same frames from an mpsc to a TCP socket at the same event rate",
-            )
-            .goal(Goal::Ratio(Bound::AtMost(2.0))),
+            {
+                let live = live.baseline(
+                    lb.median,
+                    "bare tokio task: the same frames from an mpsc to a TCP socket at the same event rate",
+                );
+                // The figure is a difference of two large CPU totals: judged only when its
+                // rounds agree to within the bare task's own figure (else its sign and
+                // size are the creates' noise, and a verdict either way would be chance).
+                if l.max - l.min <= lb.median {
+                    live.goal(Goal::Ratio(Bound::AtMost(2.0)))
+                } else {
+                    unjudged = Some(format!(
+                        "not judged against its goal (≤ 2× the bare task): the rounds span {:.1} to {:.1} µs, \
+                         wider than the bare task's {:.1} µs — the difference between the creates with and \
+                         without the watcher is within the creates' own round-to-round noise",
+                        l.min, l.max, lb.median
+                    ));
+                    live
+                }
+            },
             backlog
                 .baseline(
                     bb.median,
@@ -542,7 +578,8 @@ fn push_side(r: &mut Report, side: &Side, easy: Option<(f64, f64)>) {
         ),
     };
     r.push(live.note(format!(
-        "ours {}; bare task {}; ratio to the bare task per round {}",
+        "{}ours {}; bare task {}; ratio to the bare task per round {}",
+        unjudged.map(|u| format!("{u}. ")).unwrap_or_default(),
         l.text("µs"),
         lb.text("µs"),
         lr.text("")

@@ -63,7 +63,7 @@ pub(crate) fn scale_text() -> String {
 }
 
 fn self_cpu() -> f64 {
-    sys::cpu_seconds(std::process::id()).unwrap_or(0.0)
+    sys::own_cpu_seconds()
 }
 
 /// Sets the annotation `updated-by-benchmark` of the current object to `value`.
@@ -84,7 +84,8 @@ pub(crate) async fn on_etcd(r: &mut Report) -> Result<()> {
         .await
         .map_err(|e| e.to_string())?;
     let etcd_pid = etcd.pid().ok_or("etcd has no pid")?;
-    let etcd_cpu = || sys::cpu_seconds(etcd_pid).unwrap_or(0.0);
+    let etcd_meter = sys::CpuMeter::of(etcd_pid);
+    let etcd_cpu = || etcd_meter.seconds();
     let store = Arc::new(listwatch_etcd::EtcdStore::new(
         etcd.client(),
         "/registry",

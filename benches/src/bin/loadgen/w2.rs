@@ -9,9 +9,9 @@
 //! Each round starts each side fresh, in the order bare, ours, ours with `--data-dir`, ours
 //! realistic, so
 //! that load from elsewhere on a shared machine falls on all of them alike; the figures are
-//! the median of the rounds, with their range in the notes. CPU is the server's utime +
-//! stime from /proc (10 ms ticks: each phase runs for well over a second of CPU on our
-//! side, so a tick is under 1 %).
+//! the median of the rounds, with their range in the notes. CPU is the server's, read to the
+//! nanosecond from a cgroup of its own (`sys::CpuMeter`; /proc's 10 ms ticks only where no
+//! cgroup can be made: the bare program's phases are a few ticks long).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -100,6 +100,8 @@ struct Round {
     /// 64 clients: requests per second (wall) and server CPU µs per request.
     many_create: (f64, f64),
     many_patch: (f64, f64),
+    /// The server's CPU was read to the nanosecond (a cgroup), not in /proc's ticks.
+    precise: bool,
 }
 
 /// The bare baseline: `$LISTWATCH_WRITE_BARE_BIN`, else `write-bare` beside this program.
@@ -126,9 +128,9 @@ async fn sequential(
     n: usize,
     mut one: impl FnMut(usize) -> Req,
 ) -> Result<(f64, f64)> {
+    let reqs: Vec<Req> = (0..n).map(&mut one).collect();
     let (c0, t0) = (server.cpu(), Instant::now());
-    for i in 0..n {
-        let (want, method, path, ct, body) = one(i);
+    for (want, method, path, ct, body) in reqs {
         conn.expect(want, method, &path, ct, &body).await?;
     }
     let per = n as f64;
@@ -146,12 +148,16 @@ async fn concurrent(
     one: fn(usize, usize) -> Req,
 ) -> Result<((f64, f64), Vec<Conn>)> {
     let clients = conns.len();
+    // Every request is made before the clock starts: the load generator shares the cores
+    // with the server, and building bodies in the timed loop would tax the fast side most.
+    let work: Vec<Vec<Req>> = (0..clients)
+        .map(|k| (0..PER_CLIENT).map(|i| one(k, i)).collect())
+        .collect();
     let (c0, t0) = (server.cpu(), Instant::now());
     let mut tasks = Vec::new();
-    for (k, mut c) in conns.into_iter().enumerate() {
+    for (mut c, reqs) in conns.into_iter().zip(work) {
         tasks.push(tokio::spawn(async move {
-            for i in 0..PER_CLIENT {
-                let (want, method, path, ct, body) = one(k, i);
+            for (want, method, path, ct, body) in reqs {
                 c.expect(want, method, &path, ct, &body).await?;
             }
             Ok::<Conn, String>(c)
@@ -251,6 +257,7 @@ async fn round(side: Side<'_>, bare: &Path, data_dir: &Path) -> Result<Round> {
     r.many_create = many;
     let (many, _) = concurrent(&server, conns, many_patch).await?;
     r.many_patch = many;
+    r.precise = server.cpu_precise();
     drop(server);
     drop(deployed);
     if side == Side::Durable {
@@ -482,9 +489,9 @@ pub(crate) async fn w2() -> Result<Report> {
          {CLIENTS} clients × {PER_CLIENT} creates and × {PER_CLIENT} merge PATCHes. The pod \
          body is {} bytes. Server CPU per request with {CLIENTS} clients, create: ours {}, \
          --data-dir {}, bare {}; merge PATCH: ours {}, --data-dir {}, bare {} (µs, per \
-         round). The load generator shares the machine with the servers (and, here, with \
-         other engineers' builds): compare the ratios within this run, not the absolute \
-         figures across runs.",
+         round). Every request body is built before its phase's clock starts. Server CPU: {}. \
+         The load generator shares the machine with the servers: compare the ratios within \
+         this run, not the absolute figures across runs.",
         data_dir.display(),
         pod("pod-000000", 0).len(),
         each(&conc_cpu(&o, |x| x.many_create)),
@@ -493,6 +500,12 @@ pub(crate) async fn w2() -> Result<Report> {
         each(&conc_cpu(&o, |x| x.many_patch)),
         each(&conc_cpu(&d, |x| x.many_patch)),
         each(&conc_cpu(&b, |x| x.many_patch)),
+        if [&b, &o, &d, &re].iter().all(|v| v.iter().all(|x| x.precise)) {
+            "to the nanosecond, each server in a cgroup of its own (cpuacct)"
+        } else {
+            "from /proc in 10 ms ticks for at least one side (no cgroup could be made): a bare phase of \
+             a few ticks is coarse"
+        },
     ));
     Ok(r)
 }
