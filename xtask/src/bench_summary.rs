@@ -180,6 +180,12 @@ pub fn render(dir: &Path, known: &[&str]) -> Result<String, String> {
     for (id, v) in &results {
         figure_rows(id, v, &mut out);
     }
+    // A scenario of the run with no results file is listed too: its absence is a result.
+    for id in known.iter().filter(|k| !ids.iter().any(|i| i == *k)) {
+        out.push_str(&format!(
+            "| {id} | — | **no results file** (not run, or it failed before writing one) | — | — | — | — | — |\n"
+        ));
+    }
     out.push_str(
         "\nWhere each scenario's results were measured (the `\"run\"` object of its results file):\n\n\
          | id | commit | date (UTC) | machine | kernel | etcd | scale | load average at the end |\n\
@@ -256,7 +262,7 @@ mod tests {
         // A scenario this table does not know yet (another engineer's) is listed after.
         std::fs::write(dir.join("W9.json"), result("W9", Value::Null).to_string()).unwrap();
         std::fs::write(dir.join("amplification.json"), "{}").unwrap();
-        let out = render(&dir, &["P1", "P2"]).unwrap();
+        let out = render(&dir, &["P1", "P2", "P3"]).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let ids: Vec<&str> = out
             .lines()
@@ -279,6 +285,10 @@ mod tests {
         assert!(out.contains("scenario P2 (**scaled-down run**)"), "{out}");
         assert!(out.contains("| P1 | not recorded"), "{out}");
         assert!(!out.contains("amplification"), "{out}");
+        assert!(
+            out.contains("| P3 | — | **no results file**"),
+            "a known scenario without results is listed: {out}"
+        );
     }
 
     #[test]

@@ -328,18 +328,23 @@ pub(crate) async fn p12() -> Result<Report> {
                 UPSTREAM_GZIP_LIST_S
             };
             let upstream_rate = UPSTREAM_PODS / anchor_s;
-            r.push(
-                Metric::new(&format!("{label}: pods/s"), "pods/s", rate)
-                    .baseline(
-                        upstream_rate,
-                        &format!(
-                            "upstream {} of 165k pods in {anchor_s} s",
-                            if watch { "watch-list" } else { "gzip list" }
-                        ),
-                    )
-                    .goal(Goal::Ratio(Bound::AtLeast(3.0)))
-                    .note(format!("wall {t:.2} s (rounds {})", spread(&secs))),
-            );
+            let m = Metric::new(&format!("{label}: pods/s"), "pods/s", rate)
+                .baseline(
+                    upstream_rate,
+                    &format!(
+                        "upstream {} of 165k pods in {anchor_s} s",
+                        if watch { "watch-list" } else { "gzip list" }
+                    ),
+                )
+                .note(format!("wall {t:.2} s (rounds {})", spread(&secs)));
+            // Judged like for like only: the list anchor is a gzip list, so the plain list
+            // is shown beside it without a verdict (its compression work is not there).
+            let m = if watch || gzip {
+                m.goal(Goal::Ratio(Bound::AtLeast(3.0)))
+            } else {
+                m
+            };
+            r.push(m);
             let mut wire = Metric::new(&format!("{label}: bytes on the wire"), "MB", wire_mb);
             if gzip {
                 wire = wire.goal(Goal::Value(Bound::AtMost(250.0)));
