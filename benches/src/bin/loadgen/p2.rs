@@ -416,7 +416,7 @@ impl Side {
     /// alone first in even rounds, second in odd ones, so that a drift of the creates' cost
     /// over the run — the store grows — does not fall on one side), then the backlog.
     async fn round(&mut self, pb: &indicatif::ProgressBar, k: usize) -> Result<()> {
-        let alone_first = k % 2 == 0;
+        let alone_first = k.is_multiple_of(2);
         let mut cpu_writes = if alone_first {
             self.alone(pb).await?
         } else {
