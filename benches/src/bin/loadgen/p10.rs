@@ -688,7 +688,8 @@ pub(crate) async fn p10() -> Result<Report> {
          writer, the same on both sides. Every watcher on both sides receives the new object only: the direct \
          watches do not ask for prev_kv (listwatch's own single etcd watch does, as the apiserver's; its \
          watchers get Kubernetes watch events, which carry the object alone). \
-         CPU from /proc (10 ms ticks): the listwatch process and etcd for listwatch, etcd alone for the direct \
+         CPU (each process in a cgroup of its own, to the nanosecond; /proc's 10 ms ticks only where no cgroup \
+         can be made): the listwatch process and etcd for listwatch, etcd alone for the direct \
          watches; the watch clients (this load generator) count on neither side. Open-file limit {limit}.",
         rate()
     ));

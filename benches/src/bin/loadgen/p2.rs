@@ -17,7 +17,7 @@
 //! The baseline task drains what is queued (up to 256 frames) and writes it with one
 //! `write_all`, as a server that coalesces queued events into one write would; its CPU is
 //! that of the one thread its current-thread runtime runs on (`CLOCK_THREAD_CPUTIME_ID`).
-//! The server's CPU comes from /proc in 10 ms ticks, over phases of a second or more.
+//! The server's CPU is read to the nanosecond from a cgroup of its own (`sys::CpuMeter`).
 //!
 //! With `$LISTWATCH_BASELINE_APISERVER_BIN` (another build of the server, e.g. main before a
 //! change), the backlog is also measured on that build in the same run: both servers get the
@@ -442,7 +442,7 @@ impl Side {
         let encoded = chunked(&frames);
         self.live_base.push(bare_task_cost(&encoded, Some(rate))?);
         // The same events again, all queued at once: watches from before them, one after
-        // the other (several: /proc counts the server's CPU in 10 ms ticks).
+        // the other (several, so that each round measures a second or more of CPU).
         tokio::time::sleep(Duration::from_millis(200)).await;
         let (cpu, reads) = backlog_round(server, to, PATH, &rv).await?;
         self.backlog.push(cpu);
@@ -598,7 +598,7 @@ fn push_side(r: &mut Report, side: &Side, easy: Option<(f64, f64)>) {
     r.notes.push(format!(
         "{}: live, per round: server µs per event {}, bare task {}, ratio {}; events/s {}; frames per client read {}; \
          server CPU-s for {m} creates without / with the watcher {}. Backlog, per round: server µs per event {}, \
-         bare task {}, ratio {}; frames per client read {}. /proc counts CPU in 10 ms ticks.",
+         bare task {}, ratio {}; frames per client read {}. Server CPU from a cgroup of its own, to the nanosecond.",
         side.config.label(),
         list(&side.live),
         list(&side.live_base),

@@ -123,6 +123,16 @@ impl CpuMeter {
 impl Drop for CpuMeter {
     fn drop(&mut self) {
         if let Some((dir, _)) = &self.group {
+            // A process still running (an etcd outliving its meter) goes back to the root
+            // group, so that the directory can be removed.
+            if let (Some(root), Ok(pids)) = (
+                dir.parent(),
+                std::fs::read_to_string(dir.join("cgroup.procs")),
+            ) {
+                for pid in pids.lines().filter(|l| !l.trim().is_empty()) {
+                    let _ = std::fs::write(root.join("cgroup.procs"), pid.trim());
+                }
+            }
             let _ = std::fs::remove_dir(dir);
         }
     }

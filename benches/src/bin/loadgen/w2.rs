@@ -405,7 +405,7 @@ pub(crate) async fn w2() -> Result<Report> {
     // The realistic configuration beside the bare program and beside the easy one (no goal:
     // the issue judges the easy configuration against the bare program; this is what the
     // deployment users run costs on top).
-    for (what, f, _) in figures {
+    let realistic = |r: &mut Report, what: String, unit: &str, f: Pick| {
         let (real, base, easy) = (
             Spread::of(&cpu(&re, f)),
             Spread::of(&cpu(&b, f)),
@@ -414,42 +414,35 @@ pub(crate) async fn w2() -> Result<Report> {
         r.push(
             Metric::new(
                 &format!(
-                    "realistic (--data-dir, TLS, token + RBAC), sequential {what}: server CPU per request (median of {n} rounds)"
+                    "realistic (--data-dir, TLS, token + RBAC), {what} (median of {n} rounds)"
                 ),
-                "µs",
+                unit,
                 real.median,
             )
             .baseline(base.median, bare_is)
             .note(format!(
                 "realistic {} {}; easy {} ({:.2}× easy)",
-                real.text("µs"),
+                real.text(unit),
                 each(&cpu(&re, f)),
-                easy.text("µs"),
+                easy.text(unit),
                 real.median / easy.median.max(f64::MIN_POSITIVE)
             )),
+        );
+    };
+    for (what, f, _) in figures {
+        realistic(
+            &mut r,
+            format!("sequential {what}: server CPU per request"),
+            "µs",
+            f,
         );
     }
     for (what, f) in many {
-        let (real, base, easy) = (
-            Spread::of(&cpu(&re, f)),
-            Spread::of(&cpu(&b, f)),
-            Spread::of(&cpu(&o, f)),
-        );
-        r.push(
-            Metric::new(
-                &format!(
-                    "realistic (--data-dir, TLS, token + RBAC), {CLIENTS} clients, {what}: requests/s (median of {n} rounds)"
-                ),
-                "req/s",
-                real.median,
-            )
-            .baseline(base.median, bare_is)
-            .note(format!(
-                "realistic {}; easy {} ({:.2}× easy)",
-                real.text(""),
-                easy.text(""),
-                real.median / easy.median.max(f64::MIN_POSITIVE)
-            )),
+        realistic(
+            &mut r,
+            format!("{CLIENTS} clients, {what}: requests/s"),
+            "req/s",
+            f,
         );
     }
     for (v, rounds) in vars.iter().zip(&vr) {
