@@ -39,7 +39,6 @@ use listwatch_api::watch::EventType;
 use listwatch_storage::ObjectList;
 use serde_json::Value;
 
-use crate::ErrorResponse;
 use crate::compute::Offloader;
 use crate::error::{ApiError, ApiResult};
 use crate::negotiate::{Format, Offer, negotiate};
@@ -120,31 +119,11 @@ fn response(code: StatusCode, body: impl Into<Body>) -> Response {
 /// A JSON response (object, Scale, Status, a list built as JSON) converted to CBOR; any
 /// other response as it is.
 pub(crate) async fn from_json(resp: Response) -> Response {
-    let is_json = resp
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes() == b"application/json");
-    if !is_json {
-        return resp;
-    }
-    let (mut parts, body) = resp.into_parts();
-    let converted = match axum::body::to_bytes(body, crate::yaml::MAX_CONVERTED_BYTES).await {
-        Ok(bytes) => listwatch_cbor::from_json(&bytes)
-            .map_err(|e| ApiError::internal(format!("a response is not JSON: {e}"))),
-        Err(e) => Err(ApiError::internal(format!(
-            "a response too large to convert to CBOR: {e}"
-        ))),
-    };
-    match converted {
-        Ok(cbor) => {
-            parts.headers.remove(header::CONTENT_LENGTH);
-            parts
-                .headers
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
-            Response::from_parts(parts, Body::from(cbor))
-        }
-        Err(e) => e.into_response(),
-    }
+    crate::yaml::convert_json_response(resp, "CBOR", CONTENT_TYPE, |bytes| {
+        listwatch_cbor::from_json(bytes)
+            .map_err(|e| ApiError::internal(format!("a response is not JSON: {e}")))
+    })
+    .await
 }
 
 /// A list in CBOR: the tagged map `kind`, `items`, `metadata`, `apiVersion` (the

@@ -181,6 +181,25 @@ fn encode(v: &Value) -> ApiResult<String> {
 /// A JSON response (`Content-Type: application/json`) as YAML, with its status and other
 /// headers; any other response is returned as it is.
 pub(crate) async fn from_json(resp: Response) -> Response {
+    convert_json_response(resp, "YAML", CONTENT_TYPE, |bytes| {
+        serde_json::from_slice::<Value>(bytes)
+            .map_err(|e| ApiError::internal(format!("a response is not JSON: {e}")))
+            .and_then(|v| encode_sized(&v, bytes.len()))
+            .map(String::into_bytes)
+    })
+    .await
+}
+
+/// A JSON response (`Content-Type: application/json`) converted by `convert` into the
+/// format `format` served as `content_type` (YAML here, CBOR in `cbor.rs`), its status and
+/// other headers kept; any other response is returned as it is. The body read is bounded by
+/// [`MAX_CONVERTED_BYTES`]; a failed conversion is a 500.
+pub(crate) async fn convert_json_response(
+    resp: Response,
+    format: &str,
+    content_type: &'static str,
+    convert: impl FnOnce(&[u8]) -> ApiResult<Vec<u8>>,
+) -> Response {
     let is_json = resp
         .headers()
         .get(header::CONTENT_TYPE)
@@ -190,20 +209,18 @@ pub(crate) async fn from_json(resp: Response) -> Response {
     }
     let (mut parts, body) = resp.into_parts();
     let converted = match axum::body::to_bytes(body, MAX_CONVERTED_BYTES).await {
-        Ok(bytes) => serde_json::from_slice::<Value>(&bytes)
-            .map_err(|e| ApiError::internal(format!("a response is not JSON: {e}")))
-            .and_then(|v| encode_sized(&v, bytes.len())),
+        Ok(bytes) => convert(&bytes),
         Err(e) => Err(ApiError::internal(format!(
-            "a response too large to convert to YAML: {e}"
+            "a response too large to convert to {format}: {e}"
         ))),
     };
     match converted {
-        Ok(text) => {
+        Ok(out) => {
             parts.headers.remove(header::CONTENT_LENGTH);
             parts
                 .headers
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE));
-            Response::from_parts(parts, Body::from(text))
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            Response::from_parts(parts, Body::from(out))
         }
         Err(e) => e.into_response(),
     }
